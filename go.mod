@@ -1,0 +1,3 @@
+module github.com/nomicore/nomicore
+
+go 1.26

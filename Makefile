@@ -52,9 +52,10 @@ test-short: js-deps
 fuzz: js-deps
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
-## golden: regenerate the golden frame vectors with the independent JS generator
+## golden: regenerate the golden frame and lib0 vectors with the independent JS generators
 golden:
 	cd testdata/golden/gen && npm ci --no-audit --no-fund --loglevel=error && node gen.mjs
+	node lib0/testdata/gen-vectors.mjs testdata/golden/gen/node_modules > lib0/testdata/vectors.json
 
 ## bench: every Go benchmark (figures for the issue notes)
 bench: js-deps

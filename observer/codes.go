@@ -1,0 +1,179 @@
+package observer
+
+import "slices"
+
+// ConnectionCode is the closed union of §23.2 used by connection-failed.code: the 17
+// codes of the §13.1 connection error registry plus the two local codes this seam
+// registers (PONG_TIMEOUT, OUTBOUND_SEQUENCE_EXHAUSTED). Unknown strings fold to
+// INTERNAL_ERROR (FoldConnectionCode).
+type ConnectionCode string
+
+// §13.1 connection error registry.
+const (
+	ConnErrBadMagic                   ConnectionCode = "BAD_MAGIC"
+	ConnErrUnsupportedEnvelopeVersion ConnectionCode = "UNSUPPORTED_ENVELOPE_VERSION"
+	ConnErrMalformedFrame             ConnectionCode = "MALFORMED_FRAME"
+	ConnErrFrameLengthMismatch        ConnectionCode = "FRAME_LENGTH_MISMATCH"
+	ConnErrFrameTooLarge              ConnectionCode = "FRAME_TOO_LARGE"
+	ConnErrUnsupportedFlags           ConnectionCode = "UNSUPPORTED_FLAGS"
+	ConnErrUnsupportedMessageType     ConnectionCode = "UNSUPPORTED_MESSAGE_TYPE"
+	ConnErrSequenceViolation          ConnectionCode = "SEQUENCE_VIOLATION"
+	ConnErrHelloRequired              ConnectionCode = "HELLO_REQUIRED"
+	ConnErrHelloTimeout               ConnectionCode = "HELLO_TIMEOUT"
+	ConnErrUnsupportedProtocolVersion ConnectionCode = "UNSUPPORTED_PROTOCOL_VERSION"
+	ConnErrUnsupportedCapability      ConnectionCode = "UNSUPPORTED_CAPABILITY"
+	ConnErrInstanceIdentityMismatch   ConnectionCode = "INSTANCE_IDENTITY_MISMATCH"
+	ConnErrConnectionPolicyViolation  ConnectionCode = "CONNECTION_POLICY_VIOLATION"
+	ConnErrAckStateViolation          ConnectionCode = "ACK_STATE_VIOLATION"
+	ConnErrConnectionBackpressure     ConnectionCode = "CONNECTION_BACKPRESSURE"
+	ConnErrInternalError              ConnectionCode = "INTERNAL_ERROR"
+)
+
+// §23.2 local connection codes (no wire frame).
+const (
+	ConnErrPongTimeout               ConnectionCode = "PONG_TIMEOUT"
+	ConnErrOutboundSequenceExhausted ConnectionCode = "OUTBOUND_SEQUENCE_EXHAUSTED"
+)
+
+var connectionCodes = []ConnectionCode{ConnErrBadMagic, ConnErrUnsupportedEnvelopeVersion,
+	ConnErrMalformedFrame, ConnErrFrameLengthMismatch, ConnErrFrameTooLarge, ConnErrUnsupportedFlags,
+	ConnErrUnsupportedMessageType, ConnErrSequenceViolation, ConnErrHelloRequired, ConnErrHelloTimeout,
+	ConnErrUnsupportedProtocolVersion, ConnErrUnsupportedCapability, ConnErrInstanceIdentityMismatch,
+	ConnErrConnectionPolicyViolation, ConnErrAckStateViolation, ConnErrConnectionBackpressure,
+	ConnErrInternalError, ConnErrPongTimeout, ConnErrOutboundSequenceExhausted}
+
+// ConnectionCodes lists the 19 members of the union in registry order, the two
+// local codes last.
+func ConnectionCodes() []ConnectionCode { return slices.Clone(connectionCodes) }
+
+// Valid reports membership in the union.
+func (c ConnectionCode) Valid() bool { return slices.Contains(connectionCodes, c) }
+
+// FoldConnectionCode maps any string to the union: members map to themselves,
+// everything else to INTERNAL_ERROR (§23.2 未知码折叠规则).
+func FoldConnectionCode(s string) ConnectionCode {
+	if c := ConnectionCode(s); c.Valid() {
+		return c
+	}
+	return ConnErrInternalError
+}
+
+// NamespaceCode is the closed union of §23.2 used by namespace-error.code: the 26
+// codes of the §13.2 namespace error registry plus IDENTITY_CHANGED (the §11 fence
+// frame, named after its message). Unknown strings fold to INTERNAL_ERROR.
+type NamespaceCode string
+
+// §13.2 namespace error registry.
+const (
+	NsErrTargetNotRequested        NamespaceCode = "TARGET_NOT_REQUESTED"
+	NsErrReopenRequiresReconnect   NamespaceCode = "NAMESPACE_REOPEN_REQUIRES_RECONNECT"
+	NsErrNamespaceUnauthorized     NamespaceCode = "NAMESPACE_UNAUTHORIZED"
+	NsErrNamespaceNotFound         NamespaceCode = "NAMESPACE_NOT_FOUND"
+	NsErrReplicationNotEnabled     NamespaceCode = "REPLICATION_NOT_ENABLED"
+	NsErrReplicationIDMismatch     NamespaceCode = "REPLICATION_ID_MISMATCH"
+	NsErrReplicationEpochMismatch  NamespaceCode = "REPLICATION_EPOCH_MISMATCH"
+	NsErrNamespaceStateViolation   NamespaceCode = "NAMESPACE_STATE_VIOLATION"
+	NsErrSyncStateViolation        NamespaceCode = "SYNC_STATE_VIOLATION"
+	NsErrBootstrapTooLarge         NamespaceCode = "BOOTSTRAP_TOO_LARGE"
+	NsErrBootstrapFailed           NamespaceCode = "BOOTSTRAP_FAILED"
+	NsErrSyncDiffTooLarge          NamespaceCode = "SYNC_DIFF_TOO_LARGE"
+	NsErrUpdateTooLarge            NamespaceCode = "UPDATE_TOO_LARGE"
+	NsErrProtectedFieldMutation    NamespaceCode = "PROTECTED_FIELD_MUTATION"
+	NsErrRoleViolation             NamespaceCode = "ROLE_VIOLATION"
+	NsErrPersistenceDegraded       NamespaceCode = "PERSISTENCE_DEGRADED"
+	NsErrApplyFailed               NamespaceCode = "APPLY_FAILED"
+	NsErrAckTimeout                NamespaceCode = "ACK_TIMEOUT"
+	NsErrNamespaceTimeout          NamespaceCode = "NAMESPACE_TIMEOUT"
+	NsErrInternalError             NamespaceCode = "INTERNAL_ERROR"
+	NsErrUpdateTransferViolation   NamespaceCode = "UPDATE_TRANSFER_VIOLATION"
+	NsErrUpdateTransferTooLarge    NamespaceCode = "UPDATE_TRANSFER_TOO_LARGE"
+	NsErrSnapshotTransferViolation NamespaceCode = "SNAPSHOT_TRANSFER_VIOLATION"
+	NsErrSnapshotTransferTooLarge  NamespaceCode = "SNAPSHOT_TRANSFER_TOO_LARGE"
+	NsErrSyncTransferViolation     NamespaceCode = "SYNC_TRANSFER_VIOLATION"
+	NsErrSyncTransferTooLarge      NamespaceCode = "SYNC_TRANSFER_TOO_LARGE"
+)
+
+// §23.2 local namespace code: the §11 IDENTITY_CHANGED fence frame.
+const NsErrIdentityChanged NamespaceCode = "IDENTITY_CHANGED"
+
+// namespaceCodes holds each union member with the terminal state the §13.2
+// registry gives it, already clamped for events (ACK_TIMEOUT's needs-resync →
+// failed, §23.2). IDENTITY_CHANGED leads to conflicted (§11: the peer enters
+// conflicted).
+var namespaceCodes = []struct {
+	code     NamespaceCode
+	terminal TerminalState
+}{
+	{NsErrTargetNotRequested, TerminalFailed},
+	{NsErrReopenRequiresReconnect, TerminalClosed},
+	{NsErrNamespaceUnauthorized, TerminalFailed},
+	{NsErrNamespaceNotFound, TerminalFailed},
+	{NsErrReplicationNotEnabled, TerminalFailed},
+	{NsErrReplicationIDMismatch, TerminalConflicted},
+	{NsErrReplicationEpochMismatch, TerminalConflicted},
+	{NsErrNamespaceStateViolation, TerminalFailed},
+	{NsErrSyncStateViolation, TerminalFailed},
+	{NsErrBootstrapTooLarge, TerminalFailed},
+	{NsErrBootstrapFailed, TerminalFailed},
+	{NsErrSyncDiffTooLarge, TerminalFailed},
+	{NsErrUpdateTooLarge, TerminalFailed},
+	{NsErrProtectedFieldMutation, TerminalFailed},
+	{NsErrRoleViolation, TerminalFailed},
+	{NsErrPersistenceDegraded, TerminalFailed},
+	{NsErrApplyFailed, TerminalFailed},
+	{NsErrAckTimeout, TerminalFailed}, // registry: needs-resync, clamped
+	{NsErrNamespaceTimeout, TerminalFailed},
+	{NsErrInternalError, TerminalFailed},
+	{NsErrUpdateTransferViolation, TerminalFailed},
+	{NsErrUpdateTransferTooLarge, TerminalFailed},
+	{NsErrSnapshotTransferViolation, TerminalFailed},
+	{NsErrSnapshotTransferTooLarge, TerminalFailed},
+	{NsErrSyncTransferViolation, TerminalFailed},
+	{NsErrSyncTransferTooLarge, TerminalFailed},
+	{NsErrIdentityChanged, TerminalConflicted},
+}
+
+// NamespaceCodes lists the 27 members of the union in registry order,
+// IDENTITY_CHANGED last.
+func NamespaceCodes() []NamespaceCode {
+	out := make([]NamespaceCode, len(namespaceCodes))
+	for i, e := range namespaceCodes {
+		out[i] = e.code
+	}
+	return out
+}
+
+// Valid reports membership in the union.
+func (c NamespaceCode) Valid() bool {
+	_, ok := c.lookup()
+	return ok
+}
+
+func (c NamespaceCode) lookup() (TerminalState, bool) {
+	for _, e := range namespaceCodes {
+		if e.code == c {
+			return e.terminal, true
+		}
+	}
+	return "", false
+}
+
+// TerminalState is the namespace-error.terminalState for this code: the §13.2
+// registry's terminal state with needs-resync clamped to failed (§23.2). It is
+// absent for a code outside the union.
+func (c NamespaceCode) TerminalState() Opt[TerminalState] {
+	if t, ok := c.lookup(); ok {
+		return Some(t)
+	}
+	return None[TerminalState]()
+}
+
+// FoldNamespaceCode maps any string to the union: members map to themselves,
+// everything else — including the schema re-arm codes, which are a domain of their
+// own — to INTERNAL_ERROR (§23.2).
+func FoldNamespaceCode(s string) NamespaceCode {
+	if c := NamespaceCode(s); c.Valid() {
+		return c
+	}
+	return NsErrInternalError
+}

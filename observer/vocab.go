@@ -1,0 +1,406 @@
+package observer
+
+import "slices"
+
+// The closed vocabularies of §23.1. Each is a named string type whose values are
+// the contract's literals; Valid reports membership. The lists are append-only
+// (§23: "事件类型、reason/cause/via 词表、稳定码表只增不改").
+
+// Side is the envelope key `side`: which end emitted the event.
+type Side string
+
+const (
+	SideHub  Side = "hub"
+	SidePeer Side = "peer"
+)
+
+var sides = []Side{SideHub, SidePeer}
+
+// Sides lists both sides.
+func Sides() []Side { return slices.Clone(sides) }
+
+// Valid reports whether s is hub or peer.
+func (s Side) Valid() bool { return slices.Contains(sides, s) }
+
+// ConnectionState is a connection state machine state: §15.1 (peer, 8 states) or
+// §15.2 (hub; §23.1 lists only handshaking/ready/draining/closed for events).
+type ConnectionState string
+
+const (
+	ConnStopped      ConnectionState = "stopped"
+	ConnDisconnected ConnectionState = "disconnected"
+	ConnConnecting   ConnectionState = "connecting"
+	ConnHandshaking  ConnectionState = "handshaking"
+	ConnReady        ConnectionState = "ready"
+	ConnDraining     ConnectionState = "draining"
+	ConnBackoff      ConnectionState = "backoff"
+	ConnBlocked      ConnectionState = "blocked"
+	ConnClosed       ConnectionState = "closed" // hub only
+)
+
+var (
+	peerConnectionStates = []ConnectionState{ConnStopped, ConnDisconnected, ConnConnecting,
+		ConnHandshaking, ConnReady, ConnDraining, ConnBackoff, ConnBlocked}
+	hubConnectionStates = []ConnectionState{ConnHandshaking, ConnReady, ConnDraining, ConnClosed}
+)
+
+// ConnectionStates lists the connection states an event of the given side may carry.
+func ConnectionStates(side Side) []ConnectionState {
+	if side == SideHub {
+		return slices.Clone(hubConnectionStates)
+	}
+	return slices.Clone(peerConnectionStates)
+}
+
+// ValidFor reports whether s is a connection state of the given side.
+func (s ConnectionState) ValidFor(side Side) bool {
+	switch side {
+	case SideHub:
+		return slices.Contains(hubConnectionStates, s)
+	case SidePeer:
+		return slices.Contains(peerConnectionStates, s)
+	}
+	return false
+}
+
+// Valid reports whether s is a connection state of either side.
+func (s ConnectionState) Valid() bool { return s.ValidFor(SideHub) || s.ValidFor(SidePeer) }
+
+// ChannelState is a namespace channel state: the 11 peer states of §16, or the 9
+// hub states (§23.1 "hub 9 态"; the hub set is the peer set without the peer-only
+// `targeted` and `disconnected` — see docs/decisions.md).
+type ChannelState string
+
+const (
+	ChannelTargeted      ChannelState = "targeted" // peer only
+	ChannelOpening       ChannelState = "opening"
+	ChannelBootstrapping ChannelState = "bootstrapping"
+	ChannelReconciling   ChannelState = "reconciling"
+	ChannelLive          ChannelState = "live"
+	ChannelNeedsResync   ChannelState = "needs-resync"
+	ChannelClosing       ChannelState = "closing"
+	ChannelClosed        ChannelState = "closed"
+	ChannelConflicted    ChannelState = "conflicted"
+	ChannelFailed        ChannelState = "failed"
+	ChannelDisconnected  ChannelState = "disconnected" // peer only
+)
+
+var (
+	peerChannelStates = []ChannelState{ChannelTargeted, ChannelOpening, ChannelBootstrapping,
+		ChannelReconciling, ChannelLive, ChannelNeedsResync, ChannelClosing, ChannelClosed,
+		ChannelConflicted, ChannelFailed, ChannelDisconnected}
+	hubChannelStates = []ChannelState{ChannelOpening, ChannelBootstrapping, ChannelReconciling,
+		ChannelLive, ChannelNeedsResync, ChannelClosing, ChannelClosed, ChannelConflicted,
+		ChannelFailed}
+)
+
+// ChannelStates lists the channel states an event of the given side may carry.
+func ChannelStates(side Side) []ChannelState {
+	if side == SideHub {
+		return slices.Clone(hubChannelStates)
+	}
+	return slices.Clone(peerChannelStates)
+}
+
+// ValidFor reports whether s is a channel state of the given side.
+func (s ChannelState) ValidFor(side Side) bool {
+	switch side {
+	case SideHub:
+		return slices.Contains(hubChannelStates, s)
+	case SidePeer:
+		return slices.Contains(peerChannelStates, s)
+	}
+	return false
+}
+
+// Valid reports whether s is a channel state of either side.
+func (s ChannelState) Valid() bool { return s.ValidFor(SidePeer) }
+
+// BackoffReason is connection-backoff-scheduled.reason (§23.1, 8 values).
+type BackoffReason string
+
+const (
+	BackoffDialFailed             BackoffReason = "dial-failed"
+	BackoffSocketClosed           BackoffReason = "socket-closed"
+	BackoffHelloTimeout           BackoffReason = "hello-timeout"
+	BackoffPongTimeout            BackoffReason = "pong-timeout"
+	BackoffConnectionBackpressure BackoffReason = "connection-backpressure"
+	BackoffGoAwayClosed           BackoffReason = "goaway-closed"
+	BackoffGoAwayRetryHint        BackoffReason = "goaway-retry-hint"
+	BackoffNamespaceRecovery      BackoffReason = "namespace-recovery"
+)
+
+var backoffReasons = []BackoffReason{BackoffDialFailed, BackoffSocketClosed, BackoffHelloTimeout,
+	BackoffPongTimeout, BackoffConnectionBackpressure, BackoffGoAwayClosed, BackoffGoAwayRetryHint,
+	BackoffNamespaceRecovery}
+
+// BackoffReasons lists the backoff reasons.
+func BackoffReasons() []BackoffReason { return slices.Clone(backoffReasons) }
+
+// Valid reports membership in the closed vocabulary.
+func (r BackoffReason) Valid() bool { return slices.Contains(backoffReasons, r) }
+
+// GoAwayReason is goaway-received.reasonCode: the §6.3/§15.1 codes, every other
+// wire string folded to `other` (§23.1: against high-cardinality injection).
+type GoAwayReason string
+
+const (
+	GoAwayServerRestarting   GoAwayReason = "SERVER_RESTARTING"
+	GoAwayServerShuttingDown GoAwayReason = "SERVER_SHUTTING_DOWN"
+	GoAwayReauthRequired     GoAwayReason = "REAUTH_REQUIRED"
+	GoAwayOther              GoAwayReason = "other"
+)
+
+var goAwayReasons = []GoAwayReason{GoAwayServerRestarting, GoAwayServerShuttingDown,
+	GoAwayReauthRequired, GoAwayOther}
+
+// GoAwayReasons lists the goaway reason codes, `other` last.
+func GoAwayReasons() []GoAwayReason { return slices.Clone(goAwayReasons) }
+
+// Valid reports membership in the closed vocabulary.
+func (r GoAwayReason) Valid() bool { return slices.Contains(goAwayReasons, r) }
+
+// FoldGoAwayReason maps a wire GOAWAY reasonCode to the event vocabulary: the
+// three known codes map to themselves, anything else (including "other") to
+// GoAwayOther.
+func FoldGoAwayReason(wire string) GoAwayReason {
+	switch r := GoAwayReason(wire); r {
+	case GoAwayServerRestarting, GoAwayServerShuttingDown, GoAwayReauthRequired:
+		return r
+	}
+	return GoAwayOther
+}
+
+// AuthRejectReason is auth-upgrade-rejected.reason (§23.1, 9 values).
+type AuthRejectReason string
+
+const (
+	AuthHubShutdown        AuthRejectReason = "hub-shutdown"
+	AuthMissingToken       AuthRejectReason = "missing-token"
+	AuthVerifierMissing    AuthRejectReason = "verifier-missing"
+	AuthFrameTooLarge      AuthRejectReason = "frame-too-large"
+	AuthEarlyFrameLimit    AuthRejectReason = "early-frame-limit"
+	AuthTimeout            AuthRejectReason = "auth-timeout"
+	AuthInvalidCredentials AuthRejectReason = "invalid-credentials"
+	AuthInvalidInstanceID  AuthRejectReason = "invalid-instance-id"
+	AuthPeerDisconnected   AuthRejectReason = "peer-disconnected"
+)
+
+var authRejectReasons = []AuthRejectReason{AuthHubShutdown, AuthMissingToken, AuthVerifierMissing,
+	AuthFrameTooLarge, AuthEarlyFrameLimit, AuthTimeout, AuthInvalidCredentials,
+	AuthInvalidInstanceID, AuthPeerDisconnected}
+
+// AuthRejectReasons lists the upgrade rejection reasons.
+func AuthRejectReasons() []AuthRejectReason { return slices.Clone(authRejectReasons) }
+
+// Valid reports membership in the closed vocabulary.
+func (r AuthRejectReason) Valid() bool { return slices.Contains(authRejectReasons, r) }
+
+// ResyncCause is resync-required.cause (§23.1, 6 values).
+type ResyncCause string
+
+const (
+	ResyncQueueOverflow         ResyncCause = "queue-overflow"
+	ResyncSendFailed            ResyncCause = "send-failed"
+	ResyncConnectionShed        ResyncCause = "connection-shed"
+	ResyncAckTimeout            ResyncCause = "ack-timeout"
+	ResyncSessionFanoutOverflow ResyncCause = "session-fanout-overflow"
+	ResyncRemoteDeclared        ResyncCause = "remote-declared"
+)
+
+var resyncCauses = []ResyncCause{ResyncQueueOverflow, ResyncSendFailed, ResyncConnectionShed,
+	ResyncAckTimeout, ResyncSessionFanoutOverflow, ResyncRemoteDeclared}
+
+// ResyncCauses lists the resync causes.
+func ResyncCauses() []ResyncCause { return slices.Clone(resyncCauses) }
+
+// Valid reports membership in the closed vocabulary.
+func (c ResyncCause) Valid() bool { return slices.Contains(resyncCauses, c) }
+
+// SendFailureReason is resync-required.reason, present only with cause send-failed
+// (§23.1, issue #231).
+type SendFailureReason string
+
+const (
+	SendUpdateTooLarge SendFailureReason = "update-too-large"
+	SendFrameRejected  SendFailureReason = "send-frame-rejected"
+)
+
+var sendFailureReasons = []SendFailureReason{SendUpdateTooLarge, SendFrameRejected}
+
+// SendFailureReasons lists the send-failed sub-reasons.
+func SendFailureReasons() []SendFailureReason { return slices.Clone(sendFailureReasons) }
+
+// Valid reports membership in the closed vocabulary.
+func (r SendFailureReason) Valid() bool { return slices.Contains(sendFailureReasons, r) }
+
+// DropReason is update-dropped.reason (§23.1; one value today).
+type DropReason string
+
+const DropUpdateTooLarge DropReason = "update-too-large"
+
+var dropReasons = []DropReason{DropUpdateTooLarge}
+
+// DropReasons lists the drop reasons.
+func DropReasons() []DropReason { return slices.Clone(dropReasons) }
+
+// Valid reports membership in the closed vocabulary.
+func (r DropReason) Valid() bool { return slices.Contains(dropReasons, r) }
+
+// FailedCause is namespace-failed.cause (§23.1 ReplicationNamespaceFailedCause, 13 values).
+type FailedCause string
+
+const (
+	FailedOpenTimeout         FailedCause = "open-timeout"
+	FailedBootstrapTimeout    FailedCause = "bootstrap-timeout"
+	FailedReconcileTimeout    FailedCause = "reconcile-timeout"
+	FailedOpenFailed          FailedCause = "open-failed"
+	FailedSessionOpenFailed   FailedCause = "session-open-failed"
+	FailedReplicationDisabled FailedCause = "replication-disabled"
+	FailedSessionMissing      FailedCause = "session-missing"
+	FailedProtocolViolation   FailedCause = "protocol-violation"
+	FailedApplyRefused        FailedCause = "apply-refused"
+	FailedApplyRejected       FailedCause = "apply-rejected"
+	FailedRemoteError         FailedCause = "remote-error"
+	FailedSendFailed          FailedCause = "send-failed"
+	FailedInternalError       FailedCause = "internal-error"
+)
+
+var failedCauses = []FailedCause{FailedOpenTimeout, FailedBootstrapTimeout, FailedReconcileTimeout,
+	FailedOpenFailed, FailedSessionOpenFailed, FailedReplicationDisabled, FailedSessionMissing,
+	FailedProtocolViolation, FailedApplyRefused, FailedApplyRejected, FailedRemoteError,
+	FailedSendFailed, FailedInternalError}
+
+// FailedCauses lists the namespace-failed causes.
+func FailedCauses() []FailedCause { return slices.Clone(failedCauses) }
+
+// Valid reports membership in the closed vocabulary.
+func (c FailedCause) Valid() bool { return slices.Contains(failedCauses, c) }
+
+// Timer reports whether c is one of the timer causes (the local mapping of
+// NAMESPACE_TIMEOUT), the only causes that may carry timeoutMs (§23.1).
+func (c FailedCause) Timer() bool {
+	return c == FailedOpenTimeout || c == FailedBootstrapTimeout || c == FailedReconcileTimeout
+}
+
+// ConflictVia is identity-conflicted.via (§23.1, 3 values).
+type ConflictVia string
+
+const (
+	ViaOpenMismatch         ConflictVia = "open-mismatch"
+	ViaFence                ConflictVia = "fence"
+	ViaIdentityChangedFrame ConflictVia = "identity-changed-frame"
+)
+
+var conflictVias = []ConflictVia{ViaOpenMismatch, ViaFence, ViaIdentityChangedFrame}
+
+// ConflictVias lists the identity-conflicted routes.
+func ConflictVias() []ConflictVia { return slices.Clone(conflictVias) }
+
+// Valid reports membership in the closed vocabulary.
+func (v ConflictVia) Valid() bool { return slices.Contains(conflictVias, v) }
+
+// AbortReason is the reason of the chunked-*-aborted events (§23.1
+// ChunkedUpdateAbortReason, 6 values, shared by all three kinds).
+type AbortReason string
+
+const (
+	AbortTimeout            AbortReason = "timeout"
+	AbortShed               AbortReason = "shed"
+	AbortResyncDeclared     AbortReason = "resync-declared"
+	AbortChannelTeardown    AbortReason = "channel-teardown"
+	AbortConnectionTeardown AbortReason = "connection-teardown"
+	AbortEpochFence         AbortReason = "epoch-fence"
+)
+
+var abortReasons = []AbortReason{AbortTimeout, AbortShed, AbortResyncDeclared,
+	AbortChannelTeardown, AbortConnectionTeardown, AbortEpochFence}
+
+// AbortReasons lists the chunked abort reasons.
+func AbortReasons() []AbortReason { return slices.Clone(abortReasons) }
+
+// Valid reports membership in the closed vocabulary.
+func (r AbortReason) Valid() bool { return slices.Contains(abortReasons, r) }
+
+// Direction is namespace-error.direction: whether this side sent or received the
+// ERROR frame.
+type Direction string
+
+const (
+	DirectionSent     Direction = "sent"
+	DirectionReceived Direction = "received"
+)
+
+var directions = []Direction{DirectionSent, DirectionReceived}
+
+// Directions lists both directions.
+func Directions() []Direction { return slices.Clone(directions) }
+
+// Valid reports membership in the closed vocabulary.
+func (d Direction) Valid() bool { return slices.Contains(directions, d) }
+
+// TerminalState is namespace-error.terminalState (§23.1: failed, conflicted, closed;
+// the registry's needs-resync is clamped to failed, §23.2).
+type TerminalState string
+
+const (
+	TerminalFailed     TerminalState = "failed"
+	TerminalConflicted TerminalState = "conflicted"
+	TerminalClosed     TerminalState = "closed"
+)
+
+var terminalStates = []TerminalState{TerminalFailed, TerminalConflicted, TerminalClosed}
+
+// TerminalStates lists the event terminal states.
+func TerminalStates() []TerminalState { return slices.Clone(terminalStates) }
+
+// Valid reports membership in the closed vocabulary.
+func (s TerminalState) Valid() bool { return slices.Contains(terminalStates, s) }
+
+// ClampTerminalState maps a §13.2 registry terminal state to the event
+// vocabulary: needs-resync clamps to failed (§23.2); failed, conflicted and closed
+// map to themselves; anything else is absent.
+func ClampTerminalState(registry string) Opt[TerminalState] {
+	switch s := TerminalState(registry); s {
+	case TerminalFailed, TerminalConflicted, TerminalClosed:
+		return Some(s)
+	case "needs-resync":
+		return Some(TerminalFailed)
+	}
+	return None[TerminalState]()
+}
+
+// ApplyEffect is sync-diff-applied.applyEffect (§23.1 issue #239): whether the
+// state vector advanced across the apply window.
+type ApplyEffect string
+
+const (
+	EffectChanged ApplyEffect = "changed"
+	EffectNoop    ApplyEffect = "noop"
+)
+
+var applyEffects = []ApplyEffect{EffectChanged, EffectNoop}
+
+// ApplyEffects lists both effects.
+func ApplyEffects() []ApplyEffect { return slices.Clone(applyEffects) }
+
+// Valid reports membership in the closed vocabulary.
+func (e ApplyEffect) Valid() bool { return slices.Contains(applyEffects, e) }
+
+// SchemaRearmCode is schema-rearm-failed.code: the two stable codes of ADR 0018 §3,
+// a domain of its own with no folding (§23.3 issue #287) — it is not part of
+// NamespaceCode.
+type SchemaRearmCode string
+
+const (
+	SchemaRearmInvalid  SchemaRearmCode = "NSRT-FATAL-SCHEMA-REARM-INVALID"
+	SchemaRearmInternal SchemaRearmCode = "NSRT-FATAL-SCHEMA-REARM-INTERNAL"
+)
+
+var schemaRearmCodes = []SchemaRearmCode{SchemaRearmInvalid, SchemaRearmInternal}
+
+// SchemaRearmCodes lists both codes.
+func SchemaRearmCodes() []SchemaRearmCode { return slices.Clone(schemaRearmCodes) }
+
+// Valid reports membership in the closed vocabulary.
+func (c SchemaRearmCode) Valid() bool { return slices.Contains(schemaRearmCodes, c) }

@@ -1,0 +1,56 @@
+package persistence
+
+// backend is the storage under the shared write pipeline (engine): atomic read and write
+// transactions over the data model, and nothing else. The memory and the bbolt backends
+// implement it; every rule about what the data means lives in the engine.
+type backend interface {
+	// view runs fn in a read transaction that sees one consistent state.
+	view(fn func(r reader) error) error
+	// update runs fn in a write transaction: all of its writes become durable together when
+	// fn returns nil, and none of them when fn returns an error.
+	update(fn func(w writer) error) error
+	// close releases the backend; no transaction is running or will run.
+	close() error
+}
+
+// reader reads the data model. Every returned slice is a copy owned by the caller.
+type reader interface {
+	entry(ns string) (Entry, error) // ErrNotFound
+	entries(owner string) ([]Entry, error)
+	// doc reads a whole document (ErrNotFound when there is none).
+	doc(owner, ns string) (Doc, error)
+	// docInfo gives the size of a document (HasDoc false when there is none).
+	docInfo(owner, ns string) (DocInfo, error)
+	// docs lists every stored document, by owner then namespace.
+	docs() ([]DocInfo, error)
+	archives(ns string) ([]ArchiveInfo, error)
+	archive(ns string, id uint64) (Doc, error) // ErrNotFound
+	config(key string) ([]byte, error)         // ErrNotFound
+	configKeys(prefix string) ([]string, error)
+}
+
+// writer changes the data model inside a write transaction. The engine checks arguments and
+// preconditions; a writer method fails only on storage errors, or with ErrNotFound where
+// noted.
+type writer interface {
+	reader
+	putEntry(e Entry) error
+	deleteEntry(ns string) error
+	// createDoc stores an empty log and the given snapshot (through 0), replacing any
+	// document of (owner, ns).
+	createDoc(owner, ns string, snapshot []byte) error
+	// appendUpdate adds update to the log of (owner, ns) under seq; ErrNotFound when the
+	// document does not exist.
+	appendUpdate(owner, ns string, seq uint64, update []byte) error
+	// setSnapshot replaces the snapshot of an existing document.
+	setSnapshot(owner, ns string, snapshot []byte, through uint64) error
+	// trimLog drops the logged updates with seq ≤ through and returns how many and how many
+	// bytes it dropped.
+	trimLog(owner, ns string, through uint64) (count, bytes int, err error)
+	// archiveDoc copies the document of (owner, ns), if any, and info.Entry into a new
+	// archive of ns, removes the document, and returns info completed with the archive id and
+	// document sizes.
+	archiveDoc(owner, ns string, info ArchiveInfo) (ArchiveInfo, error)
+	putConfig(key string, value []byte) error
+	deleteConfig(key string) error
+}

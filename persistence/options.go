@@ -1,0 +1,116 @@
+package persistence
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nomicore/nomicore/internal/clock"
+)
+
+// Defaults of Options.
+const (
+	DefaultCommitDelay       = 2 * time.Millisecond
+	DefaultMaxBatch          = 1024
+	DefaultMaxQueuedAppends  = 65536
+	DefaultMaxQueuedBytes    = 64 << 20
+	DefaultRetryMin          = 50 * time.Millisecond
+	DefaultRetryMax          = 2 * time.Second
+	DefaultCompactAfterCount = 1000
+	DefaultCompactAfterBytes = 1 << 20
+	DefaultLockTimeout       = time.Second
+)
+
+// Options configure a store. The zero value gives the defaults above (and no compaction,
+// since there is no Compactor).
+type Options struct {
+	// Compactor folds a log into its snapshot. Nil disables compaction.
+	Compactor Compactor
+	// CompactAfterCount and CompactAfterBytes start a background compaction of a resident
+	// namespace whose durable log holds at least that many updates or bytes. Zero means the
+	// default; negative disables that trigger.
+	CompactAfterCount int
+	CompactAfterBytes int
+
+	// CommitDelay bounds how long the first append of an idle queue waits for others to join
+	// its transaction. Zero means the default; negative commits at once.
+	CommitDelay time.Duration
+	// MaxBatch is the most appends one transaction carries; a full batch commits at once.
+	MaxBatch int
+	// MaxQueuedAppends and MaxQueuedBytes bound the commit queue; past them Append returns
+	// ErrBackpressure (a single append larger than MaxQueuedBytes is accepted into an empty
+	// queue).
+	MaxQueuedAppends int
+	MaxQueuedBytes   int
+	// RetryMin and RetryMax bound the exponential backoff between attempts to commit after a
+	// failed commit. Appends stay queued meanwhile.
+	RetryMin time.Duration
+	RetryMax time.Duration
+
+	// Clock drives the commit delay and the retry backoff; nil means clock.Real().
+	Clock clock.Clock
+
+	// OnFlushed is called after each commit, for each namespace it advanced, with the highest
+	// durable append sequence number. It runs on the committer goroutine and must not block.
+	OnFlushed func(owner, namespaceID string, through uint64)
+	// OnHealthChange is called when a commit fails after a success (healthy=false, with the
+	// error) and when a commit succeeds after a failure (true, nil). Same rules as OnFlushed.
+	OnHealthChange func(healthy bool, err error)
+	// OnCompacted is called after a log was folded into the snapshot, through the given
+	// append. It runs on the committer goroutine and must not block.
+	OnCompacted func(owner, namespaceID string, through uint64)
+	// OnCompactionError is called when a compaction fails (the Compactor's error, or a read
+	// error). It runs on the compaction goroutine and must not block.
+	OnCompactionError func(owner, namespaceID string, err error)
+
+	// CommitHook, when set, is called inside every write transaction of the committer after
+	// its records are written and before it commits; an error aborts the transaction as a
+	// failing disk would. It exists to test write failures.
+	CommitHook func() error
+
+	// LockTimeout bounds the wait for the file lock of a BoltStore; zero means the default.
+	LockTimeout time.Duration
+	// ReadOnly opens a BoltStore for reading only (a shared lock; every write returns
+	// ErrReadOnly). Used by nmcr store.
+	ReadOnly bool
+}
+
+// withDefaults validates o and fills in the defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.CommitDelay == 0 {
+		o.CommitDelay = DefaultCommitDelay
+	}
+	if o.CommitDelay < 0 {
+		o.CommitDelay = 0
+	}
+	fill := func(v *int, def int) { // zero → default
+		if *v == 0 {
+			*v = def
+		}
+	}
+	fill(&o.MaxBatch, DefaultMaxBatch)
+	fill(&o.MaxQueuedAppends, DefaultMaxQueuedAppends)
+	fill(&o.MaxQueuedBytes, DefaultMaxQueuedBytes)
+	fill(&o.CompactAfterCount, DefaultCompactAfterCount)
+	fill(&o.CompactAfterBytes, DefaultCompactAfterBytes)
+	if o.RetryMin == 0 {
+		o.RetryMin = DefaultRetryMin
+	}
+	if o.RetryMax == 0 {
+		o.RetryMax = DefaultRetryMax
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = DefaultLockTimeout
+	}
+	switch {
+	case o.MaxBatch < 0, o.MaxQueuedAppends < 0, o.MaxQueuedBytes < 0:
+		return o, fmt.Errorf("%w: MaxBatch, MaxQueuedAppends and MaxQueuedBytes must be positive", ErrInvalid)
+	case o.RetryMin < 0 || o.RetryMax < o.RetryMin:
+		return o, fmt.Errorf("%w: need 0 < RetryMin <= RetryMax", ErrInvalid)
+	case o.LockTimeout < 0:
+		return o, fmt.Errorf("%w: LockTimeout must be positive", ErrInvalid)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
+	return o, nil
+}

@@ -102,10 +102,10 @@ type control struct {
 
 	abandoned atomic.Bool // the caller stopped waiting before it ran
 
-	done    chan struct{}
-	err     error
-	info    ArchiveInfo
-	trimmed int // log entries dropped
+	done         chan struct{}
+	err          error
+	info         ArchiveInfo
+	trimmed      int // log entries dropped
 	trimmedBytes int
 }
 

@@ -29,12 +29,12 @@ func NewMemoryStore(opts Options) (*MemoryStore, error) {
 // memBackend keeps the data model in maps. A write transaction holds the lock and records an
 // undo step for each change, replayed backwards when the transaction fails.
 type memBackend struct {
-	mu       sync.RWMutex
+	mu         sync.RWMutex
 	entryMap   map[string]Entry
 	docMap     map[docKey]*memDoc
 	archiveMap map[string][]*memArchive // by namespace, in id order
 	configMap  map[string][]byte
-	undo     []func() // during a write transaction
+	undo       []func() // during a write transaction
 }
 
 type memDoc struct {
@@ -352,4 +352,3 @@ func (m *memBackend) deleteConfig(key string) error {
 	delete(m.configMap, key)
 	return nil
 }
-

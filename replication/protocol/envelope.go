@@ -1,0 +1,85 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// HeaderLen is the size of the fixed envelope (§3).
+const HeaderLen = 20
+
+// EnvelopeVersion is the only envelope layout (§3). It is independent of the protocol
+// version negotiated in HELLO.
+const EnvelopeVersion = 1
+
+// magic is ASCII "NMCR" (§3).
+var magic = [4]byte{'N', 'M', 'C', 'R'}
+
+// Header is the envelope of one frame (§3): all integers big-endian, flags and reserved zero.
+//
+//	offset 0  magic "NMCR" | 4 version | 5 messageType | 6 flags (2) | 8 sequence (4)
+//	offset 12 payloadLength (4) | 16 reserved (4)
+type Header struct {
+	Type          MessageType
+	Sequence      uint32
+	PayloadLength uint32
+}
+
+// parseHeader runs checks 1–8 of GUIDE §5, in order, on one WebSocket message. It reads only
+// the 20 header bytes and allocates nothing unless it fails.
+func parseHeader(msg []byte, maxFrameBytes int, caps Capability) (Header, *Error) {
+	var h Header
+	// 1. §17: the outer frame limit, before anything else is read.
+	if len(msg) > maxFrameBytes {
+		return h, connErr(CodeFrameTooLarge, fmt.Sprintf("message of %d bytes over maxFrameBytes %d", len(msg), maxFrameBytes))
+	}
+	// 2. §3: "固定头恰为 20 bytes".
+	if len(msg) < HeaderLen {
+		return h, connErr(CodeMalformedFrame, fmt.Sprintf("message of %d bytes is shorter than the %d-byte envelope", len(msg), HeaderLen))
+	}
+	// 3. magic "NMCR".
+	if [4]byte(msg[0:4]) != magic {
+		return h, connErr(CodeBadMagic, fmt.Sprintf("magic %x", msg[0:4]))
+	}
+	// 4. envelopeVersion 1.
+	if msg[4] != EnvelopeVersion {
+		return h, connErr(CodeUnsupportedEnvelopeVersion, fmt.Sprintf("envelope version %d", msg[4]))
+	}
+	// 5. "flags 必须为 0".
+	if flags := binary.BigEndian.Uint16(msg[6:8]); flags != 0 {
+		return h, connErr(CodeUnsupportedFlags, fmt.Sprintf("flags 0x%04x", flags))
+	}
+	// 6. "reserved 必须为 0".
+	if reserved := binary.BigEndian.Uint32(msg[16:20]); reserved != 0 {
+		return h, connErr(CodeMalformedFrame, fmt.Sprintf("reserved 0x%08x", reserved))
+	}
+	h.Type = MessageType(msg[5])
+	h.Sequence = binary.BigEndian.Uint32(msg[8:12])
+	h.PayloadLength = binary.BigEndian.Uint32(msg[12:16])
+	// 7. §5: an unknown type is connection fatal; §10.3: so is 0x42 unless CAP_CHUNKED_UPDATE
+	// was negotiated, "在 payload 解析前".
+	if !h.Type.Known() {
+		return h, connErr(CodeUnsupportedMessageType, "unknown message type").withHeader(h)
+	}
+	if h.Type == TypeUpdateChunk && !caps.Has(CapChunkedUpdate) {
+		return h, connErr(CodeUnsupportedMessageType, "UPDATE_CHUNK without negotiated CAP_CHUNKED_UPDATE").withHeader(h)
+	}
+	// 8. §3: "byteLength 必须严格等于 20 + payloadLength", after the frame limit.
+	if total := HeaderLen + uint64(h.PayloadLength); total > uint64(maxFrameBytes) {
+		return h, connErr(CodeFrameTooLarge, fmt.Sprintf("declared frame of %d bytes over maxFrameBytes %d", total, maxFrameBytes)).withHeader(h)
+	} else if total != uint64(len(msg)) {
+		return h, connErr(CodeFrameLengthMismatch, fmt.Sprintf("declared frame of %d bytes in a message of %d", total, len(msg))).withHeader(h)
+	}
+	return h, nil
+}
+
+// appendHeader appends an envelope with a zero payload length; setPayloadLength fills it in.
+func appendHeader(dst []byte, t MessageType, seq uint32) []byte {
+	dst = append(dst, magic[:]...)
+	dst = append(dst, EnvelopeVersion, byte(t), 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, seq)
+	dst = binary.BigEndian.AppendUint32(dst, 0)
+	return binary.BigEndian.AppendUint32(dst, 0)
+}
+
+func setPayloadLength(frame []byte, n uint32) { binary.BigEndian.PutUint32(frame[12:16], n) }

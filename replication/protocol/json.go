@@ -1,0 +1,658 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/nomicore/nomicore/lib0"
+)
+
+// The frame JSON of GUIDE §7, used by `nmcr frame` and the golden-vector tests:
+//
+//	{"type":"HELLO","sequence":1,"payload":{…}}
+//
+// type is the contract's message name; payload keys are the contract's field names, in the
+// contract's order; bytes are lowercase hex strings; absent optionals are omitted; bools are
+// JSON bools; list(varUint) is an array of numbers; capability bitsets and u8 enums are
+// numbers. UPDATE_CHUNK's binding fields are replicationId, replicationEpoch and syncRoundId.
+
+// AppendFrameJSON appends the frame JSON of f to dst.
+func AppendFrameJSON(dst []byte, f Frame) []byte {
+	dst = append(dst, `{"type":`...)
+	dst = appendJSONString(dst, f.Message.Type().String())
+	dst = append(dst, `,"sequence":`...)
+	dst = strconv.AppendUint(dst, uint64(f.Sequence), 10)
+	dst = append(dst, `,"payload":`...)
+	w := jsonWriter{b: append(dst, '{')}
+	f.Message.writeJSON(&w)
+	return append(w.b, '}', '}')
+}
+
+var messageTypesByName = func() map[string]MessageType {
+	m := make(map[string]MessageType, len(messageTypeNames))
+	for t, name := range messageTypeNames {
+		m[name] = t
+	}
+	return m
+}()
+
+// ParseFrameJSON reads one frame JSON object. Every payload field the message has must be
+// present (optionals only when present on the wire) and no other key is allowed. It checks
+// the JSON's shape and value ranges only; the Codec applies the field rules when the frame is
+// encoded. A failure is an *Error with code MALFORMED_FRAME.
+func ParseFrameJSON(b []byte) (Frame, error) {
+	var env struct {
+		Type     *string         `json:"type"`
+		Sequence json.RawMessage `json:"sequence"`
+		Payload  json.RawMessage `json:"payload"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&env); err != nil {
+		return Frame{}, jsonErr("frame: %v", err)
+	}
+	if dec.More() {
+		return Frame{}, jsonErr("frame: data after the object")
+	}
+	if env.Type == nil || env.Sequence == nil || env.Payload == nil {
+		return Frame{}, jsonErr("frame: needs type, sequence and payload")
+	}
+	t, ok := messageTypesByName[*env.Type]
+	if !ok {
+		return Frame{}, jsonErr("frame: unknown type %q", *env.Type)
+	}
+	seq, err := parseJSONUint(env.Sequence, math.MaxUint32)
+	if err != nil {
+		return Frame{}, jsonErr("frame.sequence: %v", err)
+	}
+	r := jsonReader{t: t}
+	if err := json.Unmarshal(env.Payload, &r.fields); err != nil || r.fields == nil {
+		return Frame{}, jsonErr("%v payload: not an object", t)
+	}
+	m := newMessage(t)
+	m.readJSON(&r)
+	if r.err == nil && r.used != len(r.fields) {
+		for k := range r.fields {
+			if !r.seen[k] {
+				r.fail(k, "not a field of this message")
+				break
+			}
+		}
+	}
+	if r.err != nil {
+		return Frame{}, r.err
+	}
+	return Frame{Sequence: uint32(seq), Message: m}, nil
+}
+
+func jsonErr(format string, args ...any) *Error {
+	return connErr(CodeMalformedFrame, "frame JSON: "+fmt.Sprintf(format, args...))
+}
+
+// newMessage returns an empty message of a registered type.
+func newMessage(t MessageType) Message {
+	switch t {
+	case TypeHello:
+		return new(Hello)
+	case TypeHelloAck:
+		return new(HelloAck)
+	case TypeGoAway:
+		return new(GoAway)
+	case TypeError:
+		return new(ErrorMessage)
+	case TypeOpenNamespace:
+		return new(OpenNamespace)
+	case TypeOpenOK:
+		return new(OpenOK)
+	case TypeCloseNamespace:
+		return new(CloseNamespace)
+	case TypeCloseOK:
+		return new(CloseOK)
+	case TypeBootstrapSnapshot:
+		return new(BootstrapSnapshot)
+	case TypeBootstrapAck:
+		return new(BootstrapAck)
+	case TypeIdentityChanged:
+		return new(IdentityChanged)
+	case TypeSyncStep1:
+		return new(SyncStep1)
+	case TypeSyncStep2:
+		return new(SyncStep2)
+	case TypeSyncApplied:
+		return new(SyncApplied)
+	case TypeResyncRequired:
+		return new(ResyncRequired)
+	case TypeUpdate:
+		return new(Update)
+	case TypeUpdateAck:
+		return new(UpdateAck)
+	case TypeUpdateChunk:
+		return new(UpdateChunk)
+	}
+	return nil
+}
+
+// ---- writing ----
+
+type jsonWriter struct {
+	b []byte
+	n int
+}
+
+func (w *jsonWriter) key(k string) {
+	if w.n > 0 {
+		w.b = append(w.b, ',')
+	}
+	w.n++
+	w.b = appendJSONString(w.b, k)
+	w.b = append(w.b, ':')
+}
+
+func (w *jsonWriter) str(k, v string) { w.key(k); w.b = appendJSONString(w.b, v) }
+func (w *jsonWriter) num(k string, v uint64) {
+	w.key(k)
+	w.b = strconv.AppendUint(w.b, v, 10)
+}
+func (w *jsonWriter) boolean(k string, v bool) { w.key(k); w.b = strconv.AppendBool(w.b, v) }
+func (w *jsonWriter) ns(k string, v NamespaceID) {
+	w.key(k)
+	w.b = append(append(append(w.b, '"'), v.text[:]...), '"')
+}
+
+func (w *jsonWriter) hex(k string, v []byte) {
+	w.key(k)
+	w.b = append(w.b, '"')
+	w.b = hex.AppendEncode(w.b, v)
+	w.b = append(w.b, '"')
+}
+
+func (w *jsonWriter) nums(k string, v []uint64) {
+	w.key(k)
+	w.b = append(w.b, '[')
+	for i, x := range v {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.b = strconv.AppendUint(w.b, x, 10)
+	}
+	w.b = append(w.b, ']')
+}
+
+// appendJSONString quotes s as JSON does (RFC 8259), like JSON.stringify: only '"', '\' and
+// control characters are escaped. Invalid UTF-8 (never produced by the decoder) becomes U+FFFD.
+func appendJSONString(dst []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			dst = utf8.AppendRune(dst, r)
+			i += size
+			continue
+		}
+		i++
+	}
+	return append(dst, '"')
+}
+
+// ---- reading ----
+
+type jsonReader struct {
+	t      MessageType
+	fields map[string]json.RawMessage
+	seen   map[string]bool
+	used   int
+	err    *Error
+}
+
+func (r *jsonReader) fail(k, format string, args ...any) {
+	if r.err == nil {
+		r.err = jsonErr("%v.%s: %s", r.t, k, fmt.Sprintf(format, args...))
+	}
+}
+
+// get returns the raw value of key k; a missing required key is an error.
+func (r *jsonReader) get(k string, optional bool) (json.RawMessage, bool) {
+	if r.err != nil {
+		return nil, false
+	}
+	v, ok := r.fields[k]
+	if !ok {
+		if !optional {
+			r.fail(k, "missing")
+		}
+		return nil, false
+	}
+	if r.seen == nil {
+		r.seen = make(map[string]bool)
+	}
+	r.seen[k] = true
+	r.used++
+	return v, true
+}
+
+func (r *jsonReader) str(k string) string {
+	v, ok := r.get(k, false)
+	if !ok {
+		return ""
+	}
+	var s string
+	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+		r.fail(k, "not a string")
+	}
+	return s
+}
+
+func (r *jsonReader) uintMax(k string, max uint64, optional bool) (uint64, bool) {
+	v, ok := r.get(k, optional)
+	if !ok {
+		return 0, false
+	}
+	n, err := parseJSONUint(v, max)
+	if err != nil {
+		r.fail(k, "%v", err)
+	}
+	return n, true
+}
+
+func (r *jsonReader) num(k string) uint64 {
+	n, _ := r.uintMax(k, lib0.MaxSafeInteger, false)
+	return n
+}
+
+func (r *jsonReader) u32(k string) uint32 {
+	n, _ := r.uintMax(k, math.MaxUint32, false)
+	return uint32(n)
+}
+
+func (r *jsonReader) u8(k string) uint8 {
+	n, _ := r.uintMax(k, math.MaxUint8, false)
+	return uint8(n)
+}
+
+func (r *jsonReader) boolean(k string) bool {
+	v, ok := r.get(k, false)
+	if !ok {
+		return false
+	}
+	switch string(v) {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	r.fail(k, "not a bool")
+	return false
+}
+
+func (r *jsonReader) hex(k string) []byte {
+	s := r.str(k)
+	if r.err != nil {
+		return nil
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		r.fail(k, "not hex")
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return b
+}
+
+func (r *jsonReader) nonce(k string) (n [16]byte) {
+	b := r.hex(k)
+	if r.err == nil && len(b) != len(n) {
+		r.fail(k, "not 16 bytes")
+		return n
+	}
+	copy(n[:], b)
+	return n
+}
+
+func (r *jsonReader) ns(k string) NamespaceID {
+	s := r.str(k)
+	if r.err != nil {
+		return NamespaceID{}
+	}
+	id, err := ParseNamespaceID(s)
+	if err != nil {
+		r.fail(k, "%v", err)
+	}
+	return id
+}
+
+func (r *jsonReader) nums(k string) []uint64 {
+	v, ok := r.get(k, false)
+	if !ok {
+		return nil
+	}
+	var raw []json.RawMessage
+	if v[0] != '[' || json.Unmarshal(v, &raw) != nil {
+		r.fail(k, "not an array")
+		return nil
+	}
+	out := make([]uint64, len(raw))
+	for i, x := range raw {
+		n, err := parseJSONUint(x, lib0.MaxSafeInteger)
+		if err != nil {
+			r.fail(k, "entry %d: %v", i, err)
+			return nil
+		}
+		out[i] = n
+	}
+	return out
+}
+
+// parseJSONUint reads a JSON number that must be a non-negative integer no larger than max,
+// written without fraction or exponent.
+func parseJSONUint(v json.RawMessage, max uint64) (uint64, error) {
+	s := string(bytes.TrimSpace(v))
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return 0, fmt.Errorf("%q is not a plain non-negative integer", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("%q is not a plain non-negative integer", s)
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > max {
+		return 0, fmt.Errorf("%s is over %d", s, max)
+	}
+	return n, nil
+}
+
+// ---- per message ----
+
+func (m *Hello) writeJSON(w *jsonWriter) {
+	w.str("peerInstanceId", m.PeerInstanceID)
+	w.str("expectedHubInstanceId", m.ExpectedHubInstanceID)
+	w.nums("protocolVersions", m.ProtocolVersions)
+	w.num("requiredCapabilities", uint64(m.RequiredCapabilities))
+	w.num("optionalCapabilities", uint64(m.OptionalCapabilities))
+	w.hex("connectionNonce", m.ConnectionNonce[:])
+}
+
+func (m *Hello) readJSON(r *jsonReader) {
+	m.PeerInstanceID = r.str("peerInstanceId")
+	m.ExpectedHubInstanceID = r.str("expectedHubInstanceId")
+	m.ProtocolVersions = r.nums("protocolVersions")
+	m.RequiredCapabilities = Capability(r.u32("requiredCapabilities"))
+	m.OptionalCapabilities = Capability(r.u32("optionalCapabilities"))
+	m.ConnectionNonce = r.nonce("connectionNonce")
+}
+
+func (m *HelloAck) writeJSON(w *jsonWriter) {
+	w.str("hubInstanceId", m.HubInstanceID)
+	w.num("protocolVersion", m.ProtocolVersion)
+	w.num("selectedCapabilities", uint64(m.SelectedCapabilities))
+	w.hex("connectionNonce", m.ConnectionNonce[:])
+	w.str("connectionId", m.ConnectionID)
+}
+
+func (m *HelloAck) readJSON(r *jsonReader) {
+	m.HubInstanceID = r.str("hubInstanceId")
+	m.ProtocolVersion = r.num("protocolVersion")
+	m.SelectedCapabilities = Capability(r.u32("selectedCapabilities"))
+	m.ConnectionNonce = r.nonce("connectionNonce")
+	m.ConnectionID = r.str("connectionId")
+}
+
+func (m *GoAway) writeJSON(w *jsonWriter) {
+	w.str("reasonCode", m.ReasonCode)
+	w.num("drainTimeoutMs", m.DrainTimeoutMs)
+	if m.HasRetryAfter {
+		w.num("retryAfterMs", m.RetryAfterMs)
+	}
+}
+
+func (m *GoAway) readJSON(r *jsonReader) {
+	m.ReasonCode = r.str("reasonCode")
+	m.DrainTimeoutMs = r.num("drainTimeoutMs")
+	m.RetryAfterMs, m.HasRetryAfter = r.uintMax("retryAfterMs", lib0.MaxSafeInteger, true)
+}
+
+func (m *ErrorMessage) writeJSON(w *jsonWriter) {
+	w.num("scope", uint64(m.Scope))
+	w.str("code", string(m.Code))
+	w.boolean("fatal", m.Fatal)
+	w.boolean("retryable", m.Retryable)
+	if m.HasRelatedSequence {
+		w.num("relatedSequence", uint64(m.RelatedSequence))
+	}
+	if !m.NamespaceID.IsZero() {
+		w.ns("namespaceId", m.NamespaceID)
+	}
+	w.str("safeMessage", m.SafeMessage)
+}
+
+func (m *ErrorMessage) readJSON(r *jsonReader) {
+	m.Scope = Scope(r.u8("scope"))
+	m.Code = ErrorCode(r.str("code"))
+	m.Fatal = r.boolean("fatal")
+	m.Retryable = r.boolean("retryable")
+	var seq uint64
+	seq, m.HasRelatedSequence = r.uintMax("relatedSequence", math.MaxUint32, true)
+	m.RelatedSequence = uint32(seq)
+	if _, ok := r.fields["namespaceId"]; ok {
+		m.NamespaceID = r.ns("namespaceId")
+	}
+	m.SafeMessage = r.str("safeMessage")
+}
+
+func (m *OpenNamespace) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.boolean("hasLocalReplica", m.HasLocalReplica)
+	if m.HasLocalReplica {
+		w.str("replicationId", m.ReplicationID)
+		w.num("replicationEpoch", m.ReplicationEpoch)
+	}
+}
+
+func (m *OpenNamespace) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.HasLocalReplica = r.boolean("hasLocalReplica")
+	_, hasID := r.fields["replicationId"]
+	_, hasEpoch := r.fields["replicationEpoch"]
+	if r.err == nil && (hasID != m.HasLocalReplica || hasEpoch != m.HasLocalReplica) {
+		r.fail("replicationId", "identity fields must be present exactly when hasLocalReplica")
+	}
+	if m.HasLocalReplica {
+		m.ReplicationID = r.str("replicationId")
+		m.ReplicationEpoch = r.num("replicationEpoch")
+	}
+}
+
+func (m *OpenOK) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.num("mode", uint64(m.Mode))
+	w.str("replicationId", m.ReplicationID)
+	w.num("replicationEpoch", m.ReplicationEpoch)
+}
+
+func (m *OpenOK) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.Mode = OpenMode(r.u8("mode"))
+	m.ReplicationID = r.str("replicationId")
+	m.ReplicationEpoch = r.num("replicationEpoch")
+}
+
+func (m *CloseNamespace) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.str("reasonCode", m.ReasonCode)
+}
+
+func (m *CloseNamespace) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.ReasonCode = r.str("reasonCode")
+}
+
+func (m *CloseOK) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.num("ackedSequence", uint64(m.AckedSequence))
+}
+
+func (m *CloseOK) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.AckedSequence = r.u32("ackedSequence")
+}
+
+func (m *BootstrapSnapshot) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.str("replicationId", m.ReplicationID)
+	w.num("replicationEpoch", m.ReplicationEpoch)
+	w.hex("snapshot", m.Snapshot)
+}
+
+func (m *BootstrapSnapshot) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.ReplicationID = r.str("replicationId")
+	m.ReplicationEpoch = r.num("replicationEpoch")
+	m.Snapshot = r.hex("snapshot")
+}
+
+func (m *BootstrapAck) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.num("ackedSequence", uint64(m.AckedSequence))
+}
+
+func (m *BootstrapAck) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.AckedSequence = r.u32("ackedSequence")
+}
+
+func (m *IdentityChanged) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.str("replicationId", m.ReplicationID)
+	w.num("replicationEpoch", m.ReplicationEpoch)
+}
+
+func (m *IdentityChanged) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.ReplicationID = r.str("replicationId")
+	m.ReplicationEpoch = r.num("replicationEpoch")
+}
+
+func (m *SyncStep1) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.num("syncRoundId", uint64(m.SyncRoundID))
+	w.hex("stateVector", m.StateVector)
+}
+
+func (m *SyncStep1) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.SyncRoundID = r.u32("syncRoundId")
+	m.StateVector = r.hex("stateVector")
+}
+
+func (m *SyncStep2) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.num("syncRoundId", uint64(m.SyncRoundID))
+	w.num("relatedStep1Sequence", uint64(m.RelatedStep1Sequence))
+	w.hex("update", m.Update)
+}
+
+func (m *SyncStep2) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.SyncRoundID = r.u32("syncRoundId")
+	m.RelatedStep1Sequence = r.u32("relatedStep1Sequence")
+	m.Update = r.hex("update")
+}
+
+func (m *SyncApplied) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.num("syncRoundId", uint64(m.SyncRoundID))
+	w.num("ackedSequence", uint64(m.AckedSequence))
+}
+
+func (m *SyncApplied) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.SyncRoundID = r.u32("syncRoundId")
+	m.AckedSequence = r.u32("ackedSequence")
+}
+
+func (m *ResyncRequired) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.str("reasonCode", m.ReasonCode)
+}
+
+func (m *ResyncRequired) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.ReasonCode = r.str("reasonCode")
+}
+
+func (m *Update) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.hex("update", m.Update)
+}
+
+func (m *Update) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.Update = r.hex("update")
+}
+
+func (m *UpdateAck) writeJSON(w *jsonWriter) {
+	w.ns("namespaceId", m.NamespaceID)
+	w.num("ackedSequence", uint64(m.AckedSequence))
+}
+
+func (m *UpdateAck) readJSON(r *jsonReader) {
+	m.NamespaceID = r.ns("namespaceId")
+	m.AckedSequence = r.u32("ackedSequence")
+}
+
+func (m *UpdateChunk) writeJSON(w *jsonWriter) {
+	w.num("kind", uint64(m.Kind))
+	w.ns("namespaceId", m.NamespaceID)
+	w.num("transferId", uint64(m.TransferID))
+	w.num("chunkIndex", uint64(m.ChunkIndex))
+	w.num("chunkCount", uint64(m.ChunkCount))
+	w.num("totalBytes", uint64(m.TotalBytes))
+	if m.HasBinding() {
+		if m.Kind == KindSnapshot {
+			w.str("replicationId", m.ReplicationID)
+			w.num("replicationEpoch", m.ReplicationEpoch)
+		} else {
+			w.num("syncRoundId", uint64(m.SyncRoundID))
+		}
+	}
+	w.hex("bytes", m.Bytes)
+}
+
+func (m *UpdateChunk) readJSON(r *jsonReader) {
+	m.Kind = ChunkKind(r.u8("kind"))
+	m.NamespaceID = r.ns("namespaceId")
+	m.TransferID = r.u32("transferId")
+	m.ChunkIndex = r.u32("chunkIndex")
+	m.ChunkCount = r.u32("chunkCount")
+	m.TotalBytes = r.u32("totalBytes")
+	if r.err == nil && m.HasBinding() {
+		if m.Kind == KindSnapshot {
+			m.ReplicationID = r.str("replicationId")
+			m.ReplicationEpoch = r.num("replicationEpoch")
+		} else {
+			m.SyncRoundID = r.u32("syncRoundId")
+		}
+	}
+	m.Bytes = r.hex("bytes")
+}

@@ -1,0 +1,226 @@
+package protocol
+
+import "fmt"
+
+// MessageType is the envelope's messageType byte (§3), one of the 18 codes of the append-only
+// registry of §5.
+type MessageType uint8
+
+// The message registry (§5). The comment on each code gives its payload fields in wire order.
+const (
+	TypeHello             MessageType = 0x01 // peerInstanceId, expectedHubInstanceId, protocolVersions, requiredCapabilities, optionalCapabilities, connectionNonce
+	TypeHelloAck          MessageType = 0x02 // hubInstanceId, protocolVersion, selectedCapabilities, connectionNonce, connectionId
+	TypeGoAway            MessageType = 0x03 // reasonCode, drainTimeoutMs, retryAfterMs?
+	TypeError             MessageType = 0x04 // scope, code, fatal, retryable, relatedSequence?, namespaceId?, safeMessage
+	TypeOpenNamespace     MessageType = 0x10 // namespaceId, hasLocalReplica, replicationId?, replicationEpoch?
+	TypeOpenOK            MessageType = 0x11 // namespaceId, mode, replicationId, replicationEpoch
+	TypeCloseNamespace    MessageType = 0x12 // namespaceId, reasonCode
+	TypeCloseOK           MessageType = 0x13 // namespaceId, ackedSequence
+	TypeBootstrapSnapshot MessageType = 0x20 // namespaceId, replicationId, replicationEpoch, snapshot
+	TypeBootstrapAck      MessageType = 0x21 // namespaceId, ackedSequence
+	TypeIdentityChanged   MessageType = 0x22 // namespaceId, replicationId, replicationEpoch
+	TypeSyncStep1         MessageType = 0x30 // namespaceId, syncRoundId, stateVector
+	TypeSyncStep2         MessageType = 0x31 // namespaceId, syncRoundId, relatedStep1Sequence, update
+	TypeSyncApplied       MessageType = 0x32 // namespaceId, syncRoundId, ackedSequence
+	TypeResyncRequired    MessageType = 0x33 // namespaceId, reasonCode
+	TypeUpdate            MessageType = 0x40 // namespaceId, update
+	TypeUpdateAck         MessageType = 0x41 // namespaceId, ackedSequence
+	TypeUpdateChunk       MessageType = 0x42 // kind, namespaceId, transferId, chunkIndex, chunkCount, totalBytes, [binding], bytes
+)
+
+var messageTypeNames = map[MessageType]string{
+	TypeHello:             "HELLO",
+	TypeHelloAck:          "HELLO_ACK",
+	TypeGoAway:            "GOAWAY",
+	TypeError:             "ERROR",
+	TypeOpenNamespace:     "OPEN_NAMESPACE",
+	TypeOpenOK:            "OPEN_OK",
+	TypeCloseNamespace:    "CLOSE_NAMESPACE",
+	TypeCloseOK:           "CLOSE_OK",
+	TypeBootstrapSnapshot: "BOOTSTRAP_SNAPSHOT",
+	TypeBootstrapAck:      "BOOTSTRAP_ACK",
+	TypeIdentityChanged:   "IDENTITY_CHANGED",
+	TypeSyncStep1:         "SYNC_STEP1",
+	TypeSyncStep2:         "SYNC_STEP2",
+	TypeSyncApplied:       "SYNC_APPLIED",
+	TypeResyncRequired:    "RESYNC_REQUIRED",
+	TypeUpdate:            "UPDATE",
+	TypeUpdateAck:         "UPDATE_ACK",
+	TypeUpdateChunk:       "UPDATE_CHUNK",
+}
+
+// String returns the contract's message name, or UNKNOWN_MESSAGE_TYPE_0x.. for a code
+// outside the registry.
+func (t MessageType) String() string {
+	if name, ok := messageTypeNames[t]; ok {
+		return name
+	}
+	return fmt.Sprintf("UNKNOWN_MESSAGE_TYPE_0x%02x", uint8(t))
+}
+
+// Known reports whether t is in the registry of §5.
+func (t MessageType) Known() bool {
+	_, ok := messageTypeNames[t]
+	return ok
+}
+
+// Scope is the scope of a message (§5) or of an error (§13: the ERROR scope byte).
+type Scope uint8
+
+const (
+	ScopeConnection Scope = 0
+	ScopeNamespace  Scope = 1
+)
+
+// String returns "connection" or "namespace", or UNKNOWN_SCOPE_0x.. for other bytes.
+func (s Scope) String() string {
+	switch s {
+	case ScopeConnection:
+		return "connection"
+	case ScopeNamespace:
+		return "namespace"
+	}
+	return fmt.Sprintf("UNKNOWN_SCOPE_0x%02x", uint8(s))
+}
+
+// Scope is the message's scope in the registry of §5. ERROR is "either": its own scope byte
+// decides; this method reports ScopeConnection for it.
+func (t MessageType) Scope() Scope {
+	if t >= TypeOpenNamespace {
+		return ScopeNamespace
+	}
+	return ScopeConnection
+}
+
+// Capability is the capability bitset of HELLO and HELLO_ACK (§6.1), a uint32 big-endian on
+// the wire. The vocabulary is append-only.
+type Capability uint32
+
+// CapChunkedUpdate (bit 0): the endpoint sends and accepts UPDATE_CHUNK (0x42) frames
+// (§6.1, §10.3).
+const CapChunkedUpdate Capability = 0x00000001
+
+// KnownCapabilities are the bits this implementation knows.
+const KnownCapabilities = CapChunkedUpdate
+
+// Has reports whether every bit of c2 is set in c.
+func (c Capability) Has(c2 Capability) bool { return c&c2 == c2 }
+
+// String lists the set bits by name ("CAP_CHUNKED_UPDATE|0x00000004"), or "0".
+func (c Capability) String() string {
+	if c == 0 {
+		return "0"
+	}
+	s := ""
+	if c.Has(CapChunkedUpdate) {
+		s = "CAP_CHUNKED_UPDATE"
+	}
+	if rest := c &^ KnownCapabilities; rest != 0 {
+		if s != "" {
+			s += "|"
+		}
+		s += fmt.Sprintf("0x%08x", uint32(rest))
+	}
+	return s
+}
+
+// OpenMode is OPEN_OK's mode byte (§7.2).
+type OpenMode uint8
+
+const (
+	ModeBootstrap OpenMode = 0
+	ModeReconcile OpenMode = 1
+)
+
+// String returns "bootstrap" or "reconcile", or UNKNOWN_OPEN_MODE_0x.. for other bytes.
+func (m OpenMode) String() string {
+	switch m {
+	case ModeBootstrap:
+		return "bootstrap"
+	case ModeReconcile:
+		return "reconcile"
+	}
+	return fmt.Sprintf("UNKNOWN_OPEN_MODE_0x%02x", uint8(m))
+}
+
+// ChunkKind is UPDATE_CHUNK's first field (§10.3): what the chunked transfer carries. Each kind
+// has its own size cap and error codes (§10.3 for live updates, §8.1 for snapshots, §9.2 for
+// sync diffs).
+type ChunkKind uint8
+
+const (
+	KindLiveUpdate ChunkKind = 0
+	KindSnapshot   ChunkKind = 1
+	KindSyncDiff   ChunkKind = 2
+)
+
+// String returns "live-update", "snapshot" or "sync-diff", or UNKNOWN_CHUNK_KIND_0x...
+func (k ChunkKind) String() string {
+	switch k {
+	case KindLiveUpdate:
+		return "live-update"
+	case KindSnapshot:
+		return "snapshot"
+	case KindSyncDiff:
+		return "sync-diff"
+	}
+	return fmt.Sprintf("UNKNOWN_CHUNK_KIND_0x%02x", uint8(k))
+}
+
+func (k ChunkKind) known() bool { return k <= KindSyncDiff }
+
+// TooLargeCode is the namespace error for a first chunk declaring more than the kind's caps
+// (§10.3, §8.1, §9.2).
+func (k ChunkKind) TooLargeCode() ErrorCode {
+	switch k {
+	case KindSnapshot:
+		return CodeSnapshotTransferTooLarge
+	case KindSyncDiff:
+		return CodeSyncTransferTooLarge
+	}
+	return CodeUpdateTransferTooLarge
+}
+
+// ViolationCode is the namespace error for an inconsistent geometry, a cross-frame violation
+// or an assembly over the per-connection cap (§10.3, §8.1, §9.2).
+func (k ChunkKind) ViolationCode() ErrorCode {
+	switch k {
+	case KindSnapshot:
+		return CodeSnapshotTransferViolation
+	case KindSyncDiff:
+		return CodeSyncTransferViolation
+	}
+	return CodeUpdateTransferViolation
+}
+
+// CloseCode is a WebSocket close code as the contract uses them (§14).
+type CloseCode uint16
+
+// The close codes of §14.
+const (
+	CloseNormal        CloseCode = 1000 // normal end of the connection
+	CloseGoingAway     CloseCode = 1001 // GOAWAY, planned restart or shutdown
+	CloseProtocolError CloseCode = 1002 // bad framing, sequence, message, ACK
+	ClosePolicy        CloseCode = 1008 // identity or connection policy
+	CloseTooBig        CloseCode = 1009 // outer frame over the limit
+	CloseInternal      CloseCode = 1011 // unrecoverable internal error or control backpressure
+)
+
+// String returns the RFC 6455 name of the code, or UNKNOWN_CLOSE_CODE_<n>.
+func (c CloseCode) String() string {
+	switch c {
+	case CloseNormal:
+		return "NORMAL_CLOSURE"
+	case CloseGoingAway:
+		return "GOING_AWAY"
+	case CloseProtocolError:
+		return "PROTOCOL_ERROR"
+	case ClosePolicy:
+		return "POLICY_VIOLATION"
+	case CloseTooBig:
+		return "MESSAGE_TOO_BIG"
+	case CloseInternal:
+		return "INTERNAL_ERROR"
+	}
+	return fmt.Sprintf("UNKNOWN_CLOSE_CODE_%d", uint16(c))
+}

@@ -22,8 +22,8 @@ import (
 
 // Histogram buckets: byte sizes from 64 B to 16 MiB, latencies from 0.5 ms to 30 s.
 var (
-	ByteBuckets    = []float64{64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216}
-	LatencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+	byteBuckets    = []float64{64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216}
+	latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 )
 
 // QueueStats reports the current outbound queue of one side: bytes queued for
@@ -112,18 +112,18 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m.connectionsReady = gauge("connections_ready", "Connections currently in the ready state.", "side")
 	m.liveNamespaces = gauge("live_namespaces", "Namespace channels currently live.", "side")
 
-	m.updateBytes = histogram("update_bytes", "Sizes of live updates sent, applied and acknowledged (chunked: whole transfer).", ByteBuckets, "side", "type")
-	m.syncBytes = histogram("sync_diff_bytes", "Sizes of reconciliation diffs sent, applied and acknowledged.", ByteBuckets, "side", "type")
-	m.snapshotBytes = histogram("snapshot_bytes", "Sizes of bootstrap snapshots sent, imported and acknowledged.", ByteBuckets, "side", "type")
-	m.applyLatency = histogram("apply_latency_seconds", "Time from entering apply to apply settled, including sequencer wait.", LatencyBuckets, "side", "type")
-	m.ackLatency = histogram("ack_latency_seconds", "Time from sending to receiving the acknowledgement.", LatencyBuckets, "side", "type")
-	m.sendQueue = histogram("send_queue_seconds", "Time the oldest update of an outbound UPDATE frame waited in the send queue.", LatencyBuckets, "side")
-	m.stageQueue = histogram("apply_queue_wait_seconds", "Apply stage: waiting for the namespace write sequencer slot.", LatencyBuckets, "side", "type")
-	m.stageCheck = histogram("apply_protected_check_seconds", "Apply stage: protected-field check on a scratch copy.", LatencyBuckets, "side", "type")
-	m.stageApply = histogram("apply_live_apply_seconds", "Apply stage: applying to the live document.", LatencyBuckets, "side", "type")
-	m.stageDirty = histogram("apply_dirty_notify_seconds", "Apply stage: dirty notification to persistence.", LatencyBuckets, "side", "type")
-	m.loopDelay = histogram("event_loop_delay_seconds", "How late the liveness ping timer fired.", LatencyBuckets, "side")
-	m.backoffDelay = histogram("backoff_delay_seconds", "Reconnect backoff delays scheduled.", LatencyBuckets, "side")
+	m.updateBytes = histogram("update_bytes", "Sizes of live updates sent, applied and acknowledged (chunked: whole transfer).", byteBuckets, "side", "type")
+	m.syncBytes = histogram("sync_diff_bytes", "Sizes of reconciliation diffs sent, applied and acknowledged.", byteBuckets, "side", "type")
+	m.snapshotBytes = histogram("snapshot_bytes", "Sizes of bootstrap snapshots sent, imported and acknowledged.", byteBuckets, "side", "type")
+	m.applyLatency = histogram("apply_latency_seconds", "Time from entering apply to apply settled, including sequencer wait.", latencyBuckets, "side", "type")
+	m.ackLatency = histogram("ack_latency_seconds", "Time from sending to receiving the acknowledgement.", latencyBuckets, "side", "type")
+	m.sendQueue = histogram("send_queue_seconds", "Time the oldest update of an outbound UPDATE frame waited in the send queue.", latencyBuckets, "side")
+	m.stageQueue = histogram("apply_queue_wait_seconds", "Apply stage: waiting for the namespace write sequencer slot.", latencyBuckets, "side", "type")
+	m.stageCheck = histogram("apply_protected_check_seconds", "Apply stage: protected-field check on a scratch copy.", latencyBuckets, "side", "type")
+	m.stageApply = histogram("apply_live_apply_seconds", "Apply stage: applying to the live document.", latencyBuckets, "side", "type")
+	m.stageDirty = histogram("apply_dirty_notify_seconds", "Apply stage: dirty notification to persistence.", latencyBuckets, "side", "type")
+	m.loopDelay = histogram("event_loop_delay_seconds", "How late the liveness ping timer fired.", latencyBuckets, "side")
+	m.backoffDelay = histogram("backoff_delay_seconds", "Reconnect backoff delays scheduled.", latencyBuckets, "side")
 
 	m.queuedBytesDesc = prometheus.NewDesc("nomicore_queued_bytes", "Bytes queued for sending, summed over connections.", []string{"side"}, nil)
 	m.inFlightDesc = prometheus.NewDesc("nomicore_in_flight_updates", "UPDATEs sent and awaiting acknowledgement, summed over connections.", []string{"side"}, nil)

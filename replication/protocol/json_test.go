@@ -53,19 +53,19 @@ func TestS7_FrameJSONShape(t *testing.T) {
 func TestS7_FrameJSONRejects(t *testing.T) {
 	const ns = `"ns-0123456789abcdef0123456789abcdef"`
 	for _, text := range []string{
-		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `}}`,                                 // missing field
-		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `,"ackedSequence":1,"extra":1}}`,     // unknown field
-		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `,"ackedSequence":1.5}}`,             // fraction
-		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `,"ackedSequence":1e3}}`,             // exponent
-		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `,"ackedSequence":-1}}`,              // negative
-		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `,"ackedSequence":4294967296}}`,      // over uint32
-		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `,"ackedSequence":"1"}}`,             // string
-		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":"ns-1","ackedSequence":1}}`,                   // bad namespace
-		`{"type":"UPDATE","sequence":1,"payload":{"namespaceId":` + ns + `,"update":"abc"}}`,                      // odd hex
-		`{"type":"UPDATE","sequence":1,"payload":{"namespaceId":` + ns + `,"update":null}}`,                       // null
-		`{"type":"GOAWAY","sequence":1,"payload":{"reasonCode":"R","drainTimeoutMs":9007199254740992}}`,          // over 2^53-1
-		`{"type":"OPEN_NAMESPACE","sequence":1,"payload":{"namespaceId":` + ns + `,"hasLocalReplica":true}}`,     // identity missing
-		`{"type":"OPEN_NAMESPACE","sequence":1,"payload":{"namespaceId":` + ns + `,"hasLocalReplica":"true"}}`,   // string bool
+		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `}}`,                                                                                 // missing field
+		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `,"ackedSequence":1,"extra":1}}`,                                                     // unknown field
+		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `,"ackedSequence":1.5}}`,                                                             // fraction
+		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `,"ackedSequence":1e3}}`,                                                             // exponent
+		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `,"ackedSequence":-1}}`,                                                              // negative
+		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `,"ackedSequence":4294967296}}`,                                                      // over uint32
+		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":` + ns + `,"ackedSequence":"1"}}`,                                                             // string
+		`{"type":"UPDATE_ACK","sequence":1,"payload":{"namespaceId":"ns-1","ackedSequence":1}}`,                                                                   // bad namespace
+		`{"type":"UPDATE","sequence":1,"payload":{"namespaceId":` + ns + `,"update":"abc"}}`,                                                                      // odd hex
+		`{"type":"UPDATE","sequence":1,"payload":{"namespaceId":` + ns + `,"update":null}}`,                                                                       // null
+		`{"type":"GOAWAY","sequence":1,"payload":{"reasonCode":"R","drainTimeoutMs":9007199254740992}}`,                                                           // over 2^53-1
+		`{"type":"OPEN_NAMESPACE","sequence":1,"payload":{"namespaceId":` + ns + `,"hasLocalReplica":true}}`,                                                      // identity missing
+		`{"type":"OPEN_NAMESPACE","sequence":1,"payload":{"namespaceId":` + ns + `,"hasLocalReplica":"true"}}`,                                                    // string bool
 		`{"type":"HELLO_ACK","sequence":1,"payload":{"hubInstanceId":"h","protocolVersion":1,"selectedCapabilities":0,"connectionNonce":"00","connectionId":""}}`, // nonce length
 		`{"type":"NOPE","sequence":1,"payload":{}}`,
 		`{"type":"UPDATE_ACK","sequence":0.5,"payload":{}}`,

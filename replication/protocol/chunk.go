@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// Clock is the time source of the assembler's sliding deadline. The connection layer injects
-// its clock; tests drive a fake one. This package never reads the wall clock itself.
+// Clock is the time source of the assembler's sliding deadline: the Now half of the
+// project's injected clock (internal/clock.Clock satisfies it). Tests drive a fake one; this
+// package never reads the wall clock itself.
 type Clock interface {
 	Now() time.Time
 }

@@ -215,6 +215,13 @@ func (m *HelloAck) sizeHint() int {
 
 // ---- §6.3 GOAWAY 0x03 ----
 
+// GOAWAY reasonCodes with a defined peer reaction (§15.1); other stable codes are allowed.
+const (
+	GoAwayServerRestarting   = "SERVER_RESTARTING"    // reconnect after retryAfterMs + jitter
+	GoAwayServerShuttingDown = "SERVER_SHUTTING_DOWN" // blocked until configuration or start
+	GoAwayReauthRequired     = "REAUTH_REQUIRED"      // blocked until token or configuration change
+)
+
 // GoAway announces a drain, either direction (§6.3).
 type GoAway struct {
 	ReasonCode     string // stable safe code, for example SERVER_RESTARTING

@@ -1,8 +1,11 @@
 package oracle
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,17 +16,50 @@ import (
 // returns a short description of the first difference, with its path (for example
 // `$.map["🔑"][2]: 1 vs "1"`).
 func EqualJSON(a, b []byte) (bool, string) {
-	var va, vb any
-	if err := json.Unmarshal(a, &va); err != nil {
+	va, err := decodeJSON(a)
+	if err != nil {
 		return false, "invalid JSON (first): " + err.Error()
 	}
-	if err := json.Unmarshal(b, &vb); err != nil {
+	vb, err := decodeJSON(b)
+	if err != nil {
 		return false, "invalid JSON (second): " + err.Error()
 	}
 	if d := diffJSON("$", va, vb); d != "" {
 		return false, d
 	}
 	return true, ""
+}
+
+// decodeJSON decodes one JSON value with numbers as float64, rounded as JSON.parse does
+// (1e400 is +Inf).
+func decodeJSON(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("data after the JSON value")
+	}
+	return toFloats(v), nil
+}
+
+func toFloats(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		f, _ := strconv.ParseFloat(string(x), 64) // out of range: ±Inf or ±0, as in JS
+		return f
+	case []any:
+		for i := range x {
+			x[i] = toFloats(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = toFloats(x[k])
+		}
+	}
+	return v
 }
 
 func diffJSON(path string, a, b any) string {

@@ -1,6 +1,7 @@
 package oracle
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -23,6 +24,7 @@ func TestEqualJSON(t *testing.T) {
 		{`{"t":"hello world"}`, `{"t":"hello there"}`, `$.t: strings differ at byte 6: "world" vs "there"`},
 		{`{"a":{}}`, `{"a":[]}`, `$.a: {} vs []`},
 		{`{"a":null}`, `{"a":false}`, `$.a: null vs false`},
+		{`[1e400, -1e400, 1e-400]`, `[2e400, -3e999, 0]`, ""},
 		{`{"a":`, `{}`, `invalid JSON (first)`},
 		{`{}`, `{} x`, `invalid JSON (second)`},
 	} {
@@ -34,4 +36,23 @@ func TestEqualJSON(t *testing.T) {
 			t.Errorf("EqualJSON(%s, %s) = %v, %q; want a difference containing %q", tc.a, tc.b, ok, diff, tc.want)
 		}
 	}
+}
+
+// EqualJSON never panics, is reflexive on valid JSON and symmetric.
+func FuzzEqualJSON(f *testing.F) {
+	f.Add([]byte(`{"a":[1,-0,{"$bytes":"00"}],"b":"😀"}`), []byte(`{"b":"😀","a":[1,0,{"$bytes":"00"}]}`))
+	f.Add([]byte(`[1,2]`), []byte(`[1,2,3]`))
+	f.Add([]byte(`"x"`), []byte(`{`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ab, _ := EqualJSON(a, b)
+		ba, _ := EqualJSON(b, a)
+		if ab != ba {
+			t.Fatalf("EqualJSON not symmetric for %q, %q", a, b)
+		}
+		if json.Valid(a) {
+			if ok, diff := EqualJSON(a, a); !ok {
+				t.Fatalf("EqualJSON(a, a) false for %q: %s", a, diff)
+			}
+		}
+	})
 }

@@ -629,3 +629,38 @@ func BenchmarkB4JS(b *testing.B) {
 		b.ReportMetric(float64(r.HeapBytes), "js-heap-bytes")
 	}
 }
+
+// BenchmarkHistory measures a history round trip through the client: how many random
+// histories a differential suite can afford.
+func BenchmarkHistory(b *testing.B) {
+	js := Start(b)
+	for _, bc := range []struct {
+		name           string
+		clients, steps int
+	}{{"clients=3/steps=20", 3, 20}, {"clients=3/steps=100", 3, 100}, {"clients=5/steps=200", 5, 200}} {
+		b.Run(bc.name, func(b *testing.B) {
+			seed := uint64(0)
+			for b.Loop() {
+				seed++
+				if _, err := js.History(HistoryRequest{Seed: seed, Clients: bc.clients, Steps: bc.steps}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkApply measures applying a 100-step history's updates in JS through the client.
+func BenchmarkApply(b *testing.B) {
+	js := Start(b)
+	h, err := js.History(HistoryRequest{Seed: 1, Clients: 3, Steps: 100})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := ApplyRequest{Updates: h.UpdateBytes(), Roots: h.Roots}
+	for b.Loop() {
+		if _, err := js.Apply(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -61,7 +61,7 @@ func (s *SequenceAllocator) Last() uint32 { return s.sent }
 // every later call returns the same error, since the connection must close (§13.1).
 // Namespace-scope failures (the size caps) leave it usable.
 //
-// Inbound is not safe for concurrent use: the connection's reading goroutine owns it.
+// Inbound is not safe for concurrent use: one goroutine of the connection owns it.
 type Inbound struct {
 	codec Codec
 	seq   SequenceChecker
@@ -110,7 +110,7 @@ func (in *Inbound) fail(e *Error) error {
 // Outbound encodes the frames of one connection's sending direction, stamping each with the
 // next sequence. A message that fails to encode consumes no sequence.
 //
-// Outbound is not safe for concurrent use: the connection's writing goroutine owns it.
+// Outbound is not safe for concurrent use: one goroutine of the connection owns it.
 type Outbound struct {
 	codec Codec
 	seq   SequenceAllocator

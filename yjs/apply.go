@@ -1,0 +1,460 @@
+package yjs
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nomicore/nomicore/lib0"
+)
+
+// structRef is a struct of an update waiting to be integrated.
+type structRef struct {
+	it        *Item // id, length, origins, parentSub and content
+	skip      bool
+	parent    uint8 // parentNone, parentRoot or parentItem
+	parentKey string
+	parentID  ID
+}
+
+// refList is the structs of one client block of an update, consumed from i on.
+type refList struct {
+	refs []*structRef
+	i    int
+}
+
+// decodedUpdate is a fully validated v1 update.
+type decodedUpdate struct {
+	clients map[uint64]*refList
+	dels    []delBlock // the delete set in reading order
+}
+
+type delBlock struct {
+	client uint64
+	ranges []delRange
+}
+
+// decodeUpdate reads and validates a whole v1 update without touching any document.
+func decodeUpdate(b []byte) (*decodedUpdate, error) {
+	d := lib0.NewDecoder(b)
+	u := &decodedUpdate{clients: make(map[uint64]*refList)}
+	r := newStructReader(d, true)
+	var s rawStruct
+	for r.nextBlock() {
+		l := &refList{refs: make([]*structRef, 0, r.structsLeft)}
+		u.clients[r.client] = l // a client listed twice keeps its last block, as in JS
+		for r.next(&s) {
+			l.refs = append(l.refs, refFromRaw(&s))
+		}
+	}
+	if d.Err() != nil {
+		return nil, decodeErr("update", d.Err())
+	}
+	n := d.ReadCount(1<<31-1, 2)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		blk := delBlock{client: d.ReadVarUint()}
+		m := d.ReadCount(1<<31-1, 2)
+		for j := 0; j < m && d.Err() == nil; j++ {
+			clock, length := readDelRange(d)
+			blk.ranges = append(blk.ranges, delRange{clock, length})
+		}
+		u.dels = append(u.dels, blk)
+	}
+	if err := d.Finish(); err != nil {
+		return nil, decodeErr("update", err)
+	}
+	return u, nil
+}
+
+func refFromRaw(s *rawStruct) *structRef {
+	it := &Item{id: s.id, length: s.length}
+	ref := &structRef{it: it}
+	switch s.kind {
+	case structGC:
+		it.flags = flagGC | flagDeleted
+		return ref
+	case structSkip:
+		it.flags = flagGC | flagDeleted
+		ref.skip = true
+		return ref
+	}
+	it.content = s.content
+	if s.content.countable() {
+		it.flags |= flagCountable
+	}
+	if s.hasOrigin {
+		it.origin = s.origin
+		it.flags |= flagOrigin
+	}
+	if s.hasRight {
+		it.rightOrigin = s.rightOrigin
+		it.flags |= flagRightOrigin
+	}
+	if s.hasSub {
+		it.parentSub = s.sub
+		it.flags |= flagParentSub
+	}
+	ref.parent, ref.parentKey, ref.parentID = s.parent, s.parentKey, s.parentID
+	return ref
+}
+
+// attachRoots resolves the root parents of an update's structs, creating the roots (JS
+// creates them while reading, even for structs that end up pending).
+func (d *Doc) attachRoots(u *decodedUpdate) {
+	for _, c := range sortedKeys(u.clients) {
+		for _, ref := range u.clients[c].refs {
+			if ref.parent == parentRoot {
+				ref.it.parent = d.root(ref.parentKey)
+			}
+		}
+	}
+}
+
+// ApplyUpdate integrates a v1 update into doc within a transaction with the given origin.
+// Structs whose dependencies are missing wait as pending and are integrated as soon as the
+// dependencies arrive. A malformed update returns a *DecodeError and changes nothing; a
+// broken invariant returns an *InternalError (the document must then be discarded).
+func ApplyUpdate(doc *Doc, update []byte, origin any) (err error) {
+	u, err := decodeUpdate(update)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = &InternalError{Op: "ApplyUpdate", Cause: r}
+		}
+	}()
+	doc.transact(origin, false, func(tx *Transaction) {
+		doc.attachRoots(u)
+		doc.applyDecoded(tx, u)
+	})
+	return nil
+}
+
+// applyDecoded integrates a validated update in tx (JS readUpdateV2).
+func (d *Doc) applyDecoded(tx *Transaction, u *decodedUpdate) {
+	tx.local = false
+	rest, missing := d.integrateStructs(tx, u.clients)
+	retry := false
+	if p := d.pending; p != nil {
+		for client, clock := range p.missing {
+			if clock < d.store.state(client) {
+				retry = true
+				break
+			}
+		}
+		if rest != nil {
+			for client, clock := range missing {
+				if m, ok := p.missing[client]; !ok || m > clock {
+					p.missing[client] = clock
+				}
+			}
+			merged, err := MergeUpdates([][]byte{p.update, encodeRefs(rest)})
+			if err != nil {
+				panic(fmt.Sprintf("yjs: merging pending structs: %v", err))
+			}
+			p.update = merged
+		}
+	} else if rest != nil {
+		d.pending = &pendingStructs{missing: missing, update: encodeRefs(rest)}
+	}
+	dsRest := d.applyDeleteBlocks(tx, u.dels)
+	if pend := d.pendingDels; pend != nil {
+		blocks := make([]delBlock, 0, len(pend.clients))
+		for _, c := range sortedDesc(pend.clients) {
+			blocks = append(blocks, delBlock{client: c, ranges: pend.clients[c]})
+		}
+		dsRest2 := d.applyDeleteBlocks(tx, blocks)
+		switch {
+		case dsRest != nil && dsRest2 != nil:
+			m := mergeDeleteSets([]deleteSet{*dsRest, *dsRest2})
+			d.pendingDels = &m
+		case dsRest != nil:
+			d.pendingDels = dsRest
+		default:
+			d.pendingDels = dsRest2
+		}
+	} else {
+		d.pendingDels = dsRest
+	}
+	if d.pendingDels != nil {
+		d.pendingDels.normalize()
+	}
+	if retry {
+		update := d.pending.update
+		d.pending = nil
+		pu, err := decodeUpdate(update)
+		if err != nil {
+			panic(fmt.Sprintf("yjs: pending structs do not decode: %v", err))
+		}
+		d.attachRoots(pu)
+		d.applyDecoded(tx, pu)
+	}
+}
+
+// integrateStructs integrates the structs of an update (JS integrateStructs): clients from
+// the highest id down; a struct whose dependency is missing is stacked while the structs
+// it depends on are integrated first; structs that cannot be integrated are returned as the
+// rest, with the lowest clock per client whose arrival is worth a retry.
+func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (rest map[uint64][]*structRef, missingSV StateVector) {
+	ids := sortedKeys(clients)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	next := func() *refList {
+		for len(ids) > 0 {
+			t := clients[ids[len(ids)-1]]
+			if t != nil && t.i < len(t.refs) {
+				return t
+			}
+			ids = ids[:len(ids)-1]
+		}
+		return nil
+	}
+	cur := next()
+	if cur == nil {
+		return nil, nil
+	}
+	store := &d.store
+	var stack []*structRef
+	updateMissing := func(client, clock uint64) {
+		if missingSV == nil {
+			missingSV = StateVector{}
+		}
+		if m, ok := missingSV[client]; !ok || m > clock {
+			missingSV[client] = clock
+		}
+	}
+	addStackToRest := func() {
+		if rest == nil {
+			rest = map[uint64][]*structRef{}
+		}
+		for _, ref := range stack {
+			client := ref.it.id.Client
+			if l, ok := clients[client]; ok {
+				// the struct on the stack was the last one taken from its list
+				l.i--
+				rest[client] = l.refs[l.i:]
+				delete(clients, client)
+				l.i = 0
+				l.refs = nil
+			} else {
+				rest[client] = []*structRef{ref}
+			}
+			ids = slices.DeleteFunc(ids, func(c uint64) bool { return c == client })
+		}
+		clear(stack)
+		stack = stack[:0]
+	}
+	state := map[uint64]uint64{}
+	localState := func(client uint64) uint64 {
+		if s, ok := state[client]; ok {
+			return s
+		}
+		s := store.state(client)
+		state[client] = s
+		return s
+	}
+	head := cur.refs[cur.i]
+	cur.i++
+	for {
+		if !head.skip {
+			it := head.it
+			local := localState(it.id.Client)
+			if local < it.id.Clock {
+				// an earlier struct of the same client is missing
+				stack = append(stack, head)
+				updateMissing(it.id.Client, it.id.Clock-1)
+				addStackToRest()
+			} else if missing, ok := d.missingDependency(tx, head); ok {
+				stack = append(stack, head)
+				l := clients[missing]
+				if l == nil || l.i == len(l.refs) {
+					// the dependency is in no update we have: wait for it
+					updateMissing(missing, store.state(missing))
+					addStackToRest()
+				} else {
+					head = l.refs[l.i]
+					l.i++
+					continue
+				}
+			} else if offset := local - it.id.Clock; offset == 0 || offset < it.length {
+				it.integrate(tx, offset)
+				state[it.id.Client] = it.id.Clock + it.length
+			}
+		}
+		switch {
+		case len(stack) > 0:
+			head = stack[len(stack)-1]
+			stack[len(stack)-1] = nil
+			stack = stack[:len(stack)-1]
+		case cur != nil && cur.i < len(cur.refs):
+			head = cur.refs[cur.i]
+			cur.i++
+		default:
+			cur = next()
+			if cur == nil {
+				return rest, missingSV
+			}
+			head = cur.refs[cur.i]
+			cur.i++
+		}
+	}
+}
+
+// missingDependency returns the client of a missing origin, right origin or parent of ref;
+// when nothing is missing it resolves them (left, right and parent of the item) and
+// returns ok = false (JS Item.getMissing).
+func (d *Doc) missingDependency(tx *Transaction, ref *structRef) (uint64, bool) {
+	it := ref.it
+	if it.isGC() {
+		return 0, false
+	}
+	store := &d.store
+	if it.hasOrigin() && it.origin.Client != it.id.Client && it.origin.Clock >= store.state(it.origin.Client) {
+		return it.origin.Client, true
+	}
+	if it.hasRight() && it.rightOrigin.Client != it.id.Client && it.rightOrigin.Clock >= store.state(it.rightOrigin.Client) {
+		return it.rightOrigin.Client, true
+	}
+	if ref.parent == parentItem && ref.parentID.Client != it.id.Client && ref.parentID.Clock >= store.state(ref.parentID.Client) {
+		return ref.parentID.Client, true
+	}
+	if it.hasOrigin() {
+		it.left = store.itemCleanEnd(tx, it.origin)
+		it.origin = it.left.lastID()
+	}
+	if it.hasRight() {
+		it.right = store.itemCleanStart(tx, it.rightOrigin)
+		it.rightOrigin = it.right.id
+	}
+	switch {
+	case (it.left != nil && it.left.isGC()) || (it.right != nil && it.right.isGC()):
+		it.parent = nil
+	case ref.parent == parentNone:
+		// the parent (and key) of a neighbour
+		src := it.left
+		if src == nil {
+			src = it.right
+		}
+		if src != nil {
+			it.parent = src.parent
+			it.parentSub = src.parentSub
+			it.flags = it.flags&^flagParentSub | src.flags&flagParentSub
+		}
+	case ref.parent == parentItem:
+		p := store.find(ref.parentID)
+		it.parent = nil
+		if !p.isGC() {
+			if ct, ok := p.content.(*contentType); ok {
+				it.parent = ct.t
+			}
+		}
+	}
+	return 0, false
+}
+
+// applyDeleteBlocks applies a delete set (JS readAndApplyDeleteSet) and returns the part
+// that concerns structs not received yet, or nil.
+func (d *Doc) applyDeleteBlocks(tx *Transaction, blocks []delBlock) *deleteSet {
+	var unapplied *deleteSet
+	addUnapplied := func(client, clock, length uint64) {
+		if unapplied == nil {
+			ds := newDeleteSet()
+			unapplied = &ds
+		}
+		unapplied.add(client, clock, length)
+	}
+	for _, b := range blocks {
+		l := d.store.clients[b.client]
+		state := uint64(0)
+		if l != nil {
+			state = l.state()
+		}
+		for _, r := range b.ranges {
+			end := r.clock + r.len
+			if r.clock >= state {
+				addUnapplied(b.client, r.clock, r.len)
+				continue
+			}
+			if state < end {
+				addUnapplied(b.client, state, end-state)
+			}
+			p := l.find(r.clock)
+			if it := l.at(p); !it.deleted() && it.id.Clock < r.clock {
+				p = l.insertAfter(p, splitItem(tx, it, r.clock-it.id.Clock))
+			}
+			for {
+				it := l.at(p)
+				if it.id.Clock >= end {
+					break
+				}
+				if !it.deleted() {
+					if end < it.endClock() {
+						l.insertAfter(p, splitItem(tx, it, end-it.id.Clock))
+					}
+					it.delete(tx)
+				}
+				np, ok := l.next(p)
+				if !ok {
+					break
+				}
+				p = np
+			}
+		}
+	}
+	return unapplied
+}
+
+// encodeRefs writes structs that could not be integrated as an update (JS writes the rest
+// structs with writeClientsStructs and an empty delete set).
+func encodeRefs(rest map[uint64][]*structRef) []byte {
+	e := lib0.NewEncoder(64)
+	clients := sortedKeys(rest)
+	e.WriteVarUint(uint64(len(clients)))
+	for i := len(clients) - 1; i >= 0; i-- {
+		refs := rest[clients[i]]
+		e.WriteVarUint(uint64(len(refs)))
+		e.WriteVarUint(clients[i])
+		e.WriteVarUint(refs[0].it.id.Clock)
+		for _, ref := range refs {
+			ref.write(e)
+		}
+	}
+	e.WriteVarUint(0)
+	return e.Bytes()
+}
+
+// write encodes a struct that was decoded but not integrated, as it was read.
+func (ref *structRef) write(e *lib0.Encoder) {
+	it := ref.it
+	s := rawStruct{id: it.id, length: it.length}
+	switch {
+	case ref.skip:
+		s.kind = structSkip
+	case it.isGC():
+		s.kind = structGC
+	default:
+		s.kind = structItem
+		s.hasOrigin, s.origin = it.hasOrigin(), it.origin
+		s.hasRight, s.rightOrigin = it.hasRight(), it.rightOrigin
+		s.parent, s.parentKey, s.parentID = ref.parent, ref.parentKey, ref.parentID
+		s.hasSub, s.sub = it.hasSub(), it.parentSub
+		s.content = it.content
+	}
+	s.write(e, 0)
+}
+
+func sortedKeys[V any](m map[uint64]V) []uint64 {
+	ks := make([]uint64, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func sortedDesc[V any](m map[uint64]V) []uint64 {
+	ks := sortedKeys(m)
+	slices.Reverse(ks)
+	return ks
+}

@@ -1,0 +1,218 @@
+package yjs
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"io"
+
+	"github.com/nomicore/nomicore/lib0"
+)
+
+// Doc is a Yjs document. It is not safe for concurrent use: one goroutine owns it.
+type Doc struct {
+	clientID uint64
+	gc       bool
+	guid     string
+	random   io.Reader
+
+	store       structStore
+	roots       map[string]*Type
+	pending     *pendingStructs // structs waiting for missing dependencies
+	pendingDels *deleteSet      // deletions of structs not yet received
+
+	tx       *Transaction   // the open transaction
+	cleanups []*Transaction // transactions to clean up, in order
+	spareTx  *Transaction
+
+	updateHandlers []*updateHandler
+
+	// subdocument state
+	subdocs    map[*Doc]struct{}
+	item       *Item // the item holding this document, when it is a subdocument
+	shouldLoad bool
+	autoLoad   bool
+	meta       any // nil when unset
+
+	yata yataScratch
+}
+
+// pendingStructs is an update of structs whose dependencies are missing, with the lowest
+// missing clock per client that would make it worth retrying.
+type pendingStructs struct {
+	missing StateVector
+	update  []byte
+}
+
+type updateHandler struct {
+	fn func(update []byte, origin any)
+}
+
+// Option configures a new Doc.
+type Option func(*Doc)
+
+// WithClientID sets the client id (otherwise a random uint32).
+func WithClientID(id uint32) Option { return func(d *Doc) { d.clientID = uint64(id) } }
+
+// WithGC switches garbage collection of deleted content (on by default).
+func WithGC(on bool) Option { return func(d *Doc) { d.gc = on } }
+
+// WithGUID sets the document guid (otherwise a random UUID v4).
+func WithGUID(guid string) Option { return func(d *Doc) { d.guid = guid } }
+
+// WithRandom sets the source of randomness for client ids and guids (crypto/rand by
+// default).
+func WithRandom(r io.Reader) Option { return func(d *Doc) { d.random = r } }
+
+// NewDoc returns an empty document.
+func NewDoc(opts ...Option) *Doc {
+	d := &Doc{
+		gc:         true,
+		random:     rand.Reader,
+		store:      newStructStore(),
+		roots:      make(map[string]*Type),
+		subdocs:    make(map[*Doc]struct{}),
+		shouldLoad: true,
+		clientID:   1 << 63, // sentinel: replaced below unless WithClientID
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	if d.clientID == 1<<63 {
+		d.clientID = d.newClientID()
+	}
+	if d.guid == "" {
+		d.guid = d.newUUID()
+	}
+	return d
+}
+
+// ClientID returns the id this document writes its own changes under.
+func (d *Doc) ClientID() uint64 { return d.clientID }
+
+// GUID returns the document guid.
+func (d *Doc) GUID() string { return d.guid }
+
+// GC reports whether deleted content is garbage-collected.
+func (d *Doc) GC() bool { return d.gc }
+
+func (d *Doc) readRandom(b []byte) {
+	if _, err := io.ReadFull(d.random, b); err != nil {
+		panic("yjs: random source failed: " + err.Error())
+	}
+}
+
+func (d *Doc) newClientID() uint64 {
+	var b [4]byte
+	d.readRandom(b[:])
+	return uint64(binary.LittleEndian.Uint32(b[:]))
+}
+
+func (d *Doc) newUUID() string {
+	var b [16]byte
+	d.readRandom(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// OnUpdate registers fn to receive, after every transaction that changed the document, the
+// v1 update of that transaction and its origin. Handlers run synchronously in registration
+// order; the update slice is fresh for each call. It returns a function that removes the
+// handler.
+func (d *Doc) OnUpdate(fn func(update []byte, origin any)) (unsubscribe func()) {
+	h := &updateHandler{fn: fn}
+	d.updateHandlers = append(d.updateHandlers, h)
+	return func() {
+		for i, x := range d.updateHandlers {
+			if x == h {
+				d.updateHandlers = append(d.updateHandlers[:i:i], d.updateHandlers[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+func (d *Doc) emitUpdate(update []byte, origin any) {
+	for _, h := range d.updateHandlers {
+		h.fn(update, origin)
+	}
+}
+
+// StateVector returns the state vector of the document.
+func (d *Doc) StateVector() StateVector { return d.store.stateVector() }
+
+// HasPending reports whether structs or deletions wait for missing dependencies.
+func (d *Doc) HasPending() bool { return d.pending != nil || d.pendingDels != nil }
+
+// Subdocs returns the subdocuments currently in the document.
+func (d *Doc) Subdocs() []*Doc {
+	out := make([]*Doc, 0, len(d.subdocs))
+	for s := range d.subdocs {
+		out = append(out, s)
+	}
+	return out
+}
+
+// ShouldLoad reports whether a subdocument asked to be loaded (autoLoad or shouldLoad).
+func (d *Doc) ShouldLoad() bool { return d.shouldLoad }
+
+// AutoLoad reports the autoLoad option of a subdocument.
+func (d *Doc) AutoLoad() bool { return d.autoLoad }
+
+// Meta returns the meta option of a subdocument (nil when unset).
+func (d *Doc) Meta() any { return d.meta }
+
+// NewSubdoc returns a document to insert into another as a subdocument.
+func NewSubdoc(guid string, opts ...SubdocOption) *Doc {
+	d := NewDoc(WithGUID(guid))
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// SubdocOption configures a subdocument created with NewSubdoc.
+type SubdocOption func(*Doc)
+
+// SubdocMeta sets the meta value carried with the subdocument (a lib0 any value).
+func SubdocMeta(meta any) SubdocOption { return func(d *Doc) { d.meta = meta } }
+
+// SubdocAutoLoad sets autoLoad.
+func SubdocAutoLoad(on bool) SubdocOption { return func(d *Doc) { d.autoLoad = on } }
+
+// SubdocGC sets the gc option carried with the subdocument.
+func SubdocGC(on bool) SubdocOption { return func(d *Doc) { d.gc = on } }
+
+// subdocOptions are the options written with a subdocument (JS ContentDoc.opts).
+func (d *Doc) subdocOptions() lib0.Object {
+	o := lib0.Object{}
+	if !d.gc {
+		o = append(o, lib0.Field{Key: "gc", Value: false})
+	}
+	if d.autoLoad {
+		o = append(o, lib0.Field{Key: "autoLoad", Value: true})
+	}
+	if d.meta != nil {
+		o = append(o, lib0.Field{Key: "meta", Value: d.meta})
+	}
+	return o
+}
+
+// jsTruthy is JS ToBoolean for values of the lib0 model.
+func jsTruthy(v any) bool {
+	switch x := v.(type) {
+	case nil, lib0.Undefined:
+		return false
+	case bool:
+		return x
+	case float64:
+		return x != 0 && x == x
+	case lib0.BigInt:
+		return x != 0
+	case string:
+		return x != ""
+	}
+	return true
+}

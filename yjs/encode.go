@@ -1,0 +1,92 @@
+package yjs
+
+import (
+	"slices"
+
+	"github.com/nomicore/nomicore/lib0"
+)
+
+// EncodeStateVector returns the v1 state vector of doc (JS encodeStateVector).
+func (d *Doc) EncodeStateVector() []byte { return EncodeStateVector(d.store.stateVector()) }
+
+// EncodeStateAsUpdate returns a v1 update with everything in doc that a peer with the
+// encoded state vector sv lacks (nil or empty sv: everything), including pending structs
+// and deletions (JS encodeStateAsUpdate). A malformed sv returns a *DecodeError.
+func EncodeStateAsUpdate(doc *Doc, sv []byte) ([]byte, error) {
+	if len(sv) == 0 {
+		sv = []byte{0}
+	}
+	target, err := DecodeStateVector(sv)
+	if err != nil {
+		return nil, err
+	}
+	e := lib0.NewEncoder(256)
+	doc.writeStructsFrom(e, target, false)
+	ds := deleteSetFromStore(&doc.store)
+	ds.write(e)
+	updates := [][]byte{e.Bytes()}
+	if doc.pendingDels != nil {
+		pe := lib0.NewEncoder(32)
+		pe.WriteVarUint(0)
+		doc.pendingDels.write(pe)
+		updates = append(updates, pe.Bytes())
+	}
+	if doc.pending != nil {
+		diff, err := DiffUpdate(doc.pending.update, sv)
+		if err != nil {
+			return nil, &InternalError{Op: "EncodeStateAsUpdate", Cause: err}
+		}
+		updates = append(updates, diff)
+	}
+	if len(updates) > 1 {
+		return MergeUpdates(updates)
+	}
+	return updates[0], nil
+}
+
+// writeStructsFrom writes, for every client whose state exceeds its clock in sv, its
+// structs from that clock (clients missing from sv from 0, unless onlyListed), the highest
+// client ids first (JS writeClientsStructs).
+func (d *Doc) writeStructsFrom(e *lib0.Encoder, sv StateVector, onlyListed bool) {
+	type start struct{ client, clock uint64 }
+	var starts []start
+	for c, clock := range sv {
+		if d.store.state(c) > clock {
+			starts = append(starts, start{c, clock})
+		}
+	}
+	if !onlyListed {
+		for c := range d.store.clients {
+			if _, ok := sv[c]; !ok {
+				starts = append(starts, start{c, 0})
+			}
+		}
+	}
+	slices.SortFunc(starts, func(a, b start) int {
+		switch {
+		case a.client > b.client:
+			return -1
+		case a.client < b.client:
+			return 1
+		}
+		return 0
+	})
+	e.WriteVarUint(uint64(len(starts)))
+	for _, s := range starts {
+		l := d.store.clients[s.client]
+		p := l.find(s.clock)
+		e.WriteVarUint(uint64(l.n - l.index(p)))
+		e.WriteVarUint(s.client)
+		e.WriteVarUint(s.clock)
+		first := true
+		l.each(p, func(it *Item) bool {
+			off := uint64(0)
+			if first {
+				off = s.clock - it.id.Clock
+				first = false
+			}
+			it.write(e, off)
+			return true
+		})
+	}
+}

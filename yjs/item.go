@@ -1,0 +1,228 @@
+package yjs
+
+import "github.com/nomicore/nomicore/lib0"
+
+// Item flags.
+const (
+	flagKeep        uint16 = 1 << iota // never garbage-collect (kept for parity with JS; unused)
+	flagCountable                      // the content counts in sequence lengths
+	flagDeleted                        // the item is deleted (a GC struct always is)
+	flagMarker                         // a search marker of the parent points here
+	flagOrigin                         // origin is set
+	flagRightOrigin                    // rightOrigin is set
+	flagParentSub                      // parentSub is set (a map entry)
+	flagGC                             // a GC struct: a deleted range whose content is gone
+)
+
+// Item is one struct of the store: either a GC struct (flagGC: only id and length mean
+// anything) or an Item proper — content placed in a parent type between origin and
+// rightOrigin. left and right link the items of one parent sequence (or the history of one
+// map key) in document order.
+type Item struct {
+	id          ID
+	length      uint64
+	left, right *Item
+	origin      ID // the item left of this one at creation (valid with flagOrigin)
+	rightOrigin ID // the item right of this one at creation (valid with flagRightOrigin)
+	parent      *Type
+	parentSub   string // the map key (valid with flagParentSub)
+	content     content
+	flags       uint16
+}
+
+func newItem(id ID, left *Item, right *Item, parent *Type, parentSub string, hasSub bool, c content) *Item {
+	it := &Item{id: id, length: c.len(), left: left, right: right, parent: parent, content: c}
+	if left != nil {
+		it.origin = left.lastID()
+		it.flags |= flagOrigin
+	}
+	if right != nil {
+		it.rightOrigin = right.id
+		it.flags |= flagRightOrigin
+	}
+	if hasSub {
+		it.parentSub = parentSub
+		it.flags |= flagParentSub
+	}
+	if c.countable() {
+		it.flags |= flagCountable
+	}
+	return it
+}
+
+func (it *Item) isGC() bool       { return it.flags&flagGC != 0 }
+func (it *Item) deleted() bool    { return it.flags&flagDeleted != 0 }
+func (it *Item) countable() bool  { return it.flags&flagCountable != 0 }
+func (it *Item) hasOrigin() bool  { return it.flags&flagOrigin != 0 }
+func (it *Item) hasRight() bool   { return it.flags&flagRightOrigin != 0 }
+func (it *Item) hasSub() bool     { return it.flags&flagParentSub != 0 }
+func (it *Item) marked() bool     { return it.flags&flagMarker != 0 }
+func (it *Item) visible() bool    { return it.flags&(flagCountable|flagDeleted) == flagCountable }
+func (it *Item) keep() bool       { return it.flags&flagKeep != 0 }
+func (it *Item) markDeleted()     { it.flags |= flagDeleted }
+func (it *Item) endClock() uint64 { return it.id.Clock + it.length }
+func (it *Item) lastID() ID       { return ID{it.id.Client, it.id.Clock + it.length - 1} }
+func (it *Item) containsClock(c uint64) bool {
+	return it.id.Clock <= c && c < it.id.Clock+it.length
+}
+
+// originPtr and rightOriginPtr return the optional origins as comparable values.
+func (it *Item) originOpt() (ID, bool)      { return it.origin, it.hasOrigin() }
+func (it *Item) rightOriginOpt() (ID, bool) { return it.rightOrigin, it.hasRight() }
+
+func sameOpt(a ID, aok bool, b ID, bok bool) bool { return aok == bok && (!aok || a == b) }
+
+// makeGC turns the struct into a GC struct in place: its content and links are dropped.
+func (it *Item) makeGC() {
+	it.flags = flagGC | flagDeleted
+	it.left, it.right, it.parent, it.content, it.parentSub = nil, nil, nil, nil, ""
+}
+
+// splitItem splits it at diff (0 < diff < length) and returns the right part, linked after
+// it. The right part's origin is the left part's last unit. The caller inserts the right
+// part into the store.
+func splitItem(tx *Transaction, it *Item, diff uint64) *Item {
+	right := &Item{
+		id:          ID{it.id.Client, it.id.Clock + diff},
+		length:      it.length - diff,
+		left:        it,
+		right:       it.right,
+		origin:      ID{it.id.Client, it.id.Clock + diff - 1},
+		rightOrigin: it.rightOrigin,
+		parent:      it.parent,
+		parentSub:   it.parentSub,
+		content:     it.content.splice(diff),
+		flags:       (it.flags &^ flagMarker) | flagOrigin,
+	}
+	it.length = diff
+	it.right = right
+	if right.right != nil {
+		right.right.left = right
+	}
+	tx.mergeStructs = append(tx.mergeStructs, right)
+	if right.hasSub() && right.right == nil {
+		right.parent.entries[right.parentSub] = right
+	}
+	return right
+}
+
+// tryMerge appends right (the store successor of it) onto it when both are the same kind of
+// struct and continue each other; it reports whether it did.
+func (it *Item) tryMerge(right *Item) bool {
+	if it.isGC() || right.isGC() {
+		if it.isGC() && right.isGC() {
+			it.length += right.length
+			return true
+		}
+		return false
+	}
+	if right.hasOrigin() && right.origin == it.lastID() &&
+		it.right == right &&
+		sameOpt(it.rightOrigin, it.hasRight(), right.rightOrigin, right.hasRight()) &&
+		it.id.Client == right.id.Client && it.id.Clock+it.length == right.id.Clock &&
+		it.deleted() == right.deleted() &&
+		it.content.ref() == right.content.ref() &&
+		it.content.merge(right.content) {
+		if right.marked() && it.parent != nil {
+			it.parent.markerMerged(it, right)
+		}
+		if right.keep() {
+			it.flags |= flagKeep
+		}
+		it.right = right.right
+		if it.right != nil {
+			it.right.left = it
+		}
+		it.length += right.length
+		return true
+	}
+	return false
+}
+
+// delete marks the item deleted within tx.
+func (it *Item) delete(tx *Transaction) {
+	if it.deleted() {
+		return
+	}
+	p := it.parent
+	if it.countable() && !it.hasSub() {
+		p.length -= int(it.length)
+		if len(p.markers) > 0 && p != tx.markerOwner {
+			p.clearMarkers()
+		}
+	}
+	if it.marked() {
+		p.dropMarker(it)
+	}
+	it.markDeleted()
+	tx.ds.add(it.id.Client, it.id.Clock, it.length)
+	tx.addChangedType(p, it.parentSub, it.hasSub())
+	switch c := it.content.(type) {
+	case *contentType:
+		c.t.deleteChildren(tx)
+	case *contentDoc:
+		tx.subdocRemoved(c.doc)
+	}
+}
+
+// gc drops the content of a deleted item: it becomes a GC struct when its parent is gone
+// too, else its content becomes contentDeleted.
+func (it *Item) gc(parentGCd bool) {
+	if ct, ok := it.content.(*contentType); ok {
+		ct.t.gcChildren()
+	}
+	if parentGCd {
+		it.makeGC()
+	} else {
+		it.content = &contentDeleted{n: it.length}
+		it.flags &^= flagCountable
+	}
+}
+
+// write encodes the struct from offset on (offset > 0 writes the tail whose origin is the
+// unit before it).
+func (it *Item) write(e *lib0.Encoder, offset uint64) {
+	if it.isGC() {
+		e.WriteUint8(refGC)
+		e.WriteVarUint(it.length - offset)
+		return
+	}
+	origin, hasOrigin := it.origin, it.hasOrigin()
+	if offset > 0 {
+		origin, hasOrigin = ID{it.id.Client, it.id.Clock + offset - 1}, true
+	}
+	info := it.content.ref()
+	if hasOrigin {
+		info |= 0x80
+	}
+	if it.hasRight() {
+		info |= 0x40
+	}
+	if it.hasSub() {
+		info |= 0x20
+	}
+	e.WriteUint8(info)
+	if hasOrigin {
+		e.WriteVarUint(origin.Client)
+		e.WriteVarUint(origin.Clock)
+	}
+	if it.hasRight() {
+		e.WriteVarUint(it.rightOrigin.Client)
+		e.WriteVarUint(it.rightOrigin.Clock)
+	}
+	if !hasOrigin && !it.hasRight() {
+		p := it.parent
+		if p.item == nil {
+			e.WriteVarUint(1)
+			e.WriteVarString(p.rootName)
+		} else {
+			e.WriteVarUint(0)
+			e.WriteVarUint(p.item.id.Client)
+			e.WriteVarUint(p.item.id.Clock)
+		}
+		if it.hasSub() {
+			e.WriteVarString(it.parentSub)
+		}
+	}
+	it.content.write(e, offset)
+}

@@ -1,0 +1,243 @@
+package yjs
+
+import (
+	"fmt"
+	"slices"
+)
+
+// The struct store keeps, per client, its structs ordered by clock without gaps from 0. A
+// client's list is chunked so that a struct is found by clock in O(log n) and inserting a
+// split part in the middle costs O(chunk), not O(n).
+
+const chunkMax = 512 // a chunk splits in two when it grows beyond this
+
+// structList is the struct list of one client.
+type structList struct {
+	chunks [][]*Item
+	n      int
+}
+
+// spos is a position in a structList: chunk c, index i.
+type spos struct{ c, i int }
+
+func (l *structList) at(p spos) *Item { return l.chunks[p.c][p.i] }
+
+func (l *structList) last() *Item {
+	c := l.chunks[len(l.chunks)-1]
+	return c[len(c)-1]
+}
+
+func (l *structList) lastPos() spos {
+	return spos{len(l.chunks) - 1, len(l.chunks[len(l.chunks)-1]) - 1}
+}
+
+// state is the next clock of the client.
+func (l *structList) state() uint64 { return l.last().endClock() }
+
+func (l *structList) next(p spos) (spos, bool) {
+	if p.i+1 < len(l.chunks[p.c]) {
+		return spos{p.c, p.i + 1}, true
+	}
+	if p.c+1 < len(l.chunks) {
+		return spos{p.c + 1, 0}, true
+	}
+	return p, false
+}
+
+func (l *structList) prev(p spos) (spos, bool) {
+	if p.i > 0 {
+		return spos{p.c, p.i - 1}, true
+	}
+	if p.c > 0 {
+		return spos{p.c - 1, len(l.chunks[p.c-1]) - 1}, true
+	}
+	return p, false
+}
+
+func (l *structList) isFirst(p spos) bool { return p.c == 0 && p.i == 0 }
+
+func (l *structList) append(it *Item) {
+	l.n++
+	if len(l.chunks) == 0 {
+		l.chunks = append(l.chunks, make([]*Item, 0, 16))
+	}
+	last := len(l.chunks) - 1
+	if len(l.chunks[last]) >= chunkMax {
+		l.chunks = append(l.chunks, make([]*Item, 0, chunkMax))
+		last++
+	}
+	l.chunks[last] = append(l.chunks[last], it)
+}
+
+// find returns the position of the struct containing clock. The clock must be below the
+// client's state.
+func (l *structList) find(clock uint64) spos {
+	// the chunk: the last one whose first clock is <= clock
+	lo, hi := 0, len(l.chunks)-1
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if l.chunks[mid][0].id.Clock <= clock {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	ch := l.chunks[lo]
+	a, b := 0, len(ch)-1
+	for a <= b {
+		mid := (a + b) / 2
+		s := ch[mid]
+		if s.id.Clock <= clock {
+			if clock < s.id.Clock+s.length {
+				return spos{lo, mid}
+			}
+			a = mid + 1
+		} else {
+			b = mid - 1
+		}
+	}
+	panic(fmt.Sprintf("yjs: clock %d not in the struct store (state %d)", clock, l.state()))
+}
+
+// insertAfter puts it right after position p and returns its position.
+func (l *structList) insertAfter(p spos, it *Item) spos {
+	l.n++
+	ch := l.chunks[p.c]
+	ch = slices.Insert(ch, p.i+1, it)
+	l.chunks[p.c] = ch
+	np := spos{p.c, p.i + 1}
+	if len(ch) > chunkMax {
+		half := len(ch) / 2
+		right := make([]*Item, len(ch)-half, chunkMax)
+		copy(right, ch[half:])
+		clear(ch[half:])
+		l.chunks[p.c] = ch[:half]
+		l.chunks = slices.Insert(l.chunks, p.c+1, right)
+		if np.i >= half {
+			np = spos{p.c + 1, np.i - half}
+		}
+	}
+	return np
+}
+
+// remove deletes the struct at p.
+func (l *structList) remove(p spos) {
+	l.n--
+	ch := l.chunks[p.c]
+	copy(ch[p.i:], ch[p.i+1:])
+	ch[len(ch)-1] = nil
+	ch = ch[:len(ch)-1]
+	if len(ch) == 0 && len(l.chunks) > 1 {
+		l.chunks = slices.Delete(l.chunks, p.c, p.c+1)
+		return
+	}
+	l.chunks[p.c] = ch
+}
+
+// each calls f for every struct from position p on, until f returns false.
+func (l *structList) each(p spos, f func(*Item) bool) {
+	for c := p.c; c < len(l.chunks); c++ {
+		start := 0
+		if c == p.c {
+			start = p.i
+		}
+		for _, it := range l.chunks[c][start:] {
+			if !f(it) {
+				return
+			}
+		}
+	}
+}
+
+// structStore is the struct store of a document.
+type structStore struct {
+	clients map[uint64]*structList
+}
+
+func newStructStore() structStore {
+	return structStore{clients: make(map[uint64]*structList)}
+}
+
+func (s *structStore) state(client uint64) uint64 {
+	if l := s.clients[client]; l != nil {
+		return l.state()
+	}
+	return 0
+}
+
+func (s *structStore) stateVector() StateVector {
+	sv := make(StateVector, len(s.clients))
+	for c, l := range s.clients {
+		sv[c] = l.state()
+	}
+	return sv
+}
+
+// sortedClients returns the client ids, highest first (the order JS writes them).
+func (s *structStore) sortedClients() []uint64 {
+	cs := make([]uint64, 0, len(s.clients))
+	for c := range s.clients {
+		cs = append(cs, c)
+	}
+	slices.Sort(cs)
+	slices.Reverse(cs)
+	return cs
+}
+
+// add appends a struct at its client's state.
+func (s *structStore) add(it *Item) {
+	l := s.clients[it.id.Client]
+	if l == nil {
+		l = &structList{}
+		s.clients[it.id.Client] = l
+	} else if l.state() != it.id.Clock {
+		panic(fmt.Sprintf("yjs: struct %d:%d added at state %d", it.id.Client, it.id.Clock, l.state()))
+	}
+	l.append(it)
+}
+
+// find returns the struct containing id (which must exist).
+func (s *structStore) find(id ID) *Item {
+	l := s.clients[id.Client]
+	if l == nil {
+		panic(fmt.Sprintf("yjs: client %d not in the struct store", id.Client))
+	}
+	return l.at(l.find(id.Clock))
+}
+
+// cleanStart returns the position of the struct starting at clock, splitting an Item that
+// contains it (a GC struct is returned as is).
+func (s *structStore) cleanStart(tx *Transaction, l *structList, clock uint64) spos {
+	p := l.find(clock)
+	it := l.at(p)
+	if it.id.Clock < clock && !it.isGC() {
+		return l.insertAfter(p, splitItem(tx, it, clock-it.id.Clock))
+	}
+	return p
+}
+
+// itemCleanStart returns the struct starting at id, splitting if needed.
+func (s *structStore) itemCleanStart(tx *Transaction, id ID) *Item {
+	l := s.clients[id.Client]
+	return l.at(s.cleanStart(tx, l, id.Clock))
+}
+
+// itemCleanEnd returns the struct ending at id, splitting if needed.
+func (s *structStore) itemCleanEnd(tx *Transaction, id ID) *Item {
+	l := s.clients[id.Client]
+	p := l.find(id.Clock)
+	it := l.at(p)
+	if id.Clock != it.id.Clock+it.length-1 && !it.isGC() {
+		l.insertAfter(p, splitItem(tx, it, id.Clock-it.id.Clock+1))
+	}
+	return it
+}
+
+// index returns the ordinal of position p in the list.
+func (l *structList) index(p spos) int {
+	n := p.i
+	for c := 0; c < p.c; c++ {
+		n += len(l.chunks[c])
+	}
+	return n
+}

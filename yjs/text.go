@@ -1,0 +1,803 @@
+package yjs
+
+import (
+	"strings"
+	"unsafe"
+
+	"github.com/nomicore/nomicore/lib0"
+)
+
+// Text is a shared text: a sequence of UTF-16 code units with formatting marks and embeds.
+// Indexes and lengths count UTF-16 code units (JS String.length); a position inside a
+// surrogate pair splits it into two U+FFFD, as JS yjs does.
+type Text Type
+
+// NewText returns a preliminary text holding s, to insert into a document as a value.
+func NewText(s string) *Text {
+	t := newPrelimType(KindText)
+	if s != "" {
+		t.prelim.text = append(t.prelim.text, func(tx *Transaction) { _ = t.textInsert(tx, 0, s, nil) })
+	}
+	return (*Text)(t)
+}
+
+// Attrs are formatting attributes: a nil value removes an attribute.
+type Attrs map[string]any
+
+// Delta is one operation of a text's content: an inserted string (or embed, or nested type)
+// with its attributes.
+type Delta struct {
+	Insert     any
+	Attributes map[string]any
+}
+
+func (x *Text) t() *Type { return (*Type)(x) }
+
+// Len returns the length in UTF-16 code units.
+func (x *Text) Len() int { return x.length }
+
+// String returns the text (without embeds).
+func (x *Text) String() string { return x.t().textString() }
+
+// Insert inserts s at index. attrs nil takes the attributes at that position; otherwise
+// the inserted text has exactly attrs.
+func (x *Text) Insert(index int, s string, attrs Attrs) error {
+	return x.t().transactText(func(tx *Transaction) error { return x.t().textInsert(tx, index, s, attrs) })
+}
+
+// InsertEmbed inserts an embed (a JSON value, or a preliminary type) at index.
+func (x *Text) InsertEmbed(index int, embed any, attrs Attrs) error {
+	return x.t().transactText(func(tx *Transaction) error { return x.t().textInsertEmbed(tx, index, embed, attrs) })
+}
+
+// Delete deletes length units from index.
+func (x *Text) Delete(index, length int) error {
+	return x.t().transactText(func(tx *Transaction) error { return x.t().textDelete(tx, index, length) })
+}
+
+// Format sets attrs on [index, index+length).
+func (x *Text) Format(index, length int, attrs Attrs) error {
+	return x.t().transactText(func(tx *Transaction) error { return x.t().textFormat(tx, index, length, attrs) })
+}
+
+// ToDelta returns the content as delta operations.
+func (x *Text) ToDelta() []Delta { return x.t().toDelta() }
+
+// ToJSON returns the text (JS toJSON).
+func (x *Text) ToJSON() any { return x.String() }
+
+// SetAttribute, GetAttribute, RemoveAttribute and Attributes manage the text's own
+// attributes (map entries of the type).
+func (x *Text) SetAttribute(key string, value any) error {
+	return x.t().transact(func(tx *Transaction) error { return x.t().mapSet(tx, key, value) })
+}
+
+// GetAttribute returns a text attribute.
+func (x *Text) GetAttribute(key string) (any, bool) { return x.t().mapGet(key) }
+
+// RemoveAttribute removes a text attribute.
+func (x *Text) RemoveAttribute(key string) error {
+	return x.t().transact(func(tx *Transaction) error { x.t().mapDelete(tx, key); return nil })
+}
+
+// transactText runs fn in a transaction, or records it when the text is preliminary.
+func (t *Type) transactText(fn func(tx *Transaction) error) error {
+	if t.doc == nil && t.prelim != nil {
+		t.prelim.text = append(t.prelim.text, func(tx *Transaction) { _ = fn(tx) })
+		return nil
+	}
+	return t.transact(fn)
+}
+
+func (t *Type) textString() string {
+	var sb strings.Builder
+	for it := t.start; it != nil; it = it.right {
+		if it.visible() {
+			if c, ok := it.content.(*contentString); ok {
+				sb.Write(c.b)
+			}
+		}
+	}
+	return sb.String()
+}
+
+// attrList is an ordered attribute map (JS Map semantics: insertion order).
+type attrList struct {
+	keys []string
+	vals []any
+}
+
+func (a *attrList) index(k string) int {
+	for i, x := range a.keys {
+		if x == k {
+			return i
+		}
+	}
+	return -1
+}
+
+func (a *attrList) get(k string) (any, bool) {
+	if i := a.index(k); i >= 0 {
+		return a.vals[i], true
+	}
+	return nil, false
+}
+
+// getOrNull is JS `map.get(k) ?? null`.
+func (a *attrList) getOrNull(k string) any {
+	v, _ := a.get(k)
+	if _, undef := v.(lib0.Undefined); undef {
+		return nil
+	}
+	return v
+}
+
+func (a *attrList) set(k string, v any) {
+	if i := a.index(k); i >= 0 {
+		a.vals[i] = v
+		return
+	}
+	a.keys = append(a.keys, k)
+	a.vals = append(a.vals, v)
+}
+
+func (a *attrList) del(k string) {
+	if i := a.index(k); i >= 0 {
+		a.keys = append(a.keys[:i], a.keys[i+1:]...)
+		a.vals = append(a.vals[:i], a.vals[i+1:]...)
+	}
+}
+
+func (a *attrList) clone() *attrList {
+	return &attrList{keys: append([]string(nil), a.keys...), vals: append([]any(nil), a.vals...)}
+}
+
+func (a *attrList) toMap() map[string]any {
+	m := make(map[string]any, len(a.keys))
+	for i, k := range a.keys {
+		m[k] = a.vals[i]
+	}
+	return m
+}
+
+// updateAttrs applies a format mark: null removes the key.
+func updateAttrs(a *attrList, f *contentFormat) {
+	if f.val == nil {
+		a.del(f.key)
+	} else {
+		a.set(f.key, f.val)
+	}
+}
+
+// textPos is a position between two items of a text with the attributes in effect there.
+type textPos struct {
+	left, right *Item
+	index       int
+	attrs       *attrList
+}
+
+func (p *textPos) forward() {
+	r := p.right
+	if f, ok := r.content.(*contentFormat); ok {
+		if !r.deleted() {
+			updateAttrs(p.attrs, f)
+		}
+	} else if !r.deleted() {
+		p.index += int(r.length)
+	}
+	p.left = r
+	p.right = r.right
+}
+
+// findNextPosition moves pos right by count visible units, splitting an item if needed.
+func findNextPosition(tx *Transaction, pos *textPos, count int) *textPos {
+	for pos.right != nil && count > 0 {
+		r := pos.right
+		if f, ok := r.content.(*contentFormat); ok {
+			if !r.deleted() {
+				updateAttrs(pos.attrs, f)
+			}
+		} else if !r.deleted() {
+			if count < int(r.length) {
+				tx.doc.store.itemCleanStart(tx, ID{r.id.Client, r.id.Clock + uint64(count)})
+			}
+			pos.index += int(r.length)
+			count -= int(r.length)
+		}
+		pos.left = r
+		pos.right = r.right
+	}
+	return pos
+}
+
+// findPosition returns the position at index. Without formatting in the text, search
+// markers find it (and the attributes there start empty, as in JS); otherwise the walk
+// starts at the beginning and collects the attributes.
+func (t *Type) findPosition(tx *Transaction, index int, useMarkers bool) *textPos {
+	if useMarkers && !t.hasFormatting && index > 0 && index <= t.length {
+		it, s := t.seek(index - 1)
+		pos := &textPos{left: it.left, right: it, index: s, attrs: &attrList{}}
+		return findNextPosition(tx, pos, index-s)
+	}
+	return findNextPosition(tx, &textPos{right: t.start, attrs: &attrList{}}, index)
+}
+
+func (t *Type) textInsert(tx *Transaction, index int, s string, attrs Attrs) error {
+	if s == "" {
+		return nil
+	}
+	if index < 0 || index > t.length {
+		return ErrIndexOutOfRange
+	}
+	a, err := attrsOf(attrs)
+	if err != nil {
+		return err
+	}
+	tx.withOwner(t, func() {
+		pos := t.findPosition(tx, index, attrs == nil)
+		if attrs == nil {
+			a = pos.attrs.clone()
+		}
+		t.insertText(tx, pos, newContentString(s), a)
+	})
+	return nil
+}
+
+func (t *Type) textInsertEmbed(tx *Transaction, index int, embed any, attrs Attrs) error {
+	if index < 0 || index > t.length {
+		return ErrIndexOutOfRange
+	}
+	var c content
+	if typeOf(embed) != nil {
+		ct, _, err := contentOf(embed, map[any]bool{})
+		if err != nil {
+			return err
+		}
+		c = ct
+	} else {
+		v, err := normalizeJSON(embed)
+		if err != nil {
+			return err
+		}
+		c = &contentEmbed{v: v}
+	}
+	a, err := attrsOf(attrs)
+	if err != nil {
+		return err
+	}
+	if a == nil {
+		a = &attrList{}
+	}
+	tx.withOwner(t, func() {
+		pos := t.findPosition(tx, index, attrs == nil)
+		t.insertText(tx, pos, c, a)
+	})
+	return nil
+}
+
+// attrsOf converts application attributes (sorted by key: a Go map has no order).
+func attrsOf(attrs Attrs) (*attrList, error) {
+	if attrs == nil {
+		return nil, nil
+	}
+	a := &attrList{}
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	for _, k := range keys {
+		v, err := normalizeJSON(attrs[k])
+		if err != nil {
+			return nil, err
+		}
+		a.set(k, v)
+	}
+	return a, nil
+}
+
+// insertText inserts content c at pos with exactly the attributes attrs (JS insertText).
+func (t *Type) insertText(tx *Transaction, pos *textPos, c content, attrs *attrList) {
+	for _, k := range pos.attrs.keys {
+		if _, ok := attrs.get(k); !ok {
+			attrs.set(k, nil)
+		}
+	}
+	minimizeAttributeChanges(pos, attrs)
+	negated := t.insertAttributes(tx, pos, attrs)
+	index := pos.index
+	if c.countable() {
+		t.markersInserted(index, int(c.len()))
+	}
+	right := tx.insertItem(pos.left, pos.right, t, "", false, c)
+	pos.right = right
+	pos.index = index
+	pos.forward()
+	t.insertNegatedAttributes(tx, pos, negated)
+}
+
+// minimizeAttributeChanges moves right over deleted items and marks that set what attrs
+// want already.
+func minimizeAttributeChanges(pos *textPos, attrs *attrList) {
+	for pos.right != nil {
+		r := pos.right
+		if r.deleted() {
+			pos.forward()
+			continue
+		}
+		if f, ok := r.content.(*contentFormat); ok && equalAttrs(attrs.getOrNull(f.key), f.val) {
+			pos.forward()
+			continue
+		}
+		break
+	}
+}
+
+// insertAttributes inserts marks for the attributes that differ at pos and returns the
+// marks that restore the previous values afterwards.
+func (t *Type) insertAttributes(tx *Transaction, pos *textPos, attrs *attrList) *attrList {
+	negated := &attrList{}
+	for i, k := range attrs.keys {
+		v := attrs.vals[i]
+		cur := pos.attrs.getOrNull(k)
+		if !equalAttrs(cur, v) {
+			negated.set(k, cur)
+			pos.right = tx.insertItem(pos.left, pos.right, t, "", false, &contentFormat{key: k, val: v})
+			pos.forward()
+		}
+	}
+	return negated
+}
+
+func (t *Type) insertNegatedAttributes(tx *Transaction, pos *textPos, negated *attrList) {
+	for pos.right != nil {
+		r := pos.right
+		if !r.deleted() {
+			f, ok := r.content.(*contentFormat)
+			if !ok {
+				break
+			}
+			v, has := negated.get(f.key)
+			if !has || !equalAttrs(v, f.val) {
+				break
+			}
+			negated.del(f.key)
+		}
+		pos.forward()
+	}
+	for i, k := range negated.keys {
+		pos.right = tx.insertItem(pos.left, pos.right, t, "", false, &contentFormat{key: k, val: negated.vals[i]})
+		pos.forward()
+	}
+}
+
+func (t *Type) textFormat(tx *Transaction, index, length int, attrs Attrs) error {
+	if length == 0 {
+		return nil
+	}
+	if index < 0 || length < 0 || index+length > t.length {
+		return ErrIndexOutOfRange
+	}
+	a, err := attrsOf(attrs)
+	if err != nil {
+		return err
+	}
+	if a == nil {
+		a = &attrList{}
+	}
+	tx.withOwner(t, func() {
+		pos := t.findPosition(tx, index, false)
+		if pos.right == nil {
+			return
+		}
+		t.formatText(tx, pos, length, a)
+	})
+	return nil
+}
+
+// formatText applies attrs to length units from pos (JS formatText).
+func (t *Type) formatText(tx *Transaction, pos *textPos, length int, attrs *attrList) {
+	minimizeAttributeChanges(pos, attrs)
+	negated := t.insertAttributes(tx, pos, attrs)
+loop:
+	for pos.right != nil && (length > 0 || (len(negated.keys) > 0 && (pos.right.deleted() || isFormat(pos.right)))) {
+		r := pos.right
+		if !r.deleted() {
+			if f, ok := r.content.(*contentFormat); ok {
+				if attr, has := attrs.get(f.key); has {
+					if equalAttrs(attr, f.val) {
+						negated.del(f.key)
+					} else {
+						if length == 0 {
+							break loop
+						}
+						negated.set(f.key, f.val)
+					}
+					r.delete(tx)
+				} else {
+					pos.attrs.set(f.key, f.val)
+				}
+			} else {
+				if length < int(r.length) {
+					tx.doc.store.itemCleanStart(tx, ID{r.id.Client, r.id.Clock + uint64(length)})
+				}
+				length -= int(r.length)
+			}
+		}
+		pos.forward()
+	}
+	if length > 0 {
+		nl := newContentString(strings.Repeat("\n", length))
+		pos.right = tx.insertItem(pos.left, pos.right, t, "", false, nl)
+		pos.forward()
+	}
+	t.insertNegatedAttributes(tx, pos, negated)
+}
+
+func isFormat(it *Item) bool {
+	_, ok := it.content.(*contentFormat)
+	return ok
+}
+
+func (t *Type) textDelete(tx *Transaction, index, length int) error {
+	if length == 0 {
+		return nil
+	}
+	if index < 0 || length < 0 || index+length > t.length {
+		return ErrIndexOutOfRange
+	}
+	tx.withOwner(t, func() {
+		pos := t.findPosition(tx, index, true)
+		t.deleteText(tx, pos, length)
+	})
+	return nil
+}
+
+// deleteText deletes length units from pos and removes the marks made redundant.
+func (t *Type) deleteText(tx *Transaction, pos *textPos, length int) {
+	startIndex := pos.index
+	startLength := length
+	startAttrs := pos.attrs.clone()
+	start := pos.right
+	for length > 0 && pos.right != nil {
+		r := pos.right
+		if !r.deleted() {
+			switch r.content.(type) {
+			case *contentType, *contentEmbed, *contentString:
+				if length < int(r.length) {
+					tx.doc.store.itemCleanStart(tx, ID{r.id.Client, r.id.Clock + uint64(length)})
+				}
+				length -= int(r.length)
+				r.delete(tx)
+			}
+		}
+		pos.forward()
+	}
+	if start != nil {
+		cleanupFormattingGap(tx, start, pos.right, startAttrs, pos.attrs)
+	}
+	t.markersDeleted(startIndex, startLength-length)
+}
+
+// cleanupFormattingGap deletes the marks between start and the next visible content that
+// are overwritten or change nothing (JS cleanupFormattingGap, including its reliance on
+// identity for object values).
+func cleanupFormattingGap(tx *Transaction, start, curr *Item, startAttrs, currAttrs *attrList) int {
+	end := start
+	var endFormats map[string]*contentFormat
+	for end != nil && (!end.countable() || end.deleted()) {
+		if !end.deleted() {
+			if f, ok := end.content.(*contentFormat); ok {
+				if endFormats == nil {
+					endFormats = map[string]*contentFormat{}
+				}
+				endFormats[f.key] = f
+			}
+		}
+		end = end.right
+	}
+	cleanups := 0
+	reachedCurr := false
+	for start != end {
+		if curr == start {
+			reachedCurr = true
+		}
+		if !start.deleted() {
+			if f, ok := start.content.(*contentFormat); ok {
+				startVal := startAttrs.getOrNull(f.key)
+				if endFormats[f.key] != f || sameValue(startVal, f.val) {
+					start.delete(tx)
+					cleanups++
+					if !reachedCurr && sameValue(currAttrs.getOrNull(f.key), f.val) && !sameValue(startVal, f.val) {
+						if startVal == nil {
+							currAttrs.del(f.key)
+						} else {
+							currAttrs.set(f.key, startVal)
+						}
+					}
+				}
+				if !reachedCurr && !start.deleted() {
+					updateAttrs(currAttrs, f)
+				}
+			}
+		}
+		start = start.right
+	}
+	return cleanups
+}
+
+// cleanupContextlessFormattingGap deletes duplicate marks of one key in the gap around item.
+func cleanupContextlessFormattingGap(tx *Transaction, item *Item) {
+	for item != nil && item.right != nil && (item.right.deleted() || !item.right.countable()) {
+		item = item.right
+	}
+	seen := map[string]bool{}
+	for item != nil && (item.deleted() || !item.countable()) {
+		if !item.deleted() {
+			if f, ok := item.content.(*contentFormat); ok {
+				if seen[f.key] {
+					item.delete(tx)
+				} else {
+					seen[f.key] = true
+				}
+			}
+		}
+		item = item.left
+	}
+}
+
+// cleanupTextFormatting cleans the first formatting gap of a text (JS cleanupYTextFormatting;
+// its loop only ever cleans the gap before the first content).
+func (t *Type) cleanupTextFormatting(tx *Transaction) int {
+	res := 0
+	start := t.start
+	startAttrs := &attrList{}
+	curAttrs := &attrList{}
+	for end := t.start; end != nil; end = end.right {
+		if end.deleted() {
+			continue
+		}
+		if f, ok := end.content.(*contentFormat); ok {
+			updateAttrs(curAttrs, f)
+			continue
+		}
+		res += cleanupFormattingGap(tx, start, end, startAttrs, curAttrs)
+		startAttrs = curAttrs.clone()
+		start = end
+	}
+	return res
+}
+
+// cleanupFormattingAfter runs after a remote transaction that changed formatted text
+// (JS cleanupYTextAfterTransaction): in a new local transaction, it removes the marks made
+// redundant. That transaction is cleaned up after tx.
+func (d *Doc) cleanupFormattingAfter(tx *Transaction) {
+	var needFull []*Type
+	has := func(t *Type) bool {
+		for _, x := range needFull {
+			if x == t {
+				return true
+			}
+		}
+		return false
+	}
+	for client, before := range tx.before {
+		l := d.store.clients[client]
+		if l.state() == before {
+			continue
+		}
+		l.each(l.find(before), func(it *Item) bool {
+			if !it.isGC() && !it.deleted() && isFormat(it) && !has(it.parent) {
+				needFull = append(needFull, it.parent)
+			}
+			return true
+		})
+	}
+	d.transact(nil, true, func(t2 *Transaction) {
+		for _, client := range tx.ds.order {
+			l := d.store.clients[client]
+			if l == nil {
+				continue
+			}
+			state := l.state()
+			for _, r := range tx.ds.clients[client] {
+				if r.clock >= state {
+					break
+				}
+				d.iterateStructs(tx, l, r.clock, r.len, func(it *Item) {
+					if it.isGC() || !it.parent.hasFormatting || has(it.parent) {
+						return
+					}
+					if isFormat(it) {
+						needFull = append(needFull, it.parent)
+					} else {
+						cleanupContextlessFormattingGap(t2, it)
+					}
+				})
+			}
+		}
+		for _, t := range needFull {
+			t.cleanupTextFormatting(t2)
+		}
+	})
+}
+
+// iterateStructs calls f for the structs covering [clock, clock+length), splitting at both
+// ends (JS iterateStructs).
+func (d *Doc) iterateStructs(tx *Transaction, l *structList, clock, length uint64, f func(*Item)) {
+	if length == 0 {
+		return
+	}
+	end := clock + length
+	p := d.store.cleanStart(tx, l, clock)
+	for {
+		it := l.at(p)
+		if end < it.endClock() {
+			d.store.cleanStart(tx, l, end)
+		}
+		f(it)
+		np, ok := l.next(p)
+		if !ok || l.at(np).id.Clock >= end {
+			return
+		}
+		p = np
+	}
+}
+
+// toDelta renders the text as delta operations (JS toDelta without snapshots).
+func (t *Type) toDelta() []Delta {
+	var ops []Delta
+	cur := &attrList{}
+	var sb strings.Builder
+	pack := func() {
+		if sb.Len() > 0 {
+			d := Delta{Insert: sb.String()}
+			if len(cur.keys) > 0 {
+				d.Attributes = cur.toMap()
+			}
+			ops = append(ops, d)
+			sb.Reset()
+		}
+	}
+	for n := t.start; n != nil; n = n.right {
+		if n.deleted() {
+			continue
+		}
+		switch c := n.content.(type) {
+		case *contentString:
+			sb.Write(c.b)
+		case *contentType, *contentEmbed:
+			pack()
+			d := Delta{Insert: c.appendValues(nil)[0]}
+			if len(cur.keys) > 0 {
+				d.Attributes = cur.toMap()
+			}
+			ops = append(ops, d)
+		case *contentFormat:
+			pack()
+			updateAttrs(cur, c)
+		}
+	}
+	pack()
+	return ops
+}
+
+// toDeltaOrdered is toDelta keeping attributes in their JS order (for XML rendering).
+func (t *Type) toDeltaOrdered(f func(insert any, attrs *attrList)) {
+	cur := &attrList{}
+	var sb strings.Builder
+	pack := func() {
+		if sb.Len() > 0 {
+			f(sb.String(), cur)
+			sb.Reset()
+		}
+	}
+	for n := t.start; n != nil; n = n.right {
+		if n.deleted() {
+			continue
+		}
+		switch c := n.content.(type) {
+		case *contentString:
+			sb.Write(c.b)
+		case *contentType, *contentEmbed:
+			pack()
+			f(c.appendValues(nil)[0], cur)
+		case *contentFormat:
+			pack()
+			updateAttrs(cur, c)
+		}
+	}
+	pack()
+}
+
+// sameValue is JS ===: primitives by value (NaN differs from itself, -0 equals 0),
+// objects, arrays and byte arrays by identity.
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case lib0.Undefined:
+		_, ok := b.(lib0.Undefined)
+		return ok
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case float64:
+		y, ok := b.(float64)
+		return ok && x == y
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case lib0.BigInt:
+		y, ok := b.(lib0.BigInt)
+		return ok && x == y
+	case lib0.Object:
+		y, ok := b.(lib0.Object)
+		return ok && len(x) == len(y) && unsafe.SliceData(x) == unsafe.SliceData(y)
+	case []any:
+		y, ok := b.([]any)
+		return ok && len(x) == len(y) && unsafe.SliceData(x) == unsafe.SliceData(y)
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && len(x) == len(y) && unsafe.SliceData(x) == unsafe.SliceData(y)
+	}
+	if ta := typeOf(a); ta != nil {
+		return ta == typeOf(b)
+	}
+	if da, ok := a.(*Doc); ok {
+		db, ok := b.(*Doc)
+		return ok && da == db
+	}
+	return false
+}
+
+// equalAttrs is JS equalAttrs: identical, or two objects whose own properties are
+// identical (one level deep).
+func equalAttrs(a, b any) bool {
+	if sameValue(a, b) {
+		return true
+	}
+	ka, va, okA := objectProps(a)
+	kb, vb, okB := objectProps(b)
+	if !okA || !okB || len(ka) != len(kb) {
+		return false
+	}
+	for i, k := range ka {
+		j := -1
+		for x, kk := range kb {
+			if kk == k {
+				j = x
+				break
+			}
+		}
+		if j < 0 || !sameValue(vb[j], va[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// objectProps returns the enumerable own properties of an object-like value.
+func objectProps(v any) (keys []string, vals []any, ok bool) {
+	switch x := v.(type) {
+	case lib0.Object:
+		for _, f := range x {
+			keys = append(keys, f.Key)
+			vals = append(vals, f.Value)
+		}
+		return keys, vals, true
+	case []any:
+		for i, e := range x {
+			keys = append(keys, itoa(i))
+			vals = append(vals, e)
+		}
+		return keys, vals, true
+	case []byte:
+		for i, e := range x {
+			keys = append(keys, itoa(i))
+			vals = append(vals, float64(e))
+		}
+		return keys, vals, true
+	}
+	return nil, nil, false
+}

@@ -1,0 +1,318 @@
+package yjs
+
+import "github.com/nomicore/nomicore/lib0"
+
+// Transaction groups changes to a document. Changes made inside Doc.Transact share one
+// transaction; when the outermost call returns, the transaction is cleaned up (deleted
+// content garbage-collected, structs merged) and its update is handed to the OnUpdate
+// handlers.
+type Transaction struct {
+	doc    *Doc
+	origin any
+	local  bool
+
+	before       map[uint64]uint64 // client → its state before its first new struct here
+	ds           deleteSet         // deletions made in this transaction
+	mergeStructs []*Item           // split parts to try to merge back afterwards
+	changed      map[*Type]struct{}
+
+	// markerOwner is the type whose local sequence operation is running: changes to it
+	// keep its search markers up to date; a change to any other type clears that type's.
+	markerOwner *Type
+
+	subdocsAdded, subdocsRemoved, subdocsLoaded []*Doc
+}
+
+// Origin returns the origin given to Doc.Transact or ApplyUpdate.
+func (tx *Transaction) Origin() any { return tx.origin }
+
+// Local reports whether the transaction was started by a local change (not ApplyUpdate).
+func (tx *Transaction) Local() bool { return tx.local }
+
+// Doc returns the document.
+func (tx *Transaction) Doc() *Doc { return tx.doc }
+
+func (tx *Transaction) reset(d *Doc, origin any, local bool) {
+	tx.doc, tx.origin, tx.local = d, origin, local
+	if tx.before == nil {
+		tx.before = make(map[uint64]uint64, 4)
+		tx.ds = newDeleteSet()
+		tx.changed = make(map[*Type]struct{}, 4)
+	} else {
+		clear(tx.before)
+		tx.ds.clear()
+		clear(tx.changed)
+	}
+	clear(tx.mergeStructs)
+	tx.mergeStructs = tx.mergeStructs[:0]
+	tx.markerOwner = nil
+	tx.subdocsAdded, tx.subdocsRemoved, tx.subdocsLoaded = nil, nil, nil
+}
+
+// beforeState returns the state of client when the transaction started.
+func (tx *Transaction) beforeState(client uint64) uint64 {
+	if c, ok := tx.before[client]; ok {
+		return c
+	}
+	return tx.doc.store.state(client)
+}
+
+// addStruct appends a new struct to the store, remembering the client's earlier state.
+func (tx *Transaction) addStruct(it *Item) {
+	if _, ok := tx.before[it.id.Client]; !ok {
+		tx.before[it.id.Client] = tx.doc.store.state(it.id.Client)
+	}
+	tx.doc.store.add(it)
+}
+
+// addChangedType records that t changed, when t existed before this transaction.
+func (tx *Transaction) addChangedType(t *Type, sub string, hasSub bool) {
+	it := t.item
+	if it == nil || (it.id.Clock < tx.beforeState(it.id.Client) && !it.deleted()) {
+		tx.changed[t] = struct{}{}
+	}
+}
+
+func (tx *Transaction) subdocAdded(d *Doc) {
+	tx.subdocsAdded = append(tx.subdocsAdded, d)
+	if d.shouldLoad {
+		tx.subdocsLoaded = append(tx.subdocsLoaded, d)
+	}
+}
+
+func (tx *Transaction) subdocRemoved(d *Doc) {
+	for i, a := range tx.subdocsAdded {
+		if a == d {
+			tx.subdocsAdded = append(tx.subdocsAdded[:i], tx.subdocsAdded[i+1:]...)
+			return
+		}
+	}
+	tx.subdocsRemoved = append(tx.subdocsRemoved, d)
+}
+
+// changedClients reports whether any struct was added.
+func (tx *Transaction) addedStructs() bool {
+	for c, before := range tx.before {
+		if tx.doc.store.state(c) != before {
+			return true
+		}
+	}
+	return false
+}
+
+// Transact runs fn in a transaction with the given origin. A call inside an open
+// transaction joins it. fn must not keep tx after returning.
+func (d *Doc) Transact(origin any, fn func(tx *Transaction)) {
+	d.transact(origin, true, fn)
+}
+
+// transact runs fn in the open transaction or a new one, and cleans up the new one (and any
+// started during its cleanup) when fn returns. A panic abandons the transaction.
+func (d *Doc) transact(origin any, local bool, fn func(tx *Transaction)) {
+	if d.tx != nil {
+		fn(d.tx)
+		return
+	}
+	tx := d.newTransaction(origin, local)
+	d.tx = tx
+	d.cleanups = append(d.cleanups, tx)
+	ok := false
+	defer func() {
+		if !ok {
+			d.tx = nil
+			d.cleanups = d.cleanups[:0]
+		}
+	}()
+	fn(tx)
+	d.tx = nil
+	if d.cleanups[0] == tx {
+		// The outermost transaction ended: clean it up and every transaction started
+		// meanwhile, one after the other.
+		for i := 0; i < len(d.cleanups); i++ {
+			d.cleanupTransaction(d.cleanups[i])
+		}
+		for _, t := range d.cleanups {
+			d.releaseTransaction(t)
+		}
+		clear(d.cleanups)
+		d.cleanups = d.cleanups[:0]
+	}
+	ok = true
+}
+
+func (d *Doc) newTransaction(origin any, local bool) *Transaction {
+	tx := d.spareTx
+	d.spareTx = nil
+	if tx == nil {
+		tx = &Transaction{}
+	}
+	tx.reset(d, origin, local)
+	return tx
+}
+
+func (d *Doc) releaseTransaction(tx *Transaction) {
+	tx.origin = nil
+	d.spareTx = tx
+}
+
+// cleanupTransaction is the end of a transaction: formatting cleanup, garbage collection,
+// struct merging, client-id collision check, the update event and subdocument bookkeeping.
+func (d *Doc) cleanupTransaction(tx *Transaction) {
+	tx.ds.normalize()
+	if !tx.local {
+		needCleanup := false
+		for t := range tx.changed {
+			if (t.item == nil || !t.item.deleted()) && t.kind.isText() && t.hasFormatting {
+				needCleanup = true
+			}
+			t.clearMarkers()
+		}
+		if needCleanup {
+			d.cleanupFormattingAfter(tx)
+		}
+	}
+	if d.gc {
+		d.gcDeleteSet(&tx.ds)
+	}
+	d.mergeDeleteSet(&tx.ds)
+	for client, before := range tx.before {
+		l := d.store.clients[client]
+		if l.state() == before {
+			continue
+		}
+		first := spos{}
+		if before > 0 {
+			first = l.find(before)
+		}
+		if l.isFirst(first) {
+			first, _ = l.next(first)
+		}
+		for p := l.lastPos(); !posLess(p, first); {
+			q := d.mergeWithLefts(l, p)
+			var ok bool
+			if p, ok = l.prev(q); !ok {
+				break
+			}
+		}
+	}
+	for i := len(tx.mergeStructs) - 1; i >= 0; i-- {
+		id := tx.mergeStructs[i].id
+		l := d.store.clients[id.Client]
+		p := l.find(id.Clock)
+		if np, ok := l.next(p); ok {
+			q := d.mergeWithLefts(l, np)
+			if posLess(q, p) {
+				continue // both merged already
+			}
+		}
+		if !l.isFirst(p) {
+			d.mergeWithLefts(l, p)
+		}
+	}
+	if !tx.local {
+		if before, ok := tx.before[d.clientID]; ok && d.store.state(d.clientID) != before {
+			// Another client is using our id: take a new one.
+			d.clientID = d.newClientID()
+		}
+	}
+	if len(d.updateHandlers) > 0 && (!tx.ds.empty() || tx.addedStructs()) {
+		update := d.encodeTransactionUpdate(tx)
+		d.emitUpdate(update, tx.origin)
+	}
+	if len(tx.subdocsAdded) > 0 || len(tx.subdocsRemoved) > 0 || len(tx.subdocsLoaded) > 0 {
+		for _, s := range tx.subdocsAdded {
+			s.clientID = d.clientID
+			d.subdocs[s] = struct{}{}
+		}
+		for _, s := range tx.subdocsRemoved {
+			delete(d.subdocs, s)
+		}
+	}
+}
+
+func posLess(a, b spos) bool { return a.c < b.c || (a.c == b.c && a.i < b.i) }
+
+// mergeWithLefts merges the struct at p into its left neighbours as far as possible and
+// returns the position of the struct that absorbed it (p when nothing merged).
+func (d *Doc) mergeWithLefts(l *structList, p spos) spos {
+	right := l.at(p)
+	cur := p
+	merged := 0
+	for {
+		lp, ok := l.prev(cur)
+		if !ok {
+			break
+		}
+		left := l.at(lp)
+		if left.deleted() != right.deleted() || left.isGC() != right.isGC() || !left.tryMerge(right) {
+			break
+		}
+		if !right.isGC() && right.hasSub() && right.parent.entries[right.parentSub] == right {
+			right.parent.entries[right.parentSub] = left
+		}
+		merged++
+		right = left
+		cur = lp
+	}
+	for ; merged > 0; merged-- {
+		np, _ := l.next(cur)
+		l.remove(np)
+	}
+	return cur
+}
+
+// gcDeleteSet replaces the content of the deleted items in ds.
+func (d *Doc) gcDeleteSet(ds *deleteSet) {
+	for client, rs := range ds.clients {
+		l := d.store.clients[client]
+		for i := len(rs) - 1; i >= 0; i-- {
+			r := rs[i]
+			end := r.clock + r.len
+			l.each(l.find(r.clock), func(it *Item) bool {
+				if it.id.Clock >= end {
+					return false
+				}
+				if !it.isGC() && it.deleted() && !it.keep() {
+					it.gc(false)
+				}
+				return true
+			})
+		}
+	}
+}
+
+// mergeDeleteSet merges the structs around the ranges of ds.
+func (d *Doc) mergeDeleteSet(ds *deleteSet) {
+	for client, rs := range ds.clients {
+		l := d.store.clients[client]
+		for i := len(rs) - 1; i >= 0; i-- {
+			r := rs[i]
+			p := l.find(r.clock + r.len - 1)
+			if np, ok := l.next(p); ok {
+				p = np
+			}
+			for !l.isFirst(p) && l.at(p).id.Clock >= r.clock {
+				q := d.mergeWithLefts(l, p)
+				var ok bool
+				if p, ok = l.prev(q); !ok {
+					break
+				}
+			}
+		}
+	}
+}
+
+// encodeTransactionUpdate writes the v1 update of tx: the structs it added (from each
+// client's earlier state, after merging) and its delete set.
+func (d *Doc) encodeTransactionUpdate(tx *Transaction) []byte {
+	e := lib0.NewEncoder(64)
+	sv := make(StateVector, len(tx.before))
+	for c, before := range tx.before {
+		if d.store.state(c) > before {
+			sv[c] = before
+		}
+	}
+	d.writeStructsFrom(e, sv, true)
+	tx.ds.write(e)
+	return e.Bytes()
+}

@@ -1,0 +1,411 @@
+package yjs
+
+import (
+	"github.com/nomicore/nomicore/lib0"
+)
+
+// Functions on encoded v1 updates, without a document (JS mergeUpdates, diffUpdate,
+// encodeStateVectorFromUpdate). They validate their input as ApplyUpdate does and return a
+// *DecodeError for malformed bytes. Their output is byte-identical to JS yjs.
+
+// lazyReader reads the structs of one update one at a time.
+type lazyReader struct {
+	d           *lib0.Decoder
+	r           *structReader
+	curr        rawStruct
+	has         bool
+	filterSkips bool
+}
+
+func newLazyReader(update []byte, filterSkips bool) *lazyReader {
+	d := lib0.NewDecoder(update)
+	l := &lazyReader{d: d, r: newStructReader(d, false), filterSkips: filterSkips}
+	l.next()
+	return l
+}
+
+func (l *lazyReader) next() {
+	for {
+		l.has = l.r.advance(&l.curr)
+		if !l.has || !l.filterSkips || l.curr.kind != structSkip {
+			return
+		}
+	}
+}
+
+// finish reads the delete set after the structs and checks the end of the input.
+func (l *lazyReader) finish() (deleteSet, error) {
+	if l.d.Err() != nil {
+		return deleteSet{}, decodeErr("update", l.d.Err())
+	}
+	ds := readDeleteSet(l.d)
+	if err := l.d.Finish(); err != nil {
+		return deleteSet{}, decodeErr("update", err)
+	}
+	return ds, nil
+}
+
+// lazyWriter writes structs as runs of consecutive structs of one client.
+type lazyWriter struct {
+	buf     *lib0.Encoder // the runs' bytes, one after another
+	runs    []lazyRun
+	client  uint64
+	written int
+	start   int
+}
+
+type lazyRun struct {
+	written    int
+	start, end int
+}
+
+func newLazyWriter(sizeHint int) *lazyWriter {
+	return &lazyWriter{buf: lib0.NewEncoder(sizeHint)}
+}
+
+func (w *lazyWriter) write(s *rawStruct, offset uint64) {
+	if w.written > 0 && w.client != s.id.Client {
+		w.flush()
+	}
+	if w.written == 0 {
+		w.client = s.id.Client
+		w.start = w.buf.Len()
+		w.buf.WriteVarUint(s.id.Client)
+		w.buf.WriteVarUint(s.id.Clock + offset)
+	}
+	s.write(w.buf, offset)
+	w.written++
+}
+
+func (w *lazyWriter) flush() {
+	if w.written > 0 {
+		w.runs = append(w.runs, lazyRun{written: w.written, start: w.start, end: w.buf.Len()})
+		w.written = 0
+	}
+}
+
+// finish returns the struct section followed by the delete set.
+func (w *lazyWriter) finish(ds *deleteSet) []byte {
+	w.flush()
+	out := lib0.NewEncoder(w.buf.Len() + 8*len(w.runs) + 16)
+	out.WriteVarUint(uint64(len(w.runs)))
+	raw := w.buf.Bytes()
+	for _, r := range w.runs {
+		out.WriteVarUint(uint64(r.written))
+		out.WriteRaw(raw[r.start:r.end])
+	}
+	ds.write(out)
+	return out.Bytes()
+}
+
+// sliceStruct returns s without its first diff units (JS sliceStruct). The content of s is
+// split: s keeps only its first diff units.
+func sliceStruct(s *rawStruct, diff uint64) rawStruct {
+	out := *s
+	out.id.Clock += diff
+	out.length -= diff
+	if s.kind == structItem {
+		out.hasOrigin = true
+		out.origin = ID{s.id.Client, s.id.Clock + diff - 1}
+		out.content = s.content.splice(diff)
+	}
+	return out
+}
+
+// mergeRaw appends right onto left when both are GC structs or both Skips (decoded Items
+// never merge: JS Item.mergeWith needs left.right === right, which never holds here).
+func mergeRaw(left, right *rawStruct) bool {
+	if left.kind == right.kind && left.kind != structItem {
+		left.length += right.length
+		return true
+	}
+	return false
+}
+
+// validateUpdate checks that b is a well-formed v1 update.
+func validateUpdate(b []byte) error {
+	l := newLazyReader(b, false)
+	for l.has {
+		l.next()
+	}
+	_, err := l.finish()
+	return err
+}
+
+// mergeHeap orders readers as JS mergeUpdates sorts them before every step: higher client
+// first, then lower clock; ties go to the reader that advanced most recently (JS sorts
+// stably an array whose first element is the one that just advanced), initially to the
+// earlier update.
+type mergeHeap struct {
+	rs     []*lazyReader
+	stamps []uint64
+}
+
+func (h *mergeHeap) less(i, j int) bool {
+	a, b := &h.rs[i].curr, &h.rs[j].curr
+	if a.id.Client != b.id.Client {
+		return a.id.Client > b.id.Client
+	}
+	if a.id.Clock != b.id.Clock {
+		return a.id.Clock < b.id.Clock
+	}
+	return h.stamps[i] > h.stamps[j]
+}
+
+func (h *mergeHeap) swap(i, j int) {
+	h.rs[i], h.rs[j] = h.rs[j], h.rs[i]
+	h.stamps[i], h.stamps[j] = h.stamps[j], h.stamps[i]
+}
+
+func (h *mergeHeap) down(i int) {
+	n := len(h.rs)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			return
+		}
+		h.swap(i, m)
+		i = m
+	}
+}
+
+func (h *mergeHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h *mergeHeap) popTop() {
+	last := len(h.rs) - 1
+	h.swap(0, last)
+	h.rs = h.rs[:last]
+	h.stamps = h.stamps[:last]
+	if last > 0 {
+		h.down(0)
+	}
+}
+
+// MergeUpdates merges v1 updates into one (JS mergeUpdates), in time linear in the input
+// (times log of the number of updates).
+func MergeUpdates(updates [][]byte) ([]byte, error) {
+	if len(updates) == 1 {
+		if err := validateUpdate(updates[0]); err != nil {
+			return nil, err
+		}
+		return append([]byte(nil), updates[0]...), nil
+	}
+	readers := make([]*lazyReader, len(updates))
+	size := 0
+	h := &mergeHeap{}
+	for i, u := range updates {
+		readers[i] = newLazyReader(u, true)
+		size += len(u)
+		if err := readers[i].d.Err(); err != nil {
+			return nil, decodeErr("update", err)
+		}
+		if readers[i].has {
+			h.rs = append(h.rs, readers[i])
+			h.stamps = append(h.stamps, uint64(len(updates)-i))
+		}
+	}
+	for i := len(h.rs)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+	stamp := uint64(len(updates))
+	w := newLazyWriter(size)
+	var cw rawStruct
+	haveCW := false
+	for len(h.rs) > 0 {
+		dec := h.rs[0]
+		firstClient := dec.curr.id.Client
+		advanced := false
+		advance := func() {
+			dec.next()
+			advanced = true
+		}
+		if haveCW {
+			iterated := false
+			for dec.has && dec.curr.end() <= cw.end() && dec.curr.id.Client >= cw.id.Client {
+				advance()
+				iterated = true
+			}
+			curr := &dec.curr
+			if !dec.has || curr.id.Client != firstClient || (iterated && curr.id.Clock > cw.end()) {
+				if err := h.settle(advanced, &stamp); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if firstClient != cw.id.Client {
+				w.write(&cw, 0)
+				cw = *curr
+				advance()
+			} else if cw.end() < curr.id.Clock {
+				if cw.kind == structSkip {
+					cw.length = curr.end() - cw.id.Clock
+				} else {
+					w.write(&cw, 0)
+					gap := curr.id.Clock - cw.end()
+					cw = rawStruct{kind: structSkip, id: ID{firstClient, cw.end()}, length: gap}
+				}
+			} else {
+				c := *curr
+				if diff := cw.end() - curr.id.Clock; diff > 0 {
+					if cw.kind == structSkip {
+						cw.length -= diff
+					} else {
+						c = sliceStruct(curr, diff)
+					}
+				}
+				if !mergeRaw(&cw, &c) {
+					w.write(&cw, 0)
+					cw = c
+					advance()
+				}
+			}
+		} else {
+			cw = dec.curr
+			haveCW = true
+			advance()
+		}
+		for dec.has && dec.curr.id.Client == firstClient && dec.curr.id.Clock == cw.end() && dec.curr.kind != structSkip {
+			w.write(&cw, 0)
+			cw = dec.curr
+			advance()
+		}
+		if err := h.settle(advanced, &stamp); err != nil {
+			return nil, err
+		}
+	}
+	if haveCW {
+		w.write(&cw, 0)
+	}
+	sets := make([]deleteSet, len(readers))
+	for i, r := range readers {
+		ds, err := r.finish()
+		if err != nil {
+			return nil, err
+		}
+		sets[i] = ds
+	}
+	ds := mergeDeleteSets(sets)
+	return w.finish(&ds), nil
+}
+
+// settle restores the heap after its top reader advanced (or not).
+func (h *mergeHeap) settle(advanced bool, stamp *uint64) error {
+	top := h.rs[0]
+	if err := top.d.Err(); err != nil {
+		return decodeErr("update", err)
+	}
+	if !top.has {
+		h.popTop()
+		return nil
+	}
+	if advanced {
+		*stamp++
+		h.stamps[0] = *stamp
+		h.down(0)
+	}
+	return nil
+}
+
+// DiffUpdate returns the part of update that a peer with the encoded state vector sv lacks
+// (JS diffUpdate).
+func DiffUpdate(update, sv []byte) ([]byte, error) {
+	state, err := DecodeStateVector(sv)
+	if err != nil {
+		return nil, err
+	}
+	w := newLazyWriter(len(update))
+	r := newLazyReader(update, false)
+	for r.has {
+		curr := &r.curr
+		client := curr.id.Client
+		svClock := state[client]
+		if curr.kind == structSkip {
+			r.next()
+			continue
+		}
+		if curr.end() > svClock {
+			off := uint64(0)
+			if svClock > curr.id.Clock {
+				off = svClock - curr.id.Clock
+			}
+			w.write(curr, off)
+			r.next()
+			for r.has && r.curr.id.Client == client {
+				w.write(&r.curr, 0)
+				r.next()
+			}
+		} else {
+			for r.has && r.curr.id.Client == client && r.curr.end() <= svClock {
+				r.next()
+			}
+		}
+	}
+	ds, err := r.finish()
+	if err != nil {
+		return nil, err
+	}
+	return w.finish(&ds), nil
+}
+
+// EncodeStateVectorFromUpdate returns the state vector an update brings a document to, for
+// the clients whose structs start at clock 0 without a Skip (JS
+// encodeStateVectorFromUpdate).
+func EncodeStateVectorFromUpdate(update []byte) ([]byte, error) {
+	r := newLazyReader(update, false)
+	type entry struct{ client, clock uint64 }
+	var entries []entry
+	if r.has {
+		currClient := r.curr.id.Client
+		stopCounting := r.curr.id.Clock != 0
+		currClock := uint64(0)
+		if !stopCounting {
+			currClock = r.curr.end()
+		}
+		for ; r.has; r.next() {
+			curr := &r.curr
+			if currClient != curr.id.Client {
+				if currClock != 0 {
+					entries = append(entries, entry{currClient, currClock})
+				}
+				currClient = curr.id.Client
+				currClock = 0
+				stopCounting = curr.id.Clock != 0
+			}
+			if curr.kind == structSkip {
+				stopCounting = true
+			}
+			if !stopCounting {
+				currClock = curr.end()
+			}
+		}
+		if currClock != 0 {
+			entries = append(entries, entry{currClient, currClock})
+		}
+	}
+	if _, err := r.finish(); err != nil {
+		return nil, err
+	}
+	e := lib0.NewEncoder(1 + 8*len(entries))
+	e.WriteVarUint(uint64(len(entries)))
+	for _, en := range entries {
+		e.WriteVarUint(en.client)
+		e.WriteVarUint(en.clock)
+	}
+	return e.Bytes(), nil
+}

@@ -1,0 +1,30 @@
+// Package yjs is a Yjs-compatible CRDT document: the document model of the JavaScript yjs
+// 13.6 line (client ids, a struct store per client, Items with origins and parents, GC and
+// Skip structs, every content type), the YATA integration algorithm, delete sets, pending
+// structs for out-of-order updates, struct merging and garbage collection, and the update
+// format v1 — bytes we produce are applied identically by JS yjs and vice versa.
+//
+// # Basics
+//
+// A Doc holds named root types (Map, Array, Text, XmlFragment). Every change happens in a
+// transaction; Doc.Transact groups changes, and a method called outside Transact opens its
+// own. After each transaction that changed anything, the OnUpdate handlers receive the v1
+// update of that transaction with its origin. ApplyUpdate integrates a remote update;
+// EncodeStateAsUpdate and EncodeStateVector produce the sync messages. MergeUpdates,
+// DiffUpdate and EncodeStateVectorFromUpdate work on encoded updates without a document.
+//
+// Lengths and indexes in sequences are those of Yjs: for Text they count UTF-16 code units
+// (as JS String.length does), for Array one unit per element.
+//
+// # Caveats
+//
+// A Doc is not safe for concurrent use: one goroutine owns it. The package does no I/O and
+// reads no clock; the only randomness (client ids) comes from the source given with
+// WithRandom (crypto/rand by default).
+//
+// Decoding is strict and bounded: malformed or hostile input returns a *DecodeError before
+// anything is applied. It is stricter than JS yjs in a few documented places (non-shortest
+// varints, invalid UTF-8, trailing bytes, zero-length structs and delete ranges, parent-info
+// values other than 0 and 1, references to an own-client clock at or after the referring
+// struct); no conforming writer produces those.
+package yjs

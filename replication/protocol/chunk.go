@@ -114,6 +114,9 @@ type assembly struct {
 // the whole buffer is allocated once, chunks are copied into it, and it is handed out only when
 // complete and exactly TotalBytes long. Partial data never leaves the assembler.
 //
+// Memory is bounded: at most maxConcurrentAssembliesPerConnection buffers of at most the
+// largest chunked cap, plus one transfer id per namespace seen on the connection.
+//
 // Assembler is not a goroutine and not safe for concurrent use: the connection's single
 // owner goroutine calls it, arms one timer for NextDeadline and calls Expire when it fires,
 // and calls Discard or DiscardAll on the teardown paths of §10.3.

@@ -54,6 +54,17 @@ func TestPingReportsPinnedVersions(t *testing.T) {
 	}
 }
 
+// GoleakOptions lets per-test leak checks run while the shared client is up.
+func TestGoleakOptionsCoverTheSharedClient(t *testing.T) {
+	if _, err := Start(t).Ping(); err != nil {
+		t.Fatal(err)
+	}
+	if err := goleak.Find(); err == nil {
+		t.Fatal("goleak.Find saw no client goroutines: the test checks nothing")
+	}
+	goleak.VerifyNone(t, GoleakOptions()...)
+}
+
 // Equal requests give byte-identical histories, in the same process and in a fresh one.
 func TestHistoryIsReproducible(t *testing.T) {
 	js := Start(t)

@@ -50,7 +50,8 @@ type Options struct {
 	Clock clock.Clock
 
 	// OnFlushed is called after each commit, for each namespace it advanced, with the highest
-	// durable append sequence number. It runs on the committer goroutine and must not block.
+	// durable append sequence number (just after Flushed and WaitFlushed see it). It runs on
+	// the committer goroutine and must not block.
 	OnFlushed func(owner, namespaceID string, through uint64)
 	// OnHealthChange is called when a commit fails after a success (healthy=false, with the
 	// error) and when a commit succeeds after a failure (true, nil). Same rules as OnFlushed.

@@ -283,11 +283,21 @@ func (s suite) flushReporting(t *testing.T) {
 	}
 	flushed(t, st, a, 50)
 	flushed(t, st, b, 25)
-	mu.Lock()
-	if bad != nil || last[a] != 50 || last[b] != 25 || calls == 0 {
-		t.Fatalf("OnFlushed: last %v after %d calls, err %v", last, calls, bad)
+	// OnFlushed runs right after the position becomes visible to WaitFlushed.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		mu.Lock()
+		ok, err, report := last[a] == 50 && last[b] == 25, bad, fmt.Sprint(last, " after ", calls, " calls")
+		mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("OnFlushed: last %s", report)
+		}
 	}
-	mu.Unlock()
 	if st.Flushed(owner, a) != 50 || st.Flushed(owner, b) != 25 {
 		t.Fatalf("Flushed = %d, %d", st.Flushed(owner, a), st.Flushed(owner, b))
 	}

@@ -1,0 +1,65 @@
+// Package persistence keeps the namespaces of a Nomicore instance (§1, §20, §21): registry
+// entries, the document of each namespace as a compacted snapshot plus an append log of the
+// updates written since, archives, and a small host configuration map.
+//
+// # Model
+//
+// The registry owns the live documents; the store only keeps bytes. It never decodes Yjs:
+// updates and snapshots are opaque, and compaction folds a log with an injected Compactor.
+// Documents are partitioned by owner (§1: the local storage partition) and namespaceId;
+// registry entries are keyed by namespaceId alone, so an id is unique across owners.
+//
+// # Writing
+//
+// Append is the registry's dirty notification (§1: "all remote applies enter the namespace's
+// write sequencer and complete the dirty notification in the slot"). It never touches the
+// disk: it numbers the update (1, 2, … per namespace, continuing after Load) and queues it.
+// One committer goroutine writes the queue in group-commit transactions: the first append to
+// an idle queue waits Options.CommitDelay for company, a batch carries at most
+// Options.MaxBatch appends, and the batch is durable (fsynced) when its transaction commits.
+// Flushed, WaitFlushed and Options.OnFlushed tell how far each namespace is durable.
+//
+// The queue is bounded (Options.MaxQueuedAppends, Options.MaxQueuedBytes). Overflow policy:
+// refuse the newest — Append returns ErrBackpressure at once, queues nothing and uses no
+// sequence number; the registry then treats the namespace as degraded and later writes its
+// whole state with ReplaceSnapshot.
+//
+// When a commit fails (a full disk, an I/O error), its appends stay at the head of the queue
+// and are retried with exponential backoff (Options.RetryMin … RetryMax); nothing is dropped
+// or reordered. Healthy turns false and Options.OnHealthChange reports it, so the registry can
+// refuse peer updates with PERSISTENCE_DEGRADED on a hub, or keep applying hub updates in
+// memory on a peer (§20); the first successful commit turns it true again. Operations that
+// wait for their result (ReplaceSnapshot, Archive, Reset, compaction results) are not
+// retried: their caller gets the error.
+//
+// Snapshot replacement, compaction results, archive and reset go through the same queue, so
+// each is ordered after the appends made before it.
+//
+// # Compaction
+//
+// When the durable log of a resident namespace passes Options.CompactAfterCount updates or
+// Options.CompactAfterBytes bytes, the compaction goroutine reads the document, folds it
+// with the Compactor outside any transaction, and hands the new snapshot to the committer,
+// which writes it and drops the folded log entries in one transaction (unless the snapshot
+// changed meanwhile). Appends go on during the fold and stay in the log.
+//
+// # Memory
+//
+// Only resident namespaces (between Load or CreateEntry and Release) have in-memory state, a
+// few machine words each; after Release, once its queued appends are committed, the store
+// keeps nothing for a namespace.
+//
+// # Crash safety
+//
+// A transaction is all or nothing, batches commit in queue order, and the log of a namespace
+// must be gapless: after a crash at any moment a document reads back as a prefix of its
+// appends, at least as long as the last reported durable position. Every stored record
+// carries a magic byte, a format version and a CRC-32C of its key and value; a record that
+// fails them, a gap in a log, or a bbolt panic on a damaged page gives a *CorruptError naming
+// the file, never a crash.
+//
+// # Shutdown
+//
+// Close (§21: after the registry has shut down) stops accepting writes, commits the queue,
+// waits for its goroutines and closes the file.
+package persistence

@@ -1,0 +1,772 @@
+package ws
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/replication/protocol"
+)
+
+// connState is the state of one connection (§15.2 for the hub; the handshaking, ready and
+// draining part of §15.1 for the peer, whose controller owns the rest).
+type connState uint8
+
+const (
+	stUpgraded    connState = iota // the transport exists; goroutines not started
+	stHandshaking                  // waiting for HELLO (hub) or HELLO_ACK (peer)
+	stReady
+	stDraining
+	stClosed
+)
+
+var connStateNames = [...]observer.ConnectionState{
+	stHandshaking: observer.ConnHandshaking,
+	stReady:       observer.ConnReady,
+	stDraining:    observer.ConnDraining,
+	stClosed:      observer.ConnClosed,
+}
+
+// inboundQueue is the capacity of the reader→owner channel. When it is full the reader stops
+// reading, and TCP pushes back on the remote.
+const inboundQueue = 16
+
+// connParams is everything a connection needs from its hub or peer.
+type connParams struct {
+	side      observer.Side
+	cfg       *protocol.Config
+	clock     clock.Clock
+	em        *observer.Emitter
+	log       *slog.Logger
+	t         Transport
+	factory   NamespaceFactory
+	auth      Authenticator // hub only
+	peerID    string        // hub: trusted upgrade identity; peer: this instance
+	hubID     string
+	connID    string   // hub: generated; peer: learnt from HELLO_ACK
+	nonce     [16]byte // peer: HELLO connectionNonce
+	work      *sync.WaitGroup
+	onReady   func(*conn)            // owner goroutine; must not block
+	onClosed  func(*conn, CloseInfo) // owner goroutine; must not block
+	onExit    func(*conn)            // after every goroutine of the connection exited
+	onGoAway  func(*conn, Drain)     // peer: GOAWAY received (owner goroutine)
+	onUpgrade func(observer.AuthRejectReason)
+}
+
+// conn is one connection. Every field below "owned by the owner goroutine" is read and
+// written only by run and the functions it calls (handlers, posted functions, timers).
+type conn struct {
+	connParams
+
+	inbound  chan inboundMsg // reader → owner
+	wake     chan struct{}   // posted functions waiting (capacity 1)
+	stopRead chan struct{}   // closed at the close decision: the reader stops posting
+	done     chan struct{}   // closed when the owner goroutine exits
+	ioCtx    context.Context // cancelled when the connection is torn down
+	ioCancel context.CancelFunc
+	admitted atomic.Bool // handshake done: the reader stops counting early frames
+	pubState atomic.Uint32
+
+	mu       sync.Mutex // guards posted and finished
+	posted   []func()
+	finished bool
+
+	w writer
+
+	// Owned by the owner goroutine.
+	state      connState
+	closing    bool
+	exited     bool
+	in         *protocol.Inbound
+	out        *protocol.Outbound
+	negotiated protocol.Negotiated
+	handler    Handler
+	session    *Session
+	timers     map[*Timer]struct{}
+	helloTimer *Timer
+	drainTimer *Timer
+	closeTimer clock.Timer
+	drain      *Drain
+	goAwayRecv *Drain
+	info       CloseInfo
+	readerDone bool
+	writerDone bool
+	pinger     liveness
+	deferred   []func()
+	opens      openAdmission
+	awaiting   map[uint32]ackKey // frames sent that expect an ACK (§10.2)
+	sched      scheduler
+	queues     map[protocol.NamespaceID]*nsQueue
+	tids       protocol.TransferIDs
+}
+
+type inboundMsg struct {
+	msg []byte
+	err error
+}
+
+// ackKey is what a frame awaiting its acknowledgement must be acknowledged with.
+type ackKey struct {
+	ns  protocol.NamespaceID
+	ack protocol.MessageType
+}
+
+func newConn(p connParams) *conn {
+	c := &conn{
+		connParams: p,
+		inbound:    make(chan inboundMsg, inboundQueue),
+		wake:       make(chan struct{}, 1),
+		stopRead:   make(chan struct{}),
+		done:       make(chan struct{}),
+		timers:     make(map[*Timer]struct{}),
+		awaiting:   make(map[uint32]ackKey),
+		queues:     make(map[protocol.NamespaceID]*nsQueue),
+	}
+	c.ioCtx, c.ioCancel = context.WithCancel(context.Background())
+	codec := protocol.NewCodec(p.cfg.Limits(), 0)
+	c.in = protocol.NewInbound(codec)
+	c.out = protocol.NewOutbound(codec)
+	c.w.init(c)
+	c.pinger.c = c
+	return c
+}
+
+// start launches the owner, reader and writer goroutines.
+func (c *conn) start() {
+	c.setState(stHandshaking)
+	go c.run()
+	go c.readLoop()
+	go c.w.loop()
+}
+
+// ---- owner goroutine ------------------------------------------------------------
+
+func (c *conn) run() {
+	defer close(c.done)
+	c.post(c.begin)
+	for !c.exited {
+		select {
+		case m := <-c.inbound:
+			c.handleInbound(m)
+		case <-c.wake:
+			c.runPosted()
+		}
+		c.settle()
+		c.maybeExit()
+	}
+}
+
+// begin runs first on the owner goroutine: the handshake timer, and the peer's HELLO.
+func (c *conn) begin() {
+	c.helloTimer = c.after(c.cfg.HelloTimeout, func() {
+		c.failWith(&protocol.Error{Code: protocol.CodeHelloTimeout, Scope: protocol.ScopeConnection, Detail: "no handshake within helloTimeoutMs"}, CauseHelloTimeout)
+	})
+	if c.side == observer.SidePeer {
+		hs := c.peerHandshake()
+		c.sendControl(hs.Hello())
+	}
+}
+
+func (c *conn) peerHandshake() *protocol.PeerHandshake {
+	return &protocol.PeerHandshake{PeerInstanceID: c.peerID, HubInstanceID: c.hubID, Nonce: c.nonce, Offer: c.cfg.Offer()}
+}
+
+// post queues f for the owner goroutine without blocking; false once the owner has exited.
+func (c *conn) post(f func()) bool {
+	c.mu.Lock()
+	if c.finished {
+		c.mu.Unlock()
+		return false
+	}
+	c.posted = append(c.posted, f)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (c *conn) runPosted() {
+	c.mu.Lock()
+	fs := c.posted
+	c.posted = nil
+	c.mu.Unlock()
+	for i, f := range fs {
+		fs[i] = nil
+		f()
+		c.settle()
+	}
+}
+
+// settle runs deferred notifications and the data pump until neither has work: it runs
+// after every event, so handlers are never re-entered.
+func (c *conn) settle() {
+	for {
+		if len(c.deferred) > 0 {
+			d := c.deferred
+			c.deferred = nil
+			for _, f := range d {
+				f()
+			}
+			continue
+		}
+		if !c.pump() {
+			return
+		}
+	}
+}
+
+func (c *conn) defer_(f func()) { c.deferred = append(c.deferred, f) }
+
+// maybeExit ends the owner goroutine once the connection is closed and its reader, writer
+// and pinger are gone. Posted functions that arrived before run first.
+func (c *conn) maybeExit() {
+	if !c.closing || !c.readerDone || !c.writerDone || c.pinger.running {
+		return
+	}
+	c.ioCancel()
+	if c.closeTimer != nil {
+		c.closeTimer.Stop()
+	}
+	c.mu.Lock()
+	c.finished = true
+	rest := c.posted
+	c.posted = nil
+	c.mu.Unlock()
+	for _, f := range rest {
+		f()
+	}
+	c.deferred = nil
+	c.exited = true
+	if c.onExit != nil {
+		c.onExit(c)
+	}
+}
+
+func (c *conn) setState(s connState) {
+	from := c.state
+	if from == s {
+		return
+	}
+	c.state = s
+	c.pubState.Store(uint32(s))
+	// §23.1: hub states are handshaking/ready/draining/closed; the peer controller reports
+	// its own §15.1 states.
+	if c.side == observer.SideHub && from != stUpgraded && c.em.Enabled() {
+		c.em.Emit(observer.ConnectionStateChanged{ConnectionID: c.connIDOpt(), From: connStateNames[from], To: connStateNames[s]})
+	}
+}
+
+// publicState is the state as other goroutines may read it.
+func (c *conn) publicState() observer.ConnectionState {
+	s := connState(c.pubState.Load())
+	if s == stUpgraded {
+		return observer.ConnHandshaking
+	}
+	return connStateNames[s]
+}
+
+// connIDOpt is the connectionId of events: present only after the handshake (§23.3).
+func (c *conn) connIDOpt() observer.Opt[string] {
+	if c.connID == "" || !c.admitted.Load() {
+		return observer.None[string]()
+	}
+	return observer.Some(c.connID)
+}
+
+// after arms a connection timer through the injected clock; it fires on the owner goroutine
+// unless stopped or the connection closed.
+func (c *conn) after(d time.Duration, f func()) *Timer {
+	t := &Timer{c: c, f: f}
+	c.timers[t] = struct{}{}
+	t.ct = c.clock.AfterFunc(d, func() {
+		c.post(func() {
+			if t.stopped || c.closing {
+				return
+			}
+			t.stopped = true
+			delete(c.timers, t)
+			t.f()
+		})
+	})
+	return t
+}
+
+func (c *conn) beginWork() func() {
+	if c.work == nil {
+		return func() {}
+	}
+	c.work.Add(1)
+	var once sync.Once
+	return func() { once.Do(c.work.Done) }
+}
+
+// ---- inbound ----------------------------------------------------------------------
+
+func (c *conn) readLoop() {
+	defer c.post(func() { c.readerDone = true })
+	early := 0
+	for {
+		msg, err := c.t.Read(c.ioCtx, c.cfg.MaxFrameBytes)
+		if err == nil && !c.admitted.Load() {
+			// GUIDE §6: at most maxEarlyFrames frames beyond HELLO before admission.
+			if early++; early > 1+c.cfg.MaxEarlyFrames {
+				err = errEarlyFrames
+			}
+		}
+		select {
+		case c.inbound <- inboundMsg{msg, err}:
+		case <-c.stopRead:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+var errEarlyFrames = errors.New("ws: early frame limit")
+
+func (c *conn) handleInbound(m inboundMsg) {
+	if c.closing {
+		return
+	}
+	if m.err != nil {
+		c.readFailed(m.err)
+		return
+	}
+	f, err := c.in.Decode(m.msg)
+	if err != nil {
+		var pe *protocol.Error
+		if !errors.As(err, &pe) {
+			pe = &protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Err: err}
+		}
+		if pe.Scope == protocol.ScopeNamespace && c.handler != nil {
+			c.handler.HandleRejected(pe)
+			return
+		}
+		if pe.Scope == protocol.ScopeNamespace {
+			// A namespace frame before the handshake completed.
+			pe = &protocol.Error{Code: protocol.CodeHelloRequired, Scope: protocol.ScopeConnection, Type: pe.Type, Sequence: pe.Sequence, HasHeader: true}
+		}
+		c.fail(pe)
+		return
+	}
+	c.dispatch(f)
+}
+
+// readFailed classifies a transport read error.
+func (c *conn) readFailed(err error) {
+	var tooLarge *MessageTooLargeError
+	switch {
+	case errors.Is(err, errEarlyFrames):
+		c.rejectAdmission(observer.AuthEarlyFrameLimit)
+		c.failWith(&protocol.Error{Code: protocol.CodeConnectionPolicyViolation, Scope: protocol.ScopeConnection, Detail: "more early frames than maxEarlyFrames"}, CauseEarlyFrames)
+	case errors.As(err, &tooLarge):
+		c.rejectAdmission(observer.AuthFrameTooLarge)
+		c.failWith(&protocol.Error{Code: protocol.CodeFrameTooLarge, Scope: protocol.ScopeConnection, Detail: tooLarge.Error()}, CauseFrameTooLarge)
+	case errors.Is(err, ErrTextMessage):
+		c.fail(&protocol.Error{Code: protocol.CodeMalformedFrame, Scope: protocol.ScopeConnection, Detail: "text message"})
+	default:
+		c.rejectAdmission(observer.AuthPeerDisconnected)
+		info := CloseInfo{Code: protocol.CloseCode(1006), Cause: CauseTransport, Remote: true}
+		if code, ok := RemoteCloseCode(err); ok {
+			info.Code, info.Cause = code, CauseRemoteClose
+			if c.info.Error != "" { // the remote's ERROR frame came first
+				info.Error = c.info.Error
+			}
+		}
+		c.closeNow(0, info)
+	}
+}
+
+// rejectAdmission reports an admission refusal on the hub before the handshake completed
+// (§23.1 auth-upgrade-rejected: pre-connection, no connectionId).
+func (c *conn) rejectAdmission(r observer.AuthRejectReason) {
+	if c.side == observer.SideHub && !c.admitted.Load() && c.onUpgrade != nil {
+		c.onUpgrade(r)
+	}
+}
+
+// direction is the registry's Direction column (§5): which side may send a type.
+func mayReceive(side observer.Side, t protocol.MessageType) bool {
+	switch t {
+	case protocol.TypeHello, protocol.TypeOpenNamespace, protocol.TypeBootstrapAck:
+		return side == observer.SideHub // Peer→Hub
+	case protocol.TypeHelloAck, protocol.TypeOpenOK, protocol.TypeBootstrapSnapshot, protocol.TypeIdentityChanged:
+		return side == observer.SidePeer // Hub→Peer
+	}
+	return true
+}
+
+func (c *conn) dispatch(f protocol.Frame) {
+	t := f.Type()
+	if !mayReceive(c.side, t) {
+		c.fail(frameErr(protocol.CodeUnsupportedMessageType, f, "message not sent in this direction (§5)"))
+		return
+	}
+	switch m := f.Message.(type) {
+	case *protocol.Hello:
+		if c.state != stHandshaking {
+			c.fail(frameErr(protocol.CodeUnsupportedMessageType, f, "second HELLO"))
+			return
+		}
+		c.answerHello(f, m)
+		return
+	case *protocol.HelloAck:
+		if c.state != stHandshaking {
+			c.fail(frameErr(protocol.CodeUnsupportedMessageType, f, "second HELLO_ACK"))
+			return
+		}
+		c.acceptHelloAck(m)
+		return
+	case *protocol.GoAway:
+		c.goAwayReceived(m)
+		return
+	case *protocol.ErrorMessage:
+		if m.Scope == protocol.ScopeConnection {
+			c.remoteError(m)
+			return
+		}
+	}
+	// A namespace-scope frame (or namespace ERROR).
+	if c.state == stHandshaking {
+		c.fail(frameErr(protocol.CodeHelloRequired, f, "namespace frame before HELLO_ACK (§2)"))
+		return
+	}
+	if !c.checkAck(f) {
+		return
+	}
+	c.deliver(f)
+}
+
+func frameErr(code protocol.ErrorCode, f protocol.Frame, detail string) *protocol.Error {
+	return &protocol.Error{Code: code, Scope: protocol.ScopeConnection, Type: f.Type(), Sequence: f.Sequence, HasHeader: true, Detail: detail}
+}
+
+// checkAck verifies an acknowledgement against the frames sent (§10.2: "Unknown、类型不匹配或
+// namespace 不匹配的 ackedSequence 属 connection fatal ACK_STATE_VIOLATION").
+func (c *conn) checkAck(f protocol.Frame) bool {
+	var seq uint32
+	switch m := f.Message.(type) {
+	case *protocol.UpdateAck:
+		seq = m.AckedSequence
+	case *protocol.BootstrapAck:
+		seq = m.AckedSequence
+	case *protocol.SyncApplied:
+		seq = m.AckedSequence
+	case *protocol.CloseOK:
+		seq = m.AckedSequence
+	default:
+		c.forgetOnTerminal(f.Message, false)
+		return true
+	}
+	ns := f.Message.(protocol.NamespaceMessage).Namespace()
+	want, ok := c.awaiting[seq]
+	if !ok || want.ack != f.Type() || want.ns != ns {
+		c.fail(frameErr(protocol.CodeAckStateViolation, f, "ackedSequence names no unacknowledged frame of this type and namespace"))
+		return false
+	}
+	delete(c.awaiting, seq)
+	c.forgetOnTerminal(f.Message, false)
+	return true
+}
+
+// forgetOnTerminal drops the acknowledgements a namespace can no longer send once its
+// close handshake or a terminal namespace ERROR has passed in either direction (§12: a
+// normal close does not wait for lost acknowledgements).
+func (c *conn) forgetOnTerminal(m protocol.Message, sent bool) {
+	var ns protocol.NamespaceID
+	switch m := m.(type) {
+	case *protocol.CloseOK:
+		ns = m.NamespaceID
+	case *protocol.IdentityChanged:
+		ns = m.NamespaceID
+	case *protocol.ErrorMessage:
+		if m.Scope != protocol.ScopeNamespace || !m.Fatal {
+			return
+		}
+		ns = m.NamespaceID
+	default:
+		return
+	}
+	for seq, k := range c.awaiting {
+		if k.ns == ns {
+			delete(c.awaiting, seq)
+		}
+	}
+}
+
+// deliver passes a namespace frame to the handler through the drain filter and OPEN
+// admission.
+func (c *conn) deliver(f protocol.Frame) {
+	if c.state == stDraining && startsWork(f.Type()) {
+		c.drainDrop(f)
+		return
+	}
+	if c.side == observer.SideHub {
+		if !c.opens.admit(c, f) {
+			return
+		}
+	}
+	c.handler.HandleFrame(f)
+}
+
+// startsWork: the frames that would start new work, which a draining connection does not
+// admit (§6.3).
+func startsWork(t protocol.MessageType) bool {
+	switch t {
+	case protocol.TypeOpenNamespace, protocol.TypeUpdate, protocol.TypeUpdateChunk,
+		protocol.TypeSyncStep1, protocol.TypeResyncRequired:
+		return true
+	}
+	return false
+}
+
+// drainDrop handles a late frame during a drain (§6.3): an OPEN_NAMESPACE gets
+// NAMESPACE_REOPEN_REQUIRES_RECONNECT on the hub, except in a REAUTH_REQUIRED drain where it
+// is dropped silently like every other frame that would start work.
+func (c *conn) drainDrop(f protocol.Frame) {
+	open, ok := f.Message.(*protocol.OpenNamespace)
+	if !ok || c.side != observer.SideHub || c.drain.ReasonCode == protocol.GoAwayReauthRequired {
+		return
+	}
+	m, err := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeNamespaceReopenRequiresReconnect, open.NamespaceID, "namespace open refused while the connection drains")
+	if err == nil {
+		c.sendControl(m.WithRelatedSequence(f.Sequence))
+	}
+}
+
+// remoteError handles a connection-scope ERROR from the remote (§13): the remote closes the
+// connection; this side closes too, with the registry's close code, without answering.
+func (c *conn) remoteError(m *protocol.ErrorMessage) {
+	code := protocol.CloseInternal
+	if spec, ok := m.Spec(); ok {
+		code = spec.Close
+	}
+	c.info.Error = m.Code
+	c.closeNow(code, CloseInfo{Code: code, Error: m.Code, Remote: true, Cause: CauseRemoteClose})
+}
+
+// ---- handshake (§6) -------------------------------------------------------------------
+
+func (c *conn) answerHello(f protocol.Frame, h *protocol.Hello) {
+	hs := &protocol.HubHandshake{HubInstanceID: c.hubID, PeerInstanceID: c.peerID, ConnectionID: c.connID, Offer: c.cfg.Offer()}
+	ack, n, err := hs.Answer(h)
+	if err != nil {
+		pe := err.(*protocol.Error)
+		pe.Type, pe.Sequence, pe.HasHeader = f.Type(), f.Sequence, true
+		c.fail(pe)
+		return
+	}
+	c.negotiated = n
+	if _, ok := c.sendControl(ack); !ok {
+		return
+	}
+	c.becomeReady()
+}
+
+func (c *conn) acceptHelloAck(a *protocol.HelloAck) {
+	n, err := c.peerHandshake().CheckAck(a)
+	if err != nil {
+		c.fail(err.(*protocol.Error))
+		return
+	}
+	c.negotiated = n
+	c.connID = a.ConnectionID
+	c.becomeReady()
+}
+
+func (c *conn) becomeReady() {
+	c.helloTimer.Stop()
+	c.in.SetCapabilities(c.negotiated.Capabilities)
+	c.out.SetCapabilities(c.negotiated.Capabilities)
+	c.admitted.Store(true)
+	c.info.Handshook = true
+	c.setState(stReady)
+	c.session = &Session{c: c}
+	c.handler = c.factory(c.session)
+	if c.handler == nil {
+		c.handler = nopHandler{}
+	}
+	c.pinger.arm()
+	if c.onReady != nil {
+		c.onReady(c)
+	}
+}
+
+// nopHandler stands in when a factory returns nil: frames are ignored.
+type nopHandler struct{}
+
+func (nopHandler) HandleFrame(protocol.Frame)                {}
+func (nopHandler) HandleRejected(*protocol.Error)            {}
+func (nopHandler) HandleDrain(Drain)                         {}
+func (nopHandler) HandleShed(protocol.NamespaceID, ShedInfo) {}
+func (nopHandler) HandleRevoked(Revocation)                  {}
+func (nopHandler) HandleClosed(CloseInfo)                    {}
+
+// ---- drain (§6.3) ----------------------------------------------------------------------
+
+// goAway sends a GOAWAY and drains (hub: restart, reauthentication).
+func (c *conn) goAway(reason string, drainTimeout time.Duration, retryAfter time.Duration, hasRetry bool) {
+	if c.closing || c.state != stReady {
+		return
+	}
+	m := &protocol.GoAway{ReasonCode: reason, DrainTimeoutMs: uint64(drainTimeout / time.Millisecond),
+		RetryAfterMs: uint64(retryAfter / time.Millisecond), HasRetryAfter: hasRetry}
+	// §21: arm the drain, then send the observable GOAWAY.
+	c.startDrain(Drain{ReasonCode: reason, Deadline: c.clock.Now().Add(drainTimeout), RetryAfter: retryAfter, HasRetryAfter: hasRetry}, drainTimeout)
+	c.sendControl(m)
+}
+
+func (c *conn) goAwayReceived(m *protocol.GoAway) {
+	d := Drain{ReasonCode: m.ReasonCode, Received: true,
+		RetryAfter: time.Duration(m.RetryAfterMs) * time.Millisecond, HasRetryAfter: m.HasRetryAfter}
+	timeout := time.Duration(min(m.DrainTimeoutMs, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond
+	d.Deadline = c.clock.Now().Add(timeout)
+	c.goAwayRecv = &d
+	c.info.GoAway = &d
+	if c.side == observer.SidePeer && c.em.Enabled() {
+		ev := observer.GoAwayReceived{ConnectionID: c.connIDOpt(), ReasonCode: observer.FoldGoAwayReason(m.ReasonCode), DrainTimeoutMs: m.DrainTimeoutMs}
+		if m.HasRetryAfter {
+			ev.RetryAfterMs = observer.Some(m.RetryAfterMs)
+		}
+		c.em.Emit(ev)
+	}
+	if c.onGoAway != nil {
+		c.onGoAway(c, d)
+	}
+	if c.state != stReady {
+		// During the handshake there is nothing to drain.
+		c.closeNow(protocol.CloseNormal, CloseInfo{Code: protocol.CloseNormal, Cause: CauseDrained, GoAway: &d})
+		return
+	}
+	c.startDrain(d, timeout)
+}
+
+// localDrain drains without GOAWAY (the peer's local stop, §15.1 ready → draining).
+func (c *conn) localDrain(timeout time.Duration) {
+	if c.closing {
+		return
+	}
+	if c.state != stReady {
+		c.closeNow(protocol.CloseNormal, CloseInfo{Code: protocol.CloseNormal, Cause: CauseShutdown})
+		return
+	}
+	c.startDrain(Drain{Deadline: c.clock.Now().Add(timeout)}, timeout)
+}
+
+func (c *conn) startDrain(d Drain, timeout time.Duration) {
+	if c.state == stDraining {
+		return
+	}
+	c.drain = &d
+	c.setState(stDraining)
+	c.drainTimer = c.after(timeout, func() { c.endDrain() })
+	c.defer_(func() {
+		if !c.closing {
+			c.handler.HandleDrain(d)
+		}
+	})
+}
+
+func (c *conn) quiesced() {
+	if c.state == stDraining && !c.closing {
+		c.endDrain()
+	}
+}
+
+// endDrain closes a drained connection: 1001 for the GOAWAY sender at the deadline or when
+// quiesced (§6.3), 1000 for the side that was asked to go.
+func (c *conn) endDrain() {
+	code := protocol.CloseGoingAway
+	if c.drain != nil && (c.drain.Received || c.drain.ReasonCode == "") {
+		code = protocol.CloseNormal
+	}
+	c.closeNow(code, CloseInfo{Code: code, Cause: CauseDrained, GoAway: c.goAwayRecv})
+}
+
+// ---- closing (§13, §14, §18) -------------------------------------------------------------
+
+// fail closes the connection for a connection-scope protocol error.
+func (c *conn) fail(e *protocol.Error) { c.failWith(e, CauseProtocol) }
+
+// failWith sends a best-effort connection ERROR (WebSocket message boundaries keep the
+// framing trusted after any NMCR-level error, §14) and closes with the registry's close code.
+func (c *conn) failWith(e *protocol.Error, cause CloseCause) {
+	if c.closing {
+		return
+	}
+	code := e.CloseCode()
+	_, registered := protocol.LookupError(protocol.ScopeConnection, e.Code)
+	var errFrame []byte
+	if registered {
+		m, err := protocol.NewErrorMessage(protocol.ScopeConnection, e.Code, protocol.NamespaceID{}, safeMessage(e.Code))
+		if err == nil {
+			if e.HasHeader {
+				m.WithRelatedSequence(e.Sequence)
+			}
+			// The writer stamps the sequence that follows the last frame it wrote.
+			errFrame, _ = c.out.Codec().AppendFrame(nil, 1, m)
+		}
+	}
+	c.log.LogAttrs(context.Background(), slog.LevelWarn, "replication connection failed",
+		slog.String("side", string(c.side)), slog.String("code", string(e.Code)), slog.String("detail", e.Detail))
+	if c.em.Enabled() {
+		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.FoldConnectionCode(string(e.Code)), WSCloseCode: int(code)})
+	}
+	c.teardown(code, errFrame, CloseInfo{Code: code, Error: e.Code, Cause: cause})
+}
+
+func safeMessage(code protocol.ErrorCode) string {
+	return "connection error " + string(code)
+}
+
+// closeNow closes without an ERROR frame: code 0 means the transport is already gone.
+func (c *conn) closeNow(code protocol.CloseCode, info CloseInfo) {
+	if c.closing {
+		return
+	}
+	if info.Code == 0 {
+		info.Code = code
+	}
+	c.teardown(code, nil, info)
+}
+
+// teardown is the close decision. In order (§18): the connection epoch is invalidated (no
+// timer, pong or inbound frame acts after this point), unsent frames are dropped, the
+// handler is told, and the writer sends errFrame (if any) and closes the transport.
+func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info CloseInfo) {
+	c.closing = true
+	info.Handshook = c.info.Handshook
+	if info.GoAway == nil {
+		info.GoAway = c.goAwayRecv
+	}
+	c.info = info
+	close(c.stopRead)
+	for t := range c.timers {
+		t.Stop()
+	}
+	c.pinger.stop()
+	c.setState(stClosed)
+	c.w.requestClose(errFrame, code)
+	// Bound the close: a writer stuck on a peer that reads nothing is cut off.
+	c.closeTimer = c.clock.AfterFunc(c.cfg.CloseTimeout, c.ioCancel)
+	for _, q := range c.queues {
+		q.items = nil
+		q.bytes = 0
+	}
+	c.sched = scheduler{}
+	if c.handler != nil {
+		c.handler.HandleClosed(info)
+	}
+	if c.onClosed != nil {
+		c.onClosed(c, info)
+	}
+}

@@ -1,0 +1,312 @@
+package ws
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/replication/protocol"
+)
+
+// HubOptions configure a Hub.
+type HubOptions struct {
+	Config     protocol.Config  // validated by NewHub
+	InstanceID string           // this hub's instance id (§6.2 hubInstanceId)
+	Auth       Authenticator    // required: verifies bearer tokens before the upgrade (§2)
+	Namespaces NamespaceFactory // required: the namespace layer of each ready connection
+	Clock      clock.Clock      // nil: clock.Real()
+	Random     io.Reader        // connection ids; nil: crypto/rand
+	Observer   observer.Observer
+	Logger     *slog.Logger // nil: discard
+}
+
+// Hub accepts peer connections on /v1/replication (§2, §15.2). It is an http.Handler: the
+// bearer token is verified before the WebSocket upgrade (401 missing or invalid token, 403
+// a known token that is not allowed, no WebSocket in either case). Each accepted connection
+// runs its handshake (§6) and then its namespace layer.
+type Hub struct {
+	opts HubOptions
+	cfg  *protocol.Config
+	em   *observer.Emitter
+	log  *slog.Logger
+
+	mu       sync.Mutex // guards conns, shutdown
+	conns    map[*conn]struct{}
+	shutdown bool
+
+	running sync.WaitGroup // connection goroutines
+	work    sync.WaitGroup // admitted namespace work (Session.BeginWork)
+	unsub   func()
+}
+
+// ErrNoTrustedIdentity is returned by Accept without an authenticated peer identity: a
+// wiring bug, never an anonymous or self-declared session (§2).
+var ErrNoTrustedIdentity = errors.New("ws: accept without a trusted peer instance id")
+
+// ErrHubShutdown is returned by Accept after Shutdown.
+var ErrHubShutdown = errors.New("ws: hub is shut down")
+
+// NewHub validates opts and returns a hub. It subscribes to the authenticator's revocations
+// when it offers them (RevocationSource).
+func NewHub(opts HubOptions) (*Hub, error) {
+	cfg := opts.Config
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if !protocol.ValidInstanceID(opts.InstanceID) {
+		return nil, fmt.Errorf("ws: hub instance id %q is not ^[a-z][a-z0-9-]{0,62}$", opts.InstanceID)
+	}
+	if opts.Auth == nil {
+		return nil, errors.New("ws: NewHub needs an Authenticator")
+	}
+	if opts.Namespaces == nil {
+		return nil, errors.New("ws: NewHub needs a NamespaceFactory")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	if opts.Random == nil {
+		opts.Random = rand.Reader
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{opts: opts, cfg: &cfg, log: log, conns: make(map[*conn]struct{}),
+		em: observer.NewEmitter(observer.SideHub, opts.Observer, opts.Clock)}
+	if rs, ok := opts.Auth.(RevocationSource); ok {
+		h.unsub = rs.SubscribeRevocations(h.revoke)
+	}
+	return h, nil
+}
+
+func (h *Hub) reject(w http.ResponseWriter, status int, reason observer.AuthRejectReason) {
+	if h.em.Enabled() {
+		h.em.Emit(observer.AuthUpgradeRejected{Reason: reason})
+	}
+	http.Error(w, http.StatusText(status), status)
+}
+
+// bearerToken extracts the token of "Authorization: Bearer <token>".
+func bearerToken(r *http.Request) (string, bool) {
+	v := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// ServeHTTP authenticates the request and upgrades it (§2). The token is never logged.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	down := h.shutdown
+	h.mu.Unlock()
+	if down {
+		h.reject(w, http.StatusServiceUnavailable, observer.AuthHubShutdown)
+		return
+	}
+	token, ok := bearerToken(r)
+	if !ok {
+		h.reject(w, http.StatusUnauthorized, observer.AuthMissingToken)
+		return
+	}
+	// authTimeoutMs bounds the authenticator, through the injected clock.
+	ctx, cancel := context.WithCancel(r.Context())
+	t := h.opts.Clock.AfterFunc(h.cfg.AuthTimeout, cancel)
+	id, err := h.opts.Auth.Authenticate(ctx, token)
+	timedOut := ctx.Err() != nil && r.Context().Err() == nil
+	t.Stop()
+	cancel()
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrUnauthenticated):
+		h.reject(w, http.StatusUnauthorized, observer.AuthInvalidCredentials)
+		return
+	case errors.Is(err, ErrForbidden):
+		h.reject(w, http.StatusForbidden, observer.AuthInvalidCredentials)
+		return
+	case errors.Is(err, ErrVerifierMissing):
+		h.reject(w, http.StatusServiceUnavailable, observer.AuthVerifierMissing)
+		return
+	case timedOut:
+		h.reject(w, http.StatusServiceUnavailable, observer.AuthTimeout)
+		return
+	case r.Context().Err() != nil:
+		if h.em.Enabled() {
+			h.em.Emit(observer.AuthUpgradeRejected{Reason: observer.AuthPeerDisconnected})
+		}
+		return
+	default:
+		h.log.Error("replication authenticator failed", slog.String("error", err.Error()))
+		h.reject(w, http.StatusServiceUnavailable, observer.AuthVerifierMissing)
+		return
+	}
+	if !protocol.ValidInstanceID(id.PeerInstanceID) {
+		// §2: an accept without a trusted identity is a wiring bug, refused loudly.
+		h.log.Error("replication authenticator returned no valid peer instance id; refusing the upgrade")
+		h.reject(w, http.StatusInternalServerError, observer.AuthInvalidInstanceID)
+		return
+	}
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return // Accept wrote the HTTP error
+	}
+	if err := h.Accept(NewWebSocketTransport(c, h.cfg.CloseTimeout), id); err != nil {
+		_ = c.Close(websocket.StatusGoingAway, "")
+		if errors.Is(err, ErrHubShutdown) && h.em.Enabled() {
+			h.em.Emit(observer.AuthUpgradeRejected{Reason: observer.AuthHubShutdown})
+		}
+	}
+}
+
+// Accept runs a connection on an established transport for an authenticated peer. Most
+// callers use ServeHTTP; tests pass a fake transport. Without a valid trusted identity it
+// logs and returns ErrNoTrustedIdentity (§2) and leaves t open.
+func (h *Hub) Accept(t Transport, id Identity) error {
+	if !protocol.ValidInstanceID(id.PeerInstanceID) {
+		h.log.Error("replication accept without a trusted peer instance id")
+		return ErrNoTrustedIdentity
+	}
+	connID, err := h.newConnectionID()
+	if err != nil {
+		return err
+	}
+	c := newConn(connParams{
+		side: observer.SideHub, cfg: h.cfg, clock: h.opts.Clock, em: h.em, log: h.log, t: t,
+		factory: h.opts.Namespaces, auth: h.opts.Auth, peerID: id.PeerInstanceID, hubID: h.opts.InstanceID,
+		connID: connID, work: &h.work,
+		onExit: func(c *conn) {
+			h.mu.Lock()
+			delete(h.conns, c)
+			h.mu.Unlock()
+			h.running.Done()
+		},
+		onUpgrade: func(r observer.AuthRejectReason) {
+			if h.em.Enabled() {
+				h.em.Emit(observer.AuthUpgradeRejected{Reason: r})
+			}
+		},
+	})
+	h.mu.Lock()
+	if h.shutdown {
+		h.mu.Unlock()
+		return ErrHubShutdown
+	}
+	h.conns[c] = struct{}{}
+	h.running.Add(1)
+	h.mu.Unlock()
+	c.start()
+	return nil
+}
+
+func (h *Hub) newConnectionID() (string, error) {
+	var b [8]byte
+	if _, err := io.ReadFull(h.opts.Random, b[:]); err != nil {
+		return "", fmt.Errorf("ws: connection id: %w", err)
+	}
+	return "c-" + hex.EncodeToString(b[:]), nil
+}
+
+func (h *Hub) each(f func(*conn)) {
+	h.mu.Lock()
+	cs := make([]*conn, 0, len(h.conns))
+	for c := range h.conns {
+		cs = append(cs, c)
+	}
+	h.mu.Unlock()
+	for _, c := range cs {
+		f(c)
+	}
+}
+
+// GoAway drains every ready connection (§6.3): a GOAWAY with reasonCode (for example
+// protocol.GoAwayServerRestarting), drainTimeout, and retryAfter when hasRetryAfter. Each
+// connection closes with 1001 when its namespaces are all terminal or at the deadline.
+func (h *Hub) GoAway(reason string, drainTimeout, retryAfter time.Duration, hasRetryAfter bool) {
+	h.each(func(c *conn) {
+		c.post(func() { c.goAway(reason, drainTimeout, retryAfter, hasRetryAfter) })
+	})
+}
+
+// revoke applies an authenticator revocation (§19, §15.2): namespaces go to the namespace
+// layer; a whole-peer revocation drains the peer's connections with GOAWAY
+// REAUTH_REQUIRED (closeTimeoutMs).
+func (h *Hub) revoke(r Revocation) {
+	h.each(func(c *conn) {
+		if c.peerID != r.PeerInstanceID {
+			return
+		}
+		c.post(func() {
+			switch {
+			case c.closing:
+			case c.state != stReady && c.state != stDraining:
+				c.closeNow(protocol.ClosePolicy, CloseInfo{Code: protocol.ClosePolicy, Cause: CauseShutdown})
+			case len(r.Namespaces) == 0:
+				c.goAway(protocol.GoAwayReauthRequired, h.cfg.CloseTimeout, 0, false)
+			default:
+				c.handler.HandleRevoked(r)
+			}
+		})
+	})
+}
+
+// Shutdown stops the replication service (§21, with the issue #229 deviation): new upgrades
+// are refused, every connection's epoch and output are invalidated and its transport closed
+// with 1001 without GOAWAY, and Shutdown waits for the connections to finish and for
+// admitted namespace work (Session.BeginWork) to drain, or for ctx. It is idempotent.
+func (h *Hub) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
+	first := !h.shutdown
+	h.shutdown = true
+	h.mu.Unlock()
+	if first && h.unsub != nil {
+		h.unsub()
+	}
+	h.each(func(c *conn) {
+		c.post(func() {
+			c.closeNow(protocol.CloseGoingAway, CloseInfo{Code: protocol.CloseGoingAway, Cause: CauseShutdown})
+		})
+	})
+	done := make(chan struct{})
+	go func() {
+		h.running.Wait()
+		h.work.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ConnStatus describes one connection of the hub.
+type ConnStatus struct {
+	PeerInstanceID string
+	ConnectionID   string
+	State          observer.ConnectionState
+}
+
+// Connections lists the hub's connections.
+func (h *Hub) Connections() []ConnStatus {
+	var out []ConnStatus
+	h.each(func(c *conn) {
+		out = append(out, ConnStatus{PeerInstanceID: c.peerID, ConnectionID: c.connID, State: c.publicState()})
+	})
+	return out
+}

@@ -1,0 +1,688 @@
+package ws
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/replication/protocol"
+)
+
+// ---- the writer goroutine ----------------------------------------------------------
+
+// writer is the connection's single writing goroutine. The owner hands it encoded frames
+// in sequence order; it writes them in that order, so sequence order is write order. It
+// reports written bytes back to the owner, which keeps the unflushed-bytes accounting
+// (coder/websocket has no bufferedAmount: Write returns once the frame is in the socket).
+type writer struct {
+	c    *conn
+	wake chan struct{}
+
+	mu       sync.Mutex // guards the fields below
+	queue    []outFrame
+	closing  bool
+	errFrame []byte
+	code     protocol.CloseCode
+}
+
+type outFrame struct {
+	b       []byte
+	control bool
+}
+
+func (w *writer) init(c *conn) {
+	w.c = c
+	w.wake = make(chan struct{}, 1)
+}
+
+func (w *writer) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *writer) push(f outFrame) {
+	w.mu.Lock()
+	w.queue = append(w.queue, f)
+	w.mu.Unlock()
+	w.signal()
+}
+
+// requestClose drops the frames not yet written, then has the writer send errFrame (if any)
+// and close the transport with code.
+func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode) {
+	w.mu.Lock()
+	w.closing, w.errFrame, w.code = true, errFrame, code
+	w.queue = nil
+	w.mu.Unlock()
+	w.signal()
+}
+
+func (w *writer) loop() {
+	c := w.c
+	defer c.post(func() { c.writerDone = true })
+	var lastSeq uint32
+	failed := false
+	for {
+		<-w.wake
+		w.mu.Lock()
+		batch, closing, errFrame, code := w.queue, w.closing, w.errFrame, w.code
+		w.queue = nil
+		w.mu.Unlock()
+		var data, control int
+		for _, f := range batch {
+			if !failed {
+				if err := c.t.Write(c.ioCtx, f.b); err != nil {
+					failed = true
+					c.post(func() {
+						c.rejectAdmission(observer.AuthPeerDisconnected)
+						c.closeNow(protocol.CloseGoingAway, CloseInfo{Code: protocol.CloseCode(1006), Cause: CauseTransport})
+					})
+				} else {
+					lastSeq = binary.BigEndian.Uint32(f.b[8:12])
+				}
+			}
+			if f.control {
+				control += len(f.b)
+			} else {
+				data += len(f.b)
+			}
+		}
+		if len(batch) > 0 {
+			c.post(func() { c.flushed(data, control) })
+		}
+		if closing {
+			if errFrame != nil && !failed {
+				// §14: the best-effort ERROR takes the sequence after the last frame written.
+				binary.BigEndian.PutUint32(errFrame[8:12], lastSeq+1)
+				_ = c.t.Write(c.ioCtx, errFrame)
+			}
+			if code == 0 {
+				code = protocol.CloseNormal
+			}
+			_ = c.t.Close(code, "")
+			return
+		}
+	}
+}
+
+// ---- liveness (§17, §18) ----------------------------------------------------------------
+
+// liveness runs WebSocket ping/pong on a ready connection: a ping every pingIntervalMs, and
+// a pong timeout of pongTimeoutMs. Only the transport's Ping returning nil (a pong echoing
+// the outstanding ping's payload) clears the timeout.
+type liveness struct {
+	c         *conn
+	running   bool // a Ping call is out
+	gen       uint64
+	pingTimer *Timer
+	pongTimer *Timer
+	planned   observer.Opt[time.Time]
+	cancel    context.CancelFunc
+}
+
+func (l *liveness) arm() {
+	c := l.c
+	// The planned time is read only for event-loop-delay-sampled (§23.1: observer and clock).
+	l.planned = c.em.Now()
+	if p, ok := l.planned.Get(); ok {
+		l.planned = observer.Some(p.Add(c.cfg.PingInterval))
+	}
+	l.pingTimer = c.after(c.cfg.PingInterval, l.fire)
+}
+
+func (l *liveness) fire() {
+	c := l.c
+	if p, ok := l.planned.Get(); ok && c.em.Enabled() {
+		if d, ok := c.em.SinceMs(observer.Some(p)).Get(); ok {
+			c.em.Emit(observer.EventLoopDelaySampled{ConnectionID: c.connIDOpt(), DelayMs: d})
+		}
+	}
+	l.arm()
+	if l.running {
+		return
+	}
+	l.gen++
+	gen := l.gen
+	ctx, cancel := context.WithCancel(c.ioCtx)
+	l.cancel, l.running = cancel, true
+	l.pongTimer = c.after(c.cfg.PongTimeout, l.timedOut)
+	go func() {
+		err := c.t.Ping(ctx)
+		c.post(func() {
+			l.running = false
+			cancel()
+			if err == nil && gen == l.gen && !c.closing {
+				l.pongTimer.Stop()
+			}
+		})
+	}()
+}
+
+// timedOut: §18 "pong 超时按临时失败处理：先停止旧 liveness … 并使 connection epoch 失效，
+// 再关闭传输（close code 1001）".
+func (l *liveness) timedOut() {
+	c := l.c
+	if c.closing {
+		return
+	}
+	l.stop()
+	code := protocol.CloseGoingAway
+	if c.em.Enabled() {
+		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.ConnErrPongTimeout, WSCloseCode: int(code)})
+	}
+	c.teardown(code, nil, CloseInfo{Code: code, Error: CodePongTimeout, Cause: CausePongTimeout})
+}
+
+// CodePongTimeout is the §23.2 local connection code of a pong timeout (no wire frame).
+const CodePongTimeout protocol.ErrorCode = "PONG_TIMEOUT"
+
+func (l *liveness) stop() {
+	l.gen++
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.pingTimer.Stop()
+	l.pongTimer.Stop()
+}
+
+// ---- OPEN admission (GUIDE §6) ---------------------------------------------------------
+
+// openAdmission limits the OPEN_NAMESPACE requests the namespace layer works on at once
+// (maxConcurrentOpens). Further OPENs, and every later frame of their namespaces, wait in
+// arrival order; more than maxEarlyFrames waiting frames is CONNECTION_POLICY_VIOLATION.
+// An OPEN is answered when the handler sends OPEN_OK or a namespace ERROR for it.
+type openAdmission struct {
+	outstanding map[protocol.NamespaceID]int
+	total       int
+	held        []protocol.Frame
+	heldNS      map[protocol.NamespaceID]int
+}
+
+func frameNamespace(f protocol.Frame) protocol.NamespaceID {
+	if m, ok := f.Message.(protocol.NamespaceMessage); ok {
+		return m.Namespace()
+	}
+	return protocol.NamespaceID{}
+}
+
+func (a *openAdmission) admit(c *conn, f protocol.Frame) bool {
+	ns := frameNamespace(f)
+	open := f.Type() == protocol.TypeOpenNamespace
+	if len(a.held) > 0 && (open || a.heldNS[ns] > 0) || open && a.total >= c.cfg.MaxConcurrentOpens {
+		if len(a.held) >= c.cfg.MaxEarlyFrames {
+			c.fail(frameErr(protocol.CodeConnectionPolicyViolation, f, "too many frames waiting for OPEN admission"))
+			return false
+		}
+		if a.heldNS == nil {
+			a.heldNS = make(map[protocol.NamespaceID]int)
+		}
+		a.held = append(a.held, f)
+		a.heldNS[ns]++
+		return false
+	}
+	if open {
+		a.start(ns)
+	}
+	return true
+}
+
+func (a *openAdmission) start(ns protocol.NamespaceID) {
+	if a.outstanding == nil {
+		a.outstanding = make(map[protocol.NamespaceID]int)
+	}
+	a.outstanding[ns]++
+	a.total++
+}
+
+// answered records an OPEN_OK or namespace ERROR sent for ns.
+func (a *openAdmission) answered(c *conn, ns protocol.NamespaceID) {
+	if a.outstanding[ns] == 0 {
+		return
+	}
+	if a.outstanding[ns]--; a.outstanding[ns] == 0 {
+		delete(a.outstanding, ns)
+	}
+	a.total--
+	if len(a.held) > 0 {
+		c.defer_(func() { a.release(c) })
+	}
+}
+
+func (a *openAdmission) release(c *conn) {
+	for len(a.held) > 0 && !c.closing {
+		f := a.held[0]
+		open := f.Type() == protocol.TypeOpenNamespace
+		if open && a.total >= c.cfg.MaxConcurrentOpens {
+			return
+		}
+		a.held[0] = protocol.Frame{}
+		a.held = a.held[1:]
+		ns := frameNamespace(f)
+		if a.heldNS[ns]--; a.heldNS[ns] == 0 {
+			delete(a.heldNS, ns)
+		}
+		if c.state == stDraining && startsWork(f.Type()) {
+			c.drainDrop(f)
+			continue
+		}
+		if open {
+			a.start(ns)
+		}
+		c.handler.HandleFrame(f)
+	}
+}
+
+// ---- control frames -------------------------------------------------------------------
+
+// sendNamespaceControl is Session.Send.
+func (c *conn) sendNamespaceControl(m protocol.NamespaceMessage) (uint32, error) {
+	if c.closing {
+		return 0, ErrClosed
+	}
+	if m == nil {
+		return 0, ErrNotAllowed
+	}
+	t := m.Type()
+	peerSide := observer.SideHub
+	if c.side == observer.SideHub {
+		peerSide = observer.SidePeer
+	}
+	switch {
+	case t == protocol.TypeUpdate || t == protocol.TypeUpdateChunk:
+		return 0, ErrNotAllowed
+	case t == protocol.TypeError:
+		if em := m.(*protocol.ErrorMessage); em.Scope != protocol.ScopeNamespace {
+			return 0, ErrNotAllowed
+		}
+	case t.Scope() != protocol.ScopeNamespace || !mayReceive(peerSide, t):
+		return 0, ErrNotAllowed
+	}
+	// Encode first: a message that does not encode consumes no sequence and fails alone.
+	if _, err := c.out.Codec().AppendFrame(nil, 1, m); err != nil {
+		return 0, err
+	}
+	seq, ok := c.sendControl(m)
+	if !ok {
+		return 0, ErrClosed
+	}
+	return seq, nil
+}
+
+// sendControl encodes m with the next sequence and hands it to the writer at once (§17:
+// control frames go before queued data). Unflushed control bytes are bounded by
+// maxQueuedControlBytes; exhausting it is CONNECTION_BACKPRESSURE (1011).
+func (c *conn) sendControl(m protocol.Message) (uint32, bool) {
+	if c.closing {
+		return 0, false
+	}
+	b, seq, err := c.out.AppendFrame(nil, m)
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) && pe.Code == protocol.CodeOutboundSequenceExhausted {
+			c.sequenceExhausted()
+		} else {
+			c.fail(&protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Detail: "encode: " + err.Error()})
+		}
+		return 0, false
+	}
+	if c.sched.unflushedControl+len(b) > c.cfg.MaxQueuedControlBytes {
+		c.failWith(&protocol.Error{Code: protocol.CodeConnectionBackpressure, Scope: protocol.ScopeConnection,
+			Detail: "unflushed control bytes over maxQueuedControlBytes"}, CauseBackpressure)
+		return 0, false
+	}
+	c.sched.unflushedControl += len(b)
+	c.handOff(outFrame{b: b, control: true})
+	switch m := m.(type) {
+	case *protocol.BootstrapSnapshot:
+		c.awaiting[seq] = ackKey{m.NamespaceID, protocol.TypeBootstrapAck}
+	case *protocol.SyncStep2:
+		c.awaiting[seq] = ackKey{m.NamespaceID, protocol.TypeSyncApplied}
+	case *protocol.CloseNamespace:
+		c.awaiting[seq] = ackKey{m.NamespaceID, protocol.TypeCloseOK}
+	case *protocol.OpenOK:
+		c.opens.answered(c, m.NamespaceID)
+	case *protocol.ErrorMessage:
+		if m.Scope == protocol.ScopeNamespace {
+			c.opens.answered(c, m.NamespaceID)
+		}
+	}
+	c.forgetOnTerminal(m, true)
+	return seq, true
+}
+
+// sequenceExhausted closes a connection whose sending direction used every uint32
+// sequence (§23.2 OUTBOUND_SEQUENCE_EXHAUSTED, no wire frame).
+func (c *conn) sequenceExhausted() {
+	code := protocol.CloseInternal
+	if c.em.Enabled() {
+		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.ConnErrOutboundSequenceExhausted, WSCloseCode: int(code)})
+	}
+	c.teardown(code, nil, CloseInfo{Code: code, Error: protocol.CodeOutboundSequenceExhausted, Cause: CauseProtocol})
+}
+
+// ---- data queues, round-robin, watermarks (§17) -------------------------------------------
+
+// scheduler is the outbound accounting of one connection, owned by the owner goroutine.
+type scheduler struct {
+	ring             []*nsQueue // namespaces with queued data, in round-robin order
+	next             int        // ring index of the next turn
+	queued           int        // bytes of every namespace queue
+	unflushedData    int        // data frame bytes handed to the writer, not yet written
+	unflushedControl int        // control frame bytes handed to the writer, not yet written
+	paused           bool       // above the high watermark, until the low one
+}
+
+func (s *scheduler) unflushed() int { return s.unflushedData + s.unflushedControl }
+
+// nsQueue is one namespace's unsent data.
+type nsQueue struct {
+	ns     protocol.NamespaceID
+	gate   func() bool
+	items  []*queuedItem
+	bytes  int
+	inRing bool
+	closed bool
+}
+
+type queuedItem struct {
+	DataItem
+	enqueued observer.Opt[time.Time]
+	split    *protocol.Splitter // set when its first chunk is sent
+	tid      uint32
+}
+
+func (c *conn) outbox(ns protocol.NamespaceID, gate func() bool) *Outbox {
+	q := c.queues[ns]
+	if q == nil {
+		q = &nsQueue{ns: ns, gate: gate}
+		c.queues[ns] = q
+	}
+	return &Outbox{c: c, q: q}
+}
+
+func (c *conn) handOff(f outFrame) { c.w.push(f) }
+
+// checkItem refuses an item the connection could not frame (§10.1, §10.3, §8.1, §9.2).
+func (c *conn) checkItem(ns protocol.NamespaceID, it DataItem) error {
+	n := len(it.Bytes)
+	chunked := c.negotiated.Chunked()
+	switch it.Kind {
+	case protocol.KindLiveUpdate:
+		if n <= c.cfg.MaxUpdateBytes {
+			return nil
+		}
+		if !chunked {
+			return &protocol.Error{Code: protocol.CodeUpdateTooLarge, Scope: protocol.ScopeNamespace, Namespace: ns, Detail: "update over maxUpdateBytes without CAP_CHUNKED_UPDATE"}
+		}
+	case protocol.KindSnapshot, protocol.KindSyncDiff:
+		if !chunked {
+			code := protocol.CodeBootstrapTooLarge
+			if it.Kind == protocol.KindSyncDiff {
+				code = protocol.CodeSyncDiffTooLarge
+			}
+			return &protocol.Error{Code: code, Scope: protocol.ScopeNamespace, Namespace: ns, Detail: "chunked transfer without CAP_CHUNKED_UPDATE"}
+		}
+	default:
+		return &protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeNamespace, Namespace: ns, Detail: "unknown data kind"}
+	}
+	// Validate the transfer as the splitter will cut it (transfer id 1 stands in).
+	_, err := protocol.NewSplitter(c.cfg, it.Kind, ns, 1, it.Bytes, it.Binding)
+	return err
+}
+
+func (c *conn) enqueue(q *nsQueue, it DataItem) error {
+	switch {
+	case c.closing || q.closed:
+		return ErrClosed
+	case c.state == stDraining:
+		return ErrDraining
+	}
+	if err := c.checkItem(q.ns, it); err != nil {
+		return err
+	}
+	n := len(it.Bytes)
+	// §17: "未发送队列任一上限超出：丢弃全部未发送增量，标记 needs-resync".
+	if len(q.items)+1 > c.cfg.MaxQueuedUpdateCount || q.bytes+n > c.cfg.MaxQueuedUpdateBytes {
+		c.clearQueue(q)
+		return ErrQueueOverflow
+	}
+	s := &c.sched
+	if s.queued+s.unflushed()+n > c.cfg.MaxQueuedBytesPerConnection {
+		if c.shed(q, n) {
+			return ErrConnectionShed
+		}
+	}
+	qi := &queuedItem{DataItem: it}
+	if c.em.Enabled() {
+		qi.enqueued = c.em.Now()
+	}
+	q.items = append(q.items, qi)
+	q.bytes += n
+	s.queued += n
+	if !q.inRing {
+		q.inRing = true
+		s.ring = append(s.ring, q)
+	}
+	return nil
+}
+
+// shed makes room for n bytes of q (§17): whole queues of the largest namespaces are
+// dropped until the queued side is at most the low watermark; if the item still does not
+// fit, or q itself was shed, it is refused and q's surviving queue dropped too. Each shed
+// namespace other than q is told through HandleShed; shed reports whether q was.
+func (c *conn) shed(q *nsQueue, n int) bool {
+	s := &c.sched
+	qShed := false
+	for s.queued > c.cfg.LowWaterBytes {
+		var big *nsQueue
+		for _, r := range s.ring {
+			if big == nil || r.bytes > big.bytes || r.bytes == big.bytes && r.ns.String() < big.ns.String() {
+				big = r
+			}
+		}
+		if big == nil || big.bytes == 0 {
+			break
+		}
+		info := c.clearQueue(big)
+		if big == q {
+			qShed = true
+			continue
+		}
+		ns := big.ns
+		c.defer_(func() {
+			if !c.closing {
+				c.handler.HandleShed(ns, info)
+			}
+		})
+	}
+	if qShed || s.queued+s.unflushed()+n > c.cfg.MaxQueuedBytesPerConnection {
+		c.clearQueue(q)
+		return true
+	}
+	return false
+}
+
+// clearQueue drops q's unsent items.
+func (c *conn) clearQueue(q *nsQueue) ShedInfo {
+	info := ShedInfo{Items: len(q.items), Bytes: q.bytes}
+	if len(q.items) > 0 && q.items[0].split != nil {
+		info.TransferAborted = true
+	}
+	c.sched.queued -= q.bytes
+	q.items, q.bytes = nil, 0
+	c.removeFromRing(q)
+	return info
+}
+
+func (c *conn) removeFromRing(q *nsQueue) {
+	if !q.inRing {
+		return
+	}
+	s := &c.sched
+	i := slices.Index(s.ring, q)
+	s.ring = slices.Delete(s.ring, i, i+1)
+	if i < s.next {
+		s.next--
+	}
+	q.inRing = false
+}
+
+// pump hands data frames to the writer: round-robin over the namespaces with queued data,
+// one frame per namespace per turn, skipping a namespace whose gate is closed, while the
+// connection is ready and below the high watermark (§17). It stops after a whole round
+// without a frame. It reports whether it sent anything.
+func (c *conn) pump() bool {
+	s := &c.sched
+	if c.closing || c.state != stReady || s.paused {
+		return false
+	}
+	sent, idle := false, 0
+	for len(s.ring) > 0 && idle < len(s.ring) && !s.paused && !c.closing {
+		if s.next >= len(s.ring) {
+			s.next = 0
+		}
+		q := s.ring[s.next]
+		s.next++
+		if c.sendOne(q) {
+			sent, idle = true, 0
+		} else {
+			idle++
+		}
+	}
+	return sent
+}
+
+// sendOne sends the next frame of q's head item, if its gate allows.
+func (c *conn) sendOne(q *nsQueue) bool {
+	if len(q.items) == 0 {
+		c.removeFromRing(q)
+		return false
+	}
+	it := q.items[0]
+	if it.split == nil && q.gate != nil && !q.gate() {
+		return false
+	}
+	var m protocol.Message
+	last, chunked := true, false
+	if it.Kind == protocol.KindLiveUpdate && len(it.Bytes) <= c.cfg.MaxUpdateBytes {
+		m = &protocol.Update{NamespaceID: q.ns, Update: it.Bytes}
+	} else {
+		chunked = true
+		if it.split == nil {
+			tid, err := c.tids.Next(q.ns)
+			if err == nil {
+				it.tid = tid
+				it.split, err = protocol.NewSplitter(c.cfg, it.Kind, q.ns, tid, it.Bytes, it.Binding)
+			}
+			if err != nil { // checked at Enqueue; only exhaustion gets here
+				c.sequenceExhausted()
+				return false
+			}
+		}
+		chunk, _ := it.split.Next()
+		m = chunk
+		last = it.split.Remaining() == 0
+	}
+	b, seq, err := c.out.AppendFrame(nil, m)
+	if err != nil {
+		c.sequenceExhausted()
+		return false
+	}
+	s := &c.sched
+	s.unflushedData += len(b)
+	c.handOff(outFrame{b: b})
+	if s.unflushed() >= c.cfg.HighWaterBytes {
+		s.paused = true
+		if c.em.Enabled() {
+			c.em.Emit(observer.SendPaused{ConnectionID: c.connIDOpt(), BufferedAmount: s.unflushed()})
+		}
+	}
+	if !last {
+		return true
+	}
+	q.items[0] = nil
+	q.items = q.items[1:]
+	q.bytes -= len(it.Bytes)
+	s.queued -= len(it.Bytes)
+	if len(q.items) == 0 {
+		c.removeFromRing(q)
+	}
+	info := SentInfo{Sequence: seq, ChunkCount: 1}
+	if chunked {
+		info.Chunked, info.TransferID, info.ChunkCount = true, it.tid, it.split.ChunkCount()
+	}
+	c.awaiting[seq] = ackKey{q.ns, ackTypeOf(it.Kind)}
+	c.emitSent(q.ns, it, info)
+	if it.Sent != nil {
+		c.defer_(func() { it.Sent(info) })
+	}
+	return true
+}
+
+func ackTypeOf(k protocol.ChunkKind) protocol.MessageType {
+	switch k {
+	case protocol.KindSnapshot:
+		return protocol.TypeBootstrapAck
+	case protocol.KindSyncDiff:
+		return protocol.TypeSyncApplied
+	}
+	return protocol.TypeUpdateAck
+}
+
+// emitSent reports a data item's egress (§23.1): update-sent for an UPDATE frame (the
+// connection stamps its sequence), chunked-*-sent when a transfer's last chunk leaves.
+func (c *conn) emitSent(ns protocol.NamespaceID, it *queuedItem, info SentInfo) {
+	if !c.em.Enabled() {
+		return
+	}
+	id := c.connIDOpt()
+	if !info.Chunked {
+		c.em.Emit(observer.UpdateSent{ConnectionID: id, NamespaceID: ns.String(), Bytes: len(it.Bytes),
+			Sequence: info.Sequence, SendQueueMs: c.em.SinceMs(it.enqueued)})
+		return
+	}
+	total := uint32(len(it.Bytes))
+	switch it.Kind {
+	case protocol.KindSnapshot:
+		c.em.Emit(observer.ChunkedSnapshotSent{ConnectionID: id, NamespaceID: ns.String(), TransferID: info.TransferID, ChunkCount: info.ChunkCount, TotalBytes: total})
+	case protocol.KindSyncDiff:
+		c.em.Emit(observer.ChunkedSyncSent{ConnectionID: id, NamespaceID: ns.String(), TransferID: info.TransferID, ChunkCount: info.ChunkCount, TotalBytes: total, SyncRoundID: it.Binding.SyncRoundID})
+	default:
+		c.em.Emit(observer.ChunkedUpdateSent{ConnectionID: id, NamespaceID: ns.String(), TransferID: info.TransferID, ChunkCount: info.ChunkCount, TotalBytes: total})
+	}
+}
+
+// flushed records bytes the writer wrote and resumes the pump below the low watermark.
+func (c *conn) flushed(data, control int) {
+	s := &c.sched
+	s.unflushedData -= data
+	s.unflushedControl -= control
+	if s.paused && s.unflushed() <= c.cfg.LowWaterBytes {
+		s.paused = false
+		if c.em.Enabled() && !c.closing {
+			c.em.Emit(observer.SendResumed{ConnectionID: c.connIDOpt(), BufferedAmount: s.unflushed()})
+		}
+	}
+}
+
+// QueueStats is a snapshot of a connection's outbound accounting.
+type QueueStats struct {
+	QueuedBytes      int // unsent data in namespace queues
+	UnflushedData    int
+	UnflushedControl int
+	Paused           bool
+	Namespaces       int // namespaces with queued data
+}
+
+// Stats returns the connection's outbound accounting (owner goroutine).
+func (s *Session) Stats() QueueStats {
+	sc := &s.c.sched
+	return QueueStats{QueuedBytes: sc.queued, UnflushedData: sc.unflushedData, UnflushedControl: sc.unflushedControl,
+		Paused: sc.paused, Namespaces: len(sc.ring)}
+}

@@ -1,0 +1,394 @@
+package ws_test
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+func TestS6_HandshakeReady(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	h := hello()
+	p.send(h)
+	fr := p.recv()
+	ack, ok := fr.Message.(*protocol.HelloAck)
+	if !ok {
+		t.Fatalf("got %v, want HELLO_ACK", fr.Type())
+	}
+	if fr.Sequence != 1 || ack.HubInstanceID != hubID || ack.ProtocolVersion != 1 ||
+		ack.SelectedCapabilities != protocol.CapChunkedUpdate || ack.ConnectionNonce != h.ConnectionNonce || ack.ConnectionID == "" {
+		t.Fatalf("HELLO_ACK %+v (seq %d)", ack, fr.Sequence)
+	}
+	th := f.hs.next(t)
+	if got := th.s.PeerInstanceID(); got != peerID {
+		t.Fatalf("session peer %q", got)
+	}
+	if th.s.ConnectionID() != ack.ConnectionID || !th.s.Negotiated().Chunked() {
+		t.Fatalf("session %q %+v", th.s.ConnectionID(), th.s.Negotiated())
+	}
+	eventually(t, "ready", func() bool { return f.connState(t) == observer.ConnReady })
+	evs := f.rec.OfType(observer.TypeConnectionStateChanged)
+	if len(evs) != 1 {
+		t.Fatalf("state events %v", evs)
+	}
+	e := evs[0].Payload.(observer.ConnectionStateChanged)
+	if e.From != observer.ConnHandshaking || e.To != observer.ConnReady || e.ConnectionID.Or("") != ack.ConnectionID {
+		t.Fatalf("state event %+v", e)
+	}
+}
+
+func TestS6_GenerationV1OffersNoChunking(t *testing.T) {
+	cfg := smallConfig(t)
+	cfg.Generation = protocol.GenerationV1
+	f := newHubFixture(t, cfg, nil)
+	p := f.connect(64)
+	p.send(hello())
+	if ack := p.recv().Message.(*protocol.HelloAck); ack.SelectedCapabilities != 0 {
+		t.Fatalf("v1 hub selected %v", ack.SelectedCapabilities)
+	}
+	// §10.3: a 0x42 frame on a connection without CAP_CHUNKED_UPDATE is connection fatal.
+	f.hs.next(t)
+	p.send(&protocol.UpdateChunk{Kind: protocol.KindLiveUpdate, NamespaceID: ns1, TransferID: 1, ChunkCount: 1, TotalBytes: 1, Bytes: []byte{1}})
+	if code, ec := p.expectClose(); code != protocol.CloseProtocolError || ec != protocol.CodeUnsupportedMessageType {
+		t.Fatalf("close %d %s", code, ec)
+	}
+}
+
+// frame builds a raw frame with seq and then lets mutate edit its bytes.
+func rawFrame(t *testing.T, seq uint32, m protocol.Message, mutate func([]byte) []byte) []byte {
+	t.Helper()
+	cfg := smallConfig(t)
+	b, err := protocol.NewCodec(cfg.Limits(), protocol.CapChunkedUpdate).AppendFrame(nil, seq, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mutate != nil {
+		b = mutate(b)
+	}
+	return b
+}
+
+// TestS13_1_ConnectionErrors drives every connection error of §13.1 against the hub and
+// checks the ERROR frame (when framing is trusted) and the close code of §14.
+func TestS13_1_ConnectionErrors(t *testing.T) {
+	open := &protocol.OpenNamespace{NamespaceID: ns1}
+	cases := []struct {
+		name string
+		code protocol.ErrorCode
+		ws   protocol.CloseCode
+		run  func(t *testing.T, f *hubFixture, p *rawPeer)
+	}{
+		{"bad magic", protocol.CodeBadMagic, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			p.sendRaw(rawFrame(t, 1, hello(), func(b []byte) []byte { b[0] = 'X'; return b }))
+		}},
+		{"envelope version", protocol.CodeUnsupportedEnvelopeVersion, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			p.sendRaw(rawFrame(t, 1, hello(), func(b []byte) []byte { b[4] = 2; return b }))
+		}},
+		{"short message", protocol.CodeMalformedFrame, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			p.sendRaw([]byte("NMCR"))
+		}},
+		{"malformed payload", protocol.CodeMalformedFrame, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			p.sendRaw(rawFrame(t, 1, hello(), func(b []byte) []byte {
+				b = append(b, 0) // trailing byte, declared in the length
+				binary.BigEndian.PutUint32(b[12:16], uint32(len(b)-20))
+				return b
+			}))
+		}},
+		{"length mismatch", protocol.CodeFrameLengthMismatch, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			p.sendRaw(rawFrame(t, 1, hello(), func(b []byte) []byte { return append(b, 0) }))
+		}},
+		{"frame too large", protocol.CodeFrameTooLarge, 1009, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			p.sendRaw(make([]byte, f.cfg.MaxFrameBytes+1))
+		}},
+		{"flags", protocol.CodeUnsupportedFlags, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			p.sendRaw(rawFrame(t, 1, hello(), func(b []byte) []byte { b[7] = 1; return b }))
+		}},
+		{"unknown type", protocol.CodeUnsupportedMessageType, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			p.sendRaw(rawFrame(t, 1, hello(), func(b []byte) []byte { b[5] = 0x7f; return b }))
+		}},
+		{"sequence", protocol.CodeSequenceViolation, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			p.sendRaw(rawFrame(t, 2, hello(), nil))
+		}},
+		{"hello required", protocol.CodeHelloRequired, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			p.send(open)
+		}},
+		{"hello timeout", protocol.CodeHelloTimeout, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			if !f.clk.WaitForTimers(1, wait) {
+				t.Fatal("hello timer not armed")
+			}
+			f.clk.Advance(f.cfg.HelloTimeout)
+		}},
+		{"protocol version", protocol.CodeUnsupportedProtocolVersion, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			h := hello()
+			h.ProtocolVersions = []uint64{3, 2}
+			p.send(h)
+		}},
+		{"capability", protocol.CodeUnsupportedCapability, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			h := hello()
+			h.RequiredCapabilities = 0x4
+			p.send(h)
+		}},
+		{"peer identity", protocol.CodeInstanceIdentityMismatch, 1008, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			h := hello()
+			h.PeerInstanceID = "peer-b" // not the identity authenticated at the upgrade
+			p.send(h)
+		}},
+		{"hub identity", protocol.CodeInstanceIdentityMismatch, 1008, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			h := hello()
+			h.ExpectedHubInstanceID = "other-hub"
+			p.send(h)
+		}},
+		{"second hello", protocol.CodeUnsupportedMessageType, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			f.handshake(p)
+			p.send(hello())
+		}},
+		{"wrong direction", protocol.CodeUnsupportedMessageType, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			f.handshake(p)
+			p.send(&protocol.OpenOK{NamespaceID: ns1, ReplicationID: "0123456789abcdef0123456789abcdef", ReplicationEpoch: 1})
+		}},
+		{"text message", protocol.CodeMalformedFrame, 1002, nil}, // covered by the real WebSocket tests
+		{"policy: open admission", protocol.CodeConnectionPolicyViolation, 1008, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			f.handshake(p) // the handler answers no OPEN: 4 are admitted, 16 wait, one more is refused
+			for i := range f.cfg.MaxConcurrentOpens + f.cfg.MaxEarlyFrames + 1 {
+				p.send(&protocol.OpenNamespace{NamespaceID: nsN(i + 1)})
+			}
+		}},
+		{"ack state", protocol.CodeAckStateViolation, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			f.handshake(p)
+			p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: 1}) // seq 1 was HELLO_ACK
+		}},
+		{"control backpressure", protocol.CodeConnectionBackpressure, 1011, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			h := f.handshake(p)
+			p.end.SetAutoPong(true)
+			// The peer reads nothing: the first frame fills the pipe, the writer blocks, and
+			// unflushed control bytes pass maxQueuedControlBytes.
+			h.do(t, func(s *ws.Session) {
+				for i := range 8 {
+					_, _ = s.Send(&protocol.BootstrapSnapshot{NamespaceID: nsN(i + 1), ReplicationID: "0123456789abcdef0123456789abcdef",
+						ReplicationEpoch: 1, Snapshot: make([]byte, 1000)})
+				}
+			})
+		}},
+		{"internal error", protocol.CodeInternalError, 1011, func(t *testing.T, f *hubFixture, p *rawPeer) {
+			h := f.handshake(p)
+			h.do(t, func(s *ws.Session) { s.Fail(protocol.CodeInternalError, "test") })
+		}},
+	}
+	seen := map[protocol.ErrorCode]bool{}
+	for _, tc := range cases {
+		seen[tc.code] = true
+		if tc.run == nil {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			f := newHubFixture(t, smallConfig(t), nil)
+			capacity := 64
+			if tc.code == protocol.CodeConnectionBackpressure {
+				capacity = 1
+			}
+			p := f.connect(capacity)
+			tc.run(t, f, p)
+			code, ec := p.expectClose()
+			if code != tc.ws {
+				t.Errorf("close code %d, want %d", code, tc.ws)
+			}
+			if tc.code != protocol.CodeConnectionBackpressure && ec != tc.code {
+				// A blocked pipe may swallow the best-effort ERROR of a backpressure close.
+				t.Errorf("ERROR code %q, want %q", ec, tc.code)
+			}
+			eventually(t, "connection-failed", func() bool { return f.rec.Count(observer.TypeConnectionFailed) == 1 })
+			ev := f.rec.OfType(observer.TypeConnectionFailed)[0].Payload.(observer.ConnectionFailed)
+			if string(ev.Code) != string(tc.code) || ev.WSCloseCode != int(tc.ws) {
+				t.Errorf("connection-failed %+v", ev)
+			}
+		})
+	}
+	for _, spec := range protocol.ConnectionErrors() {
+		if !seen[spec.Code] {
+			t.Errorf("§13.1 code %s not exercised", spec.Code)
+		}
+	}
+}
+
+func TestS2_AcceptWithoutTrustedIdentity(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	a := f.connect(1) // a valid connection for contrast
+	_ = a
+	for _, id := range []string{"", "Peer A", "1abc"} {
+		if err := f.hub.Accept(nil, ws.Identity{PeerInstanceID: id}); err != ws.ErrNoTrustedIdentity {
+			t.Fatalf("Accept(%q) = %v", id, err)
+		}
+	}
+}
+
+func TestGUIDE6_OpenAdmission(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	for i := range 6 {
+		p.send(&protocol.OpenNamespace{NamespaceID: nsN(i + 1)})
+	}
+	p.send(&protocol.CloseNamespace{NamespaceID: nsN(5), ReasonCode: "remove"}) // waits behind its OPEN
+	eventually(t, "4 OPENs admitted", func() bool { return len(h.framesOf(protocol.TypeOpenNamespace)) == 4 })
+	h.do(t, func(s *ws.Session) {}) // let the owner settle
+	if n := len(h.framesOf(protocol.TypeOpenNamespace)); n != 4 {
+		t.Fatalf("%d OPENs delivered, want 4 at once", n)
+	}
+	// Answering one OPEN admits the next; an ERROR answers too.
+	h.do(t, func(s *ws.Session) {
+		_, _ = s.Send(&protocol.OpenOK{NamespaceID: nsN(1), ReplicationID: "0123456789abcdef0123456789abcdef", ReplicationEpoch: 1})
+		m, _ := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeNamespaceNotFound, nsN(2), "not found")
+		_, _ = s.Send(m)
+	})
+	eventually(t, "held OPENs admitted", func() bool { return len(h.framesOf(protocol.TypeCloseNamespace)) == 1 })
+	opens := h.framesOf(protocol.TypeOpenNamespace)
+	if len(opens) != 6 || opens[4].Message.(*protocol.OpenNamespace).NamespaceID != nsN(5) {
+		t.Fatalf("opens %v", opens)
+	}
+}
+
+func TestS6_3_GoAwayDrain(t *testing.T) {
+	for _, tc := range []struct {
+		reason   string
+		openWant protocol.MessageType // what a late OPEN gets: ERROR, or nothing (0)
+	}{
+		{protocol.GoAwayServerRestarting, protocol.TypeError},
+		{protocol.GoAwayServerShuttingDown, protocol.TypeError},
+		{protocol.GoAwayReauthRequired, 0},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			f := newHubFixture(t, smallConfig(t), func(h *testHandler) { h.autoOpen, h.autoAck = true, true })
+			p := f.connect(64)
+			h := f.handshake(p)
+			p.send(&protocol.OpenNamespace{NamespaceID: ns1})
+			if fr := p.recv(); fr.Type() != protocol.TypeOpenOK {
+				t.Fatalf("got %v", fr.Type())
+			}
+			if tc.reason == protocol.GoAwayReauthRequired {
+				f.table.Revoke(ws.Revocation{PeerInstanceID: peerID})
+			} else {
+				f.hub.GoAway(tc.reason, 10*time.Second, 2*time.Second, true)
+			}
+			fr := p.recv()
+			g, ok := fr.Message.(*protocol.GoAway)
+			if !ok || g.ReasonCode != tc.reason {
+				t.Fatalf("got %v %+v", fr.Type(), fr.Message)
+			}
+			eventually(t, "drain reported", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.drains) == 1 })
+			eventually(t, "draining", func() bool { return f.connState(t) == observer.ConnDraining })
+			// Late frames that start work are not admitted; a close handshake still is.
+			p.send(&protocol.OpenNamespace{NamespaceID: ns2})
+			p.send(&protocol.Update{NamespaceID: ns1, Update: []byte{1}})
+			p.send(&protocol.SyncStep1{NamespaceID: ns1, SyncRoundID: 1, StateVector: []byte{0}})
+			p.send(&protocol.CloseNamespace{NamespaceID: ns1, ReasonCode: "drain"})
+			eventually(t, "close delivered", func() bool { return len(h.framesOf(protocol.TypeCloseNamespace)) == 1 })
+			if tc.openWant == protocol.TypeError {
+				fr := p.recv()
+				em, ok := fr.Message.(*protocol.ErrorMessage)
+				if !ok || em.Code != protocol.CodeNamespaceReopenRequiresReconnect || em.NamespaceID != ns2 {
+					t.Fatalf("late OPEN answered with %v %+v", fr.Type(), fr.Message)
+				}
+			}
+			if n := len(h.framesOf(protocol.TypeUpdate)) + len(h.framesOf(protocol.TypeSyncStep1)) + len(h.framesOf(protocol.TypeOpenNamespace)); n != 1 {
+				t.Fatalf("%d work frames delivered during the drain, want only the first OPEN", n)
+			}
+			h.do(t, func(s *ws.Session) {
+				if err := s.Outbox(ns1, nil).Enqueue(ws.DataItem{Bytes: []byte{1}}); err != ws.ErrDraining {
+					t.Errorf("enqueue while draining: %v", err)
+				}
+				s.Quiesced()
+			})
+			if code, _ := p.expectClose(); code != protocol.CloseGoingAway {
+				t.Fatalf("close %d, want 1001", code)
+			}
+		})
+	}
+}
+
+func TestS6_3_GoAwayDeadline(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	f.handshake(p)
+	f.hub.GoAway(protocol.GoAwayServerRestarting, 10*time.Second, 0, false)
+	if fr := p.recv(); fr.Type() != protocol.TypeGoAway || fr.Message.(*protocol.GoAway).HasRetryAfter {
+		t.Fatalf("got %v", fr.Message)
+	}
+	f.clk.Advance(10*time.Second - time.Millisecond)
+	select {
+	case <-p.end.Done():
+		t.Fatal("closed before the drain deadline")
+	default:
+	}
+	f.clk.Advance(time.Millisecond)
+	if code, _ := p.expectClose(); code != protocol.CloseGoingAway {
+		t.Fatalf("close %d", code)
+	}
+	evs := f.rec.OfType(observer.TypeConnectionStateChanged)
+	var path []observer.ConnectionState
+	for _, e := range evs {
+		path = append(path, e.Payload.(observer.ConnectionStateChanged).To)
+	}
+	want := []observer.ConnectionState{observer.ConnReady, observer.ConnDraining, observer.ConnClosed}
+	if len(path) != 3 || path[0] != want[0] || path[1] != want[1] || path[2] != want[2] {
+		t.Fatalf("hub connection path %v, want %v", path, want)
+	}
+}
+
+func TestS19_RevokeNamespaces(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	f.table.Revoke(ws.Revocation{PeerInstanceID: "peer-b", Namespaces: []protocol.NamespaceID{ns1}}) // another peer
+	f.table.Revoke(ws.Revocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns2}})
+	eventually(t, "revocation", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.revoked) == 1 })
+	if r := h.revoked[0]; len(r.Namespaces) != 1 || r.Namespaces[0] != ns2 {
+		t.Fatalf("revoked %+v", r)
+	}
+	if g, ok := h.s.Authorize(ns1); !ok || g.Owner != "default" {
+		t.Fatalf("authorize %+v %v", g, ok)
+	}
+}
+
+// TestS21_ShutdownClosesWithoutGoAway: §21 (issue #229): 1001 without GOAWAY, and Shutdown
+// waits for admitted work.
+func TestS21_ShutdownClosesWithoutGoAway(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	var end func()
+	h.do(t, func(s *ws.Session) { end = s.BeginWork() })
+	done := make(chan error, 1)
+	go func() { done <- f.hub.Shutdown(context.Background()) }()
+	code, ec := p.expectClose()
+	if code != protocol.CloseGoingAway || ec != "" {
+		t.Fatalf("close %d %q", code, ec)
+	}
+	if n := len(p.end.Written()); n != 1 { // only our HELLO
+		t.Fatalf("peer wrote %d frames", n)
+	}
+	eventually(t, "closed", func() bool { _, ok := h.closeInfo(); return ok })
+	if info, _ := h.closeInfo(); info.Cause != ws.CauseShutdown || info.Code != protocol.CloseGoingAway {
+		t.Fatalf("close info %+v", info)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned %v before admitted work drained", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	end()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// After shutdown, Accept refuses.
+	a, b := newPair()
+	defer a.Close(1000, "")
+	if err := f.hub.Accept(b, ws.Identity{PeerInstanceID: peerID}); err != ws.ErrHubShutdown {
+		t.Fatalf("Accept after shutdown: %v", err)
+	}
+}

@@ -1,0 +1,62 @@
+// Package registry keeps the namespaces of a Nomicore instance (§1, §7, §8.1, §11, §19–§21):
+// it creates them (hub) or imports them from a bootstrap snapshot (peer), loads each one into
+// a runtime while leases on it are held, and runs every write to its document through that
+// runtime's write sequencer.
+//
+// # Namespaces, leases and runtimes
+//
+// A namespace is one Yjs document stored by a persistence.Store under (owner, namespaceId).
+// Registry.Open checks the owner (a mismatch is ErrNotFound, like a missing namespace, §19)
+// and returns a Lease. The first lease loads the document — snapshot plus log — into a
+// runtime; the last Release unloads it in the background, so an idle namespace costs no
+// memory. Open, Import, Reset and Archive of one id are serialised; an Open that follows an
+// unload waits for it.
+//
+// # The write sequencer
+//
+// Each runtime has one goroutine that owns the document and runs slots from a bounded FIFO
+// queue (Config.MaxQueuedSlots; when full, operations are refused at once with
+// ErrOverloaded). Every write is a slot — a remote apply, a local write, an epoch bump, a
+// schema replace — and so are the reads that must be consistent with the update stream
+// (state vectors, diffs, the bootstrap snapshot of a new session). An apply slot runs, in
+// order: the gates (broken document, fenced session, role, degraded persistence), the
+// protected check, the live apply, and the dirty notification (Store.Append, which only
+// queues for the group committer). Nothing in a slot waits on the network, a session, a
+// lease or the registry: results go to callbacks that must not block (the asynchronous
+// forms) or to one-slot channels (the blocking forms).
+//
+// # Sessions and fan-out
+//
+// A Lease opens Sessions (§1 ReplicationSession). A runtime installs one document observer
+// (§10.1); each transaction's update is fanned out, as one immutable slice shared by all, to
+// the bounded queue of every session and watcher, except the session the update came from
+// (echo suppression by origin). When the document held pending structs before an apply, the
+// origin session gets the transaction's update too: it may contain earlier structs the
+// apply released, which the origin lacks (GUIDE §4). A queue that overflows drops
+// everything queued and reports NeedsResync (§17); it stays silent until the session's next
+// Diff, which covers everything dropped.
+//
+// # Identity, fencing and protected apply
+//
+// The root map `meta` holds replicationId, replicationEpoch and, when set, schema (GUIDE §4).
+// Only the registry writes it: Create writes the identity, BumpEpoch and ReplaceSchema
+// change it in a slot. After an epoch bump every session of the old epoch is fenced at once
+// (Poll().Fenced) and refused at the start of any later slot (ErrFenced, §11). On a hub
+// every peer update, and on both sides every local write, must leave meta untouched
+// (ErrProtected), checked in the slot before the live apply.
+//
+// # Persistence degraded
+//
+// The store reports failed commits (Store.Healthy) and refuses appends when its queue is
+// full. Then (§20) a hub refuses peer updates and local writes with ErrDegraded but keeps
+// serving reads, diffs and snapshots; a peer refuses local writes but still applies its
+// hub's updates in memory. A change the store refused is saved later by a snapshot, which a
+// per-runtime saver keeps trying to write; when the store commits again and nothing waits
+// for a snapshot, the namespace is healthy again.
+//
+// # Shutdown
+//
+// Close (§21, after the replication layer released its leases) unloads every namespace
+// after its admitted slots and waits for every goroutine; the store is closed afterwards by
+// its owner.
+package registry

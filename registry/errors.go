@@ -1,0 +1,111 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is the §13.2 namespace error code an error maps to. The strings equal the contract's
+// codes; the registry does not import the protocol package (imports point registry ←
+// replication/ws), so the namespace layer converts a Code to its protocol constant by value.
+type Code string
+
+// The §13.2 codes the registry produces.
+const (
+	CodeNamespaceNotFound        Code = "NAMESPACE_NOT_FOUND"
+	CodeProtectedFieldMutation   Code = "PROTECTED_FIELD_MUTATION"
+	CodeApplyFailed              Code = "APPLY_FAILED"
+	CodeInternalError            Code = "INTERNAL_ERROR"
+	CodePersistenceDegraded      Code = "PERSISTENCE_DEGRADED"
+	CodeBootstrapFailed          Code = "BOOTSTRAP_FAILED"
+	CodeReplicationIDMismatch    Code = "REPLICATION_ID_MISMATCH"
+	CodeReplicationEpochMismatch Code = "REPLICATION_EPOCH_MISMATCH"
+	CodeRoleViolation            Code = "ROLE_VIOLATION"
+)
+
+// Error is a classified registry error. Code is safe to put on the wire; Cause is internal
+// detail (a decoder message, a store error) for logs, never for the wire (§13). Match the
+// kind with errors.Is against the Err… values below; CodeOf gives the code of any error.
+type Error struct {
+	Code  Code
+	Msg   string // what went wrong, without identities or data
+	Cause error  // the underlying error, if any
+	kind  *Error // the sentinel this error is an instance of (nil for a sentinel)
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("registry: %s: %v", e.Msg, e.Cause)
+	}
+	return "registry: " + e.Msg
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Is matches an error against its sentinel.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && (t == e || t == e.kind)
+}
+
+// with returns an instance of sentinel e with a cause (and, when msg is not empty, a more
+// precise message).
+func (e *Error) with(msg string, cause error) *Error {
+	if msg == "" {
+		msg = e.Msg
+	}
+	return &Error{Code: e.Code, Msg: msg, Cause: cause, kind: e}
+}
+
+func sentinel(code Code, msg string) *Error { return &Error{Code: code, Msg: msg} }
+
+// Error kinds. Every error the registry returns matches exactly one of them (errors.Is),
+// except context errors, which are returned as they are.
+var (
+	// ErrNotFound: no active namespace with that id for that owner — a missing namespace and
+	// an owner mismatch are the same answer (§19).
+	ErrNotFound = sentinel(CodeNamespaceNotFound, "namespace not found")
+	// ErrProtected: the update touches the protected `meta` root (§20, GUIDE §4); nothing
+	// was written.
+	ErrProtected = sentinel(CodeProtectedFieldMutation, "update touches protected field meta")
+	// ErrApplyFailed: the update is malformed; nothing was written.
+	ErrApplyFailed = sentinel(CodeApplyFailed, "update is malformed")
+	// ErrInternal: a broken invariant (a document the registry cannot load or that failed
+	// while applying, a store failure). After a failed live apply the namespace refuses
+	// everything until its leases are released and it is loaded again.
+	ErrInternal = sentinel(CodeInternalError, "internal error")
+	// ErrDegraded: the store cannot currently save (§20): the hub refuses peer updates, a
+	// peer refuses local writes.
+	ErrDegraded = sentinel(CodePersistenceDegraded, "persistence degraded")
+	// ErrBootstrapFailed: a bootstrap import was refused — a malformed snapshot, a snapshot
+	// without identity, or a namespace that already exists or is being imported (§8.1).
+	ErrBootstrapFailed = sentinel(CodeBootstrapFailed, "bootstrap import failed")
+	// ErrIDMismatch: the replication id differs from the one expected (§7, §8.1).
+	ErrIDMismatch = sentinel(CodeReplicationIDMismatch, "replication id mismatch")
+	// ErrEpochMismatch: the replication epoch differs from the one expected (§7, §8.1).
+	ErrEpochMismatch = sentinel(CodeReplicationEpochMismatch, "replication epoch mismatch")
+	// ErrFenced: the session belongs to an epoch that was bumped (§11). Its code is
+	// REPLICATION_EPOCH_MISMATCH; the namespace layer answers it with IDENTITY_CHANGED.
+	ErrFenced = sentinel(CodeReplicationEpochMismatch, "session fenced by an epoch bump")
+	// ErrRoleViolation: an operation this side or this session may not perform (a
+	// read-only session submitting, an epoch bump on a peer).
+	ErrRoleViolation = sentinel(CodeRoleViolation, "operation not allowed for this role")
+	// ErrClosed: the registry, lease or session is closed.
+	ErrClosed = sentinel(CodeInternalError, "closed")
+	// ErrOverloaded: the namespace's slot queue is full (overflow policy: refuse the newest
+	// at once, nothing queued).
+	ErrOverloaded = sentinel(CodeInternalError, "namespace sequencer queue full")
+	// ErrInUse: the namespace is loaded (has leases) and cannot be reset or archived now.
+	ErrInUse = sentinel(CodeInternalError, "namespace in use")
+)
+
+// CodeOf returns the §13.2 code of err: the Code of a registry *Error, INTERNAL_ERROR for
+// anything else (including context errors).
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternalError
+}

@@ -1,0 +1,282 @@
+package registry
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nomicore/nomicore/yjs"
+)
+
+// Lease is a hold on a loaded namespace (§1 NamespaceLease): while any lease of a namespace
+// is held its document stays loaded; the last Release unloads it. A lease gives the local
+// API of the namespace (local writes and reads for the admin API, the hub's epoch bump and
+// schema replace) and opens replication sessions. Every operation is a slot of the
+// namespace's sequencer; the blocking forms wait for their slot or ctx (if ctx ends first the
+// operation still runs).
+type Lease struct {
+	reg      *Registry
+	rt       *runtime
+	released atomic.Bool
+
+	mu       sync.Mutex
+	sessions map[*Session]struct{}
+	watches  map[*Watch]struct{}
+}
+
+// NamespaceID returns the namespace id.
+func (l *Lease) NamespaceID() string { return l.rt.ns }
+
+// Owner returns the local owner the namespace belongs to (never on the wire).
+func (l *Lease) Owner() string { return l.rt.owner }
+
+// Identity returns the current replication identity.
+func (l *Lease) Identity() Identity { return l.rt.identity() }
+
+// Degraded reports §20 persistence degradation as of now (the store's last commit failed, or
+// a change of this namespace waits for a snapshot).
+func (l *Lease) Degraded() bool {
+	return !l.reg.cfg.Store.Healthy() || l.rt.unsavedFlag()
+}
+
+// Failed reports that the document broke; operations answer INTERNAL_ERROR until every
+// lease is released and the namespace is loaded again.
+func (l *Lease) Failed() bool { return l.rt.failed.Load() }
+
+// Flushed returns the highest append sequence number of the namespace known to be durable
+// (compare with ApplyResult.Seq).
+func (l *Lease) Flushed() uint64 { return l.reg.cfg.Store.Flushed(l.rt.owner, l.rt.ns) }
+
+// WaitFlushed waits until append seq is durable, or ctx ends.
+func (l *Lease) WaitFlushed(ctx context.Context, seq uint64) error {
+	return l.reg.cfg.Store.WaitFlushed(ctx, l.rt.owner, l.rt.ns, seq)
+}
+
+// Release gives the lease back. The last release of a namespace unloads it in the background
+// (admitted slots finish first; Registry.Close waits for it). Sessions and watches opened
+// from the lease are closed. Release never waits and is idempotent.
+func (l *Lease) Release() {
+	if l.released.Swap(true) {
+		return
+	}
+	l.mu.Lock()
+	sessions := l.sessions
+	watches := l.watches
+	l.sessions, l.watches = nil, nil
+	l.mu.Unlock()
+	for s := range sessions {
+		s.Close()
+	}
+	for w := range watches {
+		w.Close()
+	}
+	l.reg.release(l.rt)
+}
+
+func (l *Lease) forgetSession(s *Session) {
+	l.mu.Lock()
+	delete(l.sessions, s)
+	l.mu.Unlock()
+}
+
+func (l *Lease) forgetWatch(w *Watch) {
+	l.mu.Lock()
+	delete(l.watches, w)
+	l.mu.Unlock()
+}
+
+func (l *Lease) check() error {
+	if l.released.Load() {
+		return ErrClosed.with("lease released", nil)
+	}
+	return nil
+}
+
+// op submits fn as a slot of the lease's namespace.
+func leaseOp[T any](l *Lease, fn func(rt *runtime, sl *slot) (T, error), done func(T, error)) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	return enqueue(l.rt, nil, fn, done)
+}
+
+func leaseWait[T any](ctx context.Context, l *Lease, fn func(rt *runtime, sl *slot) (T, error)) (T, error) {
+	return wait(ctx, func(done func(T, error)) error { return leaseOp(l, fn, done) })
+}
+
+// OpenSession opens a replication session in one slot: the identity check of
+// SessionOptions.Expect, the optional snapshot and state vector, and the start of the
+// session's update stream all happen at the same point of the sequence.
+func (l *Lease) OpenSession(ctx context.Context, opts SessionOptions) (*Session, SessionStart, error) {
+	if err := l.check(); err != nil {
+		return nil, SessionStart{}, err
+	}
+	maxInFlight := opts.MaxInFlight
+	if maxInFlight <= 0 {
+		maxInFlight = DefaultMaxInFlight
+	}
+	s := &Session{
+		lease:       l,
+		rt:          l.rt,
+		peer:        opts.Peer,
+		readOnly:    opts.ReadOnly,
+		maxInFlight: maxInFlight,
+		settled:     make(chan struct{}),
+		sub:         newSubscription(true, 0, opts.MaxQueuedUpdateBytes, opts.MaxQueuedUpdateCount, opts.Notify),
+	}
+	l.mu.Lock()
+	if l.sessions == nil {
+		if l.released.Load() {
+			l.mu.Unlock()
+			return nil, SessionStart{}, ErrClosed.with("lease released", nil)
+		}
+		l.sessions = make(map[*Session]struct{})
+	}
+	l.sessions[s] = struct{}{}
+	l.mu.Unlock()
+	start, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (SessionStart, error) {
+		id := rt.identity()
+		if opts.Expect != nil {
+			if err := opts.Expect.compare(id); err != nil {
+				return SessionStart{}, err
+			}
+		}
+		st := SessionStart{Identity: id}
+		if opts.Snapshot {
+			b, err := rt.encodeState(nil)
+			if err != nil {
+				return SessionStart{}, err
+			}
+			st.Snapshot = b
+		}
+		if opts.StateVector {
+			st.StateVector = rt.doc.EncodeStateVector()
+		}
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return SessionStart{}, ErrClosed.with("session closed while opening", nil)
+		}
+		s.identity = id
+		s.sub.epoch = id.Epoch
+		rt.addSub(s.sub)
+		return st, nil
+	})
+	if err != nil {
+		// A ctx that ended first leaves the slot to run: closing makes it register nothing.
+		s.Close()
+		return nil, SessionStart{}, err
+	}
+	return s, start, nil
+}
+
+// Watch subscribes to every update applied from now on (the admin events stream), with the
+// given queue bounds (zero: the defaults).
+func (l *Lease) Watch(maxQueuedBytes, maxQueuedCount int) (*Watch, error) {
+	w := &Watch{lease: l, sub: newSubscription(false, 0, maxQueuedBytes, maxQueuedCount, nil)}
+	l.mu.Lock()
+	if l.released.Load() {
+		l.mu.Unlock()
+		return nil, ErrClosed.with("lease released", nil)
+	}
+	if l.watches == nil {
+		l.watches = make(map[*Watch]struct{})
+	}
+	l.watches[w] = struct{}{}
+	l.mu.Unlock()
+	l.rt.addSub(w.sub)
+	return w, nil
+}
+
+// WriteLocalAsync submits a local write (the admin API's POST …/update): the protected check,
+// then the live apply and the dirty notification, in one slot. It is refused with
+// ErrDegraded while persistence is degraded, on either side (§20). done runs on the
+// sequencer goroutine and must not block; it is not called when WriteLocalAsync returns an
+// error.
+func (l *Lease) WriteLocalAsync(update []byte, done func(ApplyResult, error)) error {
+	return leaseOp(l, func(rt *runtime, sl *slot) (ApplyResult, error) {
+		return rt.apply(sl, update, applyLocal)
+	}, done)
+}
+
+// WriteLocal is WriteLocalAsync waiting for the result.
+func (l *Lease) WriteLocal(ctx context.Context, update []byte) (ApplyResult, error) {
+	return wait(ctx, func(done func(ApplyResult, error)) error { return l.WriteLocalAsync(update, done) })
+}
+
+// StateVector returns the encoded state vector of the document.
+func (l *Lease) StateVector(ctx context.Context) ([]byte, error) {
+	return leaseWait(ctx, l, func(rt *runtime, _ *slot) ([]byte, error) {
+		return rt.doc.EncodeStateVector(), nil
+	})
+}
+
+// EncodeState returns Y.encodeStateAsUpdate(doc, sv) (sv empty: the whole document). A
+// malformed sv is ErrApplyFailed.
+func (l *Lease) EncodeState(ctx context.Context, sv []byte) ([]byte, error) {
+	return leaseWait(ctx, l, func(rt *runtime, _ *slot) ([]byte, error) {
+		return rt.encodeState(sv)
+	})
+}
+
+// Root names a root type and the kind to read it as (GUIDE §7 `--root NAME:TYPE`).
+type Root struct {
+	Name string
+	Kind yjs.Kind
+}
+
+// JSON returns the document as JSON values (yjs Doc.ToJSON). With roots, only those roots,
+// typed as given (like JS doc.get, this types a root the document had only seen untyped; a
+// root of another concrete kind is ErrApplyFailed with yjs.ErrKindMismatch as cause).
+func (l *Lease) JSON(ctx context.Context, roots ...Root) (map[string]any, error) {
+	return leaseWait(ctx, l, func(rt *runtime, _ *slot) (map[string]any, error) {
+		for _, r := range roots {
+			if _, err := rt.doc.Get(r.Name, r.Kind); err != nil {
+				return nil, ErrApplyFailed.with("root "+r.Name+" has another type", err)
+			}
+		}
+		all := rt.doc.ToJSON()
+		if len(roots) == 0 {
+			return all, nil
+		}
+		out := make(map[string]any, len(roots))
+		for _, r := range roots {
+			out[r.Name] = all[r.Name]
+		}
+		return out, nil
+	})
+}
+
+// Schema returns meta.schema, if set.
+func (l *Lease) Schema(ctx context.Context) (Schema, bool, error) {
+	type res struct {
+		s  Schema
+		ok bool
+	}
+	r, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (res, error) {
+		s, ok := readSchema(rt.doc)
+		return res{s, ok}, nil
+	})
+	return r.s, r.ok, err
+}
+
+// BumpEpoch (hub) raises the replication epoch by one in a slot (§11): updates admitted
+// before it complete first; right after the bump every session of the old epoch is fenced
+// (Poll().Fenced) and refused at the start of any later slot (ErrFenced). Refused on a peer
+// (ErrRoleViolation) and while degraded.
+func (l *Lease) BumpEpoch(ctx context.Context) (Identity, error) {
+	return leaseWait(ctx, l, func(rt *runtime, _ *slot) (Identity, error) {
+		return rt.bumpEpoch()
+	})
+}
+
+// ReplaceSchema (hub) sets meta.schema to {"updatedAt": updatedAt, "definition":
+// definition} (GUIDE §4). definition is a JSON object (map[string]any or lib0.Object). The
+// update reaches peers like any other.
+func (l *Lease) ReplaceSchema(ctx context.Context, updatedAt string, definition any) error {
+	_, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (struct{}, error) {
+		return struct{}{}, rt.replaceSchema(updatedAt, definition)
+	})
+	return err
+}

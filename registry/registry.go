@@ -1,0 +1,571 @@
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/yjs"
+)
+
+// Role is the side the registry serves.
+type Role uint8
+
+// Roles.
+const (
+	RoleHub  Role = 1 // creates namespaces, owns identity and schema, checks peer updates
+	RolePeer Role = 2 // holds replicas bootstrapped from a hub, trusts its hub session
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleHub:
+		return "hub"
+	case RolePeer:
+		return "peer"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxQueuedSlots        = 4096
+	DefaultSnapshotOnUnloadAfter = 256
+	DefaultSaveRetryMin          = 100 * time.Millisecond
+	DefaultSaveRetryMax          = 5 * time.Second
+	// MaxCreateRetries is how often Create draws a new id after a collision (§1).
+	MaxCreateRetries = 8
+)
+
+// Config configures a Registry.
+type Config struct {
+	// Role is RoleHub or RolePeer.
+	Role Role
+	// Store keeps the namespaces. The registry does not close it (§21: Persistence is
+	// disposed after the registry shut down).
+	Store persistence.Store
+	// Clock gives entry creation times and paces the saver's retries; nil means clock.Real().
+	Clock clock.Clock
+	// Random is the source of namespace ids, replication ids and Yjs client ids; nil means
+	// crypto/rand. It is used under a lock.
+	Random io.Reader
+	// StageClock, when set, times the §23.4 stages of every apply slot (ApplyResult.Stages).
+	// Without it the sequencer reads no clock.
+	StageClock clock.Clock
+	// MaxQueuedSlots bounds each namespace's slot queue; past it operations are refused at
+	// once with ErrOverloaded. Zero means the default.
+	MaxQueuedSlots int
+	// SnapshotOnUnloadAfter: when a namespace unloads after at least this many appends
+	// since it was loaded (or last snapshotted), the registry writes a snapshot of the live
+	// document. Zero means the default; negative never.
+	SnapshotOnUnloadAfter int
+	// SaveRetryMin and SaveRetryMax bound the backoff of the saver (a namespace whose change
+	// the store refused keeps trying to save a snapshot). Zero means the defaults.
+	SaveRetryMin, SaveRetryMax time.Duration
+	// Logger receives internal failures (never bytes, tokens or owners); nil discards them.
+	Logger *slog.Logger
+}
+
+// Compactor returns the store Compactor the registry needs (persistence.Options.Compactor):
+// it folds the update log into the snapshot with yjs.MergeUpdates.
+func Compactor() persistence.Compactor {
+	return func(snapshot []byte, updates [][]byte) ([]byte, error) {
+		all := make([][]byte, 0, len(updates)+1)
+		if len(snapshot) > 0 {
+			all = append(all, snapshot)
+		}
+		all = append(all, updates...)
+		if len(all) == 0 {
+			return yjs.MergeUpdates([][]byte{{0, 0}})
+		}
+		return yjs.MergeUpdates(all)
+	}
+}
+
+// Registry keeps the namespaces of one instance (§1): it creates them (hub), imports
+// bootstrap snapshots (peer), and loads a namespace into a runtime — its live document and
+// write sequencer — while leases on it are held.
+type Registry struct {
+	cfg    Config
+	random io.Reader
+	life   context.Context // cancelled when Close gives up waiting
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // runtime goroutines
+
+	mu        sync.Mutex
+	closed    bool
+	loaded    map[string]*runtime // by namespace id: runtimes with leases
+	unloading map[string]*runtime // runtimes finishing their last slots
+	locks     map[string]*keyLock // serialise load, import, reset and archive of one id
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// keyLock is a per-namespace lifecycle lock; it exists while someone holds or waits for it.
+type keyLock struct {
+	ch    chan struct{} // cap 1: holding = a value in it
+	users int
+}
+
+// New returns a registry over cfg.Store.
+func New(cfg Config) (*Registry, error) {
+	if cfg.Role != RoleHub && cfg.Role != RolePeer {
+		return nil, fmt.Errorf("registry: Config.Role must be RoleHub or RolePeer")
+	}
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("registry: Config.Store is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Random == nil {
+		cfg.Random = rand.Reader
+	}
+	if cfg.MaxQueuedSlots <= 0 {
+		cfg.MaxQueuedSlots = DefaultMaxQueuedSlots
+	}
+	if cfg.SnapshotOnUnloadAfter == 0 {
+		cfg.SnapshotOnUnloadAfter = DefaultSnapshotOnUnloadAfter
+	}
+	if cfg.SaveRetryMin <= 0 {
+		cfg.SaveRetryMin = DefaultSaveRetryMin
+	}
+	if cfg.SaveRetryMax < cfg.SaveRetryMin {
+		cfg.SaveRetryMax = max(DefaultSaveRetryMax, cfg.SaveRetryMin)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Registry{
+		cfg:       cfg,
+		random:    &lockedReader{r: cfg.Random},
+		life:      ctx,
+		cancel:    cancel,
+		loaded:    make(map[string]*runtime),
+		unloading: make(map[string]*runtime),
+		locks:     make(map[string]*keyLock),
+	}, nil
+}
+
+// Role returns the configured role.
+func (r *Registry) Role() Role { return r.cfg.Role }
+
+func (r *Registry) snapshotOnUnload(appends int) bool {
+	return r.cfg.SnapshotOnUnloadAfter > 0 && appends >= r.cfg.SnapshotOnUnloadAfter
+}
+
+func (r *Registry) logError(msg, ns string, err error) {
+	if r.cfg.Logger != nil {
+		r.cfg.Logger.Error(msg, "namespaceId", ns, "err", err)
+	}
+}
+
+func (r *Registry) newDoc() *yjs.Doc { return yjs.NewDoc(yjs.WithRandom(r.random)) }
+
+// ---- per-namespace lifecycle lock ----
+
+func (r *Registry) lock(ctx context.Context, ns string) (unlock func(), err error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed.with("registry closed", nil)
+	}
+	kl := r.locks[ns]
+	if kl == nil {
+		kl = &keyLock{ch: make(chan struct{}, 1)}
+		r.locks[ns] = kl
+	}
+	kl.users++
+	r.mu.Unlock()
+	done := func() {
+		r.mu.Lock()
+		kl.users--
+		if kl.users == 0 {
+			delete(r.locks, ns)
+		}
+		r.mu.Unlock()
+	}
+	select {
+	case kl.ch <- struct{}{}:
+		return func() { <-kl.ch; done() }, nil
+	case <-ctx.Done():
+		done()
+		return nil, ctx.Err()
+	}
+}
+
+// waitUnloaded waits until no runtime of ns is unloading (caller holds the key lock, so no
+// new one can start).
+func (r *Registry) waitUnloaded(ctx context.Context, ns string) error {
+	r.mu.Lock()
+	rt := r.unloading[ns]
+	r.mu.Unlock()
+	if rt == nil {
+		return nil
+	}
+	select {
+	case <-rt.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ---- namespaces ----
+
+// Created describes a namespace made by Create.
+type Created struct {
+	NamespaceID string
+	Identity    Identity
+}
+
+// Create (hub) makes a namespace for owner: a fresh id "ns-" + 32 lowercase hex from the
+// random source, drawn again at most MaxCreateRetries times on collision (§1), and a
+// document whose meta holds a fresh replicationId and replicationEpoch 1, written by the
+// registry. The namespace is not left loaded.
+func (r *Registry) Create(ctx context.Context, owner string) (Created, error) {
+	if r.cfg.Role != RoleHub {
+		return Created{}, ErrRoleViolation.with("only the hub creates namespaces", nil)
+	}
+	if err := r.checkOpen(); err != nil {
+		return Created{}, err
+	}
+	rid, err := randomHex(r.random)
+	if err != nil {
+		return Created{}, ErrInternal.with("random source failed", err)
+	}
+	id := Identity{ReplicationID: rid, Epoch: 1}
+	doc := r.newDoc()
+	if err := writeMeta(doc, originCreate, MetaReplicationID, id.ReplicationID, MetaEpoch, float64(id.Epoch)); err != nil {
+		return Created{}, ErrInternal.with("writing meta", err)
+	}
+	snapshot, err := yjs.EncodeStateAsUpdate(doc, nil)
+	if err != nil {
+		return Created{}, ErrInternal.with("encoding the new document", err)
+	}
+	for attempt := 0; attempt <= MaxCreateRetries; attempt++ {
+		h, err := randomHex(r.random)
+		if err != nil {
+			return Created{}, ErrInternal.with("random source failed", err)
+		}
+		ns := "ns-" + h
+		e := persistence.Entry{NamespaceID: ns, Owner: owner, State: persistence.StateActive, CreatedAt: r.cfg.Clock.Now()}
+		err = r.cfg.Store.CreateEntry(ctx, e, snapshot)
+		if errors.Is(err, persistence.ErrExists) {
+			continue
+		}
+		if err != nil {
+			return Created{}, storeErr("creating the namespace", err)
+		}
+		r.cfg.Store.Release(owner, ns) // CreateEntry leaves it resident; nobody has it open
+		return Created{NamespaceID: ns, Identity: id}, nil
+	}
+	return Created{}, ErrInternal.with(fmt.Sprintf("namespace id collided %d times", MaxCreateRetries+1), nil)
+}
+
+// storeErr classifies a store failure.
+func storeErr(msg string, err error) error {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, persistence.ErrNotFound):
+		return ErrNotFound.with("", err)
+	case errors.Is(err, persistence.ErrClosed):
+		return ErrClosed.with("store closed", err)
+	}
+	return ErrInternal.with(msg, err)
+}
+
+func (r *Registry) checkOpen() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed.with("registry closed", nil)
+	}
+	return nil
+}
+
+// Open returns a lease on the namespace (owner, namespaceID). The first lease loads the
+// document (snapshot and log) into a runtime; later ones share it. A namespace that does not
+// exist, is archived, or belongs to another owner is ErrNotFound, the same answer in every
+// case (§19).
+func (r *Registry) Open(ctx context.Context, owner, namespaceID string) (*Lease, error) {
+	if !ValidNamespaceID(namespaceID) {
+		return nil, ErrNotFound.with("", nil)
+	}
+	if l, err := r.openLoaded(owner, namespaceID); l != nil || err != nil {
+		return l, err
+	}
+	unlock, err := r.lock(ctx, namespaceID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if l, err := r.openLoaded(owner, namespaceID); l != nil || err != nil {
+		return l, err
+	}
+	if err := r.waitUnloaded(ctx, namespaceID); err != nil {
+		return nil, err
+	}
+	ent, err := r.cfg.Store.Entry(ctx, namespaceID)
+	if err != nil {
+		return nil, storeErr("reading the entry", err)
+	}
+	if ent.Owner != owner || ent.State != persistence.StateActive {
+		return nil, ErrNotFound.with("", nil)
+	}
+	sd, err := r.cfg.Store.Load(ctx, owner, namespaceID)
+	if err != nil {
+		return nil, storeErr("loading the document", err)
+	}
+	rt, err := r.loadRuntime(owner, namespaceID, sd)
+	if err != nil {
+		r.cfg.Store.Release(owner, namespaceID)
+		return nil, err
+	}
+	return r.install(rt)
+}
+
+// openLoaded returns a lease on a loaded runtime, or nil.
+func (r *Registry) openLoaded(owner, ns string) (*Lease, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed.with("registry closed", nil)
+	}
+	rt := r.loaded[ns]
+	if rt == nil {
+		return nil, nil
+	}
+	if rt.owner != owner {
+		return nil, ErrNotFound.with("", nil)
+	}
+	rt.refs++
+	return &Lease{reg: r, rt: rt}, nil
+}
+
+// loadRuntime builds the live document from a stored one.
+func (r *Registry) loadRuntime(owner, ns string, sd persistence.Doc) (*runtime, error) {
+	doc := r.newDoc()
+	if len(sd.Snapshot) > 0 {
+		if err := yjs.ApplyUpdate(doc, sd.Snapshot, nil); err != nil {
+			return nil, ErrInternal.with("stored snapshot does not apply", err)
+		}
+	}
+	for _, u := range sd.Updates {
+		if err := yjs.ApplyUpdate(doc, u, nil); err != nil {
+			return nil, ErrInternal.with("stored update does not apply", err)
+		}
+	}
+	return newRuntime(r, owner, ns, doc, sd.Through, len(sd.Updates))
+}
+
+// install registers a loaded runtime with one lease and starts its goroutine (caller holds
+// the key lock).
+func (r *Registry) install(rt *runtime) (*Lease, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		rt.unsubscribeFn()
+		r.cfg.Store.Release(rt.owner, rt.ns)
+		return nil, ErrClosed.with("registry closed", nil)
+	}
+	rt.refs = 1
+	r.loaded[rt.ns] = rt
+	rt.start()
+	return &Lease{reg: r, rt: rt}, nil
+}
+
+// release drops one lease of rt; the last one unloads it.
+func (r *Registry) release(rt *runtime) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rt.refs--
+	if rt.refs > 0 || r.loaded[rt.ns] != rt {
+		return
+	}
+	delete(r.loaded, rt.ns)
+	r.unloading[rt.ns] = rt
+	rt.stop()
+}
+
+// unloaded is called by a runtime goroutine when it has released the namespace.
+func (r *Registry) unloaded(rt *runtime) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unloading[rt.ns] == rt {
+		delete(r.unloading, rt.ns)
+	}
+}
+
+// LocalReplica reports whether (owner, namespaceID) has a local replica and its identity —
+// what a peer declares in OPEN_NAMESPACE (§7.1: hasLocalReplica, replicationId,
+// replicationEpoch). A missing replica is (Identity{}, false, nil).
+func (r *Registry) LocalReplica(ctx context.Context, owner, namespaceID string) (Identity, bool, error) {
+	l, err := r.Open(ctx, owner, namespaceID)
+	if errors.Is(err, ErrNotFound) {
+		return Identity{}, false, nil
+	}
+	if err != nil {
+		return Identity{}, false, err
+	}
+	defer l.Release()
+	return l.Identity(), true, nil
+}
+
+// Import (peer) installs a bootstrap snapshot as the local replica of (owner, namespaceID)
+// and returns a lease on it (§8.1): the snapshot is applied to a detached document, its meta
+// identity must equal want (the OPEN_OK identity: ErrIDMismatch / ErrEpochMismatch), and
+// the import is exclusive — a namespace that exists locally, or is being imported
+// concurrently, is ErrBootstrapFailed and nothing is overwritten. A malformed snapshot or one
+// without identity is ErrBootstrapFailed too.
+func (r *Registry) Import(ctx context.Context, owner, namespaceID string, want Identity, snapshot []byte) (*Lease, error) {
+	if !ValidNamespaceID(namespaceID) {
+		return nil, ErrBootstrapFailed.with("invalid namespace id", nil)
+	}
+	doc := r.newDoc()
+	if err := yjs.ApplyUpdate(doc, snapshot, nil); err != nil {
+		return nil, ErrBootstrapFailed.with("snapshot does not apply", err)
+	}
+	got, err := readIdentity(doc)
+	if err != nil {
+		return nil, ErrBootstrapFailed.with("snapshot has no valid identity", err)
+	}
+	if err := want.compare(got); err != nil {
+		return nil, err
+	}
+	unlock, err := r.lock(ctx, namespaceID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	r.mu.Lock()
+	busy := r.loaded[namespaceID] != nil || r.unloading[namespaceID] != nil
+	r.mu.Unlock()
+	if busy {
+		return nil, ErrBootstrapFailed.with("namespace already exists locally", nil)
+	}
+	e := persistence.Entry{NamespaceID: namespaceID, Owner: owner, State: persistence.StateActive, CreatedAt: r.cfg.Clock.Now()}
+	if err := r.cfg.Store.CreateEntry(ctx, e, snapshot); err != nil {
+		if errors.Is(err, persistence.ErrExists) {
+			return nil, ErrBootstrapFailed.with("namespace already exists locally", err)
+		}
+		return nil, storeErr("storing the snapshot", err)
+	}
+	rt, err := newRuntime(r, owner, namespaceID, doc, 0, 0)
+	if err != nil {
+		r.cfg.Store.Release(owner, namespaceID)
+		return nil, err
+	}
+	return r.install(rt)
+}
+
+// Reset (peer) archives the local replica of (owner, namespaceID) and forgets it, so the
+// next open bootstraps again (admin reset, §16 conflicted). It is ErrInUse while the
+// namespace is loaded, ErrNotFound when there is no replica.
+func (r *Registry) Reset(ctx context.Context, owner, namespaceID string) (persistence.ArchiveInfo, error) {
+	return r.archive(ctx, owner, namespaceID, r.cfg.Store.Reset)
+}
+
+// Archive (hub) marks the namespace archived and moves its document into an archive; opening
+// it is then ErrNotFound. ErrInUse while loaded.
+func (r *Registry) Archive(ctx context.Context, owner, namespaceID string) (persistence.ArchiveInfo, error) {
+	return r.archive(ctx, owner, namespaceID, r.cfg.Store.Archive)
+}
+
+func (r *Registry) archive(ctx context.Context, owner, ns string, op func(context.Context, string, string) (persistence.ArchiveInfo, error)) (persistence.ArchiveInfo, error) {
+	if !ValidNamespaceID(ns) {
+		return persistence.ArchiveInfo{}, ErrNotFound.with("", nil)
+	}
+	unlock, err := r.lock(ctx, ns)
+	if err != nil {
+		return persistence.ArchiveInfo{}, err
+	}
+	defer unlock()
+	r.mu.Lock()
+	inUse := r.loaded[ns] != nil
+	r.mu.Unlock()
+	if inUse {
+		return persistence.ArchiveInfo{}, ErrInUse.with("", nil)
+	}
+	if err := r.waitUnloaded(ctx, ns); err != nil {
+		return persistence.ArchiveInfo{}, err
+	}
+	info, err := op(ctx, owner, ns)
+	if errors.Is(err, persistence.ErrArchived) {
+		return info, ErrNotFound.with("", err)
+	}
+	if err != nil {
+		return info, storeErr("archiving", err)
+	}
+	return info, nil
+}
+
+// Entry describes a stored namespace.
+type Entry struct {
+	NamespaceID string
+	Owner       string
+	Archived    bool
+	CreatedAt   time.Time
+	Loaded      bool // a runtime holds it now
+}
+
+// Entries lists the stored namespaces of owner ("" for every owner), by namespace id.
+func (r *Registry) Entries(ctx context.Context, owner string) ([]Entry, error) {
+	list, err := r.cfg.Store.Entries(ctx, owner)
+	if err != nil {
+		return nil, storeErr("listing entries", err)
+	}
+	out := make([]Entry, len(list))
+	r.mu.Lock()
+	for i, e := range list {
+		out[i] = Entry{NamespaceID: e.NamespaceID, Owner: e.Owner, Archived: e.State == persistence.StateArchived, CreatedAt: e.CreatedAt}
+		out[i].Loaded = r.loaded[e.NamespaceID] != nil
+	}
+	r.mu.Unlock()
+	return out, nil
+}
+
+// Loaded returns the number of namespaces loaded now.
+func (r *Registry) Loaded() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.loaded)
+}
+
+// Close shuts the registry down (§21, after the replication layer closed its sessions and
+// released its leases): no more opens; every loaded namespace finishes its admitted slots
+// and unloads (leases still held become unusable: ErrClosed). It waits for every goroutine
+// the registry started; when ctx ends first, it cancels the waits on the store (a last
+// snapshot may then be lost — the appends already queued are not) and still waits for the
+// goroutines, which then exit promptly. It does not close the store. Idempotent: later calls
+// wait for and return the first result.
+func (r *Registry) Close(ctx context.Context) error {
+	r.closeOnce.Do(func() {
+		r.mu.Lock()
+		r.closed = true
+		for ns, rt := range r.loaded {
+			delete(r.loaded, ns)
+			r.unloading[ns] = rt
+			rt.stop()
+		}
+		r.mu.Unlock()
+		done := make(chan struct{})
+		go func() { r.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			r.closeErr = fmt.Errorf("registry: close: %w", ctx.Err())
+			r.cancel()
+			<-done
+		}
+		r.cancel()
+	})
+	return r.closeErr
+}

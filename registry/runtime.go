@@ -1,0 +1,659 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/yjs"
+)
+
+// runtime is one loaded namespace: its live document and the write sequencer that owns it
+// (§1: "all remote applies enter the namespace's single write sequencer"). One goroutine —
+// loop — runs the slots in admission order (FIFO); it alone touches the document. Slots
+// never wait on the network, a session, a lease or the registry; the only waits in the
+// goroutine are at unload, after the last slot.
+type runtime struct {
+	reg   *Registry
+	owner string
+	ns    string
+
+	mu       sync.Mutex // guards stopping and every send on slots
+	stopping bool
+	slots    chan *slot // bounded: Config.MaxQueuedSlots; full → ErrOverloaded
+	stopCh   chan struct{}
+	done     chan struct{} // closed when the goroutine has exited and the store released the namespace
+
+	refs int // leases; guarded by reg.mu
+
+	ident  atomic.Pointer[Identity] // the current identity, readable without a slot
+	failed atomic.Bool              // the document broke (an internal apply failure)
+	dirty  atomic.Bool              // saved < unsaved, for readers outside the goroutine
+
+	subsMu sync.Mutex                       // serialises changes to subs
+	subs   atomic.Pointer[[]*subscription] // fan-out targets in registration order (copy on write)
+	gone   bool                            // unloaded: new subscriptions start closed; guarded by subsMu
+
+	// Owned by the runtime goroutine.
+	doc           *yjs.Doc
+	through       uint64 // the last append sequence number of this namespace
+	appends       int    // appends since load (or since the last snapshot the registry wrote)
+	unsaved       uint64 // generation of changes the store did not accept (backpressure)
+	saved         uint64 // the generation the last snapshot covered; degraded while saved < unsaved
+	failErr       error
+	txUpdate      []byte // set by onUpdate: the update of the last transaction
+	applyOrigin   any    // the origin of the apply in progress
+	hadPending    bool   // the document held pending structs before the apply in progress
+	saverStarted  bool
+	saverKick     chan struct{}
+	saverCancel   context.CancelFunc
+	saverDone     chan struct{}
+	unsubscribeFn func()
+}
+
+// slot is one unit of sequenced work.
+type slot struct {
+	admitted time.Time // stage-clock reading at admission (zero without a stage clock)
+	sess     *Session  // the submitting session, nil for lease and registry work
+	run      func(rt *runtime, s *slot)
+	fail     func(err error) // settles the slot with err when run cannot (closed, panic)
+}
+
+// registryOrigin marks transactions the registry itself makes (meta writes).
+type registryOrigin struct{ what string }
+
+var (
+	originCreate = &registryOrigin{"create"}
+	originBump   = &registryOrigin{"epoch-bump"}
+	originSchema = &registryOrigin{"schema"}
+)
+
+// localOrigin marks updates of the local write API (Lease.WriteLocal).
+type localOrigin struct{}
+
+var originLocal = &localOrigin{}
+
+func newRuntime(reg *Registry, owner, ns string, doc *yjs.Doc, through uint64, appends int) (*runtime, error) {
+	id, err := readIdentity(doc)
+	if err != nil {
+		return nil, ErrInternal.with("namespace document has no valid identity", err)
+	}
+	rt := &runtime{
+		reg:     reg,
+		owner:   owner,
+		ns:      ns,
+		slots:   make(chan *slot, reg.cfg.MaxQueuedSlots),
+		stopCh:  make(chan struct{}),
+		done:    make(chan struct{}),
+		doc:     doc,
+		through: through,
+		appends: appends,
+	}
+	rt.ident.Store(&id)
+	rt.unsubscribeFn = doc.OnUpdate(rt.onUpdate)
+	return rt, nil
+}
+
+// identity returns the current identity.
+func (rt *runtime) identity() Identity { return *rt.ident.Load() }
+
+// submit admits s into the slot queue without blocking.
+func (rt *runtime) submit(s *slot) error {
+	if sc := rt.reg.cfg.StageClock; sc != nil {
+		s.admitted, _ = readClock(sc)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.stopping {
+		return ErrClosed.with("namespace unloaded", nil)
+	}
+	select {
+	case rt.slots <- s:
+		return nil
+	default:
+		return ErrOverloaded.with("", nil)
+	}
+}
+
+// stop makes the goroutine finish the admitted slots and unload. It does not wait.
+func (rt *runtime) stop() {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if !rt.stopping {
+		rt.stopping = true
+		close(rt.stopCh)
+	}
+}
+
+func (rt *runtime) isStopping() bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.stopping
+}
+
+func (rt *runtime) start() {
+	rt.reg.wg.Add(1)
+	go rt.loop()
+}
+
+// loop is the sequencer goroutine.
+func (rt *runtime) loop() {
+	defer rt.reg.wg.Done()
+	defer rt.unload()
+	for {
+		select {
+		case s := <-rt.slots:
+			rt.runSlot(s)
+		case <-rt.stopCh:
+			// No slot is admitted after stopping is set: drain what was admitted.
+			for {
+				select {
+				case s := <-rt.slots:
+					rt.runSlot(s)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// runSlot runs one slot. A panic breaks the document: the namespace then refuses all work.
+func (rt *runtime) runSlot(s *slot) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := ErrInternal.with("sequencer slot panicked", fmt.Errorf("%v", p))
+			rt.breakDoc(err)
+			s.fail(err)
+		}
+	}()
+	s.run(rt, s)
+}
+
+// breakDoc marks the document unusable: every later slot fails, and every session is told.
+func (rt *runtime) breakDoc(err error) {
+	if rt.failErr != nil {
+		return
+	}
+	rt.failErr = err
+	rt.failed.Store(true)
+	rt.reg.logError("namespace document failed; it is reloaded from the store once released", rt.ns, err)
+	for _, sub := range rt.subscribers() {
+		sub.signalFailed()
+	}
+}
+
+// gate is the check at the start of every slot: a broken document refuses everything; a
+// fenced session is refused at the start of any later slot (§11).
+func (rt *runtime) gate(s *slot) error {
+	if rt.failErr != nil {
+		return ErrInternal.with("namespace document failed", rt.failErr)
+	}
+	if s.sess != nil && s.sess.sub.isFenced() {
+		return ErrFenced.with("", nil)
+	}
+	return nil
+}
+
+// onUpdate is the single document observer of the runtime (§10.1): it records the update
+// of each transaction and fans it out to the subscriptions as one immutable slice shared by
+// all. An update is not echoed to the session it came from (§1, §10.1) — except when the
+// document held pending structs before the apply: then the transaction may have integrated
+// earlier structs released by it, which the origin may lack (GUIDE §4), so it gets the whole
+// transaction update too.
+func (rt *runtime) onUpdate(update []byte, origin any) {
+	rt.txUpdate = update
+	if origin == originBump {
+		// The bump's sessions are fenced by the slot right after this transaction; only
+		// watchers see the update.
+		rt.fanOut(update, nil, true)
+		return
+	}
+	var skip *subscription
+	if sess, ok := origin.(*Session); ok && !rt.hadPending {
+		skip = sess.sub
+	}
+	rt.fanOut(update, skip, false)
+}
+
+func (rt *runtime) fanOut(update []byte, skip *subscription, watchersOnly bool) {
+	for _, sub := range rt.subscribers() {
+		if sub == skip || (watchersOnly && sub.session) {
+			continue
+		}
+		sub.push(update)
+	}
+}
+
+// subscribers returns the current fan-out targets (an immutable slice).
+func (rt *runtime) subscribers() []*subscription {
+	if p := rt.subs.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (rt *runtime) addSub(sub *subscription) {
+	rt.subsMu.Lock()
+	defer rt.subsMu.Unlock()
+	if rt.gone {
+		sub.signalClosed()
+		return
+	}
+	old := rt.subscribers()
+	next := make([]*subscription, len(old), len(old)+1)
+	copy(next, old)
+	next = append(next, sub)
+	rt.subs.Store(&next)
+}
+
+func (rt *runtime) removeSub(sub *subscription) {
+	rt.subsMu.Lock()
+	defer rt.subsMu.Unlock()
+	old := rt.subscribers()
+	for i, x := range old {
+		if x == sub {
+			next := make([]*subscription, 0, len(old)-1)
+			next = append(next, old[:i]...)
+			next = append(next, old[i+1:]...)
+			rt.subs.Store(&next)
+			return
+		}
+	}
+}
+
+// degraded reports §20 persistence degradation: the store's last commit failed, or a change
+// of this namespace was refused by the store and is not yet saved by a snapshot.
+func (rt *runtime) degraded() bool {
+	return !rt.reg.cfg.Store.Healthy() || rt.saved < rt.unsaved
+}
+
+// persist is the dirty notification (§1, §20): it hands the change to the store's group
+// committer without waiting for disk. When the store refuses it (backpressure), the change
+// stays only in memory: the namespace is degraded until the saver has written a snapshot.
+func (rt *runtime) persist(update []byte) uint64 {
+	seq, err := rt.reg.cfg.Store.Append(rt.owner, rt.ns, update)
+	if err != nil {
+		rt.unsaved++
+		rt.dirty.Store(true)
+		rt.kickSaver()
+		if !errors.Is(err, persistence.ErrBackpressure) {
+			rt.reg.logError("append refused; the namespace is saved by a snapshot later", rt.ns, err)
+		}
+		return 0
+	}
+	rt.through = seq
+	rt.appends++
+	return seq
+}
+
+// ApplyResult is the outcome of a sequenced apply.
+type ApplyResult struct {
+	// Changed reports that the live document changed (content integrated or deleted).
+	Changed bool
+	// Seq is the store's append sequence number of the change (compare with Lease.Flushed),
+	// or 0 when nothing needed saving or the store refused the append (then the namespace is
+	// degraded until a snapshot saved it).
+	Seq uint64
+	// Stages are the §23.4 slot stage durations; nil unless Config.StageClock is set (and
+	// then nil too if a clock reading panicked).
+	Stages *Stages
+}
+
+// Stages are the §23.4 (issue #238) stage durations of one apply slot, from one clock.
+type Stages struct {
+	QueueWait      time.Duration // admission → slot start
+	ProtectedCheck time.Duration // slot start → live apply start (gates and protected check)
+	LiveApply      time.Duration // the live apply (including fan-out)
+	DirtyNotify    time.Duration // the dirty notification (Store.Append)
+}
+
+// applyKind says who sent an update, which decides the gates of §20.
+type applyKind uint8
+
+const (
+	applyRemote applyKind = iota // from a replication session
+	applyLocal                   // the local write API
+)
+
+// apply runs an update through the gates, the protected check, the live apply and the dirty
+// notification, in this slot (§10.1, §20).
+func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, error) {
+	st := newStageTimer(rt.reg.cfg.StageClock, s.admitted)
+	st.mark() // slot start
+	hub := rt.reg.cfg.Role == RoleHub
+	var origin any = originLocal
+	if kind == applyRemote {
+		origin = s.sess
+		if s.sess.readOnly {
+			return ApplyResult{}, ErrRoleViolation.with("session may not submit updates", nil)
+		}
+	}
+	// §20: a degraded hub refuses peer updates; a degraded peer refuses local writes but
+	// applies hub updates in memory. A hub refuses local writes as well: it cannot save them.
+	if (hub || kind == applyLocal) && rt.degraded() {
+		return ApplyResult{}, ErrDegraded.with("", nil)
+	}
+	// §20, GUIDE §4: peer updates on a hub, and local writes on both sides, must not touch
+	// meta. Updates a peer receives from its hub are trusted.
+	if hub || kind == applyLocal {
+		if err := checkProtected(rt.doc, update); err != nil {
+			return ApplyResult{}, err
+		}
+	}
+	st.mark() // live apply start
+	rt.hadPending = rt.doc.HasPending()
+	rt.txUpdate = nil
+	err := yjs.ApplyUpdate(rt.doc, update, origin)
+	rt.hadPending = false
+	if err != nil {
+		var de *yjs.DecodeError
+		if errors.As(err, &de) {
+			return ApplyResult{}, ErrApplyFailed.with("", err)
+		}
+		e := ErrInternal.with("live apply failed", err)
+		rt.breakDoc(e)
+		return ApplyResult{}, e
+	}
+	changed := rt.txUpdate != nil
+	rt.txUpdate = nil
+	if changed && !hub {
+		rt.refreshIdentity()
+	}
+	st.mark() // dirty notification start
+	var seq uint64
+	if changed || rt.doc.HasPending() {
+		// The update as received: it also carries structs left pending, so a restart
+		// restores them.
+		seq = rt.persist(update)
+	}
+	st.mark()
+	return ApplyResult{Changed: changed, Seq: seq, Stages: st.stages()}, nil
+}
+
+// refreshIdentity re-reads meta after a trusted update may have changed it (a peer).
+func (rt *runtime) refreshIdentity() {
+	id, err := readIdentity(rt.doc)
+	if err != nil {
+		rt.reg.logError("hub update left meta without a valid identity; keeping the previous one", rt.ns, err)
+		return
+	}
+	if id != rt.identity() {
+		rt.ident.Store(&id)
+	}
+}
+
+// writeMeta makes a registry transaction on meta and saves its update.
+func (rt *runtime) writeMeta(origin any, kv ...any) (uint64, error) {
+	rt.txUpdate = nil
+	if err := writeMeta(rt.doc, origin, kv...); err != nil {
+		e := ErrInternal.with("meta write failed", err)
+		rt.breakDoc(e)
+		return 0, e
+	}
+	update := rt.txUpdate
+	rt.txUpdate = nil
+	if update == nil {
+		return 0, nil
+	}
+	return rt.persist(update), nil
+}
+
+// bumpEpoch is the §11 epoch bump: one slot, after every update admitted before it; the new
+// epoch is written, then every session of the old epoch is fenced before any later slot.
+func (rt *runtime) bumpEpoch() (Identity, error) {
+	if rt.reg.cfg.Role != RoleHub {
+		return Identity{}, ErrRoleViolation.with("only the hub bumps the epoch", nil)
+	}
+	if rt.degraded() {
+		return Identity{}, ErrDegraded.with("", nil)
+	}
+	old := rt.identity()
+	next := Identity{ReplicationID: old.ReplicationID, Epoch: old.Epoch + 1}
+	if !next.Valid() {
+		return Identity{}, ErrInternal.with("epoch overflow", nil)
+	}
+	if _, err := rt.writeMeta(originBump, MetaEpoch, float64(next.Epoch)); err != nil {
+		return Identity{}, err
+	}
+	rt.ident.Store(&next)
+	for _, sub := range rt.subscribers() {
+		if sub.session && sub.epoch < next.Epoch {
+			sub.fence(next)
+		}
+	}
+	return next, nil
+}
+
+// replaceSchema writes meta.schema (hub).
+func (rt *runtime) replaceSchema(updatedAt string, definition any) error {
+	if rt.reg.cfg.Role != RoleHub {
+		return ErrRoleViolation.with("only the hub replaces the schema", nil)
+	}
+	if rt.degraded() {
+		return ErrDegraded.with("", nil)
+	}
+	value := map[string]any{"updatedAt": updatedAt, "definition": definition}
+	_, err := rt.writeMeta(originSchema, MetaSchema, value)
+	return err
+}
+
+// encodeState returns the document as an update for a remote state vector (nil: all).
+func (rt *runtime) encodeState(sv []byte) ([]byte, error) {
+	b, err := yjs.EncodeStateAsUpdate(rt.doc, sv)
+	if err != nil {
+		var de *yjs.DecodeError
+		if errors.As(err, &de) {
+			return nil, ErrApplyFailed.with("malformed state vector", err)
+		}
+		return nil, ErrInternal.with("encode state", err)
+	}
+	return b, nil
+}
+
+// ---- unloading and the saver ----
+
+// unload runs when the goroutine has finished every slot: it writes a fresh snapshot when
+// changes are unsaved or the log grew long, detaches the sessions and releases the
+// namespace in the store. Only here does the goroutine wait on disk.
+func (rt *runtime) unload() {
+	rt.stopSaver()
+	if rt.failErr == nil && (rt.saved < rt.unsaved || rt.reg.snapshotOnUnload(rt.appends)) {
+		if err := rt.writeSnapshot(rt.reg.life); err != nil {
+			rt.reg.logError("snapshot at unload failed", rt.ns, err)
+		}
+	}
+	rt.unsubscribeFn()
+	rt.subsMu.Lock()
+	subs := rt.subscribers()
+	rt.subs.Store(nil)
+	rt.gone = true
+	rt.subsMu.Unlock()
+	for _, sub := range subs {
+		sub.signalClosed()
+	}
+	rt.reg.cfg.Store.Release(rt.owner, rt.ns)
+	rt.reg.unloaded(rt)
+	close(rt.done)
+}
+
+// writeSnapshot encodes the document and stores it as the snapshot through the last append
+// (runtime goroutine only).
+func (rt *runtime) writeSnapshot(ctx context.Context) error {
+	snap, err := yjs.EncodeStateAsUpdate(rt.doc, nil)
+	if err != nil {
+		return err
+	}
+	gen := rt.unsaved
+	if err := rt.reg.cfg.Store.ReplaceSnapshot(ctx, rt.owner, rt.ns, snap, rt.through); err != nil {
+		return err
+	}
+	rt.markSaved(gen)
+	return nil
+}
+
+// markSaved records that a snapshot saved every change up to generation gen.
+func (rt *runtime) markSaved(gen uint64) {
+	rt.saved = max(rt.saved, gen)
+	rt.appends = 0
+	rt.dirty.Store(rt.saved < rt.unsaved)
+}
+
+// unsavedFlag reports (from any goroutine) that changes wait for a snapshot.
+func (rt *runtime) unsavedFlag() bool { return rt.dirty.Load() }
+
+// kickSaver asks the saver goroutine to write a snapshot (starting it on first use).
+func (rt *runtime) kickSaver() {
+	if !rt.saverStarted {
+		rt.saverStarted = true
+		ctx, cancel := context.WithCancel(rt.reg.life)
+		rt.saverKick = make(chan struct{}, 1)
+		rt.saverCancel = cancel
+		rt.saverDone = make(chan struct{})
+		go rt.saveLoop(ctx)
+	}
+	select {
+	case rt.saverKick <- struct{}{}:
+	default:
+	}
+}
+
+func (rt *runtime) stopSaver() {
+	if rt.saverStarted {
+		rt.saverCancel()
+		<-rt.saverDone
+	}
+}
+
+// saveLoop keeps trying to save a namespace whose changes the store refused (§20: a peer
+// "keeps trying to save"): it takes a consistent snapshot in a slot, writes it outside the
+// sequencer, and retries with backoff on the registry clock until it succeeds or the runtime
+// unloads (which then makes a last attempt itself).
+func (rt *runtime) saveLoop(ctx context.Context) {
+	defer close(rt.saverDone)
+	cfg := rt.reg.cfg
+	backoff := cfg.SaveRetryMin
+	for {
+		select {
+		case <-rt.saverKick:
+		case <-ctx.Done():
+			return
+		}
+		for {
+			type snap struct {
+				data    []byte
+				through uint64
+				gen     uint64
+			}
+			res := make(chan snap, 1)
+			s := &slot{
+				run: func(rt *runtime, _ *slot) {
+					if rt.failErr != nil || rt.saved >= rt.unsaved {
+						res <- snap{}
+						return
+					}
+					b, err := yjs.EncodeStateAsUpdate(rt.doc, nil)
+					if err != nil {
+						res <- snap{}
+						return
+					}
+					res <- snap{b, rt.through, rt.unsaved}
+				},
+				fail: func(error) { res <- snap{} },
+			}
+			if rt.submit(s) != nil {
+				return
+			}
+			var sn snap
+			select {
+			case sn = <-res:
+			case <-ctx.Done():
+				return
+			}
+			if sn.gen == 0 {
+				break
+			}
+			err := cfg.Store.ReplaceSnapshot(ctx, rt.owner, rt.ns, sn.data, sn.through)
+			if err == nil {
+				backoff = cfg.SaveRetryMin
+				done := &slot{
+					run:  func(rt *runtime, _ *slot) { rt.markSaved(sn.gen) },
+					fail: func(error) {},
+				}
+				if rt.submit(done) != nil {
+					return
+				}
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			rt.reg.logError("saving a snapshot failed; retrying", rt.ns, err)
+			fired := make(chan struct{})
+			t := cfg.Clock.AfterFunc(backoff, func() { close(fired) })
+			select {
+			case <-fired:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			backoff = min(2*backoff, cfg.SaveRetryMax)
+		}
+	}
+}
+
+// ---- stage timings ----
+
+// stageTimer reads the stage clock at the §23.4 stage boundaries; without a clock it reads
+// nothing.
+type stageTimer struct {
+	c     interface{ Now() time.Time }
+	marks [5]time.Time
+	n     int
+	bad   bool
+}
+
+func newStageTimer(c interface{ Now() time.Time }, admitted time.Time) *stageTimer {
+	if c == nil {
+		return nil
+	}
+	st := &stageTimer{c: c}
+	st.marks[0] = admitted
+	st.n = 1
+	st.bad = admitted.IsZero()
+	return st
+}
+
+func (st *stageTimer) mark() {
+	if st == nil || st.n >= len(st.marks) {
+		return
+	}
+	t, ok := readClock(st.c)
+	if !ok {
+		st.bad = true
+	}
+	st.marks[st.n] = t
+	st.n++
+}
+
+func (st *stageTimer) stages() *Stages {
+	if st == nil || st.bad || st.n != len(st.marks) {
+		return nil
+	}
+	d := func(i int) time.Duration { return max(0, st.marks[i+1].Sub(st.marks[i])) }
+	return &Stages{QueueWait: d(0), ProtectedCheck: d(1), LiveApply: d(2), DirtyNotify: d(3)}
+}
+
+// readClock reads c; a panicking clock counts as absent (§23.4 clock-throw folding).
+func readClock(c interface{ Now() time.Time }) (t time.Time, ok bool) {
+	defer func() {
+		if recover() != nil {
+			t, ok = time.Time{}, false
+		}
+	}()
+	return c.Now(), true
+}

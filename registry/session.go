@@ -1,0 +1,417 @@
+package registry
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// Default bounds of a subscription queue (GUIDE §6: maxQueuedUpdateBytes,
+// maxQueuedUpdateCount) and of a session's admitted operations.
+const (
+	DefaultMaxQueuedUpdateBytes = 4 << 20
+	DefaultMaxQueuedUpdateCount = 1024
+	DefaultMaxInFlight          = 64
+)
+
+// subscription is the bounded queue of applied updates the runtime fans out to one session
+// or watcher (§10.1, §17). Items are the immutable update slices of the document observer,
+// shared by every subscription. Overflow policy (§17, cause `session-fanout-overflow` of
+// §23.1): drop every queued update, signal needs-resync, and queue nothing more until the
+// next Diff of the session re-arms it (that diff contains everything dropped).
+type subscription struct {
+	session  bool   // a replication session (fenced by epoch bumps), not a watcher
+	epoch    uint64 // the epoch a session is bound to
+	maxBytes int
+	maxCount int
+	wake     chan struct{} // cap 1, never blocks the runtime
+	notify   func()        // optional extra wake-up; must not block
+
+	mu         sync.Mutex
+	items      [][]byte
+	bytes      int
+	overflowed bool // dropping until re-armed
+	resync     bool // needs-resync not yet reported by Poll
+	fenced     *Identity
+	failed     bool
+	closed     bool // the runtime unloaded, or the owner closed it
+
+	fencedFlag atomic.Bool
+}
+
+func newSubscription(session bool, epoch uint64, maxBytes, maxCount int, notify func()) *subscription {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxQueuedUpdateBytes
+	}
+	if maxCount <= 0 {
+		maxCount = DefaultMaxQueuedUpdateCount
+	}
+	return &subscription{
+		session:  session,
+		epoch:    epoch,
+		maxBytes: maxBytes,
+		maxCount: maxCount,
+		wake:     make(chan struct{}, 1),
+		notify:   notify,
+	}
+}
+
+// push queues one update (runtime goroutine).
+func (s *subscription) push(update []byte) {
+	s.mu.Lock()
+	if s.closed || s.overflowed || s.fenced != nil || s.failed {
+		s.mu.Unlock()
+		return
+	}
+	if len(s.items)+1 > s.maxCount || s.bytes+len(update) > s.maxBytes {
+		clear(s.items)
+		s.items, s.bytes = nil, 0
+		s.overflowed, s.resync = true, true
+	} else {
+		s.items = append(s.items, update)
+		s.bytes += len(update)
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// rearm resumes queueing after an overflow (runtime goroutine, inside the Diff slot whose
+// diff covers everything dropped).
+func (s *subscription) rearm() {
+	s.mu.Lock()
+	s.overflowed = false
+	s.mu.Unlock()
+}
+
+func (s *subscription) fence(id Identity) {
+	s.mu.Lock()
+	if s.fenced == nil {
+		s.fenced = &id
+		clear(s.items)
+		s.items, s.bytes = nil, 0
+	}
+	s.mu.Unlock()
+	s.fencedFlag.Store(true)
+	s.signal()
+}
+
+func (s *subscription) isFenced() bool { return s.fencedFlag.Load() }
+
+func (s *subscription) signalFailed() {
+	s.mu.Lock()
+	s.failed = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *subscription) signalClosed() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *subscription) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	if s.notify != nil {
+		s.notify()
+	}
+}
+
+// Poll is what a subscription has for its consumer.
+type Poll struct {
+	// Updates are the applied updates queued since the last Poll, in sequencer order. The
+	// slices are shared and must not be modified.
+	Updates [][]byte
+	// NeedsResync reports that updates were dropped because the queue overflowed (§17): the
+	// consumer must start a state-vector round; the session's next Diff re-arms the queue.
+	// It is reported once.
+	NeedsResync bool
+	// Fenced is set once an epoch bump fenced the session (§11): the new identity. The
+	// session answers every later operation with ErrFenced.
+	Fenced *Identity
+	// Failed reports that the namespace document broke (INTERNAL_ERROR); close the session
+	// and release the lease, the next open reloads it from the store.
+	Failed bool
+	// Closed reports that the namespace was unloaded (registry shutdown) or the session was
+	// closed.
+	Closed bool
+}
+
+func (s *subscription) poll() Poll {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := Poll{Updates: s.items, NeedsResync: s.resync, Fenced: s.fenced, Failed: s.failed, Closed: s.closed}
+	s.items, s.bytes, s.resync = nil, 0, false
+	return p
+}
+
+// SessionOptions configure a replication session.
+type SessionOptions struct {
+	// Peer names the remote instance (status and logs only).
+	Peer string
+	// Expect, when set, is the identity the remote declared (§7 reconcile): the session
+	// opens only if the namespace has exactly this identity, else ErrIDMismatch or
+	// ErrEpochMismatch. Checked in the same slot that opens the session.
+	Expect *Identity
+	// Snapshot asks for a bootstrap snapshot (§8.1): the whole document encoded in the slot
+	// that opens the session, so the update stream starts exactly after it.
+	Snapshot bool
+	// StateVector asks for the document's state vector, encoded in the opening slot.
+	StateVector bool
+	// ReadOnly sessions may not submit updates (ErrRoleViolation): a peer granted read only
+	// (§19).
+	ReadOnly bool
+	// MaxQueuedUpdateBytes and MaxQueuedUpdateCount bound the update queue (protocol config
+	// maxQueuedUpdateBytes and maxQueuedUpdateCount; zero means the defaults).
+	MaxQueuedUpdateBytes int
+	MaxQueuedUpdateCount int
+	// MaxInFlight bounds the operations admitted and not yet settled (zero: the default,
+	// 64). The namespace layer admits at most maxInFlightUpdates updates, plus its sync
+	// requests.
+	MaxInFlight int
+	// Notify, when set, is called on the sequencer goroutine whenever Poll has something new
+	// (in addition to the Wake channel). It must not block: post to an inbox and return.
+	Notify func()
+}
+
+// SessionStart is what the opening slot produced.
+type SessionStart struct {
+	Identity    Identity // the identity the session is bound to
+	Snapshot    []byte   // with SessionOptions.Snapshot: Y.encodeStateAsUpdate(doc)
+	StateVector []byte   // with SessionOptions.StateVector
+}
+
+// Session is a replication session (§1 ReplicationSession): a trusted duplex channel of raw
+// Yjs bytes opened from a Lease. It never exposes the live document. Operations are
+// sequencer slots; each comes in a blocking form (waits for its result, or ctx) and an
+// asynchronous form whose callback runs on the sequencer goroutine and must not block (post
+// the result to your own inbox). The sequencer never waits on a session.
+//
+// Updates the session applies carry the session as their origin: they are not echoed back
+// to it (§10.1), except as GUIDE §4 requires (see Poll). The fan-out of other updates is
+// read with Wake and Poll.
+type Session struct {
+	lease    *Lease
+	rt       *runtime
+	sub      *subscription
+	peer     string
+	readOnly bool
+	identity Identity
+
+	maxInFlight int
+	mu          sync.Mutex
+	inFlight    int
+	closed      bool
+	settled     chan struct{}
+}
+
+// Identity returns the identity the session was opened with.
+func (s *Session) Identity() Identity { return s.identity }
+
+// Peer returns SessionOptions.Peer.
+func (s *Session) Peer() string { return s.peer }
+
+// Wake is signalled (capacity 1, never blocking the sequencer) when Poll has something new.
+func (s *Session) Wake() <-chan struct{} { return s.sub.wake }
+
+// Poll takes what the fan-out queued for the session.
+func (s *Session) Poll() Poll { return s.sub.poll() }
+
+// admit counts an operation against MaxInFlight.
+func (s *Session) admit() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return ErrClosed.with("session closed", nil)
+	case s.inFlight >= s.maxInFlight:
+		return ErrOverloaded.with("too many operations in flight on the session", nil)
+	}
+	s.inFlight++
+	return nil
+}
+
+func (s *Session) settle() {
+	s.mu.Lock()
+	s.inFlight--
+	done := s.closed && s.inFlight == 0
+	s.mu.Unlock()
+	if done {
+		s.closeSettled()
+	}
+}
+
+func (s *Session) closeSettled() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.settled:
+	default:
+		close(s.settled)
+	}
+}
+
+// Close stops the session at once: no new operation is admitted and the fan-out stops.
+// Operations already admitted still run and settle (§12: "already admitted applies complete
+// unconditionally"); Settled tells when. Close never waits and is idempotent.
+func (s *Session) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	done := s.inFlight == 0
+	s.mu.Unlock()
+	s.rt.removeSub(s.sub)
+	s.sub.signalClosed()
+	s.lease.forgetSession(s)
+	if done {
+		s.closeSettled()
+	}
+}
+
+// Settled is closed once the session is closed and every operation it admitted has settled.
+func (s *Session) Settled() <-chan struct{} { return s.settled }
+
+// ApplyAsync submits a remote update (§10.1 UPDATE, §9.2 SYNC_STEP2 diff): in one slot, the
+// gates (fenced session, role, degraded hub), the protected check on a hub, the live apply
+// with this session as origin, and the dirty notification. done is called once, on the
+// sequencer goroutine; when ApplyAsync returns an error (closed, overloaded) it is never
+// called. update must not be modified until done is called.
+func (s *Session) ApplyAsync(update []byte, done func(ApplyResult, error)) error {
+	return sessionOp(s, func(rt *runtime, sl *slot) (ApplyResult, error) {
+		return rt.apply(sl, update, applyRemote)
+	}, done)
+}
+
+// Apply is ApplyAsync waiting for the result. If ctx ends first the apply still happens.
+func (s *Session) Apply(ctx context.Context, update []byte) (ApplyResult, error) {
+	return wait(ctx, func(done func(ApplyResult, error)) error { return s.ApplyAsync(update, done) })
+}
+
+// DiffAsync encodes what a remote with state vector sv lacks (§9.2 SYNC_STEP2), in a slot;
+// an empty sv gives the whole document. The same slot re-arms the update queue after an
+// overflow: the diff covers every update queued or dropped before it.
+func (s *Session) DiffAsync(sv []byte, done func([]byte, error)) error {
+	return sessionOp(s, func(rt *runtime, _ *slot) ([]byte, error) {
+		b, err := rt.encodeState(sv)
+		if err == nil {
+			s.sub.rearm()
+		}
+		return b, err
+	}, done)
+}
+
+// Diff is DiffAsync waiting for the result.
+func (s *Session) Diff(ctx context.Context, sv []byte) ([]byte, error) {
+	return wait(ctx, func(done func([]byte, error)) error { return s.DiffAsync(sv, done) })
+}
+
+// StateVectorAsync encodes the document's state vector (§9.1 SYNC_STEP1) in a slot.
+func (s *Session) StateVectorAsync(done func([]byte, error)) error {
+	return sessionOp(s, func(rt *runtime, _ *slot) ([]byte, error) {
+		return rt.doc.EncodeStateVector(), nil
+	}, done)
+}
+
+// StateVector is StateVectorAsync waiting for the result.
+func (s *Session) StateVector(ctx context.Context) ([]byte, error) {
+	return wait(ctx, func(done func([]byte, error)) error { return s.StateVectorAsync(done) })
+}
+
+// sessionOp admits fn as a slot of the session's runtime.
+func sessionOp[T any](s *Session, fn func(rt *runtime, sl *slot) (T, error), done func(T, error)) error {
+	if err := s.admit(); err != nil {
+		return err
+	}
+	err := enqueue(s.rt, s, fn, func(v T, err error) {
+		defer s.settle()
+		done(v, err)
+	})
+	if err != nil {
+		s.settle()
+	}
+	return err
+}
+
+// enqueue submits fn as a slot; done is called exactly once with its result. The slot
+// starts with the gate (broken document, fenced session).
+func enqueue[T any](rt *runtime, sess *Session, fn func(rt *runtime, sl *slot) (T, error), done func(T, error)) error {
+	var settled atomic.Bool
+	finish := func(v T, err error) {
+		if settled.Swap(true) {
+			return
+		}
+		callSafely(func() { done(v, err) })
+	}
+	s := &slot{sess: sess}
+	s.run = func(rt *runtime, sl *slot) {
+		var v T
+		err := rt.gate(sl)
+		if err == nil {
+			v, err = fn(rt, sl)
+		}
+		finish(v, err)
+	}
+	s.fail = func(err error) {
+		var zero T
+		finish(zero, err)
+	}
+	return rt.submit(s)
+}
+
+// callSafely runs a caller's callback; a panic in it is recovered and ignored so it cannot
+// break the sequencer (the observer discipline of GUIDE §3).
+func callSafely(f func()) {
+	defer func() { _ = recover() }()
+	f()
+}
+
+// wait runs an asynchronous operation and waits for its result or ctx.
+func wait[T any](ctx context.Context, start func(done func(T, error)) error) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1) // the sequencer's send never blocks
+	if err := start(func(v T, err error) { ch <- result{v, err} }); err != nil {
+		var zero T
+		return zero, err
+	}
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// Watch is a read-only subscription to every update applied to a namespace (the admin
+// events stream, GUIDE §8): registry meta writes included, never fenced.
+type Watch struct {
+	lease *Lease
+	sub   *subscription
+	once  sync.Once
+}
+
+// Wake is signalled when Poll has something new.
+func (w *Watch) Wake() <-chan struct{} { return w.sub.wake }
+
+// Poll takes the queued updates. After NeedsResync the watch has missed updates and queues
+// nothing more: close it and start again from the document's state.
+func (w *Watch) Poll() Poll { return w.sub.poll() }
+
+// Close ends the watch. Idempotent.
+func (w *Watch) Close() {
+	w.once.Do(func() {
+		w.lease.rt.removeSub(w.sub)
+		w.sub.signalClosed()
+		w.lease.forgetWatch(w)
+	})
+}

@@ -34,7 +34,7 @@ type runtime struct {
 	failed atomic.Bool              // the document broke (an internal apply failure)
 	dirty  atomic.Bool              // saved < unsaved, for readers outside the goroutine
 
-	subsMu sync.Mutex                       // serialises changes to subs
+	subsMu sync.Mutex                      // serialises changes to subs
 	subs   atomic.Pointer[[]*subscription] // fan-out targets in registration order (copy on write)
 	gone   bool                            // unloaded: new subscriptions start closed; guarded by subsMu
 

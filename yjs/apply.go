@@ -37,7 +37,7 @@ type delBlock struct {
 func decodeUpdate(b []byte) (*decodedUpdate, error) {
 	d := lib0.NewDecoder(b)
 	u := &decodedUpdate{clients: make(map[uint64]*refList)}
-	r := newStructReader(d, true)
+	r := newStructReader(d, true) // strings are copied by refFromRaw
 	var s rawStruct
 	for r.nextBlock() {
 		l := &refList{refs: make([]*structRef, 0, r.structsLeft)}
@@ -66,7 +66,13 @@ func decodeUpdate(b []byte) (*decodedUpdate, error) {
 }
 
 func refFromRaw(s *rawStruct) *structRef {
-	it := &Item{id: s.id, length: s.length}
+	var it *Item
+	if cs, ok := s.content.(*contentString); ok {
+		it, s.content = stringItemFrom(cs.b)
+	} else {
+		it = &Item{}
+	}
+	it.id, it.length = s.id, s.length
 	ref := &structRef{it: it}
 	switch s.kind {
 	case structGC:
@@ -159,9 +165,9 @@ func (d *Doc) applyDecoded(tx *Transaction, u *decodedUpdate) {
 	}
 	dsRest := d.applyDeleteBlocks(tx, u.dels)
 	if pend := d.pendingDels; pend != nil {
-		blocks := make([]delBlock, 0, len(pend.clients))
-		for _, c := range sortedDesc(pend.clients) {
-			blocks = append(blocks, delBlock{client: c, ranges: pend.clients[c]})
+		blocks := make([]delBlock, 0, len(pend.entries))
+		for _, en := range pend.byClientDesc() {
+			blocks = append(blocks, delBlock{client: en.client, ranges: en.ranges})
 		}
 		dsRest2 := d.applyDeleteBlocks(tx, blocks)
 		switch {
@@ -359,8 +365,7 @@ func (d *Doc) applyDeleteBlocks(tx *Transaction, blocks []delBlock) *deleteSet {
 	var unapplied *deleteSet
 	addUnapplied := func(client, clock, length uint64) {
 		if unapplied == nil {
-			ds := newDeleteSet()
-			unapplied = &ds
+			unapplied = &deleteSet{}
 		}
 		unapplied.add(client, clock, length)
 	}

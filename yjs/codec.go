@@ -221,10 +221,8 @@ func readContent(d *lib0.Decoder, ref uint8, copyContent bool) content {
 		}
 		return &contentBinary{b: b}
 	case refString:
+		// aliases the input: callers that keep it copy it (refFromRaw)
 		b := d.ReadVarStringBytes()
-		if copyContent {
-			return contentStringFromBytes(b)
-		}
 		return &contentString{b: b[:len(b):len(b)], u16: utf16LenBytes(b)}
 	case refEmbed:
 		return &contentEmbed{v: readJSONValue(d)}

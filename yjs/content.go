@@ -121,14 +121,21 @@ func (c *contentString) countable() bool { return true }
 func (c *contentString) ascii() bool     { return uint64(len(c.b)) == c.u16 }
 
 func (c *contentString) splice(offset uint64) content {
+	right := &contentString{}
+	c.spliceInto(right, offset)
+	return right
+}
+
+// spliceInto is splice with the right part written to right.
+func (c *contentString) spliceInto(right *contentString, offset uint64) {
 	if c.ascii() {
-		right := &contentString{b: c.b[offset:], u16: c.u16 - offset}
+		*right = contentString{b: c.b[offset:], u16: c.u16 - offset}
 		c.b = c.b[:offset:offset]
 		c.u16 = offset
-		return right
+		return
 	}
 	at, inPair := utf16Offset(c.b, offset)
-	right := &contentString{u16: c.u16 - offset}
+	*right = contentString{u16: c.u16 - offset}
 	if inPair {
 		// The split falls between the two halves of a surrogate pair: each side keeps one
 		// unit, replaced by U+FFFD.
@@ -142,7 +149,6 @@ func (c *contentString) splice(offset uint64) content {
 		c.b = c.b[:at:at]
 	}
 	c.u16 = offset
-	return right
 }
 
 func (c *contentString) merge(right content) bool {

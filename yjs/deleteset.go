@@ -10,34 +10,85 @@ import (
 // delRange is a range of deleted clocks of one client.
 type delRange struct{ clock, len uint64 }
 
-// deleteSet lists deleted ranges per client. After normalize, each client's ranges are
-// sorted by clock and neither overlap nor touch.
+// deleteSet lists deleted ranges per client, clients in the order they were first added
+// (JS Map order). After normalize, each client's ranges are sorted by clock and neither
+// overlap nor touch.
 type deleteSet struct {
-	clients map[uint64][]delRange
-	order   []uint64 // clients in the order they were first added (JS Map order)
+	entries []dsEntry
+	index   map[uint64]int // client → entry, built once there are many clients
 }
 
-func newDeleteSet() deleteSet { return deleteSet{clients: make(map[uint64][]delRange)} }
+type dsEntry struct {
+	client uint64
+	ranges []delRange
+}
+
+const dsIndexMin = 8 // clients before the set keeps an index
+
+func (ds *deleteSet) find(client uint64) int {
+	if ds.index != nil {
+		if i, ok := ds.index[client]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range ds.entries {
+		if ds.entries[i].client == client {
+			return i
+		}
+	}
+	return -1
+}
+
+// entry returns the entry of client, adding it (and reusing an earlier backing array).
+func (ds *deleteSet) entry(client uint64) *dsEntry {
+	if i := ds.find(client); i >= 0 {
+		return &ds.entries[i]
+	}
+	n := len(ds.entries)
+	if n < cap(ds.entries) {
+		ds.entries = ds.entries[:n+1]
+		ds.entries[n].client = client
+		ds.entries[n].ranges = ds.entries[n].ranges[:0]
+	} else {
+		ds.entries = append(ds.entries, dsEntry{client: client})
+	}
+	if ds.index != nil {
+		ds.index[client] = n
+	} else if n+1 > dsIndexMin {
+		ds.index = make(map[uint64]int, 2*(n+1))
+		for i, e := range ds.entries {
+			ds.index[e.client] = i
+		}
+	}
+	return &ds.entries[n]
+}
 
 func (ds *deleteSet) add(client, clock, length uint64) {
-	rs, ok := ds.clients[client]
-	if !ok {
-		ds.order = append(ds.order, client)
+	e := ds.entry(client)
+	e.ranges = append(e.ranges, delRange{clock, length})
+}
+
+// ranges returns the ranges of client.
+func (ds *deleteSet) ranges(client uint64) []delRange {
+	if i := ds.find(client); i >= 0 {
+		return ds.entries[i].ranges
 	}
-	ds.clients[client] = append(rs, delRange{clock, length})
+	return nil
 }
 
+// clear empties the set, keeping its memory for reuse.
 func (ds *deleteSet) clear() {
-	clear(ds.clients)
-	ds.order = ds.order[:0]
+	ds.entries = ds.entries[:0]
+	ds.index = nil
 }
 
-func (ds *deleteSet) empty() bool { return len(ds.clients) == 0 }
+func (ds *deleteSet) empty() bool { return len(ds.entries) == 0 }
 
 // normalize sorts each client's ranges and merges overlapping or adjacent ones.
 func (ds *deleteSet) normalize() {
-	for c, rs := range ds.clients {
-		ds.clients[c] = normalizeRanges(rs)
+	for i := range ds.entries {
+		ds.entries[i].ranges = normalizeRanges(ds.entries[i].ranges)
 	}
 }
 
@@ -74,7 +125,7 @@ func cmpRange(a, b delRange) int {
 
 // contains reports whether id is in the (normalized) set.
 func (ds *deleteSet) contains(id ID) bool {
-	rs := ds.clients[id.Client]
+	rs := ds.ranges(id.Client)
 	i, _ := slices.BinarySearchFunc(rs, id.Clock, func(r delRange, c uint64) int {
 		switch {
 		case r.clock+r.len <= c:
@@ -87,29 +138,49 @@ func (ds *deleteSet) contains(id ID) bool {
 	return i < len(rs) && rs[i].clock <= id.Clock && id.Clock < rs[i].clock+rs[i].len
 }
 
+// byClientDesc returns the entries ordered by client, highest first.
+func (ds *deleteSet) byClientDesc() []*dsEntry {
+	out := make([]*dsEntry, len(ds.entries))
+	for i := range ds.entries {
+		out[i] = &ds.entries[i]
+	}
+	slices.SortFunc(out, func(a, b *dsEntry) int {
+		switch {
+		case a.client > b.client:
+			return -1
+		case a.client < b.client:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
 // write encodes the set: clients with the higher ids first, ranges in their order.
 func (ds *deleteSet) write(e *lib0.Encoder) {
-	clients := make([]uint64, 0, len(ds.clients))
-	for c := range ds.clients {
-		clients = append(clients, c)
+	e.WriteVarUint(uint64(len(ds.entries)))
+	if len(ds.entries) == 1 {
+		writeDsEntry(e, &ds.entries[0])
+		return
 	}
-	slices.Sort(clients)
-	e.WriteVarUint(uint64(len(clients)))
-	for i := len(clients) - 1; i >= 0; i-- {
-		rs := ds.clients[clients[i]]
-		e.WriteVarUint(clients[i])
-		e.WriteVarUint(uint64(len(rs)))
-		for _, r := range rs {
-			e.WriteVarUint(r.clock)
-			e.WriteVarUint(r.len)
-		}
+	for _, en := range ds.byClientDesc() {
+		writeDsEntry(e, en)
+	}
+}
+
+func writeDsEntry(e *lib0.Encoder, en *dsEntry) {
+	e.WriteVarUint(en.client)
+	e.WriteVarUint(uint64(len(en.ranges)))
+	for _, r := range en.ranges {
+		e.WriteVarUint(r.clock)
+		e.WriteVarUint(r.len)
 	}
 }
 
 // readDeleteSet reads a delete set (clients with no ranges are dropped, ranges kept in
 // order, a repeated client's ranges appended), validating every range.
 func readDeleteSet(d *lib0.Decoder) deleteSet {
-	ds := newDeleteSet()
+	var ds deleteSet
 	n := d.ReadCount(math.MaxInt32, 2)
 	for i := 0; i < n && d.Err() == nil; i++ {
 		client := d.ReadVarUint()
@@ -140,13 +211,11 @@ func readDelRange(d *lib0.Decoder) (clock, length uint64) {
 
 // mergeDeleteSets unions sets into one normalized set.
 func mergeDeleteSets(sets []deleteSet) deleteSet {
-	out := newDeleteSet()
+	var out deleteSet
 	for _, s := range sets {
-		for _, c := range s.order {
-			if _, ok := out.clients[c]; !ok {
-				out.order = append(out.order, c)
-			}
-			out.clients[c] = append(out.clients[c], s.clients[c]...)
+		for _, en := range s.entries {
+			e := out.entry(en.client)
+			e.ranges = append(e.ranges, en.ranges...)
 		}
 	}
 	out.normalize()
@@ -156,7 +225,7 @@ func mergeDeleteSets(sets []deleteSet) deleteSet {
 // deleteSetFromStore collects the deleted ranges of the store (consecutive deleted structs
 // form one range).
 func deleteSetFromStore(s *structStore) deleteSet {
-	ds := newDeleteSet()
+	var ds deleteSet
 	for c, l := range s.clients {
 		var rs []delRange
 		open := false
@@ -174,8 +243,7 @@ func deleteSetFromStore(s *structStore) deleteSet {
 			return true
 		})
 		if len(rs) > 0 {
-			ds.clients[c] = rs
-			ds.order = append(ds.order, c)
+			ds.entry(c).ranges = rs
 		}
 	}
 	return ds

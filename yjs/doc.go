@@ -34,7 +34,9 @@ type Doc struct {
 	autoLoad   bool
 	meta       any // nil when unset
 
-	yata yataScratch
+	yata          yataScratch
+	scratch       lib0.Encoder // reused for transaction updates
+	startsScratch []clientClock
 }
 
 // pendingStructs is an update of structs whose dependencies are missing, with the lowest

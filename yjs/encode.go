@@ -21,7 +21,7 @@ func EncodeStateAsUpdate(doc *Doc, sv []byte) ([]byte, error) {
 		return nil, err
 	}
 	e := lib0.NewEncoder(256)
-	doc.writeStructsFrom(e, target, false)
+	doc.writeStructsFrom(e, doc.startsFor(target))
 	ds := deleteSetFromStore(&doc.store)
 	ds.write(e)
 	updates := [][]byte{e.Bytes()}
@@ -44,25 +44,30 @@ func EncodeStateAsUpdate(doc *Doc, sv []byte) ([]byte, error) {
 	return updates[0], nil
 }
 
-// writeStructsFrom writes, for every client whose state exceeds its clock in sv, its
-// structs from that clock (clients missing from sv from 0, unless onlyListed), the highest
-// client ids first (JS writeClientsStructs).
-func (d *Doc) writeStructsFrom(e *lib0.Encoder, sv StateVector, onlyListed bool) {
-	type start struct{ client, clock uint64 }
-	var starts []start
+// startsFor lists, for every client whose state exceeds its clock in sv, the clock to
+// write from (clients missing from sv from 0), the highest client ids first (JS
+// writeClientsStructs).
+func (d *Doc) startsFor(sv StateVector) []clientClock {
+	var starts []clientClock
 	for c, clock := range sv {
 		if d.store.state(c) > clock {
-			starts = append(starts, start{c, clock})
+			starts = append(starts, clientClock{c, clock})
 		}
 	}
-	if !onlyListed {
-		for c := range d.store.clients {
-			if _, ok := sv[c]; !ok {
-				starts = append(starts, start{c, 0})
-			}
+	for c := range d.store.clients {
+		if _, ok := sv[c]; !ok {
+			starts = append(starts, clientClock{c, 0})
 		}
 	}
-	slices.SortFunc(starts, func(a, b start) int {
+	sortStarts(starts)
+	return starts
+}
+
+func sortStarts(starts []clientClock) {
+	if len(starts) < 2 {
+		return
+	}
+	slices.SortFunc(starts, func(a, b clientClock) int {
 		switch {
 		case a.client > b.client:
 			return -1
@@ -71,6 +76,10 @@ func (d *Doc) writeStructsFrom(e *lib0.Encoder, sv StateVector, onlyListed bool)
 		}
 		return 0
 	})
+}
+
+// writeStructsFrom writes the structs of each listed client from its clock.
+func (d *Doc) writeStructsFrom(e *lib0.Encoder, starts []clientClock) {
 	e.WriteVarUint(uint64(len(starts)))
 	for _, s := range starts {
 		l := d.store.clients[s.client]

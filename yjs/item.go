@@ -50,6 +50,49 @@ func newItem(id ID, left *Item, right *Item, parent *Type, parentSub string, has
 	return it
 }
 
+// stringItem allocates an Item with its string content (and a small buffer for it) in one
+// allocation: typing creates one per character.
+type stringItem struct {
+	Item
+	str contentString
+	buf [8]byte
+}
+
+// newStringItem returns a new local item holding s.
+func newStringItem(id ID, left, right *Item, parent *Type, s string) *Item {
+	si := &stringItem{}
+	if len(s) <= len(si.buf) {
+		si.str.b = si.buf[:copy(si.buf[:], s)]
+	} else {
+		si.str.b = []byte(s)
+	}
+	si.str.u16 = utf16Len(s)
+	it := &si.Item
+	*it = Item{id: id, length: si.str.u16, left: left, right: right, parent: parent, content: &si.str, flags: flagCountable}
+	if left != nil {
+		it.origin = left.lastID()
+		it.flags |= flagOrigin
+	}
+	if right != nil {
+		it.rightOrigin = right.id
+		it.flags |= flagRightOrigin
+	}
+	return it
+}
+
+// stringItemFrom returns an item holding a copy of b (valid UTF-8).
+func stringItemFrom(b []byte) (*Item, *contentString) {
+	si := &stringItem{}
+	if len(b) <= len(si.buf) {
+		si.str.b = si.buf[:copy(si.buf[:], b)]
+	} else {
+		si.str.b = append(make([]byte, 0, len(b)), b...)
+	}
+	si.str.u16 = utf16LenBytes(b)
+	si.Item.content = &si.str
+	return &si.Item, &si.str
+}
+
 func (it *Item) isGC() bool       { return it.flags&flagGC != 0 }
 func (it *Item) deleted() bool    { return it.flags&flagDeleted != 0 }
 func (it *Item) countable() bool  { return it.flags&flagCountable != 0 }
@@ -82,18 +125,24 @@ func (it *Item) makeGC() {
 // it. The right part's origin is the left part's last unit. The caller inserts the right
 // part into the store.
 func splitItem(tx *Transaction, it *Item, diff uint64) *Item {
-	right := &Item{
-		id:          ID{it.id.Client, it.id.Clock + diff},
-		length:      it.length - diff,
-		left:        it,
-		right:       it.right,
-		origin:      ID{it.id.Client, it.id.Clock + diff - 1},
-		rightOrigin: it.rightOrigin,
-		parent:      it.parent,
-		parentSub:   it.parentSub,
-		content:     it.content.splice(diff),
-		flags:       (it.flags &^ flagMarker) | flagOrigin,
+	var right *Item
+	if cs, ok := it.content.(*contentString); ok {
+		si := &stringItem{}
+		cs.spliceInto(&si.str, diff)
+		right = &si.Item
+		right.content = &si.str
+	} else {
+		right = &Item{content: it.content.splice(diff)}
 	}
+	right.id = ID{it.id.Client, it.id.Clock + diff}
+	right.length = it.length - diff
+	right.left = it
+	right.right = it.right
+	right.origin = ID{it.id.Client, it.id.Clock + diff - 1}
+	right.rightOrigin = it.rightOrigin
+	right.parent = it.parent
+	right.parentSub = it.parentSub
+	right.flags = (it.flags &^ flagMarker) | flagOrigin
 	it.length = diff
 	it.right = right
 	if right.right != nil {

@@ -42,22 +42,46 @@ func (x *Text) String() string { return x.t().textString() }
 // Insert inserts s at index. attrs nil takes the attributes at that position; otherwise
 // the inserted text has exactly attrs.
 func (x *Text) Insert(index int, s string, attrs Attrs) error {
-	return x.t().transactText(func(tx *Transaction) error { return x.t().textInsert(tx, index, s, attrs) })
+	t := x.t()
+	if t.isPrelim() {
+		t.prelim.text = append(t.prelim.text, func(tx *Transaction) { _ = t.textInsert(tx, index, s, attrs) })
+		return nil
+	}
+	var err error
+	return t.run(func(tx *Transaction) { err = t.textInsert(tx, index, s, attrs) }, &err)
 }
 
 // InsertEmbed inserts an embed (a JSON value, or a preliminary type) at index.
 func (x *Text) InsertEmbed(index int, embed any, attrs Attrs) error {
-	return x.t().transactText(func(tx *Transaction) error { return x.t().textInsertEmbed(tx, index, embed, attrs) })
+	t := x.t()
+	if t.isPrelim() {
+		t.prelim.text = append(t.prelim.text, func(tx *Transaction) { _ = t.textInsertEmbed(tx, index, embed, attrs) })
+		return nil
+	}
+	var err error
+	return t.run(func(tx *Transaction) { err = t.textInsertEmbed(tx, index, embed, attrs) }, &err)
 }
 
 // Delete deletes length units from index.
 func (x *Text) Delete(index, length int) error {
-	return x.t().transactText(func(tx *Transaction) error { return x.t().textDelete(tx, index, length) })
+	t := x.t()
+	if t.isPrelim() {
+		t.prelim.text = append(t.prelim.text, func(tx *Transaction) { _ = t.textDelete(tx, index, length) })
+		return nil
+	}
+	var err error
+	return t.run(func(tx *Transaction) { err = t.textDelete(tx, index, length) }, &err)
 }
 
 // Format sets attrs on [index, index+length).
 func (x *Text) Format(index, length int, attrs Attrs) error {
-	return x.t().transactText(func(tx *Transaction) error { return x.t().textFormat(tx, index, length, attrs) })
+	t := x.t()
+	if t.isPrelim() {
+		t.prelim.text = append(t.prelim.text, func(tx *Transaction) { _ = t.textFormat(tx, index, length, attrs) })
+		return nil
+	}
+	var err error
+	return t.run(func(tx *Transaction) { err = t.textFormat(tx, index, length, attrs) }, &err)
 }
 
 // ToDelta returns the content as delta operations.
@@ -80,13 +104,17 @@ func (x *Text) RemoveAttribute(key string) error {
 	return x.t().transact(func(tx *Transaction) error { x.t().mapDelete(tx, key); return nil })
 }
 
-// transactText runs fn in a transaction, or records it when the text is preliminary.
-func (t *Type) transactText(fn func(tx *Transaction) error) error {
-	if t.doc == nil && t.prelim != nil {
-		t.prelim.text = append(t.prelim.text, func(tx *Transaction) { _ = fn(tx) })
-		return nil
+// isPrelim reports whether the type is preliminary (content is recorded for later).
+func (t *Type) isPrelim() bool { return t.doc == nil && t.prelim != nil }
+
+// run runs fn in the document's open transaction or a new local one and returns *err (set
+// by fn), or ErrNotIntegrated.
+func (t *Type) run(fn func(tx *Transaction), err *error) error {
+	if t.doc == nil {
+		return ErrNotIntegrated
 	}
-	return t.transact(fn)
+	t.doc.transact(nil, true, fn)
+	return *err
 }
 
 func (t *Type) textString() string {
@@ -148,8 +176,11 @@ func (a *attrList) del(k string) {
 	}
 }
 
-func (a *attrList) clone() *attrList {
-	return &attrList{keys: append([]string(nil), a.keys...), vals: append([]any(nil), a.vals...)}
+func (a *attrList) clone() attrList {
+	if len(a.keys) == 0 {
+		return attrList{}
+	}
+	return attrList{keys: append([]string(nil), a.keys...), vals: append([]any(nil), a.vals...)}
 }
 
 func (a *attrList) toMap() map[string]any {
@@ -173,14 +204,14 @@ func updateAttrs(a *attrList, f *contentFormat) {
 type textPos struct {
 	left, right *Item
 	index       int
-	attrs       *attrList
+	attrs       attrList
 }
 
 func (p *textPos) forward() {
 	r := p.right
 	if f, ok := r.content.(*contentFormat); ok {
 		if !r.deleted() {
-			updateAttrs(p.attrs, f)
+			updateAttrs(&p.attrs, f)
 		}
 	} else if !r.deleted() {
 		p.index += int(r.length)
@@ -190,12 +221,12 @@ func (p *textPos) forward() {
 }
 
 // findNextPosition moves pos right by count visible units, splitting an item if needed.
-func findNextPosition(tx *Transaction, pos *textPos, count int) *textPos {
+func findNextPosition(tx *Transaction, pos *textPos, count int) {
 	for pos.right != nil && count > 0 {
 		r := pos.right
 		if f, ok := r.content.(*contentFormat); ok {
 			if !r.deleted() {
-				updateAttrs(pos.attrs, f)
+				updateAttrs(&pos.attrs, f)
 			}
 		} else if !r.deleted() {
 			if count < int(r.length) {
@@ -207,19 +238,20 @@ func findNextPosition(tx *Transaction, pos *textPos, count int) *textPos {
 		pos.left = r
 		pos.right = r.right
 	}
-	return pos
 }
 
 // findPosition returns the position at index. Without formatting in the text, search
 // markers find it (and the attributes there start empty, as in JS); otherwise the walk
 // starts at the beginning and collects the attributes.
-func (t *Type) findPosition(tx *Transaction, index int, useMarkers bool) *textPos {
+func (t *Type) findPosition(tx *Transaction, pos *textPos, index int, useMarkers bool) {
 	if useMarkers && !t.hasFormatting && index > 0 && index <= t.length {
 		it, s := t.seek(index - 1)
-		pos := &textPos{left: it.left, right: it, index: s, attrs: &attrList{}}
-		return findNextPosition(tx, pos, index-s)
+		*pos = textPos{left: it.left, right: it, index: s}
+		findNextPosition(tx, pos, index-s)
+		return
 	}
-	return findNextPosition(tx, &textPos{right: t.start, attrs: &attrList{}}, index)
+	*pos = textPos{right: t.start}
+	findNextPosition(tx, pos, index)
 }
 
 func (t *Type) textInsert(tx *Transaction, index int, s string, attrs Attrs) error {
@@ -233,13 +265,15 @@ func (t *Type) textInsert(tx *Transaction, index int, s string, attrs Attrs) err
 	if err != nil {
 		return err
 	}
-	tx.withOwner(t, func() {
-		pos := t.findPosition(tx, index, attrs == nil)
-		if attrs == nil {
-			a = pos.attrs.clone()
-		}
-		t.insertText(tx, pos, newContentString(s), a)
-	})
+	prev := tx.markerOwner
+	tx.markerOwner = t
+	var pos textPos
+	t.findPosition(tx, &pos, index, attrs == nil)
+	if attrs == nil {
+		a = pos.attrs.clone()
+	}
+	t.insertText(tx, &pos, nil, s, a)
+	tx.markerOwner = prev
 	return nil
 }
 
@@ -265,22 +299,21 @@ func (t *Type) textInsertEmbed(tx *Transaction, index int, embed any, attrs Attr
 	if err != nil {
 		return err
 	}
-	if a == nil {
-		a = &attrList{}
-	}
-	tx.withOwner(t, func() {
-		pos := t.findPosition(tx, index, attrs == nil)
-		t.insertText(tx, pos, c, a)
-	})
+	prev := tx.markerOwner
+	tx.markerOwner = t
+	var pos textPos
+	t.findPosition(tx, &pos, index, attrs == nil)
+	t.insertText(tx, &pos, c, "", a)
+	tx.markerOwner = prev
 	return nil
 }
 
 // attrsOf converts application attributes (sorted by key: a Go map has no order).
-func attrsOf(attrs Attrs) (*attrList, error) {
-	if attrs == nil {
-		return nil, nil
+func attrsOf(attrs Attrs) (attrList, error) {
+	var a attrList
+	if len(attrs) == 0 {
+		return a, nil
 	}
-	a := &attrList{}
 	keys := make([]string, 0, len(attrs))
 	for k := range attrs {
 		keys = append(keys, k)
@@ -289,31 +322,39 @@ func attrsOf(attrs Attrs) (*attrList, error) {
 	for _, k := range keys {
 		v, err := normalizeJSON(attrs[k])
 		if err != nil {
-			return nil, err
+			return a, err
 		}
 		a.set(k, v)
 	}
 	return a, nil
 }
 
-// insertText inserts content c at pos with exactly the attributes attrs (JS insertText).
-func (t *Type) insertText(tx *Transaction, pos *textPos, c content, attrs *attrList) {
+// insertText inserts content c (or the string s when c is nil) at pos with exactly the
+// attributes attrs (JS insertText).
+func (t *Type) insertText(tx *Transaction, pos *textPos, c content, s string, attrs attrList) {
 	for _, k := range pos.attrs.keys {
 		if _, ok := attrs.get(k); !ok {
 			attrs.set(k, nil)
 		}
 	}
-	minimizeAttributeChanges(pos, attrs)
-	negated := t.insertAttributes(tx, pos, attrs)
+	minimizeAttributeChanges(pos, &attrs)
+	negated := t.insertAttributes(tx, pos, &attrs)
 	index := pos.index
-	if c.countable() {
-		t.markersInserted(index, int(c.len()))
+	var right *Item
+	if c == nil {
+		right = newStringItem(tx.nextID(), pos.left, pos.right, t, s)
+		t.markersInserted(index, int(right.length))
+		right.integrate(tx, 0)
+	} else {
+		if c.countable() {
+			t.markersInserted(index, int(c.len()))
+		}
+		right = tx.insertItem(pos.left, pos.right, t, "", false, c)
 	}
-	right := tx.insertItem(pos.left, pos.right, t, "", false, c)
 	pos.right = right
 	pos.index = index
 	pos.forward()
-	t.insertNegatedAttributes(tx, pos, negated)
+	t.insertNegatedAttributes(tx, pos, &negated)
 }
 
 // minimizeAttributeChanges moves right over deleted items and marks that set what attrs
@@ -335,8 +376,8 @@ func minimizeAttributeChanges(pos *textPos, attrs *attrList) {
 
 // insertAttributes inserts marks for the attributes that differ at pos and returns the
 // marks that restore the previous values afterwards.
-func (t *Type) insertAttributes(tx *Transaction, pos *textPos, attrs *attrList) *attrList {
-	negated := &attrList{}
+func (t *Type) insertAttributes(tx *Transaction, pos *textPos, attrs *attrList) attrList {
+	var negated attrList
 	for i, k := range attrs.keys {
 		v := attrs.vals[i]
 		cur := pos.attrs.getOrNull(k)
@@ -382,15 +423,13 @@ func (t *Type) textFormat(tx *Transaction, index, length int, attrs Attrs) error
 	if err != nil {
 		return err
 	}
-	if a == nil {
-		a = &attrList{}
-	}
 	tx.withOwner(t, func() {
-		pos := t.findPosition(tx, index, false)
+		var pos textPos
+		t.findPosition(tx, &pos, index, false)
 		if pos.right == nil {
 			return
 		}
-		t.formatText(tx, pos, length, a)
+		t.formatText(tx, &pos, length, &a)
 	})
 	return nil
 }
@@ -431,7 +470,7 @@ loop:
 		pos.right = tx.insertItem(pos.left, pos.right, t, "", false, nl)
 		pos.forward()
 	}
-	t.insertNegatedAttributes(tx, pos, negated)
+	t.insertNegatedAttributes(tx, pos, &negated)
 }
 
 func isFormat(it *Item) bool {
@@ -446,10 +485,12 @@ func (t *Type) textDelete(tx *Transaction, index, length int) error {
 	if index < 0 || length < 0 || index+length > t.length {
 		return ErrIndexOutOfRange
 	}
-	tx.withOwner(t, func() {
-		pos := t.findPosition(tx, index, true)
-		t.deleteText(tx, pos, length)
-	})
+	prev := tx.markerOwner
+	tx.markerOwner = t
+	var pos textPos
+	t.findPosition(tx, &pos, index, true)
+	t.deleteText(tx, &pos, length)
+	tx.markerOwner = prev
 	return nil
 }
 
@@ -474,7 +515,7 @@ func (t *Type) deleteText(tx *Transaction, pos *textPos, length int) {
 		pos.forward()
 	}
 	if start != nil {
-		cleanupFormattingGap(tx, start, pos.right, startAttrs, pos.attrs)
+		cleanupFormattingGap(tx, start, pos.right, &startAttrs, &pos.attrs)
 	}
 	t.markersDeleted(startIndex, startLength-length)
 }
@@ -551,17 +592,16 @@ func cleanupContextlessFormattingGap(tx *Transaction, item *Item) {
 func (t *Type) cleanupTextFormatting(tx *Transaction) int {
 	res := 0
 	start := t.start
-	startAttrs := &attrList{}
-	curAttrs := &attrList{}
+	var startAttrs, curAttrs attrList
 	for end := t.start; end != nil; end = end.right {
 		if end.deleted() {
 			continue
 		}
 		if f, ok := end.content.(*contentFormat); ok {
-			updateAttrs(curAttrs, f)
+			updateAttrs(&curAttrs, f)
 			continue
 		}
-		res += cleanupFormattingGap(tx, start, end, startAttrs, curAttrs)
+		res += cleanupFormattingGap(tx, start, end, &startAttrs, &curAttrs)
 		startAttrs = curAttrs.clone()
 		start = end
 	}
@@ -581,12 +621,12 @@ func (d *Doc) cleanupFormattingAfter(tx *Transaction) {
 		}
 		return false
 	}
-	for client, before := range tx.before {
-		l := d.store.clients[client]
-		if l.state() == before {
+	for _, b := range tx.before {
+		l := d.store.clients[b.client]
+		if l.state() == b.clock {
 			continue
 		}
-		l.each(l.find(before), func(it *Item) bool {
+		l.each(l.find(b.clock), func(it *Item) bool {
 			if !it.isGC() && !it.deleted() && isFormat(it) && !has(it.parent) {
 				needFull = append(needFull, it.parent)
 			}
@@ -594,13 +634,13 @@ func (d *Doc) cleanupFormattingAfter(tx *Transaction) {
 		})
 	}
 	d.transact(nil, true, func(t2 *Transaction) {
-		for _, client := range tx.ds.order {
-			l := d.store.clients[client]
+		for _, en := range tx.ds.entries {
+			l := d.store.clients[en.client]
 			if l == nil {
 				continue
 			}
 			state := l.state()
-			for _, r := range tx.ds.clients[client] {
+			for _, r := range en.ranges {
 				if r.clock >= state {
 					break
 				}

@@ -1,7 +1,5 @@
 package yjs
 
-import "github.com/nomicore/nomicore/lib0"
-
 // Transaction groups changes to a document. Changes made inside Doc.Transact share one
 // transaction; when the outermost call returns, the transaction is cleaned up (deleted
 // content garbage-collected, structs merged) and its update is handed to the OnUpdate
@@ -11,10 +9,11 @@ type Transaction struct {
 	origin any
 	local  bool
 
-	before       map[uint64]uint64 // client → its state before its first new struct here
-	ds           deleteSet         // deletions made in this transaction
-	mergeStructs []*Item           // split parts to try to merge back afterwards
-	changed      map[*Type]struct{}
+	before       []clientClock  // clients with new structs here, with their earlier state
+	beforeIndex  map[uint64]int // client → index in before, once there are many
+	ds           deleteSet      // deletions made in this transaction
+	mergeStructs []*Item        // split parts to try to merge back afterwards
+	changed      []*Type        // types changed that existed before (JS transaction.changed)
 
 	// markerOwner is the type whose local sequence operation is running: changes to it
 	// keep its search markers up to date; a change to any other type clears that type's.
@@ -34,33 +33,56 @@ func (tx *Transaction) Doc() *Doc { return tx.doc }
 
 func (tx *Transaction) reset(d *Doc, origin any, local bool) {
 	tx.doc, tx.origin, tx.local = d, origin, local
-	if tx.before == nil {
-		tx.before = make(map[uint64]uint64, 4)
-		tx.ds = newDeleteSet()
-		tx.changed = make(map[*Type]struct{}, 4)
-	} else {
-		clear(tx.before)
-		tx.ds.clear()
-		clear(tx.changed)
-	}
+	tx.before = tx.before[:0]
+	tx.beforeIndex = nil
+	clear(tx.changed)
+	tx.changed = tx.changed[:0]
+	tx.ds.clear()
 	clear(tx.mergeStructs)
 	tx.mergeStructs = tx.mergeStructs[:0]
 	tx.markerOwner = nil
 	tx.subdocsAdded, tx.subdocsRemoved, tx.subdocsLoaded = nil, nil, nil
 }
 
+// clientClock is a client and a clock.
+type clientClock struct{ client, clock uint64 }
+
+func (tx *Transaction) beforeAt(client uint64) int {
+	if tx.beforeIndex != nil {
+		if i, ok := tx.beforeIndex[client]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range tx.before {
+		if tx.before[i].client == client {
+			return i
+		}
+	}
+	return -1
+}
+
 // beforeState returns the state of client when the transaction started.
 func (tx *Transaction) beforeState(client uint64) uint64 {
-	if c, ok := tx.before[client]; ok {
-		return c
+	if i := tx.beforeAt(client); i >= 0 {
+		return tx.before[i].clock
 	}
 	return tx.doc.store.state(client)
 }
 
 // addStruct appends a new struct to the store, remembering the client's earlier state.
 func (tx *Transaction) addStruct(it *Item) {
-	if _, ok := tx.before[it.id.Client]; !ok {
-		tx.before[it.id.Client] = tx.doc.store.state(it.id.Client)
+	c := it.id.Client
+	if n := len(tx.before); (n == 0 || tx.before[n-1].client != c) && tx.beforeAt(c) < 0 {
+		tx.before = append(tx.before, clientClock{c, tx.doc.store.state(c)})
+		if tx.beforeIndex != nil {
+			tx.beforeIndex[c] = len(tx.before) - 1
+		} else if len(tx.before) > 8 {
+			tx.beforeIndex = make(map[uint64]int, 32)
+			for i, b := range tx.before {
+				tx.beforeIndex[b.client] = i
+			}
+		}
 	}
 	tx.doc.store.add(it)
 }
@@ -69,7 +91,24 @@ func (tx *Transaction) addStruct(it *Item) {
 func (tx *Transaction) addChangedType(t *Type, sub string, hasSub bool) {
 	it := t.item
 	if it == nil || (it.id.Clock < tx.beforeState(it.id.Client) && !it.deleted()) {
-		tx.changed[t] = struct{}{}
+		if !t.changed {
+			t.changed = true
+			tx.changed = append(tx.changed, t)
+		}
+	}
+}
+
+// unchanged forgets that t changed (it is being deleted).
+func (tx *Transaction) unchanged(t *Type) {
+	if !t.changed {
+		return
+	}
+	t.changed = false
+	for i, c := range tx.changed {
+		if c == t {
+			tx.changed = append(tx.changed[:i], tx.changed[i+1:]...)
+			return
+		}
 	}
 }
 
@@ -92,8 +131,8 @@ func (tx *Transaction) subdocRemoved(d *Doc) {
 
 // changedClients reports whether any struct was added.
 func (tx *Transaction) addedStructs() bool {
-	for c, before := range tx.before {
-		if tx.doc.store.state(c) != before {
+	for _, b := range tx.before {
+		if tx.doc.store.state(b.client) != b.clock {
 			return true
 		}
 	}
@@ -161,7 +200,7 @@ func (d *Doc) cleanupTransaction(tx *Transaction) {
 	tx.ds.normalize()
 	if !tx.local {
 		needCleanup := false
-		for t := range tx.changed {
+		for _, t := range tx.changed {
 			if (t.item == nil || !t.item.deleted()) && t.kind.isText() && t.hasFormatting {
 				needCleanup = true
 			}
@@ -175,8 +214,12 @@ func (d *Doc) cleanupTransaction(tx *Transaction) {
 		d.gcDeleteSet(&tx.ds)
 	}
 	d.mergeDeleteSet(&tx.ds)
-	for client, before := range tx.before {
-		l := d.store.clients[client]
+	for _, t := range tx.changed {
+		t.changed = false
+	}
+	for _, b := range tx.before {
+		before := b.clock
+		l := d.store.clients[b.client]
 		if l.state() == before {
 			continue
 		}
@@ -210,7 +253,7 @@ func (d *Doc) cleanupTransaction(tx *Transaction) {
 		}
 	}
 	if !tx.local {
-		if before, ok := tx.before[d.clientID]; ok && d.store.state(d.clientID) != before {
+		if i := tx.beforeAt(d.clientID); i >= 0 && d.store.state(d.clientID) != tx.before[i].clock {
 			// Another client is using our id: take a new one.
 			d.clientID = d.newClientID()
 		}
@@ -263,10 +306,10 @@ func (d *Doc) mergeWithLefts(l *structList, p spos) spos {
 
 // gcDeleteSet replaces the content of the deleted items in ds.
 func (d *Doc) gcDeleteSet(ds *deleteSet) {
-	for client, rs := range ds.clients {
-		l := d.store.clients[client]
-		for i := len(rs) - 1; i >= 0; i-- {
-			r := rs[i]
+	for _, en := range ds.entries {
+		l := d.store.clients[en.client]
+		for i := len(en.ranges) - 1; i >= 0; i-- {
+			r := en.ranges[i]
 			end := r.clock + r.len
 			l.each(l.find(r.clock), func(it *Item) bool {
 				if it.id.Clock >= end {
@@ -283,10 +326,10 @@ func (d *Doc) gcDeleteSet(ds *deleteSet) {
 
 // mergeDeleteSet merges the structs around the ranges of ds.
 func (d *Doc) mergeDeleteSet(ds *deleteSet) {
-	for client, rs := range ds.clients {
-		l := d.store.clients[client]
-		for i := len(rs) - 1; i >= 0; i-- {
-			r := rs[i]
+	for _, en := range ds.entries {
+		l := d.store.clients[en.client]
+		for i := len(en.ranges) - 1; i >= 0; i-- {
+			r := en.ranges[i]
 			p := l.find(r.clock + r.len - 1)
 			if np, ok := l.next(p); ok {
 				p = np
@@ -303,16 +346,19 @@ func (d *Doc) mergeDeleteSet(ds *deleteSet) {
 }
 
 // encodeTransactionUpdate writes the v1 update of tx: the structs it added (from each
-// client's earlier state, after merging) and its delete set.
+// client's earlier state, after merging) and its delete set. The result is a fresh slice.
 func (d *Doc) encodeTransactionUpdate(tx *Transaction) []byte {
-	e := lib0.NewEncoder(64)
-	sv := make(StateVector, len(tx.before))
-	for c, before := range tx.before {
-		if d.store.state(c) > before {
-			sv[c] = before
+	e := &d.scratch
+	e.Reset()
+	starts := d.startsScratch[:0]
+	for _, b := range tx.before {
+		if d.store.state(b.client) > b.clock {
+			starts = append(starts, b)
 		}
 	}
-	d.writeStructsFrom(e, sv, true)
+	sortStarts(starts)
+	d.writeStructsFrom(e, starts)
+	d.startsScratch = starts[:0]
 	tx.ds.write(e)
-	return e.Bytes()
+	return append(make([]byte, 0, e.Len()), e.Bytes()...)
 }

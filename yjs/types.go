@@ -90,6 +90,7 @@ type Type struct {
 	length  int // visible countable units of the sequence
 
 	hasFormatting bool     // a ContentFormat was integrated (JS _hasFormatting)
+	changed       bool     // listed in the open transaction's changed types
 	markers       []marker // search markers of the sequence (see markers.go)
 	markerTick    uint64   // orders marker use
 
@@ -285,7 +286,7 @@ func (t *Type) deleteChildren(tx *Transaction) {
 			tx.mergeStructs = append(tx.mergeStructs, it)
 		}
 	}
-	delete(tx.changed, t)
+	tx.unchanged(t)
 }
 
 // gcChildren turns everything in a deleted type into GC structs (JS ContentType.gc).

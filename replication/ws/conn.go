@@ -67,8 +67,10 @@ type conn struct {
 	wake     chan struct{}   // posted functions waiting (capacity 1)
 	stopRead chan struct{}   // closed at the close decision: the reader stops posting
 	done     chan struct{}   // closed when the owner goroutine exits
-	ioCtx    context.Context // cancelled when the connection is torn down
+	ioCtx    context.Context // reads and pings; cancelled when the connection is gone
 	ioCancel context.CancelFunc
+	wctx     context.Context // writes; cancelled by an aborting close or the close timer
+	wcancel  context.CancelFunc
 	admitted atomic.Bool // handshake done: the reader stops counting early frames
 	pubState atomic.Uint32
 
@@ -128,6 +130,7 @@ func newConn(p connParams) *conn {
 		queues:     make(map[protocol.NamespaceID]*nsQueue),
 	}
 	c.ioCtx, c.ioCancel = context.WithCancel(context.Background())
+	c.wctx, c.wcancel = context.WithCancel(context.Background())
 	codec := protocol.NewCodec(p.cfg.Limits(), 0)
 	c.in = protocol.NewInbound(codec)
 	c.out = protocol.NewOutbound(codec)
@@ -148,7 +151,8 @@ func (c *conn) start() {
 
 func (c *conn) run() {
 	defer close(c.done)
-	c.post(c.begin)
+	c.begin()
+	c.settle()
 	for !c.exited {
 		select {
 		case m := <-c.inbound:
@@ -231,6 +235,7 @@ func (c *conn) maybeExit() {
 		return
 	}
 	c.ioCancel()
+	c.wcancel()
 	if c.closeTimer != nil {
 		c.closeTimer.Stop()
 	}
@@ -757,7 +762,7 @@ func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info CloseInfo
 	c.setState(stClosed)
 	c.w.requestClose(errFrame, code)
 	// Bound the close: a writer stuck on a peer that reads nothing is cut off.
-	c.closeTimer = c.clock.AfterFunc(c.cfg.CloseTimeout, c.ioCancel)
+	c.closeTimer = c.clock.AfterFunc(c.cfg.CloseTimeout, func() { c.wcancel(); c.ioCancel() })
 	for _, q := range c.queues {
 		q.items = nil
 		q.bytes = 0

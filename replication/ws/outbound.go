@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nomicore/nomicore/observer"
@@ -27,6 +28,12 @@ type writer struct {
 	closing  bool
 	errFrame []byte
 	code     protocol.CloseCode
+
+	abort   atomic.Bool // an aborting close: write nothing more
+	writing atomic.Bool // a Write is in progress
+
+	flushedData, flushedControl atomic.Int64 // written bytes not yet reported
+	flushPending                atomic.Bool  // a report is posted to the owner
 }
 
 type outFrame struct {
@@ -53,15 +60,51 @@ func (w *writer) push(f outFrame) {
 	w.signal()
 }
 
-// requestClose drops the frames not yet written, then has the writer send errFrame (if any)
-// and close the transport with code.
+// requestClose drops the frames not yet taken by the writer, then has it send errFrame (if
+// any) and close the transport with code. Without errFrame the close aborts: a write in
+// progress is cancelled and nothing more is written (§18, §21: output is invalidated before
+// the transport closes).
 func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode) {
 	w.mu.Lock()
 	w.closing, w.errFrame, w.code = true, errFrame, code
 	w.queue = nil
 	w.mu.Unlock()
+	if errFrame == nil {
+		w.abort.Store(true)
+		if w.writing.Load() {
+			w.c.wcancel()
+		}
+	}
 	w.signal()
 }
+
+// written reports n written bytes to the owner, coalescing reports.
+func (w *writer) written(n int, control bool) {
+	if control {
+		w.flushedControl.Add(int64(n))
+	} else {
+		w.flushedData.Add(int64(n))
+	}
+	if w.flushPending.CompareAndSwap(false, true) {
+		w.c.post(w.collect)
+	}
+}
+
+func (w *writer) collect() {
+	w.flushPending.Store(false)
+	w.c.flushed(int(w.flushedData.Swap(0)), int(w.flushedControl.Swap(0)))
+}
+
+func (w *writer) write(b []byte) error {
+	w.writing.Store(true)
+	defer w.writing.Store(false)
+	if w.abort.Load() {
+		return errAborted
+	}
+	return w.c.t.Write(w.c.wctx, b)
+}
+
+var errAborted = errors.New("ws: write aborted by close")
 
 func (w *writer) loop() {
 	c := w.c
@@ -74,33 +117,27 @@ func (w *writer) loop() {
 		batch, closing, errFrame, code := w.queue, w.closing, w.errFrame, w.code
 		w.queue = nil
 		w.mu.Unlock()
-		var data, control int
 		for _, f := range batch {
 			if !failed {
-				if err := c.t.Write(c.ioCtx, f.b); err != nil {
+				if err := w.write(f.b); err != nil {
 					failed = true
-					c.post(func() {
-						c.rejectAdmission(observer.AuthPeerDisconnected)
-						c.closeNow(protocol.CloseGoingAway, CloseInfo{Code: protocol.CloseCode(1006), Cause: CauseTransport})
-					})
+					if !errors.Is(err, errAborted) {
+						c.post(func() {
+							c.rejectAdmission(observer.AuthPeerDisconnected)
+							c.closeNow(protocol.CloseGoingAway, CloseInfo{Code: protocol.CloseCode(1006), Cause: CauseTransport})
+						})
+					}
 				} else {
 					lastSeq = binary.BigEndian.Uint32(f.b[8:12])
 				}
 			}
-			if f.control {
-				control += len(f.b)
-			} else {
-				data += len(f.b)
-			}
-		}
-		if len(batch) > 0 {
-			c.post(func() { c.flushed(data, control) })
+			w.written(len(f.b), f.control)
 		}
 		if closing {
 			if errFrame != nil && !failed {
 				// §14: the best-effort ERROR takes the sequence after the last frame written.
 				binary.BigEndian.PutUint32(errFrame[8:12], lastSeq+1)
-				_ = c.t.Write(c.ioCtx, errFrame)
+				_ = w.write(errFrame)
 			}
 			if code == 0 {
 				code = protocol.CloseNormal

@@ -1,0 +1,277 @@
+package ws_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+func upd(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
+
+// frameNS returns the namespace of a data frame.
+func frameNS(f protocol.Frame) protocol.NamespaceID {
+	return f.Message.(protocol.NamespaceMessage).Namespace()
+}
+
+// TestS17_RoundRobin: one data frame per namespace per turn; control frames go ahead of
+// queued data; sequences are consecutive in write order.
+func TestS17_RoundRobin(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	var sent []ws.SentInfo
+	h.do(t, func(s *ws.Session) {
+		for i, n := range []int{3, 2, 1} {
+			o := s.Outbox(nsN(i+1), nil)
+			for j := range n {
+				if err := o.Enqueue(ws.DataItem{Bytes: upd(10, byte(10*i+j)), Sent: func(si ws.SentInfo) { sent = append(sent, si) }}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// Sent in the same callback: goes before every queued data frame.
+		if _, err := s.Send(&protocol.SyncStep1{NamespaceID: ns3, SyncRoundID: 1, StateVector: []byte{0}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	want := []protocol.NamespaceID{ns3, nsN(1), nsN(2), nsN(3), nsN(1), nsN(2), nsN(1)}
+	seq := uint32(1) // HELLO_ACK
+	for i, w := range want {
+		fr := p.recv()
+		seq++
+		if fr.Sequence != seq || frameNS(fr) != w {
+			t.Fatalf("frame %d: %v seq %d ns %v, want seq %d ns %v", i, fr.Type(), fr.Sequence, frameNS(fr), seq, w)
+		}
+		if i == 0 && fr.Type() != protocol.TypeSyncStep1 || i > 0 && fr.Type() != protocol.TypeUpdate {
+			t.Fatalf("frame %d is %v", i, fr.Type())
+		}
+	}
+	h.do(t, func(*ws.Session) {})
+	if len(sent) != 6 || sent[0].Sequence != 3 || sent[5].Sequence != 8 {
+		t.Fatalf("sent %+v", sent)
+	}
+	// update-sent carries the stamped sequence (§23.1 issue #238/#423).
+	evs := f.rec.OfType(observer.TypeUpdateSent)
+	if len(evs) != 6 || evs[0].Payload.(observer.UpdateSent).Sequence != 3 || evs[0].Payload.(observer.UpdateSent).Bytes != 10 {
+		t.Fatalf("update-sent %v", evs)
+	}
+}
+
+// TestS17_WindowGate: a namespace whose window is full is skipped; others go on.
+func TestS17_WindowGate(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	open := false
+	h.do(t, func(s *ws.Session) {
+		a := s.Outbox(ns1, func() bool { return open })
+		b := s.Outbox(ns2, nil)
+		_ = a.Enqueue(ws.DataItem{Bytes: upd(5, 1)})
+		_ = b.Enqueue(ws.DataItem{Bytes: upd(5, 2)})
+		_ = b.Enqueue(ws.DataItem{Bytes: upd(5, 3)})
+	})
+	for range 2 {
+		if fr := p.recv(); frameNS(fr) != ns2 {
+			t.Fatalf("gated namespace sent: %v", frameNS(fr))
+		}
+	}
+	h.do(t, func(s *ws.Session) {
+		if n, _ := s.Outbox(ns1, nil).Len(); n != 1 {
+			t.Fatalf("gated queue holds %d", n)
+		}
+		open = true // the window opened (an ACK arrived); the pump runs after this callback
+	})
+	if fr := p.recv(); frameNS(fr) != ns1 {
+		t.Fatalf("got %v", frameNS(fr))
+	}
+}
+
+// TestS10_3_ChunkedTransfer: an update over maxUpdateBytes leaves as UPDATE_CHUNK frames,
+// one per turn, interleaved with another namespace's updates; the receiver's assembler
+// rebuilds it; SentInfo carries the last chunk's sequence; ACK correlation works.
+func TestS10_3_ChunkedTransfer(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), func(h *testHandler) {})
+	p := f.connect(64)
+	h := f.handshake(p)
+	big := upd(2500, 7)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	var info ws.SentInfo
+	h.do(t, func(s *ws.Session) {
+		if err := s.Outbox(ns1, nil).Enqueue(ws.DataItem{Bytes: big, Sent: func(si ws.SentInfo) { info = si }}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			_ = s.Outbox(ns2, nil).Enqueue(ws.DataItem{Bytes: upd(3, byte(i))})
+		}
+	})
+	asm := protocol.NewAssembler(&f.cfg, clock.NewFake(epoch))
+	var order []protocol.MessageType
+	var done protocol.Transfer
+	for range 6 {
+		fr := p.recv()
+		order = append(order, fr.Type())
+		if c, ok := fr.Message.(*protocol.UpdateChunk); ok {
+			tr, err := asm.Add(c, fr.Sequence, protocol.Binding{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.Complete {
+				done = tr
+			}
+		}
+	}
+	wantOrder := []protocol.MessageType{protocol.TypeUpdateChunk, protocol.TypeUpdate, protocol.TypeUpdateChunk, protocol.TypeUpdate, protocol.TypeUpdateChunk, protocol.TypeUpdate}
+	for i := range wantOrder {
+		if order[i] != wantOrder[i] {
+			t.Fatalf("order %v, want %v", order, wantOrder)
+		}
+	}
+	if !bytes.Equal(done.Data, big) || done.ChunkCount != 3 || done.TransferID != 1 {
+		t.Fatalf("assembled %d bytes in %d chunks (transfer %d)", len(done.Data), done.ChunkCount, done.TransferID)
+	}
+	h.do(t, func(*ws.Session) {})
+	if !info.Chunked || info.Sequence != done.AckSequence || info.ChunkCount != 3 {
+		t.Fatalf("sent info %+v, last chunk %d", info, done.AckSequence)
+	}
+	if n := f.rec.Count(observer.TypeChunkedUpdateSent); n != 1 {
+		t.Fatalf("%d chunked-update-sent", n)
+	}
+	// The receiver acknowledges the last chunk's sequence; acknowledging a middle chunk
+	// would be ACK_STATE_VIOLATION.
+	p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: done.AckSequence})
+	eventually(t, "ack delivered", func() bool { return len(h.framesOf(protocol.TypeUpdateAck)) == 1 })
+	p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: done.AckSequence}) // a duplicate
+	if code, ec := p.expectClose(); code != protocol.CloseProtocolError || ec != protocol.CodeAckStateViolation {
+		t.Fatalf("close %d %s", code, ec)
+	}
+}
+
+// TestS17_ItemChecks: items that cannot be framed are refused with the namespace code.
+func TestS17_ItemChecks(t *testing.T) {
+	cfg := smallConfig(t)
+	cfg.Generation = protocol.GenerationV1
+	f := newHubFixture(t, cfg, nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	h.do(t, func(s *ws.Session) {
+		o := s.Outbox(ns1, nil)
+		for _, tc := range []struct {
+			item ws.DataItem
+			code protocol.ErrorCode
+		}{
+			{ws.DataItem{Bytes: upd(1025, 1)}, protocol.CodeUpdateTooLarge},
+			{ws.DataItem{Kind: protocol.KindSnapshot, Bytes: upd(2000, 1)}, protocol.CodeBootstrapTooLarge},
+			{ws.DataItem{Kind: protocol.KindSyncDiff, Bytes: upd(2000, 1)}, protocol.CodeSyncDiffTooLarge},
+		} {
+			err := o.Enqueue(tc.item)
+			pe, ok := err.(*protocol.Error)
+			if !ok || pe.Code != tc.code || pe.Scope != protocol.ScopeNamespace {
+				t.Errorf("kind %v: %v, want %s", tc.item.Kind, err, tc.code)
+			}
+		}
+		if _, err := s.Send(&protocol.Update{NamespaceID: ns1, Update: []byte{1}}); err != ws.ErrNotAllowed {
+			t.Errorf("Send(UPDATE) = %v", err)
+		}
+		if _, err := s.Send(&protocol.OpenNamespace{NamespaceID: ns1}); err != ws.ErrNotAllowed {
+			t.Errorf("hub Send(OPEN_NAMESPACE) = %v", err)
+		}
+	})
+}
+
+// TestS17_QueueOverflow: over maxQueuedUpdateCount the namespace's unsent queue is dropped.
+func TestS17_QueueOverflow(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	h.do(t, func(s *ws.Session) {
+		o := s.Outbox(ns1, func() bool { return false })
+		for i := range f.cfg.MaxQueuedUpdateCount {
+			if err := o.Enqueue(ws.DataItem{Bytes: upd(1, byte(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := o.Enqueue(ws.DataItem{Bytes: upd(1, 0)}); err != ws.ErrQueueOverflow {
+			t.Fatalf("overflow: %v", err)
+		}
+		if n, b := o.Len(); n != 0 || b != 0 {
+			t.Fatalf("queue after overflow: %d items, %d bytes", n, b)
+		}
+	})
+}
+
+// TestS17_WatermarksAndShedding: a peer that reads nothing pauses the pump at the high
+// watermark (send-paused), overflow of the connection budget sheds the largest queued
+// namespace to the low watermark (HandleShed), and reading resumes the pump below the low
+// watermark (send-resumed). The hub goroutines never block on the slow peer.
+func TestS17_WatermarksAndShedding(t *testing.T) {
+	cfg := smallConfig(t)
+	cfg.MaxQueuedBytesPerConnection = 10240
+	f := newHubFixture(t, cfg, nil)
+	p := f.connect(1)
+	h := f.handshake(p)
+	// Fill the socket side: 1000-byte updates (1058-byte frames) until the pump pauses at
+	// 4096 unflushed bytes: four frames are handed over; the pipe takes one, the writer
+	// blocks on the second.
+	h.do(t, func(s *ws.Session) {
+		for i := range 5 {
+			if err := s.Outbox(ns3, nil).Enqueue(ws.DataItem{Bytes: upd(1000, byte(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	eventually(t, "send-paused", func() bool { return f.rec.Count(observer.TypeSendPaused) == 1 })
+	const frameLen = 1058
+	var st ws.QueueStats
+	eventually(t, "first frame flushed", func() bool {
+		h.do(t, func(s *ws.Session) { st = s.Stats() })
+		return st.UnflushedData == 3*frameLen
+	})
+	if !st.Paused || st.QueuedBytes != 1000 {
+		t.Fatalf("stats after pause %+v", st)
+	}
+	// Queue more while paused: the connection budget (10240 bytes of queued + unflushed)
+	// overflows on ns2's second item and sheds the largest queues, whole, until the queued
+	// side is at most the low watermark: ns1 (5000 bytes), then ns3 (1000).
+	h.do(t, func(s *ws.Session) {
+		a, b := s.Outbox(ns1, nil), s.Outbox(ns2, nil)
+		for i := range 5 {
+			if err := a.Enqueue(ws.DataItem{Bytes: upd(1000, byte(i))}); err != nil {
+				t.Fatalf("ns1 item %d: %v", i, err)
+			}
+		}
+		if err := b.Enqueue(ws.DataItem{Bytes: upd(500, 9)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Enqueue(ws.DataItem{Bytes: upd(1000, 8)}); err != nil {
+			t.Fatalf("ns2 after shedding: %v", err)
+		}
+		if n, _ := a.Len(); n != 0 {
+			t.Fatalf("ns1 not shed: %d items", n)
+		}
+		if q := s.Stats().QueuedBytes; q != 1500 {
+			t.Fatalf("queued %d after shedding, want ns2's 1500", q)
+		}
+		// Strict admission: an item that does not fit even after shedding is refused.
+		if err := s.Outbox(nsN(4), nil).Enqueue(ws.DataItem{Bytes: upd(8000, 1)}); err != ws.ErrConnectionShed {
+			t.Fatalf("oversized item: %v", err)
+		}
+	})
+	eventually(t, "sheds reported", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.sheds) == 3 })
+	if h.sheds[0] != ns1 || h.sheds[1] != ns3 || h.sheds[2] != ns2 {
+		t.Fatalf("shed %v, want ns1, ns3, ns2", h.sheds)
+	}
+	// Now read: the four frames handed before the pause arrive, and the pump resumes
+	// below the low watermark.
+	for range 4 {
+		if fr := p.recv(); fr.Type() != protocol.TypeUpdate || frameNS(fr) != ns3 {
+			t.Fatalf("got %v for %v", fr.Type(), frameNS(fr))
+		}
+	}
+	eventually(t, "send-resumed", func() bool { return f.rec.Count(observer.TypeSendResumed) == 1 })
+}

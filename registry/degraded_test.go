@@ -1,0 +1,200 @@
+package registry
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/persistence/persistencetest"
+	"github.com/nomicore/nomicore/yjs"
+)
+
+func faultyOptions(f *persistencetest.Faults) persistence.Options {
+	return persistence.Options{CommitHook: f.Hook, RetryMin: time.Millisecond, RetryMax: 4 * time.Millisecond, CommitDelay: -1}
+}
+
+func TestS20_HubDegradedRefusesPeerUpdatesKeepsReadsAndRecovers(t *testing.T) {
+	var f persistencetest.Faults
+	e := newEnv(t, RoleHub, Config{}, faultyOptions(&f))
+	_, l := e.create(t)
+	a, _, err := openSession(t, l, SessionOptions{})
+	must(t, err)
+	b, _, err := openSession(t, l, SessionOptions{})
+	must(t, err)
+	cl := newClient(10)
+	cl.sync(t, mustState(t, l, nil))
+
+	// The disk fails: a write accepted before the store knows it stays queued.
+	f.Fail(true)
+	kept := cl.set(t, "app", "before", 1.0)
+	_, err = a.Apply(ctxT(t), kept)
+	must(t, err)
+	waitFor(t, "the store to report the failure", func() bool { return !e.store.Healthy() })
+	if !l.Degraded() {
+		t.Fatal("lease does not report degradation")
+	}
+	b.Poll()
+
+	refused := cl.set(t, "app", "during", 1.0)
+	zeroWrite(t, e, l, []*Session{b}, func() {
+		_, err := a.Apply(ctxT(t), refused)
+		wantErr(t, err, ErrDegraded)
+		if CodeOf(err) != CodePersistenceDegraded {
+			t.Fatal(CodeOf(err))
+		}
+		_, err = l.WriteLocal(ctxT(t), refused)
+		wantErr(t, err, ErrDegraded)
+		_, err = l.BumpEpoch(ctxT(t))
+		wantErr(t, err, ErrDegraded)
+		// Reads and state exchange go on.
+		_, err = a.StateVector(ctxT(t))
+		must(t, err)
+		_, err = a.Diff(ctxT(t), []byte{0})
+		must(t, err)
+		_, err = l.JSON(ctxT(t))
+		must(t, err)
+		s, st, err := l.OpenSession(ctxT(t), SessionOptions{Snapshot: true})
+		must(t, err)
+		s.Close()
+		if len(st.Snapshot) == 0 {
+			t.Fatal("no snapshot while degraded")
+		}
+	})
+
+	// The disk comes back: the queued write commits and peer updates are accepted again.
+	f.Fail(false)
+	waitFor(t, "recovery", func() bool { return e.store.Healthy() && !l.Degraded() })
+	res, err := a.Apply(ctxT(t), refused)
+	must(t, err)
+	must(t, l.WaitFlushed(ctxT(t), res.Seq))
+	reloaded := reopen(t, e, l)
+	if got := reloaded["app"]; !reflect.DeepEqual(got, map[string]any{"before": 1.0, "during": 1.0}) {
+		t.Fatalf("reloaded app = %v", got)
+	}
+}
+
+// reopen releases l, waits for the unload and returns the document loaded again.
+func reopen(t *testing.T, e *env, l *Lease) map[string]any {
+	t.Helper()
+	ns := l.NamespaceID()
+	rt := l.rt
+	for s := range l.sessions {
+		s.Close()
+	}
+	l.Release()
+	<-rt.done
+	l2, err := e.reg.Open(ctxT(t), owner, ns)
+	must(t, err)
+	defer l2.Release()
+	j, err := l2.JSON(ctxT(t), Root{"app", yjs.KindMap})
+	must(t, err)
+	return j
+}
+
+func TestS20_PeerDegradedAppliesHubUpdatesInMemoryAndKeepsSaving(t *testing.T) {
+	hub := newEnv(t, RoleHub, Config{}, persistence.Options{})
+	c, hl := hub.create(t)
+	_, start, err := openSession(t, hl, SessionOptions{Snapshot: true})
+	must(t, err)
+
+	var f persistencetest.Faults
+	opts := faultyOptions(&f)
+	opts.MaxQueuedAppends = 2 // the third append while the disk fails is refused
+	peer := newEnv(t, RolePeer, Config{SaveRetryMin: time.Millisecond, SaveRetryMax: 4 * time.Millisecond}, opts)
+	pl, err := peer.reg.Import(ctxT(t), owner, c.NamespaceID, start.Identity, start.Snapshot)
+	must(t, err)
+	hs, _, err := openSession(t, pl, SessionOptions{Expect: &start.Identity})
+	must(t, err)
+	w, err := pl.Watch(0, 0)
+	must(t, err)
+	defer w.Close()
+	author := newClient(20)
+	author.sync(t, start.Snapshot)
+
+	f.Fail(true)
+	var all [][]byte
+	hubUpdate := func(k string) ApplyResult {
+		u := author.set(t, "app", k, k)
+		all = append(all, u)
+		res, err := hs.Apply(ctxT(t), u)
+		must(t, err)
+		if !res.Changed {
+			t.Fatalf("hub update %s not applied", k)
+		}
+		return res
+	}
+	hubUpdate("a")
+	waitFor(t, "the store to report the failure", func() bool { return !peer.store.Healthy() })
+	// Local writes are refused; hub updates still apply in memory.
+	local := newClient(21)
+	local.sync(t, mustState(t, pl, nil))
+	_, err = pl.WriteLocal(ctxT(t), local.set(t, "app", "local", 1.0))
+	wantErr(t, err, ErrDegraded)
+	hubUpdate("b")
+	if res := hubUpdate("c"); res.Seq != 0 {
+		t.Fatal("the store accepted an append past its queue bound")
+	}
+	hubUpdate("d")
+	if p := w.Poll(); len(p.Updates) != 4 {
+		t.Fatalf("watchers saw %d of 4 hub updates", len(p.Updates))
+	}
+	if !pl.Degraded() {
+		t.Fatal("not degraded")
+	}
+	_, err = hs.StateVector(ctxT(t))
+	must(t, err)
+
+	// The disk comes back: the queued appends commit and the saver writes a snapshot with
+	// the refused change; the replica is healthy again and local writes work.
+	f.Fail(false)
+	waitFor(t, "the saver", func() bool { return peer.store.Healthy() && !pl.Degraded() })
+	local2 := newClient(22) // the refused write left a gap in client 21's clocks
+	local2.sync(t, mustState(t, pl, nil))
+	res, err := pl.WriteLocal(ctxT(t), local2.set(t, "app", "local2", 1.0))
+	must(t, err)
+	if !res.Changed {
+		t.Fatal("local write not applied")
+	}
+	got := reopen(t, peer, pl)["app"].(map[string]any)
+	for _, k := range []string{"a", "b", "c", "d", "local2"} {
+		if _, ok := got[k]; !ok {
+			t.Fatalf("after reload %s is missing: %v", k, got)
+		}
+	}
+}
+
+func TestS20_HubBackpressureDegradesUntilASnapshotSaves(t *testing.T) {
+	var f persistencetest.Faults
+	opts := faultyOptions(&f)
+	opts.MaxQueuedAppends = 1
+	e := newEnv(t, RoleHub, Config{SaveRetryMin: time.Millisecond, SaveRetryMax: 4 * time.Millisecond}, opts)
+	_, l := e.create(t)
+	a, _, err := openSession(t, l, SessionOptions{})
+	must(t, err)
+	cl := newClient(30)
+	cl.sync(t, mustState(t, l, nil))
+	unblock := block(t, l) // both applies are admitted before the store reports anything
+	f.Fail(true)
+	r1, r2 := make(chan ApplyResult, 1), make(chan ApplyResult, 1)
+	must(t, a.ApplyAsync(cl.set(t, "app", "x", 1.0), func(r ApplyResult, err error) { must(t, err); r1 <- r }))
+	must(t, a.ApplyAsync(cl.set(t, "app", "y", 1.0), func(r ApplyResult, err error) { must(t, err); r2 <- r }))
+	unblock()
+	if (<-r1).Seq == 0 {
+		t.Fatal("first append refused")
+	}
+	if (<-r2).Seq != 0 {
+		t.Fatal("second append accepted past the bound")
+	}
+	if !l.Degraded() {
+		t.Fatal("a refused append does not degrade the namespace")
+	}
+	_, err = a.Apply(ctxT(t), cl.set(t, "app", "z", 1.0))
+	wantErr(t, err, ErrDegraded)
+	f.Fail(false)
+	waitFor(t, "the saver", func() bool { return !l.Degraded() })
+	got := reopen(t, e, l)["app"].(map[string]any)
+	if !reflect.DeepEqual(got, map[string]any{"x": 1.0, "y": 1.0}) {
+		t.Fatalf("after reload: %v", got)
+	}
+}

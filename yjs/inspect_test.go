@@ -1,0 +1,160 @@
+package yjs
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+)
+
+// hubAndPeer returns a document with a meta map written by the hub (client 1) and a peer
+// replica (client 2) of it.
+func hubAndPeer(t *testing.T) (hub, peer *Doc) {
+	hub = NewDoc(WithClientID(1))
+	meta := hub.GetMap("meta")
+	must(t, meta.Set("replicationId", "0123456789abcdef0123456789abcdef"))
+	must(t, meta.Set("replicationEpoch", 1))
+	must(t, hub.GetText("body").Insert(0, "hello", nil))
+	peer = NewDoc(WithClientID(2))
+	st, err := EncodeStateAsUpdate(hub, nil)
+	must(t, err)
+	must(t, ApplyUpdate(peer, st, nil))
+	return hub, peer
+}
+
+// peerUpdate runs fn on the peer and returns the update it produced.
+func peerUpdate(t *testing.T, peer *Doc, fn func()) []byte {
+	t.Helper()
+	var u []byte
+	off := peer.OnUpdate(func(b []byte, _ any) { u = b })
+	fn()
+	off()
+	if u == nil {
+		t.Fatal("no update")
+	}
+	return u
+}
+
+func TestInspectUpdateProtectedRoot(t *testing.T) {
+	hub, peer := hubAndPeer(t)
+	cases := []struct {
+		name            string
+		edit            func()
+		inserts, delete bool
+	}{
+		{"overwrite meta key", func() { must(t, peer.GetMap("meta").Set("replicationEpoch", 2)) }, true, true},
+		{"set new meta key", func() { must(t, peer.GetMap("meta").Set("x", "y")) }, true, false},
+		{"delete meta key", func() { must(t, peer.GetMap("meta").Delete("replicationId")) }, false, true},
+		{"nested type under meta", func() { must(t, peer.GetMap("meta").Set("schema", NewMap())) }, true, false},
+		{"edit another root", func() { must(t, peer.GetText("body").Insert(5, " world", nil)) }, false, false},
+		{"delete in another root", func() { must(t, peer.GetText("body").Delete(0, 2)) }, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, p := hubAndPeer(t)
+			peer = p
+			u := peerUpdate(t, peer, c.edit)
+			eff, err := InspectUpdate(hub, u, "meta")
+			must(t, err)
+			if eff.Inserts != c.inserts || eff.Deletes != c.delete || len(eff.Waiting) != 0 {
+				t.Fatalf("effect %+v, want inserts %v deletes %v", eff, c.inserts, c.delete)
+			}
+		})
+	}
+}
+
+func TestInspectUpdateNestedAndWaiting(t *testing.T) {
+	hub, peer := hubAndPeer(t)
+	// the hub creates a nested map under meta; the peer edits inside it
+	must(t, hub.GetMap("meta").Set("schema", NewMap()))
+	st, _ := EncodeStateAsUpdate(hub, peer.EncodeStateVector())
+	must(t, ApplyUpdate(peer, st, nil))
+	v, _ := peer.GetMap("meta").Get("schema")
+	u := peerUpdate(t, peer, func() { must(t, v.(*Map).Set("definition", "x")) })
+	eff, err := InspectUpdate(hub, u, "meta")
+	must(t, err)
+	if !eff.Inserts {
+		t.Fatalf("edit inside a nested type under meta not seen: %+v", eff)
+	}
+	// an update whose structs come after a missing one of the peer waits on the peer
+	u1 := peerUpdate(t, peer, func() { must(t, peer.GetText("body").Insert(0, "a", nil)) })
+	u2 := peerUpdate(t, peer, func() { must(t, peer.GetMap("meta").Set("k", 1)) })
+	_ = u1
+	eff, err = InspectUpdate(hub, u2, "meta")
+	must(t, err)
+	if !eff.Inserts {
+		t.Fatalf("a struct whose own client has a gap but whose origin is known must still be placed: %+v", eff)
+	}
+	// a struct whose origin is missing waits on its client
+	other := NewDoc(WithClientID(3))
+	must(t, ApplyUpdate(other, u1, nil))
+	must(t, ApplyUpdate(other, mustState(t, peer), nil))
+	u3 := peerUpdate(t, other, func() { must(t, other.GetText("body").Insert(1, "b", nil)) })
+	eff, err = InspectUpdate(hub, u3, "meta")
+	must(t, err)
+	if eff.Inserts || eff.Deletes || len(eff.Waiting) == 0 {
+		t.Fatalf("want waiting only: %+v", eff)
+	}
+}
+
+func mustState(t *testing.T, d *Doc) []byte {
+	st, err := EncodeStateAsUpdate(d, nil)
+	must(t, err)
+	return st
+}
+
+// TestInspectUpdateAgreesWithApplying: on random histories, whenever applying an update
+// changes the root "map", InspectUpdate had reported an insert or a delete there (unless
+// pending structs from earlier updates took effect).
+func TestInspectUpdateAgreesWithApplying(t *testing.T) {
+	for seed := uint64(1); seed <= 150; seed++ {
+		g := &goHistory{rng: rand.New(rand.NewPCG(seed, 0x15)), seed: seed}
+		for i := 0; i < 3; i++ {
+			d := NewDoc(WithClientID(uint32(100+i)), WithRandom(zeroReader{}))
+			defineRoots(t, d, historyRoots)
+			d.OnUpdate(func(u []byte, origin any) {
+				if origin == nil {
+					g.updates = append(g.updates, u)
+				}
+			})
+			g.docs = append(g.docs, d)
+		}
+		for s := 0; s < 30; s++ {
+			d := g.docs[g.pick(3)]
+			d.Transact(nil, func(*Transaction) {
+				ts := types(d)
+				must(t, g.op(ts[g.pick(len(ts))]))
+			})
+			if g.pick(3) == 0 {
+				g.sync(t)
+			}
+		}
+		d := newRootedDoc(t, true, historyRoots)
+		for k, i := range g.rng.Perm(len(g.updates)) {
+			u := g.updates[i]
+			eff, err := InspectUpdate(d, u, "map")
+			must(t, err)
+			pendingBefore := d.HasPending()
+			before, _ := json.Marshal(d.GetMap("map").ToJSON())
+			must(t, ApplyUpdate(d, u, nil))
+			after, _ := json.Marshal(d.GetMap("map").ToJSON())
+			if !bytes.Equal(before, after) && !eff.Inserts && !eff.Deletes && !pendingBefore {
+				t.Fatalf("seed %d, update %d: map changed unseen: %+v\n%s\n%s", seed, k, eff, before, after)
+			}
+		}
+	}
+}
+
+func TestInspectUpdateRejectsMalformed(t *testing.T) {
+	hub, _ := hubAndPeer(t)
+	if _, err := InspectUpdate(hub, []byte{1, 2, 3}, "meta"); err == nil {
+		t.Fatal("malformed update accepted")
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -66,10 +66,10 @@ func InspectUpdate(doc *Doc, update []byte, root string) (RootEffect, error) {
 type placement uint8
 
 const (
-	placedUnknown placement = iota // not resolved yet
-	placedUnder                    // under the inspected root
-	placedElsewhere                // under another root, or nowhere (GC)
-	placedWaiting                  // depends on a missing struct
+	placedUnknown   placement = iota // not resolved yet
+	placedUnder                      // under the inspected root
+	placedElsewhere                  // under another root, or nowhere (GC)
+	placedWaiting                    // depends on a missing struct
 )
 
 type inspector struct {

@@ -90,6 +90,7 @@ const logFill = 0.9
 
 type boltBackend struct {
 	db       *bolt.DB
+	file     *os.File // bbolt's file, to release it when bbolt cannot
 	path     string
 	readOnly bool
 	// poisoned holds the error of a write transaction that panicked: bbolt's state is then
@@ -107,6 +108,11 @@ func openBackend(path string, opts Options) (b *boltBackend, err error) {
 			// The freelist is synced: rebuilding it on open would walk every page on a
 			// goroutine of bbolt's where a damaged page cannot be recovered from.
 			NoFreelistSync: false,
+			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+				f, err := os.OpenFile(name, flag, perm)
+				b.file = f
+				return f, err
+			},
 		})
 		switch {
 		case errors.Is(err, berrors.ErrTimeout):
@@ -126,6 +132,8 @@ func openBackend(path string, opts Options) (b *boltBackend, err error) {
 	if err != nil {
 		if b.db != nil {
 			b.db.Close()
+		} else if b.file != nil {
+			b.releaseFile() // bbolt panicked inside Open
 		}
 		return nil, err
 	}
@@ -140,7 +148,7 @@ func (b *boltBackend) checkFormat() error {
 		if meta == nil {
 			return &CorruptError{Path: b.path, Reason: "not a Nomicore store (no meta bucket)"}
 		}
-		p, err := decodeRecord(keyFormat, recFormat, meta.Get(keyFormat))
+		p, err := decodeRecord(nil, keyFormat, recFormat, meta.Get(keyFormat))
 		if err != nil {
 			return b.corrupt("meta/format", err)
 		}
@@ -169,7 +177,7 @@ func (b *boltBackend) checkFormat() error {
 					return err
 				}
 			}
-			return tx.Bucket(bucketMeta).Put(keyFormat, encodeRecord(keyFormat, recFormat, []byte(formatName)))
+			return tx.Bucket(bucketMeta).Put(keyFormat, encodeRecord(nil, keyFormat, recFormat, []byte(formatName)))
 		})
 	})
 }
@@ -212,8 +220,20 @@ func (b *boltBackend) update(fn func(w writer) error) error {
 	})
 }
 
+// releaseFile unlocks and closes bbolt's file without bbolt, which is stuck after a panic
+// (its locks may be held). Its memory map of the damaged file, if made, stays until the
+// process exits.
+func (b *boltBackend) releaseFile() {
+	unlockFile(b.file)
+	b.file.Close()
+}
+
 func (b *boltBackend) close() error {
 	if b.db == nil {
+		return nil
+	}
+	if b.poisoned.Load() != nil {
+		b.releaseFile()
 		return nil
 	}
 	if err := b.db.Close(); err != nil {
@@ -258,7 +278,7 @@ func (t *boltTx) entry(ns string) (Entry, error) {
 
 func (t *boltTx) decodeEntry(k, v []byte) (Entry, error) {
 	where := "entries/" + string(k)
-	p, err := decodeRecord(k, recEntry, v)
+	p, err := decodeRecord(nil, k, recEntry, v)
 	if err != nil {
 		return Entry{}, t.b.corrupt(where, err)
 	}
@@ -285,8 +305,8 @@ func (t *boltTx) entries(owner string) ([]Entry, error) {
 }
 
 // readSnapshot decodes the snapshot record of the document bucket db (aliasing the page).
-func (t *boltTx) readSnapshot(db *bolt.Bucket, where string) (uint64, []byte, error) {
-	p, err := decodeRecord(keySnapshot, recSnapshot, db.Get(keySnapshot))
+func (t *boltTx) readSnapshot(db *bolt.Bucket, scope []byte, where string) (uint64, []byte, error) {
+	p, err := decodeRecord(scope, keySnapshot, recSnapshot, db.Get(keySnapshot))
 	if err != nil {
 		return 0, nil, t.b.corrupt(where+"/snapshot", err)
 	}
@@ -299,7 +319,7 @@ func (t *boltTx) readSnapshot(db *bolt.Bucket, where string) (uint64, []byte, er
 
 // eachLogged calls fn for every update in the log of the document bucket db, checking each
 // record and that the sequence numbers run on from through without a gap.
-func (t *boltTx) eachLogged(db *bolt.Bucket, where string, through uint64, fn func(seq uint64, update []byte)) (uint64, error) {
+func (t *boltTx) eachLogged(db *bolt.Bucket, scope []byte, where string, through uint64, fn func(seq uint64, update []byte)) (uint64, error) {
 	lb := db.Bucket(keyLog)
 	if lb == nil {
 		return 0, t.b.corrupt(where, errors.New("missing log bucket"))
@@ -314,7 +334,7 @@ func (t *boltTx) eachLogged(db *bolt.Bucket, where string, through uint64, fn fu
 		if seq != last+1 {
 			return 0, t.b.corrupt(where+"/log", fmt.Errorf("update %d follows %d: the log has a gap", seq, last))
 		}
-		p, err := decodeRecord(k, recUpdate, v)
+		p, err := decodeRecord(scope, k, recUpdate, v)
 		if err != nil {
 			return 0, t.b.corrupt(where+"/log/"+strconv.FormatUint(seq, 10), err)
 		}
@@ -324,13 +344,13 @@ func (t *boltTx) eachLogged(db *bolt.Bucket, where string, through uint64, fn fu
 	return last, nil
 }
 
-func (t *boltTx) readDoc(db *bolt.Bucket, where string) (Doc, error) {
-	through, snap, err := t.readSnapshot(db, where)
+func (t *boltTx) readDoc(db *bolt.Bucket, scope []byte, where string) (Doc, error) {
+	through, snap, err := t.readSnapshot(db, scope, where)
 	if err != nil {
 		return Doc{}, err
 	}
 	doc := Doc{Snapshot: bytes.Clone(snap), SnapshotThrough: through}
-	doc.Through, err = t.eachLogged(db, where, through, func(_ uint64, u []byte) {
+	doc.Through, err = t.eachLogged(db, scope, where, through, func(_ uint64, u []byte) {
 		doc.Updates = append(doc.Updates, bytes.Clone(u))
 	})
 	if err != nil {
@@ -339,13 +359,13 @@ func (t *boltTx) readDoc(db *bolt.Bucket, where string) (Doc, error) {
 	return doc, nil
 }
 
-func (t *boltTx) readDocInfo(db *bolt.Bucket, where string, info *DocInfo) error {
-	through, snap, err := t.readSnapshot(db, where)
+func (t *boltTx) readDocInfo(db *bolt.Bucket, scope []byte, where string, info *DocInfo) error {
+	through, snap, err := t.readSnapshot(db, scope, where)
 	if err != nil {
 		return err
 	}
 	info.HasDoc, info.SnapshotBytes, info.SnapshotThrough = true, len(snap), through
-	info.Through, err = t.eachLogged(db, where, through, func(_ uint64, u []byte) {
+	info.Through, err = t.eachLogged(db, scope, where, through, func(_ uint64, u []byte) {
 		info.LogUpdates++
 		info.LogBytes += len(u)
 	})
@@ -357,13 +377,13 @@ func (t *boltTx) doc(owner, ns string) (Doc, error) {
 	if db == nil {
 		return Doc{}, ErrNotFound
 	}
-	return t.readDoc(db, docWhere(owner, ns))
+	return t.readDoc(db, docScope(owner, ns), docWhere(owner, ns))
 }
 
 func (t *boltTx) docInfo(owner, ns string) (DocInfo, error) {
 	info := DocInfo{Owner: owner, NamespaceID: ns}
 	if db := t.docBucket(owner, ns); db != nil {
-		if err := t.readDocInfo(db, docWhere(owner, ns), &info); err != nil {
+		if err := t.readDocInfo(db, docScope(owner, ns), docWhere(owner, ns), &info); err != nil {
 			return DocInfo{}, err
 		}
 	}
@@ -410,7 +430,7 @@ func (t *boltTx) archiveInfo(ns string, idKey []byte, ab *bolt.Bucket) (ArchiveI
 	}
 	id := binary.BigEndian.Uint64(idKey)
 	where := archiveWhere(ns, id)
-	p, err := decodeRecord(keyInfo, recArchive, ab.Get(keyInfo))
+	p, err := decodeRecord(archiveScope(ns, id), keyInfo, recArchive, ab.Get(keyInfo))
 	if err != nil {
 		return ArchiveInfo{}, t.b.corrupt(where+"/info", err)
 	}
@@ -421,7 +441,7 @@ func (t *boltTx) archiveInfo(ns string, idKey []byte, ab *bolt.Bucket) (ArchiveI
 	info := ArchiveInfo{NamespaceID: ns, ID: id, Reason: reason, Entry: ent}
 	info.DocInfo = DocInfo{Owner: ent.Owner, NamespaceID: ns}
 	if ab.Get(keySnapshot) != nil {
-		if err := t.readDocInfo(ab, where, &info.DocInfo); err != nil {
+		if err := t.readDocInfo(ab, docScope(ent.Owner, ns), where, &info.DocInfo); err != nil {
 			return ArchiveInfo{}, err
 		}
 	}
@@ -441,10 +461,11 @@ func (t *boltTx) archive(ns string, id uint64) (Doc, error) {
 	if ab == nil {
 		return Doc{}, ErrNotFound
 	}
-	if ab.Get(keySnapshot) == nil {
-		return Doc{}, nil
+	info, err := t.archiveInfo(ns, seqKey(id), ab)
+	if err != nil || !info.HasDoc {
+		return Doc{}, err
 	}
-	return t.readDoc(ab, archiveWhere(ns, id))
+	return t.readDoc(ab, docScope(info.Entry.Owner, ns), archiveWhere(ns, id))
 }
 
 func (t *boltTx) config(key string) ([]byte, error) {
@@ -453,7 +474,7 @@ func (t *boltTx) config(key string) ([]byte, error) {
 	if v == nil {
 		return nil, ErrNotFound
 	}
-	p, err := decodeRecord(k, recConfig, v)
+	p, err := decodeRecord(nil, k, recConfig, v)
 	if err != nil {
 		return nil, t.b.corrupt("config/"+key, err)
 	}
@@ -463,7 +484,10 @@ func (t *boltTx) config(key string) ([]byte, error) {
 func (t *boltTx) configKeys(prefix string) ([]string, error) {
 	var out []string
 	c := t.top(bucketConfig).Cursor()
-	for k, _ := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, _ = c.Next() {
+	for k, v := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
+		if _, err := decodeRecord(nil, k, recConfig, v); err != nil { // a key is checked with its value
+			return nil, t.b.corrupt("config/"+string(k), err)
+		}
 		out = append(out, string(k))
 	}
 	return out, nil
@@ -477,10 +501,30 @@ func (t *boltTx) verify() error {
 			errs = append(errs, err)
 		}
 	}
-	_, err := t.entries("")
+	entries, err := t.entries("")
 	note(err)
-	_, err = t.docs()
+	docs, err := t.docs()
 	note(err)
+	// An active entry and its document are created and removed together.
+	hasDoc := map[docKey]bool{}
+	for _, d := range docs {
+		hasDoc[docKey{d.Owner, d.NamespaceID}] = true
+	}
+	active := map[docKey]bool{}
+	for _, e := range entries {
+		k := docKey{e.Owner, e.NamespaceID}
+		if e.State == StateActive {
+			active[k] = true
+			if !hasDoc[k] {
+				note(t.b.corrupt("entries/"+e.NamespaceID, fmt.Errorf("active entry without a document under owner %q", e.Owner)))
+			}
+		}
+	}
+	for _, d := range docs {
+		if !active[docKey{d.Owner, d.NamespaceID}] {
+			note(t.b.corrupt(docWhere(d.Owner, d.NamespaceID), errors.New("document without an active entry")))
+		}
+	}
 	_, err = t.archives("")
 	note(err)
 	note(t.top(bucketConfig).ForEach(func(k, v []byte) error {
@@ -495,7 +539,7 @@ func (t *boltTx) verify() error {
 
 func (t *boltTx) putEntry(e Entry) error {
 	k := []byte(e.NamespaceID)
-	return t.top(bucketEntries).Put(k, encodeRecord(k, recEntry, appendEntryPayload(nil, e)))
+	return t.top(bucketEntries).Put(k, encodeRecord(nil, k, recEntry, appendEntryPayload(nil, e)))
 }
 
 func (t *boltTx) deleteEntry(ns string) error { return t.top(bucketEntries).Delete([]byte(ns)) }
@@ -514,7 +558,7 @@ func (t *boltTx) createDoc(owner, ns string, snapshot []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := db.Put(keySnapshot, encodeSnapshotRecord(keySnapshot, 0, snapshot)); err != nil {
+	if err := db.Put(keySnapshot, encodeSnapshotRecord(docScope(owner, ns), 0, snapshot)); err != nil {
 		return err
 	}
 	_, err = db.CreateBucket(keyLog)
@@ -546,7 +590,7 @@ func (t *boltTx) appendUpdate(owner, ns string, seq uint64, update []byte) error
 		return ErrNotFound
 	}
 	k := seqKey(seq)
-	return lb.Put(k, encodeRecord(k, recUpdate, update))
+	return lb.Put(k, encodeRecord(docScope(owner, ns), k, recUpdate, update))
 }
 
 func (t *boltTx) setSnapshot(owner, ns string, snapshot []byte, through uint64) error {
@@ -554,7 +598,7 @@ func (t *boltTx) setSnapshot(owner, ns string, snapshot []byte, through uint64) 
 	if db == nil {
 		return ErrNotFound
 	}
-	return db.Put(keySnapshot, encodeSnapshotRecord(keySnapshot, through, snapshot))
+	return db.Put(keySnapshot, encodeSnapshotRecord(docScope(owner, ns), through, snapshot))
 }
 
 func (t *boltTx) trimLog(owner, ns string, through uint64) (count, n int, err error) {
@@ -604,7 +648,7 @@ func (t *boltTx) archiveDoc(owner, ns string, info ArchiveInfo) (ArchiveInfo, er
 		return ArchiveInfo{}, err
 	}
 	info.ID = id
-	if err := ab.Put(keyInfo, encodeRecord(keyInfo, recArchive, encodeArchivePayload(info.Reason, info.Entry))); err != nil {
+	if err := ab.Put(keyInfo, encodeRecord(archiveScope(ns, id), keyInfo, recArchive, encodeArchivePayload(info.Reason, info.Entry))); err != nil {
 		return ArchiveInfo{}, err
 	}
 	info.DocInfo = DocInfo{Owner: owner, NamespaceID: ns}
@@ -612,7 +656,7 @@ func (t *boltTx) archiveDoc(owner, ns string, info ArchiveInfo) (ArchiveInfo, er
 	if db == nil {
 		return info, nil
 	}
-	if err := t.readDocInfo(db, docWhere(owner, ns), &info.DocInfo); err != nil {
+	if err := t.readDocInfo(db, docScope(owner, ns), docWhere(owner, ns), &info.DocInfo); err != nil {
 		return ArchiveInfo{}, err
 	}
 	// Records are keyed the same way in an archive, so they move unchanged.
@@ -628,7 +672,7 @@ func (t *boltTx) archiveDoc(owner, ns string, info ArchiveInfo) (ArchiveInfo, er
 
 func (t *boltTx) putConfig(key string, value []byte) error {
 	k := []byte(key)
-	return t.top(bucketConfig).Put(k, encodeRecord(k, recConfig, value))
+	return t.top(bucketConfig).Put(k, encodeRecord(nil, k, recConfig, value))
 }
 
 func (t *boltTx) deleteConfig(key string) error { return t.top(bucketConfig).Delete([]byte(key)) }

@@ -15,8 +15,10 @@ import (
 //
 //	magic(1) = 0xC5 | version(1) = 1 | kind(1) | crc32c(4, big endian) | payload
 //
-// where the CRC-32C (Castagnoli) covers the record's bbolt key, the kind byte and the
-// payload, so a damaged value, or a value under the wrong key, is detected when read.
+// where the CRC-32C (Castagnoli) covers the record's scope (the names of the buckets that
+// identify it: owner and namespace for document records, namespace and archive id for an
+// archive's info), its bbolt key, the kind byte and the payload. A damaged value, a damaged
+// key or bucket name, or a value under the wrong key is detected when read.
 const (
 	recMagic   byte = 0xC5
 	recVersion byte = 1
@@ -55,21 +57,29 @@ func (k recKind) String() string {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func recordCRC(key []byte, kind recKind, payload []byte) uint32 {
-	c := crc32.Update(0, castagnoli, key)
+func recordCRC(scope, key []byte, kind recKind, payload []byte) uint32 {
+	c := crc32.Update(0, castagnoli, scope)
+	c = crc32.Update(c, castagnoli, key)
 	c = crc32.Update(c, castagnoli, []byte{byte(kind)})
 	return crc32.Update(c, castagnoli, payload)
 }
 
-// appendRecord appends the record of payload under key to dst.
-func appendRecord(dst, key []byte, kind recKind, payload []byte) []byte {
-	dst = append(dst, recMagic, recVersion, byte(kind))
-	dst = binary.BigEndian.AppendUint32(dst, recordCRC(key, kind, payload))
-	return append(dst, payload...)
+// encodeRecord returns the record of payload stored under key in scope.
+func encodeRecord(scope, key []byte, kind recKind, payload []byte) []byte {
+	out := make([]byte, 0, recHeader+len(payload))
+	out = append(out, recMagic, recVersion, byte(kind))
+	out = binary.BigEndian.AppendUint32(out, recordCRC(scope, key, kind, payload))
+	return append(out, payload...)
 }
 
-func encodeRecord(key []byte, kind recKind, payload []byte) []byte {
-	return appendRecord(make([]byte, 0, recHeader+len(payload)), key, kind, payload)
+// docScope is the scope of the records of a document (and of its archived copy).
+func docScope(owner, ns string) []byte {
+	return lib0.AppendVarString(lib0.AppendVarString(nil, owner), ns)
+}
+
+// archiveScope is the scope of an archive's info record.
+func archiveScope(ns string, id uint64) []byte {
+	return binary.BigEndian.AppendUint64(lib0.AppendVarString(nil, ns), id)
 }
 
 // errRecord is the reason a record is rejected; wrapped into a CorruptError by the caller.
@@ -77,8 +87,9 @@ type errRecord string
 
 func (e errRecord) Error() string { return string(e) }
 
-// decodeRecord checks the record v stored under key and returns its payload (aliasing v).
-func decodeRecord(key []byte, kind recKind, v []byte) ([]byte, error) {
+// decodeRecord checks the record v stored under key in scope and returns its payload
+// (aliasing v).
+func decodeRecord(scope, key []byte, kind recKind, v []byte) ([]byte, error) {
 	switch {
 	case v == nil:
 		return nil, errRecord("missing " + kind.String() + " record")
@@ -92,7 +103,7 @@ func decodeRecord(key []byte, kind recKind, v []byte) ([]byte, error) {
 		return nil, errRecord(fmt.Sprintf("record kind %v, want %v", recKind(v[2]), kind))
 	}
 	payload := v[recHeader:]
-	if got, want := binary.BigEndian.Uint32(v[3:]), recordCRC(key, kind, payload); got != want {
+	if got, want := binary.BigEndian.Uint32(v[3:]), recordCRC(scope, key, kind, payload); got != want {
 		return nil, errRecord(fmt.Sprintf("checksum mismatch (stored %08x, computed %08x)", got, want))
 	}
 	return payload, nil
@@ -175,12 +186,12 @@ func decodeArchivePayload(p []byte, ns string) (ArchiveReason, Entry, error) {
 	return reason, e, nil
 }
 
-func encodeSnapshotRecord(key []byte, through uint64, snapshot []byte) []byte {
+func encodeSnapshotRecord(scope []byte, through uint64, snapshot []byte) []byte {
 	out := make([]byte, 0, recHeader+lib0.VarUintLen(through)+len(snapshot))
 	out = append(out, recMagic, recVersion, byte(recSnapshot), 0, 0, 0, 0)
 	out = lib0.AppendVarUint(out, through)
 	out = append(out, snapshot...)
-	binary.BigEndian.PutUint32(out[3:], recordCRC(key, recSnapshot, out[recHeader:]))
+	binary.BigEndian.PutUint32(out[3:], recordCRC(scope, keySnapshot, recSnapshot, out[recHeader:]))
 	return out
 }
 

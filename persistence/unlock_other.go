@@ -1,0 +1,7 @@
+//go:build !unix
+
+package persistence
+
+import "os"
+
+func unlockFile(*os.File) {}

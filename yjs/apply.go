@@ -41,7 +41,7 @@ func decodeUpdate(b []byte) (*decodedUpdate, error) {
 	var s rawStruct
 	for r.nextBlock() {
 		l := &refList{refs: make([]*structRef, 0, r.structsLeft)}
-		u.clients[r.client] = l // a client listed twice keeps its last block, as in JS
+		u.clients[r.client] = l
 		for r.next(&s) {
 			l.refs = append(l.refs, refFromRaw(&s))
 		}

@@ -56,9 +56,12 @@ func (s *rawStruct) end() uint64 { return s.id.Clock + s.length }
 // validating every rule; errors are sticky in the decoder.
 type structReader struct {
 	d           *lib0.Decoder
+	seen        map[uint64]struct{} // clients of the blocks read so far
+	descending  bool                // require the clients in descending order (as every writer orders them)
 	clientsLeft int
 	structsLeft int
 	client      uint64
+	prevClient  uint64
 	clock       uint64
 	copy        bool // copy string and binary contents out of the input
 }
@@ -80,7 +83,25 @@ func (r *structReader) nextBlock() bool {
 	r.structsLeft = d.ReadCount(math.MaxInt32, 2)
 	r.client = d.ReadVarUint()
 	r.clock = d.ReadVarUint()
-	return d.Err() == nil
+	if d.Err() != nil {
+		return false
+	}
+	// JS applyUpdate keeps only the last block of a client listed twice while mergeUpdates
+	// keeps both: such an update means different things to them, so it is refused.
+	if r.seen == nil {
+		r.seen = make(map[uint64]struct{}, 4)
+	}
+	if _, dup := r.seen[r.client]; dup {
+		d.Fail(ErrDuplicateClient)
+		return false
+	}
+	if r.descending && len(r.seen) > 0 && r.client > r.prevClient {
+		d.Fail(ErrClientOrder)
+		return false
+	}
+	r.prevClient = r.client
+	r.seen[r.client] = struct{}{}
+	return true
 }
 
 // advance reads the next struct of the whole section, across blocks.

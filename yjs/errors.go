@@ -34,14 +34,16 @@ func (e *InternalError) Error() string {
 
 // Grammar violations of the update format, wrapped in a *DecodeError.
 var (
-	ErrContentRef    = errors.New("unknown struct or content ref in info byte")
-	ErrTypeRef       = errors.New("unknown type ref")
-	ErrParentInfo    = errors.New("parent info is neither 0 nor 1")
-	ErrZeroLength    = errors.New("zero-length struct or delete range")
-	ErrClockRange    = errors.New("clock beyond 2^53-1")
-	ErrSelfReference = errors.New("struct references its own client at or after its own clock")
-	ErrJSON          = errors.New("invalid JSON content")
-	ErrDocOptions    = errors.New("subdocument options are null or undefined")
+	ErrContentRef      = errors.New("unknown struct or content ref in info byte")
+	ErrTypeRef         = errors.New("unknown type ref")
+	ErrParentInfo      = errors.New("parent info is neither 0 nor 1")
+	ErrZeroLength      = errors.New("zero-length struct or delete range")
+	ErrClockRange      = errors.New("clock beyond 2^53-1")
+	ErrSelfReference   = errors.New("struct references its own client at or after its own clock")
+	ErrJSON            = errors.New("invalid JSON content")
+	ErrDocOptions      = errors.New("subdocument options are null or undefined")
+	ErrDuplicateClient = errors.New("a client is listed twice in the struct section")
+	ErrClientOrder     = errors.New("clients of the struct section are not in descending order")
 )
 
 // Errors of the application API.

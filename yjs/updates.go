@@ -24,6 +24,16 @@ func newLazyReader(update []byte, filterSkips bool) *lazyReader {
 	return l
 }
 
+// newLazyReaderOrdered also requires the clients in descending order.
+func newLazyReaderOrdered(update []byte, filterSkips bool) *lazyReader {
+	d := lib0.NewDecoder(update)
+	r := newStructReader(d, false)
+	r.descending = true
+	l := &lazyReader{d: d, r: r, filterSkips: filterSkips}
+	l.next()
+	return l
+}
+
 func (l *lazyReader) next() {
 	for {
 		l.has = l.r.advance(&l.curr)
@@ -123,8 +133,11 @@ func mergeRaw(left, right *rawStruct) bool {
 }
 
 // validateUpdate checks that b is a well-formed v1 update.
-func validateUpdate(b []byte) error {
+func validateUpdate(b []byte, descending bool) error {
 	l := newLazyReader(b, false)
+	if descending {
+		l = newLazyReaderOrdered(b, false)
+	}
 	for l.has {
 		l.next()
 	}
@@ -201,7 +214,7 @@ func (h *mergeHeap) popTop() {
 // (times log of the number of updates).
 func MergeUpdates(updates [][]byte) ([]byte, error) {
 	if len(updates) == 1 {
-		if err := validateUpdate(updates[0]); err != nil {
+		if err := validateUpdate(updates[0], true); err != nil {
 			return nil, err
 		}
 		return append([]byte(nil), updates[0]...), nil
@@ -210,7 +223,10 @@ func MergeUpdates(updates [][]byte) ([]byte, error) {
 	size := 0
 	h := &mergeHeap{}
 	for i, u := range updates {
-		readers[i] = newLazyReader(u, true)
+		// The merge (as JS's) interleaves the updates by client, highest first; an update
+		// listing its clients in another order would come out with a client split in two
+		// blocks, so it is refused.
+		readers[i] = newLazyReaderOrdered(u, true)
 		size += len(u)
 		if err := readers[i].d.Err(); err != nil {
 			return nil, decodeErr("update", err)

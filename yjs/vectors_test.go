@@ -60,7 +60,7 @@ type fnVector struct {
 	MergedReversed string
 }
 
-func loadVectors(t *testing.T) *vectorFile {
+func loadVectors(t testing.TB) *vectorFile {
 	t.Helper()
 	b, err := os.ReadFile("testdata/vectors.json")
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/persistence/persistencetest"
 	"github.com/nomicore/nomicore/yjs"
@@ -165,33 +166,33 @@ func TestS20_PeerDegradedAppliesHubUpdatesInMemoryAndKeepsSaving(t *testing.T) {
 }
 
 func TestS20_HubBackpressureDegradesUntilASnapshotSaves(t *testing.T) {
-	var f persistencetest.Faults
-	opts := faultyOptions(&f)
-	opts.MaxQueuedAppends = 1
-	e := newEnv(t, RoleHub, Config{SaveRetryMin: time.Millisecond, SaveRetryMax: 4 * time.Millisecond}, opts)
+	// The store's queue holds one append, and its group commit waits for a fake clock: the
+	// second append is refused while the store is otherwise healthy.
+	fc := clock.NewFake(time.Unix(0, 0))
+	opts := persistence.Options{MaxQueuedAppends: 1, CommitDelay: time.Second, Clock: fc}
+	e := newEnv(t, RoleHub, Config{}, opts)
 	_, l := e.create(t)
 	a, _, err := openSession(t, l, SessionOptions{})
 	must(t, err)
 	cl := newClient(30)
 	cl.sync(t, mustState(t, l, nil))
-	unblock := block(t, l) // both applies are admitted before the store reports anything
-	f.Fail(true)
-	r1, r2 := make(chan ApplyResult, 1), make(chan ApplyResult, 1)
-	must(t, a.ApplyAsync(cl.set(t, "app", "x", 1.0), func(r ApplyResult, err error) { must(t, err); r1 <- r }))
-	must(t, a.ApplyAsync(cl.set(t, "app", "y", 1.0), func(r ApplyResult, err error) { must(t, err); r2 <- r }))
-	unblock()
-	if (<-r1).Seq == 0 {
-		t.Fatal("first append refused")
+	r1, err := a.Apply(ctxT(t), cl.set(t, "app", "x", 1.0))
+	must(t, err)
+	r2, err := a.Apply(ctxT(t), cl.set(t, "app", "y", 1.0))
+	must(t, err)
+	if r1.Seq == 0 || r2.Seq != 0 || !r2.Changed {
+		t.Fatalf("results %+v %+v: want the second append refused by the store", r1, r2)
 	}
-	if (<-r2).Seq != 0 {
-		t.Fatal("second append accepted past the bound")
-	}
-	if !l.Degraded() {
+	if !e.store.Healthy() || !l.Degraded() {
 		t.Fatal("a refused append does not degrade the namespace")
 	}
 	_, err = a.Apply(ctxT(t), cl.set(t, "app", "z", 1.0))
 	wantErr(t, err, ErrDegraded)
-	f.Fail(false)
+	// The group commit runs: the queued append commits, then the saver's snapshot.
+	if !fc.WaitForTimers(1, 10*time.Second) {
+		t.Fatal("the store armed no commit timer")
+	}
+	fc.Advance(time.Second)
 	waitFor(t, "the saver", func() bool { return !l.Degraded() })
 	got := reopen(t, e, l)["app"].(map[string]any)
 	if !reflect.DeepEqual(got, map[string]any{"x": 1.0, "y": 1.0}) {

@@ -57,8 +57,10 @@ type Config struct {
 	// crypto/rand. It is used under a lock.
 	Random io.Reader
 	// StageClock, when set, times the §23.4 stages of every apply slot (ApplyResult.Stages).
-	// Without it the sequencer reads no clock.
-	StageClock clock.Clock
+	// Without it the sequencer reads no clock. A clock.Clock will do; pass the same one the
+	// replication layer's observer seam uses, so the stage durations and its latencies are
+	// comparable.
+	StageClock StageClock
 	// MaxQueuedSlots bounds each namespace's slot queue; past it operations are refused at
 	// once with ErrOverloaded. Zero means the default.
 	MaxQueuedSlots int
@@ -72,6 +74,10 @@ type Config struct {
 	// Logger receives internal failures (never bytes, tokens or owners); nil discards them.
 	Logger *slog.Logger
 }
+
+// StageClock is a monotonic time source for stage timings. A reading that panics counts as
+// no reading (§23.4): the stages of that slot are left out.
+type StageClock interface{ Now() time.Time }
 
 // Compactor returns the store Compactor the registry needs (persistence.Options.Compactor):
 // it folds the update log into the snapshot with yjs.MergeUpdates.

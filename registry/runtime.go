@@ -611,13 +611,13 @@ func (rt *runtime) saveLoop(ctx context.Context) {
 // stageTimer reads the stage clock at the §23.4 stage boundaries; without a clock it reads
 // nothing.
 type stageTimer struct {
-	c     interface{ Now() time.Time }
+	c     StageClock
 	marks [5]time.Time
 	n     int
 	bad   bool
 }
 
-func newStageTimer(c interface{ Now() time.Time }, admitted time.Time) *stageTimer {
+func newStageTimer(c StageClock, admitted time.Time) *stageTimer {
 	if c == nil {
 		return nil
 	}
@@ -649,7 +649,7 @@ func (st *stageTimer) stages() *Stages {
 }
 
 // readClock reads c; a panicking clock counts as absent (§23.4 clock-throw folding).
-func readClock(c interface{ Now() time.Time }) (t time.Time, ok bool) {
+func readClock(c StageClock) (t time.Time, ok bool) {
 	defer func() {
 		if recover() != nil {
 			t, ok = time.Time{}, false

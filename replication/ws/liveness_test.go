@@ -33,7 +33,7 @@ func TestS17_PongEchoClearsTimeout(t *testing.T) {
 			t.Fatalf("fake ping payload %x", payload)
 		}
 		p.end.Pong(payload)
-		h.do(t, func(*ws.Session) {}) // the pong result reached the owner
+		h.do(t, func(*ws.Session) {})                                              // the pong result reached the owner
 		eventually(t, "pong settled", func() bool { return f.clk.Pending() == 1 }) // only the next ping timer
 	}
 	if _, ok := h.closeInfo(); ok {

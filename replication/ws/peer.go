@@ -203,7 +203,7 @@ func (p *Peer) ConfigChanged() {
 // or when ctx ends.
 func (p *Peer) Stop(ctx context.Context) error {
 	ch := make(chan struct{})
-	if !p.post(func() { p.stop(ch) }) {
+	if !p.post(func() { p.stop(ch, false) }) {
 		return nil
 	}
 	select {
@@ -214,14 +214,15 @@ func (p *Peer) Stop(ctx context.Context) error {
 	}
 }
 
-// Close stops the peer and ends its controller goroutine; it is idempotent and waits.
+// Close stops the peer at once, without draining (a ready connection is closed with 1000),
+// and ends the controller goroutine; it is idempotent and waits.
 func (p *Peer) Close() {
 	if p.closed.Swap(true) {
 		<-p.done
 		return
 	}
 	ch := make(chan struct{})
-	if p.post(func() { p.exiting = true; p.stop(ch) }) {
+	if p.post(func() { p.exiting = true; p.stop(ch, true) }) {
 		<-ch
 	}
 	<-p.done
@@ -297,15 +298,15 @@ func (p *Peer) set(s PeerState) {
 	}
 }
 
-func (p *Peer) stop(ch chan struct{}) {
+func (p *Peer) stop(ch chan struct{}, abort bool) {
 	p.waiters = append(p.waiters, ch)
 	p.stopping = true
-	switch p.state {
-	case observer.ConnReady:
+	switch {
+	case p.state == observer.ConnReady && !abort:
 		p.set(observer.ConnDraining)
 		c := p.conn
 		c.post(func() { c.localDrain(p.cfg.CloseTimeout) })
-	case observer.ConnDraining:
+	case p.state == observer.ConnDraining && !abort:
 	default:
 		p.stopTimer()
 		if p.dialCancel != nil {

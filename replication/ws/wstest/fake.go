@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"net/http"
 	"sync"
 
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -295,4 +296,59 @@ func (e *End) Changed() <-chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.changed
+}
+
+// Dialer is a ws.Dialer over fake pairs. Each Dial takes the next scripted result: an error,
+// or a fresh Pair whose far end is delivered on Accepted for the test to play the hub.
+type Dialer struct {
+	// Accepted receives the hub-side end of each successful dial, with the request header.
+	Accepted chan Dialed
+
+	mu     sync.Mutex
+	script []error // consumed in order; nil entries (or an empty script) mean success
+	dials  int
+}
+
+// Dialed is one successful fake dial.
+type Dialed struct {
+	End    *End
+	Header http.Header
+}
+
+// NewDialer returns a dialer whose dials succeed unless scripted otherwise.
+func NewDialer() *Dialer { return &Dialer{Accepted: make(chan Dialed, 64)} }
+
+// Fail makes the next dials fail with errs, in order (nil: succeed).
+func (d *Dialer) Fail(errs ...error) {
+	d.mu.Lock()
+	d.script = append(d.script, errs...)
+	d.mu.Unlock()
+}
+
+// Dials returns the number of Dial calls so far.
+func (d *Dialer) Dials() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dials
+}
+
+// Dial implements ws.Dialer.
+func (d *Dialer) Dial(ctx context.Context, url string, header http.Header) (ws.Transport, error) {
+	d.mu.Lock()
+	d.dials++
+	var err error
+	if len(d.script) > 0 {
+		err, d.script = d.script[0], d.script[1:]
+	}
+	d.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	a, b := Pair(64)
+	select {
+	case d.Accepted <- Dialed{End: b, Header: header.Clone()}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return a, nil
 }

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -160,11 +161,18 @@ func readEntryPayload(d *lib0.Decoder, ns string) Entry {
 	return e
 }
 
+// errNonCanonical: a payload that decodes but is not what its value encodes to (unsorted or
+// repeated meta keys, a negative zero): not something this store wrote.
+var errNonCanonical = errors.New("non-canonical encoding")
+
 func decodeEntryPayload(p []byte, ns string) (Entry, error) {
 	d := lib0.NewDecoder(p)
 	e := readEntryPayload(d, ns)
 	if err := d.Finish(); err != nil {
 		return Entry{}, err
+	}
+	if !bytes.Equal(appendEntryPayload(nil, e), p) {
+		return Entry{}, errNonCanonical
 	}
 	return e, nil
 }
@@ -182,6 +190,9 @@ func decodeArchivePayload(p []byte, ns string) (ArchiveReason, Entry, error) {
 	}
 	if reason != ReasonArchive && reason != ReasonReset {
 		return 0, Entry{}, fmt.Errorf("archive reason %d", reason)
+	}
+	if !bytes.Equal(encodeArchivePayload(reason, e), p) {
+		return 0, Entry{}, errNonCanonical
 	}
 	return reason, e, nil
 }

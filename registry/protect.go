@@ -2,45 +2,52 @@ package registry
 
 import (
 	"errors"
-	"reflect"
+	"fmt"
+	"slices"
 
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// checkProtected is the protected-field check of §20 and GUIDE §4: an update that would
-// change the `meta` root is ErrProtected, a malformed update ErrApplyFailed, an internal
-// failure ErrInternal — and the live document is not written in any case.
-func checkProtected(live *yjs.Doc, update []byte) error {
-	return scratchCheck(live, update)
-}
-
-// scratchCheck is the literal §20 procedure: a scratch clone of the live state, the update
-// applied to it, meta compared before and after.
-func scratchCheck(live *yjs.Doc, update []byte) error {
-	state, err := yjs.EncodeStateAsUpdate(live, nil)
+// checkProtected is the protected-field check of §20 and GUIDE §4, run in the slot before the
+// live apply: an update that touches the `meta` root is ErrProtected, a malformed update
+// ErrApplyFailed, an internal failure ErrInternal — and the live document is not written in
+// any case.
+//
+// "Touches" is decided read-only by yjs.InspectUpdate, at a cost proportional to the update
+// (plus the small live content of meta), never to the document: the update is refused when
+// any struct of it would be integrated under meta — a changed value, a new key, a nested
+// type, but also an equal-value rewrite or a concurrent value that would lose — or when a
+// delete range hits live content under meta. This refuses every update that would change a
+// meta value (the verdict of "apply to a scratch clone and compare meta"), and a few that
+// would not; equal-value rewrites are refused.
+//
+// A struct whose dependencies are missing waits as pending and is placed, when released,
+// where the missing struct is. Only the registry writes meta, through the live document's own
+// client, so the update is also refused when it waits for a struct of that client: such a
+// struct could otherwise slip into meta with the registry's next write. Structs waiting for
+// any other client can only land under meta if the struct they wait for does, and that
+// struct is refused when it comes.
+func checkProtected(live *yjs.Doc, update []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = ErrInternal.with("protected check failed", fmt.Errorf("%v", p))
+		}
+	}()
+	eff, err := yjs.InspectUpdate(live, update, MetaRoot)
 	if err != nil {
-		return ErrInternal.with("encoding the scratch clone", err)
-	}
-	scratch := yjs.NewDoc(yjs.WithClientID(0), yjs.WithGUID("scratch"))
-	if err := yjs.ApplyUpdate(scratch, state, nil); err != nil {
-		return ErrInternal.with("building the scratch clone", err)
-	}
-	before := metaJSON(scratch)
-	if err := yjs.ApplyUpdate(scratch, update, nil); err != nil {
 		var de *yjs.DecodeError
 		if errors.As(err, &de) {
 			return ErrApplyFailed.with("", err)
 		}
-		return ErrInternal.with("scratch apply failed", err)
+		return ErrInternal.with("protected check failed", err)
 	}
-	if !reflect.DeepEqual(before, metaJSON(scratch)) {
-		return ErrProtected.with("", nil)
+	switch {
+	case eff.Inserts:
+		return ErrProtected.with("update writes under meta", nil)
+	case eff.Deletes:
+		return ErrProtected.with("update deletes under meta", nil)
+	case slices.Contains(eff.Waiting, live.ClientID()):
+		return ErrProtected.with("update waits for the registry's own meta writes", nil)
 	}
 	return nil
-}
-
-// metaJSON returns the meta root of doc as JSON values, without typing it: a meta root of
-// another kind reads as whatever it holds.
-func metaJSON(doc *yjs.Doc) any {
-	return doc.ToJSON()[MetaRoot]
 }

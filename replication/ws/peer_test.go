@@ -43,7 +43,7 @@ func newPeerFixture(t *testing.T, cfg protocol.Config, r ws.Rand, setup func(*te
 	}
 	var err error
 	f.peer, err = ws.NewPeer(ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: "ws://hub/v1/replication",
-		Token: func() (string, error) { f.mu.Lock(); defer f.mu.Unlock(); return f.token, nil },
+		Token:  func() (string, error) { f.mu.Lock(); defer f.mu.Unlock(); return f.token, nil },
 		Dialer: f.d, Namespaces: f.hs.factory, Clock: f.clk, Rand: r, Observer: f.rec, SlowAfter: 3})
 	if err != nil {
 		t.Fatal(err)

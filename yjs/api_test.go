@@ -231,3 +231,30 @@ func TestSubdocumentsRoundTrip(t *testing.T) {
 		t.Fatal("deleted subdoc still listed")
 	}
 }
+
+// TestDeepNesting: deleting, collecting, encoding and rendering a chain of nested types far
+// deeper than any stack-based walk could follow.
+func TestDeepNesting(t *testing.T) {
+	const depth = 100_000
+	d := NewDoc(WithClientID(1))
+	m := d.GetMap("root")
+	d.Transact(nil, func(*Transaction) {
+		for i := 0; i < depth; i++ {
+			child := NewMap()
+			must(t, m.Set("c", child))
+			v, _ := m.Get("c")
+			m = v.(*Map)
+		}
+	})
+	r := NewDoc()
+	must(t, ApplyUpdate(r, mustState(t, d), nil))
+	b := docJSON(t, r)
+	if !strings.Contains(string(b), `"$truncated":true`) {
+		t.Fatal("deep JSON not truncated")
+	}
+	must(t, d.GetMap("root").Delete("c"))
+	if n := len(mustState(t, d)); n > 200 {
+		t.Fatalf("the deleted chain was not collected: state of %d bytes", n)
+	}
+	assertJSON(t, d, []byte(`{"root":{}}`))
+}

@@ -247,28 +247,32 @@ func (in *inspector) deletesUnderRoot() bool {
 
 // walkLive calls f for every live (not deleted) item under t, at any depth, until f
 // returns false.
-func walkLive(t *Type, f func(*Item) bool) bool {
-	visit := func(it *Item) bool {
-		if it.deleted() {
+func walkLive(t *Type, f func(*Item) bool) {
+	stack := []*Type{t}
+	for len(stack) > 0 {
+		t := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		visit := func(it *Item) bool {
+			if it.deleted() {
+				return true
+			}
+			if !f(it) {
+				return false
+			}
+			if ct, ok := it.content.(*contentType); ok {
+				stack = append(stack, ct.t)
+			}
 			return true
 		}
-		if !f(it) {
-			return false
+		for it := t.start; it != nil; it = it.right {
+			if !visit(it) {
+				return
+			}
 		}
-		if ct, ok := it.content.(*contentType); ok {
-			return walkLive(ct.t, f)
-		}
-		return true
-	}
-	for it := t.start; it != nil; it = it.right {
-		if !visit(it) {
-			return false
+		for _, it := range t.entries {
+			if !visit(it) {
+				return
+			}
 		}
 	}
-	for _, it := range t.entries {
-		if !visit(it) {
-			return false
-		}
-	}
-	return true
 }

@@ -188,11 +188,30 @@ func (it *Item) tryMerge(right *Item) bool {
 	return false
 }
 
-// delete marks the item deleted within tx.
+// delete marks the item deleted within tx. Deleting a nested type deletes everything in
+// it, depth first as JS does (with an explicit stack: nesting depth is not bounded).
 func (it *Item) delete(tx *Transaction) {
 	if it.deleted() {
 		return
 	}
+	var stack []delFrame
+	it.deleteOne(tx, &stack)
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		child, done := f.next(tx)
+		if done {
+			tx.unchanged(f.t)
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if child != nil {
+			child.deleteOne(tx, &stack)
+		}
+	}
+}
+
+// deleteOne marks one item deleted; a nested type is pushed to have its content deleted.
+func (it *Item) deleteOne(tx *Transaction, stack *[]delFrame) {
 	p := it.parent
 	if it.countable() && !it.hasSub() {
 		p.length -= int(it.length)
@@ -208,23 +227,91 @@ func (it *Item) delete(tx *Transaction) {
 	tx.addChangedType(p, it.parentSub, it.hasSub())
 	switch c := it.content.(type) {
 	case *contentType:
-		c.t.deleteChildren(tx)
+		*stack = append(*stack, delFrame{t: c.t, cur: c.t.start})
 	case *contentDoc:
 		tx.subdocRemoved(c.doc)
 	}
 }
 
+// delFrame walks the content of a type being deleted (JS ContentType.delete): its
+// sequence, then the newest item of each map key.
+type delFrame struct {
+	t      *Type
+	cur    *Item    // next sequence item
+	keys   []string // map keys, once the sequence is done
+	ki     int
+	inKeys bool
+}
+
+// next returns the next item to delete (nil when the item visited was deleted already)
+// or done.
+func (f *delFrame) next(tx *Transaction) (child *Item, done bool) {
+	var it *Item
+	switch {
+	case f.cur != nil:
+		it = f.cur
+		f.cur = it.right
+	case !f.inKeys:
+		f.inKeys = true
+		f.keys = f.t.sortedKeys()
+		return nil, false
+	case f.ki < len(f.keys):
+		it = f.t.entries[f.keys[f.ki]]
+		f.ki++
+	default:
+		return nil, true
+	}
+	if !it.deleted() {
+		return it, false
+	}
+	if it.id.Clock < tx.beforeState(it.id.Client) {
+		// deleted earlier: merge it with its neighbours once they are gc'd too
+		tx.mergeStructs = append(tx.mergeStructs, it)
+	}
+	return nil, false
+}
+
 // gc drops the content of a deleted item: it becomes a GC struct when its parent is gone
-// too, else its content becomes contentDeleted.
+// too, else its content becomes contentDeleted. The content of a nested type becomes GC
+// structs (JS ContentType.gc), iteratively.
 func (it *Item) gc(parentGCd bool) {
 	if ct, ok := it.content.(*contentType); ok {
-		ct.t.gcChildren()
+		gcTypes([]*Type{ct.t})
 	}
 	if parentGCd {
 		it.makeGC()
 	} else {
 		it.content = &contentDeleted{n: it.length}
 		it.flags &^= flagCountable
+	}
+}
+
+// gcTypes turns everything in the given deleted types, at any depth, into GC structs.
+func gcTypes(stack []*Type) {
+	for len(stack) > 0 {
+		t := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		gcOne := func(it *Item) {
+			if ct, ok := it.content.(*contentType); ok {
+				stack = append(stack, ct.t)
+			}
+			it.makeGC()
+		}
+		for it := t.start; it != nil; {
+			next := it.right
+			gcOne(it)
+			it = next
+		}
+		t.start = nil
+		for _, it := range t.entries {
+			for it != nil {
+				left := it.left
+				gcOne(it)
+				it = left
+			}
+		}
+		t.entries = make(map[string]*Item)
+		t.markers = nil
 	}
 }
 

@@ -536,7 +536,9 @@ func jsonable(v any) bool {
 }
 
 // jsString is JS String(v) for values of the model and shared types.
-func jsString(v any) string {
+func jsString(v any) string { return jsStringAt(v, 0) }
+
+func jsStringAt(v any, depth int) string {
 	switch x := v.(type) {
 	case nil:
 		return "null"
@@ -565,13 +567,13 @@ func jsString(v any) string {
 			switch e.(type) {
 			case nil, lib0.Undefined:
 			default:
-				parts[i] = jsString(e)
+				parts[i] = jsStringAt(e, depth+1)
 			}
 		}
 		return strings.Join(parts, ",")
 	}
 	if t := typeOf(v); t != nil {
-		return t.render()
+		return t.renderAt(depth + 1)
 	}
 	return "[object Object]"
 }
@@ -580,7 +582,13 @@ func jsString(v any) string {
 // project): Uint8Array → {"$bytes":hex}, bigint → {"$bigint":"n"}, subdocument →
 // {"$doc":guid}, undefined → {"$undefined":true}, non-finite numbers → {"$number":…}, -0 → 0,
 // shared types → their JSON.
-func jsonValue(v any) any {
+func jsonValue(v any) any { return jsonValueAt(v, 0) }
+
+// maxTypeDepth bounds how deep nested shared types are rendered (JS runs out of stack
+// sooner); deeper types render as {"$truncated":true}.
+const maxTypeDepth = 2000
+
+func jsonValueAt(v any, depth int) any {
 	switch x := v.(type) {
 	case nil, bool, string:
 		return x
@@ -605,20 +613,20 @@ func jsonValue(v any) any {
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = jsonValue(e)
+			out[i] = jsonValueAt(e, depth)
 		}
 		return out
 	case lib0.Object:
 		out := make(map[string]any, len(x))
 		for _, f := range x {
-			out[f.Key] = jsonValue(f.Value)
+			out[f.Key] = jsonValueAt(f.Value, depth)
 		}
 		return out
 	case *Doc:
 		return map[string]any{"$doc": x.guid}
 	}
 	if t := typeOf(v); t != nil {
-		return t.toJSON()
+		return t.toJSONAt(depth + 1)
 	}
 	return nil
 }

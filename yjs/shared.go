@@ -275,13 +275,18 @@ func (h *XmlHook) HookName() string { return h.nodeName }
 func (h *XmlHook) Map() *Map { return (*Map)(h) }
 
 // toJSON is the JS toJSON of a type, converted to plain JSON values.
-func (t *Type) toJSON() any {
+func (t *Type) toJSON() any { return t.toJSONAt(0) }
+
+func (t *Type) toJSONAt(depth int) any {
+	if depth > maxTypeDepth {
+		return map[string]any{"$truncated": true}
+	}
 	switch t.kind {
 	case KindMap, KindXmlHook:
 		out := map[string]any{}
 		for k, it := range t.entries {
 			if !it.deleted() {
-				out[k] = jsonValue(entryValue(it))
+				out[k] = jsonValueAt(entryValue(it), depth)
 			}
 		}
 		return out
@@ -289,13 +294,13 @@ func (t *Type) toJSON() any {
 		vals := t.listAll()
 		out := make([]any, len(vals))
 		for i, v := range vals {
-			out[i] = jsonValue(v)
+			out[i] = jsonValueAt(v, depth)
 		}
 		return out
 	case KindText:
 		return t.textString()
 	case KindXmlElement, KindXmlFragment, KindXmlText:
-		return t.render()
+		return t.renderAt(depth)
 	}
 	return t.inferred().toJSONAs()
 }
@@ -348,14 +353,19 @@ func (x inferredType) toJSONAs() any {
 
 // render is the JS toString of a type (XML types; text for Text; "[object Object]" for
 // others).
-func (t *Type) render() string {
+func (t *Type) render() string { return t.renderAt(0) }
+
+func (t *Type) renderAt(depth int) string {
+	if depth > maxTypeDepth {
+		return "[truncated]"
+	}
 	switch t.kind {
 	case KindText:
 		return t.textString()
 	case KindXmlFragment:
 		var sb strings.Builder
 		for _, v := range t.listAll() {
-			sb.WriteString(jsString(v))
+			sb.WriteString(jsStringAt(v, depth))
 		}
 		return sb.String()
 	case KindXmlElement:
@@ -374,12 +384,12 @@ func (t *Type) render() string {
 			sb.WriteString(" ")
 			sb.WriteString(k)
 			sb.WriteString(`="`)
-			sb.WriteString(jsString(entryValue(t.entries[k])))
+			sb.WriteString(jsStringAt(entryValue(t.entries[k]), depth))
 			sb.WriteString(`"`)
 		}
 		sb.WriteString(">")
 		for _, v := range t.listAll() {
-			sb.WriteString(jsString(v))
+			sb.WriteString(jsStringAt(v, depth))
 		}
 		sb.WriteString("</")
 		sb.WriteString(name)
@@ -397,7 +407,7 @@ func (t *Type) render() string {
 				n := node{name: name}
 				keys, vals := forInProps(attrs.vals[i])
 				for j, k := range keys {
-					n.attrs = append(n.attrs, [2]string{k, jsString(vals[j])})
+					n.attrs = append(n.attrs, [2]string{k, jsStringAt(vals[j], depth)})
 				}
 				sort.SliceStable(n.attrs, func(a, b int) bool { return lessUTF16(n.attrs[a][0], n.attrs[b][0]) })
 				nodes = append(nodes, n)
@@ -410,7 +420,7 @@ func (t *Type) render() string {
 				}
 				sb.WriteString(">")
 			}
-			sb.WriteString(jsString(insert))
+			sb.WriteString(jsStringAt(insert, depth))
 			for i := len(nodes) - 1; i >= 0; i-- {
 				sb.WriteString("</" + nodes[i].name + ">")
 			}

@@ -268,46 +268,6 @@ func (t *Type) integrate(tx *Transaction, it *Item) {
 	}
 }
 
-// deleteChildren deletes everything in a type that is being deleted (JS ContentType.delete).
-func (t *Type) deleteChildren(tx *Transaction) {
-	for it := t.start; it != nil; it = it.right {
-		if !it.deleted() {
-			it.delete(tx)
-		} else if it.id.Clock < tx.beforeState(it.id.Client) {
-			// deleted earlier: merge it with its neighbours once they are gc'd too
-			tx.mergeStructs = append(tx.mergeStructs, it)
-		}
-	}
-	for _, k := range t.sortedKeys() {
-		it := t.entries[k]
-		if !it.deleted() {
-			it.delete(tx)
-		} else if it.id.Clock < tx.beforeState(it.id.Client) {
-			tx.mergeStructs = append(tx.mergeStructs, it)
-		}
-	}
-	tx.unchanged(t)
-}
-
-// gcChildren turns everything in a deleted type into GC structs (JS ContentType.gc).
-func (t *Type) gcChildren() {
-	for it := t.start; it != nil; {
-		next := it.right
-		it.gc(true)
-		it = next
-	}
-	t.start = nil
-	for _, it := range t.entries {
-		for it != nil {
-			left := it.left
-			it.gc(true)
-			it = left
-		}
-	}
-	t.entries = make(map[string]*Item)
-	t.markers = nil
-}
-
 func (t *Type) sortedKeys() []string {
 	keys := make([]string, 0, len(t.entries))
 	for k := range t.entries {

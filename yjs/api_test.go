@@ -258,3 +258,46 @@ func TestDeepNesting(t *testing.T) {
 	}
 	assertJSON(t, d, []byte(`{"root":{}}`))
 }
+
+// TestUpdateEventUnlocked: a transaction that integrates structs waiting as pending says so,
+// so the replication layer does not suppress its update as an echo of the origin.
+func TestUpdateEventUnlocked(t *testing.T) {
+	a := NewDoc(WithClientID(1))
+	var ups [][]byte
+	a.OnUpdate(func(u []byte, _ any) { ups = append(ups, u) })
+	must(t, a.GetText("t").Insert(0, "one", nil))
+	must(t, a.GetText("t").Insert(3, "two", nil))
+	must(t, a.GetText("t").Delete(0, 1))
+
+	hub := NewDoc(WithClientID(9))
+	var events []UpdateEvent
+	hub.OnUpdateEvent(func(ev UpdateEvent) { events = append(events, ev) })
+	must(t, ApplyUpdate(hub, ups[1], "peer-b")) // depends on ups[0]: waits
+	must(t, ApplyUpdate(hub, ups[2], "peer-b")) // deletes what is not there yet: waits
+	if len(events) != 0 || !hub.HasPending() {
+		t.Fatalf("events %d, pending %v", len(events), hub.HasPending())
+	}
+	must(t, ApplyUpdate(hub, ups[0], "peer-c"))
+	if len(events) != 1 || !events[0].Unlocked || events[0].Local || events[0].Origin != "peer-c" {
+		t.Fatalf("events %+v", events)
+	}
+	if hub.HasPending() || hub.GetText("t").String() != "netwo" {
+		t.Fatalf("pending %v, text %q", hub.HasPending(), hub.GetText("t").String())
+	}
+	// the event's update carries everything: a fresh document reaches the same text
+	r := NewDoc()
+	must(t, ApplyUpdate(r, events[0].Update, nil))
+	if r.GetText("t").String() != "netwo" {
+		t.Fatalf("replica %q", r.GetText("t").String())
+	}
+	must(t, hub.GetText("t").Insert(0, "x", nil))
+	if ev := events[len(events)-1]; ev.Unlocked || !ev.Local {
+		t.Fatalf("local event %+v", ev)
+	}
+	other := NewDoc(WithClientID(5))
+	must(t, other.GetArray("a").Push(1))
+	must(t, ApplyUpdate(hub, mustState(t, other), "peer-d"))
+	if ev := events[len(events)-1]; ev.Unlocked || ev.Local {
+		t.Fatalf("plain remote event %+v", ev)
+	}
+}

@@ -131,14 +131,23 @@ func ApplyUpdate(doc *Doc, update []byte, origin any) (err error) {
 	}()
 	doc.transact(origin, false, func(tx *Transaction) {
 		doc.attachRoots(u)
-		doc.applyDecoded(tx, u)
+		doc.applyDecoded(tx, u, false)
 	})
 	return nil
 }
 
-// applyDecoded integrates a validated update in tx (JS readUpdateV2).
-func (d *Doc) applyDecoded(tx *Transaction, u *decodedUpdate) {
+// applyDecoded integrates a validated update in tx (JS readUpdateV2). pending says the
+// update holds structs that waited as pending.
+func (d *Doc) applyDecoded(tx *Transaction, u *decodedUpdate, pending bool) {
 	tx.local = false
+	if pending {
+		before := tx.changes
+		defer func() {
+			if tx.changes > before {
+				tx.unlocked = true
+			}
+		}()
+	}
 	rest, missing := d.integrateStructs(tx, u.clients)
 	retry := false
 	if p := d.pending; p != nil {
@@ -169,7 +178,11 @@ func (d *Doc) applyDecoded(tx *Transaction, u *decodedUpdate) {
 		for _, en := range pend.byClientDesc() {
 			blocks = append(blocks, delBlock{client: en.client, ranges: en.ranges})
 		}
+		before := tx.changes
 		dsRest2 := d.applyDeleteBlocks(tx, blocks)
+		if tx.changes > before {
+			tx.unlocked = true
+		}
 		switch {
 		case dsRest != nil && dsRest2 != nil:
 			m := mergeDeleteSets([]deleteSet{*dsRest, *dsRest2})
@@ -193,7 +206,7 @@ func (d *Doc) applyDecoded(tx *Transaction, u *decodedUpdate) {
 			panic(fmt.Sprintf("yjs: pending structs do not decode: %v", err))
 		}
 		d.attachRoots(pu)
-		d.applyDecoded(tx, pu)
+		d.applyDecoded(tx, pu, true)
 	}
 }
 

@@ -47,7 +47,7 @@ type pendingStructs struct {
 }
 
 type updateHandler struct {
-	fn func(update []byte, origin any)
+	fn func(UpdateEvent)
 }
 
 // Option configures a new Doc.
@@ -119,11 +119,29 @@ func (d *Doc) newUUID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
+// UpdateEvent describes a transaction that changed the document.
+type UpdateEvent struct {
+	Update []byte // the v1 update of the transaction (a fresh slice)
+	Origin any    // the origin given to Transact or ApplyUpdate
+	Local  bool   // started by a local change, not by ApplyUpdate
+	// Unlocked: the transaction of an ApplyUpdate also integrated structs or deletions that
+	// were waiting as pending (they came in earlier updates, possibly from other origins),
+	// so Update carries more than the applied update: it must not be suppressed as an echo
+	// of Origin (GUIDE §4).
+	Unlocked bool
+}
+
 // OnUpdate registers fn to receive, after every transaction that changed the document, the
-// v1 update of that transaction and its origin. Handlers run synchronously in registration
-// order; the update slice is fresh for each call. It returns a function that removes the
-// handler.
+// v1 update of that transaction and its origin (see OnUpdateEvent for more). Handlers run
+// synchronously in registration order. It returns a function that removes the handler.
 func (d *Doc) OnUpdate(fn func(update []byte, origin any)) (unsubscribe func()) {
+	return d.OnUpdateEvent(func(ev UpdateEvent) { fn(ev.Update, ev.Origin) })
+}
+
+// OnUpdateEvent registers fn to receive an UpdateEvent after every transaction that changed
+// the document. Handlers run synchronously in registration order; each gets its own copy
+// of the update. It returns a function that removes the handler.
+func (d *Doc) OnUpdateEvent(fn func(UpdateEvent)) (unsubscribe func()) {
 	h := &updateHandler{fn: fn}
 	d.updateHandlers = append(d.updateHandlers, h)
 	return func() {
@@ -136,9 +154,14 @@ func (d *Doc) OnUpdate(fn func(update []byte, origin any)) (unsubscribe func()) 
 	}
 }
 
-func (d *Doc) emitUpdate(update []byte, origin any) {
-	for _, h := range d.updateHandlers {
-		h.fn(update, origin)
+func (d *Doc) emitUpdate(update []byte, tx *Transaction) {
+	handlers := d.updateHandlers
+	for i, h := range handlers {
+		u := update
+		if i > 0 {
+			u = append([]byte(nil), update...)
+		}
+		h.fn(UpdateEvent{Update: u, Origin: tx.origin, Local: tx.local, Unlocked: tx.unlocked})
 	}
 }
 

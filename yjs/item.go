@@ -223,6 +223,7 @@ func (it *Item) deleteOne(tx *Transaction, stack *[]delFrame) {
 		p.dropMarker(it)
 	}
 	it.markDeleted()
+	tx.changes++
 	tx.ds.add(it.id.Client, it.id.Clock, it.length)
 	tx.addChangedType(p, it.parentSub, it.hasSub())
 	switch c := it.content.(type) {

@@ -15,6 +15,9 @@ type Transaction struct {
 	mergeStructs []*Item        // split parts to try to merge back afterwards
 	changed      []*Type        // types changed that existed before (JS transaction.changed)
 
+	changes  int  // structs integrated and items deleted so far
+	unlocked bool // pending structs or deletions took effect (see UpdateEvent.Unlocked)
+
 	// markerOwner is the type whose local sequence operation is running: changes to it
 	// keep its search markers up to date; a change to any other type clears that type's.
 	markerOwner *Type
@@ -41,6 +44,7 @@ func (tx *Transaction) reset(d *Doc, origin any, local bool) {
 	clear(tx.mergeStructs)
 	tx.mergeStructs = tx.mergeStructs[:0]
 	tx.markerOwner = nil
+	tx.changes, tx.unlocked = 0, false
 	tx.subdocsAdded, tx.subdocsRemoved, tx.subdocsLoaded = nil, nil, nil
 }
 
@@ -85,6 +89,7 @@ func (tx *Transaction) addStruct(it *Item) {
 		}
 	}
 	tx.doc.store.add(it)
+	tx.changes++
 }
 
 // addChangedType records that t changed, when t existed before this transaction.
@@ -260,7 +265,7 @@ func (d *Doc) cleanupTransaction(tx *Transaction) {
 	}
 	if len(d.updateHandlers) > 0 && (!tx.ds.empty() || tx.addedStructs()) {
 		update := d.encodeTransactionUpdate(tx)
-		d.emitUpdate(update, tx.origin)
+		d.emitUpdate(update, tx)
 	}
 	if len(tx.subdocsAdded) > 0 || len(tx.subdocsRemoved) > 0 || len(tx.subdocsLoaded) > 0 {
 		for _, s := range tx.subdocsAdded {

@@ -301,3 +301,18 @@ func TestUpdateEventUnlocked(t *testing.T) {
 		t.Fatalf("plain remote event %+v", ev)
 	}
 }
+
+func TestPanickingHandlerIsIgnored(t *testing.T) {
+	d := NewDoc(WithClientID(1))
+	var got int
+	d.OnUpdate(func([]byte, any) { panic("handler bug") })
+	d.OnUpdate(func([]byte, any) { got++ })
+	must(t, d.GetText("t").Insert(0, "a", nil))
+	must(t, ApplyUpdate(d, mustState(t, NewDoc()), nil))
+	other := NewDoc(WithClientID(2))
+	must(t, other.GetText("t").Insert(0, "b", nil))
+	must(t, ApplyUpdate(d, mustState(t, other), nil))
+	if got != 2 || len(d.GetText("t").String()) != 2 {
+		t.Fatalf("handler calls %d, text %q", got, d.GetText("t").String())
+	}
+}

@@ -470,9 +470,3 @@ func sortedKeys[V any](m map[uint64]V) []uint64 {
 	slices.Sort(ks)
 	return ks
 }
-
-func sortedDesc[V any](m map[uint64]V) []uint64 {
-	ks := sortedKeys(m)
-	slices.Reverse(ks)
-	return ks
-}

@@ -108,13 +108,6 @@ func newContentString(s string) *contentString {
 	return &contentString{b: []byte(s), u16: utf16Len(s)}
 }
 
-// contentStringFromBytes copies b (valid UTF-8).
-func contentStringFromBytes(b []byte) *contentString {
-	c := make([]byte, len(b))
-	copy(c, b)
-	return &contentString{b: c, u16: utf16LenBytes(c)}
-}
-
 func (c *contentString) ref() uint8      { return refString }
 func (c *contentString) len() uint64     { return c.u16 }
 func (c *contentString) countable() bool { return true }

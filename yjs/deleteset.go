@@ -123,21 +123,6 @@ func cmpRange(a, b delRange) int {
 	return 0
 }
 
-// contains reports whether id is in the (normalized) set.
-func (ds *deleteSet) contains(id ID) bool {
-	rs := ds.ranges(id.Client)
-	i, _ := slices.BinarySearchFunc(rs, id.Clock, func(r delRange, c uint64) int {
-		switch {
-		case r.clock+r.len <= c:
-			return -1
-		case r.clock > c:
-			return 1
-		}
-		return 0
-	})
-	return i < len(rs) && rs[i].clock <= id.Clock && id.Clock < rs[i].clock+rs[i].len
-}
-
 // byClientDesc returns the entries ordered by client, highest first.
 func (ds *deleteSet) byClientDesc() []*dsEntry {
 	out := make([]*dsEntry, len(ds.entries))

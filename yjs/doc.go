@@ -140,7 +140,8 @@ func (d *Doc) OnUpdate(fn func(update []byte, origin any)) (unsubscribe func()) 
 
 // OnUpdateEvent registers fn to receive an UpdateEvent after every transaction that changed
 // the document. Handlers run synchronously in registration order; each gets its own copy
-// of the update. It returns a function that removes the handler.
+// of the update. A handler that panics is recovered and ignored (the document is already
+// consistent when handlers run). It returns a function that removes the handler.
 func (d *Doc) OnUpdateEvent(fn func(UpdateEvent)) (unsubscribe func()) {
 	h := &updateHandler{fn: fn}
 	d.updateHandlers = append(d.updateHandlers, h)
@@ -161,8 +162,13 @@ func (d *Doc) emitUpdate(update []byte, tx *Transaction) {
 		if i > 0 {
 			u = append([]byte(nil), update...)
 		}
-		h.fn(UpdateEvent{Update: u, Origin: tx.origin, Local: tx.local, Unlocked: tx.unlocked})
+		callHandler(h.fn, UpdateEvent{Update: u, Origin: tx.origin, Local: tx.local, Unlocked: tx.unlocked})
 	}
+}
+
+func callHandler(fn func(UpdateEvent), ev UpdateEvent) {
+	defer func() { _ = recover() }()
+	fn(ev)
 }
 
 // StateVector returns the state vector of the document.

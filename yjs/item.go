@@ -105,13 +105,6 @@ func (it *Item) keep() bool       { return it.flags&flagKeep != 0 }
 func (it *Item) markDeleted()     { it.flags |= flagDeleted }
 func (it *Item) endClock() uint64 { return it.id.Clock + it.length }
 func (it *Item) lastID() ID       { return ID{it.id.Client, it.id.Clock + it.length - 1} }
-func (it *Item) containsClock(c uint64) bool {
-	return it.id.Clock <= c && c < it.id.Clock+it.length
-}
-
-// originPtr and rightOriginPtr return the optional origins as comparable values.
-func (it *Item) originOpt() (ID, bool)      { return it.origin, it.hasOrigin() }
-func (it *Item) rightOriginOpt() (ID, bool) { return it.rightOrigin, it.hasRight() }
 
 func sameOpt(a ID, aok bool, b ID, bok bool) bool { return aok == bok && (!aok || a == b) }
 

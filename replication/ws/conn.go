@@ -726,7 +726,7 @@ func (c *conn) failWith(e *protocol.Error, cause CloseCause) {
 	if c.em.Enabled() {
 		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.FoldConnectionCode(string(e.Code)), WSCloseCode: int(code)})
 	}
-	c.teardown(code, errFrame, CloseInfo{Code: code, Error: e.Code, Cause: cause})
+	c.teardown(code, errFrame, CloseInfo{Code: code, Error: e.Code, Cause: cause}, false)
 }
 
 func safeMessage(code protocol.ErrorCode) string {
@@ -741,13 +741,14 @@ func (c *conn) closeNow(code protocol.CloseCode, info CloseInfo) {
 	if info.Code == 0 {
 		info.Code = code
 	}
-	c.teardown(code, nil, info)
+	c.teardown(code, nil, info, info.Cause == CauseDrained)
 }
 
 // teardown is the close decision. In order (§18): the connection epoch is invalidated (no
-// timer, pong or inbound frame acts after this point), unsent frames are dropped, the
-// handler is told, and the writer sends errFrame (if any) and closes the transport.
-func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info CloseInfo) {
+// timer, pong or inbound frame acts after this point), unsent frames are dropped (unless a
+// completed drain flushes what was already handed to the writer), the handler is told, and
+// the writer sends errFrame (if any) and closes the transport.
+func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info CloseInfo, flush bool) {
 	c.closing = true
 	info.Handshook = c.info.Handshook
 	if info.GoAway == nil {
@@ -760,7 +761,7 @@ func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info CloseInfo
 	}
 	c.pinger.stop()
 	c.setState(stClosed)
-	c.w.requestClose(errFrame, code)
+	c.w.requestClose(errFrame, code, flush)
 	// Bound the close: a writer stuck on a peer that reads nothing is cut off.
 	c.closeTimer = c.clock.AfterFunc(c.cfg.CloseTimeout, func() { c.wcancel(); c.ioCancel() })
 	for _, q := range c.queues {

@@ -60,16 +60,19 @@ func (w *writer) push(f outFrame) {
 	w.signal()
 }
 
-// requestClose drops the frames not yet taken by the writer, then has it send errFrame (if
-// any) and close the transport with code. Without errFrame the close aborts: a write in
-// progress is cancelled and nothing more is written (§18, §21: output is invalidated before
-// the transport closes).
-func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode) {
+// requestClose ends the writer: with flush, the frames handed over are written first (a
+// drain that completed: its GOAWAY and close handshakes must leave); otherwise they are
+// dropped, errFrame (if any) is sent, and the transport closed with code. Without errFrame
+// and flush the close aborts: a write in progress is cancelled and nothing more is written
+// (§18, §21: output is invalidated before the transport closes).
+func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode, flush bool) {
 	w.mu.Lock()
 	w.closing, w.errFrame, w.code = true, errFrame, code
-	w.queue = nil
+	if !flush {
+		w.queue = nil
+	}
 	w.mu.Unlock()
-	if errFrame == nil {
+	if errFrame == nil && !flush {
 		w.abort.Store(true)
 		if w.writing.Load() {
 			w.c.wcancel()
@@ -213,7 +216,7 @@ func (l *liveness) timedOut() {
 	if c.em.Enabled() {
 		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.ConnErrPongTimeout, WSCloseCode: int(code)})
 	}
-	c.teardown(code, nil, CloseInfo{Code: code, Error: CodePongTimeout, Cause: CausePongTimeout})
+	c.teardown(code, nil, CloseInfo{Code: code, Error: CodePongTimeout, Cause: CausePongTimeout}, false)
 }
 
 // CodePongTimeout is the §23.2 local connection code of a pong timeout (no wire frame).
@@ -400,7 +403,7 @@ func (c *conn) sequenceExhausted() {
 	if c.em.Enabled() {
 		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.ConnErrOutboundSequenceExhausted, WSCloseCode: int(code)})
 	}
-	c.teardown(code, nil, CloseInfo{Code: code, Error: protocol.CodeOutboundSequenceExhausted, Cause: CauseProtocol})
+	c.teardown(code, nil, CloseInfo{Code: code, Error: protocol.CodeOutboundSequenceExhausted, Cause: CauseProtocol}, false)
 }
 
 // ---- data queues, round-robin, watermarks (§17) -------------------------------------------

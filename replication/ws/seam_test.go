@@ -1,0 +1,326 @@
+package ws_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/observer/observertest"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
+)
+
+// echoNS is a minimal namespace layer over the seam, enough to drive it end to end: the
+// peer opens namespaces and sends updates through its Outbox with a window of maxInFlight
+// (the gate), the hub answers OPEN with OPEN_OK and every UPDATE with UPDATE_ACK and sends
+// its own updates back; ACKs free the window. It records what arrived.
+type echoNS struct {
+	s        *ws.Session
+	hub      bool
+	inFlight map[protocol.NamespaceID]map[uint32]bool
+
+	mu       sync.Mutex
+	received map[protocol.NamespaceID][][]byte
+	acked    int
+	closed   bool
+}
+
+func newEchoNS(s *ws.Session, hub bool) *echoNS {
+	return &echoNS{s: s, hub: hub, inFlight: map[protocol.NamespaceID]map[uint32]bool{}, received: map[protocol.NamespaceID][][]byte{}}
+}
+
+func (e *echoNS) window(ns protocol.NamespaceID) func() bool {
+	return func() bool { return len(e.inFlight[ns]) < e.s.Config().MaxInFlightUpdates }
+}
+
+func (e *echoNS) send(ns protocol.NamespaceID, b []byte) error {
+	if e.inFlight[ns] == nil {
+		e.inFlight[ns] = map[uint32]bool{}
+	}
+	return e.s.Outbox(ns, e.window(ns)).Enqueue(ws.DataItem{Bytes: b, Sent: func(si ws.SentInfo) { e.inFlight[ns][si.Sequence] = true }})
+}
+
+func (e *echoNS) HandleFrame(f protocol.Frame) {
+	switch m := f.Message.(type) {
+	case *protocol.OpenNamespace:
+		if _, ok := e.s.Authorize(m.NamespaceID); !ok {
+			em, _ := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeNamespaceUnauthorized, m.NamespaceID, "unauthorized")
+			_, _ = e.s.Send(em.WithRelatedSequence(f.Sequence))
+			return
+		}
+		_, _ = e.s.Send(&protocol.OpenOK{NamespaceID: m.NamespaceID, Mode: protocol.ModeBootstrap, ReplicationID: "0123456789abcdef0123456789abcdef", ReplicationEpoch: 1})
+	case *protocol.Update:
+		e.mu.Lock()
+		e.received[m.NamespaceID] = append(e.received[m.NamespaceID], bytes.Clone(m.Update))
+		e.mu.Unlock()
+		_, _ = e.s.Send(&protocol.UpdateAck{NamespaceID: m.NamespaceID, AckedSequence: f.Sequence})
+		if e.hub { // echo it back, reversed, as the hub's own write
+			r := bytes.Clone(m.Update)
+			for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+				r[i], r[j] = r[j], r[i]
+			}
+			_ = e.send(m.NamespaceID, r)
+		}
+	case *protocol.UpdateAck:
+		delete(e.inFlight[m.NamespaceID], m.AckedSequence)
+		e.mu.Lock()
+		e.acked++
+		e.mu.Unlock()
+	}
+}
+
+func (e *echoNS) HandleRejected(*protocol.Error)               {}
+func (e *echoNS) HandleDrain(ws.Drain)                         { e.s.Quiesced() }
+func (e *echoNS) HandleShed(protocol.NamespaceID, ws.ShedInfo) {}
+func (e *echoNS) HandleRevoked(ws.Revocation)                  {}
+func (e *echoNS) HandleClosed(ws.CloseInfo) {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+}
+
+// hubDialer connects a Peer to a Hub over fake pairs: each dial is accepted by the hub as
+// the peer authenticated by token.
+type hubDialer struct {
+	hub   *ws.Hub
+	table *ws.TokenTable
+}
+
+func (d hubDialer) Dial(ctx context.Context, url string, h http.Header) (ws.Transport, error) {
+	tok := h.Get("Authorization")[len("Bearer "):]
+	id, err := d.table.Authenticate(ctx, tok)
+	if err != nil {
+		return nil, &ws.DialError{StatusCode: 401, Err: err}
+	}
+	a, b := wstest.Pair(64)
+	if err := d.hub.Accept(b, id); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// TestSeam_EndToEnd drives a hub and a peer through the seam: OPEN/OPEN_OK, windowed
+// updates both ways with ACK correlation, a GOAWAY drain ending early when the namespace
+// layer quiesces, and the peer reconnecting after SERVER_RESTARTING.
+func TestSeam_EndToEnd(t *testing.T) {
+	cfg := smallConfig(t)
+	cfg.MaxInFlightUpdates = 4
+	clk := clock.NewFake(epoch)
+	rec := &observertest.Recorder{}
+	hubSide := make(chan *echoNS, 4)
+	peerSide := make(chan *echoNS, 4)
+	table, _ := ws.NewTokenTable([]ws.TokenEntry{{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("tok"), Namespaces: []string{ns1.String(), ns2.String()}, Read: true, Submit: true}})
+	hub, err := ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: table, Clock: clk, Observer: rec,
+		Namespaces: func(s *ws.Session) ws.Handler { e := newEchoNS(s, true); hubSide <- e; return e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := ws.NewPeer(ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: "ws://hub",
+		Token: func() (string, error) { return "tok", nil }, Dialer: hubDialer{hub, table}, Clock: clk, Rand: maxRand{}, Observer: rec,
+		Namespaces: func(s *ws.Session) ws.Handler { e := newEchoNS(s, false); peerSide <- e; return e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		peer.Close()
+		if err := hub.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+		rec.AssertValid(t)
+		rec.AssertSafe(t, "tok")
+	}()
+	peer.Start()
+	p := <-peerSide
+	h := <-hubSide
+	const n = 30 // 15 per namespace: within maxQueuedUpdateCount (16)
+	do := func(e *echoNS, f func()) {
+		done := make(chan struct{})
+		e.s.Post(func() { f(); close(done) })
+		<-done
+	}
+	var opened []protocol.Frame
+	do(p, func() {
+		for _, ns := range []protocol.NamespaceID{ns1, ns2, ns3} {
+			seq, err := p.s.Send(&protocol.OpenNamespace{NamespaceID: ns})
+			if err != nil || seq == 0 {
+				t.Errorf("open: %d %v", seq, err)
+			}
+		}
+		for i := range n {
+			if err := p.send([]protocol.NamespaceID{ns1, ns2}[i%2], []byte{byte(i), 1, 2}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	_ = opened
+	eventually(t, "echoes", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.received[ns1])+len(p.received[ns2]) == n && p.acked == n
+	})
+	eventually(t, "hub acked", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.acked == n })
+	h.mu.Lock()
+	if len(h.received[ns1]) != n/2 || h.received[ns1][1][0] != 2 {
+		t.Errorf("hub received %d on ns1 (acked %d)", len(h.received[ns1]), h.acked)
+	}
+	h.mu.Unlock()
+	if got := rec.Count(observer.TypeUpdateSent); got != 2*n {
+		t.Errorf("%d update-sent events, want %d", got, 2*n)
+	}
+	// A drain that the namespace layers end early; SERVER_RESTARTING with a retry hint
+	// brings the peer back after retryAfterMs + jitter.
+	hub.GoAway(protocol.GoAwayServerRestarting, time.Minute, 3*time.Second, true)
+	eventually(t, "peer backoff", func() bool { return peer.State() == observer.ConnBackoff })
+	clk.Advance(3*time.Second + 250*time.Millisecond)
+	p2 := <-peerSide
+	<-hubSide
+	eventually(t, "peer ready again", func() bool { return peer.State() == observer.ConnReady })
+	if p2.s.ConnectionID() == p.s.ConnectionID() {
+		t.Fatal("same connection id after reconnect")
+	}
+}
+
+func TestTokenSources(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("  tok-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := ws.TokenFromFile(path)(); err != nil || tok != "tok-file" {
+		t.Fatalf("file: %q %v", tok, err)
+	}
+	if _, err := ws.TokenFromFile(filepath.Join(t.TempDir(), "missing"))(); err == nil {
+		t.Fatal("missing file accepted")
+	}
+	t.Setenv("NOMICORE_TEST_TOKEN", "tok-env")
+	if tok, err := ws.TokenFromEnv("NOMICORE_TEST_TOKEN")(); err != nil || tok != "tok-env" {
+		t.Fatalf("env: %q %v", tok, err)
+	}
+	t.Setenv("NOMICORE_TEST_TOKEN", "")
+	if _, err := ws.TokenFromEnv("NOMICORE_TEST_TOKEN")(); err == nil {
+		t.Fatal("empty env accepted")
+	}
+}
+
+func TestTokenTable(t *testing.T) {
+	table := &ws.TokenTable{}
+	if _, err := table.Authenticate(context.Background(), "x"); err != ws.ErrVerifierMissing {
+		t.Fatalf("empty table: %v", err)
+	}
+	if err := table.Replace([]ws.TokenEntry{{PeerInstanceID: "Bad ID"}}); err == nil {
+		t.Fatal("invalid entry accepted")
+	}
+	h, err := ws.ParseTokenSHA256("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08") // sha256("test")
+	if err != nil || h != ws.HashToken("test") {
+		t.Fatalf("parse: %v", err)
+	}
+	if err := table.Replace([]ws.TokenEntry{
+		{PeerInstanceID: "peer-a", TokenSHA256: h, Namespaces: []string{ns1.String()}, Read: true},
+		{PeerInstanceID: "peer-b", TokenSHA256: ws.HashToken("b"), Namespaces: nil, Read: true},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tok  string
+		id   string
+		want error
+	}{
+		{"test", "peer-a", nil}, {"", "", ws.ErrUnauthenticated}, {"nope", "", ws.ErrUnauthenticated}, {"b", "", ws.ErrForbidden},
+	} {
+		id, err := table.Authenticate(context.Background(), tc.tok)
+		if err != tc.want || id.PeerInstanceID != tc.id {
+			t.Errorf("%q: %v %v", tc.tok, id, err)
+		}
+	}
+	if _, ok := table.AuthorizeNamespace("peer-a", ns1); !ok {
+		t.Error("ns1 not authorized")
+	}
+	if _, ok := table.AuthorizeNamespace("peer-a", ns2); ok {
+		t.Error("ns2 authorized")
+	}
+}
+
+// TestS2_AdmissionRefusals: the remaining auth-upgrade-rejected reasons: an authenticator
+// slower than authTimeoutMs (503), a hub that is shut down (503), an authenticator that
+// yields no valid instance id (500, a wiring bug).
+func TestS2_AdmissionRefusals(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	rec := &observertest.Recorder{}
+	auth := &scriptedAuth{clk: clk}
+	hub, err := ws.NewHub(ws.HubOptions{Config: smallConfig(t), InstanceID: hubID, Auth: auth, Clock: clk, Observer: rec,
+		Namespaces: func(*ws.Session) ws.Handler { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func() int {
+		req, _ := http.NewRequest("GET", "/v1/replication", nil)
+		req.Header.Set("Authorization", "Bearer t")
+		w := &statusRecorder{header: http.Header{}}
+		hub.ServeHTTP(w, req)
+		return w.status
+	}
+	auth.mode = "slow"
+	if s := serve(); s != http.StatusServiceUnavailable {
+		t.Fatalf("slow authenticator: %d", s)
+	}
+	auth.mode = "no-id"
+	if s := serve(); s != http.StatusInternalServerError {
+		t.Fatalf("no identity: %d", s)
+	}
+	if err := hub.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := serve(); s != http.StatusServiceUnavailable {
+		t.Fatalf("after shutdown: %d", s)
+	}
+	var reasons []observer.AuthRejectReason
+	for _, e := range rec.OfType(observer.TypeAuthUpgradeRejected) {
+		reasons = append(reasons, e.Payload.(observer.AuthUpgradeRejected).Reason)
+	}
+	want := []observer.AuthRejectReason{observer.AuthTimeout, observer.AuthInvalidInstanceID, observer.AuthHubShutdown}
+	if len(reasons) != 3 || reasons[0] != want[0] || reasons[1] != want[1] || reasons[2] != want[2] {
+		t.Fatalf("reasons %v, want %v", reasons, want)
+	}
+}
+
+type scriptedAuth struct {
+	clk  *clock.Fake
+	mode string
+}
+
+func (a *scriptedAuth) Authenticate(ctx context.Context, token string) (ws.Identity, error) {
+	switch a.mode {
+	case "slow": // waits for its context: the hub's authTimeoutMs fires on the fake clock
+		go func() {
+			a.clk.WaitForTimers(1, wait)
+			a.clk.Advance(smallConfigAuthTimeout)
+		}()
+		<-ctx.Done()
+		return ws.Identity{}, ctx.Err()
+	case "no-id":
+		return ws.Identity{}, nil
+	}
+	return ws.Identity{PeerInstanceID: peerID}, nil
+}
+
+func (a *scriptedAuth) AuthorizeNamespace(string, protocol.NamespaceID) (ws.Grant, bool) {
+	return ws.Grant{}, false
+}
+
+var smallConfigAuthTimeout = protocol.DefaultConfig().AuthTimeout
+
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (w *statusRecorder) Header() http.Header         { return w.header }
+func (w *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (w *statusRecorder) WriteHeader(s int)           { w.status = s }

@@ -114,6 +114,68 @@ addLocal('nested types deleted and collected', 13, { map: 'map', array: 'array' 
   ['set', 'map', 'child', { $map: { a: 1, b: { $array: [1, 2, 3] } } }], ['set', 'map', 'child', 'replaced'],
   ['ains', 'array', 0, [{ $array: [{ $text: 'deep' }] }, 5]], ['adel', 'array', 0, 1]])
 
+// Random local scripts: positions chosen on the JS document as it evolves (never inside a
+// surrogate pair), recorded as ops the Go test replays.
+const rng = (seed) => { let x = seed >>> 0; return (n) => { x = (Math.imul(x, 1664525) + 1013904223) >>> 0; return x % n } }
+const CHARS = ['a', 'b', 'c', ' ', 'é', '日', '😀', '\n']
+const FORMATS = [{ bold: true }, { italic: true }, { bold: null }, { color: '#0f0' }, { bold: true, italic: true }, { link: { href: 'x' } }]
+const randomTextScript = (seed, n) => {
+  const r = rng(seed)
+  const doc = new Y.Doc(); doc.clientID = 1; const t = doc.getText('text')
+  const units = () => t.toDelta().map(d => typeof d.insert === 'string' ? d.insert : '\uFFFC').join('')
+  const safe = (s, p) => { while (p > 0 && p < s.length && /[\uD800-\uDBFF]/.test(s[p - 1])) p--; return p }
+  const script = []
+  for (let i = 0; i < n; i++) {
+    const s = units()
+    const k = r(10)
+    let op
+    if (s.length > 0 && k < 3) {
+      const p = safe(s, r(s.length)); let len = Math.min(s.length - p, 1 + r(5))
+      while (p + len < s.length && /[\uD800-\uDBFF]/.test(s[p + len - 1])) len++
+      op = ['delete', 'text', p, len]
+    } else if (s.length > 0 && k < 5) {
+      const p = safe(s, r(s.length)); let len = Math.min(s.length - p, 1 + r(6))
+      while (p + len < s.length && /[\uD800-\uDBFF]/.test(s[p + len - 1])) len++
+      op = ['format', 'text', p, len, FORMATS[r(FORMATS.length)]]
+    } else if (k < 6) {
+      op = ['embed', 'text', safe(s, r(s.length + 1)), { img: 'i' + r(9) }]
+    } else {
+      let str = ''
+      for (let j = 1 + r(4); j > 0; j--) str += CHARS[r(CHARS.length)]
+      op = ['insert', 'text', safe(s, r(s.length + 1)), str]
+      if (r(3) === 0) op.push(FORMATS[r(FORMATS.length)])
+    }
+    script.push(op)
+    run(doc, structuredClone(op))
+  }
+  return script
+}
+for (const seed of [1, 2, 3]) addLocal(`random text script ${seed}`, 21, { text: 'text' }, randomTextScript(seed, 250))
+
+const VALUES = [1, -2.5, 'str', '日本😀', true, null, [1, 'a', [2]], { k: 'v', n: { m: 1 } }, { $bytes: '0102' }, 2 ** 40,
+  { $map: { x: 1 } }, { $array: [1, 2] }, { $text: 'nested' }]
+const randomListScript = (seed, n) => {
+  const r = rng(seed)
+  const doc = new Y.Doc(); doc.clientID = 1
+  const a = doc.getArray('array'); const m = doc.getMap('map')
+  const script = []
+  for (let i = 0; i < n; i++) {
+    const k = r(10)
+    const vals = () => Array.from({ length: 1 + r(3) }, () => VALUES[r(VALUES.length)])
+    let op
+    if (k < 3 && a.length > 0) { const p = r(a.length); op = ['adel', 'array', p, Math.min(a.length - p, 1 + r(3))] }
+    else if (k < 5) op = ['ains', 'array', r(a.length + 1), vals()]
+    else if (k < 6) op = ['apush', 'array', vals()]
+    else if (k < 8) op = ['set', 'map', ['a', 'b', 'c', 'd'][r(4)], VALUES[r(VALUES.length)]]
+    else op = ['mdel', 'map', ['a', 'b', 'c', 'd'][r(4)]]
+    if (r(6) === 0) { op = ['tx', [op, ['apush', 'array', vals()]]] }
+    script.push(op)
+    run(doc, structuredClone(op))
+  }
+  return script
+}
+for (const seed of [4, 5]) addLocal(`random array and map script ${seed}`, 22, { array: 'array', map: 'map' }, randomListScript(seed, 300))
+
 // ---- remote histories: several clients; a receiver applies the updates in the listed order
 const remote = []
 const addRemote = (name, roots, clients, script, order, gc = true) => {

@@ -9,7 +9,7 @@ import (
 
 // structRef is a struct of an update waiting to be integrated.
 type structRef struct {
-	it        *Item // id, length, origins, parentSub and content
+	it        *item // id, length, origins, parentSub and content
 	skip      bool
 	parent    uint8 // parentNone, parentRoot or parentItem
 	parentKey string
@@ -66,11 +66,11 @@ func decodeUpdate(b []byte) (*decodedUpdate, error) {
 }
 
 func refFromRaw(s *rawStruct) *structRef {
-	var it *Item
+	var it *item
 	if cs, ok := s.content.(*contentString); ok {
 		it, s.content = stringItemFrom(cs.b)
 	} else {
-		it = &Item{}
+		it = &item{}
 	}
 	it.id, it.length = s.id, s.length
 	ref := &structRef{it: it}

@@ -214,7 +214,7 @@ func deleteSetFromStore(s *structStore) deleteSet {
 	for c, l := range s.clients {
 		var rs []delRange
 		open := false
-		l.each(spos{}, func(it *Item) bool {
+		l.each(spos{}, func(it *item) bool {
 			if it.deleted() {
 				if open {
 					rs[len(rs)-1].len += it.length

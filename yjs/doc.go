@@ -29,7 +29,7 @@ type Doc struct {
 
 	// subdocument state
 	subdocs    map[*Doc]struct{}
-	item       *Item // the item holding this document, when it is a subdocument
+	item       *item // the item holding this document, when it is a subdocument
 	shouldLoad bool
 	autoLoad   bool
 	meta       any // nil when unset

@@ -88,7 +88,7 @@ func (d *Doc) writeStructsFrom(e *lib0.Encoder, starts []clientClock) {
 		e.WriteVarUint(s.client)
 		e.WriteVarUint(s.clock)
 		first := true
-		l.each(p, func(it *Item) bool {
+		l.each(p, func(it *item) bool {
 			off := uint64(0)
 			if first {
 				off = s.clock - it.id.Clock

@@ -97,7 +97,7 @@ func (in *inspector) typePlacement(t *Type) placement {
 
 // lookup finds the struct holding id: in the update (ref) or in the document (it). ok is
 // false when neither has it.
-func (in *inspector) lookup(id ID) (ref *structRef, it *Item, ok bool) {
+func (in *inspector) lookup(id ID) (ref *structRef, it *item, ok bool) {
 	if id.Clock < in.doc.store.state(id.Client) {
 		return nil, in.doc.store.find(id), true
 	}
@@ -181,7 +181,7 @@ func (in *inspector) step(ref *structRef) (*structRef, placement) {
 	}
 	// the parent of the origin (or of the right origin), unless either is a GC struct
 	var via *structRef
-	var from *Item
+	var from *item
 	for _, o := range []struct {
 		id ID
 		ok bool
@@ -229,7 +229,7 @@ func (in *inspector) deletesUnderRoot() bool {
 		return false
 	}
 	hit := false
-	walkLive(t, func(it *Item) bool {
+	walkLive(t, func(it *item) bool {
 		rs := ds.ranges(it.id.Client)
 		i, _ := slices.BinarySearchFunc(rs, it.id.Clock, func(r delRange, c uint64) int {
 			if r.clock+r.len <= c {
@@ -247,12 +247,12 @@ func (in *inspector) deletesUnderRoot() bool {
 
 // walkLive calls f for every live (not deleted) item under t, at any depth, until f
 // returns false.
-func walkLive(t *Type, f func(*Item) bool) {
+func walkLive(t *Type, f func(*item) bool) {
 	stack := []*Type{t}
 	for len(stack) > 0 {
 		t := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		visit := func(it *Item) bool {
+		visit := func(it *item) bool {
 			if it.deleted() {
 				return true
 			}

@@ -2,7 +2,7 @@ package yjs
 
 // integrate places the item in its parent with the YATA rules and adds it to the store.
 // offset > 0 integrates only the units from offset on (the rest is known already).
-func (it *Item) integrate(tx *Transaction, offset uint64) {
+func (it *item) integrate(tx *Transaction, offset uint64) {
 	store := &tx.doc.store
 	if it.isGC() {
 		it.id.Clock += offset
@@ -33,7 +33,7 @@ func (it *Item) integrate(tx *Transaction, offset uint64) {
 		it.right = it.left.right
 		it.left.right = it
 	} else {
-		var r *Item
+		var r *item
 		if it.hasSub() {
 			r = p.entries[it.parentSub]
 			for r != nil && r.left != nil {
@@ -91,10 +91,10 @@ func (it *Item) integrate(tx *Transaction, offset uint64) {
 //  2. an item whose origin lies within the scanned items goes first unless its origin is
 //     one of the items still in conflict with us;
 //  3. any other item ends the scan.
-func (it *Item) resolveConflicts(tx *Transaction) *Item {
+func (it *item) resolveConflicts(tx *Transaction) *item {
 	p := it.parent
 	left := it.left
-	var o *Item
+	var o *item
 	switch {
 	case left != nil:
 		o = left.right
@@ -140,8 +140,8 @@ func (it *Item) resolveConflicts(tx *Transaction) *Item {
 // yataScratch holds the items scanned by one conflict resolution: all of them are "before
 // origin" candidates; those from conflictStart on are still in conflict.
 type yataScratch struct {
-	items         []*Item
-	pos           map[*Item]int // built when items grow beyond a handful
+	items         []*item
+	pos           map[*item]int // built when items grow beyond a handful
 	conflictStart int
 }
 
@@ -154,12 +154,12 @@ func (s *yataScratch) reset() {
 	s.conflictStart = 0
 }
 
-func (s *yataScratch) add(o *Item) {
+func (s *yataScratch) add(o *item) {
 	s.items = append(s.items, o)
 	if s.pos != nil {
 		s.pos[o] = len(s.items) - 1
 	} else if len(s.items) > 16 {
-		s.pos = make(map[*Item]int, 64)
+		s.pos = make(map[*item]int, 64)
 		for i, x := range s.items {
 			s.pos[x] = i
 		}
@@ -168,7 +168,7 @@ func (s *yataScratch) add(o *Item) {
 
 func (s *yataScratch) clearConflicting() { s.conflictStart = len(s.items) }
 
-func (s *yataScratch) index(o *Item) int {
+func (s *yataScratch) index(o *item) int {
 	if len(s.items) > 16 && s.pos != nil {
 		if i, ok := s.pos[o]; ok {
 			return i

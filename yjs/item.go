@@ -14,14 +14,14 @@ const (
 	flagGC                             // a GC struct: a deleted range whose content is gone
 )
 
-// Item is one struct of the store: either a GC struct (flagGC: only id and length mean
-// anything) or an Item proper — content placed in a parent type between origin and
-// rightOrigin. left and right link the items of one parent sequence (or the history of one
-// map key) in document order.
-type Item struct {
+// item is one struct of the store: either a GC struct (flagGC: only id and length mean
+// anything) or a Yjs Item — content placed in a parent type between origin and rightOrigin.
+// left and right link the items of one parent sequence (or the history of one map key) in
+// document order.
+type item struct {
 	id          ID
 	length      uint64
-	left, right *Item
+	left, right *item
 	origin      ID // the item left of this one at creation (valid with flagOrigin)
 	rightOrigin ID // the item right of this one at creation (valid with flagRightOrigin)
 	parent      *Type
@@ -30,8 +30,8 @@ type Item struct {
 	flags       uint16
 }
 
-func newItem(id ID, left *Item, right *Item, parent *Type, parentSub string, hasSub bool, c content) *Item {
-	it := &Item{id: id, length: c.len(), left: left, right: right, parent: parent, content: c}
+func newItem(id ID, left *item, right *item, parent *Type, parentSub string, hasSub bool, c content) *item {
+	it := &item{id: id, length: c.len(), left: left, right: right, parent: parent, content: c}
 	if left != nil {
 		it.origin = left.lastID()
 		it.flags |= flagOrigin
@@ -53,13 +53,13 @@ func newItem(id ID, left *Item, right *Item, parent *Type, parentSub string, has
 // stringItem allocates an Item with its string content (and a small buffer for it) in one
 // allocation: typing creates one per character.
 type stringItem struct {
-	Item
+	item
 	str contentString
 	buf [8]byte
 }
 
 // newStringItem returns a new local item holding s.
-func newStringItem(id ID, left, right *Item, parent *Type, s string) *Item {
+func newStringItem(id ID, left, right *item, parent *Type, s string) *item {
 	si := &stringItem{}
 	if len(s) <= len(si.buf) {
 		si.str.b = si.buf[:copy(si.buf[:], s)]
@@ -67,8 +67,8 @@ func newStringItem(id ID, left, right *Item, parent *Type, s string) *Item {
 		si.str.b = []byte(s)
 	}
 	si.str.u16 = utf16Len(s)
-	it := &si.Item
-	*it = Item{id: id, length: si.str.u16, left: left, right: right, parent: parent, content: &si.str, flags: flagCountable}
+	it := &si.item
+	*it = item{id: id, length: si.str.u16, left: left, right: right, parent: parent, content: &si.str, flags: flagCountable}
 	if left != nil {
 		it.origin = left.lastID()
 		it.flags |= flagOrigin
@@ -81,7 +81,7 @@ func newStringItem(id ID, left, right *Item, parent *Type, s string) *Item {
 }
 
 // stringItemFrom returns an item holding a copy of b (valid UTF-8).
-func stringItemFrom(b []byte) (*Item, *contentString) {
+func stringItemFrom(b []byte) (*item, *contentString) {
 	si := &stringItem{}
 	if len(b) <= len(si.buf) {
 		si.str.b = si.buf[:copy(si.buf[:], b)]
@@ -89,27 +89,27 @@ func stringItemFrom(b []byte) (*Item, *contentString) {
 		si.str.b = append(make([]byte, 0, len(b)), b...)
 	}
 	si.str.u16 = utf16LenBytes(b)
-	si.Item.content = &si.str
-	return &si.Item, &si.str
+	si.item.content = &si.str
+	return &si.item, &si.str
 }
 
-func (it *Item) isGC() bool       { return it.flags&flagGC != 0 }
-func (it *Item) deleted() bool    { return it.flags&flagDeleted != 0 }
-func (it *Item) countable() bool  { return it.flags&flagCountable != 0 }
-func (it *Item) hasOrigin() bool  { return it.flags&flagOrigin != 0 }
-func (it *Item) hasRight() bool   { return it.flags&flagRightOrigin != 0 }
-func (it *Item) hasSub() bool     { return it.flags&flagParentSub != 0 }
-func (it *Item) marked() bool     { return it.flags&flagMarker != 0 }
-func (it *Item) visible() bool    { return it.flags&(flagCountable|flagDeleted) == flagCountable }
-func (it *Item) keep() bool       { return it.flags&flagKeep != 0 }
-func (it *Item) markDeleted()     { it.flags |= flagDeleted }
-func (it *Item) endClock() uint64 { return it.id.Clock + it.length }
-func (it *Item) lastID() ID       { return ID{it.id.Client, it.id.Clock + it.length - 1} }
+func (it *item) isGC() bool       { return it.flags&flagGC != 0 }
+func (it *item) deleted() bool    { return it.flags&flagDeleted != 0 }
+func (it *item) countable() bool  { return it.flags&flagCountable != 0 }
+func (it *item) hasOrigin() bool  { return it.flags&flagOrigin != 0 }
+func (it *item) hasRight() bool   { return it.flags&flagRightOrigin != 0 }
+func (it *item) hasSub() bool     { return it.flags&flagParentSub != 0 }
+func (it *item) marked() bool     { return it.flags&flagMarker != 0 }
+func (it *item) visible() bool    { return it.flags&(flagCountable|flagDeleted) == flagCountable }
+func (it *item) keep() bool       { return it.flags&flagKeep != 0 }
+func (it *item) markDeleted()     { it.flags |= flagDeleted }
+func (it *item) endClock() uint64 { return it.id.Clock + it.length }
+func (it *item) lastID() ID       { return ID{it.id.Client, it.id.Clock + it.length - 1} }
 
 func sameOpt(a ID, aok bool, b ID, bok bool) bool { return aok == bok && (!aok || a == b) }
 
 // makeGC turns the struct into a GC struct in place: its content and links are dropped.
-func (it *Item) makeGC() {
+func (it *item) makeGC() {
 	it.flags = flagGC | flagDeleted
 	it.left, it.right, it.parent, it.content, it.parentSub = nil, nil, nil, nil, ""
 }
@@ -117,15 +117,15 @@ func (it *Item) makeGC() {
 // splitItem splits it at diff (0 < diff < length) and returns the right part, linked after
 // it. The right part's origin is the left part's last unit. The caller inserts the right
 // part into the store.
-func splitItem(tx *Transaction, it *Item, diff uint64) *Item {
-	var right *Item
+func splitItem(tx *Transaction, it *item, diff uint64) *item {
+	var right *item
 	if cs, ok := it.content.(*contentString); ok {
 		si := &stringItem{}
 		cs.spliceInto(&si.str, diff)
-		right = &si.Item
+		right = &si.item
 		right.content = &si.str
 	} else {
-		right = &Item{content: it.content.splice(diff)}
+		right = &item{content: it.content.splice(diff)}
 	}
 	right.id = ID{it.id.Client, it.id.Clock + diff}
 	right.length = it.length - diff
@@ -150,7 +150,7 @@ func splitItem(tx *Transaction, it *Item, diff uint64) *Item {
 
 // tryMerge appends right (the store successor of it) onto it when both are the same kind of
 // struct and continue each other; it reports whether it did.
-func (it *Item) tryMerge(right *Item) bool {
+func (it *item) tryMerge(right *item) bool {
 	if it.isGC() || right.isGC() {
 		if it.isGC() && right.isGC() {
 			it.length += right.length
@@ -183,7 +183,7 @@ func (it *Item) tryMerge(right *Item) bool {
 
 // delete marks the item deleted within tx. Deleting a nested type deletes everything in
 // it, depth first as JS does (with an explicit stack: nesting depth is not bounded).
-func (it *Item) delete(tx *Transaction) {
+func (it *item) delete(tx *Transaction) {
 	if it.deleted() {
 		return
 	}
@@ -204,7 +204,7 @@ func (it *Item) delete(tx *Transaction) {
 }
 
 // deleteOne marks one item deleted; a nested type is pushed to have its content deleted.
-func (it *Item) deleteOne(tx *Transaction, stack *[]delFrame) {
+func (it *item) deleteOne(tx *Transaction, stack *[]delFrame) {
 	p := it.parent
 	if it.countable() && !it.hasSub() {
 		p.length -= int(it.length)
@@ -231,7 +231,7 @@ func (it *Item) deleteOne(tx *Transaction, stack *[]delFrame) {
 // sequence, then the newest item of each map key.
 type delFrame struct {
 	t      *Type
-	cur    *Item    // next sequence item
+	cur    *item    // next sequence item
 	keys   []string // map keys, once the sequence is done
 	ki     int
 	inKeys bool
@@ -239,8 +239,8 @@ type delFrame struct {
 
 // next returns the next item to delete (nil when the item visited was deleted already)
 // or done.
-func (f *delFrame) next(tx *Transaction) (child *Item, done bool) {
-	var it *Item
+func (f *delFrame) next(tx *Transaction) (child *item, done bool) {
+	var it *item
 	switch {
 	case f.cur != nil:
 		it = f.cur
@@ -268,7 +268,7 @@ func (f *delFrame) next(tx *Transaction) (child *Item, done bool) {
 // gc drops the content of a deleted item: it becomes a GC struct when its parent is gone
 // too, else its content becomes contentDeleted. The content of a nested type becomes GC
 // structs (JS ContentType.gc), iteratively.
-func (it *Item) gc(parentGCd bool) {
+func (it *item) gc(parentGCd bool) {
 	if ct, ok := it.content.(*contentType); ok {
 		gcTypes([]*Type{ct.t})
 	}
@@ -285,7 +285,7 @@ func gcTypes(stack []*Type) {
 	for len(stack) > 0 {
 		t := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		gcOne := func(it *Item) {
+		gcOne := func(it *item) {
 			if ct, ok := it.content.(*contentType); ok {
 				stack = append(stack, ct.t)
 			}
@@ -304,14 +304,14 @@ func gcTypes(stack []*Type) {
 				it = left
 			}
 		}
-		t.entries = make(map[string]*Item)
+		t.entries = make(map[string]*item)
 		t.markers = nil
 	}
 }
 
 // write encodes the struct from offset on (offset > 0 writes the tail whose origin is the
 // unit before it).
-func (it *Item) write(e *lib0.Encoder, offset uint64) {
+func (it *item) write(e *lib0.Encoder, offset uint64) {
 	if it.isGC() {
 		e.WriteUint8(refGC)
 		e.WriteVarUint(it.length - offset)

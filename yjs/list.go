@@ -92,7 +92,7 @@ func normalizeAny(v any) (any, error) {
 }
 
 // insertPiecesAfter creates items for pieces after left (before right) in t.
-func (tx *Transaction) insertPiecesAfter(t *Type, left, right *Item, pieces []piece) {
+func (tx *Transaction) insertPiecesAfter(t *Type, left, right *item, pieces []piece) {
 	for _, p := range pieces {
 		c := p.c
 		if c == nil {
@@ -133,7 +133,7 @@ func (t *Type) listInsert(tx *Transaction, index int, values []any) error {
 		return err
 	}
 	tx.withOwner(t, func() {
-		var left *Item
+		var left *item
 		if index > 0 {
 			it, s := t.seek(index - 1)
 			if end := s + int(it.length); index < end {

@@ -13,7 +13,7 @@ package yjs
 const maxMarkers = 16
 
 type marker struct {
-	item  *Item
+	item  *item
 	index int
 	used  uint64 // last use, for replacement
 }
@@ -26,7 +26,7 @@ func (t *Type) clearMarkers() {
 	t.markers = t.markers[:0]
 }
 
-func (t *Type) dropMarker(it *Item) {
+func (t *Type) dropMarker(it *item) {
 	it.flags &^= flagMarker
 	for i, m := range t.markers {
 		if m.item == it {
@@ -40,7 +40,7 @@ func (t *Type) dropMarker(it *Item) {
 }
 
 // markerMerged moves the marker of right onto left, which absorbs right.
-func (t *Type) markerMerged(left, right *Item) {
+func (t *Type) markerMerged(left, right *item) {
 	if left.marked() {
 		t.dropMarker(right)
 		return
@@ -76,7 +76,7 @@ func (t *Type) markersDeleted(index, n int) {
 
 // seek returns the visible item containing sequence index (0 <= index < t.length) and the
 // index it starts at, walking from the nearest marker, and records a marker there.
-func (t *Type) seek(index int) (*Item, int) {
+func (t *Type) seek(index int) (*item, int) {
 	it, s := t.start, 0
 	best := -1
 	dist := index
@@ -120,7 +120,7 @@ func (t *Type) seek(index int) (*Item, int) {
 
 // mark records a marker at it (starting at index s), reusing the marker used for the
 // lookup (best) when the cursor moved only a little.
-func (t *Type) mark(it *Item, s int, best int) {
+func (t *Type) mark(it *item, s int, best int) {
 	t.markerTick++
 	if it.marked() {
 		for i := range t.markers {

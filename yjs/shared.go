@@ -306,7 +306,7 @@ func (t *Type) toJSONAt(depth int) any {
 }
 
 // entryValue is the value of a map entry item (JS getContent()[length-1]).
-func entryValue(it *Item) any {
+func entryValue(it *item) any {
 	vals := it.content.appendValues(nil)
 	i := int(it.length) - 1
 	if i < 0 || i >= len(vals) {

@@ -13,16 +13,16 @@ const chunkMax = 512 // a chunk splits in two when it grows beyond this
 
 // structList is the struct list of one client.
 type structList struct {
-	chunks [][]*Item
+	chunks [][]*item
 	n      int
 }
 
 // spos is a position in a structList: chunk c, index i.
 type spos struct{ c, i int }
 
-func (l *structList) at(p spos) *Item { return l.chunks[p.c][p.i] }
+func (l *structList) at(p spos) *item { return l.chunks[p.c][p.i] }
 
-func (l *structList) last() *Item {
+func (l *structList) last() *item {
 	c := l.chunks[len(l.chunks)-1]
 	return c[len(c)-1]
 }
@@ -56,14 +56,14 @@ func (l *structList) prev(p spos) (spos, bool) {
 
 func (l *structList) isFirst(p spos) bool { return p.c == 0 && p.i == 0 }
 
-func (l *structList) append(it *Item) {
+func (l *structList) append(it *item) {
 	l.n++
 	if len(l.chunks) == 0 {
-		l.chunks = append(l.chunks, make([]*Item, 0, 16))
+		l.chunks = append(l.chunks, make([]*item, 0, 16))
 	}
 	last := len(l.chunks) - 1
 	if len(l.chunks[last]) >= chunkMax {
-		l.chunks = append(l.chunks, make([]*Item, 0, chunkMax))
+		l.chunks = append(l.chunks, make([]*item, 0, chunkMax))
 		last++
 	}
 	l.chunks[last] = append(l.chunks[last], it)
@@ -100,7 +100,7 @@ func (l *structList) find(clock uint64) spos {
 }
 
 // insertAfter puts it right after position p and returns its position.
-func (l *structList) insertAfter(p spos, it *Item) spos {
+func (l *structList) insertAfter(p spos, it *item) spos {
 	l.n++
 	ch := l.chunks[p.c]
 	ch = slices.Insert(ch, p.i+1, it)
@@ -108,7 +108,7 @@ func (l *structList) insertAfter(p spos, it *Item) spos {
 	np := spos{p.c, p.i + 1}
 	if len(ch) > chunkMax {
 		half := len(ch) / 2
-		right := make([]*Item, len(ch)-half, chunkMax)
+		right := make([]*item, len(ch)-half, chunkMax)
 		copy(right, ch[half:])
 		clear(ch[half:])
 		l.chunks[p.c] = ch[:half]
@@ -135,7 +135,7 @@ func (l *structList) remove(p spos) {
 }
 
 // each calls f for every struct from position p on, until f returns false.
-func (l *structList) each(p spos, f func(*Item) bool) {
+func (l *structList) each(p spos, f func(*item) bool) {
 	for c := p.c; c < len(l.chunks); c++ {
 		start := 0
 		if c == p.c {
@@ -185,7 +185,7 @@ func (s *structStore) sortedClients() []uint64 {
 }
 
 // add appends a struct at its client's state.
-func (s *structStore) add(it *Item) {
+func (s *structStore) add(it *item) {
 	l := s.clients[it.id.Client]
 	if l == nil {
 		l = &structList{}
@@ -197,7 +197,7 @@ func (s *structStore) add(it *Item) {
 }
 
 // find returns the struct containing id (which must exist).
-func (s *structStore) find(id ID) *Item {
+func (s *structStore) find(id ID) *item {
 	l := s.clients[id.Client]
 	if l == nil {
 		panic(fmt.Sprintf("yjs: client %d not in the struct store", id.Client))
@@ -217,13 +217,13 @@ func (s *structStore) cleanStart(tx *Transaction, l *structList, clock uint64) s
 }
 
 // itemCleanStart returns the struct starting at id, splitting if needed.
-func (s *structStore) itemCleanStart(tx *Transaction, id ID) *Item {
+func (s *structStore) itemCleanStart(tx *Transaction, id ID) *item {
 	l := s.clients[id.Client]
 	return l.at(s.cleanStart(tx, l, id.Clock))
 }
 
 // itemCleanEnd returns the struct ending at id, splitting if needed.
-func (s *structStore) itemCleanEnd(tx *Transaction, id ID) *Item {
+func (s *structStore) itemCleanEnd(tx *Transaction, id ID) *item {
 	l := s.clients[id.Client]
 	p := l.find(id.Clock)
 	it := l.at(p)

@@ -202,7 +202,7 @@ func updateAttrs(a *attrList, f *contentFormat) {
 
 // textPos is a position between two items of a text with the attributes in effect there.
 type textPos struct {
-	left, right *Item
+	left, right *item
 	index       int
 	attrs       attrList
 }
@@ -340,7 +340,7 @@ func (t *Type) insertText(tx *Transaction, pos *textPos, c content, s string, at
 	minimizeAttributeChanges(pos, &attrs)
 	negated := t.insertAttributes(tx, pos, &attrs)
 	index := pos.index
-	var right *Item
+	var right *item
 	if c == nil {
 		right = newStringItem(tx.nextID(), pos.left, pos.right, t, s)
 		t.markersInserted(index, int(right.length))
@@ -473,7 +473,7 @@ loop:
 	t.insertNegatedAttributes(tx, pos, &negated)
 }
 
-func isFormat(it *Item) bool {
+func isFormat(it *item) bool {
 	_, ok := it.content.(*contentFormat)
 	return ok
 }
@@ -523,7 +523,7 @@ func (t *Type) deleteText(tx *Transaction, pos *textPos, length int) {
 // cleanupFormattingGap deletes the marks between start and the next visible content that
 // are overwritten or change nothing (JS cleanupFormattingGap, including its reliance on
 // identity for object values).
-func cleanupFormattingGap(tx *Transaction, start, curr *Item, startAttrs, currAttrs *attrList) int {
+func cleanupFormattingGap(tx *Transaction, start, curr *item, startAttrs, currAttrs *attrList) int {
 	end := start
 	var endFormats map[string]*contentFormat
 	for end != nil && (!end.countable() || end.deleted()) {
@@ -568,22 +568,22 @@ func cleanupFormattingGap(tx *Transaction, start, curr *Item, startAttrs, currAt
 }
 
 // cleanupContextlessFormattingGap deletes duplicate marks of one key in the gap around item.
-func cleanupContextlessFormattingGap(tx *Transaction, item *Item) {
-	for item != nil && item.right != nil && (item.right.deleted() || !item.right.countable()) {
-		item = item.right
+func cleanupContextlessFormattingGap(tx *Transaction, it *item) {
+	for it != nil && it.right != nil && (it.right.deleted() || !it.right.countable()) {
+		it = it.right
 	}
 	seen := map[string]bool{}
-	for item != nil && (item.deleted() || !item.countable()) {
-		if !item.deleted() {
-			if f, ok := item.content.(*contentFormat); ok {
+	for it != nil && (it.deleted() || !it.countable()) {
+		if !it.deleted() {
+			if f, ok := it.content.(*contentFormat); ok {
 				if seen[f.key] {
-					item.delete(tx)
+					it.delete(tx)
 				} else {
 					seen[f.key] = true
 				}
 			}
 		}
-		item = item.left
+		it = it.left
 	}
 }
 
@@ -626,7 +626,7 @@ func (d *Doc) cleanupFormattingAfter(tx *Transaction) {
 		if l.state() == b.clock {
 			continue
 		}
-		l.each(l.find(b.clock), func(it *Item) bool {
+		l.each(l.find(b.clock), func(it *item) bool {
 			if !it.isGC() && !it.deleted() && isFormat(it) && !has(it.parent) {
 				needFull = append(needFull, it.parent)
 			}
@@ -644,7 +644,7 @@ func (d *Doc) cleanupFormattingAfter(tx *Transaction) {
 				if r.clock >= state {
 					break
 				}
-				d.iterateStructs(tx, l, r.clock, r.len, func(it *Item) {
+				d.iterateStructs(tx, l, r.clock, r.len, func(it *item) {
 					if it.isGC() || !it.parent.hasFormatting || has(it.parent) {
 						return
 					}
@@ -664,7 +664,7 @@ func (d *Doc) cleanupFormattingAfter(tx *Transaction) {
 
 // iterateStructs calls f for the structs covering [clock, clock+length), splitting at both
 // ends (JS iterateStructs).
-func (d *Doc) iterateStructs(tx *Transaction, l *structList, clock, length uint64, f func(*Item)) {
+func (d *Doc) iterateStructs(tx *Transaction, l *structList, clock, length uint64, f func(*item)) {
 	if length == 0 {
 		return
 	}

@@ -12,7 +12,7 @@ type Transaction struct {
 	before       []clientClock  // clients with new structs here, with their earlier state
 	beforeIndex  map[uint64]int // client → index in before, once there are many
 	ds           deleteSet      // deletions made in this transaction
-	mergeStructs []*Item        // split parts to try to merge back afterwards
+	mergeStructs []*item        // split parts to try to merge back afterwards
 	changed      []*Type        // types changed that existed before (JS transaction.changed)
 
 	changes  int  // structs integrated and items deleted so far
@@ -75,7 +75,7 @@ func (tx *Transaction) beforeState(client uint64) uint64 {
 }
 
 // addStruct appends a new struct to the store, remembering the client's earlier state.
-func (tx *Transaction) addStruct(it *Item) {
+func (tx *Transaction) addStruct(it *item) {
 	c := it.id.Client
 	if n := len(tx.before); (n == 0 || tx.before[n-1].client != c) && tx.beforeAt(c) < 0 {
 		tx.before = append(tx.before, clientClock{c, tx.doc.store.state(c)})
@@ -316,7 +316,7 @@ func (d *Doc) gcDeleteSet(ds *deleteSet) {
 		for i := len(en.ranges) - 1; i >= 0; i-- {
 			r := en.ranges[i]
 			end := r.clock + r.len
-			l.each(l.find(r.clock), func(it *Item) bool {
+			l.each(l.find(r.clock), func(it *item) bool {
 				if it.id.Clock >= end {
 					return false
 				}

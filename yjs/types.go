@@ -80,13 +80,13 @@ func (k Kind) isText() bool { return k == KindText || k == KindXmlText }
 // and XmlHook are views of a Type with the methods that fit its kind.
 type Type struct {
 	doc      *Doc
-	item     *Item  // the item holding this type; nil for a root
+	item     *item  // the item holding this type; nil for a root
 	rootName string // the name of a root
 	kind     Kind
 	nodeName string // XmlElement node name / XmlHook hook name
 
-	start   *Item
-	entries map[string]*Item
+	start   *item
+	entries map[string]*item
 	length  int // visible countable units of the sequence
 
 	hasFormatting bool     // a ContentFormat was integrated (JS _hasFormatting)
@@ -106,7 +106,7 @@ type prelim struct {
 	text   []func(tx *Transaction)
 }
 
-func newType(kind Kind) *Type { return &Type{kind: kind, entries: make(map[string]*Item)} }
+func newType(kind Kind) *Type { return &Type{kind: kind, entries: make(map[string]*item)} }
 
 func newPrelimType(kind Kind) *Type {
 	t := newType(kind)
@@ -241,7 +241,7 @@ func (d *Doc) root(name string) *Type {
 
 // integrate makes a (preliminary) type part of the document at item and replays the
 // content given before.
-func (t *Type) integrate(tx *Transaction, it *Item) {
+func (t *Type) integrate(tx *Transaction, it *item) {
 	t.doc = tx.doc
 	t.item = it
 	p := t.prelim
@@ -293,7 +293,7 @@ func (tx *Transaction) nextID() ID {
 }
 
 // integrateLocal integrates a new local item.
-func (tx *Transaction) insertItem(left, right *Item, parent *Type, sub string, hasSub bool, c content) *Item {
+func (tx *Transaction) insertItem(left, right *item, parent *Type, sub string, hasSub bool, c content) *item {
 	it := newItem(tx.nextID(), left, right, parent, sub, hasSub, c)
 	it.integrate(tx, 0)
 	return it

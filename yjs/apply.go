@@ -173,7 +173,14 @@ func (d *Doc) applyDecoded(tx *Transaction, u *decodedUpdate, pending bool) {
 		d.pending = &pendingStructs{missing: missing, update: encodeRefs(rest)}
 	}
 	dsRest := d.applyDeleteBlocks(tx, u.dels)
-	if pend := d.pendingDels; pend != nil {
+	if pend := d.pendingDels; pend != nil && !d.pendingDelsApply() {
+		// nothing of the pending deletions can apply yet: re-applying them (as JS does)
+		// would give them back unchanged
+		if dsRest != nil {
+			m := mergeDeleteSets([]deleteSet{*dsRest, *pend})
+			d.pendingDels = &m
+		}
+	} else if pend != nil {
 		blocks := make([]delBlock, 0, len(pend.entries))
 		for _, en := range pend.byClientDesc() {
 			blocks = append(blocks, delBlock{client: en.client, ranges: en.ranges})
@@ -208,6 +215,17 @@ func (d *Doc) applyDecoded(tx *Transaction, u *decodedUpdate, pending bool) {
 		d.attachRoots(pu)
 		d.applyDecoded(tx, pu, true)
 	}
+}
+
+// pendingDelsApply reports whether some pending deletion concerns a clock the document has
+// now (the ranges are normalized: the first of a client is its lowest).
+func (d *Doc) pendingDelsApply() bool {
+	for _, en := range d.pendingDels.entries {
+		if len(en.ranges) > 0 && en.ranges[0].clock < d.store.state(en.client) {
+			return true
+		}
+	}
+	return false
 }
 
 // integrateStructs integrates the structs of an update (JS integrateStructs): clients from

@@ -316,3 +316,33 @@ func TestPanickingHandlerIsIgnored(t *testing.T) {
 		t.Fatalf("handler calls %d, text %q", got, d.GetText("t").String())
 	}
 }
+
+// TestPanicInTransactStillEmits: the changes made before a panic in the callback are
+// cleaned up and sent, as JS does when the callback throws.
+func TestPanicInTransactStillEmits(t *testing.T) {
+	d := NewDoc(WithClientID(1))
+	var updates [][]byte
+	d.OnUpdate(func(u []byte, _ any) { updates = append(updates, u) })
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the panic was swallowed")
+			}
+		}()
+		d.Transact(nil, func(*Transaction) {
+			must(t, d.GetText("t").Insert(0, "kept", nil))
+			panic("application bug")
+		})
+	}()
+	if len(updates) != 1 {
+		t.Fatalf("%d updates", len(updates))
+	}
+	must(t, d.GetText("t").Insert(4, "!", nil))
+	r := NewDoc()
+	for _, u := range updates {
+		must(t, ApplyUpdate(r, u, nil))
+	}
+	if r.GetText("t").String() != "kept!" {
+		t.Fatalf("replica %q", r.GetText("t").String())
+	}
+}

@@ -130,6 +130,12 @@ func ApplyUpdate(doc *Doc, update []byte, origin any) (err error) {
 		}
 	}()
 	doc.transact(origin, false, func(tx *Transaction) {
+		defer func() {
+			if r := recover(); r != nil {
+				tx.broken = true // nothing of a broken integration is cleaned up or emitted
+				panic(r)
+			}
+		}()
 		doc.attachRoots(u)
 		doc.applyDecoded(tx, u, false)
 	})

@@ -16,6 +16,7 @@ type Transaction struct {
 	changed      []*Type        // types changed that existed before (JS transaction.changed)
 
 	changes  int  // structs integrated and items deleted so far
+	broken   bool // an invariant broke inside: no cleanup, no update
 	unlocked bool // pending structs or deletions took effect (see UpdateEvent.Unlocked)
 
 	// markerOwner is the type whose local sequence operation is running: changes to it
@@ -44,7 +45,7 @@ func (tx *Transaction) reset(d *Doc, origin any, local bool) {
 	clear(tx.mergeStructs)
 	tx.mergeStructs = tx.mergeStructs[:0]
 	tx.markerOwner = nil
-	tx.changes, tx.unlocked = 0, false
+	tx.changes, tx.unlocked, tx.broken = 0, false, false
 	tx.subdocsAdded, tx.subdocsRemoved, tx.subdocsLoaded = nil, nil, nil
 }
 
@@ -145,13 +146,15 @@ func (tx *Transaction) addedStructs() bool {
 }
 
 // Transact runs fn in a transaction with the given origin. A call inside an open
-// transaction joins it. fn must not keep tx after returning.
+// transaction joins it. fn must not keep tx after returning. If fn panics, the changes it
+// made are still cleaned up and handed to the OnUpdate handlers (as JS does when the
+// callback throws), then the panic continues.
 func (d *Doc) Transact(origin any, fn func(tx *Transaction)) {
 	d.transact(origin, true, fn)
 }
 
 // transact runs fn in the open transaction or a new one, and cleans up the new one (and any
-// started during its cleanup) when fn returns. A panic abandons the transaction.
+// started during its cleanup) when fn returns.
 func (d *Doc) transact(origin any, local bool, fn func(tx *Transaction)) {
 	if d.tx != nil {
 		fn(d.tx)
@@ -160,28 +163,28 @@ func (d *Doc) transact(origin any, local bool, fn func(tx *Transaction)) {
 	tx := d.newTransaction(origin, local)
 	d.tx = tx
 	d.cleanups = append(d.cleanups, tx)
-	ok := false
 	defer func() {
-		if !ok {
-			d.tx = nil
+		r := recover()
+		d.tx = nil
+		if d.cleanups[0] == tx {
+			if r == nil || !tx.broken {
+				// The outermost transaction ended: clean it up and every transaction
+				// started meanwhile, one after the other.
+				for i := 0; i < len(d.cleanups); i++ {
+					d.cleanupTransaction(d.cleanups[i])
+				}
+			}
+			for _, t := range d.cleanups {
+				d.releaseTransaction(t)
+			}
+			clear(d.cleanups)
 			d.cleanups = d.cleanups[:0]
+		}
+		if r != nil {
+			panic(r)
 		}
 	}()
 	fn(tx)
-	d.tx = nil
-	if d.cleanups[0] == tx {
-		// The outermost transaction ended: clean it up and every transaction started
-		// meanwhile, one after the other.
-		for i := 0; i < len(d.cleanups); i++ {
-			d.cleanupTransaction(d.cleanups[i])
-		}
-		for _, t := range d.cleanups {
-			d.releaseTransaction(t)
-		}
-		clear(d.cleanups)
-		d.cleanups = d.cleanups[:0]
-	}
-	ok = true
 }
 
 func (d *Doc) newTransaction(origin any, local bool) *Transaction {

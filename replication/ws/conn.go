@@ -50,7 +50,7 @@ type connParams struct {
 	hubID     string
 	connID    string   // hub: generated; peer: learnt from HELLO_ACK
 	nonce     [16]byte // peer: HELLO connectionNonce
-	work      *sync.WaitGroup
+	work      *counter
 	onReady   func(*conn)            // owner goroutine; must not block
 	onClosed  func(*conn, CloseInfo) // owner goroutine; must not block
 	onExit    func(*conn)            // after every goroutine of the connection exited
@@ -171,8 +171,9 @@ func (c *conn) begin() {
 		c.failWith(&protocol.Error{Code: protocol.CodeHelloTimeout, Scope: protocol.ScopeConnection, Detail: "no handshake within helloTimeoutMs"}, CauseHelloTimeout)
 	})
 	if c.side == observer.SidePeer {
-		hs := c.peerHandshake()
-		c.sendControl(hs.Hello())
+		if _, err := c.sendControl(c.peerHandshake().Hello()); err != nil && err != ErrClosed {
+			c.fail(&protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Detail: "HELLO: " + err.Error()})
+		}
 	}
 }
 
@@ -307,9 +308,7 @@ func (c *conn) beginWork() func() {
 	if c.work == nil {
 		return func() {}
 	}
-	c.work.Add(1)
-	var once sync.Once
-	return func() { once.Do(c.work.Done) }
+	return c.work.begin()
 }
 
 // ---- inbound ----------------------------------------------------------------------
@@ -544,7 +543,7 @@ func (c *conn) drainDrop(f protocol.Frame) {
 	}
 	m, err := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeNamespaceReopenRequiresReconnect, open.NamespaceID, "namespace open refused while the connection drains")
 	if err == nil {
-		c.sendControl(m.WithRelatedSequence(f.Sequence))
+		_, _ = c.sendControl(m.WithRelatedSequence(f.Sequence))
 	}
 }
 
@@ -571,7 +570,10 @@ func (c *conn) answerHello(f protocol.Frame, h *protocol.Hello) {
 		return
 	}
 	c.negotiated = n
-	if _, ok := c.sendControl(ack); !ok {
+	if _, err := c.sendControl(ack); err != nil {
+		if err != ErrClosed {
+			c.fail(&protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Detail: "HELLO_ACK: " + err.Error()})
+		}
 		return
 	}
 	c.becomeReady()
@@ -627,7 +629,7 @@ func (c *conn) goAway(reason string, drainTimeout time.Duration, retryAfter time
 		RetryAfterMs: uint64(retryAfter / time.Millisecond), HasRetryAfter: hasRetry}
 	// §21: arm the drain, then send the observable GOAWAY.
 	c.startDrain(Drain{ReasonCode: reason, Deadline: c.clock.Now().Add(drainTimeout), RetryAfter: retryAfter, HasRetryAfter: hasRetry}, drainTimeout)
-	c.sendControl(m)
+	_, _ = c.sendControl(m)
 }
 
 func (c *conn) goAwayReceived(m *protocol.GoAway) {
@@ -769,8 +771,9 @@ func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info CloseInfo
 		q.bytes = 0
 	}
 	c.sched = scheduler{}
-	if c.handler != nil {
-		c.handler.HandleClosed(info)
+	if h := c.handler; h != nil {
+		// Deferred: the close may be decided inside a handler callback (Session.Fail).
+		c.defer_(func() { h.HandleClosed(info) })
 	}
 	if c.onClosed != nil {
 		c.onClosed(c, info)

@@ -46,9 +46,53 @@ type Hub struct {
 	conns    map[*conn]struct{}
 	shutdown bool
 
-	running sync.WaitGroup // connection goroutines
-	work    sync.WaitGroup // admitted namespace work (Session.BeginWork)
+	running counter // connections whose goroutines have not all exited
+	work    counter // admitted namespace work (Session.BeginWork)
 	unsub   func()
+}
+
+// counter counts outstanding things and says when there are none; unlike a WaitGroup it may
+// go up again while someone waits.
+type counter struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed while n == 0
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (w *counter) add() {
+	w.mu.Lock()
+	if w.n == 0 {
+		w.idle = make(chan struct{})
+	}
+	w.n++
+	w.mu.Unlock()
+}
+
+func (w *counter) done() {
+	w.mu.Lock()
+	if w.n--; w.n == 0 {
+		close(w.idle)
+	}
+	w.mu.Unlock()
+}
+
+// zero returns a channel closed when the count is zero.
+func (w *counter) zero() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n == 0 {
+		return closedChan
+	}
+	return w.idle
+}
+
+// begin counts one and returns its idempotent end.
+func (w *counter) begin() func() {
+	w.add()
+	var once sync.Once
+	return func() { once.Do(w.done) }
 }
 
 // ErrNoTrustedIdentity is returned by Accept without an authenticated peer identity: a
@@ -193,7 +237,7 @@ func (h *Hub) Accept(t Transport, id Identity) error {
 			h.mu.Lock()
 			delete(h.conns, c)
 			h.mu.Unlock()
-			h.running.Done()
+			h.running.done()
 		},
 		onUpgrade: func(r observer.AuthRejectReason) {
 			if h.em.Enabled() {
@@ -207,7 +251,7 @@ func (h *Hub) Accept(t Transport, id Identity) error {
 		return ErrHubShutdown
 	}
 	h.conns[c] = struct{}{}
-	h.running.Add(1)
+	h.running.add()
 	h.mu.Unlock()
 	c.start()
 	return nil
@@ -281,18 +325,14 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 			c.closeNow(protocol.CloseGoingAway, CloseInfo{Code: protocol.CloseGoingAway, Cause: CauseShutdown})
 		})
 	})
-	done := make(chan struct{})
-	go func() {
-		h.running.Wait()
-		h.work.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	for _, c := range []*counter{&h.running, &h.work} {
+		select {
+		case <-c.zero():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	return nil
 }
 
 // ConnStatus describes one connection of the hub.

@@ -343,38 +343,31 @@ func (c *conn) sendNamespaceControl(m protocol.NamespaceMessage) (uint32, error)
 	case t.Scope() != protocol.ScopeNamespace || !mayReceive(peerSide, t):
 		return 0, ErrNotAllowed
 	}
-	// Encode first: a message that does not encode consumes no sequence and fails alone.
-	if _, err := c.out.Codec().AppendFrame(nil, 1, m); err != nil {
-		return 0, err
-	}
-	seq, ok := c.sendControl(m)
-	if !ok {
-		return 0, ErrClosed
-	}
-	return seq, nil
+	return c.sendControl(m)
 }
 
 // sendControl encodes m with the next sequence and hands it to the writer at once (§17:
-// control frames go before queued data). Unflushed control bytes are bounded by
-// maxQueuedControlBytes; exhausting it is CONNECTION_BACKPRESSURE (1011).
-func (c *conn) sendControl(m protocol.Message) (uint32, bool) {
+// control frames go before queued data). A message that does not encode consumes no
+// sequence and its error is returned (the connection goes on). Unflushed control bytes are
+// bounded by maxQueuedControlBytes; exhausting it is CONNECTION_BACKPRESSURE (1011), and
+// sendControl returns ErrClosed, as it does after sequence exhaustion.
+func (c *conn) sendControl(m protocol.Message) (uint32, error) {
 	if c.closing {
-		return 0, false
+		return 0, ErrClosed
 	}
 	b, seq, err := c.out.AppendFrame(nil, m)
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) && pe.Code == protocol.CodeOutboundSequenceExhausted {
 			c.sequenceExhausted()
-		} else {
-			c.fail(&protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Detail: "encode: " + err.Error()})
+			return 0, ErrClosed
 		}
-		return 0, false
+		return 0, err
 	}
 	if c.sched.unflushedControl+len(b) > c.cfg.MaxQueuedControlBytes {
 		c.failWith(&protocol.Error{Code: protocol.CodeConnectionBackpressure, Scope: protocol.ScopeConnection,
 			Detail: "unflushed control bytes over maxQueuedControlBytes"}, CauseBackpressure)
-		return 0, false
+		return 0, ErrClosed
 	}
 	c.sched.unflushedControl += len(b)
 	c.handOff(outFrame{b: b, control: true})
@@ -393,7 +386,7 @@ func (c *conn) sendControl(m protocol.Message) (uint32, bool) {
 		}
 	}
 	c.forgetOnTerminal(m, true)
-	return seq, true
+	return seq, nil
 }
 
 // sequenceExhausted closes a connection whose sending direction used every uint32

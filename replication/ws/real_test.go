@@ -87,7 +87,7 @@ func (l *liveHub) dialClient(t testing.TB, token string) (*client, error) {
 	if token != "" {
 		hdr.Set("Authorization", "Bearer "+token)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*wait) // 200 at once on a busy machine
 	defer cancel()
 	c, resp, err := websocket.Dial(ctx, l.url, &websocket.DialOptions{HTTPHeader: hdr})
 	if err != nil {
@@ -123,7 +123,7 @@ func (c *client) handshake() error {
 	if err := c.send(hello()); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
 	defer cancel()
 	f, err := c.recv(ctx)
 	if err != nil {

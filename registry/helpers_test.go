@@ -195,7 +195,7 @@ func block(t testing.TB, l *Lease) (unblock func()) {
 }
 
 // queued returns the number of admitted slots waiting in l's runtime.
-func queued(l *Lease) int { return len(l.rt.slots) }
+func queued(l *Lease) int { return l.rt.queued() }
 
 // waitFor polls cond until it holds or fails the test after 10 s.
 func waitFor(t testing.TB, what string, cond func() bool) {

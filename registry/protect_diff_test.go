@@ -192,9 +192,9 @@ func pick(t testing.TB, rng *rand.Rand, ups [][]byte) []byte {
 // every update that changes a meta value, and classifies malformed updates alike. It may
 // refuse more (equal-value rewrites, losing values, waits on the registry's client).
 func TestS20_ProtectedCheckAgreesWithScratchCompare(t *testing.T) {
-	cases := 3000
+	cases := 1500
 	if testing.Short() {
-		cases = 300
+		cases = 200
 	}
 	var changed, stricter, malformed, passed int
 	for i := range cases {

@@ -22,10 +22,10 @@ type runtime struct {
 	owner string
 	ns    string
 
-	mu       sync.Mutex // guards stopping and every send on slots
+	mu       sync.Mutex // guards stopping and queue
 	stopping bool
-	slots    chan *slot // bounded: Config.MaxQueuedSlots; full → ErrOverloaded
-	stopCh   chan struct{}
+	queue    []*slot       // admitted slots, FIFO; bounded by Config.MaxQueuedSlots (full → ErrOverloaded)
+	wake     chan struct{} // cap 1: the queue became non-empty, or stopping was set
 	done     chan struct{} // closed when the goroutine has exited and the store released the namespace
 
 	refs int // leases; guarded by reg.mu
@@ -45,6 +45,7 @@ type runtime struct {
 	unsaved       uint64 // generation of changes the store did not accept (backpressure)
 	saved         uint64 // the generation the last snapshot covered; degraded while saved < unsaved
 	failErr       error
+	spare         []*slot // the other queue buffer, reused
 	txUpdate      []byte // set by onUpdate: the update of the last transaction
 	applyOrigin   any    // the origin of the apply in progress
 	hadPending    bool   // the document held pending structs before the apply in progress
@@ -86,8 +87,7 @@ func newRuntime(reg *Registry, owner, ns string, doc *yjs.Doc, through uint64, a
 		reg:     reg,
 		owner:   owner,
 		ns:      ns,
-		slots:   make(chan *slot, reg.cfg.MaxQueuedSlots),
-		stopCh:  make(chan struct{}),
+		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		doc:     doc,
 		through: through,
@@ -107,26 +107,43 @@ func (rt *runtime) submit(s *slot) error {
 		s.admitted, _ = readClock(sc)
 	}
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.stopping {
+	switch {
+	case rt.stopping:
+		rt.mu.Unlock()
 		return ErrClosed.with("namespace unloaded", nil)
-	}
-	select {
-	case rt.slots <- s:
-		return nil
-	default:
+	case len(rt.queue) >= rt.reg.cfg.MaxQueuedSlots:
+		rt.mu.Unlock()
 		return ErrOverloaded.with("", nil)
 	}
+	rt.queue = append(rt.queue, s)
+	first := len(rt.queue) == 1
+	rt.mu.Unlock()
+	if first {
+		rt.signal()
+	}
+	return nil
+}
+
+func (rt *runtime) signal() {
+	select {
+	case rt.wake <- struct{}{}:
+	default:
+	}
+}
+
+// queued returns the number of admitted slots not yet taken by the goroutine.
+func (rt *runtime) queued() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return len(rt.queue)
 }
 
 // stop makes the goroutine finish the admitted slots and unload. It does not wait.
 func (rt *runtime) stop() {
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if !rt.stopping {
-		rt.stopping = true
-		close(rt.stopCh)
-	}
+	rt.stopping = true
+	rt.mu.Unlock()
+	rt.signal()
 }
 
 func (rt *runtime) isStopping() bool {
@@ -140,25 +157,35 @@ func (rt *runtime) start() {
 	go rt.loop()
 }
 
-// loop is the sequencer goroutine.
+// loop is the sequencer goroutine: it takes the admitted slots in batches (swapping two
+// buffers) and runs them in order; once stopping is set and the queue is empty — no slot is
+// admitted after stopping — it unloads.
 func (rt *runtime) loop() {
 	defer rt.reg.wg.Done()
 	defer rt.unload()
 	for {
-		select {
-		case s := <-rt.slots:
-			rt.runSlot(s)
-		case <-rt.stopCh:
-			// No slot is admitted after stopping is set: drain what was admitted.
-			for {
-				select {
-				case s := <-rt.slots:
-					rt.runSlot(s)
-				default:
-					return
-				}
-			}
+		rt.mu.Lock()
+		batch := rt.queue
+		stopping := rt.stopping
+		if len(batch) > 0 {
+			rt.queue = rt.spare
 		}
+		rt.mu.Unlock()
+		if len(batch) == 0 {
+			if stopping {
+				return
+			}
+			<-rt.wake
+			continue
+		}
+		for i, s := range batch {
+			batch[i] = nil
+			rt.runSlot(s)
+		}
+		if cap(batch) > 1024 {
+			batch = nil // let a burst's buffer go
+		}
+		rt.spare = batch[:0]
 	}
 }
 

@@ -46,9 +46,9 @@ type runtime struct {
 	saved         uint64 // the generation the last snapshot covered; degraded while saved < unsaved
 	failErr       error
 	spare         []*slot // the other queue buffer, reused
-	txUpdate      []byte // set by onUpdate: the update of the last transaction
-	applyOrigin   any    // the origin of the apply in progress
-	hadPending    bool   // the document held pending structs before the apply in progress
+	txUpdate      []byte  // set by onUpdate: the update of the last transaction
+	applyOrigin   any     // the origin of the apply in progress
+	hadPending    bool    // the document held pending structs before the apply in progress
 	saverStarted  bool
 	saverKick     chan struct{}
 	saverCancel   context.CancelFunc

@@ -321,4 +321,3 @@ func BenchmarkCompaction(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(log)), "updates/fold")
 }
-

@@ -52,6 +52,24 @@ func (l *Lease) WaitFlushed(ctx context.Context, seq uint64) error {
 	return l.reg.cfg.Store.WaitFlushed(ctx, l.rt.owner, l.rt.ns, seq)
 }
 
+// SessionInfo describes an open replication session of a namespace.
+type SessionInfo struct {
+	Peer   string // SessionOptions.Peer
+	Epoch  uint64 // the epoch it is bound to
+	Fenced bool   // an epoch bump fenced it (§11)
+}
+
+// Sessions lists the open sessions of the namespace (of every lease), in opening order.
+func (l *Lease) Sessions() []SessionInfo {
+	var out []SessionInfo
+	for _, sub := range l.rt.subscribers() {
+		if sub.session {
+			out = append(out, SessionInfo{Peer: sub.peer, Epoch: sub.epoch, Fenced: sub.isFenced()})
+		}
+	}
+	return out
+}
+
 // Release gives the lease back. The last release of a namespace unloads it in the background
 // (admitted slots finish first; Registry.Close waits for it). Sessions and watches opened
 // from the lease are closed. Release never waits and is idempotent.
@@ -124,6 +142,7 @@ func (l *Lease) OpenSession(ctx context.Context, opts SessionOptions) (*Session,
 		settled:     make(chan struct{}),
 		sub:         newSubscription(true, 0, opts.MaxQueuedUpdateBytes, opts.MaxQueuedUpdateCount, opts.Notify),
 	}
+	s.sub.peer = opts.Peer
 	l.mu.Lock()
 	if l.sessions == nil {
 		if l.released.Load() {

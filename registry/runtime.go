@@ -47,7 +47,6 @@ type runtime struct {
 	failErr       error
 	spare         []*slot // the other queue buffer, reused
 	txUpdate      []byte  // set by onUpdate: the update of the last transaction
-	applyOrigin   any     // the origin of the apply in progress
 	hadPending    bool    // the document held pending structs before the apply in progress
 	saverStarted  bool
 	saverKick     chan struct{}

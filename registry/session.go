@@ -21,6 +21,7 @@ const (
 // next Diff of the session re-arms it (that diff contains everything dropped).
 type subscription struct {
 	session  bool   // a replication session (fenced by epoch bumps), not a watcher
+	peer     string // SessionOptions.Peer
 	epoch    uint64 // the epoch a session is bound to
 	maxBytes int
 	maxCount int

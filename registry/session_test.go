@@ -272,14 +272,20 @@ func TestS11_EpochBumpFencesOldSessionsInOrder(t *testing.T) {
 	if l.Identity() != id {
 		t.Fatal("lease identity not updated")
 	}
+	if infos := l.Sessions(); len(infos) != 2 || !infos[0].Fenced || !infos[1].Fenced || infos[0].Epoch != old.Epoch {
+		t.Fatalf("sessions after the bump: %+v", infos)
+	}
 	// A session declaring the old identity is refused; the new one opens and works.
 	_, _, err = openSession(t, l, SessionOptions{Expect: &old})
 	wantErr(t, err, ErrEpochMismatch)
 	otherID := Identity{ReplicationID: "0123456789abcdef0123456789abcdef", Epoch: id.Epoch}
 	_, _, err = openSession(t, l, SessionOptions{Expect: &otherID})
 	wantErr(t, err, ErrIDMismatch)
-	s3, st, err := openSession(t, l, SessionOptions{Expect: &id})
+	s3, st, err := openSession(t, l, SessionOptions{Expect: &id, Peer: "peer-c"})
 	must(t, err)
+	if infos := l.Sessions(); len(infos) != 3 || infos[2] != (SessionInfo{Peer: "peer-c", Epoch: id.Epoch}) {
+		t.Fatalf("sessions: %+v", infos)
+	}
 	if st.Identity != id {
 		t.Fatal("new session identity")
 	}

@@ -725,10 +725,11 @@ func (c *conn) failWith(e *protocol.Error, cause CloseCause) {
 	}
 	c.log.LogAttrs(context.Background(), slog.LevelWarn, "replication connection failed",
 		slog.String("side", string(c.side)), slog.String("code", string(e.Code)), slog.String("detail", e.Detail))
+	c.teardown(code, errFrame, CloseInfo{Code: code, Error: e.Code, Cause: cause}, false)
+	// §23.4: after the decision took effect.
 	if c.em.Enabled() {
 		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.FoldConnectionCode(string(e.Code)), WSCloseCode: int(code)})
 	}
-	c.teardown(code, errFrame, CloseInfo{Code: code, Error: e.Code, Cause: cause}, false)
 }
 
 func safeMessage(code protocol.ErrorCode) string {

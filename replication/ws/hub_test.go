@@ -392,3 +392,33 @@ func TestS21_ShutdownClosesWithoutGoAway(t *testing.T) {
 		t.Fatalf("Accept after shutdown: %v", err)
 	}
 }
+
+// TestS23_1_AdmissionRejections: refusals after the upgrade and before the handshake are
+// auth-upgrade-rejected events without connectionId: an oversized first message, a peer
+// that goes away.
+func TestS23_1_AdmissionRejections(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	p.sendRaw(make([]byte, f.cfg.MaxFrameBytes+1))
+	if code, _ := p.expectClose(); code != protocol.CloseTooBig {
+		t.Fatalf("close %d", code)
+	}
+	q := f.connect(64)
+	q.end.Drop()
+	eventually(t, "two rejections", func() bool { return f.rec.Count(observer.TypeAuthUpgradeRejected) == 2 })
+	var reasons []observer.AuthRejectReason
+	for _, e := range f.rec.OfType(observer.TypeAuthUpgradeRejected) {
+		reasons = append(reasons, e.Payload.(observer.AuthUpgradeRejected).Reason)
+	}
+	if reasons[0] != observer.AuthFrameTooLarge || reasons[1] != observer.AuthPeerDisconnected {
+		t.Fatalf("reasons %v", reasons)
+	}
+	// A connection that completed its handshake is no longer an upgrade rejection.
+	r := f.connect(64)
+	f.handshake(r)
+	r.end.Drop()
+	eventually(t, "gone", func() bool { return len(f.hub.Connections()) == 0 })
+	if n := f.rec.Count(observer.TypeAuthUpgradeRejected); n != 2 {
+		t.Fatalf("%d rejections", n)
+	}
+}

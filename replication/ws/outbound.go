@@ -213,10 +213,10 @@ func (l *liveness) timedOut() {
 	}
 	l.stop()
 	code := protocol.CloseGoingAway
+	c.teardown(code, nil, CloseInfo{Code: code, Error: CodePongTimeout, Cause: CausePongTimeout}, false)
 	if c.em.Enabled() {
 		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.ConnErrPongTimeout, WSCloseCode: int(code)})
 	}
-	c.teardown(code, nil, CloseInfo{Code: code, Error: CodePongTimeout, Cause: CausePongTimeout}, false)
 }
 
 // CodePongTimeout is the §23.2 local connection code of a pong timeout (no wire frame).
@@ -393,10 +393,10 @@ func (c *conn) sendControl(m protocol.Message) (uint32, error) {
 // sequence (§23.2 OUTBOUND_SEQUENCE_EXHAUSTED, no wire frame).
 func (c *conn) sequenceExhausted() {
 	code := protocol.CloseInternal
+	c.teardown(code, nil, CloseInfo{Code: code, Error: protocol.CodeOutboundSequenceExhausted, Cause: CauseProtocol}, false)
 	if c.em.Enabled() {
 		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.ConnErrOutboundSequenceExhausted, WSCloseCode: int(code)})
 	}
-	c.teardown(code, nil, CloseInfo{Code: code, Error: protocol.CodeOutboundSequenceExhausted, Cause: CauseProtocol}, false)
 }
 
 // ---- data queues, round-robin, watermarks (§17) -------------------------------------------

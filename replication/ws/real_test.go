@@ -358,7 +358,9 @@ func TestS21_ShutdownAndReconnect(t *testing.T) {
 
 // TestS6_ConcurrentHandshakes: 200 connections handshake at once.
 func TestS6_ConcurrentHandshakes(t *testing.T) {
-	l := newLiveHub(t, smallConfig(t), nil)
+	cfg := smallConfig(t)
+	cfg.HelloTimeout = time.Minute // the race detector on a shared 2-core machine is slow
+	l := newLiveHub(t, cfg, nil)
 	const n = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

@@ -321,6 +321,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 		h.unsub()
 	}
 	h.each(func(c *conn) {
+		c.w.stopOutput()
 		c.post(func() {
 			c.closeNow(protocol.CloseGoingAway, CloseInfo{Code: protocol.CloseGoingAway, Cause: CauseShutdown})
 		})

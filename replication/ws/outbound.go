@@ -81,6 +81,15 @@ func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode, flush bo
 	w.signal()
 }
 
+// stopOutput makes the writer write nothing more, from any goroutine (§21: the hub's
+// service close invalidates wire output synchronously, before the owner closes).
+func (w *writer) stopOutput() {
+	w.abort.Store(true)
+	if w.writing.Load() {
+		w.c.wcancel()
+	}
+}
+
 // written reports n written bytes to the owner, coalescing reports.
 func (w *writer) written(n int, control bool) {
 	if control {

@@ -275,3 +275,70 @@ func TestS17_WatermarksAndShedding(t *testing.T) {
 	}
 	eventually(t, "send-resumed", func() bool { return f.rec.Count(observer.TypeSendResumed) == 1 })
 }
+
+// TestS10_2_AckCorrelation: each acknowledgement must name an unacknowledged frame of the
+// matching type and namespace (§10.2, §8.2, §9.3, §12); anything else is
+// ACK_STATE_VIOLATION. A chunked snapshot is acknowledged by its last chunk's sequence.
+func TestS10_2_AckCorrelation(t *testing.T) {
+	const rid = "0123456789abcdef0123456789abcdef"
+	type sent struct{ step2, closeNS, snapshot uint32 }
+	setup := func(t *testing.T) (*hubFixture, *rawPeer, *testHandler, sent) {
+		f := newHubFixture(t, smallConfig(t), nil)
+		p := f.connect(64)
+		h := f.handshake(p)
+		var st sent
+		h.do(t, func(s *ws.Session) {
+			var err error
+			if st.step2, err = s.Send(&protocol.SyncStep2{NamespaceID: ns1, SyncRoundID: 1, RelatedStep1Sequence: 1, Update: []byte{0, 0}}); err != nil {
+				t.Fatal(err)
+			}
+			if st.closeNS, err = s.Send(&protocol.CloseNamespace{NamespaceID: ns2, ReasonCode: "remove"}); err != nil {
+				t.Fatal(err)
+			}
+			err = s.Outbox(ns3, nil).Enqueue(ws.DataItem{Kind: protocol.KindSnapshot, Bytes: upd(1500, 3),
+				Binding: protocol.Binding{ReplicationID: rid, ReplicationEpoch: 1}, Sent: func(si ws.SentInfo) { st.snapshot = si.Sequence }})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+		for range 4 { // Step2, CLOSE, two snapshot chunks
+			p.recv()
+		}
+		h.do(t, func(*ws.Session) {})
+		return f, p, h, st
+	}
+	t.Run("matching", func(t *testing.T) {
+		f, p, h, st := setup(t)
+		p.send(&protocol.SyncApplied{NamespaceID: ns1, SyncRoundID: 1, AckedSequence: st.step2})
+		p.send(&protocol.CloseOK{NamespaceID: ns2, AckedSequence: st.closeNS})
+		p.send(&protocol.BootstrapAck{NamespaceID: ns3, AckedSequence: st.snapshot})
+		eventually(t, "acks delivered", func() bool { return len(h.framesOf(protocol.TypeBootstrapAck)) == 1 })
+		if len(h.framesOf(protocol.TypeSyncApplied)) != 1 || len(h.framesOf(protocol.TypeCloseOK)) != 1 {
+			t.Fatal("acknowledgements missing")
+		}
+		if n := f.rec.Count(observer.TypeChunkedSnapshotSent); n != 1 {
+			t.Fatalf("%d chunked-snapshot-sent", n)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		ack  func(st sent) protocol.Message
+	}{
+		{"wrong type", func(st sent) protocol.Message { return &protocol.UpdateAck{NamespaceID: ns1, AckedSequence: st.step2} }},
+		{"wrong namespace", func(st sent) protocol.Message {
+			return &protocol.SyncApplied{NamespaceID: ns2, SyncRoundID: 1, AckedSequence: st.step2}
+		}},
+		{"middle chunk", func(st sent) protocol.Message {
+			return &protocol.BootstrapAck{NamespaceID: ns3, AckedSequence: st.snapshot - 1}
+		}},
+		{"unsent sequence", func(st sent) protocol.Message { return &protocol.CloseOK{NamespaceID: ns2, AckedSequence: 99} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, p, _, st := setup(t)
+			p.send(tc.ack(st))
+			if code, ec := p.expectClose(); code != protocol.CloseProtocolError || ec != protocol.CodeAckStateViolation {
+				t.Fatalf("close %d %s", code, ec)
+			}
+		})
+	}
+}

@@ -514,6 +514,48 @@ func (c *conn) enqueue(q *nsQueue, it DataItem) error {
 	return nil
 }
 
+func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent func(SentInfo)) error {
+	if c.closing || q.closed {
+		return ErrClosed
+	}
+	var idx []int
+	var ups [][]byte
+	total := 0
+	for i, it := range q.items {
+		if it.split == nil && it.Kind == protocol.KindLiveUpdate {
+			idx = append(idx, i)
+			ups = append(ups, it.Bytes)
+			total += len(it.Bytes)
+		}
+	}
+	if len(idx) < 2 {
+		return nil
+	}
+	m, err := merge(ups)
+	if err != nil {
+		return err
+	}
+	item := DataItem{Kind: protocol.KindLiveUpdate, Bytes: m, Sent: sent}
+	if err := c.checkItem(q.ns, item); err != nil {
+		return err
+	}
+	merged := &queuedItem{DataItem: item, enqueued: q.items[idx[0]].enqueued}
+	out := q.items[:0:0]
+	for i, it := range q.items {
+		switch {
+		case i == idx[0]:
+			out = append(out, merged)
+		case it.split == nil && it.Kind == protocol.KindLiveUpdate:
+		default:
+			out = append(out, it)
+		}
+	}
+	q.items = out
+	q.bytes += len(m) - total
+	c.sched.queued += len(m) - total
+	return nil
+}
+
 // shed makes room for n bytes of q (§17): whole queues of the largest namespaces are
 // dropped until the queued side is at most the low watermark; if the item still does not
 // fit, or q itself was shed, it is refused and q's surviving queue dropped too. Each shed

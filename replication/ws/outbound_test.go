@@ -342,3 +342,34 @@ func TestS10_2_AckCorrelation(t *testing.T) {
 		})
 	}
 }
+
+// TestS10_1_CoalesceUnsent: unsent updates may be merged into one frame (§10.1).
+func TestS10_1_CoalesceUnsent(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	open := false
+	var sent []ws.SentInfo
+	h.do(t, func(s *ws.Session) {
+		o := s.Outbox(ns1, func() bool { return open })
+		for i := range 3 {
+			_ = o.Enqueue(ws.DataItem{Bytes: []byte{byte(i)}, Sent: func(si ws.SentInfo) { t.Error("a merged item's own Sent ran") }})
+		}
+		err := o.Coalesce(func(u [][]byte) ([]byte, error) { return bytes.Join(u, nil), nil }, func(si ws.SentInfo) { sent = append(sent, si) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, b := o.Len(); n != 1 || b != 3 {
+			t.Fatalf("after coalescing: %d items, %d bytes", n, b)
+		}
+		open = true
+	})
+	fr := p.recv()
+	if u, ok := fr.Message.(*protocol.Update); !ok || !bytes.Equal(u.Update, []byte{0, 1, 2}) {
+		t.Fatalf("got %v %+v", fr.Type(), fr.Message)
+	}
+	h.do(t, func(*ws.Session) {})
+	if len(sent) != 1 || sent[0].Sequence != fr.Sequence {
+		t.Fatalf("sent %+v", sent)
+	}
+}

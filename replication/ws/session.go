@@ -305,6 +305,15 @@ func (o *Outbox) Enqueue(item DataItem) error { return o.c.enqueue(o.q, item) }
 // whole until its last frame is sent).
 func (o *Outbox) Len() (items, bytes int) { return len(o.q.items), o.q.bytes }
 
+// Coalesce replaces the unsent live updates of the queue (those whose first frame has not
+// left) by one, merge(their bytes in queue order), at the place of the first of them, with
+// sent as its Sent callback: §10.1 allows unsent, unsequenced updates to be merged
+// (Y.mergeUpdates). Nothing changes when fewer than two qualify or when merge fails or
+// yields an item that cannot be framed (that error is returned).
+func (o *Outbox) Coalesce(merge func(updates [][]byte) ([]byte, error), sent func(SentInfo)) error {
+	return o.c.coalesce(o.q, merge, sent)
+}
+
 // Clear drops every unsent item (a declared resync, a terminal state: §9.4, §10.3); the
 // rest of a transfer in progress is not sent. It returns what was dropped.
 func (o *Outbox) Clear() ShedInfo { return o.c.clearQueue(o.q) }

@@ -113,6 +113,11 @@ func TestS20_PeerDegradedAppliesHubUpdatesInMemoryAndKeepsSaving(t *testing.T) {
 	author := newClient(20)
 	author.sync(t, start.Snapshot)
 
+	res, err := hs.Apply(ctxT(t), author.set(t, "app", "healthy", 1.0))
+	must(t, err)
+	if res.Degraded {
+		t.Fatal("a healthy apply reported degraded")
+	}
 	f.Fail(true)
 	var all [][]byte
 	hubUpdate := func(k string) ApplyResult {
@@ -120,12 +125,15 @@ func TestS20_PeerDegradedAppliesHubUpdatesInMemoryAndKeepsSaving(t *testing.T) {
 		all = append(all, u)
 		res, err := hs.Apply(ctxT(t), u)
 		must(t, err)
-		if !res.Changed {
-			t.Fatalf("hub update %s not applied", k)
+		if !res.Changed || !res.Degraded {
+			t.Fatalf("hub update %s: %+v, want applied while degraded", k, res)
 		}
 		return res
 	}
-	hubUpdate("a")
+	u := author.set(t, "app", "a", "a")
+	all = append(all, u)
+	_, err = hs.Apply(ctxT(t), u) // the store does not know yet
+	must(t, err)
 	waitFor(t, "the store to report the failure", func() bool { return !peer.store.Healthy() })
 	// Local writes are refused; hub updates still apply in memory.
 	local := newClient(21)
@@ -137,8 +145,8 @@ func TestS20_PeerDegradedAppliesHubUpdatesInMemoryAndKeepsSaving(t *testing.T) {
 		t.Fatal("the store accepted an append past its queue bound")
 	}
 	hubUpdate("d")
-	if p := w.Poll(); len(p.Updates) != 4 {
-		t.Fatalf("watchers saw %d of 4 hub updates", len(p.Updates))
+	if p := w.Poll(); len(p.Updates) != 5 {
+		t.Fatalf("watchers saw %d of 5 hub updates", len(p.Updates))
 	}
 	if !pl.Degraded() {
 		t.Fatal("not degraded")
@@ -152,13 +160,13 @@ func TestS20_PeerDegradedAppliesHubUpdatesInMemoryAndKeepsSaving(t *testing.T) {
 	waitFor(t, "the saver", func() bool { return peer.store.Healthy() && !pl.Degraded() })
 	local2 := newClient(22) // the refused write left a gap in client 21's clocks
 	local2.sync(t, mustState(t, pl, nil))
-	res, err := pl.WriteLocal(ctxT(t), local2.set(t, "app", "local2", 1.0))
+	res, err = pl.WriteLocal(ctxT(t), local2.set(t, "app", "local2", 1.0))
 	must(t, err)
 	if !res.Changed {
 		t.Fatal("local write not applied")
 	}
 	got := reopen(t, peer, pl)["app"].(map[string]any)
-	for _, k := range []string{"a", "b", "c", "d", "local2"} {
+	for _, k := range []string{"healthy", "a", "b", "c", "d", "local2"} {
 		if _, ok := got[k]; !ok {
 			t.Fatalf("after reload %s is missing: %v", k, got)
 		}

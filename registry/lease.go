@@ -171,10 +171,11 @@ func (l *Lease) OpenSession(ctx context.Context, opts SessionOptions) (*Session,
 		if opts.StateVector {
 			st.StateVector = rt.doc.EncodeStateVector()
 		}
+		// Under the session's lock, so that a concurrent Close either comes first (nothing
+		// registered) or finds the subscription to remove.
 		s.mu.Lock()
-		closed := s.closed
-		s.mu.Unlock()
-		if closed {
+		defer s.mu.Unlock()
+		if s.closed {
 			return SessionStart{}, ErrClosed.with("session closed while opening", nil)
 		}
 		s.identity = id

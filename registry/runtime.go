@@ -325,6 +325,10 @@ type ApplyResult struct {
 	// or 0 when nothing needed saving or the store refused the append (then the namespace is
 	// degraded until a snapshot saved it).
 	Seq uint64
+	// Degraded reports that the apply ran while persistence was degraded: a peer applying a
+	// hub update to memory only (§20, the `degraded-bypass-applied` event of §23.5). It is
+	// the slot's own decision, not a later reading.
+	Degraded bool
 	// Stages are the §23.4 slot stage durations; nil unless Config.StageClock is set (and
 	// then nil too if a clock reading panicked).
 	Stages *Stages
@@ -361,7 +365,8 @@ func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, e
 	}
 	// §20: a degraded hub refuses peer updates; a degraded peer refuses local writes but
 	// applies hub updates in memory. A hub refuses local writes as well: it cannot save them.
-	if (hub || kind == applyLocal) && rt.degraded() {
+	degraded := rt.degraded()
+	if (hub || kind == applyLocal) && degraded {
 		return ApplyResult{}, ErrDegraded.with("", nil)
 	}
 	// §20, GUIDE §4: peer updates on a hub, and local writes on both sides, must not touch
@@ -398,7 +403,7 @@ func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, e
 		seq = rt.persist(update)
 	}
 	st.mark()
-	return ApplyResult{Changed: changed, Seq: seq, Stages: st.stages()}, nil
+	return ApplyResult{Changed: changed, Seq: seq, Degraded: degraded, Stages: st.stages()}, nil
 }
 
 // refreshIdentity re-reads meta after a trusted update may have changed it (a peer).

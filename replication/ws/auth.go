@@ -1,10 +1,12 @@
 package ws
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -93,6 +95,40 @@ func ParseTokenSHA256(s string) ([sha256.Size]byte, error) {
 		return h, fmt.Errorf("ws: tokenSha256: %w", err)
 	}
 	return h, nil
+}
+
+// ParseTokensFile decodes the hub's tokens file (GUIDE §7):
+//
+//	{"peers":[{"instanceId":"peer-a","tokenSha256":"<64 hex>","owner":"default",
+//	           "namespaces":["*"],"read":true,"submit":true}]}
+//
+// Unknown fields are refused, so a misspelt key is not silently ignored.
+func ParseTokensFile(data []byte) ([]TokenEntry, error) {
+	var f struct {
+		Peers []struct {
+			InstanceID  string   `json:"instanceId"`
+			TokenSHA256 string   `json:"tokenSha256"`
+			Owner       string   `json:"owner"`
+			Namespaces  []string `json:"namespaces"`
+			Read        bool     `json:"read"`
+			Submit      bool     `json:"submit"`
+		} `json:"peers"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("ws: tokens file: %w", err)
+	}
+	out := make([]TokenEntry, 0, len(f.Peers))
+	for i, p := range f.Peers {
+		h, err := ParseTokenSHA256(p.TokenSHA256)
+		if err != nil {
+			return nil, fmt.Errorf("ws: tokens file entry %d: %w", i, err)
+		}
+		out = append(out, TokenEntry{PeerInstanceID: p.InstanceID, TokenSHA256: h, Owner: p.Owner,
+			Namespaces: p.Namespaces, Read: p.Read, Submit: p.Submit})
+	}
+	return out, nil
 }
 
 // TokenTable is an in-memory Authenticator over token hashes. Lookups compare the hash of

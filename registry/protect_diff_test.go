@@ -328,3 +328,30 @@ func TestS20_WaitingForTheRegistryClientIsRefused(t *testing.T) {
 		t.Fatalf("epoch %v: the smuggled struct did not ride along, the refusal is untested", v)
 	}
 }
+
+// FuzzProtectedCheck: on any bytes the check neither panics nor lets through an update that
+// changes meta, and it classifies malformed input as the scratch clone does.
+func FuzzProtectedCheck(f *testing.F) {
+	for i := range 40 {
+		rng := rand.New(rand.NewPCG(uint64(i), 3))
+		fx := newProtectedFixture(f, rng)
+		for _, u := range fx.randomOps(f, rng, uint32(7000+i)) {
+			f.Add(u)
+		}
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0, 0})
+	fx := newProtectedFixture(f, rand.New(rand.NewPCG(0, 3)))
+	f.Fuzz(func(t *testing.T, u []byte) {
+		got := checkProtected(fx.live, u)
+		want := scratchVerdict(fx.live, u)
+		switch {
+		case errors.Is(want, ErrApplyFailed) != errors.Is(got, ErrApplyFailed):
+			t.Fatalf("malformed input classified differently: check %v, scratch %v", got, want)
+		case errors.Is(want, ErrProtected) && !errors.Is(got, ErrProtected):
+			t.Fatalf("a meta change let through: %v", got)
+		case got != nil && !errors.Is(got, ErrProtected) && !errors.Is(got, ErrApplyFailed):
+			t.Fatalf("unexpected verdict %v", got)
+		}
+	})
+}

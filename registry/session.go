@@ -175,7 +175,9 @@ type SessionOptions struct {
 	// requests.
 	MaxInFlight int
 	// Notify, when set, is called on the sequencer goroutine whenever Poll has something new
-	// (in addition to the Wake channel). It must not block: post to an inbox and return.
+	// (in addition to the Wake channel), possibly once per update. It must not block and
+	// should coalesce: e.g. post one drain to the connection's inbox only when an atomic
+	// "drain scheduled" flag was clear, and clear it in the drain before calling Poll.
 	Notify func()
 }
 

@@ -122,12 +122,20 @@ func leaseWait[T any](ctx context.Context, l *Lease, fn func(rt *runtime, sl *sl
 	return wait(ctx, func(done func(T, error)) error { return leaseOp(l, fn, done) })
 }
 
-// OpenSession opens a replication session in one slot: the identity check of
+// OpenSessionAsync opens a replication session in one slot: the identity check of
 // SessionOptions.Expect, the optional snapshot and state vector, and the start of the
-// session's update stream all happen at the same point of the sequence.
-func (l *Lease) OpenSession(ctx context.Context, opts SessionOptions) (*Session, SessionStart, error) {
+// session's update stream all happen at the same point of the sequence. done runs on the
+// sequencer goroutine and must not block; it is not called when OpenSessionAsync returns an
+// error. On failure the session is closed and nil.
+func (l *Lease) OpenSessionAsync(opts SessionOptions, done func(*Session, SessionStart, error)) error {
+	_, err := l.openSession(opts, done)
+	return err
+}
+
+// openSession starts opening a session and returns it (closing it abandons the opening).
+func (l *Lease) openSession(opts SessionOptions, done func(*Session, SessionStart, error)) (*Session, error) {
 	if err := l.check(); err != nil {
-		return nil, SessionStart{}, err
+		return nil, err
 	}
 	maxInFlight := opts.MaxInFlight
 	if maxInFlight <= 0 {
@@ -147,13 +155,13 @@ func (l *Lease) OpenSession(ctx context.Context, opts SessionOptions) (*Session,
 	if l.sessions == nil {
 		if l.released.Load() {
 			l.mu.Unlock()
-			return nil, SessionStart{}, ErrClosed.with("lease released", nil)
+			return nil, ErrClosed.with("lease released", nil)
 		}
 		l.sessions = make(map[*Session]struct{})
 	}
 	l.sessions[s] = struct{}{}
 	l.mu.Unlock()
-	start, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (SessionStart, error) {
+	open := func(rt *runtime, _ *slot) (SessionStart, error) {
 		id := rt.identity()
 		if opts.Expect != nil {
 			if err := opts.Expect.compare(id); err != nil {
@@ -182,13 +190,42 @@ func (l *Lease) OpenSession(ctx context.Context, opts SessionOptions) (*Session,
 		s.sub.epoch = id.Epoch
 		rt.addSub(s.sub)
 		return st, nil
+	}
+	err := leaseOp(l, open, func(st SessionStart, err error) {
+		if err != nil {
+			s.Close()
+			done(nil, SessionStart{}, err)
+			return
+		}
+		done(s, st, nil)
 	})
 	if err != nil {
-		// A ctx that ended first leaves the slot to run: closing makes it register nothing.
 		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenSession is OpenSessionAsync waiting for the result. If ctx ends first the session is
+// closed (the opening slot then registers nothing).
+func (l *Lease) OpenSession(ctx context.Context, opts SessionOptions) (*Session, SessionStart, error) {
+	type opened struct {
+		s   *Session
+		st  SessionStart
+		err error
+	}
+	ch := make(chan opened, 1) // the sequencer's send never blocks
+	s, err := l.openSession(opts, func(s *Session, st SessionStart, err error) { ch <- opened{s, st, err} })
+	if err != nil {
 		return nil, SessionStart{}, err
 	}
-	return s, start, nil
+	select {
+	case r := <-ch:
+		return r.s, r.st, r.err
+	case <-ctx.Done():
+		s.Close()
+		return nil, SessionStart{}, ctx.Err()
+	}
 }
 
 // Watch subscribes to every update applied from now on (the admin events stream), with the

@@ -2,6 +2,8 @@ package registry
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"reflect"
 	"sync"
 	"testing"
@@ -462,4 +464,46 @@ func TestSessionSnapshotIsConsistentWithTheStream(t *testing.T) {
 		must(t, yjs.ApplyUpdate(d, u, nil))
 	}
 	sameDoc(t, d, leaseDoc(t, l))
+}
+
+func TestOpenSessionAbandonedByItsContextRegistersNothing(t *testing.T) {
+	e := newEnv(t, RoleHub, Config{}, persistence.Options{})
+	_, l := e.create(t)
+	unblock := block(t, l)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := l.OpenSession(ctx, SessionOptions{Peer: "late"})
+		errc <- err
+	}()
+	waitFor(t, "the open to be admitted", func() bool { return queued(l) == 1 })
+	cancel()
+	wantErr(t, <-errc, context.Canceled)
+	unblock()
+	_, err := l.StateVector(ctxT(t)) // after the opening slot
+	must(t, err)
+	if infos := l.Sessions(); len(infos) != 0 {
+		t.Fatalf("abandoned session registered: %+v", infos)
+	}
+	// The asynchronous form reports on the sequencer goroutine.
+	got := make(chan *Session, 1)
+	must(t, l.OpenSessionAsync(SessionOptions{Peer: "async"}, func(s *Session, st SessionStart, err error) {
+		if err != nil || st.Identity != l.Identity() {
+			t.Errorf("async open: %v %v", st, err)
+		}
+		got <- s
+	}))
+	s := <-got
+	defer s.Close()
+	if infos := l.Sessions(); len(infos) != 1 || infos[0].Peer != "async" {
+		t.Fatalf("sessions %+v", infos)
+	}
+	bad := Identity{ReplicationID: l.Identity().ReplicationID, Epoch: 9}
+	must(t, l.OpenSessionAsync(SessionOptions{Expect: &bad}, func(s *Session, _ SessionStart, err error) {
+		if s != nil || !errors.Is(err, ErrEpochMismatch) {
+			t.Errorf("mismatch: %v %v", s, err)
+		}
+		got <- nil
+	}))
+	<-got
 }

@@ -300,7 +300,8 @@ func (r *Registry) checkOpen() error {
 // Open returns a lease on the namespace (owner, namespaceID). The first lease loads the
 // document (snapshot and log) into a runtime; later ones share it. A namespace that does not
 // exist, is archived, or belongs to another owner is ErrNotFound, the same answer in every
-// case (§19).
+// case (§19). Open may wait for the store (a load, or the unload of the same namespace):
+// call it off any goroutine that must not block, and never from a registry callback.
 func (r *Registry) Open(ctx context.Context, owner, namespaceID string) (*Lease, error) {
 	if !ValidNamespaceID(namespaceID) {
 		return nil, ErrNotFound.with("", nil)

@@ -72,8 +72,9 @@ var (
 	originSchema = &registryOrigin{"schema"}
 )
 
-// localOrigin marks updates of the local write API (Lease.WriteLocal).
-type localOrigin struct{}
+// localOrigin marks updates of the local write API (Lease.WriteLocal). (Not zero-sized: Go
+// may give every zero-sized allocation the same address.)
+type localOrigin struct{ _ byte }
 
 var originLocal = &localOrigin{}
 

@@ -567,3 +567,28 @@ func TestS17_RealPongSemantics(t *testing.T) {
 		})
 	}
 }
+
+// TestS17_RealLivenessBothSides: with a short ping interval on both sides, a hub and a peer
+// over real sockets answer each other's pings (coder/websocket echoes the payload) and
+// stay ready through many rounds.
+func TestS17_RealLivenessBothSides(t *testing.T) {
+	cfg := smallConfig(t)
+	cfg.PingInterval, cfg.PongTimeout = 300*time.Millisecond, 250*time.Millisecond // generous: a busy machine
+	l := newLiveHub(t, cfg, nil)
+	peerRec := &observertest.Recorder{}
+	p, err := ws.NewPeer(ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: l.url,
+		Token: func() (string, error) { return "secret-a", nil }, Namespaces: newHandlers(nil).factory, Observer: peerRec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Start()
+	eventually(t, "ready", func() bool { return p.State() == observer.ConnReady })
+	// Six ping rounds on each side (event-loop-delay samples count the pings).
+	eventually(t, "ping rounds", func() bool {
+		return peerRec.Count(observer.TypeEventLoopDelaySampled) >= 6 && l.rec.Count(observer.TypeEventLoopDelaySampled) >= 6
+	})
+	if p.State() != observer.ConnReady || peerRec.Count(observer.TypeConnectionFailed) != 0 || l.rec.Count(observer.TypeConnectionFailed) != 0 {
+		t.Fatalf("state %s, failures peer %d hub %d", p.State(), peerRec.Count(observer.TypeConnectionFailed), l.rec.Count(observer.TypeConnectionFailed))
+	}
+}

@@ -493,7 +493,7 @@ const (
 // answers a ping with its exact payload.
 func TestS17_RealPongSemantics(t *testing.T) {
 	cfg := smallConfig(t)
-	cfg.PingInterval, cfg.PongTimeout = 60*time.Millisecond, 40*time.Millisecond
+	cfg.PingInterval, cfg.PongTimeout = 250*time.Millisecond, 200*time.Millisecond
 	for _, tc := range []struct {
 		name    string
 		answer  func(r *rawWS, ping, prev []byte) error

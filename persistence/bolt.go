@@ -350,8 +350,25 @@ func (t *boltTx) readDoc(db *bolt.Bucket, scope []byte, where string) (Doc, erro
 		return Doc{}, err
 	}
 	doc := Doc{Snapshot: bytes.Clone(snap), SnapshotThrough: through}
+	// One allocation for all updates: size the log first (values are in the memory map).
+	count, size := 0, 0
+	lb := db.Bucket(keyLog)
+	if lb != nil {
+		c := lb.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			count++
+			size += max(0, len(v)-recHeader)
+		}
+	}
+	arena := make([]byte, 0, size)
+	doc.Updates = make([][]byte, 0, count)
 	doc.Through, err = t.eachLogged(db, scope, where, through, func(_ uint64, u []byte) {
-		doc.Updates = append(doc.Updates, bytes.Clone(u))
+		if len(arena)+len(u) > cap(arena) { // cannot happen in one transaction; stay safe
+			arena = make([]byte, 0, len(u))
+		}
+		start := len(arena)
+		arena = append(arena, u...)
+		doc.Updates = append(doc.Updates, arena[start:len(arena):len(arena)])
 	})
 	if err != nil {
 		return Doc{}, err

@@ -45,18 +45,25 @@
 //
 // # Memory
 //
-// Only resident namespaces (between Load or CreateEntry and Release) have in-memory state, a
-// few machine words each; after Release, once its queued appends are committed, the store
-// keeps nothing for a namespace.
+// Only resident namespaces (between Load or CreateEntry and Release) have in-memory state,
+// under 200 bytes each; after Release, once its queued appends are committed, the store
+// keeps nothing for a namespace. Load returns the appends still queued too, so a namespace
+// reloaded while commits fail loses nothing.
 //
 // # Crash safety
 //
 // A transaction is all or nothing, batches commit in queue order, and the log of a namespace
 // must be gapless: after a crash at any moment a document reads back as a prefix of its
 // appends, at least as long as the last reported durable position. Every stored record
-// carries a magic byte, a format version and a CRC-32C of its key and value; a record that
-// fails them, a gap in a log, or a bbolt panic on a damaged page gives a *CorruptError naming
-// the file, never a crash.
+// carries a magic byte, a format version and a CRC-32C of its place (bucket names and key)
+// and value; a record that fails them, a gap in a log, or a bbolt panic on a damaged page
+// gives a *CorruptError naming the file, never a crash. BoltStore.Verify checks a whole file.
+//
+// # Files
+//
+// A BoltStore is one bbolt file per instance, DATA/nomicore.db (OpenDataDir), held with an
+// exclusive lock: a second open fails with ErrLocked within Options.LockTimeout. A read-only
+// open (Options.ReadOnly, used by nmcr store) takes a shared lock and writes nothing.
 //
 // # Shutdown
 //

@@ -15,12 +15,27 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// benchStore opens a bbolt store in a temp dir with the registry's compactor.
+// benchStore opens a bbolt store in a temp dir with the registry's compactor (and the
+// store's default compaction thresholds).
 func benchStore(b *testing.B) *persistence.BoltStore {
 	b.Helper()
-	st, err := persistence.OpenDataDir(b.TempDir(), persistence.Options{Compactor: Compactor()})
+	return benchStoreWith(b, persistence.Options{Compactor: Compactor()})
+}
+
+func benchStoreWith(b *testing.B, opts persistence.Options) *persistence.BoltStore {
+	b.Helper()
+	st, err := persistence.OpenDataDir(b.TempDir(), opts)
 	must(b, err)
 	return st
+}
+
+// compactionModes are the store settings the apply benchmarks run with.
+var compactionModes = []struct {
+	name string
+	opts persistence.Options
+}{
+	{"compaction=default", persistence.Options{Compactor: Compactor()}},
+	{"compaction=off", persistence.Options{Compactor: Compactor(), CompactAfterCount: -1, CompactAfterBytes: -1}},
 }
 
 func benchRegistry(b *testing.B, st persistence.Store) *Registry {
@@ -73,20 +88,30 @@ func wchar() int64 {
 }
 
 // pump applies ups through s with at most window updates in flight (the namespace layer's
-// maxInFlightUpdates) and returns the last append sequence number.
-func pump(b *testing.B, s *Session, ups [][]byte, window int) uint64 {
+// maxInFlightUpdates) and at most durable updates applied but not yet durable (a producer
+// that keeps pace with the disk instead of filling the store's commit queue), and returns
+// the last append sequence number.
+func pump(b *testing.B, s *Session, ups [][]byte, window, durable int) uint64 {
 	sem := make(chan struct{}, window)
 	var mu sync.Mutex
-	var last uint64
+	seqs := make([]uint64, len(ups))
 	var failed error
-	for _, u := range ups {
+	for i, u := range ups {
+		if i >= durable {
+			mu.Lock()
+			seq := seqs[i-durable]
+			mu.Unlock()
+			if seq != 0 {
+				must(b, s.lease.WaitFlushed(context.Background(), seq))
+			}
+		}
 		sem <- struct{}{}
 		err := s.ApplyAsync(u, func(r ApplyResult, err error) {
 			mu.Lock()
 			if err != nil && failed == nil {
 				failed = err
 			}
-			last = max(last, r.Seq)
+			seqs[i] = r.Seq
 			mu.Unlock()
 			<-sem
 		})
@@ -98,14 +123,20 @@ func pump(b *testing.B, s *Session, ups [][]byte, window int) uint64 {
 	mu.Lock()
 	defer mu.Unlock()
 	must(b, failed)
-	return last
+	return seqs[len(seqs)-1]
 }
 
 // Sequenced apply of small updates into one namespace: admission, protected check, live
 // apply, dirty notification, and group commit to bbolt on disk (the time runs until the last
 // update is durable).
 func BenchmarkSequencedApplyOneNamespace(b *testing.B) {
-	st := benchStore(b)
+	for _, m := range compactionModes {
+		b.Run(m.name, func(b *testing.B) { benchApplyOne(b, m.opts) })
+	}
+}
+
+func benchApplyOne(b *testing.B, opts persistence.Options) {
+	st := benchStoreWith(b, opts)
 	reg := benchRegistry(b, st)
 	defer closeBench(b, reg, st)
 	c, err := reg.Create(ctxT(b), owner)
@@ -120,7 +151,7 @@ func BenchmarkSequencedApplyOneNamespace(b *testing.B) {
 	w0 := wchar()
 	b.ResetTimer()
 	start := time.Now()
-	last := pump(b, s, ups, 32)
+	last := pump(b, s, ups, 32, 16384)
 	must(b, l.WaitFlushed(ctxT(b), last))
 	elapsed := time.Since(start)
 	b.StopTimer()
@@ -133,8 +164,14 @@ func BenchmarkSequencedApplyOneNamespace(b *testing.B) {
 
 // The same into 1,000 namespaces at once, each with its own session and window.
 func BenchmarkSequencedApply1000Namespaces(b *testing.B) {
+	for _, m := range compactionModes {
+		b.Run(m.name, func(b *testing.B) { benchApply1000(b, m.opts) })
+	}
+}
+
+func benchApply1000(b *testing.B, opts persistence.Options) {
 	const namespaces = 1000
-	st := benchStore(b)
+	st := benchStoreWith(b, opts)
 	reg := benchRegistry(b, st)
 	defer closeBench(b, reg, st)
 	sessions := make([]*Session, namespaces)
@@ -161,7 +198,7 @@ func BenchmarkSequencedApply1000Namespaces(b *testing.B) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			last := pump(b, sessions[i], work[i], 32)
+			last := pump(b, sessions[i], work[i], 32, 32)
 			must(b, sessions[i].lease.WaitFlushed(ctxT(b), last))
 		}()
 	}

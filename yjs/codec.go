@@ -56,12 +56,14 @@ func (s *rawStruct) end() uint64 { return s.id.Clock + s.length }
 // validating every rule; errors are sticky in the decoder.
 type structReader struct {
 	d           *lib0.Decoder
-	seen        map[uint64]struct{} // clients of the blocks read so far
+	seen        []uint64            // clients of the blocks read so far (few)
+	seenSet     map[uint64]struct{} // the same, once there are many
 	descending  bool                // require the clients in descending order (as every writer orders them)
 	clientsLeft int
 	structsLeft int
 	client      uint64
 	prevClient  uint64
+	blocks      int // blocks read so far
 	clock       uint64
 	copy        bool // copy string and binary contents out of the input
 }
@@ -88,20 +90,41 @@ func (r *structReader) nextBlock() bool {
 	}
 	// JS applyUpdate keeps only the last block of a client listed twice while mergeUpdates
 	// keeps both: such an update means different things to them, so it is refused.
-	if r.seen == nil {
-		r.seen = make(map[uint64]struct{}, 4)
-	}
-	if _, dup := r.seen[r.client]; dup {
+	if r.seenBefore(r.client) {
 		d.Fail(ErrDuplicateClient)
 		return false
 	}
-	if r.descending && len(r.seen) > 0 && r.client > r.prevClient {
+	if r.descending && r.blocks > 0 && r.client > r.prevClient {
 		d.Fail(ErrClientOrder)
 		return false
 	}
+	r.blocks++
 	r.prevClient = r.client
-	r.seen[r.client] = struct{}{}
 	return true
+}
+
+// seenBefore records client and reports whether an earlier block had it.
+func (r *structReader) seenBefore(client uint64) bool {
+	if r.seenSet != nil {
+		if _, ok := r.seenSet[client]; ok {
+			return true
+		}
+		r.seenSet[client] = struct{}{}
+		return false
+	}
+	for _, c := range r.seen {
+		if c == client {
+			return true
+		}
+	}
+	r.seen = append(r.seen, client)
+	if len(r.seen) > 8 {
+		r.seenSet = make(map[uint64]struct{}, 2*len(r.seen))
+		for _, c := range r.seen {
+			r.seenSet[c] = struct{}{}
+		}
+	}
+	return false
 }
 
 // advance reads the next struct of the whole section, across blocks.

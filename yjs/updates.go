@@ -1,6 +1,8 @@
 package yjs
 
 import (
+	"math"
+
 	"github.com/nomicore/nomicore/lib0"
 )
 
@@ -15,23 +17,34 @@ type lazyReader struct {
 	curr        rawStruct
 	has         bool
 	filterSkips bool
+
+	dec lib0.Decoder // storage for d and r: one allocation per reader
+	sr  structReader
 }
 
 func newLazyReader(update []byte, filterSkips bool) *lazyReader {
-	d := lib0.NewDecoder(update)
-	l := &lazyReader{d: d, r: newStructReader(d, false), filterSkips: filterSkips}
-	l.next()
-	return l
+	return newLazyReaderWith(update, filterSkips, false)
 }
 
 // newLazyReaderOrdered also requires the clients in descending order.
 func newLazyReaderOrdered(update []byte, filterSkips bool) *lazyReader {
-	d := lib0.NewDecoder(update)
-	r := newStructReader(d, false)
-	r.descending = true
-	l := &lazyReader{d: d, r: r, filterSkips: filterSkips}
-	l.next()
+	return newLazyReaderWith(update, filterSkips, true)
+}
+
+func newLazyReaderWith(update []byte, filterSkips, descending bool) *lazyReader {
+	l := &lazyReader{}
+	l.init(update, filterSkips, descending)
 	return l
+}
+
+func (l *lazyReader) init(update []byte, filterSkips, descending bool) {
+	l.filterSkips = filterSkips
+	l.dec.Reset(update)
+	l.d = &l.dec
+	l.sr = structReader{d: l.d, descending: descending}
+	l.sr.clientsLeft = l.d.ReadCount(math.MaxInt32, 3)
+	l.r = &l.sr
+	l.next()
 }
 
 func (l *lazyReader) next() {
@@ -148,30 +161,29 @@ func validateUpdate(b []byte, descending bool) error {
 // mergeHeap orders readers as JS mergeUpdates sorts them before every step: higher client
 // first, then lower clock; ties go to the reader that advanced most recently (JS sorts
 // stably an array whose first element is the one that just advanced), initially to the
-// earlier update.
+// earlier update. Keys are kept in the entries so comparisons touch no reader.
 type mergeHeap struct {
-	rs     []*lazyReader
-	stamps []uint64
+	es []mergeEntry
+}
+
+type mergeEntry struct {
+	client, clock, stamp uint64
+	r                    *lazyReader
 }
 
 func (h *mergeHeap) less(i, j int) bool {
-	a, b := &h.rs[i].curr, &h.rs[j].curr
-	if a.id.Client != b.id.Client {
-		return a.id.Client > b.id.Client
+	a, b := &h.es[i], &h.es[j]
+	if a.client != b.client {
+		return a.client > b.client
 	}
-	if a.id.Clock != b.id.Clock {
-		return a.id.Clock < b.id.Clock
+	if a.clock != b.clock {
+		return a.clock < b.clock
 	}
-	return h.stamps[i] > h.stamps[j]
-}
-
-func (h *mergeHeap) swap(i, j int) {
-	h.rs[i], h.rs[j] = h.rs[j], h.rs[i]
-	h.stamps[i], h.stamps[j] = h.stamps[j], h.stamps[i]
+	return a.stamp > b.stamp
 }
 
 func (h *mergeHeap) down(i int) {
-	n := len(h.rs)
+	n := len(h.es)
 	for {
 		l := 2*i + 1
 		if l >= n {
@@ -184,27 +196,16 @@ func (h *mergeHeap) down(i int) {
 		if !h.less(m, i) {
 			return
 		}
-		h.swap(i, m)
+		h.es[i], h.es[m] = h.es[m], h.es[i]
 		i = m
 	}
 }
 
-func (h *mergeHeap) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			return
-		}
-		h.swap(i, p)
-		i = p
-	}
-}
-
 func (h *mergeHeap) popTop() {
-	last := len(h.rs) - 1
-	h.swap(0, last)
-	h.rs = h.rs[:last]
-	h.stamps = h.stamps[:last]
+	last := len(h.es) - 1
+	h.es[0] = h.es[last]
+	h.es[last] = mergeEntry{}
+	h.es = h.es[:last]
 	if last > 0 {
 		h.down(0)
 	}
@@ -219,32 +220,32 @@ func MergeUpdates(updates [][]byte) ([]byte, error) {
 		}
 		return append([]byte(nil), updates[0]...), nil
 	}
-	readers := make([]*lazyReader, len(updates))
+	readers := make([]lazyReader, len(updates))
 	size := 0
-	h := &mergeHeap{}
+	h := &mergeHeap{es: make([]mergeEntry, 0, len(updates))}
 	for i, u := range updates {
 		// The merge (as JS's) interleaves the updates by client, highest first; an update
 		// listing its clients in another order would come out with a client split in two
 		// blocks, so it is refused.
-		readers[i] = newLazyReaderOrdered(u, true)
+		r := &readers[i]
+		r.init(u, true, true)
 		size += len(u)
-		if err := readers[i].d.Err(); err != nil {
+		if err := r.d.Err(); err != nil {
 			return nil, decodeErr("update", err)
 		}
-		if readers[i].has {
-			h.rs = append(h.rs, readers[i])
-			h.stamps = append(h.stamps, uint64(len(updates)-i))
+		if r.has {
+			h.es = append(h.es, mergeEntry{r.curr.id.Client, r.curr.id.Clock, uint64(len(updates) - i), r})
 		}
 	}
-	for i := len(h.rs)/2 - 1; i >= 0; i-- {
+	for i := len(h.es)/2 - 1; i >= 0; i-- {
 		h.down(i)
 	}
 	stamp := uint64(len(updates))
 	w := newLazyWriter(size)
 	var cw rawStruct
 	haveCW := false
-	for len(h.rs) > 0 {
-		dec := h.rs[0]
+	for len(h.es) > 0 {
+		dec := h.es[0].r
 		firstClient := dec.curr.id.Client
 		advanced := false
 		advance := func() {
@@ -309,8 +310,8 @@ func MergeUpdates(updates [][]byte) ([]byte, error) {
 		w.write(&cw, 0)
 	}
 	sets := make([]deleteSet, len(readers))
-	for i, r := range readers {
-		ds, err := r.finish()
+	for i := range readers {
+		ds, err := readers[i].finish()
 		if err != nil {
 			return nil, err
 		}
@@ -322,17 +323,17 @@ func MergeUpdates(updates [][]byte) ([]byte, error) {
 
 // settle restores the heap after its top reader advanced (or not).
 func (h *mergeHeap) settle(advanced bool, stamp *uint64) error {
-	top := h.rs[0]
-	if err := top.d.Err(); err != nil {
+	top := &h.es[0]
+	if err := top.r.d.Err(); err != nil {
 		return decodeErr("update", err)
 	}
-	if !top.has {
+	if !top.r.has {
 		h.popTop()
 		return nil
 	}
 	if advanced {
 		*stamp++
-		h.stamps[0] = *stamp
+		top.client, top.clock, top.stamp = top.r.curr.id.Client, top.r.curr.id.Clock, *stamp
 		h.down(0)
 	}
 	return nil

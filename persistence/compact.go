@@ -36,7 +36,7 @@ func (e *engine) compactLoop() {
 		case key := <-e.compactCh:
 			err := e.compact(context.Background(), key)
 			if err != nil && !errors.Is(err, ErrClosed) && e.opts.OnCompactionError != nil {
-				e.opts.OnCompactionError(key.owner, key.ns, err)
+				notify(func() { e.opts.OnCompactionError(key.owner, key.ns, err) })
 			}
 			e.mu.Lock()
 			if r := e.res[key]; r != nil {

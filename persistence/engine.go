@@ -826,10 +826,17 @@ func (e *engine) commitAppends(batch []op) error {
 	e.committed.Add(uint64(n))
 	if cb := e.opts.OnFlushed; cb != nil {
 		for _, f := range report {
-			cb(f.key.owner, f.key.ns, f.through)
+			notify(func() { cb(f.key.owner, f.key.ns, f.through) })
 		}
 	}
 	return nil
+}
+
+// notify runs a callback of Options; a panic in it is recovered and ignored (like a
+// panicking observer, §23.4), so it cannot stop the committer.
+func notify(f func()) {
+	defer func() { _ = recover() }()
+	f()
 }
 
 func (e *engine) hook() error {
@@ -843,14 +850,14 @@ func (e *engine) failed(err error) {
 	e.lastErr = err
 	e.commitErrors.Add(1)
 	if e.healthy.Swap(false) && e.opts.OnHealthChange != nil {
-		e.opts.OnHealthChange(false, err)
+		notify(func() { e.opts.OnHealthChange(false, err) })
 	}
 }
 
 func (e *engine) succeeded() {
 	e.lastErr = nil
 	if !e.healthy.Swap(true) && e.opts.OnHealthChange != nil {
-		e.opts.OnHealthChange(true, nil)
+		notify(func() { e.opts.OnHealthChange(true, nil) })
 	}
 }
 
@@ -911,7 +918,7 @@ func (e *engine) runControl(o op) {
 	} else if o.kind == opFold && c.err == nil {
 		e.compactions.Add(1)
 		if cb := e.opts.OnCompacted; cb != nil {
-			cb(c.key.owner, c.key.ns, c.through)
+			notify(func() { cb(c.key.owner, c.key.ns, c.through) })
 		}
 	}
 	close(c.done)

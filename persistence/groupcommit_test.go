@@ -135,3 +135,24 @@ func TestOptionsValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestPanickingCallbacksAreIgnored: a callback that panics does not stop the committer.
+func TestPanickingCallbacksAreIgnored(t *testing.T) {
+	st := openMemory(t, persistence.Options{
+		OnFlushed:      func(string, string, uint64) { panic("observer bug") },
+		OnHealthChange: func(bool, error) { panic("observer bug") },
+	})
+	ctx := context.Background()
+	id := nsID(1)
+	if err := st.CreateEntry(ctx, persistence.Entry{NamespaceID: id, Owner: owner}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for s := uint64(1); s <= 3; s++ {
+		if _, err := st.Append(owner, id, persistencetest.Update(id, s)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.WaitFlushed(ctx, owner, id, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

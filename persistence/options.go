@@ -49,6 +49,9 @@ type Options struct {
 	// Clock drives the commit delay and the retry backoff; nil means clock.Real().
 	Clock clock.Clock
 
+	// The On… callbacks run on the store's goroutines; a panic in one is recovered and
+	// ignored.
+	//
 	// OnFlushed is called after each commit, for each namespace it advanced, with the highest
 	// durable append sequence number (just after Flushed and WaitFlushed see it). It runs on
 	// the committer goroutine and must not block.

@@ -36,6 +36,7 @@ type Doc struct {
 
 	yata          yataScratch
 	scratch       lib0.Encoder // reused for transaction updates
+	stateSizeHint int          // size of the last full state encoded
 	startsScratch []clientClock
 }
 

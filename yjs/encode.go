@@ -20,10 +20,19 @@ func EncodeStateAsUpdate(doc *Doc, sv []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := lib0.NewEncoder(256)
+	size := doc.stateSizeHint
+	if size == 0 {
+		for _, l := range doc.store.clients {
+			size += 4 * l.n
+		}
+	}
+	e := lib0.NewEncoder(size + size/8 + 64)
 	doc.writeStructsFrom(e, doc.startsFor(target))
 	ds := deleteSetFromStore(&doc.store)
 	ds.write(e)
+	if len(target) == 0 {
+		doc.stateSizeHint = e.Len()
+	}
 	updates := [][]byte{e.Bytes()}
 	if doc.pendingDels != nil {
 		pe := lib0.NewEncoder(32)

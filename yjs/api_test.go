@@ -274,14 +274,14 @@ func TestUpdateEventUnlocked(t *testing.T) {
 	hub.OnUpdateEvent(func(ev UpdateEvent) { events = append(events, ev) })
 	must(t, ApplyUpdate(hub, ups[1], "peer-b")) // depends on ups[0]: waits
 	must(t, ApplyUpdate(hub, ups[2], "peer-b")) // deletes what is not there yet: waits
-	if len(events) != 0 || !hub.HasPending() {
-		t.Fatalf("events %d, pending %v", len(events), hub.HasPending())
+	if len(events) != 0 || !hub.HasPending() || hub.PendingBytes() < len(ups[1]) {
+		t.Fatalf("events %d, pending %v (%d bytes)", len(events), hub.HasPending(), hub.PendingBytes())
 	}
 	must(t, ApplyUpdate(hub, ups[0], "peer-c"))
 	if len(events) != 1 || !events[0].Unlocked || events[0].Local || events[0].Origin != "peer-c" {
 		t.Fatalf("events %+v", events)
 	}
-	if hub.HasPending() || hub.GetText("t").String() != "netwo" {
+	if hub.HasPending() || hub.PendingBytes() != 0 || hub.GetText("t").String() != "netwo" {
 		t.Fatalf("pending %v, text %q", hub.HasPending(), hub.GetText("t").String())
 	}
 	// the event's update carries everything: a fresh document reaches the same text

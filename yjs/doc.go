@@ -178,6 +178,22 @@ func (d *Doc) StateVector() StateVector { return d.store.stateVector() }
 // HasPending reports whether structs or deletions wait for missing dependencies.
 func (d *Doc) HasPending() bool { return d.pending != nil || d.pendingDels != nil }
 
+// PendingBytes returns the encoded size of the structs and deletions waiting for missing
+// dependencies. JS yjs does not bound them; a caller that applies updates from untrusted
+// peers can watch this and refuse updates beyond its own limit.
+func (d *Doc) PendingBytes() int {
+	n := 0
+	if d.pending != nil {
+		n += len(d.pending.update)
+	}
+	if d.pendingDels != nil {
+		for _, en := range d.pendingDels.entries {
+			n += 10 + 16*len(en.ranges)
+		}
+	}
+	return n
+}
+
 // Subdocs returns the subdocuments currently in the document.
 func (d *Doc) Subdocs() []*Doc {
 	out := make([]*Doc, 0, len(d.subdocs))

@@ -162,14 +162,27 @@ func (b *boltBackend) checkFormat() error {
 		}
 		return nil
 	}
+	// Check in a read transaction (it reads the file in place); write only to set up a new,
+	// empty file.
+	empty := false
+	err := b.guard(false, func() error {
+		return b.db.View(func(tx *bolt.Tx) error {
+			if k, _ := tx.Cursor().First(); k == nil {
+				empty = true
+				return nil
+			}
+			return check(tx)
+		})
+	})
+	if err != nil || !empty {
+		return err
+	}
 	if b.readOnly {
-		return b.guard(false, func() error { return b.db.View(check) })
+		return &CorruptError{Path: b.path, Reason: "not a Nomicore store (empty)"}
 	}
 	return b.guard(true, func() error {
 		return b.db.Update(func(tx *bolt.Tx) error {
-			empty := true
-			tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
-			if !empty {
+			if k, _ := tx.Cursor().First(); k != nil {
 				return check(tx)
 			}
 			for _, name := range topBuckets {

@@ -75,6 +75,17 @@ func (e *engine) compact(ctx context.Context, key docKey) error {
 	if e.opts.Compactor == nil {
 		return ErrNoCompactor
 	}
+	// Another compaction or a snapshot replacement may win the race to the committer; then
+	// fold again what is left, a few times at most.
+	for range 4 {
+		if err := e.compactOnce(ctx, key); !errors.Is(err, errStale) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *engine) compactOnce(ctx context.Context, key docKey) error {
 	var doc Doc
 	err := e.view(ctx, func(r reader) (err error) {
 		doc, err = r.doc(key.owner, key.ns)
@@ -91,10 +102,7 @@ func (e *engine) compact(ctx context.Context, key docKey) error {
 		return fmt.Errorf("persistence: compact %s/%s: %w", key.owner, key.ns, err)
 	}
 	c := &control{key: key, data: snap, through: doc.Through, expect: doc.SnapshotThrough}
-	if err := e.control(ctx, opFold, c); err != nil && !errors.Is(err, errStale) {
-		return err
-	}
-	return nil
+	return e.control(ctx, opFold, c)
 }
 
 // runCompactor calls fn, turning a panic into an error.

@@ -70,8 +70,9 @@ func TestRetryBackoff(t *testing.T) {
 	st := openMemory(t, persistence.Options{
 		Clock: clk, CommitDelay: -1, RetryMin: 10 * time.Millisecond, RetryMax: 40 * time.Millisecond,
 		CommitHook: func() error {
+			err := faults.Hook() // decided before the test hears of the attempt
 			attempts <- struct{}{}
-			return faults.Hook()
+			return err
 		},
 	})
 	ctx := context.Background()

@@ -114,7 +114,7 @@ func (d *Decoder) readAny(depth int) any {
 			return nil
 		}
 		n := d.ReadCount(math.MaxInt32, 1)
-		arr := make([]any, 0, n)
+		arr := make([]any, 0, max(n, 1)) // its own backing array even when empty (JS identity)
 		for i := 0; i < n && d.err == nil; i++ {
 			arr = append(arr, d.readAny(depth+1))
 		}
@@ -128,31 +128,37 @@ func (d *Decoder) readAny(depth int) any {
 			return nil
 		}
 		n := d.ReadCount(math.MaxInt32, 2)
-		b := objectBuilder{fields: make(Object, 0, n)}
+		b := ObjectBuilder{fields: make(Object, 0, n)}
 		for i := 0; i < n && d.err == nil; i++ {
 			key := d.ReadVarString()
 			val := d.readAny(depth + 1)
-			b.set(key, val)
+			b.Set(key, val)
 		}
 		if d.err != nil {
 			return nil
 		}
-		return b.object()
+		return b.Object()
 	default:
 		d.failAt(ErrAnyTag, start)
 		return nil
 	}
 }
 
-// objectBuilder assigns properties with JS semantics: a repeated key replaces the value in
-// place, "__proto__" is not an own property, and array-index keys enumerate first.
-type objectBuilder struct {
+// ObjectBuilder assembles an Object with the semantics of JS property assignment: a
+// repeated key replaces the value in place, and array-index keys enumerate first (in
+// ascending order). Assignment (obj[key] = v, as lib0 readAny does) never creates an own
+// property named "__proto__"; JSON.parse does — set JSONParse for that behaviour. The zero
+// value is ready to use; lookups stay linear-time only for small objects.
+type ObjectBuilder struct {
+	JSONParse bool
+
 	fields Object
 	index  map[string]int // built once the object grows beyond a handful of keys
 }
 
-func (b *objectBuilder) set(key string, val any) {
-	if key == "__proto__" {
+// Set assigns key.
+func (b *ObjectBuilder) Set(key string, val any) {
+	if key == "__proto__" && !b.JSONParse {
 		return
 	}
 	if i, ok := b.lookup(key); ok {
@@ -165,7 +171,7 @@ func (b *objectBuilder) set(key string, val any) {
 	}
 }
 
-func (b *objectBuilder) lookup(key string) (int, bool) {
+func (b *ObjectBuilder) lookup(key string) (int, bool) {
 	if b.index == nil && len(b.fields) > 16 {
 		b.index = make(map[string]int, 2*len(b.fields))
 		for i, f := range b.fields {
@@ -184,7 +190,13 @@ func (b *objectBuilder) lookup(key string) (int, bool) {
 	return 0, false
 }
 
-func (b *objectBuilder) object() Object {
+// Object returns the assembled object in JS own-property order. It is never nil, and even
+// an empty result has its own backing array, so two objects are never the same slice (callers
+// compare JS object identity by slice data).
+func (b *ObjectBuilder) Object() Object {
+	if cap(b.fields) == 0 {
+		return make(Object, 0, 1)
+	}
 	sortIndexKeysFirst(b.fields)
 	return b.fields
 }
@@ -355,11 +367,11 @@ func normalizeObject(o Object) Object {
 	if clean && isIndexOrdered(o) {
 		return o
 	}
-	b := objectBuilder{fields: make(Object, 0, len(o))}
+	b := ObjectBuilder{fields: make(Object, 0, len(o))}
 	for _, f := range o {
-		b.set(f.Key, f.Value)
+		b.Set(f.Key, f.Value)
 	}
-	return b.object()
+	return b.Object()
 }
 
 func isIndexOrdered(o Object) bool {

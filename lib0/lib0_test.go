@@ -340,3 +340,30 @@ func BenchmarkWriteAnyObject(b *testing.B) {
 		_ = e.WriteAny(v)
 	}
 }
+
+func TestObjectBuilder(t *testing.T) {
+	var assign ObjectBuilder
+	assign.Set("__proto__", 1.0)
+	assign.Set("x", 1.0)
+	var parse ObjectBuilder
+	parse.JSONParse = true
+	parse.Set("__proto__", 1.0)
+	if len(assign.Object()) != 1 || len(parse.Object()) != 1 || parse.Object()[0].Key != "__proto__" {
+		t.Errorf("assign %v, parse %v", assign.Object(), parse.Object())
+	}
+	// Many keys, repeated: stays in first-insertion position with the last value.
+	var big ObjectBuilder
+	for i := range 100 {
+		big.Set(string(rune('a'+i%26))+string(rune('a'+i/26)), float64(i))
+	}
+	big.Set("aa", -1.0)
+	if o := big.Object(); len(o) != 100 || o[0].Key != "aa" || o[0].Value != -1.0 {
+		t.Errorf("big object starts %v (len %d)", o[0], len(o))
+	}
+	// Distinct empty objects are distinct slices (JS identity).
+	var e1, e2 ObjectBuilder
+	a, b := e1.Object(), e2.Object()
+	if cap(a) == 0 || &a[:1][0] == &b[:1][0] {
+		t.Error("empty objects share a backing array")
+	}
+}

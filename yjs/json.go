@@ -245,11 +245,12 @@ func (p *jsonParser) object(depth int) (any, error) {
 		return nil, errJSONDepth
 	}
 	p.i++
-	obj := make(lib0.Object, 0, 1) // never empty-capacity: distinct objects stay distinct
+	var obj lib0.ObjectBuilder
+	obj.JSONParse = true // JSON.parse keeps an own "__proto__" property
 	p.ws()
 	if p.i < len(p.s) && p.s[p.i] == '}' {
 		p.i++
-		return obj, nil
+		return obj.Object(), nil
 	}
 	for {
 		p.ws()
@@ -270,18 +271,7 @@ func (p *jsonParser) object(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		key := k.(string)
-		replaced := false
-		for j := range obj {
-			if obj[j].Key == key {
-				obj[j].Value = v
-				replaced = true
-				break
-			}
-		}
-		if !replaced {
-			obj = append(obj, lib0.Field{Key: key, Value: v})
-		}
+		obj.Set(k.(string), v)
 		p.ws()
 		if p.i >= len(p.s) {
 			return nil, p.fail()
@@ -292,62 +282,10 @@ func (p *jsonParser) object(depth int) (any, error) {
 		}
 		if p.s[p.i] == '}' {
 			p.i++
-			return orderIndexKeys(obj), nil
+			return obj.Object(), nil
 		}
 		return nil, p.fail()
 	}
-}
-
-// orderIndexKeys puts array-index keys first, ascending (JS own-property order).
-func orderIndexKeys(o lib0.Object) lib0.Object {
-	hasIndex := false
-	for _, f := range o {
-		if _, ok := arrayIndex(f.Key); ok {
-			hasIndex = true
-			break
-		}
-	}
-	if !hasIndex {
-		return o
-	}
-	slices.SortStableFunc(o, func(a, b lib0.Field) int {
-		ai, aok := arrayIndex(a.Key)
-		bi, bok := arrayIndex(b.Key)
-		switch {
-		case aok && bok:
-			if ai < bi {
-				return -1
-			} else if ai > bi {
-				return 1
-			}
-			return 0
-		case aok:
-			return -1
-		case bok:
-			return 1
-		}
-		return 0
-	})
-	return o
-}
-
-// arrayIndex reports whether key is a canonical JS array index.
-func arrayIndex(key string) (uint32, bool) {
-	if key == "" || len(key) > 10 || (key[0] == '0' && len(key) > 1) {
-		return 0, false
-	}
-	var v uint64
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + uint64(c-'0')
-	}
-	if v > math.MaxUint32-1 {
-		return 0, false
-	}
-	return uint32(v), true
 }
 
 func (p *jsonParser) array(depth int) (any, error) {

@@ -14,7 +14,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run test test-race test-short fuzz golden bench bench-yjs bench-replication lint fmt js-deps clean
+.PHONY: all build run test test-race test-short soak fuzz golden bench bench-yjs bench-replication lint fmt js-deps clean
 
 all: lint build test
 
@@ -37,9 +37,12 @@ js-deps: $(JS_STAMPS)
 		echo "WARNING: npm not found: oracle tests under $* will be skipped (set NOMICORE_REQUIRE_ORACLE=1 to fail instead)"; \
 	fi
 
-## test: the whole suite with the race detector (what .ci/run runs)
+## test: the whole suite with the race detector (what .ci/run runs), then the store
+## corruption tests without it (-race's pointer checks turn a damaged bbolt page into a
+## fatal error instead of the recoverable panic the store contains)
 test: js-deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+	$(GO) test -count=1 -run Corrupt ./persistence/
 
 ## test-race: same as test (kept as an explicit name)
 test-race: test
@@ -51,6 +54,10 @@ test-short: js-deps
 ## fuzz: a bounded smoke run of every fuzz target (FUZZTIME each)
 fuzz: js-deps
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+## soak: the long crash and corruption runs of the store (300 SIGKILLs, 3,000 damaged copies)
+soak:
+	$(GO) test -count=1 -timeout 60m -run 'TestS21|Corrupt' ./persistence/ -args -long
 
 ## golden: regenerate the golden frame and lib0 vectors with the independent JS generators
 golden:

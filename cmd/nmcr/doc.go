@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/nomicore/nomicore/internal/envflag"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -126,7 +127,7 @@ func runDocEnv(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv 
 	case "state":
 		fs.Var(&sv, "sv", "the state vector (hex) to diff against (default: everything)")
 	}
-	if err := frameFlagsFromEnv(fs, getenv); err != nil {
+	if err := envflag.Apply(fs, getenv); err != nil {
 		fmt.Fprintf(stderr, "nmcr doc: %v\n", err)
 		return 2
 	}

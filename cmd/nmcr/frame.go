@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
+	"github.com/nomicore/nomicore/internal/envflag"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
@@ -55,7 +55,7 @@ func runFrame(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.IntVar(&lim.MaxUpdateBytes, "max-update-bytes", lim.MaxUpdateBytes, "maxUpdateBytes")
 	fs.IntVar(&lim.MaxSyncDiffBytes, "max-sync-diff-bytes", lim.MaxSyncDiffBytes, "maxSyncDiffBytes")
 	fs.IntVar(&lim.MaxBootstrapBytes, "max-bootstrap-bytes", lim.MaxBootstrapBytes, "maxBootstrapBytes")
-	if err := frameFlagsFromEnv(fs, os.Getenv); err != nil {
+	if err := envflag.Apply(fs, os.Getenv); err != nil {
 		fmt.Fprintf(stderr, "nmcr frame: %v\n", err)
 		return 2
 	}
@@ -135,19 +135,4 @@ func frameEncodeLine(codec protocol.Codec, line []byte) ([]byte, error) {
 		return nil, err
 	}
 	return fmt.Appendf(nil, "%x", msg), nil
-}
-
-// frameFlagsFromEnv sets each flag from NOMICORE_<FLAG_IN_CAPS> when that variable is set
-// (GUIDE §7); flags given on the command line then override it.
-func frameFlagsFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "NOMICORE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" && err == nil {
-			if serr := f.Value.Set(v); serr != nil {
-				err = fmt.Errorf("%s=%q: %v", name, v, serr)
-			}
-		}
-	})
-	return err
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/envflag"
 	"github.com/nomicore/nomicore/persistence"
 )
 
@@ -48,7 +49,7 @@ func runStore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	archive := fs.Uint64("archive", 0, "export archive N of the namespace instead of its live document")
 	owner := fs.String("owner", "", "the owner of a document that has no entry")
-	if err := frameFlagsFromEnv(fs, os.Getenv); err != nil {
+	if err := envflag.Apply(fs, os.Getenv); err != nil {
 		fmt.Fprintf(stderr, "nmcr store: %v\n", err)
 		return 2
 	}

@@ -68,6 +68,11 @@ golden:
 bench: js-deps
 	$(GO) test -run='^$$' -bench=. -benchmem -timeout 60m ./...
 
+## bench-yjs: the B4 trace side by side with JS yjs in one run, and remote applies on large documents
+bench-yjs: js-deps
+	NOMICORE_B4_REPORT=1 $(GO) test -count=1 -timeout 30m -run TestB4Report -v ./yjs
+	$(GO) test -run '^$$' -bench 'RemoteApplyLargeDoc' -benchmem ./yjs
+
 ## lint: gofmt check and go vet
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -102,6 +102,7 @@ type conn struct {
 	deferred   []func()
 	opens      openAdmission
 	awaiting   map[uint32]ackKey // frames sent that expect an ACK (§10.2)
+	late       map[uint32]ackKey // awaited when this side ended their namespace (see forgetOnTerminal)
 	sched      scheduler
 	queues     map[protocol.NamespaceID]*nsQueue
 	tids       protocol.TransferIDs
@@ -127,6 +128,7 @@ func newConn(p connParams) *conn {
 		done:       make(chan struct{}),
 		timers:     make(map[*Timer]struct{}),
 		awaiting:   make(map[uint32]ackKey),
+		late:       make(map[uint32]ackKey),
 		queues:     make(map[protocol.NamespaceID]*nsQueue),
 	}
 	c.ioCtx, c.ioCancel = context.WithCancel(context.Background())
@@ -473,6 +475,12 @@ func (c *conn) checkAck(f protocol.Frame) bool {
 	}
 	ns := f.Message.(protocol.NamespaceMessage).Namespace()
 	want, ok := c.awaiting[seq]
+	if late, isLate := c.late[seq]; !ok && isLate && late.ack == f.Type() && late.ns == ns {
+		// Sent by the remote before it learnt that this side ended the namespace: valid,
+		// and of no further interest to the namespace layer.
+		delete(c.late, seq)
+		return false
+	}
 	if !ok || want.ack != f.Type() || want.ns != ns {
 		c.fail(frameErr(protocol.CodeAckStateViolation, f, "ackedSequence names no unacknowledged frame of this type and namespace"))
 		return false
@@ -484,7 +492,10 @@ func (c *conn) checkAck(f protocol.Frame) bool {
 
 // forgetOnTerminal drops the acknowledgements a namespace can no longer send once its
 // close handshake or a terminal namespace ERROR has passed in either direction (§12: a
-// normal close does not wait for lost acknowledgements).
+// normal close does not wait for lost acknowledgements). When this side sent the terminal
+// frame, the remote may have acknowledged before it received it: those acknowledgements
+// are still valid, so each is accepted once (and not delivered) instead of being an
+// ACK_STATE_VIOLATION.
 func (c *conn) forgetOnTerminal(m protocol.Message, sent bool) {
 	var ns protocol.NamespaceID
 	switch m := m.(type) {
@@ -503,6 +514,9 @@ func (c *conn) forgetOnTerminal(m protocol.Message, sent bool) {
 	for seq, k := range c.awaiting {
 		if k.ns == ns {
 			delete(c.awaiting, seq)
+			if sent {
+				c.late[seq] = k
+			}
 		}
 	}
 }

@@ -1,0 +1,69 @@
+package ws_test
+
+import (
+	"testing"
+
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+// TestS10_2_LateAckAfterTerminalSent: when this side ends a namespace (a fatal namespace
+// ERROR, IDENTITY_CHANGED or CLOSE_OK), the remote may already have acknowledged frames of
+// that namespace before the end reached it. Each such acknowledgement is accepted once and
+// not delivered; a second one is still ACK_STATE_VIOLATION.
+func TestS10_2_LateAckAfterTerminalSent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(t *testing.T, s *ws.Session)
+	}{
+		{"namespace error", func(t *testing.T, s *ws.Session) {
+			m, err := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeProtectedFieldMutation, ns1, "refused")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Send(m); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"identity changed", func(t *testing.T, s *ws.Session) {
+			if _, err := s.Send(&protocol.IdentityChanged{NamespaceID: ns1, ReplicationID: "0123456789abcdef0123456789abcdef", ReplicationEpoch: 2}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newHubFixture(t, smallConfig(t), nil)
+			p := f.connect(64)
+			h := f.handshake(p)
+			var updSeq, step2Seq uint32
+			h.do(t, func(s *ws.Session) {
+				if err := s.Outbox(ns1, nil).Enqueue(ws.DataItem{Bytes: []byte{1, 2, 3}, Sent: func(si ws.SentInfo) { updSeq = si.Sequence }}); err != nil {
+					t.Fatal(err)
+				}
+			})
+			p.recv() // UPDATE
+			h.do(t, func(s *ws.Session) {
+				var err error
+				if step2Seq, err = s.Send(&protocol.SyncStep2{NamespaceID: ns1, SyncRoundID: 1, RelatedStep1Sequence: 1, Update: []byte{0, 0}}); err != nil {
+					t.Fatal(err)
+				}
+				tc.end(t, s)
+			})
+			p.recv() // SYNC_STEP2
+			p.recv() // the terminal frame
+			// Both acknowledgements left the peer before the terminal frame reached it.
+			p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: updSeq})
+			p.send(&protocol.SyncApplied{NamespaceID: ns1, SyncRoundID: 1, AckedSequence: step2Seq})
+			p.send(&protocol.OpenNamespace{NamespaceID: ns2}) // a frame that is delivered
+			eventually(t, "the frame after the late acks", func() bool { return len(h.framesOf(protocol.TypeOpenNamespace)) == 1 })
+			if n := len(h.framesOf(protocol.TypeUpdateAck)) + len(h.framesOf(protocol.TypeSyncApplied)); n != 0 {
+				t.Fatalf("%d late acknowledgements delivered to the namespace layer", n)
+			}
+			// A second acknowledgement of the same frame is a violation.
+			p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: updSeq})
+			if code, ec := p.expectClose(); code != protocol.CloseProtocolError || ec != protocol.CodeAckStateViolation {
+				t.Fatalf("close %d %s", code, ec)
+			}
+		})
+	}
+}

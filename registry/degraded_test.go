@@ -207,3 +207,28 @@ func TestS20_HubBackpressureDegradesUntilASnapshotSaves(t *testing.T) {
 		t.Fatalf("after reload: %v", got)
 	}
 }
+
+// A failed store operation that nothing retries (here an archive) leaves the store
+// unhealthy; a hub then refuses every write, so nothing would ever commit again. The refusal
+// makes the saver probe with a snapshot, which finds the store healthy once the disk is.
+func TestS20_HubRecoversAfterAFailureNothingRetries(t *testing.T) {
+	var f persistencetest.Faults
+	e := newEnv(t, RoleHub, Config{SaveRetryMin: time.Millisecond, SaveRetryMax: 4 * time.Millisecond}, faultyOptions(&f))
+	other, err := e.reg.Create(ctxT(t), owner)
+	must(t, err)
+	_, l := e.create(t)
+	cl := newClient(31)
+	cl.sync(t, mustState(t, l, nil))
+	f.Fail(true)
+	_, err = e.reg.Archive(ctxT(t), owner, other.NamespaceID)
+	if err == nil || e.store.Healthy() {
+		t.Fatalf("archive on a failing disk: %v, healthy %v", err, e.store.Healthy())
+	}
+	f.Fail(false)
+	u := cl.set(t, "app", "k", 1.0)
+	_, err = l.WriteLocal(ctxT(t), u)
+	wantErr(t, err, ErrDegraded)
+	waitFor(t, "the probe", func() bool { return e.store.Healthy() })
+	_, err = l.WriteLocal(ctxT(t), u)
+	must(t, err)
+}

@@ -299,6 +299,17 @@ func (rt *runtime) degraded() bool {
 	return !rt.reg.cfg.Store.Healthy() || rt.saved < rt.unsaved
 }
 
+// refuseDegraded is called when a write is refused as degraded. If the store reports a
+// failed commit, the saver writes a snapshot as a probe: a failed operation that nothing
+// retries (an archive, a compaction) would otherwise leave the store unhealthy — and a hub,
+// which then accepts no write, degraded — for good.
+func (rt *runtime) refuseDegraded() error {
+	if !rt.reg.cfg.Store.Healthy() {
+		rt.kickSaver()
+	}
+	return ErrDegraded.with("", nil)
+}
+
 // persist is the dirty notification (§1, §20): it hands the change to the store's group
 // committer without waiting for disk. When the store refuses it (backpressure), the change
 // stays only in memory: the namespace is degraded until the saver has written a snapshot.
@@ -368,7 +379,7 @@ func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, e
 	// applies hub updates in memory. A hub refuses local writes as well: it cannot save them.
 	degraded := rt.degraded()
 	if (hub || kind == applyLocal) && degraded {
-		return ApplyResult{}, ErrDegraded.with("", nil)
+		return ApplyResult{}, rt.refuseDegraded()
 	}
 	// §20, GUIDE §4: peer updates on a hub, and local writes on both sides, must not touch
 	// meta. Updates a peer receives from its hub are trusted.
@@ -442,7 +453,7 @@ func (rt *runtime) bumpEpoch() (Identity, error) {
 		return Identity{}, ErrRoleViolation.with("only the hub bumps the epoch", nil)
 	}
 	if rt.degraded() {
-		return Identity{}, ErrDegraded.with("", nil)
+		return Identity{}, rt.refuseDegraded()
 	}
 	old := rt.identity()
 	next := Identity{ReplicationID: old.ReplicationID, Epoch: old.Epoch + 1}
@@ -467,7 +478,7 @@ func (rt *runtime) replaceSchema(updatedAt string, definition any) error {
 		return ErrRoleViolation.with("only the hub replaces the schema", nil)
 	}
 	if rt.degraded() {
-		return ErrDegraded.with("", nil)
+		return rt.refuseDegraded()
 	}
 	value := map[string]any{"updatedAt": updatedAt, "definition": definition}
 	_, err := rt.writeMeta(originSchema, MetaSchema, value)
@@ -562,9 +573,11 @@ func (rt *runtime) stopSaver() {
 }
 
 // saveLoop keeps trying to save a namespace whose changes the store refused (§20: a peer
-// "keeps trying to save"): it takes a consistent snapshot in a slot, writes it outside the
-// sequencer, and retries with backoff on the registry clock until it succeeds or the runtime
-// unloads (which then makes a last attempt itself).
+// "keeps trying to save"), or whose write was refused while the store is unhealthy (the
+// snapshot is then the probe that finds the store healthy again): it takes a consistent
+// snapshot in a slot, writes it outside the sequencer, and retries with backoff on the
+// registry clock until it succeeds or the runtime unloads (which then makes a last attempt
+// itself if changes are unsaved).
 func (rt *runtime) saveLoop(ctx context.Context) {
 	defer close(rt.saverDone)
 	cfg := rt.reg.cfg
@@ -580,11 +593,12 @@ func (rt *runtime) saveLoop(ctx context.Context) {
 				data    []byte
 				through uint64
 				gen     uint64
+				ok      bool // false: nothing to save
 			}
 			res := make(chan snap, 1)
 			s := &slot{
 				run: func(rt *runtime, _ *slot) {
-					if rt.failErr != nil || rt.saved >= rt.unsaved {
+					if rt.failErr != nil || (rt.saved >= rt.unsaved && cfg.Store.Healthy()) {
 						res <- snap{}
 						return
 					}
@@ -593,7 +607,7 @@ func (rt *runtime) saveLoop(ctx context.Context) {
 						res <- snap{}
 						return
 					}
-					res <- snap{b, rt.through, rt.unsaved}
+					res <- snap{b, rt.through, rt.unsaved, true}
 				},
 				fail: func(error) { res <- snap{} },
 			}
@@ -606,7 +620,7 @@ func (rt *runtime) saveLoop(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			}
-			if sn.gen == 0 {
+			if !sn.ok {
 				break
 			}
 			err := cfg.Store.ReplaceSnapshot(ctx, rt.owner, rt.ns, sn.data, sn.through)

@@ -26,7 +26,9 @@ import (
 // client, so the update is also refused when it waits for a struct of that client: such a
 // struct could otherwise slip into meta with the registry's next write. Structs waiting for
 // any other client can only land under meta if the struct they wait for does, and that
-// struct is refused when it comes.
+// struct is refused when it comes. On a peer, meta is written by the hub's registry client,
+// which the peer cannot name: a local write waiting for that client's next meta write is not
+// refused here (the hub refuses it when it arrives there).
 func checkProtected(live *yjs.Doc, update []byte) (err error) {
 	defer func() {
 		if p := recover(); p != nil {

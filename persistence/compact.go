@@ -7,15 +7,15 @@ import (
 )
 
 // maybeCompactLocked queues r for background compaction when its durable log passed a
-// threshold. It never blocks: when the compaction queue is full the trigger is dropped and
-// fires again on the namespace's next commit.
+// threshold and holds at least 1/CompactSnapshotRatio of the snapshot's bytes. It never blocks: when the compaction queue is full the trigger is dropped and fires
+// again on the namespace's next commit.
 func (e *engine) maybeCompactLocked(r *resident) {
 	if e.opts.Compactor == nil || r.compactQueued || r.gone || r.logCount == 0 || r.logCount < r.compactFloor {
 		return
 	}
 	due := (e.opts.CompactAfterCount > 0 && r.logCount >= e.opts.CompactAfterCount) ||
 		(e.opts.CompactAfterBytes > 0 && r.logBytes >= e.opts.CompactAfterBytes)
-	if !due {
+	if ratio := e.opts.CompactSnapshotRatio; !due || (ratio > 0 && ratio*r.logBytes < r.snapBytes) {
 		return
 	}
 	select {

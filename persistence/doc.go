@@ -38,7 +38,9 @@
 // # Compaction
 //
 // When the durable log of a resident namespace passes Options.CompactAfterCount updates or
-// Options.CompactAfterBytes bytes, the compaction goroutine reads the document, folds it
+// Options.CompactAfterBytes bytes, and holds at least 1/Options.CompactSnapshotRatio of the
+// snapshot's bytes (so rewriting the snapshot is amortised over the log, whatever the
+// document's size), the compaction goroutine reads the document, folds it
 // with the Compactor outside any transaction, and hands the new snapshot to the committer,
 // which writes it and drops the folded log entries in one transaction (unless the snapshot
 // changed meanwhile). Appends go on during the fold and stay in the log.

@@ -70,6 +70,7 @@ type resident struct {
 	gone     bool // archived or reset: no more appends
 
 	logCount, logBytes int // durable log since the snapshot, for the compaction trigger
+	snapBytes          int // size of the durable snapshot, for the compaction trigger
 	compactQueued      bool
 	compactFloor       int // after a failed compaction: wait until the log has this many updates
 }
@@ -213,7 +214,7 @@ func (e *engine) CreateEntry(ctx context.Context, ent Entry, snapshot []byte) er
 		return err
 	}
 	e.mu.Lock()
-	e.res[key] = &resident{key: key}
+	e.res[key] = &resident{key: key, snapBytes: len(snapshot)}
 	e.mu.Unlock()
 	return nil
 }
@@ -325,7 +326,7 @@ func (e *engine) Load(ctx context.Context, owner, ns string) (Doc, error) {
 	}
 	r := e.res[key]
 	if r == nil || r.gone {
-		r = &resident{key: key, assigned: doc.Through, flushed: doc.Through, logCount: durable}
+		r = &resident{key: key, assigned: doc.Through, flushed: doc.Through, logCount: durable, snapBytes: len(doc.Snapshot)}
 		for _, u := range doc.Updates[:durable] {
 			r.logBytes += len(u)
 		}
@@ -898,6 +899,7 @@ func (e *engine) runControl(o op) {
 			case opReplace, opFold:
 				r.logCount = max(0, r.logCount-c.trimmed)
 				r.logBytes = max(0, r.logBytes-c.trimmedBytes)
+				r.snapBytes = len(c.data)
 			case opArchive:
 				r.gone = true
 				r.err = fmt.Errorf("%w: %s/%s was archived or reset", ErrNotFound, c.key.owner, c.key.ns)

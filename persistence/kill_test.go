@@ -68,8 +68,9 @@ func killChild(dir string) int {
 		index[nsID(i)] = i
 	}
 	st, err := persistence.OpenDataDir(dir, persistence.Options{
-		LockTimeout:       10 * time.Second,
-		CompactAfterCount: 150,
+		LockTimeout:          10 * time.Second,
+		CompactAfterCount:    150,
+		CompactSnapshotRatio: -1, // compact often: the kills aim at compactions
 		Compactor: func(snapshot []byte, updates [][]byte) ([]byte, error) {
 			say("compacting")
 			time.Sleep(2 * time.Millisecond) // widen the window for a kill

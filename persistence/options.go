@@ -17,7 +17,10 @@ const (
 	DefaultRetryMax          = 2 * time.Second
 	DefaultCompactAfterCount = 1000
 	DefaultCompactAfterBytes = 1 << 20
-	DefaultLockTimeout       = time.Second
+	// DefaultCompactSnapshotRatio: compaction also waits until the log holds at least a
+	// quarter of the snapshot's bytes.
+	DefaultCompactSnapshotRatio = 4
+	DefaultLockTimeout          = time.Second
 )
 
 // Options configure a store. The zero value gives the defaults above (and no compaction,
@@ -30,6 +33,11 @@ type Options struct {
 	// default; negative disables that trigger.
 	CompactAfterCount int
 	CompactAfterBytes int
+	// CompactSnapshotRatio N also holds a compaction back until the log holds at least 1/N of
+	// the snapshot's bytes: a compaction rewrites the whole snapshot, so this bounds the bytes
+	// written per logged byte whatever the document's size. Zero means the default; negative
+	// disables the condition.
+	CompactSnapshotRatio int
 
 	// CommitDelay bounds how long the first append of an idle queue waits for others to join
 	// its transaction. Zero means the default; negative commits at once.
@@ -96,6 +104,7 @@ func (o Options) withDefaults() (Options, error) {
 	fill(&o.MaxQueuedBytes, DefaultMaxQueuedBytes)
 	fill(&o.CompactAfterCount, DefaultCompactAfterCount)
 	fill(&o.CompactAfterBytes, DefaultCompactAfterBytes)
+	fill(&o.CompactSnapshotRatio, DefaultCompactSnapshotRatio)
 	if o.RetryMin == 0 {
 		o.RetryMin = DefaultRetryMin
 	}

@@ -80,6 +80,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("S20_WriteFailureAndRecovery", s.writeFailureAndRecovery)
 	t.Run("Backpressure", s.backpressure)
 	t.Run("CompactionInBackground", s.compactionInBackground)
+	t.Run("CompactionWaitsForAQuarterOfTheSnapshot", s.compactionSnapshotRatio)
 	t.Run("CompactionWithConcurrentAppends", s.compactionWithConcurrentAppends)
 	t.Run("CompactionFailure", s.compactionFailure)
 	t.Run("ReplaceSnapshot", s.replaceSnapshot)
@@ -502,6 +503,28 @@ func (s suite) compactionInBackground(t *testing.T) {
 	appendN(t, st2, id, 1, 3) // 3 × 39 bytes ≥ 64
 	flushed(t, st2, id, 3)
 	c2.wait(t)
+}
+
+// A compaction rewrites the whole snapshot, so it waits until the log holds at least a
+// quarter of the snapshot's bytes, however low the count threshold.
+func (s suite) compactionSnapshotRatio(t *testing.T) {
+	c := newCompactions()
+	st := s.open(t, persistence.Options{Compactor: Concat, CompactAfterCount: 1, CompactAfterBytes: -1, OnCompacted: c.on})
+	id := ns(1)
+	snapshot := bytes.Repeat([]byte("s"), 4000)
+	create(t, st, id, snapshot)
+	appendN(t, st, id, 1, 20) // 20 × 39 bytes < 4000/4: no compaction may start
+	flushed(t, st, id, 20)
+	appendN(t, st, id, 21, 30) // 30 × 39 bytes ≥ 4000/4
+	flushed(t, st, id, 30)
+	c.wait(t)
+	c.mu.Lock()
+	through := c.through[id]
+	c.mu.Unlock()
+	if through != 30 || st.Stats().Compactions != 1 {
+		t.Fatalf("compacted through %d in %d compactions; want one, through 30", through, st.Stats().Compactions)
+	}
+	checkDoc(t, st, id, append(snapshot, Updates(id, 1, 30)...), 30)
 }
 
 func (s suite) compactionWithConcurrentAppends(t *testing.T) {

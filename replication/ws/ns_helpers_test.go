@@ -1,0 +1,603 @@
+package ws_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/observer/observertest"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
+	"github.com/nomicore/nomicore/yjs"
+)
+
+// Helpers of the namespace-layer tests: a hub or a peer with a real registry on a memory
+// store and a fake clock, driven frame by frame by the test playing the other side.
+
+const owner = "default"
+
+// nsConfig is smallConfig for the namespace layer: the v1 generation (no chunking, the
+// layer's requirement) and a window of 4.
+func nsConfig(t testing.TB) protocol.Config {
+	c := smallConfig(t)
+	c.Generation = protocol.GenerationV1
+	c.MaxInFlightUpdates = 4
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func ctxT(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newRegistry returns a registry of role over a memory store (store options opts), closed
+// at cleanup after everything registered later (§21 order: registry, then store).
+func newRegistry(t testing.TB, role registry.Role, opts persistence.Options) (*registry.Registry, persistence.Store) {
+	t.Helper()
+	opts.Compactor = registry.Compactor()
+	if opts.CommitDelay == 0 {
+		opts.CommitDelay = -1
+	}
+	st, err := persistence.NewMemoryStore(opts)
+	must(t, err)
+	reg, err := registry.New(registry.Config{Role: role, Store: st})
+	must(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := reg.Close(ctx); err != nil {
+			t.Errorf("registry close: %v", err)
+		}
+		if err := st.Close(ctx); err != nil {
+			t.Errorf("store close: %v", err)
+		}
+	})
+	return reg, st
+}
+
+// ---- the wire as the test sees it ---------------------------------------------------------
+
+// wire is the test's end of a fake connection: it encodes and decodes frames with the
+// protocol codec and checks nothing itself.
+type wire struct {
+	t        testing.TB
+	end      *wstest.End
+	out      *protocol.Outbound
+	in       *protocol.Inbound
+	barriers int
+}
+
+func newWire(t testing.TB, end *wstest.End, cfg protocol.Config) *wire {
+	codec := protocol.NewCodec(cfg.Limits(), 0)
+	return &wire{t: t, end: end, out: protocol.NewOutbound(codec), in: protocol.NewInbound(codec)}
+}
+
+func (w *wire) send(m protocol.Message) uint32 {
+	w.t.Helper()
+	b, seq, err := w.out.AppendFrame(nil, m)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.end.Send(b); err != nil {
+		w.t.Fatal(err)
+	}
+	return seq
+}
+
+func (w *wire) recv() protocol.Frame {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	b, err := w.end.Recv(ctx)
+	if err != nil {
+		w.t.Fatalf("recv: %v", err)
+	}
+	f, err := w.in.Decode(b)
+	if err != nil {
+		w.t.Fatalf("decode: %v", err)
+	}
+	return f
+}
+
+// expect receives the next frame and requires it to be a T.
+func expect[T protocol.Message](w *wire) (T, uint32) {
+	w.t.Helper()
+	f := w.recv()
+	m, ok := f.Message.(T)
+	if !ok {
+		var zero T
+		w.t.Fatalf("got %s %s, want %T", f.Type(), describe(f), zero)
+	}
+	return m, f.Sequence
+}
+
+// expectError receives the next frame and requires a namespace ERROR of code for ns.
+func (w *wire) expectError(ns protocol.NamespaceID, code protocol.ErrorCode) *protocol.ErrorMessage {
+	w.t.Helper()
+	m, _ := expect[*protocol.ErrorMessage](w)
+	if m.Scope != protocol.ScopeNamespace || m.Code != code || m.NamespaceID != ns {
+		w.t.Fatalf("got ERROR %s scope %d for %s, want %s for %s", m.Code, m.Scope, m.NamespaceID, code, ns)
+	}
+	return m
+}
+
+func describe(f protocol.Frame) string {
+	if m, ok := f.Message.(*protocol.ErrorMessage); ok {
+		return fmt.Sprintf("%s(%s)", m.Code, m.NamespaceID)
+	}
+	if m, ok := f.Message.(protocol.NamespaceMessage); ok {
+		return m.Namespace().String()
+	}
+	return ""
+}
+
+// barrier sends a frame for a namespace nobody opened, which the other side answers with a
+// namespace ERROR at once, and returns every frame received before that answer. The other
+// side handles frames in order and sends what it can right after each, so the frames
+// returned are everything it had to send when the barrier arrived.
+func (w *wire) barrier() []protocol.Frame {
+	w.t.Helper()
+	w.barriers++
+	ns := nsN(0xbabe0000 + w.barriers)
+	w.send(&protocol.ResyncRequired{NamespaceID: ns, ReasonCode: protocol.ResyncSendQueueOverflow})
+	var before []protocol.Frame
+	for {
+		f := w.recv()
+		if m, ok := f.Message.(*protocol.ErrorMessage); ok && m.NamespaceID == ns {
+			return before
+		}
+		before = append(before, f)
+	}
+}
+
+// quiet requires that the other side had nothing to send.
+func (w *wire) quiet() {
+	w.t.Helper()
+	if fs := w.barrier(); len(fs) > 0 {
+		w.t.Fatalf("unexpected frames: %s", types(fs))
+	}
+}
+
+func types(fs []protocol.Frame) string {
+	var b bytes.Buffer
+	for i, f := range fs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(f.Type().String())
+		if d := describe(f); d != "" {
+			b.WriteString(" " + d)
+		}
+	}
+	return b.String()
+}
+
+func (w *wire) expectClose() (protocol.CloseCode, protocol.ErrorCode) {
+	p := &rawPeer{t: w.t, end: w.end, out: w.out, in: w.in}
+	return p.expectClose()
+}
+
+// ---- Yjs documents for the tests ---------------------------------------------------------------
+
+// ydoc is an application document: it makes updates and applies those it receives.
+type ydoc struct {
+	t    testing.TB
+	d    *yjs.Doc
+	last []byte
+}
+
+func newYDoc(t testing.TB, client uint32) *ydoc {
+	y := &ydoc{t: t, d: yjs.NewDoc(yjs.WithClientID(client))}
+	y.d.OnUpdate(func(u []byte, origin any) {
+		if origin == nil {
+			y.last = u
+		}
+	})
+	return y
+}
+
+// set writes app[key] = v and returns the update.
+func (y *ydoc) set(key string, v any) []byte {
+	y.t.Helper()
+	y.last = nil
+	must(y.t, y.d.GetMap("app").Set(key, v))
+	return y.last
+}
+
+// setMeta writes meta[key] = v (a protected write) and returns the update.
+func (y *ydoc) setMeta(key string, v any) []byte {
+	y.t.Helper()
+	y.last = nil
+	must(y.t, y.d.GetMap(registry.MetaRoot).Set(key, v))
+	return y.last
+}
+
+func (y *ydoc) apply(u []byte) {
+	y.t.Helper()
+	must(y.t, yjs.ApplyUpdate(y.d, u, "remote"))
+}
+
+func (y *ydoc) app() map[string]any {
+	v, _ := y.d.ToJSON()["app"].(map[string]any)
+	return v
+}
+
+func (y *ydoc) sv() []byte { return y.d.EncodeStateVector() }
+
+func (y *ydoc) diff(sv []byte) []byte {
+	y.t.Helper()
+	b, err := yjs.EncodeStateAsUpdate(y.d, sv)
+	must(y.t, err)
+	return b
+}
+
+// appOf reads the app root of a namespace through a lease.
+func appOf(t testing.TB, reg *registry.Registry, ns protocol.NamespaceID) map[string]any {
+	t.Helper()
+	l, err := reg.Open(ctxT(t), owner, ns.String())
+	must(t, err)
+	defer l.Release()
+	j, err := l.JSON(ctxT(t), registry.Root{Name: "app", Kind: yjs.KindMap})
+	must(t, err)
+	m, _ := j["app"].(map[string]any)
+	return m
+}
+
+func sameApp(a, b map[string]any) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// writeLocal applies a local write to a namespace (the admin API's POST …/update).
+func writeLocal(t testing.TB, reg *registry.Registry, ns protocol.NamespaceID, u []byte) error {
+	t.Helper()
+	l, err := reg.Open(ctxT(t), owner, ns.String())
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	_, err = l.WriteLocal(ctxT(t), u)
+	return err
+}
+
+// ---- events ----------------------------------------------------------------------------------
+
+// channelPath returns the channel states a namespace went through, in order, from the
+// recorded channel-state-changed events of a side.
+func channelPath(rec *observertest.Recorder, side observer.Side, ns protocol.NamespaceID) []observer.ChannelState {
+	var out []observer.ChannelState
+	for _, e := range rec.OfType(observer.TypeChannelStateChanged) {
+		p := e.Payload.(observer.ChannelStateChanged)
+		if e.Side == side && p.NamespaceID == ns.String() {
+			if len(out) == 0 {
+				out = append(out, p.From)
+			}
+			out = append(out, p.To)
+		}
+	}
+	return out
+}
+
+func waitPath(t testing.TB, rec *observertest.Recorder, side observer.Side, ns protocol.NamespaceID, want ...observer.ChannelState) {
+	t.Helper()
+	var got []observer.ChannelState
+	deadline := time.Now().Add(wait)
+	for {
+		got = channelPath(rec, side, ns)
+		if len(got) >= len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s channel path of %s = %v, want %v", side, ns, got, want)
+	}
+}
+
+// eventsOf returns the payloads of type T recorded for a side.
+func eventsOf[T observer.Payload](rec *observertest.Recorder, side observer.Side) []T {
+	var out []T
+	for _, e := range rec.Events() {
+		if p, ok := e.Payload.(T); ok && e.Side == side {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ---- a hub with its namespace layer, played against by hand ----------------------------------------
+
+type nsHub struct {
+	t     *testing.T
+	cfg   protocol.Config
+	clk   *clock.Fake
+	rec   *observertest.Recorder
+	reg   *registry.Registry
+	store persistence.Store
+	nsl   *ws.HubNamespaces
+	hub   *ws.Hub
+	table *ws.TokenTable
+}
+
+const readOnlyPeer = "peer-ro"
+
+func newNSHub(t *testing.T, cfg protocol.Config, storeOpts persistence.Options) *nsHub {
+	t.Helper()
+	f := &nsHub{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: &observertest.Recorder{}}
+	f.reg, f.store = newRegistry(t, registry.RoleHub, storeOpts)
+	var err error
+	f.table, err = ws.NewTokenTable([]ws.TokenEntry{
+		{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Owner: owner, Namespaces: []string{"*"}, Read: true, Submit: true},
+		{PeerInstanceID: readOnlyPeer, TokenSHA256: ws.HashToken("secret-ro"), Owner: owner, Namespaces: []string{"*"}, Read: true},
+	})
+	must(t, err)
+	f.nsl, err = ws.NewHubNamespaces(ws.HubNamespacesOptions{Registry: f.reg})
+	must(t, err)
+	f.hub, err = ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: f.table, Namespaces: f.nsl.NewHandler,
+		Clock: f.clk, Random: bytes.NewReader(bytes.Repeat([]byte{7}, 1<<16)), Observer: f.rec})
+	must(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		if err := f.hub.Shutdown(ctx); err != nil {
+			t.Errorf("hub shutdown: %v", err)
+		}
+		f.rec.AssertValid(t)
+		f.rec.AssertSafe(t, "secret-a", "secret-ro", owner)
+	})
+	return f
+}
+
+// create makes a namespace on the hub.
+func (f *nsHub) create() (protocol.NamespaceID, registry.Identity) {
+	f.t.Helper()
+	c, err := f.reg.Create(ctxT(f.t), owner)
+	must(f.t, err)
+	return protocol.MustNamespaceID(c.NamespaceID), c.Identity
+}
+
+// dial connects a hand-played peer and completes the handshake.
+func (f *nsHub) dial(peer string) *wire {
+	f.t.Helper()
+	a, b := wstest.Pair(256)
+	must(f.t, f.hub.Accept(b, ws.Identity{PeerInstanceID: peer}))
+	w := newWire(f.t, a, f.cfg)
+	h := hello()
+	h.PeerInstanceID = peer
+	w.send(h)
+	expect[*protocol.HelloAck](w)
+	return w
+}
+
+// bootstrap opens ns on w without a local replica and returns the snapshot (a document
+// holding it) and the BOOTSTRAP_SNAPSHOT sequence.
+func (f *nsHub) bootstrap(w *wire, ns protocol.NamespaceID, doc *ydoc) uint32 {
+	f.t.Helper()
+	w.send(&protocol.OpenNamespace{NamespaceID: ns})
+	ok, _ := expect[*protocol.OpenOK](w)
+	if ok.Mode != protocol.ModeBootstrap {
+		f.t.Fatalf("OPEN_OK mode %v", ok.Mode)
+	}
+	snap, seq := expect[*protocol.BootstrapSnapshot](w)
+	doc.apply(snap.Snapshot)
+	w.send(&protocol.BootstrapAck{NamespaceID: ns, AckedSequence: seq})
+	return seq
+}
+
+// round plays the peer's side of a complete round and returns its id.
+func (f *nsHub) round(w *wire, ns protocol.NamespaceID, doc *ydoc, id uint32) {
+	f.t.Helper()
+	s1 := w.send(&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: id, StateVector: doc.sv()})
+	step2, s2seq := expect[*protocol.SyncStep2](w)
+	if step2.SyncRoundID != id || step2.RelatedStep1Sequence != s1 {
+		f.t.Fatalf("hub Step2 round %d related %d, want %d/%d", step2.SyncRoundID, step2.RelatedStep1Sequence, id, s1)
+	}
+	doc.apply(step2.Update)
+	hub1, h1seq := expect[*protocol.SyncStep1](w)
+	if hub1.SyncRoundID != id {
+		f.t.Fatalf("hub Step1 round %d, want %d", hub1.SyncRoundID, id)
+	}
+	w.send(&protocol.SyncApplied{NamespaceID: ns, SyncRoundID: id, AckedSequence: s2seq})
+	w.send(&protocol.SyncStep2{NamespaceID: ns, SyncRoundID: id, RelatedStep1Sequence: h1seq, Update: doc.diff(hub1.StateVector)})
+	applied, _ := expect[*protocol.SyncApplied](w)
+	if applied.SyncRoundID != id {
+		f.t.Fatalf("SYNC_APPLIED round %d", applied.SyncRoundID)
+	}
+}
+
+// live opens ns (bootstrap) and completes the first round.
+func (f *nsHub) live(w *wire, ns protocol.NamespaceID, doc *ydoc) {
+	f.t.Helper()
+	f.bootstrap(w, ns, doc)
+	f.round(w, ns, doc, 1)
+	waitPath(f.t, f.rec, observer.SideHub, ns, observer.ChannelOpening, observer.ChannelBootstrapping,
+		observer.ChannelReconciling, observer.ChannelLive)
+}
+
+func (f *nsHub) lease(ns protocol.NamespaceID) *registry.Lease {
+	f.t.Helper()
+	l, err := f.reg.Open(ctxT(f.t), owner, ns.String())
+	must(f.t, err)
+	f.t.Cleanup(l.Release)
+	return l
+}
+
+// ---- a peer with its target controller, against a hand-played hub -------------------------------
+
+type nsPeer struct {
+	t     *testing.T
+	cfg   protocol.Config
+	clk   *clock.Fake
+	rec   *observertest.Recorder
+	reg   *registry.Registry
+	tc    *ws.TargetController
+	peer  *ws.Peer
+	d     *wstest.Dialer
+	hubs  *nsHubSource // where the test hub's snapshots come from
+	mu    sync.Mutex
+	conns int
+}
+
+// nsHubSource is a real hub registry the hand-played hub takes its namespaces from.
+type nsHubSource struct {
+	reg *registry.Registry
+}
+
+func newNSPeer(t *testing.T, cfg protocol.Config) *nsPeer {
+	t.Helper()
+	f := &nsPeer{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: &observertest.Recorder{}, d: wstest.NewDialer()}
+	hubReg, _ := newRegistry(t, registry.RoleHub, persistence.Options{})
+	f.hubs = &nsHubSource{reg: hubReg}
+	f.reg, _ = newRegistry(t, registry.RolePeer, persistence.Options{})
+	var err error
+	f.tc, err = ws.NewTargetController(ws.TargetControllerOptions{Registry: f.reg})
+	must(t, err)
+	f.peer, err = ws.NewPeer(ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: "ws://hub/v1/replication",
+		Token: func() (string, error) { return "tok-peer", nil }, Dialer: f.d, Namespaces: f.tc.NewHandler,
+		Clock: f.clk, Rand: maxRand{}, Observer: f.rec})
+	must(t, err)
+	t.Cleanup(func() {
+		f.peer.Close()
+		f.tc.Close()
+		f.rec.AssertValid(t)
+		f.rec.AssertSafe(t, "tok-peer", owner)
+	})
+	return f
+}
+
+// create makes a namespace in the hub source registry and returns its id, identity and
+// snapshot.
+func (f *nsPeer) create() (protocol.NamespaceID, registry.Identity, []byte) {
+	f.t.Helper()
+	c, err := f.hubs.reg.Create(ctxT(f.t), owner)
+	must(f.t, err)
+	l, err := f.hubs.reg.Open(ctxT(f.t), owner, c.NamespaceID)
+	must(f.t, err)
+	defer l.Release()
+	snap, err := l.EncodeState(ctxT(f.t), nil)
+	must(f.t, err)
+	return protocol.MustNamespaceID(c.NamespaceID), c.Identity, snap
+}
+
+// target adds ns as a target of the peer.
+func (f *nsPeer) target(ns protocol.NamespaceID) {
+	f.t.Helper()
+	must(f.t, f.tc.AddTarget(ws.Target{NamespaceID: ns.String(), Owner: owner}))
+}
+
+// connect starts the peer (first time) and plays the hub's handshake on the next dial.
+func (f *nsPeer) connect() *wire {
+	f.t.Helper()
+	f.mu.Lock()
+	first := f.conns == 0
+	f.conns++
+	f.mu.Unlock()
+	if first {
+		f.peer.Start()
+	}
+	var d wstest.Dialed
+	select {
+	case d = <-f.d.Accepted:
+	case <-time.After(wait):
+		f.t.Fatal("no dial")
+	}
+	w := newWire(f.t, d.End, f.cfg)
+	h, _ := expect[*protocol.Hello](w)
+	w.send(&protocol.HelloAck{HubInstanceID: hubID, ProtocolVersion: 1, SelectedCapabilities: 0,
+		ConnectionNonce: h.ConnectionNonce, ConnectionID: fmt.Sprintf("c-test-%d", f.conns)})
+	return w
+}
+
+// bootstrapOn answers the peer's OPEN_NAMESPACE for ns with a bootstrap, and returns the
+// BOOTSTRAP_ACK's acked sequence checked against the snapshot's.
+func (f *nsPeer) bootstrapOn(w *wire, ns protocol.NamespaceID, id registry.Identity, snap []byte) {
+	f.t.Helper()
+	open, _ := expect[*protocol.OpenNamespace](w)
+	if open.NamespaceID != ns || open.HasLocalReplica {
+		f.t.Fatalf("OPEN %+v, want a bootstrap of %s", open, ns)
+	}
+	w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeBootstrap, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
+	seq := w.send(&protocol.BootstrapSnapshot{NamespaceID: ns, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch, Snapshot: snap})
+	ack, _ := expect[*protocol.BootstrapAck](w)
+	if ack.AckedSequence != seq {
+		f.t.Fatalf("BOOTSTRAP_ACK acks %d, want %d", ack.AckedSequence, seq)
+	}
+}
+
+// hubRound plays the hub's side of a round the peer starts, with doc as the hub's document.
+func (f *nsPeer) hubRound(w *wire, ns protocol.NamespaceID, doc *ydoc) uint32 {
+	f.t.Helper()
+	s1, s1seq := expect[*protocol.SyncStep1](w)
+	if s1.NamespaceID != ns {
+		f.t.Fatalf("Step1 for %s, want %s", s1.NamespaceID, ns)
+	}
+	id := s1.SyncRoundID
+	s2seq := w.send(&protocol.SyncStep2{NamespaceID: ns, SyncRoundID: id, RelatedStep1Sequence: s1seq, Update: doc.diff(s1.StateVector)})
+	h1seq := w.send(&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: id, StateVector: doc.sv()})
+	var gotApplied, gotStep2 bool
+	for !gotApplied || !gotStep2 {
+		fr := w.recv()
+		switch m := fr.Message.(type) {
+		case *protocol.SyncApplied:
+			if m.SyncRoundID != id || m.AckedSequence != s2seq || gotApplied {
+				f.t.Fatalf("SYNC_APPLIED %+v, want round %d acking %d", m, id, s2seq)
+			}
+			gotApplied = true
+		case *protocol.SyncStep2:
+			if m.SyncRoundID != id || m.RelatedStep1Sequence != h1seq || gotStep2 {
+				f.t.Fatalf("peer Step2 %+v, want round %d related %d", m, id, h1seq)
+			}
+			doc.apply(m.Update)
+			w.send(&protocol.SyncApplied{NamespaceID: ns, SyncRoundID: id, AckedSequence: fr.Sequence})
+			gotStep2 = true
+		default:
+			f.t.Fatalf("unexpected %s during the round", fr.Type())
+		}
+	}
+	return id
+}
+
+func (f *nsPeer) state(ns protocol.NamespaceID) observer.ChannelState {
+	st, ok := f.tc.Target(ns.String())
+	if !ok {
+		return ""
+	}
+	return st.State
+}
+
+func (f *nsPeer) waitState(ns protocol.NamespaceID, want observer.ChannelState) {
+	f.t.Helper()
+	eventually(f.t, fmt.Sprintf("target %s %s (is %s)", ns, want, f.state(ns)), func() bool { return f.state(ns) == want })
+}
+
+// peerApp reads the peer replica's app root.
+func (f *nsPeer) peerApp(ns protocol.NamespaceID) map[string]any { return appOf(f.t, f.reg, ns) }
+
+var errNoReplica = errors.New("no replica")

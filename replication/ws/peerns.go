@@ -1,0 +1,811 @@
+package ws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/protocol"
+)
+
+// Target is a namespace a peer replicates (§16, §19): the hub's namespace id and the local
+// owner its replica belongs to here. The owner never goes on the wire; bootstrap and every
+// later open use it.
+type Target struct {
+	NamespaceID string
+	Owner       string
+}
+
+// TargetStatus is a target as the peer's admin API shows it.
+type TargetStatus struct {
+	Target
+	// State is the §16 state: targeted, opening, bootstrapping, reconciling, live,
+	// needs-resync, closing, closed, conflicted, failed or disconnected.
+	State observer.ChannelState
+	// Identity is the replication identity the hub announced at the last open (zero before).
+	Identity registry.Identity
+}
+
+// Target controller errors.
+var (
+	ErrUnknownTarget  = errors.New("ws: no such replication target")
+	ErrTargetConflict = errors.New("ws: the namespace is already a target with another owner")
+)
+
+// TargetControllerOptions configure a TargetController.
+type TargetControllerOptions struct {
+	// Registry holds the peer's replicas (registry.RolePeer). Required.
+	Registry *registry.Registry
+	// Targets are the targets to replicate from the start (the host restores them from its
+	// configuration, §21).
+	Targets []Target
+	// Logger receives internal failures (never tokens, owners or bytes); nil discards them.
+	Logger *slog.Logger
+}
+
+// TargetController is the peer's namespace layer (§16): it keeps the targets
+// {namespaceId, localOwner} across connections, and for every ready connection its
+// NewHandler (the peer's NamespaceFactory) runs one channel per target through the eleven
+// states of §16 — targeted → opening → bootstrapping | reconciling → live ⇄ needs-resync,
+// closing → closed, and conflicted, failed, disconnected.
+//
+// On a ready connection each target is opened: with a local replica, OPEN_NAMESPACE declares
+// its identity and the namespace reconciles; without, the hub's snapshot is imported through
+// the registry under the target's owner (§8.1), acknowledged, and a round follows to close
+// the snapshot race. The peer starts every round (§9): after the bootstrap or the open, after
+// a resync once its window is empty, and periodically (§9.4: one timer per live namespace,
+// armed when a round ends). Local writes reach the hub through the replication session's
+// fan-out; while the namespace is not live they wait in the bounded unsent queue, merged.
+//
+// Open, bootstrap and reconcile timeouts fail the namespace and, while the target is still
+// wanted, rebuild the connection (§16, §18 namespace-recovery). Frames for namespaces that
+// are not targets are answered with TARGET_NOT_REQUESTED. Removing a target closes its
+// namespace (CLOSE_NAMESPACE) and releases its lease; adding it back on the same connection
+// rebuilds the connection, as one connection allows one lifecycle per namespace (§1, §16).
+// An identity conflict (a mismatch at open, IDENTITY_CHANGED) sticks to the target until
+// Reset.
+type TargetController struct {
+	reg *registry.Registry
+	log *slog.Logger
+	wg  sync.WaitGroup // registry calls made off the connection goroutine
+
+	mu      sync.Mutex
+	targets map[protocol.NamespaceID]*target
+	conn    *peerConn // the ready connection's namespace layer, if any
+	closed  bool
+}
+
+// target is one replication target. Its fields are guarded by TargetController.mu; the
+// channel serving it on a connection lives on that connection's goroutine.
+type target struct {
+	tc    *TargetController
+	ns    protocol.NamespaceID
+	owner string
+
+	state      observer.ChannelState
+	identity   registry.Identity
+	conflicted bool // sticky: only Reset (or removing and adding) clears it (§16)
+	removed    bool
+	cleaned    chan struct{}     // RemoveTarget: closed when the namespace is done with
+	waits      []<-chan struct{} // what the last channel leaves settling (session, registry call)
+}
+
+// NewTargetController returns the peer's namespace layer over a peer registry. Pass its
+// NewHandler as PeerOptions.Namespaces. Close it after the Peer.
+func NewTargetController(opts TargetControllerOptions) (*TargetController, error) {
+	if opts.Registry == nil || opts.Registry.Role() != registry.RolePeer {
+		return nil, errors.New("ws: NewTargetController needs a peer registry")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tc := &TargetController{reg: opts.Registry, log: log, targets: make(map[protocol.NamespaceID]*target)}
+	for _, t := range opts.Targets {
+		if err := tc.AddTarget(t); err != nil {
+			return nil, err
+		}
+	}
+	return tc, nil
+}
+
+func checkTarget(t Target) (protocol.NamespaceID, error) {
+	ns, err := protocol.ParseNamespaceID(t.NamespaceID)
+	if err != nil {
+		return ns, fmt.Errorf("ws: target: %w", err)
+	}
+	if t.Owner == "" {
+		return ns, errors.New("ws: target needs a local owner")
+	}
+	return ns, nil
+}
+
+// AddTarget adds a replication target; on a ready connection its namespace opens at once.
+// Adding a target that exists with the same owner does nothing; with another owner it is
+// ErrTargetConflict (one connection carries one lifecycle per namespace id).
+func (tc *TargetController) AddTarget(t Target) error {
+	ns, err := checkTarget(t)
+	if err != nil {
+		return err
+	}
+	tc.mu.Lock()
+	if old := tc.targets[ns]; old != nil {
+		tc.mu.Unlock()
+		if old.owner != t.Owner {
+			return ErrTargetConflict
+		}
+		return nil
+	}
+	tg := &target{tc: tc, ns: ns, owner: t.Owner, state: observer.ChannelTargeted}
+	tc.targets[ns] = tg
+	pc := tc.conn
+	tc.mu.Unlock()
+	if pc != nil {
+		pc.s.Post(func() { pc.targetAdded(tg) })
+	}
+	return nil
+}
+
+// RemoveTarget removes a target (§16): its intent is marked removed at once; the namespace
+// closes (CLOSE_NAMESPACE on a ready connection), its session stops, admitted applies settle
+// and its lease is released — a socket close on the way joins the same cleanup. It returns
+// when that is done, or when ctx ends (the cleanup goes on).
+func (tc *TargetController) RemoveTarget(ctx context.Context, namespaceID string) error {
+	ns, err := protocol.ParseNamespaceID(namespaceID)
+	if err != nil {
+		return ErrUnknownTarget
+	}
+	tc.mu.Lock()
+	tg := tc.targets[ns]
+	if tg == nil {
+		tc.mu.Unlock()
+		return ErrUnknownTarget
+	}
+	delete(tc.targets, ns)
+	tg.removed = true
+	tg.cleaned = make(chan struct{})
+	pc := tc.conn
+	tc.mu.Unlock()
+	if pc == nil || !pc.s.Post(func() { pc.targetRemoved(tg) }) {
+		tc.cleanedUp(tg)
+	}
+	select {
+	case <-tg.cleaned:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	tc.mu.Lock()
+	waits := tg.waits
+	tc.mu.Unlock()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Reset archives the local replica of a target and bootstraps it again (GUIDE §8 reset; the
+// way out of conflicted, §16): the target is removed, its replica reset in the registry,
+// and the target added back, which reopens it — on a new connection if the namespace
+// already had its lifecycle on the current one.
+func (tc *TargetController) Reset(ctx context.Context, namespaceID string) error {
+	ns, err := protocol.ParseNamespaceID(namespaceID)
+	if err != nil {
+		return ErrUnknownTarget
+	}
+	tc.mu.Lock()
+	tg := tc.targets[ns]
+	tc.mu.Unlock()
+	if tg == nil {
+		return ErrUnknownTarget
+	}
+	t := Target{NamespaceID: namespaceID, Owner: tg.owner}
+	if err := tc.RemoveTarget(ctx, namespaceID); err != nil {
+		_ = tc.AddTarget(t)
+		return err
+	}
+	_, err = tc.reg.Reset(ctx, t.Owner, namespaceID)
+	addErr := tc.AddTarget(t)
+	if err != nil && !errors.Is(err, registry.ErrNotFound) {
+		return err
+	}
+	return addErr
+}
+
+// Targets lists the targets and their states, by namespace id.
+func (tc *TargetController) Targets() []TargetStatus {
+	tc.mu.Lock()
+	out := make([]TargetStatus, 0, len(tc.targets))
+	for _, tg := range tc.targets {
+		out = append(out, tg.status())
+	}
+	tc.mu.Unlock()
+	slices.SortFunc(out, func(a, b TargetStatus) int { return strings.Compare(a.NamespaceID, b.NamespaceID) })
+	return out
+}
+
+// Target returns one target's status.
+func (tc *TargetController) Target(namespaceID string) (TargetStatus, bool) {
+	ns, err := protocol.ParseNamespaceID(namespaceID)
+	if err != nil {
+		return TargetStatus{}, false
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tg := tc.targets[ns]
+	if tg == nil {
+		return TargetStatus{}, false
+	}
+	return tg.status(), true
+}
+
+func (tg *target) status() TargetStatus {
+	return TargetStatus{Target: Target{NamespaceID: tg.ns.String(), Owner: tg.owner}, State: tg.state, Identity: tg.identity}
+}
+
+// Close waits for the registry calls still running for the controller's connections. Call
+// it after Peer.Close (which ends the connections and their channels) and before closing the
+// registry (§21). Idempotent.
+func (tc *TargetController) Close() {
+	tc.mu.Lock()
+	tc.closed = true
+	tc.mu.Unlock()
+	tc.wg.Wait()
+}
+
+// goOff runs f off the connection goroutine, counted for Close; false after Close.
+func (tc *TargetController) goOff(f func()) bool {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.closed {
+		return false
+	}
+	tc.wg.Add(1)
+	go func() {
+		defer tc.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// wanted reports whether a target is still to be replicated.
+func (tc *TargetController) wanted(tg *target) bool {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return !tg.removed
+}
+
+func (tc *TargetController) publish(tg *target, state observer.ChannelState, id registry.Identity) {
+	tc.mu.Lock()
+	tg.state = state
+	if id.Valid() {
+		tg.identity = id
+	}
+	tc.mu.Unlock()
+}
+
+func (tg *target) setConflicted() {
+	tg.tc.mu.Lock()
+	tg.conflicted = true
+	tg.tc.mu.Unlock()
+}
+
+// cleanedUp completes a removal (once).
+func (tc *TargetController) cleanedUp(tg *target) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	select {
+	case <-tg.cleaned:
+	default:
+		close(tg.cleaned)
+	}
+}
+
+// NewHandler is the peer's NamespaceFactory: the namespace layer of one ready connection.
+// It opens every wanted target that is not conflicted.
+func (tc *TargetController) NewHandler(s *Session) Handler {
+	pc := &peerConn{tc: tc}
+	pc.nsConn = newNSConn(s, pc)
+	refuseChunking(s, tc.log)
+	tc.mu.Lock()
+	tc.conn = pc
+	tc.mu.Unlock()
+	s.Post(pc.start)
+	return pc
+}
+
+// peerConn is the peer's namespace layer on one connection.
+type peerConn struct {
+	nsConn
+	tc           *TargetController
+	lastRound    uint32 // syncRoundIds are per connection and never wrap (§9.1)
+	reconnecting bool
+}
+
+var _ Handler = (*peerConn)(nil)
+
+func (pc *peerConn) start() {
+	if pc.closed || pc.draining() {
+		return
+	}
+	pc.tc.mu.Lock()
+	var open []*target
+	for _, tg := range pc.tc.targets {
+		if !tg.conflicted {
+			open = append(open, tg)
+		}
+	}
+	pc.tc.mu.Unlock()
+	slices.SortFunc(open, func(a, b *target) int { return strings.Compare(a.ns.String(), b.ns.String()) })
+	for _, tg := range open {
+		pc.targetAdded(tg)
+	}
+}
+
+// targetAdded opens a target on this connection; a namespace that already had its
+// lifecycle here needs a new connection (§16).
+func (pc *peerConn) targetAdded(tg *target) {
+	if pc.closed || !pc.tc.wanted(tg) {
+		return
+	}
+	if old := pc.channels[tg.ns]; old != nil {
+		if old.target == tg && !old.ended() {
+			return
+		}
+		pc.reconnect()
+		return
+	}
+	c := newChannel(&pc.nsConn, tg.ns, observer.ChannelTargeted)
+	c.target = tg
+	pc.channels[tg.ns] = c
+	if !pc.draining() {
+		pc.open(c)
+	}
+}
+
+// targetRemoved closes a removed target's namespace (§16).
+func (pc *peerConn) targetRemoved(tg *target) {
+	c := pc.channels[tg.ns]
+	switch {
+	case c == nil || c.target != tg || c.ended():
+		pc.tc.cleanedUp(tg)
+	case c.state == observer.ChannelTargeted:
+		c.terminate(observer.ChannelClosed)
+	case c.state == observer.ChannelOpening && c.openSent:
+		c.closeAfterOpen = closeReasonRemove // CLOSE_NAMESPACE may follow only OPEN_OK
+	case c.state == observer.ChannelOpening:
+		c.terminate(observer.ChannelClosed) // nothing on the wire yet
+	case c.closing():
+		// The close under way (a drain) completes the removal.
+	default:
+		c.startClose(closeReasonRemove)
+	}
+}
+
+func (pc *peerConn) reconnect() {
+	if pc.reconnecting || pc.closed {
+		return
+	}
+	pc.reconnecting = true
+	pc.s.Reconnect()
+}
+
+func (pc *peerConn) HandleFrame(f protocol.Frame) {
+	switch m := f.Message.(type) {
+	case *protocol.OpenOK:
+		if c := pc.requested(f, m.NamespaceID); c != nil {
+			pc.openOK(c, f, m)
+		}
+	case *protocol.BootstrapSnapshot:
+		if c := pc.requested(f, m.NamespaceID); c != nil {
+			pc.snapshot(c, f, m)
+		}
+	case *protocol.IdentityChanged:
+		if c := pc.requested(f, m.NamespaceID); c != nil {
+			pc.identityChanged(c)
+		}
+	default:
+		ns := f.Message.(protocol.NamespaceMessage).Namespace()
+		if c := pc.channels[ns]; c != nil && !c.openSent {
+			// Not requested on this connection (§19): no OPEN was sent for it.
+			if _, isErr := f.Message.(*protocol.ErrorMessage); !isErr {
+				pc.unknown(f.Type(), f.Sequence, ns)
+			}
+			return
+		}
+		if !pc.dispatch(f) {
+			pc.unknown(f.Type(), f.Sequence, ns)
+		}
+	}
+}
+
+// requested returns the channel of a namespace this peer sent OPEN_NAMESPACE for, or
+// answers TARGET_NOT_REQUESTED (§19).
+func (pc *peerConn) requested(f protocol.Frame, ns protocol.NamespaceID) *channel {
+	c := pc.channels[ns]
+	if c == nil || !c.openSent {
+		pc.unknown(f.Type(), f.Sequence, ns)
+		return nil
+	}
+	return c
+}
+
+func (pc *peerConn) HandleRejected(e *protocol.Error)               { pc.rejected(e) }
+func (pc *peerConn) HandleShed(ns protocol.NamespaceID, _ ShedInfo) { pc.shed(ns) }
+func (pc *peerConn) HandleRevoked(Revocation)                       {}
+
+// HandleDrain closes the open namespaces (§6.3); no new round or open starts.
+func (pc *peerConn) HandleDrain(Drain) { pc.drain() }
+
+// HandleClosed: the socket is gone (§16): every channel's session stops, admitted applies
+// settle and leases are released; the targets stay, projected as disconnected (failed and
+// conflicted ones keep their state until the next connection or a reset).
+func (pc *peerConn) HandleClosed(CloseInfo) {
+	pc.connectionClosed(func(*channel) observer.ChannelState { return observer.ChannelDisconnected })
+	pc.tc.mu.Lock()
+	if pc.tc.conn == pc {
+		pc.tc.conn = nil
+	}
+	for _, tg := range pc.tc.targets {
+		switch tg.state {
+		case observer.ChannelFailed, observer.ChannelConflicted:
+		default:
+			tg.state = observer.ChannelDisconnected
+		}
+	}
+	pc.tc.mu.Unlock()
+}
+
+// ---- nsSide ----------------------------------------------------------------------------------
+
+// unknown answers a frame for a namespace this peer did not request (§19).
+func (pc *peerConn) unknown(_ protocol.MessageType, seq uint32, ns protocol.NamespaceID) {
+	if pc.sendError(ns, protocol.CodeTargetNotRequested, seq) {
+		pc.emitNsError(ns, string(protocol.CodeTargetNotRequested), observer.DirectionSent)
+	}
+}
+
+// step1 takes the hub's half of the round this peer started (§9.1).
+func (pc *peerConn) step1(c *channel, f protocol.Frame, m *protocol.SyncStep1) {
+	r := &c.round
+	if !r.active || r.myStep1 == 0 || m.SyncRoundID != r.id || r.theirStep1 != 0 {
+		c.violation(f) // the hub does not start rounds, and sends one Step1 per round
+		return
+	}
+	r.theirStep1 = f.Sequence
+	c.answerStep1(r.id, m.StateVector)
+}
+
+func (pc *peerConn) fenced(*channel, registry.Identity) {} // a peer's sessions are not fenced
+
+// drainOpening: a channel waiting for OPEN_OK closes once it arrives; one whose OPEN was not
+// sent yet ends when its local open returns.
+func (pc *peerConn) drainOpening(c *channel) {
+	if c.openSent {
+		c.closeAfterOpen = closeReasonDrain
+	}
+}
+
+func (pc *peerConn) changed(c *channel, _ observer.ChannelState) {
+	pc.tc.publish(c.target, c.state, c.identity)
+}
+
+// wentLive arms the periodic reconciliation (§9.4): one one-shot timer, armed after a round.
+func (pc *peerConn) wentLive(c *channel) {
+	c.stopPeriodic()
+	c.periodic = pc.s.AfterFunc(pc.cfg.ReconcileInterval, func() {
+		c.periodic = nil
+		if c.state == observer.ChannelLive {
+			pc.startRound(c)
+		}
+	})
+}
+
+// resyncReady starts the round a resync asked for, once the window is empty (§9.4).
+func (pc *peerConn) resyncReady(c *channel) {
+	if c.state == observer.ChannelNeedsResync && len(c.window) == 0 {
+		pc.startRound(c)
+	}
+}
+
+func (pc *peerConn) released(c *channel, settled <-chan struct{}) {
+	tc := pc.tc
+	tc.mu.Lock()
+	tg := c.target
+	tg.waits = []<-chan struct{}{settled}
+	if c.opDone != nil {
+		tg.waits = append(tg.waits, c.opDone)
+	}
+	removed := tg.removed
+	tc.mu.Unlock()
+	if removed {
+		tc.cleanedUp(tg)
+	}
+}
+
+// ---- opening (§7) --------------------------------------------------------------------------
+
+// open looks for the local replica of the target's owner and sends OPEN_NAMESPACE: with its
+// identity (reconcile) or without (bootstrap).
+func (pc *peerConn) open(c *channel) {
+	c.setState(observer.ChannelOpening)
+	c.timer = pc.s.AfterFunc(pc.cfg.OpenTimeout, func() {
+		c.timer = nil
+		if c.state == observer.ChannelOpening {
+			pc.timedOut(c, observer.FailedOpenTimeout, pc.cfg.OpenTimeout)
+		}
+	})
+	done := make(chan struct{})
+	c.opDone = done
+	owner, ns, ctx, reg := c.target.owner, c.id, pc.ctx, pc.tc.reg
+	ok := pc.tc.goOff(func() {
+		lease, err := reg.Open(ctx, owner, ns)
+		if !pc.s.Post(func() { pc.localOpened(c, lease, err); close(done) }) {
+			if lease != nil {
+				lease.Release()
+			}
+			close(done)
+		}
+	})
+	if !ok {
+		close(done)
+		c.failed(observer.FailedOpenFailed, 0)
+	}
+}
+
+func (pc *peerConn) localOpened(c *channel, lease *registry.Lease, err error) {
+	if c.state != observer.ChannelOpening || c.openSent || !pc.tc.wanted(c.target) || pc.draining() {
+		if lease != nil {
+			lease.Release()
+		}
+		if c.state == observer.ChannelOpening && !c.openSent {
+			c.terminate(observer.ChannelClosed)
+		}
+		return
+	}
+	m := &protocol.OpenNamespace{NamespaceID: c.ns}
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		// No local replica: ask for a bootstrap.
+	case err != nil:
+		pc.tc.log.Warn("replication target open failed", slog.String("namespaceId", c.id), slog.String("error", err.Error()))
+		c.failed(observer.FailedOpenFailed, 0)
+		return
+	default:
+		id := lease.Identity()
+		c.lease, c.declared = lease, &id
+		m.HasLocalReplica, m.ReplicationID, m.ReplicationEpoch = true, id.ReplicationID, id.Epoch
+	}
+	if _, err := pc.s.Send(m); err != nil {
+		c.sendFailed(err)
+		return
+	}
+	c.openSent = true
+}
+
+// openOK: the hub accepted the open (§7.2); its mode must match what we declared.
+func (pc *peerConn) openOK(c *channel, f protocol.Frame, m *protocol.OpenOK) {
+	if c.ended() {
+		return
+	}
+	consistent := m.Mode == protocol.ModeBootstrap
+	if d := c.declared; d != nil {
+		consistent = m.Mode == protocol.ModeReconcile && m.ReplicationID == d.ReplicationID && m.ReplicationEpoch == d.Epoch
+	}
+	if c.state != observer.ChannelOpening || c.openOK || !consistent {
+		c.violation(f)
+		return
+	}
+	c.openOK = true
+	c.identity = registry.Identity{ReplicationID: m.ReplicationID, Epoch: m.ReplicationEpoch}
+	c.timer.Stop()
+	c.timer = nil
+	if c.closeAfterOpen != "" {
+		c.startClose(c.closeAfterOpen)
+		return
+	}
+	if m.Mode == protocol.ModeBootstrap {
+		c.setState(observer.ChannelBootstrapping)
+		c.timer = pc.s.AfterFunc(pc.cfg.BootstrapTimeout, func() {
+			c.timer = nil
+			if c.state == observer.ChannelBootstrapping {
+				pc.timedOut(c, observer.FailedBootstrapTimeout, pc.cfg.BootstrapTimeout)
+			}
+		})
+		return
+	}
+	c.setState(observer.ChannelReconciling)
+	pc.armReconcileTimer(c)
+	pc.openSession(c, func() { pc.startRound(c) })
+}
+
+// openSession opens the channel's replication session on its lease, then runs then.
+func (pc *peerConn) openSession(c *channel, then func()) {
+	opts := c.sessionOptions()
+	opts.Expect = &c.identity
+	post := pc.s.Post
+	err := c.lease.OpenSessionAsync(opts, func(sess *registry.Session, _ registry.SessionStart, err error) {
+		if !post(func() { pc.sessionOpened(c, sess, err, then) }) && sess != nil {
+			sess.Close()
+		}
+	})
+	if err != nil {
+		c.sendError(protocol.CodeInternalError, 0, observer.FailedSessionOpenFailed)
+	}
+}
+
+func (pc *peerConn) sessionOpened(c *channel, sess *registry.Session, err error, then func()) {
+	if c.ended() || c.closing() {
+		if sess != nil {
+			sess.Close()
+		}
+		return
+	}
+	switch {
+	case errors.Is(err, registry.ErrIDMismatch):
+		c.sendError(protocol.CodeReplicationIDMismatch, 0, observer.FailedSessionOpenFailed)
+	case errors.Is(err, registry.ErrEpochMismatch):
+		c.sendError(protocol.CodeReplicationEpochMismatch, 0, observer.FailedSessionOpenFailed)
+	case err != nil:
+		c.sendError(protocol.CodeInternalError, 0, observer.FailedSessionOpenFailed)
+	default:
+		c.attach(sess)
+		then()
+	}
+}
+
+// ---- bootstrap (§8) ------------------------------------------------------------------------
+
+// snapshot imports the hub's snapshot as the target's replica (§8.1): exclusively, under the
+// target's owner, with the OPEN_OK identity.
+func (pc *peerConn) snapshot(c *channel, f protocol.Frame, m *protocol.BootstrapSnapshot) {
+	if !c.accepts(f) {
+		return
+	}
+	if c.state != observer.ChannelBootstrapping || c.gotSnapshot {
+		c.violation(f)
+		return
+	}
+	c.gotSnapshot = true
+	switch {
+	case m.ReplicationID != c.identity.ReplicationID:
+		c.sendError(protocol.CodeReplicationIDMismatch, f.Sequence, observer.FailedProtocolViolation)
+		return
+	case m.ReplicationEpoch != c.identity.Epoch:
+		c.sendError(protocol.CodeReplicationEpochMismatch, f.Sequence, observer.FailedProtocolViolation)
+		return
+	}
+	c.snapSeq = f.Sequence
+	done := make(chan struct{})
+	c.opDone = done
+	owner, ns, want, snap, ctx, reg := c.target.owner, c.id, c.identity, m.Snapshot, pc.ctx, pc.tc.reg
+	ok := pc.tc.goOff(func() {
+		lease, err := reg.Import(ctx, owner, ns, want, snap)
+		if !pc.s.Post(func() { pc.imported(c, lease, err, len(snap)); close(done) }) {
+			if lease != nil {
+				lease.Release()
+			}
+			close(done)
+		}
+	})
+	if !ok {
+		close(done)
+	}
+}
+
+func (pc *peerConn) imported(c *channel, lease *registry.Lease, err error, n int) {
+	if c.state != observer.ChannelBootstrapping {
+		if lease != nil {
+			lease.Release()
+		}
+		return
+	}
+	switch {
+	case errors.Is(err, registry.ErrIDMismatch):
+		c.sendError(protocol.CodeReplicationIDMismatch, c.snapSeq, observer.FailedApplyRejected)
+		return
+	case errors.Is(err, registry.ErrEpochMismatch):
+		c.sendError(protocol.CodeReplicationEpochMismatch, c.snapSeq, observer.FailedApplyRejected)
+		return
+	case errors.Is(err, registry.ErrBootstrapFailed):
+		// §8.1: a replica that appeared meanwhile is not overwritten nor merged.
+		c.sendError(protocol.CodeBootstrapFailed, c.snapSeq, observer.FailedApplyRejected)
+		return
+	case err != nil:
+		c.sendError(protocol.CodeInternalError, c.snapSeq, observer.FailedApplyRejected)
+		return
+	}
+	c.lease = lease
+	if pc.em.Enabled() {
+		pc.em.Emit(observer.BootstrapImported{ConnectionID: pc.connID(), NamespaceID: c.id, Bytes: n})
+	}
+	pc.openSession(c, func() {
+		// §8.2: the ACK says the import and the session are in place; a round follows to
+		// close the race between the snapshot's encoding and its installation.
+		if _, err := pc.s.Send(&protocol.BootstrapAck{NamespaceID: c.ns, AckedSequence: c.snapSeq}); err != nil {
+			return
+		}
+		c.setState(observer.ChannelReconciling)
+		pc.armReconcileTimer(c)
+		pc.startRound(c)
+	})
+}
+
+// identityChanged: the hub bumped the epoch (§11). The replica stays as it is; the target
+// is conflicted until reset.
+func (pc *peerConn) identityChanged(c *channel) {
+	if !c.terminate(observer.ChannelConflicted) {
+		return
+	}
+	pc.emitNsError(c.ns, string(observer.NsErrIdentityChanged), observer.DirectionReceived)
+	c.emitConflicted(observer.ViaIdentityChangedFrame)
+	c.target.setConflicted()
+}
+
+// ---- rounds (§9) ---------------------------------------------------------------------------
+
+func (pc *peerConn) armReconcileTimer(c *channel) {
+	c.timer.Stop()
+	c.timer = pc.s.AfterFunc(pc.cfg.ReconcileTimeout, func() {
+		c.timer = nil
+		if c.state == observer.ChannelReconciling {
+			pc.timedOut(c, observer.FailedReconcileTimeout, pc.cfg.ReconcileTimeout)
+		}
+	})
+}
+
+// startRound opens a round with this peer's Step1 (§9.1). Not during a drain (§6.3).
+func (pc *peerConn) startRound(c *channel) {
+	if pc.draining() || c.sess == nil || c.ended() || c.closing() || c.round.active {
+		return
+	}
+	c.stopPeriodic()
+	c.beginRound(0)
+	pc.armReconcileTimer(c)
+	post := pc.s.Post
+	err := c.sess.StateVectorAsync(func(sv []byte, err error) {
+		post(func() { pc.step1Ready(c, sv, err) })
+	})
+	if err != nil {
+		c.sendError(protocol.CodeInternalError, 0, observer.FailedInternalError)
+	}
+}
+
+func (pc *peerConn) step1Ready(c *channel, sv []byte, err error) {
+	if c.ended() || c.closing() || !c.round.active || c.round.myStep1 != 0 {
+		return
+	}
+	if err != nil {
+		c.sendError(protocol.CodeInternalError, 0, observer.FailedInternalError)
+		return
+	}
+	if pc.lastRound == math.MaxUint32 {
+		// syncRoundId never wraps on a connection (§9.1): a new connection starts over.
+		pc.reconnect()
+		return
+	}
+	pc.lastRound++
+	c.round.id = pc.lastRound
+	c.lastRound = c.round.id
+	c.sendStep1(sv)
+}
+
+// timedOut fails a namespace whose open, bootstrap or reconcile timer fired, and rebuilds
+// the connection while the target is still wanted (§16, §18, issue #254).
+func (pc *peerConn) timedOut(c *channel, cause observer.FailedCause, d time.Duration) {
+	c.failed(cause, d)
+	if pc.tc.wanted(c.target) {
+		pc.reconnect()
+	}
+}

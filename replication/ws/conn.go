@@ -784,6 +784,7 @@ func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info CloseInfo
 	for _, q := range c.queues {
 		q.items = nil
 		q.bytes = 0
+		q.inRing = false
 	}
 	c.sched = scheduler{}
 	if h := c.handler; h != nil {

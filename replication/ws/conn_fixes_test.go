@@ -67,3 +67,24 @@ func TestS10_2_LateAckAfterTerminalSent(t *testing.T) {
 		})
 	}
 }
+
+// TestS17_OutboxCloseAfterConnectionClose: an Outbox with queued data may be closed after
+// its connection closed (the namespace layer releases its channels in HandleClosed).
+func TestS17_OutboxCloseAfterConnectionClose(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	var o *ws.Outbox
+	h.do(t, func(s *ws.Session) {
+		o = s.Outbox(ns1, func() bool { return false })
+		if err := o.Enqueue(ws.DataItem{Bytes: []byte{1}}); err != nil {
+			t.Fatal(err)
+		}
+		s.Fail(protocol.CodeInternalError, "test")
+		o.Close() // after the close decision: must not panic
+		if n, _ := o.Len(); n != 0 {
+			t.Fatalf("%d items left", n)
+		}
+	})
+	p.expectClose()
+}

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package tokens
+
+// lockFile is a no-op where advisory locks are not available: concurrent `hub token`
+// commands may then lose one another's change (the hub itself only reads the file).
+func lockFile(string) (func(), error) { return func() {}, nil }

@@ -1,0 +1,244 @@
+package tokens
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+// Reload outcomes, as ReloaderOptions.OnReload reports them (and the hub counts them).
+const (
+	ReloadChanged = "changed" // a new table was installed
+	ReloadFailed  = "failed"  // the file could not be read or parsed; the old table stays
+)
+
+// ReloaderOptions configure a Reloader.
+type ReloaderOptions struct {
+	// Path is the tokens file.
+	Path string
+	// Namespaces lists the hub's namespace ids. A grant of "*" that is narrowed is revoked
+	// namespace by namespace over this list (§19); nil means no namespace is known.
+	Namespaces func(ctx context.Context) ([]string, error)
+	// OnReload, when set, is told each reload's outcome (ReloadChanged, ReloadFailed).
+	OnReload func(outcome string)
+	// Logger receives reload results: peer ids and counts, never tokens or their hashes.
+	Logger *slog.Logger
+}
+
+// Reloader keeps a ws.TokenTable in step with the tokens file: Reload re-reads the file, and
+// when its content changed installs the new entries and then revokes what the change took
+// away (§19): every live connection of a peer one of whose tokens disappeared (the hub drains
+// it with GOAWAY REAUTH_REQUIRED and the peer must authenticate again), and, for a peer whose
+// tokens all remain, every namespace whose grant was withdrawn or narrowed (lost read or
+// submit, or another owner) — those namespaces end with NAMESPACE_UNAUTHORIZED. A widened
+// grant takes effect at the next OPEN. A file that cannot be read or parsed leaves the table
+// as it was.
+type Reloader struct {
+	opts  ReloaderOptions
+	table *ws.TokenTable
+	log   *slog.Logger
+
+	mu      sync.Mutex // serialises reloads
+	entries []ws.TokenEntry
+	sum     [sha256.Size]byte
+	exists  bool
+	failed  [sha256.Size]byte // the content of the last failed reload, to log it once
+}
+
+// NewReloader reads the tokens file and returns a Reloader whose table holds it. A missing
+// file is an empty table (every upgrade gets 401 until `hub token add`); an unreadable or
+// malformed one is an error, so the hub refuses to start.
+func NewReloader(opts ReloaderOptions) (*Reloader, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	data, exists, err := readRaw(opts.Path)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := Parse(data)
+	if err != nil {
+		return nil, errors.New("tokens file " + opts.Path + ": " + err.Error())
+	}
+	table, err := ws.NewTokenTable(entries)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		log.Warn("no tokens file yet: every peer is refused until `hub token add` creates one", slog.String("path", opts.Path))
+	}
+	return &Reloader{opts: opts, table: table, log: log, entries: entries, sum: sha256.Sum256(data), exists: exists}, nil
+}
+
+func readRaw(path string) ([]byte, bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, errors.New("tokens file " + path + ": " + err.Error())
+	}
+	return data, true, nil
+}
+
+// Table is the authenticator the hub uses.
+func (r *Reloader) Table() *ws.TokenTable { return r.table }
+
+// Peers returns how many token entries the table holds.
+func (r *Reloader) Peers() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.entries)
+}
+
+// Reload re-reads the tokens file; when its content changed it installs it and issues the
+// revocations. It reports whether the table changed.
+func (r *Reloader) Reload(ctx context.Context) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	data, exists, err := readRaw(r.opts.Path)
+	if err != nil {
+		r.fail(data, err)
+		return false, err
+	}
+	sum := sha256.Sum256(data)
+	if sum == r.sum && exists == r.exists {
+		return false, nil
+	}
+	entries, err := Parse(data)
+	if err != nil {
+		err = errors.New("tokens file " + r.opts.Path + ": " + err.Error())
+		r.fail(data, err)
+		return false, err
+	}
+	if err := r.table.Replace(entries); err != nil {
+		r.fail(data, err)
+		return false, err
+	}
+	var known []string
+	if r.opts.Namespaces != nil {
+		if known, err = r.opts.Namespaces(ctx); err != nil {
+			r.log.Error("listing namespaces for token revocation; only explicitly listed namespaces are revoked", slog.String("error", err.Error()))
+		}
+	}
+	revs := Revocations(r.entries, entries, known)
+	r.entries, r.sum, r.exists, r.failed = entries, sum, exists, [sha256.Size]byte{}
+	for _, rv := range revs {
+		// After Replace: a reconnect does not regain what was withdrawn.
+		r.table.Revoke(rv)
+		if len(rv.Namespaces) == 0 {
+			r.log.Warn("tokens file change revoked a peer's connections", slog.String("peer", rv.PeerInstanceID))
+		} else {
+			r.log.Warn("tokens file change revoked namespaces of a peer", slog.String("peer", rv.PeerInstanceID), slog.Int("namespaces", len(rv.Namespaces)))
+		}
+	}
+	r.log.Info("tokens file reloaded", slog.Int("entries", len(entries)), slog.Int("revocations", len(revs)))
+	if r.opts.OnReload != nil {
+		r.opts.OnReload(ReloadChanged)
+	}
+	return true, nil
+}
+
+func (r *Reloader) fail(data []byte, err error) {
+	if r.opts.OnReload != nil {
+		r.opts.OnReload(ReloadFailed)
+	}
+	if sum := sha256.Sum256(data); sum != r.failed {
+		r.failed = sum
+		r.log.Error("tokens file not reloaded; the previous table stays in force", slog.String("error", err.Error()))
+	}
+}
+
+// Run polls the tokens file every interval (measured by clk) and reloads it when it changed,
+// and at once whenever hup receives (SIGHUP), until ctx ends.
+func (r *Reloader) Run(ctx context.Context, clk clock.Clock, interval time.Duration, hup <-chan struct{}) {
+	tick := make(chan struct{}, 1)
+	arm := func() clock.Timer {
+		return clk.AfterFunc(interval, func() {
+			select {
+			case tick <- struct{}{}:
+			default:
+			}
+		})
+	}
+	timer := arm()
+	defer func() { timer.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			timer = arm()
+		case <-hup:
+		}
+		_, _ = r.Reload(ctx)
+	}
+}
+
+// Revocations computes what a change of the tokens file from old to new withdraws (§19):
+// a whole-peer revocation for every peer one of whose token hashes is gone, and otherwise,
+// per peer, the namespaces (among known and the ids old lists) that old granted and new
+// denies or grants with less (no read, no submit, or another owner).
+func Revocations(old, new []ws.TokenEntry, known []string) []ws.Revocation {
+	oldT, _ := ws.NewTokenTable(old)
+	newT, _ := ws.NewTokenTable(new)
+	hashes := map[[sha256.Size]byte]string{}
+	for _, e := range new {
+		hashes[e.TokenSHA256] = e.PeerInstanceID
+	}
+	var peers []string
+	whole := map[string]bool{}
+	for _, e := range old {
+		if !slices.Contains(peers, e.PeerInstanceID) {
+			peers = append(peers, e.PeerInstanceID)
+		}
+		if p, ok := hashes[e.TokenSHA256]; !ok || p != e.PeerInstanceID {
+			whole[e.PeerInstanceID] = true
+		}
+	}
+	var out []ws.Revocation
+	for _, peer := range peers {
+		if whole[peer] {
+			out = append(out, ws.Revocation{PeerInstanceID: peer})
+			continue
+		}
+		candidates := slices.Clone(known)
+		for _, e := range old {
+			if e.PeerInstanceID == peer {
+				candidates = append(candidates, e.Namespaces...)
+			}
+		}
+		slices.Sort(candidates)
+		candidates = slices.Compact(candidates)
+		var lost []protocol.NamespaceID
+		for _, s := range candidates {
+			ns, err := protocol.ParseNamespaceID(s)
+			if err != nil {
+				continue // "*"
+			}
+			was, ok := oldT.AuthorizeNamespace(peer, ns)
+			if !ok {
+				continue
+			}
+			now, ok := newT.AuthorizeNamespace(peer, ns)
+			if !ok || now.Owner != was.Owner || (was.Read && !now.Read) || (was.Submit && !now.Submit) {
+				lost = append(lost, ns)
+			}
+		}
+		if len(lost) > 0 {
+			out = append(out, ws.Revocation{PeerInstanceID: peer, Namespaces: lost})
+		}
+	}
+	return out
+}

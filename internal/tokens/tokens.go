@@ -1,0 +1,257 @@
+// Package tokens keeps the hub's tokens file (GUIDE §7): the SHA-256 of each peer's bearer
+// token with the peer's instance id, local owner, namespaces and permissions (§19). Tokens
+// themselves are never stored: Add draws one, stores its hash and returns it once.
+//
+// The file is JSON,
+//
+//	{"peers":[{"instanceId":"peer-a","tokenSha256":"<64 hex>","owner":"default",
+//	           "namespaces":["*"],"read":true,"submit":true}]}
+//
+// written atomically (a temporary file, fsync, rename, mode 0600) under an advisory lock, so
+// `hub token add` can run while the hub is serving: the hub re-reads the file (Reloader) and
+// revokes what a change removed or narrowed.
+package tokens
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+// FileName is the tokens file inside the hub's data directory (GUIDE §7 DATA/tokens.json).
+const FileName = "tokens.json"
+
+// TokenBytes is how many random bytes a token carries (256 bits).
+const TokenBytes = 32
+
+// AllNamespaces grants every namespace of the hub.
+const AllNamespaces = "*"
+
+// Read loads the tokens file at path. A file that does not exist is an empty table
+// (exists=false): a fresh hub starts with no peers and refuses every upgrade with 401.
+// Anything else that stops the file from being read or parsed is an error.
+func Read(path string) (entries []ws.TokenEntry, exists bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("tokens file %s: %w", path, err)
+	}
+	entries, err = Parse(data)
+	if err != nil {
+		return nil, true, fmt.Errorf("tokens file %s: %w", path, err)
+	}
+	return entries, true, nil
+}
+
+// Parse decodes and validates a tokens file: the format of ws.ParseTokensFile, and the checks
+// of ws.TokenTable.Replace (instance ids, namespace ids), so a file the hub would refuse is
+// refused here with the same words.
+func Parse(data []byte) ([]ws.TokenEntry, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil // an empty file is an empty table
+	}
+	entries, err := ws.ParseTokensFile(data)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ws.NewTokenTable(entries); err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
+// Encode renders entries in the tokens file format, one peer per line.
+func Encode(entries []ws.TokenEntry) []byte {
+	var b bytes.Buffer
+	b.WriteString("{\"peers\":[")
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		namespaces := e.Namespaces
+		if namespaces == nil {
+			namespaces = []string{}
+		}
+		line, _ := json.Marshal(struct {
+			InstanceID  string   `json:"instanceId"`
+			TokenSHA256 string   `json:"tokenSha256"`
+			Owner       string   `json:"owner"`
+			Namespaces  []string `json:"namespaces"`
+			Read        bool     `json:"read"`
+			Submit      bool     `json:"submit"`
+		}{e.PeerInstanceID, hex.EncodeToString(e.TokenSHA256[:]), e.Owner, namespaces, e.Read, e.Submit})
+		b.WriteString("\n  ")
+		b.Write(line)
+	}
+	if len(entries) > 0 {
+		b.WriteByte('\n')
+	}
+	b.WriteString("]}\n")
+	return b.Bytes()
+}
+
+// NewToken draws a token of TokenBytes random bytes from r (crypto/rand when nil), encoded
+// base64url without padding (43 characters, safe in a header, a file or an environment
+// variable).
+func NewToken(r io.Reader) (string, error) {
+	if r == nil {
+		r = rand.Reader
+	}
+	var b [TokenBytes]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return "", fmt.Errorf("drawing a token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// Grant is what a new token allows.
+type Grant struct {
+	PeerInstanceID string
+	Owner          string   // the hub's local owner for this peer's namespaces (§19)
+	Namespaces     []string // namespace ids, or AllNamespaces
+	Read, Submit   bool
+}
+
+func (g Grant) check() error {
+	if !protocol.ValidInstanceID(g.PeerInstanceID) {
+		return fmt.Errorf("peer instance id %q does not match ^[a-z][a-z0-9-]{0,62}$", g.PeerInstanceID)
+	}
+	if g.Owner == "" {
+		return errors.New("owner must not be empty")
+	}
+	if len(g.Namespaces) == 0 {
+		return errors.New("at least one namespace (or *) is required")
+	}
+	for _, ns := range g.Namespaces {
+		if ns == AllNamespaces {
+			continue
+		}
+		if _, err := protocol.ParseNamespaceID(ns); err != nil {
+			return fmt.Errorf("namespace %q: want ns- and 32 lowercase hex digits, or *", ns)
+		}
+	}
+	if !g.Read && !g.Submit {
+		return errors.New("a token must allow read or submit")
+	}
+	return nil
+}
+
+// Add draws a new token for g from r (crypto/rand when nil), appends its hash and grant to
+// the tokens file at path (creating it), and returns the token — the only time it exists
+// outside the peer that will present it.
+func Add(path string, g Grant, r io.Reader) (string, error) {
+	if err := g.check(); err != nil {
+		return "", err
+	}
+	token, err := NewToken(r)
+	if err != nil {
+		return "", err
+	}
+	err = Update(path, func(entries []ws.TokenEntry) ([]ws.TokenEntry, error) {
+		return append(entries, ws.TokenEntry{PeerInstanceID: g.PeerInstanceID, TokenSHA256: ws.HashToken(token),
+			Owner: g.Owner, Namespaces: g.Namespaces, Read: g.Read, Submit: g.Submit}), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// Remove deletes the entries of peer from the tokens file at path; with hashPrefix, only
+// those whose tokenSha256 starts with it (to retire one token of a peer during rotation).
+// It returns how many entries it removed.
+func Remove(path, peer, hashPrefix string) (int, error) {
+	hashPrefix = strings.ToLower(hashPrefix)
+	removed := 0
+	err := Update(path, func(entries []ws.TokenEntry) ([]ws.TokenEntry, error) {
+		kept := entries[:0]
+		for _, e := range entries {
+			if e.PeerInstanceID == peer && strings.HasPrefix(hex.EncodeToString(e.TokenSHA256[:]), hashPrefix) {
+				removed++
+				continue
+			}
+			kept = append(kept, e)
+		}
+		return kept, nil
+	})
+	return removed, err
+}
+
+// Update rewrites the tokens file at path with edit's result, under the file's advisory lock
+// (two `hub token` commands never lose each other's change) and atomically (the hub never
+// reads a half-written file).
+func Update(path string, edit func([]ws.TokenEntry) ([]ws.TokenEntry, error)) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("tokens file directory: %w", err)
+	}
+	unlock, err := lockFile(path + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	entries, _, err := Read(path)
+	if err != nil {
+		return err
+	}
+	entries, err = edit(entries)
+	if err != nil {
+		return err
+	}
+	if _, err := ws.NewTokenTable(entries); err != nil {
+		return err
+	}
+	return WriteAtomic(path, Encode(entries), 0o600)
+}
+
+// WriteAtomic replaces the file at path with data: a temporary file in the same directory,
+// written, synced and renamed over path, then the directory synced.
+func WriteAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	name := tmp.Name()
+	fail := func(err error) error {
+		tmp.Close()
+		os.Remove(name)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		return fail(err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(name)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(name, path); err != nil {
+		os.Remove(name)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}

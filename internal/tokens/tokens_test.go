@@ -1,0 +1,380 @@
+package tokens
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	nsA = "ns-0123456789abcdef0123456789abcdef"
+	nsB = "ns-fedcba9876543210fedcba9876543210"
+)
+
+func TestAddStoresOnlyTheHashAndPrintsTokenOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hub", FileName)
+	token, err := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(raw) != TokenBytes {
+		t.Fatalf("token %q is not %d base64url bytes (%v)", token, TokenBytes, err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte(token)) {
+		t.Fatal("the tokens file contains the token itself")
+	}
+	sum := sha256.Sum256([]byte(token))
+	if !bytes.Contains(data, []byte(hex.EncodeToString(sum[:]))) {
+		t.Fatalf("the tokens file lacks the token's SHA-256:\n%s", data)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("tokens file mode %v, want 0600", st.Mode().Perm())
+	}
+	// The hub's own parser reads it, and the table authenticates the token.
+	entries, err := ws.ParseTokensFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := ws.NewTokenTable(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := table.Authenticate(context.Background(), token)
+	if err != nil || id.PeerInstanceID != "peer-a" {
+		t.Fatalf("Authenticate = %v, %v", id, err)
+	}
+	if _, err := table.Authenticate(context.Background(), token+"x"); err != ws.ErrUnauthenticated {
+		t.Fatalf("a wrong token: %v, want ErrUnauthenticated", err)
+	}
+}
+
+func TestAddRefusesBadGrants(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	for _, g := range []Grant{
+		{PeerInstanceID: "Peer-A", Owner: "default", Namespaces: []string{"*"}, Read: true},
+		{PeerInstanceID: "peer-a", Owner: "", Namespaces: []string{"*"}, Read: true},
+		{PeerInstanceID: "peer-a", Owner: "default", Read: true},
+		{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"ns-123"}, Read: true},
+		{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}},
+	} {
+		if _, err := Add(path, g, nil); err == nil {
+			t.Errorf("Add(%+v) succeeded", g)
+		}
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Fatal("a refused grant created the file")
+	}
+}
+
+func TestConcurrentAddsLoseNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	var wg sync.WaitGroup
+	tokensCh := make(chan string, 16)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tok, err := Add(path, Grant{PeerInstanceID: "peer-" + string(rune('a'+i)), Owner: "default", Namespaces: []string{nsA}, Read: true}, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			tokensCh <- tok
+		}()
+	}
+	wg.Wait()
+	close(tokensCh)
+	entries, _, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 16 {
+		t.Fatalf("%d entries after 16 concurrent adds", len(entries))
+	}
+	table, _ := ws.NewTokenTable(entries)
+	for tok := range tokensCh {
+		if _, err := table.Authenticate(context.Background(), tok); err != nil {
+			t.Fatalf("a token added concurrently does not authenticate: %v", err)
+		}
+	}
+}
+
+func TestRemoveByPeerAndHashPrefix(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	g := Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}
+	old, _ := Add(path, g, nil)
+	fresh, _ := Add(path, g, nil)
+	if _, err := Add(path, Grant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	oldSum := sha256.Sum256([]byte(old))
+	n, err := Remove(path, "peer-a", hex.EncodeToString(oldSum[:])[:12])
+	if err != nil || n != 1 {
+		t.Fatalf("Remove by prefix = %d, %v; want 1", n, err)
+	}
+	entries, _, _ := Read(path)
+	table, _ := ws.NewTokenTable(entries)
+	if _, err := table.Authenticate(context.Background(), old); err == nil {
+		t.Fatal("the retired token still authenticates")
+	}
+	if _, err := table.Authenticate(context.Background(), fresh); err != nil {
+		t.Fatalf("the kept token: %v", err)
+	}
+	if n, err := Remove(path, "peer-a", ""); err != nil || n != 1 {
+		t.Fatalf("Remove all of peer-a = %d, %v", n, err)
+	}
+	entries, _, _ = Read(path)
+	if len(entries) != 1 || entries[0].PeerInstanceID != "peer-b" {
+		t.Fatalf("left %+v", entries)
+	}
+}
+
+func TestReadMissingIsEmptyAndBadIsError(t *testing.T) {
+	dir := t.TempDir()
+	entries, exists, err := Read(filepath.Join(dir, "none.json"))
+	if err != nil || exists || entries != nil {
+		t.Fatalf("missing file: %v %v %v", entries, exists, err)
+	}
+	for name, body := range map[string]string{
+		"syntax":   `{"peers":[`,
+		"unknown":  `{"peers":[{"instanceId":"peer-a","tokenSha256":"` + strings.Repeat("0", 64) + `","owner":"default","namespaces":["*"],"read":true,"submit":true,"admin":true}]}`,
+		"hash":     `{"peers":[{"instanceId":"peer-a","tokenSha256":"abc","owner":"default","namespaces":["*"],"read":true}]}`,
+		"instance": `{"peers":[{"instanceId":"Peer A","tokenSha256":"` + strings.Repeat("0", 64) + `","owner":"default","namespaces":["*"],"read":true}]}`,
+		"ns":       `{"peers":[{"instanceId":"peer-a","tokenSha256":"` + strings.Repeat("0", 64) + `","owner":"default","namespaces":["ns-x"],"read":true}]}`,
+	} {
+		p := filepath.Join(dir, name+".json")
+		os.WriteFile(p, []byte(body), 0o600)
+		if _, _, err := Read(p); err == nil {
+			t.Errorf("%s: a bad tokens file was accepted", name)
+		} else if !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: the error does not name the file: %v", name, err)
+		}
+	}
+}
+
+func TestEncodeParseRoundTrip(t *testing.T) {
+	in := []ws.TokenEntry{
+		{PeerInstanceID: "peer-a", TokenSHA256: sha256.Sum256([]byte("x")), Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true},
+		{PeerInstanceID: "peer-b", TokenSHA256: sha256.Sum256([]byte("y")), Owner: "team", Namespaces: []string{nsA, nsB}, Read: true},
+	}
+	out, err := Parse(Encode(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2 || out[1].Owner != "team" || !slices.Equal(out[1].Namespaces, []string{nsA, nsB}) || out[1].Submit || out[0].TokenSHA256 != in[0].TokenSHA256 {
+		t.Fatalf("round trip: %+v", out)
+	}
+	if got, err := Parse(Encode(nil)); err != nil || len(got) != 0 {
+		t.Fatalf("empty table: %v %v", got, err)
+	}
+}
+
+func entry(peer, token, owner string, read, submit bool, namespaces ...string) ws.TokenEntry {
+	return ws.TokenEntry{PeerInstanceID: peer, TokenSHA256: ws.HashToken(token), Owner: owner, Namespaces: namespaces, Read: read, Submit: submit}
+}
+
+func nsList(ids ...string) []protocol.NamespaceID {
+	out := make([]protocol.NamespaceID, len(ids))
+	for i, s := range ids {
+		out[i], _ = protocol.ParseNamespaceID(s)
+	}
+	return out
+}
+
+// §19: a removed token revokes the peer's live access; a narrowed grant revokes the
+// namespaces it lost; an unchanged or widened grant revokes nothing.
+func TestS19_Revocations(t *testing.T) {
+	a1 := entry("peer-a", "t1", "default", true, true, "*")
+	b1 := entry("peer-b", "t2", "default", true, true, nsA, nsB)
+	known := []string{nsA, nsB}
+	cases := []struct {
+		name     string
+		old, new []ws.TokenEntry
+		want     []ws.Revocation
+	}{
+		{"unchanged", []ws.TokenEntry{a1, b1}, []ws.TokenEntry{a1, b1}, nil},
+		{"token removed", []ws.TokenEntry{a1, b1}, []ws.TokenEntry{b1}, []ws.Revocation{{PeerInstanceID: "peer-a"}}},
+		{"token rotated", []ws.TokenEntry{a1}, []ws.TokenEntry{entry("peer-a", "t9", "default", true, true, "*")}, []ws.Revocation{{PeerInstanceID: "peer-a"}}},
+		{"second token added", []ws.TokenEntry{a1}, []ws.TokenEntry{a1, entry("peer-a", "t9", "default", true, true, "*")}, nil},
+		{"star narrowed to a list", []ws.TokenEntry{a1}, []ws.TokenEntry{entry("peer-a", "t1", "default", true, true, nsB)},
+			[]ws.Revocation{{PeerInstanceID: "peer-a", Namespaces: nsList(nsA)}}},
+		{"list narrowed", []ws.TokenEntry{b1}, []ws.TokenEntry{entry("peer-b", "t2", "default", true, true, nsA)},
+			[]ws.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsB)}}},
+		{"submit withdrawn", []ws.TokenEntry{b1}, []ws.TokenEntry{entry("peer-b", "t2", "default", true, false, nsA, nsB)},
+			[]ws.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsA, nsB)}}},
+		{"owner changed", []ws.TokenEntry{b1}, []ws.TokenEntry{entry("peer-b", "t2", "other", true, true, nsA, nsB)},
+			[]ws.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsA, nsB)}}},
+		{"widened", []ws.TokenEntry{entry("peer-b", "t2", "default", true, false, nsA)}, []ws.TokenEntry{entry("peer-b", "t2", "default", true, true, "*")}, nil},
+		{"explicit namespace unknown to the hub list", []ws.TokenEntry{b1}, []ws.TokenEntry{entry("peer-b", "t2", "default", true, true, nsA)},
+			[]ws.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsB)}}},
+	}
+	for _, c := range cases {
+		k := known
+		if strings.HasPrefix(c.name, "explicit") {
+			k = nil
+		}
+		got := Revocations(c.old, c.new, k)
+		if !revsEqual(got, c.want) {
+			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+func revsEqual(a, b []ws.Revocation) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].PeerInstanceID != b[i].PeerInstanceID || !slices.Equal(a[i].Namespaces, b[i].Namespaces) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestReloaderInstallsAndRevokes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	tokA, err := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []string
+	r, err := NewReloader(ReloaderOptions{Path: path, Namespaces: func(context.Context) ([]string, error) { return []string{nsA}, nil },
+		OnReload: func(o string) { outcomes = append(outcomes, o) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var revs []ws.Revocation
+	unsub := r.Table().SubscribeRevocations(func(rv ws.Revocation) { revs = append(revs, rv) })
+	defer unsub()
+	ctx := context.Background()
+	if _, err := r.Table().Authenticate(ctx, tokA); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := r.Reload(ctx); changed || err != nil {
+		t.Fatalf("reload of an unchanged file: %v %v", changed, err)
+	}
+	// A new token is live without a restart.
+	tokB, _ := Add(path, Grant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{nsA}, Read: true}, nil)
+	if _, err := r.Table().Authenticate(ctx, tokB); err == nil {
+		t.Fatal("authenticated before the reload")
+	}
+	if changed, err := r.Reload(ctx); !changed || err != nil {
+		t.Fatalf("reload after add: %v %v", changed, err)
+	}
+	if _, err := r.Table().Authenticate(ctx, tokB); err != nil {
+		t.Fatalf("new token after reload: %v", err)
+	}
+	if len(revs) != 0 {
+		t.Fatalf("adding a token revoked %+v", revs)
+	}
+	// A malformed file keeps the table.
+	good, _ := os.ReadFile(path)
+	os.WriteFile(path, []byte("{not json"), 0o600)
+	if _, err := r.Reload(ctx); err == nil {
+		t.Fatal("a malformed file reloaded")
+	}
+	if _, err := r.Table().Authenticate(ctx, tokA); err != nil {
+		t.Fatalf("a malformed file changed the table: %v", err)
+	}
+	WriteAtomic(path, good, 0o600)
+	// Removing peer-a's token revokes peer-a as a whole, after the table stopped accepting it.
+	if _, err := Remove(path, "peer-a", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !revsEqual(revs, []ws.Revocation{{PeerInstanceID: "peer-a"}}) {
+		t.Fatalf("revocations %+v", revs)
+	}
+	if _, err := r.Table().Authenticate(ctx, tokA); err != ws.ErrUnauthenticated {
+		t.Fatalf("removed token: %v", err)
+	}
+	if !slices.Equal(outcomes, []string{ReloadChanged, ReloadFailed, ReloadChanged}) {
+		t.Fatalf("outcomes %v", outcomes)
+	}
+}
+
+func TestNewReloaderMissingAndMalformed(t *testing.T) {
+	dir := t.TempDir()
+	r, err := NewReloader(ReloaderOptions{Path: filepath.Join(dir, FileName)})
+	if err != nil {
+		t.Fatalf("missing file: %v", err)
+	}
+	if _, err := r.Table().Authenticate(context.Background(), "anything"); err != ws.ErrUnauthenticated {
+		t.Fatalf("empty table: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"peers":[{}]}`), 0o600)
+	if _, err := NewReloader(ReloaderOptions{Path: bad}); err == nil {
+		t.Fatal("a malformed tokens file was accepted at start")
+	}
+	unreadable := filepath.Join(dir, "dir.json")
+	os.Mkdir(unreadable, 0o700)
+	if _, err := NewReloader(ReloaderOptions{Path: unreadable}); err == nil {
+		t.Fatal("an unreadable tokens file was accepted at start")
+	}
+}
+
+func TestReloaderRunPollsAndHonoursHangup(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	r, err := NewReloader(ReloaderOptions{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := clock.NewFake(time.Unix(0, 0))
+	hup := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx, fake, time.Second, hup) }()
+
+	tok, _ := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
+	hup <- struct{}{} // SIGHUP: reload at once
+	waitFor(t, func() bool { _, err := r.Table().Authenticate(ctx, tok); return err == nil })
+
+	Remove(path, "peer-a", "")
+	if !fake.WaitForTimers(1, 5*time.Second) {
+		t.Fatal("the poll timer was not armed")
+	}
+	fake.Advance(time.Second) // the poll
+	waitFor(t, func() bool { _, err := r.Table().Authenticate(ctx, tok); return err != nil })
+	cancel()
+	<-done
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -33,7 +33,13 @@ type ReloaderOptions struct {
 	OnReload func(outcome string)
 	// Logger receives reload results: peer ids and counts, never tokens or their hashes.
 	Logger *slog.Logger
+	// Clock rate-limits the reloads an unknown token triggers (Authenticator); nil means
+	// clock.Real().
+	Clock clock.Clock
 }
+
+// MissReloadInterval is the least time between two reloads triggered by unknown tokens.
+const MissReloadInterval = 250 * time.Millisecond
 
 // Reloader keeps a ws.TokenTable in step with the tokens file: Reload re-reads the file, and
 // when its content changed installs the new entries and then revokes what the change took
@@ -53,6 +59,9 @@ type Reloader struct {
 	sum     [sha256.Size]byte
 	exists  bool
 	failed  [sha256.Size]byte // the content of the last failed reload, to log it once
+
+	missMu   sync.Mutex
+	lastMiss time.Time
 }
 
 // NewReloader reads the tokens file and returns a Reloader whose table holds it. A missing
@@ -78,7 +87,47 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 	if !exists {
 		log.Warn("no tokens file yet: every peer is refused until `hub token add` creates one", slog.String("path", opts.Path))
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
 	return &Reloader{opts: opts, table: table, log: log, entries: entries, sum: sha256.Sum256(data), exists: exists}, nil
+}
+
+// Authenticator returns the hub's authenticator: the table, except that a token the table
+// does not know makes it re-read the tokens file first (at most every MissReloadInterval),
+// so a peer started right after `hub token add` is not refused for the second the poll
+// would take. Revocations are the table's.
+func (r *Reloader) Authenticator() ws.Authenticator { return reloadingAuth{r} }
+
+type reloadingAuth struct{ r *Reloader }
+
+func (a reloadingAuth) Authenticate(ctx context.Context, token string) (ws.Identity, error) {
+	id, err := a.r.table.Authenticate(ctx, token)
+	if !errors.Is(err, ws.ErrUnauthenticated) || token == "" {
+		return id, err
+	}
+	a.r.missMu.Lock()
+	now := a.r.opts.Clock.Now()
+	due := a.r.lastMiss.IsZero() || now.Sub(a.r.lastMiss) >= MissReloadInterval
+	if due {
+		a.r.lastMiss = now
+	}
+	a.r.missMu.Unlock()
+	if !due {
+		return id, err
+	}
+	if changed, _ := a.r.Reload(ctx); !changed {
+		return id, err
+	}
+	return a.r.table.Authenticate(ctx, token)
+}
+
+func (a reloadingAuth) AuthorizeNamespace(peer string, ns protocol.NamespaceID) (ws.Grant, bool) {
+	return a.r.table.AuthorizeNamespace(peer, ns)
+}
+
+func (a reloadingAuth) SubscribeRevocations(f func(ws.Revocation)) func() {
+	return a.r.table.SubscribeRevocations(f)
 }
 
 func readRaw(path string) ([]byte, bool, error) {

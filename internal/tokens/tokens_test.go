@@ -378,3 +378,35 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A token added while the hub runs authenticates at once: the unknown token makes the
+// authenticator re-read the file (rate-limited), before the poll would.
+func TestAuthenticatorReloadsOnUnknownToken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	fake := clock.NewFake(time.Unix(100, 0))
+	r, err := NewReloader(ReloaderOptions{Path: path, Clock: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := r.Authenticator()
+	if _, ok := auth.(ws.RevocationSource); !ok {
+		t.Fatal("the authenticator does not offer the table's revocations")
+	}
+	ctx := context.Background()
+	if _, err := auth.Authenticate(ctx, "nope"); err != ws.ErrUnauthenticated {
+		t.Fatalf("unknown token: %v", err)
+	}
+	tok, _ := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
+	// Within the rate limit of the previous miss: refused without reading the file.
+	if _, err := auth.Authenticate(ctx, tok); err != ws.ErrUnauthenticated {
+		t.Fatalf("within the rate limit: %v", err)
+	}
+	fake.Advance(MissReloadInterval)
+	id, err := auth.Authenticate(ctx, tok)
+	if err != nil || id.PeerInstanceID != "peer-a" {
+		t.Fatalf("after the interval: %v %v", id, err)
+	}
+	if _, ok := auth.AuthorizeNamespace("peer-a", nsList(nsA)[0]); !ok {
+		t.Fatal("AuthorizeNamespace does not use the reloaded table")
+	}
+}

@@ -1,0 +1,287 @@
+// Package adminapi is the admin HTTP API of the hub and peer binaries (GUIDE §8): the routes
+// local applications use to create, read and write namespaces, follow their updates, and
+// (on a peer) manage replication targets; plus /metrics, /healthz and /readyz.
+//
+// Every write goes through the namespace's write sequencer (registry.Lease.WriteLocal: the
+// protected-meta check, the live apply, the dirty notification) and so replicates like any
+// other update. Errors are JSON {"code","message"} with the statuses of GUIDE §8.
+//
+// The event stream (GET /v1/namespaces/{id}/events) is Server-Sent Events, one `data:` line
+// of base64 per applied update. Each stream has a bounded queue (registry.Watch); a client
+// that falls behind loses the stream, never memory: overflow policy "end the stream" — it
+// ends with `event: overflow` and the client reconnects and catches up from the document
+// state (`?state=1` starts a stream with the whole state).
+package adminapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+// Targets is the peer's target list as the admin API manages it: the namespace layer's
+// TargetController behind a store that remembers the targets across restarts (§21).
+type Targets interface {
+	Targets() []ws.TargetStatus
+	Target(namespaceID string) (ws.TargetStatus, bool)
+	// AddTarget adds (and remembers) a target; it reports whether it was new.
+	// ws.ErrTargetConflict: the namespace is a target with another owner.
+	AddTarget(ctx context.Context, t ws.Target) (created bool, err error)
+	// RemoveTarget forgets a target and closes its namespace; ws.ErrUnknownTarget if absent.
+	RemoveTarget(ctx context.Context, namespaceID string) error
+	// Reset archives the target's local replica and bootstraps it again.
+	Reset(ctx context.Context, namespaceID string) error
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxEventStreams      = 64
+	DefaultEventsMaxQueuedBytes = 4 << 20
+	DefaultEventsMaxQueuedCount = 1024
+	DefaultEventsKeepAlive      = 15 * time.Second
+	DefaultEventsWriteTimeout   = 10 * time.Second
+	DefaultMaxUpdateBytes       = 4 << 20
+	maxJSONBody                 = 64 << 10
+)
+
+// Options configure an API.
+type Options struct {
+	// Side is SideHub or SidePeer; it selects the routes.
+	Side observer.Side
+	// Registry holds the namespaces; Store is its store (entries by id, health).
+	Registry *registry.Registry
+	Store    persistence.Store
+	// Sessions lists a namespace's peer channels (hub: HubNamespaces.Sessions).
+	Sessions func(namespaceID string) []ws.HubSession
+	// Targets manages the peer's replication targets (peer only).
+	Targets Targets
+	// Metrics serves GET /metrics; nil answers 404.
+	Metrics http.Handler
+	// Ready reports readiness for /readyz: nil when ready, else why not (one short phrase).
+	Ready func() error
+	// Token, when set, is the bearer token every route but /healthz and /readyz requires.
+	Token string
+	// MaxUpdateBytes bounds the body of POST …/update (413 UPDATE_TOO_LARGE beyond it).
+	MaxUpdateBytes int
+	// MaxEventStreams bounds concurrent event streams (503 TOO_MANY_STREAMS beyond it).
+	MaxEventStreams int
+	// EventsMaxQueuedBytes and EventsMaxQueuedCount bound each stream's queue.
+	EventsMaxQueuedBytes, EventsMaxQueuedCount int
+	// EventsKeepAlive is the interval of keep-alive comments on an idle stream;
+	// EventsWriteTimeout bounds each write to a stream client.
+	EventsKeepAlive, EventsWriteTimeout time.Duration
+	// Clock paces keep-alives; nil means clock.Real().
+	Clock clock.Clock
+	// Logger receives internal failures (never bytes, tokens or document content).
+	Logger *slog.Logger
+}
+
+// API is the admin HTTP handler of one binary.
+type API struct {
+	opts Options
+	mux  *http.ServeMux
+	log  *slog.Logger
+
+	streams chan struct{} // a slot per running event stream
+	stop    chan struct{} // closed by Close: event streams end
+	once    sync.Once
+}
+
+// New returns the admin API.
+func New(opts Options) (*API, error) {
+	if opts.Registry == nil || opts.Store == nil {
+		return nil, errors.New("adminapi: a registry and its store are required")
+	}
+	switch opts.Side {
+	case observer.SideHub:
+	case observer.SidePeer:
+		if opts.Targets == nil {
+			return nil, errors.New("adminapi: a peer needs its targets")
+		}
+	default:
+		return nil, errors.New("adminapi: side must be hub or peer")
+	}
+	if opts.MaxUpdateBytes <= 0 {
+		opts.MaxUpdateBytes = DefaultMaxUpdateBytes
+	}
+	if opts.MaxEventStreams <= 0 {
+		opts.MaxEventStreams = DefaultMaxEventStreams
+	}
+	if opts.EventsMaxQueuedBytes <= 0 {
+		opts.EventsMaxQueuedBytes = DefaultEventsMaxQueuedBytes
+	}
+	if opts.EventsMaxQueuedCount <= 0 {
+		opts.EventsMaxQueuedCount = DefaultEventsMaxQueuedCount
+	}
+	if opts.EventsKeepAlive <= 0 {
+		opts.EventsKeepAlive = DefaultEventsKeepAlive
+	}
+	if opts.EventsWriteTimeout <= 0 {
+		opts.EventsWriteTimeout = DefaultEventsWriteTimeout
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &API{opts: opts, mux: http.NewServeMux(), log: log,
+		streams: make(chan struct{}, opts.MaxEventStreams), stop: make(chan struct{})}
+	a.routes()
+	return a, nil
+}
+
+// Close ends every event stream (at shutdown, before the registry closes). Idempotent.
+func (a *API) Close() { a.once.Do(func() { close(a.stop) }) }
+
+func (a *API) routes() {
+	m := a.mux
+	m.HandleFunc("GET /healthz", a.healthz)
+	m.HandleFunc("GET /readyz", a.readyz)
+	m.HandleFunc("GET /metrics", a.metrics)
+	m.HandleFunc("GET /v1/namespaces", a.listNamespaces)
+	m.HandleFunc("GET /v1/namespaces/{id}", a.getNamespace)
+	m.HandleFunc("GET /v1/namespaces/{id}/doc", a.getDoc)
+	m.HandleFunc("GET /v1/namespaces/{id}/update", a.getUpdate)
+	m.HandleFunc("POST /v1/namespaces/{id}/update", a.postUpdate)
+	m.HandleFunc("GET /v1/namespaces/{id}/events", a.events)
+	if a.opts.Side == observer.SideHub {
+		m.HandleFunc("POST /v1/namespaces", a.createNamespace)
+		m.HandleFunc("POST /v1/namespaces/{id}/epoch", a.bumpEpoch)
+	} else {
+		m.HandleFunc("GET /v1/targets", a.listTargets)
+		m.HandleFunc("POST /v1/targets", a.addTarget)
+		m.HandleFunc("DELETE /v1/targets/{id}", a.removeTarget)
+		m.HandleFunc("POST /v1/namespaces/{id}/reset", a.reset)
+	}
+}
+
+// ServeHTTP checks the admin token, then routes. Unknown routes and wrong methods answer
+// with the JSON error shape too.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Token != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !a.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="nomicore-admin"`)
+		writeError(w, &Error{http.StatusUnauthorized, CodeUnauthorized, "missing or invalid admin token"})
+		return
+	}
+	h, pattern := a.mux.Handler(r)
+	if pattern == "" {
+		// The mux's own answer (404, or 405 with Allow), in our error shape.
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if allow := rec.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		switch rec.status {
+		case http.StatusMethodNotAllowed:
+			writeError(w, &Error{rec.status, CodeMethodNotAllowed, r.Method + " is not allowed on " + r.URL.Path})
+		default:
+			writeError(w, &Error{http.StatusNotFound, CodeNotFound, "no route " + r.URL.Path})
+		}
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+func (a *API) authorized(r *http.Request) bool {
+	auth := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(auth) < len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(auth[len(prefix):])), []byte(a.opts.Token)) == 1
+}
+
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (s *statusRecorder) Header() http.Header         { return s.header }
+func (s *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (s *statusRecorder) WriteHeader(code int)        { s.status = code }
+
+func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+}
+
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	body := map[string]any{"ready": true}
+	if !a.opts.Store.Healthy() {
+		body["persistence"] = "degraded"
+	} else {
+		body["persistence"] = "healthy"
+	}
+	if a.opts.Ready != nil {
+		if err := a.opts.Ready(); err != nil {
+			body["ready"] = false
+			body["reason"] = err.Error()
+			writeJSON(w, http.StatusServiceUnavailable, body)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Metrics == nil {
+		writeError(w, &Error{http.StatusNotFound, CodeNotFound, "metrics are not enabled"})
+		return
+	}
+	a.opts.Metrics.ServeHTTP(w, r)
+}
+
+// readJSON decodes a small JSON body into v; an empty body leaves v as it is.
+func readJSON(r *http.Request, v any) *Error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxJSONBody+1))
+	if err != nil {
+		return &Error{http.StatusBadRequest, CodeBadRequest, "reading the body: " + err.Error()}
+	}
+	if len(body) > maxJSONBody {
+		return &Error{http.StatusRequestEntityTooLarge, CodeBadRequest, fmt.Sprintf("the JSON body exceeds %d bytes", maxJSONBody)}
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &Error{http.StatusBadRequest, CodeBadRequest, "malformed JSON body: " + err.Error()}
+	}
+	if dec.More() {
+		return &Error{http.StatusBadRequest, CodeBadRequest, "trailing data after the JSON body"}
+	}
+	return nil
+}
+
+// validOwner: owners are local storage partitions (persistence.MaxNameBytes of UTF-8).
+func validOwner(s string) bool {
+	return s != "" && len(s) <= persistence.MaxNameBytes && utf8.ValidString(s)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, &Error{http.StatusInternalServerError, CodeInternal, "encoding the answer: " + err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

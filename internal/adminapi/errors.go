@@ -1,0 +1,90 @@
+package adminapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+// Error codes of the admin API. Registry outcomes keep their §13.2 names (GUIDE §8); the
+// others name the HTTP-level condition.
+const (
+	CodeBadRequest        = "BAD_REQUEST"
+	CodeUnauthorized      = "UNAUTHORIZED"
+	CodeNotFound          = "NOT_FOUND"
+	CodeMethodNotAllowed  = "METHOD_NOT_ALLOWED"
+	CodeNamespaceNotFound = string(registry.CodeNamespaceNotFound)
+	CodeApplyFailed       = string(registry.CodeApplyFailed)
+	CodeProtected         = string(registry.CodeProtectedFieldMutation)
+	CodeDegraded          = string(registry.CodePersistenceDegraded)
+	CodeRoleViolation     = string(registry.CodeRoleViolation)
+	CodeInternal          = string(registry.CodeInternalError)
+	CodeUpdateTooLarge    = "UPDATE_TOO_LARGE"
+	CodeConflicted        = "REPLICA_CONFLICTED" // a peer replica in §16 conflicted: reset it
+	CodeNotBootstrapped   = "NOT_BOOTSTRAPPED"   // a peer target without a local replica yet
+	CodeTargetConflict    = "TARGET_CONFLICT"
+	CodeNamespaceInUse    = "NAMESPACE_IN_USE"
+	CodeOverloaded        = "OVERLOADED"
+	CodeUnavailable       = "UNAVAILABLE" // shutting down
+	CodeTimeout           = "TIMEOUT"
+	CodeTooManyStreams    = "TOO_MANY_STREAMS"
+)
+
+// Error is an admin API error: an HTTP status and the JSON body {"code","message"}.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func writeError(w http.ResponseWriter, e *Error) {
+	b, _ := json.Marshal(struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{e.Code, e.Message})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(e.Status)
+	w.Write(append(b, '\n'))
+}
+
+// fromErr classifies an error of the registry or the target controller.
+func (a *API) fromErr(err error) *Error {
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		return &Error{http.StatusNotFound, CodeNamespaceNotFound, "namespace not found"}
+	case errors.Is(err, registry.ErrProtected):
+		return &Error{http.StatusConflict, CodeProtected, "the update touches the protected root meta; nothing was written"}
+	case errors.Is(err, registry.ErrApplyFailed):
+		return &Error{http.StatusBadRequest, CodeApplyFailed, err.Error()}
+	case errors.Is(err, registry.ErrDegraded):
+		return &Error{http.StatusServiceUnavailable, CodeDegraded, "persistence is degraded; writes are refused until the store commits again"}
+	case errors.Is(err, registry.ErrOverloaded):
+		return &Error{http.StatusServiceUnavailable, CodeOverloaded, "the namespace's write queue is full; retry later"}
+	case errors.Is(err, registry.ErrRoleViolation):
+		return &Error{http.StatusForbidden, CodeRoleViolation, err.Error()}
+	case errors.Is(err, registry.ErrInUse):
+		return &Error{http.StatusConflict, CodeNamespaceInUse, "the namespace is in use"}
+	case errors.Is(err, registry.ErrClosed):
+		return &Error{http.StatusServiceUnavailable, CodeUnavailable, "shutting down"}
+	case errors.Is(err, ws.ErrTargetConflict):
+		return &Error{http.StatusConflict, CodeTargetConflict, "the namespace is already a target with another owner"}
+	case errors.Is(err, ws.ErrUnknownTarget):
+		return &Error{http.StatusNotFound, CodeNamespaceNotFound, "no such replication target"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{http.StatusGatewayTimeout, CodeTimeout, "the operation did not finish in time"}
+	case errors.Is(err, context.Canceled):
+		return &Error{http.StatusServiceUnavailable, CodeUnavailable, "the request was cancelled"}
+	}
+	a.log.Error("admin request failed", errAttr(err))
+	return &Error{http.StatusInternalServerError, CodeInternal, "internal error"}
+}
+
+func errAttr(err error) slog.Attr { return slog.String("error", err.Error()) }

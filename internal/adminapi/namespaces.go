@@ -1,0 +1,362 @@
+package adminapi
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/yjs"
+)
+
+// Hub namespace states in the admin API (GUIDE §8).
+const (
+	StateActive   = "active"
+	StateArchived = "archived"
+)
+
+// namespace is a namespace the request names: its owner and, on a peer, its target.
+type namespace struct {
+	id       string
+	owner    string
+	archived bool
+	target   *ws.TargetStatus // peer: the target serving it, if any
+}
+
+// lookup resolves {id}: a hub entry, or a peer target (else a local replica kept from a
+// removed target).
+func (a *API) lookup(r *http.Request) (namespace, *Error) {
+	id := r.PathValue("id")
+	if !registry.ValidNamespaceID(id) {
+		return namespace{}, &Error{http.StatusBadRequest, CodeBadRequest, "namespace id must be ns- and 32 lowercase hex digits"}
+	}
+	if a.opts.Side == observer.SidePeer {
+		if t, ok := a.opts.Targets.Target(id); ok {
+			return namespace{id: id, owner: t.Owner, target: &t}, nil
+		}
+	}
+	e, err := a.opts.Store.Entry(r.Context(), id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return namespace{}, &Error{http.StatusNotFound, CodeNamespaceNotFound, "namespace not found"}
+	}
+	if err != nil {
+		return namespace{}, a.fromErr(err)
+	}
+	return namespace{id: id, owner: e.Owner, archived: e.State == persistence.StateArchived}, nil
+}
+
+// open takes a lease on the namespace for the request.
+func (a *API) open(r *http.Request, ns namespace) (*registry.Lease, *Error) {
+	if ns.archived {
+		return nil, &Error{http.StatusNotFound, CodeNamespaceNotFound, "namespace is archived"}
+	}
+	l, err := a.opts.Registry.Open(r.Context(), ns.owner, ns.id)
+	if errors.Is(err, registry.ErrNotFound) && ns.target != nil {
+		return nil, &Error{http.StatusServiceUnavailable, CodeNotBootstrapped,
+			"the replica is not bootstrapped yet (target state " + string(ns.target.State) + ")"}
+	}
+	if err != nil {
+		return nil, a.fromErr(err)
+	}
+	return l, nil
+}
+
+// lookupOpen is lookup then open.
+func (a *API) lookupOpen(w http.ResponseWriter, r *http.Request) (namespace, *registry.Lease, bool) {
+	ns, e := a.lookup(r)
+	if e == nil {
+		var l *registry.Lease
+		if l, e = a.open(r, ns); e == nil {
+			return ns, l, true
+		}
+	}
+	writeError(w, e)
+	return ns, nil, false
+}
+
+// Status is a namespace status object (GUIDE §8).
+type Status struct {
+	NamespaceID      string `json:"namespaceId"`
+	Owner            string `json:"owner,omitempty"`
+	ReplicationID    string `json:"replicationId,omitempty"`
+	ReplicationEpoch uint64 `json:"replicationEpoch,omitempty"`
+	StateVector      string `json:"stateVector,omitempty"`
+	// State: on the hub active or archived; on a peer the §16 channel state of its target
+	// (a local replica that is no longer a target is closed).
+	State    string          `json:"state"`
+	Sessions []SessionStatus `json:"sessions,omitempty"`
+	Loaded   *bool           `json:"loaded,omitempty"` // hub list: a runtime holds it now
+}
+
+// SessionStatus is a peer's channel on a hub namespace.
+type SessionStatus struct {
+	PeerInstanceID string `json:"peerInstanceId"`
+	State          string `json:"state"`
+}
+
+func (a *API) hubSessions(id string) []SessionStatus {
+	out := []SessionStatus{}
+	if a.opts.Sessions == nil {
+		return out
+	}
+	for _, s := range a.opts.Sessions(id) {
+		out = append(out, SessionStatus{PeerInstanceID: s.PeerInstanceID, State: string(s.State)})
+	}
+	return out
+}
+
+// GET /v1/namespaces: the namespaces without loading their documents (identity and state
+// vector are in GET /v1/namespaces/{id}); on a peer every target and every local replica.
+func (a *API) listNamespaces(w http.ResponseWriter, r *http.Request) {
+	entries, err := a.opts.Registry.Entries(r.Context(), "")
+	if err != nil {
+		writeError(w, a.fromErr(err))
+		return
+	}
+	out := []Status{}
+	if a.opts.Side == observer.SideHub {
+		for _, e := range entries {
+			loaded := e.Loaded
+			st := Status{NamespaceID: e.NamespaceID, Owner: e.Owner, State: StateActive, Loaded: &loaded}
+			if e.Archived {
+				st.State = StateArchived
+			}
+			out = append(out, st)
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	seen := map[string]bool{}
+	for _, t := range a.opts.Targets.Targets() {
+		seen[t.NamespaceID] = true
+		st := Status{NamespaceID: t.NamespaceID, Owner: t.Owner, State: string(t.State)}
+		if t.Identity.Valid() {
+			st.ReplicationID, st.ReplicationEpoch = t.Identity.ReplicationID, t.Identity.Epoch
+		}
+		out = append(out, st)
+	}
+	for _, e := range entries {
+		if !seen[e.NamespaceID] && !e.Archived {
+			out = append(out, Status{NamespaceID: e.NamespaceID, Owner: e.Owner, State: string(observer.ChannelClosed)})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// GET /v1/namespaces/{id}
+func (a *API) getNamespace(w http.ResponseWriter, r *http.Request) {
+	ns, e := a.lookup(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	st := Status{NamespaceID: ns.id, Owner: ns.owner}
+	switch {
+	case a.opts.Side == observer.SideHub:
+		st.State = StateActive
+		st.Sessions = a.hubSessions(ns.id)
+		if ns.archived {
+			st.State = StateArchived
+			writeJSON(w, http.StatusOK, st)
+			return
+		}
+	case ns.target != nil:
+		st.State = string(ns.target.State)
+	default:
+		st.State = string(observer.ChannelClosed)
+	}
+	l, err := a.opts.Registry.Open(r.Context(), ns.owner, ns.id)
+	if errors.Is(err, registry.ErrNotFound) && ns.target != nil {
+		writeJSON(w, http.StatusOK, st) // a target not bootstrapped yet: its state only
+		return
+	}
+	if err != nil {
+		writeError(w, a.fromErr(err))
+		return
+	}
+	defer l.Release()
+	sv, err := l.StateVector(r.Context())
+	if err != nil {
+		writeError(w, a.fromErr(err))
+		return
+	}
+	id := l.Identity()
+	st.ReplicationID, st.ReplicationEpoch, st.StateVector = id.ReplicationID, id.Epoch, hex.EncodeToString(sv)
+	writeJSON(w, http.StatusOK, st)
+}
+
+// parseRoots reads ?root=NAME:TYPE (repeatable, or comma-separated), as nmcr doc json --root.
+func parseRoots(values []string) ([]registry.Root, error) {
+	var roots []registry.Root
+	seen := map[string]yjs.Kind{}
+	for _, v := range values {
+		for _, decl := range strings.Split(v, ",") {
+			i := strings.LastIndexByte(decl, ':')
+			if i <= 0 {
+				return nil, fmt.Errorf("root %q: want NAME:map|array|text|xml", decl)
+			}
+			name, typ := decl[:i], decl[i+1:]
+			var k yjs.Kind
+			switch typ {
+			case "map":
+				k = yjs.KindMap
+			case "array":
+				k = yjs.KindArray
+			case "text":
+				k = yjs.KindText
+			case "xml":
+				k = yjs.KindXmlFragment
+			default:
+				return nil, fmt.Errorf("root %q: unknown type %q (want map, array, text or xml)", decl, typ)
+			}
+			if prev, dup := seen[name]; dup {
+				if prev != k {
+					return nil, fmt.Errorf("root %q declared twice with different types", name)
+				}
+				continue
+			}
+			seen[name] = k
+			roots = append(roots, registry.Root{Name: name, Kind: k})
+		}
+	}
+	return roots, nil
+}
+
+// GET /v1/namespaces/{id}/doc[?root=NAME:TYPE…]
+func (a *API) getDoc(w http.ResponseWriter, r *http.Request) {
+	roots, err := parseRoots(r.URL.Query()["root"])
+	if err != nil {
+		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, err.Error()})
+		return
+	}
+	_, l, ok := a.lookupOpen(w, r)
+	if !ok {
+		return
+	}
+	defer l.Release()
+	doc, err := l.JSON(r.Context(), roots...)
+	if err != nil {
+		writeError(w, a.fromErr(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
+// GET /v1/namespaces/{id}/update[?sv=HEX]: Y.encodeStateAsUpdate(doc, sv).
+func (a *API) getUpdate(w http.ResponseWriter, r *http.Request) {
+	sv, err := hex.DecodeString(r.URL.Query().Get("sv"))
+	if err != nil {
+		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "sv must be hex"})
+		return
+	}
+	_, l, ok := a.lookupOpen(w, r)
+	if !ok {
+		return
+	}
+	defer l.Release()
+	update, err := l.EncodeState(r.Context(), sv)
+	if err != nil {
+		writeError(w, a.fromErr(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", fmt.Sprint(len(update)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(update)
+}
+
+// POST /v1/namespaces/{id}/update: a Yjs v1 update, applied through the namespace's write
+// sequencer (protected check, live apply, dirty notification) and so queued for replication.
+// 204 once it is applied and durable in the store.
+func (a *API) postUpdate(w http.ResponseWriter, r *http.Request) {
+	ns, e := a.lookup(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if ns.target != nil && ns.target.State == observer.ChannelConflicted {
+		writeError(w, &Error{http.StatusConflict, CodeConflicted, "the replica is conflicted with the hub (an identity change); reset it first"})
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(a.opts.MaxUpdateBytes)+1))
+	if err != nil {
+		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "reading the body: " + err.Error()})
+		return
+	}
+	if len(body) > a.opts.MaxUpdateBytes {
+		writeError(w, &Error{http.StatusRequestEntityTooLarge, CodeUpdateTooLarge, fmt.Sprintf("the update exceeds %d bytes", a.opts.MaxUpdateBytes)})
+		return
+	}
+	l, e := a.open(r, ns)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	defer l.Release()
+	res, err := l.WriteLocal(r.Context(), body)
+	if err != nil {
+		writeError(w, a.fromErr(err))
+		return
+	}
+	if res.Seq > 0 {
+		if err := l.WaitFlushed(r.Context(), res.Seq); err != nil {
+			writeError(w, a.fromErr(err))
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// CreateRequest is the body of POST /v1/namespaces.
+type CreateRequest struct {
+	Owner string `json:"owner"`
+}
+
+// Created is the answer of POST /v1/namespaces.
+type Created struct {
+	NamespaceID      string `json:"namespaceId"`
+	ReplicationID    string `json:"replicationId"`
+	ReplicationEpoch uint64 `json:"replicationEpoch"`
+}
+
+// POST /v1/namespaces (hub)
+func (a *API) createNamespace(w http.ResponseWriter, r *http.Request) {
+	req := CreateRequest{Owner: "default"}
+	if e := readJSON(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if !validOwner(req.Owner) {
+		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "owner must be 1 to 255 bytes of UTF-8"})
+		return
+	}
+	c, err := a.opts.Registry.Create(r.Context(), req.Owner)
+	if err != nil {
+		writeError(w, a.fromErr(err))
+		return
+	}
+	w.Header().Set("Location", "/v1/namespaces/"+c.NamespaceID)
+	writeJSON(w, http.StatusCreated, Created{c.NamespaceID, c.Identity.ReplicationID, c.Identity.Epoch})
+}
+
+// POST /v1/namespaces/{id}/epoch (hub): §11 epoch bump; every peer session of the old epoch
+// is fenced.
+func (a *API) bumpEpoch(w http.ResponseWriter, r *http.Request) {
+	_, l, ok := a.lookupOpen(w, r)
+	if !ok {
+		return
+	}
+	defer l.Release()
+	id, err := l.BumpEpoch(r.Context())
+	if err != nil {
+		writeError(w, a.fromErr(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"replicationEpoch": id.Epoch})
+}

@@ -1,0 +1,107 @@
+package adminapi
+
+import (
+	"net/http"
+
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+// TargetJSON is a replication target as the peer's admin API shows it.
+type TargetJSON struct {
+	NamespaceID      string `json:"namespaceId"`
+	Owner            string `json:"owner"`
+	State            string `json:"state"`
+	ReplicationID    string `json:"replicationId,omitempty"`
+	ReplicationEpoch uint64 `json:"replicationEpoch,omitempty"`
+}
+
+func targetJSON(t ws.TargetStatus) TargetJSON {
+	out := TargetJSON{NamespaceID: t.NamespaceID, Owner: t.Owner, State: string(t.State)}
+	if t.Identity.Valid() {
+		out.ReplicationID, out.ReplicationEpoch = t.Identity.ReplicationID, t.Identity.Epoch
+	}
+	return out
+}
+
+// GET /v1/targets (peer)
+func (a *API) listTargets(w http.ResponseWriter, r *http.Request) {
+	out := []TargetJSON{}
+	for _, t := range a.opts.Targets.Targets() {
+		out = append(out, targetJSON(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// TargetRequest is the body of POST /v1/targets.
+type TargetRequest struct {
+	NamespaceID string `json:"namespaceId"`
+	Owner       string `json:"owner"`
+}
+
+// POST /v1/targets (peer): 201 for a new target, 200 when it already was one.
+func (a *API) addTarget(w http.ResponseWriter, r *http.Request) {
+	req := TargetRequest{Owner: "default"}
+	if e := readJSON(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if !registry.ValidNamespaceID(req.NamespaceID) {
+		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "namespaceId must be ns- and 32 lowercase hex digits"})
+		return
+	}
+	if !validOwner(req.Owner) {
+		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "owner must be 1 to 255 bytes of UTF-8"})
+		return
+	}
+	created, err := a.opts.Targets.AddTarget(r.Context(), ws.Target{NamespaceID: req.NamespaceID, Owner: req.Owner})
+	if err != nil {
+		writeError(w, a.fromErr(err))
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	t, ok := a.opts.Targets.Target(req.NamespaceID)
+	if !ok { // removed meanwhile
+		t = ws.TargetStatus{Target: ws.Target{NamespaceID: req.NamespaceID, Owner: req.Owner}, State: observer.ChannelClosed}
+	}
+	w.Header().Set("Location", "/v1/namespaces/"+req.NamespaceID)
+	writeJSON(w, status, targetJSON(t))
+}
+
+// DELETE /v1/targets/{id} (peer)
+func (a *API) removeTarget(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !registry.ValidNamespaceID(id) {
+		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "namespace id must be ns- and 32 lowercase hex digits"})
+		return
+	}
+	if err := a.opts.Targets.RemoveTarget(r.Context(), id); err != nil {
+		writeError(w, a.fromErr(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// POST /v1/namespaces/{id}/reset (peer): archive the local replica and bootstrap again
+// (§16: the way out of conflicted).
+func (a *API) reset(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !registry.ValidNamespaceID(id) {
+		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "namespace id must be ns- and 32 lowercase hex digits"})
+		return
+	}
+	if _, ok := a.opts.Targets.Target(id); !ok {
+		writeError(w, &Error{http.StatusNotFound, CodeNamespaceNotFound, "no such replication target"})
+		return
+	}
+	if err := a.opts.Targets.Reset(r.Context(), id); err != nil {
+		writeError(w, a.fromErr(err))
+		return
+	}
+	t, _ := a.opts.Targets.Target(id)
+	writeJSON(w, http.StatusOK, targetJSON(t))
+}

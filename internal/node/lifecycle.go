@@ -1,0 +1,137 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// Server is one HTTP listener of a binary.
+type Server struct {
+	Name     string
+	Listener net.Listener
+	Handler  http.Handler
+	srv      *http.Server
+}
+
+// Start serves s in a goroutine; a failure of the listener is sent to failed.
+func (s *Server) Start(log *slog.Logger, failed chan<- error) {
+	s.srv = &http.Server{
+		Handler:           s.Handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := s.srv.Serve(s.Listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			failed <- fmt.Errorf("%s listener: %w", s.Name, err)
+		}
+	}()
+}
+
+// Shutdown stops accepting and waits for the requests in progress (ctx bounds the wait, then
+// the remaining connections are closed).
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.srv == nil {
+		return s.Listener.Close()
+	}
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		s.srv.Close()
+	}
+	return err
+}
+
+// Step is one stage of the orderly shutdown.
+type Step struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
+// Signals are the process signals a serving binary reacts to.
+type Signals struct {
+	Stop <-chan os.Signal // SIGINT, SIGTERM: orderly shutdown
+	Hup  <-chan os.Signal // SIGHUP: reload
+	stop func()
+}
+
+// NotifySignals subscribes to SIGINT, SIGTERM and SIGHUP.
+func NotifySignals() *Signals {
+	stop := make(chan os.Signal, 2)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(hup, syscall.SIGHUP)
+	return &Signals{Stop: stop, Hup: hup, stop: func() { signal.Stop(stop); signal.Stop(hup) }}
+}
+
+// Release unsubscribes.
+func (s *Signals) Release() { s.stop() }
+
+// ShutdownInOrder runs steps one after the other (§21: replication, then the namespaces'
+// sessions and leases, the registry, the store), each bounded by the overall timeout, and
+// arms a process watchdog: if the whole sequence has not returned within timeout (plus a
+// second of grace), or a second stop signal arrives, it writes one line to stderr and
+// exits the process with status 3. It returns the first step error.
+func ShutdownInOrder(log *slog.Logger, stderr io.Writer, name string, timeout time.Duration, again <-chan os.Signal, steps []Step) error {
+	done := make(chan struct{})
+	watchdog := time.AfterFunc(timeout+time.Second, func() {
+		fmt.Fprintf(stderr, "%s: shutdown did not finish within %v; exiting\n", name, timeout)
+		os.Exit(3)
+	})
+	defer watchdog.Stop()
+	go func() {
+		select {
+		case <-again:
+			fmt.Fprintf(stderr, "%s: second stop signal; exiting without finishing the shutdown\n", name)
+			os.Exit(3)
+		case <-done:
+		}
+	}()
+	defer close(done)
+
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var first error
+	for _, s := range steps {
+		t0 := time.Now()
+		err := s.Run(ctx)
+		attrs := []any{slog.String("step", s.Name), slog.Float64("tookMs", float64(time.Since(t0).Microseconds())/1000)}
+		if err != nil {
+			log.Error("shutdown step failed", append(attrs, slog.String("error", err.Error()))...)
+			if first == nil {
+				first = fmt.Errorf("%s: %w", s.Name, err)
+			}
+			continue
+		}
+		log.Info("shutdown step done", attrs...)
+	}
+	return first
+}
+
+// Go runs loop in a goroutine with a context of its own and returns the step that stops it:
+// cancel, then wait for loop to return (or for the step's ctx).
+func Go(loop func(ctx context.Context)) func(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		loop(ctx)
+	}()
+	return func(stepCtx context.Context) error {
+		cancel()
+		select {
+		case <-done:
+			return nil
+		case <-stepCtx.Done():
+			return stepCtx.Err()
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/observer/promobs"
+	"github.com/nomicore/nomicore/observer/slogobs"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/registry"
+)
+
+// Observability is a binary's observer (§23): every event goes to the JSON log (slogobs,
+// per-frame events aggregated) and to Prometheus metrics (promobs) served on the admin
+// listener's /metrics from a registry of its own (only nomicore_ series).
+type Observability struct {
+	Side     observer.Side
+	Registry *prometheus.Registry
+	Metrics  *promobs.Metrics
+	Log      *slogobs.Logger
+	// Observer feeds both; pass it to the replication layer.
+	Observer observer.Observer
+
+	tokenReloads *prometheus.CounterVec
+}
+
+// NewObservability builds the observer of one side.
+func NewObservability(log *slog.Logger, side observer.Side) (*Observability, error) {
+	reg := prometheus.NewRegistry()
+	m, err := promobs.New(reg)
+	if err != nil {
+		return nil, err
+	}
+	l := slogobs.New(log, slogobs.Options{})
+	o := &Observability{Side: side, Registry: reg, Metrics: m, Log: l, Observer: observer.Multi(l, m)}
+	o.tokenReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_token_reloads_total",
+		Help: "Reloads of the hub's tokens file, by outcome (changed, failed)."}, []string{"side", "reason"})
+	if err := reg.Register(o.tokenReloads); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// Handler serves the metrics (Prometheus text).
+func (o *Observability) Handler() http.Handler {
+	return promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// TokenReload counts a tokens file reload outcome.
+func (o *Observability) TokenReload(outcome string) {
+	o.tokenReloads.WithLabelValues(string(o.Side), outcome).Inc()
+}
+
+// RunFlush writes the per-frame summaries every interval (measured by clk) until ctx ends,
+// then once more.
+func (o *Observability) RunFlush(ctx context.Context, clk clock.Clock, every time.Duration) {
+	tick := make(chan struct{}, 1)
+	arm := func() clock.Timer {
+		return clk.AfterFunc(every, func() {
+			select {
+			case tick <- struct{}{}:
+			default:
+			}
+		})
+	}
+	t := arm()
+	defer func() { t.Stop(); o.Log.Flush() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			o.Log.Flush()
+			t = arm()
+		}
+	}
+}
+
+// RegisterStore exposes the store's and the registry's counters (side label only, GUIDE §9).
+func (o *Observability) RegisterStore(store persistence.Store, reg *registry.Registry) error {
+	return o.Registry.Register(&storeCollector{side: string(o.Side), store: store, reg: reg})
+}
+
+var (
+	descQueued       = prometheus.NewDesc("nomicore_store_queued_appends", "Appends waiting for the group committer.", []string{"side"}, nil)
+	descQueuedBytes  = prometheus.NewDesc("nomicore_store_queued_bytes", "Bytes of the appends waiting for the group committer.", []string{"side"}, nil)
+	descCommits      = prometheus.NewDesc("nomicore_store_commits_total", "Group-commit transactions that succeeded.", []string{"side"}, nil)
+	descCommitted    = prometheus.NewDesc("nomicore_store_committed_appends_total", "Appends made durable.", []string{"side"}, nil)
+	descCommitErrors = prometheus.NewDesc("nomicore_store_commit_errors_total", "Failed commit attempts (the store retries; §20 degraded while failing).", []string{"side"}, nil)
+	descBackpressure = prometheus.NewDesc("nomicore_store_backpressure_total", "Appends refused because the commit queue was full.", []string{"side"}, nil)
+	descCompactions  = prometheus.NewDesc("nomicore_store_compactions_total", "Update logs folded into snapshots.", []string{"side"}, nil)
+	descHealthy      = prometheus.NewDesc("nomicore_store_healthy", "1 when the last commit succeeded, 0 while persistence is degraded (§20).", []string{"side"}, nil)
+	descLoaded       = prometheus.NewDesc("nomicore_namespaces_loaded", "Namespaces whose document is loaded in memory.", []string{"side"}, nil)
+)
+
+type storeCollector struct {
+	side  string
+	store persistence.Store
+	reg   *registry.Registry
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descQueued, descQueuedBytes, descCommits, descCommitted, descCommitErrors,
+		descBackpressure, descCompactions, descHealthy, descLoaded} {
+		ch <- d
+	}
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.store.Stats()
+	healthy := 0.0
+	if c.store.Healthy() {
+		healthy = 1
+	}
+	for _, m := range []struct {
+		d *prometheus.Desc
+		t prometheus.ValueType
+		v float64
+	}{
+		{descQueued, prometheus.GaugeValue, float64(s.Queued)},
+		{descQueuedBytes, prometheus.GaugeValue, float64(s.QueuedBytes)},
+		{descCommits, prometheus.CounterValue, float64(s.Commits)},
+		{descCommitted, prometheus.CounterValue, float64(s.Committed)},
+		{descCommitErrors, prometheus.CounterValue, float64(s.CommitErrors)},
+		{descBackpressure, prometheus.CounterValue, float64(s.Backpressure)},
+		{descCompactions, prometheus.CounterValue, float64(s.Compactions)},
+		{descHealthy, prometheus.GaugeValue, healthy},
+		{descLoaded, prometheus.GaugeValue, float64(c.reg.Loaded())},
+	} {
+		ch <- prometheus.MustNewConstMetric(m.d, m.t, m.v, c.side)
+	}
+}

@@ -1,0 +1,81 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/registry"
+)
+
+// OpenStore opens the instance's bbolt store DIR/nomicore.db (creating DIR with mode 0700),
+// with the registry's compactor. A store locked by another process is the error "data dir
+// DIR is in use by another process"; store health changes are logged (§20).
+func OpenStore(dir string, log *slog.Logger) (*persistence.BoltStore, error) {
+	if dir == "" {
+		return nil, errors.New("--data must name a directory")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	st, err := persistence.OpenDataDir(dir, persistence.Options{
+		Compactor: registry.Compactor(),
+		OnHealthChange: func(healthy bool, err error) {
+			if healthy {
+				log.Info("persistence healthy again")
+			} else {
+				log.Error("persistence degraded: commits fail and are retried (§20)", slog.String("error", err.Error()))
+			}
+		},
+		OnCompactionError: func(_, ns string, err error) {
+			log.Warn("compaction failed", slog.String("namespaceId", ns), slog.String("error", err.Error()))
+		},
+	})
+	switch {
+	case errors.Is(err, persistence.ErrLocked):
+		return nil, fmt.Errorf("data dir %s is in use by another process", dir)
+	case errors.Is(err, persistence.ErrCorrupt):
+		return nil, fmt.Errorf("data dir %s: the store is damaged: %v (inspect it with nmcr store ls)", dir, err)
+	case err != nil:
+		return nil, fmt.Errorf("data dir %s: %v", dir, err)
+	}
+	return st, nil
+}
+
+// Listen opens a TCP listener, naming the flag in its error.
+func Listen(flagName, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %s: %v", flagName, addr, err)
+	}
+	return ln, nil
+}
+
+// IsLoopback reports whether a listen address binds only loopback interfaces (an empty host
+// binds every interface).
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckAdmin refuses an admin listener beyond loopback without an admin token (GUIDE §8).
+func CheckAdmin(addr, token string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("--admin-listen %q: %v", addr, err)
+	}
+	if !IsLoopback(addr) && token == "" {
+		return fmt.Errorf("--admin-listen %s is not loopback: set --admin-token-file (or NOMICORE_ADMIN_TOKEN) so the admin API requires a bearer token", addr)
+	}
+	return nil
+}

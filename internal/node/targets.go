@@ -1,0 +1,117 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+// targetKeyPrefix is where a peer remembers its replication targets in the store's
+// configuration map (§21: "host configuration restores the targets"): one key per target,
+// peer/targets/<namespaceId>, value {"owner": …}.
+const targetKeyPrefix = "peer/targets/"
+
+// LoadTargets reads the targets a peer remembered.
+func LoadTargets(ctx context.Context, store persistence.Store) ([]ws.Target, error) {
+	keys, err := store.ConfigKeys(ctx, targetKeyPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("reading the remembered targets: %w", err)
+	}
+	out := make([]ws.Target, 0, len(keys))
+	for _, k := range keys {
+		v, err := store.Config(ctx, k)
+		if err != nil {
+			return nil, fmt.Errorf("reading target %s: %w", k, err)
+		}
+		var rec struct {
+			Owner string `json:"owner"`
+		}
+		if err := json.Unmarshal(v, &rec); err != nil || rec.Owner == "" {
+			return nil, fmt.Errorf("target record %s is malformed", k)
+		}
+		out = append(out, ws.Target{NamespaceID: strings.TrimPrefix(k, targetKeyPrefix), Owner: rec.Owner})
+	}
+	return out, nil
+}
+
+// RememberTarget stores a target so that the next start restores it.
+func RememberTarget(ctx context.Context, store persistence.Store, t ws.Target) error {
+	v, _ := json.Marshal(struct {
+		Owner string `json:"owner"`
+	}{t.Owner})
+	return store.PutConfig(ctx, targetKeyPrefix+t.NamespaceID, v)
+}
+
+// ParseTarget reads a --target value: ns-<32 hex>, optionally followed by :OWNER (the local
+// owner of the replica; defaultOwner otherwise).
+func ParseTarget(v, defaultOwner string) (ws.Target, error) {
+	id, owner, _ := strings.Cut(v, ":")
+	if owner == "" {
+		owner = defaultOwner
+	}
+	if !registry.ValidNamespaceID(id) {
+		return ws.Target{}, fmt.Errorf("--target %q: want ns- and 32 lowercase hex digits, optionally :OWNER", v)
+	}
+	return ws.Target{NamespaceID: id, Owner: owner}, nil
+}
+
+// PersistentTargets is the peer's target list for the admin API: the namespace layer's
+// TargetController, with every change remembered in the store first, so a restart resumes
+// the same targets from their stored replicas (reconcile, not re-bootstrap).
+type PersistentTargets struct {
+	TC    *ws.TargetController
+	Store persistence.Store
+	mu    sync.Mutex // serialises changes
+}
+
+// Targets lists the targets.
+func (p *PersistentTargets) Targets() []ws.TargetStatus { return p.TC.Targets() }
+
+// Target returns one target.
+func (p *PersistentTargets) Target(id string) (ws.TargetStatus, bool) { return p.TC.Target(id) }
+
+// AddTarget remembers and adds t; it reports whether it was new.
+func (p *PersistentTargets) AddTarget(ctx context.Context, t ws.Target) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.TC.Target(t.NamespaceID); ok {
+		if cur.Owner != t.Owner {
+			return false, ws.ErrTargetConflict
+		}
+		return false, nil
+	}
+	if err := RememberTarget(ctx, p.Store, t); err != nil {
+		return false, err
+	}
+	if err := p.TC.AddTarget(t); err != nil {
+		_ = p.Store.DeleteConfig(ctx, targetKeyPrefix+t.NamespaceID)
+		return false, err
+	}
+	return true, nil
+}
+
+// RemoveTarget forgets the target first (a crash does not bring it back), then closes it.
+func (p *PersistentTargets) RemoveTarget(ctx context.Context, id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.TC.Target(id); !ok {
+		return ws.ErrUnknownTarget
+	}
+	if err := p.Store.DeleteConfig(ctx, targetKeyPrefix+id); err != nil {
+		return err
+	}
+	return p.TC.RemoveTarget(ctx, id)
+}
+
+// Reset archives the target's replica and bootstraps it again; the target stays.
+func (p *PersistentTargets) Reset(ctx context.Context, id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.TC.Reset(ctx, id)
+}

@@ -1,0 +1,341 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	"go.uber.org/goleak"
+
+	"github.com/nomicore/nomicore/internal/adminapi"
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/observer/observertest"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func parse(t *testing.T, args []string, env map[string]string) (*Common, int, bool) {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	c := RegisterCommon(fs)
+	code, ok := ParseFlags(fs, args, func(k string) string { return env[k] }, io.Discard)
+	return c, code, ok
+}
+
+func TestFlagsFromEnvironmentAndCommandLine(t *testing.T) {
+	c, _, ok := parse(t, []string{"--max-update-bytes", "100000"}, map[string]string{
+		"NOMICORE_MAX_UPDATE_BYTES": "200000", "NOMICORE_ACK_TIMEOUT": "5s", "NOMICORE_LOG_LEVEL": "debug"})
+	if !ok {
+		t.Fatal("parse failed")
+	}
+	if c.Protocol.MaxUpdateBytes != 100000 || c.Protocol.AckTimeout != 5*time.Second || c.LogLevel != "debug" {
+		t.Fatalf("command line must win over the environment, which sets the rest: %+v", c)
+	}
+	if err := c.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Protocol.Generation != protocol.GenerationV1 {
+		t.Fatalf("default generation %v", c.Protocol.Generation)
+	}
+	if _, code, ok := parse(t, []string{"--max-update-bytes", "x"}, nil); ok || code != 2 {
+		t.Fatalf("a bad value: ok=%v code=%d", ok, code)
+	}
+	if _, code, ok := parse(t, nil, map[string]string{"NOMICORE_PING_INTERVAL": "soon"}); ok || code != 2 {
+		t.Fatalf("a bad environment value: ok=%v code=%d", ok, code)
+	}
+	if _, code, ok := parse(t, []string{"stray"}, nil); ok || code != 2 {
+		t.Fatalf("a stray argument: ok=%v code=%d", ok, code)
+	}
+}
+
+// Every §17 constraint refused at start, in one line that names it.
+func TestS17_BadConfigurationIsOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-update-bytes", "600000"}, "maxUpdateBytes <= maxFrameBytes - protocol overhead"},
+		{[]string{"--max-queued-update-bytes", "1000"}, "maxQueuedUpdateBytes >= maxUpdateBytes"},
+		{[]string{"--max-in-flight-updates", "0"}, "maxInFlightUpdates >= 1"},
+		{[]string{"--ack-timeout", "1500us"}, "ackTimeout"},
+		{[]string{"--generation", "v3"}, "--generation"},
+		{[]string{"--log-level", "loud"}, "--log-level"},
+	} {
+		c, _, ok := parse(t, tc.args, nil)
+		if !ok {
+			t.Fatalf("%v: parse failed", tc.args)
+		}
+		err := c.Resolve()
+		if err == nil {
+			t.Errorf("%v: accepted", tc.args)
+			continue
+		}
+		if strings.Contains(err.Error(), "\n") || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(tc.want)) {
+			t.Errorf("%v: %q is not one line naming %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestAdminTokenFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "admin")
+	os.WriteFile(p, []byte("  tok\n"), 0o600)
+	c, _, _ := parse(t, []string{"--admin-token-file", p}, nil)
+	if err := c.Resolve(); err != nil || c.AdminToken != "tok" {
+		t.Fatalf("%q %v", c.AdminToken, err)
+	}
+	c, _, _ = parse(t, []string{"--admin-token-file", p + "-missing"}, nil)
+	if err := c.Resolve(); err == nil {
+		t.Fatal("a missing admin token file was accepted")
+	}
+}
+
+func TestCheckAdmin(t *testing.T) {
+	for addr, loop := range map[string]bool{"127.0.0.1:8788": true, "[::1]:8788": true, "localhost:1": true,
+		":8788": false, "0.0.0.0:8788": false, "10.1.2.3:80": false} {
+		if IsLoopback(addr) != loop {
+			t.Errorf("IsLoopback(%q) = %v", addr, !loop)
+		}
+		err := CheckAdmin(addr, "")
+		if (err == nil) != loop {
+			t.Errorf("CheckAdmin(%q, no token) = %v", addr, err)
+		}
+		if err := CheckAdmin(addr, "t"); err != nil {
+			t.Errorf("CheckAdmin(%q, token) = %v", addr, err)
+		}
+	}
+	if CheckAdmin("nonsense", "t") == nil {
+		t.Error("a malformed address was accepted")
+	}
+}
+
+func TestStringList(t *testing.T) {
+	var s StringList
+	s.Set("a, b")
+	s.Set("c")
+	if s.String() != "a,b,c" {
+		t.Fatal(s)
+	}
+}
+
+func TestOpenStoreInUse(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	log := slog.New(slog.DiscardHandler)
+	st, err := OpenStore(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(context.Background())
+	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("data dir: %v %v", info, err)
+	}
+	_, err = OpenStore(dir, log)
+	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("second open: %v", err)
+	}
+	if _, err := OpenStore("", log); err == nil {
+		t.Fatal("an empty data dir was accepted")
+	}
+}
+
+func TestParseTarget(t *testing.T) {
+	const ns = "ns-0123456789abcdef0123456789abcdef"
+	if tg, err := ParseTarget(ns, "default"); err != nil || tg.Owner != "default" || tg.NamespaceID != ns {
+		t.Fatal(tg, err)
+	}
+	if tg, err := ParseTarget(ns+":team:x", "default"); err != nil || tg.Owner != "team:x" {
+		t.Fatal(tg, err)
+	}
+	if _, err := ParseTarget("ns-12", "default"); err == nil {
+		t.Fatal("a bad id was accepted")
+	}
+}
+
+func newPeerRegistry(t *testing.T) (persistence.Store, *registry.Registry) {
+	t.Helper()
+	st, err := persistence.NewMemoryStore(persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(registry.Config{Role: registry.RolePeer, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close(context.Background()); st.Close(context.Background()) })
+	return st, reg
+}
+
+// §21: the targets a peer was given survive a restart (the host configuration restores them).
+func TestS21_PersistentTargets(t *testing.T) {
+	st, reg := newPeerRegistry(t)
+	ctx := context.Background()
+	tc, err := ws.NewTargetController(ws.TargetControllerOptions{Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	p := &PersistentTargets{TC: tc, Store: st}
+	a := ws.Target{NamespaceID: "ns-0123456789abcdef0123456789abcdef", Owner: "default"}
+	b := ws.Target{NamespaceID: "ns-fedcba9876543210fedcba9876543210", Owner: "team"}
+	for _, tg := range []ws.Target{a, b} {
+		if created, err := p.AddTarget(ctx, tg); err != nil || !created {
+			t.Fatalf("add %v: %v %v", tg, created, err)
+		}
+	}
+	if created, err := p.AddTarget(ctx, a); err != nil || created {
+		t.Fatalf("adding again: %v %v", created, err)
+	}
+	if _, err := p.AddTarget(ctx, ws.Target{NamespaceID: a.NamespaceID, Owner: "other"}); err != ws.ErrTargetConflict {
+		t.Fatalf("another owner: %v", err)
+	}
+	if err := p.RemoveTarget(ctx, b.NamespaceID); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RemoveTarget(ctx, b.NamespaceID); err != ws.ErrUnknownTarget {
+		t.Fatalf("removing twice: %v", err)
+	}
+	got, err := LoadTargets(ctx, st)
+	if err != nil || len(got) != 1 || got[0] != a {
+		t.Fatalf("remembered %v %v", got, err)
+	}
+	if len(p.Targets()) != 1 {
+		t.Fatalf("targets %v", p.Targets())
+	}
+}
+
+func TestObservabilityMetricsLintAndNames(t *testing.T) {
+	st, reg := newPeerRegistry(t)
+	o, err := NewObservability(slog.New(slog.DiscardHandler), observer.SidePeer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.RegisterStore(st, reg); err != nil {
+		t.Fatal(err)
+	}
+	// Every event type once, so every series exists.
+	for _, s := range observertest.Samples() {
+		o.Observer.Observe(s.Full)
+	}
+	o.TokenReload("changed")
+	mfs, err := o.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	allowed := map[string]bool{"side": true, "type": true, "code": true, "cause": true, "reason": true, "apply_effect": true}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "nomicore_") {
+			t.Errorf("metric %s lacks the nomicore_ prefix", mf.GetName())
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if !allowed[l.GetName()] {
+					t.Errorf("metric %s has label %s outside GUIDE §9", mf.GetName(), l.GetName())
+				}
+			}
+		}
+	}
+	rec := httptest.NewRecorder()
+	o.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, series := range []string{"nomicore_events_total{", "nomicore_store_healthy{side=\"peer\"} 1", "nomicore_token_reloads_total{"} {
+		if !strings.Contains(rec.Body.String(), series) {
+			t.Errorf("/metrics lacks %s", series)
+		}
+	}
+}
+
+func TestRunFlushWritesSummaries(t *testing.T) {
+	var buf bytes.Buffer
+	o, err := NewObservability(slog.New(slog.NewJSONHandler(&syncWriter{w: &buf}, nil)), observer.SideHub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Observer.Observe(observer.Event{Side: observer.SideHub, Payload: observer.UpdateSent{NamespaceID: observertest.SampleNamespaceID, Bytes: 7, Sequence: 1}})
+	stop := Go(func(ctx context.Context) { o.RunFlush(ctx, clock.NewFake(time.Unix(0, 0)), time.Hour) })
+	if err := stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"msg":"frame-summary"`) {
+		t.Fatalf("no summary at stop: %s", buf.String())
+	}
+}
+
+type syncWriter struct{ w io.Writer }
+
+func (s *syncWriter) Write(b []byte) (int, error) { return s.w.Write(b) }
+
+// The `write` command posts an update through a hub's admin API.
+func TestRunWrite(t *testing.T) {
+	st, err := persistence.NewMemoryStore(persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { reg.Close(context.Background()); st.Close(context.Background()) }()
+	api, err := adminapi.New(adminapi.Options{Side: observer.SideHub, Registry: reg, Store: st, Token: "tk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	c, err := reg.Create(context.Background(), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	env := func(k string) string {
+		if k == "NOMICORE_ADMIN_TOKEN" {
+			return "tk"
+		}
+		return ""
+	}
+	code := RunWrite("hub", srv.URL, []string{"--namespace", c.NamespaceID, "--map", "cfg", "name=demo", "n=3", `list=[1,"x"]`}, env, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("write: %d %s", code, errOut.String())
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/namespaces/"+c.NamespaceID+"/doc?root=cfg:map", nil)
+	req.Header.Set("Authorization", "Bearer tk")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc map[string]map[string]any
+	json.NewDecoder(resp.Body).Decode(&doc)
+	b, _ := json.Marshal(doc["cfg"])
+	if string(b) != `{"list":[1,"x"],"n":3,"name":"demo"}` {
+		t.Fatalf("doc %s", b)
+	}
+	if code := RunWrite("hub", srv.URL, []string{"--namespace", c.NamespaceID, "k=v"}, func(string) string { return "" }, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "401 UNAUTHORIZED") {
+		t.Fatalf("without the token: %d %s", code, errOut.String())
+	}
+	if code := RunWrite("hub", srv.URL, []string{"--namespace", "ns-1", "k=v"}, env, io.Discard, io.Discard); code != 2 {
+		t.Fatalf("bad usage: %d", code)
+	}
+}
+

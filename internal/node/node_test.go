@@ -338,4 +338,3 @@ func TestRunWrite(t *testing.T) {
 		t.Fatalf("bad usage: %d", code)
 	}
 }
-

@@ -1,0 +1,437 @@
+// Package e2e holds process-level end-to-end tests: they build the hub and peer binaries,
+// run them as child processes on loopback ports with temporary data directories, and check
+// everything through the admin HTTP API (GUIDE §8) — as an operator and an application would.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nomicore/nomicore/yjs"
+)
+
+var bin struct {
+	dir       string
+	hub, peer string
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "nomicore-e2e-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		bin.dir, bin.hub, bin.peer = dir, filepath.Join(dir, "hub"), filepath.Join(dir, "peer")
+		args := []string{"build", "-o", dir + string(filepath.Separator)}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		args = append(args, "github.com/nomicore/nomicore/cmd/hub", "github.com/nomicore/nomicore/cmd/peer")
+		cmd := exec.Command("go", args...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: building the binaries:", err)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// fast are protocol settings that keep reconnects and rounds quick on loopback.
+var fast = []string{"--base-backoff", "50ms", "--max-backoff", "400ms", "--reconcile-interval", "3s",
+	"--close-timeout", "2s", "--shutdown-timeout", "20s", "--log-level", "debug"}
+
+// proc is one child process.
+type proc struct {
+	t     *testing.T
+	name  string
+	args  []string
+	env   []string
+	admin string // http://host:port
+	log   string // its stderr
+	cmd   *exec.Cmd
+	done  chan struct{}
+	mu    sync.Mutex
+	err   error
+}
+
+func (p *proc) start() {
+	p.t.Helper()
+	exe := bin.peer
+	if strings.HasPrefix(p.name, "hub") {
+		exe = bin.hub
+	}
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	fmt.Fprintf(logf, "=== start %s %s\n", exe, strings.Join(p.args, " "))
+	p.cmd = exec.Command(exe, p.args...)
+	p.cmd.Env = append(os.Environ(), p.env...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		logf.Close()
+		p.t.Fatalf("%s: %v", p.name, err)
+	}
+	p.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		err := cmd.Wait()
+		logf.Close()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(done)
+	}(p.cmd, p.done)
+	p.t.Cleanup(func() { p.kill() })
+	p.waitHealthy()
+}
+
+// waitHealthy waits until the admin API answers /healthz (or the process exits).
+func (p *proc) waitHealthy() {
+	p.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			p.t.Fatalf("%s exited at start: %v\n%s", p.name, p.exitErr(), tail(p.log, 20))
+		default:
+		}
+		resp, err := http.Get(p.admin + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.t.Fatalf("%s: admin API not up\n%s", p.name, tail(p.log, 20))
+}
+
+func (p *proc) exitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// kill sends SIGKILL to the process group and waits.
+func (p *proc) kill() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// stop sends SIGINT and requires an orderly exit with status 0.
+func (p *proc) stop() {
+	p.t.Helper()
+	syscall.Kill(p.cmd.Process.Pid, syscall.SIGINT)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.kill()
+		p.t.Fatalf("%s did not stop within 30s\n%s", p.name, tail(p.log, 30))
+	}
+	if err := p.exitErr(); err != nil {
+		p.t.Fatalf("%s exited with %v\n%s", p.name, err, tail(p.log, 30))
+	}
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cluster is a hub and its peers in one temporary directory.
+type cluster struct {
+	t       *testing.T
+	dir     string
+	hubRepl string // host:port of /v1/replication
+	hub     *proc
+	peers   map[string]*proc
+}
+
+func newCluster(t *testing.T) *cluster {
+	c := &cluster{t: t, dir: t.TempDir(), hubRepl: freeAddr(t), peers: map[string]*proc{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range append([]*proc{c.hub}, c.peerList()...) {
+				if p != nil {
+					t.Logf("--- log of %s:\n%s", p.name, tail(p.log, 60))
+				}
+			}
+		}
+	})
+	return c
+}
+
+func (c *cluster) peerList() []*proc {
+	var out []*proc
+	for _, p := range c.peers {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (c *cluster) hubData() string { return filepath.Join(c.dir, "hub") }
+
+// startHub starts (or restarts, on the same ports and data) the hub.
+func (c *cluster) startHub(extra ...string) *proc {
+	c.t.Helper()
+	if c.hub == nil {
+		c.hub = &proc{t: c.t, name: "hub", admin: "http://" + freeAddr(c.t), log: filepath.Join(c.dir, "hub.log")}
+	}
+	c.hub.args = append([]string{"serve", "--listen", c.hubRepl, "--admin-listen", strings.TrimPrefix(c.hub.admin, "http://"),
+		"--data", c.hubData()}, append(fast, extra...)...)
+	c.hub.start()
+	return c.hub
+}
+
+// token runs `hub token add` and returns the token it prints.
+func (c *cluster) token(peer string, extra ...string) string {
+	c.t.Helper()
+	out, err := exec.Command(bin.hub, append([]string{"token", "add", "--data", c.hubData(), "--peer", peer}, extra...)...).Output()
+	if err != nil {
+		c.t.Fatalf("hub token add: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// tokenFile writes a token into a file for a peer.
+func (c *cluster) tokenFile(peer, token string) string {
+	p := filepath.Join(c.dir, peer+".token")
+	if err := os.WriteFile(p, []byte(token+"\n"), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
+// startPeer starts (or restarts, on the same admin port and data) a peer.
+func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
+	c.t.Helper()
+	p := c.peers[name]
+	if p == nil {
+		p = &proc{t: c.t, name: name, admin: "http://" + freeAddr(c.t), log: filepath.Join(c.dir, name+".log")}
+		c.peers[name] = p
+	}
+	p.args = append([]string{"run", "--instance-id", name, "--hub-url", "ws://" + c.hubRepl + "/v1/replication",
+		"--token-file", tokenFile, "--admin-listen", strings.TrimPrefix(p.admin, "http://"),
+		"--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)
+	p.start()
+	return p
+}
+
+// --- admin API client ---
+
+type api struct {
+	t    *testing.T
+	base string
+}
+
+func (p *proc) api() api { return api{p.t, p.admin} }
+
+func (a api) do(method, path string, body []byte) (int, []byte) {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, bytes.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func (a api) json(method, path string, body []byte, want int, v any) {
+	a.t.Helper()
+	status, b := a.do(method, path, body)
+	if status != want {
+		a.t.Fatalf("%s %s%s = %d %s; want %d", method, a.base, path, status, b, want)
+	}
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			a.t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+}
+
+// createNamespace creates a namespace on the hub.
+func (a api) createNamespace() string {
+	var c struct{ NamespaceID string }
+	a.json("POST", "/v1/namespaces", []byte(`{"owner":"default"}`), 201, &c)
+	return c.NamespaceID
+}
+
+// set writes keys into the root map "notes" the way an application does: from the current
+// state, through POST …/update; it returns once the write is applied and durable.
+func (a api) set(ns string, kv map[string]any) {
+	a.t.Helper()
+	status, state := a.do("GET", "/v1/namespaces/"+ns+"/update", nil)
+	if status != 200 {
+		a.t.Fatalf("GET update on %s: %d %s", a.base, status, state)
+	}
+	doc := yjs.NewDoc()
+	if err := yjs.ApplyUpdate(doc, state, nil); err != nil {
+		a.t.Fatal(err)
+	}
+	var update []byte
+	unsub := doc.OnUpdate(func(u []byte, _ any) { update = append([]byte(nil), u...) })
+	m := doc.GetMap("notes")
+	doc.Transact(nil, func(*yjs.Transaction) {
+		for k, v := range kv {
+			m.Set(k, v)
+		}
+	})
+	unsub()
+	if status, b := a.do("POST", "/v1/namespaces/"+ns+"/update", update); status != 204 {
+		a.t.Fatalf("POST update on %s: %d %s", a.base, status, b)
+	}
+}
+
+// notes returns the "notes" map of a namespace (nil when the document cannot be read).
+func (a api) notes(ns string) (map[string]any, int) {
+	a.t.Helper()
+	status, b := a.do("GET", "/v1/namespaces/"+ns+"/doc?root=notes:map", nil)
+	if status != 200 {
+		return nil, status
+	}
+	var doc map[string]map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		a.t.Fatalf("doc: %v", err)
+	}
+	return doc["notes"], status
+}
+
+// target returns a peer's target as its admin API shows it.
+func (a api) target(ns string) map[string]any {
+	a.t.Helper()
+	var list []map[string]any
+	a.json("GET", "/v1/targets", nil, 200, &list)
+	for _, t := range list {
+		if t["namespaceId"] == ns {
+			return t
+		}
+	}
+	return nil
+}
+
+// metric returns the value of a series from /metrics (0 when absent).
+func (a api) metric(series string) float64 {
+	a.t.Helper()
+	status, b := a.do("GET", "/metrics", nil)
+	if status != 200 {
+		a.t.Fatalf("metrics: %d", status)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, series+" ") {
+			var v float64
+			fmt.Sscanf(line[len(series)+1:], "%g", &v)
+			return v
+		}
+	}
+	return 0
+}
+
+func (a api) metricsText() string {
+	_, b := a.do("GET", "/metrics", nil)
+	return string(b)
+}
+
+// eventually polls cond until it returns nil, failing with its last error after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = cond(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %v: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// targetState waits until a peer's target is in state.
+func targetState(t *testing.T, p *proc, ns, state string) {
+	t.Helper()
+	eventually(t, 30*time.Second, p.name+" target "+state, func() error {
+		tg := p.api().target(ns)
+		if tg == nil {
+			return fmt.Errorf("no target")
+		}
+		if tg["state"] != state {
+			return fmt.Errorf("state %v", tg["state"])
+		}
+		return nil
+	})
+}
+
+// converged waits until every process shows the same notes map, containing want.
+func converged(t *testing.T, ns string, want map[string]any, procs ...*proc) {
+	t.Helper()
+	eventually(t, 30*time.Second, "convergence", func() error {
+		var first []byte
+		for _, p := range procs {
+			n, status := p.api().notes(ns)
+			if status != 200 {
+				return fmt.Errorf("%s: doc status %d", p.name, status)
+			}
+			for k, v := range want {
+				if fmt.Sprint(n[k]) != fmt.Sprint(v) {
+					return fmt.Errorf("%s: notes[%s] = %v, want %v (notes %v)", p.name, k, n[k], v, n)
+				}
+			}
+			b, _ := json.Marshal(n)
+			if first == nil {
+				first = b
+			} else if !bytes.Equal(first, b) {
+				return fmt.Errorf("%s differs: %s vs %s", p.name, b, first)
+			}
+		}
+		return nil
+	})
+}

@@ -93,3 +93,67 @@ func TestS8_S9_S10_HubBootstrapRoundLive(t *testing.T) {
 		t.Fatalf("sync-diff-applied effect %+v (present %v): the peer's diff carried a write", eff, present)
 	}
 }
+
+// TestS10_2_HubWindowPausesOnlyThatNamespace: at most maxInFlightUpdates UPDATEs of a
+// namespace are unacknowledged at once; a full window holds that namespace's updates back
+// (merging the waiting ones, §10.1) while another namespace on the same connection keeps
+// sending; each ACK lets one more frame go (§10.2, §17).
+func TestS10_2_HubWindowPausesOnlyThatNamespace(t *testing.T) {
+	cfg := nsConfig(t)
+	f := newNSHub(t, cfg, persistence.Options{})
+	nsA, _ := f.create()
+	nsB, _ := f.create()
+	w := f.dial(peerID)
+	docA, docB := newYDoc(t, 200), newYDoc(t, 201)
+	f.live(w, nsA, docA)
+	f.live(w, nsB, docB)
+
+	hubA := newYDoc(t, 100)
+	n := cfg.MaxInFlightUpdates + 3
+	for i := range n {
+		must(t, writeLocal(t, f.reg, nsA, hubA.set("k", float64(i))))
+	}
+	// A peer UPDATE is applied in a slot after those writes: its ACK comes after the
+	// fan-out of every one of them was pulled into the queue.
+	seq := w.send(&protocol.Update{NamespaceID: nsA, Update: docA.set("peer", 1.0)})
+	var sent []uint32
+	for {
+		fr := w.recv()
+		if ack, ok := fr.Message.(*protocol.UpdateAck); ok && ack.AckedSequence == seq {
+			break
+		}
+		up, ok := fr.Message.(*protocol.Update)
+		if !ok || up.NamespaceID != nsA {
+			t.Fatalf("unexpected %s %s", fr.Type(), describe(fr))
+		}
+		docA.apply(up.Update)
+		sent = append(sent, fr.Sequence)
+	}
+	for _, fr := range w.barrier() {
+		if _, ok := fr.Message.(*protocol.Update); !ok {
+			t.Fatalf("unexpected %s", fr.Type())
+		}
+		sent = append(sent, fr.Sequence)
+	}
+	if len(sent) != cfg.MaxInFlightUpdates {
+		t.Fatalf("%d UPDATEs unacknowledged, window %d", len(sent), cfg.MaxInFlightUpdates)
+	}
+	// The other namespace is not held back.
+	must(t, writeLocal(t, f.reg, nsB, newYDoc(t, 101).set("b", 1.0)))
+	upB, _ := expect[*protocol.Update](w)
+	if upB.NamespaceID != nsB {
+		t.Fatalf("UPDATE for %s, want %s", upB.NamespaceID, nsB)
+	}
+	// One ACK, one more frame: the three waiting writes, merged into one UPDATE.
+	w.send(&protocol.UpdateAck{NamespaceID: nsA, AckedSequence: sent[0]})
+	merged, mseq := expect[*protocol.Update](w)
+	docA.apply(merged.Update)
+	if docA.app()["k"] != float64(n-1) {
+		t.Fatalf("peer app %v after the merged update", docA.app())
+	}
+	w.quiet()
+	for _, s := range append(sent[1:], mseq) {
+		w.send(&protocol.UpdateAck{NamespaceID: nsA, AckedSequence: s})
+	}
+	w.quiet()
+}

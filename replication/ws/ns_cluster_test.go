@@ -9,11 +9,14 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
@@ -41,6 +44,8 @@ var clusterRoots = []registry.Root{
 	{Name: "app", Kind: yjs.KindMap},
 	{Name: "list", Kind: yjs.KindArray},
 }
+
+const rawPeerID = "peer-raw"
 
 func clusterConfig(t testing.TB) protocol.Config {
 	c := protocol.DefaultConfig()
@@ -90,8 +95,11 @@ func newCluster(t testing.TB, cfg protocol.Config, peers int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, cfg: cfg, rec: &observertest.Recorder{}, hubDir: filepath.Join(t.TempDir(), "hub")}
 	var entries []ws.TokenEntry
-	for i := range peers {
+	for i := range peers + 1 {
 		id := fmt.Sprintf("peer-%d", i)
+		if i == peers {
+			id = rawPeerID // a hand-played peer (dialWire)
+		}
 		entries = append(entries, ws.TokenEntry{PeerInstanceID: id, TokenSHA256: ws.HashToken("token-" + id), Owner: hubOwner,
 			Namespaces: []string{"*"}, Read: true, Submit: true})
 	}
@@ -119,7 +127,7 @@ func newCluster(t testing.TB, cfg protocol.Config, peers int) *cluster {
 		c.stopHub()
 		c.srv.Close()
 		c.rec.AssertValid(t)
-		sentinels := []string{hubOwner, peerOwner, docText}
+		sentinels := []string{hubOwner, peerOwner, docText, "token-" + rawPeerID}
 		for _, p := range c.peers {
 			sentinels = append(sentinels, p.token)
 		}
@@ -294,7 +302,52 @@ func (c *cluster) converged(nss []protocol.NamespaceID, peers ...*peerNode) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c.t.Fatalf("no convergence: %s", why)
+	c.t.Fatalf("no convergence: %s\n%s", why, c.diagnose())
+}
+
+// diagnose summarizes what the cluster did: the events that are not per-frame, counted,
+// and every target's state.
+func (c *cluster) diagnose() string {
+	var b strings.Builder
+	counts := map[string]int{}
+	for _, e := range c.rec.Events() {
+		if e.Type().PerFrame() {
+			continue
+		}
+		key := string(e.Side) + " " + string(e.Type())
+		switch p := e.Payload.(type) {
+		case observer.NamespaceError:
+			key += " " + string(p.Code) + " " + string(p.Direction)
+		case observer.NamespaceFailed:
+			key += " " + string(p.Cause)
+		case observer.ResyncRequired:
+			key += " " + string(p.Cause)
+		case observer.ChannelStateChanged:
+			key += " " + string(p.From) + "→" + string(p.To)
+		case observer.ConnectionBackoffScheduled:
+			key += " " + string(p.Reason)
+		case observer.ConnectionFailed:
+			key += " " + string(p.Code)
+		}
+		counts[key]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %4d %s\n", counts[k], k)
+	}
+	for _, p := range c.peers {
+		if p.tc == nil {
+			continue
+		}
+		for _, st := range p.tc.Targets() {
+			fmt.Fprintf(&b, "  %s %s %s\n", p.id, st.NamespaceID, st.State)
+		}
+	}
+	return b.String()
 }
 
 func (c *cluster) divergence(nss []protocol.NamespaceID, peers []*peerNode) string {
@@ -334,6 +387,7 @@ type writer struct {
 	name     string
 	writes   int
 	inserts  int
+	pad      string       // appended to every value (large updates)
 	progress atomic.Int64 // writes applied, for other goroutines
 }
 
@@ -356,7 +410,7 @@ func (w *writer) write(n int) error {
 	defer l.Release()
 	for range n {
 		w.writes++
-		v := fmt.Sprintf("%s-%s-%d", docText, w.name, w.writes)
+		v := fmt.Sprintf("%s-%s-%d%s", docText, w.name, w.writes, w.pad)
 		w.last = nil
 		if w.rng.IntN(3) == 0 {
 			arr := w.doc.GetArray("list")
@@ -495,4 +549,39 @@ func (c *ctlConn) Read(b []byte) (int, error) {
 func (c *ctlConn) Close() error {
 	c.once.Do(func() { close(c.closed) })
 	return c.Conn.Close()
+}
+
+// ---- a hand-played peer over a real WebSocket ---------------------------------------------------
+
+// wsMessenger carries messages over a real coder/websocket client connection.
+type wsMessenger struct{ c *websocket.Conn }
+
+func (m wsMessenger) Send(b []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	return m.c.Write(ctx, websocket.MessageBinary, b)
+}
+
+func (m wsMessenger) Recv(ctx context.Context) ([]byte, error) {
+	_, b, err := m.c.Read(ctx)
+	return b, err
+}
+
+// dialWire connects a hand-played peer with the token of peer id and completes the
+// handshake.
+func (c *cluster) dialWire(id string) *wire {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer token-" + id}}})
+	must(c.t, err)
+	conn.SetReadLimit(int64(c.cfg.MaxFrameBytes))
+	c.t.Cleanup(func() { _ = conn.CloseNow() })
+	w := newWire(c.t, wsMessenger{conn}, c.cfg)
+	h := hello()
+	h.PeerInstanceID = id
+	h.OptionalCapabilities = 0
+	w.send(h)
+	expect[*protocol.HelloAck](w)
+	return w
 }

@@ -2,11 +2,15 @@ package ws_test
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/protocol"
 )
 
 // TestE2E_ConvergenceUnderDropsOfflineWritesAndHubRestart: one hub and three peers over real
@@ -106,4 +110,171 @@ func backoffs(c *cluster, reason observer.BackoffReason) int {
 		}
 	}
 	return n
+}
+
+// TestE2E_S11_EpochBumpConflictsWithoutMerging: an epoch bump on the hub fences every
+// session of the namespace (§11): the peers get IDENTITY_CHANGED and go conflicted, the
+// other namespace on the same connections stays live, and no data crosses the epochs in
+// either direction. A peer that restarts stays conflicted (its OPEN declares the old
+// epoch: REPLICATION_EPOCH_MISMATCH); a reset bootstraps the new epoch and converges.
+func TestE2E_S11_EpochBumpConflictsWithoutMerging(t *testing.T) {
+	c := newCluster(t, clusterConfig(t), 2)
+	nss := c.create(2)
+	bumped, other := nss[0], nss[1]
+	c.waitStates(nss, observer.ChannelLive)
+	var writers []*writer
+	for i, ns := range nss {
+		writers = append(writers, newWriter(t, c.hubReg(), hubOwner, ns, "hub", uint64(i)))
+		for j, p := range c.peers {
+			writers = append(writers, newWriter(t, p.reg, peerOwner, ns, p.id, uint64(10*j+i)))
+		}
+	}
+	writeAll(t, writers, 5)
+	c.converged(nss)
+
+	l, err := c.hubReg().Open(ctxT(t), hubOwner, bumped.String())
+	must(t, err)
+	id, err := l.BumpEpoch(ctxT(t))
+	l.Release()
+	must(t, err)
+	c.waitStates([]protocol.NamespaceID{bumped}, observer.ChannelConflicted)
+	c.waitStates([]protocol.NamespaceID{other}, observer.ChannelLive)
+
+	// After the bump both sides write; nothing crosses.
+	hubW, peerW := writers[0], writers[1]
+	must(t, hubW.write(3))
+	must(t, peerW.write(3))
+	writeAll(t, writers[3:], 3) // the other namespace keeps replicating
+	c.converged([]protocol.NamespaceID{other})
+	hubSide, err := readReplica(t, c.hubReg(), hubOwner, bumped)
+	must(t, err)
+	for _, p := range c.peers {
+		r, err := readReplica(t, p.reg, peerOwner, bumped)
+		must(t, err)
+		if r.json["meta"].(map[string]any)[registry.MetaEpoch] != 1.0 {
+			t.Fatalf("%s took the new epoch into its replica: %v", p.id, r.json["meta"])
+		}
+		for client := range r.sv {
+			if client == hubW.doc.ClientID() && r.sv[client] > uint64(hubW.writes-3) {
+				t.Fatalf("%s received the hub's writes made after the bump", p.id)
+			}
+		}
+	}
+	if hubSide.sv[peerW.doc.ClientID()] > uint64(peerW.writes-3) {
+		t.Fatal("the hub took the peer's writes made after the bump")
+	}
+	if hubSide.json["meta"].(map[string]any)[registry.MetaEpoch] != float64(id.Epoch) {
+		t.Fatalf("hub meta %v", hubSide.json["meta"])
+	}
+
+	// A restarted peer stays conflicted: its replica declares the old epoch.
+	p0 := c.peers[0]
+	targets := p0.stop()
+	p0.start(targets...)
+	c.waitStates([]protocol.NamespaceID{bumped}, observer.ChannelConflicted, p0)
+	c.waitStates([]protocol.NamespaceID{other}, observer.ChannelLive, p0)
+	vias := map[observer.ConflictVia]int{}
+	for _, e := range c.rec.Events() {
+		if ic, ok := e.Payload.(observer.IdentityConflicted); ok {
+			vias[ic.Via]++
+		}
+	}
+	if vias[observer.ViaFence] != 2 || vias[observer.ViaIdentityChangedFrame] != 2 || vias[observer.ViaOpenMismatch] < 2 {
+		t.Fatalf("identity-conflicted by route: %v", vias)
+	}
+
+	// Reset: the old replica is archived and the new epoch bootstrapped.
+	must(t, p0.tc.Reset(ctxT(t), bumped.String()))
+	c.waitStates([]protocol.NamespaceID{bumped}, observer.ChannelLive, p0)
+	c.converged([]protocol.NamespaceID{bumped}, p0)
+}
+
+// TestE2E_S20_ProtectedWriteFromPeerRefused: a peer UPDATE that touches meta is refused with
+// PROTECTED_FIELD_MUTATION and changes nothing on the hub or on the other peers, which keep
+// replicating (§20, GUIDE §4).
+func TestE2E_S20_ProtectedWriteFromPeerRefused(t *testing.T) {
+	c := newCluster(t, clusterConfig(t), 2)
+	nss := c.create(1)
+	ns := nss[0]
+	c.waitStates(nss, observer.ChannelLive)
+	hubW := newWriter(t, c.hubReg(), hubOwner, ns, "hub", 1)
+	must(t, hubW.write(3))
+	c.converged(nss)
+	before, err := readReplica(t, c.hubReg(), hubOwner, ns)
+	must(t, err)
+
+	w := c.dialWire(rawPeerID)
+	doc := newYDoc(t, 7777)
+	peerBootstrap(w, ns, doc)
+	peerRound(w, ns, doc, 1)
+	seq := w.send(&protocol.Update{NamespaceID: ns, Update: doc.setMeta(registry.MetaEpoch, 99.0)})
+	refusal := w.expectError(ns, protocol.CodeProtectedFieldMutation)
+	if !refusal.HasRelatedSequence || refusal.RelatedSequence != seq {
+		t.Fatalf("refusal relates to %d, want %d", refusal.RelatedSequence, seq)
+	}
+	after, err := readReplica(t, c.hubReg(), hubOwner, ns)
+	must(t, err)
+	if !reflect.DeepEqual(before, after) {
+		t.Fatal("the refused update changed the hub's replica")
+	}
+	// The others are unaffected and keep replicating.
+	must(t, hubW.write(3))
+	c.converged(nss)
+	for _, p := range c.peers {
+		r, err := readReplica(t, p.reg, peerOwner, ns)
+		must(t, err)
+		if r.json["meta"].(map[string]any)[registry.MetaEpoch] != 1.0 {
+			t.Fatalf("%s meta %v", p.id, r.json["meta"])
+		}
+	}
+	c.waitStates(nss, observer.ChannelLive)
+}
+
+// TestE2E_S17_BlockedPeerDoesNotSlowOthers: a peer that stops reading entirely (its socket
+// backs up) holds up only its own connection: the hub keeps replicating to the others,
+// which converge while it is blocked; once it reads again it converges too.
+func TestE2E_S17_BlockedPeerDoesNotSlowOthers(t *testing.T) {
+	c := newCluster(t, clusterConfig(t), 3)
+	nss := c.create(2)
+	c.waitStates(nss, observer.ChannelLive)
+	slow, others := c.peers[2], c.peers[:2]
+	slow.net.pause()
+	big := strings.Repeat("x", 16<<10)
+	var writers []*writer
+	for i, ns := range nss {
+		w := newWriter(t, c.hubReg(), hubOwner, ns, "hub", uint64(i))
+		w.pad = big
+		writers = append(writers, w)
+		for j, p := range others {
+			writers = append(writers, newWriter(t, p.reg, peerOwner, ns, p.id, uint64(10*j+i)))
+		}
+	}
+	writeAll(t, writers, 60) // far more than the window and the socket buffers hold
+	c.converged(nss, others...)
+	if c.divergence(nss, []*peerNode{slow}) == "" {
+		t.Fatal("the blocked peer converged while reading nothing")
+	}
+	slow.net.resume()
+	c.converged(nss)
+}
+
+// TestE2E_HundredNamespacesOnOneConnection: one connection per peer carries 100 namespaces,
+// each opened, bootstrapped, reconciled and written on both sides.
+func TestE2E_HundredNamespacesOnOneConnection(t *testing.T) {
+	c := newCluster(t, clusterConfig(t), 2)
+	nss := c.create(100)
+	c.waitStates(nss, observer.ChannelLive)
+	var writers []*writer
+	for i, ns := range nss {
+		writers = append(writers, newWriter(t, c.hubReg(), hubOwner, ns, "hub", uint64(i)),
+			newWriter(t, c.peers[i%2].reg, peerOwner, ns, c.peers[i%2].id, uint64(1000+i)))
+	}
+	writeAll(t, writers, 3)
+	c.converged(nss)
+	for _, p := range c.peers {
+		if n := len(c.hub.Load().hub.Connections()); n != len(c.peers) {
+			t.Fatalf("%d hub connections for %d peers", n, len(c.peers))
+		}
+		_ = p
+	}
 }

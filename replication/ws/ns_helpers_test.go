@@ -79,17 +79,23 @@ func newRegistry(t testing.TB, role registry.Role, opts persistence.Options) (*r
 
 // ---- the wire as the test sees it ---------------------------------------------------------
 
-// wire is the test's end of a fake connection: it encodes and decodes frames with the
-// protocol codec and checks nothing itself.
+// wire is the test's end of a connection (a fake pair or a real WebSocket): it encodes and
+// decodes frames with the protocol codec and checks nothing itself.
 type wire struct {
 	t        testing.TB
-	end      *wstest.End
+	end      messenger
 	out      *protocol.Outbound
 	in       *protocol.Inbound
 	barriers int
 }
 
-func newWire(t testing.TB, end *wstest.End, cfg protocol.Config) *wire {
+// messenger carries whole messages: *wstest.End, or a real WebSocket (wsMessenger).
+type messenger interface {
+	Send(b []byte) error
+	Recv(ctx context.Context) ([]byte, error)
+}
+
+func newWire(t testing.TB, end messenger, cfg protocol.Config) *wire {
 	codec := protocol.NewCodec(cfg.Limits(), 0)
 	return &wire{t: t, end: end, out: protocol.NewOutbound(codec), in: protocol.NewInbound(codec)}
 }
@@ -195,7 +201,7 @@ func types(fs []protocol.Frame) string {
 }
 
 func (w *wire) expectClose() (protocol.CloseCode, protocol.ErrorCode) {
-	p := &rawPeer{t: w.t, end: w.end, out: w.out, in: w.in}
+	p := &rawPeer{t: w.t, end: w.end.(*wstest.End), out: w.out, in: w.in}
 	return p.expectClose()
 }
 
@@ -396,14 +402,18 @@ func (f *nsHub) dial(peer string) *wire {
 	return w
 }
 
-// bootstrap opens ns on w without a local replica and returns the snapshot (a document
-// holding it) and the BOOTSTRAP_SNAPSHOT sequence.
+// bootstrap opens ns on w without a local replica, applies the snapshot to doc and
+// acknowledges it; it returns the BOOTSTRAP_SNAPSHOT sequence.
 func (f *nsHub) bootstrap(w *wire, ns protocol.NamespaceID, doc *ydoc) uint32 {
-	f.t.Helper()
+	return peerBootstrap(w, ns, doc)
+}
+
+func peerBootstrap(w *wire, ns protocol.NamespaceID, doc *ydoc) uint32 {
+	w.t.Helper()
 	w.send(&protocol.OpenNamespace{NamespaceID: ns})
 	ok, _ := expect[*protocol.OpenOK](w)
 	if ok.Mode != protocol.ModeBootstrap {
-		f.t.Fatalf("OPEN_OK mode %v", ok.Mode)
+		w.t.Fatalf("OPEN_OK mode %v", ok.Mode)
 	}
 	snap, seq := expect[*protocol.BootstrapSnapshot](w)
 	doc.apply(snap.Snapshot)
@@ -411,24 +421,28 @@ func (f *nsHub) bootstrap(w *wire, ns protocol.NamespaceID, doc *ydoc) uint32 {
 	return seq
 }
 
-// round plays the peer's side of a complete round and returns its id.
+// round plays the peer's side of a complete round with id.
 func (f *nsHub) round(w *wire, ns protocol.NamespaceID, doc *ydoc, id uint32) {
-	f.t.Helper()
+	peerRound(w, ns, doc, id)
+}
+
+func peerRound(w *wire, ns protocol.NamespaceID, doc *ydoc, id uint32) {
+	w.t.Helper()
 	s1 := w.send(&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: id, StateVector: doc.sv()})
 	step2, s2seq := expect[*protocol.SyncStep2](w)
 	if step2.SyncRoundID != id || step2.RelatedStep1Sequence != s1 {
-		f.t.Fatalf("hub Step2 round %d related %d, want %d/%d", step2.SyncRoundID, step2.RelatedStep1Sequence, id, s1)
+		w.t.Fatalf("hub Step2 round %d related %d, want %d/%d", step2.SyncRoundID, step2.RelatedStep1Sequence, id, s1)
 	}
 	doc.apply(step2.Update)
 	hub1, h1seq := expect[*protocol.SyncStep1](w)
 	if hub1.SyncRoundID != id {
-		f.t.Fatalf("hub Step1 round %d, want %d", hub1.SyncRoundID, id)
+		w.t.Fatalf("hub Step1 round %d, want %d", hub1.SyncRoundID, id)
 	}
 	w.send(&protocol.SyncApplied{NamespaceID: ns, SyncRoundID: id, AckedSequence: s2seq})
 	w.send(&protocol.SyncStep2{NamespaceID: ns, SyncRoundID: id, RelatedStep1Sequence: h1seq, Update: doc.diff(hub1.StateVector)})
 	applied, _ := expect[*protocol.SyncApplied](w)
 	if applied.SyncRoundID != id {
-		f.t.Fatalf("SYNC_APPLIED round %d", applied.SyncRoundID)
+		w.t.Fatalf("SYNC_APPLIED round %d", applied.SyncRoundID)
 	}
 }
 

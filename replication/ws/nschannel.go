@@ -235,6 +235,7 @@ type channel struct {
 	// the oldest one's ackTimeoutMs.
 	out      *Outbox
 	window   []inflight
+	reserved int // window slots the gate gave to items not yet reported sent
 	ackTimer *Timer
 
 	receiving int // inbound UPDATEs admitted and not yet acknowledged (§10.2)
@@ -345,7 +346,7 @@ func (c *channel) releaseAll() {
 		c.out.Close()
 		c.out = nil
 	}
-	c.window = nil
+	c.window, c.reserved = nil, 0
 	var settled <-chan struct{} = closedChan
 	if c.sess != nil {
 		c.sess.Close()
@@ -602,10 +603,20 @@ func (c *channel) pull() {
 	c.coalesce()
 }
 
-// gate is the Outbox gate: UPDATEs go only while live (§10.1) and within the window of
-// maxInFlightUpdates unacknowledged UPDATEs (§10.2).
+// canSend: UPDATEs go only while live (§10.1) and within the window of maxInFlightUpdates
+// unacknowledged UPDATEs (§10.2).
+func (c *channel) canSend() bool {
+	return c.state == observer.ChannelLive && len(c.window)+c.reserved < c.n.cfg.MaxInFlightUpdates
+}
+
+// gate is the Outbox gate. An item it admits is framed at once, but the connection reports
+// it (Sent) only after its pump pass, so the gate reserves the item's window slot until then.
 func (c *channel) gate() bool {
-	return c.state == observer.ChannelLive && len(c.window) < c.n.cfg.MaxInFlightUpdates
+	if !c.canSend() {
+		return false
+	}
+	c.reserved++
+	return true
 }
 
 // enqueue queues one update; false when the queue was dropped (the channel needs a
@@ -682,7 +693,7 @@ func (c *channel) queueSample(n int, state observer.ChannelState) observer.Queue
 // coalesce merges the unsent updates into one while they cannot leave (§10.1: unsent,
 // unsequenced updates may be merged with Y.mergeUpdates, never after).
 func (c *channel) coalesce() {
-	if c.out == nil || c.gate() {
+	if c.out == nil || c.canSend() {
 		return
 	}
 	if items, _ := c.out.Len(); items < 2 {
@@ -703,6 +714,9 @@ func (c *channel) sentFunc(n int) func(SentInfo) {
 // sent records an UPDATE in the window and arms the ACK timer for the oldest one (§10.2,
 // §18: ackTimeoutMs from the frame's sent time).
 func (c *channel) sent(si SentInfo, n int) {
+	if c.reserved > 0 {
+		c.reserved--
+	}
 	if c.ended() {
 		return
 	}

@@ -435,3 +435,7 @@ func converged(t *testing.T, ns string, want map[string]any, procs ...*proc) {
 		return nil
 	})
 }
+
+func execCommand(exe string, args ...string) ([]byte, error) {
+	return exec.Command(exe, args...).CombinedOutput()
+}

@@ -84,7 +84,6 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	reloader, err := tokens.NewReloader(tokens.ReloaderOptions{
 		Path:     *tokensFile,
 		OnReload: obs.TokenReload,
-		Clock:    clk,
 		Logger:   log,
 		Namespaces: func(ctx context.Context) ([]string, error) {
 			entries, err := reg.Entries(ctx, "")

@@ -33,13 +33,7 @@ type ReloaderOptions struct {
 	OnReload func(outcome string)
 	// Logger receives reload results: peer ids and counts, never tokens or their hashes.
 	Logger *slog.Logger
-	// Clock rate-limits the reloads an unknown token triggers (Authenticator); nil means
-	// clock.Real().
-	Clock clock.Clock
 }
-
-// MissReloadInterval is the least time between two reloads triggered by unknown tokens.
-const MissReloadInterval = 250 * time.Millisecond
 
 // Reloader keeps a ws.TokenTable in step with the tokens file: Reload re-reads the file, and
 // when its content changed installs the new entries and then revokes what the change took
@@ -59,9 +53,7 @@ type Reloader struct {
 	sum     [sha256.Size]byte
 	exists  bool
 	failed  [sha256.Size]byte // the content of the last failed reload, to log it once
-
-	missMu   sync.Mutex
-	lastMiss time.Time
+	stat    os.FileInfo       // of the file as last read (nil: absent)
 }
 
 // NewReloader reads the tokens file and returns a Reloader whose table holds it. A missing
@@ -87,16 +79,14 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 	if !exists {
 		log.Warn("no tokens file yet: every peer is refused until `hub token add` creates one", slog.String("path", opts.Path))
 	}
-	if opts.Clock == nil {
-		opts.Clock = clock.Real()
-	}
-	return &Reloader{opts: opts, table: table, log: log, entries: entries, sum: sha256.Sum256(data), exists: exists}, nil
+	st, _ := os.Stat(opts.Path)
+	return &Reloader{opts: opts, table: table, log: log, entries: entries, sum: sha256.Sum256(data), exists: exists, stat: st}, nil
 }
 
 // Authenticator returns the hub's authenticator: the table, except that a token the table
-// does not know makes it re-read the tokens file first (at most every MissReloadInterval),
-// so a peer started right after `hub token add` is not refused for the second the poll
-// would take. Revocations are the table's.
+// does not know makes it check the tokens file (one stat) and reload it if it changed since
+// it was last read, so a peer started right after `hub token add` is not refused during the
+// second the poll would take. Revocations are the table's.
 func (r *Reloader) Authenticator() ws.Authenticator { return reloadingAuth{r} }
 
 type reloadingAuth struct{ r *Reloader }
@@ -106,14 +96,7 @@ func (a reloadingAuth) Authenticate(ctx context.Context, token string) (ws.Ident
 	if !errors.Is(err, ws.ErrUnauthenticated) || token == "" {
 		return id, err
 	}
-	a.r.missMu.Lock()
-	now := a.r.opts.Clock.Now()
-	due := a.r.lastMiss.IsZero() || now.Sub(a.r.lastMiss) >= MissReloadInterval
-	if due {
-		a.r.lastMiss = now
-	}
-	a.r.missMu.Unlock()
-	if !due {
+	if !a.r.statChanged() {
 		return id, err
 	}
 	if changed, _ := a.r.Reload(ctx); !changed {
@@ -151,16 +134,30 @@ func (r *Reloader) Peers() int {
 	return len(r.entries)
 }
 
+// statChanged reports whether the tokens file's metadata differs from when it was last read
+// (another file renamed over it, another size or modification time, or it appeared or went).
+func (r *Reloader) statChanged() bool {
+	st, err := os.Stat(r.opts.Path)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil || r.stat == nil {
+		return (err == nil) != (r.stat != nil)
+	}
+	return !os.SameFile(st, r.stat) || st.Size() != r.stat.Size() || !st.ModTime().Equal(r.stat.ModTime())
+}
+
 // Reload re-reads the tokens file; when its content changed it installs it and issues the
 // revocations. It reports whether the table changed.
 func (r *Reloader) Reload(ctx context.Context) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	st, _ := os.Stat(r.opts.Path)
 	data, exists, err := readRaw(r.opts.Path)
 	if err != nil {
 		r.fail(data, err)
 		return false, err
 	}
+	r.stat = st
 	sum := sha256.Sum256(data)
 	if sum == r.sum && exists == r.exists {
 		return false, nil

@@ -1,0 +1,68 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Bad configuration, unreadable tokens and a data dir in use: one clear line on stderr and a
+// non-zero exit, before anything is served.
+func TestE2E_StartupRefusals(t *testing.T) {
+	c := newCluster(t)
+	c.startHub() // holds the hub's data dir
+	dir := t.TempDir()
+	badTokens := filepath.Join(dir, "tokens.json")
+	os.WriteFile(badTokens, []byte(`{"peers":[{"instanceId":"peer-a"}]}`), 0o600)
+	tok := filepath.Join(dir, "tok")
+	os.WriteFile(tok, []byte("t\n"), 0o600)
+	loop := func() string { return freeAddr(t) }
+	cases := []struct {
+		name string
+		exe  string
+		args []string
+		env  []string
+		want string
+	}{
+		{"§17 constraint", bin.hub, []string{"serve", "--data", filepath.Join(dir, "h1"), "--max-update-bytes", "600000", "--listen", loop(), "--admin-listen", loop()}, nil,
+			"maxUpdateBytes <= maxFrameBytes - protocol overhead"},
+		{"§17 from the environment", bin.peer, []string{"run", "--data", filepath.Join(dir, "p1"), "--token-file", tok, "--admin-listen", loop()},
+			[]string{"NOMICORE_MAX_IN_FLIGHT_UPDATES=0"}, "maxInFlightUpdates >= 1"},
+		{"unreadable tokens", bin.hub, []string{"serve", "--data", filepath.Join(dir, "h2"), "--tokens", badTokens, "--listen", loop(), "--admin-listen", loop()}, nil,
+			"tokens file"},
+		{"data dir in use", bin.hub, []string{"serve", "--data", c.hubData(), "--listen", loop(), "--admin-listen", loop()}, nil,
+			"is in use by another process"},
+		{"admin beyond loopback without a token", bin.hub, []string{"serve", "--data", filepath.Join(dir, "h3"), "--admin-listen", "0.0.0.0:0", "--listen", loop()}, nil,
+			"is not loopback"},
+		{"peer without a token", bin.peer, []string{"run", "--data", filepath.Join(dir, "p2"), "--admin-listen", loop()}, nil,
+			"no token"},
+		{"peer with an unreadable token file", bin.peer, []string{"run", "--data", filepath.Join(dir, "p3"), "--token-file", filepath.Join(dir, "none"), "--admin-listen", loop()}, nil,
+			"token"},
+		{"bad instance id", bin.peer, []string{"run", "--instance-id", "Peer A", "--token-file", tok, "--admin-listen", loop()}, nil,
+			"--instance-id"},
+		{"bad hub url", bin.peer, []string{"run", "--hub-url", "http://x", "--token-file", tok, "--admin-listen", loop()}, nil,
+			"--hub-url"},
+	}
+	for _, tc := range cases {
+		cmd := exec.Command(tc.exe, tc.args...)
+		cmd.Env = append(os.Environ(), tc.env...)
+		cmd.Dir = dir
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		last := lines[len(lines)-1]
+		if code <= 0 || !strings.Contains(last, tc.want) || strings.HasPrefix(last, "{") {
+			t.Errorf("%s: exit %d, stderr %q; want a non-zero exit and one line naming %q", tc.name, code, stderr.String(), tc.want)
+		}
+		if len(lines) != 1 {
+			t.Errorf("%s: %d lines on stderr, want one: %q", tc.name, len(lines), stderr.String())
+		}
+	}
+}

@@ -14,7 +14,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run test test-race test-short soak fuzz golden bench bench-yjs bench-replication lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak fuzz golden bench bench-yjs bench-replication lint fmt js-deps clean
 
 all: lint build test
 
@@ -26,6 +26,11 @@ build:
 ## run: a hub on embedded defaults (loopback listeners, bbolt under ./nomicore-data/hub)
 run:
 	$(GO) run ./cmd/hub serve
+
+## demo: the README walkthrough, automated: a hub, two tokens, a namespace, two peers, a
+## write through one peer read from the other; exits 0 only if both peers converged
+demo:
+	./scripts/demo.sh
 
 ## js-deps: install the pinned JS oracle packages (skipped loudly without node/npm)
 js-deps: $(JS_STAMPS)

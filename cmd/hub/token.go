@@ -52,7 +52,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		}
 		// The token goes to stdout, once; the hub keeps only its SHA-256.
 		fmt.Fprintln(stdout, tok)
-		fmt.Fprintf(stderr, "hub token add: token for %s stored in %s (only its SHA-256); it is printed once, above\n", *peer, path())
+		fmt.Fprintf(stderr, "hub token add: token for %s stored in %s (only its SHA-256); the token was printed once, on stdout\n", *peer, path())
 		return 0
 	case "list":
 		if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {

@@ -1,11 +1,20 @@
 package ws_test
 
 import (
+	"encoding/binary"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/persistence/persistencetest"
+	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 // TestS8_S9_S10_HubBootstrapRoundLive drives one namespace through the hub's happy path
@@ -156,4 +165,642 @@ func TestS10_2_HubWindowPausesOnlyThatNamespace(t *testing.T) {
 		w.send(&protocol.UpdateAck{NamespaceID: nsA, AckedSequence: s})
 	}
 	w.quiet()
+}
+
+// TestS7_1_HubOpenOutcomes: authorization first, then the registry open for the grant's
+// owner, then the identity comparison (§7.1, §19). Unauthorized OPENs get the same answer
+// whether the namespace exists or not.
+func TestS7_1_HubOpenOutcomes(t *testing.T) {
+	f := newNSHub(t, nsConfig(t), persistence.Options{})
+	ns, id := f.create()
+	w := f.dial(peerID)
+
+	t.Run("reconcile", func(t *testing.T) {
+		seq := w.send(&protocol.OpenNamespace{NamespaceID: ns, HasLocalReplica: true, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
+		_ = seq
+		ok, _ := expect[*protocol.OpenOK](w)
+		if ok.Mode != protocol.ModeReconcile || ok.ReplicationID != id.ReplicationID || ok.ReplicationEpoch != id.Epoch {
+			t.Fatalf("OPEN_OK %+v", ok)
+		}
+		w.quiet() // no snapshot; the peer's Step1 comes next
+		doc := newYDoc(t, 9)
+		peerRound(w, ns, doc, 7)
+		waitPath(t, f.rec, observer.SideHub, ns, observer.ChannelOpening, observer.ChannelReconciling, observer.ChannelLive)
+	})
+	for _, tc := range []struct {
+		name    string
+		open    protocol.OpenNamespace
+		code    protocol.ErrorCode
+		cause   observer.FailedCause
+		end     observer.ChannelState
+		created bool
+	}{
+		{"replication id mismatch", protocol.OpenNamespace{HasLocalReplica: true, ReplicationID: "ffffffffffffffffffffffffffffffff", ReplicationEpoch: 1},
+			protocol.CodeReplicationIDMismatch, "", observer.ChannelConflicted, true},
+		{"epoch mismatch", protocol.OpenNamespace{HasLocalReplica: true, ReplicationID: id.ReplicationID, ReplicationEpoch: 2},
+			protocol.CodeReplicationEpochMismatch, "", observer.ChannelConflicted, true},
+		{"not found", protocol.OpenNamespace{}, protocol.CodeNamespaceNotFound, observer.FailedOpenFailed, observer.ChannelFailed, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := nsN(0xdead)
+			if tc.created {
+				target, _ = f.create()
+			}
+			m := tc.open
+			m.NamespaceID = target
+			if m.HasLocalReplica && tc.created && tc.code == protocol.CodeReplicationEpochMismatch {
+				l := f.lease(target)
+				m.ReplicationID = l.Identity().ReplicationID
+			}
+			seq := w.send(&m)
+			e := w.expectError(target, tc.code)
+			if !e.HasRelatedSequence || e.RelatedSequence != seq {
+				t.Fatalf("ERROR relates to %d, want the OPEN %d", e.RelatedSequence, seq)
+			}
+			waitPath(t, f.rec, observer.SideHub, target, observer.ChannelOpening, tc.end)
+			if tc.end == observer.ChannelFailed {
+				waitFailed(t, f.rec, observer.SideHub, target, tc.cause)
+			}
+			if tc.end == observer.ChannelConflicted {
+				var via []observer.ConflictVia
+				for _, ic := range eventsOf[observer.IdentityConflicted](f.rec, observer.SideHub) {
+					if ic.NamespaceID == target.String() {
+						via = append(via, ic.Via)
+					}
+				}
+				if len(via) != 1 || via[0] != observer.ViaOpenMismatch {
+					t.Fatalf("identity-conflicted %v", via)
+				}
+			}
+			w.quiet()
+		})
+	}
+
+	t.Run("unauthorized reveals nothing", func(t *testing.T) {
+		lw := f.dial(limitedPeer)
+		missing := nsN(0xbeef)
+		var answers []*protocol.ErrorMessage
+		for _, target := range []protocol.NamespaceID{ns, missing} {
+			seq := lw.send(&protocol.OpenNamespace{NamespaceID: target})
+			e := lw.expectError(target, protocol.CodeNamespaceUnauthorized)
+			if e.RelatedSequence != seq {
+				t.Fatalf("related %d, want %d", e.RelatedSequence, seq)
+			}
+			answers = append(answers, e)
+			waitFailed(t, f.rec, observer.SideHub, target, observer.FailedOpenFailed)
+		}
+		a, b := *answers[0], *answers[1]
+		a.NamespaceID, b.NamespaceID, a.RelatedSequence, b.RelatedSequence = protocol.NamespaceID{}, protocol.NamespaceID{}, 0, 0
+		if a != b {
+			t.Fatalf("answers differ: %+v vs %+v", a, b)
+		}
+		// Its one allowed namespace opens (and does not exist).
+		lw.send(&protocol.OpenNamespace{NamespaceID: limitedNS})
+		lw.expectError(limitedNS, protocol.CodeNamespaceNotFound)
+	})
+}
+
+// TestS7_1_DuplicateOpensAndReopen: OPENs while opening share the operation and each gets
+// its OPEN_OK; an OPEN while open is answered again; one declaring something else is a
+// state violation; after the end an OPEN is NAMESPACE_REOPEN_REQUIRES_RECONNECT (§7.1, §1).
+func TestS7_1_DuplicateOpensAndReopen(t *testing.T) {
+	f := newNSHub(t, nsConfig(t), persistence.Options{})
+	ns, id := f.create()
+	w := f.dial(peerID)
+	w.send(&protocol.OpenNamespace{NamespaceID: ns})
+	w.send(&protocol.OpenNamespace{NamespaceID: ns})
+	for range 2 {
+		ok, _ := expect[*protocol.OpenOK](w)
+		if ok.Mode != protocol.ModeBootstrap || ok.ReplicationID != id.ReplicationID {
+			t.Fatalf("OPEN_OK %+v", ok)
+		}
+	}
+	snap, snapSeq := expect[*protocol.BootstrapSnapshot](w)
+	doc := newYDoc(t, 9)
+	doc.apply(snap.Snapshot)
+	w.quiet() // one snapshot for the shared open
+	w.send(&protocol.OpenNamespace{NamespaceID: ns})
+	if ok, _ := expect[*protocol.OpenOK](w); ok.Mode != protocol.ModeBootstrap {
+		t.Fatalf("OPEN_OK %+v", ok)
+	}
+	w.send(&protocol.BootstrapAck{NamespaceID: ns, AckedSequence: snapSeq})
+	f.round(w, ns, doc, 1)
+
+	// A different declaration for the same lifecycle.
+	seq := w.send(&protocol.OpenNamespace{NamespaceID: ns, HasLocalReplica: true, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
+	if e := w.expectError(ns, protocol.CodeNamespaceStateViolation); e.RelatedSequence != seq {
+		t.Fatalf("related %d", e.RelatedSequence)
+	}
+	waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedProtocolViolation)
+	// Ended: no reopen on this connection.
+	seq = w.send(&protocol.OpenNamespace{NamespaceID: ns})
+	if e := w.expectError(ns, protocol.CodeNamespaceReopenRequiresReconnect); e.RelatedSequence != seq {
+		t.Fatalf("related %d", e.RelatedSequence)
+	}
+	// A new connection may open it again.
+	w2 := f.dial(peerID)
+	doc2 := newYDoc(t, 10)
+	f.bootstrap(w2, ns, doc2)
+	f.round(w2, ns, doc2, 1)
+}
+
+// TestS9_3_HubSyncViolations: every duplicate, out-of-order, wrong-round,
+// wrong-related-sequence or wrong-namespace sync frame is SYNC_STATE_VIOLATION (§9.3); an
+// UPDATE or BOOTSTRAP_ACK out of place is NAMESPACE_STATE_VIOLATION. The ERROR names the
+// offending frame, the namespace fails (protocol-violation) and later frames of it are
+// ignored; the connection goes on.
+func TestS9_3_HubSyncViolations(t *testing.T) {
+	f := newNSHub(t, nsConfig(t), persistence.Options{})
+	w := f.dial(peerID)
+	type step func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) protocol.Message
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) // before the offending frame
+		bad   step
+		code  protocol.ErrorCode
+	}{
+		{"Step1 before BOOTSTRAP_ACK", func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) {
+			w.send(&protocol.OpenNamespace{NamespaceID: ns})
+			expect[*protocol.OpenOK](w)
+			expect[*protocol.BootstrapSnapshot](w)
+		}, func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) protocol.Message {
+			return &protocol.SyncStep1{NamespaceID: ns, SyncRoundID: 1, StateVector: []byte{0}}
+		}, protocol.CodeSyncStateViolation},
+		{"UPDATE while bootstrapping", func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) {
+			w.send(&protocol.OpenNamespace{NamespaceID: ns})
+			expect[*protocol.OpenOK](w)
+			expect[*protocol.BootstrapSnapshot](w)
+		}, func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) protocol.Message {
+			return &protocol.Update{NamespaceID: ns, Update: doc.set("x", 1.0)}
+		}, protocol.CodeNamespaceStateViolation},
+		{"second Step1 in a round", func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) {
+			f.bootstrap(w, ns, doc)
+			w.send(&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: 1, StateVector: doc.sv()})
+			expect[*protocol.SyncStep2](w)
+			expect[*protocol.SyncStep1](w)
+		}, func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) protocol.Message {
+			return &protocol.SyncStep1{NamespaceID: ns, SyncRoundID: 2, StateVector: doc.sv()}
+		}, protocol.CodeSyncStateViolation},
+		{"round id not increasing", func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) {
+			f.bootstrap(w, ns, doc)
+			f.round(w, ns, doc, 5)
+		}, func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) protocol.Message {
+			return &protocol.SyncStep1{NamespaceID: ns, SyncRoundID: 5, StateVector: doc.sv()}
+		}, protocol.CodeSyncStateViolation},
+		{"Step2 of another round", roundStarted(w, f), func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) protocol.Message {
+			return &protocol.SyncStep2{NamespaceID: ns, SyncRoundID: 2, RelatedStep1Sequence: lastHubStep1, Update: doc.diff(nil)}
+		}, protocol.CodeSyncStateViolation},
+		{"Step2 related to another Step1", roundStarted(w, f), func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) protocol.Message {
+			return &protocol.SyncStep2{NamespaceID: ns, SyncRoundID: 1, RelatedStep1Sequence: lastHubStep1 - 1, Update: doc.diff(nil)}
+		}, protocol.CodeSyncStateViolation},
+		{"second Step2", func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) {
+			roundStarted(w, f)(t, ns, doc)
+			w.send(&protocol.SyncStep2{NamespaceID: ns, SyncRoundID: 1, RelatedStep1Sequence: lastHubStep1, Update: doc.diff(nil)})
+			expect[*protocol.SyncApplied](w)
+		}, func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) protocol.Message {
+			return &protocol.SyncStep2{NamespaceID: ns, SyncRoundID: 1, RelatedStep1Sequence: lastHubStep1, Update: doc.diff(nil)}
+		}, protocol.CodeSyncStateViolation},
+		{"SYNC_APPLIED of another round", roundStarted(w, f), func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) protocol.Message {
+			return &protocol.SyncApplied{NamespaceID: ns, SyncRoundID: 9, AckedSequence: lastHubStep2}
+		}, protocol.CodeSyncStateViolation},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, _ := f.create()
+			doc := newYDoc(t, 50)
+			tc.setup(t, ns, doc)
+			seq := w.send(tc.bad(t, ns, doc))
+			e := w.expectError(ns, tc.code)
+			if !e.HasRelatedSequence || e.RelatedSequence != seq {
+				t.Fatalf("ERROR relates to %d, want %d", e.RelatedSequence, seq)
+			}
+			waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedProtocolViolation)
+			// Later frames of the failed namespace are ignored.
+			w.send(&protocol.Update{NamespaceID: ns, Update: doc.set("late", 1.0)})
+			w.quiet()
+		})
+	}
+	t.Run("sync frame for a namespace not opened", func(t *testing.T) {
+		ns := nsN(0x5eed)
+		seq := w.send(&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: 1, StateVector: []byte{0}})
+		if e := w.expectError(ns, protocol.CodeSyncStateViolation); e.RelatedSequence != seq {
+			t.Fatalf("related %d", e.RelatedSequence)
+		}
+		seq = w.send(&protocol.Update{NamespaceID: ns, Update: []byte{0, 0}})
+		if e := w.expectError(ns, protocol.CodeNamespaceStateViolation); e.RelatedSequence != seq {
+			t.Fatalf("related %d", e.RelatedSequence)
+		}
+	})
+}
+
+// Sequences the hub sent in the round roundStarted began (the tests run one at a time).
+var lastHubStep1, lastHubStep2 uint32
+
+// roundStarted bootstraps ns and starts round 1: the hub's Step2 and Step1 are received,
+// nothing answered yet.
+func roundStarted(w *wire, f *nsHub) func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) {
+	return func(t *testing.T, ns protocol.NamespaceID, doc *ydoc) {
+		f.bootstrap(w, ns, doc)
+		w.send(&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: 1, StateVector: doc.sv()})
+		var s2 *protocol.SyncStep2
+		s2, lastHubStep2 = expect[*protocol.SyncStep2](w)
+		doc.apply(s2.Update)
+		_, lastHubStep1 = expect[*protocol.SyncStep1](w)
+	}
+}
+
+// TestS18_HubAckTimeoutNeedsResyncWithoutResend: an UPDATE unacknowledged for ackTimeoutMs
+// is not sent again: the hub declares the loss with the non-fatal ACK_TIMEOUT (§13.2,
+// retry resync), goes needs-resync and sends nothing more until the peer's next round; a
+// late ACK is still accepted; after the round the namespace is live again (§17, §18).
+func TestS18_HubAckTimeoutNeedsResyncWithoutResend(t *testing.T) {
+	cfg := nsConfig(t)
+	f := newNSHub(t, cfg, persistence.Options{})
+	ns, _ := f.create()
+	w := f.dial(peerID)
+	doc := newYDoc(t, 200)
+	f.live(w, ns, doc)
+	hub := newYDoc(t, 100)
+	must(t, writeLocal(t, f.reg, ns, hub.set("a", 1.0)))
+	_, seq := expect[*protocol.Update](w) // lost: never applied by the peer
+	f.clk.Advance(cfg.AckTimeout - time.Millisecond)
+	w.quiet()
+	f.clk.Advance(time.Millisecond)
+	e := w.expectError(ns, protocol.CodeAckTimeout)
+	if e.Fatal || !e.Retryable || !e.HasRelatedSequence || e.RelatedSequence != seq {
+		t.Fatalf("ACK_TIMEOUT %+v", e)
+	}
+	waitPath(t, f.rec, observer.SideHub, ns, observer.ChannelOpening, observer.ChannelBootstrapping,
+		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelNeedsResync)
+	// No resend, and nothing new while waiting for the round.
+	must(t, writeLocal(t, f.reg, ns, hub.set("b", 2.0)))
+	w.quiet()
+	w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq}) // late: accepted
+	w.quiet()
+	// The peer's round repairs everything.
+	f.round(w, ns, doc, 2)
+	if app := doc.app(); app["a"] != 1.0 || app["b"] != 2.0 {
+		t.Fatalf("peer app after the round: %v", app)
+	}
+	waitPath(t, f.rec, observer.SideHub, ns, observer.ChannelOpening, observer.ChannelBootstrapping,
+		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelNeedsResync, observer.ChannelReconciling, observer.ChannelLive)
+	must(t, writeLocal(t, f.reg, ns, hub.set("c", 3.0)))
+	expect[*protocol.Update](w)
+	var causes []observer.ResyncCause
+	for _, r := range eventsOf[observer.ResyncRequired](f.rec, observer.SideHub) {
+		causes = append(causes, r.Cause)
+	}
+	if len(causes) != 1 || causes[0] != observer.ResyncAckTimeout {
+		t.Fatalf("resync-required causes %v", causes)
+	}
+}
+
+// TestS17_HubQueueOverflowDeclaresResync: while the window is full, waiting updates queue
+// (merged); past maxQueuedUpdateBytes the queue is dropped, RESYNC_REQUIRED
+// {send-queue-overflow} is declared and nothing more is sent; once the peer's window
+// empties its round repairs what was dropped (§9.4, §17).
+func TestS17_HubQueueOverflowDeclaresResync(t *testing.T) {
+	cfg := nsConfig(t)
+	// Room for the round's diff, which carries everything the queue dropped.
+	cfg.MaxSyncDiffBytes, cfg.MaxBootstrapBytes, cfg.MaxFrameBytes = 16<<10, 16<<10, 17<<10
+	cfg.MaxQueuedControlBytes, cfg.MaxQueuedUpdateBytes, cfg.MaxChunkedUpdateBytes = 64<<10, 4<<10, 4<<10
+	must(t, cfg.Validate())
+	f := newNSHub(t, cfg, persistence.Options{})
+	ns, _ := f.create()
+	w := f.dial(peerID)
+	doc := newYDoc(t, 200)
+	f.live(w, ns, doc)
+	hub := newYDoc(t, 100)
+	var inFlight []uint32
+	for i := range cfg.MaxInFlightUpdates {
+		must(t, writeLocal(t, f.reg, ns, hub.set(fmt.Sprint("w", i), 1.0)))
+		up, seq := expect[*protocol.Update](w)
+		doc.apply(up.Update)
+		inFlight = append(inFlight, seq)
+	}
+	value := strings.Repeat("v", 600)
+	for i := 0; i*600 <= cfg.MaxQueuedUpdateBytes; i++ {
+		must(t, writeLocal(t, f.reg, ns, hub.set(fmt.Sprint("q", i), value)))
+	}
+	r, _ := expect[*protocol.ResyncRequired](w)
+	if r.ReasonCode != protocol.ResyncSendQueueOverflow {
+		t.Fatalf("reason %q", r.ReasonCode)
+	}
+	w.quiet()
+	for _, seq := range inFlight {
+		w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq})
+	}
+	w.quiet() // acknowledgements do not restart the flow: the peer's round does
+	f.round(w, ns, doc, 2)
+	if got, want := doc.app(), appOf(t, f.reg, ns); !sameApp(got, want) {
+		t.Fatalf("after the round the peer has %d keys, the hub %d", len(got), len(want))
+	}
+	rs := eventsOf[observer.ResyncRequired](f.rec, observer.SideHub)
+	if len(rs) != 1 || rs[0].Cause != observer.ResyncQueueOverflow {
+		t.Fatalf("resync-required %+v", rs)
+	}
+}
+
+// TestS20_HubRefusesPeerUpdates: a peer UPDATE the hub must not take is answered with its
+// namespace ERROR and changes nothing on the hub (§10.1, §19, §20): a meta write
+// (PROTECTED_FIELD_MUTATION), a read-only peer's write (ROLE_VIOLATION), bytes that are not
+// an update (APPLY_FAILED), and any write while persistence is degraded
+// (PERSISTENCE_DEGRADED).
+func TestS20_HubRefusesPeerUpdates(t *testing.T) {
+	var faults persistencetest.Faults
+	f := newNSHub(t, nsConfig(t), persistence.Options{CommitHook: faults.Hook, RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
+	for _, tc := range []struct {
+		name   string
+		peer   string
+		update func(doc *ydoc) []byte
+		code   protocol.ErrorCode
+		cause  observer.FailedCause
+	}{
+		{"protected meta", peerID, func(doc *ydoc) []byte { return doc.setMeta(registry.MetaEpoch, 7.0) },
+			protocol.CodeProtectedFieldMutation, observer.FailedApplyRefused},
+		{"protected new meta key", peerID, func(doc *ydoc) []byte { return doc.setMeta("extra", "x") },
+			protocol.CodeProtectedFieldMutation, observer.FailedApplyRefused},
+		{"read-only peer", readOnlyPeer, func(doc *ydoc) []byte { return doc.set("x", 1.0) },
+			protocol.CodeRoleViolation, observer.FailedApplyRefused},
+		{"malformed", peerID, func(*ydoc) []byte { return []byte{0xff, 0xff, 0xff} },
+			protocol.CodeApplyFailed, observer.FailedApplyRejected},
+		{"degraded", peerID, func(doc *ydoc) []byte { return doc.set("x", 1.0) },
+			protocol.CodePersistenceDegraded, observer.FailedApplyRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, _ := f.create()
+			w := f.dial(tc.peer)
+			doc := newYDoc(t, 200)
+			f.live(w, ns, doc)
+			if tc.code == protocol.CodePersistenceDegraded {
+				faults.Fail(true)
+				defer faults.Fail(false)
+				// A write the store cannot commit (to another namespace) makes it unhealthy.
+				other, _ := f.create()
+				_ = writeLocal(t, f.reg, other, newYDoc(t, 1).set("pre", 1.0))
+				eventually(t, "degraded", func() bool { return !f.store.Healthy() })
+			}
+			before := appOf(t, f.reg, ns)
+			seq := w.send(&protocol.Update{NamespaceID: ns, Update: tc.update(doc)})
+			e := w.expectError(ns, tc.code)
+			if e.RelatedSequence != seq {
+				t.Fatalf("related %d, want %d", e.RelatedSequence, seq)
+			}
+			waitFailed(t, f.rec, observer.SideHub, ns, tc.cause)
+			if after := appOf(t, f.reg, ns); !sameApp(before, after) {
+				t.Fatalf("the refused update changed the hub: %v → %v", before, after)
+			}
+			l := f.lease(ns)
+			if got := l.Identity(); got.Epoch != 1 {
+				t.Fatalf("identity %v", got)
+			}
+			w.quiet()
+		})
+	}
+}
+
+// TestS11_HubEpochBumpFences: an epoch bump fences the namespace's sessions (§11): the hub
+// sends IDENTITY_CHANGED with the new identity and the channel ends conflicted; an
+// acknowledgement the peer sent before it learnt is accepted, its later UPDATEs are
+// ignored, and the other namespace on the connection is untouched.
+func TestS11_HubEpochBumpFences(t *testing.T) {
+	f := newNSHub(t, nsConfig(t), persistence.Options{})
+	ns, id := f.create()
+	other, _ := f.create()
+	w := f.dial(peerID)
+	doc, otherDoc := newYDoc(t, 200), newYDoc(t, 201)
+	f.live(w, ns, doc)
+	f.live(w, other, otherDoc)
+	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("a", 1.0)))
+	_, upSeq := expect[*protocol.Update](w)
+
+	bumped, err := f.lease(ns).BumpEpoch(ctxT(t))
+	must(t, err)
+	ic, _ := expect[*protocol.IdentityChanged](w)
+	if ic.NamespaceID != ns || ic.ReplicationID != id.ReplicationID || ic.ReplicationEpoch != bumped.Epoch || bumped.Epoch != 2 {
+		t.Fatalf("IDENTITY_CHANGED %+v, new identity %v", ic, bumped)
+	}
+	waitPath(t, f.rec, observer.SideHub, ns, observer.ChannelOpening, observer.ChannelBootstrapping,
+		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelConflicted)
+	w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: upSeq}) // in flight: fine
+	before := appOf(t, f.reg, ns)
+	w.send(&protocol.Update{NamespaceID: ns, Update: doc.set("late", 1.0)})
+	w.quiet()
+	if after := appOf(t, f.reg, ns); !sameApp(before, after) {
+		t.Fatalf("an update of the old epoch was applied: %v", after)
+	}
+	seq := w.send(&protocol.Update{NamespaceID: other, Update: otherDoc.set("x", 1.0)})
+	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {
+		t.Fatalf("ack %d", ack.AckedSequence)
+	}
+	if got := nsErrors(f.rec, observer.SideHub, ns); len(got) != 1 || got[0] != "IDENTITY_CHANGED/sent" {
+		t.Fatalf("namespace-error %v", got)
+	}
+	ics := eventsOf[observer.IdentityConflicted](f.rec, observer.SideHub)
+	if len(ics) != 1 || ics[0].Via != observer.ViaFence {
+		t.Fatalf("identity-conflicted %+v", ics)
+	}
+}
+
+// TestS12_HubCloseAfterAdmittedApplies: CLOSE_NAMESPACE stops admission at once; the apply
+// admitted before it completes (and is acknowledged), then CLOSE_OK acknowledges the CLOSE
+// (§12); the session is gone and the namespace unloads.
+func TestS12_HubCloseAfterAdmittedApplies(t *testing.T) {
+	f := newNSHub(t, nsConfig(t), persistence.Options{})
+	ns, _ := f.create()
+	w := f.dial(peerID)
+	doc := newYDoc(t, 200)
+	f.live(w, ns, doc)
+	useq := w.send(&protocol.Update{NamespaceID: ns, Update: doc.set("last", 1.0)})
+	cseq := w.send(&protocol.CloseNamespace{NamespaceID: ns, ReasonCode: "remove"})
+	ack, _ := expect[*protocol.UpdateAck](w)
+	ok, _ := expect[*protocol.CloseOK](w)
+	if ack.AckedSequence != useq || ok.AckedSequence != cseq {
+		t.Fatalf("UPDATE_ACK %d CLOSE_OK %d, want %d and %d", ack.AckedSequence, ok.AckedSequence, useq, cseq)
+	}
+	if appOf(t, f.reg, ns)["last"] != 1.0 {
+		t.Fatal("the admitted update was lost")
+	}
+	waitPath(t, f.rec, observer.SideHub, ns, observer.ChannelOpening, observer.ChannelBootstrapping,
+		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelClosing, observer.ChannelClosed)
+	eventually(t, "no session left", func() bool { return len(f.lease(ns).Sessions()) == 0 })
+	// Writes after the close reach no one.
+	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("after", 1.0)))
+	w.quiet()
+}
+
+// TestS6_3_HubDrainClosesNamespaces: a GOAWAY drain closes every open namespace with
+// CLOSE_NAMESPACE; once they are all closed the drain ends early and the connection closes
+// with 1001 (§6.3, §12).
+func TestS6_3_HubDrainClosesNamespaces(t *testing.T) {
+	f := newNSHub(t, nsConfig(t), persistence.Options{})
+	a, _ := f.create()
+	b, _ := f.create()
+	w := f.dial(peerID)
+	docA, docB := newYDoc(t, 200), newYDoc(t, 201)
+	f.live(w, a, docA)
+	f.live(w, b, docB)
+	f.hub.GoAway(protocol.GoAwayServerRestarting, time.Minute, time.Second, true)
+	expect[*protocol.GoAway](w)
+	closes := map[protocol.NamespaceID]uint32{}
+	for range 2 {
+		c, seq := expect[*protocol.CloseNamespace](w)
+		if c.ReasonCode != "drain" {
+			t.Fatalf("reason %q", c.ReasonCode)
+		}
+		closes[c.NamespaceID] = seq
+	}
+	w.send(&protocol.CloseOK{NamespaceID: a, AckedSequence: closes[a]})
+	w.send(&protocol.CloseOK{NamespaceID: b, AckedSequence: closes[b]})
+	if code, _ := w.expectClose(); code != protocol.CloseGoingAway {
+		t.Fatalf("close %d", code)
+	}
+}
+
+// TestS19_HubRevokeEndsNamespace: a revocation from the authenticator ends the namespace
+// with NAMESPACE_UNAUTHORIZED and releases it; the connection and its other namespaces go
+// on (§19).
+func TestS19_HubRevokeEndsNamespace(t *testing.T) {
+	f := newNSHub(t, nsConfig(t), persistence.Options{})
+	ns, _ := f.create()
+	other, _ := f.create()
+	w := f.dial(peerID)
+	doc, otherDoc := newYDoc(t, 200), newYDoc(t, 201)
+	f.live(w, ns, doc)
+	f.live(w, other, otherDoc)
+	f.table.Revoke(ws.Revocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns}})
+	w.expectError(ns, protocol.CodeNamespaceUnauthorized)
+	waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedApplyRefused)
+	seq := w.send(&protocol.Update{NamespaceID: other, Update: otherDoc.set("x", 1.0)})
+	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {
+		t.Fatalf("ack %d", ack.AckedSequence)
+	}
+}
+
+// TestS8_S9_HubSizeCaps: without CAP_CHUNKED_UPDATE (§8.1, §9.2, §10.1, GUIDE §5) a
+// snapshot over maxBootstrapBytes answers the OPEN with BOOTSTRAP_TOO_LARGE, a diff over
+// maxSyncDiffBytes fails the namespace with SYNC_DIFF_TOO_LARGE, and an inbound UPDATE or
+// Step2 over its cap fails it with UPDATE_TOO_LARGE or SYNC_DIFF_TOO_LARGE; the connection
+// goes on.
+func TestS8_S9_HubSizeCaps(t *testing.T) {
+	cfg := nsConfig(t)
+	f := newNSHub(t, cfg, persistence.Options{})
+	w := f.dial(peerID)
+	big := strings.Repeat("z", cfg.MaxBootstrapBytes)
+
+	t.Run("snapshot", func(t *testing.T) {
+		ns, _ := f.create()
+		must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("big", big)))
+		seq := w.send(&protocol.OpenNamespace{NamespaceID: ns})
+		if e := w.expectError(ns, protocol.CodeBootstrapTooLarge); e.RelatedSequence != seq {
+			t.Fatalf("related %d", e.RelatedSequence)
+		}
+		waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedSendFailed)
+	})
+	t.Run("hub diff", func(t *testing.T) {
+		ns, _ := f.create()
+		doc := newYDoc(t, 200)
+		f.bootstrap(w, ns, doc)
+		must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("big", big)))
+		w.send(&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: 1, StateVector: doc.sv()})
+		w.expectError(ns, protocol.CodeSyncDiffTooLarge)
+		waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedSendFailed)
+	})
+	t.Run("inbound update", func(t *testing.T) {
+		ns, _ := f.create()
+		doc := newYDoc(t, 200)
+		f.live(w, ns, doc)
+		// A frame within maxFrameBytes whose update is over maxUpdateBytes.
+		u := doc.set("big", strings.Repeat("u", cfg.MaxUpdateBytes))
+		b := rawUpdateFrame(t, w, ns, u)
+		must(t, w.end.(*wstest.End).Send(b))
+		w.expectError(ns, protocol.CodeUpdateTooLarge)
+		waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedProtocolViolation)
+	})
+	w.quiet()
+}
+
+// rawUpdateFrame encodes an UPDATE without the encoder's size check (the codec refuses to
+// produce what the receiver would refuse), consuming the wire's next sequence.
+func rawUpdateFrame(t *testing.T, w *wire, ns protocol.NamespaceID, u []byte) []byte {
+	t.Helper()
+	// Encode a small UPDATE to take the sequence, then splice the large payload in.
+	_, seq, err := w.out.AppendFrame(nil, &protocol.Update{NamespaceID: ns, Update: []byte{0}})
+	must(t, err)
+	payload := lib0.AppendVarString(nil, ns.String())
+	payload = lib0.AppendVarUint8Array(payload, u)
+	frame := make([]byte, protocol.HeaderLen, protocol.HeaderLen+len(payload))
+	copy(frame, "NMCR")
+	frame[4] = protocol.EnvelopeVersion
+	frame[5] = byte(protocol.TypeUpdate)
+	binary.BigEndian.PutUint32(frame[8:], seq)
+	binary.BigEndian.PutUint32(frame[12:], uint32(len(payload)))
+	return append(frame, payload...)
+}
+
+// TestS8_HubBootstrapTimeout: a snapshot not acknowledged within bootstrapTimeoutMs fails
+// the namespace (namespace-failed{bootstrap-timeout, timeoutMs}, no wire frame, §18).
+func TestS8_HubBootstrapTimeout(t *testing.T) {
+	cfg := nsConfig(t)
+	f := newNSHub(t, cfg, persistence.Options{})
+	ns, _ := f.create()
+	w := f.dial(peerID)
+	w.send(&protocol.OpenNamespace{NamespaceID: ns})
+	expect[*protocol.OpenOK](w)
+	expect[*protocol.BootstrapSnapshot](w)
+	f.clk.Advance(cfg.BootstrapTimeout)
+	ev := waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedBootstrapTimeout)
+	if ms, ok := ev.TimeoutMs.Get(); !ok || ms != uint64(cfg.BootstrapTimeout/time.Millisecond) {
+		t.Fatalf("timeoutMs %v", ev.TimeoutMs)
+	}
+	w.quiet()
+}
+
+// TestS13_HubRemoteErrors: a fatal namespace ERROR from the peer ends the channel in the
+// code's terminal state (namespace-failed{remote-error}); the non-fatal ACK_TIMEOUT only
+// asks for a resync: the hub stops sending and waits for the round (§13.2, §9.4); so does
+// RESYNC_REQUIRED.
+func TestS13_HubRemoteErrors(t *testing.T) {
+	f := newNSHub(t, nsConfig(t), persistence.Options{})
+	w := f.dial(peerID)
+	t.Run("fatal", func(t *testing.T) {
+		ns, _ := f.create()
+		doc := newYDoc(t, 200)
+		f.live(w, ns, doc)
+		m, err := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeApplyFailed, ns, "x")
+		must(t, err)
+		w.send(m)
+		waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedRemoteError)
+		if got := nsErrors(f.rec, observer.SideHub, ns); len(got) != 1 || got[0] != "APPLY_FAILED/received" {
+			t.Fatalf("namespace-error %v", got)
+		}
+		must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("x", 1.0)))
+		w.quiet()
+	})
+	for _, tc := range []struct {
+		name string
+		msg  func(ns protocol.NamespaceID) protocol.Message
+	}{
+		{"ACK_TIMEOUT", func(ns protocol.NamespaceID) protocol.Message {
+			m, _ := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeAckTimeout, ns, "x")
+			return m
+		}},
+		{"RESYNC_REQUIRED", func(ns protocol.NamespaceID) protocol.Message {
+			return &protocol.ResyncRequired{NamespaceID: ns, ReasonCode: protocol.ResyncSendQueueOverflow}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, _ := f.create()
+			doc := newYDoc(t, 200)
+			f.live(w, ns, doc)
+			w.send(tc.msg(ns))
+			waitPath(t, f.rec, observer.SideHub, ns, observer.ChannelOpening, observer.ChannelBootstrapping,
+				observer.ChannelReconciling, observer.ChannelLive, observer.ChannelNeedsResync)
+			must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("x", 1.0)))
+			w.quiet()
+			f.round(w, ns, doc, 2)
+			if doc.app()["x"] != 1.0 {
+				t.Fatalf("peer app %v", doc.app())
+			}
+		})
+	}
 }

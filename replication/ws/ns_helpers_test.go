@@ -352,7 +352,12 @@ type nsHub struct {
 	table *ws.TokenTable
 }
 
-const readOnlyPeer = "peer-ro"
+const (
+	readOnlyPeer = "peer-ro"
+	limitedPeer  = "peer-limited" // may replicate limitedNS only
+)
+
+var limitedNS = nsN(0xa11)
 
 func newNSHub(t *testing.T, cfg protocol.Config, storeOpts persistence.Options) *nsHub {
 	t.Helper()
@@ -362,6 +367,7 @@ func newNSHub(t *testing.T, cfg protocol.Config, storeOpts persistence.Options) 
 	f.table, err = ws.NewTokenTable([]ws.TokenEntry{
 		{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Owner: owner, Namespaces: []string{"*"}, Read: true, Submit: true},
 		{PeerInstanceID: readOnlyPeer, TokenSHA256: ws.HashToken("secret-ro"), Owner: owner, Namespaces: []string{"*"}, Read: true},
+		{PeerInstanceID: limitedPeer, TokenSHA256: ws.HashToken("secret-limited"), Owner: owner, Namespaces: []string{limitedNS.String()}, Read: true, Submit: true},
 	})
 	must(t, err)
 	f.nsl, err = ws.NewHubNamespaces(ws.HubNamespacesOptions{Registry: f.reg})
@@ -615,3 +621,34 @@ func (f *nsPeer) waitState(ns protocol.NamespaceID, want observer.ChannelState) 
 func (f *nsPeer) peerApp(ns protocol.NamespaceID) map[string]any { return appOf(f.t, f.reg, ns) }
 
 var errNoReplica = errors.New("no replica")
+
+// waitFailed waits for the namespace-failed event of ns on side and checks its cause, and
+// that there is exactly one.
+func waitFailed(t testing.TB, rec *observertest.Recorder, side observer.Side, ns protocol.NamespaceID, cause observer.FailedCause) observer.NamespaceFailed {
+	t.Helper()
+	var got []observer.NamespaceFailed
+	eventually(t, "namespace-failed "+string(cause), func() bool {
+		got = nil
+		for _, e := range eventsOf[observer.NamespaceFailed](rec, side) {
+			if e.NamespaceID == ns.String() {
+				got = append(got, e)
+			}
+		}
+		return len(got) > 0
+	})
+	if len(got) != 1 || got[0].Cause != cause {
+		t.Fatalf("namespace-failed of %s: %+v, want one with cause %s", ns, got, cause)
+	}
+	return got[0]
+}
+
+// nsErrors returns the namespace-error events of ns on side, as "code/direction".
+func nsErrors(rec *observertest.Recorder, side observer.Side, ns protocol.NamespaceID) []string {
+	var out []string
+	for _, e := range eventsOf[observer.NamespaceError](rec, side) {
+		if e.NamespaceID == ns.String() {
+			out = append(out, string(e.Code)+"/"+string(e.Direction))
+		}
+	}
+	return out
+}

@@ -37,6 +37,7 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	fs.Var(&targetFlags, "target", "a namespace to replicate, ns-…[:OWNER] (repeatable; remembered in the store)")
 	owner := fs.String("owner", "default", "local owner of --target replicas given without :OWNER")
 	tokenPoll := fs.Duration("token-poll", time.Second, "how often a blocked peer checks its token file for a new token")
+	hubCA := fs.String("hub-ca-file", "", "PEM certificates to trust for a wss:// hub URL (default: the system roots)")
 	common := node.RegisterCommon(fs)
 	if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {
 		return code
@@ -58,6 +59,10 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 		return fail(fmt.Errorf("--hub-url %q: want ws://HOST:PORT/v1/replication or wss://…", *hubURL))
 	}
 	if err := node.CheckAdmin(*adminListen, common.AdminToken); err != nil {
+		return fail(err)
+	}
+	dialer, err := node.HubDialer(*hubCA)
+	if err != nil {
 		return fail(err)
 	}
 	if *tokenPoll <= 0 {
@@ -134,7 +139,7 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	}
 	cleanup = append(cleanup, tc.Close)
 	peer, err := ws.NewPeer(ws.PeerOptions{Config: common.Protocol, InstanceID: *instanceID, HubInstanceID: *hubID,
-		URL: *hubURL, Token: tw.source, Namespaces: tc.NewHandler, Clock: clk,
+		URL: *hubURL, Token: tw.source, Dialer: dialer, Namespaces: tc.NewHandler, Clock: clk,
 		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(tw.observe)), Logger: log})
 	if err != nil {
 		return fail(err)

@@ -1,15 +1,19 @@
 package node
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/ws"
 )
 
 // OpenStore opens the instance's bbolt store DIR/nomicore.db (creating DIR with mode 0700),
@@ -78,4 +82,28 @@ func CheckAdmin(addr, token string) error {
 		return fmt.Errorf("--admin-listen %s is not loopback: set --admin-token-file (or NOMICORE_ADMIN_TOKEN) so the admin API requires a bearer token", addr)
 	}
 	return nil
+}
+
+// HubDialer returns the peer's WebSocket dialer, speaking HTTP/1.1 only (the upgrade needs
+// it; a TLS proxy must not negotiate HTTP/2 for it). With caFile, a wss:// hub must present a
+// certificate signed by one of its PEM certificates (TLS ends at the hub's proxy, §2);
+// without, the system roots are trusted.
+func HubDialer(caFile string) (ws.Dialer, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--hub-ca-file: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--hub-ca-file %s holds no PEM certificate", caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ForceAttemptHTTP2 = false
+	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	tr.TLSClientConfig = cfg
+	return ws.WebSocketDialer{HTTPClient: &http.Client{Transport: tr}}, nil
 }

@@ -526,6 +526,19 @@ func (f *nsPeer) create() (protocol.NamespaceID, registry.Identity, []byte) {
 	return protocol.MustNamespaceID(c.NamespaceID), c.Identity, snap
 }
 
+// bump raises the epoch of ns in the hub source registry and returns its new snapshot.
+func (f *nsPeer) bump(ns protocol.NamespaceID) []byte {
+	f.t.Helper()
+	l, err := f.hubs.reg.Open(ctxT(f.t), owner, ns.String())
+	must(f.t, err)
+	defer l.Release()
+	_, err = l.BumpEpoch(ctxT(f.t))
+	must(f.t, err)
+	snap, err := l.EncodeState(ctxT(f.t), nil)
+	must(f.t, err)
+	return snap
+}
+
 // target adds ns as a target of the peer.
 func (f *nsPeer) target(ns protocol.NamespaceID) {
 	f.t.Helper()
@@ -649,6 +662,44 @@ func nsErrors(rec *observertest.Recorder, side observer.Side, ns protocol.Namesp
 		if e.NamespaceID == ns.String() {
 			out = append(out, string(e.Code)+"/"+string(e.Direction))
 		}
+	}
+	return out
+}
+
+// live bootstraps ns on the peer through w and completes the first round with hubDoc (which
+// starts from the snapshot) as the hub's document.
+func (f *nsPeer) live(w *wire, ns protocol.NamespaceID, id registry.Identity, snap []byte, hubDoc *ydoc) {
+	f.t.Helper()
+	f.bootstrapOn(w, ns, id, snap)
+	hubDoc.apply(snap)
+	f.hubRound(w, ns, hubDoc)
+	f.waitState(ns, observer.ChannelLive)
+}
+
+// reconnect waits for the peer's next dial after backoff (the fake clock moves it along).
+func (f *nsPeer) reconnect() *wire {
+	f.t.Helper()
+	for {
+		select {
+		case d := <-f.d.Accepted:
+			f.mu.Lock()
+			f.conns++
+			n := f.conns
+			f.mu.Unlock()
+			w := newWire(f.t, d.End, f.cfg)
+			h, _ := expect[*protocol.Hello](w)
+			w.send(&protocol.HelloAck{HubInstanceID: hubID, ProtocolVersion: 1, ConnectionNonce: h.ConnectionNonce, ConnectionID: fmt.Sprintf("c-test-%d", n)})
+			return w
+		case <-time.After(time.Millisecond):
+			f.clk.Advance(50 * time.Millisecond)
+		}
+	}
+}
+
+func (f *nsPeer) backoffReasons() []observer.BackoffReason {
+	var out []observer.BackoffReason
+	for _, e := range eventsOf[observer.ConnectionBackoffScheduled](f.rec, observer.SidePeer) {
+		out = append(out, e.Reason)
 	}
 	return out
 }

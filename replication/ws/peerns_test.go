@@ -1,11 +1,14 @@
 package ws_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 // TestS16_PeerBootstrapRoundLivePeriodic drives a target through §16 frame by frame against
@@ -98,4 +101,293 @@ func TestS16_PeerBootstrapRoundLivePeriodic(t *testing.T) {
 	if n := len(eventsOf[observer.BootstrapImported](f.rec, observer.SidePeer)); n != 1 {
 		t.Fatalf("%d bootstrap-imported", n)
 	}
+}
+
+// TestS16_PeerReconnectReconciles: a dropped socket projects the target as disconnected
+// (the session stops, the lease is released, the target stays); the next connection opens
+// it declaring the local replica's identity, the hub answers reconcile, and a round runs —
+// writes made while disconnected travel in the peer's Step2 (§7.1, §16).
+func TestS16_PeerReconnectReconciles(t *testing.T) {
+	f := newNSPeer(t, nsConfig(t))
+	ns, id, snap := f.create()
+	f.target(ns)
+	w := f.connect()
+	hubDoc := newYDoc(t, 300)
+	f.live(w, ns, id, snap, hubDoc)
+
+	w.end.(*wstest.End).Drop()
+	f.waitState(ns, observer.ChannelDisconnected)
+	eventually(t, "the replica unloaded", func() bool { return f.reg.Loaded() == 0 })
+	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 400).set("offline", 1.0)))
+	w = f.reconnect()
+	open, _ := expect[*protocol.OpenNamespace](w)
+	if !open.HasLocalReplica || open.ReplicationID != id.ReplicationID || open.ReplicationEpoch != id.Epoch {
+		t.Fatalf("OPEN %+v, want the replica's identity %v", open, id)
+	}
+	w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeReconcile, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
+	if rid := f.hubRound(w, ns, hubDoc); rid != 1 {
+		t.Fatalf("round id %d on a new connection", rid)
+	}
+	f.waitState(ns, observer.ChannelLive)
+	if hubDoc.app()["offline"] != 1.0 {
+		t.Fatalf("hub app %v", hubDoc.app())
+	}
+	waitPath(t, f.rec, observer.SidePeer, ns, observer.ChannelTargeted, observer.ChannelOpening, observer.ChannelBootstrapping,
+		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelDisconnected, observer.ChannelOpening,
+		observer.ChannelReconciling, observer.ChannelLive)
+}
+
+// TestS19_PeerTargetNotRequested: frames for a namespace the peer did not request are
+// answered with TARGET_NOT_REQUESTED and create nothing (§19); ERRORs for it are ignored.
+func TestS19_PeerTargetNotRequested(t *testing.T) {
+	f := newNSPeer(t, nsConfig(t))
+	ns, id, snap := f.create()
+	w := f.connect() // no target
+	for _, m := range []protocol.Message{
+		&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeBootstrap, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch},
+		&protocol.BootstrapSnapshot{NamespaceID: ns, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch, Snapshot: snap},
+		&protocol.Update{NamespaceID: ns, Update: snap},
+		&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: 1, StateVector: []byte{0}},
+		&protocol.CloseNamespace{NamespaceID: ns, ReasonCode: "x"},
+		&protocol.IdentityChanged{NamespaceID: ns, ReplicationID: id.ReplicationID, ReplicationEpoch: 2},
+	} {
+		seq := w.send(m)
+		if e := w.expectError(ns, protocol.CodeTargetNotRequested); e.RelatedSequence != seq {
+			t.Fatalf("%T: related %d, want %d", m, e.RelatedSequence, seq)
+		}
+	}
+	em, _ := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeInternalError, ns, "x")
+	w.send(em)
+	w.quiet()
+	if _, ok, err := f.reg.LocalReplica(ctxT(t), owner, ns.String()); ok || err != nil {
+		t.Fatalf("a replica appeared: %v %v", ok, err)
+	}
+	if len(f.tc.Targets()) != 0 {
+		t.Fatal("a target appeared")
+	}
+}
+
+// TestS18_PeerTimeoutsRebuildTheConnection: the open, bootstrap and reconcile timers fail
+// the namespace (namespace-failed with the timer cause and timeoutMs, no wire frame) and,
+// the target being still wanted, rebuild the whole connection (closed with 1001, backoff
+// reason namespace-recovery); the next connection opens the target again (§16, §18).
+func TestS18_PeerTimeoutsRebuildTheConnection(t *testing.T) {
+	cfg := nsConfig(t)
+	for _, tc := range []struct {
+		name    string
+		cause   observer.FailedCause
+		timeout time.Duration
+		play    func(f *nsPeer, w *wire, ns protocol.NamespaceID, id registry.Identity, snap []byte)
+	}{
+		{"open", observer.FailedOpenTimeout, cfg.OpenTimeout, func(f *nsPeer, w *wire, ns protocol.NamespaceID, id registry.Identity, snap []byte) {
+			expect[*protocol.OpenNamespace](w)
+		}},
+		{"bootstrap", observer.FailedBootstrapTimeout, cfg.BootstrapTimeout, func(f *nsPeer, w *wire, ns protocol.NamespaceID, id registry.Identity, snap []byte) {
+			expect[*protocol.OpenNamespace](w)
+			w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeBootstrap, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
+		}},
+		{"reconcile", observer.FailedReconcileTimeout, cfg.ReconcileTimeout, func(f *nsPeer, w *wire, ns protocol.NamespaceID, id registry.Identity, snap []byte) {
+			f.bootstrapOn(w, ns, id, snap)
+			expect[*protocol.SyncStep1](w)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newNSPeer(t, cfg)
+			ns, id, snap := f.create()
+			f.target(ns)
+			w := f.connect()
+			tc.play(f, w, ns, id, snap)
+			w.quiet()
+			f.clk.Advance(tc.timeout - time.Millisecond)
+			w.quiet()
+			f.clk.Advance(time.Millisecond)
+			if code, ec := w.expectClose(); code != protocol.CloseGoingAway || ec != "" {
+				t.Fatalf("close %d %q, want 1001 without ERROR", code, ec)
+			}
+			ev := waitFailed(t, f.rec, observer.SidePeer, ns, tc.cause)
+			if ms, _ := ev.TimeoutMs.Get(); ms != uint64(tc.timeout/time.Millisecond) {
+				t.Fatalf("timeoutMs %v", ev.TimeoutMs)
+			}
+			if len(nsErrors(f.rec, observer.SidePeer, ns)) != 0 {
+				t.Fatal("a timeout sent a namespace ERROR")
+			}
+			eventually(t, "namespace-recovery backoff", func() bool {
+				return slices.Contains(f.backoffReasons(), observer.BackoffNamespaceRecovery)
+			})
+			w = f.reconnect()
+			if open, _ := expect[*protocol.OpenNamespace](w); open.NamespaceID != ns {
+				t.Fatalf("OPEN for %s", open.NamespaceID)
+			}
+		})
+	}
+}
+
+// TestS11_PeerIdentityChangedConflictsUntilReset: IDENTITY_CHANGED ends the target
+// conflicted (§11): nothing more is sent for it, the next connection does not open it, the
+// other target is unaffected; Reset archives the replica and bootstraps the new epoch.
+func TestS11_PeerIdentityChangedConflictsUntilReset(t *testing.T) {
+	f := newNSPeer(t, nsConfig(t))
+	ns, id, snap := f.create()
+	other, oid, osnap := f.create()
+	hubDoc, otherDoc := newYDoc(t, 300), newYDoc(t, 301)
+	f.target(ns)
+	w := f.connect()
+	f.live(w, ns, id, snap, hubDoc)
+	f.target(other) // opened at once on the ready connection
+	f.live(w, other, oid, osnap, otherDoc)
+	w.send(&protocol.IdentityChanged{NamespaceID: ns, ReplicationID: id.ReplicationID, ReplicationEpoch: 2})
+	f.waitState(ns, observer.ChannelConflicted)
+	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 400).set("after", 1.0)))
+	w.quiet()
+	if got := nsErrors(f.rec, observer.SidePeer, ns); len(got) != 1 || got[0] != "IDENTITY_CHANGED/received" {
+		t.Fatalf("namespace-error %v", got)
+	}
+	ics := eventsOf[observer.IdentityConflicted](f.rec, observer.SidePeer)
+	if len(ics) != 1 || ics[0].Via != observer.ViaIdentityChangedFrame {
+		t.Fatalf("identity-conflicted %+v", ics)
+	}
+
+	// A new connection opens only the other target.
+	w.end.(*wstest.End).Drop()
+	w = f.reconnect()
+	if open, _ := expect[*protocol.OpenNamespace](w); open.NamespaceID != other {
+		t.Fatalf("OPEN for %s, want only %s", open.NamespaceID, other)
+	}
+	w.send(&protocol.OpenOK{NamespaceID: other, Mode: protocol.ModeReconcile, ReplicationID: oid.ReplicationID, ReplicationEpoch: oid.Epoch})
+	f.hubRound(w, other, otherDoc)
+	w.quiet()
+	if f.state(ns) != observer.ChannelConflicted {
+		t.Fatalf("state %s", f.state(ns))
+	}
+
+	// Reset: the replica is archived and the target bootstraps again — on this connection,
+	// where the namespace had no lifecycle yet.
+	must(t, f.tc.Reset(ctxT(t), ns.String()))
+	if _, ok, _ := f.reg.LocalReplica(ctxT(t), owner, ns.String()); ok {
+		t.Fatal("the replica is still there after the reset")
+	}
+	newID := registry.Identity{ReplicationID: id.ReplicationID, Epoch: 2}
+	bumpedSnap := f.bump(ns)
+	f.live(w, ns, newID, bumpedSnap, newYDoc(t, 302))
+	if st, _ := f.tc.Target(ns.String()); st.Identity != newID {
+		t.Fatalf("identity after the reset %v", st.Identity)
+	}
+}
+
+// TestS7_S8_PeerOpenAndBootstrapChecks: an OPEN_OK whose mode contradicts the declaration
+// is NAMESPACE_STATE_VIOLATION; a snapshot bound to another identity is
+// REPLICATION_ID_MISMATCH (conflicted); a snapshot that cannot be imported is
+// BOOTSTRAP_FAILED (§7.2, §8.1).
+func TestS7_S8_PeerOpenAndBootstrapChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		play  func(w *wire, ns protocol.NamespaceID, id registry.Identity, snap []byte) uint32
+		code  protocol.ErrorCode
+		state observer.ChannelState
+	}{
+		{"mode contradicts the declaration", func(w *wire, ns protocol.NamespaceID, id registry.Identity, snap []byte) uint32 {
+			return w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeReconcile, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
+		}, protocol.CodeNamespaceStateViolation, observer.ChannelFailed},
+		{"snapshot of another lineage", func(w *wire, ns protocol.NamespaceID, id registry.Identity, snap []byte) uint32 {
+			w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeBootstrap, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
+			return w.send(&protocol.BootstrapSnapshot{NamespaceID: ns, ReplicationID: "ffffffffffffffffffffffffffffffff", ReplicationEpoch: id.Epoch, Snapshot: snap})
+		}, protocol.CodeReplicationIDMismatch, observer.ChannelConflicted},
+		{"snapshot whose meta differs from OPEN_OK", func(w *wire, ns protocol.NamespaceID, id registry.Identity, snap []byte) uint32 {
+			w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeBootstrap, ReplicationID: id.ReplicationID, ReplicationEpoch: 3})
+			return w.send(&protocol.BootstrapSnapshot{NamespaceID: ns, ReplicationID: id.ReplicationID, ReplicationEpoch: 3, Snapshot: snap})
+		}, protocol.CodeReplicationEpochMismatch, observer.ChannelConflicted},
+		{"snapshot that does not import", func(w *wire, ns protocol.NamespaceID, id registry.Identity, snap []byte) uint32 {
+			w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeBootstrap, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
+			return w.send(&protocol.BootstrapSnapshot{NamespaceID: ns, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch, Snapshot: []byte{0, 0}})
+		}, protocol.CodeBootstrapFailed, observer.ChannelFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newNSPeer(t, nsConfig(t))
+			ns, id, snap := f.create()
+			f.target(ns)
+			w := f.connect()
+			expect[*protocol.OpenNamespace](w)
+			seq := tc.play(w, ns, id, snap)
+			if e := w.expectError(ns, tc.code); e.RelatedSequence != seq {
+				t.Fatalf("related %d, want %d", e.RelatedSequence, seq)
+			}
+			f.waitState(ns, tc.state)
+			w.quiet()
+			if _, ok, _ := f.reg.LocalReplica(ctxT(t), owner, ns.String()); ok {
+				t.Fatal("a refused bootstrap left a replica")
+			}
+		})
+	}
+}
+
+// TestS9_3_PeerSyncViolations: the hub does not start rounds and sends one Step1 per round;
+// its Step2 and SYNC_APPLIED must match the round and the frames they answer (§9.3).
+func TestS9_3_PeerSyncViolations(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bad  func(w *wire, ns protocol.NamespaceID, r roundSeqs) protocol.Message
+		live bool // in live, with no round
+	}{
+		{"Step1 without a round", func(w *wire, ns protocol.NamespaceID, r roundSeqs) protocol.Message {
+			return &protocol.SyncStep1{NamespaceID: ns, SyncRoundID: 9, StateVector: []byte{0}}
+		}, true},
+		{"second hub Step1", func(w *wire, ns protocol.NamespaceID, r roundSeqs) protocol.Message {
+			return &protocol.SyncStep1{NamespaceID: ns, SyncRoundID: r.id, StateVector: []byte{0}}
+		}, false},
+		{"Step2 of another round", func(w *wire, ns protocol.NamespaceID, r roundSeqs) protocol.Message {
+			return &protocol.SyncStep2{NamespaceID: ns, SyncRoundID: r.id + 1, RelatedStep1Sequence: r.peerStep1, Update: []byte{0, 0}}
+		}, false},
+		{"Step2 related to another frame", func(w *wire, ns protocol.NamespaceID, r roundSeqs) protocol.Message {
+			return &protocol.SyncStep2{NamespaceID: ns, SyncRoundID: r.id, RelatedStep1Sequence: r.peerStep1 + 1, Update: []byte{0, 0}}
+		}, false},
+		{"SYNC_APPLIED of another round", func(w *wire, ns protocol.NamespaceID, r roundSeqs) protocol.Message {
+			return &protocol.SyncApplied{NamespaceID: ns, SyncRoundID: r.id + 5, AckedSequence: r.peerStep2}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := nsConfig(t)
+			f := newNSPeer(t, cfg)
+			ns, id, snap := f.create()
+			f.target(ns)
+			w := f.connect()
+			hubDoc := newYDoc(t, 300)
+			var r roundSeqs
+			if tc.live {
+				f.live(w, ns, id, snap, hubDoc)
+			} else {
+				f.bootstrapOn(w, ns, id, snap)
+				hubDoc.apply(snap)
+				r = startPeerRound(t, w, ns, hubDoc)
+			}
+			seq := w.send(tc.bad(w, ns, r))
+			if e := w.expectError(ns, protocol.CodeSyncStateViolation); e.RelatedSequence != seq {
+				t.Fatalf("related %d, want %d", e.RelatedSequence, seq)
+			}
+			waitFailed(t, f.rec, observer.SidePeer, ns, observer.FailedProtocolViolation)
+			w.quiet()
+		})
+	}
+}
+
+// roundSeqs are the sequences of a round the peer started.
+type roundSeqs struct {
+	id                   uint32
+	peerStep1, peerStep2 uint32
+}
+
+// startPeerRound answers the peer's Step1 with the hub's Step2 and Step1 and takes the
+// peer's SYNC_APPLIED and Step2, without confirming the latter.
+func startPeerRound(t *testing.T, w *wire, ns protocol.NamespaceID, hubDoc *ydoc) roundSeqs {
+	t.Helper()
+	s1, s1seq := expect[*protocol.SyncStep1](w)
+	r := roundSeqs{id: s1.SyncRoundID, peerStep1: s1seq}
+	w.send(&protocol.SyncStep2{NamespaceID: ns, SyncRoundID: r.id, RelatedStep1Sequence: s1seq, Update: hubDoc.diff(s1.StateVector)})
+	w.send(&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: r.id, StateVector: hubDoc.sv()})
+	for range 2 {
+		fr := w.recv()
+		if _, ok := fr.Message.(*protocol.SyncStep2); ok {
+			r.peerStep2 = fr.Sequence
+		}
+	}
+	return r
 }

@@ -55,6 +55,9 @@ func TestE2E_Authorization(t *testing.T) {
 	if tg := bad.api().target(ns1); tg["state"] != "targeted" {
 		t.Errorf("bad-token peer's target is %v", tg["state"])
 	}
+	// A blocked peer dials again when its token file changes: give it a real token.
+	c.tokenFile("peer-x", c.token("peer-x", "--namespace", ns1))
+	targetState(t, bad, ns1, "live")
 
 	// peer-a may replicate ns1 only: ns2 is refused, ns1 goes live.
 	a := c.startPeer("peer-a", c.tokenFile("peer-a", c.token("peer-a", "--namespace", ns1)), "--target", ns1, "--target", ns2)
@@ -100,6 +103,39 @@ func TestE2E_Authorization(t *testing.T) {
 			t.Errorf("%s still receives ns1 after its access was withdrawn: %v", p.name, n)
 		}
 	}
+	// Rotation without a restart: a second token for peer-c, installed on the peer, then the
+	// old one removed. The hub revokes peer-c's connection (GOAWAY REAUTH_REQUIRED); peer-c
+	// authenticates again at once with the new token and reconciles.
+	var oldPrefix string
+	if out, err := execHub("token", "list", "--data", c.hubData()); err != nil {
+		t.Fatalf("hub token list: %v %s", err, out)
+	} else {
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "peer-c" {
+				oldPrefix = strings.TrimSuffix(strings.TrimPrefix(f[1], "sha256:"), "…")
+			}
+		}
+	}
+	if oldPrefix == "" {
+		t.Fatal("hub token list does not show peer-c")
+	}
+	c.tokenFile("peer-c", c.token("peer-c", "--namespace", ns2))
+	if out, err := execHub("token", "remove", "--data", c.hubData(), "--peer", "peer-c", "--sha256", oldPrefix); err != nil {
+		t.Fatalf("hub token remove: %v %s", err, out)
+	}
+	eventually(t, 15*time.Second, "peer-c reconnected with its new token", func() error {
+		if v := cc.api().metric(`nomicore_goaways_received_total{reason="REAUTH_REQUIRED",side="peer"}`); v < 1 {
+			return fmt.Errorf("no REAUTH_REQUIRED yet")
+		}
+		if status, body := cc.api().do("GET", "/readyz", nil); status != 200 {
+			return fmt.Errorf("readyz %d %s", status, body)
+		}
+		return nil
+	})
+	targetState(t, cc, ns2, "live")
+	hub.api().set(ns2, map[string]any{"w": "3"})
+	converged(t, ns2, map[string]any{"w": "3"}, hub, cc)
+
 	if got := hub.api().metric(`nomicore_token_reloads_total{reason="changed",side="hub"}`); got < 2 {
 		t.Errorf("hub counted %v token reloads", got)
 	}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nomicore/nomicore/observer"
+)
+
+func runPeerCmd(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, func(k string) string { return env[k] }, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestUsageAndRefusals(t *testing.T) {
+	if code, out, _ := runPeerCmd(t, nil, "help"); code != 0 || !strings.Contains(out, "peer write") {
+		t.Fatalf("help: %d %q", code, out)
+	}
+	if code, _, _ := runPeerCmd(t, nil, "frobnicate"); code != 2 {
+		t.Fatalf("unknown command: %d", code)
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"run", "--data", dir}, nil, "no token"},
+		{[]string{"--data", dir, "--target", "ns-1"}, map[string]string{"NOMICORE_TOKEN": "t"}, "--target"},
+		{[]string{"--data", dir, "--hub-ca-file", filepath.Join(dir, "none")}, map[string]string{"NOMICORE_TOKEN": "t"}, "--hub-ca-file"},
+		{[]string{"--data", dir, "--token-poll", "0s"}, map[string]string{"NOMICORE_TOKEN": "t"}, "--token-poll"},
+		{[]string{"--data", dir, "--hub-instance-id", "-"}, map[string]string{"NOMICORE_TOKEN": "t"}, "--hub-instance-id"},
+	} {
+		code, _, errOut := runPeerCmd(t, tc.env, tc.args...)
+		if code != 1 || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: %d %q; want one line naming %s", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// The token watch: it records the hash of the token of each dial, reports a changed token
+// file, and answers a REAUTH_REQUIRED GOAWAY followed by blocked exactly once.
+func TestTokenWatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tok")
+	os.WriteFile(path, []byte("one\n"), 0o600)
+	tw := &tokenWatch{inner: func() (string, error) { b, err := os.ReadFile(path); return strings.TrimSpace(string(b)), err },
+		file: path, blocked: make(chan struct{}, 1)}
+	if !tw.changed() {
+		t.Fatal("before any dial the file counts as changed")
+	}
+	if tok, err := tw.source(); err != nil || tok != "one" {
+		t.Fatal(tok, err)
+	}
+	if h := tw.lastUsed.Load(); h == nil || *h != sha256.Sum256([]byte("one")) {
+		t.Fatal("the dialed token's hash was not recorded")
+	}
+	if tw.changed() {
+		t.Fatal("an unchanged token file counts as changed")
+	}
+	os.WriteFile(path, []byte("two"), 0o600)
+	if !tw.changed() {
+		t.Fatal("a new token is not noticed")
+	}
+	tw.observe(observer.Event{Side: observer.SidePeer, Payload: observer.GoAwayReceived{ReasonCode: observer.GoAwayServerRestarting}})
+	if tw.reauth.Load() {
+		t.Fatal("a GOAWAY other than REAUTH_REQUIRED asks for re-authentication")
+	}
+	tw.observe(observer.Event{Side: observer.SidePeer, Payload: observer.GoAwayReceived{ReasonCode: observer.GoAwayReauthRequired}})
+	if !tw.reauth.Load() {
+		t.Fatal("REAUTH_REQUIRED not noticed")
+	}
+	tw.state(observer.ConnBlocked)
+	tw.state(observer.ConnBlocked) // never blocks the controller
+	select {
+	case <-tw.blocked:
+	default:
+		t.Fatal("blocked not signalled")
+	}
+}

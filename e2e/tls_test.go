@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -24,7 +26,9 @@ func TestE2E_WSSThroughATLSProxy(t *testing.T) {
 	ns := hub.api().createNamespace()
 
 	target, _ := url.Parse("http://" + c.hubRepl)
-	proxy := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	proxy := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(target))
+	proxy.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes below are expected
+	proxy.StartTLS()
 	defer proxy.Close()
 	ca := filepath.Join(c.dir, "proxy-ca.pem")
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw}), 0o600); err != nil {

@@ -85,7 +85,11 @@ type Options struct {
 	// EventsKeepAlive is the interval of keep-alive comments on an idle stream;
 	// EventsWriteTimeout bounds each write to a stream client.
 	EventsKeepAlive, EventsWriteTimeout time.Duration
-	// Clock paces keep-alives; nil means clock.Real().
+	// LeaseIdle is how long a namespace the API used stays loaded after its last request
+	// (zero: DefaultLeaseIdle; negative: not at all); MaxCachedLeases bounds how many stay.
+	LeaseIdle       time.Duration
+	MaxCachedLeases int
+	// Clock paces keep-alives and the lease cache; nil means clock.Real().
 	Clock clock.Clock
 	// Logger receives internal failures (never bytes, tokens or document content).
 	Logger *slog.Logger
@@ -97,10 +101,18 @@ type API struct {
 	mux  *http.ServeMux
 	log  *slog.Logger
 
+	leases  *leaseCache
 	streams chan struct{} // a slot per running event stream
 	stop    chan struct{} // closed by Close: event streams end
 	once    sync.Once
+
+	mu      sync.Mutex
+	running map[string]map[*stream]struct{} // event streams by namespace id
 }
+
+// stream is one running event stream: stop ends it, done is closed once it released its
+// lease.
+type stream struct{ stop, done chan struct{} }
 
 // New returns the admin API.
 func New(opts Options) (*API, error) {
@@ -137,18 +149,78 @@ func New(opts Options) (*API, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real()
 	}
+	if opts.LeaseIdle == 0 {
+		opts.LeaseIdle = DefaultLeaseIdle
+	}
+	if opts.MaxCachedLeases <= 0 {
+		opts.MaxCachedLeases = DefaultMaxCachedLeases
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &API{opts: opts, mux: http.NewServeMux(), log: log,
-		streams: make(chan struct{}, opts.MaxEventStreams), stop: make(chan struct{})}
+		leases:  newLeaseCache(opts.Registry, opts.Clock, opts.LeaseIdle, opts.MaxCachedLeases),
+		streams: make(chan struct{}, opts.MaxEventStreams), stop: make(chan struct{}),
+		running: map[string]map[*stream]struct{}{}}
 	a.routes()
 	return a, nil
 }
 
-// Close ends every event stream (at shutdown, before the registry closes). Idempotent.
-func (a *API) Close() { a.once.Do(func() { close(a.stop) }) }
+// Close ends every event stream and releases the cached leases (at shutdown, before the
+// registry closes). Idempotent.
+func (a *API) Close() {
+	a.once.Do(func() {
+		close(a.stop)
+		a.leases.close()
+	})
+}
+
+// addStream registers a running event stream of namespace id.
+func (a *API) addStream(id string) *stream {
+	st := &stream{stop: make(chan struct{}), done: make(chan struct{})}
+	a.mu.Lock()
+	if a.running[id] == nil {
+		a.running[id] = map[*stream]struct{}{}
+	}
+	a.running[id][st] = struct{}{}
+	a.mu.Unlock()
+	return st
+}
+
+func (a *API) removeStream(id string, st *stream) {
+	a.mu.Lock()
+	delete(a.running[id], st)
+	if len(a.running[id]) == 0 {
+		delete(a.running, id)
+	}
+	a.mu.Unlock()
+	close(st.done)
+}
+
+// unload ends the event streams of namespace id and drops its cached lease, and waits (or
+// ctx) until the streams released their leases: a peer reset needs the namespace unloaded.
+func (a *API) unload(ctx context.Context, id string) {
+	a.mu.Lock()
+	var list []*stream
+	for st := range a.running[id] {
+		list = append(list, st)
+		select {
+		case <-st.stop:
+		default:
+			close(st.stop)
+		}
+	}
+	a.mu.Unlock()
+	for _, st := range list {
+		select {
+		case <-st.done:
+		case <-ctx.Done():
+			return
+		}
+	}
+	a.leases.drop(id)
+}
 
 func (a *API) routes() {
 	m := a.mux

@@ -35,7 +35,7 @@ type env struct {
 	token string
 }
 
-func newRegistry(t *testing.T, role registry.Role) (*persistence.MemoryStore, *registry.Registry) {
+func newRegistry(t testing.TB, role registry.Role) (*persistence.MemoryStore, *registry.Registry) {
 	t.Helper()
 	st, err := persistence.NewMemoryStore(persistence.Options{Compactor: registry.Compactor()})
 	if err != nil {

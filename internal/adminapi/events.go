@@ -15,7 +15,7 @@ import (
 // past them, and whenever a write to the client stalls beyond EventsWriteTimeout, the stream
 // ends — with `event: overflow` when the queue overflowed — and the client reconnects and
 // catches up from the state. The stream also ends with `event: closed` when the namespace
-// unloads (shutdown) or breaks.
+// unloads (shutdown), breaks, or is reset.
 func (a *API) events(w http.ResponseWriter, r *http.Request) {
 	select {
 	case a.streams <- struct{}{}:
@@ -24,11 +24,13 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{http.StatusServiceUnavailable, CodeTooManyStreams, "too many event streams; retry later"})
 		return
 	}
+	st := a.addStream(r.PathValue("id"))
+	defer a.removeStream(r.PathValue("id"), st) // after the lease is released
 	_, l, ok := a.lookupOpen(w, r)
 	if !ok {
 		return
 	}
-	defer l.Release()
+	defer a.release(l)
 	watch, err := l.Watch(a.opts.EventsMaxQueuedBytes, a.opts.EventsMaxQueuedCount)
 	if err != nil {
 		writeError(w, a.fromErr(err))
@@ -85,6 +87,9 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-a.stop:
+			send("closed", nil)
+			return
+		case <-st.stop:
 			send("closed", nil)
 			return
 		case <-keepAlive:

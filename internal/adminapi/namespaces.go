@@ -51,12 +51,12 @@ func (a *API) lookup(r *http.Request) (namespace, *Error) {
 	return namespace{id: id, owner: e.Owner, archived: e.State == persistence.StateArchived}, nil
 }
 
-// open takes a lease on the namespace for the request.
+// open takes a lease on the namespace for the request; give it back with a.release.
 func (a *API) open(r *http.Request, ns namespace) (*registry.Lease, *Error) {
 	if ns.archived {
 		return nil, &Error{http.StatusNotFound, CodeNamespaceNotFound, "namespace is archived"}
 	}
-	l, err := a.opts.Registry.Open(r.Context(), ns.owner, ns.id)
+	l, err := a.leases.open(r.Context(), ns.owner, ns.id)
 	if errors.Is(err, registry.ErrNotFound) && ns.target != nil {
 		return nil, &Error{http.StatusServiceUnavailable, CodeNotBootstrapped,
 			"the replica is not bootstrapped yet (target state " + string(ns.target.State) + ")"}
@@ -65,6 +65,12 @@ func (a *API) open(r *http.Request, ns namespace) (*registry.Lease, *Error) {
 		return nil, a.fromErr(err)
 	}
 	return l, nil
+}
+
+// release gives a request's lease back.
+func (a *API) release(l *registry.Lease) {
+	a.leases.done(l.NamespaceID(), l)
+	l.Release()
 }
 
 // lookupOpen is lookup then open.
@@ -171,7 +177,7 @@ func (a *API) getNamespace(w http.ResponseWriter, r *http.Request) {
 	default:
 		st.State = string(observer.ChannelClosed)
 	}
-	l, err := a.opts.Registry.Open(r.Context(), ns.owner, ns.id)
+	l, err := a.leases.open(r.Context(), ns.owner, ns.id)
 	if errors.Is(err, registry.ErrNotFound) && ns.target != nil {
 		writeJSON(w, http.StatusOK, st) // a target not bootstrapped yet: its state only
 		return
@@ -180,7 +186,7 @@ func (a *API) getNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a.fromErr(err))
 		return
 	}
-	defer l.Release()
+	defer a.release(l)
 	sv, err := l.StateVector(r.Context())
 	if err != nil {
 		writeError(w, a.fromErr(err))
@@ -239,7 +245,7 @@ func (a *API) getDoc(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer l.Release()
+	defer a.release(l)
 	doc, err := l.JSON(r.Context(), roots...)
 	if err != nil {
 		writeError(w, a.fromErr(err))
@@ -259,7 +265,7 @@ func (a *API) getUpdate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer l.Release()
+	defer a.release(l)
 	update, err := l.EncodeState(r.Context(), sv)
 	if err != nil {
 		writeError(w, a.fromErr(err))
@@ -298,7 +304,7 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	defer l.Release()
+	defer a.release(l)
 	res, err := l.WriteLocal(r.Context(), body)
 	if err != nil {
 		writeError(w, a.fromErr(err))
@@ -352,7 +358,7 @@ func (a *API) bumpEpoch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer l.Release()
+	defer a.release(l)
 	id, err := l.BumpEpoch(r.Context())
 	if err != nil {
 		writeError(w, a.fromErr(err))

@@ -98,6 +98,7 @@ func (a *API) reset(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{http.StatusNotFound, CodeNamespaceNotFound, "no such replication target"})
 		return
 	}
+	a.unload(r.Context(), id) // the registry resets only an unloaded replica
 	if err := a.opts.Targets.Reset(r.Context(), id); err != nil {
 		writeError(w, a.fromErr(err))
 		return

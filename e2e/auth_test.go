@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -172,4 +173,25 @@ func narrow(t *testing.T, path, peer string, namespaces []string) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// SIGHUP makes the hub re-read its tokens file at once (here the poll is an hour away).
+func TestE2E_SighupReloadsTokens(t *testing.T) {
+	c := newCluster(t)
+	tok := c.tokenFile("peer-a", c.token("peer-a"))
+	hub := c.startHub("--tokens-poll", "1h")
+	ns1, ns2 := hub.api().createNamespace(), hub.api().createNamespace()
+	a := c.startPeer("peer-a", tok, "--target", ns1, "--target", ns2)
+	targetState(t, a, ns1, "live")
+	targetState(t, a, ns2, "live")
+	narrow(t, filepath.Join(c.hubData(), "tokens.json"), "peer-a", []string{ns2})
+	time.Sleep(200 * time.Millisecond)
+	if tg := a.api().target(ns1); tg["state"] != "live" {
+		t.Fatalf("the change applied before SIGHUP (poll is 1h): %v", tg["state"])
+	}
+	if err := syscall.Kill(hub.cmd.Process.Pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	targetState(t, a, ns1, "failed")
+	targetState(t, a, ns2, "live")
 }

@@ -422,6 +422,7 @@ func TestS18_HubAckTimeoutNeedsResyncWithoutResend(t *testing.T) {
 	hub := newYDoc(t, 100)
 	must(t, writeLocal(t, f.reg, ns, hub.set("a", 1.0)))
 	_, seq := expect[*protocol.Update](w) // lost: never applied by the peer
+	w.quiet()                             // the hub has recorded it as sent
 	f.clk.Advance(cfg.AckTimeout - time.Millisecond)
 	w.quiet()
 	f.clk.Advance(time.Millisecond)
@@ -747,6 +748,7 @@ func TestS8_HubBootstrapTimeout(t *testing.T) {
 	w.send(&protocol.OpenNamespace{NamespaceID: ns})
 	expect[*protocol.OpenOK](w)
 	expect[*protocol.BootstrapSnapshot](w)
+	w.quiet() // the timer is armed
 	f.clk.Advance(cfg.BootstrapTimeout)
 	ev := waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedBootstrapTimeout)
 	if ms, ok := ev.TimeoutMs.Get(); !ok || ms != uint64(cfg.BootstrapTimeout/time.Millisecond) {

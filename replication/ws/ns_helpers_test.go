@@ -477,6 +477,7 @@ type nsPeer struct {
 	clk   *clock.Fake
 	rec   *observertest.Recorder
 	reg   *registry.Registry
+	store persistence.Store
 	tc    *ws.TargetController
 	peer  *ws.Peer
 	d     *wstest.Dialer
@@ -491,11 +492,16 @@ type nsHubSource struct {
 }
 
 func newNSPeer(t *testing.T, cfg protocol.Config) *nsPeer {
+	return newNSPeerWith(t, cfg, persistence.Options{})
+}
+
+// newNSPeerWith is newNSPeer with the peer store's options.
+func newNSPeerWith(t *testing.T, cfg protocol.Config, storeOpts persistence.Options) *nsPeer {
 	t.Helper()
 	f := &nsPeer{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: &observertest.Recorder{}, d: wstest.NewDialer()}
 	hubReg, _ := newRegistry(t, registry.RoleHub, persistence.Options{})
 	f.hubs = &nsHubSource{reg: hubReg}
-	f.reg, _ = newRegistry(t, registry.RolePeer, persistence.Options{})
+	f.reg, f.store = newRegistry(t, registry.RolePeer, storeOpts)
 	var err error
 	f.tc, err = ws.NewTargetController(ws.TargetControllerOptions{Registry: f.reg})
 	must(t, err)

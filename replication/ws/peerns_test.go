@@ -1,13 +1,19 @@
 package ws_test
 
 import (
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/persistence/persistencetest"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
@@ -390,4 +396,223 @@ func startPeerRound(t *testing.T, w *wire, ns protocol.NamespaceID, hubDoc *ydoc
 		}
 	}
 	return r
+}
+
+// TestS9_4_PeerResyncWaitsForWindowAndCoalesces: after RESYNC_REQUIRED the peer sends no
+// new UPDATE and starts its round only when its window is empty (§9.4); resync requests
+// during a round coalesce into exactly one following round; then the namespace is live.
+func TestS9_4_PeerResyncWaitsForWindowAndCoalesces(t *testing.T) {
+	cfg := nsConfig(t)
+	f := newNSPeer(t, cfg)
+	ns, id, snap := f.create()
+	f.target(ns)
+	w := f.connect()
+	hubDoc := newYDoc(t, 300)
+	f.live(w, ns, id, snap, hubDoc)
+	app := newYDoc(t, 400)
+	must(t, writeLocal(t, f.reg, ns, app.set("a", 1.0)))
+	up, seq := expect[*protocol.Update](w)
+	hubDoc.apply(up.Update)
+
+	w.send(&protocol.ResyncRequired{NamespaceID: ns, ReasonCode: protocol.ResyncSendQueueOverflow})
+	f.waitState(ns, observer.ChannelNeedsResync)
+	must(t, writeLocal(t, f.reg, ns, app.set("b", 2.0)))
+	w.quiet() // neither the write nor a Step1: one UPDATE is unacknowledged
+	w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq})
+	r := startPeerRound(t, w, ns, hubDoc)
+	// Two more requests during the round: one round follows.
+	w.send(&protocol.ResyncRequired{NamespaceID: ns, ReasonCode: protocol.ResyncSendQueueOverflow})
+	w.send(&protocol.ResyncRequired{NamespaceID: ns, ReasonCode: "other-reason"})
+	w.send(&protocol.SyncApplied{NamespaceID: ns, SyncRoundID: r.id, AckedSequence: r.peerStep2})
+	if next := f.hubRound(w, ns, hubDoc); next != r.id+1 {
+		t.Fatalf("round %d after round %d", next, r.id)
+	}
+	f.waitState(ns, observer.ChannelLive)
+	w.quiet() // no third round
+	if app := hubDoc.app(); app["b"] != 2.0 {
+		t.Fatalf("hub app %v: the write dropped during the resync was not repaired", app)
+	}
+	waitPath(t, f.rec, observer.SidePeer, ns, observer.ChannelTargeted, observer.ChannelOpening, observer.ChannelBootstrapping,
+		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelNeedsResync, observer.ChannelReconciling,
+		observer.ChannelNeedsResync, observer.ChannelReconciling, observer.ChannelLive)
+}
+
+// TestS16_PeerRemoveTargetAndAddBack: removing a target closes its namespace
+// (CLOSE_NAMESPACE, CLOSE_OK), releases the replica, and RemoveTarget returns once done;
+// adding it back on the same connection rebuilds the connection (one lifecycle per
+// namespace per connection) and the namespace reconciles on the new one (§16).
+func TestS16_PeerRemoveTargetAndAddBack(t *testing.T) {
+	f := newNSPeer(t, nsConfig(t))
+	ns, id, snap := f.create()
+	f.target(ns)
+	w := f.connect()
+	hubDoc := newYDoc(t, 300)
+	f.live(w, ns, id, snap, hubDoc)
+
+	removed := make(chan error, 1)
+	go func() { removed <- f.tc.RemoveTarget(ctxT(t), ns.String()) }()
+	c, cseq := expect[*protocol.CloseNamespace](w)
+	if c.ReasonCode != "remove" {
+		t.Fatalf("reason %q", c.ReasonCode)
+	}
+	select {
+	case err := <-removed:
+		t.Fatalf("RemoveTarget returned before the close completed: %v", err)
+	default:
+	}
+	if _, ok := f.tc.Target(ns.String()); ok {
+		t.Fatal("the removed target is still listed")
+	}
+	w.send(&protocol.CloseOK{NamespaceID: ns, AckedSequence: cseq})
+	must(t, <-removed)
+	eventually(t, "the replica unloaded", func() bool { return f.reg.Loaded() == 0 })
+	waitPath(t, f.rec, observer.SidePeer, ns, observer.ChannelTargeted, observer.ChannelOpening, observer.ChannelBootstrapping,
+		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelClosing, observer.ChannelClosed)
+
+	f.target(ns)
+	if code, _ := w.expectClose(); code != protocol.CloseGoingAway {
+		t.Fatalf("close %d", code)
+	}
+	w = f.reconnect()
+	open, _ := expect[*protocol.OpenNamespace](w)
+	if !open.HasLocalReplica {
+		t.Fatal("the replica was lost by the removal")
+	}
+	if err := f.tc.RemoveTarget(ctxT(t), nsN(0x404).String()); err != ws.ErrUnknownTarget {
+		t.Fatalf("removing an unknown target: %v", err)
+	}
+}
+
+// TestS17_PeerUnsentQueueOverflow: local writes pile up in the bounded unsent queue while
+// the window is full; past maxQueuedUpdateBytes they are dropped, RESYNC_REQUIRED
+// {send-queue-overflow} is declared, and once the window is empty the peer's round carries
+// everything (§17).
+func TestS17_PeerUnsentQueueOverflow(t *testing.T) {
+	cfg := nsConfig(t)
+	cfg.MaxSyncDiffBytes, cfg.MaxBootstrapBytes, cfg.MaxFrameBytes = 16<<10, 16<<10, 17<<10
+	cfg.MaxQueuedControlBytes, cfg.MaxQueuedUpdateBytes, cfg.MaxChunkedUpdateBytes = 64<<10, 4<<10, 4<<10
+	must(t, cfg.Validate())
+	f := newNSPeer(t, cfg)
+	ns, id, snap := f.create()
+	f.target(ns)
+	w := f.connect()
+	hubDoc := newYDoc(t, 300)
+	f.live(w, ns, id, snap, hubDoc)
+	app := newYDoc(t, 400)
+	var inFlight []uint32
+	for i := range cfg.MaxInFlightUpdates {
+		must(t, writeLocal(t, f.reg, ns, app.set(fmt.Sprint("w", i), 1.0)))
+		up, seq := expect[*protocol.Update](w)
+		hubDoc.apply(up.Update)
+		inFlight = append(inFlight, seq)
+	}
+	value := strings.Repeat("v", 600)
+	for i := 0; i*600 <= cfg.MaxQueuedUpdateBytes; i++ {
+		must(t, writeLocal(t, f.reg, ns, app.set(fmt.Sprint("q", i), value)))
+	}
+	if r, _ := expect[*protocol.ResyncRequired](w); r.ReasonCode != protocol.ResyncSendQueueOverflow {
+		t.Fatalf("reason %q", r.ReasonCode)
+	}
+	w.quiet()
+	for _, seq := range inFlight {
+		w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq})
+	}
+	f.hubRound(w, ns, hubDoc)
+	if got, want := hubDoc.app(), f.peerApp(ns); !sameApp(got, want) {
+		t.Fatalf("hub has %d keys, peer %d", len(got), len(want))
+	}
+	rs := eventsOf[observer.ResyncRequired](f.rec, observer.SidePeer)
+	if len(rs) != 1 || rs[0].Cause != observer.ResyncQueueOverflow {
+		t.Fatalf("resync-required %+v", rs)
+	}
+}
+
+// TestS20_PeerDegradedAppliesHubUpdatesInMemory: while the peer's store cannot commit, hub
+// updates are still applied (to memory) and acknowledged, reported as
+// degraded-bypass-applied instead of update-applied (§20, §23.5); local writes are refused.
+func TestS20_PeerDegradedAppliesHubUpdatesInMemory(t *testing.T) {
+	var faults persistencetest.Faults
+	f := newNSPeerWith(t, nsConfig(t), persistence.Options{CommitHook: faults.Hook, RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
+	ns, id, snap := f.create()
+	f.target(ns)
+	w := f.connect()
+	hubDoc := newYDoc(t, 300)
+	f.live(w, ns, id, snap, hubDoc)
+	faults.Fail(true)
+	defer faults.Fail(false)
+	seq := w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("first", 1.0)})
+	expect[*protocol.UpdateAck](w)
+	eventually(t, "the store failing", func() bool { return !f.store.Healthy() })
+	seq = w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("during", 2.0)})
+	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {
+		t.Fatalf("ack %d", ack.AckedSequence)
+	}
+	if f.peerApp(ns)["during"] != 2.0 {
+		t.Fatal("the hub update was not applied")
+	}
+	var bypass []observer.DegradedBypassApplied
+	for _, e := range eventsOf[observer.DegradedBypassApplied](f.rec, observer.SidePeer) {
+		bypass = append(bypass, e)
+	}
+	if len(bypass) != 1 || bypass[0].Sequence != seq {
+		t.Fatalf("degraded-bypass-applied %+v", bypass)
+	}
+	for _, e := range eventsOf[observer.UpdateApplied](f.rec, observer.SidePeer) {
+		if e.Sequence == seq {
+			t.Fatal("update-applied for a degraded apply")
+		}
+	}
+	if err := writeLocal(t, f.reg, ns, newYDoc(t, 400).set("local", 1.0)); !errors.Is(err, registry.ErrDegraded) {
+		t.Fatalf("local write while degraded: %v", err)
+	}
+}
+
+// TestS6_3_PeerGoAwayDrain: a GOAWAY stops new work: the peer closes its open namespaces
+// (CLOSE_NAMESPACE), ends the drain when they are closed (1000), and reconnects after the
+// retry hint, reopening them (§6.3, §15.1).
+func TestS6_3_PeerGoAwayDrain(t *testing.T) {
+	f := newNSPeer(t, nsConfig(t))
+	ns, id, snap := f.create()
+	f.target(ns)
+	w := f.connect()
+	hubDoc := newYDoc(t, 300)
+	f.live(w, ns, id, snap, hubDoc)
+	w.send(&protocol.GoAway{ReasonCode: protocol.GoAwayServerRestarting, DrainTimeoutMs: 60000, RetryAfterMs: 1000, HasRetryAfter: true})
+	c, cseq := expect[*protocol.CloseNamespace](w)
+	if c.ReasonCode != "drain" {
+		t.Fatalf("reason %q", c.ReasonCode)
+	}
+	w.send(&protocol.CloseOK{NamespaceID: ns, AckedSequence: cseq})
+	if code, _ := w.expectClose(); code != protocol.CloseNormal {
+		t.Fatalf("close %d", code)
+	}
+	f.waitState(ns, observer.ChannelDisconnected)
+	w = f.reconnect()
+	if open, _ := expect[*protocol.OpenNamespace](w); !open.HasLocalReplica {
+		t.Fatal("OPEN without the replica")
+	}
+}
+
+// TestS18_PeerAckTimeout: an UPDATE unacknowledged for ackTimeoutMs is not resent: the peer
+// declares ACK_TIMEOUT and, its window given up, starts a round at once (§17, §18).
+func TestS18_PeerAckTimeout(t *testing.T) {
+	cfg := nsConfig(t)
+	f := newNSPeer(t, cfg)
+	ns, id, snap := f.create()
+	f.target(ns)
+	w := f.connect()
+	hubDoc := newYDoc(t, 300)
+	f.live(w, ns, id, snap, hubDoc)
+	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 400).set("a", 1.0)))
+	_, seq := expect[*protocol.Update](w) // lost
+	w.quiet()                             // the peer has recorded it as sent
+	f.clk.Advance(cfg.AckTimeout)
+	if e := w.expectError(ns, protocol.CodeAckTimeout); e.RelatedSequence != seq || e.Fatal {
+		t.Fatalf("ACK_TIMEOUT %+v", e)
+	}
+	f.hubRound(w, ns, hubDoc)
+	if hubDoc.app()["a"] != 1.0 {
+		t.Fatalf("hub app %v", hubDoc.app())
+	}
+	f.waitState(ns, observer.ChannelLive)
 }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -81,7 +82,10 @@ type proc struct {
 	err   error
 }
 
-func (p *proc) start() {
+// start runs the process and waits for its admin API; it fails the test if the process
+// does not come up, except that a listener lost to another process (the port picked by
+// freeAddr was taken meanwhile) is returned as errPortTaken for the caller to retry.
+func (p *proc) start() error {
 	p.t.Helper()
 	exe := bin.peer
 	if strings.HasPrefix(p.name, "hub") {
@@ -110,16 +114,21 @@ func (p *proc) start() {
 		close(done)
 	}(p.cmd, p.done)
 	p.t.Cleanup(func() { p.kill() })
-	p.waitHealthy()
+	return p.waitHealthy()
 }
 
+var errPortTaken = errors.New("a listen address was taken by another process")
+
 // waitHealthy waits until the admin API answers /healthz (or the process exits).
-func (p *proc) waitHealthy() {
+func (p *proc) waitHealthy() error {
 	p.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.done:
+			if log := tail(p.log, 3); strings.Contains(log, "address already in use") {
+				return errPortTaken
+			}
 			p.t.Fatalf("%s exited at start: %v\n%s", p.name, p.exitErr(), tail(p.log, 20))
 		default:
 		}
@@ -127,12 +136,13 @@ func (p *proc) waitHealthy() {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return nil
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	p.t.Fatalf("%s: admin API not up\n%s", p.name, tail(p.log, 20))
+	return nil
 }
 
 func (p *proc) exitErr() error {
@@ -215,13 +225,22 @@ func (c *cluster) hubData() string { return filepath.Join(c.dir, "hub") }
 // startHub starts (or restarts, on the same ports and data) the hub.
 func (c *cluster) startHub(extra ...string) *proc {
 	c.t.Helper()
-	if c.hub == nil {
+	first := c.hub == nil
+	if first {
 		c.hub = &proc{t: c.t, name: "hub", admin: "http://" + freeAddr(c.t), log: filepath.Join(c.dir, "hub.log")}
 	}
-	c.hub.args = append([]string{"serve", "--listen", c.hubRepl, "--admin-listen", strings.TrimPrefix(c.hub.admin, "http://"),
-		"--data", c.hubData()}, append(fast, extra...)...)
-	c.hub.start()
-	return c.hub
+	for attempt := 0; ; attempt++ {
+		c.hub.args = append([]string{"serve", "--listen", c.hubRepl, "--admin-listen", strings.TrimPrefix(c.hub.admin, "http://"),
+			"--data", c.hubData()}, append(fast, extra...)...)
+		err := c.hub.start()
+		if err == nil {
+			return c.hub
+		}
+		if !first || len(c.peers) > 0 || attempt == 2 {
+			c.t.Fatalf("hub: %v", err)
+		}
+		c.hubRepl, c.hub.admin = freeAddr(c.t), "http://"+freeAddr(c.t)
+	}
 }
 
 // token runs `hub token add` and returns the token it prints.
@@ -251,11 +270,19 @@ func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
 		p = &proc{t: c.t, name: name, admin: "http://" + freeAddr(c.t), log: filepath.Join(c.dir, name+".log")}
 		c.peers[name] = p
 	}
-	p.args = append([]string{"run", "--instance-id", name, "--hub-url", "ws://" + c.hubRepl + "/v1/replication",
-		"--token-file", tokenFile, "--admin-listen", strings.TrimPrefix(p.admin, "http://"),
-		"--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)
-	p.start()
-	return p
+	for attempt := 0; ; attempt++ {
+		p.args = append([]string{"run", "--instance-id", name, "--hub-url", "ws://" + c.hubRepl + "/v1/replication",
+			"--token-file", tokenFile, "--admin-listen", strings.TrimPrefix(p.admin, "http://"),
+			"--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)
+		err := p.start()
+		if err == nil {
+			return p
+		}
+		if attempt == 2 {
+			c.t.Fatalf("%s: %v", name, err)
+		}
+		p.admin = "http://" + freeAddr(c.t)
+	}
 }
 
 // --- admin API client ---

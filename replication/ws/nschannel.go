@@ -728,6 +728,7 @@ func (c *channel) sent(si SentInfo, n int) {
 	if c.ackTimer == nil {
 		c.armAckTimer()
 	}
+	c.coalesce() // the window may be full now: what waits can be merged
 }
 
 func (c *channel) armAckTimer() {

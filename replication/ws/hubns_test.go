@@ -822,3 +822,78 @@ func TestS13_HubRemoteErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestS23_1_OverCapLiveUpdate: without chunking a live update over maxUpdateBytes cannot be
+// sent (§10.1, §23.1 issue #231). With an empty queue the send fails: resync-required
+// {send-failed, update-too-large} with the sampled queue, RESYNC_REQUIRED, needs-resync —
+// and the round's diff carries the update. With updates queued it is dropped alone:
+// update-dropped, no resync, the channel stays live, the queued updates still go, and the
+// next reconciliation repairs it.
+func TestS23_1_OverCapLiveUpdate(t *testing.T) {
+	cfg := nsConfig(t)
+	cfg.MaxSyncDiffBytes, cfg.MaxBootstrapBytes, cfg.MaxFrameBytes = 16<<10, 16<<10, 17<<10
+	cfg.MaxQueuedControlBytes = 64 << 10
+	must(t, cfg.Validate())
+	big := strings.Repeat("B", cfg.MaxUpdateBytes)
+
+	t.Run("empty queue", func(t *testing.T) {
+		f := newNSHub(t, cfg, persistence.Options{})
+		ns, _ := f.create()
+		w := f.dial(peerID)
+		doc := newYDoc(t, 200)
+		f.live(w, ns, doc)
+		must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("big", big)))
+		if r, _ := expect[*protocol.ResyncRequired](w); r.ReasonCode != protocol.ResyncSendQueueOverflow {
+			t.Fatalf("reason %q", r.ReasonCode)
+		}
+		rs := eventsOf[observer.ResyncRequired](f.rec, observer.SideHub)
+		if len(rs) != 1 || rs[0].Cause != observer.ResyncSendFailed {
+			t.Fatalf("resync-required %+v", rs)
+		}
+		sf, _ := rs[0].SendFailure.Get()
+		if sf.Reason != observer.SendUpdateTooLarge || sf.UpdateBytes <= cfg.MaxUpdateBytes || sf.MaxUpdateBytes != cfg.MaxUpdateBytes ||
+			sf.QueuedUpdateCount != 0 || sf.ChannelState != observer.ChannelNeedsResync || sf.ConnectionState != observer.ConnReady {
+			t.Fatalf("send failure %+v", sf)
+		}
+		f.round(w, ns, doc, 2)
+		if doc.app()["big"] != big {
+			t.Fatal("the round did not carry the over-cap update")
+		}
+	})
+	t.Run("queued updates", func(t *testing.T) {
+		f := newNSHub(t, cfg, persistence.Options{})
+		ns, _ := f.create()
+		w := f.dial(peerID)
+		doc := newYDoc(t, 200)
+		f.live(w, ns, doc)
+		hub := newYDoc(t, 100)
+		var inFlight []uint32
+		for i := range cfg.MaxInFlightUpdates {
+			must(t, writeLocal(t, f.reg, ns, hub.set(fmt.Sprint("w", i), 1.0)))
+			up, seq := expect[*protocol.Update](w)
+			doc.apply(up.Update)
+			inFlight = append(inFlight, seq)
+		}
+		must(t, writeLocal(t, f.reg, ns, hub.set("queued", 1.0)))
+		must(t, writeLocal(t, f.reg, ns, newYDoc(t, 101).set("big", big)))
+		eventually(t, "update-dropped", func() bool { return len(eventsOf[observer.UpdateDropped](f.rec, observer.SideHub)) == 1 })
+		d := eventsOf[observer.UpdateDropped](f.rec, observer.SideHub)[0]
+		if d.Reason != observer.DropUpdateTooLarge || d.QueuedUpdateCount != 1 || d.InFlightCount != cfg.MaxInFlightUpdates || d.ChannelState != observer.ChannelLive {
+			t.Fatalf("update-dropped %+v", d)
+		}
+		w.quiet() // no RESYNC_REQUIRED
+		w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: inFlight[0]})
+		up, _ := expect[*protocol.Update](w)
+		doc.apply(up.Update)
+		if doc.app()["queued"] != 1.0 || doc.app()["big"] != nil {
+			t.Fatalf("peer app after the queued update: %v", doc.app())
+		}
+		if n := len(eventsOf[observer.ResyncRequired](f.rec, observer.SideHub)); n != 0 {
+			t.Fatalf("%d resync-required", n)
+		}
+		f.round(w, ns, doc, 2) // the next reconciliation
+		if doc.app()["big"] != big {
+			t.Fatal("the reconciliation did not repair the dropped update")
+		}
+	})
+}

@@ -618,3 +618,32 @@ func TestS18_PeerAckTimeout(t *testing.T) {
 	}
 	f.waitState(ns, observer.ChannelLive)
 }
+
+// TestS9_4_PeriodicTimerNeverOverlapsARound: the periodic timer is armed only when a round
+// ends live and is cleared when a round starts, so a round in progress (here one a resync
+// started) never gets a second Step1; the next periodic round comes reconcileIntervalMs
+// after that round ended (§9.4).
+func TestS9_4_PeriodicTimerNeverOverlapsARound(t *testing.T) {
+	cfg := nsConfig(t)
+	cfg.ReconcileInterval, cfg.ReconcileTimeout = 10*time.Second, time.Minute
+	f := newNSPeer(t, cfg)
+	ns, id, snap := f.create()
+	f.target(ns)
+	w := f.connect()
+	hubDoc := newYDoc(t, 300)
+	f.live(w, ns, id, snap, hubDoc)
+	f.clk.Advance(5 * time.Second)
+	w.send(&protocol.ResyncRequired{NamespaceID: ns, ReasonCode: protocol.ResyncSendQueueOverflow})
+	r := startPeerRound(t, w, ns, hubDoc)
+	f.clk.Advance(10 * time.Second) // past the first interval: the round is in progress
+	w.quiet()
+	w.send(&protocol.SyncApplied{NamespaceID: ns, SyncRoundID: r.id, AckedSequence: r.peerStep2})
+	f.waitState(ns, observer.ChannelLive)
+	w.quiet()
+	f.clk.Advance(10*time.Second - time.Millisecond)
+	w.quiet()
+	f.clk.Advance(time.Millisecond)
+	if next := f.hubRound(w, ns, hubDoc); next != r.id+1 {
+		t.Fatalf("periodic round %d", next)
+	}
+}

@@ -3,12 +3,14 @@ package ws_test
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/persistence/persistencetest"
 	"github.com/nomicore/nomicore/registry"
@@ -896,4 +898,54 @@ func TestS23_1_OverCapLiveUpdate(t *testing.T) {
 			t.Fatal("the reconciliation did not repair the dropped update")
 		}
 	})
+}
+
+// TestS23_4_ObserverNeverChangesTheWire: the same exchange gives the same frames with no
+// observer and with an observer that panics on every event (§23.4: delivery is isolated,
+// observation never changes protocol state); the recorder beside the panicking observer
+// still gets every event.
+func TestS23_4_ObserverNeverChangesTheWire(t *testing.T) {
+	script := func(t *testing.T, obs observer.Observer, rec *observertest.Recorder) []string {
+		f := newNSHubObserved(t, nsConfig(t), persistence.Options{}, obs, rec)
+		ns, _ := f.create()
+		w := f.dial(peerID)
+		var got []string
+		log := func(fr protocol.Frame) { got = append(got, fmt.Sprintf("%s#%d", fr.Type(), fr.Sequence)) }
+		doc := newYDoc(t, 200)
+		f.bootstrap(w, ns, doc)
+		f.round(w, ns, doc, 1)
+		w.quiet()
+		must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("a", 1.0)))
+		fr := w.recv()
+		log(fr)
+		w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: fr.Sequence})
+		w.send(&protocol.Update{NamespaceID: ns, Update: doc.set("b", 2.0)})
+		log(w.recv())
+		w.send(&protocol.Update{NamespaceID: ns, Update: doc.setMeta("x", 1.0)})
+		log(w.recv())
+		for _, fr := range w.barrier() {
+			log(fr)
+		}
+		return got
+	}
+	base := script(t, nil, &observertest.Recorder{})
+	rec := &observertest.Recorder{}
+	panicky := observer.Multi(observer.ObserverFunc(func(observer.Event) { panic("observer failure") }), rec)
+	observed := script(t, panicky, rec)
+	if !slices.Equal(base, observed) {
+		t.Fatalf("frames differ:\n without observer %v\n with a panicking observer %v", base, observed)
+	}
+	if len(base) != 3 || !strings.HasPrefix(base[2], "ERROR") {
+		t.Fatalf("frames %v", base)
+	}
+	protected := 0
+	for _, e := range eventsOf[observer.NamespaceError](rec, observer.SideHub) {
+		if e.Code == observer.NsErrProtectedFieldMutation {
+			protected++
+		}
+	}
+	if protected != 1 || rec.Count(observer.TypeUpdateApplied) != 1 {
+		t.Fatalf("the recorder beside the panicking observer missed events: %d PROTECTED_FIELD_MUTATION, %d update-applied",
+			protected, rec.Count(observer.TypeUpdateApplied))
+	}
 }

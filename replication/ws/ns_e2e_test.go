@@ -24,6 +24,18 @@ func TestE2E_ConvergenceUnderDropsOfflineWritesAndHubRestart(t *testing.T) {
 	c := newCluster(t, clusterConfig(t), 3)
 	nss := c.create(4)
 	c.waitStates(nss, observer.ChannelLive)
+	eventually(t, "the hub's sessions listed live", func() bool {
+		ss := c.hub.Load().nsl.Sessions(nss[0].String())
+		if len(ss) != len(c.peers) {
+			return false
+		}
+		for i, s := range ss {
+			if s.PeerInstanceID != c.peers[i].id || s.State != observer.ChannelLive || s.ConnectionID == "" {
+				return false
+			}
+		}
+		return true
+	})
 
 	var writers, hubWriters []*writer
 	for i, ns := range nss {

@@ -361,7 +361,15 @@ var limitedNS = nsN(0xa11)
 
 func newNSHub(t *testing.T, cfg protocol.Config, storeOpts persistence.Options) *nsHub {
 	t.Helper()
-	f := &nsHub{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: &observertest.Recorder{}}
+	rec := &observertest.Recorder{}
+	return newNSHubObserved(t, cfg, storeOpts, rec, rec)
+}
+
+// newNSHubObserved is newNSHub with the hub's observer (nil: none) and the recorder checked
+// at cleanup.
+func newNSHubObserved(t *testing.T, cfg protocol.Config, storeOpts persistence.Options, obs observer.Observer, rec *observertest.Recorder) *nsHub {
+	t.Helper()
+	f := &nsHub{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: rec}
 	f.reg, f.store = newRegistry(t, registry.RoleHub, storeOpts)
 	var err error
 	f.table, err = ws.NewTokenTable([]ws.TokenEntry{
@@ -373,7 +381,7 @@ func newNSHub(t *testing.T, cfg protocol.Config, storeOpts persistence.Options) 
 	f.nsl, err = ws.NewHubNamespaces(ws.HubNamespacesOptions{Registry: f.reg})
 	must(t, err)
 	f.hub, err = ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: f.table, Namespaces: f.nsl.NewHandler,
-		Clock: f.clk, Random: bytes.NewReader(bytes.Repeat([]byte{7}, 1<<16)), Observer: f.rec})
+		Clock: f.clk, Random: bytes.NewReader(bytes.Repeat([]byte{7}, 1<<16)), Observer: obs})
 	must(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)

@@ -283,10 +283,15 @@ func TestE2E_HundredNamespacesOnOneConnection(t *testing.T) {
 	}
 	writeAll(t, writers, 3)
 	c.converged(nss)
-	for _, p := range c.peers {
-		if n := len(c.hub.Load().hub.Connections()); n != len(c.peers) {
-			t.Fatalf("%d hub connections for %d peers", n, len(c.peers))
-		}
-		_ = p
+	if n := len(c.hub.Load().hub.Connections()); n != len(c.peers) {
+		t.Fatalf("%d hub connections for %d peers", n, len(c.peers))
 	}
+	// A restart restores all 100 targets at once; the peer paces its OPENs to the hub's
+	// admission (GUIDE §6) and every namespace reconciles.
+	p := c.peers[0]
+	targets := p.stop()
+	p.start(targets...)
+	c.waitStates(nss, observer.ChannelLive, p)
+	writeAll(t, []*writer{writers[0], newWriter(t, p.reg, peerOwner, nss[0], p.id, 7)}, 3)
+	c.converged(nss)
 }

@@ -331,6 +331,11 @@ type peerConn struct {
 	tc           *TargetController
 	lastRound    uint32 // syncRoundIds are per connection and never wrap (§9.1)
 	reconnecting bool
+	// OPEN pacing (GUIDE §6): at most maxConcurrentOpens channels are opening at once — the
+	// hub admits no more OPENs than that and holds only maxEarlyFrames frames beyond — and
+	// the other targets wait, in order, in targeted.
+	opening  int
+	openWait []*channel
 }
 
 var _ Handler = (*peerConn)(nil)
@@ -369,8 +374,19 @@ func (pc *peerConn) targetAdded(tg *target) {
 	c := newChannel(&pc.nsConn, tg.ns, observer.ChannelTargeted)
 	c.target = tg
 	pc.channels[tg.ns] = c
-	if !pc.draining() {
-		pc.open(c)
+	pc.openWait = append(pc.openWait, c)
+	pc.openNext()
+}
+
+// openNext opens waiting targets while the pacing allows.
+func (pc *peerConn) openNext() {
+	for len(pc.openWait) > 0 && pc.opening < pc.cfg.MaxConcurrentOpens && !pc.closed && !pc.draining() {
+		c := pc.openWait[0]
+		pc.openWait[0] = nil
+		pc.openWait = pc.openWait[1:]
+		if c.state == observer.ChannelTargeted && pc.tc.wanted(c.target) {
+			pc.open(c)
+		}
 	}
 }
 
@@ -497,8 +513,14 @@ func (pc *peerConn) drainOpening(c *channel) {
 	}
 }
 
-func (pc *peerConn) changed(c *channel, _ observer.ChannelState) {
+func (pc *peerConn) changed(c *channel, from observer.ChannelState) {
 	pc.tc.publish(c.target, c.state, c.identity)
+	if from == observer.ChannelOpening {
+		// Answered (OPEN_OK or an ERROR), timed out, closed or disconnected: the next target
+		// may open.
+		pc.opening--
+		pc.openNext()
+	}
 }
 
 // wentLive arms the periodic reconciliation (§9.4): one one-shot timer, armed after a round.
@@ -539,6 +561,7 @@ func (pc *peerConn) released(c *channel, settled <-chan struct{}) {
 // open looks for the local replica of the target's owner and sends OPEN_NAMESPACE: with its
 // identity (reconcile) or without (bootstrap).
 func (pc *peerConn) open(c *channel) {
+	pc.opening++
 	c.setState(observer.ChannelOpening)
 	c.timer = pc.s.AfterFunc(pc.cfg.OpenTimeout, func() {
 		c.timer = nil

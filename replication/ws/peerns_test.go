@@ -647,3 +647,53 @@ func TestS9_4_PeriodicTimerNeverOverlapsARound(t *testing.T) {
 		t.Fatalf("periodic round %d", next)
 	}
 }
+
+// TestGUIDE6_PeerPacesItsOpens: a peer with more targets than maxConcurrentOpens keeps at
+// most that many OPEN_NAMESPACE unanswered (the hub admits no more, and holds only
+// maxEarlyFrames frames beyond); each answer lets the next target open, in order.
+func TestGUIDE6_PeerPacesItsOpens(t *testing.T) {
+	cfg := nsConfig(t)
+	f := newNSPeer(t, cfg)
+	var nss []protocol.NamespaceID
+	ids := map[protocol.NamespaceID]registry.Identity{}
+	for range cfg.MaxConcurrentOpens + 3 {
+		ns, id, _ := f.create()
+		nss = append(nss, ns)
+		ids[ns] = id
+	}
+	slices.SortFunc(nss, func(a, b protocol.NamespaceID) int { return strings.Compare(a.String(), b.String()) })
+	for _, ns := range nss {
+		f.target(ns)
+	}
+	w := f.connect()
+	var opened []protocol.NamespaceID
+	for range cfg.MaxConcurrentOpens {
+		open, _ := expect[*protocol.OpenNamespace](w)
+		opened = append(opened, open.NamespaceID)
+	}
+	w.quiet()
+	// An answer (here an error) frees a slot: exactly one more OPEN.
+	m, _ := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeNamespaceNotFound, opened[0], "x")
+	w.send(m)
+	open, _ := expect[*protocol.OpenNamespace](w)
+	opened = append(opened, open.NamespaceID)
+	w.quiet()
+	for _, ns := range opened[1:3] {
+		w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeBootstrap, ReplicationID: ids[ns].ReplicationID, ReplicationEpoch: ids[ns].Epoch})
+	}
+	for range 2 {
+		open, _ := expect[*protocol.OpenNamespace](w)
+		opened = append(opened, open.NamespaceID)
+	}
+	w.quiet()
+	// Targets start opening in order; those opening together send their OPENs in the
+	// order their local opens complete.
+	n := cfg.MaxConcurrentOpens
+	for _, batch := range [][2]int{{0, n}, {n, n + 1}, {n + 1, n + 3}} {
+		got := slices.Clone(opened[batch[0]:batch[1]])
+		slices.SortFunc(got, func(a, b protocol.NamespaceID) int { return strings.Compare(a.String(), b.String()) })
+		if !slices.Equal(got, nss[batch[0]:batch[1]]) {
+			t.Fatalf("opened %v, want the targets in order %v", opened, nss)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(hubEnv); spec != "" {
+		// Re-executed as the hub child.
+		if err := runHubChild(spec); err != nil {
+			os.Stderr.WriteString("benchrepl hub: " + err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// TestWorkloadsSmall runs each workload at a small size, so the harness keeps working: the
+// figures are checked for consistency, not speed.
+func TestWorkloadsSmall(t *testing.T) {
+	f, err := runFanout(3, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Deliveries != 3*20*2 || f.P50 <= 0 || f.P99 < f.P50 || f.Max < f.P99 || f.DeliveredPerS <= 0 {
+		t.Fatalf("fan-out %+v", f)
+	}
+	n, err := runNamespaces(5, 2, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Wall <= 0 || n.HubCPU <= 0 {
+		t.Fatalf("namespaces %+v", n)
+	}
+	b, err := runBootstrap(64<<10, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.SnapshotBytes < 64<<10 || b.Min <= 0 || b.Median < b.Min {
+		t.Fatalf("bootstrap %+v", b)
+	}
+	for _, s := range []string{f.String(), n.String(), b.String()} {
+		if !strings.Contains(s, ":") {
+			t.Fatalf("report %q", s)
+		}
+	}
+}
+
+// The issue #6 workloads as Go benchmarks (one run each; use -benchtime 1x):
+//
+//	go test -run '^$' -bench . -benchtime 1x ./cmd/benchrepl
+
+func BenchmarkFanout20Peers500Updates(b *testing.B) {
+	for range b.N {
+		r, err := runFanout(20, 500)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(ms(r.P50), "p50-ms")
+		b.ReportMetric(ms(r.P99), "p99-ms")
+		b.ReportMetric(r.DeliveredPerS, "delivered/s")
+		b.ReportMetric(ms(r.HubCPU), "hub-cpu-ms")
+	}
+}
+
+func BenchmarkNamespaces200x2Peers50Updates(b *testing.B) {
+	for range b.N {
+		r, err := runNamespaces(200, 2, 50)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(ms(r.Wall), "wall-ms")
+		b.ReportMetric(ms(r.HubCPU), "hub-cpu-ms")
+	}
+}
+
+func BenchmarkBootstrap400KB(b *testing.B) {
+	for range b.N {
+		r, err := runBootstrap(400<<10, 5)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(ms(r.Median), "median-ms")
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

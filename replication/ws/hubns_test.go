@@ -3,6 +3,7 @@ package ws_test
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -947,5 +948,115 @@ func TestS23_4_ObserverNeverChangesTheWire(t *testing.T) {
 	if protected != 1 || rec.Count(observer.TypeUpdateApplied) != 1 {
 		t.Fatalf("the recorder beside the panicking observer missed events: %d PROTECTED_FIELD_MUTATION, %d update-applied",
 			protected, rec.Count(observer.TypeUpdateApplied))
+	}
+}
+
+// TestS17_HubConnectionShedDeclaresResync: when a peer reads nothing, the connection's
+// budget of queued plus unflushed bytes overflows and the largest namespace queue is shed
+// (§17): that namespace declares RESYNC_REQUIRED (resync-required{connection-shed}) and
+// its round, once the peer reads again, repairs what was dropped.
+func TestS17_HubConnectionShedDeclaresResync(t *testing.T) {
+	cfg := nsConfig(t)
+	cfg.MaxSyncDiffBytes, cfg.MaxBootstrapBytes, cfg.MaxFrameBytes = 16<<10, 16<<10, 17<<10
+	cfg.MaxQueuedControlBytes = 64 << 10
+	must(t, cfg.Validate())
+	f := newNSHub(t, cfg, persistence.Options{})
+	a, _ := f.create()
+	b, _ := f.create()
+	w, hubEnd := f.dialEnds(peerID, 1)
+	docs := map[protocol.NamespaceID]*ydoc{a: newYDoc(t, 200), b: newYDoc(t, 201)}
+	f.live(w, a, docs[a])
+	f.live(w, b, docs[b])
+
+	hubEnd.BlockWrites() // the peer's socket takes nothing more
+	writers := map[protocol.NamespaceID]*ydoc{a: newYDoc(t, 100), b: newYDoc(t, 101)}
+	value := strings.Repeat("s", 900)
+	shed := func() []observer.ResyncRequired {
+		var out []observer.ResyncRequired
+		for _, r := range eventsOf[observer.ResyncRequired](f.rec, observer.SideHub) {
+			if r.Cause == observer.ResyncConnectionShed {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	for i := 0; len(shed()) == 0; i++ {
+		if i == 40 {
+			t.Fatal("no shed after 40 writes")
+		}
+		for _, ns := range []protocol.NamespaceID{a, b} {
+			must(t, writeLocal(t, f.reg, ns, writers[ns].set(fmt.Sprint("k", i), value)))
+		}
+		time.Sleep(time.Millisecond) // let the pulls run: the shed needs both queues filled
+	}
+	hubEnd.UnblockWrites()
+	// Everything the hub had to send, UPDATEs acknowledged on the way: a RESYNC_REQUIRED
+	// for each shed namespace.
+	declared := map[protocol.NamespaceID]bool{}
+	for pending := true; pending; {
+		pending = false
+		for _, fr := range w.barrier() {
+			switch m := fr.Message.(type) {
+			case *protocol.Update:
+				docs[m.NamespaceID].apply(m.Update)
+				w.send(&protocol.UpdateAck{NamespaceID: m.NamespaceID, AckedSequence: fr.Sequence})
+				pending = true // acknowledgements may free more
+			case *protocol.ResyncRequired:
+				declared[m.NamespaceID] = true
+			default:
+				t.Fatalf("unexpected %s", fr.Type())
+			}
+		}
+	}
+	victims := map[protocol.NamespaceID]bool{}
+	for _, r := range shed() {
+		victims[protocol.MustNamespaceID(r.NamespaceID)] = true
+	}
+	if len(declared) == 0 || !maps.Equal(declared, victims) {
+		t.Fatalf("RESYNC_REQUIRED for %v, shed %v", declared, victims)
+	}
+	for ns := range victims {
+		f.round(w, ns, docs[ns], 2)
+		if got, want := docs[ns].app(), appOf(t, f.reg, ns); !sameApp(got, want) {
+			t.Fatalf("after the round the peer has %d keys of the shed namespace, the hub %d", len(got), len(want))
+		}
+	}
+}
+
+// TestS10_2_UnknownAckClosesTheConnection: an UPDATE_ACK naming no UPDATE the hub sent on
+// that namespace, or one of another namespace, is the connection-fatal ACK_STATE_VIOLATION
+// (§10.2).
+func TestS10_2_UnknownAckClosesTheConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ack  func(ns, other protocol.NamespaceID, seq uint32) protocol.Message
+	}{
+		{"unknown sequence", func(ns, _ protocol.NamespaceID, seq uint32) protocol.Message {
+			return &protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq + 100}
+		}},
+		{"other namespace", func(_, other protocol.NamespaceID, seq uint32) protocol.Message {
+			return &protocol.UpdateAck{NamespaceID: other, AckedSequence: seq}
+		}},
+		{"twice", func(ns, _ protocol.NamespaceID, seq uint32) protocol.Message {
+			return &protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newNSHub(t, nsConfig(t), persistence.Options{})
+			ns, _ := f.create()
+			other, _ := f.create()
+			w := f.dial(peerID)
+			f.live(w, ns, newYDoc(t, 200))
+			f.live(w, other, newYDoc(t, 201))
+			must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("a", 1.0)))
+			_, seq := expect[*protocol.Update](w)
+			if tc.name == "twice" {
+				w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq})
+			}
+			w.send(tc.ack(ns, other, seq))
+			if code, ec := w.expectClose(); code != protocol.CloseProtocolError || ec != protocol.CodeAckStateViolation {
+				t.Fatalf("close %d %s", code, ec)
+			}
+		})
 	}
 }

@@ -406,15 +406,23 @@ func (f *nsHub) create() (protocol.NamespaceID, registry.Identity) {
 // dial connects a hand-played peer and completes the handshake.
 func (f *nsHub) dial(peer string) *wire {
 	f.t.Helper()
-	a, b := wstest.Pair(256)
+	w, _ := f.dialEnds(peer, 256)
+	return w
+}
+
+// dialEnds is dial with the pair's capacity, returning the hub's end too.
+func (f *nsHub) dialEnds(peer string, capacity int) (*wire, *wstest.End) {
+	f.t.Helper()
+	a, b := wstest.Pair(capacity)
 	must(f.t, f.hub.Accept(b, ws.Identity{PeerInstanceID: peer}))
 	w := newWire(f.t, a, f.cfg)
 	h := hello()
 	h.PeerInstanceID = peer
 	w.send(h)
 	expect[*protocol.HelloAck](w)
-	return w
+	return w, b
 }
+
 
 // bootstrap opens ns on w without a local replica, applies the snapshot to doc and
 // acknowledges it; it returns the BOOTSTRAP_SNAPSHOT sequence.

@@ -423,7 +423,6 @@ func (f *nsHub) dialEnds(peer string, capacity int) (*wire, *wstest.End) {
 	return w, b
 }
 
-
 // bootstrap opens ns on w without a local replica, applies the snapshot to doc and
 // acknowledges it; it returns the BOOTSTRAP_SNAPSHOT sequence.
 func (f *nsHub) bootstrap(w *wire, ns protocol.NamespaceID, doc *ydoc) uint32 {

@@ -66,6 +66,23 @@
 // for admitted work, Fail for connection errors, Quiesced to end a drain, Reconnect (peer)
 // for namespace recovery.
 //
+// # The namespace layer (§7–§12, §16, §19, §20)
+//
+// HubNamespaces (hub) and TargetController (peer) are the namespace layer over that seam.
+// Per connection, each keeps one channel per namespace: the hub's nine states (opening,
+// bootstrapping, reconciling, live, needs-resync, closing, closed, conflicted, failed) or
+// the peer's eleven of §16 (targeted and disconnected besides). A channel holds a registry
+// lease and a replication session; every remote apply runs in the namespace's write
+// sequencer and is acknowledged when it settled; the runtime's document observer fans
+// applied updates out to the other sessions, which pull them into their Outbox — the
+// bounded unsent queue, merged with yjs.MergeUpdates while its gate (live, and a free slot
+// in the window of maxInFlightUpdates) is closed. The peer starts every sync round (§9):
+// after an open, after a resync once its window is empty, and periodically; a loss of
+// continuity (queue overflow, shed, ACK timeout) is declared and repaired by the next
+// round. Registry calls that may block (open, import) run off the connection goroutine
+// and post their results back. This layer runs the v1 generation: configure
+// protocol.GenerationV1 (no UPDATE_CHUNK yet).
+//
 // # Backpressure (§17)
 //
 // Control frames go to the writer at once; their unflushed bytes are bounded by

@@ -83,8 +83,9 @@ func (n *nsConn) draining() bool {
 	return ok
 }
 
-// sendError sends a namespace ERROR (§13) and reports it (namespace-error, direction sent).
-// It returns false when the connection could not take the frame.
+// sendError sends a namespace ERROR (§13), with relatedSequence rel when not 0; the caller
+// reports it (emitNsError) once its decision took effect. It returns false when the
+// connection could not take the frame.
 func (n *nsConn) sendError(ns protocol.NamespaceID, code protocol.ErrorCode, rel uint32) bool {
 	m, err := protocol.NewErrorMessage(protocol.ScopeNamespace, code, ns, "namespace error "+string(code))
 	if err != nil {

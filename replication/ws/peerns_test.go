@@ -697,3 +697,39 @@ func TestGUIDE6_PeerPacesItsOpens(t *testing.T) {
 		}
 	}
 }
+
+// TestS12_PeerCloseTimeout: a close the hub never answers ends after closeTimeoutMs
+// (closed, §18), and the removal completes.
+func TestS12_PeerCloseTimeout(t *testing.T) {
+	cfg := nsConfig(t)
+	f := newNSPeer(t, cfg)
+	ns, id, snap := f.create()
+	f.target(ns)
+	w := f.connect()
+	f.live(w, ns, id, snap, newYDoc(t, 300))
+	removed := make(chan error, 1)
+	go func() { removed <- f.tc.RemoveTarget(ctxT(t), ns.String()) }()
+	expect[*protocol.CloseNamespace](w)
+	w.quiet()
+	f.clk.Advance(cfg.CloseTimeout)
+	must(t, <-removed)
+	waitPath(t, f.rec, observer.SidePeer, ns, observer.ChannelTargeted, observer.ChannelOpening, observer.ChannelBootstrapping,
+		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelClosing, observer.ChannelClosed)
+}
+
+// TestGUIDE5_PeerInboundOverCap: an UPDATE from the hub over maxUpdateBytes (within
+// maxFrameBytes) fails the namespace with UPDATE_TOO_LARGE; the connection goes on.
+func TestGUIDE5_PeerInboundOverCap(t *testing.T) {
+	cfg := nsConfig(t)
+	f := newNSPeer(t, cfg)
+	ns, id, snap := f.create()
+	f.target(ns)
+	w := f.connect()
+	hubDoc := newYDoc(t, 300)
+	f.live(w, ns, id, snap, hubDoc)
+	u := hubDoc.set("big", strings.Repeat("u", cfg.MaxUpdateBytes))
+	must(t, w.end.(*wstest.End).Send(rawUpdateFrame(t, w, ns, u)))
+	w.expectError(ns, protocol.CodeUpdateTooLarge)
+	waitFailed(t, f.rec, observer.SidePeer, ns, observer.FailedProtocolViolation)
+	w.quiet()
+}

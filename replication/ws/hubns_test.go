@@ -1060,3 +1060,17 @@ func TestS10_2_UnknownAckClosesTheConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestS13_2_HubInternalErrorWhenTheRegistryCloses: a namespace whose runtime goes away under
+// its session (here the registry shuts down first) fails with INTERNAL_ERROR
+// (namespace-failed{session-missing}); the connection goes on.
+func TestS13_2_HubInternalErrorWhenTheRegistryCloses(t *testing.T) {
+	f := newNSHub(t, nsConfig(t), persistence.Options{})
+	ns, _ := f.create()
+	w := f.dial(peerID)
+	f.live(w, ns, newYDoc(t, 200))
+	must(t, f.reg.Close(ctxT(t)))
+	w.expectError(ns, protocol.CodeInternalError)
+	waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedSessionMissing)
+	w.quiet()
+}

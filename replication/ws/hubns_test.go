@@ -1074,3 +1074,22 @@ func TestS13_2_HubInternalErrorWhenTheRegistryCloses(t *testing.T) {
 	waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedSessionMissing)
 	w.quiet()
 }
+
+// TestS1_ChunkingNegotiatedIsRefused: the namespace layer runs the v1 generation; a hub
+// configured to offer CAP_CHUNKED_UPDATE that negotiates it closes the connection with
+// UNSUPPORTED_CAPABILITY rather than accept transfers it cannot take.
+func TestS1_ChunkingNegotiatedIsRefused(t *testing.T) {
+	cfg := smallConfig(t) // the v2 generation
+	f := newNSHub(t, cfg, persistence.Options{})
+	a, b := wstest.Pair(16)
+	must(t, f.hub.Accept(b, ws.Identity{PeerInstanceID: peerID}))
+	w := newWire(t, a, cfg)
+	w.send(hello()) // offers CAP_CHUNKED_UPDATE
+	ack, _ := expect[*protocol.HelloAck](w)
+	if !ack.SelectedCapabilities.Has(protocol.CapChunkedUpdate) {
+		t.Fatalf("selected %v", ack.SelectedCapabilities)
+	}
+	if code, ec := w.expectClose(); ec != protocol.CodeUnsupportedCapability || code != protocol.CloseProtocolError {
+		t.Fatalf("close %d %s", code, ec)
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/persistence"
@@ -140,7 +141,7 @@ func (c *cluster) startHub() {
 	c.t.Helper()
 	st, err := persistence.OpenDataDir(c.hubDir, storeOptions())
 	must(c.t, err)
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st, StageClock: clock.Real()})
 	must(c.t, err)
 	nsl, err := ws.NewHubNamespaces(ws.HubNamespacesOptions{Registry: reg})
 	must(c.t, err)
@@ -178,7 +179,7 @@ func (p *peerNode) start(targets ...ws.Target) {
 	var err error
 	p.store, err = persistence.OpenDataDir(p.dir, storeOptions())
 	must(t, err)
-	p.reg, err = registry.New(registry.Config{Role: registry.RolePeer, Store: p.store})
+	p.reg, err = registry.New(registry.Config{Role: registry.RolePeer, Store: p.store, StageClock: clock.Real()})
 	must(t, err)
 	p.tc, err = ws.NewTargetController(ws.TargetControllerOptions{Registry: p.reg, Targets: targets})
 	must(t, err)

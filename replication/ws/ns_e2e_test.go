@@ -106,8 +106,14 @@ func TestE2E_ConvergenceUnderDropsOfflineWritesAndHubRestart(t *testing.T) {
 			t.Errorf("%s: list holds %d items, %d were inserted", ns, got, inserted)
 		}
 	}
-	if n := len(eventsOf[observer.UpdateApplied](c.rec, observer.SideHub)); n == 0 {
+	applied := eventsOf[observer.UpdateApplied](c.rec, observer.SideHub)
+	if len(applied) == 0 {
 		t.Error("no update-applied on the hub")
+	}
+	for _, e := range applied {
+		if !e.Stages.Present() || !e.ApplyLatencyMs.Present() {
+			t.Fatalf("update-applied without the slot stages or the latency: %+v", e)
+		}
 	}
 	if n := len(eventsOf[observer.SyncDiffApplied](c.rec, observer.SidePeer)); n == 0 {
 		t.Error("no sync-diff-applied on the peers")

@@ -331,9 +331,11 @@ type peerConn struct {
 	tc           *TargetController
 	lastRound    uint32 // syncRoundIds are per connection and never wrap (§9.1)
 	reconnecting bool
-	// OPEN pacing (GUIDE §6): at most maxConcurrentOpens channels are opening at once — the
-	// hub admits no more OPENs than that and holds only maxEarlyFrames frames beyond — and
-	// the other targets wait, in order, in targeted.
+	// OPEN pacing (GUIDE §6): at most maxConcurrentOpens channels are opening or
+	// bootstrapping at once — the hub admits no more OPENs than that and holds only
+	// maxEarlyFrames frames beyond, and the snapshots in flight stay within its control
+	// reserve (maxQueuedControlBytes ≥ maxBootstrapBytes) — and the other targets wait, in
+	// order, in targeted.
 	opening  int
 	openWait []*channel
 }
@@ -515,9 +517,8 @@ func (pc *peerConn) drainOpening(c *channel) {
 
 func (pc *peerConn) changed(c *channel, from observer.ChannelState) {
 	pc.tc.publish(c.target, c.state, c.identity)
-	if from == observer.ChannelOpening {
-		// Answered (OPEN_OK or an ERROR), timed out, closed or disconnected: the next target
-		// may open.
+	if (from == observer.ChannelOpening || from == observer.ChannelBootstrapping) && c.state != observer.ChannelBootstrapping {
+		// Opened (reconciling), failed, closed or disconnected: the next target may open.
 		pc.opening--
 		pc.openNext()
 	}

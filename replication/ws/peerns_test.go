@@ -649,17 +649,19 @@ func TestS9_4_PeriodicTimerNeverOverlapsARound(t *testing.T) {
 }
 
 // TestGUIDE6_PeerPacesItsOpens: a peer with more targets than maxConcurrentOpens keeps at
-// most that many OPEN_NAMESPACE unanswered (the hub admits no more, and holds only
-// maxEarlyFrames frames beyond); each answer lets the next target open, in order.
+// most that many opening or bootstrapping (the hub admits no more OPENs, holds only
+// maxEarlyFrames frames beyond, and its snapshots in flight must fit its control reserve);
+// each target that ends its open or bootstrap lets the next one open, in order.
 func TestGUIDE6_PeerPacesItsOpens(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)
 	var nss []protocol.NamespaceID
 	ids := map[protocol.NamespaceID]registry.Identity{}
+	snaps := map[protocol.NamespaceID][]byte{}
 	for range cfg.MaxConcurrentOpens + 3 {
-		ns, id, _ := f.create()
+		ns, id, snap := f.create()
 		nss = append(nss, ns)
-		ids[ns] = id
+		ids[ns], snaps[ns] = id, snap
 	}
 	slices.SortFunc(nss, func(a, b protocol.NamespaceID) int { return strings.Compare(a.String(), b.String()) })
 	for _, ns := range nss {
@@ -678,14 +680,21 @@ func TestGUIDE6_PeerPacesItsOpens(t *testing.T) {
 	open, _ := expect[*protocol.OpenNamespace](w)
 	opened = append(opened, open.NamespaceID)
 	w.quiet()
+	// OPEN_OK alone does not free a slot: the bootstrap holds it until BOOTSTRAP_ACK.
 	for _, ns := range opened[1:3] {
 		w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeBootstrap, ReplicationID: ids[ns].ReplicationID, ReplicationEpoch: ids[ns].Epoch})
 	}
-	for range 2 {
-		open, _ := expect[*protocol.OpenNamespace](w)
-		opened = append(opened, open.NamespaceID)
-	}
 	w.quiet()
+	for _, ns := range opened[1:3] {
+		w.send(&protocol.BootstrapSnapshot{NamespaceID: ns, ReplicationID: ids[ns].ReplicationID, ReplicationEpoch: ids[ns].Epoch, Snapshot: snaps[ns]})
+	}
+	for n := 0; n < 2; {
+		fr := w.recv()
+		if open, ok := fr.Message.(*protocol.OpenNamespace); ok {
+			opened = append(opened, open.NamespaceID)
+			n++
+		}
+	}
 	// Targets start opening in order; those opening together send their OPENs in the
 	// order their local opens complete.
 	n := cfg.MaxConcurrentOpens

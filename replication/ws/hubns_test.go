@@ -1085,10 +1085,7 @@ func TestS1_ChunkingNegotiatedIsRefused(t *testing.T) {
 	must(t, f.hub.Accept(b, ws.Identity{PeerInstanceID: peerID}))
 	w := newWire(t, a, cfg)
 	w.send(hello()) // offers CAP_CHUNKED_UPDATE
-	ack, _ := expect[*protocol.HelloAck](w)
-	if !ack.SelectedCapabilities.Has(protocol.CapChunkedUpdate) {
-		t.Fatalf("selected %v", ack.SelectedCapabilities)
-	}
+	// The HELLO_ACK may or may not leave before the close decision drops unwritten frames.
 	if code, ec := w.expectClose(); ec != protocol.CodeUnsupportedCapability || code != protocol.CloseProtocolError {
 		t.Fatalf("close %d %s", code, ec)
 	}

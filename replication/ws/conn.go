@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,7 +103,8 @@ type conn struct {
 	deferred   []func()
 	opens      openAdmission
 	awaiting   map[uint32]ackKey // frames sent that expect an ACK (§10.2)
-	late       map[uint32]ackKey // awaited when this side ended their namespace (see forgetOnTerminal)
+	late       map[uint32]ackKey // given up by this side, still acceptable once (see forgetOnTerminal)
+	lateOrder  []uint32          // late's sequences, oldest first: bounds late to maxLateAcks
 	sched      scheduler
 	queues     map[protocol.NamespaceID]*nsQueue
 	tids       protocol.TransferIDs
@@ -490,34 +492,56 @@ func (c *conn) checkAck(f protocol.Frame) bool {
 	return true
 }
 
+// maxLateAcks bounds the acknowledgements a connection still accepts after giving up on
+// them. An acknowledgement older than the newest maxLateAcks given up is an
+// ACK_STATE_VIOLATION like any unknown one.
+const maxLateAcks = 1024
+
 // forgetOnTerminal drops the acknowledgements a namespace can no longer send once its
 // close handshake or a terminal namespace ERROR has passed in either direction (§12: a
-// normal close does not wait for lost acknowledgements). When this side sent the terminal
-// frame, the remote may have acknowledged before it received it: those acknowledgements
-// are still valid, so each is accepted once (and not delivered) instead of being an
-// ACK_STATE_VIOLATION.
+// normal close does not wait for lost acknowledgements), and the UPDATE acknowledgements
+// this side stopped waiting for when it declared ACK_TIMEOUT (§18: no resend; the next round
+// repairs). When this side sent the frame, the remote may have acknowledged before it
+// received it: those acknowledgements are still valid, so each is accepted once (and not
+// delivered) instead of being an ACK_STATE_VIOLATION — within a bound, so that a remote that
+// never acknowledges cannot grow this bookkeeping without limit.
 func (c *conn) forgetOnTerminal(m protocol.Message, sent bool) {
 	var ns protocol.NamespaceID
+	onlyUpdates := false
 	switch m := m.(type) {
 	case *protocol.CloseOK:
 		ns = m.NamespaceID
 	case *protocol.IdentityChanged:
 		ns = m.NamespaceID
 	case *protocol.ErrorMessage:
-		if m.Scope != protocol.ScopeNamespace || !m.Fatal {
+		switch {
+		case m.Scope != protocol.ScopeNamespace:
+			return
+		case m.Fatal:
+		case sent && m.Code == protocol.CodeAckTimeout:
+			onlyUpdates = true
+		default:
 			return
 		}
 		ns = m.NamespaceID
 	default:
 		return
 	}
+	var given []uint32
 	for seq, k := range c.awaiting {
-		if k.ns == ns {
+		if k.ns == ns && (!onlyUpdates || k.ack == protocol.TypeUpdateAck) {
 			delete(c.awaiting, seq)
 			if sent {
+				given = append(given, seq)
 				c.late[seq] = k
 			}
 		}
+	}
+	slices.Sort(given) // map order is random; keep lateOrder oldest first
+	c.lateOrder = append(c.lateOrder, given...)
+	for len(c.lateOrder) > maxLateAcks {
+		delete(c.late, c.lateOrder[0])
+		c.lateOrder = c.lateOrder[1:]
 	}
 }
 

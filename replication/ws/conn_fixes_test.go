@@ -88,3 +88,51 @@ func TestS17_OutboxCloseAfterConnectionClose(t *testing.T) {
 	})
 	p.expectClose()
 }
+
+// TestS18_GivenUpAcksAreBounded: after this side declares ACK_TIMEOUT (§18: no resend), the
+// UPDATEs it gave up may still be acknowledged, once each and without reaching the namespace
+// layer — but only the newest 1,024 of them, so that a remote that never acknowledges cannot
+// grow the connection's bookkeeping without limit; an older acknowledgement is then unknown
+// (ACK_STATE_VIOLATION, §10.2).
+func TestS18_GivenUpAcksAreBounded(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	const rounds, perRound = 11, 100 // 1,100 given up, beyond the bound
+	var seqs []uint32
+	for range rounds {
+		for range perRound {
+			h.do(t, func(s *ws.Session) {
+				if err := s.Outbox(ns1, nil).Enqueue(ws.DataItem{Bytes: []byte{1, 2, 3}, Sent: func(si ws.SentInfo) { seqs = append(seqs, si.Sequence) }}); err != nil {
+					t.Fatal(err)
+				}
+			})
+			p.recv() // UPDATE, never acknowledged
+		}
+		h.do(t, func(s *ws.Session) {
+			m, err := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeAckTimeout, ns1, "ack timeout")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Send(m); err != nil {
+				t.Fatal(err)
+			}
+		})
+		p.recv() // ERROR ACK_TIMEOUT
+	}
+	if len(seqs) != rounds*perRound {
+		t.Fatalf("%d updates sent", len(seqs))
+	}
+	// The newest given-up UPDATE may still be acknowledged, once, and is not delivered.
+	p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: seqs[len(seqs)-1]})
+	p.send(&protocol.OpenNamespace{NamespaceID: ns2}) // a frame that is delivered
+	eventually(t, "the frame after the late ack", func() bool { return len(h.framesOf(protocol.TypeOpenNamespace)) == 1 })
+	if n := len(h.framesOf(protocol.TypeUpdateAck)); n != 0 {
+		t.Fatalf("%d given-up acknowledgements delivered to the namespace layer", n)
+	}
+	// The oldest fell out of the bound.
+	p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: seqs[0]})
+	if code, ec := p.expectClose(); code != protocol.CloseProtocolError || ec != protocol.CodeAckStateViolation {
+		t.Fatalf("close %d %s", code, ec)
+	}
+}

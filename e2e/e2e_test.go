@@ -124,13 +124,16 @@ func TestE2E_ReplicationLifecycle(t *testing.T) {
 		`nomicore_apply_latency_seconds_count{side="hub",type="update-applied"}`,
 		`nomicore_store_healthy{side="hub"} 1`,
 		`nomicore_store_commits_total{side="hub"}`,
+		`nomicore_queued_bytes{side="hub"}`,
+		`nomicore_in_flight_updates{side="hub"}`,
 	} {
 		if !strings.Contains(hubMetrics, s) {
 			t.Errorf("hub /metrics lacks %s", s)
 		}
 	}
 	for _, s := range []string{`nomicore_connections_ready{side="peer"} 1`, `nomicore_live_namespaces{side="peer"} 1`,
-		`nomicore_events_total{side="peer",type="update-sent"}`, `nomicore_connection_backoffs_total{reason=`} {
+		`nomicore_events_total{side="peer",type="update-sent"}`, `nomicore_connection_backoffs_total{reason=`,
+		`nomicore_queued_bytes{side="peer"}`, `nomicore_in_flight_updates{side="peer"}`} {
 		if !strings.Contains(a.api().metricsText(), s) {
 			t.Errorf("peer-a /metrics lacks %s", s)
 		}

@@ -107,6 +107,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		return fail(err)
 	}
 	cleanup = append(cleanup, func() { hub.Shutdown(context.Background()) })
+	obs.ReplicationLoad(hub.Load)
 	api, err := adminapi.New(adminapi.Options{Side: observer.SideHub, Registry: reg, Store: store,
 		Sessions: namespaces.Sessions, Metrics: obs.Handler(), Token: common.AdminToken,
 		MaxUpdateBytes: maxLocalWrite(&common.Protocol), MaxEventStreams: common.MaxEventStreams, Clock: clk, Logger: log})

@@ -145,6 +145,7 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 		return fail(err)
 	}
 	cleanup = append(cleanup, peer.Close)
+	obs.ReplicationLoad(peer.Load)
 	peer.Watch(tw.state)
 	api, err := adminapi.New(adminapi.Options{Side: observer.SidePeer, Registry: reg, Store: store,
 		Targets: &node.PersistentTargets{TC: tc, Store: store}, Metrics: obs.Handler(), Token: common.AdminToken,

@@ -15,6 +15,7 @@ import (
 	"github.com/nomicore/nomicore/observer/slogobs"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/ws"
 )
 
 // Observability is a binary's observer (§23): every event goes to the JSON log (slogobs,
@@ -46,6 +47,15 @@ func NewObservability(log *slog.Logger, side observer.Side) (*Observability, err
 		return nil, err
 	}
 	return o, nil
+}
+
+// ReplicationLoad installs the gauges of queued bytes and in-flight updates, read from the
+// replication layer at scrape time (ws.Hub.Load or ws.Peer.Load).
+func (o *Observability) ReplicationLoad(load func() ws.Load) {
+	o.Metrics.SetQueueStats(o.Side, func() (queuedBytes, inFlight float64) {
+		l := load()
+		return float64(l.QueuedBytes), float64(l.InFlight)
+	})
 }
 
 // Handler serves the metrics (Prometheus text).

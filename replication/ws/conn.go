@@ -108,6 +108,10 @@ type conn struct {
 	sched      scheduler
 	queues     map[protocol.NamespaceID]*nsQueue
 	tids       protocol.TransferIDs
+	inFlight   int // entries of awaiting acknowledged by UPDATE_ACK: live UPDATEs in flight
+
+	// Published by the owner goroutine after every event, for Hub.Load and Peer.Load.
+	pubQueued, pubInFlight atomic.Int64
 }
 
 type inboundMsg struct {
@@ -165,7 +169,33 @@ func (c *conn) run() {
 			c.runPosted()
 		}
 		c.settle()
+		c.publishLoad()
 		c.maybeExit()
+	}
+	c.pubQueued.Store(0)
+	c.pubInFlight.Store(0)
+}
+
+// publishLoad makes the outbound accounting readable from other goroutines (Load).
+func (c *conn) publishLoad() {
+	c.pubQueued.Store(int64(c.sched.queued + c.sched.unflushed()))
+	c.pubInFlight.Store(int64(c.inFlight))
+}
+
+// await records a frame sent that expects an acknowledgement; unawait forgets it.
+func (c *conn) await(seq uint32, k ackKey) {
+	c.awaiting[seq] = k
+	if k.ack == protocol.TypeUpdateAck {
+		c.inFlight++
+	}
+}
+
+func (c *conn) unawait(seq uint32) {
+	if k, ok := c.awaiting[seq]; ok {
+		delete(c.awaiting, seq)
+		if k.ack == protocol.TypeUpdateAck {
+			c.inFlight--
+		}
 	}
 }
 
@@ -487,7 +517,7 @@ func (c *conn) checkAck(f protocol.Frame) bool {
 		c.fail(frameErr(protocol.CodeAckStateViolation, f, "ackedSequence names no unacknowledged frame of this type and namespace"))
 		return false
 	}
-	delete(c.awaiting, seq)
+	c.unawait(seq)
 	c.forgetOnTerminal(f.Message, false)
 	return true
 }
@@ -530,7 +560,7 @@ func (c *conn) forgetOnTerminal(m protocol.Message, sent bool) {
 	var given []uint32
 	for seq, k := range c.awaiting {
 		if k.ns == ns && (!onlyUpdates || k.ack == protocol.TypeUpdateAck) {
-			delete(c.awaiting, seq)
+			c.unawait(seq)
 			if sent {
 				given = append(given, seq)
 				c.late[seq] = k

@@ -136,3 +136,46 @@ func TestS18_GivenUpAcksAreBounded(t *testing.T) {
 		t.Fatalf("close %d %s", code, ec)
 	}
 }
+
+// TestS23_6_LoadGauges: Hub.Load reports, from any goroutine, the live UPDATEs in flight
+// (sent, neither acknowledged nor given up) and the bytes not yet written — the sources of
+// the nomicore_in_flight_updates and nomicore_queued_bytes gauges.
+func TestS23_6_LoadGauges(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	var seqs []uint32
+	for range 3 {
+		h.do(t, func(s *ws.Session) {
+			if err := s.Outbox(ns1, nil).Enqueue(ws.DataItem{Bytes: []byte{1, 2, 3}, Sent: func(si ws.SentInfo) { seqs = append(seqs, si.Sequence) }}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		p.recv()
+	}
+	eventually(t, "three updates in flight", func() bool { return f.hub.Load().InFlight == 3 })
+	p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: seqs[0]})
+	eventually(t, "two updates in flight", func() bool { return f.hub.Load().InFlight == 2 })
+	h.do(t, func(s *ws.Session) { // the rest are given up at an ACK timeout
+		m, err := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeAckTimeout, ns1, "ack timeout")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	})
+	p.recv()
+	eventually(t, "no update in flight", func() bool { return f.hub.Load().InFlight == 0 })
+	// Bytes handed to a writer that cannot write stay counted until written.
+	p.hub.BlockWrites()
+	h.do(t, func(s *ws.Session) {
+		if err := s.Outbox(ns1, nil).Enqueue(ws.DataItem{Bytes: make([]byte, 300)}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	eventually(t, "queued bytes", func() bool { return f.hub.Load().QueuedBytes >= 300 })
+	p.hub.UnblockWrites()
+	p.recv()
+	eventually(t, "nothing queued", func() bool { return f.hub.Load().QueuedBytes == 0 })
+}

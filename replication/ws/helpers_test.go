@@ -254,6 +254,7 @@ func newHubFixture(t *testing.T, cfg protocol.Config, setup func(*testHandler)) 
 type rawPeer struct {
 	t   testing.TB
 	end *wstest.End
+	hub *wstest.End // the hub's end of the pair
 	out *protocol.Outbound
 	in  *protocol.Inbound
 }
@@ -265,7 +266,7 @@ func (f *hubFixture) connect(capacity int) *rawPeer {
 		f.t.Fatal(err)
 	}
 	codec := protocol.NewCodec(f.cfg.Limits(), protocol.CapChunkedUpdate)
-	return &rawPeer{t: f.t, end: a, out: protocol.NewOutbound(codec), in: protocol.NewInbound(codec)}
+	return &rawPeer{t: f.t, end: a, hub: b, out: protocol.NewOutbound(codec), in: protocol.NewInbound(codec)}
 }
 
 func (p *rawPeer) send(m protocol.Message) uint32 {

@@ -343,6 +343,13 @@ type ConnStatus struct {
 	State          observer.ConnectionState
 }
 
+// Load sums the outbound load of every connection (any goroutine).
+func (h *Hub) Load() Load {
+	var l Load
+	h.each(l.add)
+	return l
+}
+
 // Connections lists the hub's connections.
 func (h *Hub) Connections() []ConnStatus {
 	var out []ConnStatus

@@ -382,11 +382,11 @@ func (c *conn) sendControl(m protocol.Message) (uint32, error) {
 	c.handOff(outFrame{b: b, control: true})
 	switch m := m.(type) {
 	case *protocol.BootstrapSnapshot:
-		c.awaiting[seq] = ackKey{m.NamespaceID, protocol.TypeBootstrapAck}
+		c.await(seq, ackKey{m.NamespaceID, protocol.TypeBootstrapAck})
 	case *protocol.SyncStep2:
-		c.awaiting[seq] = ackKey{m.NamespaceID, protocol.TypeSyncApplied}
+		c.await(seq, ackKey{m.NamespaceID, protocol.TypeSyncApplied})
 	case *protocol.CloseNamespace:
-		c.awaiting[seq] = ackKey{m.NamespaceID, protocol.TypeCloseOK}
+		c.await(seq, ackKey{m.NamespaceID, protocol.TypeCloseOK})
 	case *protocol.OpenOK:
 		c.opens.answered(c, m.NamespaceID)
 	case *protocol.ErrorMessage:
@@ -701,7 +701,7 @@ func (c *conn) sendOne(q *nsQueue) bool {
 	if chunked {
 		info.Chunked, info.TransferID, info.ChunkCount = true, it.tid, it.split.ChunkCount()
 	}
-	c.awaiting[seq] = ackKey{q.ns, ackTypeOf(it.Kind)}
+	c.await(seq, ackKey{q.ns, ackTypeOf(it.Kind)})
 	c.emitSent(q.ns, it, info)
 	if it.Sent != nil {
 		c.defer_(func() { it.Sent(info) })
@@ -762,6 +762,20 @@ type QueueStats struct {
 	UnflushedControl int
 	Paused           bool
 	Namespaces       int // namespaces with queued data
+}
+
+// Load is the outbound load of a hub's or a peer's connections, readable from any goroutine
+// (the Prometheus gauges of §23.6): bytes queued or handed to the writer and not yet written,
+// and live UPDATEs sent and not yet acknowledged (nor given up at an ACK timeout). Each
+// connection publishes it after every event of its owner goroutine.
+type Load struct {
+	QueuedBytes int64
+	InFlight    int64
+}
+
+func (l *Load) add(c *conn) {
+	l.QueuedBytes += c.pubQueued.Load()
+	l.InFlight += c.pubInFlight.Load()
 }
 
 // Stats returns the connection's outbound accounting (owner goroutine).

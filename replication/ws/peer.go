@@ -93,7 +93,8 @@ type Peer struct {
 	finished bool
 	wake     chan struct{}
 	done     chan struct{}
-	pub      atomic.Value // PeerState, for State
+	pub      atomic.Value         // PeerState, for State
+	pubConn  atomic.Pointer[conn] // the current connection, for Load
 	closed   atomic.Bool
 	bg       sync.WaitGroup // stray transports being closed
 
@@ -393,6 +394,7 @@ func (p *Peer) dialed(gen uint64, tr Transport, err error) {
 		onExit:   func(c *conn) { p.post(func() { p.connExited(c) }) },
 	})
 	p.conn = c
+	p.pubConn.Store(c)
 	p.set(observer.ConnHandshaking)
 	c.start()
 }
@@ -421,9 +423,19 @@ func (p *Peer) goAway(gen uint64) {
 	}
 }
 
+// Load is the outbound load of the current connection, if any (any goroutine).
+func (p *Peer) Load() Load {
+	var l Load
+	if c := p.pubConn.Load(); c != nil {
+		l.add(c)
+	}
+	return l
+}
+
 func (p *Peer) connExited(c *conn) {
 	if p.conn == c {
 		p.conn = nil
+		p.pubConn.CompareAndSwap(c, nil)
 	}
 	p.release()
 }

@@ -78,6 +78,11 @@ bench-yjs: js-deps
 	NOMICORE_B4_REPORT=1 $(GO) test -count=1 -timeout 30m -run TestB4Report -v ./yjs
 	$(GO) test -run '^$$' -bench 'RemoteApplyLargeDoc' -benchmem ./yjs
 
+## bench-replication: the replication workloads (fan-out 20 peers × 500 updates; 200 namespaces
+## × 2 peers × 50 updates; bootstrap of a 400 KB document) on loopback with bbolt stores
+bench-replication:
+	$(GO) run ./cmd/benchrepl
+
 ## lint: gofmt check and go vet
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

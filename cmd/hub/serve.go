@@ -110,7 +110,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	obs.ReplicationLoad(hub.Load)
 	api, err := adminapi.New(adminapi.Options{Side: observer.SideHub, Registry: reg, Store: store,
 		Sessions: namespaces.Sessions, Metrics: obs.Handler(), Token: common.AdminToken,
-		MaxUpdateBytes: maxLocalWrite(&common.Protocol), MaxEventStreams: common.MaxEventStreams, Clock: clk, Logger: log})
+		MaxUpdateBytes: node.MaxLocalWrite(&common.Protocol), MaxEventStreams: common.MaxEventStreams, Clock: clk, Logger: log})
 	if err != nil {
 		return fail(err)
 	}
@@ -145,25 +145,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		slog.String("adminListen", adminLn.Addr().String()), slog.String("data", *data),
 		slog.String("generation", common.Protocol.Generation.String()), slog.Int("tokens", reloader.Peers()))
 
-	exit := 0
-wait:
-	for {
-		select {
-		case s := <-sigs.Stop:
-			log.Info("stopping", slog.String("signal", s.String()))
-			break wait
-		case <-sigs.Hup:
-			select {
-			case hup <- struct{}{}:
-			default:
-			}
-		case err := <-failed:
-			log.Error("listener failed; stopping", slog.String("error", err.Error()))
-			fmt.Fprintf(stderr, "hub: %v\n", err)
-			exit = 1
-			break wait
-		}
-	}
+	exit := sigs.WaitForStop(log, stderr, "hub", hup, failed)
 	// §21: replication stops accepting and closes every transport with 1001 (waiting for the
 	// applies already admitted, the sessions and their leases); then the local API; the
 	// registry; the store; the observer's last summaries.
@@ -184,14 +166,6 @@ wait:
 	}
 	log.Info("hub stopped")
 	return exit
-}
-
-// maxLocalWrite bounds one admin write: what one live transfer can carry (§17).
-func maxLocalWrite(c *protocol.Config) int {
-	if c.Generation == protocol.GenerationV2 {
-		return c.MaxChunkedUpdateBytes
-	}
-	return c.MaxUpdateBytes
 }
 
 var _ persistence.Store = (*persistence.BoltStore)(nil)

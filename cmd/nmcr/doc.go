@@ -44,23 +44,9 @@ func (r *rootFlags) String() string { return strings.Join(r.names, ",") }
 
 func (r *rootFlags) Set(v string) error {
 	for _, decl := range strings.Split(v, ",") {
-		i := strings.LastIndexByte(decl, ':')
-		if i < 0 {
-			return fmt.Errorf("%q: want NAME:map|array|text|xml", decl)
-		}
-		name, typ := decl[:i], decl[i+1:]
-		var k yjs.Kind
-		switch typ {
-		case "map":
-			k = yjs.KindMap
-		case "array":
-			k = yjs.KindArray
-		case "text":
-			k = yjs.KindText
-		case "xml":
-			k = yjs.KindXmlFragment
-		default:
-			return fmt.Errorf("%q: unknown type %q (want map, array, text or xml)", decl, typ)
+		name, k, err := yjs.ParseRootSpec(decl)
+		if err != nil {
+			return err
 		}
 		if prev, dup := r.kinds[name]; dup && prev != k {
 			return fmt.Errorf("root %q declared twice with different types", name)

@@ -149,7 +149,7 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	peer.Watch(tw.state)
 	api, err := adminapi.New(adminapi.Options{Side: observer.SidePeer, Registry: reg, Store: store,
 		Targets: &node.PersistentTargets{TC: tc, Store: store}, Metrics: obs.Handler(), Token: common.AdminToken,
-		MaxUpdateBytes: maxLocalWrite(&common.Protocol), MaxEventStreams: common.MaxEventStreams, Clock: clk, Logger: log,
+		MaxUpdateBytes: node.MaxLocalWrite(&common.Protocol), MaxEventStreams: common.MaxEventStreams, Clock: clk, Logger: log,
 		Ready: func() error {
 			if s := peer.State(); s != observer.ConnReady {
 				return fmt.Errorf("replication connection is %s", s)
@@ -178,25 +178,7 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 		slog.String("adminListen", adminLn.Addr().String()), slog.String("data", *data), slog.Int("targets", len(targets)),
 		slog.String("generation", common.Protocol.Generation.String()))
 
-	exit := 0
-wait:
-	for {
-		select {
-		case s := <-sigs.Stop:
-			log.Info("stopping", slog.String("signal", s.String()))
-			break wait
-		case <-sigs.Hup:
-			select {
-			case hup <- struct{}{}:
-			default:
-			}
-		case err := <-failed:
-			log.Error("listener failed; stopping", slog.String("error", err.Error()))
-			fmt.Fprintf(stderr, "peer: %v\n", err)
-			exit = 1
-			break wait
-		}
-	}
+	exit := sigs.WaitForStop(log, stderr, "peer", hup, failed)
 	// §21: replication first (the connection drains: every namespace closes, admitted applies
 	// settle, sessions and leases are released), then the local API, the registry, the store.
 	err = node.ShutdownInOrder(log, stderr, "peer", common.ShutdownTimeout, sigs.Stop, []node.Step{
@@ -224,14 +206,6 @@ wait:
 	}
 	log.Info("peer stopped")
 	return exit
-}
-
-// maxLocalWrite bounds one admin write: what one live transfer can carry (§17).
-func maxLocalWrite(c *protocol.Config) int {
-	if c.Generation == protocol.GenerationV2 {
-		return c.MaxChunkedUpdateBytes
-	}
-	return c.MaxUpdateBytes
 }
 
 // tokenWatch lets a blocked peer (§15.1) come back when its credentials change: the hub's

@@ -203,23 +203,9 @@ func parseRoots(values []string) ([]registry.Root, error) {
 	seen := map[string]yjs.Kind{}
 	for _, v := range values {
 		for _, decl := range strings.Split(v, ",") {
-			i := strings.LastIndexByte(decl, ':')
-			if i <= 0 {
-				return nil, fmt.Errorf("root %q: want NAME:map|array|text|xml", decl)
-			}
-			name, typ := decl[:i], decl[i+1:]
-			var k yjs.Kind
-			switch typ {
-			case "map":
-				k = yjs.KindMap
-			case "array":
-				k = yjs.KindArray
-			case "text":
-				k = yjs.KindText
-			case "xml":
-				k = yjs.KindXmlFragment
-			default:
-				return nil, fmt.Errorf("root %q: unknown type %q (want map, array, text or xml)", decl, typ)
+			name, k, err := yjs.ParseRootSpec(decl)
+			if err != nil {
+				return nil, err
 			}
 			if prev, dup := seen[name]; dup {
 				if prev != k {

@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/nomicore/nomicore/replication/protocol"
 )
 
 // Server is one HTTP listener of a binary.
@@ -74,6 +76,36 @@ func NotifySignals() *Signals {
 
 // Release unsubscribes.
 func (s *Signals) Release() { s.stop() }
+
+// WaitForStop blocks until a stop signal (exit status 0) or a listener failure (status 1,
+// one line on stderr), forwarding each SIGHUP to hup without blocking.
+func (s *Signals) WaitForStop(log *slog.Logger, stderr io.Writer, name string, hup chan<- struct{}, failed <-chan error) int {
+	for {
+		select {
+		case sig := <-s.Stop:
+			log.Info("stopping", slog.String("signal", sig.String()))
+			return 0
+		case <-s.Hup:
+			select {
+			case hup <- struct{}{}:
+			default:
+			}
+		case err := <-failed:
+			log.Error("listener failed; stopping", slog.String("error", err.Error()))
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 1
+		}
+	}
+}
+
+// MaxLocalWrite bounds one admin-API write: what one live transfer can carry (§17) — a
+// single UPDATE, or a chunked one when the v2 generation is configured.
+func MaxLocalWrite(c *protocol.Config) int {
+	if c.Generation == protocol.GenerationV2 {
+		return c.MaxChunkedUpdateBytes
+	}
+	return c.MaxUpdateBytes
+}
 
 // ShutdownInOrder runs steps one after the other (§21: replication, then the namespaces'
 // sessions and leases, the registry, the store), each bounded by the overall timeout, and

@@ -261,17 +261,8 @@ func (t *tokenWatch) changed() bool {
 }
 
 func (t *tokenWatch) run(ctx context.Context, clk clock.Clock, every time.Duration, hup <-chan struct{}, p *ws.Peer) {
-	tick := make(chan struct{}, 1)
-	arm := func() clock.Timer {
-		return clk.AfterFunc(every, func() {
-			select {
-			case tick <- struct{}{}:
-			default:
-			}
-		})
-	}
-	timer := arm()
-	defer func() { timer.Stop() }()
+	tick := clock.NewTicker(clk, every)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -282,11 +273,10 @@ func (t *tokenWatch) run(ctx context.Context, clk clock.Clock, every time.Durati
 			if t.reauth.Swap(false) {
 				p.ConfigChanged() // the hub asked for a new authentication: one attempt, now
 			}
-		case <-tick:
+		case <-tick.C:
 			if p.State() == observer.ConnBlocked && t.changed() {
 				p.ConfigChanged()
 			}
-			timer = arm()
 		}
 	}
 }

@@ -188,3 +188,47 @@ func (c *Fake) WaitForTimers(n int, timeout time.Duration) bool {
 		wait.Stop()
 	}
 }
+
+// Ticker sends on C every d, measured by its clock. A tick the reader has not taken when the
+// next one falls due is dropped (C holds at most one), so a slow reader never sees a backlog.
+type Ticker struct {
+	C <-chan struct{}
+
+	c     chan struct{}
+	clock Clock
+	d     time.Duration
+
+	mu      sync.Mutex // guards timer, stopped
+	timer   Timer
+	stopped bool
+}
+
+// NewTicker starts a ticker; Stop ends it.
+func NewTicker(c Clock, d time.Duration) *Ticker {
+	ch := make(chan struct{}, 1)
+	t := &Ticker{C: ch, c: ch, clock: c, d: d}
+	t.mu.Lock()
+	t.timer = c.AfterFunc(d, t.fire)
+	t.mu.Unlock()
+	return t
+}
+
+func (t *Ticker) fire() {
+	select {
+	case t.c <- struct{}{}:
+	default:
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.stopped {
+		t.timer = t.clock.AfterFunc(t.d, t.fire)
+	}
+}
+
+// Stop ends the ticker; no tick is sent after it returns (one may already wait in C).
+func (t *Ticker) Stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	t.timer.Stop()
+}

@@ -81,3 +81,35 @@ func TestRealClock(t *testing.T) {
 		t.Fatal("zero time")
 	}
 }
+
+func TestTickerDropsUntakenTicks(t *testing.T) {
+	c := NewFake(epoch)
+	tk := NewTicker(c, time.Second)
+	c.Advance(3500 * time.Millisecond) // three ticks due, none taken: one waits
+	select {
+	case <-tk.C:
+	default:
+		t.Fatal("no tick")
+	}
+	select {
+	case <-tk.C:
+		t.Fatal("a backlog of ticks")
+	default:
+	}
+	c.Advance(500 * time.Millisecond)
+	select {
+	case <-tk.C:
+	default:
+		t.Fatal("no tick at 4s")
+	}
+	tk.Stop()
+	c.Advance(10 * time.Second)
+	select {
+	case <-tk.C:
+		t.Fatal("tick after Stop")
+	default:
+	}
+	if c.Pending() != 0 {
+		t.Fatalf("%d timers pending after Stop", c.Pending())
+	}
+}

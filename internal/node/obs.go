@@ -71,24 +71,14 @@ func (o *Observability) TokenReload(outcome string) {
 // RunFlush writes the per-frame summaries every interval (measured by clk) until ctx ends,
 // then once more.
 func (o *Observability) RunFlush(ctx context.Context, clk clock.Clock, every time.Duration) {
-	tick := make(chan struct{}, 1)
-	arm := func() clock.Timer {
-		return clk.AfterFunc(every, func() {
-			select {
-			case tick <- struct{}{}:
-			default:
-			}
-		})
-	}
-	t := arm()
+	t := clock.NewTicker(clk, every)
 	defer func() { t.Stop(); o.Log.Flush() }()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick:
+		case <-t.C:
 			o.Log.Flush()
-			t = arm()
 		}
 	}
 }

@@ -209,23 +209,13 @@ func (r *Reloader) fail(data []byte, err error) {
 // Run polls the tokens file every interval (measured by clk) and reloads it when it changed,
 // and at once whenever hup receives (SIGHUP), until ctx ends.
 func (r *Reloader) Run(ctx context.Context, clk clock.Clock, interval time.Duration, hup <-chan struct{}) {
-	tick := make(chan struct{}, 1)
-	arm := func() clock.Timer {
-		return clk.AfterFunc(interval, func() {
-			select {
-			case tick <- struct{}{}:
-			default:
-			}
-		})
-	}
-	timer := arm()
-	defer func() { timer.Stop() }()
+	tick := clock.NewTicker(clk, interval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick:
-			timer = arm()
+		case <-tick.C:
 		case <-hup:
 		}
 		_, _ = r.Reload(ctx)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,7 +64,6 @@ type conn struct {
 	connParams
 
 	inbound  chan inboundMsg // reader → owner
-	wake     chan struct{}   // posted functions waiting (capacity 1)
 	stopRead chan struct{}   // closed at the close decision: the reader stops posting
 	done     chan struct{}   // closed when the owner goroutine exits
 	ioCtx    context.Context // reads and pings; cancelled when the connection is gone
@@ -75,9 +73,7 @@ type conn struct {
 	admitted atomic.Bool // handshake done: the reader stops counting early frames
 	pubState atomic.Uint32
 
-	mu       sync.Mutex // guards posted and finished
-	posted   []func()
-	finished bool
+	box mailbox // functions posted to the owner goroutine
 
 	w writer
 
@@ -129,7 +125,7 @@ func newConn(p connParams) *conn {
 	c := &conn{
 		connParams: p,
 		inbound:    make(chan inboundMsg, inboundQueue),
-		wake:       make(chan struct{}, 1),
+		box:        newMailbox(),
 		stopRead:   make(chan struct{}),
 		done:       make(chan struct{}),
 		timers:     make(map[*Timer]struct{}),
@@ -165,7 +161,7 @@ func (c *conn) run() {
 		select {
 		case m := <-c.inbound:
 			c.handleInbound(m)
-		case <-c.wake:
+		case <-c.box.wake:
 			c.runPosted()
 		}
 		c.settle()
@@ -216,26 +212,10 @@ func (c *conn) peerHandshake() *protocol.PeerHandshake {
 }
 
 // post queues f for the owner goroutine without blocking; false once the owner has exited.
-func (c *conn) post(f func()) bool {
-	c.mu.Lock()
-	if c.finished {
-		c.mu.Unlock()
-		return false
-	}
-	c.posted = append(c.posted, f)
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-	return true
-}
+func (c *conn) post(f func()) bool { return c.box.post(f) }
 
 func (c *conn) runPosted() {
-	c.mu.Lock()
-	fs := c.posted
-	c.posted = nil
-	c.mu.Unlock()
+	fs := c.box.take()
 	for i, f := range fs {
 		fs[i] = nil
 		f()
@@ -274,12 +254,7 @@ func (c *conn) maybeExit() {
 	if c.closeTimer != nil {
 		c.closeTimer.Stop()
 	}
-	c.mu.Lock()
-	c.finished = true
-	rest := c.posted
-	c.posted = nil
-	c.mu.Unlock()
-	for _, f := range rest {
+	for _, f := range c.box.shut() {
 		f()
 	}
 	c.deferred = nil

@@ -88,15 +88,12 @@ type Peer struct {
 	em   *observer.Emitter
 	log  *slog.Logger
 
-	mu       sync.Mutex // guards posted, finished
-	posted   []func()
-	finished bool
-	wake     chan struct{}
-	done     chan struct{}
-	pub      atomic.Value         // PeerState, for State
-	pubConn  atomic.Pointer[conn] // the current connection, for Load
-	closed   atomic.Bool
-	bg       sync.WaitGroup // stray transports being closed
+	box     mailbox // functions posted to the controller goroutine
+	done    chan struct{}
+	pub     atomic.Value         // PeerState, for State
+	pubConn atomic.Pointer[conn] // the current connection, for Load
+	closed  atomic.Bool
+	bg      sync.WaitGroup // stray transports being closed
 
 	// Owned by the controller goroutine.
 	state      PeerState
@@ -155,8 +152,8 @@ func NewPeer(opts PeerOptions) (*Peer, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Peer{opts: opts, cfg: &cfg, log: log, state: observer.ConnStopped,
-		em:   observer.NewEmitter(observer.SidePeer, opts.Observer, opts.Clock),
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		em:  observer.NewEmitter(observer.SidePeer, opts.Observer, opts.Clock),
+		box: newMailbox(), done: make(chan struct{})}
 	p.pub.Store(observer.ConnStopped)
 	go p.run()
 	return p, nil
@@ -230,36 +227,17 @@ func (p *Peer) Close() {
 	p.bg.Wait()
 }
 
-func (p *Peer) post(f func()) bool {
-	p.mu.Lock()
-	if p.finished {
-		p.mu.Unlock()
-		return false
-	}
-	p.posted = append(p.posted, f)
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-	return true
-}
+func (p *Peer) post(f func()) bool { return p.box.post(f) }
 
 func (p *Peer) run() {
 	defer close(p.done)
 	for {
-		<-p.wake
-		p.mu.Lock()
-		fs := p.posted
-		p.posted = nil
-		p.mu.Unlock()
-		for _, f := range fs {
+		<-p.box.wake
+		for _, f := range p.box.take() {
 			f()
 		}
 		if p.exiting && p.idle() {
-			p.mu.Lock()
-			p.finished = true
-			p.mu.Unlock()
+			p.box.shut() // as before: what arrives now concerns a controller that has stopped
 			p.release()
 			return
 		}

@@ -25,10 +25,14 @@ const FileName = "nomicore.db"
 //	meta/format                       format marker
 //	config/<key>                      host configuration values
 //	entries/<ns>                      registry entries
-//	docs/<owner>/<ns>/snapshot        through + snapshot bytes
-//	docs/<owner>/<ns>/log/<seq>       updates after the snapshot (seq: 8 bytes big endian)
-//	archives/<ns>/<id>/info           reason + the entry as it was
-//	archives/<ns>/<id>/snapshot, log  the document as it was (absent when there was none)
+//	docs/<owner>/<ns>/snapshot/snapshot  through + snapshot bytes
+//	docs/<owner>/<ns>/log/<seq>          updates after the snapshot (seq: 8 bytes big endian)
+//	archives/<ns>/<id>/info              reason + the entry as it was
+//	archives/<ns>/<id>/snapshot, log     the document as it was (absent when there was none)
+//
+// The snapshot record sits alone in a bucket of its own: a bbolt commit rewrites every
+// node it touches whole, and appending to the log touches the document bucket (the log's
+// root moves), so a snapshot stored beside the log would be rewritten by every commit.
 type BoltStore struct {
 	*engine
 	b *boltBackend
@@ -319,7 +323,11 @@ func (t *boltTx) entries(owner string) ([]Entry, error) {
 
 // readSnapshot decodes the snapshot record of the document bucket db (aliasing the page).
 func (t *boltTx) readSnapshot(db *bolt.Bucket, scope []byte, where string) (uint64, []byte, error) {
-	p, err := decodeRecord(scope, keySnapshot, recSnapshot, db.Get(keySnapshot))
+	sb := db.Bucket(keySnapshot)
+	if sb == nil {
+		return 0, nil, t.b.corrupt(where+"/snapshot", errors.New("missing snapshot bucket"))
+	}
+	p, err := decodeRecord(scope, keySnapshot, recSnapshot, sb.Get(keySnapshot))
 	if err != nil {
 		return 0, nil, t.b.corrupt(where+"/snapshot", err)
 	}
@@ -470,7 +478,7 @@ func (t *boltTx) archiveInfo(ns string, idKey []byte, ab *bolt.Bucket) (ArchiveI
 	}
 	info := ArchiveInfo{NamespaceID: ns, ID: id, Reason: reason, Entry: ent}
 	info.DocInfo = DocInfo{Owner: ent.Owner, NamespaceID: ns}
-	if ab.Get(keySnapshot) != nil {
+	if ab.Bucket(keySnapshot) != nil {
 		if err := t.readDocInfo(ab, docScope(ent.Owner, ns), where, &info.DocInfo); err != nil {
 			return ArchiveInfo{}, err
 		}
@@ -588,7 +596,11 @@ func (t *boltTx) createDoc(owner, ns string, snapshot []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := db.Put(keySnapshot, encodeSnapshotRecord(docScope(owner, ns), 0, snapshot)); err != nil {
+	sb, err := db.CreateBucket(keySnapshot)
+	if err != nil {
+		return err
+	}
+	if err := sb.Put(keySnapshot, encodeSnapshotRecord(docScope(owner, ns), 0, snapshot)); err != nil {
 		return err
 	}
 	_, err = db.CreateBucket(keyLog)
@@ -628,7 +640,11 @@ func (t *boltTx) setSnapshot(owner, ns string, snapshot []byte, through uint64) 
 	if db == nil {
 		return ErrNotFound
 	}
-	return db.Put(keySnapshot, encodeSnapshotRecord(docScope(owner, ns), through, snapshot))
+	sb := db.Bucket(keySnapshot)
+	if sb == nil {
+		return t.b.corrupt(docWhere(owner, ns)+"/snapshot", errors.New("missing snapshot bucket"))
+	}
+	return sb.Put(keySnapshot, encodeSnapshotRecord(docScope(owner, ns), through, snapshot))
 }
 
 func (t *boltTx) trimLog(owner, ns string, through uint64) (count, n int, err error) {
@@ -690,7 +706,7 @@ func (t *boltTx) archiveDoc(owner, ns string, info ArchiveInfo) (ArchiveInfo, er
 		return ArchiveInfo{}, err
 	}
 	// Records are keyed the same way in an archive, so they move unchanged.
-	if err := ab.Put(keySnapshot, bytes.Clone(db.Get(keySnapshot))); err != nil {
+	if err := db.MoveBucket(keySnapshot, ab); err != nil {
 		return ArchiveInfo{}, err
 	}
 	delete(t.logs, docKey{owner, ns})

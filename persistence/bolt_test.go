@@ -220,3 +220,51 @@ func TestBoltReadOnly(t *testing.T) {
 		t.Fatal("read-only open of a missing file succeeded")
 	}
 }
+
+// The snapshot sits alone in a bucket of its own, so that a commit appending to the log
+// (which rewrites every bbolt node it touches, the document bucket included) never rewrites
+// the snapshot: the bytes written per update do not grow with the document.
+func TestBoltSnapshotInItsOwnBucket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), persistence.FileName)
+	st, err := persistence.OpenBolt(path, persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id := "ns-" + strings.Repeat("ab", 16)
+	big := bytes.Repeat([]byte{7}, 256<<10)
+	if err := st.CreateEntry(ctx, persistence.Entry{NamespaceID: id, Owner: "default", CreatedAt: time.Unix(0, 0)}, big); err != nil {
+		t.Fatal(err)
+	}
+	closeStore(t, st)
+
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		doc := tx.Bucket([]byte("docs")).Bucket([]byte("default")).Bucket([]byte(id))
+		var keys []string
+		err := doc.ForEach(func(k, v []byte) error {
+			if v != nil {
+				return fmt.Errorf("document bucket holds a value under %q", k)
+			}
+			keys = append(keys, string(k))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if strings.Join(keys, ",") != "log,snapshot" {
+			return fmt.Errorf("document bucket holds %v, want the buckets log and snapshot", keys)
+		}
+		if v := doc.Bucket([]byte("snapshot")).Get([]byte("snapshot")); !bytes.Contains(v, big[:1024]) {
+			return errors.New("the snapshot record is not in the snapshot bucket")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -160,6 +160,9 @@ func benchApplyOne(b *testing.B, opts persistence.Options) {
 	if w0 >= 0 {
 		b.ReportMetric(float64(wchar()-w0)/float64(b.N), "written-bytes/update")
 	}
+	stats := st.Stats()
+	b.ReportMetric(float64(stats.Compactions), "compactions")
+	b.ReportMetric(float64(stats.Commits), "commits")
 }
 
 // The same into 1,000 namespaces at once, each with its own session and window.

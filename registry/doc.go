@@ -45,6 +45,17 @@
 // every peer update, and on both sides every local write, must leave meta untouched
 // (ErrProtected), checked in the slot before the live apply.
 //
+// # The active schema
+//
+// meta.schema = {"updatedAt": string, "definition": object} is installed as the namespace's
+// active schema (Lease.ActiveSchema) when the namespace loads and when the hub replaces it;
+// there is no schema compiler here, so installing means checking that shape and computing
+// the definition's SemanticFingerprint. On a peer, an apply of a hub update that touched
+// meta (yjs.InspectUpdate, proportional to the update) and changed meta.schema re-arms it
+// in the same slot, before the dirty notification, and reports it in ApplyResult.Rearm —
+// installed, or failed (RearmInvalid, RearmInternal: no active schema then). The namespace
+// layer turns that into the §23.1 schema-rearm-* events and closes the channel on failure.
+//
 // # Persistence degraded
 //
 // The store reports failed commits (Store.Healthy) and refuses appends when its queue is

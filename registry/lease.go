@@ -305,6 +305,17 @@ func (l *Lease) JSON(ctx context.Context, roots ...Root) (map[string]any, error)
 	})
 }
 
+// ActiveSchema returns the namespace's active schema (§23.1 schema re-arm): the meta.schema
+// installed when the namespace loaded, by the hub's last ReplaceSchema, or by the last
+// re-arm of a peer applying its hub's updates. It is false when there is none — no schema
+// set, or the last one was invalid. It reads no slot.
+func (l *Lease) ActiveSchema() (ActiveSchema, bool) {
+	if s := l.rt.schema.Load(); s != nil {
+		return *s, true
+	}
+	return ActiveSchema{}, false
+}
+
 // Schema returns meta.schema, if set.
 func (l *Lease) Schema(ctx context.Context) (Schema, bool, error) {
 	type res struct {
@@ -329,8 +340,9 @@ func (l *Lease) BumpEpoch(ctx context.Context) (Identity, error) {
 }
 
 // ReplaceSchema (hub) sets meta.schema to {"updatedAt": updatedAt, "definition":
-// definition} (GUIDE §4). definition is a JSON object (map[string]any or lib0.Object). The
-// update reaches peers like any other.
+// definition} (GUIDE §4) and makes it the active schema. definition must be a JSON object
+// (map[string]any or lib0.Object holding only JSON values), else ErrApplyFailed and nothing
+// is written. The update reaches peers like any other; each re-arms it.
 func (l *Lease) ReplaceSchema(ctx context.Context, updatedAt string, definition any) error {
 	_, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (struct{}, error) {
 		return struct{}{}, rt.replaceSchema(updatedAt, definition)

@@ -53,3 +53,24 @@ func checkProtected(live *yjs.Doc, update []byte) (err error) {
 	}
 	return nil
 }
+
+// touchesMeta reports whether update would integrate or delete anything under the `meta`
+// root (a peer applying its hub's update: meta.schema may change and must be re-armed). It
+// is yjs.InspectUpdate, at a cost proportional to the update; a malformed update is
+// ErrApplyFailed.
+func touchesMeta(live *yjs.Doc, update []byte) (touched bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = ErrInternal.with("meta inspection failed", fmt.Errorf("%v", p))
+		}
+	}()
+	eff, err := yjs.InspectUpdate(live, update, MetaRoot)
+	if err != nil {
+		var de *yjs.DecodeError
+		if errors.As(err, &de) {
+			return false, ErrApplyFailed.with("", err)
+		}
+		return false, ErrInternal.with("meta inspection failed", err)
+	}
+	return eff.Inserts || eff.Deletes, nil
+}

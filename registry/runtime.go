@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/yjs"
 )
@@ -30,9 +31,10 @@ type runtime struct {
 
 	refs int // leases; guarded by reg.mu
 
-	ident  atomic.Pointer[Identity] // the current identity, readable without a slot
-	failed atomic.Bool              // the document broke (an internal apply failure)
-	dirty  atomic.Bool              // saved < unsaved, for readers outside the goroutine
+	ident  atomic.Pointer[Identity]     // the current identity, readable without a slot
+	schema atomic.Pointer[ActiveSchema] // the active schema, readable without a slot (nil: none)
+	failed atomic.Bool                  // the document broke (an internal apply failure)
+	dirty  atomic.Bool                  // saved < unsaved, for readers outside the goroutine
 
 	subsMu sync.Mutex                      // serialises changes to subs
 	subs   atomic.Pointer[[]*subscription] // fan-out targets in registration order (copy on write)
@@ -48,6 +50,7 @@ type runtime struct {
 	spare         []*slot // the other queue buffer, reused
 	txUpdate      []byte  // set by onUpdate: the update of the last transaction
 	hadPending    bool    // the document held pending structs before the apply in progress
+	schemaSeen    schemaState
 	saverStarted  bool
 	saverKick     chan struct{}
 	saverCancel   context.CancelFunc
@@ -94,6 +97,7 @@ func newRuntime(reg *Registry, owner, ns string, doc *yjs.Doc, through uint64, a
 		appends: appends,
 	}
 	rt.ident.Store(&id)
+	rt.loadSchema()
 	rt.unsubscribeFn = doc.OnUpdate(rt.onUpdate)
 	return rt, nil
 }
@@ -344,6 +348,10 @@ type ApplyResult struct {
 	// Stages are the §23.4 slot stage durations; nil unless Config.StageClock is set (and
 	// then nil too if a clock reading panicked).
 	Stages *Stages
+	// Rearm is set when a peer's apply of a hub update changed meta.schema: the schema was
+	// re-armed in this slot, after the live apply and before the dirty notification
+	// (§23.1 schema-rearm-applied / schema-rearm-failed; the namespace layer reports it).
+	Rearm *SchemaRearm
 }
 
 // Stages are the §23.4 (issue #238) stage durations of one apply slot, from one clock.
@@ -382,14 +390,25 @@ func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, e
 		return ApplyResult{}, rt.refuseDegraded()
 	}
 	// §20, GUIDE §4: peer updates on a hub, and local writes on both sides, must not touch
-	// meta. Updates a peer receives from its hub are trusted.
+	// meta. Updates a peer receives from its hub are trusted — and may change meta.schema,
+	// which is then re-armed (§23.1, ADR 0018). Whether they touch meta is found at a cost
+	// proportional to the update; structs released from pending by the apply may land
+	// anywhere, so a transaction that released some counts as touching meta too.
+	rearm := false
 	if hub || kind == applyLocal {
 		if err := checkProtected(rt.doc, update); err != nil {
 			return ApplyResult{}, err
 		}
+	} else {
+		touched, err := touchesMeta(rt.doc, update)
+		if err != nil {
+			return ApplyResult{}, err
+		}
+		rearm = touched
 	}
 	st.mark() // live apply start
-	rt.hadPending = rt.doc.HasPending()
+	hadPending := rt.doc.HasPending()
+	rt.hadPending = hadPending
 	rt.txUpdate = nil
 	err := yjs.ApplyUpdate(rt.doc, update, origin)
 	rt.hadPending = false
@@ -404,8 +423,12 @@ func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, e
 	}
 	changed := rt.txUpdate != nil
 	rt.txUpdate = nil
+	var rearmed *SchemaRearm
 	if changed && !hub {
 		rt.refreshIdentity()
+		if rearm || hadPending {
+			rearmed = rt.rearmSchema()
+		}
 	}
 	st.mark() // dirty notification start
 	var seq uint64
@@ -415,7 +438,7 @@ func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, e
 		seq = rt.persist(update)
 	}
 	st.mark()
-	return ApplyResult{Changed: changed, Seq: seq, Degraded: degraded, Stages: st.stages()}, nil
+	return ApplyResult{Changed: changed, Seq: seq, Degraded: degraded, Stages: st.stages(), Rearm: rearmed}, nil
 }
 
 // refreshIdentity re-reads meta after a trusted update may have changed it (a peer).
@@ -481,8 +504,21 @@ func (rt *runtime) replaceSchema(updatedAt string, definition any) error {
 		return rt.refuseDegraded()
 	}
 	value := map[string]any{"updatedAt": updatedAt, "definition": definition}
-	_, err := rt.writeMeta(originSchema, MetaSchema, value)
-	return err
+	// Refuse a schema no peer could install: the definition, as the document will hold it,
+	// must be a JSON object.
+	enc := encodeSchemaValue(value)
+	if enc == nil {
+		return ErrApplyFailed.with("schema is not a JSON value", nil)
+	}
+	d := lib0.NewDecoder(enc)
+	if _, err := parseSchema(d.ReadAny()); err != nil || d.Err() != nil {
+		return ErrApplyFailed.with("schema definition is not a JSON object", err)
+	}
+	if _, err := rt.writeMeta(originSchema, MetaSchema, value); err != nil {
+		return err
+	}
+	rt.loadSchema()
+	return nil
 }
 
 // encodeState returns the document as an update for a remote state vector (nil: all).

@@ -784,6 +784,9 @@ func (e *engine) commitAppends(batch []op) error {
 		return err
 	}
 	e.succeeded()
+	// Count before any waiter is woken, so Stats never trails what a waiter has seen.
+	e.commits.Add(1)
+	e.committed.Add(uint64(len(batch)))
 
 	type flushed struct {
 		key     docKey
@@ -823,8 +826,6 @@ func (e *engine) commitAppends(batch []op) error {
 	e.qBytes -= bytes
 	e.mu.Unlock()
 
-	e.commits.Add(1)
-	e.committed.Add(uint64(n))
 	if cb := e.opts.OnFlushed; cb != nil {
 		for _, f := range report {
 			notify(func() { cb(f.key.owner, f.key.ns, f.through) })

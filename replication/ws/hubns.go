@@ -246,6 +246,9 @@ func (hc *hubConn) wentLive(*channel)                           {}
 func (hc *hubConn) resyncReady(*channel)                        {} // the peer starts the round
 func (hc *hubConn) released(*channel, <-chan struct{})          {}
 
+// schemaRearmed: never on the hub — its protected check refuses every peer change to meta.
+func (hc *hubConn) schemaRearmed(*channel, *registry.SchemaRearm) {}
+
 // ---- OPEN_NAMESPACE (§7) -----------------------------------------------------------------
 
 func (hc *hubConn) open(f protocol.Frame, m *protocol.OpenNamespace) {

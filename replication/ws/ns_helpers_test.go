@@ -513,6 +513,13 @@ func newNSPeer(t *testing.T, cfg protocol.Config) *nsPeer {
 // newNSPeerWith is newNSPeer with the peer store's options.
 func newNSPeerWith(t *testing.T, cfg protocol.Config, storeOpts persistence.Options) *nsPeer {
 	t.Helper()
+	return newNSPeerObserved(t, cfg, storeOpts, true)
+}
+
+// newNSPeerObserved is newNSPeerWith; without observed the peer has no observer (f.rec
+// stays empty).
+func newNSPeerObserved(t *testing.T, cfg protocol.Config, storeOpts persistence.Options, observed bool) *nsPeer {
+	t.Helper()
 	f := &nsPeer{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: &observertest.Recorder{}, d: wstest.NewDialer()}
 	hubReg, _ := newRegistry(t, registry.RoleHub, persistence.Options{})
 	f.hubs = &nsHubSource{reg: hubReg}
@@ -520,9 +527,13 @@ func newNSPeerWith(t *testing.T, cfg protocol.Config, storeOpts persistence.Opti
 	var err error
 	f.tc, err = ws.NewTargetController(ws.TargetControllerOptions{Registry: f.reg})
 	must(t, err)
+	var obs observer.Observer = f.rec
+	if !observed {
+		obs = nil
+	}
 	f.peer, err = ws.NewPeer(ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: "ws://hub/v1/replication",
 		Token: func() (string, error) { return "tok-peer", nil }, Dialer: f.d, Namespaces: f.tc.NewHandler,
-		Clock: f.clk, Rand: maxRand{}, Observer: f.rec})
+		Clock: f.clk, Rand: maxRand{}, Observer: obs})
 	must(t, err)
 	t.Cleanup(func() {
 		f.peer.Close()

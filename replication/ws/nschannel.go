@@ -23,6 +23,9 @@ import (
 const (
 	closeReasonDrain  = "drain"
 	closeReasonRemove = "remove"
+	// closeReasonSchema: the peer closes a namespace whose replicated schema failed to
+	// re-arm (§23.1 schema-rearm-failed, ADR 0018 §3).
+	closeReasonSchema = "schema-rearm-failed"
 )
 
 // nsSide is what differs between the hub's and the peer's namespace layer.
@@ -46,6 +49,9 @@ type nsSide interface {
 	// released: the channel ended its life on this connection and gave back its session
 	// and lease; settled closes when the session's admitted operations have settled.
 	released(c *channel, settled <-chan struct{})
+	// schemaRearmed: a settled apply re-armed the namespace's schema (§23.1, peer; a hub
+	// apply never reports one). It runs in the apply's settlement continuation.
+	schemaRearmed(c *channel, r *registry.SchemaRearm)
 }
 
 // nsConn is the per-connection part both sides share.
@@ -827,6 +833,9 @@ func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], r
 	c.receiving--
 	c.applying--
 	defer c.maybeAnswerClose()
+	if err == nil && res.Rearm != nil {
+		defer c.n.side.schemaRearmed(c, res.Rearm) // after the ACK and update-applied
+	}
 	if c.ended() || c.closeSent {
 		// After this side sent CLOSE_NAMESPACE nothing more is acknowledged (§12: the
 		// close does not wait for acknowledgements; the next round repairs).
@@ -1062,6 +1071,9 @@ type diffObservation struct {
 func (c *channel) step2Applied(id, seq uint32, res registry.ApplyResult, err error) {
 	c.applying--
 	defer c.maybeAnswerClose()
+	if err == nil && res.Rearm != nil {
+		defer c.n.side.schemaRearmed(c, res.Rearm) // after SYNC_APPLIED
+	}
 	obs := c.diffObs
 	if obs != nil && obs.seq == seq {
 		if err == nil {

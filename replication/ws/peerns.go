@@ -32,6 +32,10 @@ type TargetStatus struct {
 	State observer.ChannelState
 	// Identity is the replication identity the hub announced at the last open (zero before).
 	Identity registry.Identity
+	// SchemaFailed: a replicated schema failed to re-arm (§23.1 schema-rearm-failed); the
+	// namespace was closed and stays closed until the target is removed and added back, or
+	// reset.
+	SchemaFailed bool
 }
 
 // Target controller errors.
@@ -93,9 +97,12 @@ type target struct {
 	state      observer.ChannelState
 	identity   registry.Identity
 	conflicted bool // sticky: only Reset (or removing and adding) clears it (§16)
-	removed    bool
-	cleaned    chan struct{}     // RemoveTarget: closed when the namespace is done with
-	waits      []<-chan struct{} // what the last channel leaves settling (session, registry call)
+	// schemaFailed latches the first failed schema re-arm (ADR 0018 §3): one event, one
+	// CLOSE_NAMESPACE, and no reopen until the target is removed and added back, or reset.
+	schemaFailed bool
+	removed      bool
+	cleaned      chan struct{}     // RemoveTarget: closed when the namespace is done with
+	waits        []<-chan struct{} // what the last channel leaves settling (session, registry call)
 }
 
 // NewTargetController returns the peer's namespace layer over a peer registry. Pass its
@@ -251,7 +258,8 @@ func (tc *TargetController) Target(namespaceID string) (TargetStatus, bool) {
 }
 
 func (tg *target) status() TargetStatus {
-	return TargetStatus{Target: Target{NamespaceID: tg.ns.String(), Owner: tg.owner}, State: tg.state, Identity: tg.identity}
+	return TargetStatus{Target: Target{NamespaceID: tg.ns.String(), Owner: tg.owner}, State: tg.state,
+		Identity: tg.identity, SchemaFailed: tg.schemaFailed}
 }
 
 // Close waits for the registry calls still running for the controller's connections. Call
@@ -313,7 +321,8 @@ func (tc *TargetController) cleanedUp(tg *target) {
 }
 
 // NewHandler is the peer's NamespaceFactory: the namespace layer of one ready connection.
-// It opens every wanted target that is not conflicted.
+// It opens every wanted target that is neither conflicted nor closed by a failed schema
+// re-arm.
 func (tc *TargetController) NewHandler(s *Session) Handler {
 	pc := &peerConn{tc: tc}
 	pc.nsConn = newNSConn(s, pc)
@@ -349,7 +358,7 @@ func (pc *peerConn) start() {
 	pc.tc.mu.Lock()
 	var open []*target
 	for _, tg := range pc.tc.targets {
-		if !tg.conflicted {
+		if !tg.conflicted && !tg.schemaFailed {
 			open = append(open, tg)
 		}
 	}
@@ -468,7 +477,8 @@ func (pc *peerConn) HandleDrain(Drain) { pc.drain() }
 
 // HandleClosed: the socket is gone (§16): every channel's session stops, admitted applies
 // settle and leases are released; the targets stay, projected as disconnected (failed and
-// conflicted ones keep their state until the next connection or a reset).
+// conflicted ones keep their state until the next connection or a reset, and one closed by
+// a failed schema re-arm stays closed).
 func (pc *peerConn) HandleClosed(CloseInfo) {
 	pc.connectionClosed(func(*channel) observer.ChannelState { return observer.ChannelDisconnected })
 	pc.tc.mu.Lock()
@@ -476,8 +486,10 @@ func (pc *peerConn) HandleClosed(CloseInfo) {
 		pc.tc.conn = nil
 	}
 	for _, tg := range pc.tc.targets {
-		switch tg.state {
-		case observer.ChannelFailed, observer.ChannelConflicted:
+		switch {
+		case tg.schemaFailed:
+			tg.state = observer.ChannelClosed
+		case tg.state == observer.ChannelFailed, tg.state == observer.ChannelConflicted:
 		default:
 			tg.state = observer.ChannelDisconnected
 		}
@@ -554,6 +566,40 @@ func (pc *peerConn) released(c *channel, settled <-chan struct{}) {
 	tc.mu.Unlock()
 	if removed {
 		tc.cleanedUp(tg)
+	}
+}
+
+// schemaRearmed reports a re-arm of the replicated schema (§23.1, ADR 0018): one
+// schema-rearm-applied per install; on the first failure one schema-rearm-failed, and the
+// namespace closes itself with CLOSE_NAMESPACE (closed, not reopened by a reconnect). The
+// close is behaviour and happens without an observer too. No clock is read and no schema
+// text leaves the registry.
+func (pc *peerConn) schemaRearmed(c *channel, r *registry.SchemaRearm) {
+	if s := r.Installed; s != nil {
+		if pc.em.Enabled() {
+			ev := observer.SchemaRearmApplied{ConnectionID: pc.connID(), NamespaceID: c.id,
+				SemanticFingerprint: s.Fingerprint, UpdatedAt: observer.None[string]()}
+			if s.HasUpdatedAt {
+				ev.UpdatedAt = observer.SchemaUpdatedAt(s.UpdatedAt)
+			}
+			pc.em.Emit(ev)
+		}
+		return
+	}
+	tg := c.target
+	pc.tc.mu.Lock()
+	first := !tg.schemaFailed
+	tg.schemaFailed = true
+	pc.tc.mu.Unlock()
+	if !first {
+		return // the latch: a later failed outcome adds no event and no close
+	}
+	if pc.em.Enabled() {
+		pc.em.Emit(observer.SchemaRearmFailed{ConnectionID: pc.connID(), NamespaceID: c.id,
+			Code: observer.SchemaRearmCode(r.Failed)})
+	}
+	if !c.ended() && !c.closing() {
+		c.startClose(closeReasonSchema)
 	}
 }
 

@@ -84,6 +84,27 @@ func TestE2E_ReplicationLifecycle(t *testing.T) {
 		}
 	}
 
+	// A schema replaced on the hub is re-armed by both peers (§23.1): the same fingerprint
+	// and updatedAt everywhere, and one schema-rearm-applied per peer.
+	type schemaStatus struct {
+		Schema *struct{ SemanticFingerprint, UpdatedAt string }
+	}
+	var replaced struct{ SemanticFingerprint, UpdatedAt string }
+	hub.api().json("PUT", "/v1/namespaces/"+ns+"/schema", []byte(`{"definition":{"type":"object","title":"Note"}}`), 200, &replaced)
+	for _, p := range []*proc{a, b} {
+		eventually(t, 10*time.Second, p.name+" re-arms the schema", func() error {
+			var st schemaStatus
+			p.api().json("GET", "/v1/namespaces/"+ns, nil, 200, &st)
+			if st.Schema == nil || *st.Schema != replaced {
+				return fmt.Errorf("%s schema %+v, want %+v", p.name, st.Schema, replaced)
+			}
+			return nil
+		})
+		if got := p.api().metric(`nomicore_events_total{side="peer",type="schema-rearm-applied"}`); got != 1 {
+			t.Fatalf("%s schema-rearm-applied = %v, want 1", p.name, got)
+		}
+	}
+
 	// §11 epoch bump: both peers end conflicted; a reset bootstraps them again.
 	var bumped struct{ ReplicationEpoch uint64 }
 	hub.api().json("POST", "/v1/namespaces/"+ns+"/epoch", nil, 200, &bumped)

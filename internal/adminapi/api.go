@@ -236,6 +236,7 @@ func (a *API) routes() {
 	if a.opts.Side == observer.SideHub {
 		m.HandleFunc("POST /v1/namespaces", a.createNamespace)
 		m.HandleFunc("POST /v1/namespaces/{id}/epoch", a.bumpEpoch)
+		m.HandleFunc("PUT /v1/namespaces/{id}/schema", a.replaceSchema)
 	} else {
 		m.HandleFunc("GET /v1/targets", a.listTargets)
 		m.HandleFunc("POST /v1/targets", a.addTarget)

@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
@@ -240,6 +241,46 @@ func TestHubNamespaceRoutes(t *testing.T) {
 	e.wantError("POST", path+"/reset", nil, 404, CodeNotFound)
 	e.wantError("DELETE", path, nil, 405, CodeMethodNotAllowed)
 	e.wantError("GET", "/nope", nil, 404, CodeNotFound)
+}
+
+// TestHubSchemaReplace: PUT /v1/namespaces/{id}/schema replaces meta.schema; the namespace
+// shows the active schema's fingerprint and updatedAt (stamped by the hub's clock when the
+// request has none); a definition that is not a JSON object, or a bad updatedAt, is refused
+// and changes nothing.
+func TestHubSchemaReplace(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	e := newEnv(t, Options{Side: observer.SideHub, Clock: clk})
+	path := "/v1/namespaces/" + e.create().NamespaceID
+	if _, b := e.do("GET", path, nil); decode[map[string]any](t, b)["schema"] != nil {
+		t.Fatalf("a schema before any was set: %s", b)
+	}
+	// The fingerprint of this definition comes from the JS generator of the registry's
+	// vectors (registry/testdata/fingerprint/vectors.json, "flat").
+	const fp = "sha256:v1:09dbb49948fae214c76b743260f8c4a9b27d2066815b60d3efdc657b6d8d0c58"
+	status, b := e.do("PUT", path+"/schema", []byte(`{"definition":{"version":3,"title":"Note","type":"object","required":true}}`))
+	got := decode[map[string]any](t, b)
+	if status != 200 || got["semanticFingerprint"] != fp || got["updatedAt"] != "2026-11-29T10:00:00.000Z" {
+		t.Fatalf("replace: %d %s", status, b)
+	}
+	status, b = e.do("PUT", path+"/schema", []byte(`{"definition":{"type":"object"},"updatedAt":"2026-11-29T11:00:00Z"}`))
+	if status != 200 || decode[map[string]any](t, b)["updatedAt"] != "2026-11-29T11:00:00Z" {
+		t.Fatalf("replace with updatedAt: %d %s", status, b)
+	}
+	for _, body := range []string{`{"definition":[1]}`, `{"definition":"x"}`, `{"definition":null}`, `{}`,
+		`{"definition":{},"updatedAt":"yesterday"}`} {
+		e.wantError("PUT", path+"/schema", []byte(body), 400, CodeBadRequest)
+	}
+	_, b = e.do("GET", path, nil)
+	schema, _ := decode[map[string]any](t, b)["schema"].(map[string]any)
+	if schema["updatedAt"] != "2026-11-29T11:00:00Z" {
+		t.Fatalf("status after the refusals: %s", b)
+	}
+	_, b = e.do("GET", path+"/doc?root=meta:map", nil)
+	meta := decode[map[string]any](t, b)["meta"].(map[string]any)
+	if def := meta["schema"].(map[string]any)["definition"].(map[string]any); def["type"] != "object" || len(def) != 1 {
+		t.Fatalf("meta.schema %v", meta["schema"])
+	}
+	e.wantError("PUT", "/v1/namespaces/ns-00000000000000000000000000000000/schema", []byte(`{"definition":{}}`), 404, CodeNamespaceNotFound)
 }
 
 func TestArchivedNamespace(t *testing.T) {

@@ -2,11 +2,13 @@ package adminapi
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
@@ -98,6 +100,23 @@ type Status struct {
 	State    string          `json:"state"`
 	Sessions []SessionStatus `json:"sessions,omitempty"`
 	Loaded   *bool           `json:"loaded,omitempty"` // hub list: a runtime holds it now
+	// Schema is the namespace's active schema, if it has one (§23.1).
+	Schema *SchemaJSON `json:"schema,omitempty"`
+}
+
+// SchemaJSON is an active schema as the admin API shows it: its semantic fingerprint and
+// the replicated updatedAt (never the definition itself; read it from the document).
+type SchemaJSON struct {
+	SemanticFingerprint string `json:"semanticFingerprint"`
+	UpdatedAt           string `json:"updatedAt,omitempty"`
+}
+
+func schemaJSON(l *registry.Lease) *SchemaJSON {
+	s, ok := l.ActiveSchema()
+	if !ok {
+		return nil
+	}
+	return &SchemaJSON{SemanticFingerprint: s.Fingerprint, UpdatedAt: s.UpdatedAt}
 }
 
 // SessionStatus is a peer's channel on a hub namespace.
@@ -194,6 +213,7 @@ func (a *API) getNamespace(w http.ResponseWriter, r *http.Request) {
 	}
 	id := l.Identity()
 	st.ReplicationID, st.ReplicationEpoch, st.StateVector = id.ReplicationID, id.Epoch, hex.EncodeToString(sv)
+	st.Schema = schemaJSON(l)
 	writeJSON(w, http.StatusOK, st)
 }
 
@@ -335,6 +355,46 @@ func (a *API) createNamespace(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/namespaces/"+c.NamespaceID)
 	writeJSON(w, http.StatusCreated, Created{c.NamespaceID, c.Identity.ReplicationID, c.Identity.Epoch})
+}
+
+// SchemaRequest is the body of PUT /v1/namespaces/{id}/schema.
+type SchemaRequest struct {
+	// Definition is the schema definition: a JSON object.
+	Definition json.RawMessage `json:"definition"`
+	// UpdatedAt is an RFC 3339 timestamp; absent, the hub's clock stamps it.
+	UpdatedAt string `json:"updatedAt,omitempty"`
+}
+
+// PUT /v1/namespaces/{id}/schema (hub): replace meta.schema (GUIDE §4); every peer
+// re-arms it (§23.1). Answers the new active schema.
+func (a *API) replaceSchema(w http.ResponseWriter, r *http.Request) {
+	var req SchemaRequest
+	if e := readJSON(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	var definition map[string]any
+	if err := json.Unmarshal(req.Definition, &definition); err != nil || definition == nil {
+		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "definition must be a JSON object"})
+		return
+	}
+	updatedAt := req.UpdatedAt
+	if updatedAt == "" {
+		updatedAt = a.opts.Clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+	} else if _, err := time.Parse(time.RFC3339Nano, updatedAt); err != nil {
+		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "updatedAt must be an RFC 3339 timestamp"})
+		return
+	}
+	_, l, ok := a.lookupOpen(w, r)
+	if !ok {
+		return
+	}
+	defer a.release(l)
+	if err := l.ReplaceSchema(r.Context(), updatedAt, definition); err != nil {
+		writeError(w, a.fromErr(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, schemaJSON(l))
 }
 
 // POST /v1/namespaces/{id}/epoch (hub): §11 epoch bump; every peer session of the old epoch

@@ -15,10 +15,13 @@ type TargetJSON struct {
 	State            string `json:"state"`
 	ReplicationID    string `json:"replicationId,omitempty"`
 	ReplicationEpoch uint64 `json:"replicationEpoch,omitempty"`
+	// SchemaRearmFailed: the replicated schema failed to re-arm and the namespace was
+	// closed until the target is reset or removed and added back (§23.1).
+	SchemaRearmFailed bool `json:"schemaRearmFailed,omitempty"`
 }
 
 func targetJSON(t ws.TargetStatus) TargetJSON {
-	out := TargetJSON{NamespaceID: t.NamespaceID, Owner: t.Owner, State: string(t.State)}
+	out := TargetJSON{NamespaceID: t.NamespaceID, Owner: t.Owner, State: string(t.State), SchemaRearmFailed: t.SchemaFailed}
 	if t.Identity.Valid() {
 		out.ReplicationID, out.ReplicationEpoch = t.Identity.ReplicationID, t.Identity.Epoch
 	}

@@ -906,13 +906,15 @@ func (c *channel) enterResync(cause observer.ResyncCause, failure observer.Opt[o
 	default:
 		// Before the first round, or already waiting for one: the next round's diffs are
 		// computed after this point and cover the loss.
-		c.emitResync(cause, failure)
-		return
+		declare = false
 	}
 	if declare {
 		_, _ = c.n.s.Send(&protocol.ResyncRequired{NamespaceID: c.ns, ReasonCode: protocol.ResyncSendQueueOverflow})
 	}
 	c.emitResync(cause, failure)
+	// §9.4: the round follows once the window is empty — also when an ACK timeout gave the
+	// window up while the channel was already waiting in needs-resync (the given-up
+	// acknowledgements never reach it again).
 	if c.state == observer.ChannelNeedsResync && len(c.window) == 0 {
 		c.n.side.resyncReady(c)
 	}

@@ -311,7 +311,9 @@ func (h *Hub) revoke(r Revocation) {
 // Shutdown stops the replication service (§21, with the issue #229 deviation): new upgrades
 // are refused, every connection's epoch and output are invalidated and its transport closed
 // with 1001 without GOAWAY, and Shutdown waits for the connections to finish and for
-// admitted namespace work (Session.BeginWork) to drain, or for ctx. It is idempotent.
+// admitted namespace work (Session.BeginWork) to drain, or for ctx. It is idempotent. An
+// observer calls it from a goroutine of its own (§23.4: events are delivered on the
+// connection goroutines Shutdown waits for).
 func (h *Hub) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	first := !h.shutdown

@@ -198,7 +198,8 @@ func (p *Peer) ConfigChanged() {
 // Stop stops the peer (§15.1 local-stop): a ready connection drains (the namespace layer
 // closes its channels and calls Session.Quiesced, or closeTimeoutMs passes), any other
 // attempt is abandoned. Stop returns when the peer is stopped and its connection is gone,
-// or when ctx ends.
+// or when ctx ends. An observer calls it from a goroutine of its own (§23.4: events are
+// delivered on the connection's goroutine, which Stop waits for).
 func (p *Peer) Stop(ctx context.Context) error {
 	ch := make(chan struct{})
 	if !p.post(func() { p.stop(ch, false) }) {
@@ -213,7 +214,8 @@ func (p *Peer) Stop(ctx context.Context) error {
 }
 
 // Close stops the peer at once, without draining (a ready connection is closed with 1000),
-// and ends the controller goroutine; it is idempotent and waits.
+// and ends the controller goroutine; it is idempotent and waits — so, like Stop, not from
+// an observer's own call.
 func (p *Peer) Close() {
 	if p.closed.Swap(true) {
 		<-p.done

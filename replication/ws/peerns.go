@@ -165,6 +165,10 @@ func (tc *TargetController) AddTarget(t Target) error {
 // closes (CLOSE_NAMESPACE on a ready connection), its session stops, admitted applies settle
 // and its lease is released — a socket close on the way joins the same cleanup. It returns
 // when that is done, or when ctx ends (the cleanup goes on).
+//
+// The cleanup runs on the connection's goroutine, which also delivers observer events
+// (§23.4: synchronously): an observer that removes a target must call RemoveTarget (or
+// Reset) from a goroutine of its own, or it waits on itself until ctx ends.
 func (tc *TargetController) RemoveTarget(ctx context.Context, namespaceID string) error {
 	ns, err := protocol.ParseNamespaceID(namespaceID)
 	if err != nil {
@@ -205,7 +209,8 @@ func (tc *TargetController) RemoveTarget(ctx context.Context, namespaceID string
 // Reset archives the local replica of a target and bootstraps it again (GUIDE §8 reset; the
 // way out of conflicted, §16): the target is removed, its replica reset in the registry,
 // and the target added back, which reopens it — on a new connection if the namespace
-// already had its lifecycle on the current one.
+// already had its lifecycle on the current one. Like RemoveTarget, not from an observer's
+// own call.
 func (tc *TargetController) Reset(ctx context.Context, namespaceID string) error {
 	ns, err := protocol.ParseNamespaceID(namespaceID)
 	if err != nil {

@@ -728,6 +728,21 @@ func (f *nsPeer) reconnect() *wire {
 	}
 }
 
+// reconnectOpeningOnly drops the connection w and plays the next one, on which the peer must
+// open only ns — reconciled, with doc as the hub's document. It returns the new wire.
+func (f *nsPeer) reconnectOpeningOnly(w *wire, ns protocol.NamespaceID, id registry.Identity, doc *ydoc) *wire {
+	f.t.Helper()
+	w.end.(*wstest.End).Drop()
+	w = f.reconnect()
+	if open, _ := expect[*protocol.OpenNamespace](w); open.NamespaceID != ns {
+		f.t.Fatalf("OPEN for %s, want only %s", open.NamespaceID, ns)
+	}
+	w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeReconcile, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
+	f.hubRound(w, ns, doc)
+	w.quiet()
+	return w
+}
+
 func (f *nsPeer) backoffReasons() []observer.BackoffReason {
 	var out []observer.BackoffReason
 	for _, e := range eventsOf[observer.ConnectionBackoffScheduled](f.rec, observer.SidePeer) {

@@ -254,14 +254,7 @@ func TestS11_PeerIdentityChangedConflictsUntilReset(t *testing.T) {
 	}
 
 	// A new connection opens only the other target.
-	w.end.(*wstest.End).Drop()
-	w = f.reconnect()
-	if open, _ := expect[*protocol.OpenNamespace](w); open.NamespaceID != other {
-		t.Fatalf("OPEN for %s, want only %s", open.NamespaceID, other)
-	}
-	w.send(&protocol.OpenOK{NamespaceID: other, Mode: protocol.ModeReconcile, ReplicationID: oid.ReplicationID, ReplicationEpoch: oid.Epoch})
-	f.hubRound(w, other, otherDoc)
-	w.quiet()
+	w = f.reconnectOpeningOnly(w, other, oid, otherDoc)
 	if f.state(ns) != observer.ChannelConflicted {
 		t.Fatalf("state %s", f.state(ns))
 	}

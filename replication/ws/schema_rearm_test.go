@@ -49,6 +49,22 @@ func rearmEvents(f *nsPeer, ns protocol.NamespaceID) ([]observer.SchemaRearmAppl
 	return applied, failed
 }
 
+// settledRearms waits for the n-th schema-rearm-applied of ns, lets the wire settle, and
+// checks that there are exactly n and no schema-rearm-failed.
+func settledRearms(t *testing.T, f *nsPeer, w *wire, ns protocol.NamespaceID, n int) []observer.SchemaRearmApplied {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d schema-rearm-applied", n), func() bool {
+		applied, _ := rearmEvents(f, ns)
+		return len(applied) >= n
+	})
+	w.quiet()
+	applied, failed := rearmEvents(f, ns)
+	if len(applied) != n || len(failed) != 0 {
+		t.Fatalf("%d schema-rearm-applied and %d -failed, want %d and 0", len(applied), len(failed), n)
+	}
+	return applied
+}
+
 // activeSchema reads the active schema of own's replica of ns.
 func activeSchema(t *testing.T, reg *registry.Registry, own string, ns protocol.NamespaceID) (registry.ActiveSchema, bool) {
 	t.Helper()
@@ -95,17 +111,7 @@ func TestS23_1_PeerSchemaRearmApplied(t *testing.T) {
 	}
 	for i, st := range steps {
 		sendUpdate(t, w, ns, hubDoc.setMeta(registry.MetaSchema, st.value))
-		var applied []observer.SchemaRearmApplied
-		eventually(t, st.name+": schema-rearm-applied", func() bool {
-			applied, _ = rearmEvents(f, ns)
-			return len(applied) > i
-		})
-		w.quiet()
-		applied, failed := rearmEvents(f, ns)
-		if len(applied) != i+1 || len(failed) != 0 {
-			t.Fatalf("%s: %d applied, %d failed events, want %d and 0", st.name, len(applied), len(failed), i+1)
-		}
-		got := applied[i]
+		got := settledRearms(t, f, w, ns, i+1)[i]
 		if got.SemanticFingerprint != flatFingerprint || got.UpdatedAt != st.updatedAt || got.ConnectionID != observer.Some("c-test-1") {
 			t.Fatalf("%s: %+v, want fingerprint %s updatedAt %v", st.name, got, flatFingerprint, st.updatedAt)
 		}
@@ -151,16 +157,9 @@ func TestS23_1_PeerSchemaRearmCatchUp(t *testing.T) {
 	w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeReconcile, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
 	f.hubRound(w, ns, hubDoc)
 	f.waitState(ns, observer.ChannelLive)
-	var applied []observer.SchemaRearmApplied
-	eventually(t, "schema-rearm-applied", func() bool {
-		applied, _ = rearmEvents(f, ns)
-		return len(applied) > 0
-	})
-	w.quiet()
-	applied, failed := rearmEvents(f, ns)
-	if len(applied) != 1 || len(failed) != 0 || applied[0].SemanticFingerprint != flatFingerprint ||
-		applied[0].UpdatedAt != observer.Some("2026-11-29T11:00:00Z") || applied[0].ConnectionID != observer.Some("c-test-2") {
-		t.Fatalf("applied %+v failed %+v", applied, failed)
+	if got := settledRearms(t, f, w, ns, 1)[0]; got.SemanticFingerprint != flatFingerprint ||
+		got.UpdatedAt != observer.Some("2026-11-29T11:00:00Z") || got.ConnectionID != observer.Some("c-test-2") {
+		t.Fatalf("applied %+v", got)
 	}
 }
 
@@ -249,14 +248,7 @@ func TestS23_1_PeerSchemaRearmFailedClosesTheNamespace(t *testing.T) {
 			}
 
 			// A new connection opens only the other target; the failed one stays closed.
-			w.end.(*wstest.End).Drop()
-			w = f.reconnect()
-			if open, _ := expect[*protocol.OpenNamespace](w); open.NamespaceID != other {
-				t.Fatalf("OPEN for %s, want only %s", open.NamespaceID, other)
-			}
-			w.send(&protocol.OpenOK{NamespaceID: other, Mode: protocol.ModeReconcile, ReplicationID: oid.ReplicationID, ReplicationEpoch: oid.Epoch})
-			f.hubRound(w, other, otherDoc)
-			w.quiet()
+			w = f.reconnectOpeningOnly(w, other, oid, otherDoc)
 			if f.state(ns) != observer.ChannelClosed {
 				t.Fatalf("state %s after the reconnect, want closed", f.state(ns))
 			}

@@ -2,8 +2,11 @@ package ws_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/persistence/persistencetest"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
@@ -38,5 +41,70 @@ func TestS9_4_PeerAckTimeoutWhileWaitingForItsWindow(t *testing.T) {
 	f.waitState(ns, observer.ChannelLive)
 	if hubDoc.app()["a"] != 1.0 {
 		t.Fatalf("hub app %v: the round did not repair the unacknowledged update", hubDoc.app())
+	}
+}
+
+// TestS23_1_PeerDegradedStep2IsOneBypassEvent: every successful apply is reported by exactly
+// one event, and a degraded one — from any source, a Step2 diff included — by
+// degraded-bypass-applied (§23.1 "apply 成功路径互斥规则", §23.5), never also by
+// sync-diff-applied.
+func TestS23_1_PeerDegradedStep2IsOneBypassEvent(t *testing.T) {
+	var faults persistencetest.Faults
+	f := newNSPeerWith(t, nsConfig(t), persistence.Options{CommitHook: faults.Hook, RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
+	ns, id, snap := f.create()
+	f.target(ns)
+	w := f.connect()
+	hubDoc := newYDoc(t, 300)
+	f.live(w, ns, id, snap, hubDoc)
+	faults.Fail(true)
+	defer faults.Fail(false)
+	w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("first", 1.0)})
+	expect[*protocol.UpdateAck](w)
+	eventually(t, "the store failing", func() bool { return !f.store.Healthy() })
+
+	// A round whose hub diff carries a change the peer lacks.
+	hubDoc.set("in-diff", 2.0)
+	w.send(&protocol.ResyncRequired{NamespaceID: ns, ReasonCode: protocol.ResyncSendQueueOverflow})
+	s1, s1seq := expect[*protocol.SyncStep1](w)
+	step2 := w.send(&protocol.SyncStep2{NamespaceID: ns, SyncRoundID: s1.SyncRoundID, RelatedStep1Sequence: s1seq, Update: hubDoc.diff(s1.StateVector)})
+	h1 := w.send(&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: s1.SyncRoundID, StateVector: hubDoc.sv()})
+	for range 2 {
+		fr := w.recv()
+		switch m := fr.Message.(type) {
+		case *protocol.SyncApplied:
+			if m.AckedSequence != step2 {
+				t.Fatalf("SYNC_APPLIED acks %d, want %d", m.AckedSequence, step2)
+			}
+		case *protocol.SyncStep2:
+			if m.RelatedStep1Sequence != h1 {
+				t.Fatalf("peer Step2 related %d, want %d", m.RelatedStep1Sequence, h1)
+			}
+			w.send(&protocol.SyncApplied{NamespaceID: ns, SyncRoundID: s1.SyncRoundID, AckedSequence: fr.Sequence})
+		default:
+			t.Fatalf("unexpected %s", fr.Type())
+		}
+	}
+	f.waitState(ns, observer.ChannelLive)
+	if f.peerApp(ns)["in-diff"] != 2.0 {
+		t.Fatal("the hub diff was not applied")
+	}
+	var bypass []uint32
+	eventually(t, "degraded-bypass-applied for the Step2", func() bool {
+		bypass = nil
+		for _, e := range eventsOf[observer.DegradedBypassApplied](f.rec, observer.SidePeer) {
+			if e.Sequence == step2 {
+				bypass = append(bypass, e.Sequence)
+			}
+		}
+		return len(bypass) > 0
+	})
+	w.quiet()
+	if len(bypass) != 1 {
+		t.Fatalf("%d degraded-bypass-applied events for the Step2", len(bypass))
+	}
+	for _, e := range eventsOf[observer.SyncDiffApplied](f.rec, observer.SidePeer) {
+		if e.Sequence == step2 {
+			t.Fatal("sync-diff-applied for a degraded Step2 apply as well")
+		}
 	}
 }

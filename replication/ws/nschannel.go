@@ -1078,7 +1078,12 @@ func (c *channel) step2Applied(id, seq uint32, res registry.ApplyResult, err err
 	}
 	obs := c.diffObs
 	if obs != nil && obs.seq == seq {
-		if err == nil {
+		if err == nil && res.Degraded && c.n.s.Side() == observer.SidePeer {
+			// §23.1, §23.5: one event per successful apply; a degraded one, from any source,
+			// is degraded-bypass-applied instead of sync-diff-applied (after SYNC_APPLIED).
+			defer c.n.em.Emit(observer.DegradedBypassApplied{ConnectionID: c.n.connID(), NamespaceID: c.id,
+				Bytes: obs.bytes, Sequence: seq})
+		} else if err == nil {
 			obs.applied = true
 			obs.latency = c.n.em.SinceMs(obs.t0)
 			obs.stages = stagesOf(res.Stages)

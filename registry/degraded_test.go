@@ -48,7 +48,16 @@ func TestS20_HubDegradedRefusesPeerUpdatesKeepsReadsAndRecovers(t *testing.T) {
 		wantErr(t, err, ErrDegraded)
 		_, err = l.BumpEpoch(ctxT(t))
 		wantErr(t, err, ErrDegraded)
-		// Reads and state exchange go on.
+		// Reads and state exchange go on — including a peer's sync diff that brings
+		// nothing new (the write accepted before the failure, and the whole state as the
+		// hub holds it): taken, with nothing written.
+		for _, u := range [][]byte{kept, mustState(t, l, nil)} {
+			res, err := a.Apply(ctxT(t), u)
+			must(t, err)
+			if res.Changed || res.Seq != 0 || !res.Degraded {
+				t.Fatalf("an included update while degraded: %+v", res)
+			}
+		}
 		_, err = a.StateVector(ctxT(t))
 		must(t, err)
 		_, err = a.Diff(ctxT(t), []byte{0})

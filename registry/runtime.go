@@ -385,9 +385,15 @@ func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, e
 	}
 	// §20: a degraded hub refuses peer updates; a degraded peer refuses local writes but
 	// applies hub updates in memory. A hub refuses local writes as well: it cannot save them.
+	// Both take an update that is already included.
 	degraded := rt.degraded()
 	if (hub || kind == applyLocal) && degraded {
-		return ApplyResult{}, rt.refuseDegraded()
+		// State exchange goes on (§20): an update that brings nothing new — the sync diff of
+		// a peer already in step — changes nothing and needs no write, so it is taken.
+		if included, err := yjs.Included(rt.doc, update); err != nil || !included {
+			return ApplyResult{}, rt.refuseDegraded()
+		}
+		return ApplyResult{Degraded: true}, nil
 	}
 	// §20, GUIDE §4: peer updates on a hub, and local writes on both sides, must not touch
 	// meta. Updates a peer receives from its hub are trusted — and may change meta.schema,

@@ -276,3 +276,49 @@ func walkLive(t *Type, f func(*item) bool) {
 		}
 	}
 }
+
+// Included reports whether applying update to doc would change nothing: every struct it
+// carries (Skip structs aside) is already in the document's store, and every range it
+// deletes is already deleted there. It decodes and validates the update (a malformed one
+// returns a *DecodeError) and changes nothing. Its cost is the update's plus the
+// document's structs inside the update's delete ranges.
+//
+// A degraded hub uses it to take a peer's sync diff that brings nothing new (§20: state
+// exchange goes on while writes are refused).
+func Included(doc *Doc, update []byte) (bool, error) {
+	u, err := decodeUpdate(update)
+	if err != nil {
+		return false, err
+	}
+	for c, l := range u.clients {
+		state := doc.store.state(c)
+		for _, ref := range l.refs {
+			if !ref.skip && ref.it.id.Clock+ref.it.length > state {
+				return false, nil
+			}
+		}
+	}
+	for _, b := range u.dels {
+		l := doc.store.clients[b.client]
+		for _, r := range b.ranges {
+			if r.len == 0 {
+				continue
+			}
+			if l == nil || r.clock+r.len > l.state() {
+				return false, nil // it would wait as a pending delete
+			}
+			deleted := true
+			l.each(l.find(r.clock), func(it *item) bool {
+				if it.id.Clock >= r.clock+r.len {
+					return false
+				}
+				deleted = it.deleted()
+				return deleted
+			})
+			if !deleted {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}

@@ -158,3 +158,83 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestIncludedAgreesWithApplying: on random histories, an update Included reports as
+// included changes nothing when applied (the encoded state and the pending structs stay as
+// they were); a document's own state, and any diff against its own state vector, are
+// included when it holds no pending structs (its encoded state carries them); a fresh local
+// edit is not.
+func TestIncludedAgreesWithApplying(t *testing.T) {
+	for seed := uint64(1); seed <= 100; seed++ {
+		g := &goHistory{rng: rand.New(rand.NewPCG(seed, 0x1c)), seed: seed}
+		for i := 0; i < 3; i++ {
+			d := NewDoc(WithClientID(uint32(200+i)), WithRandom(zeroReader{}), WithGC(g.pick(2) == 0))
+			defineRoots(t, d, historyRoots)
+			d.OnUpdate(func(u []byte, origin any) {
+				if origin == nil {
+					g.updates = append(g.updates, u)
+				}
+			})
+			g.docs = append(g.docs, d)
+		}
+		for s := 0; s < 30; s++ {
+			d := g.docs[g.pick(3)]
+			d.Transact(nil, func(*Transaction) {
+				ts := types(d)
+				must(t, g.op(ts[g.pick(len(ts))]))
+			})
+			if g.pick(3) == 0 {
+				g.sync(t)
+			}
+		}
+		d := newRootedDoc(t, true, historyRoots)
+		included := 0
+		for k, i := range g.rng.Perm(len(g.updates)) {
+			candidates := [][]byte{g.updates[i], g.updates[g.pick(len(g.updates))]}
+			other, err := EncodeStateAsUpdate(g.docs[g.pick(3)], d.EncodeStateVector())
+			must(t, err)
+			candidates = append(candidates, other)
+			for _, u := range candidates {
+				ok, err := Included(d, u)
+				must(t, err)
+				before, err := EncodeStateAsUpdate(d, nil)
+				must(t, err)
+				pending := d.HasPending()
+				must(t, ApplyUpdate(d, u, nil))
+				after, err := EncodeStateAsUpdate(d, nil)
+				must(t, err)
+				if ok {
+					included++
+					if !bytes.Equal(before, after) || pending != d.HasPending() {
+						t.Fatalf("seed %d, step %d: an included update changed the document", seed, k)
+					}
+				}
+				if d.HasPending() {
+					continue // its encoded state carries the pending structs: not included
+				}
+				own, err := EncodeStateAsUpdate(d, nil)
+				must(t, err)
+				diff, err := EncodeStateAsUpdate(d, d.EncodeStateVector())
+				must(t, err)
+				for _, self := range [][]byte{own, diff} {
+					if ok, err := Included(d, self); err != nil || !ok {
+						t.Fatalf("seed %d, step %d: the document's own state is not included (%v)", seed, k, err)
+					}
+				}
+			}
+		}
+		if included == 0 {
+			t.Fatalf("seed %d: no candidate was included", seed)
+		}
+		fresh := NewDoc(WithClientID(999))
+		must(t, ApplyUpdate(fresh, mustState(t, d), nil))
+		edit := peerUpdate(t, fresh, func() { must(t, fresh.GetMap("map").Set("fresh", 1)) })
+		if ok, err := Included(d, edit); err != nil || ok {
+			t.Fatalf("seed %d: a fresh edit is included (%v)", seed, err)
+		}
+	}
+	hub, _ := hubAndPeer(t)
+	if _, err := Included(hub, []byte{1, 2, 3}); err == nil {
+		t.Fatal("malformed update accepted")
+	}
+}

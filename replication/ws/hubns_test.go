@@ -520,6 +520,41 @@ func TestS17_HubQueueOverflowDeclaresResync(t *testing.T) {
 	}
 }
 
+// TestS20_DegradedHubKeepsStateExchange: while the hub's store is degraded, a round with a
+// peer that is in step completes — its Step2 brings nothing new and is taken without a write
+// (§20: reads and state exchange go on) — and the namespace stays live; an UPDATE with new
+// content is still refused with PERSISTENCE_DEGRADED.
+func TestS20_DegradedHubKeepsStateExchange(t *testing.T) {
+	var faults persistencetest.Faults
+	f := newNSHub(t, nsConfig(t), persistence.Options{CommitHook: faults.Hook, RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
+	ns, _ := f.create()
+	w := f.dial(peerID)
+	doc := newYDoc(t, 200)
+	f.live(w, ns, doc)
+	seq := w.send(&protocol.Update{NamespaceID: ns, Update: doc.set("before", 1.0)})
+	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {
+		t.Fatalf("UPDATE_ACK %+v", ack)
+	}
+	faults.Fail(true)
+	defer faults.Fail(false)
+	other, _ := f.create()
+	_ = writeLocal(t, f.reg, other, newYDoc(t, 1).set("pre", 1.0))
+	eventually(t, "degraded", func() bool { return !f.store.Healthy() })
+
+	f.round(w, ns, doc, 2)
+	w.quiet()
+	if got := nsErrors(f.rec, observer.SideHub, ns); len(got) != 0 {
+		t.Fatalf("namespace errors during a round in step: %v", got)
+	}
+	waitPath(t, f.rec, observer.SideHub, ns, observer.ChannelOpening, observer.ChannelBootstrapping,
+		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelReconciling, observer.ChannelLive)
+
+	seq = w.send(&protocol.Update{NamespaceID: ns, Update: doc.set("during", 1.0)})
+	if e := w.expectError(ns, protocol.CodePersistenceDegraded); e.RelatedSequence != seq {
+		t.Fatalf("related %d, want %d", e.RelatedSequence, seq)
+	}
+}
+
 // TestS20_HubRefusesPeerUpdates: a peer UPDATE the hub must not take is answered with its
 // namespace ERROR and changes nothing on the hub (§10.1, §19, §20): a meta write
 // (PROTECTED_FIELD_MUTATION), a read-only peer's write (ROLE_VIOLATION), bytes that are not

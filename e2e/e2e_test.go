@@ -92,15 +92,21 @@ func TestE2E_ReplicationLifecycle(t *testing.T) {
 	var replaced struct{ SemanticFingerprint, UpdatedAt string }
 	hub.api().json("PUT", "/v1/namespaces/"+ns+"/schema", []byte(`{"definition":{"type":"object","title":"Note"}}`), 200, &replaced)
 	for _, p := range []*proc{a, b} {
+		const rearms = `nomicore_events_total{side="peer",type="schema-rearm-applied"}`
 		eventually(t, 10*time.Second, p.name+" re-arms the schema", func() error {
 			var st schemaStatus
 			p.api().json("GET", "/v1/namespaces/"+ns, nil, 200, &st)
 			if st.Schema == nil || *st.Schema != replaced {
 				return fmt.Errorf("%s schema %+v, want %+v", p.name, st.Schema, replaced)
 			}
+			// The schema is installed in the apply's slot; the event follows in its
+			// settlement continuation.
+			if p.api().metric(rearms) == 0 {
+				return fmt.Errorf("%s: no schema-rearm-applied yet", p.name)
+			}
 			return nil
 		})
-		if got := p.api().metric(`nomicore_events_total{side="peer",type="schema-rearm-applied"}`); got != 1 {
+		if got := p.api().metric(rearms); got != 1 {
 			t.Fatalf("%s schema-rearm-applied = %v, want 1", p.name, got)
 		}
 	}

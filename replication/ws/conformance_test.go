@@ -21,11 +21,7 @@ import (
 func TestS9_4_PeerAckTimeoutWhileWaitingForItsWindow(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, _, w, hubDoc := f.liveTarget()
 	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 400).set("a", 1.0)))
 	_, seq := expect[*protocol.Update](w) // never acknowledged
 
@@ -51,11 +47,7 @@ func TestS9_4_PeerAckTimeoutWhileWaitingForItsWindow(t *testing.T) {
 func TestS23_1_PeerDegradedStep2IsOneBypassEvent(t *testing.T) {
 	var faults persistencetest.Faults
 	f := newNSPeerWith(t, nsConfig(t), persistence.Options{CommitHook: faults.Hook, RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, _, w, hubDoc := f.liveTarget()
 	faults.Fail(true)
 	defer faults.Fail(false)
 	w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("first", 1.0)})

@@ -728,6 +728,18 @@ func (f *nsPeer) reconnect() *wire {
 	}
 }
 
+// liveTarget creates a namespace in the hub source, makes it a target, connects (the first
+// connection) and brings it live against a hub document of client 300.
+func (f *nsPeer) liveTarget() (protocol.NamespaceID, registry.Identity, *wire, *ydoc) {
+	f.t.Helper()
+	ns, id, snap := f.create()
+	f.target(ns)
+	w := f.connect()
+	hubDoc := newYDoc(f.t, 300)
+	f.live(w, ns, id, snap, hubDoc)
+	return ns, id, w, hubDoc
+}
+
 // reconnectOpeningOnly drops the connection w and plays the next one, on which the peer must
 // open only ns — reconciled, with doc as the hub's document. It returns the new wire.
 func (f *nsPeer) reconnectOpeningOnly(w *wire, ns protocol.NamespaceID, id registry.Identity, doc *ydoc) *wire {

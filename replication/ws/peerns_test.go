@@ -115,11 +115,7 @@ func TestS16_PeerBootstrapRoundLivePeriodic(t *testing.T) {
 // writes made while disconnected travel in the peer's Step2 (§7.1, §16).
 func TestS16_PeerReconnectReconciles(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, id, w, hubDoc := f.liveTarget()
 
 	w.end.(*wstest.End).Drop()
 	f.waitState(ns, observer.ChannelDisconnected)
@@ -397,11 +393,7 @@ func startPeerRound(t *testing.T, w *wire, ns protocol.NamespaceID, hubDoc *ydoc
 func TestS9_4_PeerResyncWaitsForWindowAndCoalesces(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, _, w, hubDoc := f.liveTarget()
 	app := newYDoc(t, 400)
 	must(t, writeLocal(t, f.reg, ns, app.set("a", 1.0)))
 	up, seq := expect[*protocol.Update](w)
@@ -436,11 +428,7 @@ func TestS9_4_PeerResyncWaitsForWindowAndCoalesces(t *testing.T) {
 // namespace per connection) and the namespace reconciles on the new one (§16).
 func TestS16_PeerRemoveTargetAndAddBack(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, _, w, _ := f.liveTarget()
 
 	removed := make(chan error, 1)
 	go func() { removed <- f.tc.RemoveTarget(ctxT(t), ns.String()) }()
@@ -486,11 +474,7 @@ func TestS17_PeerUnsentQueueOverflow(t *testing.T) {
 	cfg.MaxQueuedControlBytes, cfg.MaxQueuedUpdateBytes, cfg.MaxChunkedUpdateBytes = 64<<10, 4<<10, 4<<10
 	must(t, cfg.Validate())
 	f := newNSPeer(t, cfg)
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, _, w, hubDoc := f.liveTarget()
 	app := newYDoc(t, 400)
 	var inFlight []uint32
 	for i := range cfg.MaxInFlightUpdates {
@@ -528,11 +512,7 @@ func TestS17_PeerUnsentQueueOverflow(t *testing.T) {
 func TestS20_PeerDegradedAppliesHubUpdatesInMemory(t *testing.T) {
 	var faults persistencetest.Faults
 	f := newNSPeerWith(t, nsConfig(t), persistence.Options{CommitHook: faults.Hook, RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, _, w, hubDoc := f.liveTarget()
 	faults.Fail(true)
 	defer faults.Fail(false)
 	seq := w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("first", 1.0)})
@@ -567,11 +547,7 @@ func TestS20_PeerDegradedAppliesHubUpdatesInMemory(t *testing.T) {
 // retry hint, reopening them (§6.3, §15.1).
 func TestS6_3_PeerGoAwayDrain(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, _, w, _ := f.liveTarget()
 	w.send(&protocol.GoAway{ReasonCode: protocol.GoAwayServerRestarting, DrainTimeoutMs: 60000, RetryAfterMs: 1000, HasRetryAfter: true})
 	c, cseq := expect[*protocol.CloseNamespace](w)
 	if c.ReasonCode != "drain" {
@@ -593,11 +569,7 @@ func TestS6_3_PeerGoAwayDrain(t *testing.T) {
 func TestS18_PeerAckTimeout(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, _, w, hubDoc := f.liveTarget()
 	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 400).set("a", 1.0)))
 	_, seq := expect[*protocol.Update](w) // lost
 	w.quiet()                             // the peer has recorded it as sent
@@ -620,11 +592,7 @@ func TestS9_4_PeriodicTimerNeverOverlapsARound(t *testing.T) {
 	cfg := nsConfig(t)
 	cfg.ReconcileInterval, cfg.ReconcileTimeout = 10*time.Second, time.Minute
 	f := newNSPeer(t, cfg)
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, _, w, hubDoc := f.liveTarget()
 	f.clk.Advance(5 * time.Second)
 	w.send(&protocol.ResyncRequired{NamespaceID: ns, ReasonCode: protocol.ResyncSendQueueOverflow})
 	r := startPeerRound(t, w, ns, hubDoc)
@@ -724,11 +692,7 @@ func TestS12_PeerCloseTimeout(t *testing.T) {
 func TestGUIDE5_PeerInboundOverCap(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, _, w, hubDoc := f.liveTarget()
 	u := hubDoc.set("big", strings.Repeat("u", cfg.MaxUpdateBytes))
 	must(t, w.end.(*wstest.End).Send(rawUpdateFrame(t, w, ns, u)))
 	w.expectError(ns, protocol.CodeUpdateTooLarge)

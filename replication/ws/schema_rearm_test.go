@@ -90,11 +90,7 @@ func sendUpdate(t *testing.T, w *wire, ns protocol.NamespaceID, u []byte) {
 // again with the same fingerprint; updates that leave meta.schema as it is emit nothing.
 func TestS23_1_PeerSchemaRearmApplied(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, _, w, hubDoc := f.liveTarget()
 	if a, fl := rearmEvents(f, ns); len(a)+len(fl) != 0 {
 		t.Fatalf("re-arm events before any schema change: %+v %+v", a, fl)
 	}
@@ -143,11 +139,7 @@ func TestS23_1_PeerSchemaRearmApplied(t *testing.T) {
 // re-armed by the reconcile round's Step2 apply on the next connection.
 func TestS23_1_PeerSchemaRearmCatchUp(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	hubDoc := newYDoc(t, 300)
-	f.live(w, ns, id, snap, hubDoc)
+	ns, id, w, hubDoc := f.liveTarget()
 
 	w.end.(*wstest.End).Drop()
 	f.waitState(ns, observer.ChannelDisconnected)

@@ -103,32 +103,41 @@ func mustState(t *testing.T, d *Doc) []byte {
 	return st
 }
 
+// threeClientHistory runs 30 random transactions on three documents (client ids from
+// firstClient on, gc as given) with random syncs between them, and records every local
+// update in g.updates.
+func threeClientHistory(t *testing.T, seed, stream uint64, firstClient uint32, gc bool) *goHistory {
+	t.Helper()
+	g := &goHistory{rng: rand.New(rand.NewPCG(seed, stream)), seed: seed}
+	for i := range uint32(3) {
+		d := NewDoc(WithClientID(firstClient+i), WithRandom(zeroReader{}), WithGC(gc))
+		defineRoots(t, d, historyRoots)
+		d.OnUpdate(func(u []byte, origin any) {
+			if origin == nil {
+				g.updates = append(g.updates, u)
+			}
+		})
+		g.docs = append(g.docs, d)
+	}
+	for range 30 {
+		d := g.docs[g.pick(3)]
+		d.Transact(nil, func(*Transaction) {
+			ts := types(d)
+			must(t, g.op(ts[g.pick(len(ts))]))
+		})
+		if g.pick(3) == 0 {
+			g.sync(t)
+		}
+	}
+	return g
+}
+
 // TestInspectUpdateAgreesWithApplying: on random histories, whenever applying an update
 // changes the root "map", InspectUpdate had reported an insert or a delete there (unless
 // pending structs from earlier updates took effect).
 func TestInspectUpdateAgreesWithApplying(t *testing.T) {
 	for seed := uint64(1); seed <= 150; seed++ {
-		g := &goHistory{rng: rand.New(rand.NewPCG(seed, 0x15)), seed: seed}
-		for i := 0; i < 3; i++ {
-			d := NewDoc(WithClientID(uint32(100+i)), WithRandom(zeroReader{}))
-			defineRoots(t, d, historyRoots)
-			d.OnUpdate(func(u []byte, origin any) {
-				if origin == nil {
-					g.updates = append(g.updates, u)
-				}
-			})
-			g.docs = append(g.docs, d)
-		}
-		for s := 0; s < 30; s++ {
-			d := g.docs[g.pick(3)]
-			d.Transact(nil, func(*Transaction) {
-				ts := types(d)
-				must(t, g.op(ts[g.pick(len(ts))]))
-			})
-			if g.pick(3) == 0 {
-				g.sync(t)
-			}
-		}
+		g := threeClientHistory(t, seed, 0x15, 100, true)
 		d := newRootedDoc(t, true, historyRoots)
 		for k, i := range g.rng.Perm(len(g.updates)) {
 			u := g.updates[i]
@@ -166,27 +175,7 @@ func must(t testing.TB, err error) {
 // edit is not.
 func TestIncludedAgreesWithApplying(t *testing.T) {
 	for seed := uint64(1); seed <= 100; seed++ {
-		g := &goHistory{rng: rand.New(rand.NewPCG(seed, 0x1c)), seed: seed}
-		for i := 0; i < 3; i++ {
-			d := NewDoc(WithClientID(uint32(200+i)), WithRandom(zeroReader{}), WithGC(g.pick(2) == 0))
-			defineRoots(t, d, historyRoots)
-			d.OnUpdate(func(u []byte, origin any) {
-				if origin == nil {
-					g.updates = append(g.updates, u)
-				}
-			})
-			g.docs = append(g.docs, d)
-		}
-		for s := 0; s < 30; s++ {
-			d := g.docs[g.pick(3)]
-			d.Transact(nil, func(*Transaction) {
-				ts := types(d)
-				must(t, g.op(ts[g.pick(len(ts))]))
-			})
-			if g.pick(3) == 0 {
-				g.sync(t)
-			}
-		}
+		g := threeClientHistory(t, seed, 0x1c, 200, seed%2 == 0)
 		d := newRootedDoc(t, true, historyRoots)
 		included := 0
 		for k, i := range g.rng.Perm(len(g.updates)) {

@@ -1,6 +1,7 @@
 package ws_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,5 +99,74 @@ func TestS23_1_PeerDegradedStep2IsOneBypassEvent(t *testing.T) {
 		if e.Sequence == step2 {
 			t.Fatal("sync-diff-applied for a degraded Step2 apply as well")
 		}
+	}
+}
+
+// gateClock is a registry stage clock that, once armed, holds the next apply slot at its
+// start until released: a test can then act while an apply is admitted but not settled.
+// The first reading after arming is the admission's (on the caller's goroutine); the
+// second is the slot's start, in the sequencer.
+type gateClock struct {
+	readings atomic.Int32 // readings left before the hold; 0: not armed
+	held     chan struct{}
+	release  chan struct{}
+}
+
+func newGateClock() *gateClock {
+	return &gateClock{held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gateClock) arm() { g.readings.Store(2) }
+
+func (g *gateClock) Now() time.Time {
+	if g.readings.Load() > 0 && g.readings.Add(-1) == 0 {
+		g.held <- struct{}{}
+		<-g.release
+	}
+	return time.Now()
+}
+
+// TestS12_S23_1_ApplySettledAfterOwnCloseIsReported: an UPDATE admitted before this side
+// sent CLOSE_NAMESPACE settles after it: it is not acknowledged (§12: the close does not wait
+// for acknowledgements), but the successful apply is still reported by exactly one
+// update-applied (§23.1), like a Step2 in the same position.
+func TestS12_S23_1_ApplySettledAfterOwnCloseIsReported(t *testing.T) {
+	gate := newGateClock()
+	f := newNSPeerOpts(t, nsConfig(t), nsPeerOptions{stageClock: gate})
+	ns, _, w, hubDoc := f.liveTarget()
+
+	gate.arm()
+	seq := w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("late", 1.0)})
+	<-gate.held // admitted, held in its slot
+	removed := make(chan error, 1)
+	go func() { removed <- f.tc.RemoveTarget(ctxT(t), ns.String()) }()
+	closeNS, closeSeq := expect[*protocol.CloseNamespace](w)
+	if closeNS.NamespaceID != ns {
+		t.Fatalf("CLOSE_NAMESPACE %+v", closeNS)
+	}
+	close(gate.release)
+	eventually(t, "update-applied of the held apply", func() bool {
+		for _, e := range eventsOf[observer.UpdateApplied](f.rec, observer.SidePeer) {
+			if e.NamespaceID == ns.String() && e.Sequence == seq {
+				return true
+			}
+		}
+		return false
+	})
+	for _, fr := range w.barrier() {
+		if _, ok := fr.Message.(*protocol.UpdateAck); ok {
+			t.Fatalf("an UPDATE_ACK after this side's CLOSE_NAMESPACE: %s", describe(fr))
+		}
+	}
+	w.send(&protocol.CloseOK{NamespaceID: ns, AckedSequence: closeSeq})
+	must(t, <-removed)
+	n := 0
+	for _, e := range eventsOf[observer.UpdateApplied](f.rec, observer.SidePeer) {
+		if e.NamespaceID == ns.String() && e.Sequence == seq {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d update-applied for the held apply, want 1", n)
 	}
 }

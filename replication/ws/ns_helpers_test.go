@@ -56,13 +56,20 @@ func must(t testing.TB, err error) {
 // at cleanup after everything registered later (§21 order: registry, then store).
 func newRegistry(t testing.TB, role registry.Role, opts persistence.Options) (*registry.Registry, persistence.Store) {
 	t.Helper()
+	return newRegistryWith(t, registry.Config{Role: role}, opts)
+}
+
+// newRegistryWith is newRegistry with the registry's configuration (its Store is set here).
+func newRegistryWith(t testing.TB, cfg registry.Config, opts persistence.Options) (*registry.Registry, persistence.Store) {
+	t.Helper()
 	opts.Compactor = registry.Compactor()
 	if opts.CommitDelay == 0 {
 		opts.CommitDelay = -1
 	}
 	st, err := persistence.NewMemoryStore(opts)
 	must(t, err)
-	reg, err := registry.New(registry.Config{Role: role, Store: st})
+	cfg.Store = st
+	reg, err := registry.New(cfg)
 	must(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -513,22 +520,27 @@ func newNSPeer(t *testing.T, cfg protocol.Config) *nsPeer {
 // newNSPeerWith is newNSPeer with the peer store's options.
 func newNSPeerWith(t *testing.T, cfg protocol.Config, storeOpts persistence.Options) *nsPeer {
 	t.Helper()
-	return newNSPeerObserved(t, cfg, storeOpts, true)
+	return newNSPeerOpts(t, cfg, nsPeerOptions{store: storeOpts})
 }
 
-// newNSPeerObserved is newNSPeerWith; without observed the peer has no observer (f.rec
-// stays empty).
-func newNSPeerObserved(t *testing.T, cfg protocol.Config, storeOpts persistence.Options, observed bool) *nsPeer {
+// nsPeerOptions are the less common settings of a test peer.
+type nsPeerOptions struct {
+	store      persistence.Options
+	unobserved bool                // no observer (f.rec stays empty)
+	stageClock registry.StageClock // the peer registry's stage clock
+}
+
+func newNSPeerOpts(t *testing.T, cfg protocol.Config, o nsPeerOptions) *nsPeer {
 	t.Helper()
 	f := &nsPeer{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: &observertest.Recorder{}, d: wstest.NewDialer()}
 	hubReg, _ := newRegistry(t, registry.RoleHub, persistence.Options{})
 	f.hubs = &nsHubSource{reg: hubReg}
-	f.reg, f.store = newRegistry(t, registry.RolePeer, storeOpts)
+	f.reg, f.store = newRegistryWith(t, registry.Config{Role: registry.RolePeer, StageClock: o.stageClock}, o.store)
 	var err error
 	f.tc, err = ws.NewTargetController(ws.TargetControllerOptions{Registry: f.reg})
 	must(t, err)
 	var obs observer.Observer = f.rec
-	if !observed {
+	if o.unobserved {
 		obs = nil
 	}
 	f.peer, err = ws.NewPeer(ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: "ws://hub/v1/replication",

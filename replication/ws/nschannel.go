@@ -836,17 +836,17 @@ func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], r
 	if err == nil && res.Rearm != nil {
 		defer c.n.side.schemaRearmed(c, res.Rearm) // after the ACK and update-applied
 	}
-	if c.ended() || c.closeSent {
-		// After this side sent CLOSE_NAMESPACE nothing more is acknowledged (§12: the
-		// close does not wait for acknowledgements; the next round repairs).
-		return
-	}
 	if err != nil {
-		c.applyFailed(err, seq)
+		if !c.ended() && !c.closeSent {
+			c.applyFailed(err, seq)
+		}
 		return
 	}
-	if _, err := c.n.s.Send(&protocol.UpdateAck{NamespaceID: c.ns, AckedSequence: seq}); err != nil {
-		return
+	// After this side sent CLOSE_NAMESPACE nothing more is acknowledged (§12: the close
+	// does not wait for acknowledgements; the next round repairs). The apply is reported
+	// all the same: one event per successful apply (§23.1).
+	if !c.ended() && !c.closeSent {
+		_, _ = c.n.s.Send(&protocol.UpdateAck{NamespaceID: c.ns, AckedSequence: seq})
 	}
 	if !c.n.em.Enabled() {
 		return

@@ -7,7 +7,6 @@ import (
 
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/observer"
-	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
@@ -164,7 +163,7 @@ func TestS23_1_PeerSchemaRearmCatchUp(t *testing.T) {
 func TestS23_1_PeerSchemaRearmFailedClosesTheNamespace(t *testing.T) {
 	for _, observed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("observed=%v", observed), func(t *testing.T) {
-			f := newNSPeerObserved(t, nsConfig(t), persistence.Options{}, observed)
+			f := newNSPeerOpts(t, nsConfig(t), nsPeerOptions{unobserved: !observed})
 			ns, id, snap := f.create()
 			other, oid, osnap := f.create()
 			hubDoc, otherDoc := newYDoc(t, 300), newYDoc(t, 301)

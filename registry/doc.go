@@ -55,6 +55,9 @@
 // in the same slot, before the dirty notification, and reports it in ApplyResult.Rearm —
 // installed, or failed (RearmInvalid, RearmInternal: no active schema then). The namespace
 // layer turns that into the §23.1 schema-rearm-* events and closes the channel on failure.
+// A peer replica whose schema cannot be installed — after a failed re-arm, or when it loads
+// that way — opens no new replication session (ErrSchemaInvalid) until a valid schema is
+// installed through a session still open, or the replica is reset.
 //
 // # Persistence degraded
 //

@@ -98,6 +98,11 @@ var (
 	ErrOverloaded = sentinel(CodeInternalError, "namespace sequencer queue full")
 	// ErrInUse: the namespace is loaded (has leases) and cannot be reset or archived now.
 	ErrInUse = sentinel(CodeInternalError, "namespace in use")
+	// ErrSchemaInvalid: (peer) the replica's meta.schema could not be installed — it failed
+	// to re-arm, or was invalid when the replica loaded (§23.1, ADR 0018 §3) — so no
+	// replication session opens on it until a valid schema is installed or the replica is
+	// reset.
+	ErrSchemaInvalid = sentinel(CodeInternalError, "the replica's schema is invalid")
 )
 
 // CodeOf returns the §13.2 code of err: the Code of a registry *Error, INTERNAL_ERROR for

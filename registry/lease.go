@@ -162,6 +162,9 @@ func (l *Lease) openSession(opts SessionOptions, done func(*Session, SessionStar
 	l.sessions[s] = struct{}{}
 	l.mu.Unlock()
 	open := func(rt *runtime, _ *slot) (SessionStart, error) {
+		if rt.schemaSeen.fatal && rt.reg.cfg.Role == RolePeer {
+			return SessionStart{}, ErrSchemaInvalid.with("", nil)
+		}
 		id := rt.identity()
 		if opts.Expect != nil {
 			if err := opts.Expect.compare(id); err != nil {

@@ -294,6 +294,11 @@ func schemaValue(doc *yjs.Doc) (any, bool) {
 type schemaState struct {
 	present bool
 	raw     []byte // the lib0 encoding of the value last seen; nil if it has none
+	// fatal: the value last seen could not be installed (ADR 0018 §3). A peer then opens
+	// no replication session on the namespace (ErrSchemaInvalid) until a valid schema is
+	// installed or the replica is reset: it must not go on converging under a schema it
+	// cannot run.
+	fatal bool
 }
 
 // encodeSchemaValue is the comparison key of a meta.schema value: its lib0 encoding, which
@@ -317,9 +322,12 @@ func (rt *runtime) loadSchema() {
 		return
 	}
 	rt.schemaSeen.raw = encodeSchemaValue(v)
-	if s, err := parseSchema(v); err == nil {
-		rt.schema.Store(s)
+	s, err := parseSchema(v)
+	if err != nil {
+		rt.schemaSeen.fatal = true
+		return
 	}
+	rt.schema.Store(s)
 }
 
 // rearmHook, when set by a test, runs inside every re-arm (to inject an internal failure).
@@ -332,7 +340,7 @@ func (rt *runtime) rearmSchema() (r *SchemaRearm) {
 	defer func() {
 		if p := recover(); p != nil {
 			rt.schema.Store(nil)
-			rt.schemaSeen = schemaState{present: true}
+			rt.schemaSeen = schemaState{present: true, fatal: true}
 			rt.reg.logError("schema re-arm failed", rt.ns, fmt.Errorf("%v", p))
 			r = &SchemaRearm{Failed: RearmInternal}
 		}
@@ -352,11 +360,13 @@ func (rt *runtime) rearmSchema() (r *SchemaRearm) {
 	if !present {
 		// The schema was removed: the namespace can no longer run with it (ADR 0018 §3).
 		rt.schema.Store(nil)
+		rt.schemaSeen.fatal = true
 		return &SchemaRearm{Failed: RearmInvalid}
 	}
 	s, err := parseSchema(v)
 	if err != nil {
 		rt.schema.Store(nil)
+		rt.schemaSeen.fatal = true
 		return &SchemaRearm{Failed: RearmInvalid}
 	}
 	rt.schema.Store(s)

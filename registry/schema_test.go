@@ -305,3 +305,52 @@ func TestS23_1_SchemaInstalledAtLoadAndReplace(t *testing.T) {
 		t.Fatalf("fingerprint %q", want.Fingerprint)
 	}
 }
+
+// TestS23_1_InvalidSchemaRefusesSessions: on a peer, a replica whose meta.schema cannot be
+// installed — after a failed re-arm, or when it loads that way — opens no replication
+// session (ErrSchemaInvalid, ADR 0018 §3), while a session already open goes on, and a valid
+// schema it brings opens them again. The hub's sessions are never refused.
+func TestS23_1_InvalidSchemaRefusesSessions(t *testing.T) {
+	e := newRearmEnv(t)
+	id := e.pl.Identity()
+	forged := e.forgedHub(t)
+	invalid := func(at string) {
+		t.Helper()
+		res, err := e.ps.Apply(ctxT(t), forged.set(t, MetaRoot, MetaSchema, map[string]any{"updatedAt": at, "definition": "x"}))
+		must(t, err)
+		if res.Rearm == nil || res.Rearm.Failed != RearmInvalid {
+			t.Fatalf("rearm %+v", res.Rearm)
+		}
+		_, _, err = openSession(t, e.pl, SessionOptions{Expect: &id})
+		wantErr(t, err, ErrSchemaInvalid)
+		if CodeOf(err) != CodeInternalError {
+			t.Fatalf("code %s", CodeOf(err))
+		}
+	}
+	invalid("t1")
+	// The open session goes on, and a valid schema through it lifts the refusal.
+	res, err := e.ps.Apply(ctxT(t), forged.set(t, MetaRoot, MetaSchema, map[string]any{"updatedAt": "t2", "definition": map[string]any{}}))
+	must(t, err)
+	if res.Rearm == nil || res.Rearm.Installed == nil {
+		t.Fatalf("rearm %+v", res.Rearm)
+	}
+	s, _, err := openSession(t, e.pl, SessionOptions{Expect: &id})
+	must(t, err)
+	s.Close()
+
+	// Loaded with an invalid schema: refused from the start.
+	invalid("t3")
+	e.ps.Close()
+	e.pl.Release()
+	waitFor(t, "the replica unloaded", func() bool { return e.peer.reg.Loaded() == 0 })
+	l, err := e.peer.reg.Open(ctxT(t), owner, e.pl.NamespaceID())
+	must(t, err)
+	defer l.Release()
+	_, _, err = openSession(t, l, SessionOptions{Expect: &id})
+	wantErr(t, err, ErrSchemaInvalid)
+
+	// The hub's sessions open whatever its meta holds.
+	hs, _, err := openSession(t, e.hl, SessionOptions{})
+	must(t, err)
+	hs.Close()
+}

@@ -33,8 +33,9 @@ type TargetStatus struct {
 	// Identity is the replication identity the hub announced at the last open (zero before).
 	Identity registry.Identity
 	// SchemaFailed: a replicated schema failed to re-arm (§23.1 schema-rearm-failed); the
-	// namespace was closed and stays closed until the target is removed and added back, or
-	// reset.
+	// namespace was closed and new connections leave it closed. Removing and adding the
+	// target back clears it (the replica then refuses sessions while its schema is
+	// invalid: registry.ErrSchemaInvalid); a reset recovers.
 	SchemaFailed bool
 }
 
@@ -98,7 +99,8 @@ type target struct {
 	identity   registry.Identity
 	conflicted bool // sticky: only Reset (or removing and adding) clears it (§16)
 	// schemaFailed latches the first failed schema re-arm (ADR 0018 §3): one event, one
-	// CLOSE_NAMESPACE, and no reopen until the target is removed and added back, or reset.
+	// CLOSE_NAMESPACE, and no reopen by a new connection; removing and adding the target
+	// back, or a reset, makes a new target without it.
 	schemaFailed bool
 	removed      bool
 	cleaned      chan struct{}     // RemoveTarget: closed when the namespace is done with

@@ -158,8 +158,9 @@ func TestS23_1_PeerSchemaRearmCatchUp(t *testing.T) {
 // emits exactly one schema-rearm-failed and the namespace closes itself with one
 // CLOSE_NAMESPACE — the update itself is applied and acknowledged, so no namespace-failed.
 // A second invalid update admitted around it adds no event and no close (the latch); a
-// reconnect does not reopen the namespace; removing and adding the target back does, and a
-// valid schema then re-arms. Without an observer the channel behaves the same.
+// reconnect does not reopen the namespace; removing and adding the target back reopens it,
+// but its replication session is refused while the replica's schema is invalid
+// (session-open-failed); a reset recovers. Without an observer the channel behaves the same.
 func TestS23_1_PeerSchemaRearmFailedClosesTheNamespace(t *testing.T) {
 	for _, observed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("observed=%v", observed), func(t *testing.T) {
@@ -244,10 +245,9 @@ func TestS23_1_PeerSchemaRearmFailedClosesTheNamespace(t *testing.T) {
 				t.Fatalf("state %s after the reconnect, want closed", f.state(ns))
 			}
 
-			// The way out: the hub's schema is fixed, and the target removed and added back.
-			// It reopens on this connection (where the namespace had no lifecycle yet) and
-			// the reconcile round's Step2 re-arms the fixed schema.
-			hubDoc.setMeta(registry.MetaSchema, schemaValue("2026-11-29T12:10:00Z", reorderedDefinition))
+			// Removing and adding the target back reopens it on this connection (where the
+			// namespace had no lifecycle yet), but the replica's schema is still invalid: its
+			// replication session is refused and the namespace fails (session-open-failed).
 			must(t, f.tc.RemoveTarget(ctxT(t), ns.String()))
 			f.target(ns)
 			open, _ := expect[*protocol.OpenNamespace](w)
@@ -255,20 +255,41 @@ func TestS23_1_PeerSchemaRearmFailedClosesTheNamespace(t *testing.T) {
 				t.Fatalf("OPEN %+v after the re-add", open)
 			}
 			w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeReconcile, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
+			w.expectError(ns, protocol.CodeInternalError)
+			f.waitState(ns, observer.ChannelFailed)
+			if observed {
+				waitFailed(t, f.rec, observer.SidePeer, ns, observer.FailedSessionOpenFailed)
+			}
+
+			// The way out: the hub's schema is fixed and the target reset — the replica is
+			// archived and bootstrapped again from the hub's state, whose schema is installed
+			// when it loads. The namespace had its lifecycle on this connection, so the reset
+			// reopens it on the next one; the other target is removed first, so that
+			// connection carries this one only.
+			removed := make(chan error, 1)
+			go func() { removed <- f.tc.RemoveTarget(ctxT(t), other.String()) }()
+			if cn, cseq := expect[*protocol.CloseNamespace](w); cn.NamespaceID == other {
+				w.send(&protocol.CloseOK{NamespaceID: other, AckedSequence: cseq})
+			} else {
+				t.Fatalf("CLOSE_NAMESPACE %+v", cn)
+			}
+			must(t, <-removed)
+			hubDoc.setMeta(registry.MetaSchema, schemaValue("2026-11-29T12:10:00Z", reorderedDefinition))
+			must(t, f.tc.Reset(ctxT(t), ns.String()))
+			w = f.reconnect()
+			f.bootstrapOn(w, ns, id, hubDoc.diff(nil))
 			f.hubRound(w, ns, hubDoc)
 			f.waitState(ns, observer.ChannelLive)
-			eventually(t, "the fixed schema re-armed after the re-add", func() bool {
-				as, ok := activeSchema(t, f.reg, owner, ns)
-				return ok && as.Fingerprint == flatFingerprint && as.UpdatedAt == "2026-11-29T12:10:00Z"
-			})
+			if as, ok := activeSchema(t, f.reg, owner, ns); !ok || as.Fingerprint != flatFingerprint || as.UpdatedAt != "2026-11-29T12:10:00Z" {
+				t.Fatalf("active schema after the reset %+v %v", as, ok)
+			}
 			w.quiet()
 			if st, _ := f.tc.Target(ns.String()); st.SchemaFailed {
-				t.Fatalf("target status %+v after the re-add", st)
+				t.Fatalf("target status %+v after the reset", st)
 			}
 			if observed {
-				applied, failed := rearmEvents(f, ns)
-				if len(applied) != 2 || len(failed) != 1 || applied[1].UpdatedAt != observer.Some("2026-11-29T12:10:00Z") {
-					t.Fatalf("after the re-add: applied %+v failed %+v", applied, failed)
+				if applied, failed := rearmEvents(f, ns); len(applied) != 1 || len(failed) != 1 {
+					t.Fatalf("after the reset: applied %+v failed %+v", applied, failed)
 				}
 			}
 		})

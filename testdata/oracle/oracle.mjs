@@ -619,7 +619,7 @@ const makeOps = (rng, f, gen) => {
   }
 }
 
-const opHistory = (args) => {
+const opHistory = (args, v2 = false) => {
   const seed = intArg(args, 'seed', 0, 0, Number.MAX_SAFE_INTEGER)
   const nClients = intArg(args, 'clients', 3, 1, 32)
   const steps = intArg(args, 'steps', 50, 0, 100000)
@@ -651,8 +651,17 @@ const opHistory = (args) => {
       if (!recording || !tr.local) return
       // Y.Text removes redundant formatting after a remote transaction, in a local one.
       const desc = editing === id ? current : 'formatting cleanup after a remote update'
-      log.push({ client: id, update, desc, start: tr.beforeState.get(id) ?? 0, end: tr.afterState.get(id) ?? 0 })
+      log.push({ client: id, update, desc, start: tr.beforeState.get(id) ?? 0, end: tr.afterState.get(id) ?? 0, tr })
     })
+    // yjs emits 'updateV2' right after 'update', for the same transaction
+    if (v2) {
+      doc.on('updateV2', (update, origin, _doc, tr) => {
+        if (!recording || !tr.local) return
+        const e = log[log.length - 1]
+        if (e === undefined || e.tr !== tr || e.updateV2 !== undefined) fail(`oracle bug: seed ${seed}: an updateV2 event without its update event`)
+        e.updateV2 = update
+      })
+    }
     return { id, doc, seen: new Set() }
   })
 
@@ -719,7 +728,7 @@ const opHistory = (args) => {
     }
     if (Buffer.compare(Y.encodeStateVector(c.doc), sv) !== 0) fail(`oracle bug: seed ${seed}: client ${c.id} state vector differs`)
   }
-  return {
+  const result = {
     seed,
     clients: ids,
     updates: log.map(e => ({ client: e.client, update: toB64(e.update), desc: e.desc })),
@@ -728,6 +737,17 @@ const opHistory = (args) => {
     stateVector: toB64(sv),
     state: toB64(state)
   }
+  if (v2) {
+    log.forEach((e, i) => {
+      if (e.updateV2 === undefined) fail(`oracle bug: seed ${seed}: update ${i} has no updateV2`)
+      result.updates[i].updateV2 = toB64(e.updateV2)
+      result.updates[i].v1FromV2 = toB64(Y.convertUpdateFormatV2ToV1(e.updateV2))
+    })
+    const stateV2 = Y.encodeStateAsUpdateV2(ref)
+    result.stateV2 = toB64(stateV2)
+    result.stateV1FromV2 = toB64(Y.convertUpdateFormatV2ToV1(stateV2))
+  }
+  return result
 }
 
 // ---------------------------------------------------------------------------------------
@@ -842,6 +862,7 @@ const OPS = {
   encodeSV: opEncodeSV,
   decodeUpdate: opDecodeUpdate,
   history: opHistory,
+  historyV2: (args) => opHistory(args, true),
   b4: opB4
 }
 

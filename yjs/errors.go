@@ -5,11 +5,11 @@ import (
 	"fmt"
 )
 
-// DecodeError reports bytes that are not a well-formed v1 update or state vector (malformed,
-// truncated or hostile). Nothing was applied when it is returned. Callers map it to a
-// "bad input" answer (APPLY_FAILED).
+// DecodeError reports bytes that are not a well-formed update (v1 or v2) or state vector
+// (malformed, truncated or hostile). Nothing was applied when it is returned. Callers map it
+// to a "bad input" answer (APPLY_FAILED).
 type DecodeError struct {
-	What   string // what was being decoded: "update", "state vector", …
+	What   string // what was being decoded: "update", "update v2", "state vector", …
 	Offset int    // byte offset at which the problem was detected
 	Err    error  // the cause: a *lib0.Error or one of the Err* values of this package
 }

@@ -13,9 +13,11 @@
 // OnUpdate (or OnUpdateEvent) handlers receive the v1 update of that transaction with its
 // origin. ApplyUpdate integrates a remote update; EncodeStateVector and EncodeStateAsUpdate
 // produce the two sync messages. MergeUpdates, DiffUpdate and EncodeStateVectorFromUpdate
-// work on encoded updates without a document. InspectUpdate tells, read-only, what an
-// update would do to one root (the registry's protected-meta check, GUIDE §4). ToJSON
-// renders a document by the project's JSON rules (GUIDE §7).
+// work on encoded updates without a document. ConvertUpdateV2ToV1 and ApplyUpdateV2 read
+// the update format v2 (JS encodeStateAsUpdateV2); the package writes only v1.
+// InspectUpdate tells, read-only, what an update would do to one root (the registry's
+// protected-meta check, GUIDE §4). ToJSON renders a document by the project's JSON rules
+// (GUIDE §7).
 //
 // Nested types are inserted as preliminary values (NewMap, NewArray, NewText,
 // NewXmlElement, NewXmlText, NewXmlFragment) and read back as *Map, *Array, … Subdocuments

@@ -1,7 +1,8 @@
 // Generates yjs/testdata/vectors.json with the JavaScript yjs reference (the pinned version
 // installed under testdata/oracle by `npm ci`): local edit scripts with the update of every
-// transaction, remote histories applied in given orders, and merge/diff/state-vector
-// results. The Go tests replay the same scripts and must produce the same bytes.
+// transaction, remote histories applied in given orders, merge/diff/state-vector results,
+// and v2 updates with JS's conversion of each to v1. The Go tests replay the same scripts
+// and must produce the same bytes.
 //
 //   node yjs/testdata/gen/gen.mjs   (from the repository root)
 import { writeFileSync, readFileSync } from 'node:fs'
@@ -78,6 +79,11 @@ const rootsJSON = (doc, roots) => {
 
 const defineRoots = (doc, roots) => rootsJSON(doc, roots)
 
+// ---- update format v2: every local transaction's 'updateV2' and the v2 state of every
+// script and history, each with JS's convertUpdateFormatV2ToV1 of it
+const v2 = []
+const addV2 = (name, u) => v2.push({ name, update: hex(u), v1: hex(Y.convertUpdateFormatV2ToV1(u)) })
+
 // ---- local scripts
 const local = []
 const addLocal = (name, client, roots, script, gc = true) => {
@@ -86,7 +92,9 @@ const addLocal = (name, client, roots, script, gc = true) => {
   defineRoots(doc, roots)
   const updates = []
   doc.on('update', u => updates.push(hex(u)))
+  doc.on('updateV2', u => { if (updates.length <= 24) addV2(`${name}: update ${updates.length - 1}`, u) })
   for (const op of script) run(doc, structuredClone(op)) // JS may add keys to attribute objects
+  addV2(`${name}: state`, Y.encodeStateAsUpdateV2(doc))
   local.push({ name, client, gc, roots, script, updates, state: hex(Y.encodeStateAsUpdate(doc)), stateVector: hex(Y.encodeStateVector(doc)), json: rootsJSON(doc, roots) })
 }
 
@@ -176,6 +184,15 @@ const randomListScript = (seed, n) => {
 }
 for (const seed of [4, 5]) addLocal(`random array and map script ${seed}`, 22, { array: 'array', map: 'map' }, randomListScript(seed, 300))
 
+// v2 written by JS's own converters: legacy JSON content (a v1 update written here, with
+// a non-canonical number), and a Skip struct (mergeUpdatesV2 of non-adjacent updates)
+addV2('legacy JSON content', Y.convertUpdateFormatV1ToV2(unhex('0101070002010361727204' +
+  hex(new TextEncoder().encode('\x07{"a":1}\x09undefined\x08[1,2.50]\x03"s"')) + '00')))
+{
+  const ups = local[0].updates.map(u => Y.convertUpdateFormatV1ToV2(unhex(u)))
+  addV2('merged with a gap (Skip)', Y.mergeUpdatesV2([ups[0], ups[3], ups[5]]))
+}
+
 // ---- remote histories: several clients; a receiver applies the updates in the listed order
 const remote = []
 const addRemote = (name, roots, clients, script, order, gc = true) => {
@@ -199,6 +216,7 @@ const addRemote = (name, roots, clients, script, order, gc = true) => {
     Y.applyUpdate(recv, unhex(updates[i].update))
     after.push({ pending: recv.store.pendingStructs !== null || recv.store.pendingDs !== null, stateVector: hex(Y.encodeStateVector(recv)) })
   }
+  addV2(`${name}: state`, Y.encodeStateAsUpdateV2(recv))
   const sv1 = hex(Y.encodeStateVector(docs[0]))
   remote.push({ name, gc, roots, updates: updates.map(u => u.update), order: seq, after,
     state: hex(Y.encodeStateAsUpdate(recv)), stateVector: hex(Y.encodeStateVector(recv)), json: rootsJSON(recv, roots),
@@ -237,5 +255,5 @@ for (const r of remote) {
     mergedReversed: hex(Y.mergeUpdates([...ups].reverse())) })
 }
 
-writeFileSync(here('../vectors.json'), JSON.stringify({ generator: 'yjs/testdata/gen/gen.mjs', yjs: version, local, remote, updateFunctions: fns }, null, 1) + '\n')
-console.log(`wrote ${local.length} local scripts, ${remote.length} remote histories, ${fns.length} update-function cases (yjs ${version})`)
+writeFileSync(here('../vectors.json'), JSON.stringify({ generator: 'yjs/testdata/gen/gen.mjs', yjs: version, local, remote, updateFunctions: fns, v2 }, null, 1) + '\n')
+console.log(`wrote ${local.length} local scripts, ${remote.length} remote histories, ${fns.length} update-function cases, ${v2.length} v2 updates (yjs ${version})`)

@@ -233,6 +233,14 @@ func (r *structReader) readID() ID {
 	return ID{client, clock}
 }
 
+// parseJSONElement reads one element of a legacy ContentJSON: JSON text, or "undefined".
+func parseJSONElement(s string) (any, error) {
+	if s == "undefined" {
+		return undefined, nil
+	}
+	return parseJSON(s)
+}
+
 // readContent reads the content of an Item with the given content ref.
 func readContent(d *lib0.Decoder, ref uint8, copyContent bool) content {
 	switch ref {
@@ -246,11 +254,7 @@ func readContent(d *lib0.Decoder, ref uint8, copyContent bool) content {
 			if d.Err() != nil {
 				break
 			}
-			if s == "undefined" {
-				vals = append(vals, undefined)
-				continue
-			}
-			v, err := parseJSON(s)
+			v, err := parseJSONElement(s)
 			if err != nil {
 				d.Fail(err)
 				break

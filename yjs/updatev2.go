@@ -307,11 +307,7 @@ func (r *v2Reader) readContent(ref uint8) content {
 			if r.error() != nil {
 				break
 			}
-			if s == "undefined" {
-				vals = append(vals, undefined)
-				continue
-			}
-			v, err := parseJSON(s)
+			v, err := parseJSONElement(s)
 			if err != nil {
 				rest.Fail(err)
 				break

@@ -271,14 +271,7 @@ func (f *hubFixture) connect(capacity int) *rawPeer {
 
 func (p *rawPeer) send(m protocol.Message) uint32 {
 	p.t.Helper()
-	b, seq, err := p.out.AppendFrame(nil, m)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	if err := p.end.Send(b); err != nil {
-		p.t.Fatal(err)
-	}
-	return seq
+	return sendFrame(p.t, p.end, p.out, m)
 }
 
 func (p *rawPeer) sendRaw(b []byte) {
@@ -291,36 +284,70 @@ func (p *rawPeer) sendRaw(b []byte) {
 // recv returns the next frame from the hub.
 func (p *rawPeer) recv() protocol.Frame {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	b, err := p.end.Recv(ctx)
-	if err != nil {
-		p.t.Fatalf("recv: %v", err)
-	}
-	f, err := p.in.Decode(b)
-	if err != nil {
-		p.t.Fatalf("decode: %v", err)
-	}
-	return f
+	return recvFrame(p.t, p.end, p.in)
 }
 
 // expectClose reads until the hub closes and returns the close code and the connection
 // ERROR code received before it ("" if none).
 func (p *rawPeer) expectClose() (protocol.CloseCode, protocol.ErrorCode) {
 	p.t.Helper()
+	return recvClose(p.t, p.end, p.in)
+}
+
+// ---- frames on a test's end of a connection ------------------------------------------------
+
+// messenger carries whole messages: *wstest.End, or a real WebSocket (wsMessenger).
+type messenger interface {
+	Send(b []byte) error
+	Recv(ctx context.Context) ([]byte, error)
+}
+
+// sendFrame encodes m with out, sends it on end and returns its sequence.
+func sendFrame(t testing.TB, end messenger, out *protocol.Outbound, m protocol.Message) uint32 {
+	t.Helper()
+	b, seq, err := out.AppendFrame(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := end.Send(b); err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+// recvFrame receives the next message on end (waiting at most wait) and decodes it with in.
+func recvFrame(t testing.TB, end messenger, in *protocol.Inbound) protocol.Frame {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	b, err := end.Recv(ctx)
+	if err != nil {
+		t.Fatalf("recv: %v", err)
+	}
+	f, err := in.Decode(b)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	return f
+}
+
+// recvClose reads end until the other side closes and returns the close code and the
+// connection ERROR code received last before it ("" if none).
+func recvClose(t testing.TB, end messenger, in *protocol.Inbound) (protocol.CloseCode, protocol.ErrorCode) {
+	t.Helper()
 	var code protocol.ErrorCode
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		b, err := p.end.Recv(ctx)
+		b, err := end.Recv(ctx)
 		cancel()
 		if err != nil {
 			var ce *ws.CloseError
 			if !errors.As(err, &ce) {
-				p.t.Fatalf("expected a close, got %v", err)
+				t.Fatalf("expected a close, got %v", err)
 			}
 			return ce.Code, code
 		}
-		if f, err := p.in.Decode(b); err == nil {
+		if f, err := in.Decode(b); err == nil {
 			if m, ok := f.Message.(*protocol.ErrorMessage); ok && m.Scope == protocol.ScopeConnection {
 				code = m.Code
 			}

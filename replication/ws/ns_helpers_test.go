@@ -96,12 +96,6 @@ type wire struct {
 	barriers int
 }
 
-// messenger carries whole messages: *wstest.End, or a real WebSocket (wsMessenger).
-type messenger interface {
-	Send(b []byte) error
-	Recv(ctx context.Context) ([]byte, error)
-}
-
 func newWire(t testing.TB, end messenger, cfg protocol.Config) *wire {
 	codec := protocol.NewCodec(cfg.Limits(), 0)
 	return &wire{t: t, end: end, out: protocol.NewOutbound(codec), in: protocol.NewInbound(codec)}
@@ -109,29 +103,12 @@ func newWire(t testing.TB, end messenger, cfg protocol.Config) *wire {
 
 func (w *wire) send(m protocol.Message) uint32 {
 	w.t.Helper()
-	b, seq, err := w.out.AppendFrame(nil, m)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if err := w.end.Send(b); err != nil {
-		w.t.Fatal(err)
-	}
-	return seq
+	return sendFrame(w.t, w.end, w.out, m)
 }
 
 func (w *wire) recv() protocol.Frame {
 	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	b, err := w.end.Recv(ctx)
-	if err != nil {
-		w.t.Fatalf("recv: %v", err)
-	}
-	f, err := w.in.Decode(b)
-	if err != nil {
-		w.t.Fatalf("decode: %v", err)
-	}
-	return f
+	return recvFrame(w.t, w.end, w.in)
 }
 
 // expect receives the next frame and requires it to be a T.
@@ -207,9 +184,11 @@ func types(fs []protocol.Frame) string {
 	return b.String()
 }
 
+// expectClose reads until the other side closes; it returns the close code and the
+// connection ERROR code received before it, if any.
 func (w *wire) expectClose() (protocol.CloseCode, protocol.ErrorCode) {
-	p := &rawPeer{t: w.t, end: w.end.(*wstest.End), out: w.out, in: w.in}
-	return p.expectClose()
+	w.t.Helper()
+	return recvClose(w.t, w.end, w.in)
 }
 
 // ---- Yjs documents for the tests ---------------------------------------------------------------

@@ -105,36 +105,19 @@ func (f *peerFixture) accept() *rawHub {
 
 func (h *rawHub) send(m protocol.Message) uint32 {
 	h.t.Helper()
-	b, seq, err := h.out.AppendFrame(nil, m)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := h.end.Send(b); err != nil {
-		h.t.Fatal(err)
-	}
-	return seq
+	return sendFrame(h.t, h.end, h.out, m)
 }
 
 func (h *rawHub) recv() protocol.Frame {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	b, err := h.end.Recv(ctx)
-	if err != nil {
-		h.t.Fatalf("recv: %v", err)
-	}
-	fr, err := h.in.Decode(b)
-	if err != nil {
-		h.t.Fatalf("decode: %v", err)
-	}
-	return fr
+	return recvFrame(h.t, h.end, h.in)
 }
 
 // expectClose reads until the peer closes; it returns the close code and the connection
-// ERROR code the peer sent first, if any.
+// ERROR code the peer sent, if any.
 func (h *rawHub) expectClose() (protocol.CloseCode, protocol.ErrorCode) {
-	p := &rawPeer{t: h.t, end: h.end, out: h.out, in: h.in}
-	return p.expectClose()
+	h.t.Helper()
+	return recvClose(h.t, h.end, h.in)
 }
 
 // handshake answers the peer's HELLO; ack may edit the HELLO_ACK.

@@ -29,19 +29,10 @@ import (
 // struct is refused when it comes. On a peer, meta is written by the hub's registry client,
 // which the peer cannot name: a local write waiting for that client's next meta write is not
 // refused here (the hub refuses it when it arrives there).
-func checkProtected(live *yjs.Doc, update []byte) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = ErrInternal.with("protected check failed", fmt.Errorf("%v", p))
-		}
-	}()
-	eff, err := yjs.InspectUpdate(live, update, MetaRoot)
+func checkProtected(live *yjs.Doc, update []byte) error {
+	eff, err := inspectMeta(live, update)
 	if err != nil {
-		var de *yjs.DecodeError
-		if errors.As(err, &de) {
-			return ErrApplyFailed.with("", err)
-		}
-		return ErrInternal.with("protected check failed", err)
+		return err
 	}
 	switch {
 	case eff.Inserts:
@@ -55,22 +46,28 @@ func checkProtected(live *yjs.Doc, update []byte) (err error) {
 }
 
 // touchesMeta reports whether update would integrate or delete anything under the `meta`
-// root (a peer applying its hub's update: meta.schema may change and must be re-armed). It
-// is yjs.InspectUpdate, at a cost proportional to the update; a malformed update is
-// ErrApplyFailed.
-func touchesMeta(live *yjs.Doc, update []byte) (touched bool, err error) {
+// root (a peer applying its hub's update: meta.schema may change and must be re-armed).
+func touchesMeta(live *yjs.Doc, update []byte) (bool, error) {
+	eff, err := inspectMeta(live, update)
+	return eff.Inserts || eff.Deletes, err
+}
+
+// inspectMeta is yjs.InspectUpdate of update on the `meta` root, at a cost proportional to
+// the update: a malformed update is ErrApplyFailed, any other failure (a panic included)
+// ErrInternal.
+func inspectMeta(live *yjs.Doc, update []byte) (eff yjs.RootEffect, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = ErrInternal.with("meta inspection failed", fmt.Errorf("%v", p))
+			eff, err = yjs.RootEffect{}, ErrInternal.with("meta inspection failed", fmt.Errorf("%v", p))
 		}
 	}()
-	eff, err := yjs.InspectUpdate(live, update, MetaRoot)
+	eff, err = yjs.InspectUpdate(live, update, MetaRoot)
 	if err != nil {
 		var de *yjs.DecodeError
 		if errors.As(err, &de) {
-			return false, ErrApplyFailed.with("", err)
+			return yjs.RootEffect{}, ErrApplyFailed.with("", err)
 		}
-		return false, ErrInternal.with("meta inspection failed", err)
+		return yjs.RootEffect{}, ErrInternal.with("meta inspection failed", err)
 	}
-	return eff.Inserts || eff.Deletes, nil
+	return eff, nil
 }

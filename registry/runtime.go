@@ -400,21 +400,20 @@ func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, e
 	// which is then re-armed (§23.1, ADR 0018). Whether they touch meta is found at a cost
 	// proportional to the update; structs released from pending by the apply may land
 	// anywhere, so a transaction that released some counts as touching meta too.
-	rearm := false
+	touched := false
 	if hub || kind == applyLocal {
 		if err := checkProtected(rt.doc, update); err != nil {
 			return ApplyResult{}, err
 		}
 	} else {
-		touched, err := touchesMeta(rt.doc, update)
-		if err != nil {
+		var err error
+		if touched, err = touchesMeta(rt.doc, update); err != nil {
 			return ApplyResult{}, err
 		}
-		rearm = touched
 	}
 	st.mark() // live apply start
-	hadPending := rt.doc.HasPending()
-	rt.hadPending = hadPending
+	rt.hadPending = rt.doc.HasPending()
+	touched = touched || rt.hadPending
 	rt.txUpdate = nil
 	err := yjs.ApplyUpdate(rt.doc, update, origin)
 	rt.hadPending = false
@@ -430,11 +429,10 @@ func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, e
 	changed := rt.txUpdate != nil
 	rt.txUpdate = nil
 	var rearmed *SchemaRearm
-	if changed && !hub {
+	if changed && touched && !hub {
+		// Only a transaction that touched meta can have changed the identity or the schema.
 		rt.refreshIdentity()
-		if rearm || hadPending {
-			rearmed = rt.rearmSchema()
-		}
+		rearmed = rt.rearmSchema()
 	}
 	st.mark() // dirty notification start
 	var seq uint64

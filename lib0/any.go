@@ -84,7 +84,7 @@ func (d *Decoder) readAny(depth int) any {
 	case tagNull:
 		return nil
 	case tagInteger:
-		mag, neg := d.readVarInt()
+		mag, neg := d.ReadVarIntSign()
 		f := float64(mag)
 		if neg {
 			f = -f // -0 stays negative zero, as in JS

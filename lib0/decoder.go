@@ -172,16 +172,20 @@ func (d *Decoder) readVarUint(max uint64) uint64 {
 }
 
 // ReadVarInt reads a shortest-form varInt whose magnitude is at most MaxSafeInteger. The JS
-// value -0 reads as 0; ReadAny keeps it as a negative-zero float64.
+// value -0 reads as 0; ReadVarIntSign tells it apart, and ReadAny keeps it as a negative-zero
+// float64.
 func (d *Decoder) ReadVarInt() int64 {
-	mag, neg := d.readVarInt()
+	mag, neg := d.ReadVarIntSign()
 	if neg {
 		return -int64(mag)
 	}
 	return int64(mag)
 }
 
-func (d *Decoder) readVarInt() (mag uint64, negative bool) {
+// ReadVarIntSign reads a varInt as ReadVarInt does, returning its magnitude and sign bit
+// apart, so that -0 reads as (0, true): lib0's UintOptRle columns (update format v2) mark a
+// run by a negative value, -0 included.
+func (d *Decoder) ReadVarIntSign() (mag uint64, negative bool) {
 	if d.err != nil {
 		return 0, false
 	}

@@ -156,6 +156,9 @@ func TestVectorsFromJSLib0(t *testing.T) {
 				f := value.(float64)
 				enc.WriteVarInt(int64(f))
 				got = float64(d.ReadVarInt())
+				if mag, neg := NewDecoder(want).ReadVarIntSign(); float64(mag) != math.Abs(f) || neg != math.Signbit(f) {
+					t.Errorf("ReadVarIntSign = %d, %v; want %v", mag, neg, f)
+				}
 				if math.Signbit(f) && f == 0 { // -0: WriteVarInt(int64) cannot say it; ReadAny keeps it
 					enc.Reset()
 					enc.buf = appendVarIntMagnitude(enc.buf, 0, true)

@@ -463,6 +463,20 @@ func (t *boltTx) archives(ns string) ([]ArchiveInfo, error) {
 }
 
 func (t *boltTx) archiveInfo(ns string, idKey []byte, ab *bolt.Bucket) (ArchiveInfo, error) {
+	info, err := t.archiveHeader(ns, idKey, ab)
+	if err != nil {
+		return ArchiveInfo{}, err
+	}
+	if ab.Bucket(keySnapshot) != nil {
+		if err := t.readDocInfo(ab, docScope(info.Entry.Owner, ns), archiveWhere(ns, info.ID), &info.DocInfo); err != nil {
+			return ArchiveInfo{}, err
+		}
+	}
+	return info, nil
+}
+
+// archiveHeader decodes an archive's info record: ArchiveInfo without the document's sizes.
+func (t *boltTx) archiveHeader(ns string, idKey []byte, ab *bolt.Bucket) (ArchiveInfo, error) {
 	if len(idKey) != 8 {
 		return ArchiveInfo{}, t.b.corrupt("archives/"+ns, fmt.Errorf("bad archive key %x", idKey))
 	}
@@ -478,11 +492,6 @@ func (t *boltTx) archiveInfo(ns string, idKey []byte, ab *bolt.Bucket) (ArchiveI
 	}
 	info := ArchiveInfo{NamespaceID: ns, ID: id, Reason: reason, Entry: ent}
 	info.DocInfo = DocInfo{Owner: ent.Owner, NamespaceID: ns}
-	if ab.Bucket(keySnapshot) != nil {
-		if err := t.readDocInfo(ab, docScope(ent.Owner, ns), where, &info.DocInfo); err != nil {
-			return ArchiveInfo{}, err
-		}
-	}
 	return info, nil
 }
 
@@ -499,8 +508,9 @@ func (t *boltTx) archive(ns string, id uint64) (Doc, error) {
 	if ab == nil {
 		return Doc{}, ErrNotFound
 	}
-	info, err := t.archiveInfo(ns, seqKey(id), ab)
-	if err != nil || !info.HasDoc {
+	// The info record names the owner, which the document's records are checked with.
+	info, err := t.archiveHeader(ns, seqKey(id), ab)
+	if err != nil || ab.Bucket(keySnapshot) == nil {
 		return Doc{}, err
 	}
 	return t.readDoc(ab, docScope(info.Entry.Owner, ns), archiveWhere(ns, id))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
@@ -483,8 +482,7 @@ type nsPeer struct {
 	peer  *ws.Peer
 	d     *wstest.Dialer
 	hubs  *nsHubSource // where the test hub's snapshots come from
-	mu    sync.Mutex
-	conns int
+	conns int          // connections the test hub answered
 }
 
 // nsHubSource is a real hub registry the hand-played hub takes its namespaces from.
@@ -571,28 +569,31 @@ func (f *nsPeer) target(ns protocol.NamespaceID) {
 // connect starts the peer (first time) and plays the hub's handshake on the next dial.
 func (f *nsPeer) connect() *wire {
 	f.t.Helper()
-	f.mu.Lock()
-	first := f.conns == 0
-	f.conns++
-	f.mu.Unlock()
-	if first {
+	if f.conns == 0 {
 		f.peer.Start()
 	}
-	var d wstest.Dialed
 	select {
-	case d = <-f.d.Accepted:
+	case d := <-f.d.Accepted:
+		return f.answer(d)
 	case <-time.After(wait):
 		f.t.Fatal("no dial")
+		return nil
 	}
+}
+
+// answer plays the hub's side of the handshake on the peer's dial d.
+func (f *nsPeer) answer(d wstest.Dialed) *wire {
+	f.t.Helper()
+	f.conns++
 	w := newWire(f.t, d.End, f.cfg)
 	h, _ := expect[*protocol.Hello](w)
-	w.send(&protocol.HelloAck{HubInstanceID: hubID, ProtocolVersion: 1, SelectedCapabilities: 0,
-		ConnectionNonce: h.ConnectionNonce, ConnectionID: fmt.Sprintf("c-test-%d", f.conns)})
+	w.send(&protocol.HelloAck{HubInstanceID: hubID, ProtocolVersion: 1, ConnectionNonce: h.ConnectionNonce,
+		ConnectionID: fmt.Sprintf("c-test-%d", f.conns)})
 	return w
 }
 
-// bootstrapOn answers the peer's OPEN_NAMESPACE for ns with a bootstrap, and returns the
-// BOOTSTRAP_ACK's acked sequence checked against the snapshot's.
+// bootstrapOn answers the peer's OPEN_NAMESPACE for ns with a bootstrap and checks that the
+// BOOTSTRAP_ACK acknowledges the snapshot.
 func (f *nsPeer) bootstrapOn(w *wire, ns protocol.NamespaceID, id registry.Identity, snap []byte) {
 	f.t.Helper()
 	open, _ := expect[*protocol.OpenNamespace](w)
@@ -705,14 +706,7 @@ func (f *nsPeer) reconnect() *wire {
 	for {
 		select {
 		case d := <-f.d.Accepted:
-			f.mu.Lock()
-			f.conns++
-			n := f.conns
-			f.mu.Unlock()
-			w := newWire(f.t, d.End, f.cfg)
-			h, _ := expect[*protocol.Hello](w)
-			w.send(&protocol.HelloAck{HubInstanceID: hubID, ProtocolVersion: 1, ConnectionNonce: h.ConnectionNonce, ConnectionID: fmt.Sprintf("c-test-%d", n)})
-			return w
+			return f.answer(d)
 		case <-time.After(time.Millisecond):
 			f.clk.Advance(50 * time.Millisecond)
 		}

@@ -18,7 +18,6 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
-	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -42,8 +41,8 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if err := common.Resolve(); err != nil {
 		return fail(err)
 	}
-	if !protocol.ValidInstanceID(*instanceID) {
-		return fail(fmt.Errorf("--instance-id %q does not match ^[a-z][a-z0-9-]{0,62}$", *instanceID))
+	if err := node.CheckInstanceID("instance-id", *instanceID); err != nil {
+		return fail(err)
 	}
 	if err := node.CheckAdmin(*adminListen, common.AdminToken); err != nil {
 		return fail(err)
@@ -58,29 +57,17 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	clk := clock.Real()
 
 	// Everything that can refuse the configuration is checked before anything is served.
-	store, err := node.OpenStore(*data, log)
+	inst, err := node.OpenInstance(*data, registry.RoleHub, observer.SideHub, clk, log)
 	if err != nil {
 		return fail(err)
 	}
-	var cleanup []func()
+	store, reg, obs := inst.Store, inst.Registry, inst.Obs
+	cleanup := []func(){inst.Close}
 	defer func() {
 		for i := len(cleanup) - 1; i >= 0; i-- {
 			cleanup[i]()
 		}
 	}()
-	cleanup = append(cleanup, func() { store.Close(context.Background()) })
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: store, Clock: clk, StageClock: clk, Logger: log})
-	if err != nil {
-		return fail(err)
-	}
-	cleanup = append(cleanup, func() { reg.Close(context.Background()) })
-	obs, err := node.NewObservability(log, observer.SideHub)
-	if err != nil {
-		return fail(err)
-	}
-	if err := obs.RegisterStore(store, reg); err != nil {
-		return fail(err)
-	}
 	reloader, err := tokens.NewReloader(tokens.ReloaderOptions{
 		Path:     *tokensFile,
 		OnReload: obs.TokenReload,

@@ -20,7 +20,6 @@ import (
 	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
-	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -49,11 +48,11 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	if err := common.Resolve(); err != nil {
 		return fail(err)
 	}
-	if !protocol.ValidInstanceID(*instanceID) {
-		return fail(fmt.Errorf("--instance-id %q does not match ^[a-z][a-z0-9-]{0,62}$", *instanceID))
+	if err := node.CheckInstanceID("instance-id", *instanceID); err != nil {
+		return fail(err)
 	}
-	if !protocol.ValidInstanceID(*hubID) {
-		return fail(fmt.Errorf("--hub-instance-id %q does not match ^[a-z][a-z0-9-]{0,62}$", *hubID))
+	if err := node.CheckInstanceID("hub-instance-id", *hubID); err != nil {
+		return fail(err)
 	}
 	if u, err := url.Parse(*hubURL); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
 		return fail(fmt.Errorf("--hub-url %q: want ws://HOST:PORT/v1/replication or wss://…", *hubURL))
@@ -100,17 +99,17 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 
 	log := node.NewLogger(stderr, common.LogLevel, "peer")
 	clk := clock.Real()
-	store, err := node.OpenStore(*data, log)
+	inst, err := node.OpenInstance(*data, registry.RolePeer, observer.SidePeer, clk, log)
 	if err != nil {
 		return fail(err)
 	}
-	var cleanup []func()
+	store, reg, obs := inst.Store, inst.Registry, inst.Obs
+	cleanup := []func(){inst.Close}
 	defer func() {
 		for i := len(cleanup) - 1; i >= 0; i-- {
 			cleanup[i]()
 		}
 	}()
-	cleanup = append(cleanup, func() { store.Close(context.Background()) })
 	ctx := context.Background()
 	for _, t := range flagTargets {
 		if err := node.RememberTarget(ctx, store, t); err != nil {
@@ -119,18 +118,6 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	}
 	targets, err := node.LoadTargets(ctx, store)
 	if err != nil {
-		return fail(err)
-	}
-	reg, err := registry.New(registry.Config{Role: registry.RolePeer, Store: store, Clock: clk, StageClock: clk, Logger: log})
-	if err != nil {
-		return fail(err)
-	}
-	cleanup = append(cleanup, func() { reg.Close(context.Background()) })
-	obs, err := node.NewObservability(log, observer.SidePeer)
-	if err != nil {
-		return fail(err)
-	}
-	if err := obs.RegisterStore(store, reg); err != nil {
 		return fail(err)
 	}
 	tc, err := ws.NewTargetController(ws.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log})

@@ -153,6 +153,25 @@ func TestOpenStoreInUse(t *testing.T) {
 	}
 }
 
+// OpenInstance holds the store until Close: a second open is refused, and Close frees it.
+func TestOpenInstanceCloseReleasesTheStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	log := slog.New(slog.DiscardHandler)
+	in, err := OpenInstance(dir, registry.RolePeer, observer.SidePeer, clock.Real(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenInstance(dir, registry.RolePeer, observer.SidePeer, clock.Real(), log); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("second open: %v", err)
+	}
+	in.Close()
+	in, err = OpenInstance(dir, registry.RolePeer, observer.SidePeer, clock.Real(), log)
+	if err != nil {
+		t.Fatalf("open after Close: %v", err)
+	}
+	in.Close()
+}
+
 func TestParseTarget(t *testing.T) {
 	const ns = "ns-0123456789abcdef0123456789abcdef"
 	if tg, err := ParseTarget(ns, "default"); err != nil || tg.Owner != "default" || tg.NamespaceID != ns {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -11,10 +12,59 @@ import (
 	"os"
 	"strings"
 
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 )
+
+// Instance is what a serving binary opens before it serves anything: its store, the
+// registry over it, and its observer with the store's counters registered.
+type Instance struct {
+	Store    *persistence.BoltStore
+	Registry *registry.Registry
+	Obs      *Observability
+}
+
+// OpenInstance opens the store in dir (OpenStore), the registry of role over it, and the
+// observability of side. On an error it closes what it had opened.
+func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.Clock, log *slog.Logger) (*Instance, error) {
+	store, err := OpenStore(dir, log)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := registry.New(registry.Config{Role: role, Store: store, Clock: clk, StageClock: clk, Logger: log})
+	if err != nil {
+		store.Close(context.Background())
+		return nil, err
+	}
+	in := &Instance{Store: store, Registry: reg}
+	if in.Obs, err = NewObservability(log, side); err == nil {
+		err = in.Obs.RegisterStore(store, reg)
+	}
+	if err != nil {
+		in.Close()
+		return nil, err
+	}
+	return in, nil
+}
+
+// Close closes the registry, then the store: for a start-up that fails before the orderly
+// shutdown owns them.
+func (in *Instance) Close() {
+	in.Registry.Close(context.Background())
+	in.Store.Close(context.Background())
+}
+
+// CheckInstanceID refuses a flag value that is not an instance id (§6.1).
+func CheckInstanceID(flagName, v string) error {
+	if !protocol.ValidInstanceID(v) {
+		return fmt.Errorf("--%s %q does not match ^[a-z][a-z0-9-]{0,62}$", flagName, v)
+	}
+	return nil
+}
 
 // OpenStore opens the instance's bbolt store DIR/nomicore.db (creating DIR with mode 0700),
 // with the registry's compactor. A store locked by another process is the error "data dir

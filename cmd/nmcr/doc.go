@@ -85,19 +85,9 @@ func runDoc(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func runDocEnv(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, docUsage)
-		return 2
-	}
-	sub := args[0]
-	switch sub {
-	case "json", "sv", "state", "merge":
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, docUsage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "nmcr doc: unknown subcommand %q\n%s", sub, docUsage)
-		return 2
+	sub, code, ok := subcommand("doc", docUsage, args, stdout, stderr, "json", "sv", "state", "merge")
+	if !ok {
+		return code
 	}
 	fs := flag.NewFlagSet("nmcr doc "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -29,26 +29,15 @@ exit status is 0 when every line was handled, 1 when a line was not hex (decode)
 // runFrame is `nmcr frame decode|encode` (GUIDE §7). Decoding is stateless: sequences are
 // printed, not checked (check 9 needs a connection). Limits default to GUIDE §6.
 func runFrame(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, frameUsage)
-		return 2
+	sub, code, ok := subcommand("frame", frameUsage, args, stdout, stderr, "decode", "encode")
+	if !ok {
+		return code
 	}
-	var encode bool
-	switch args[0] {
-	case "decode":
-	case "encode":
-		encode = true
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, frameUsage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "nmcr frame: unknown subcommand %q\n%s", args[0], frameUsage)
-		return 2
-	}
+	encode := sub == "encode"
 
 	cfg := protocol.DefaultConfig()
 	lim := cfg.Limits()
-	fs := flag.NewFlagSet("nmcr frame "+args[0], flag.ContinueOnError)
+	fs := flag.NewFlagSet("nmcr frame "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	chunked := fs.Bool("chunked", false, "decode with CAP_CHUNKED_UPDATE negotiated (UPDATE_CHUNK allowed)")
 	fs.IntVar(&lim.MaxFrameBytes, "max-frame-bytes", lim.MaxFrameBytes, "maxFrameBytes")

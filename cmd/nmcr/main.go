@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -62,4 +63,23 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	fmt.Fprintf(w, "usage: nmcr <command> ...\ncommands: %s\n", strings.Join(names, ", "))
+}
+
+// subcommand reads the subcommand of `nmcr name` from args[0]: one of subs; help (usage on
+// stdout, status 0); or, when it is missing or unknown, bad usage (usage on stderr, status
+// 2). When ok is false the caller returns code.
+func subcommand(name, usage string, args []string, stdout, stderr io.Writer, subs ...string) (sub string, code int, ok bool) {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return "", 2, false
+	}
+	switch sub = args[0]; {
+	case slices.Contains(subs, sub):
+		return sub, 0, true
+	case sub == "-h" || sub == "--help" || sub == "help":
+		fmt.Fprint(stdout, usage)
+		return "", 0, false
+	}
+	fmt.Fprintf(stderr, "nmcr %s: unknown subcommand %q\n%s", name, sub, usage)
+	return "", 2, false
 }

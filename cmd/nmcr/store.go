@@ -31,19 +31,9 @@ opened read-only; a store in use by a running hub or peer is refused. Exit statu
 
 // runStore is `nmcr store ls|export` (GUIDE §7): an offline look into a bbolt store.
 func runStore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, storeUsage)
-		return 2
-	}
-	sub := args[0]
-	switch sub {
-	case "ls", "export":
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, storeUsage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "nmcr store: unknown subcommand %q\n%s", sub, storeUsage)
-		return 2
+	sub, code, ok := subcommand("store", storeUsage, args, stdout, stderr, "ls", "export")
+	if !ok {
+		return code
 	}
 	fs := flag.NewFlagSet("nmcr store "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"io/fs"
 	"log/slog"
 	"os"
 	"slices"
@@ -68,9 +67,9 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, err := Parse(data)
+	entries, err := parseFile(opts.Path, data)
 	if err != nil {
-		return nil, errors.New("tokens file " + opts.Path + ": " + err.Error())
+		return nil, err
 	}
 	table, err := ws.NewTokenTable(entries)
 	if err != nil {
@@ -113,17 +112,6 @@ func (a reloadingAuth) SubscribeRevocations(f func(ws.Revocation)) func() {
 	return a.r.table.SubscribeRevocations(f)
 }
 
-func readRaw(path string) ([]byte, bool, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, errors.New("tokens file " + path + ": " + err.Error())
-	}
-	return data, true, nil
-}
-
 // Table is the authenticator the hub uses.
 func (r *Reloader) Table() *ws.TokenTable { return r.table }
 
@@ -162,9 +150,8 @@ func (r *Reloader) Reload(ctx context.Context) (bool, error) {
 	if sum == r.sum && exists == r.exists {
 		return false, nil
 	}
-	entries, err := Parse(data)
+	entries, err := parseFile(r.opts.Path, data)
 	if err != nil {
-		err = errors.New("tokens file " + r.opts.Path + ": " + err.Error())
 		r.fail(data, err)
 		return false, err
 	}

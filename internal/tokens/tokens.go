@@ -43,18 +43,35 @@ const AllNamespaces = "*"
 // (exists=false): a fresh hub starts with no peers and refuses every upgrade with 401.
 // Anything else that stops the file from being read or parsed is an error.
 func Read(path string) (entries []ws.TokenEntry, exists bool, err error) {
-	data, err := os.ReadFile(path)
+	data, exists, err := readRaw(path)
+	if err != nil {
+		return nil, false, err
+	}
+	if entries, err = parseFile(path, data); err != nil {
+		return nil, true, err
+	}
+	return entries, exists, nil
+}
+
+// readRaw reads the tokens file at path; a file that does not exist is no data (exists=false).
+func readRaw(path string) (data []byte, exists bool, err error) {
+	data, err = os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("tokens file %s: %w", path, err)
 	}
-	entries, err = Parse(data)
+	return data, true, nil
+}
+
+// parseFile is Parse naming the file in its error.
+func parseFile(path string, data []byte) ([]ws.TokenEntry, error) {
+	entries, err := Parse(data)
 	if err != nil {
-		return nil, true, fmt.Errorf("tokens file %s: %w", path, err)
+		return nil, fmt.Errorf("tokens file %s: %w", path, err)
 	}
-	return entries, true, nil
+	return entries, nil
 }
 
 // Parse decodes and validates a tokens file: the format of ws.ParseTokensFile, and the checks

@@ -87,15 +87,7 @@ func TestS20_HubDegradedRefusesPeerUpdatesKeepsReadsAndRecovers(t *testing.T) {
 // reopen releases l, waits for the unload and returns the document loaded again.
 func reopen(t *testing.T, e *env, l *Lease) map[string]any {
 	t.Helper()
-	ns := l.NamespaceID()
-	rt := l.rt
-	for s := range l.sessions {
-		s.Close()
-	}
-	l.Release()
-	<-rt.done
-	l2, err := e.reg.Open(ctxT(t), owner, ns)
-	must(t, err)
+	l2 := e.reload(t, l)
 	defer l2.Release()
 	j, err := l2.JSON(ctxT(t), Root{"app", yjs.KindMap})
 	must(t, err)
@@ -103,24 +95,16 @@ func reopen(t *testing.T, e *env, l *Lease) map[string]any {
 }
 
 func TestS20_PeerDegradedAppliesHubUpdatesInMemoryAndKeepsSaving(t *testing.T) {
-	hub := newEnv(t, RoleHub, Config{}, persistence.Options{})
-	c, hl := hub.create(t)
-	_, start, err := openSession(t, hl, SessionOptions{Snapshot: true})
-	must(t, err)
-
 	var f persistencetest.Faults
 	opts := faultyOptions(&f)
 	opts.MaxQueuedAppends = 2 // the third append while the disk fails is refused
-	peer := newEnv(t, RolePeer, Config{SaveRetryMin: time.Millisecond, SaveRetryMax: 4 * time.Millisecond}, opts)
-	pl, err := peer.reg.Import(ctxT(t), owner, c.NamespaceID, start.Identity, start.Snapshot)
-	must(t, err)
-	hs, _, err := openSession(t, pl, SessionOptions{Expect: &start.Identity})
-	must(t, err)
+	e := newReplica(t, Config{SaveRetryMin: time.Millisecond, SaveRetryMax: 4 * time.Millisecond}, opts)
+	peer, pl, hs := e.peer, e.pl, e.ps
 	w, err := pl.Watch(0, 0)
 	must(t, err)
 	defer w.Close()
 	author := newClient(20)
-	author.sync(t, start.Snapshot)
+	author.sync(t, e.start.Snapshot)
 
 	res, err := hs.Apply(ctxT(t), author.set(t, "app", "healthy", 1.0))
 	must(t, err)

@@ -101,6 +101,64 @@ func (e *env) create(t testing.TB) (Created, *Lease) {
 	return c, l
 }
 
+// replica is a hub namespace and its peer replica, bootstrapped from a hub session's
+// snapshot, with a hub session open on the replica: the test can apply to the replica
+// whatever the hub (or a forged hub document) produces.
+type replica struct {
+	hub, peer *env
+	start     SessionStart // what the hub's session began with (identity, snapshot)
+	hl, pl    *Lease
+	hubSess   *Session // the hub's session, opened with the snapshot
+	ps        *Session // the replica's session with its hub (trusted updates)
+}
+
+// newReplica sets up a replica; the peer registry has peerCfg over a memory store of
+// peerOpts.
+func newReplica(t testing.TB, peerCfg Config, peerOpts persistence.Options) *replica {
+	t.Helper()
+	e := &replica{hub: newEnv(t, RoleHub, Config{}, persistence.Options{})}
+	var c Created
+	c, e.hl = e.hub.create(t)
+	var err error
+	e.hubSess, e.start, err = openSession(t, e.hl, SessionOptions{Snapshot: true})
+	must(t, err)
+	e.peer = newEnv(t, RolePeer, peerCfg, peerOpts)
+	e.pl, err = e.peer.reg.Import(ctxT(t), owner, c.NamespaceID, e.start.Identity, e.start.Snapshot)
+	must(t, err)
+	t.Cleanup(e.pl.Release)
+	e.ps, _, err = openSession(t, e.pl, SessionOptions{Expect: &e.start.Identity})
+	must(t, err)
+	return e
+}
+
+// fromHub applies to the replica everything the hub fanned out since the last call, and
+// returns the results.
+func (e *replica) fromHub(t testing.TB) []ApplyResult {
+	t.Helper()
+	var out []ApplyResult
+	for _, u := range e.hubSess.Poll().Updates {
+		r, err := e.ps.Apply(ctxT(t), u)
+		must(t, err)
+		out = append(out, r)
+	}
+	return out
+}
+
+// reload closes the sessions opened from l, releases it, waits until the namespace has
+// unloaded, and opens it again: the caller releases the new lease.
+func (e *env) reload(t testing.TB, l *Lease) *Lease {
+	t.Helper()
+	ns, rt := l.NamespaceID(), l.rt
+	for s := range l.sessions {
+		s.Close()
+	}
+	l.Release()
+	<-rt.done
+	l2, err := e.reg.Open(ctxT(t), owner, ns)
+	must(t, err)
+	return l2
+}
+
 // client is an application document that produces updates, like a remote editor.
 type client struct {
 	doc     *yjs.Doc

@@ -120,25 +120,16 @@ func TestS20_ProtectedApply(t *testing.T) {
 }
 
 func TestS20_LocalWritesOnAPeerAreProtectedButHubUpdatesAreTrusted(t *testing.T) {
-	hub := newEnv(t, RoleHub, Config{}, persistence.Options{})
-	c, hl := hub.create(t)
-	_, start, err := openSession(t, hl, SessionOptions{Snapshot: true})
-	must(t, err)
-	peer := newEnv(t, RolePeer, Config{}, persistence.Options{})
-	pl, err := peer.reg.Import(ctxT(t), owner, c.NamespaceID, start.Identity, start.Snapshot)
-	must(t, err)
-	defer pl.Release()
-	hs, _, err := openSession(t, pl, SessionOptions{Expect: &start.Identity})
-	must(t, err)
+	e := newReplica(t, Config{}, persistence.Options{})
 	cl := newClient(50)
-	cl.sync(t, start.Snapshot)
+	cl.sync(t, e.start.Snapshot)
 	u := cl.set(t, MetaRoot, MetaSchema, map[string]any{"updatedAt": "x", "definition": map[string]any{}})
-	_, err = pl.WriteLocal(ctxT(t), u)
+	_, err := e.pl.WriteLocal(ctxT(t), u)
 	wantErr(t, err, ErrProtected)
 	// The same bytes from the hub session apply.
-	_, err = hs.Apply(ctxT(t), u)
+	_, err = e.ps.Apply(ctxT(t), u)
 	must(t, err)
-	if _, ok, _ := pl.Schema(ctxT(t)); !ok {
+	if _, ok, _ := e.pl.Schema(ctxT(t)); !ok {
 		t.Fatal("hub update to meta not applied on the peer")
 	}
 }

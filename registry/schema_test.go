@@ -73,46 +73,6 @@ func TestS23_3_SemanticFingerprintRefusesNonJSON(t *testing.T) {
 	}
 }
 
-// rearmEnv is a hub namespace and its peer replica with an open hub session, so the test
-// can apply to the replica whatever the hub (or a forged hub document) produces.
-type rearmEnv struct {
-	hub, peer *env
-	hl, pl    *Lease
-	ps        *Session
-	hubSess   *Session
-}
-
-func newRearmEnv(t *testing.T) *rearmEnv {
-	t.Helper()
-	e := &rearmEnv{hub: newEnv(t, RoleHub, Config{}, persistence.Options{})}
-	var c Created
-	c, e.hl = e.hub.create(t)
-	var start SessionStart
-	var err error
-	e.hubSess, start, err = openSession(t, e.hl, SessionOptions{Snapshot: true})
-	must(t, err)
-	e.peer = newEnv(t, RolePeer, Config{}, persistence.Options{})
-	e.pl, err = e.peer.reg.Import(ctxT(t), owner, c.NamespaceID, start.Identity, start.Snapshot)
-	must(t, err)
-	t.Cleanup(e.pl.Release)
-	e.ps, _, err = openSession(t, e.pl, SessionOptions{Expect: &start.Identity})
-	must(t, err)
-	return e
-}
-
-// fromHub applies to the replica everything the hub fanned out since the last call, and
-// returns the results.
-func (e *rearmEnv) fromHub(t *testing.T) []ApplyResult {
-	t.Helper()
-	var out []ApplyResult
-	for _, u := range e.hubSess.Poll().Updates {
-		r, err := e.ps.Apply(ctxT(t), u)
-		must(t, err)
-		out = append(out, r)
-	}
-	return out
-}
-
 func onlyRearm(t *testing.T, rs []ApplyResult) *SchemaRearm {
 	t.Helper()
 	if len(rs) != 1 {
@@ -126,7 +86,7 @@ func onlyRearm(t *testing.T, rs []ApplyResult) *SchemaRearm {
 // updatedAt — and other meta writes (an epoch bump) and ordinary updates re-arm nothing; a
 // rewrite that only reorders the definition is a new install with the same fingerprint.
 func TestS23_1_PeerRearmsReplicatedSchema(t *testing.T) {
-	e := newRearmEnv(t)
+	e := newReplica(t, Config{}, persistence.Options{})
 	if _, ok := e.pl.ActiveSchema(); ok {
 		t.Fatal("an active schema before any was set")
 	}
@@ -171,7 +131,7 @@ func TestS23_1_PeerRearmsReplicatedSchema(t *testing.T) {
 }
 
 // peerSV is the replica's state vector.
-func (e *rearmEnv) peerSV(t *testing.T) []byte {
+func (e *replica) peerSV(t *testing.T) []byte {
 	t.Helper()
 	sv, err := e.pl.StateVector(ctxT(t))
 	must(t, err)
@@ -180,7 +140,7 @@ func (e *rearmEnv) peerSV(t *testing.T) []byte {
 
 // applyDiff applies to the replica what the hub has beyond sv (the way a sync round
 // brings it), and returns the re-arm.
-func (e *rearmEnv) applyDiff(t *testing.T, sv []byte) *SchemaRearm {
+func (e *replica) applyDiff(t *testing.T, sv []byte) *SchemaRearm {
 	t.Helper()
 	diff, err := e.hl.EncodeState(ctxT(t), sv)
 	must(t, err)
@@ -191,7 +151,7 @@ func (e *rearmEnv) applyDiff(t *testing.T, sv []byte) *SchemaRearm {
 
 // forgedHub is a document that starts from the hub's state and writes meta as a hub could,
 // including what the hub's registry never writes.
-func (e *rearmEnv) forgedHub(t *testing.T) *client {
+func (e *replica) forgedHub(t *testing.T) *client {
 	t.Helper()
 	c := newClient(4242)
 	state, err := e.hl.EncodeState(ctxT(t), nil)
@@ -205,7 +165,7 @@ func (e *rearmEnv) forgedHub(t *testing.T) *client {
 // NSRT-FATAL-SCHEMA-REARM-INVALID and leaves no active schema; the apply itself succeeded.
 // A valid schema later installs again; an unexpected failure is INTERNAL.
 func TestS23_1_PeerRearmFailures(t *testing.T) {
-	e := newRearmEnv(t)
+	e := newReplica(t, Config{}, persistence.Options{})
 	must(t, e.hl.ReplaceSchema(ctxT(t), "t1", map[string]any{"a": true}))
 	if r := onlyRearm(t, e.fromHub(t)); r == nil || r.Installed == nil {
 		t.Fatalf("rearm %+v", r)
@@ -255,7 +215,7 @@ func TestS23_1_PeerRearmFailures(t *testing.T) {
 // earlier struct was missing) is installed by the apply that releases it, although that
 // apply's own structs do not touch meta.
 func TestS23_1_RearmAfterPendingStructs(t *testing.T) {
-	e := newRearmEnv(t)
+	e := newReplica(t, Config{}, persistence.Options{})
 	forged := e.forgedHub(t)
 	first := forged.set(t, "app", "k", "v")
 	second := forged.set(t, MetaRoot, MetaSchema, map[string]any{"updatedAt": "t9", "definition": map[string]any{"x": 1.0}})
@@ -275,7 +235,7 @@ func TestS23_1_RearmAfterPendingStructs(t *testing.T) {
 // (no re-arm reported), the hub refuses to write a schema whose definition is not a JSON
 // object, and local writes never re-arm.
 func TestS23_1_SchemaInstalledAtLoadAndReplace(t *testing.T) {
-	e := newRearmEnv(t)
+	e := newReplica(t, Config{}, persistence.Options{})
 	for _, def := range []any{"text", []any{1.0}, nil, map[string]any{"x": lib0.Undefined{}}, map[string]any{"x": math.Inf(1)}} {
 		err := e.hl.ReplaceSchema(ctxT(t), "t", def)
 		wantErr(t, err, ErrApplyFailed)
@@ -287,11 +247,7 @@ func TestS23_1_SchemaInstalledAtLoadAndReplace(t *testing.T) {
 	want, _ := e.hl.ActiveSchema()
 	e.fromHub(t)
 	// Reload the replica: the schema is active from the start.
-	e.ps.Close()
-	e.pl.Release()
-	waitFor(t, "the replica unloaded", func() bool { return e.peer.reg.Loaded() == 0 })
-	l, err := e.peer.reg.Open(ctxT(t), owner, e.pl.NamespaceID())
-	must(t, err)
+	l := e.peer.reload(t, e.pl)
 	defer l.Release()
 	if got, ok := l.ActiveSchema(); !ok || got.Fingerprint != want.Fingerprint || got.UpdatedAt != "t1" {
 		t.Fatalf("loaded active schema %+v %v, want %+v", got, ok, want)
@@ -311,7 +267,7 @@ func TestS23_1_SchemaInstalledAtLoadAndReplace(t *testing.T) {
 // session (ErrSchemaInvalid, ADR 0018 §3), while a session already open goes on, and a valid
 // schema it brings opens them again. The hub's sessions are never refused.
 func TestS23_1_InvalidSchemaRefusesSessions(t *testing.T) {
-	e := newRearmEnv(t)
+	e := newReplica(t, Config{}, persistence.Options{})
 	id := e.pl.Identity()
 	forged := e.forgedHub(t)
 	invalid := func(at string) {
@@ -340,11 +296,7 @@ func TestS23_1_InvalidSchemaRefusesSessions(t *testing.T) {
 
 	// Loaded with an invalid schema: refused from the start.
 	invalid("t3")
-	e.ps.Close()
-	e.pl.Release()
-	waitFor(t, "the replica unloaded", func() bool { return e.peer.reg.Loaded() == 0 })
-	l, err := e.peer.reg.Open(ctxT(t), owner, e.pl.NamespaceID())
-	must(t, err)
+	l := e.peer.reload(t, e.pl)
 	defer l.Release()
 	_, _, err = openSession(t, l, SessionOptions{Expect: &id})
 	wantErr(t, err, ErrSchemaInvalid)

@@ -124,16 +124,8 @@ func TestS10_1_NotifyCallbackRunsWithoutBlocking(t *testing.T) {
 // GUIDE §4: a write held pending in the document and released by a remote update must reach
 // the remote too, although the transaction's origin is the remote session.
 func TestGuide4_ReleasedPendingStructsReachTheOriginSession(t *testing.T) {
-	hub := newEnv(t, RoleHub, Config{}, persistence.Options{})
-	c, hl := hub.create(t)
-	_, start, err := openSession(t, hl, SessionOptions{Snapshot: true})
-	must(t, err)
-	peer := newEnv(t, RolePeer, Config{}, persistence.Options{})
-	pl, err := peer.reg.Import(ctxT(t), owner, c.NamespaceID, start.Identity, start.Snapshot)
-	must(t, err)
-	defer pl.Release()
-	hubSess, _, err := openSession(t, pl, SessionOptions{Expect: &start.Identity})
-	must(t, err)
+	e := newReplica(t, Config{}, persistence.Options{})
+	start, pl, hubSess := e.start, e.pl, e.ps
 
 	// H is made at the hub side; L is a local write made after it by an application that
 	// already saw H.

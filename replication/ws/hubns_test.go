@@ -113,12 +113,9 @@ func TestS8_S9_S10_HubBootstrapRoundLive(t *testing.T) {
 func TestS10_2_HubWindowPausesOnlyThatNamespace(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSHub(t, cfg, persistence.Options{})
-	nsA, _ := f.create()
-	nsB, _ := f.create()
 	w := f.dial(peerID)
-	docA, docB := newYDoc(t, 200), newYDoc(t, 201)
-	f.live(w, nsA, docA)
-	f.live(w, nsB, docB)
+	nsA, docA := f.liveNS(w, 200)
+	nsB, _ := f.liveNS(w, 201)
 
 	hubA := newYDoc(t, 100)
 	n := cfg.MaxInFlightUpdates + 3
@@ -432,10 +429,8 @@ func roundStarted(w *wire, f *nsHub) func(t *testing.T, ns protocol.NamespaceID,
 func TestS18_HubAckTimeoutNeedsResyncWithoutResend(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSHub(t, cfg, persistence.Options{})
-	ns, _ := f.create()
 	w := f.dial(peerID)
-	doc := newYDoc(t, 200)
-	f.live(w, ns, doc)
+	ns, doc := f.liveNS(w, 200)
 	hub := newYDoc(t, 100)
 	must(t, writeLocal(t, f.reg, ns, hub.set("a", 1.0)))
 	_, seq := expect[*protocol.Update](w) // lost: never applied by the peer
@@ -483,10 +478,8 @@ func TestS17_HubQueueOverflowDeclaresResync(t *testing.T) {
 	cfg.MaxQueuedControlBytes, cfg.MaxQueuedUpdateBytes, cfg.MaxChunkedUpdateBytes = 64<<10, 4<<10, 4<<10
 	must(t, cfg.Validate())
 	f := newNSHub(t, cfg, persistence.Options{})
-	ns, _ := f.create()
 	w := f.dial(peerID)
-	doc := newYDoc(t, 200)
-	f.live(w, ns, doc)
+	ns, doc := f.liveNS(w, 200)
 	hub := newYDoc(t, 100)
 	var inFlight []uint32
 	for i := range cfg.MaxInFlightUpdates {
@@ -527,10 +520,8 @@ func TestS17_HubQueueOverflowDeclaresResync(t *testing.T) {
 func TestS20_DegradedHubKeepsStateExchange(t *testing.T) {
 	var faults persistencetest.Faults
 	f := newNSHub(t, nsConfig(t), persistence.Options{CommitHook: faults.Hook, RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
-	ns, _ := f.create()
 	w := f.dial(peerID)
-	doc := newYDoc(t, 200)
-	f.live(w, ns, doc)
+	ns, doc := f.liveNS(w, 200)
 	seq := w.send(&protocol.Update{NamespaceID: ns, Update: doc.set("before", 1.0)})
 	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {
 		t.Fatalf("UPDATE_ACK %+v", ack)
@@ -620,11 +611,10 @@ func TestS20_HubRefusesPeerUpdates(t *testing.T) {
 func TestS11_HubEpochBumpFences(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
 	ns, id := f.create()
-	other, _ := f.create()
 	w := f.dial(peerID)
-	doc, otherDoc := newYDoc(t, 200), newYDoc(t, 201)
+	doc := newYDoc(t, 200)
 	f.live(w, ns, doc)
-	f.live(w, other, otherDoc)
+	other, otherDoc := f.liveNS(w, 201)
 	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("a", 1.0)))
 	_, upSeq := expect[*protocol.Update](w)
 
@@ -661,10 +651,8 @@ func TestS11_HubEpochBumpFences(t *testing.T) {
 // (§12); the session is gone and the namespace unloads.
 func TestS12_HubCloseAfterAdmittedApplies(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
-	ns, _ := f.create()
 	w := f.dial(peerID)
-	doc := newYDoc(t, 200)
-	f.live(w, ns, doc)
+	ns, doc := f.liveNS(w, 200)
 	useq := w.send(&protocol.Update{NamespaceID: ns, Update: doc.set("last", 1.0)})
 	cseq := w.send(&protocol.CloseNamespace{NamespaceID: ns, ReasonCode: "remove"})
 	ack, _ := expect[*protocol.UpdateAck](w)
@@ -688,12 +676,9 @@ func TestS12_HubCloseAfterAdmittedApplies(t *testing.T) {
 // with 1001 (§6.3, §12).
 func TestS6_3_HubDrainClosesNamespaces(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
-	a, _ := f.create()
-	b, _ := f.create()
 	w := f.dial(peerID)
-	docA, docB := newYDoc(t, 200), newYDoc(t, 201)
-	f.live(w, a, docA)
-	f.live(w, b, docB)
+	a, _ := f.liveNS(w, 200)
+	b, _ := f.liveNS(w, 201)
 	f.hub.GoAway(protocol.GoAwayServerRestarting, time.Minute, time.Second, true)
 	expect[*protocol.GoAway](w)
 	closes := map[protocol.NamespaceID]uint32{}
@@ -716,12 +701,9 @@ func TestS6_3_HubDrainClosesNamespaces(t *testing.T) {
 // on (§19).
 func TestS19_HubRevokeEndsNamespace(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
-	ns, _ := f.create()
-	other, _ := f.create()
 	w := f.dial(peerID)
-	doc, otherDoc := newYDoc(t, 200), newYDoc(t, 201)
-	f.live(w, ns, doc)
-	f.live(w, other, otherDoc)
+	ns, _ := f.liveNS(w, 200)
+	other, otherDoc := f.liveNS(w, 201)
 	f.table.Revoke(ws.Revocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns}})
 	w.expectError(ns, protocol.CodeNamespaceUnauthorized)
 	waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedApplyRefused)
@@ -876,10 +858,8 @@ func TestS23_1_OverCapLiveUpdate(t *testing.T) {
 
 	t.Run("empty queue", func(t *testing.T) {
 		f := newNSHub(t, cfg, persistence.Options{})
-		ns, _ := f.create()
 		w := f.dial(peerID)
-		doc := newYDoc(t, 200)
-		f.live(w, ns, doc)
+		ns, doc := f.liveNS(w, 200)
 		must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("big", big)))
 		if r, _ := expect[*protocol.ResyncRequired](w); r.ReasonCode != protocol.ResyncSendQueueOverflow {
 			t.Fatalf("reason %q", r.ReasonCode)
@@ -900,10 +880,8 @@ func TestS23_1_OverCapLiveUpdate(t *testing.T) {
 	})
 	t.Run("queued updates", func(t *testing.T) {
 		f := newNSHub(t, cfg, persistence.Options{})
-		ns, _ := f.create()
 		w := f.dial(peerID)
-		doc := newYDoc(t, 200)
-		f.live(w, ns, doc)
+		ns, doc := f.liveNS(w, 200)
 		hub := newYDoc(t, 100)
 		var inFlight []uint32
 		for i := range cfg.MaxInFlightUpdates {
@@ -1078,11 +1056,9 @@ func TestS10_2_UnknownAckClosesTheConnection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newNSHub(t, nsConfig(t), persistence.Options{})
-			ns, _ := f.create()
-			other, _ := f.create()
 			w := f.dial(peerID)
-			f.live(w, ns, newYDoc(t, 200))
-			f.live(w, other, newYDoc(t, 201))
+			ns, _ := f.liveNS(w, 200)
+			other, _ := f.liveNS(w, 201)
 			must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("a", 1.0)))
 			_, seq := expect[*protocol.Update](w)
 			if tc.name == "twice" {
@@ -1101,9 +1077,8 @@ func TestS10_2_UnknownAckClosesTheConnection(t *testing.T) {
 // (namespace-failed{session-missing}); the connection goes on.
 func TestS13_2_HubInternalErrorWhenTheRegistryCloses(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
-	ns, _ := f.create()
 	w := f.dial(peerID)
-	f.live(w, ns, newYDoc(t, 200))
+	ns, _ := f.liveNS(w, 200)
 	must(t, f.reg.Close(ctxT(t)))
 	w.expectError(ns, protocol.CodeInternalError)
 	waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedSessionMissing)

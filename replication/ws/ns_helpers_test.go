@@ -461,6 +461,15 @@ func (f *nsHub) live(w *wire, ns protocol.NamespaceID, doc *ydoc) {
 		observer.ChannelReconciling, observer.ChannelLive)
 }
 
+// liveNS creates a namespace and brings it live on w, with a peer document of client.
+func (f *nsHub) liveNS(w *wire, client uint32) (protocol.NamespaceID, *ydoc) {
+	f.t.Helper()
+	ns, _ := f.create()
+	doc := newYDoc(f.t, client)
+	f.live(w, ns, doc)
+	return ns, doc
+}
+
 func (f *nsHub) lease(ns protocol.NamespaceID) *registry.Lease {
 	f.t.Helper()
 	l, err := f.reg.Open(ctxT(f.t), owner, ns.String())

@@ -73,10 +73,7 @@ func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode, flush bo
 	}
 	w.mu.Unlock()
 	if errFrame == nil && !flush {
-		w.abort.Store(true)
-		if w.writing.Load() {
-			w.c.wcancel()
-		}
+		w.stopOutput()
 	}
 	w.signal()
 }

@@ -176,13 +176,9 @@ func (hc *hubConn) HandleClosed(CloseInfo) {
 
 // ---- nsSide ----------------------------------------------------------------------------------
 
-// unknown answers a frame for a namespace this connection has not opened.
+// unknown answers a frame for a namespace this connection has not opened: a violation.
 func (hc *hubConn) unknown(t protocol.MessageType, seq uint32, ns protocol.NamespaceID) {
-	code := protocol.CodeNamespaceStateViolation
-	switch t {
-	case protocol.TypeSyncStep1, protocol.TypeSyncStep2, protocol.TypeSyncApplied, protocol.TypeResyncRequired:
-		code = protocol.CodeSyncStateViolation
-	}
+	code := violationCode(t)
 	if hc.sendError(ns, code, seq) {
 		hc.emitNsError(ns, string(code), observer.DirectionSent)
 	}

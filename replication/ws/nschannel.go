@@ -464,15 +464,20 @@ func terminalOf(code protocol.ErrorCode) observer.ChannelState {
 	return observer.ChannelFailed
 }
 
-// violation answers a frame that is not allowed now: SYNC_STATE_VIOLATION for the sync
-// control frames (§9.3), NAMESPACE_STATE_VIOLATION for the others.
+// violation answers a frame that is not allowed now (violationCode).
 func (c *channel) violation(f protocol.Frame) {
-	code := protocol.CodeNamespaceStateViolation
-	switch f.Type() {
+	c.sendError(violationCode(f.Type()), f.Sequence, observer.FailedProtocolViolation)
+}
+
+// violationCode is the code of a frame of type t that is not allowed now:
+// SYNC_STATE_VIOLATION for the sync control frames (§9.3), NAMESPACE_STATE_VIOLATION for the
+// others.
+func violationCode(t protocol.MessageType) protocol.ErrorCode {
+	switch t {
 	case protocol.TypeSyncStep1, protocol.TypeSyncStep2, protocol.TypeSyncApplied, protocol.TypeResyncRequired:
-		code = protocol.CodeSyncStateViolation
+		return protocol.CodeSyncStateViolation
 	}
-	c.sendError(code, f.Sequence, observer.FailedProtocolViolation)
+	return protocol.CodeNamespaceStateViolation
 }
 
 // accepts decides what happens to a frame that starts or continues work, by the close

@@ -249,8 +249,7 @@ type channel struct {
 	applying  int // applies admitted to the sequencer and not yet settled (§12)
 
 	round         syncRound
-	lastRound     uint32 // the highest syncRoundId of this namespace on the connection
-	resyncPending bool   // a resync arose during the round: one more round follows (§9.4)
+	resyncPending bool // a resync arose during the round: one more round follows (§9.4)
 
 	pullScheduled atomic.Bool // a pull of the session's fan-out is posted
 
@@ -265,6 +264,7 @@ type channel struct {
 	periodic *Timer // peer: the periodic reconciliation (§9.4)
 
 	// Hub only.
+	lastRound   uint32 // the highest syncRoundId the peer started on this namespace (§9.1)
 	grant       Grant
 	openReq     protocol.OpenNamespace // the first OPEN_NAMESPACE
 	openWaiting []uint32               // OPEN_NAMESPACE sequences waiting for the shared open

@@ -874,7 +874,6 @@ func (pc *peerConn) step1Ready(c *channel, sv []byte, err error) {
 	}
 	pc.lastRound++
 	c.round.id = pc.lastRound
-	c.lastRound = c.round.id
 	c.sendStep1(sv)
 }
 

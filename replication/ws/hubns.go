@@ -361,14 +361,9 @@ func (hc *hubConn) sessionOpened(c *channel, sess *registry.Session, st registry
 		return
 	}
 	switch {
-	case errors.Is(err, registry.ErrIDMismatch):
-		c.sendError(protocol.CodeReplicationIDMismatch, 0, observer.FailedOpenFailed)
-		return
-	case errors.Is(err, registry.ErrEpochMismatch):
-		c.sendError(protocol.CodeReplicationEpochMismatch, 0, observer.FailedOpenFailed)
-		return
 	case err != nil:
-		c.sendError(protocol.CodeInternalError, 0, observer.FailedSessionOpenFailed)
+		// A mismatch ends conflicted (§7.1), so the cause concerns only a failed end.
+		c.sendError(openErrorCode(err), 0, observer.FailedSessionOpenFailed)
 		return
 	case hc.draining():
 		sess.Close()

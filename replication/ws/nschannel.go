@@ -547,6 +547,21 @@ func (c *channel) applyFailed(err error, rel uint32) {
 	}
 }
 
+// openErrorCode answers a session open or a bootstrap import the registry refused: an
+// identity mismatch (§7.1, §8.1) or a refused import (§8.1) keeps its code, anything else is
+// INTERNAL_ERROR.
+func openErrorCode(err error) protocol.ErrorCode {
+	switch {
+	case errors.Is(err, registry.ErrIDMismatch):
+		return protocol.CodeReplicationIDMismatch
+	case errors.Is(err, registry.ErrEpochMismatch):
+		return protocol.CodeReplicationEpochMismatch
+	case errors.Is(err, registry.ErrBootstrapFailed):
+		return protocol.CodeBootstrapFailed
+	}
+	return protocol.CodeInternalError
+}
+
 // ---- the replication session and its fan-out (§10.1) -------------------------------------
 
 // sessionOptions are the options of the channel's replication session.

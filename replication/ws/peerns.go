@@ -729,17 +729,12 @@ func (pc *peerConn) sessionOpened(c *channel, sess *registry.Session, err error,
 		}
 		return
 	}
-	switch {
-	case errors.Is(err, registry.ErrIDMismatch):
-		c.sendError(protocol.CodeReplicationIDMismatch, 0, observer.FailedSessionOpenFailed)
-	case errors.Is(err, registry.ErrEpochMismatch):
-		c.sendError(protocol.CodeReplicationEpochMismatch, 0, observer.FailedSessionOpenFailed)
-	case err != nil:
-		c.sendError(protocol.CodeInternalError, 0, observer.FailedSessionOpenFailed)
-	default:
-		c.attach(sess)
-		then()
+	if err != nil {
+		c.sendError(openErrorCode(err), 0, observer.FailedSessionOpenFailed)
+		return
 	}
+	c.attach(sess)
+	then()
 }
 
 // ---- bootstrap (§8) ------------------------------------------------------------------------
@@ -788,19 +783,10 @@ func (pc *peerConn) imported(c *channel, lease *registry.Lease, err error, n int
 		}
 		return
 	}
-	switch {
-	case errors.Is(err, registry.ErrIDMismatch):
-		c.sendError(protocol.CodeReplicationIDMismatch, c.snapSeq, observer.FailedApplyRejected)
-		return
-	case errors.Is(err, registry.ErrEpochMismatch):
-		c.sendError(protocol.CodeReplicationEpochMismatch, c.snapSeq, observer.FailedApplyRejected)
-		return
-	case errors.Is(err, registry.ErrBootstrapFailed):
-		// §8.1: a replica that appeared meanwhile is not overwritten nor merged.
-		c.sendError(protocol.CodeBootstrapFailed, c.snapSeq, observer.FailedApplyRejected)
-		return
-	case err != nil:
-		c.sendError(protocol.CodeInternalError, c.snapSeq, observer.FailedApplyRejected)
+	if err != nil {
+		// §8.1: a replica that appeared meanwhile is not overwritten nor merged
+		// (BOOTSTRAP_FAILED).
+		c.sendError(openErrorCode(err), c.snapSeq, observer.FailedApplyRejected)
 		return
 	}
 	c.lease = lease

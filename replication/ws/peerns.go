@@ -617,12 +617,7 @@ func (pc *peerConn) schemaRearmed(c *channel, r *registry.SchemaRearm) {
 func (pc *peerConn) open(c *channel) {
 	pc.opening++
 	c.setState(observer.ChannelOpening)
-	c.timer = pc.s.AfterFunc(pc.cfg.OpenTimeout, func() {
-		c.timer = nil
-		if c.state == observer.ChannelOpening {
-			pc.timedOut(c, observer.FailedOpenTimeout, pc.cfg.OpenTimeout)
-		}
-	})
+	pc.armTimer(c, observer.FailedOpenTimeout, pc.cfg.OpenTimeout)
 	done := make(chan struct{})
 	c.opDone = done
 	owner, ns, ctx, reg := c.target.owner, c.id, pc.ctx, pc.tc.reg
@@ -694,12 +689,7 @@ func (pc *peerConn) openOK(c *channel, f protocol.Frame, m *protocol.OpenOK) {
 	}
 	if m.Mode == protocol.ModeBootstrap {
 		c.setState(observer.ChannelBootstrapping)
-		c.timer = pc.s.AfterFunc(pc.cfg.BootstrapTimeout, func() {
-			c.timer = nil
-			if c.state == observer.ChannelBootstrapping {
-				pc.timedOut(c, observer.FailedBootstrapTimeout, pc.cfg.BootstrapTimeout)
-			}
-		})
+		pc.armTimer(c, observer.FailedBootstrapTimeout, pc.cfg.BootstrapTimeout)
 		return
 	}
 	c.setState(observer.ChannelReconciling)
@@ -819,11 +809,18 @@ func (pc *peerConn) identityChanged(c *channel) {
 // ---- rounds (§9) ---------------------------------------------------------------------------
 
 func (pc *peerConn) armReconcileTimer(c *channel) {
+	pc.armTimer(c, observer.FailedReconcileTimeout, pc.cfg.ReconcileTimeout)
+}
+
+// armTimer (re)arms the channel's timer for its current state (§18): if the channel is still
+// in that state after d, it times out with cause.
+func (pc *peerConn) armTimer(c *channel, cause observer.FailedCause, d time.Duration) {
 	c.timer.Stop()
-	c.timer = pc.s.AfterFunc(pc.cfg.ReconcileTimeout, func() {
+	state := c.state
+	c.timer = pc.s.AfterFunc(d, func() {
 		c.timer = nil
-		if c.state == observer.ChannelReconciling {
-			pc.timedOut(c, observer.FailedReconcileTimeout, pc.cfg.ReconcileTimeout)
+		if c.state == state {
+			pc.timedOut(c, cause, d)
 		}
 	})
 }

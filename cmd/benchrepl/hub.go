@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -47,6 +46,11 @@ type usage struct {
 	UserMs   float64 `json:"userMs"`
 	SysMs    float64 `json:"sysMs"`
 	MaxRSSKB int64   `json:"maxRssKB"`
+}
+
+// cpuSince is the CPU time the child spent between reading before and u.
+func (u usage) cpuSince(before usage) time.Duration {
+	return time.Duration((u.cpuMs() - before.cpuMs()) * float64(time.Millisecond))
 }
 
 func (u usage) cpuMs() float64 { return u.UserMs + u.SysMs }
@@ -165,8 +169,8 @@ type hubProc struct {
 	hello hubHello
 }
 
-// startHub starts the child hub. Extra environment (for a test binary) may be given.
-func startHub(spec hubSpec, env ...string) (*hubProc, error) {
+// startHub starts the child hub.
+func startHub(spec hubSpec) (*hubProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -176,7 +180,7 @@ func startHub(spec hubSpec, env ...string) (*hubProc, error) {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(append(os.Environ(), hubEnv+"="+string(b)), env...)
+	cmd.Env = append(os.Environ(), hubEnv+"="+string(b))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -220,13 +224,3 @@ func (h *hubProc) stop() error {
 		return errors.New("hub child did not stop; killed")
 	}
 }
-
-func tempDir(prefix string) (string, func(), error) {
-	dir, err := os.MkdirTemp("", prefix)
-	if err != nil {
-		return "", nil, err
-	}
-	return dir, func() { _ = os.RemoveAll(dir) }, nil
-}
-
-func subdir(dir, name string) string { return filepath.Join(dir, name) }

@@ -49,7 +49,7 @@ func startPeer(dir string, index int, url string, targets []string) (*peer, erro
 	}
 	var ts []ws.Target
 	for _, ns := range targets {
-		ts = append(ts, ws.Target{NamespaceID: ns, Owner: peerOwner})
+		ts = append(ts, targetOf(ns))
 	}
 	tc, err := ws.NewTargetController(ws.TargetControllerOptions{Registry: reg, Targets: ts})
 	if err != nil {

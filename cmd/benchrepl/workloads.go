@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -37,27 +39,14 @@ func (r fanoutResult) String() string {
 		r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Max.Round(10*time.Microsecond), r.HubCPU.Round(time.Millisecond))
 }
 
-func runFanout(peers, updates int, env ...string) (fanoutResult, error) {
+func runFanout(peers, updates int) (fanoutResult, error) {
 	res := fanoutResult{Peers: peers, Updates: updates}
-	dir, cleanup, err := tempDir("benchrepl-fanout-")
+	c, err := startCluster("fanout", hubSpec{Peers: peers, Namespaces: 1}, peers, 2*time.Minute)
 	if err != nil {
 		return res, err
 	}
-	defer cleanup()
-	hub, err := startHub(hubSpec{Dir: subdir(dir, "hub"), Peers: peers, Namespaces: 1}, env...)
-	if err != nil {
-		return res, err
-	}
-	defer hub.stop()
-	ns := hub.hello.Namespaces[0]
-	ps, err := startPeers(dir, peers, hub.hello.URL, []string{ns})
-	defer stopAll(ps)
-	if err != nil {
-		return res, err
-	}
-	if err := waitLive(ps, 2*time.Minute); err != nil {
-		return res, err
-	}
+	defer c.stop()
+	hub, ps, ns := c.hub, c.peers, c.hub.hello.Namespaces[0]
 	ctx := context.Background()
 	leases := make([]*registry.Lease, len(ps))
 	writers := make([]*writer, len(ps))
@@ -122,7 +111,7 @@ func runFanout(peers, updates int, env ...string) (fanoutResult, error) {
 	res.Wall = last.Sub(start)
 	res.P50, res.P99, res.Max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
 	res.DeliveredPerS = float64(len(lat)) / res.Wall.Seconds()
-	res.HubCPU = time.Duration((after.cpuMs() - before.cpuMs()) * float64(time.Millisecond))
+	res.HubCPU = after.cpuSince(before)
 	return res, nil
 }
 
@@ -141,27 +130,14 @@ func (r namespacesResult) String() string {
 		100*r.HubCPU.Seconds()/r.Wall.Seconds(), r.HubMaxRSSKB/1024)
 }
 
-func runNamespaces(namespaces, peers, updates int, env ...string) (namespacesResult, error) {
+func runNamespaces(namespaces, peers, updates int) (namespacesResult, error) {
 	res := namespacesResult{Namespaces: namespaces, Peers: peers, Updates: updates}
-	dir, cleanup, err := tempDir("benchrepl-namespaces-")
+	c, err := startCluster("namespaces", hubSpec{Peers: peers, Namespaces: namespaces}, peers, 5*time.Minute)
 	if err != nil {
 		return res, err
 	}
-	defer cleanup()
-	hub, err := startHub(hubSpec{Dir: subdir(dir, "hub"), Peers: peers, Namespaces: namespaces}, env...)
-	if err != nil {
-		return res, err
-	}
-	defer hub.stop()
-	nss := hub.hello.Namespaces
-	ps, err := startPeers(dir, peers, hub.hello.URL, nss)
-	defer stopAll(ps)
-	if err != nil {
-		return res, err
-	}
-	if err := waitLive(ps, 5*time.Minute); err != nil {
-		return res, err
-	}
+	defer c.stop()
+	hub, ps, nss := c.hub, c.peers, c.hub.hello.Namespaces
 	ctx := context.Background()
 	// One writer and one lease per (peer, namespace), held for the run.
 	type replica struct {
@@ -225,7 +201,7 @@ func runNamespaces(namespaces, peers, updates int, env ...string) (namespacesRes
 	if err != nil {
 		return res, err
 	}
-	res.HubCPU = time.Duration((after.cpuMs() - before.cpuMs()) * float64(time.Millisecond))
+	res.HubCPU = after.cpuSince(before)
 	res.HubMaxRSSKB = after.MaxRSSKB
 	return res, nil
 }
@@ -243,22 +219,18 @@ func (r bootstrapResult) String() string {
 		r.DocBytes>>10, r.SnapshotBytes>>10, r.Median.Round(100*time.Microsecond), r.Min.Round(100*time.Microsecond), r.Runs)
 }
 
-func runBootstrap(docBytes, runs int, env ...string) (bootstrapResult, error) {
+func runBootstrap(docBytes, runs int) (bootstrapResult, error) {
 	res := bootstrapResult{DocBytes: docBytes, Runs: runs}
-	dir, cleanup, err := tempDir("benchrepl-bootstrap-")
+	// Tokens for one fresh peer a run; they start one at a time below.
+	c, err := startCluster("bootstrap", hubSpec{Peers: runs, Namespaces: 1, DocBytes: docBytes}, 0, 0)
 	if err != nil {
 		return res, err
 	}
-	defer cleanup()
-	hub, err := startHub(hubSpec{Dir: subdir(dir, "hub"), Peers: runs, Namespaces: 1, DocBytes: docBytes}, env...)
-	if err != nil {
-		return res, err
-	}
-	defer hub.stop()
-	ns := hub.hello.Namespaces[0]
+	defer c.stop()
+	ns := c.hub.hello.Namespaces[0]
 	var times []time.Duration
 	for i := range runs {
-		p, err := startPeer(subdir(dir, peerName(i)), i, hub.hello.URL, nil)
+		p, err := startPeer(filepath.Join(c.dir, peerName(i)), i, c.hub.hello.URL, nil)
 		if err != nil {
 			return res, err
 		}
@@ -302,16 +274,54 @@ func snapshotSize(reg *registry.Registry, ns string) (int, error) {
 
 // ---- helpers ------------------------------------------------------------------------------------
 
-func startPeers(dir string, n int, url string, targets []string) ([]*peer, error) {
-	var ps []*peer
-	for i := range n {
-		p, err := startPeer(subdir(dir, peerName(i)), i, url, targets)
-		if err != nil {
-			return ps, err
-		}
-		ps = append(ps, p)
+// cluster is a workload's hub (a child process) and its peers (in this process), each on
+// its own store in one temporary directory.
+type cluster struct {
+	dir   string
+	hub   *hubProc
+	peers []*peer
+}
+
+// startCluster starts the hub of spec and then peers peers replicating all its namespaces,
+// and waits up to live for every target to be live. On an error it stops what it started.
+func startCluster(name string, spec hubSpec, peers int, live time.Duration) (*cluster, error) {
+	dir, err := os.MkdirTemp("", "benchrepl-"+name+"-")
+	if err != nil {
+		return nil, err
 	}
-	return ps, nil
+	c := &cluster{dir: dir}
+	spec.Dir = filepath.Join(dir, "hub")
+	if c.hub, err = startHub(spec); err == nil {
+		err = c.startPeers(peers)
+	}
+	if err == nil {
+		err = waitLive(c.peers, live)
+	}
+	if err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *cluster) startPeers(n int) error {
+	for i := range n {
+		p, err := startPeer(filepath.Join(c.dir, peerName(i)), i, c.hub.hello.URL, c.hub.hello.Namespaces)
+		if err != nil {
+			return err
+		}
+		c.peers = append(c.peers, p)
+	}
+	return nil
+}
+
+// stop stops the peers, then the hub, and removes the directory.
+func (c *cluster) stop() {
+	_ = stopAll(c.peers)
+	if c.hub != nil {
+		_ = c.hub.stop()
+	}
+	_ = os.RemoveAll(c.dir)
 }
 
 // runAll runs every writer concurrently.

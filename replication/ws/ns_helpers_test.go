@@ -734,6 +734,18 @@ func (f *nsPeer) liveTarget() (protocol.NamespaceID, registry.Identity, *wire, *
 	return ns, id, w, hubDoc
 }
 
+// addLiveTarget creates a namespace in the hub source and makes it a target, which the peer
+// opens at once on its ready connection w; it brings it live against a hub document of
+// client.
+func (f *nsPeer) addLiveTarget(w *wire, client uint32) (protocol.NamespaceID, registry.Identity, *ydoc) {
+	f.t.Helper()
+	ns, id, snap := f.create()
+	f.target(ns)
+	hubDoc := newYDoc(f.t, client)
+	f.live(w, ns, id, snap, hubDoc)
+	return ns, id, hubDoc
+}
+
 // reconnectOpeningOnly drops the connection w and plays the next one, on which the peer must
 // open only ns — reconciled, with doc as the hub's document. It returns the new wire.
 func (f *nsPeer) reconnectOpeningOnly(w *wire, ns protocol.NamespaceID, id registry.Identity, doc *ydoc) *wire {

@@ -229,14 +229,8 @@ func TestS18_PeerTimeoutsRebuildTheConnection(t *testing.T) {
 // other target is unaffected; Reset archives the replica and bootstraps the new epoch.
 func TestS11_PeerIdentityChangedConflictsUntilReset(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
-	ns, id, snap := f.create()
-	other, oid, osnap := f.create()
-	hubDoc, otherDoc := newYDoc(t, 300), newYDoc(t, 301)
-	f.target(ns)
-	w := f.connect()
-	f.live(w, ns, id, snap, hubDoc)
-	f.target(other) // opened at once on the ready connection
-	f.live(w, other, oid, osnap, otherDoc)
+	ns, id, w, _ := f.liveTarget()
+	other, oid, otherDoc := f.addLiveTarget(w, 301)
 	w.send(&protocol.IdentityChanged{NamespaceID: ns, ReplicationID: id.ReplicationID, ReplicationEpoch: 2})
 	f.waitState(ns, observer.ChannelConflicted)
 	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 400).set("after", 1.0)))
@@ -673,10 +667,7 @@ func TestGUIDE6_PeerPacesItsOpens(t *testing.T) {
 func TestS12_PeerCloseTimeout(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)
-	ns, id, snap := f.create()
-	f.target(ns)
-	w := f.connect()
-	f.live(w, ns, id, snap, newYDoc(t, 300))
+	ns, _, w, _ := f.liveTarget()
 	removed := make(chan error, 1)
 	go func() { removed <- f.tc.RemoveTarget(ctxT(t), ns.String()) }()
 	expect[*protocol.CloseNamespace](w)

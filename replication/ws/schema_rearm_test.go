@@ -165,14 +165,8 @@ func TestS23_1_PeerSchemaRearmFailedClosesTheNamespace(t *testing.T) {
 	for _, observed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("observed=%v", observed), func(t *testing.T) {
 			f := newNSPeerOpts(t, nsConfig(t), nsPeerOptions{unobserved: !observed})
-			ns, id, snap := f.create()
-			other, oid, osnap := f.create()
-			hubDoc, otherDoc := newYDoc(t, 300), newYDoc(t, 301)
-			f.target(ns)
-			w := f.connect()
-			f.live(w, ns, id, snap, hubDoc)
-			f.target(other)
-			f.live(w, other, oid, osnap, otherDoc)
+			ns, id, w, hubDoc := f.liveTarget()
+			other, oid, otherDoc := f.addLiveTarget(w, 301)
 			sendUpdate(t, w, ns, hubDoc.setMeta(registry.MetaSchema, schemaValue("2026-11-29T12:00:00Z", flatDefinition)))
 
 			// Two invalid schemas back to back: a definition that is not an object, then a

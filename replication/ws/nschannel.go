@@ -275,7 +275,6 @@ type channel struct {
 	target         *target
 	declared       *registry.Identity // the local replica OPEN_NAMESPACE declared; nil: bootstrap
 	openSent       bool
-	openOK         bool
 	gotSnapshot    bool
 	closeAfterOpen string // a CLOSE reason to send as soon as OPEN_OK arrives
 	opDone         chan struct{}

@@ -675,11 +675,13 @@ func (pc *peerConn) openOK(c *channel, f protocol.Frame, m *protocol.OpenOK) {
 	if d := c.declared; d != nil {
 		consistent = m.Mode == protocol.ModeReconcile && m.ReplicationID == d.ReplicationID && m.ReplicationEpoch == d.Epoch
 	}
-	if c.state != observer.ChannelOpening || c.openOK || !consistent {
+	// A second OPEN_OK finds the channel past opening: OPEN_OK leaves it at once (when the
+	// CLOSE_NAMESPACE it may owe cannot be sent, the connection is closing and delivers no
+	// more frames).
+	if c.state != observer.ChannelOpening || !consistent {
 		c.violation(f)
 		return
 	}
-	c.openOK = true
 	c.identity = registry.Identity{ReplicationID: m.ReplicationID, Epoch: m.ReplicationEpoch}
 	c.timer.Stop()
 	c.timer = nil

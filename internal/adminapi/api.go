@@ -343,9 +343,22 @@ func readJSON(r *http.Request, v any) *Error {
 	return nil
 }
 
-// validOwner: owners are local storage partitions (persistence.MaxNameBytes of UTF-8).
-func validOwner(s string) bool {
-	return s != "" && len(s) <= persistence.MaxNameBytes && utf8.ValidString(s)
+// checkOwner refuses an owner that is not a local storage partition name
+// (persistence.MaxNameBytes of UTF-8).
+func checkOwner(s string) *Error {
+	if s == "" || len(s) > persistence.MaxNameBytes || !utf8.ValidString(s) {
+		return &Error{http.StatusBadRequest, CodeBadRequest, "owner must be 1 to 255 bytes of UTF-8"}
+	}
+	return nil
+}
+
+// pathID returns the namespace id of the route's {id}.
+func pathID(r *http.Request) (string, *Error) {
+	id := r.PathValue("id")
+	if !registry.ValidNamespaceID(id) {
+		return "", &Error{http.StatusBadRequest, CodeBadRequest, "namespace id must be ns- and 32 lowercase hex digits"}
+	}
+	return id, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

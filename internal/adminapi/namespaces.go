@@ -34,9 +34,9 @@ type namespace struct {
 // lookup resolves {id}: a hub entry, or a peer target (else a local replica kept from a
 // removed target).
 func (a *API) lookup(r *http.Request) (namespace, *Error) {
-	id := r.PathValue("id")
-	if !registry.ValidNamespaceID(id) {
-		return namespace{}, &Error{http.StatusBadRequest, CodeBadRequest, "namespace id must be ns- and 32 lowercase hex digits"}
+	id, bad := pathID(r)
+	if bad != nil {
+		return namespace{}, bad
 	}
 	if a.opts.Side == observer.SidePeer {
 		if t, ok := a.opts.Targets.Target(id); ok {
@@ -344,8 +344,8 @@ func (a *API) createNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if !validOwner(req.Owner) {
-		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "owner must be 1 to 255 bytes of UTF-8"})
+	if e := checkOwner(req.Owner); e != nil {
+		writeError(w, e)
 		return
 	}
 	c, err := a.opts.Registry.Create(r.Context(), req.Owner)

@@ -54,8 +54,8 @@ func (a *API) addTarget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "namespaceId must be ns- and 32 lowercase hex digits"})
 		return
 	}
-	if !validOwner(req.Owner) {
-		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "owner must be 1 to 255 bytes of UTF-8"})
+	if e := checkOwner(req.Owner); e != nil {
+		writeError(w, e)
 		return
 	}
 	created, err := a.opts.Targets.AddTarget(r.Context(), ws.Target{NamespaceID: req.NamespaceID, Owner: req.Owner})
@@ -77,9 +77,9 @@ func (a *API) addTarget(w http.ResponseWriter, r *http.Request) {
 
 // DELETE /v1/targets/{id} (peer)
 func (a *API) removeTarget(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !registry.ValidNamespaceID(id) {
-		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "namespace id must be ns- and 32 lowercase hex digits"})
+	id, e := pathID(r)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
 	if err := a.opts.Targets.RemoveTarget(r.Context(), id); err != nil {
@@ -92,9 +92,9 @@ func (a *API) removeTarget(w http.ResponseWriter, r *http.Request) {
 // POST /v1/namespaces/{id}/reset (peer): archive the local replica and bootstrap again
 // (§16: the way out of conflicted).
 func (a *API) reset(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !registry.ValidNamespaceID(id) {
-		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "namespace id must be ns- and 32 lowercase hex digits"})
+	id, e := pathID(r)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
 	if _, ok := a.opts.Targets.Target(id); !ok {

@@ -1,19 +1,14 @@
 package persistence_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,12 +52,6 @@ func killRecords(i int, through uint64) []byte {
 func killChild(dir string) int {
 	seed, _ := strconv.ParseUint(os.Getenv(killSeedEnv), 10, 64)
 	rng := rand.New(rand.NewPCG(seed, 99))
-	var outMu sync.Mutex
-	say := func(format string, args ...any) {
-		outMu.Lock()
-		defer outMu.Unlock()
-		os.Stdout.Write(fmt.Appendf(nil, format+"\n", args...)) // one write: survives a kill whole or not at all
-	}
 	index := map[string]int{}
 	for i := range killNamespaces {
 		index[nsID(i)] = i
@@ -72,11 +61,11 @@ func killChild(dir string) int {
 		CompactAfterCount:    150,
 		CompactSnapshotRatio: -1, // compact often: the kills aim at compactions
 		Compactor: func(snapshot []byte, updates [][]byte) ([]byte, error) {
-			say("compacting")
+			persistencetest.Say("compacting")
 			time.Sleep(2 * time.Millisecond) // widen the window for a kill
 			return persistencetest.Concat(snapshot, updates)
 		},
-		OnFlushed: func(_, id string, through uint64) { say("flushed %d %d", index[id], through) },
+		OnFlushed: func(_, id string, through uint64) { persistencetest.Say("flushed %d %d", index[id], through) },
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
@@ -95,7 +84,7 @@ func killChild(dir string) int {
 		}
 		next[i] = doc.Through + 1
 	}
-	say("ready")
+	persistencetest.Say("ready")
 	deadline := time.Now().Add(30 * time.Second)
 	for n := 0; time.Now().Before(deadline); n++ {
 		i := rng.IntN(killNamespaces)
@@ -176,37 +165,12 @@ func TestS21_KillNineLeavesAPrefix(t *testing.T) {
 // positions it reported. It reports whether the kill was aimed at a compaction.
 func runKilledChild(t *testing.T, dir string, it int, rng *rand.Rand, mode int, durable []uint64) (atCompaction bool) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), killChildEnv+"="+dir, killSeedEnv+"="+strconv.Itoa(it))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1024)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	child := persistencetest.StartChild(t, killChildEnv+"="+dir, killSeedEnv+"="+strconv.Itoa(it))
 	note := func(line string) {
 		var i int
 		var seq uint64
 		if _, err := fmt.Sscanf(line, "flushed %d %d", &i, &seq); err == nil && i >= 0 && i < killNamespaces {
 			durable[i] = max(durable[i], seq)
-		}
-	}
-	killed := false
-	kill := func() {
-		if !killed {
-			cmd.Process.Signal(syscall.SIGKILL)
-			killed = true
 		}
 	}
 	timeout := time.After(30 * time.Second)
@@ -216,7 +180,7 @@ func runKilledChild(t *testing.T, dir string, it int, rng *rand.Rand, mode int, 
 wait:
 	for {
 		select {
-		case line, ok := <-lines:
+		case line, ok := <-child.Lines:
 			if !ok {
 				break wait
 			}
@@ -230,24 +194,19 @@ wait:
 				case 2:
 					fire = time.After(time.Duration(rng.IntN(5)) * time.Millisecond)
 				}
-			case line == "compacting" && mode == 1 && !killed:
+			case line == "compacting" && mode == 1 && !atCompaction:
 				if compactions--; compactions == 0 {
 					time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
-					kill()
+					child.Kill()
 					atCompaction = true
 				}
 			}
 		case <-fire:
-			kill()
+			child.Kill()
 		case <-timeout:
-			kill()
 			t.Fatalf("iteration %d: the child did not get killed in time (ready %v)", it, ready)
 		}
 	}
-	err = cmd.Wait()
-	var exit *exec.ExitError
-	if !killed || !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("iteration %d: child ended by itself (%v): %s", it, err, strings.TrimSpace(stderr.String()))
-	}
+	child.WaitKilled(t)
 	return atCompaction
 }

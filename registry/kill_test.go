@@ -1,22 +1,19 @@
 package registry
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/persistence/persistencetest"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -97,12 +94,6 @@ func killChild(dir string) int {
 	if err := json.Unmarshal(raw, &plan); err != nil {
 		return fail("plan", err)
 	}
-	var outMu sync.Mutex
-	say := func(format string, args ...any) {
-		outMu.Lock()
-		defer outMu.Unlock()
-		os.Stdout.Write(fmt.Appendf(nil, format+"\n", args...)) // one write: whole or not at all
-	}
 	// Appends of this process map to write counts: writes = base + (seq - seq0).
 	type origin struct {
 		known        bool
@@ -120,7 +111,7 @@ func killChild(dir string) int {
 		o := origins[i]
 		mu.Unlock()
 		if o.known && through >= o.seq0 {
-			say("flushed %d %d", i, o.writes+(through-o.seq0))
+			persistencetest.Say("flushed %d %d", i, o.writes+(through-o.seq0))
 		}
 	}))
 	if err != nil {
@@ -166,7 +157,7 @@ func killChild(dir string) int {
 			}
 		}()
 	}
-	say("ready")
+	persistencetest.Say("ready")
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -234,55 +225,36 @@ func setUpKillStore(t *testing.T, dir string) [][]byte {
 // runKillChild starts a child, kills it with SIGKILL at a random moment after it is ready,
 // and returns the write counts it reported durable.
 func runKillChild(t *testing.T, dir string, rng *rand.Rand) []uint64 {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), killChildEnv+"="+dir)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	must(t, err)
-	must(t, cmd.Start())
+	child := persistencetest.StartChild(t, killChildEnv+"="+dir)
 	reported := make([]uint64, killNamespaces)
-	ready := make(chan struct{})
-	lines := make(chan struct{})
-	var mu sync.Mutex
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		once := sync.Once{}
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			switch {
-			case len(f) == 1 && f[0] == "ready":
-				once.Do(func() { close(ready) })
-			case len(f) == 3 && f[0] == "flushed":
-				i, _ := strconv.Atoi(f[1])
-				n, _ := strconv.ParseUint(f[2], 10, 64)
-				mu.Lock()
-				reported[i] = max(reported[i], n)
-				mu.Unlock()
-			}
+	note := func(line string) {
+		var i int
+		var n uint64
+		if _, err := fmt.Sscanf(line, "flushed %d %d", &i, &n); err == nil && i >= 0 && i < killNamespaces {
+			reported[i] = max(reported[i], n)
 		}
-	}()
-	select {
-	case <-ready:
-	case <-lines:
-		_ = cmd.Wait()
-		t.Fatalf("child ended before it was ready: %s", stderr.String())
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("child not ready: %s", stderr.String())
 	}
-	time.Sleep(time.Duration(rng.IntN(120)) * time.Millisecond)
-	must(t, cmd.Process.Signal(syscall.SIGKILL))
-	<-lines
-	err = cmd.Wait()
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("child did not die by SIGKILL (%v): %s", err, stderr.String())
+	timeout := time.After(20 * time.Second)
+	var fire <-chan time.Time
+wait:
+	for {
+		select {
+		case line, ok := <-child.Lines:
+			if !ok {
+				break wait
+			}
+			note(line)
+			if line == "ready" {
+				fire = time.After(time.Duration(rng.IntN(120)) * time.Millisecond)
+			}
+		case <-fire:
+			child.Kill()
+		case <-timeout:
+			t.Fatal("child not ready")
+		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	return append([]uint64(nil), reported...)
+	child.WaitKilled(t)
+	return reported
 }
 
 // checkKillStore reopens the store and checks each namespace against the writes; it returns

@@ -472,45 +472,17 @@ func TestS18_HubAckTimeoutNeedsResyncWithoutResend(t *testing.T) {
 // {send-queue-overflow} is declared and nothing more is sent; once the peer's window
 // empties its round repairs what was dropped (§9.4, §17).
 func TestS17_HubQueueOverflowDeclaresResync(t *testing.T) {
-	cfg := nsConfig(t)
-	// Room for the round's diff, which carries everything the queue dropped.
-	cfg.MaxSyncDiffBytes, cfg.MaxBootstrapBytes, cfg.MaxFrameBytes = 16<<10, 16<<10, 17<<10
-	cfg.MaxQueuedControlBytes, cfg.MaxQueuedUpdateBytes, cfg.MaxChunkedUpdateBytes = 64<<10, 4<<10, 4<<10
-	must(t, cfg.Validate())
+	cfg := overflowConfig(t)
 	f := newNSHub(t, cfg, persistence.Options{})
 	w := f.dial(peerID)
 	ns, doc := f.liveNS(w, 200)
-	hub := newYDoc(t, 100)
-	var inFlight []uint32
-	for i := range cfg.MaxInFlightUpdates {
-		must(t, writeLocal(t, f.reg, ns, hub.set(fmt.Sprint("w", i), 1.0)))
-		up, seq := expect[*protocol.Update](w)
-		doc.apply(up.Update)
-		inFlight = append(inFlight, seq)
-	}
-	value := strings.Repeat("v", 600)
-	for i := 0; i*600 <= cfg.MaxQueuedUpdateBytes; i++ {
-		must(t, writeLocal(t, f.reg, ns, hub.set(fmt.Sprint("q", i), value)))
-	}
-	r, _ := expect[*protocol.ResyncRequired](w)
-	if r.ReasonCode != protocol.ResyncSendQueueOverflow {
-		t.Fatalf("reason %q", r.ReasonCode)
-	}
-	w.quiet()
-	for _, seq := range inFlight {
-		w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq})
-	}
+	overflowUnsent(w, cfg, f.reg, ns, newYDoc(t, 100), doc)
 	w.quiet() // acknowledgements do not restart the flow: the peer's round does
 	f.round(w, ns, doc, 2)
 	if got, want := doc.app(), appOf(t, f.reg, ns); !sameApp(got, want) {
 		t.Fatalf("after the round the peer has %d keys, the hub %d", len(got), len(want))
 	}
-	// Either bound may be hit first: the unsent queue, or the session's fan-out queue it is
-	// pulled from (both sized maxQueuedUpdateBytes).
-	rs := eventsOf[observer.ResyncRequired](f.rec, observer.SideHub)
-	if len(rs) != 1 || rs[0].Cause != observer.ResyncQueueOverflow && rs[0].Cause != observer.ResyncSessionFanoutOverflow {
-		t.Fatalf("resync-required %+v", rs)
-	}
+	checkOverflowResync(t, f.rec, observer.SideHub)
 }
 
 // TestS20_DegradedHubKeepsStateExchange: while the hub's store is degraded, a round with a

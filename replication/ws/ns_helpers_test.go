@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -321,6 +322,55 @@ func eventsOf[T observer.Payload](rec *observertest.Recorder, side observer.Side
 		}
 	}
 	return out
+}
+
+// ---- the unsent queue's overflow, on either side ------------------------------------------
+
+// overflowConfig is nsConfig with an unsent queue of 4 KiB, and room for the round's diff
+// that carries everything the queue dropped.
+func overflowConfig(t testing.TB) protocol.Config {
+	cfg := nsConfig(t)
+	cfg.MaxSyncDiffBytes, cfg.MaxBootstrapBytes, cfg.MaxFrameBytes = 16<<10, 16<<10, 17<<10
+	cfg.MaxQueuedControlBytes, cfg.MaxQueuedUpdateBytes, cfg.MaxChunkedUpdateBytes = 64<<10, 4<<10, 4<<10
+	must(t, cfg.Validate())
+	return cfg
+}
+
+// overflowUnsent fills the window of ns with local writes of local through reg (remote
+// applies each UPDATE), then writes past maxQueuedUpdateBytes; it requires
+// RESYNC_REQUIRED{send-queue-overflow} and nothing after it, then acknowledges the window.
+func overflowUnsent(w *wire, cfg protocol.Config, reg *registry.Registry, ns protocol.NamespaceID, local, remote *ydoc) {
+	t := w.t
+	t.Helper()
+	var inFlight []uint32
+	for i := range cfg.MaxInFlightUpdates {
+		must(t, writeLocal(t, reg, ns, local.set(fmt.Sprint("w", i), 1.0)))
+		up, seq := expect[*protocol.Update](w)
+		remote.apply(up.Update)
+		inFlight = append(inFlight, seq)
+	}
+	value := strings.Repeat("v", 600)
+	for i := 0; i*600 <= cfg.MaxQueuedUpdateBytes; i++ {
+		must(t, writeLocal(t, reg, ns, local.set(fmt.Sprint("q", i), value)))
+	}
+	if r, _ := expect[*protocol.ResyncRequired](w); r.ReasonCode != protocol.ResyncSendQueueOverflow {
+		t.Fatalf("reason %q", r.ReasonCode)
+	}
+	w.quiet()
+	for _, seq := range inFlight {
+		w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq})
+	}
+}
+
+// checkOverflowResync requires one resync-required event on side, for either bound that
+// may be hit first: the unsent queue, or the session's fan-out queue it is pulled from
+// (both sized maxQueuedUpdateBytes).
+func checkOverflowResync(t testing.TB, rec *observertest.Recorder, side observer.Side) {
+	t.Helper()
+	rs := eventsOf[observer.ResyncRequired](rec, side)
+	if len(rs) != 1 || rs[0].Cause != observer.ResyncQueueOverflow && rs[0].Cause != observer.ResyncSessionFanoutOverflow {
+		t.Fatalf("resync-required %+v", rs)
+	}
 }
 
 // ---- a hub with its namespace layer, played against by hand ----------------------------------------

@@ -2,7 +2,6 @@ package ws_test
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -463,41 +462,15 @@ func TestS16_PeerRemoveTargetAndAddBack(t *testing.T) {
 // {send-queue-overflow} is declared, and once the window is empty the peer's round carries
 // everything (§17).
 func TestS17_PeerUnsentQueueOverflow(t *testing.T) {
-	cfg := nsConfig(t)
-	cfg.MaxSyncDiffBytes, cfg.MaxBootstrapBytes, cfg.MaxFrameBytes = 16<<10, 16<<10, 17<<10
-	cfg.MaxQueuedControlBytes, cfg.MaxQueuedUpdateBytes, cfg.MaxChunkedUpdateBytes = 64<<10, 4<<10, 4<<10
-	must(t, cfg.Validate())
+	cfg := overflowConfig(t)
 	f := newNSPeer(t, cfg)
 	ns, _, w, hubDoc := f.liveTarget()
-	app := newYDoc(t, 400)
-	var inFlight []uint32
-	for i := range cfg.MaxInFlightUpdates {
-		must(t, writeLocal(t, f.reg, ns, app.set(fmt.Sprint("w", i), 1.0)))
-		up, seq := expect[*protocol.Update](w)
-		hubDoc.apply(up.Update)
-		inFlight = append(inFlight, seq)
-	}
-	value := strings.Repeat("v", 600)
-	for i := 0; i*600 <= cfg.MaxQueuedUpdateBytes; i++ {
-		must(t, writeLocal(t, f.reg, ns, app.set(fmt.Sprint("q", i), value)))
-	}
-	if r, _ := expect[*protocol.ResyncRequired](w); r.ReasonCode != protocol.ResyncSendQueueOverflow {
-		t.Fatalf("reason %q", r.ReasonCode)
-	}
-	w.quiet()
-	for _, seq := range inFlight {
-		w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq})
-	}
+	overflowUnsent(w, cfg, f.reg, ns, newYDoc(t, 400), hubDoc)
 	f.hubRound(w, ns, hubDoc)
 	if got, want := hubDoc.app(), f.peerApp(ns); !sameApp(got, want) {
 		t.Fatalf("hub has %d keys, peer %d", len(got), len(want))
 	}
-	// Either bound may be hit first: the unsent queue, or the session's fan-out queue it is
-	// pulled from (both sized maxQueuedUpdateBytes).
-	rs := eventsOf[observer.ResyncRequired](f.rec, observer.SidePeer)
-	if len(rs) != 1 || rs[0].Cause != observer.ResyncQueueOverflow && rs[0].Cause != observer.ResyncSessionFanoutOverflow {
-		t.Fatalf("resync-required %+v", rs)
-	}
+	checkOverflowResync(t, f.rec, observer.SidePeer)
 }
 
 // TestS20_PeerDegradedAppliesHubUpdatesInMemory: while the peer's store cannot commit, hub

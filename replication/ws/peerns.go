@@ -618,12 +618,22 @@ func (pc *peerConn) open(c *channel) {
 	pc.opening++
 	c.setState(observer.ChannelOpening)
 	pc.armTimer(c, observer.FailedOpenTimeout, pc.cfg.OpenTimeout)
+	owner, ns, ctx, reg := c.target.owner, c.id, pc.ctx, pc.tc.reg
+	if !pc.leaseOff(c, func() (*registry.Lease, error) { return reg.Open(ctx, owner, ns) },
+		func(lease *registry.Lease, err error) { pc.localOpened(c, lease, err) }) {
+		c.failed(observer.FailedOpenFailed, 0)
+	}
+}
+
+// leaseOff runs get (a registry open or import) off the connection goroutine and hands its
+// outcome to then on it; a lease the connection can no longer take is released. c.opDone
+// closes once that is done. It reports false, running nothing, after the controller closed.
+func (pc *peerConn) leaseOff(c *channel, get func() (*registry.Lease, error), then func(*registry.Lease, error)) bool {
 	done := make(chan struct{})
 	c.opDone = done
-	owner, ns, ctx, reg := c.target.owner, c.id, pc.ctx, pc.tc.reg
 	ok := pc.tc.goOff(func() {
-		lease, err := reg.Open(ctx, owner, ns)
-		if !pc.s.Post(func() { pc.localOpened(c, lease, err); close(done) }) {
+		lease, err := get()
+		if !pc.s.Post(func() { then(lease, err); close(done) }) {
 			if lease != nil {
 				lease.Release()
 			}
@@ -632,8 +642,8 @@ func (pc *peerConn) open(c *channel) {
 	})
 	if !ok {
 		close(done)
-		c.failed(observer.FailedOpenFailed, 0)
 	}
+	return ok
 }
 
 func (pc *peerConn) localOpened(c *channel, lease *registry.Lease, err error) {
@@ -751,21 +761,9 @@ func (pc *peerConn) snapshot(c *channel, f protocol.Frame, m *protocol.Bootstrap
 		return
 	}
 	c.snapSeq = f.Sequence
-	done := make(chan struct{})
-	c.opDone = done
 	owner, ns, want, snap, ctx, reg := c.target.owner, c.id, c.identity, m.Snapshot, pc.ctx, pc.tc.reg
-	ok := pc.tc.goOff(func() {
-		lease, err := reg.Import(ctx, owner, ns, want, snap)
-		if !pc.s.Post(func() { pc.imported(c, lease, err, len(snap)); close(done) }) {
-			if lease != nil {
-				lease.Release()
-			}
-			close(done)
-		}
-	})
-	if !ok {
-		close(done)
-	}
+	pc.leaseOff(c, func() (*registry.Lease, error) { return reg.Import(ctx, owner, ns, want, snap) },
+		func(lease *registry.Lease, err error) { pc.imported(c, lease, err, len(snap)) })
 }
 
 func (pc *peerConn) imported(c *channel, lease *registry.Lease, err error, n int) {

@@ -136,7 +136,7 @@ func newV2Reader(update []byte) *v2Reader {
 	}
 	next := func() column {
 		b := d.ReadVarUint8Array()
-		return column{d: lib0.NewDecoder(b), buf: b, base: d.Pos() - len(b)}
+		return column{d: lib0.NewDecoder(b), base: d.Pos() - len(b)}
 	}
 	r.keyClock.column = next()
 	r.client.column = next()
@@ -400,7 +400,6 @@ func (r *v2Reader) readDeleteSet() deleteSet {
 // column is one column of a v2 update: its own decoder, and its offset in the update.
 type column struct {
 	d       *lib0.Decoder
-	buf     []byte
 	base    int
 	pending bool // a run is not used up
 }
@@ -413,22 +412,19 @@ type uintColumn struct {
 
 func (c *uintColumn) read() uint64 {
 	if c.count == 0 {
-		pos := c.d.Pos()
-		negative := pos < len(c.buf) && c.buf[pos]&0x40 != 0 // −0 included
-		v := c.d.ReadVarInt()
+		v, negative := c.d.ReadVarIntSign() // −0 starts a run of zeros
 		if c.d.Err() != nil {
 			return 0
 		}
 		c.count = 1
 		if negative {
-			v = -v
 			c.count = c.d.ReadVarUint() + 2
 			if c.d.Err() != nil {
 				c.count = 0
 				return 0
 			}
 		}
-		c.val = uint64(v)
+		c.val = v
 	}
 	c.count--
 	c.pending = c.count > 0

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -87,6 +88,20 @@ func readEverything(path string) (docsRead map[string][]byte, err error) {
 	return docsRead, errors.Join(errs...)
 }
 
+// checkReads fails if a document read back from a damaged copy differs from want, or if one
+// is missing although reading met no error (readErr): the right data or a clear error.
+func checkReads(t *testing.T, what string, docs, want map[string][]byte, readErr error) {
+	t.Helper()
+	for id, got := range docs {
+		if w := want[id]; !bytes.Equal(got, w) {
+			t.Fatalf("%s: %s reads %q, want %q", what, id, got, w)
+		}
+	}
+	if readErr == nil && len(docs) != len(want) {
+		t.Fatalf("%s: read without error, but %d of %d documents", what, len(docs), len(want))
+	}
+}
+
 func TestBoltCorruptGarbageFile(t *testing.T) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -133,11 +148,7 @@ func TestBoltCorruptTruncatedFile(t *testing.T) {
 		}
 		docs, err := readEverything(path)
 		t.Logf("truncated to %d of %d bytes: %v", size, len(data), err)
-		for id, got := range docs {
-			if w := want[id]; !bytes.Equal(got, w) {
-				t.Fatalf("truncated to %d bytes: %s reads %q, want %q", size, id, got, w)
-			}
-		}
+		checkReads(t, fmt.Sprintf("truncated to %d bytes", size), docs, want, err)
 		if err == nil {
 			continue // only free pages were cut off
 		}
@@ -273,11 +284,7 @@ func TestBoltCorruptRandomFlips(t *testing.T) {
 			t.Fatal(err)
 		}
 		docs, err := readEverything(path)
-		for id, got := range docs {
-			if w := want[id]; !bytes.Equal(got, w) {
-				t.Fatalf("round %d: %s reads %q, want %q", round, id, got, w)
-			}
-		}
+		checkReads(t, fmt.Sprintf("round %d", round), docs, want, err)
 		switch {
 		case err == nil:
 			outcomes["read fine"]++

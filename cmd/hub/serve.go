@@ -95,9 +95,9 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	cleanup = append(cleanup, func() { hub.Shutdown(context.Background()) })
 	obs.ReplicationLoad(hub.Load)
-	api, err := adminapi.New(adminapi.Options{Side: observer.SideHub, Registry: reg, Store: store,
-		Sessions: namespaces.Sessions, Metrics: obs.Handler(), Token: common.AdminToken,
-		MaxUpdateBytes: node.MaxLocalWrite(&common.Protocol), MaxEventStreams: common.MaxEventStreams, Clock: clk, Logger: log})
+	adminOpts := inst.AdminOptions(common)
+	adminOpts.Sessions = namespaces.Sessions
+	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)
 	}

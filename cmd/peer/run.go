@@ -134,15 +134,15 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	cleanup = append(cleanup, peer.Close)
 	obs.ReplicationLoad(peer.Load)
 	peer.Watch(tw.state)
-	api, err := adminapi.New(adminapi.Options{Side: observer.SidePeer, Registry: reg, Store: store,
-		Targets: &node.PersistentTargets{TC: tc, Store: store}, Metrics: obs.Handler(), Token: common.AdminToken,
-		MaxUpdateBytes: node.MaxLocalWrite(&common.Protocol), MaxEventStreams: common.MaxEventStreams, Clock: clk, Logger: log,
-		Ready: func() error {
-			if s := peer.State(); s != observer.ConnReady {
-				return fmt.Errorf("replication connection is %s", s)
-			}
-			return nil
-		}})
+	adminOpts := inst.AdminOptions(common)
+	adminOpts.Targets = &node.PersistentTargets{TC: tc, Store: store}
+	adminOpts.Ready = func() error {
+		if s := peer.State(); s != observer.ConnReady {
+			return fmt.Errorf("replication connection is %s", s)
+		}
+		return nil
+	}
+	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)
 	}

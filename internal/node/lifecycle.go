@@ -98,9 +98,9 @@ func (s *Signals) WaitForStop(log *slog.Logger, stderr io.Writer, name string, h
 	}
 }
 
-// MaxLocalWrite bounds one admin-API write: what one live transfer can carry (§17) — a
+// maxLocalWrite bounds one admin-API write: what one live transfer can carry (§17) — a
 // single UPDATE, or a chunked one when the v2 generation is configured.
-func MaxLocalWrite(c *protocol.Config) int {
+func maxLocalWrite(c *protocol.Config) int {
 	if c.Generation == protocol.GenerationV2 {
 		return c.MaxChunkedUpdateBytes
 	}

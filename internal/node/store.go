@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/nomicore/nomicore/internal/adminapi"
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
@@ -26,6 +27,9 @@ type Instance struct {
 	Store    *persistence.BoltStore
 	Registry *registry.Registry
 	Obs      *Observability
+
+	clock clock.Clock
+	log   *slog.Logger
 }
 
 // OpenInstance opens the store in dir (OpenStore), the registry of role over it, and the
@@ -40,7 +44,7 @@ func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.
 		store.Close(context.Background())
 		return nil, err
 	}
-	in := &Instance{Store: store, Registry: reg}
+	in := &Instance{Store: store, Registry: reg, clock: clk, log: log}
 	if in.Obs, err = NewObservability(log, side); err == nil {
 		err = in.Obs.RegisterStore(store, reg)
 	}
@@ -56,6 +60,15 @@ func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.
 func (in *Instance) Close() {
 	in.Registry.Close(context.Background())
 	in.Store.Close(context.Background())
+}
+
+// AdminOptions returns the admin API options the binaries share: the instance's side,
+// registry, store, metrics, clock and logger, and the admin flags of c. The caller adds its
+// side's own (the hub's Sessions; the peer's Targets and Ready).
+func (in *Instance) AdminOptions(c *Common) adminapi.Options {
+	return adminapi.Options{Side: in.Obs.Side, Registry: in.Registry, Store: in.Store, Metrics: in.Obs.Handler(),
+		Token: c.AdminToken, MaxUpdateBytes: maxLocalWrite(&c.Protocol), MaxEventStreams: c.MaxEventStreams,
+		Clock: in.clock, Logger: in.log}
 }
 
 // CheckInstanceID refuses a flag value that is not an instance id (§6.1).

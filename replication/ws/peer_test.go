@@ -170,7 +170,11 @@ func TestS15_1_StartToReady(t *testing.T) {
 		t.Fatalf("session %q %q", th.s.ConnectionID(), th.s.HubInstanceID())
 	}
 	// connectionId appears in state events only from the handshake on (§23.3).
-	for _, e := range f.rec.OfType(observer.TypeConnectionStateChanged) {
+	evs := f.rec.OfType(observer.TypeConnectionStateChanged)
+	if len(evs) != len(want) {
+		t.Fatalf("%d connection-state-changed events, want %d", len(evs), len(want))
+	}
+	for _, e := range evs {
 		ev := e.Payload.(observer.ConnectionStateChanged)
 		if ev.ConnectionID.Present() != (ev.To == observer.ConnReady) {
 			t.Fatalf("event %+v", ev)

@@ -515,13 +515,17 @@ func (rt *runtime) replaceSchema(updatedAt string, definition any) error {
 		return ErrApplyFailed.with("schema is not a JSON value", nil)
 	}
 	d := lib0.NewDecoder(enc)
-	if _, err := parseSchema(d.ReadAny()); err != nil || d.Err() != nil {
+	s, err := parseSchema(d.ReadAny())
+	if err != nil || d.Err() != nil {
 		return ErrApplyFailed.with("schema definition is not a JSON object", err)
 	}
 	if _, err := rt.writeMeta(originSchema, MetaSchema, value); err != nil {
 		return err
 	}
-	rt.loadSchema()
+	// The document now holds the decoded value (yjs stores a value as its lib0 round trip):
+	// s is what reading it back would install.
+	rt.schemaSeen = schemaState{present: true, raw: enc}
+	rt.schema.Store(s)
 	return nil
 }
 

@@ -312,8 +312,8 @@ func encodeSchemaValue(v any) []byte {
 	return e.Bytes()
 }
 
-// loadSchema installs meta.schema when a runtime loads (and after a hub's schema replace):
-// silently, with no re-arm reported; an invalid value leaves no active schema.
+// loadSchema installs meta.schema when a runtime loads, silently (no re-arm reported); an
+// invalid value leaves no active schema.
 func (rt *runtime) loadSchema() {
 	v, present := schemaValue(rt.doc)
 	rt.schemaSeen = schemaState{present: present}

@@ -3,7 +3,6 @@ package ws_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -382,7 +381,6 @@ type nsHub struct {
 	rec   *observertest.Recorder
 	reg   *registry.Registry
 	store persistence.Store
-	nsl   *ws.HubNamespaces
 	hub   *ws.Hub
 	table *ws.TokenTable
 }
@@ -413,9 +411,9 @@ func newNSHubObserved(t *testing.T, cfg protocol.Config, storeOpts persistence.O
 		{PeerInstanceID: limitedPeer, TokenSHA256: ws.HashToken("secret-limited"), Owner: owner, Namespaces: []string{limitedNS.String()}, Read: true, Submit: true},
 	})
 	must(t, err)
-	f.nsl, err = ws.NewHubNamespaces(ws.HubNamespacesOptions{Registry: f.reg})
+	nsl, err := ws.NewHubNamespaces(ws.HubNamespacesOptions{Registry: f.reg})
 	must(t, err)
-	f.hub, err = ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: f.table, Namespaces: f.nsl.NewHandler,
+	f.hub, err = ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: f.table, Namespaces: nsl.NewHandler,
 		Clock: f.clk, Random: bytes.NewReader(bytes.Repeat([]byte{7}, 1<<16)), Observer: obs})
 	must(t, err)
 	t.Cleanup(func() {
@@ -715,8 +713,6 @@ func (f *nsPeer) waitState(ns protocol.NamespaceID, want observer.ChannelState) 
 
 // peerApp reads the peer replica's app root.
 func (f *nsPeer) peerApp(ns protocol.NamespaceID) map[string]any { return appOf(f.t, f.reg, ns) }
-
-var errNoReplica = errors.New("no replica")
 
 // waitFailed waits for the namespace-failed event of ns on side and checks its cause, and
 // that there is exactly one.

@@ -492,10 +492,7 @@ func TestS20_PeerDegradedAppliesHubUpdatesInMemory(t *testing.T) {
 	if f.peerApp(ns)["during"] != 2.0 {
 		t.Fatal("the hub update was not applied")
 	}
-	var bypass []observer.DegradedBypassApplied
-	for _, e := range eventsOf[observer.DegradedBypassApplied](f.rec, observer.SidePeer) {
-		bypass = append(bypass, e)
-	}
+	bypass := eventsOf[observer.DegradedBypassApplied](f.rec, observer.SidePeer)
 	if len(bypass) != 1 || bypass[0].Sequence != seq {
 		t.Fatalf("degraded-bypass-applied %+v", bypass)
 	}

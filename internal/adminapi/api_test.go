@@ -478,6 +478,46 @@ func TestEventsOverflowEndsTheStream(t *testing.T) {
 	}
 }
 
+// An idle event stream carries a keep-alive comment every EventsKeepAlive of the injected
+// clock.
+func TestEventsKeepAlive(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	e := newEnv(t, Options{Side: observer.SideHub, Clock: clk, LeaseIdle: -1, EventsKeepAlive: time.Minute})
+	c := e.create()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/v1/namespaces/"+c.NamespaceID+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	nextComment := func() string {
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream ended: %v", err)
+			}
+			if line = strings.TrimRight(line, "\n"); line != "" {
+				return line
+			}
+		}
+	}
+	if got := nextComment(); got != ": nomicore events" {
+		t.Fatalf("the stream opens with %q", got)
+	}
+	for i := range 2 {
+		if !clk.WaitForTimers(1, 10*time.Second) {
+			t.Fatalf("keep-alive %d: no timer armed", i)
+		}
+		clk.Advance(time.Minute)
+		if got := nextComment(); got != ": keep-alive" {
+			t.Fatalf("keep-alive %d: got %q", i, got)
+		}
+	}
+}
+
 func TestEventsStreamLimit(t *testing.T) {
 	e := newEnv(t, Options{Side: observer.SideHub, MaxEventStreams: 1})
 	c := e.create()

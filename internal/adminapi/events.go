@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"net/http"
 	"time"
+
+	"github.com/nomicore/nomicore/internal/clock"
 )
 
 // GET /v1/namespaces/{id}/events: Server-Sent Events, one event per applied update (its
@@ -70,18 +72,8 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	keepAlive := make(chan struct{}, 1)
-	var timer interface{ Stop() bool }
-	arm := func() {
-		timer = a.opts.Clock.AfterFunc(a.opts.EventsKeepAlive, func() {
-			select {
-			case keepAlive <- struct{}{}:
-			default:
-			}
-		})
-	}
-	arm()
-	defer func() { timer.Stop() }()
+	keepAlive := clock.NewTicker(a.opts.Clock, a.opts.EventsKeepAlive)
+	defer keepAlive.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
@@ -92,11 +84,10 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		case <-st.stop:
 			send("closed", nil)
 			return
-		case <-keepAlive:
+		case <-keepAlive.C:
 			if !a.write(w, rc, []byte(": keep-alive\n\n")) {
 				return
 			}
-			arm()
 			continue
 		case <-watch.Wake():
 		}

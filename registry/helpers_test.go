@@ -252,8 +252,13 @@ func block(t testing.TB, l *Lease) (unblock func()) {
 	return func() { close(release) }
 }
 
-// queued returns the number of admitted slots waiting in l's runtime.
-func queued(l *Lease) int { return l.rt.queued() }
+// queued returns the number of admitted slots waiting in l's runtime (not yet taken by its
+// goroutine).
+func queued(l *Lease) int {
+	l.rt.mu.Lock()
+	defer l.rt.mu.Unlock()
+	return len(l.rt.queue)
+}
 
 // waitFor polls cond until it holds or fails the test after 10 s.
 func waitFor(t testing.TB, what string, cond func() bool) {

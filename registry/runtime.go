@@ -135,13 +135,6 @@ func (rt *runtime) signal() {
 	}
 }
 
-// queued returns the number of admitted slots not yet taken by the goroutine.
-func (rt *runtime) queued() int {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return len(rt.queue)
-}
-
 // stop makes the goroutine finish the admitted slots and unload. It does not wait.
 func (rt *runtime) stop() {
 	rt.mu.Lock()

@@ -45,9 +45,9 @@ func TestWorkloadsSmall(t *testing.T) {
 	if b.SnapshotBytes < 64<<10 || b.Min <= 0 || b.Median < b.Min {
 		t.Fatalf("bootstrap %+v", b)
 	}
-	for _, s := range []string{f.String(), n.String(), b.String()} {
-		if !strings.Contains(s, ":") {
-			t.Fatalf("report %q", s)
+	for _, r := range []struct{ got, name string }{{f.String(), "fan-out: "}, {n.String(), "namespaces: "}, {b.String(), "bootstrap: "}} {
+		if !strings.HasPrefix(r.got, r.name) || strings.Contains(r.got, "%!") {
+			t.Fatalf("report %q", r.got)
 		}
 	}
 }

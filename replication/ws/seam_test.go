@@ -117,7 +117,8 @@ func TestSeam_EndToEnd(t *testing.T) {
 	rec := &observertest.Recorder{}
 	hubSide := make(chan *echoNS, 4)
 	peerSide := make(chan *echoNS, 4)
-	table, _ := ws.NewTokenTable([]ws.TokenEntry{{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("tok"), Namespaces: []string{ns1.String(), ns2.String()}, Read: true, Submit: true}})
+	table, err := ws.NewTokenTable([]ws.TokenEntry{{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("tok"), Namespaces: []string{ns1.String(), ns2.String()}, Read: true, Submit: true}})
+	must(t, err)
 	hub, err := ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: table, Clock: clk, Observer: rec,
 		Namespaces: func(s *ws.Session) ws.Handler { e := newEchoNS(s, true); hubSide <- e; return e }})
 	if err != nil {
@@ -146,7 +147,6 @@ func TestSeam_EndToEnd(t *testing.T) {
 		e.s.Post(func() { f(); close(done) })
 		<-done
 	}
-	var opened []protocol.Frame
 	do(p, func() {
 		for _, ns := range []protocol.NamespaceID{ns1, ns2, ns3} {
 			seq, err := p.s.Send(&protocol.OpenNamespace{NamespaceID: ns})
@@ -160,7 +160,6 @@ func TestSeam_EndToEnd(t *testing.T) {
 			}
 		}
 	})
-	_ = opened
 	eventually(t, "echoes", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()

@@ -176,8 +176,7 @@ func TestS7_1_HubOpenOutcomes(t *testing.T) {
 	w := f.dial(peerID)
 
 	t.Run("reconcile", func(t *testing.T) {
-		seq := w.send(&protocol.OpenNamespace{NamespaceID: ns, HasLocalReplica: true, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
-		_ = seq
+		w.send(&protocol.OpenNamespace{NamespaceID: ns, HasLocalReplica: true, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
 		ok, _ := expect[*protocol.OpenOK](w)
 		if ok.Mode != protocol.ModeReconcile || ok.ReplicationID != id.ReplicationID || ok.ReplicationEpoch != id.Epoch {
 			t.Fatalf("OPEN_OK %+v", ok)

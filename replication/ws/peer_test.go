@@ -322,8 +322,7 @@ func TestS15_1_CloseOutcomes(t *testing.T) {
 				h, th, _ = f.ready(0)
 			}
 			tc.act(t, f, h, th)
-			pos := f.waitState(0, tc.want.state)
-			_ = pos
+			f.waitState(0, tc.want.state)
 			if tc.want.state == observer.ConnBackoff {
 				if b := f.lastBackoff(); b.Reason != tc.want.reason {
 					t.Fatalf("backoff reason %s, want %s", b.Reason, tc.want.reason)

@@ -48,28 +48,37 @@ func (c *leaseCache) open(ctx context.Context, owner, ns string) (*registry.Leas
 	if err != nil || c.idle <= 0 {
 		return l, err
 	}
+	if evicted := c.anchor(ctx, owner, ns); evicted != nil {
+		evicted.Release() // outside the lock, like drop, sweep and close
+	}
+	return l, nil
+}
+
+// anchor keeps ns loaded between requests; it returns the lease of an anchor it evicted to
+// stay within max, for the caller to release.
+func (c *leaseCache) anchor(ctx context.Context, owner, ns string) (evicted *registry.Lease) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return l, nil
+		return nil
 	}
 	if a := c.anchors[ns]; a != nil {
 		a.last = now
-		return l, nil
+		return nil
 	}
 	anchorLease, err := c.reg.Open(ctx, owner, ns) // loaded: no wait
 	if err != nil {
-		return l, nil
+		return nil
 	}
 	if len(c.anchors) >= c.max {
-		c.evictOldestLocked()
+		evicted = c.evictOldestLocked()
 	}
 	c.anchors[ns] = &anchor{lease: anchorLease, last: now}
 	if c.timer == nil {
 		c.armLocked()
 	}
-	return l, nil
+	return evicted
 }
 
 // done is called with a request's lease before it is released: a broken document loses its
@@ -91,7 +100,8 @@ func (c *leaseCache) drop(ns string) {
 	}
 }
 
-func (c *leaseCache) evictOldestLocked() {
+// evictOldestLocked removes the least recently used anchor and returns its lease.
+func (c *leaseCache) evictOldestLocked() *registry.Lease {
 	var oldest string
 	var at time.Time
 	for ns, a := range c.anchors {
@@ -99,10 +109,12 @@ func (c *leaseCache) evictOldestLocked() {
 			oldest, at = ns, a.last
 		}
 	}
-	if a := c.anchors[oldest]; a != nil {
-		delete(c.anchors, oldest)
-		a.lease.Release()
+	a := c.anchors[oldest]
+	if a == nil {
+		return nil
 	}
+	delete(c.anchors, oldest)
+	return a.lease
 }
 
 func (c *leaseCache) armLocked() {

@@ -107,9 +107,12 @@ func (d hubDialer) Dial(ctx context.Context, url string, h http.Header) (ws.Tran
 	return a, nil
 }
 
-// TestSeam_EndToEnd drives a hub and a peer through the seam: OPEN/OPEN_OK, windowed
-// updates both ways with ACK correlation, a GOAWAY drain ending early when the namespace
-// layer quiesces, and the peer reconnecting after SERVER_RESTARTING.
+// TestSeam_EndToEnd drives a hub and a peer through the seam with echoing namespace layers:
+// namespace frames sent through Session.Send (OPEN_NAMESPACE is accepted for sending),
+// windowed updates both ways with ACK correlation and one update-sent event per UPDATE, a
+// GOAWAY drain ending early when the namespace layers quiesce, and the peer reconnecting
+// on a new connection after SERVER_RESTARTING. The namespace rules themselves (OPEN_OK,
+// authorization) are the namespace layer's tests.
 func TestSeam_EndToEnd(t *testing.T) {
 	cfg := smallConfig(t)
 	cfg.MaxInFlightUpdates = 4

@@ -17,7 +17,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -89,36 +88,6 @@ func Parse(data []byte) ([]ws.TokenEntry, error) {
 		return nil, err
 	}
 	return entries, nil
-}
-
-// Encode renders entries in the tokens file format, one peer per line.
-func Encode(entries []ws.TokenEntry) []byte {
-	var b bytes.Buffer
-	b.WriteString("{\"peers\":[")
-	for i, e := range entries {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		namespaces := e.Namespaces
-		if namespaces == nil {
-			namespaces = []string{}
-		}
-		line, _ := json.Marshal(struct {
-			InstanceID  string   `json:"instanceId"`
-			TokenSHA256 string   `json:"tokenSha256"`
-			Owner       string   `json:"owner"`
-			Namespaces  []string `json:"namespaces"`
-			Read        bool     `json:"read"`
-			Submit      bool     `json:"submit"`
-		}{e.PeerInstanceID, hex.EncodeToString(e.TokenSHA256[:]), e.Owner, namespaces, e.Read, e.Submit})
-		b.WriteString("\n  ")
-		b.Write(line)
-	}
-	if len(entries) > 0 {
-		b.WriteByte('\n')
-	}
-	b.WriteString("]}\n")
-	return b.Bytes()
 }
 
 // NewToken draws a token of TokenBytes random bytes from r (crypto/rand when nil), encoded
@@ -232,7 +201,7 @@ func Update(path string, edit func([]ws.TokenEntry) ([]ws.TokenEntry, error)) er
 	if _, err := ws.NewTokenTable(entries); err != nil {
 		return err
 	}
-	return WriteAtomic(path, Encode(entries), 0o600)
+	return WriteAtomic(path, ws.EncodeTokensFile(entries), 0o600)
 }
 
 // WriteAtomic replaces the file at path with data: a temporary file in the same directory,

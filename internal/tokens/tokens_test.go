@@ -182,14 +182,14 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 		{PeerInstanceID: "peer-a", TokenSHA256: sha256.Sum256([]byte("x")), Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true},
 		{PeerInstanceID: "peer-b", TokenSHA256: sha256.Sum256([]byte("y")), Owner: "team", Namespaces: []string{nsA, nsB}, Read: true},
 	}
-	out, err := Parse(Encode(in))
+	out, err := Parse(ws.EncodeTokensFile(in))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(out) != 2 || out[1].Owner != "team" || !slices.Equal(out[1].Namespaces, []string{nsA, nsB}) || out[1].Submit || out[0].TokenSHA256 != in[0].TokenSHA256 {
 		t.Fatalf("round trip: %+v", out)
 	}
-	if got, err := Parse(Encode(nil)); err != nil || len(got) != 0 {
+	if got, err := Parse(ws.EncodeTokensFile(nil)); err != nil || len(got) != 0 {
 		t.Fatalf("empty table: %v %v", got, err)
 	}
 }

@@ -105,14 +105,7 @@ func ParseTokenSHA256(s string) ([sha256.Size]byte, error) {
 // Unknown fields are refused, so a misspelt key is not silently ignored.
 func ParseTokensFile(data []byte) ([]TokenEntry, error) {
 	var f struct {
-		Peers []struct {
-			InstanceID  string   `json:"instanceId"`
-			TokenSHA256 string   `json:"tokenSha256"`
-			Owner       string   `json:"owner"`
-			Namespaces  []string `json:"namespaces"`
-			Read        bool     `json:"read"`
-			Submit      bool     `json:"submit"`
-		} `json:"peers"`
+		Peers []tokensFilePeer `json:"peers"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -129,6 +122,41 @@ func ParseTokensFile(data []byte) ([]TokenEntry, error) {
 			Namespaces: p.Namespaces, Read: p.Read, Submit: p.Submit})
 	}
 	return out, nil
+}
+
+// tokensFilePeer is one entry of the tokens file.
+type tokensFilePeer struct {
+	InstanceID  string   `json:"instanceId"`
+	TokenSHA256 string   `json:"tokenSha256"`
+	Owner       string   `json:"owner"`
+	Namespaces  []string `json:"namespaces"`
+	Read        bool     `json:"read"`
+	Submit      bool     `json:"submit"`
+}
+
+// EncodeTokensFile renders entries in the tokens file format that ParseTokensFile reads,
+// one peer per line.
+func EncodeTokensFile(entries []TokenEntry) []byte {
+	var b bytes.Buffer
+	b.WriteString("{\"peers\":[")
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		namespaces := e.Namespaces
+		if namespaces == nil {
+			namespaces = []string{}
+		}
+		line, _ := json.Marshal(tokensFilePeer{e.PeerInstanceID, hex.EncodeToString(e.TokenSHA256[:]), e.Owner,
+			namespaces, e.Read, e.Submit})
+		b.WriteString("\n  ")
+		b.Write(line)
+	}
+	if len(entries) > 0 {
+		b.WriteByte('\n')
+	}
+	b.WriteString("]}\n")
+	return b.Bytes()
 }
 
 // TokenTable is an in-memory Authenticator over token hashes. Lookups compare the hash of

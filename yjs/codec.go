@@ -190,14 +190,7 @@ func (r *structReader) next(s *rawStruct) bool {
 			}
 		}
 		s.content = readContent(d, ref, r.copy)
-		if d.Err() != nil {
-			return false
-		}
 		s.length = s.content.len()
-		if s.selfReference() {
-			d.Fail(ErrSelfReference)
-			return false
-		}
 	default:
 		d.Fail(ErrContentRef)
 		return false
@@ -205,16 +198,26 @@ func (r *structReader) next(s *rawStruct) bool {
 	if d.Err() != nil {
 		return false
 	}
-	if s.length == 0 {
-		d.Fail(ErrZeroLength)
-		return false
-	}
-	if s.id.Clock+s.length > maxClock {
-		d.Fail(ErrClockRange)
+	if err := s.invalid(); err != nil {
+		d.Fail(err)
 		return false
 	}
 	r.clock += s.length
 	return true
+}
+
+// invalid returns the rule of a decoded struct that s breaks (ErrSelfReference,
+// ErrZeroLength, ErrClockRange), or nil.
+func (s *rawStruct) invalid() error {
+	switch {
+	case s.selfReference():
+		return ErrSelfReference
+	case s.length == 0:
+		return ErrZeroLength
+	case s.id.Clock+s.length > maxClock:
+		return ErrClockRange
+	}
+	return nil
 }
 
 // selfReference reports an origin, right origin or parent of the struct's own client at or

@@ -243,14 +243,7 @@ func (r *v2Reader) readStruct(s *rawStruct, id ID) bool {
 			}
 		}
 		s.content = r.readContent(ref)
-		if r.error() != nil {
-			return false
-		}
 		s.length = s.content.len()
-		if s.selfReference() {
-			r.rest.Fail(ErrSelfReference)
-			return false
-		}
 	default:
 		r.rest.Fail(ErrContentRef)
 		return false
@@ -258,12 +251,8 @@ func (r *v2Reader) readStruct(s *rawStruct, id ID) bool {
 	if r.error() != nil {
 		return false
 	}
-	if s.length == 0 {
-		r.rest.Fail(ErrZeroLength)
-		return false
-	}
-	if s.id.Clock+s.length > maxClock {
-		r.rest.Fail(ErrClockRange)
+	if err := s.invalid(); err != nil {
+		r.rest.Fail(err)
 		return false
 	}
 	return true

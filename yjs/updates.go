@@ -23,20 +23,12 @@ type lazyReader struct {
 }
 
 func newLazyReader(update []byte, filterSkips bool) *lazyReader {
-	return newLazyReaderWith(update, filterSkips, false)
-}
-
-// newLazyReaderOrdered also requires the clients in descending order.
-func newLazyReaderOrdered(update []byte, filterSkips bool) *lazyReader {
-	return newLazyReaderWith(update, filterSkips, true)
-}
-
-func newLazyReaderWith(update []byte, filterSkips, descending bool) *lazyReader {
 	l := &lazyReader{}
-	l.init(update, filterSkips, descending)
+	l.init(update, filterSkips, false)
 	return l
 }
 
+// init starts reading update; descending also requires its clients in descending order.
 func (l *lazyReader) init(update []byte, filterSkips, descending bool) {
 	l.filterSkips = filterSkips
 	l.dec.Reset(update)
@@ -147,10 +139,8 @@ func mergeRaw(left, right *rawStruct) bool {
 
 // validateUpdate checks that b is a well-formed v1 update.
 func validateUpdate(b []byte, descending bool) error {
-	l := newLazyReader(b, false)
-	if descending {
-		l = newLazyReaderOrdered(b, false)
-	}
+	var l lazyReader
+	l.init(b, false, descending)
 	for l.has {
 		l.next()
 	}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nomicore/nomicore/internal/tokens"
+	"github.com/nomicore/nomicore/replication/ws"
 )
 
 func runHub(t *testing.T, env map[string]string, args ...string) (int, string, string) {
@@ -47,6 +49,49 @@ func TestTokenCommands(t *testing.T) {
 	}
 	if code, _, errOut := runHub(t, nil, "token", "add", "--data", data, "--peer", "Bad Peer"); code != 1 || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("bad peer id: %d %q", code, errOut)
+	}
+}
+
+// A second `token add` for the same peer is refused and says how to rotate; `token rotate`
+// prints a new token once and the old one no longer authenticates.
+func TestTokenAddTwiceAndRotate(t *testing.T) {
+	data := t.TempDir()
+	file := filepath.Join(data, tokens.FileName)
+	code, out, _ := runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a")
+	old := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("token add: %d", code)
+	}
+	code, out, errOut := runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a")
+	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "peer-a already has a token (sha256:") ||
+		!strings.Contains(errOut, "hub token rotate --peer peer-a") || !strings.Contains(errOut, "--additional") {
+		t.Fatalf("second token add: %d %q %q", code, out, errOut)
+	}
+	if entries, _, _ := tokens.Read(file); len(entries) != 1 {
+		t.Fatalf("%d entries after a refused add", len(entries))
+	}
+	code, out, errOut = runHub(t, nil, "token", "rotate", "--data", data, "--peer", "peer-a")
+	fresh := strings.TrimSpace(out)
+	if code != 0 || len(fresh) != 43 || fresh == old || strings.Contains(errOut, fresh) || !strings.Contains(errOut, "no longer valid") {
+		t.Fatalf("token rotate: %d %q %q", code, out, errOut)
+	}
+	entries, _, _ := tokens.Read(file)
+	table, _ := ws.NewTokenTable(entries)
+	if _, err := table.Authenticate(context.Background(), old); err == nil {
+		t.Fatal("the old token still authenticates after a rotation")
+	}
+	if id, err := table.Authenticate(context.Background(), fresh); err != nil || id.PeerInstanceID != "peer-a" {
+		t.Fatalf("the new token: %v %v", id, err)
+	}
+	if code, _, errOut := runHub(t, nil, "token", "rotate", "--data", data, "--peer", "peer-z"); code != 1 || !strings.Contains(errOut, "peer-z has no token") {
+		t.Fatalf("rotating a peer without a token: %d %q", code, errOut)
+	}
+	code, out, _ = runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a", "--additional")
+	if code != 0 || len(strings.TrimSpace(out)) != 43 {
+		t.Fatalf("token add --additional: %d %q", code, out)
+	}
+	if entries, _, _ := tokens.Read(file); len(entries) != 2 {
+		t.Fatalf("%d entries after --additional, want 2", len(entries))
 	}
 }
 

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,11 +11,11 @@ import (
 	"github.com/nomicore/nomicore/internal/tokens"
 )
 
-// token runs `hub token add|list|remove`: edits of the tokens file, which a running hub
+// token runs `hub token add|list|rotate|remove`: edits of the tokens file, which a running hub
 // re-reads within a second (or at SIGHUP).
 func token(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: hub token add|list|remove --data DIR ...")
+		fmt.Fprintln(stderr, "usage: hub token add|list|rotate|remove --data DIR ...")
 		return 2
 	}
 	sub, args := args[0], args[1:]
@@ -39,14 +39,24 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		var namespaces node.StringList
 		fs.Var(&namespaces, "namespace", "a namespace the peer may replicate, or * for all (repeatable; default *)")
 		readOnly := fs.Bool("read-only", false, "the peer may read but not submit updates")
+		additional := fs.Bool("additional", false, "give a peer that already has a token a second one; both stay valid (to rotate with an overlap)")
 		if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {
 			return code
 		}
 		if len(namespaces) == 0 {
 			namespaces = node.StringList{tokens.AllNamespaces}
 		}
-		tok, err := tokens.Add(path(), tokens.Grant{PeerInstanceID: *peer, Owner: *owner, Namespaces: namespaces,
+		add := tokens.Add
+		if *additional {
+			add = tokens.AddAnother
+		}
+		tok, err := add(path(), tokens.Grant{PeerInstanceID: *peer, Owner: *owner, Namespaces: namespaces,
 			Read: true, Submit: !*readOnly}, nil)
+		var existing *tokens.ExistingTokenError
+		if errors.As(err, &existing) {
+			return fail(fmt.Errorf("%v: to replace it run \"hub token rotate --peer %s\"; to give it a second token while the first stays valid, add --additional",
+				err, *peer))
+		}
 		if err != nil {
 			return fail(err)
 		}
@@ -67,8 +77,27 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 			if e.Submit {
 				perm += ",submit"
 			}
-			fmt.Fprintf(stdout, "%s\tsha256:%s…\towner=%s\t%s\t%v\n", e.PeerInstanceID, hex.EncodeToString(e.TokenSHA256[:6]), e.Owner, perm, e.Namespaces)
+			fmt.Fprintf(stdout, "%s\tsha256:%s…\towner=%s\t%s\t%v\n", e.PeerInstanceID, tokens.HashPrefix(e.TokenSHA256), e.Owner, perm, e.Namespaces)
 		}
+		return 0
+	case "rotate":
+		peer := fs.String("peer", "", "the peer whose token to replace (required)")
+		prefix := fs.String("sha256", "", "only the token whose SHA-256 starts with this hex prefix (see hub token list)")
+		if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {
+			return code
+		}
+		if *peer == "" {
+			return fail(fmt.Errorf("--peer is required"))
+		}
+		tok, err := tokens.Rotate(path(), *peer, *prefix, nil)
+		if errors.Is(err, tokens.ErrNoToken) {
+			return fail(fmt.Errorf("%v (hub token list shows the tokens; hub token add creates one)", err))
+		}
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintln(stdout, tok)
+		fmt.Fprintf(stderr, "hub token rotate: new token for %s stored in %s and printed once, on stdout; the old token is no longer valid: install the new one in the peer's token file now (a running hub makes the peer re-authenticate within a second)\n", *peer, path())
 		return 0
 	case "remove":
 		peer := fs.String("peer", "", "the peer whose tokens to remove (required)")
@@ -89,7 +118,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "hub token remove: removed %d token(s) of %s; a running hub revokes them within a second\n", n, *peer)
 		return 0
 	}
-	fmt.Fprintf(stderr, "hub token: unknown command %q (want add, list or remove)\n", sub)
+	fmt.Fprintf(stderr, "hub token: unknown command %q (want add, list, rotate or remove)\n", sub)
 	return 2
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -128,7 +129,7 @@ func TestRemoveByPeerAndHashPrefix(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	g := Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}
 	old, _ := Add(path, g, nil)
-	fresh, _ := Add(path, g, nil)
+	fresh, _ := AddAnother(path, g, nil)
 	if _, err := Add(path, Grant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +152,115 @@ func TestRemoveByPeerAndHashPrefix(t *testing.T) {
 	entries, _, _ = Read(path)
 	if len(entries) != 1 || entries[0].PeerInstanceID != "peer-b" {
 		t.Fatalf("left %+v", entries)
+	}
+}
+
+// A second Add for the same peer writes nothing and says which token the peer has; AddAnother
+// keeps both valid.
+func TestAddRefusesAPeerThatHasAToken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	g := Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}
+	first, err := Add(path, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	_, err = Add(path, g, nil)
+	var ex *ExistingTokenError
+	sum := sha256.Sum256([]byte(first))
+	if !errors.As(err, &ex) || ex.PeerInstanceID != "peer-a" || !slices.Equal(ex.HashPrefixes, []string{hex.EncodeToString(sum[:])[:HashPrefixLen]}) {
+		t.Fatalf("second Add: %v (%+v)", err, ex)
+	}
+	if !strings.Contains(err.Error(), "peer-a already has a token (sha256:"+hex.EncodeToString(sum[:6])) {
+		t.Fatalf("message %q", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("the refused Add changed the file")
+	}
+	second, err := AddAnother(path, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _, _ := Read(path)
+	table, _ := ws.NewTokenTable(entries)
+	for _, tok := range []string{first, second} {
+		if _, err := table.Authenticate(context.Background(), tok); err != nil {
+			t.Fatalf("after AddAnother a token does not authenticate: %v", err)
+		}
+	}
+}
+
+// Rotate replaces a peer's token in one write: the old one stops authenticating, the new one
+// carries the same grant, other peers are untouched.
+func TestRotateReplacesTheTokenKeepingTheGrant(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	g := Grant{PeerInstanceID: "peer-a", Owner: "team", Namespaces: []string{nsA, nsB}, Read: true}
+	old, _ := Add(path, g, nil)
+	other, _ := Add(path, Grant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
+	fresh, err := Rotate(path, "peer-a", "", nil)
+	if err != nil || fresh == old || len(fresh) != 43 {
+		t.Fatalf("Rotate = %q, %v", fresh, err)
+	}
+	entries, _, _ := Read(path)
+	if len(entries) != 2 {
+		t.Fatalf("%d entries after a rotation, want 2: %+v", len(entries), entries)
+	}
+	table, _ := ws.NewTokenTable(entries)
+	if _, err := table.Authenticate(context.Background(), old); err == nil {
+		t.Fatal("the rotated-out token still authenticates")
+	}
+	if _, err := table.Authenticate(context.Background(), other); err != nil {
+		t.Fatalf("another peer's token: %v", err)
+	}
+	id, err := table.Authenticate(context.Background(), fresh)
+	if err != nil || id.PeerInstanceID != "peer-a" {
+		t.Fatalf("the new token: %v %v", id, err)
+	}
+	for _, e := range entries {
+		if e.PeerInstanceID == "peer-a" && (e.Owner != "team" || !slices.Equal(e.Namespaces, []string{nsA, nsB}) || !e.Read || e.Submit) {
+			t.Fatalf("the grant changed: %+v", e)
+		}
+	}
+	// The reloader sees one revocation of peer-a (its old hash is gone), none of peer-b.
+	if revs := Revocations([]ws.TokenEntry{entry("peer-a", old, "team", true, false, nsA, nsB)}, entries, nil); len(revs) != 1 || revs[0].PeerInstanceID != "peer-a" || len(revs[0].Namespaces) != 0 {
+		t.Fatalf("revocations %+v", revs)
+	}
+	if _, err := Rotate(path, "peer-z", "", nil); !errors.Is(err, ErrNoToken) {
+		t.Fatalf("rotating a peer without a token: %v", err)
+	}
+	if _, err := Rotate(path, "peer-a", "ffffffffffff", nil); !errors.Is(err, ErrNoToken) || !strings.Contains(err.Error(), "ffffffffffff") {
+		t.Fatalf("rotating with a prefix that matches nothing: %v", err)
+	}
+}
+
+// With several tokens of different grants Rotate needs a prefix; with one it replaces only
+// that token.
+func TestRotateOneOfSeveralTokens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	first, _ := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{nsA}, Read: true}, nil)
+	second, _ := AddAnother(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{nsB}, Read: true}, nil)
+	before, _ := os.ReadFile(path)
+	if _, err := Rotate(path, "peer-a", "", nil); err == nil || !strings.Contains(err.Error(), "different grants") {
+		t.Fatalf("ambiguous rotation: %v", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("a refused rotation changed the file")
+	}
+	sum := sha256.Sum256([]byte(second))
+	fresh, err := Rotate(path, "peer-a", strings.ToUpper(hex.EncodeToString(sum[:4])), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _, _ := Read(path)
+	table, _ := ws.NewTokenTable(entries)
+	for tok, want := range map[string]bool{first: true, second: false, fresh: true} {
+		if _, err := table.Authenticate(context.Background(), tok); (err == nil) != want {
+			t.Errorf("token valid=%v, want %v", err == nil, want)
+		}
+	}
+	g, ok := table.AuthorizeNamespace("peer-a", protocol.MustNamespaceID(nsB))
+	if !ok || !g.Read {
+		t.Fatal("the rotated token lost its grant of nsB")
 	}
 }
 

@@ -6,7 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -517,5 +520,74 @@ func TestAuthenticatorReloadsOnUnknownToken(t *testing.T) {
 	}
 	if _, err := auth.Authenticate(ctx, "still-nope"); err != ws.ErrUnauthenticated {
 		t.Fatalf("unknown token after reloads: %v", err)
+	}
+}
+
+// Every change of the tokens file is one INFO audit line that says what changed, by peer,
+// and what triggered the reload — never a token or its hash.
+func TestReloaderAuditLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	tokA, _ := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
+	Add(path, Grant{PeerInstanceID: "peer-c", Owner: "default", Namespaces: []string{nsA, nsB}, Read: true}, nil)
+	var logs bytes.Buffer
+	r, err := NewReloader(ReloaderOptions{Path: path, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var all strings.Builder // every line, for the secrets check at the end
+	lastLine := func() map[string]any {
+		t.Helper()
+		all.WriteString(logs.String())
+		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+		var m map[string]any
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+			t.Fatal(err)
+		}
+		logs.Reset()
+		if len(lines) != 1 {
+			t.Fatalf("%d lines for one reload: %q", len(lines), lines)
+		}
+		return m
+	}
+	fresh, _ := Rotate(path, "peer-a", "", nil)
+	tokB, _ := Add(path, Grant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
+	if err := Update(path, func(es []ws.TokenEntry) ([]ws.TokenEntry, error) {
+		for i := range es {
+			if es[i].PeerInstanceID == "peer-c" {
+				es[i].Namespaces = []string{nsA}
+			}
+		}
+		return es, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := r.Reload(ctx); !changed || err != nil {
+		t.Fatal(changed, err)
+	}
+	line := lastLine()
+	want := map[string]any{"level": "INFO", "msg": "tokens file reloaded", "action": "tokens-reloaded", "by": ByCall,
+		"entries": 3.0, "peersAdded": []any{"peer-b"}, "peersRotated": []any{"peer-a"}, "peersNarrowed": []any{"peer-c"}}
+	for k, v := range want {
+		if fmt.Sprint(line[k]) != fmt.Sprint(v) {
+			t.Errorf("%s = %v, want %v (line %v)", k, line[k], v, line)
+		}
+	}
+	if _, ok := line["peersRemoved"]; ok {
+		t.Errorf("nothing was removed: %v", line)
+	}
+	Remove(path, "peer-b", "")
+	r.reload(ctx, ByHangup)
+	if line := lastLine(); fmt.Sprint(line["peersRemoved"]) != "[peer-b]" || line["by"] != ByHangup {
+		t.Errorf("removal line %v", line)
+	}
+	for _, secret := range []string{tokA, fresh, tokB} {
+		sum := sha256.Sum256([]byte(secret))
+		if strings.Contains(all.String(), secret) || strings.Contains(all.String(), hex.EncodeToString(sum[:])[:HashPrefixLen]) {
+			t.Fatal("a token or its hash reached the log")
+		}
+	}
+	if !strings.Contains(all.String(), "peer-b") {
+		t.Fatal("the secrets check saw no log lines")
 	}
 }

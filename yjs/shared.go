@@ -19,7 +19,7 @@ func (m *Map) t() *Type { return (*Type)(m) }
 func (m *Map) Set(key string, value any) error {
 	t := m.t()
 	if t.doc == nil && t.prelim != nil {
-		if _, _, err := contentOf(value, map[any]bool{}); err != nil {
+		if _, _, err := contentOf(value, map[any]bool{t: true}); err != nil {
 			return err
 		}
 		t.prelim.set(key, value)
@@ -136,7 +136,7 @@ func (t *Type) seqInsert(index int, values []any) error {
 		if index < 0 || index > len(t.prelim.list) {
 			return ErrIndexOutOfRange
 		}
-		if _, err := piecesOf(values); err != nil {
+		if _, err := piecesOf(t, values); err != nil {
 			return err
 		}
 		t.prelim.list = append(t.prelim.list[:index:index], append(append([]any(nil), values...), t.prelim.list[index:]...)...)

@@ -21,7 +21,9 @@
 //
 // Nested types are inserted as preliminary values (NewMap, NewArray, NewText,
 // NewXmlElement, NewXmlText, NewXmlFragment) and read back as *Map, *Array, … Subdocuments
-// are *Doc values (NewSubdoc).
+// are *Doc values (NewSubdoc). A preliminary type can be filled before it is inserted; each
+// change to it returns the error the same change would return in a document, and
+// inserting it checks everything it holds first, so nothing it holds is lost on the way.
 //
 // Lengths and indexes in sequences are those of Yjs: for Text they count UTF-16 code units
 // (as JS String.length does; a position inside a surrogate pair splits it into two U+FFFD

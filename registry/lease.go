@@ -110,7 +110,8 @@ func (l *Lease) check() error {
 	return nil
 }
 
-// op submits fn as a slot of the lease's namespace.
+// leaseOp submits fn as a slot of the lease's namespace, after checking the lease is
+// still held; done receives fn's result.
 func leaseOp[T any](l *Lease, fn func(rt *runtime, sl *slot) (T, error), done func(T, error)) error {
 	if err := l.check(); err != nil {
 		return err

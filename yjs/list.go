@@ -225,7 +225,8 @@ func (t *Type) listGet(index int) (any, bool) {
 	return vals[index-s], true
 }
 
-// listValues appends the visible values from start (inclusive) to end (exclusive).
+// listSlice returns the visible values from start (inclusive) to end (exclusive), clamped
+// to the sequence.
 func (t *Type) listSlice(start, end int) []any {
 	if start < 0 {
 		start = 0

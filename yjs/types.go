@@ -324,12 +324,13 @@ func (t *Type) transact(fn func(tx *Transaction) error) error {
 	return err
 }
 
-// ownID returns the id for a new struct of the local client.
+// nextID returns the id for a new struct of the local client.
 func (tx *Transaction) nextID() ID {
 	return ID{tx.doc.clientID, tx.doc.store.state(tx.doc.clientID)}
 }
 
-// integrateLocal integrates a new local item.
+// insertItem creates a local item with content c between left and right in parent (under
+// the key sub when hasSub) and integrates it.
 func (tx *Transaction) insertItem(left, right *item, parent *Type, sub string, hasSub bool, c content) *item {
 	it := newItem(tx.nextID(), left, right, parent, sub, hasSub, c)
 	it.integrate(tx, 0)

@@ -14,7 +14,7 @@ import (
 // Recorder is an observer.Observer that keeps every event it receives. It is safe
 // for concurrent use.
 type Recorder struct {
-	mu     sync.Mutex
+	mu     sync.Mutex // guards events
 	events []observer.Event
 }
 

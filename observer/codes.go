@@ -95,7 +95,8 @@ const (
 	NsErrSyncTransferTooLarge      NamespaceCode = "SYNC_TRANSFER_TOO_LARGE"
 )
 
-// The local namespace code of the IDENTITY_CHANGED fence frame.
+// NsErrIdentityChanged is the local namespace code of the IDENTITY_CHANGED fence
+// frame.
 const NsErrIdentityChanged NamespaceCode = "IDENTITY_CHANGED"
 
 // namespaceCodes holds each union member with the terminal state the namespace

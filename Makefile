@@ -83,10 +83,12 @@ bench-yjs: js-deps
 bench-replication:
 	$(GO) run ./cmd/benchrepl
 
-## lint: gofmt check and go vet
+## lint: gofmt check, go vet and staticcheck (the version pinned as a tool in go.mod,
+## fetched from the module proxy on first use)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/internal/adminapi"
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/observer"
@@ -23,24 +22,34 @@ import (
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
-// runPeer runs the peer until SIGINT or SIGTERM, then shuts down in the order of §21.
-func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("peer run", flag.ContinueOnError)
-	instanceID := fs.String("instance-id", "peer-a", "this peer's instance id (§6.1 peerInstanceId); the hub's token must name it")
-	hubURL := fs.String("hub-url", "ws://127.0.0.1:8787/v1/replication", "the hub's replication endpoint")
-	hubID := fs.String("hub-instance-id", "hub", "the hub's instance id this peer expects (§6.1 expectedHubInstanceId)")
-	tokenFile := fs.String("token-file", "", "file holding the bearer token (re-read before every dial); else NOMICORE_TOKEN")
-	adminListen := fs.String("admin-listen", "127.0.0.1:8790", "admin API listener (GUIDE §8)")
-	data := fs.String("data", "", "data directory: the bbolt store nomicore.db (default ./nomicore-data/INSTANCE-ID)")
+// runPeer runs the peer until SIGINT or SIGTERM, then shuts down in order: the replication
+// connection drains first, then the admin API, the registry, the store (§21).
+func runPeer(args []string, cio cli.IO) int {
+	f := cli.NewFlags("peer run", "peer [run] [flags]",
+		"Runs a peer: it keeps a replica of each target namespace under --data, replicates it with the hub at "+
+			"--hub-url using the bearer token in --token-file, and serves the admin API on --admin-listen. Targets "+
+			"given with --target (or added through the admin API) are remembered in the store. SIGINT or SIGTERM "+
+			"stop it in order; SIGHUP makes a blocked peer try again.")
+	instanceID := f.String("instance-id", "peer-a", "this peer's `NAME`; its token must have been made for it (hub token add --peer)")
+	hubURL := f.String("hub-url", "ws://127.0.0.1:8787/v1/replication", "the hub's replication endpoint, ws://HOST:PORT/v1/replication or wss://…")
+	hubID := f.String("hub-instance-id", "hub", "the hub's `NAME` (its --instance-id); the peer refuses to replicate with a hub of another name")
+	tokenFile := f.String("token-file", "", "`FILE` holding the bearer token, re-read before every connection attempt (else NOMICORE_TOKEN)")
+	adminListen := f.String("admin-listen", "127.0.0.1:8790", "`HOST:PORT` of the admin API, /metrics, /healthz and /readyz")
+	data := f.String("data", "", "`DIR` holding the store, nomicore.db (default ./nomicore-data/INSTANCE-ID)")
 	var targetFlags node.StringList
-	fs.Var(&targetFlags, "target", "a namespace to replicate, ns-…[:OWNER] (repeatable; remembered in the store)")
-	owner := fs.String("owner", "default", "local owner of --target replicas given without :OWNER")
-	tokenPoll := fs.Duration("token-poll", time.Second, "how often a blocked peer checks its token file for a new token")
-	hubCA := fs.String("hub-ca-file", "", "PEM certificates to trust for a wss:// hub URL (default: the system roots)")
-	common := node.RegisterCommon(fs)
-	if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {
+	f.Var(&targetFlags, "target", "a namespace to replicate, `ns-…[:OWNER]` (repeatable; remembered in the store)")
+	owner := f.String("owner", "default", "the local owner (storage partition) of --target replicas given without :OWNER")
+	tokenPoll := f.Duration("token-poll", time.Second, "how often a peer the hub refused checks its token file for a new token")
+	hubCA := f.String("hub-ca-file", "", "`FILE` of PEM certificates to trust for a wss:// hub (default: the system's)")
+	common := node.RegisterCommon(f)
+	operands, code, ok := f.Parse(args, cio)
+	if !ok {
 		return code
 	}
+	if len(operands) > 0 {
+		return f.Mistake(cio, "unexpected argument %q (peer run takes flags only)", operands[0])
+	}
+	getenv, stderr := cio.Getenv, cio.Stderr
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "peer: %s\n", node.OneLine(err))
 		return 1
@@ -97,7 +106,7 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	}
 	tw := &tokenWatch{inner: source, file: *tokenFile, blocked: make(chan struct{}, 1)}
 
-	log := node.NewLogger(stderr, common.LogLevel, "peer")
+	log := node.NewLogger(stderr, common.LogLevel, common.LogFormat, "peer")
 	clk := clock.Real()
 	inst, err := node.OpenInstance(*data, registry.RolePeer, observer.SidePeer, clk, log)
 	if err != nil {

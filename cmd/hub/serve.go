@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/accesslog"
 	"github.com/nomicore/nomicore/internal/adminapi"
 	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/clock"
@@ -127,8 +128,8 @@ func serve(args []string, cio cli.IO) int {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, "{\"status\":\"ok\"}\n")
 	})
-	repl := &node.Server{Name: "replication", Listener: replLn, Handler: replMux}
-	admin := &node.Server{Name: "admin", Listener: adminLn, Handler: api}
+	repl := &node.Server{Name: "replication", Listener: replLn, Handler: accesslog.Handler(replMux, log, "replication")}
+	admin := &node.Server{Name: "admin", Listener: adminLn, Handler: accesslog.Handler(api, log, "admin")}
 	sigs := node.NotifySignals()
 	defer sigs.Release()
 	hup := make(chan struct{}, 1)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/accesslog"
 	"github.com/nomicore/nomicore/internal/adminapi"
 	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/clock"
@@ -161,7 +162,7 @@ func runPeer(args []string, cio cli.IO) int {
 	}
 	cleanup = nil // from here on the shutdown sequence owns everything
 
-	admin := &node.Server{Name: "admin", Listener: adminLn, Handler: api}
+	admin := &node.Server{Name: "admin", Listener: adminLn, Handler: accesslog.Handler(api, log, "admin")}
 	sigs := node.NotifySignals()
 	defer sigs.Release()
 	hup := make(chan struct{}, 1)

@@ -135,9 +135,14 @@ func runPeer(args []string, cio cli.IO) int {
 		return fail(err)
 	}
 	cleanup = append(cleanup, tc.Close)
+	tokenSource := "NOMICORE_TOKEN (restart the peer after changing it)"
+	if *tokenFile != "" {
+		tokenSource = "the token file " + *tokenFile
+	}
+	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{HubURL: *hubURL, TokenSource: tokenSource, Clock: clk, Logger: log})
 	peer, err := ws.NewPeer(ws.PeerOptions{Config: common.Protocol, InstanceID: *instanceID, HubInstanceID: *hubID,
-		URL: *hubURL, Token: tw.source, Dialer: dialer, Namespaces: tc.NewHandler, Clock: clk,
-		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(tw.observe)), Logger: log})
+		URL: *hubURL, Token: tw.source, Dialer: diag.Dialer(dialer), Namespaces: tc.NewHandler, Clock: clk,
+		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(tw.observe), observer.ObserverFunc(diag.Observe)), Logger: log})
 	if err != nil {
 		return fail(err)
 	}
@@ -148,10 +153,14 @@ func runPeer(args []string, cio cli.IO) int {
 	adminOpts.Targets = &node.PersistentTargets{TC: tc, Store: store}
 	adminOpts.Ready = func() error {
 		if s := peer.State(); s != observer.ConnReady {
+			if why := diag.ConnectionProblem(); why != "" {
+				return fmt.Errorf("replication connection is %s: %s", s, why)
+			}
 			return fmt.Errorf("replication connection is %s", s)
 		}
 		return nil
 	}
+	adminOpts.ExplainTarget = diag.ExplainTarget
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)

@@ -139,7 +139,8 @@ func runPeer(args []string, cio cli.IO) int {
 	if *tokenFile != "" {
 		tokenSource = "the token file " + *tokenFile
 	}
-	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{HubURL: *hubURL, TokenSource: tokenSource, Clock: clk, Logger: log})
+	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{HubURL: *hubURL, TokenSource: tokenSource,
+		Limits: common.Protocol.Limits(), Clock: clk, Logger: log})
 	peer, err := ws.NewPeer(ws.PeerOptions{Config: common.Protocol, InstanceID: *instanceID, HubInstanceID: *hubID,
 		URL: *hubURL, Token: tw.source, Dialer: diag.Dialer(dialer), Namespaces: tc.NewHandler, Clock: clk,
 		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(tw.observe), observer.ObserverFunc(diag.Observe)), Logger: log})

@@ -25,8 +25,10 @@ type PeerDiagnosisOptions struct {
 	// TokenSource names where the token comes from, for the fixes it suggests: "the token
 	// file FILE" or "NOMICORE_TOKEN".
 	TokenSource string
-	Clock       clock.Clock
-	Logger      *slog.Logger
+	// Limits are the peer's frame limits (to read the ERROR a hub closes a connection with).
+	Limits protocol.Limits
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // PeerDiagnosis says, in an operator's words, why a peer is not replicating and what to do:
@@ -43,10 +45,12 @@ type PeerDiagnosisOptions struct {
 // It is safe for concurrent use: dials run on their own goroutines, events arrive on the
 // connection's.
 type PeerDiagnosis struct {
-	opts PeerDiagnosisOptions
-	log  *slog.Logger
+	opts  PeerDiagnosisOptions
+	log   *slog.Logger
+	codec protocol.Codec
 
 	mu           sync.Mutex // guards everything below
+	lastFailure  string     // the code of the last connection failure logged, until ready
 	connProblem  string     // why the connection is not ready, when known; "" once ready
 	failedDials  int        // failed dials not yet reported in a warning line
 	lastDialWarn time.Time  // when the last dial warning was logged
@@ -66,7 +70,7 @@ func NewPeerDiagnosis(opts PeerDiagnosisOptions) *PeerDiagnosis {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &PeerDiagnosis{opts: opts, log: log, targets: map[string]targetProblem{}}
+	return &PeerDiagnosis{opts: opts, log: log, codec: protocol.NewCodec(opts.Limits, 0), targets: map[string]targetProblem{}}
 }
 
 // Dialer wraps the peer's dialer so that every attempt's outcome reaches the diagnosis.
@@ -80,7 +84,34 @@ type diagnosingDialer struct {
 func (x diagnosingDialer) Dial(ctx context.Context, url string, header http.Header) (ws.Transport, error) {
 	tr, err := x.inner.Dial(ctx, url, header)
 	x.d.dialed(url, err)
-	return tr, err
+	if err != nil {
+		return nil, err
+	}
+	return diagnosingTransport{tr, x.d}, nil
+}
+
+// diagnosingTransport hands the diagnosis the fatal connection ERROR a hub sends before it
+// closes the connection (another peer's token, a protocol disagreement): the replication
+// layer reports those it detects itself as events, not those it receives. Only a message
+// whose header says ERROR is decoded.
+type diagnosingTransport struct {
+	ws.Transport
+	d *PeerDiagnosis
+}
+
+func (t diagnosingTransport) Read(ctx context.Context, max int) ([]byte, error) {
+	msg, err := t.Transport.Read(ctx, max)
+	if err != nil {
+		return msg, err
+	}
+	if h, herr := t.d.codec.ParseHeader(msg); herr == nil && h.Type == protocol.TypeError {
+		if f, derr := t.d.codec.Decode(msg); derr == nil {
+			if em, ok := f.Message.(*protocol.ErrorMessage); ok && em.Scope == protocol.ScopeConnection && em.Fatal {
+				t.d.connectionFailed(string(em.Code))
+			}
+		}
+	}
+	return msg, nil
 }
 
 // dialed records one dial's outcome.
@@ -144,7 +175,7 @@ func (d *PeerDiagnosis) Observe(e observer.Event) {
 	case observer.ConnectionStateChanged:
 		if p.To == observer.ConnReady {
 			d.mu.Lock()
-			d.connProblem = ""
+			d.connProblem, d.lastFailure = "", ""
 			d.mu.Unlock()
 		}
 	case observer.ConnectionFailed:
@@ -207,7 +238,12 @@ func (d *PeerDiagnosis) connectionFailed(code string) {
 	}
 	d.mu.Lock()
 	d.connProblem = cause + ": " + fix
+	repeated := d.lastFailure == code
+	d.lastFailure = code
 	d.mu.Unlock()
+	if repeated {
+		return
+	}
 	d.log.Error("the connection to the hub failed and will not be retried until the configuration changes (SIGHUP or a new token)",
 		slog.String("code", code), slog.String("cause", cause), slog.String("fix", fix))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -159,5 +160,55 @@ func TestDiagnosisExplainsFailedTargets(t *testing.T) {
 	code, reason = d.ExplainTarget(ws.TargetStatus{Target: ws.Target{NamespaceID: ns}, State: observer.ChannelConflicted})
 	if code != "IDENTITY_CHANGED" || !strings.Contains(reason, "/reset") {
 		t.Fatalf("conflicted: %q %q", code, reason)
+	}
+}
+
+// fakeTransport returns its messages from Read, one each.
+type fakeTransport struct {
+	ws.Transport
+	msgs [][]byte
+}
+
+func (f *fakeTransport) Read(context.Context, int) ([]byte, error) {
+	m := f.msgs[0]
+	f.msgs = f.msgs[1:]
+	return m, nil
+}
+
+type transportDialer struct{ tr ws.Transport }
+
+func (d transportDialer) Dial(context.Context, string, http.Header) (ws.Transport, error) { return d.tr, nil }
+
+// The fatal connection ERROR a hub sends (another peer's token) reaches the diagnosis
+// through the transport; other messages pass untouched.
+func TestDiagnosisReadsTheHubsConnectionError(t *testing.T) {
+	cfg := protocol.DefaultConfig()
+	codec := protocol.NewCodec(cfg.Limits(), 0)
+	update, _ := codec.AppendFrame(nil, 1, &protocol.Update{NamespaceID: protocol.MustNamespaceID("ns-0123456789abcdef0123456789abcdef"), Update: []byte{0, 0}})
+	em, err := protocol.NewErrorMessage(protocol.ScopeConnection, protocol.CodeInstanceIdentityMismatch, protocol.NamespaceID{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errFrame, err := codec.AppendFrame(nil, 2, em)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs jsonLines
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL, Limits: cfg.Limits(), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	tr, err := d.Dialer(transportDialer{&fakeTransport{msgs: [][]byte{update, errFrame, errFrame}}}).Dial(context.Background(), hubURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := tr.Read(context.Background(), 1<<20); string(m) != string(update) || len(logs.take()) != 0 || d.ConnectionProblem() != "" {
+		t.Fatal("an update changed the diagnosis")
+	}
+	tr.Read(context.Background(), 1<<20)
+	tr.Read(context.Background(), 1<<20) // the same failure again: no second line
+	got := logs.take()
+	if len(got) != 1 || got[0]["level"] != "ERROR" || got[0]["code"] != "INSTANCE_IDENTITY_MISMATCH" {
+		t.Fatalf("lines %v", got)
+	}
+	if !strings.Contains(d.ConnectionProblem(), "made for another peer") {
+		t.Fatalf("problem %q", d.ConnectionProblem())
 	}
 }

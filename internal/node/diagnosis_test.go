@@ -177,7 +177,9 @@ func (f *fakeTransport) Read(context.Context, int) ([]byte, error) {
 
 type transportDialer struct{ tr ws.Transport }
 
-func (d transportDialer) Dial(context.Context, string, http.Header) (ws.Transport, error) { return d.tr, nil }
+func (d transportDialer) Dial(context.Context, string, http.Header) (ws.Transport, error) {
+	return d.tr, nil
+}
 
 // The fatal connection ERROR a hub sends (another peer's token) reaches the diagnosis
 // through the transport; other messages pass untouched.

@@ -143,7 +143,7 @@ func serve(args []string, cio cli.IO) int {
 		slog.String("generation", common.Protocol.Generation.String()), slog.Int("tokens", reloader.Peers()))
 
 	exit := sigs.WaitForStop(log, stderr, "hub", hup, failed)
-	// §21: replication stops accepting and closes every transport with 1001 (waiting for the
+	// Replication stops accepting and closes every transport with 1001 (waiting for the
 	// applies already admitted, the sessions and their leases); then the local API; the
 	// registry; the store; the observer's last summaries.
 	err = node.ShutdownInOrder(log, stderr, "hub", common.ShutdownTimeout, sigs.Stop, []node.Step{

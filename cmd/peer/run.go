@@ -186,7 +186,7 @@ func runPeer(args []string, cio cli.IO) int {
 		slog.String("generation", common.Protocol.Generation.String()))
 
 	exit := sigs.WaitForStop(log, stderr, "peer", hup, failed)
-	// §21: replication first (the connection drains: every namespace closes, admitted applies
+	// Replication first (the connection drains: every namespace closes, admitted applies
 	// settle, sessions and leases are released), then the local API, the registry, the store.
 	err = node.ShutdownInOrder(log, stderr, "peer", common.ShutdownTimeout, sigs.Stop, []node.Step{
 		{Name: "replication", Run: func(ctx context.Context) error {
@@ -216,7 +216,7 @@ func runPeer(args []string, cio cli.IO) int {
 }
 
 // tokenWatch lets a blocked peer (§15.1) come back when its credentials change: the hub's
-// GOAWAY REAUTH_REQUIRED (a token of this peer was removed or rotated on the hub, §19) is
+// GOAWAY REAUTH_REQUIRED (a token of this peer was removed or rotated on the hub) is
 // answered with one immediate re-authentication with the token it has now; a 401/403 then
 // blocks it until the token file holds a different token than the one last presented, or
 // SIGHUP. The token itself is never logged or kept beyond its hash.

@@ -1,10 +1,17 @@
-// Package adminapi is the admin HTTP API of the hub and peer binaries (GUIDE §8): the routes
-// local applications use to create, read and write namespaces, follow their updates, and
-// (on a peer) manage replication targets; plus /metrics, /healthz and /readyz.
+// Package adminapi is the admin HTTP API of the hub and peer binaries: the routes local
+// applications use to create, read and write namespaces (one Yjs document each), follow
+// their updates, and, on a peer, manage which namespaces it replicates; plus /metrics,
+// /healthz and /readyz. README.md lists the routes.
 //
 // Every write goes through the namespace's write sequencer (registry.Lease.WriteLocal: the
-// protected-meta check, the live apply, the dirty notification) and so replicates like any
-// other update. Errors are JSON {"code","message"} with the statuses of GUIDE §8.
+// check that protected metadata is untouched, the apply, the notification that replicates
+// it) and so replicates like any other update; 204 means applied and durable. Errors are
+// JSON {"code","message"} with a fitting HTTP status.
+//
+// Actions that change what every peer sees need the caller to name the state they replace:
+// an epoch bump its current epoch, a schema replacement the schema's fingerprint (409 when
+// it changed meanwhile). Each change made through the API is one INFO audit line, "admin
+// action", saying what changed and who asked (never a token or document content).
 //
 // The event stream (GET /v1/namespaces/{id}/events) is Server-Sent Events, one `data:` line
 // of base64 per applied update. Each stream has a bounded queue (registry.Watch); a client

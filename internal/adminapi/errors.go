@@ -25,7 +25,7 @@ const (
 	CodeRoleViolation     = string(registry.CodeRoleViolation)
 	CodeInternal          = string(registry.CodeInternalError)
 	CodeUpdateTooLarge    = "UPDATE_TOO_LARGE"
-	CodeConflicted        = "REPLICA_CONFLICTED" // a peer replica in §16 conflicted: reset it
+	CodeConflicted        = "REPLICA_CONFLICTED" // a conflicted peer replica: reset it
 	CodeNotBootstrapped   = "NOT_BOOTSTRAPPED"   // a peer target without a local replica yet
 	CodeTargetConflict    = "TARGET_CONFLICT"
 	CodeNamespaceInUse    = "NAMESPACE_IN_USE"

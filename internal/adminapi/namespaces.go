@@ -96,12 +96,13 @@ type Status struct {
 	ReplicationID    string `json:"replicationId,omitempty"`
 	ReplicationEpoch uint64 `json:"replicationEpoch,omitempty"`
 	StateVector      string `json:"stateVector,omitempty"`
-	// State: on the hub active or archived; on a peer the §16 channel state of its target
-	// (a local replica that is no longer a target is closed).
+	// State: on the hub active or archived; on a peer the replication state of its target
+	// (targeted, opening, live, conflicted, failed, …; a local replica that is no longer a
+	// target is closed).
 	State    string          `json:"state"`
 	Sessions []SessionStatus `json:"sessions,omitempty"`
 	Loaded   *bool           `json:"loaded,omitempty"` // hub list: a runtime holds it now
-	// Schema is the namespace's active schema, if it has one (§23.1).
+	// Schema is the namespace's active schema, if it has one.
 	Schema *SchemaJSON `json:"schema,omitempty"`
 }
 
@@ -466,8 +467,8 @@ type SchemaRequest struct {
 	ExpectedFingerprint *string `json:"expectedFingerprint"`
 }
 
-// PUT /v1/namespaces/{id}/schema (hub): replace meta.schema (GUIDE §4); every peer
-// re-arms it (§23.1). The body names the schema it replaces; a mismatch is 409
+// PUT /v1/namespaces/{id}/schema (hub): replace meta.schema; every peer re-arms it as the
+// namespace's active schema (§23.1). The body names the schema it replaces; a mismatch is 409
 // SCHEMA_MISMATCH (someone replaced it since it was read). Answers the new active schema.
 func (a *API) replaceSchema(w http.ResponseWriter, r *http.Request) {
 	var req SchemaRequest

@@ -17,7 +17,7 @@ type TargetJSON struct {
 	ReplicationID    string `json:"replicationId,omitempty"`
 	ReplicationEpoch uint64 `json:"replicationEpoch,omitempty"`
 	// SchemaRearmFailed: the replicated schema failed to re-arm and the namespace was
-	// closed until the target is reset or removed and added back (§23.1).
+	// closed until the target is reset or removed and added back.
 	SchemaRearmFailed bool `json:"schemaRearmFailed,omitempty"`
 	// Code is the error code that ended the target's replication (failed, conflicted), as
 	// the hub or this peer sent it: NAMESPACE_NOT_FOUND, NAMESPACE_UNAUTHORIZED, …

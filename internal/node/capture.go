@@ -31,9 +31,8 @@ func (c *CaptureFlags) check() error {
 	return nil
 }
 
-// frameHookAvailable says whether the replication connection layer calls a frame hook
-// (ws.HubOptions/ws.PeerOptions.FrameTap, of type framecap.Tap) for every message it reads
-// and writes. Until it does, --capture-frames refuses to start and --log-level debug logs
+// frameHookAvailable says whether the replication connection layer calls a frame hook (a
+// framecap.Tap in the hub's and the peer's options) for every message it reads and writes. Until it does, --capture-frames refuses to start and --log-level debug logs
 // no per-message lines: nothing would reach them.
 const frameHookAvailable = false
 

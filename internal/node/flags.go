@@ -1,7 +1,3 @@
-// Package node is the wiring the hub and peer binaries share: command-line flags (each also
-// from NOMICORE_* environment variables), JSON logs, the observer (slog and Prometheus),
-// the data directory and its store, the admin listener, the peer's remembered targets, and
-// the orderly shutdown of §21 with a process-level watchdog.
 package node
 
 import (

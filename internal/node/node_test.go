@@ -311,7 +311,7 @@ type syncWriter struct{ w io.Writer }
 func (s *syncWriter) Write(b []byte) (int, error) { return s.w.Write(b) }
 
 // The `write` command posts an update through a hub's admin API.
-func TestRunWrite(t *testing.T) {
+func TestWriteCommand(t *testing.T) {
 	st, err := persistence.NewMemoryStore(persistence.Options{})
 	if err != nil {
 		t.Fatal(err)

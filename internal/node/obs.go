@@ -103,10 +103,10 @@ var (
 	descQueuedBytes  = prometheus.NewDesc("nomicore_store_queued_bytes", "Bytes of the appends waiting for the group committer.", []string{"side"}, nil)
 	descCommits      = prometheus.NewDesc("nomicore_store_commits_total", "Group-commit transactions that succeeded.", []string{"side"}, nil)
 	descCommitted    = prometheus.NewDesc("nomicore_store_committed_appends_total", "Appends made durable.", []string{"side"}, nil)
-	descCommitErrors = prometheus.NewDesc("nomicore_store_commit_errors_total", "Failed commit attempts (the store retries; §20 degraded while failing).", []string{"side"}, nil)
+	descCommitErrors = prometheus.NewDesc("nomicore_store_commit_errors_total", "Failed commit attempts (the store retries; persistence is degraded while they fail).", []string{"side"}, nil)
 	descBackpressure = prometheus.NewDesc("nomicore_store_backpressure_total", "Appends refused because the commit queue was full.", []string{"side"}, nil)
 	descCompactions  = prometheus.NewDesc("nomicore_store_compactions_total", "Update logs folded into snapshots.", []string{"side"}, nil)
-	descHealthy      = prometheus.NewDesc("nomicore_store_healthy", "1 when the last commit succeeded, 0 while persistence is degraded (§20).", []string{"side"}, nil)
+	descHealthy      = prometheus.NewDesc("nomicore_store_healthy", "1 when the last commit succeeded, 0 while persistence is degraded (writes refused).", []string{"side"}, nil)
 	descLoaded       = prometheus.NewDesc("nomicore_namespaces_loaded", "Namespaces whose document is loaded in memory.", []string{"side"}, nil)
 )
 

@@ -147,6 +147,9 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	code, out, _ = runHub(t, nil, "serve", "-h")
+	if code != 0 {
+		t.Fatalf("hub serve -h: %d", code)
+	}
 	for _, flagName := range []string{"--instance-id", "--max-frame-bytes", "--ack-timeout", "--log-format", "--capture-frames"} {
 		if !strings.Contains(out, "\n  "+flagName+" ") {
 			t.Errorf("hub serve -h does not list %s", flagName)

@@ -73,3 +73,24 @@ func TestDebugLogsPerFrameEvents(t *testing.T) {
 		}
 	}
 }
+
+// --capture-frames refuses to start while the replication layer hands no message to it
+// (rather than writing a file that stays empty); its size limit must be positive.
+func TestCaptureFlags(t *testing.T) {
+	c, _, ok := parse(t, []string{"--capture-frames", "/tmp/frames.txt"}, nil)
+	if !ok {
+		t.Fatal("parse failed")
+	}
+	err := c.Resolve()
+	if frameHookAvailable {
+		if err != nil {
+			t.Fatalf("with the hook: %v", err)
+		}
+	} else if err == nil || !strings.Contains(err.Error(), "--capture-frames: this build cannot capture frames yet") {
+		t.Fatalf("without the hook: %v", err)
+	}
+	c, _, _ = parse(t, []string{"--capture-max-bytes", "0"}, nil)
+	if err := c.Resolve(); err == nil || !strings.Contains(err.Error(), "--capture-max-bytes") {
+		t.Fatalf("a zero limit: %v", err)
+	}
+}

@@ -26,7 +26,7 @@ type ReloaderOptions struct {
 	// Path is the tokens file.
 	Path string
 	// Namespaces lists the hub's namespace ids. A grant of "*" that is narrowed is revoked
-	// namespace by namespace over this list (§19); nil means no namespace is known.
+	// namespace by namespace over this list; nil means no namespace is known.
 	Namespaces func(ctx context.Context) ([]string, error)
 	// OnReload, when set, is told each reload's outcome (ReloadChanged, ReloadFailed).
 	OnReload func(outcome string)

@@ -1,6 +1,7 @@
-// Package tokens keeps the hub's tokens file (GUIDE §7): the SHA-256 of each peer's bearer
-// token with the peer's instance id, local owner, namespaces and permissions (§19). Tokens
-// themselves are never stored: Add draws one, stores its hash and returns it once.
+// Package tokens keeps the hub's tokens file: which peers may connect, with what. Each
+// entry holds the SHA-256 of one peer's bearer token (never the token itself), the peer's
+// instance id, the hub's local owner (storage partition) of its namespaces, the namespaces
+// it may replicate ("*" for all) and whether it may read and submit updates.
 //
 // The file is JSON,
 //
@@ -8,8 +9,11 @@
 //	           "namespaces":["*"],"read":true,"submit":true}]}
 //
 // written atomically (a temporary file, fsync, rename, mode 0600) under an advisory lock, so
-// `hub token add` can run while the hub is serving: the hub re-reads the file (Reloader) and
-// revokes what a change removed or narrowed.
+// `hub token add|rotate|remove` can run while the hub is serving. Add draws a token, stores
+// its hash and returns it once; a peer has one token unless AddAnother gives it a second on
+// purpose; Rotate replaces a peer's token in one write. The running hub re-reads the file
+// (Reloader) and revokes what a change removed or narrowed: a removed token ends its peer's
+// connections, a narrowed grant the namespaces it no longer covers.
 package tokens
 
 import (
@@ -31,7 +35,7 @@ import (
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
-// FileName is the tokens file inside the hub's data directory (GUIDE §7 DATA/tokens.json).
+// FileName is the tokens file inside the hub's data directory: DATA/tokens.json.
 const FileName = "tokens.json"
 
 // TokenBytes is how many random bytes a token carries (256 bits).
@@ -109,7 +113,7 @@ func NewToken(r io.Reader) (string, error) {
 // Grant is what a new token allows.
 type Grant struct {
 	PeerInstanceID string
-	Owner          string   // the hub's local owner for this peer's namespaces (§19)
+	Owner          string   // the hub's local owner (storage partition) of this peer's namespaces
 	Namespaces     []string // namespace ids, or AllNamespaces
 	Read, Submit   bool
 }

@@ -26,25 +26,11 @@ type Binding struct {
 // ExpiredResyncReason is the RESYNC_REQUIRED reasonCode that follows an assembly timeout of
 // kind k (§17, §18): UPDATE_TRANSFER_EXPIRED for a live update, SYNC_TRANSFER_EXPIRED for a
 // sync diff; "" for a snapshot, whose timeout fails the namespace instead (ExpiredFailure).
-func (k ChunkKind) ExpiredResyncReason() string {
-	switch k {
-	case KindLiveUpdate:
-		return ResyncUpdateTransferExpired
-	case KindSyncDiff:
-		return ResyncSyncTransferExpired
-	}
-	return ""
-}
+func (k ChunkKind) ExpiredResyncReason() string { return k.rule().ExpiredResync }
 
 // ExpiredFailure is the terminal namespace failure that follows an assembly timeout of kind
-// k: BOOTSTRAP_FAILED for a snapshot (§8.1: "对齐 BOOTSTRAP_FAILED 语义族终局"), "" for the
-// kinds that resync instead.
-func (k ChunkKind) ExpiredFailure() ErrorCode {
-	if k == KindSnapshot {
-		return CodeBootstrapFailed
-	}
-	return ""
-}
+// k: BOOTSTRAP_FAILED for a snapshot (§8.1), "" for the kinds that resync instead.
+func (k ChunkKind) ExpiredFailure() ErrorCode { return k.rule().ExpiredFailure }
 
 // AbortReason is why a partial assembly was discarded: the ChunkedUpdateAbortReason union of
 // §23.1 (append-only).
@@ -375,7 +361,7 @@ type Splitter struct {
 // maxChunksPerUpdate (the kind's TOO_LARGE code, namespace scope), or with invalid fields
 // (MALFORMED_FRAME).
 func NewSplitter(cfg *Config, k ChunkKind, ns NamespaceID, transferID uint32, data []byte, b Binding) (*Splitter, error) {
-	if !k.known() {
+	if !k.Known() {
 		return nil, malformed(TypeUpdateChunk, "kind", "not 0, 1 or 2")
 	}
 	size := cfg.MaxUpdateBytes

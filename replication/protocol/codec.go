@@ -133,8 +133,10 @@ func (c Codec) AppendFrame(dst []byte, seq uint32, m Message) ([]byte, error) {
 	return dst, nil
 }
 
-// decodeMessage reads the payload of a registered type. Each case calls decode on the
-// concrete type, so the reader stays on the caller's stack.
+// decodeMessage reads the payload of a registered type. It is the one list of message types
+// outside the rules table (rules.go), on purpose: each case calls decode on the concrete
+// type, so the reader stays on the caller's stack; a call through the table's constructor
+// would move it to the heap and cost an UPDATE decode a second allocation.
 func decodeMessage(t MessageType, r *reader) Message {
 	switch t {
 	case TypeHello:

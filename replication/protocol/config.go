@@ -281,12 +281,4 @@ func (c *Config) Offer() Offer {
 }
 
 // MaxChunkedBytes returns the cap on totalBytes for a transfer of kind k (§10.3, §8.1, §9.2).
-func (c *Config) MaxChunkedBytes(k ChunkKind) int {
-	switch k {
-	case KindSnapshot:
-		return c.MaxChunkedBootstrapBytes
-	case KindSyncDiff:
-		return c.MaxChunkedSyncDiffBytes
-	}
-	return c.MaxChunkedUpdateBytes
-}
+func (c *Config) MaxChunkedBytes(k ChunkKind) int { return k.rule().maxChunked(c) }

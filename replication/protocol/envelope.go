@@ -83,3 +83,12 @@ func appendHeader(dst []byte, t MessageType, seq uint32) []byte {
 }
 
 func setPayloadLength(frame []byte, n uint32) { binary.BigEndian.PutUint32(frame[12:16], n) }
+
+// FrameSequence returns the sequence in the envelope of an encoded frame (at least HeaderLen
+// bytes, as AppendFrame produces them).
+func FrameSequence(frame []byte) uint32 { return binary.BigEndian.Uint32(frame[8:12]) }
+
+// SetFrameSequence stamps seq into the envelope of an encoded frame (at least HeaderLen
+// bytes), in place: a frame encoded ahead of time takes the sequence its writer assigns
+// when it is sent.
+func SetFrameSequence(frame []byte, seq uint32) { binary.BigEndian.PutUint32(frame[8:12], seq) }

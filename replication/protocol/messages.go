@@ -503,7 +503,11 @@ type CloseOK struct {
 
 func (*CloseOK) Type() MessageType        { return TypeCloseOK }
 func (m *CloseOK) Namespace() NamespaceID { return m.NamespaceID }
-func (m *CloseOK) check(Limits) *Error    { return checkNamespace(TypeCloseOK, m.NamespaceID) }
+
+// Acknowledges implements Acknowledgement.
+func (m *CloseOK) Acknowledges() uint32 { return m.AckedSequence }
+
+func (m *CloseOK) check(Limits) *Error { return checkNamespace(TypeCloseOK, m.NamespaceID) }
 
 func (m *CloseOK) appendPayload(dst []byte) []byte {
 	return lib0.AppendVarUint(m.NamespaceID.appendTo(dst), uint64(m.AckedSequence))
@@ -566,7 +570,11 @@ type BootstrapAck struct {
 
 func (*BootstrapAck) Type() MessageType        { return TypeBootstrapAck }
 func (m *BootstrapAck) Namespace() NamespaceID { return m.NamespaceID }
-func (m *BootstrapAck) check(Limits) *Error    { return checkNamespace(TypeBootstrapAck, m.NamespaceID) }
+
+// Acknowledges implements Acknowledgement.
+func (m *BootstrapAck) Acknowledges() uint32 { return m.AckedSequence }
+
+func (m *BootstrapAck) check(Limits) *Error { return checkNamespace(TypeBootstrapAck, m.NamespaceID) }
 
 func (m *BootstrapAck) appendPayload(dst []byte) []byte {
 	return lib0.AppendVarUint(m.NamespaceID.appendTo(dst), uint64(m.AckedSequence))
@@ -687,7 +695,11 @@ type SyncApplied struct {
 
 func (*SyncApplied) Type() MessageType        { return TypeSyncApplied }
 func (m *SyncApplied) Namespace() NamespaceID { return m.NamespaceID }
-func (m *SyncApplied) check(Limits) *Error    { return checkNamespace(TypeSyncApplied, m.NamespaceID) }
+
+// Acknowledges implements Acknowledgement.
+func (m *SyncApplied) Acknowledges() uint32 { return m.AckedSequence }
+
+func (m *SyncApplied) check(Limits) *Error { return checkNamespace(TypeSyncApplied, m.NamespaceID) }
 
 func (m *SyncApplied) appendPayload(dst []byte) []byte {
 	dst = m.NamespaceID.appendTo(dst)
@@ -778,7 +790,11 @@ type UpdateAck struct {
 
 func (*UpdateAck) Type() MessageType        { return TypeUpdateAck }
 func (m *UpdateAck) Namespace() NamespaceID { return m.NamespaceID }
-func (m *UpdateAck) check(Limits) *Error    { return checkNamespace(TypeUpdateAck, m.NamespaceID) }
+
+// Acknowledges implements Acknowledgement.
+func (m *UpdateAck) Acknowledges() uint32 { return m.AckedSequence }
+
+func (m *UpdateAck) check(Limits) *Error { return checkNamespace(TypeUpdateAck, m.NamespaceID) }
 
 func (m *UpdateAck) appendPayload(dst []byte) []byte {
 	return lib0.AppendVarUint(m.NamespaceID.appendTo(dst), uint64(m.AckedSequence))
@@ -823,7 +839,7 @@ func (m *UpdateChunk) HasBinding() bool { return m.Kind != KindLiveUpdate && m.C
 func (m *UpdateChunk) check(lim Limits) *Error {
 	const t = TypeUpdateChunk
 	switch {
-	case !m.Kind.known():
+	case !m.Kind.Known():
 		return malformed(t, "kind", "not 0, 1 or 2")
 	case m.NamespaceID.IsZero():
 		return malformed(t, "namespaceId", "missing")

@@ -58,9 +58,15 @@ const (
 	CodeSyncTransferTooLarge             ErrorCode = "SYNC_TRANSFER_TOO_LARGE"
 )
 
-// CodeOutboundSequenceExhausted is the internal connection code of §23.2 for a sending
-// direction whose uint32 sequence is used up. No wire frame carries it.
-const CodeOutboundSequenceExhausted ErrorCode = "OUTBOUND_SEQUENCE_EXHAUSTED"
+// The local connection codes of §23.2: they end a connection without a wire frame, so no
+// registry row has them.
+const (
+	// CodeOutboundSequenceExhausted: a sending direction used every uint32 sequence (or a
+	// namespace every transfer id).
+	CodeOutboundSequenceExhausted ErrorCode = "OUTBOUND_SEQUENCE_EXHAUSTED"
+	// CodePongTimeout: no pong answered a ping within pongTimeoutMs.
+	CodePongTimeout ErrorCode = "PONG_TIMEOUT"
+)
 
 // Retry is the registry's retryable column (§13.1, §13.2).
 type Retry string

@@ -62,6 +62,7 @@ type connParams struct {
 // written only by run and the functions it calls (handlers, posted functions, timers).
 type conn struct {
 	connParams
+	local protocol.Endpoint // this end: the hub or the peer
 
 	inbound  chan inboundMsg // reader → owner
 	stopRead chan struct{}   // closed at the close decision: the reader stops posting
@@ -122,8 +123,13 @@ type ackKey struct {
 }
 
 func newConn(p connParams) *conn {
+	local := protocol.EndpointPeer
+	if p.side == observer.SideHub {
+		local = protocol.EndpointHub
+	}
 	c := &conn{
 		connParams: p,
+		local:      local,
 		inbound:    make(chan inboundMsg, inboundQueue),
 		box:        newMailbox(),
 		stopRead:   make(chan struct{}),
@@ -201,7 +207,7 @@ func (c *conn) begin() {
 		c.failWith(&protocol.Error{Code: protocol.CodeHelloTimeout, Scope: protocol.ScopeConnection, Detail: "no handshake within helloTimeoutMs"}, CauseHelloTimeout)
 	})
 	if c.side == observer.SidePeer {
-		if _, err := c.sendControl(c.peerHandshake().Hello()); err != nil && err != ErrClosed {
+		if _, err := c.sendControl(c.peerHandshake().Hello()); err != nil && !errors.Is(err, ErrClosed) {
 			c.fail(&protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Detail: "HELLO: " + err.Error()})
 		}
 	}
@@ -388,7 +394,7 @@ func (c *conn) readFailed(err error) {
 		c.fail(&protocol.Error{Code: protocol.CodeMalformedFrame, Scope: protocol.ScopeConnection, Detail: "text message"})
 	default:
 		c.rejectAdmission(observer.AuthPeerDisconnected)
-		info := CloseInfo{Code: protocol.CloseCode(1006), Cause: CauseTransport, Remote: true}
+		info := CloseInfo{Code: protocol.CloseAbnormal, Cause: CauseTransport, Remote: true}
 		if code, ok := RemoteCloseCode(err); ok {
 			info.Code, info.Cause = code, CauseRemoteClose
 			if c.info.Error != "" { // the remote's ERROR frame came first
@@ -407,48 +413,18 @@ func (c *conn) rejectAdmission(r observer.AuthRejectReason) {
 	}
 }
 
-// direction is the registry's Direction column (§5): which side may send a type.
-func mayReceive(side observer.Side, t protocol.MessageType) bool {
-	switch t {
-	case protocol.TypeHello, protocol.TypeOpenNamespace, protocol.TypeBootstrapAck:
-		return side == observer.SideHub // Peer→Hub
-	case protocol.TypeHelloAck, protocol.TypeOpenOK, protocol.TypeBootstrapSnapshot, protocol.TypeIdentityChanged:
-		return side == observer.SidePeer // Hub→Peer
-	}
-	return true
-}
-
+// dispatch routes a decoded frame: a frame the remote may not send is refused, a
+// connection-scope frame is handled here, and a namespace-scope frame goes on to the
+// namespace layer.
 func (c *conn) dispatch(f protocol.Frame) {
-	t := f.Type()
-	if !mayReceive(c.side, t) {
+	if !f.Type().Rule().Direction.SentBy(c.local.Remote()) {
 		c.fail(frameErr(protocol.CodeUnsupportedMessageType, f, "message not sent in this direction (§5)"))
 		return
 	}
-	switch m := f.Message.(type) {
-	case *protocol.Hello:
-		if c.state != stHandshaking {
-			c.fail(frameErr(protocol.CodeUnsupportedMessageType, f, "second HELLO"))
-			return
-		}
-		c.answerHello(f, m)
+	if protocol.ScopeOf(f.Message) == protocol.ScopeConnection {
+		c.handleConnectionFrame(f)
 		return
-	case *protocol.HelloAck:
-		if c.state != stHandshaking {
-			c.fail(frameErr(protocol.CodeUnsupportedMessageType, f, "second HELLO_ACK"))
-			return
-		}
-		c.acceptHelloAck(m)
-		return
-	case *protocol.GoAway:
-		c.goAwayReceived(m)
-		return
-	case *protocol.ErrorMessage:
-		if m.Scope == protocol.ScopeConnection {
-			c.remoteError(m)
-			return
-		}
 	}
-	// A namespace-scope frame (or namespace ERROR).
 	if c.state == stHandshaking {
 		c.fail(frameErr(protocol.CodeHelloRequired, f, "namespace frame before HELLO_ACK (§2)"))
 		return
@@ -459,6 +435,29 @@ func (c *conn) dispatch(f protocol.Frame) {
 	c.deliver(f)
 }
 
+// handleConnectionFrame handles the frames of the connection itself: the handshake, GOAWAY
+// and a connection ERROR.
+func (c *conn) handleConnectionFrame(f protocol.Frame) {
+	switch m := f.Message.(type) {
+	case *protocol.Hello:
+		if c.state != stHandshaking {
+			c.fail(frameErr(protocol.CodeUnsupportedMessageType, f, "second HELLO"))
+			return
+		}
+		c.answerHello(f, m)
+	case *protocol.HelloAck:
+		if c.state != stHandshaking {
+			c.fail(frameErr(protocol.CodeUnsupportedMessageType, f, "second HELLO_ACK"))
+			return
+		}
+		c.acceptHelloAck(m)
+	case *protocol.GoAway:
+		c.goAwayReceived(m)
+	case *protocol.ErrorMessage:
+		c.remoteError(m)
+	}
+}
+
 func frameErr(code protocol.ErrorCode, f protocol.Frame, detail string) *protocol.Error {
 	return &protocol.Error{Code: code, Scope: protocol.ScopeConnection, Type: f.Type(), Sequence: f.Sequence, HasHeader: true, Detail: detail}
 }
@@ -466,21 +465,12 @@ func frameErr(code protocol.ErrorCode, f protocol.Frame, detail string) *protoco
 // checkAck verifies an acknowledgement against the frames sent (§10.2: "Unknown、类型不匹配或
 // namespace 不匹配的 ackedSequence 属 connection fatal ACK_STATE_VIOLATION").
 func (c *conn) checkAck(f protocol.Frame) bool {
-	var seq uint32
-	switch m := f.Message.(type) {
-	case *protocol.UpdateAck:
-		seq = m.AckedSequence
-	case *protocol.BootstrapAck:
-		seq = m.AckedSequence
-	case *protocol.SyncApplied:
-		seq = m.AckedSequence
-	case *protocol.CloseOK:
-		seq = m.AckedSequence
-	default:
+	a, isAck := f.Message.(protocol.Acknowledgement)
+	if !isAck {
 		c.forgetOnTerminal(f.Message, false)
 		return true
 	}
-	ns := f.Message.(protocol.NamespaceMessage).Namespace()
+	seq, ns := a.Acknowledges(), a.Namespace()
 	want, ok := c.awaiting[seq]
 	if late, isLate := c.late[seq]; !ok && isLate && late.ack == f.Type() && late.ns == ns {
 		// Sent by the remote before it learnt that this side ended the namespace: valid,
@@ -511,26 +501,14 @@ const maxLateAcks = 1024
 // delivered) instead of being an ACK_STATE_VIOLATION — within a bound, so that a remote that
 // never acknowledges cannot grow this bookkeeping without limit.
 func (c *conn) forgetOnTerminal(m protocol.Message, sent bool) {
-	var ns protocol.NamespaceID
+	ns, ends := protocol.EndsNamespace(m)
 	onlyUpdates := false
-	switch m := m.(type) {
-	case *protocol.CloseOK:
-		ns = m.NamespaceID
-	case *protocol.IdentityChanged:
-		ns = m.NamespaceID
-	case *protocol.ErrorMessage:
-		switch {
-		case m.Scope != protocol.ScopeNamespace:
-			return
-		case m.Fatal:
-		case sent && m.Code == protocol.CodeAckTimeout:
-			onlyUpdates = true
-		default:
+	if !ends {
+		e, ok := m.(*protocol.ErrorMessage)
+		if !sent || !ok || e.Scope != protocol.ScopeNamespace || e.Code != protocol.CodeAckTimeout {
 			return
 		}
-		ns = m.NamespaceID
-	default:
-		return
+		ns, onlyUpdates = e.NamespaceID, true
 	}
 	var given []uint32
 	for seq, k := range c.awaiting {
@@ -553,7 +531,7 @@ func (c *conn) forgetOnTerminal(m protocol.Message, sent bool) {
 // deliver passes a namespace frame to the handler through the drain filter and OPEN
 // admission.
 func (c *conn) deliver(f protocol.Frame) {
-	if c.state == stDraining && startsWork(f.Type()) {
+	if c.state == stDraining && f.Type().Rule().StartsWork {
 		c.drainDrop(f)
 		return
 	}
@@ -563,17 +541,6 @@ func (c *conn) deliver(f protocol.Frame) {
 		}
 	}
 	c.handler.HandleFrame(f)
-}
-
-// startsWork: the frames that would start new work, which a draining connection does not
-// admit (§6.3).
-func startsWork(t protocol.MessageType) bool {
-	switch t {
-	case protocol.TypeOpenNamespace, protocol.TypeUpdate, protocol.TypeUpdateChunk,
-		protocol.TypeSyncStep1, protocol.TypeResyncRequired:
-		return true
-	}
-	return false
 }
 
 // drainDrop handles a late frame during a drain (§6.3): an OPEN_NAMESPACE gets
@@ -607,14 +574,14 @@ func (c *conn) answerHello(f protocol.Frame, h *protocol.Hello) {
 	hs := &protocol.HubHandshake{HubInstanceID: c.hubID, PeerInstanceID: c.peerID, ConnectionID: c.connID, Offer: c.cfg.Offer()}
 	ack, n, err := hs.Answer(h)
 	if err != nil {
-		pe := err.(*protocol.Error)
+		pe := asConnectionError(err)
 		pe.Type, pe.Sequence, pe.HasHeader = f.Type(), f.Sequence, true
 		c.fail(pe)
 		return
 	}
 	c.negotiated = n
 	if _, err := c.sendControl(ack); err != nil {
-		if err != ErrClosed {
+		if !errors.Is(err, ErrClosed) {
 			c.fail(&protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Detail: "HELLO_ACK: " + err.Error()})
 		}
 		return
@@ -625,12 +592,22 @@ func (c *conn) answerHello(f protocol.Frame, h *protocol.Hello) {
 func (c *conn) acceptHelloAck(a *protocol.HelloAck) {
 	n, err := c.peerHandshake().CheckAck(a)
 	if err != nil {
-		c.fail(err.(*protocol.Error))
+		c.fail(asConnectionError(err))
 		return
 	}
 	c.negotiated = n
 	c.connID = a.ConnectionID
 	c.becomeReady()
+}
+
+// asConnectionError returns the *protocol.Error in err's chain, or an INTERNAL_ERROR wrapping
+// err when there is none, so that a connection failure always has a registry code.
+func asConnectionError(err error) *protocol.Error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Err: err}
 }
 
 func (c *conn) becomeReady() {
@@ -762,8 +739,16 @@ func (c *conn) failWith(e *protocol.Error, cause CloseCause) {
 			if e.HasHeader {
 				m.WithRelatedSequence(e.Sequence)
 			}
-			// The writer stamps the sequence that follows the last frame it wrote.
-			errFrame, _ = c.out.Codec().AppendFrame(nil, 1, m)
+			// Encoded with a placeholder sequence: the writer stamps the one that follows the
+			// last frame it wrote.
+			errFrame, err = c.out.Codec().AppendFrame(nil, 1, m)
+		}
+		if err != nil {
+			// A registered code always builds a valid ERROR; should it not, the close goes
+			// ahead without one.
+			errFrame = nil
+			c.log.LogAttrs(context.Background(), slog.LevelError, "replication connection error frame not encoded",
+				slog.String("code", string(e.Code)), slog.String("error", err.Error()))
 		}
 	}
 	c.log.LogAttrs(context.Background(), slog.LevelWarn, "replication connection failed",

@@ -178,7 +178,7 @@ func (hc *hubConn) HandleClosed(CloseInfo) {
 
 // unknown answers a frame for a namespace this connection has not opened: a violation.
 func (hc *hubConn) unknown(t protocol.MessageType, seq uint32, ns protocol.NamespaceID) {
-	code := violationCode(t)
+	code := t.Rule().Violation
 	if hc.sendError(ns, code, seq) {
 		hc.emitNsError(ns, string(code), observer.DirectionSent)
 	}

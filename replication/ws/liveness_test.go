@@ -78,7 +78,7 @@ func TestS17_IgnoredPongs(t *testing.T) {
 			}
 			eventually(t, "closed", func() bool { _, ok := h.closeInfo(); return ok })
 			info, _ := h.closeInfo()
-			if info.Cause != ws.CausePongTimeout || info.Error != ws.CodePongTimeout {
+			if info.Cause != ws.CausePongTimeout || info.Error != protocol.CodePongTimeout {
 				t.Fatalf("close info %+v", info)
 			}
 			// A late pong after the timeout changes nothing.

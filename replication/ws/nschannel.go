@@ -463,20 +463,9 @@ func terminalOf(code protocol.ErrorCode) observer.ChannelState {
 	return observer.ChannelFailed
 }
 
-// violation answers a frame that is not allowed now (violationCode).
+// violation answers a frame that is not allowed now with its type's violation code.
 func (c *channel) violation(f protocol.Frame) {
-	c.sendError(violationCode(f.Type()), f.Sequence, observer.FailedProtocolViolation)
-}
-
-// violationCode is the code of a frame of type t that is not allowed now:
-// SYNC_STATE_VIOLATION for the sync control frames (§9.3), NAMESPACE_STATE_VIOLATION for the
-// others.
-func violationCode(t protocol.MessageType) protocol.ErrorCode {
-	switch t {
-	case protocol.TypeSyncStep1, protocol.TypeSyncStep2, protocol.TypeSyncApplied, protocol.TypeResyncRequired:
-		return protocol.CodeSyncStateViolation
-	}
-	return protocol.CodeNamespaceStateViolation
+	c.sendError(f.Type().Rule().Violation, f.Sequence, observer.FailedProtocolViolation)
 }
 
 // accepts decides what happens to a frame that starts or continues work, by the close

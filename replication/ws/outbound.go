@@ -2,9 +2,9 @@ package ws
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,11 +133,11 @@ func (w *writer) loop() {
 					if !errors.Is(err, errAborted) {
 						c.post(func() {
 							c.rejectAdmission(observer.AuthPeerDisconnected)
-							c.closeNow(protocol.CloseGoingAway, CloseInfo{Code: protocol.CloseCode(1006), Cause: CauseTransport})
+							c.closeNow(protocol.CloseGoingAway, CloseInfo{Code: protocol.CloseAbnormal, Cause: CauseTransport})
 						})
 					}
 				} else {
-					lastSeq = binary.BigEndian.Uint32(f.b[8:12])
+					lastSeq = protocol.FrameSequence(f.b)
 				}
 			}
 			w.written(len(f.b), f.control)
@@ -145,7 +145,7 @@ func (w *writer) loop() {
 		if closing {
 			if errFrame != nil && !failed {
 				// §14: the best-effort ERROR takes the sequence after the last frame written.
-				binary.BigEndian.PutUint32(errFrame[8:12], lastSeq+1)
+				protocol.SetFrameSequence(errFrame, lastSeq+1)
 				_ = w.write(errFrame)
 			}
 			if code == 0 {
@@ -219,14 +219,11 @@ func (l *liveness) timedOut() {
 	}
 	l.stop()
 	code := protocol.CloseGoingAway
-	c.teardown(code, nil, CloseInfo{Code: code, Error: CodePongTimeout, Cause: CausePongTimeout}, false)
+	c.teardown(code, nil, CloseInfo{Code: code, Error: protocol.CodePongTimeout, Cause: CausePongTimeout}, false)
 	if c.em.Enabled() {
 		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.ConnErrPongTimeout, WSCloseCode: int(code)})
 	}
 }
-
-// CodePongTimeout is the §23.2 local connection code of a pong timeout (no wire frame).
-const CodePongTimeout protocol.ErrorCode = "PONG_TIMEOUT"
 
 func (l *liveness) stop() {
 	l.gen++
@@ -313,7 +310,7 @@ func (a *openAdmission) release(c *conn) {
 		if a.heldNS[ns]--; a.heldNS[ns] == 0 {
 			delete(a.heldNS, ns)
 		}
-		if c.state == stDraining && startsWork(f.Type()) {
+		if c.state == stDraining && f.Type().Rule().StartsWork {
 			c.drainDrop(f)
 			continue
 		}
@@ -334,19 +331,8 @@ func (c *conn) sendNamespaceControl(m protocol.NamespaceMessage) (uint32, error)
 	if m == nil {
 		return 0, ErrNotAllowed
 	}
-	t := m.Type()
-	peerSide := observer.SideHub
-	if c.side == observer.SideHub {
-		peerSide = observer.SidePeer
-	}
-	switch {
-	case t == protocol.TypeUpdate || t == protocol.TypeUpdateChunk:
-		return 0, ErrNotAllowed
-	case t == protocol.TypeError:
-		if em := m.(*protocol.ErrorMessage); em.Scope != protocol.ScopeNamespace {
-			return 0, ErrNotAllowed
-		}
-	case t.Scope() != protocol.ScopeNamespace || !mayReceive(peerSide, t):
+	r := m.Type().Rule()
+	if r.Lane != protocol.LaneControl || protocol.ScopeOf(m) != protocol.ScopeNamespace || !r.Direction.SentBy(c.local) {
 		return 0, ErrNotAllowed
 	}
 	return c.sendControl(m)
@@ -377,19 +363,13 @@ func (c *conn) sendControl(m protocol.Message) (uint32, error) {
 	}
 	c.sched.unflushedControl += len(b)
 	c.handOff(outFrame{b: b, control: true})
-	switch m := m.(type) {
-	case *protocol.BootstrapSnapshot:
-		c.await(seq, ackKey{m.NamespaceID, protocol.TypeBootstrapAck})
-	case *protocol.SyncStep2:
-		c.await(seq, ackKey{m.NamespaceID, protocol.TypeSyncApplied})
-	case *protocol.CloseNamespace:
-		c.await(seq, ackKey{m.NamespaceID, protocol.TypeCloseOK})
-	case *protocol.OpenOK:
-		c.opens.answered(c, m.NamespaceID)
-	case *protocol.ErrorMessage:
-		if m.Scope == protocol.ScopeNamespace {
-			c.opens.answered(c, m.NamespaceID)
+	if nm, ok := m.(protocol.NamespaceMessage); ok {
+		if ack := m.Type().Rule().AckedBy; ack != 0 {
+			c.await(seq, ackKey{nm.Namespace(), ack})
 		}
+	}
+	if ns, ok := protocol.AnswersOpen(m); ok {
+		c.opens.answered(c, ns)
 	}
 	c.forgetOnTerminal(m, true)
 	return seq, nil
@@ -449,26 +429,16 @@ func (c *conn) handOff(f outFrame) { c.w.push(f) }
 
 // checkItem refuses an item the connection could not frame (§10.1, §10.3, §8.1, §9.2).
 func (c *conn) checkItem(ns protocol.NamespaceID, it DataItem) error {
-	n := len(it.Bytes)
-	chunked := c.negotiated.Chunked()
-	switch it.Kind {
-	case protocol.KindLiveUpdate:
-		if n <= c.cfg.MaxUpdateBytes {
-			return nil
-		}
-		if !chunked {
-			return &protocol.Error{Code: protocol.CodeUpdateTooLarge, Scope: protocol.ScopeNamespace, Namespace: ns, Detail: "update over maxUpdateBytes without CAP_CHUNKED_UPDATE"}
-		}
-	case protocol.KindSnapshot, protocol.KindSyncDiff:
-		if !chunked {
-			code := protocol.CodeBootstrapTooLarge
-			if it.Kind == protocol.KindSyncDiff {
-				code = protocol.CodeSyncDiffTooLarge
-			}
-			return &protocol.Error{Code: code, Scope: protocol.ScopeNamespace, Namespace: ns, Detail: "chunked transfer without CAP_CHUNKED_UPDATE"}
-		}
-	default:
+	switch {
+	case !it.Kind.Known():
 		return &protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeNamespace, Namespace: ns, Detail: "unknown data kind"}
+	case it.Kind == protocol.KindLiveUpdate && len(it.Bytes) <= c.cfg.MaxUpdateBytes:
+		return nil // one UPDATE
+	case !c.negotiated.Chunked():
+		// Snapshots and diffs that fit one frame travel as control frames (Session.Send):
+		// what reaches an Outbox must be chunked.
+		return &protocol.Error{Code: it.Kind.UnchunkedCode(), Scope: protocol.ScopeNamespace, Namespace: ns,
+			Detail: it.Kind.String() + " of " + strconv.Itoa(len(it.Bytes)) + " bytes needs CAP_CHUNKED_UPDATE"}
 	}
 	// Validate the transfer as the splitter will cut it (transfer id 1 stands in).
 	_, err := protocol.NewSplitter(c.cfg, it.Kind, ns, 1, it.Bytes, it.Binding)
@@ -666,7 +636,12 @@ func (c *conn) sendOne(q *nsQueue) bool {
 				return false
 			}
 		}
-		chunk, _ := it.split.Next()
+		chunk, ok := it.split.Next()
+		if !ok {
+			// An item leaves the queue with its last chunk, so this is a broken invariant.
+			c.fail(&protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Detail: "a chunked item without chunks left"})
+			return false
+		}
 		m = chunk
 		last = it.split.Remaining() == 0
 	}
@@ -698,22 +673,12 @@ func (c *conn) sendOne(q *nsQueue) bool {
 	if chunked {
 		info.Chunked, info.TransferID, info.ChunkCount = true, it.tid, it.split.ChunkCount()
 	}
-	c.await(seq, ackKey{q.ns, ackTypeOf(it.Kind)})
+	c.await(seq, ackKey{q.ns, it.Kind.AckedBy()})
 	c.emitSent(q.ns, it, info)
 	if it.Sent != nil {
 		c.defer_(func() { it.Sent(info) })
 	}
 	return true
-}
-
-func ackTypeOf(k protocol.ChunkKind) protocol.MessageType {
-	switch k {
-	case protocol.KindSnapshot:
-		return protocol.TypeBootstrapAck
-	case protocol.KindSyncDiff:
-		return protocol.TypeSyncApplied
-	}
-	return protocol.TypeUpdateAck
 }
 
 // emitSent reports a data item's egress (§23.1): update-sent for an UPDATE frame (the

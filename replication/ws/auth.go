@@ -147,6 +147,7 @@ func EncodeTokensFile(entries []TokenEntry) []byte {
 		if namespaces == nil {
 			namespaces = []string{}
 		}
+		// Marshal cannot fail on strings, bools and a string list.
 		line, _ := json.Marshal(tokensFilePeer{e.PeerInstanceID, hex.EncodeToString(e.TokenSHA256[:]), e.Owner,
 			namespaces, e.Read, e.Submit})
 		b.WriteString("\n  ")

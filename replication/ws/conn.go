@@ -553,6 +553,7 @@ func (c *conn) drainDrop(f protocol.Frame) {
 	}
 	m, err := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeNamespaceReopenRequiresReconnect, open.NamespaceID, "namespace open refused while the connection drains")
 	if err == nil {
+		// Best effort: a send that fails has closed the connection, which ends the drain too.
 		_, _ = c.sendControl(m.WithRelatedSequence(f.Sequence))
 	}
 }
@@ -649,6 +650,8 @@ func (c *conn) goAway(reason string, drainTimeout time.Duration, retryAfter time
 		RetryAfterMs: uint64(retryAfter / time.Millisecond), HasRetryAfter: hasRetry}
 	// §21: arm the drain, then send the observable GOAWAY.
 	c.startDrain(Drain{ReasonCode: reason, Deadline: c.clock.Now().Add(drainTimeout), RetryAfter: retryAfter, HasRetryAfter: hasRetry}, drainTimeout)
+	// A GOAWAY that cannot be sent has closed the connection (control backpressure,
+	// sequence exhaustion): there is nothing left to drain.
 	_, _ = c.sendControl(m)
 }
 

@@ -90,7 +90,6 @@ type testHandler struct {
 	sheds    []protocol.NamespaceID
 	revoked  []ws.Revocation
 	closed   []ws.CloseInfo
-	sent     []ws.SentInfo
 }
 
 func (h *testHandler) HandleFrame(f protocol.Frame) {

@@ -210,7 +210,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // Accept wrote the HTTP error
 	}
 	if err := h.Accept(NewWebSocketTransport(c, h.cfg.CloseTimeout), id); err != nil {
-		_ = c.Close(websocket.StatusGoingAway, "")
+		_ = c.Close(websocket.StatusGoingAway, "") // best effort: the upgrade is refused either way
 		if errors.Is(err, ErrHubShutdown) && h.em.Enabled() {
 			h.em.Emit(observer.AuthUpgradeRejected{Reason: observer.AuthHubShutdown})
 		}

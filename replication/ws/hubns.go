@@ -111,7 +111,7 @@ func (h *HubNamespaces) untrack(c *channel) {
 // NewHandler is the hub's NamespaceFactory: the namespace layer of one ready connection.
 func (h *HubNamespaces) NewHandler(s *Session) Handler {
 	hc := &hubConn{h: h}
-	hc.nsConn = newNSConn(s, hc)
+	hc.nsConn = newNSConn(s, hc, h.log)
 	refuseChunking(s, h.log)
 	return hc
 }
@@ -292,6 +292,7 @@ func (hc *hubConn) reopen(c *channel, f protocol.Frame, m *protocol.OpenNamespac
 	case c.state == observer.ChannelOpening:
 		c.openWaiting = append(c.openWaiting, f.Sequence)
 	default:
+		// An OPEN_OK that cannot be sent has closed the connection, which ends the channel.
 		_, _ = hc.s.Send(&protocol.OpenOK{NamespaceID: c.ns, Mode: c.mode, ReplicationID: c.identity.ReplicationID, ReplicationEpoch: c.identity.Epoch})
 	}
 }

@@ -50,8 +50,7 @@ func TestS8_S9_S10_HubBootstrapRoundLive(t *testing.T) {
 	w.send(&protocol.BootstrapAck{NamespaceID: ns, AckedSequence: snapSeq})
 	w.quiet()
 	// A write on the peer while it bootstraps travels in its Step2.
-	peerWrite := doc.set("fromPeer", "a")
-	_ = peerWrite
+	doc.set("fromPeer", "a")
 	f.round(w, ns, doc, 1)
 	waitPath(t, f.rec, observer.SideHub, ns, observer.ChannelOpening, observer.ChannelBootstrapping,
 		observer.ChannelReconciling, observer.ChannelLive)

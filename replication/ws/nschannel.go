@@ -3,6 +3,7 @@ package ws
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +60,7 @@ type nsConn struct {
 	s        *Session
 	cfg      *protocol.Config
 	em       *observer.Emitter
+	log      *slog.Logger
 	side     nsSide
 	channels map[protocol.NamespaceID]*channel
 	closed   bool // HandleClosed was called
@@ -70,9 +72,9 @@ type nsConn struct {
 	cancel context.CancelFunc
 }
 
-func newNSConn(s *Session, side nsSide) nsConn {
+func newNSConn(s *Session, side nsSide, log *slog.Logger) nsConn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return nsConn{s: s, cfg: s.Config(), em: s.Emitter(), side: side,
+	return nsConn{s: s, cfg: s.Config(), em: s.Emitter(), log: log, side: side,
 		channels: make(map[protocol.NamespaceID]*channel), ctx: ctx, cancel: cancel}
 }
 
@@ -715,11 +717,22 @@ func (c *channel) coalesce() {
 		return
 	}
 	merged := 0
-	_ = c.out.Coalesce(func(us [][]byte) ([]byte, error) {
+	err := c.out.Coalesce(func(us [][]byte) ([]byte, error) {
 		m, err := yjs.MergeUpdates(us)
 		merged = len(m)
 		return m, err
 	}, func(si SentInfo) { c.sent(si, merged) })
+	var tooLarge *protocol.Error
+	switch {
+	case err == nil, errors.Is(err, ErrClosed):
+	case errors.As(err, &tooLarge):
+		// The merge would not fit one frame: the updates stay as they are and leave one by
+		// one.
+	default:
+		// The session's own updates did not merge: they stay queued as they are, and the
+		// failure is worth a look.
+		c.n.log.Warn("replication could not merge queued updates", slog.String("namespaceId", c.id), slog.String("error", err.Error()))
+	}
 }
 
 func (c *channel) sentFunc(n int) func(SentInfo) {
@@ -854,6 +867,7 @@ func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], r
 	// does not wait for acknowledgements; the next round repairs). The apply is reported
 	// all the same: one event per successful apply (§23.1).
 	if !c.ended() && !c.closeSent {
+		// An ACK that cannot be sent has closed the connection, which ends the channel.
 		_, _ = c.n.s.Send(&protocol.UpdateAck{NamespaceID: c.ns, AckedSequence: seq})
 	}
 	if !c.n.em.Enabled() {
@@ -917,6 +931,7 @@ func (c *channel) enterResync(cause observer.ResyncCause, failure observer.Opt[o
 		declare = false
 	}
 	if declare {
+		// A declaration that cannot be sent has closed the connection, which ends the channel.
 		_, _ = c.n.s.Send(&protocol.ResyncRequired{NamespaceID: c.ns, ReasonCode: protocol.ResyncSendQueueOverflow})
 	}
 	c.emitResync(cause, failure)
@@ -1033,6 +1048,8 @@ func (c *channel) step2(f protocol.Frame, m *protocol.SyncStep2) {
 		// §23.1 issue #239: the state vector when the Step2 was accepted and when its
 		// apply settled, read in the slots around the apply (slots run in order).
 		obs = &diffObservation{round: id, seq: seq, bytes: n, t0: c.n.em.Now()}
+		// A capture the session cannot admit leaves obs.before nil: the event then goes
+		// without its effect group.
 		_ = c.sess.StateVectorAsync(func(sv []byte, err error) {
 			if err == nil {
 				obs.before = sv

@@ -146,12 +146,12 @@ func (w *writer) loop() {
 			if errFrame != nil && !failed {
 				// §14: the best-effort ERROR takes the sequence after the last frame written.
 				protocol.SetFrameSequence(errFrame, lastSeq+1)
-				_ = w.write(errFrame)
+				_ = w.write(errFrame) // best effort (§14): the close follows either way
 			}
 			if code == 0 {
 				code = protocol.CloseNormal
 			}
-			_ = c.t.Close(code, "")
+			_ = c.t.Close(code, "") // a failed close handshake leaves nothing more to do
 			return
 		}
 	}

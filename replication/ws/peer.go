@@ -332,7 +332,7 @@ func (p *Peer) dial() {
 		tr, err := p.opts.Dialer.Dial(ctx, p.opts.URL, header)
 		t.Stop()
 		if !p.post(func() { p.dialed(gen, tr, err) }) && tr != nil {
-			_ = tr.Close(protocol.CloseNormal, "")
+			_ = tr.Close(protocol.CloseNormal, "") // the controller is gone: best effort
 		}
 	}()
 }
@@ -384,7 +384,7 @@ func (p *Peer) closeStray(tr Transport) {
 	p.bg.Add(1)
 	go func() {
 		defer p.bg.Done()
-		_ = tr.Close(protocol.CloseNormal, "")
+		_ = tr.Close(protocol.CloseNormal, "") // nobody uses it: best effort
 	}()
 }
 

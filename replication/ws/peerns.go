@@ -226,6 +226,8 @@ func (tc *TargetController) Reset(ctx context.Context, namespaceID string) error
 	}
 	t := Target{NamespaceID: namespaceID, Owner: tg.owner}
 	if err := tc.RemoveTarget(ctx, namespaceID); err != nil {
+		// Put the target back. It was removed a moment ago, so adding it cannot conflict;
+		// the removal's error is the one to report.
 		_ = tc.AddTarget(t)
 		return err
 	}
@@ -332,7 +334,7 @@ func (tc *TargetController) cleanedUp(tg *target) {
 // re-arm.
 func (tc *TargetController) NewHandler(s *Session) Handler {
 	pc := &peerConn{tc: tc}
-	pc.nsConn = newNSConn(s, pc)
+	pc.nsConn = newNSConn(s, pc, tc.log)
 	refuseChunking(s, tc.log)
 	tc.mu.Lock()
 	tc.conn = pc

@@ -483,7 +483,9 @@ func TestS20_PeerDegradedAppliesHubUpdatesInMemory(t *testing.T) {
 	faults.Fail(true)
 	defer faults.Fail(false)
 	seq := w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("first", 1.0)})
-	expect[*protocol.UpdateAck](w)
+	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {
+		t.Fatalf("first ack %d, want %d", ack.AckedSequence, seq)
+	}
 	eventually(t, "the store failing", func() bool { return !f.store.Healthy() })
 	seq = w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("during", 2.0)})
 	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {

@@ -135,7 +135,7 @@ func (t *wsTransport) Close(code protocol.CloseCode, reason string) error {
 	select {
 	case err = <-done:
 	case <-timer.C:
-		_ = t.c.CloseNow()
+		_ = t.c.CloseNow() // its error is the pending Close's, read next
 		err = <-done
 	}
 	if errors.Is(err, net.ErrClosed) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -104,11 +105,11 @@ func (a reloadingAuth) Authenticate(ctx context.Context, token string) (ws.Ident
 	return a.r.table.Authenticate(ctx, token)
 }
 
-func (a reloadingAuth) AuthorizeNamespace(peer string, ns protocol.NamespaceID) (ws.Grant, bool) {
+func (a reloadingAuth) AuthorizeNamespace(peer string, ns protocol.NamespaceID) (seam.Grant, bool) {
 	return a.r.table.AuthorizeNamespace(peer, ns)
 }
 
-func (a reloadingAuth) SubscribeRevocations(f func(ws.Revocation)) func() {
+func (a reloadingAuth) SubscribeRevocations(f func(seam.Revocation)) func() {
 	return a.r.table.SubscribeRevocations(f)
 }
 
@@ -213,7 +214,7 @@ func (r *Reloader) Run(ctx context.Context, clk clock.Clock, interval time.Durat
 // a whole-peer revocation for every peer one of whose token hashes is gone, and otherwise,
 // per peer, the namespaces (among known and the ids old lists) that old granted and new
 // denies or grants with less (no read, no submit, or another owner).
-func Revocations(old, new []ws.TokenEntry, known []string) []ws.Revocation {
+func Revocations(old, new []ws.TokenEntry, known []string) []seam.Revocation {
 	oldT, _ := ws.NewTokenTable(old)
 	newT, _ := ws.NewTokenTable(new)
 	hashes := map[[sha256.Size]byte]string{}
@@ -230,10 +231,10 @@ func Revocations(old, new []ws.TokenEntry, known []string) []ws.Revocation {
 			whole[e.PeerInstanceID] = true
 		}
 	}
-	var out []ws.Revocation
+	var out []seam.Revocation
 	for _, peer := range peers {
 		if whole[peer] {
-			out = append(out, ws.Revocation{PeerInstanceID: peer})
+			out = append(out, seam.Revocation{PeerInstanceID: peer})
 			continue
 		}
 		candidates := slices.Clone(known)
@@ -260,7 +261,7 @@ func Revocations(old, new []ws.TokenEntry, known []string) []ws.Revocation {
 			}
 		}
 		if len(lost) > 0 {
-			out = append(out, ws.Revocation{PeerInstanceID: peer, Namespaces: lost})
+			out = append(out, seam.Revocation{PeerInstanceID: peer, Namespaces: lost})
 		}
 	}
 	return out

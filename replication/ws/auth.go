@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // Authenticator is the hub's authentication and authorization adapter (§2, §19). The hub
@@ -28,7 +29,7 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, token string) (Identity, error)
 	// AuthorizeNamespace decides whether the authenticated peer may replicate ns (§19:
 	// "denied | allowed {localOwner, permissions}").
-	AuthorizeNamespace(peer string, ns protocol.NamespaceID) (Grant, bool)
+	AuthorizeNamespace(peer string, ns protocol.NamespaceID) (seam.Grant, bool)
 }
 
 // Identity is what a successful authentication yields: the trusted peer instance id (§2).
@@ -37,28 +38,11 @@ type Identity struct {
 	PeerInstanceID string
 }
 
-// Grant is an allowed namespace authorization (§19): the hub's local owner (never on the
-// wire) and the peer's permissions.
-type Grant struct {
-	Owner  string
-	Read   bool
-	Submit bool
-}
-
-// Revocation withdraws authorization from a connected peer (§19, §15.2): for the listed
-// namespaces (the namespace layer ends them with a terminal namespace ERROR), or, when
-// Namespaces is empty, for the peer as a whole (its connections drain with GOAWAY
-// REAUTH_REQUIRED).
-type Revocation struct {
-	PeerInstanceID string
-	Namespaces     []protocol.NamespaceID
-}
-
 // RevocationSource is implemented by authenticators that report revocations. The hub
 // subscribes once at construction and unsubscribes at Shutdown; f is called from the
 // revoking goroutine and must not block.
 type RevocationSource interface {
-	SubscribeRevocations(f func(Revocation)) (unsubscribe func())
+	SubscribeRevocations(f func(seam.Revocation)) (unsubscribe func())
 }
 
 // Authentication errors (§2). The hub maps them to HTTP statuses and to the
@@ -170,7 +154,7 @@ type TokenTable struct {
 	entries atomic.Pointer[[]TokenEntry]
 
 	mu   sync.Mutex
-	subs map[int]func(Revocation)
+	subs map[int]func(seam.Revocation)
 	next int
 }
 
@@ -234,10 +218,10 @@ func (t *TokenTable) Authenticate(ctx context.Context, token string) (Identity, 
 }
 
 // AuthorizeNamespace implements Authenticator: the first entry of peer that lists ns or "*".
-func (t *TokenTable) AuthorizeNamespace(peer string, ns protocol.NamespaceID) (Grant, bool) {
+func (t *TokenTable) AuthorizeNamespace(peer string, ns protocol.NamespaceID) (seam.Grant, bool) {
 	p := t.entries.Load()
 	if p == nil {
-		return Grant{}, false
+		return seam.Grant{}, false
 	}
 	want := ns.String()
 	for _, e := range *p {
@@ -245,18 +229,18 @@ func (t *TokenTable) AuthorizeNamespace(peer string, ns protocol.NamespaceID) (G
 			continue
 		}
 		if slices.Contains(e.Namespaces, "*") || slices.Contains(e.Namespaces, want) {
-			return Grant{Owner: e.Owner, Read: e.Read, Submit: e.Submit}, true
+			return seam.Grant{Owner: e.Owner, Read: e.Read, Submit: e.Submit}, true
 		}
 	}
-	return Grant{}, false
+	return seam.Grant{}, false
 }
 
 // SubscribeRevocations implements RevocationSource.
-func (t *TokenTable) SubscribeRevocations(f func(Revocation)) func() {
+func (t *TokenTable) SubscribeRevocations(f func(seam.Revocation)) func() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.subs == nil {
-		t.subs = make(map[int]func(Revocation))
+		t.subs = make(map[int]func(seam.Revocation))
 	}
 	id := t.next
 	t.next++
@@ -271,9 +255,9 @@ func (t *TokenTable) SubscribeRevocations(f func(Revocation)) func() {
 // Revoke reports r to the subscribers (the hub), which close the affected namespaces or
 // connections. Call it after Replace has removed the authorization, so a reconnect does not
 // regain it.
-func (t *TokenTable) Revoke(r Revocation) {
+func (t *TokenTable) Revoke(r seam.Revocation) {
 	t.mu.Lock()
-	subs := make([]func(Revocation), 0, len(t.subs))
+	subs := make([]func(seam.Revocation), 0, len(t.subs))
 	for _, f := range t.subs {
 		subs = append(subs, f)
 	}

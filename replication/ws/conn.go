@@ -11,6 +11,7 @@ import (
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // connState is the state of one connection (§15.2 for the hub; the handshaking, ready and
@@ -44,17 +45,17 @@ type connParams struct {
 	em        *observer.Emitter
 	log       *slog.Logger
 	t         Transport
-	factory   NamespaceFactory
+	factory   seam.NamespaceFactory
 	auth      Authenticator // hub only
 	peerID    string        // hub: trusted upgrade identity; peer: this instance
 	hubID     string
 	connID    string   // hub: generated; peer: learnt from HELLO_ACK
 	nonce     [16]byte // peer: HELLO connectionNonce
 	work      *counter
-	onReady   func(*conn)            // owner goroutine; must not block
-	onClosed  func(*conn, CloseInfo) // owner goroutine; must not block
-	onExit    func(*conn)            // after every goroutine of the connection exited
-	onGoAway  func(*conn, Drain)     // peer: GOAWAY received (owner goroutine)
+	onReady   func(*conn)                 // owner goroutine; must not block
+	onClosed  func(*conn, seam.CloseInfo) // owner goroutine; must not block
+	onExit    func(*conn)                 // after every goroutine of the connection exited
+	onGoAway  func(*conn, seam.Drain)     // peer: GOAWAY received (owner goroutine)
 	onUpgrade func(observer.AuthRejectReason)
 }
 
@@ -85,15 +86,15 @@ type conn struct {
 	in         *protocol.Inbound
 	out        *protocol.Outbound
 	negotiated protocol.Negotiated
-	handler    Handler
-	session    *Session
-	timers     map[*Timer]struct{}
-	helloTimer *Timer
-	drainTimer *Timer
+	handler    seam.Handler
+	session    session
+	timers     map[*timer]struct{}
+	helloTimer *timer
+	drainTimer *timer
 	closeTimer clock.Timer
-	drain      *Drain
-	goAwayRecv *Drain
-	info       CloseInfo
+	drain      *seam.Drain
+	goAwayRecv *seam.Drain
+	info       seam.CloseInfo
 	readerDone bool
 	writerDone bool
 	pinger     liveness
@@ -134,7 +135,7 @@ func newConn(p connParams) *conn {
 		box:        newMailbox(),
 		stopRead:   make(chan struct{}),
 		done:       make(chan struct{}),
-		timers:     make(map[*Timer]struct{}),
+		timers:     make(map[*timer]struct{}),
 		awaiting:   make(map[uint32]ackKey),
 		late:       make(map[uint32]ackKey),
 		queues:     make(map[protocol.NamespaceID]*nsQueue),
@@ -204,10 +205,10 @@ func (c *conn) unawait(seq uint32) {
 // begin runs first on the owner goroutine: the handshake timer, and the peer's HELLO.
 func (c *conn) begin() {
 	c.helloTimer = c.after(c.cfg.HelloTimeout, func() {
-		c.failWith(&protocol.Error{Code: protocol.CodeHelloTimeout, Scope: protocol.ScopeConnection, Detail: "no handshake within helloTimeoutMs"}, CauseHelloTimeout)
+		c.failWith(&protocol.Error{Code: protocol.CodeHelloTimeout, Scope: protocol.ScopeConnection, Detail: "no handshake within helloTimeoutMs"}, seam.CauseHelloTimeout)
 	})
 	if c.side == observer.SidePeer {
-		if _, err := c.sendControl(c.peerHandshake().Hello()); err != nil && !errors.Is(err, ErrClosed) {
+		if _, err := c.sendControl(c.peerHandshake().Hello()); err != nil && !errors.Is(err, seam.ErrClosed) {
 			c.fail(&protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Detail: "HELLO: " + err.Error()})
 		}
 	}
@@ -303,8 +304,8 @@ func (c *conn) connIDOpt() observer.Opt[string] {
 
 // after arms a connection timer through the injected clock; it fires on the owner goroutine
 // unless stopped or the connection closed.
-func (c *conn) after(d time.Duration, f func()) *Timer {
-	t := &Timer{c: c, f: f}
+func (c *conn) after(d time.Duration, f func()) *timer {
+	t := &timer{c: c, f: f}
 	c.timers[t] = struct{}{}
 	t.ct = c.clock.AfterFunc(d, func() {
 		c.post(func() {
@@ -386,17 +387,17 @@ func (c *conn) readFailed(err error) {
 	switch {
 	case errors.Is(err, errEarlyFrames):
 		c.rejectAdmission(observer.AuthEarlyFrameLimit)
-		c.failWith(&protocol.Error{Code: protocol.CodeConnectionPolicyViolation, Scope: protocol.ScopeConnection, Detail: "more early frames than maxEarlyFrames"}, CauseEarlyFrames)
+		c.failWith(&protocol.Error{Code: protocol.CodeConnectionPolicyViolation, Scope: protocol.ScopeConnection, Detail: "more early frames than maxEarlyFrames"}, seam.CauseEarlyFrames)
 	case errors.As(err, &tooLarge):
 		c.rejectAdmission(observer.AuthFrameTooLarge)
-		c.failWith(&protocol.Error{Code: protocol.CodeFrameTooLarge, Scope: protocol.ScopeConnection, Detail: tooLarge.Error()}, CauseFrameTooLarge)
+		c.failWith(&protocol.Error{Code: protocol.CodeFrameTooLarge, Scope: protocol.ScopeConnection, Detail: tooLarge.Error()}, seam.CauseFrameTooLarge)
 	case errors.Is(err, ErrTextMessage):
 		c.fail(&protocol.Error{Code: protocol.CodeMalformedFrame, Scope: protocol.ScopeConnection, Detail: "text message"})
 	default:
 		c.rejectAdmission(observer.AuthPeerDisconnected)
-		info := CloseInfo{Code: protocol.CloseAbnormal, Cause: CauseTransport, Remote: true}
+		info := seam.CloseInfo{Code: protocol.CloseAbnormal, Cause: seam.CauseTransport, Remote: true}
 		if code, ok := RemoteCloseCode(err); ok {
-			info.Code, info.Cause = code, CauseRemoteClose
+			info.Code, info.Cause = code, seam.CauseRemoteClose
 			if c.info.Error != "" { // the remote's ERROR frame came first
 				info.Error = c.info.Error
 			}
@@ -566,7 +567,7 @@ func (c *conn) remoteError(m *protocol.ErrorMessage) {
 		code = spec.Close
 	}
 	c.info.Error = m.Code
-	c.closeNow(code, CloseInfo{Code: code, Error: m.Code, Remote: true, Cause: CauseRemoteClose})
+	c.closeNow(code, seam.CloseInfo{Code: code, Error: m.Code, Remote: true, Cause: seam.CauseRemoteClose})
 }
 
 // ---- handshake (§6) -------------------------------------------------------------------
@@ -582,7 +583,7 @@ func (c *conn) answerHello(f protocol.Frame, h *protocol.Hello) {
 	}
 	c.negotiated = n
 	if _, err := c.sendControl(ack); err != nil {
-		if !errors.Is(err, ErrClosed) {
+		if !errors.Is(err, seam.ErrClosed) {
 			c.fail(&protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Detail: "HELLO_ACK: " + err.Error()})
 		}
 		return
@@ -618,7 +619,7 @@ func (c *conn) becomeReady() {
 	c.admitted.Store(true)
 	c.info.Handshook = true
 	c.setState(stReady)
-	c.session = &Session{c: c}
+	c.session = session{c: c}
 	c.handler = c.factory(c.session)
 	if c.handler == nil {
 		c.handler = nopHandler{}
@@ -632,12 +633,12 @@ func (c *conn) becomeReady() {
 // nopHandler stands in when a factory returns nil: frames are ignored.
 type nopHandler struct{}
 
-func (nopHandler) HandleFrame(protocol.Frame)                {}
-func (nopHandler) HandleRejected(*protocol.Error)            {}
-func (nopHandler) HandleDrain(Drain)                         {}
-func (nopHandler) HandleShed(protocol.NamespaceID, ShedInfo) {}
-func (nopHandler) HandleRevoked(Revocation)                  {}
-func (nopHandler) HandleClosed(CloseInfo)                    {}
+func (nopHandler) HandleFrame(protocol.Frame)                     {}
+func (nopHandler) HandleRejected(*protocol.Error)                 {}
+func (nopHandler) HandleDrain(seam.Drain)                         {}
+func (nopHandler) HandleShed(protocol.NamespaceID, seam.ShedInfo) {}
+func (nopHandler) HandleRevoked(seam.Revocation)                  {}
+func (nopHandler) HandleClosed(seam.CloseInfo)                    {}
 
 // ---- drain (§6.3) ----------------------------------------------------------------------
 
@@ -649,14 +650,14 @@ func (c *conn) goAway(reason string, drainTimeout time.Duration, retryAfter time
 	m := &protocol.GoAway{ReasonCode: reason, DrainTimeoutMs: uint64(drainTimeout / time.Millisecond),
 		RetryAfterMs: uint64(retryAfter / time.Millisecond), HasRetryAfter: hasRetry}
 	// §21: arm the drain, then send the observable GOAWAY.
-	c.startDrain(Drain{ReasonCode: reason, Deadline: c.clock.Now().Add(drainTimeout), RetryAfter: retryAfter, HasRetryAfter: hasRetry}, drainTimeout)
+	c.startDrain(seam.Drain{ReasonCode: reason, Deadline: c.clock.Now().Add(drainTimeout), RetryAfter: retryAfter, HasRetryAfter: hasRetry}, drainTimeout)
 	// A GOAWAY that cannot be sent has closed the connection (control backpressure,
 	// sequence exhaustion): there is nothing left to drain.
 	_, _ = c.sendControl(m)
 }
 
 func (c *conn) goAwayReceived(m *protocol.GoAway) {
-	d := Drain{ReasonCode: m.ReasonCode, Received: true,
+	d := seam.Drain{ReasonCode: m.ReasonCode, Received: true,
 		RetryAfter: time.Duration(m.RetryAfterMs) * time.Millisecond, HasRetryAfter: m.HasRetryAfter}
 	timeout := time.Duration(min(m.DrainTimeoutMs, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond
 	d.Deadline = c.clock.Now().Add(timeout)
@@ -674,7 +675,7 @@ func (c *conn) goAwayReceived(m *protocol.GoAway) {
 	}
 	if c.state != stReady {
 		// During the handshake there is nothing to drain.
-		c.closeNow(protocol.CloseNormal, CloseInfo{Code: protocol.CloseNormal, Cause: CauseDrained, GoAway: &d})
+		c.closeNow(protocol.CloseNormal, seam.CloseInfo{Code: protocol.CloseNormal, Cause: seam.CauseDrained, GoAway: &d})
 		return
 	}
 	c.startDrain(d, timeout)
@@ -686,13 +687,13 @@ func (c *conn) localDrain(timeout time.Duration) {
 		return
 	}
 	if c.state != stReady {
-		c.closeNow(protocol.CloseNormal, CloseInfo{Code: protocol.CloseNormal, Cause: CauseShutdown})
+		c.closeNow(protocol.CloseNormal, seam.CloseInfo{Code: protocol.CloseNormal, Cause: seam.CauseShutdown})
 		return
 	}
-	c.startDrain(Drain{Deadline: c.clock.Now().Add(timeout)}, timeout)
+	c.startDrain(seam.Drain{Deadline: c.clock.Now().Add(timeout)}, timeout)
 }
 
-func (c *conn) startDrain(d Drain, timeout time.Duration) {
+func (c *conn) startDrain(d seam.Drain, timeout time.Duration) {
 	if c.state == stDraining {
 		return
 	}
@@ -719,17 +720,17 @@ func (c *conn) endDrain() {
 	if c.drain != nil && (c.drain.Received || c.drain.ReasonCode == "") {
 		code = protocol.CloseNormal
 	}
-	c.closeNow(code, CloseInfo{Code: code, Cause: CauseDrained, GoAway: c.goAwayRecv})
+	c.closeNow(code, seam.CloseInfo{Code: code, Cause: seam.CauseDrained, GoAway: c.goAwayRecv})
 }
 
 // ---- closing (§13, §14, §18) -------------------------------------------------------------
 
 // fail closes the connection for a connection-scope protocol error.
-func (c *conn) fail(e *protocol.Error) { c.failWith(e, CauseProtocol) }
+func (c *conn) fail(e *protocol.Error) { c.failWith(e, seam.CauseProtocol) }
 
 // failWith sends a best-effort connection ERROR (WebSocket message boundaries keep the
 // framing trusted after any NMCR-level error, §14) and closes with the registry's close code.
-func (c *conn) failWith(e *protocol.Error, cause CloseCause) {
+func (c *conn) failWith(e *protocol.Error, cause seam.CloseCause) {
 	if c.closing {
 		return
 	}
@@ -756,7 +757,7 @@ func (c *conn) failWith(e *protocol.Error, cause CloseCause) {
 	}
 	c.log.LogAttrs(context.Background(), slog.LevelWarn, "replication connection failed",
 		slog.String("side", string(c.side)), slog.String("code", string(e.Code)), slog.String("detail", e.Detail))
-	c.teardown(code, errFrame, CloseInfo{Code: code, Error: e.Code, Cause: cause}, false)
+	c.teardown(code, errFrame, seam.CloseInfo{Code: code, Error: e.Code, Cause: cause}, false)
 	// §23.4: after the decision took effect.
 	if c.em.Enabled() {
 		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.FoldConnectionCode(string(e.Code)), WSCloseCode: int(code)})
@@ -768,21 +769,21 @@ func safeMessage(code protocol.ErrorCode) string {
 }
 
 // closeNow closes without an ERROR frame: code 0 means the transport is already gone.
-func (c *conn) closeNow(code protocol.CloseCode, info CloseInfo) {
+func (c *conn) closeNow(code protocol.CloseCode, info seam.CloseInfo) {
 	if c.closing {
 		return
 	}
 	if info.Code == 0 {
 		info.Code = code
 	}
-	c.teardown(code, nil, info, info.Cause == CauseDrained)
+	c.teardown(code, nil, info, info.Cause == seam.CauseDrained)
 }
 
 // teardown is the close decision. In order (§18): the connection epoch is invalidated (no
 // timer, pong or inbound frame acts after this point), unsent frames are dropped (unless a
 // completed drain flushes what was already handed to the writer), the handler is told, and
 // the writer sends errFrame (if any) and closes the transport.
-func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info CloseInfo, flush bool) {
+func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info seam.CloseInfo, flush bool) {
 	c.closing = true
 	info.Handshook = c.info.Handshook
 	if info.GoAway == nil {

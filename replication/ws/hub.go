@@ -18,16 +18,17 @@ import (
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // HubOptions configure a Hub.
 type HubOptions struct {
-	Config     protocol.Config  // validated by NewHub
-	InstanceID string           // this hub's instance id (§6.2 hubInstanceId)
-	Auth       Authenticator    // required: verifies bearer tokens before the upgrade (§2)
-	Namespaces NamespaceFactory // required: the namespace layer of each ready connection
-	Clock      clock.Clock      // nil: clock.Real()
-	Random     io.Reader        // connection ids; nil: crypto/rand
+	Config     protocol.Config       // validated by NewHub
+	InstanceID string                // this hub's instance id (§6.2 hubInstanceId)
+	Auth       Authenticator         // required: verifies bearer tokens before the upgrade (§2)
+	Namespaces seam.NamespaceFactory // required: the namespace layer of each ready connection
+	Clock      clock.Clock           // nil: clock.Real()
+	Random     io.Reader             // connection ids; nil: crypto/rand
 	Observer   observer.Observer
 	Logger     *slog.Logger // nil: discard
 }
@@ -116,7 +117,7 @@ func NewHub(opts HubOptions) (*Hub, error) {
 		return nil, errors.New("ws: NewHub needs an Authenticator")
 	}
 	if opts.Namespaces == nil {
-		return nil, errors.New("ws: NewHub needs a NamespaceFactory")
+		return nil, errors.New("ws: NewHub needs a seam.NamespaceFactory")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real()
@@ -289,7 +290,7 @@ func (h *Hub) GoAway(reason string, drainTimeout, retryAfter time.Duration, hasR
 // revoke applies an authenticator revocation (§19, §15.2): namespaces go to the namespace
 // layer; a whole-peer revocation drains the peer's connections with GOAWAY
 // REAUTH_REQUIRED (closeTimeoutMs).
-func (h *Hub) revoke(r Revocation) {
+func (h *Hub) revoke(r seam.Revocation) {
 	h.each(func(c *conn) {
 		if c.peerID != r.PeerInstanceID {
 			return
@@ -298,7 +299,7 @@ func (h *Hub) revoke(r Revocation) {
 			switch {
 			case c.closing:
 			case c.state != stReady && c.state != stDraining:
-				c.closeNow(protocol.ClosePolicy, CloseInfo{Code: protocol.ClosePolicy, Cause: CauseShutdown})
+				c.closeNow(protocol.ClosePolicy, seam.CloseInfo{Code: protocol.ClosePolicy, Cause: seam.CauseShutdown})
 			case len(r.Namespaces) == 0:
 				c.goAway(protocol.GoAwayReauthRequired, h.cfg.CloseTimeout, 0, false)
 			default:
@@ -325,7 +326,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	h.each(func(c *conn) {
 		c.w.stopOutput()
 		c.post(func() {
-			c.closeNow(protocol.CloseGoingAway, CloseInfo{Code: protocol.CloseGoingAway, Cause: CauseShutdown})
+			c.closeNow(protocol.CloseGoingAway, seam.CloseInfo{Code: protocol.CloseGoingAway, Cause: seam.CauseShutdown})
 		})
 	})
 	for _, c := range []*counter{&h.running, &h.work} {

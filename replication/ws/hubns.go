@@ -10,6 +10,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // HubNamespacesOptions configure the hub's namespace layer.
@@ -109,7 +110,7 @@ func (h *HubNamespaces) untrack(c *channel) {
 }
 
 // NewHandler is the hub's NamespaceFactory: the namespace layer of one ready connection.
-func (h *HubNamespaces) NewHandler(s *Session) Handler {
+func (h *HubNamespaces) NewHandler(s seam.Session) seam.Handler {
 	hc := &hubConn{h: h}
 	hc.nsConn = newNSConn(s, hc, h.log)
 	refuseChunking(s, h.log)
@@ -119,7 +120,7 @@ func (h *HubNamespaces) NewHandler(s *Session) Handler {
 // refuseChunking closes a connection that negotiated CAP_CHUNKED_UPDATE: this namespace
 // layer runs the v1 generation (no UPDATE_CHUNK yet), so the connection must be configured
 // with protocol.GenerationV1. A configuration error, loudly refused.
-func refuseChunking(s *Session, log *slog.Logger) {
+func refuseChunking(s seam.Session, log *slog.Logger) {
 	if !s.Negotiated().Chunked() {
 		return
 	}
@@ -135,7 +136,7 @@ type hubConn struct {
 	h *HubNamespaces
 }
 
-var _ Handler = (*hubConn)(nil)
+var _ seam.Handler = (*hubConn)(nil)
 
 func (hc *hubConn) HandleFrame(f protocol.Frame) {
 	switch m := f.Message.(type) {
@@ -151,12 +152,12 @@ func (hc *hubConn) HandleFrame(f protocol.Frame) {
 	}
 }
 
-func (hc *hubConn) HandleRejected(e *protocol.Error)               { hc.rejected(e) }
-func (hc *hubConn) HandleDrain(Drain)                              { hc.drain() }
-func (hc *hubConn) HandleShed(ns protocol.NamespaceID, _ ShedInfo) { hc.shed(ns) }
+func (hc *hubConn) HandleRejected(e *protocol.Error)                    { hc.rejected(e) }
+func (hc *hubConn) HandleDrain(seam.Drain)                              { hc.drain() }
+func (hc *hubConn) HandleShed(ns protocol.NamespaceID, _ seam.ShedInfo) { hc.shed(ns) }
 
 // HandleRevoked ends the revoked namespaces with NAMESPACE_UNAUTHORIZED (§19).
-func (hc *hubConn) HandleRevoked(r Revocation) {
+func (hc *hubConn) HandleRevoked(r seam.Revocation) {
 	for _, ns := range r.Namespaces {
 		c := hc.channels[ns]
 		if c != nil {
@@ -167,7 +168,7 @@ func (hc *hubConn) HandleRevoked(r Revocation) {
 
 // HandleClosed ends every channel of the connection; their sessions close and their leases
 // are released (admitted applies still settle, and Hub.Shutdown waits for them).
-func (hc *hubConn) HandleClosed(CloseInfo) {
+func (hc *hubConn) HandleClosed(seam.CloseInfo) {
 	hc.connectionClosed(func(*channel) observer.ChannelState { return observer.ChannelClosed })
 	for _, c := range hc.channels {
 		hc.h.untrack(c)
@@ -422,7 +423,6 @@ func (hc *hubConn) bootstrapAck(f protocol.Frame, m *protocol.BootstrapAck) {
 		c.violation(f)
 		return
 	}
-	c.timer.Stop()
-	c.timer = nil
+	stopTimer(&c.timer)
 	c.setState(observer.ChannelReconciling)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nomicore/nomicore/persistence/persistencetest"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
@@ -674,7 +675,7 @@ func TestS19_HubRevokeEndsNamespace(t *testing.T) {
 	w := f.dial(peerID)
 	ns, _ := f.liveNS(w, 200)
 	other, otherDoc := f.liveNS(w, 201)
-	f.table.Revoke(ws.Revocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns}})
+	f.table.Revoke(seam.Revocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns}})
 	w.expectError(ns, protocol.CodeNamespaceUnauthorized)
 	waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedApplyRefused)
 	seq := w.send(&protocol.Update{NamespaceID: other, Update: otherDoc.set("x", 1.0)})

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // pingOnce advances to the next ping and returns its payload, with the pong timer armed.
@@ -33,7 +33,7 @@ func TestS17_PongEchoClearsTimeout(t *testing.T) {
 			t.Fatalf("fake ping payload %x", payload)
 		}
 		p.end.Pong(payload)
-		h.do(t, func(*ws.Session) {})                                              // the pong result reached the owner
+		h.do(t, func(seam.Session) {})                                             // the pong result reached the owner
 		eventually(t, "pong settled", func() bool { return f.clk.Pending() == 1 }) // only the next ping timer
 	}
 	if _, ok := h.closeInfo(); ok {
@@ -66,7 +66,7 @@ func TestS17_IgnoredPongs(t *testing.T) {
 			for _, pong := range tc.pongs(cur, old) {
 				p.end.Pong(pong)
 			}
-			h.do(t, func(*ws.Session) {})
+			h.do(t, func(seam.Session) {})
 			f.clk.Advance(f.cfg.PongTimeout - 1)
 			if _, ok := h.closeInfo(); ok {
 				t.Fatal("closed before pongTimeoutMs")
@@ -78,7 +78,7 @@ func TestS17_IgnoredPongs(t *testing.T) {
 			}
 			eventually(t, "closed", func() bool { _, ok := h.closeInfo(); return ok })
 			info, _ := h.closeInfo()
-			if info.Cause != ws.CausePongTimeout || info.Error != protocol.CodePongTimeout {
+			if info.Cause != seam.CausePongTimeout || info.Error != protocol.CodePongTimeout {
 				t.Fatalf("close info %+v", info)
 			}
 			// A late pong after the timeout changes nothing.

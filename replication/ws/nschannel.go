@@ -10,6 +10,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -57,7 +58,7 @@ type nsSide interface {
 
 // nsConn is the per-connection part both sides share.
 type nsConn struct {
-	s        *Session
+	s        seam.Session
 	cfg      *protocol.Config
 	em       *observer.Emitter
 	log      *slog.Logger
@@ -72,7 +73,7 @@ type nsConn struct {
 	cancel context.CancelFunc
 }
 
-func newNSConn(s *Session, side nsSide, log *slog.Logger) nsConn {
+func newNSConn(s seam.Session, side nsSide, log *slog.Logger) nsConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	return nsConn{s: s, cfg: s.Config(), em: s.Emitter(), log: log, side: side,
 		channels: make(map[protocol.NamespaceID]*channel), ctx: ctx, cancel: cancel}
@@ -242,10 +243,10 @@ type channel struct {
 	// Outbound live updates (§10, §17): the queue of unsent updates (its gate is the
 	// window), the UPDATEs sent and not yet acknowledged, oldest first, and one timer for
 	// the oldest one's ackTimeoutMs.
-	out      *Outbox
+	out      seam.Outbox
 	window   []inflight
 	reserved int // window slots the gate gave to items not yet reported sent
-	ackTimer *Timer
+	ackTimer seam.Timer
 
 	receiving int // inbound UPDATEs admitted and not yet acknowledged (§10.2)
 	applying  int // applies admitted to the sequencer and not yet settled (§12)
@@ -258,16 +259,16 @@ type channel struct {
 	// Close handshake (§12).
 	closeSent, closeRecv, closeAnswered, closeOKRecv bool
 	closeRecvSeq                                     uint32
-	closeTimer                                       *Timer
+	closeTimer                                       seam.Timer
 
 	diffObs *diffObservation // the Step2 apply being observed (observer only)
 
-	timer    *Timer // hub: bootstrap; peer: open, bootstrap or reconcile (§18)
-	periodic *Timer // peer: the periodic reconciliation (§9.4)
+	timer    seam.Timer // hub: bootstrap; peer: open, bootstrap or reconcile (§18)
+	periodic seam.Timer // peer: the periodic reconciliation (§9.4)
 
 	// Hub only.
 	lastRound   uint32 // the highest syncRoundId the peer started on this namespace (§9.1)
-	grant       Grant
+	grant       seam.Grant
 	openReq     protocol.OpenNamespace // the first OPEN_NAMESPACE
 	openWaiting []uint32               // OPEN_NAMESPACE sequences waiting for the shared open
 	mode        protocol.OpenMode
@@ -369,18 +370,22 @@ func (c *channel) releaseAll() {
 }
 
 func (c *channel) stopTimers() {
-	c.timer.Stop()
-	c.timer = nil
+	stopTimer(&c.timer)
 	c.stopPeriodic()
-	c.ackTimer.Stop()
-	c.ackTimer = nil
-	c.closeTimer.Stop()
-	c.closeTimer = nil
+	stopTimer(&c.ackTimer)
+	stopTimer(&c.closeTimer)
+}
+
+// stopTimer stops *t, if armed, and clears it.
+func stopTimer(t *seam.Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
+	}
 }
 
 func (c *channel) stopPeriodic() {
-	c.periodic.Stop()
-	c.periodic = nil
+	stopTimer(&c.periodic)
 }
 
 // failed ends the channel in failed with a local cause (no wire frame) and reports it.
@@ -642,15 +647,15 @@ func (c *channel) enqueue(u []byte) bool {
 	if len(u) > c.n.cfg.MaxUpdateBytes {
 		return c.tooLarge(len(u))
 	}
-	err := c.out.Enqueue(DataItem{Kind: protocol.KindLiveUpdate, Bytes: u, Sent: c.sentFunc(len(u))})
+	err := c.out.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: u, Sent: c.sentFunc(len(u))})
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(err, ErrQueueOverflow):
+	case errors.Is(err, seam.ErrQueueOverflow):
 		c.needResync(observer.ResyncQueueOverflow, observer.None[observer.SendFailure]())
-	case errors.Is(err, ErrConnectionShed):
+	case errors.Is(err, seam.ErrConnectionShed):
 		c.needResync(observer.ResyncConnectionShed, observer.None[observer.SendFailure]())
-	case errors.Is(err, ErrDraining), errors.Is(err, ErrClosed):
+	case errors.Is(err, seam.ErrDraining), errors.Is(err, seam.ErrClosed):
 	case c.state == observer.ChannelLive:
 		c.needResync(observer.ResyncSendFailed, c.sendFailure(observer.SendFrameRejected, len(u)))
 	case c.round.active:
@@ -721,10 +726,10 @@ func (c *channel) coalesce() {
 		m, err := yjs.MergeUpdates(us)
 		merged = len(m)
 		return m, err
-	}, func(si SentInfo) { c.sent(si, merged) })
+	}, func(si seam.SentInfo) { c.sent(si, merged) })
 	var tooLarge *protocol.Error
 	switch {
-	case err == nil, errors.Is(err, ErrClosed):
+	case err == nil, errors.Is(err, seam.ErrClosed):
 	case errors.As(err, &tooLarge):
 		// The merge would not fit one frame: the updates stay as they are and leave one by
 		// one.
@@ -735,13 +740,13 @@ func (c *channel) coalesce() {
 	}
 }
 
-func (c *channel) sentFunc(n int) func(SentInfo) {
-	return func(si SentInfo) { c.sent(si, n) }
+func (c *channel) sentFunc(n int) func(seam.SentInfo) {
+	return func(si seam.SentInfo) { c.sent(si, n) }
 }
 
 // sent records an UPDATE in the window and arms the ACK timer for the oldest one (§10.2,
 // §18: ackTimeoutMs from the frame's sent time).
-func (c *channel) sent(si SentInfo, n int) {
+func (c *channel) sent(si seam.SentInfo, n int) {
 	if c.reserved > 0 {
 		c.reserved--
 	}
@@ -1017,7 +1022,7 @@ func (c *channel) sendFailed(err error) {
 	switch {
 	case errors.As(err, &pe) && pe.Scope == protocol.ScopeNamespace:
 		c.sendError(pe.Code, 0, observer.FailedSendFailed)
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, seam.ErrClosed):
 	default:
 		c.sendError(protocol.CodeInternalError, 0, observer.FailedSendFailed)
 	}
@@ -1177,8 +1182,7 @@ func (c *channel) roundProgress() {
 		return
 	}
 	r.active = false
-	c.timer.Stop()
-	c.timer = nil
+	stopTimer(&c.timer)
 	if c.resyncPending {
 		c.resyncPending = false
 		c.setState(observer.ChannelNeedsResync)
@@ -1213,8 +1217,7 @@ func (c *channel) startClose(reason string) {
 
 func (c *channel) enterClosing() {
 	c.round.active = false
-	c.timer.Stop()
-	c.timer = nil
+	stopTimer(&c.timer)
 	c.stopPeriodic()
 	if c.out != nil {
 		c.out.Clear()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // ---- the writer goroutine ----------------------------------------------------------
@@ -133,7 +134,7 @@ func (w *writer) loop() {
 					if !errors.Is(err, errAborted) {
 						c.post(func() {
 							c.rejectAdmission(observer.AuthPeerDisconnected)
-							c.closeNow(protocol.CloseGoingAway, CloseInfo{Code: protocol.CloseAbnormal, Cause: CauseTransport})
+							c.closeNow(protocol.CloseGoingAway, seam.CloseInfo{Code: protocol.CloseAbnormal, Cause: seam.CauseTransport})
 						})
 					}
 				} else {
@@ -166,8 +167,8 @@ type liveness struct {
 	c         *conn
 	running   bool // a Ping call is out
 	gen       uint64
-	pingTimer *Timer
-	pongTimer *Timer
+	pingTimer *timer
+	pongTimer *timer
 	planned   observer.Opt[time.Time]
 	cancel    context.CancelFunc
 }
@@ -219,7 +220,7 @@ func (l *liveness) timedOut() {
 	}
 	l.stop()
 	code := protocol.CloseGoingAway
-	c.teardown(code, nil, CloseInfo{Code: code, Error: protocol.CodePongTimeout, Cause: CausePongTimeout}, false)
+	c.teardown(code, nil, seam.CloseInfo{Code: code, Error: protocol.CodePongTimeout, Cause: seam.CausePongTimeout}, false)
 	if c.em.Enabled() {
 		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.ConnErrPongTimeout, WSCloseCode: int(code)})
 	}
@@ -326,14 +327,14 @@ func (a *openAdmission) release(c *conn) {
 // sendNamespaceControl is Session.Send.
 func (c *conn) sendNamespaceControl(m protocol.NamespaceMessage) (uint32, error) {
 	if c.closing {
-		return 0, ErrClosed
+		return 0, seam.ErrClosed
 	}
 	if m == nil {
-		return 0, ErrNotAllowed
+		return 0, seam.ErrNotAllowed
 	}
 	r := m.Type().Rule()
 	if r.Lane != protocol.LaneControl || protocol.ScopeOf(m) != protocol.ScopeNamespace || !r.Direction.SentBy(c.local) {
-		return 0, ErrNotAllowed
+		return 0, seam.ErrNotAllowed
 	}
 	return c.sendControl(m)
 }
@@ -345,21 +346,21 @@ func (c *conn) sendNamespaceControl(m protocol.NamespaceMessage) (uint32, error)
 // sendControl returns ErrClosed, as it does after sequence exhaustion.
 func (c *conn) sendControl(m protocol.Message) (uint32, error) {
 	if c.closing {
-		return 0, ErrClosed
+		return 0, seam.ErrClosed
 	}
 	b, seq, err := c.out.AppendFrame(nil, m)
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) && pe.Code == protocol.CodeOutboundSequenceExhausted {
 			c.sequenceExhausted()
-			return 0, ErrClosed
+			return 0, seam.ErrClosed
 		}
 		return 0, err
 	}
 	if c.sched.unflushedControl+len(b) > c.cfg.MaxQueuedControlBytes {
 		c.failWith(&protocol.Error{Code: protocol.CodeConnectionBackpressure, Scope: protocol.ScopeConnection,
-			Detail: "unflushed control bytes over maxQueuedControlBytes"}, CauseBackpressure)
-		return 0, ErrClosed
+			Detail: "unflushed control bytes over maxQueuedControlBytes"}, seam.CauseBackpressure)
+		return 0, seam.ErrClosed
 	}
 	c.sched.unflushedControl += len(b)
 	c.handOff(outFrame{b: b, control: true})
@@ -379,7 +380,7 @@ func (c *conn) sendControl(m protocol.Message) (uint32, error) {
 // sequence (§23.2 OUTBOUND_SEQUENCE_EXHAUSTED, no wire frame).
 func (c *conn) sequenceExhausted() {
 	code := protocol.CloseInternal
-	c.teardown(code, nil, CloseInfo{Code: code, Error: protocol.CodeOutboundSequenceExhausted, Cause: CauseProtocol}, false)
+	c.teardown(code, nil, seam.CloseInfo{Code: code, Error: protocol.CodeOutboundSequenceExhausted, Cause: seam.CauseProtocol}, false)
 	if c.em.Enabled() {
 		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.ConnErrOutboundSequenceExhausted, WSCloseCode: int(code)})
 	}
@@ -410,25 +411,25 @@ type nsQueue struct {
 }
 
 type queuedItem struct {
-	DataItem
+	seam.DataItem
 	enqueued observer.Opt[time.Time]
 	split    *protocol.Splitter // set when its first chunk is sent
 	tid      uint32
 }
 
-func (c *conn) outbox(ns protocol.NamespaceID, gate func() bool) *Outbox {
+func (c *conn) outbox(ns protocol.NamespaceID, gate func() bool) *outbox {
 	q := c.queues[ns]
 	if q == nil {
 		q = &nsQueue{ns: ns, gate: gate}
 		c.queues[ns] = q
 	}
-	return &Outbox{c: c, q: q}
+	return &outbox{c: c, q: q}
 }
 
 func (c *conn) handOff(f outFrame) { c.w.push(f) }
 
 // checkItem refuses an item the connection could not frame (§10.1, §10.3, §8.1, §9.2).
-func (c *conn) checkItem(ns protocol.NamespaceID, it DataItem) error {
+func (c *conn) checkItem(ns protocol.NamespaceID, it seam.DataItem) error {
 	switch {
 	case !it.Kind.Known():
 		return &protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeNamespace, Namespace: ns, Detail: "unknown data kind"}
@@ -445,12 +446,12 @@ func (c *conn) checkItem(ns protocol.NamespaceID, it DataItem) error {
 	return err
 }
 
-func (c *conn) enqueue(q *nsQueue, it DataItem) error {
+func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 	switch {
 	case c.closing || q.closed:
-		return ErrClosed
+		return seam.ErrClosed
 	case c.state == stDraining:
-		return ErrDraining
+		return seam.ErrDraining
 	}
 	if err := c.checkItem(q.ns, it); err != nil {
 		return err
@@ -459,12 +460,12 @@ func (c *conn) enqueue(q *nsQueue, it DataItem) error {
 	// §17: "未发送队列任一上限超出：丢弃全部未发送增量，标记 needs-resync".
 	if len(q.items)+1 > c.cfg.MaxQueuedUpdateCount || q.bytes+n > c.cfg.MaxQueuedUpdateBytes {
 		c.clearQueue(q)
-		return ErrQueueOverflow
+		return seam.ErrQueueOverflow
 	}
 	s := &c.sched
 	if s.queued+s.unflushed()+n > c.cfg.MaxQueuedBytesPerConnection {
 		if c.shed(q, n) {
-			return ErrConnectionShed
+			return seam.ErrConnectionShed
 		}
 	}
 	qi := &queuedItem{DataItem: it}
@@ -481,9 +482,9 @@ func (c *conn) enqueue(q *nsQueue, it DataItem) error {
 	return nil
 }
 
-func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent func(SentInfo)) error {
+func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent func(seam.SentInfo)) error {
 	if c.closing || q.closed {
-		return ErrClosed
+		return seam.ErrClosed
 	}
 	var idx []int
 	var ups [][]byte
@@ -502,7 +503,7 @@ func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent f
 	if err != nil {
 		return err
 	}
-	item := DataItem{Kind: protocol.KindLiveUpdate, Bytes: m, Sent: sent}
+	item := seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: m, Sent: sent}
 	if err := c.checkItem(q.ns, item); err != nil {
 		return err
 	}
@@ -560,8 +561,8 @@ func (c *conn) shed(q *nsQueue, n int) bool {
 }
 
 // clearQueue drops q's unsent items.
-func (c *conn) clearQueue(q *nsQueue) ShedInfo {
-	info := ShedInfo{Items: len(q.items), Bytes: q.bytes}
+func (c *conn) clearQueue(q *nsQueue) seam.ShedInfo {
+	info := seam.ShedInfo{Items: len(q.items), Bytes: q.bytes}
 	if len(q.items) > 0 && q.items[0].split != nil {
 		info.TransferAborted = true
 	}
@@ -669,7 +670,7 @@ func (c *conn) sendOne(q *nsQueue) bool {
 	if len(q.items) == 0 {
 		c.removeFromRing(q)
 	}
-	info := SentInfo{Sequence: seq, ChunkCount: 1}
+	info := seam.SentInfo{Sequence: seq, ChunkCount: 1}
 	if chunked {
 		info.Chunked, info.TransferID, info.ChunkCount = true, it.tid, it.split.ChunkCount()
 	}
@@ -683,7 +684,7 @@ func (c *conn) sendOne(q *nsQueue) bool {
 
 // emitSent reports a data item's egress (§23.1): update-sent for an UPDATE frame (the
 // connection stamps its sequence), chunked-*-sent when a transfer's last chunk leaves.
-func (c *conn) emitSent(ns protocol.NamespaceID, it *queuedItem, info SentInfo) {
+func (c *conn) emitSent(ns protocol.NamespaceID, it *queuedItem, info seam.SentInfo) {
 	if !c.em.Enabled() {
 		return
 	}
@@ -717,15 +718,6 @@ func (c *conn) flushed(data, control int) {
 	}
 }
 
-// QueueStats is a snapshot of a connection's outbound accounting.
-type QueueStats struct {
-	QueuedBytes      int // unsent data in namespace queues
-	UnflushedData    int
-	UnflushedControl int
-	Paused           bool
-	Namespaces       int // namespaces with queued data
-}
-
 // Load is the outbound load of a hub's or a peer's connections, readable from any goroutine
 // (the Prometheus gauges of §23.6): bytes queued or handed to the writer and not yet written,
 // and live UPDATEs sent and not yet acknowledged (nor given up at an ACK timeout). Each
@@ -738,11 +730,4 @@ type Load struct {
 func (l *Load) add(c *conn) {
 	l.QueuedBytes += c.pubQueued.Load()
 	l.InFlight += c.pubInFlight.Load()
-}
-
-// Stats returns the connection's outbound accounting (owner goroutine).
-func (s *Session) Stats() QueueStats {
-	sc := &s.c.sched
-	return QueueStats{QueuedBytes: sc.queued, UnflushedData: sc.unflushedData, UnflushedControl: sc.unflushedControl,
-		Paused: sc.paused, Namespaces: len(sc.ring)}
 }

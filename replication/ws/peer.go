@@ -18,6 +18,7 @@ import (
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // TokenSource returns the bearer token for the next dial. It is called before every dial,
@@ -64,7 +65,7 @@ type PeerOptions struct {
 	URL           string          // ws://host:port/v1/replication
 	Token         TokenSource     // required
 	Dialer        Dialer          // nil: WebSocketDialer{}
-	Namespaces    NamespaceFactory
+	Namespaces    seam.NamespaceFactory
 	Clock         clock.Clock // nil: clock.Real()
 	Rand          Rand        // backoff jitter; nil: a generator seeded from crypto/rand
 	Nonce         io.Reader   // HELLO connectionNonce; nil: crypto/rand
@@ -126,7 +127,7 @@ func NewPeer(opts PeerOptions) (*Peer, error) {
 		return nil, errors.New("ws: NewPeer needs a TokenSource")
 	}
 	if opts.Namespaces == nil {
-		return nil, errors.New("ws: NewPeer needs a NamespaceFactory")
+		return nil, errors.New("ws: NewPeer needs a seam.NamespaceFactory")
 	}
 	if opts.Dialer == nil {
 		opts.Dialer = WebSocketDialer{CloseTimeout: cfg.CloseTimeout}
@@ -295,7 +296,7 @@ func (p *Peer) stop(ch chan struct{}, abort bool) {
 		}
 		if c := p.conn; c != nil {
 			c.post(func() {
-				c.closeNow(protocol.CloseNormal, CloseInfo{Code: protocol.CloseNormal, Cause: CauseShutdown})
+				c.closeNow(protocol.CloseNormal, seam.CloseInfo{Code: protocol.CloseNormal, Cause: seam.CauseShutdown})
 			})
 		}
 		p.gen++
@@ -369,8 +370,8 @@ func (p *Peer) dialed(gen uint64, tr Transport, err error) {
 		side: observer.SidePeer, cfg: p.cfg, clock: p.opts.Clock, em: p.em, log: p.log, t: tr,
 		factory: p.opts.Namespaces, peerID: p.opts.InstanceID, hubID: p.opts.HubInstanceID, nonce: nonce,
 		onReady:  func(c *conn) { id := c.connID; p.post(func() { p.connReady(gen, id) }) },
-		onGoAway: func(c *conn, d Drain) { p.post(func() { p.goAway(gen) }) },
-		onClosed: func(c *conn, info CloseInfo) { p.post(func() { p.connClosed(gen, info) }) },
+		onGoAway: func(c *conn, d seam.Drain) { p.post(func() { p.goAway(gen) }) },
+		onClosed: func(c *conn, info seam.CloseInfo) { p.post(func() { p.connClosed(gen, info) }) },
 		onExit:   func(c *conn) { p.post(func() { p.connExited(c) }) },
 	})
 	p.conn = c
@@ -421,7 +422,7 @@ func (p *Peer) connExited(c *conn) {
 }
 
 // connClosed applies §15.1 to a closed connection.
-func (p *Peer) connClosed(gen uint64, info CloseInfo) {
+func (p *Peer) connClosed(gen uint64, info seam.CloseInfo) {
 	if gen != p.gen {
 		return
 	}
@@ -437,7 +438,7 @@ func (p *Peer) connClosed(gen uint64, info CloseInfo) {
 			p.attempt, p.slowCount = 0, 0
 		}
 	}
-	if info.Cause == CauseReconnect {
+	if info.Cause == seam.CauseReconnect {
 		p.backoff(observer.BackoffNamespaceRecovery, 0)
 		return
 	}
@@ -458,10 +459,10 @@ func (p *Peer) connClosed(gen uint64, info CloseInfo) {
 		return
 	}
 	switch info.Cause {
-	case CauseHelloTimeout:
+	case seam.CauseHelloTimeout:
 		p.backoff(observer.BackoffHelloTimeout, 0)
 		return
-	case CausePongTimeout:
+	case seam.CausePongTimeout:
 		p.backoff(observer.BackoffPongTimeout, 0)
 		return
 	}
@@ -481,7 +482,7 @@ func (p *Peer) connClosed(gen uint64, info CloseInfo) {
 
 // permanent: §15.1 "1002/1008：blocked" — and every connection error whose registry retry is
 // no or config (FRAME_TOO_LARGE's 1009 included); 1011 and transport losses back off.
-func permanent(info CloseInfo) bool {
+func permanent(info seam.CloseInfo) bool {
 	if info.Error != "" {
 		if spec, ok := protocol.LookupError(protocol.ScopeConnection, info.Error); ok {
 			return spec.Retry == protocol.RetryNo || spec.Retry == protocol.RetryConfig

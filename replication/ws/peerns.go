@@ -14,6 +14,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // Target is a namespace a peer replicates (§16, §19): the hub's namespace id and the local
@@ -332,7 +333,7 @@ func (tc *TargetController) cleanedUp(tg *target) {
 // NewHandler is the peer's NamespaceFactory: the namespace layer of one ready connection.
 // It opens every wanted target that is neither conflicted nor closed by a failed schema
 // re-arm.
-func (tc *TargetController) NewHandler(s *Session) Handler {
+func (tc *TargetController) NewHandler(s seam.Session) seam.Handler {
 	pc := &peerConn{tc: tc}
 	pc.nsConn = newNSConn(s, pc, tc.log)
 	refuseChunking(s, tc.log)
@@ -358,7 +359,7 @@ type peerConn struct {
 	openWait []*channel
 }
 
-var _ Handler = (*peerConn)(nil)
+var _ seam.Handler = (*peerConn)(nil)
 
 func (pc *peerConn) start() {
 	if pc.closed || pc.draining() {
@@ -477,18 +478,18 @@ func (pc *peerConn) requested(f protocol.Frame, ns protocol.NamespaceID) *channe
 	return c
 }
 
-func (pc *peerConn) HandleRejected(e *protocol.Error)               { pc.rejected(e) }
-func (pc *peerConn) HandleShed(ns protocol.NamespaceID, _ ShedInfo) { pc.shed(ns) }
-func (pc *peerConn) HandleRevoked(Revocation)                       {}
+func (pc *peerConn) HandleRejected(e *protocol.Error)                    { pc.rejected(e) }
+func (pc *peerConn) HandleShed(ns protocol.NamespaceID, _ seam.ShedInfo) { pc.shed(ns) }
+func (pc *peerConn) HandleRevoked(seam.Revocation)                       {}
 
 // HandleDrain closes the open namespaces (§6.3); no new round or open starts.
-func (pc *peerConn) HandleDrain(Drain) { pc.drain() }
+func (pc *peerConn) HandleDrain(seam.Drain) { pc.drain() }
 
 // HandleClosed: the socket is gone (§16): every channel's session stops, admitted applies
 // settle and leases are released; the targets stay, projected as disconnected (failed and
 // conflicted ones keep their state until the next connection or a reset, and one closed by
 // a failed schema re-arm stays closed).
-func (pc *peerConn) HandleClosed(CloseInfo) {
+func (pc *peerConn) HandleClosed(seam.CloseInfo) {
 	pc.connectionClosed(func(*channel) observer.ChannelState { return observer.ChannelDisconnected })
 	pc.tc.mu.Lock()
 	if pc.tc.conn == pc {
@@ -695,8 +696,7 @@ func (pc *peerConn) openOK(c *channel, f protocol.Frame, m *protocol.OpenOK) {
 		return
 	}
 	c.identity = registry.Identity{ReplicationID: m.ReplicationID, Epoch: m.ReplicationEpoch}
-	c.timer.Stop()
-	c.timer = nil
+	stopTimer(&c.timer)
 	if c.closeAfterOpen != "" {
 		c.startClose(c.closeAfterOpen)
 		return
@@ -817,7 +817,7 @@ func (pc *peerConn) armReconcileTimer(c *channel) {
 // armTimer (re)arms the channel's timer for its current state (§18): if the channel is still
 // in that state after d, it times out with cause.
 func (pc *peerConn) armTimer(c *channel, cause observer.FailedCause, d time.Duration) {
-	c.timer.Stop()
+	stopTimer(&c.timer)
 	state := c.state
 	c.timer = pc.s.AfterFunc(d, func() {
 		c.timer = nil

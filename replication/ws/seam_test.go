@@ -14,6 +14,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
@@ -23,7 +24,7 @@ import (
 // (the gate), the hub answers OPEN with OPEN_OK and every UPDATE with UPDATE_ACK and sends
 // its own updates back; ACKs free the window. It records what arrived.
 type echoNS struct {
-	s        *ws.Session
+	s        seam.Session
 	hub      bool
 	inFlight map[protocol.NamespaceID]map[uint32]bool
 
@@ -33,7 +34,7 @@ type echoNS struct {
 	closed   bool
 }
 
-func newEchoNS(s *ws.Session, hub bool) *echoNS {
+func newEchoNS(s seam.Session, hub bool) *echoNS {
 	return &echoNS{s: s, hub: hub, inFlight: map[protocol.NamespaceID]map[uint32]bool{}, received: map[protocol.NamespaceID][][]byte{}}
 }
 
@@ -45,7 +46,7 @@ func (e *echoNS) send(ns protocol.NamespaceID, b []byte) error {
 	if e.inFlight[ns] == nil {
 		e.inFlight[ns] = map[uint32]bool{}
 	}
-	return e.s.Outbox(ns, e.window(ns)).Enqueue(ws.DataItem{Bytes: b, Sent: func(si ws.SentInfo) { e.inFlight[ns][si.Sequence] = true }})
+	return e.s.Outbox(ns, e.window(ns)).Enqueue(seam.DataItem{Bytes: b, Sent: func(si seam.SentInfo) { e.inFlight[ns][si.Sequence] = true }})
 }
 
 func (e *echoNS) HandleFrame(f protocol.Frame) {
@@ -77,11 +78,11 @@ func (e *echoNS) HandleFrame(f protocol.Frame) {
 	}
 }
 
-func (e *echoNS) HandleRejected(*protocol.Error)               {}
-func (e *echoNS) HandleDrain(ws.Drain)                         { e.s.Quiesced() }
-func (e *echoNS) HandleShed(protocol.NamespaceID, ws.ShedInfo) {}
-func (e *echoNS) HandleRevoked(ws.Revocation)                  {}
-func (e *echoNS) HandleClosed(ws.CloseInfo) {
+func (e *echoNS) HandleRejected(*protocol.Error)                 {}
+func (e *echoNS) HandleDrain(seam.Drain)                         { e.s.Quiesced() }
+func (e *echoNS) HandleShed(protocol.NamespaceID, seam.ShedInfo) {}
+func (e *echoNS) HandleRevoked(seam.Revocation)                  {}
+func (e *echoNS) HandleClosed(seam.CloseInfo) {
 	e.mu.Lock()
 	e.closed = true
 	e.mu.Unlock()
@@ -123,13 +124,13 @@ func TestSeam_EndToEnd(t *testing.T) {
 	table, err := ws.NewTokenTable([]ws.TokenEntry{{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("tok"), Namespaces: []string{ns1.String(), ns2.String()}, Read: true, Submit: true}})
 	must(t, err)
 	hub, err := ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: table, Clock: clk, Observer: rec,
-		Namespaces: func(s *ws.Session) ws.Handler { e := newEchoNS(s, true); hubSide <- e; return e }})
+		Namespaces: func(s seam.Session) seam.Handler { e := newEchoNS(s, true); hubSide <- e; return e }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	peer, err := ws.NewPeer(ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: "ws://hub",
 		Token: func() (string, error) { return "tok", nil }, Dialer: hubDialer{hub, table}, Clock: clk, Rand: maxRand{}, Observer: rec,
-		Namespaces: func(s *ws.Session) ws.Handler { e := newEchoNS(s, false); peerSide <- e; return e }})
+		Namespaces: func(s seam.Session) seam.Handler { e := newEchoNS(s, false); peerSide <- e; return e }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestS2_AdmissionRefusals(t *testing.T) {
 	rec := &observertest.Recorder{}
 	auth := &scriptedAuth{clk: clk}
 	hub, err := ws.NewHub(ws.HubOptions{Config: smallConfig(t), InstanceID: hubID, Auth: auth, Clock: clk, Observer: rec,
-		Namespaces: func(*ws.Session) ws.Handler { return nil }})
+		Namespaces: func(seam.Session) seam.Handler { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,8 +313,8 @@ func (a *scriptedAuth) Authenticate(ctx context.Context, token string) (ws.Ident
 	return ws.Identity{PeerInstanceID: peerID}, nil
 }
 
-func (a *scriptedAuth) AuthorizeNamespace(string, protocol.NamespaceID) (ws.Grant, bool) {
-	return ws.Grant{}, false
+func (a *scriptedAuth) AuthorizeNamespace(string, protocol.NamespaceID) (seam.Grant, bool) {
+	return seam.Grant{}, false
 }
 
 var smallConfigAuthTimeout = protocol.DefaultConfig().AuthTimeout

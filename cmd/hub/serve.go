@@ -18,6 +18,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -84,7 +85,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fail(err)
 	}
-	namespaces, err := ws.NewHubNamespaces(ws.HubNamespacesOptions{Registry: reg, Logger: log})
+	namespaces, err := namespace.NewHub(namespace.HubOptions{Registry: reg, Logger: log})
 	if err != nil {
 		return fail(err)
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/namespace"
 )
 
 // TargetJSON is a replication target as the peer's admin API shows it.
@@ -20,7 +20,7 @@ type TargetJSON struct {
 	SchemaRearmFailed bool `json:"schemaRearmFailed,omitempty"`
 }
 
-func targetJSON(t ws.TargetStatus) TargetJSON {
+func targetJSON(t namespace.TargetStatus) TargetJSON {
 	out := TargetJSON{NamespaceID: t.NamespaceID, Owner: t.Owner, State: string(t.State), SchemaRearmFailed: t.SchemaFailed}
 	if t.Identity.Valid() {
 		out.ReplicationID, out.ReplicationEpoch = t.Identity.ReplicationID, t.Identity.Epoch
@@ -58,7 +58,7 @@ func (a *API) addTarget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	created, err := a.opts.Targets.AddTarget(r.Context(), ws.Target{NamespaceID: req.NamespaceID, Owner: req.Owner})
+	created, err := a.opts.Targets.AddTarget(r.Context(), namespace.Target{NamespaceID: req.NamespaceID, Owner: req.Owner})
 	if err != nil {
 		writeError(w, a.fromErr(err))
 		return
@@ -69,7 +69,7 @@ func (a *API) addTarget(w http.ResponseWriter, r *http.Request) {
 	}
 	t, ok := a.opts.Targets.Target(req.NamespaceID)
 	if !ok { // removed meanwhile
-		t = ws.TargetStatus{Target: ws.Target{NamespaceID: req.NamespaceID, Owner: req.Owner}, State: observer.ChannelClosed}
+		t = namespace.TargetStatus{Target: namespace.Target{NamespaceID: req.NamespaceID, Owner: req.Owner}, State: observer.ChannelClosed}
 	}
 	w.Header().Set("Location", "/v1/namespaces/"+req.NamespaceID)
 	writeJSON(w, status, targetJSON(t))

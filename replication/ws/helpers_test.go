@@ -62,6 +62,13 @@ func smallConfig(t testing.TB) protocol.Config {
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // eventually polls cond until it holds or the real-time bound passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()

@@ -117,7 +117,7 @@ func NewHub(opts HubOptions) (*Hub, error) {
 		return nil, errors.New("ws: NewHub needs an Authenticator")
 	}
 	if opts.Namespaces == nil {
-		return nil, errors.New("ws: NewHub needs a seam.NamespaceFactory")
+		return nil, errors.New("ws: NewHub needs a NamespaceFactory")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real()

@@ -127,7 +127,7 @@ func NewPeer(opts PeerOptions) (*Peer, error) {
 		return nil, errors.New("ws: NewPeer needs a TokenSource")
 	}
 	if opts.Namespaces == nil {
-		return nil, errors.New("ws: NewPeer needs a seam.NamespaceFactory")
+		return nil, errors.New("ws: NewPeer needs a NamespaceFactory")
 	}
 	if opts.Dialer == nil {
 		opts.Dialer = WebSocketDialer{CloseTimeout: cfg.CloseTimeout}

@@ -1,4 +1,4 @@
-package ws_test
+package namespace_test
 
 import (
 	"errors"
@@ -11,8 +11,8 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/persistence/persistencetest"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
@@ -452,7 +452,7 @@ func TestS16_PeerRemoveTargetAndAddBack(t *testing.T) {
 	if !open.HasLocalReplica {
 		t.Fatal("the replica was lost by the removal")
 	}
-	if err := f.tc.RemoveTarget(ctxT(t), nsN(0x404).String()); err != ws.ErrUnknownTarget {
+	if err := f.tc.RemoveTarget(ctxT(t), nsN(0x404).String()); err != namespace.ErrUnknownTarget {
 		t.Fatalf("removing an unknown target: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package ws
+package namespace
 
 import (
 	"errors"
@@ -13,15 +13,15 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// HubNamespacesOptions configure the hub's namespace layer.
-type HubNamespacesOptions struct {
+// HubOptions configure the hub's namespace layer.
+type HubOptions struct {
 	// Registry holds the hub's namespaces (registry.RoleHub). Required.
 	Registry *registry.Registry
 	// Logger receives internal failures (never tokens, owners or bytes); nil discards them.
 	Logger *slog.Logger
 }
 
-// HubNamespaces is the hub's namespace layer (§7–§12, §17, §19, §20): for every ready
+// Hub is the hub's namespace layer (§7–§12, §17, §19, §20): for every ready
 // connection its NewHandler (the hub's NamespaceFactory) keeps one channel per namespace
 // the peer opens, in the hub's nine states — opening, bootstrapping, reconciling, live,
 // needs-resync, closing, and the end states closed, conflicted and failed.
@@ -40,7 +40,7 @@ type HubNamespacesOptions struct {
 // the apply; the runtime's single document observer fans every applied update out to the
 // other sessions, which send it within their windows. An epoch bump fences the sessions of
 // the old epoch: the hub sends IDENTITY_CHANGED and the channel ends conflicted (§11).
-type HubNamespaces struct {
+type Hub struct {
 	reg *registry.Registry
 	log *slog.Logger
 
@@ -56,22 +56,22 @@ type HubSession struct {
 	State          observer.ChannelState
 }
 
-// NewHubNamespaces returns the hub's namespace layer over a hub registry. Pass its
+// NewHub returns the hub's namespace layer over a hub registry. Pass its
 // NewHandler as HubOptions.Namespaces; the Hub's Authenticator decides OPEN_NAMESPACE.
-func NewHubNamespaces(opts HubNamespacesOptions) (*HubNamespaces, error) {
+func NewHub(opts HubOptions) (*Hub, error) {
 	if opts.Registry == nil || opts.Registry.Role() != registry.RoleHub {
-		return nil, errors.New("ws: NewHubNamespaces needs a hub registry")
+		return nil, errors.New("namespace: NewHub needs a hub registry")
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &HubNamespaces{reg: opts.Registry, log: log, sessions: make(map[string]map[*channel]HubSession)}, nil
+	return &Hub{reg: opts.Registry, log: log, sessions: make(map[string]map[*channel]HubSession)}, nil
 }
 
 // Sessions lists the channels peers have on the namespace now, by peer and connection.
 // Channels that ended stay listed until their connection closes.
-func (h *HubNamespaces) Sessions(namespaceID string) []HubSession {
+func (h *Hub) Sessions(namespaceID string) []HubSession {
 	h.mu.Lock()
 	out := make([]HubSession, 0, len(h.sessions[namespaceID]))
 	for _, st := range h.sessions[namespaceID] {
@@ -87,7 +87,7 @@ func (h *HubNamespaces) Sessions(namespaceID string) []HubSession {
 	return out
 }
 
-func (h *HubNamespaces) track(c *channel) {
+func (h *Hub) track(c *channel) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m := h.sessions[c.id]
@@ -98,7 +98,7 @@ func (h *HubNamespaces) track(c *channel) {
 	m[c] = HubSession{PeerInstanceID: c.n.s.PeerInstanceID(), ConnectionID: c.n.s.ConnectionID(), State: c.state}
 }
 
-func (h *HubNamespaces) untrack(c *channel) {
+func (h *Hub) untrack(c *channel) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if m := h.sessions[c.id]; m != nil {
@@ -110,7 +110,7 @@ func (h *HubNamespaces) untrack(c *channel) {
 }
 
 // NewHandler is the hub's NamespaceFactory: the namespace layer of one ready connection.
-func (h *HubNamespaces) NewHandler(s seam.Session) seam.Handler {
+func (h *Hub) NewHandler(s seam.Session) seam.Handler {
 	hc := &hubConn{h: h}
 	hc.nsConn = newNSConn(s, hc, h.log)
 	refuseChunking(s, h.log)
@@ -133,7 +133,7 @@ func refuseChunking(s seam.Session, log *slog.Logger) {
 // hubConn is the hub's namespace layer on one connection.
 type hubConn struct {
 	nsConn
-	h *HubNamespaces
+	h *Hub
 }
 
 var _ seam.Handler = (*hubConn)(nil)

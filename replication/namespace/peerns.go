@@ -1,4 +1,4 @@
-package ws
+package namespace
 
 import (
 	"context"
@@ -42,8 +42,8 @@ type TargetStatus struct {
 
 // Target controller errors.
 var (
-	ErrUnknownTarget  = errors.New("ws: no such replication target")
-	ErrTargetConflict = errors.New("ws: the namespace is already a target with another owner")
+	ErrUnknownTarget  = errors.New("namespace: no such replication target")
+	ErrTargetConflict = errors.New("namespace: the namespace is already a target with another owner")
 )
 
 // TargetControllerOptions configure a TargetController.
@@ -112,7 +112,7 @@ type target struct {
 // NewHandler as PeerOptions.Namespaces. Close it after the Peer.
 func NewTargetController(opts TargetControllerOptions) (*TargetController, error) {
 	if opts.Registry == nil || opts.Registry.Role() != registry.RolePeer {
-		return nil, errors.New("ws: NewTargetController needs a peer registry")
+		return nil, errors.New("namespace: NewTargetController needs a peer registry")
 	}
 	log := opts.Logger
 	if log == nil {
@@ -130,10 +130,10 @@ func NewTargetController(opts TargetControllerOptions) (*TargetController, error
 func checkTarget(t Target) (protocol.NamespaceID, error) {
 	ns, err := protocol.ParseNamespaceID(t.NamespaceID)
 	if err != nil {
-		return ns, fmt.Errorf("ws: target: %w", err)
+		return ns, fmt.Errorf("namespace: target: %w", err)
 	}
 	if t.Owner == "" {
-		return ns, errors.New("ws: target needs a local owner")
+		return ns, errors.New("namespace: target needs a local owner")
 	}
 	return ns, nil
 }

@@ -1,4 +1,4 @@
-package ws
+package namespace
 
 import (
 	"context"
@@ -356,7 +356,7 @@ func (c *channel) releaseAll() {
 		c.out = nil
 	}
 	c.window, c.reserved = nil, 0
-	var settled <-chan struct{} = closedChan
+	settled := nothingToSettle
 	if c.sess != nil {
 		c.sess.Close()
 		settled = c.sess.Settled()
@@ -368,6 +368,13 @@ func (c *channel) releaseAll() {
 	}
 	c.n.side.released(c, settled)
 }
+
+// nothingToSettle is the settled signal of a channel that had no session: already closed.
+var nothingToSettle = func() <-chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
 
 func (c *channel) stopTimers() {
 	stopTimer(&c.timer)

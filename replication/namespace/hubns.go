@@ -45,7 +45,7 @@ type Hub struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	sessions map[string]map[*channel]HubSession // namespaceId → channel → status
+	sessions map[string]map[*hubChannel]HubSession // namespaceId → channel → status
 }
 
 // HubSession is the state of one peer's channel on a namespace, for the hub's admin API
@@ -66,7 +66,7 @@ func NewHub(opts HubOptions) (*Hub, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{reg: opts.Registry, log: log, sessions: make(map[string]map[*channel]HubSession)}, nil
+	return &Hub{reg: opts.Registry, log: log, sessions: make(map[string]map[*hubChannel]HubSession)}, nil
 }
 
 // Sessions lists the channels peers have on the namespace now, by peer and connection.
@@ -87,18 +87,18 @@ func (h *Hub) Sessions(namespaceID string) []HubSession {
 	return out
 }
 
-func (h *Hub) track(c *channel) {
+func (h *Hub) track(c *hubChannel) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m := h.sessions[c.id]
 	if m == nil {
-		m = make(map[*channel]HubSession)
+		m = make(map[*hubChannel]HubSession)
 		h.sessions[c.id] = m
 	}
 	m[c] = HubSession{PeerInstanceID: c.n.s.PeerInstanceID(), ConnectionID: c.n.s.ConnectionID(), State: c.state}
 }
 
-func (h *Hub) untrack(c *channel) {
+func (h *Hub) untrack(c *hubChannel) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if m := h.sessions[c.id]; m != nil {
@@ -111,8 +111,8 @@ func (h *Hub) untrack(c *channel) {
 
 // NewHandler is the hub's NamespaceFactory: the namespace layer of one ready connection.
 func (h *Hub) NewHandler(s seam.Session) seam.Handler {
-	hc := &hubConn{h: h}
-	hc.nsConn = newNSConn(s, hc, h.log)
+	hc := &hubConn{h: h, channels: make(map[protocol.NamespaceID]*hubChannel)}
+	hc.nsConn = newNSConn(s, hc, h.log, s.PeerInstanceID())
 	refuseChunking(s, h.log)
 	return hc
 }
@@ -133,22 +133,26 @@ func refuseChunking(s seam.Session, log *slog.Logger) {
 // hubConn is the hub's namespace layer on one connection.
 type hubConn struct {
 	nsConn
-	h *Hub
+	h        *Hub
+	channels map[protocol.NamespaceID]*hubChannel // the namespaces the peer opened
 }
 
 var _ seam.Handler = (*hubConn)(nil)
 
+// HandleFrame routes the frames only the hub receives, OPEN_NAMESPACE and BOOTSTRAP_ACK, and
+// hands the others to the shared routing.
 func (hc *hubConn) HandleFrame(f protocol.Frame) {
 	switch m := f.Message.(type) {
 	case *protocol.OpenNamespace:
 		hc.open(f, m)
 	case *protocol.BootstrapAck:
-		hc.bootstrapAck(f, m)
-	default:
-		if !hc.dispatch(f) {
-			// Only UPDATE_CHUNK, which needs the capability this layer refuses.
-			hc.unknown(f.Type(), f.Sequence, f.Message.(protocol.NamespaceMessage).Namespace())
+		if c := hc.channels[m.NamespaceID]; c != nil {
+			c.bootstrapAck(f, m)
+		} else {
+			hc.unknown(f.Type(), f.Sequence, m.NamespaceID)
 		}
+	default:
+		hc.route(f)
 	}
 }
 
@@ -175,7 +179,23 @@ func (hc *hubConn) HandleClosed(seam.CloseInfo) {
 	}
 }
 
-// ---- nsSide ----------------------------------------------------------------------------------
+// ---- connRole --------------------------------------------------------------------------------
+
+func (hc *hubConn) channel(ns protocol.NamespaceID) *channel {
+	if c := hc.channels[ns]; c != nil {
+		return &c.channel
+	}
+	return nil
+}
+
+// addressable: the peer addresses every namespace it opened.
+func (hc *hubConn) addressable(ns protocol.NamespaceID) *channel { return hc.channel(ns) }
+
+func (hc *hubConn) each(f func(*channel)) {
+	for _, c := range hc.channels {
+		f(&c.channel)
+	}
+}
 
 // unknown answers a frame for a namespace this connection has not opened: a violation.
 func (hc *hubConn) unknown(t protocol.MessageType, seq uint32, ns protocol.NamespaceID) {
@@ -185,9 +205,30 @@ func (hc *hubConn) unknown(t protocol.MessageType, seq uint32, ns protocol.Names
 	}
 }
 
+// ---- the hub's channel ----------------------------------------------------------------------
+
+// hubChannel is a namespace the peer opened on one connection: the shared channel, and what
+// only the hub keeps of it.
+type hubChannel struct {
+	channel
+	hc          *hubConn
+	openReq     protocol.OpenNamespace // the first OPEN_NAMESPACE
+	openWaiting []uint32               // OPEN_NAMESPACE sequences waiting for the shared open
+	grant       seam.Grant
+	mode        protocol.OpenMode
+	snapSeq     uint32 // the BOOTSTRAP_SNAPSHOT sequence
+	lastRound   uint32 // the highest syncRoundId the peer started on this namespace (§9.1)
+}
+
+func newHubChannel(hc *hubConn, ns protocol.NamespaceID) *hubChannel {
+	c := &hubChannel{hc: hc}
+	c.init(&hc.nsConn, ns, observer.ChannelOpening, c)
+	return c
+}
+
 // step1 answers the peer's Step1, which opens a round (§9.1): the hub's Step2 (the diff
 // the peer lacks) and the hub's own Step1.
-func (hc *hubConn) step1(c *channel, f protocol.Frame, m *protocol.SyncStep1) {
+func (c *hubChannel) step1(f protocol.Frame, m *protocol.SyncStep1) {
 	switch c.state {
 	case observer.ChannelOpening, observer.ChannelBootstrapping:
 		c.violation(f) // before OPEN_OK or the BOOTSTRAP_ACK
@@ -202,7 +243,7 @@ func (hc *hubConn) step1(c *channel, f protocol.Frame, m *protocol.SyncStep1) {
 	c.round.theirStep1 = f.Sequence
 	id := m.SyncRoundID
 	c.answerStep1(id, m.StateVector)
-	post := hc.s.Post
+	post := c.n.s.Post
 	err := c.sess.StateVectorAsync(func(sv []byte, err error) {
 		post(func() {
 			if c.ended() || c.closing() || !c.round.active || c.round.id != id {
@@ -222,29 +263,41 @@ func (hc *hubConn) step1(c *channel, f protocol.Frame, m *protocol.SyncStep1) {
 
 // fenced: an epoch bump fenced the session (§11): IDENTITY_CHANGED, and the channel ends
 // conflicted.
-func (hc *hubConn) fenced(c *channel, id registry.Identity) {
+func (c *hubChannel) fenced(id registry.Identity) {
 	if c.ended() {
 		return
 	}
-	if _, err := hc.s.Send(&protocol.IdentityChanged{NamespaceID: c.ns, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch}); err != nil {
+	if _, err := c.n.s.Send(&protocol.IdentityChanged{NamespaceID: c.ns, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch}); err != nil {
 		return
 	}
 	c.terminate(observer.ChannelConflicted)
-	hc.emitNsError(c.ns, string(observer.NsErrIdentityChanged), observer.DirectionSent)
+	c.n.emitNsError(c.ns, string(observer.NsErrIdentityChanged), observer.DirectionSent)
 	c.emitConflicted(observer.ViaFence)
 }
 
+func (c *hubChannel) owesOpenAnswers() bool { return len(c.openWaiting) > 0 }
+
+func (c *hubChannel) takeOpenAnswers() []uint32 {
+	open := c.openWaiting
+	c.openWaiting = nil
+	return open
+}
+
+func (c *hubChannel) changed(observer.ChannelState) { c.hc.h.track(c) }
+
 // drainOpening: an open under way is answered NAMESPACE_REOPEN_REQUIRES_RECONNECT when it
 // completes (§6.3).
-func (hc *hubConn) drainOpening(*channel) {}
+func (c *hubChannel) drainOpening() {}
 
-func (hc *hubConn) changed(c *channel, _ observer.ChannelState) { hc.h.track(c) }
-func (hc *hubConn) wentLive(*channel)                           {}
-func (hc *hubConn) resyncReady(*channel)                        {} // the peer starts the round
-func (hc *hubConn) released(*channel, <-chan struct{})          {}
+// The hub never starts a round (the peer does, §9.1) and keeps nothing once a channel ends.
+func (c *hubChannel) wentLive()                {}
+func (c *hubChannel) resyncReady()             {}
+func (c *hubChannel) stopPeriodic()            {}
+func (c *hubChannel) conflicted()              {}
+func (c *hubChannel) released(<-chan struct{}) {}
 
 // schemaRearmed: never on the hub — its protected check refuses every peer change to meta.
-func (hc *hubConn) schemaRearmed(*channel, *registry.SchemaRearm) {}
+func (c *hubChannel) schemaRearmed(*registry.SchemaRearm) {}
 
 // ---- OPEN_NAMESPACE (§7) -----------------------------------------------------------------
 
@@ -253,7 +306,7 @@ func (hc *hubConn) open(f protocol.Frame, m *protocol.OpenNamespace) {
 		hc.reopen(c, f, m)
 		return
 	}
-	c := newChannel(&hc.nsConn, m.NamespaceID, observer.ChannelOpening)
+	c := newHubChannel(hc, m.NamespaceID)
 	hc.channels[m.NamespaceID] = c
 	hc.h.track(c)
 	c.openReq = *m
@@ -272,7 +325,7 @@ func (hc *hubConn) open(f protocol.Frame, m *protocol.OpenNamespace) {
 // reopen answers an OPEN_NAMESPACE for a namespace this connection already has (§7.1):
 // while opening or open it shares the operation and gets its own answer; after the end it is
 // NAMESPACE_REOPEN_REQUIRES_RECONNECT.
-func (hc *hubConn) reopen(c *channel, f protocol.Frame, m *protocol.OpenNamespace) {
+func (hc *hubConn) reopen(c *hubChannel, f protocol.Frame, m *protocol.OpenNamespace) {
 	same := m.HasLocalReplica == c.openReq.HasLocalReplica && m.ReplicationID == c.openReq.ReplicationID &&
 		m.ReplicationEpoch == c.openReq.ReplicationEpoch
 	switch {
@@ -300,7 +353,7 @@ func (hc *hubConn) reopen(c *channel, f protocol.Frame, m *protocol.OpenNamespac
 
 // startOpen opens the namespace in the registry for the grant's owner, off the connection
 // goroutine (a first open loads the document from the store).
-func (hc *hubConn) startOpen(c *channel) {
+func (hc *hubConn) startOpen(c *hubChannel) {
 	end := hc.s.BeginWork()
 	owner, ns, ctx, reg := c.grant.Owner, c.id, hc.ctx, hc.h.reg
 	go func() {
@@ -312,7 +365,7 @@ func (hc *hubConn) startOpen(c *channel) {
 	}()
 }
 
-func (hc *hubConn) opened(c *channel, lease *registry.Lease, err error) {
+func (hc *hubConn) opened(c *hubChannel, lease *registry.Lease, err error) {
 	if c.state != observer.ChannelOpening {
 		if lease != nil {
 			lease.Release()
@@ -355,7 +408,7 @@ func (hc *hubConn) opened(c *channel, lease *registry.Lease, err error) {
 	}
 }
 
-func (hc *hubConn) sessionOpened(c *channel, sess *registry.Session, st registry.SessionStart, err error) {
+func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st registry.SessionStart, err error) {
 	if c.state != observer.ChannelOpening {
 		if sess != nil {
 			sess.Close()
@@ -411,12 +464,8 @@ func (hc *hubConn) sessionOpened(c *channel, sess *registry.Session, st registry
 
 // bootstrapAck: the peer imported the snapshot and opened its session (§8.2); its Step1
 // follows.
-func (hc *hubConn) bootstrapAck(f protocol.Frame, m *protocol.BootstrapAck) {
-	c := hc.channels[m.NamespaceID]
+func (c *hubChannel) bootstrapAck(f protocol.Frame, m *protocol.BootstrapAck) {
 	switch {
-	case c == nil:
-		hc.unknown(f.Type(), f.Sequence, m.NamespaceID)
-		return
 	case c.ended() || c.closing():
 		return
 	case c.state != observer.ChannelBootstrapping || m.AckedSequence != c.snapSeq:

@@ -30,30 +30,55 @@ const (
 	closeReasonSchema = "schema-rearm-failed"
 )
 
-// nsSide is what differs between the hub's and the peer's namespace layer.
-type nsSide interface {
-	// unknown answers a frame (of type t, with sequence seq) for a namespace without a
-	// channel on this connection.
+// connRole is what differs between the hub's and the peer's namespace layer on one
+// connection: which channels there are, and how a frame for an unknown namespace is
+// answered.
+type connRole interface {
+	// channel returns ns's channel on this connection, or nil.
+	channel(ns protocol.NamespaceID) *channel
+	// addressable returns ns's channel if the remote may address frames to it (on the peer,
+	// only once OPEN_NAMESPACE was sent for it), or nil.
+	addressable(ns protocol.NamespaceID) *channel
+	// each calls f for every channel of the connection.
+	each(f func(c *channel))
+	// unknown answers a frame (of type t, with sequence seq) for a namespace the remote may
+	// not address.
 	unknown(t protocol.MessageType, seq uint32, ns protocol.NamespaceID)
-	// drainOpening handles a drain while the channel is opening.
-	drainOpening(c *channel)
-	// step1 handles a SYNC_STEP1 (the hub answers a new round, the peer the hub's half).
-	step1(c *channel, f protocol.Frame, m *protocol.SyncStep1)
-	// fenced handles an epoch bump that fenced the channel's session (§11, hub).
-	fenced(c *channel, id registry.Identity)
+}
+
+// channelRole is what differs between a hub channel and a peer channel: the hooks the
+// shared state machine calls at the points where the two sides behave differently.
+type channelRole interface {
+	// step1 takes a SYNC_STEP1 (the hub answers a new round, the peer the hub's half of its
+	// own).
+	step1(f protocol.Frame, m *protocol.SyncStep1)
+	// fenced handles an epoch bump that fenced the channel's session (hub).
+	fenced(id registry.Identity)
 	// changed is told every state change after it took effect.
-	changed(c *channel, from observer.ChannelState)
+	changed(from observer.ChannelState)
 	// wentLive: a round completed and the channel is live.
-	wentLive(c *channel)
+	wentLive()
 	// resyncReady: the channel is in needs-resync (the peer starts a round once its window
 	// is empty).
-	resyncReady(c *channel)
+	resyncReady()
+	// stopPeriodic stops starting rounds by itself (a drain, a close).
+	stopPeriodic()
+	// drainOpening handles a drain while the channel is opening.
+	drainOpening()
+	// owesOpenAnswers reports whether OPEN_NAMESPACE requests still wait for their answer
+	// (hub, while opening).
+	owesOpenAnswers() bool
+	// takeOpenAnswers returns the sequences of the OPEN_NAMESPACE requests still waiting for
+	// their answer, and forgets them: an error ending the channel answers each.
+	takeOpenAnswers() []uint32
+	// conflicted: the channel ended conflicted.
+	conflicted()
 	// released: the channel ended its life on this connection and gave back its session
 	// and lease; settled closes when the session's admitted operations have settled.
-	released(c *channel, settled <-chan struct{})
-	// schemaRearmed: a settled apply re-armed the namespace's schema (§23.1, peer; a hub
-	// apply never reports one). It runs in the apply's settlement continuation.
-	schemaRearmed(c *channel, r *registry.SchemaRearm)
+	released(settled <-chan struct{})
+	// schemaRearmed: a settled apply re-armed the namespace's schema (peer; a hub apply
+	// never reports one). It runs in the apply's settlement continuation.
+	schemaRearmed(r *registry.SchemaRearm)
 }
 
 // nsConn is the per-connection part both sides share.
@@ -62,10 +87,14 @@ type nsConn struct {
 	cfg      *protocol.Config
 	em       *observer.Emitter
 	log      *slog.Logger
-	side     nsSide
-	channels map[protocol.NamespaceID]*channel
+	role     connRole
 	closed   bool // HandleClosed was called
 	quiesced bool // Session.Quiesced was called
+	// remote is the remote instance's id, the peer of the channels' replication sessions.
+	remote string
+	// degradedBypass: an apply to a degraded store is reported as degraded-bypass-applied
+	// (the peer applying hub updates in memory, §20), not as an ordinary apply.
+	degradedBypass bool
 
 	// ctx bounds the registry calls made off the owner goroutine for this connection; it
 	// is cancelled when the connection closes.
@@ -73,10 +102,9 @@ type nsConn struct {
 	cancel context.CancelFunc
 }
 
-func newNSConn(s seam.Session, side nsSide, log *slog.Logger) nsConn {
+func newNSConn(s seam.Session, role connRole, log *slog.Logger, remote string) nsConn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return nsConn{s: s, cfg: s.Config(), em: s.Emitter(), log: log, side: side,
-		channels: make(map[protocol.NamespaceID]*channel), ctx: ctx, cancel: cancel}
+	return nsConn{s: s, cfg: s.Config(), em: s.Emitter(), log: log, role: role, remote: remote, ctx: ctx, cancel: cancel}
 }
 
 // connID is the connectionId of namespace-domain events (§23.3).
@@ -120,12 +148,9 @@ func (n *nsConn) emitNsError(ns protocol.NamespaceID, code string, dir observer.
 // allQuiet reports whether every channel is in a state a drain waits for (§6.3): nothing
 // open on the wire.
 func (n *nsConn) allQuiet() bool {
-	for _, c := range n.channels {
-		if !c.quiet() {
-			return false
-		}
-	}
-	return true
+	quiet := true
+	n.role.each(func(c *channel) { quiet = quiet && c.quiet() })
+	return quiet
 }
 
 // checkQuiesced ends a drain once every channel is quiet (§6.3).
@@ -137,22 +162,14 @@ func (n *nsConn) checkQuiesced() {
 	n.s.Quiesced()
 }
 
-// dispatch routes a namespace frame both sides handle alike; it returns false for a frame
-// type the caller handles itself.
-func (n *nsConn) dispatch(f protocol.Frame) bool {
-	m, ok := f.Message.(protocol.NamespaceMessage)
-	if !ok {
-		return true
-	}
-	ns := m.Namespace()
-	c := n.channels[ns]
+// route handles the namespace frames both sides receive. The frames only one side receives
+// (by their direction in the message registry) are routed by that side's HandleFrame.
+func (n *nsConn) route(f protocol.Frame) {
+	c := n.addressed(f)
 	if c == nil {
-		if _, isErr := m.(*protocol.ErrorMessage); !isErr {
-			n.side.unknown(f.Type(), f.Sequence, ns)
-		}
-		return true
+		return
 	}
-	switch m := m.(type) {
+	switch m := f.Message.(type) {
 	case *protocol.ErrorMessage:
 		c.remoteError(f, m)
 	case *protocol.CloseNamespace:
@@ -161,7 +178,7 @@ func (n *nsConn) dispatch(f protocol.Frame) bool {
 		c.closeOK()
 	case *protocol.SyncStep1:
 		if c.accepts(f) {
-			n.side.step1(c, f, m)
+			c.role.step1(f, m)
 		}
 	case *protocol.SyncStep2:
 		c.step2(f, m)
@@ -174,16 +191,33 @@ func (n *nsConn) dispatch(f protocol.Frame) bool {
 	case *protocol.UpdateAck:
 		c.updateAck(m)
 	default:
-		return false
+		// UPDATE_CHUNK: this layer runs the v1 generation and takes no chunk.
+		n.role.unknown(f.Type(), f.Sequence, c.ns)
 	}
-	return true
+}
+
+// addressed returns the channel a namespace frame is for. A frame for a namespace the
+// remote may not address is answered (an ERROR is not: it needs no answer) and nil
+// returned.
+func (n *nsConn) addressed(f protocol.Frame) *channel {
+	m, ok := f.Message.(protocol.NamespaceMessage)
+	if !ok {
+		return nil // the connection delivers namespace frames only
+	}
+	if c := n.role.addressable(m.Namespace()); c != nil {
+		return c
+	}
+	if _, isErr := m.(*protocol.ErrorMessage); !isErr {
+		n.role.unknown(f.Type(), f.Sequence, m.Namespace())
+	}
+	return nil
 }
 
 // rejected handles a frame that failed a namespace size cap (GUIDE §5).
 func (n *nsConn) rejected(e *protocol.Error) {
-	c := n.channels[e.Namespace]
+	c := n.role.channel(e.Namespace)
 	if c == nil {
-		n.side.unknown(e.Type, e.Sequence, e.Namespace)
+		n.role.unknown(e.Type, e.Sequence, e.Namespace)
 		return
 	}
 	if c.ended() {
@@ -194,23 +228,23 @@ func (n *nsConn) rejected(e *protocol.Error) {
 
 // shed: the connection dropped ns's unsent data to relieve backpressure (§17).
 func (n *nsConn) shed(ns protocol.NamespaceID) {
-	if c := n.channels[ns]; c != nil && c.sess != nil && !c.ended() {
+	if c := n.role.channel(ns); c != nil && c.sess != nil && !c.ended() {
 		c.needResync(observer.ResyncConnectionShed, observer.None[observer.SendFailure]())
 	}
 }
 
 // drain closes the open channels (§6.3: only natural CLOSE handshakes from now on).
 func (n *nsConn) drain() {
-	for _, c := range n.channels {
-		c.stopPeriodic()
+	n.role.each(func(c *channel) {
+		c.role.stopPeriodic()
 		switch {
 		case c.ended() || c.closing() || c.state == observer.ChannelTargeted:
 		case c.state == observer.ChannelOpening:
-			n.side.drainOpening(c)
+			c.role.drainOpening()
 		default:
 			c.startClose(closeReasonDrain)
 		}
-	}
+	})
 	n.checkQuiesced()
 }
 
@@ -219,9 +253,7 @@ func (n *nsConn) drain() {
 func (n *nsConn) connectionClosed(to func(c *channel) observer.ChannelState) {
 	n.closed = true
 	n.cancel()
-	for _, c := range n.channels {
-		c.terminate(to(c))
-	}
+	n.role.each(func(c *channel) { c.terminate(to(c)) })
 }
 
 // ---- the channel ------------------------------------------------------------------------
@@ -231,6 +263,7 @@ func (n *nsConn) connectionClosed(to func(c *channel) observer.ChannelState) {
 // and the sync round.
 type channel struct {
 	n     *nsConn
+	role  channelRole // the hubChannel or peerChannel this channel is part of
 	ns    protocol.NamespaceID
 	id    string
 	state observer.ChannelState
@@ -238,7 +271,9 @@ type channel struct {
 	lease    *registry.Lease
 	sess     *registry.Session
 	identity registry.Identity // the identity OPEN_OK announced
-	readOnly bool              // hub: the peer may not submit (§19)
+	// readOnly: the remote may not submit (§19), so its UPDATEs are refused and its diffs
+	// not applied. The hub sets it from the peer's grant; the peer's remote may always.
+	readOnly bool
 
 	// Outbound live updates (§10, §17): the queue of unsent updates (its gate is the
 	// window), the UPDATEs sent and not yet acknowledged, oldest first, and one timer for
@@ -263,24 +298,7 @@ type channel struct {
 
 	diffObs *diffObservation // the Step2 apply being observed (observer only)
 
-	timer    seam.Timer // hub: bootstrap; peer: open, bootstrap or reconcile (§18)
-	periodic seam.Timer // peer: the periodic reconciliation (§9.4)
-
-	// Hub only.
-	lastRound   uint32 // the highest syncRoundId the peer started on this namespace (§9.1)
-	grant       seam.Grant
-	openReq     protocol.OpenNamespace // the first OPEN_NAMESPACE
-	openWaiting []uint32               // OPEN_NAMESPACE sequences waiting for the shared open
-	mode        protocol.OpenMode
-	snapSeq     uint32 // the BOOTSTRAP_SNAPSHOT sequence
-
-	// Peer only.
-	target         *target
-	declared       *registry.Identity // the local replica OPEN_NAMESPACE declared; nil: bootstrap
-	openSent       bool
-	gotSnapshot    bool
-	closeAfterOpen string // a CLOSE reason to send as soon as OPEN_OK arrives
-	opDone         chan struct{}
+	timer seam.Timer // hub: bootstrap; peer: open, bootstrap or reconcile (§18)
 }
 
 // inflight is one UPDATE sent and not yet acknowledged.
@@ -303,8 +321,10 @@ type syncRound struct {
 	localApplied  bool // remoteDiffAppliedLocally: their Step2 applied, SYNC_APPLIED sent
 }
 
-func newChannel(n *nsConn, ns protocol.NamespaceID, state observer.ChannelState) *channel {
-	return &channel{n: n, ns: ns, id: ns.String(), state: state}
+// init makes c the channel of ns on n, in state, with role (the hubChannel or peerChannel
+// that embeds it).
+func (c *channel) init(n *nsConn, ns protocol.NamespaceID, state observer.ChannelState, role channelRole) {
+	c.n, c.ns, c.id, c.state, c.role = n, ns, ns.String(), state, role
 }
 
 // ---- states -----------------------------------------------------------------------------
@@ -333,7 +353,7 @@ func (c *channel) setState(to observer.ChannelState) {
 	if c.n.em.Enabled() {
 		c.n.em.Emit(observer.ChannelStateChanged{ConnectionID: c.n.connID(), NamespaceID: c.id, From: from, To: to})
 	}
-	c.n.side.changed(c, from)
+	c.role.changed(from)
 }
 
 // terminate moves the channel to an end state and gives back what it holds: timers, its
@@ -366,7 +386,7 @@ func (c *channel) releaseAll() {
 		c.lease.Release()
 		c.lease = nil
 	}
-	c.n.side.released(c, settled)
+	c.role.released(settled)
 }
 
 // nothingToSettle is the settled signal of a channel that had no session: already closed.
@@ -378,7 +398,7 @@ var nothingToSettle = func() <-chan struct{} {
 
 func (c *channel) stopTimers() {
 	stopTimer(&c.timer)
-	c.stopPeriodic()
+	c.role.stopPeriodic()
 	stopTimer(&c.ackTimer)
 	stopTimer(&c.closeTimer)
 }
@@ -389,10 +409,6 @@ func stopTimer(t *seam.Timer) {
 		(*t).Stop()
 		*t = nil
 	}
-}
-
-func (c *channel) stopPeriodic() {
-	stopTimer(&c.periodic)
 }
 
 // failed ends the channel in failed with a local cause (no wire frame) and reports it.
@@ -428,8 +444,8 @@ func (c *channel) sendError(code protocol.ErrorCode, rel uint32, cause observer.
 		return
 	}
 	rels := []uint32{rel}
-	if len(c.openWaiting) > 0 {
-		rels, c.openWaiting = c.openWaiting, nil
+	if open := c.role.takeOpenAnswers(); len(open) > 0 {
+		rels = open
 	}
 	sent := 0
 	for _, r := range rels {
@@ -456,9 +472,7 @@ func (c *channel) reportEnd(to observer.ChannelState, cause observer.FailedCause
 		c.emitFailed(cause, 0)
 	case observer.ChannelConflicted:
 		c.emitConflicted(via)
-		if c.target != nil {
-			c.target.setConflicted()
-		}
+		c.role.conflicted()
 	}
 }
 
@@ -505,7 +519,7 @@ func (c *channel) remoteError(f protocol.Frame, m *protocol.ErrorMessage) {
 	switch {
 	case c.ended():
 		return
-	case len(c.openWaiting) > 0:
+	case c.role.owesOpenAnswers():
 		// The hub still owes the peer its OPEN answer: an ERROR now breaks the open.
 		c.n.emitNsError(c.ns, string(m.Code), observer.DirectionReceived)
 		c.violation(f)
@@ -537,7 +551,7 @@ func (c *channel) applyFailed(err error, rel uint32) {
 	switch {
 	case errors.Is(err, registry.ErrFenced):
 		if c.lease != nil {
-			c.n.side.fenced(c, c.lease.Identity())
+			c.role.fenced(c.lease.Identity())
 		}
 		return
 	case errors.Is(err, registry.ErrProtected), errors.Is(err, registry.ErrRoleViolation), errors.Is(err, registry.ErrDegraded):
@@ -568,12 +582,8 @@ func openErrorCode(err error) protocol.ErrorCode {
 
 // sessionOptions are the options of the channel's replication session.
 func (c *channel) sessionOptions() registry.SessionOptions {
-	remote := c.n.s.PeerInstanceID()
-	if c.n.s.Side() == observer.SidePeer {
-		remote = c.n.s.HubInstanceID()
-	}
 	return registry.SessionOptions{
-		Peer:                 remote,
+		Peer:                 c.n.remote,
 		ReadOnly:             c.readOnly,
 		MaxQueuedUpdateBytes: c.n.cfg.MaxQueuedUpdateBytes,
 		MaxQueuedUpdateCount: c.n.cfg.MaxQueuedUpdateCount,
@@ -608,7 +618,7 @@ func (c *channel) pull() {
 	p := c.sess.Poll()
 	switch {
 	case p.Fenced != nil:
-		c.n.side.fenced(c, *p.Fenced)
+		c.role.fenced(*p.Fenced)
 		return
 	case p.Failed:
 		c.sendError(protocol.CodeInternalError, 0, observer.FailedInternalError)
@@ -822,7 +832,7 @@ func (c *channel) updateAck(m *protocol.UpdateAck) {
 	}
 	// An acknowledgement of an UPDATE given up after an ACK timeout changes nothing.
 	if c.state == observer.ChannelNeedsResync && len(c.window) == 0 {
-		c.n.side.resyncReady(c)
+		c.role.resyncReady()
 	}
 }
 
@@ -867,7 +877,7 @@ func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], r
 	c.applying--
 	defer c.maybeAnswerClose()
 	if err == nil && res.Rearm != nil {
-		defer c.n.side.schemaRearmed(c, res.Rearm) // after the ACK and update-applied
+		defer c.role.schemaRearmed(res.Rearm) // after the ACK and update-applied
 	}
 	if err != nil {
 		if !c.ended() && !c.closeSent {
@@ -885,7 +895,7 @@ func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], r
 	if !c.n.em.Enabled() {
 		return
 	}
-	if res.Degraded && c.n.s.Side() == observer.SidePeer {
+	if res.Degraded && c.n.degradedBypass {
 		// §20, §23.5: a hub update applied to memory while persistence is degraded.
 		c.n.em.Emit(observer.DegradedBypassApplied{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: n, Sequence: seq})
 		return
@@ -951,7 +961,7 @@ func (c *channel) enterResync(cause observer.ResyncCause, failure observer.Opt[o
 	// window up while the channel was already waiting in needs-resync (the given-up
 	// acknowledgements never reach it again).
 	if c.state == observer.ChannelNeedsResync && len(c.window) == 0 {
-		c.n.side.resyncReady(c)
+		c.role.resyncReady()
 	}
 }
 
@@ -1111,11 +1121,11 @@ func (c *channel) step2Applied(id, seq uint32, res registry.ApplyResult, err err
 	c.applying--
 	defer c.maybeAnswerClose()
 	if err == nil && res.Rearm != nil {
-		defer c.n.side.schemaRearmed(c, res.Rearm) // after SYNC_APPLIED
+		defer c.role.schemaRearmed(res.Rearm) // after SYNC_APPLIED
 	}
 	obs := c.diffObs
 	if obs != nil && obs.seq == seq {
-		if err == nil && res.Degraded && c.n.s.Side() == observer.SidePeer {
+		if err == nil && res.Degraded && c.n.degradedBypass {
 			// §23.1, §23.5: one event per successful apply; a degraded one, from any source,
 			// is degraded-bypass-applied instead of sync-diff-applied (after SYNC_APPLIED).
 			defer c.n.em.Emit(observer.DegradedBypassApplied{ConnectionID: c.n.connID(), NamespaceID: c.id,
@@ -1194,12 +1204,12 @@ func (c *channel) roundProgress() {
 		c.resyncPending = false
 		c.setState(observer.ChannelNeedsResync)
 		if len(c.window) == 0 {
-			c.n.side.resyncReady(c)
+			c.role.resyncReady()
 		}
 		return
 	}
 	c.setState(observer.ChannelLive)
-	c.n.side.wentLive(c)
+	c.role.wentLive()
 	c.pull()
 }
 
@@ -1225,7 +1235,7 @@ func (c *channel) startClose(reason string) {
 func (c *channel) enterClosing() {
 	c.round.active = false
 	stopTimer(&c.timer)
-	c.stopPeriodic()
+	c.role.stopPeriodic()
 	if c.out != nil {
 		c.out.Clear()
 	}

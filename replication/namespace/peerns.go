@@ -334,8 +334,9 @@ func (tc *TargetController) cleanedUp(tg *target) {
 // It opens every wanted target that is neither conflicted nor closed by a failed schema
 // re-arm.
 func (tc *TargetController) NewHandler(s seam.Session) seam.Handler {
-	pc := &peerConn{tc: tc}
-	pc.nsConn = newNSConn(s, pc, tc.log)
+	pc := &peerConn{tc: tc, channels: make(map[protocol.NamespaceID]*peerChannel)}
+	pc.nsConn = newNSConn(s, pc, tc.log, s.HubInstanceID())
+	pc.degradedBypass = true
 	refuseChunking(s, tc.log)
 	tc.mu.Lock()
 	tc.conn = pc
@@ -348,7 +349,8 @@ func (tc *TargetController) NewHandler(s seam.Session) seam.Handler {
 type peerConn struct {
 	nsConn
 	tc           *TargetController
-	lastRound    uint32 // syncRoundIds are per connection and never wrap (§9.1)
+	channels     map[protocol.NamespaceID]*peerChannel // the targets taken up on this connection
+	lastRound    uint32                                // syncRoundIds are per connection and never wrap (§9.1)
 	reconnecting bool
 	// OPEN pacing (GUIDE §6): at most maxConcurrentOpens channels are opening or
 	// bootstrapping at once — the hub admits no more OPENs than that and holds only
@@ -356,7 +358,7 @@ type peerConn struct {
 	// reserve (maxQueuedControlBytes ≥ maxBootstrapBytes) — and the other targets wait, in
 	// order, in targeted.
 	opening  int
-	openWait []*channel
+	openWait []*peerChannel
 }
 
 var _ seam.Handler = (*peerConn)(nil)
@@ -392,8 +394,8 @@ func (pc *peerConn) targetAdded(tg *target) {
 		pc.reconnect()
 		return
 	}
-	c := newChannel(&pc.nsConn, tg.ns, observer.ChannelTargeted)
-	c.target = tg
+	c := &peerChannel{pc: pc, target: tg}
+	c.init(&pc.nsConn, tg.ns, observer.ChannelTargeted, c)
 	pc.channels[tg.ns] = c
 	pc.openWait = append(pc.openWait, c)
 	pc.openNext()
@@ -438,38 +440,30 @@ func (pc *peerConn) reconnect() {
 	pc.s.Reconnect()
 }
 
+// HandleFrame routes the frames only the peer receives, OPEN_OK, BOOTSTRAP_SNAPSHOT and
+// IDENTITY_CHANGED, and hands the others to the shared routing.
 func (pc *peerConn) HandleFrame(f protocol.Frame) {
 	switch m := f.Message.(type) {
 	case *protocol.OpenOK:
 		if c := pc.requested(f, m.NamespaceID); c != nil {
-			pc.openOK(c, f, m)
+			c.openOK(f, m)
 		}
 	case *protocol.BootstrapSnapshot:
 		if c := pc.requested(f, m.NamespaceID); c != nil {
-			pc.snapshot(c, f, m)
+			c.snapshot(f, m)
 		}
 	case *protocol.IdentityChanged:
 		if c := pc.requested(f, m.NamespaceID); c != nil {
-			pc.identityChanged(c)
+			c.identityChanged()
 		}
 	default:
-		ns := f.Message.(protocol.NamespaceMessage).Namespace()
-		if c := pc.channels[ns]; c != nil && !c.openSent {
-			// Not requested on this connection (§19): no OPEN was sent for it.
-			if _, isErr := f.Message.(*protocol.ErrorMessage); !isErr {
-				pc.unknown(f.Type(), f.Sequence, ns)
-			}
-			return
-		}
-		if !pc.dispatch(f) {
-			pc.unknown(f.Type(), f.Sequence, ns)
-		}
+		pc.route(f)
 	}
 }
 
 // requested returns the channel of a namespace this peer sent OPEN_NAMESPACE for, or
 // answers TARGET_NOT_REQUESTED (§19).
-func (pc *peerConn) requested(f protocol.Frame, ns protocol.NamespaceID) *channel {
+func (pc *peerConn) requested(f protocol.Frame, ns protocol.NamespaceID) *peerChannel {
 	c := pc.channels[ns]
 	if c == nil || !c.openSent {
 		pc.unknown(f.Type(), f.Sequence, ns)
@@ -507,7 +501,29 @@ func (pc *peerConn) HandleClosed(seam.CloseInfo) {
 	pc.tc.mu.Unlock()
 }
 
-// ---- nsSide ----------------------------------------------------------------------------------
+// ---- connRole --------------------------------------------------------------------------------
+
+func (pc *peerConn) channel(ns protocol.NamespaceID) *channel {
+	if c := pc.channels[ns]; c != nil {
+		return &c.channel
+	}
+	return nil
+}
+
+// addressable: the hub may address a namespace once this peer sent OPEN_NAMESPACE for it;
+// before, it was not requested on this connection (§19).
+func (pc *peerConn) addressable(ns protocol.NamespaceID) *channel {
+	if c := pc.channels[ns]; c != nil && c.openSent {
+		return &c.channel
+	}
+	return nil
+}
+
+func (pc *peerConn) each(f func(*channel)) {
+	for _, c := range pc.channels {
+		f(&c.channel)
+	}
+}
 
 // unknown answers a frame for a namespace this peer did not request (§19).
 func (pc *peerConn) unknown(_ protocol.MessageType, seq uint32, ns protocol.NamespaceID) {
@@ -516,8 +532,25 @@ func (pc *peerConn) unknown(_ protocol.MessageType, seq uint32, ns protocol.Name
 	}
 }
 
+// ---- the peer's channel ------------------------------------------------------------------------
+
+// peerChannel is a target taken up on one connection: the shared channel, and what only the
+// peer keeps of it.
+type peerChannel struct {
+	channel
+	pc             *peerConn
+	target         *target
+	declared       *registry.Identity // the local replica OPEN_NAMESPACE declared; nil: bootstrap
+	openSent       bool
+	closeAfterOpen string // a CLOSE reason to send as soon as OPEN_OK arrives
+	gotSnapshot    bool
+	snapSeq        uint32        // the BOOTSTRAP_SNAPSHOT sequence, acknowledged once imported
+	opDone         chan struct{} // closed when the registry call off the connection goroutine is done
+	periodic       seam.Timer    // the periodic reconciliation (§9.4)
+}
+
 // step1 takes the hub's half of the round this peer started (§9.1).
-func (pc *peerConn) step1(c *channel, f protocol.Frame, m *protocol.SyncStep1) {
+func (c *peerChannel) step1(f protocol.Frame, m *protocol.SyncStep1) {
 	r := &c.round
 	if !r.active || r.myStep1 == 0 || m.SyncRoundID != r.id || r.theirStep1 != 0 {
 		c.violation(f) // the hub does not start rounds, and sends one Step1 per round
@@ -527,17 +560,22 @@ func (pc *peerConn) step1(c *channel, f protocol.Frame, m *protocol.SyncStep1) {
 	c.answerStep1(r.id, m.StateVector)
 }
 
-func (pc *peerConn) fenced(*channel, registry.Identity) {} // a peer's sessions are not fenced
+func (c *peerChannel) fenced(registry.Identity) {} // a peer's sessions are not fenced
+
+// The peer receives OPEN_NAMESPACE from nobody: it owes no OPEN answer.
+func (c *peerChannel) owesOpenAnswers() bool     { return false }
+func (c *peerChannel) takeOpenAnswers() []uint32 { return nil }
 
 // drainOpening: a channel waiting for OPEN_OK closes once it arrives; one whose OPEN was not
 // sent yet ends when its local open returns.
-func (pc *peerConn) drainOpening(c *channel) {
+func (c *peerChannel) drainOpening() {
 	if c.openSent {
 		c.closeAfterOpen = closeReasonDrain
 	}
 }
 
-func (pc *peerConn) changed(c *channel, from observer.ChannelState) {
+func (c *peerChannel) changed(from observer.ChannelState) {
+	pc := c.pc
 	pc.tc.publish(c.target, c.state, c.identity)
 	if (from == observer.ChannelOpening || from == observer.ChannelBootstrapping) && c.state != observer.ChannelBootstrapping {
 		// Opened (reconciling), failed, closed or disconnected: the next target may open.
@@ -547,25 +585,30 @@ func (pc *peerConn) changed(c *channel, from observer.ChannelState) {
 }
 
 // wentLive arms the periodic reconciliation (§9.4): one one-shot timer, armed after a round.
-func (pc *peerConn) wentLive(c *channel) {
+func (c *peerChannel) wentLive() {
 	c.stopPeriodic()
-	c.periodic = pc.s.AfterFunc(pc.cfg.ReconcileInterval, func() {
+	c.periodic = c.n.s.AfterFunc(c.n.cfg.ReconcileInterval, func() {
 		c.periodic = nil
 		if c.state == observer.ChannelLive {
-			pc.startRound(c)
+			c.pc.startRound(c)
 		}
 	})
 }
 
 // resyncReady starts the round a resync asked for, once the window is empty (§9.4).
-func (pc *peerConn) resyncReady(c *channel) {
+func (c *peerChannel) resyncReady() {
 	if c.state == observer.ChannelNeedsResync && len(c.window) == 0 {
-		pc.startRound(c)
+		c.pc.startRound(c)
 	}
 }
 
-func (pc *peerConn) released(c *channel, settled <-chan struct{}) {
-	tc := pc.tc
+func (c *peerChannel) stopPeriodic() { stopTimer(&c.periodic) }
+
+// conflicted sticks to the target until it is reset (§16).
+func (c *peerChannel) conflicted() { c.target.setConflicted() }
+
+func (c *peerChannel) released(settled <-chan struct{}) {
+	tc := c.pc.tc
 	tc.mu.Lock()
 	tg := c.target
 	tg.waits = []<-chan struct{}{settled}
@@ -584,28 +627,29 @@ func (pc *peerConn) released(c *channel, settled <-chan struct{}) {
 // namespace closes itself with CLOSE_NAMESPACE (closed, not reopened by a reconnect). The
 // close is behaviour and happens without an observer too. No clock is read and no schema
 // text leaves the registry.
-func (pc *peerConn) schemaRearmed(c *channel, r *registry.SchemaRearm) {
+func (c *peerChannel) schemaRearmed(r *registry.SchemaRearm) {
+	em := c.n.em
 	if s := r.Installed; s != nil {
-		if pc.em.Enabled() {
-			ev := observer.SchemaRearmApplied{ConnectionID: pc.connID(), NamespaceID: c.id,
+		if em.Enabled() {
+			ev := observer.SchemaRearmApplied{ConnectionID: c.n.connID(), NamespaceID: c.id,
 				SemanticFingerprint: s.Fingerprint, UpdatedAt: observer.None[string]()}
 			if s.HasUpdatedAt {
 				ev.UpdatedAt = observer.SchemaUpdatedAt(s.UpdatedAt)
 			}
-			pc.em.Emit(ev)
+			em.Emit(ev)
 		}
 		return
 	}
 	tg := c.target
-	pc.tc.mu.Lock()
+	c.pc.tc.mu.Lock()
 	first := !tg.schemaFailed
 	tg.schemaFailed = true
-	pc.tc.mu.Unlock()
+	c.pc.tc.mu.Unlock()
 	if !first {
 		return // the latch: a later failed outcome adds no event and no close
 	}
-	if pc.em.Enabled() {
-		pc.em.Emit(observer.SchemaRearmFailed{ConnectionID: pc.connID(), NamespaceID: c.id,
+	if em.Enabled() {
+		em.Emit(observer.SchemaRearmFailed{ConnectionID: c.n.connID(), NamespaceID: c.id,
 			Code: observer.SchemaRearmCode(r.Failed)})
 	}
 	if !c.ended() && !c.closing() {
@@ -617,7 +661,7 @@ func (pc *peerConn) schemaRearmed(c *channel, r *registry.SchemaRearm) {
 
 // open looks for the local replica of the target's owner and sends OPEN_NAMESPACE: with its
 // identity (reconcile) or without (bootstrap).
-func (pc *peerConn) open(c *channel) {
+func (pc *peerConn) open(c *peerChannel) {
 	pc.opening++
 	c.setState(observer.ChannelOpening)
 	pc.armTimer(c, observer.FailedOpenTimeout, pc.cfg.OpenTimeout)
@@ -631,7 +675,7 @@ func (pc *peerConn) open(c *channel) {
 // leaseOff runs get (a registry open or import) off the connection goroutine and hands its
 // outcome to then on it; a lease the connection can no longer take is released. c.opDone
 // closes once that is done. It reports false, running nothing, after the controller closed.
-func (pc *peerConn) leaseOff(c *channel, get func() (*registry.Lease, error), then func(*registry.Lease, error)) bool {
+func (pc *peerConn) leaseOff(c *peerChannel, get func() (*registry.Lease, error), then func(*registry.Lease, error)) bool {
 	done := make(chan struct{})
 	c.opDone = done
 	ok := pc.tc.goOff(func() {
@@ -649,7 +693,7 @@ func (pc *peerConn) leaseOff(c *channel, get func() (*registry.Lease, error), th
 	return ok
 }
 
-func (pc *peerConn) localOpened(c *channel, lease *registry.Lease, err error) {
+func (pc *peerConn) localOpened(c *peerChannel, lease *registry.Lease, err error) {
 	if c.state != observer.ChannelOpening || c.openSent || !pc.tc.wanted(c.target) || pc.draining() {
 		if lease != nil {
 			lease.Release()
@@ -680,7 +724,8 @@ func (pc *peerConn) localOpened(c *channel, lease *registry.Lease, err error) {
 }
 
 // openOK: the hub accepted the open (§7.2); its mode must match what we declared.
-func (pc *peerConn) openOK(c *channel, f protocol.Frame, m *protocol.OpenOK) {
+func (c *peerChannel) openOK(f protocol.Frame, m *protocol.OpenOK) {
+	pc := c.pc
 	if c.ended() {
 		return
 	}
@@ -712,7 +757,7 @@ func (pc *peerConn) openOK(c *channel, f protocol.Frame, m *protocol.OpenOK) {
 }
 
 // openSession opens the channel's replication session on its lease, then runs then.
-func (pc *peerConn) openSession(c *channel, then func()) {
+func (pc *peerConn) openSession(c *peerChannel, then func()) {
 	opts := c.sessionOptions()
 	opts.Expect = &c.identity
 	post := pc.s.Post
@@ -726,7 +771,7 @@ func (pc *peerConn) openSession(c *channel, then func()) {
 	}
 }
 
-func (pc *peerConn) sessionOpened(c *channel, sess *registry.Session, err error, then func()) {
+func (pc *peerConn) sessionOpened(c *peerChannel, sess *registry.Session, err error, then func()) {
 	if c.ended() || c.closing() {
 		if sess != nil {
 			sess.Close()
@@ -745,7 +790,8 @@ func (pc *peerConn) sessionOpened(c *channel, sess *registry.Session, err error,
 
 // snapshot imports the hub's snapshot as the target's replica (§8.1): exclusively, under the
 // target's owner, with the OPEN_OK identity.
-func (pc *peerConn) snapshot(c *channel, f protocol.Frame, m *protocol.BootstrapSnapshot) {
+func (c *peerChannel) snapshot(f protocol.Frame, m *protocol.BootstrapSnapshot) {
+	pc := c.pc
 	if !c.accepts(f) {
 		return
 	}
@@ -768,7 +814,7 @@ func (pc *peerConn) snapshot(c *channel, f protocol.Frame, m *protocol.Bootstrap
 		func(lease *registry.Lease, err error) { pc.imported(c, lease, err, len(snap)) })
 }
 
-func (pc *peerConn) imported(c *channel, lease *registry.Lease, err error, n int) {
+func (pc *peerConn) imported(c *peerChannel, lease *registry.Lease, err error, n int) {
 	if c.state != observer.ChannelBootstrapping {
 		if lease != nil {
 			lease.Release()
@@ -799,7 +845,8 @@ func (pc *peerConn) imported(c *channel, lease *registry.Lease, err error, n int
 
 // identityChanged: the hub bumped the epoch (§11). The replica stays as it is; the target
 // is conflicted until reset.
-func (pc *peerConn) identityChanged(c *channel) {
+func (c *peerChannel) identityChanged() {
+	pc := c.pc
 	if !c.terminate(observer.ChannelConflicted) {
 		return
 	}
@@ -810,13 +857,13 @@ func (pc *peerConn) identityChanged(c *channel) {
 
 // ---- rounds (§9) ---------------------------------------------------------------------------
 
-func (pc *peerConn) armReconcileTimer(c *channel) {
+func (pc *peerConn) armReconcileTimer(c *peerChannel) {
 	pc.armTimer(c, observer.FailedReconcileTimeout, pc.cfg.ReconcileTimeout)
 }
 
 // armTimer (re)arms the channel's timer for its current state (§18): if the channel is still
 // in that state after d, it times out with cause.
-func (pc *peerConn) armTimer(c *channel, cause observer.FailedCause, d time.Duration) {
+func (pc *peerConn) armTimer(c *peerChannel, cause observer.FailedCause, d time.Duration) {
 	stopTimer(&c.timer)
 	state := c.state
 	c.timer = pc.s.AfterFunc(d, func() {
@@ -828,7 +875,7 @@ func (pc *peerConn) armTimer(c *channel, cause observer.FailedCause, d time.Dura
 }
 
 // startRound opens a round with this peer's Step1 (§9.1). Not during a drain (§6.3).
-func (pc *peerConn) startRound(c *channel) {
+func (pc *peerConn) startRound(c *peerChannel) {
 	if pc.draining() || c.sess == nil || c.ended() || c.closing() || c.round.active {
 		return
 	}
@@ -844,7 +891,7 @@ func (pc *peerConn) startRound(c *channel) {
 	}
 }
 
-func (pc *peerConn) step1Ready(c *channel, sv []byte, err error) {
+func (pc *peerConn) step1Ready(c *peerChannel, sv []byte, err error) {
 	if c.ended() || c.closing() || !c.round.active || c.round.myStep1 != 0 {
 		return
 	}
@@ -864,7 +911,7 @@ func (pc *peerConn) step1Ready(c *channel, sv []byte, err error) {
 
 // timedOut fails a namespace whose open, bootstrap or reconcile timer fired, and rebuilds
 // the connection while the target is still wanted (§16, §18, issue #254).
-func (pc *peerConn) timedOut(c *channel, cause observer.FailedCause, d time.Duration) {
+func (pc *peerConn) timedOut(c *peerChannel, cause observer.FailedCause, d time.Duration) {
 	c.failed(cause, d)
 	if pc.tc.wanted(c.target) {
 		pc.reconnect()

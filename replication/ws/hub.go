@@ -52,50 +52,6 @@ type Hub struct {
 	unsub   func()
 }
 
-// counter counts outstanding things and says when there are none; unlike a WaitGroup it may
-// go up again while someone waits.
-type counter struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed while n == 0
-}
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-func (w *counter) add() {
-	w.mu.Lock()
-	if w.n == 0 {
-		w.idle = make(chan struct{})
-	}
-	w.n++
-	w.mu.Unlock()
-}
-
-func (w *counter) done() {
-	w.mu.Lock()
-	if w.n--; w.n == 0 {
-		close(w.idle)
-	}
-	w.mu.Unlock()
-}
-
-// zero returns a channel closed when the count is zero.
-func (w *counter) zero() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.n == 0 {
-		return closedChan
-	}
-	return w.idle
-}
-
-// begin counts one and returns its idempotent end.
-func (w *counter) begin() func() {
-	w.add()
-	var once sync.Once
-	return func() { once.Do(w.done) }
-}
-
 // ErrNoTrustedIdentity is returned by Accept without an authenticated peer identity: a
 // wiring bug, never an anonymous or self-declared session (§2).
 var ErrNoTrustedIdentity = errors.New("ws: accept without a trusted peer instance id")

@@ -6,6 +6,12 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
+// This file correlates acknowledgements with the frames they acknowledge (§10.2). The
+// connection remembers each frame it sent that its message rule says is acknowledged by
+// sequence (protocol.MessageRule.AckedBy; for chunked data, the kind's), and checks every
+// acknowledgement that arrives against them, so the namespace layer only ever sees valid
+// ones.
+
 // ackKey is what a frame awaiting its acknowledgement must be acknowledged with.
 type ackKey struct {
 	ns  protocol.NamespaceID
@@ -20,6 +26,7 @@ func (c *conn) await(seq uint32, k ackKey) {
 	}
 }
 
+// unawait forgets the frame seq.
 func (c *conn) unawait(seq uint32) {
 	if k, ok := c.awaiting[seq]; ok {
 		delete(c.awaiting, seq)
@@ -29,8 +36,10 @@ func (c *conn) unawait(seq uint32) {
 	}
 }
 
-// checkAck verifies an acknowledgement against the frames sent (§10.2: "Unknown、类型不匹配或
-// namespace 不匹配的 ackedSequence 属 connection fatal ACK_STATE_VIOLATION").
+// checkAck verifies an inbound acknowledgement: its ackedSequence must name a frame this
+// side sent and still awaits, of the type and namespace it acknowledges; anything else
+// closes the connection with ACK_STATE_VIOLATION. It reports whether the frame goes on to
+// the namespace layer (every frame that is not an acknowledgement does).
 func (c *conn) checkAck(f protocol.Frame) bool {
 	a, isAck := f.Message.(protocol.Acknowledgement)
 	if !isAck {
@@ -59,14 +68,14 @@ func (c *conn) checkAck(f protocol.Frame) bool {
 // ACK_STATE_VIOLATION like any unknown one.
 const maxLateAcks = 1024
 
-// forgetOnTerminal drops the acknowledgements a namespace can no longer send once its
-// close handshake or a terminal namespace ERROR has passed in either direction (§12: a
-// normal close does not wait for lost acknowledgements), and the UPDATE acknowledgements
-// this side stopped waiting for when it declared ACK_TIMEOUT (§18: no resend; the next round
-// repairs). When this side sent the frame, the remote may have acknowledged before it
-// received it: those acknowledgements are still valid, so each is accepted once (and not
-// delivered) instead of being an ACK_STATE_VIOLATION — within a bound, so that a remote that
-// never acknowledges cannot grow this bookkeeping without limit.
+// forgetOnTerminal drops the acknowledgements a namespace will no longer send once a frame
+// that ends it has passed in either direction (protocol.EndsNamespace: a normal close does
+// not wait for lost acknowledgements, §12), and the UPDATE acknowledgements this side
+// stopped waiting for when it declared ACK_TIMEOUT (nothing is resent; the next round
+// repairs). When this side sent the ending frame, the remote may have acknowledged before
+// it received it: those acknowledgements are still valid, so each is accepted once (and
+// not delivered) instead of being an ACK_STATE_VIOLATION — within a bound, so that a
+// remote that never acknowledges cannot grow this bookkeeping without limit.
 func (c *conn) forgetOnTerminal(m protocol.Message, sent bool) {
 	ns, ends := protocol.EndsNamespace(m)
 	onlyUpdates := false

@@ -4,10 +4,11 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// openAdmission limits the OPEN_NAMESPACE requests the namespace layer works on at once
-// (maxConcurrentOpens). Further OPENs, and every later frame of their namespaces, wait in
-// arrival order; more than maxEarlyFrames waiting frames is CONNECTION_POLICY_VIOLATION.
-// An OPEN is answered when the handler sends OPEN_OK or a namespace ERROR for it.
+// openAdmission limits the OPEN_NAMESPACE requests the hub's namespace layer works on at
+// once to maxConcurrentOpens (GUIDE §6). Further OPENs, and every later frame of their
+// namespaces, wait in arrival order; more than maxEarlyFrames waiting frames is
+// CONNECTION_POLICY_VIOLATION. An OPEN is finished when the handler sends a frame that
+// answers it (protocol.AnswersOpen: OPEN_OK or a namespace ERROR). Owner goroutine only.
 type openAdmission struct {
 	outstanding map[protocol.NamespaceID]int
 	total       int
@@ -15,6 +16,7 @@ type openAdmission struct {
 	heldNS      map[protocol.NamespaceID]int
 }
 
+// frameNamespace is the namespace a frame is for.
 func frameNamespace(f protocol.Frame) protocol.NamespaceID {
 	if m, ok := f.Message.(protocol.NamespaceMessage); ok {
 		return m.Namespace()
@@ -22,6 +24,7 @@ func frameNamespace(f protocol.Frame) protocol.NamespaceID {
 	return protocol.NamespaceID{}
 }
 
+// admit reports whether f goes to the handler now; a frame that must wait is held.
 func (a *openAdmission) admit(c *conn, f protocol.Frame) bool {
 	ns := frameNamespace(f)
 	open := f.Type() == protocol.TypeOpenNamespace
@@ -43,6 +46,7 @@ func (a *openAdmission) admit(c *conn, f protocol.Frame) bool {
 	return true
 }
 
+// start counts an OPEN the handler is now working on.
 func (a *openAdmission) start(ns protocol.NamespaceID) {
 	if a.outstanding == nil {
 		a.outstanding = make(map[protocol.NamespaceID]int)
@@ -65,6 +69,7 @@ func (a *openAdmission) answered(c *conn, ns protocol.NamespaceID) {
 	}
 }
 
+// release hands the held frames to the handler, in order, while the limit allows.
 func (a *openAdmission) release(c *conn) {
 	for len(a.held) > 0 && !c.closing {
 		f := a.held[0]

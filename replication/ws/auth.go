@@ -10,7 +10,8 @@ import (
 
 // Authenticator is the hub's authentication and authorization adapter (§2, §19). The hub
 // calls Authenticate before the WebSocket upgrade; the namespace layer calls
-// AuthorizeNamespace at each OPEN_NAMESPACE.
+// AuthorizeNamespace at each OPEN_NAMESPACE. Both may be called from many goroutines at
+// once.
 type Authenticator interface {
 	// Authenticate verifies a bearer token and returns the trusted peer instance id. It
 	// returns ErrUnauthenticated for a missing or unknown token (HTTP 401), ErrForbidden for
@@ -18,13 +19,13 @@ type Authenticator interface {
 	// to verify against (HTTP 503). It must honour ctx (the hub's authTimeoutMs). It must
 	// never log the token.
 	Authenticate(ctx context.Context, token string) (Identity, error)
-	// AuthorizeNamespace decides whether the authenticated peer may replicate ns (§19:
-	// "denied | allowed {localOwner, permissions}").
+	// AuthorizeNamespace decides whether the authenticated peer may replicate ns: denied,
+	// or allowed with the hub's local owner and the peer's permissions.
 	AuthorizeNamespace(peer string, ns protocol.NamespaceID) (seam.Grant, bool)
 }
 
-// Identity is what a successful authentication yields: the trusted peer instance id (§2).
-// The HELLO's self-declared id must equal it.
+// Identity is what a successful authentication yields: the trusted peer instance id. The
+// HELLO's self-declared id must equal it.
 type Identity struct {
 	PeerInstanceID string
 }
@@ -36,8 +37,8 @@ type RevocationSource interface {
 	SubscribeRevocations(f func(seam.Revocation)) (unsubscribe func())
 }
 
-// Authentication errors (§2). The hub maps them to HTTP statuses and to the
-// auth-upgrade-rejected reasons of §23.1.
+// Authentication errors. The hub maps them to HTTP statuses and to the reasons of the
+// auth-upgrade-rejected event.
 var (
 	ErrUnauthenticated = errors.New("ws: missing or invalid token")        // 401
 	ErrForbidden       = errors.New("ws: token not allowed to replicate")  // 403

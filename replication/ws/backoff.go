@@ -9,7 +9,11 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// connClosed applies §15.1 to a closed connection.
+// This file is what the peer does after a connection ends (§15.1): back off and dial
+// again, or block until it is started again or its configuration changes.
+
+// connClosed decides what follows a closed connection: stopped, blocked or backoff, by
+// the reason it closed.
 func (p *Peer) connClosed(gen uint64, info seam.CloseInfo) {
 	if gen != p.gen {
 		return
@@ -21,7 +25,7 @@ func (p *Peer) connClosed(gen uint64, info seam.CloseInfo) {
 		return
 	}
 	if from == observer.ConnReady || from == observer.ConnDraining {
-		// §15.1: the attempt counter resets only after backoffResetAfterMs of stable ready.
+		// The attempt counter resets only after backoffResetAfterMs of stable ready.
 		if p.opts.Clock.Now().Sub(p.readyAt) >= p.cfg.BackoffResetAfter {
 			p.attempt, p.slowCount = 0, 0
 		}
@@ -68,8 +72,9 @@ func (p *Peer) connClosed(gen uint64, info seam.CloseInfo) {
 	p.backoff(observer.BackoffSocketClosed, 0)
 }
 
-// permanent: §15.1 "1002/1008：blocked" — and every connection error whose registry retry is
-// no or config (FRAME_TOO_LARGE's 1009 included); 1011 and transport losses back off.
+// permanent reports a close that retrying cannot cure, which blocks the peer: a connection
+// error whose registry retry is "no" or "config" (FRAME_TOO_LARGE's 1009 included) and,
+// without an error, the close codes 1002, 1008 and 1009. 1011 and transport losses back off.
 func permanent(info seam.CloseInfo) bool {
 	if info.Error != "" {
 		if spec, ok := protocol.LookupError(protocol.ScopeConnection, info.Error); ok {
@@ -84,8 +89,8 @@ func permanent(info seam.CloseInfo) bool {
 	return false
 }
 
-// BackoffDelay is the §15.1 full-jitter delay: random(0, min(maxBackoff, base·2^attempt)),
-// in whole milliseconds, both ends included.
+// BackoffDelay is the full-jitter delay of §15.1: random(0, min(maxBackoff,
+// base·2^attempt)), in whole milliseconds, both ends included.
 func BackoffDelay(r Rand, base, max time.Duration, attempt int) time.Duration {
 	capMs := int64(max / time.Millisecond)
 	baseMs := int64(base / time.Millisecond)
@@ -95,13 +100,14 @@ func BackoffDelay(r Rand, base, max time.Duration, attempt int) time.Duration {
 	return time.Duration(r.Int64N(capMs+1)) * time.Millisecond
 }
 
-// backoff: → backoff, with the timer to connecting. extra is a GOAWAY retryAfterMs hint
-// the jitter is added to.
+// backoff enters backoff and arms the timer that dials again. extra is a GOAWAY's
+// retryAfterMs hint, to which the jitter is added.
 func (p *Peer) backoff(reason observer.BackoffReason, extra time.Duration) {
 	p.set(observer.ConnBackoff)
 	var delay time.Duration
 	if p.slowCount >= p.opts.SlowAfter && reason == observer.BackoffConnectionBackpressure {
-		// §15.1 1011: "连续失败后降为低频并告警，不永久 blocked": half to all of maxBackoffMs.
+		// After repeated 1011 closes: a slow cadence and one warning, never blocked. The
+		// delay is half to all of maxBackoffMs.
 		if p.slowCount == p.opts.SlowAfter {
 			p.log.Warn("replication hub keeps failing with 1011; reconnecting at the slow cadence", slog.Int("failures", p.slowCount))
 		}

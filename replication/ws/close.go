@@ -9,11 +9,15 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// fail closes the connection for a connection-scope protocol error.
+// This file is the close decision: one place where a connection ends, for every reason,
+// on the owner goroutine (§18).
+
+// fail closes the connection for a connection protocol error.
 func (c *conn) fail(e *protocol.Error) { c.failWith(e, seam.CauseProtocol) }
 
-// failWith sends a best-effort connection ERROR (WebSocket message boundaries keep the
-// framing trusted after any NMCR-level error, §14) and closes with the registry's close code.
+// failWith sends a best-effort connection ERROR and closes with the close code the error
+// registry gives (§14). The ERROR is always attempted: WebSocket message boundaries keep the
+// framing trustworthy after any error inside a frame.
 func (c *conn) failWith(e *protocol.Error, cause seam.CloseCause) {
 	if c.closing {
 		return
@@ -42,12 +46,13 @@ func (c *conn) failWith(e *protocol.Error, cause seam.CloseCause) {
 	c.log.LogAttrs(context.Background(), slog.LevelWarn, "replication connection failed",
 		slog.String("side", string(c.side)), slog.String("code", string(e.Code)), slog.String("detail", e.Detail))
 	c.teardown(code, errFrame, seam.CloseInfo{Code: code, Error: e.Code, Cause: cause}, false)
-	// §23.4: after the decision took effect.
+	// Reported once the decision has taken effect (§23.4).
 	if c.em.Enabled() {
 		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.FoldConnectionCode(string(e.Code)), WSCloseCode: int(code)})
 	}
 }
 
+// safeMessage is the ERROR's safeMessage: the code, and nothing about the connection.
 func safeMessage(code protocol.ErrorCode) string {
 	return "connection error " + string(code)
 }
@@ -63,10 +68,10 @@ func (c *conn) closeNow(code protocol.CloseCode, info seam.CloseInfo) {
 	c.teardown(code, nil, info, info.Cause == seam.CauseDrained)
 }
 
-// teardown is the close decision. In order (§18): the connection epoch is invalidated (no
-// timer, pong or inbound frame acts after this point), unsent frames are dropped (unless a
-// completed drain flushes what was already handed to the writer), the handler is told, and
-// the writer sends errFrame (if any) and closes the transport.
+// teardown is the close decision. In order (§18): the connection's epoch ends (no timer,
+// pong or inbound frame acts after this point), unsent frames are dropped (unless a
+// completed drain flushes what was already handed to the writer), the namespace layer is
+// told, and the writer sends errFrame (if any) and closes the transport.
 func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info seam.CloseInfo, flush bool) {
 	c.closing = true
 	info.Handshook = c.info.Handshook
@@ -90,7 +95,7 @@ func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info seam.Clos
 	}
 	c.sched = scheduler{}
 	if h := c.handler; h != nil {
-		// Deferred: the close may be decided inside a handler callback (Session.Fail).
+		// Deferred: the close may be decided inside a handler callback (seam.Session.Fail).
 		c.defer_(func() { h.HandleClosed(info) })
 	}
 	if c.onClosed != nil {
@@ -99,7 +104,7 @@ func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info seam.Clos
 }
 
 // sequenceExhausted closes a connection whose sending direction used every uint32
-// sequence (§23.2 OUTBOUND_SEQUENCE_EXHAUSTED, no wire frame).
+// sequence: OUTBOUND_SEQUENCE_EXHAUSTED, a local code with no wire frame (§23.2).
 func (c *conn) sequenceExhausted() {
 	code := protocol.CloseInternal
 	c.teardown(code, nil, seam.CloseInfo{Code: code, Error: protocol.CodeOutboundSequenceExhausted, Cause: seam.CauseProtocol}, false)

@@ -12,8 +12,9 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// connState is the state of one connection (§15.2 for the hub; the handshaking, ready and
-// draining part of §15.1 for the peer, whose controller owns the rest).
+// connState is the state of one connection: the hub's connection state machine (§15.2),
+// and on the peer the handshaking, ready and draining part of the peer's, whose controller
+// (Peer) owns the rest.
 type connState uint8
 
 const (
@@ -35,19 +36,23 @@ var connStateNames = [...]observer.ConnectionState{
 // reading, and TCP pushes back on the remote.
 const inboundQueue = 16
 
-// connParams is everything a connection needs from its hub or peer.
+// connParams is everything a connection needs from its hub or peer. It is fixed when the
+// connection is made, except connID on the peer (see there).
 type connParams struct {
-	side      observer.Side
-	cfg       *protocol.Config
-	clock     clock.Clock
-	em        *observer.Emitter
-	log       *slog.Logger
-	t         Transport
-	factory   seam.NamespaceFactory
-	auth      Authenticator // hub only
-	peerID    string        // hub: trusted upgrade identity; peer: this instance
-	hubID     string
-	connID    string   // hub: generated; peer: learnt from HELLO_ACK
+	side    observer.Side
+	cfg     *protocol.Config
+	clock   clock.Clock
+	em      *observer.Emitter
+	log     *slog.Logger
+	t       Transport
+	factory seam.NamespaceFactory
+	auth    Authenticator // hub only
+	peerID  string        // hub: trusted upgrade identity; peer: this instance
+	hubID   string
+	// connID is the connection id: on the hub generated before the connection starts and
+	// never changed (Hub.Connections reads it from any goroutine); on the peer "" until the
+	// owner goroutine writes it, once, from HELLO_ACK, and read only there.
+	connID    string
 	nonce     [16]byte // peer: HELLO connectionNonce
 	work      *counter
 	onReady   func(*conn)                 // owner goroutine; must not block
@@ -57,8 +62,11 @@ type connParams struct {
 	onUpgrade func(observer.AuthRejectReason)
 }
 
-// conn is one connection. Every field below "owned by the owner goroutine" is read and
-// written only by run and the functions it calls (handlers, posted functions, timers).
+// conn is one connection, on either side. Three goroutines share it: the owner (run), which
+// alone touches the fields under "Owned by the owner goroutine" and calls the namespace
+// layer; the reader (readLoop), which hands it messages through inbound; and the writer
+// (writer.loop), which has its own state. The other fields are set before the goroutines
+// start, or are channels, contexts and atomics made for crossing goroutines.
 type conn struct {
 	connParams
 	local protocol.Endpoint // this end: the hub or the peer
@@ -98,7 +106,7 @@ type conn struct {
 	pinger     liveness
 	deferred   []func()
 	opens      openAdmission
-	awaiting   map[uint32]ackKey // frames sent that expect an ACK (§10.2)
+	awaiting   map[uint32]ackKey // frames sent that expect an acknowledgement
 	late       map[uint32]ackKey // given up by this side, still acceptable once (see forgetOnTerminal)
 	lateOrder  []uint32          // late's sequences, oldest first: bounds late to maxLateAcks
 	sched      scheduler
@@ -110,6 +118,7 @@ type conn struct {
 	pubQueued, pubInFlight atomic.Int64
 }
 
+// inboundMsg is what the reader hands the owner: a message, or the error that ended reading.
 type inboundMsg struct {
 	msg []byte
 	err error
@@ -150,6 +159,9 @@ func (c *conn) start() {
 	go c.w.loop()
 }
 
+// run is the owner goroutine: it takes inbound messages and posted functions one at a time,
+// and after each runs what was deferred and the data pump, until the connection has closed
+// and its other goroutines are gone.
 func (c *conn) run() {
 	defer close(c.done)
 	c.begin()
@@ -169,6 +181,7 @@ func (c *conn) run() {
 	c.pubInFlight.Store(0)
 }
 
+// runPosted runs the functions posted to the owner, settling after each.
 func (c *conn) runPosted() {
 	fs := c.box.take()
 	for i, f := range fs {
@@ -196,6 +209,8 @@ func (c *conn) settle() {
 	}
 }
 
+// defer_ runs f on the owner goroutine once the current callback has returned, so that a
+// handler is never called from inside another.
 func (c *conn) defer_(f func()) { c.deferred = append(c.deferred, f) }
 
 // post queues f for the owner goroutine without blocking; false once the owner has exited.
@@ -222,6 +237,8 @@ func (c *conn) maybeExit() {
 	}
 }
 
+// setState moves the connection to s and, on the hub, reports the change
+// (connection-state-changed, §23.1). On the peer the controller reports its own states.
 func (c *conn) setState(s connState) {
 	from := c.state
 	if from == s {
@@ -229,8 +246,6 @@ func (c *conn) setState(s connState) {
 	}
 	c.state = s
 	c.pubState.Store(uint32(s))
-	// §23.1: hub states are handshaking/ready/draining/closed; the peer controller reports
-	// its own §15.1 states.
 	if c.side == observer.SideHub && from != stUpgraded && c.em.Enabled() {
 		c.em.Emit(observer.ConnectionStateChanged{ConnectionID: c.connIDOpt(), From: connStateNames[from], To: connStateNames[s]})
 	}
@@ -245,7 +260,8 @@ func (c *conn) publicState() observer.ConnectionState {
 	return connStateNames[s]
 }
 
-// connIDOpt is the connectionId of events: present only after the handshake (§23.3).
+// connIDOpt is the connectionId of events: present only once the handshake has completed
+// (§23.3).
 func (c *conn) connIDOpt() observer.Opt[string] {
 	if c.connID == "" || !c.admitted.Load() {
 		return observer.None[string]()
@@ -271,6 +287,7 @@ func (c *conn) after(d time.Duration, f func()) *timer {
 	return t
 }
 
+// beginWork counts admitted namespace work for the hub's Shutdown (seam.Session.BeginWork).
 func (c *conn) beginWork() func() {
 	if c.work == nil {
 		return func() {}
@@ -285,9 +302,9 @@ func (c *conn) publishLoad() {
 }
 
 // Load is the outbound load of a hub's or a peer's connections, readable from any goroutine
-// (the Prometheus gauges of §23.6): bytes queued or handed to the writer and not yet written,
-// and live UPDATEs sent and not yet acknowledged (nor given up at an ACK timeout). Each
-// connection publishes it after every event of its owner goroutine.
+// (the gauges of §23.6): bytes queued or handed to the writer and not yet written, and live
+// UPDATEs sent and neither acknowledged nor given up at an ACK timeout. Each connection
+// publishes its share after every event of its owner goroutine.
 type Load struct {
 	QueuedBytes int64
 	InFlight    int64

@@ -7,7 +7,8 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// sendNamespaceControl is Session.Send.
+// sendNamespaceControl is seam.Session.Send: it takes the namespace messages this side may
+// send on the control lane, by their message rules.
 func (c *conn) sendNamespaceControl(m protocol.NamespaceMessage) (uint32, error) {
 	if c.closing {
 		return 0, seam.ErrClosed
@@ -22,11 +23,13 @@ func (c *conn) sendNamespaceControl(m protocol.NamespaceMessage) (uint32, error)
 	return c.sendControl(m)
 }
 
-// sendControl encodes m with the next sequence and hands it to the writer at once (§17:
-// control frames go before queued data). A message that does not encode consumes no
-// sequence and its error is returned (the connection goes on). Unflushed control bytes are
-// bounded by maxQueuedControlBytes; exhausting it is CONNECTION_BACKPRESSURE (1011), and
-// sendControl returns ErrClosed, as it does after sequence exhaustion.
+// sendControl encodes m with the next sequence and hands it to the writer at once, ahead of
+// queued data (§17). A message that does not encode consumes no sequence and its error is
+// returned (the connection goes on). Unflushed control bytes are bounded by
+// maxQueuedControlBytes; exhausting them is CONNECTION_BACKPRESSURE (1011), and sendControl
+// returns ErrClosed, as it does after sequence exhaustion. A frame its rule says is
+// acknowledged is awaited, one that answers an OPEN finishes it, and one that ends its
+// namespace drops the namespace's awaited acknowledgements.
 func (c *conn) sendControl(m protocol.Message) (uint32, error) {
 	if c.closing {
 		return 0, seam.ErrClosed

@@ -5,15 +5,17 @@ import (
 )
 
 // counter counts outstanding things and says when there are none; unlike a WaitGroup it may
-// go up again while someone waits.
+// go up again while someone waits. Safe for concurrent use.
 type counter struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards n and idle
 	n    int
 	idle chan struct{} // closed while n == 0
 }
 
+// closedChan is the zero signal of a counter at zero.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// add counts one.
 func (w *counter) add() {
 	w.mu.Lock()
 	if w.n == 0 {
@@ -23,6 +25,7 @@ func (w *counter) add() {
 	w.mu.Unlock()
 }
 
+// done uncounts one.
 func (w *counter) done() {
 	w.mu.Lock()
 	if w.n--; w.n == 0 {

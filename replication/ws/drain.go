@@ -8,20 +8,27 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// goAway sends a GOAWAY and drains (hub: restart, reauthentication).
+// This file is the drain (§6.3): after a GOAWAY, sent or received, or the peer's local
+// stop, the connection admits no new work, lets the namespace layer close its namespaces,
+// and closes when they have all ended or at the deadline.
+
+// goAway sends a GOAWAY and drains: the hub restarting, or a peer that must authenticate
+// again.
 func (c *conn) goAway(reason string, drainTimeout time.Duration, retryAfter time.Duration, hasRetry bool) {
 	if c.closing || c.state != stReady {
 		return
 	}
 	m := &protocol.GoAway{ReasonCode: reason, DrainTimeoutMs: uint64(drainTimeout / time.Millisecond),
 		RetryAfterMs: uint64(retryAfter / time.Millisecond), HasRetryAfter: hasRetry}
-	// §21: arm the drain, then send the observable GOAWAY.
+	// Arm the drain, then send the GOAWAY that others observe (§21).
 	c.startDrain(seam.Drain{ReasonCode: reason, Deadline: c.clock.Now().Add(drainTimeout), RetryAfter: retryAfter, HasRetryAfter: hasRetry}, drainTimeout)
 	// A GOAWAY that cannot be sent has closed the connection (control backpressure,
 	// sequence exhaustion): there is nothing left to drain.
 	_, _ = c.sendControl(m)
 }
 
+// goAwayReceived drains on the remote's GOAWAY: with its drainTimeoutMs, and telling the
+// peer's controller its reason and retry hint.
 func (c *conn) goAwayReceived(m *protocol.GoAway) {
 	d := seam.Drain{ReasonCode: m.ReasonCode, Received: true,
 		RetryAfter: time.Duration(m.RetryAfterMs) * time.Millisecond, HasRetryAfter: m.HasRetryAfter}
@@ -47,7 +54,7 @@ func (c *conn) goAwayReceived(m *protocol.GoAway) {
 	c.startDrain(d, timeout)
 }
 
-// localDrain drains without GOAWAY (the peer's local stop, §15.1 ready → draining).
+// localDrain drains without a GOAWAY: the peer stopping (ready → draining, §15.1).
 func (c *conn) localDrain(timeout time.Duration) {
 	if c.closing {
 		return
@@ -59,6 +66,7 @@ func (c *conn) localDrain(timeout time.Duration) {
 	c.startDrain(seam.Drain{Deadline: c.clock.Now().Add(timeout)}, timeout)
 }
 
+// startDrain enters draining, arms the deadline and tells the namespace layer.
 func (c *conn) startDrain(d seam.Drain, timeout time.Duration) {
 	if c.state == stDraining {
 		return
@@ -73,14 +81,15 @@ func (c *conn) startDrain(d seam.Drain, timeout time.Duration) {
 	})
 }
 
+// quiesced ends a drain early: every namespace has ended (seam.Session.Quiesced).
 func (c *conn) quiesced() {
 	if c.state == stDraining && !c.closing {
 		c.endDrain()
 	}
 }
 
-// endDrain closes a drained connection: 1001 for the GOAWAY sender at the deadline or when
-// quiesced (§6.3), 1000 for the side that was asked to go.
+// endDrain closes a drained connection: with 1001 on the side that sent the GOAWAY, at the
+// deadline or once quiesced, and with 1000 on the side that was asked to go.
 func (c *conn) endDrain() {
 	code := protocol.CloseGoingAway
 	if c.drain != nil && (c.drain.Received || c.drain.ReasonCode == "") {

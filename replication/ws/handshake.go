@@ -8,6 +8,9 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
+// This file is the handshake (§6): the peer sends HELLO, the hub checks identities and
+// versions and answers HELLO_ACK, and both sides become ready, within helloTimeoutMs.
+
 // begin runs first on the owner goroutine: the handshake timer, and the peer's HELLO.
 func (c *conn) begin() {
 	c.helloTimer = c.after(c.cfg.HelloTimeout, func() {
@@ -20,10 +23,14 @@ func (c *conn) begin() {
 	}
 }
 
+// peerHandshake is the peer's side of the handshake: its HELLO and the check of HELLO_ACK.
 func (c *conn) peerHandshake() *protocol.PeerHandshake {
 	return &protocol.PeerHandshake{PeerInstanceID: c.peerID, HubInstanceID: c.hubID, Nonce: c.nonce, Offer: c.cfg.Offer()}
 }
 
+// answerHello checks the peer's HELLO against the identity the authenticator vouched for and
+// this hub's offer, and answers HELLO_ACK, or fails the connection with the error the check
+// names.
 func (c *conn) answerHello(f protocol.Frame, h *protocol.Hello) {
 	hs := &protocol.HubHandshake{HubInstanceID: c.hubID, PeerInstanceID: c.peerID, ConnectionID: c.connID, Offer: c.cfg.Offer()}
 	ack, n, err := hs.Answer(h)
@@ -43,6 +50,7 @@ func (c *conn) answerHello(f protocol.Frame, h *protocol.Hello) {
 	c.becomeReady()
 }
 
+// acceptHelloAck checks the hub's answer against the peer's HELLO.
 func (c *conn) acceptHelloAck(a *protocol.HelloAck) {
 	n, err := c.peerHandshake().CheckAck(a)
 	if err != nil {
@@ -64,6 +72,8 @@ func asConnectionError(err error) *protocol.Error {
 	return &protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Err: err}
 }
 
+// becomeReady completes the handshake: the negotiated capabilities take effect, the
+// namespace layer is created and liveness starts.
 func (c *conn) becomeReady() {
 	c.helloTimer.Stop()
 	c.in.SetCapabilities(c.negotiated.Capabilities)
@@ -85,14 +95,9 @@ func (c *conn) becomeReady() {
 // nopHandler stands in when a factory returns nil: frames are ignored.
 type nopHandler struct{}
 
-func (nopHandler) HandleFrame(protocol.Frame) {}
-
-func (nopHandler) HandleRejected(*protocol.Error) {}
-
-func (nopHandler) HandleDrain(seam.Drain) {}
-
+func (nopHandler) HandleFrame(protocol.Frame)                     {}
+func (nopHandler) HandleRejected(*protocol.Error)                 {}
+func (nopHandler) HandleDrain(seam.Drain)                         {}
 func (nopHandler) HandleShed(protocol.NamespaceID, seam.ShedInfo) {}
-
-func (nopHandler) HandleRevoked(seam.Revocation) {}
-
-func (nopHandler) HandleClosed(seam.CloseInfo) {}
+func (nopHandler) HandleRevoked(seam.Revocation)                  {}
+func (nopHandler) HandleClosed(seam.CloseInfo)                    {}

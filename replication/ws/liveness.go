@@ -9,9 +9,11 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// liveness runs WebSocket ping/pong on a ready connection: a ping every pingIntervalMs, and
-// a pong timeout of pongTimeoutMs. Only the transport's Ping returning nil (a pong echoing
-// the outstanding ping's payload) clears the timeout.
+// liveness runs WebSocket ping/pong on a ready connection (§17, §18): a ping every
+// pingIntervalMs, and a pong timeout of pongTimeoutMs. Only the transport's Ping returning
+// nil (a pong echoing the outstanding ping's payload) clears the timeout. Its fields are the
+// owner goroutine's; each Ping runs in a short-lived goroutine of its own that posts its
+// result back.
 type liveness struct {
 	c         *conn
 	running   bool // a Ping call is out
@@ -22,9 +24,10 @@ type liveness struct {
 	cancel    context.CancelFunc
 }
 
+// arm schedules the next ping.
 func (l *liveness) arm() {
 	c := l.c
-	// The planned time is read only for event-loop-delay-sampled (§23.1: observer and clock).
+	// The planned time is read only for event-loop-delay-sampled, so only with an observer.
 	l.planned = c.em.Now()
 	if p, ok := l.planned.Get(); ok {
 		l.planned = observer.Some(p.Add(c.cfg.PingInterval))
@@ -32,6 +35,7 @@ func (l *liveness) arm() {
 	l.pingTimer = c.after(c.cfg.PingInterval, l.fire)
 }
 
+// fire sends a ping unless one is still out, and arms the pong timeout for it.
 func (l *liveness) fire() {
 	c := l.c
 	if p, ok := l.planned.Get(); ok && c.em.Enabled() {
@@ -60,8 +64,8 @@ func (l *liveness) fire() {
 	}()
 }
 
-// timedOut: §18 "pong 超时按临时失败处理：先停止旧 liveness … 并使 connection epoch 失效，
-// 再关闭传输（close code 1001）".
+// timedOut handles a pong timeout as a temporary failure: liveness stops first, then the
+// connection's epoch ends, then the transport closes with 1001.
 func (l *liveness) timedOut() {
 	c := l.c
 	if c.closing {
@@ -75,6 +79,7 @@ func (l *liveness) timedOut() {
 	}
 }
 
+// stop cancels the ping out, if any, and both timers.
 func (l *liveness) stop() {
 	l.gen++
 	if l.cancel != nil {

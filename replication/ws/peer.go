@@ -51,7 +51,7 @@ func TokenFromEnv(name string) TokenSource {
 	}
 }
 
-// Rand is the injected random source of the backoff jitter (§15.1).
+// Rand is the injected random source of the backoff jitter.
 type Rand interface {
 	// Int64N returns a uniform value in [0, n).
 	Int64N(n int64) int64
@@ -60,8 +60,8 @@ type Rand interface {
 // PeerOptions configure a Peer.
 type PeerOptions struct {
 	Config        protocol.Config // validated by NewPeer
-	InstanceID    string          // this peer (§6.1 peerInstanceId)
-	HubInstanceID string          // the hub it expects (§6.1 expectedHubInstanceId)
+	InstanceID    string          // this peer (HELLO's peerInstanceId)
+	HubInstanceID string          // the hub it expects (HELLO's expectedHubInstanceId)
 	URL           string          // ws://host:port/v1/replication
 	Token         TokenSource     // required
 	Dialer        Dialer          // nil: WebSocketDialer{}
@@ -72,17 +72,18 @@ type PeerOptions struct {
 	Observer      observer.Observer
 	Logger        *slog.Logger
 	// SlowAfter is the number of consecutive 1011 closes after which the backoff switches
-	// to the slow cadence and warns (§15.1); 0 means 5.
+	// to the slow cadence and warns; 0 means 5.
 	SlowAfter int
 }
 
-// PeerState is a state of the peer connection state machine (§15.1).
+// PeerState is a state of the peer's connection state machine.
 type PeerState = observer.ConnectionState
 
-// Peer is the peer's connection controller: the §15.1 state machine (stopped,
-// disconnected, connecting, handshaking, ready, draining, backoff, blocked) with full-jitter
-// backoff. One goroutine owns the machine; a connection, when there is one, runs its own
-// goroutines (see Hub for the per-connection design).
+// Peer is the peer's connection controller: the peer's connection state machine (§15.1:
+// stopped, disconnected, connecting, handshaking, ready, draining, backoff, blocked) with
+// full-jitter backoff. One goroutine, the controller, owns the machine and runs what the
+// methods post to it; a connection, when there is one, runs its own goroutines (see the
+// package documentation). Its methods may be called concurrently.
 type Peer struct {
 	opts PeerOptions
 	cfg  *protocol.Config
@@ -167,8 +168,7 @@ func (p *Peer) State() PeerState { return p.pub.Load().(PeerState) }
 // peer enters from now on.
 func (p *Peer) Watch(f func(PeerState)) { p.post(func() { p.watchers = append(p.watchers, f) }) }
 
-// Start starts a stopped or blocked peer (§15.1 stopped --start--> disconnected --dial-->
-// connecting; blocked --start--> stopped, then started).
+// Start starts a stopped or blocked peer: it dials at once.
 func (p *Peer) Start() {
 	p.post(func() {
 		switch p.state {
@@ -181,9 +181,9 @@ func (p *Peer) Start() {
 	})
 }
 
-// ConfigChanged tells the controller that its configuration or token changed (§15.1
-// config-change): a blocked or backing-off peer dials again at once, with the attempt
-// counter reset. In other states the next dial uses the new settings.
+// ConfigChanged tells the controller that its configuration or token changed: a blocked or
+// backing-off peer dials again at once, with the attempt counter reset. In other states the
+// next dial uses the new settings.
 func (p *Peer) ConfigChanged() {
 	p.post(func() {
 		switch p.state {
@@ -196,11 +196,11 @@ func (p *Peer) ConfigChanged() {
 	})
 }
 
-// Stop stops the peer (§15.1 local-stop): a ready connection drains (the namespace layer
-// closes its channels and calls Session.Quiesced, or closeTimeoutMs passes), any other
-// attempt is abandoned. Stop returns when the peer is stopped and its connection is gone,
-// or when ctx ends. An observer calls it from a goroutine of its own (§23.4: events are
-// delivered on the connection's goroutine, which Stop waits for).
+// Stop stops the peer: a ready connection drains (the namespace layer closes its channels
+// and calls seam.Session.Quiesced, or closeTimeoutMs passes), any other attempt is
+// abandoned. Stop returns when the peer is stopped and its connection is gone, or when ctx
+// ends. An observer calls it from a goroutine of its own: events are delivered on the
+// connection's goroutine, which Stop waits for.
 func (p *Peer) Stop(ctx context.Context) error {
 	ch := make(chan struct{})
 	if !p.post(func() { p.stop(ch, false) }) {
@@ -269,7 +269,7 @@ func (p *Peer) set(s PeerState) {
 	p.pub.Store(s)
 	if p.em.Enabled() {
 		ev := observer.ConnectionStateChanged{From: from, To: s}
-		// §23.3: connectionId only once the handshake gave one.
+		// The connectionId only once the handshake gave one (§23.3).
 		if p.connID != "" && (s == observer.ConnReady || s == observer.ConnDraining || from == observer.ConnReady || from == observer.ConnDraining) {
 			ev.ConnectionID = observer.Some(p.connID)
 		}
@@ -351,7 +351,7 @@ func (p *Peer) dialed(gen uint64, tr Transport, err error) {
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) && de.StatusCode >= 400 && de.StatusCode < 500 {
-			// §15.1 connecting --permanent-config-failure--> blocked (401, 403, a wrong path).
+			// A configuration error (401, 403, a wrong path): retrying cannot help.
 			p.log.Warn("replication upgrade refused; blocked until the configuration changes", slog.Int("status", de.StatusCode))
 			p.set(observer.ConnBlocked)
 			return

@@ -8,13 +8,16 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
+// readLoop is the reader goroutine: it reads whole messages, never more than maxFrameBytes
+// into memory, and hands them to the owner through the bounded inbound channel, so that an
+// owner that falls behind stops the reading and TCP pushes back on the remote. Before the
+// handshake completes it reads at most HELLO and maxEarlyFrames more (GUIDE §6).
 func (c *conn) readLoop() {
 	defer c.post(func() { c.readerDone = true })
 	early := 0
 	for {
 		msg, err := c.t.Read(c.ioCtx, c.cfg.MaxFrameBytes)
 		if err == nil && !c.admitted.Load() {
-			// GUIDE §6: at most maxEarlyFrames frames beyond HELLO before admission.
 			if early++; early > 1+c.cfg.MaxEarlyFrames {
 				err = errEarlyFrames
 			}
@@ -32,6 +35,9 @@ func (c *conn) readLoop() {
 
 var errEarlyFrames = errors.New("ws: early frame limit")
 
+// handleInbound decodes one message on the owner goroutine. A frame over a namespace size
+// cap fails its namespace (HandleRejected); every other decoding error closes the
+// connection.
 func (c *conn) handleInbound(m inboundMsg) {
 	if c.closing {
 		return
@@ -85,17 +91,18 @@ func (c *conn) readFailed(err error) {
 	}
 }
 
-// rejectAdmission reports an admission refusal on the hub before the handshake completed
-// (§23.1 auth-upgrade-rejected: pre-connection, no connectionId).
+// rejectAdmission reports a connection the hub refused before its handshake completed, as
+// auth-upgrade-rejected (§23.1): it never had a connection id.
 func (c *conn) rejectAdmission(r observer.AuthRejectReason) {
 	if c.side == observer.SideHub && !c.admitted.Load() && c.onUpgrade != nil {
 		c.onUpgrade(r)
 	}
 }
 
-// dispatch routes a decoded frame: a frame the remote may not send is refused, a
-// connection-scope frame is handled here, and a namespace-scope frame goes on to the
-// namespace layer.
+// dispatch routes a decoded frame by its message rule: a frame the remote may not send is
+// refused, a connection frame is handled here, and a namespace frame — once the handshake
+// is complete and its acknowledgement, if it is one, checked — goes on to the namespace
+// layer.
 func (c *conn) dispatch(f protocol.Frame) {
 	if !f.Type().Rule().Direction.SentBy(c.local.Remote()) {
 		c.fail(frameErr(protocol.CodeUnsupportedMessageType, f, "message not sent in this direction (§5)"))
@@ -138,12 +145,13 @@ func (c *conn) handleConnectionFrame(f protocol.Frame) {
 	}
 }
 
+// frameErr is a connection error about frame f, which its ERROR names as relatedSequence.
 func frameErr(code protocol.ErrorCode, f protocol.Frame, detail string) *protocol.Error {
 	return &protocol.Error{Code: code, Scope: protocol.ScopeConnection, Type: f.Type(), Sequence: f.Sequence, HasHeader: true, Detail: detail}
 }
 
-// deliver passes a namespace frame to the handler through the drain filter and OPEN
-// admission.
+// deliver passes a namespace frame to the handler through the drain filter (a draining
+// connection takes nothing that starts work) and, on the hub, OPEN admission.
 func (c *conn) deliver(f protocol.Frame) {
 	if c.state == stDraining && f.Type().Rule().StartsWork {
 		c.drainDrop(f)
@@ -157,9 +165,9 @@ func (c *conn) deliver(f protocol.Frame) {
 	c.handler.HandleFrame(f)
 }
 
-// drainDrop handles a late frame during a drain (§6.3): an OPEN_NAMESPACE gets
-// NAMESPACE_REOPEN_REQUIRES_RECONNECT on the hub, except in a REAUTH_REQUIRED drain where it
-// is dropped silently like every other frame that would start work.
+// drainDrop handles a frame that would start work on a draining connection (§6.3): an
+// OPEN_NAMESPACE gets NAMESPACE_REOPEN_REQUIRES_RECONNECT on the hub, except in a
+// REAUTH_REQUIRED drain, where it is dropped silently like every other such frame.
 func (c *conn) drainDrop(f protocol.Frame) {
 	open, ok := f.Message.(*protocol.OpenNamespace)
 	if !ok || c.side != observer.SideHub || c.drain.ReasonCode == protocol.GoAwayReauthRequired {
@@ -172,8 +180,9 @@ func (c *conn) drainDrop(f protocol.Frame) {
 	}
 }
 
-// remoteError handles a connection-scope ERROR from the remote (§13): the remote closes the
-// connection; this side closes too, with the registry's close code, without answering.
+// remoteError handles a connection ERROR from the remote (§13): the remote is closing the
+// connection, and this side closes too, with the code the error registry gives, without
+// answering.
 func (c *conn) remoteError(m *protocol.ErrorMessage) {
 	code := protocol.CloseInternal
 	if spec, ok := m.Spec(); ok {

@@ -10,7 +10,12 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// scheduler is the outbound accounting of one connection, owned by the owner goroutine.
+// This file is the data lane (§17): one unsent queue per namespace (seam.Outbox), sent
+// round-robin across namespaces, one frame per namespace per turn, within each namespace's
+// window and below the connection's high watermark, with the bounds and shedding that keep
+// a slow remote from holding unbounded memory. Everything here runs on the owner goroutine.
+
+// scheduler is the outbound accounting of one connection.
 type scheduler struct {
 	ring             []*nsQueue // namespaces with queued data, in round-robin order
 	next             int        // ring index of the next turn
@@ -20,6 +25,7 @@ type scheduler struct {
 	paused           bool       // above the high watermark, until the low one
 }
 
+// unflushed is every byte handed to the writer and not yet written.
 func (s *scheduler) unflushed() int { return s.unflushedData + s.unflushedControl }
 
 // nsQueue is one namespace's unsent data.
@@ -32,6 +38,7 @@ type nsQueue struct {
 	closed bool
 }
 
+// queuedItem is a data item in its queue, with what sending it needs.
 type queuedItem struct {
 	seam.DataItem
 	enqueued observer.Opt[time.Time]
@@ -39,6 +46,7 @@ type queuedItem struct {
 	tid      uint32
 }
 
+// outbox returns ns's queue, creating it with gate (seam.Session.Outbox).
 func (c *conn) outbox(ns protocol.NamespaceID, gate func() bool) *outbox {
 	q := c.queues[ns]
 	if q == nil {
@@ -48,7 +56,8 @@ func (c *conn) outbox(ns protocol.NamespaceID, gate func() bool) *outbox {
 	return &outbox{c: c, q: q}
 }
 
-// checkItem refuses an item the connection could not frame (§10.1, §10.3, §8.1, §9.2).
+// checkItem refuses an item the connection could not frame: one over its kind's
+// single-frame cap without CAP_CHUNKED_UPDATE, or over the kind's chunked caps (§10.3).
 func (c *conn) checkItem(ns protocol.NamespaceID, it seam.DataItem) error {
 	switch {
 	case !it.Kind.Known():
@@ -56,7 +65,7 @@ func (c *conn) checkItem(ns protocol.NamespaceID, it seam.DataItem) error {
 	case it.Kind == protocol.KindLiveUpdate && len(it.Bytes) <= c.cfg.MaxUpdateBytes:
 		return nil // one UPDATE
 	case !c.negotiated.Chunked():
-		// Snapshots and diffs that fit one frame travel as control frames (Session.Send):
+		// Snapshots and diffs that fit one frame travel as control frames (Send):
 		// what reaches an Outbox must be chunked.
 		return &protocol.Error{Code: it.Kind.UnchunkedCode(), Scope: protocol.ScopeNamespace, Namespace: ns,
 			Detail: it.Kind.String() + " of " + strconv.Itoa(len(it.Bytes)) + " bytes needs CAP_CHUNKED_UPDATE"}
@@ -66,6 +75,8 @@ func (c *conn) checkItem(ns protocol.NamespaceID, it seam.DataItem) error {
 	return err
 }
 
+// enqueue is seam.Outbox.Enqueue: it queues an item the connection can frame, within the
+// namespace's limits and the connection's.
 func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 	switch {
 	case c.closing || q.closed:
@@ -77,7 +88,8 @@ func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 		return err
 	}
 	n := len(it.Bytes)
-	// §17: "未发送队列任一上限超出：丢弃全部未发送增量，标记 needs-resync".
+	// Over either limit of the namespace's queue, every unsent item is dropped: the
+	// namespace needs a resync.
 	if len(q.items)+1 > c.cfg.MaxQueuedUpdateCount || q.bytes+n > c.cfg.MaxQueuedUpdateBytes {
 		c.clearQueue(q)
 		return seam.ErrQueueOverflow
@@ -102,6 +114,7 @@ func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 	return nil
 }
 
+// coalesce is seam.Outbox.Coalesce.
 func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent func(seam.SentInfo)) error {
 	if c.closing || q.closed {
 		return seam.ErrClosed
@@ -144,10 +157,11 @@ func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent f
 	return nil
 }
 
-// shed makes room for n bytes of q (§17): whole queues of the largest namespaces are
-// dropped until the queued side is at most the low watermark; if the item still does not
-// fit, or q itself was shed, it is refused and q's surviving queue dropped too. Each shed
-// namespace other than q is told through HandleShed; shed reports whether q was.
+// shed makes room for n bytes of q: whole queues of the largest namespaces (ties by
+// namespace id) are dropped until the queued bytes are at most the low watermark; if the
+// item still does not fit, or q itself was shed, it is refused and q's surviving queue
+// dropped too. Each shed namespace other than q is told through HandleShed; shed reports
+// whether q was.
 func (c *conn) shed(q *nsQueue, n int) bool {
 	s := &c.sched
 	qShed := false
@@ -192,6 +206,7 @@ func (c *conn) clearQueue(q *nsQueue) seam.ShedInfo {
 	return info
 }
 
+// removeFromRing takes q out of the round-robin, keeping the turn where it was.
 func (c *conn) removeFromRing(q *nsQueue) {
 	if !q.inRing {
 		return
@@ -207,8 +222,8 @@ func (c *conn) removeFromRing(q *nsQueue) {
 
 // pump hands data frames to the writer: round-robin over the namespaces with queued data,
 // one frame per namespace per turn, skipping a namespace whose gate is closed, while the
-// connection is ready and below the high watermark (§17). It stops after a whole round
-// without a frame. It reports whether it sent anything.
+// connection is ready and below the high watermark. It stops after a whole round without a
+// frame, and reports whether it sent anything.
 func (c *conn) pump() bool {
 	s := &c.sched
 	if c.closing || c.state != stReady || s.paused {
@@ -230,7 +245,9 @@ func (c *conn) pump() bool {
 	return sent
 }
 
-// sendOne sends the next frame of q's head item, if its gate allows.
+// sendOne sends the next frame of q's head item, if its gate allows: an UPDATE, or the next
+// chunk of a transfer (UPDATE_CHUNK). The item's last frame is awaited for its kind's
+// acknowledgement.
 func (c *conn) sendOne(q *nsQueue) bool {
 	if len(q.items) == 0 {
 		c.removeFromRing(q)
@@ -302,8 +319,8 @@ func (c *conn) sendOne(q *nsQueue) bool {
 	return true
 }
 
-// emitSent reports a data item's egress (§23.1): update-sent for an UPDATE frame (the
-// connection stamps its sequence), chunked-*-sent when a transfer's last chunk leaves.
+// emitSent reports a data item leaving (§23.1): update-sent for an UPDATE frame (with the
+// sequence only the connection knows), chunked-*-sent when a transfer's last chunk leaves.
 func (c *conn) emitSent(ns protocol.NamespaceID, it *queuedItem, info seam.SentInfo) {
 	if !c.em.Enabled() {
 		return

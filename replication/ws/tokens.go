@@ -44,7 +44,7 @@ func ParseTokenSHA256(s string) ([sha256.Size]byte, error) {
 	return h, nil
 }
 
-// ParseTokensFile decodes the hub's tokens file (GUIDE §7):
+// ParseTokensFile decodes the hub's tokens file:
 //
 //	{"peers":[{"instanceId":"peer-a","tokenSha256":"<64 hex>","owner":"default",
 //	           "namespaces":["*"],"read":true,"submit":true}]}
@@ -110,13 +110,13 @@ func EncodeTokensFile(entries []TokenEntry) []byte {
 // TokenTable is an in-memory Authenticator over token hashes. Lookups compare the hash of
 // the presented token with every entry's hash in constant time (crypto/subtle), so neither a
 // match nor its position leaks through timing. Replace swaps the whole table atomically (the
-// hub binary reloads the tokens file); it affects new upgrades only (§15.2). Revoke reports a
+// hub binary reloads the tokens file); it affects new upgrades only. Revoke reports a
 // revocation to the subscribed hub. The zero value has no table: Authenticate returns
-// ErrVerifierMissing until Replace is called.
+// ErrVerifierMissing until Replace is called. Its methods may be called concurrently.
 type TokenTable struct {
-	entries atomic.Pointer[[]TokenEntry]
+	entries atomic.Pointer[[]TokenEntry] // replaced whole, never modified in place
 
-	mu   sync.Mutex
+	mu   sync.Mutex // guards subs and next
 	subs map[int]func(seam.Revocation)
 	next int
 }

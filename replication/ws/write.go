@@ -10,15 +10,19 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// writer is the connection's single writing goroutine. The owner hands it encoded frames
-// in sequence order; it writes them in that order, so sequence order is write order. It
-// reports written bytes back to the owner, which keeps the unflushed-bytes accounting
+// writer is the connection's single writing goroutine (loop). The owner hands it encoded
+// frames in sequence order; it writes them in that order, so sequence order is write order.
+// It reports written bytes back to the owner, which keeps the unflushed-bytes accounting
 // (coder/websocket has no bufferedAmount: Write returns once the frame is in the socket).
+//
+// The owner and the writer goroutine share it: push and requestClose run on the owner,
+// stopOutput on any goroutine, loop and write on the writer; mu and the atomics are their
+// only meeting points.
 type writer struct {
 	c    *conn
-	wake chan struct{}
+	wake chan struct{} // capacity 1: "something was pushed or the close was requested"
 
-	mu       sync.Mutex // guards the fields below
+	mu       sync.Mutex // guards queue, closing, errFrame and code
 	queue    []outFrame
 	closing  bool
 	errFrame []byte
@@ -31,6 +35,8 @@ type writer struct {
 	flushPending                atomic.Bool  // a report is posted to the owner
 }
 
+// outFrame is one encoded frame handed to the writer; control frames and data frames are
+// accounted apart.
 type outFrame struct {
 	b       []byte
 	control bool
@@ -41,6 +47,7 @@ func (w *writer) init(c *conn) {
 	w.wake = make(chan struct{}, 1)
 }
 
+// handOff gives an encoded frame, stamped with its sequence, to the writer.
 func (c *conn) handOff(f outFrame) { c.w.push(f) }
 
 func (w *writer) signal() {
@@ -60,8 +67,8 @@ func (w *writer) push(f outFrame) {
 // requestClose ends the writer: with flush, the frames handed over are written first (a
 // drain that completed: its GOAWAY and close handshakes must leave); otherwise they are
 // dropped, errFrame (if any) is sent, and the transport closed with code. Without errFrame
-// and flush the close aborts: a write in progress is cancelled and nothing more is written
-// (§18, §21: output is invalidated before the transport closes).
+// and flush the close aborts: a write in progress is cancelled and nothing more is written,
+// so no output follows the decision to close (§18).
 func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode, flush bool) {
 	w.mu.Lock()
 	w.closing, w.errFrame, w.code = true, errFrame, code
@@ -75,8 +82,9 @@ func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode, flush bo
 	w.signal()
 }
 
-// stopOutput makes the writer write nothing more, from any goroutine (§21: the hub's
-// service close invalidates wire output synchronously, before the owner closes).
+// stopOutput makes the writer write nothing more. It may be called from any goroutine: the
+// hub's shutdown stops every connection's output at once, before their owners close them
+// (§21).
 func (w *writer) stopOutput() {
 	w.abort.Store(true)
 	if w.writing.Load() {
@@ -96,11 +104,13 @@ func (w *writer) written(n int, control bool) {
 	}
 }
 
+// collect, on the owner goroutine, takes the written bytes reported so far.
 func (w *writer) collect() {
 	w.flushPending.Store(false)
 	w.c.flushed(int(w.flushedData.Swap(0)), int(w.flushedControl.Swap(0)))
 }
 
+// write writes one frame, unless the output was stopped.
 func (w *writer) write(b []byte) error {
 	w.writing.Store(true)
 	defer w.writing.Store(false)
@@ -112,6 +122,9 @@ func (w *writer) write(b []byte) error {
 
 var errAborted = errors.New("ws: write aborted by close")
 
+// loop is the writer goroutine: it writes what the owner pushed, and at the close the
+// best-effort ERROR, then closes the transport. After a failed write it writes nothing
+// more, and tells the owner the transport is lost.
 func (w *writer) loop() {
 	c := w.c
 	defer c.post(func() { c.writerDone = true })
@@ -141,9 +154,9 @@ func (w *writer) loop() {
 		}
 		if closing {
 			if errFrame != nil && !failed {
-				// §14: the best-effort ERROR takes the sequence after the last frame written.
+				// The ERROR takes the sequence after the last frame written.
 				protocol.SetFrameSequence(errFrame, lastSeq+1)
-				_ = w.write(errFrame) // best effort (§14): the close follows either way
+				_ = w.write(errFrame) // best effort: the close follows either way
 			}
 			if code == 0 {
 				code = protocol.CloseNormal

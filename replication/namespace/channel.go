@@ -11,9 +11,13 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// channel is one namespace on one connection: the §16 state machine (peer) or the hub's
-// nine states, the registry lease and replication session, the outbound window and queue,
-// and the sync round.
+// channel is one namespace on one connection: its state machine (the peer's namespace
+// states of §16, or the hub's nine), its registry lease and replication session, its
+// outbound window and queue, its sync round and its close handshake. hubChannel and
+// peerChannel embed it and add what only their side keeps (channelRole).
+//
+// Its fields belong to the connection's owner goroutine, except pullScheduled, which the
+// registry's sequencer goroutine sets (notify).
 type channel struct {
 	n     *nsConn
 	role  channelRole // the hubChannel or peerChannel this channel is part of
@@ -24,34 +28,34 @@ type channel struct {
 	lease    *registry.Lease
 	sess     *registry.Session
 	identity registry.Identity // the identity OPEN_OK announced
-	// readOnly: the remote may not submit (§19), so its UPDATEs are refused and its diffs
-	// not applied. The hub sets it from the peer's grant; the peer's remote may always.
+	// readOnly: the remote may not submit, so its UPDATEs are refused and its diffs not
+	// applied. The hub sets it from the peer's grant; the peer's remote may always.
 	readOnly bool
 
-	// Outbound live updates (§10, §17): the queue of unsent updates (its gate is the
-	// window), the UPDATEs sent and not yet acknowledged, oldest first, and one timer for
-	// the oldest one's ackTimeoutMs.
+	// Outbound live updates: the queue of unsent updates (its gate is the window), the
+	// UPDATEs sent and not yet acknowledged, oldest first, and one timer for the oldest
+	// one's ackTimeoutMs.
 	out      seam.Outbox
 	window   []inflight
 	reserved int // window slots the gate gave to items not yet reported sent
 	ackTimer seam.Timer
 
-	receiving int // inbound UPDATEs admitted and not yet acknowledged (§10.2)
-	applying  int // applies admitted to the sequencer and not yet settled (§12)
+	receiving int // inbound UPDATEs admitted and not yet acknowledged
+	applying  int // applies admitted to the sequencer and not yet settled
 
 	round         syncRound
-	resyncPending bool // a resync arose during the round: one more round follows (§9.4)
+	resyncPending bool // a resync arose during the round: one more round follows
 
 	pullScheduled atomic.Bool // a pull of the session's fan-out is posted
 
-	// Close handshake (§12).
+	// The close handshake.
 	closeSent, closeRecv, closeAnswered, closeOKRecv bool
 	closeRecvSeq                                     uint32
 	closeTimer                                       seam.Timer
 
 	diffObs *diffObservation // the Step2 apply being observed (observer only)
 
-	timer seam.Timer // hub: bootstrap; peer: open, bootstrap or reconcile (§18)
+	timer seam.Timer // the state's timeout: hub: bootstrap; peer: open, bootstrap or reconcile
 }
 
 // init makes c the channel of ns on n, in state, with role (the hubChannel or peerChannel
@@ -70,11 +74,13 @@ func (c *channel) ended() bool {
 	return false
 }
 
+// closing: a close handshake is under way.
 func (c *channel) closing() bool { return c.state == observer.ChannelClosing }
 
-// quiet: nothing of the channel is open on the wire (a drain may end, §6.3).
+// quiet: nothing of the channel is open on the wire (a drain may end).
 func (c *channel) quiet() bool { return c.ended() || c.state == observer.ChannelTargeted }
 
+// setState moves the channel to state to, reports it and tells the role.
 func (c *channel) setState(to observer.ChannelState) {
 	from := c.state
 	if from == to {
@@ -88,8 +94,8 @@ func (c *channel) setState(to observer.ChannelState) {
 }
 
 // terminate moves the channel to an end state and gives back what it holds: timers, its
-// queue, its session and its lease. Admitted applies still settle in the registry (§12,
-// §16). It reports whether the channel was not already ended.
+// queue, its session and its lease. Admitted applies still settle in the registry. It
+// reports whether the channel was not already ended.
 func (c *channel) terminate(to observer.ChannelState) bool {
 	if c.ended() {
 		return false
@@ -101,6 +107,7 @@ func (c *channel) terminate(to observer.ChannelState) bool {
 	return true
 }
 
+// releaseAll gives back the queue, the session and the lease.
 func (c *channel) releaseAll() {
 	if c.out != nil {
 		c.out.Close()
@@ -127,6 +134,7 @@ var nothingToSettle = func() <-chan struct{} {
 	return ch
 }()
 
+// stopTimers stops every timer of the channel.
 func (c *channel) stopTimers() {
 	stopTimer(&c.timer)
 	c.role.stopPeriodic()
@@ -150,6 +158,7 @@ func (c *channel) failed(cause observer.FailedCause, timeout time.Duration) {
 	c.emitFailed(cause, timeout)
 }
 
+// emitFailed reports namespace-failed.
 func (c *channel) emitFailed(cause observer.FailedCause, timeout time.Duration) {
 	if c.n.em.Enabled() {
 		ev := observer.NamespaceFailed{ConnectionID: c.n.connID(), NamespaceID: c.id, Cause: cause}
@@ -160,6 +169,7 @@ func (c *channel) emitFailed(cause observer.FailedCause, timeout time.Duration) 
 	}
 }
 
+// emitConflicted reports identity-conflicted.
 func (c *channel) emitConflicted(via observer.ConflictVia) {
 	if c.n.em.Enabled() {
 		c.n.em.Emit(observer.IdentityConflicted{ConnectionID: c.n.connID(), NamespaceID: c.id, Via: via})
@@ -167,9 +177,10 @@ func (c *channel) emitConflicted(via observer.ConflictVia) {
 }
 
 // sendError answers with a namespace ERROR of code (about the frame with sequence rel, if
-// not 0) and takes the channel to the terminal state the registry gives the code (§13.2).
-// cause is the namespace-failed cause when that state is failed. On the hub, an opening
-// channel answers each waiting OPEN_NAMESPACE with it instead (§7.1: each gets its answer).
+// not 0) and takes the channel to the terminal state the error registry gives the code
+// (§13.2). cause is the namespace-failed cause when that state is failed. On the hub, an
+// opening channel answers each waiting OPEN_NAMESPACE with it instead: each gets its own
+// answer.
 func (c *channel) sendError(code protocol.ErrorCode, rel uint32, cause observer.FailedCause) {
 	if c.ended() {
 		return
@@ -197,8 +208,8 @@ func (c *channel) sendError(code protocol.ErrorCode, rel uint32, cause observer.
 }
 
 // sendFailed handles a control frame the connection refused: a namespace size cap (a diff
-// over maxSyncDiffBytes without chunking is SYNC_DIFF_TOO_LARGE, §9.2) fails the namespace
-// with that code; a closed connection ends it anyway.
+// over maxSyncDiffBytes without chunking is SYNC_DIFF_TOO_LARGE) fails the namespace with
+// that code; a closed connection ends it anyway.
 func (c *channel) sendFailed(err error) {
 	var pe *protocol.Error
 	switch {
@@ -221,7 +232,7 @@ func (c *channel) reportEnd(to observer.ChannelState, cause observer.FailedCause
 	}
 }
 
-// terminalOf is the channel state a fatal namespace error leaves (§13.2).
+// terminalOf is the channel state a fatal namespace error leaves, by the error registry.
 func terminalOf(code protocol.ErrorCode) observer.ChannelState {
 	spec, ok := protocol.LookupError(protocol.ScopeNamespace, code)
 	if !ok {
@@ -242,9 +253,9 @@ func (c *channel) violation(f protocol.Frame) {
 }
 
 // accepts decides what happens to a frame that starts or continues work, by the close
-// handshake: after this side sent CLOSE_NAMESPACE the remote may still send what it sent
-// before it learnt (dropped silently); after the remote sent one, it must send nothing new
-// (a violation, §16 "未接纳 frame视为 closing violation"). Ended channels drop everything.
+// handshake (§12, §16): after this side sent CLOSE_NAMESPACE the remote may still send what
+// it sent before it learnt (dropped silently); after the remote sent one, it must send
+// nothing new (a violation). Ended channels drop everything.
 func (c *channel) accepts(f protocol.Frame) bool {
 	switch {
 	case c.ended():

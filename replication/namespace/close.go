@@ -5,17 +5,21 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// Reason codes of CLOSE_NAMESPACE (§12).
+// This file is the close handshake of a namespace (§12): one side sends CLOSE_NAMESPACE, the
+// other lets the applies it admitted settle and answers CLOSE_OK; crossed closes are both
+// answered, and closeTimeoutMs without an answer ends the channel anyway.
+
+// Reason codes of CLOSE_NAMESPACE.
 const (
 	closeReasonDrain  = "drain"
 	closeReasonRemove = "remove"
 	// closeReasonSchema: the peer closes a namespace whose replicated schema failed to
-	// re-arm (§23.1 schema-rearm-failed, ADR 0018 §3).
+	// re-arm (schema-rearm-failed).
 	closeReasonSchema = "schema-rearm-failed"
 )
 
 // startClose sends CLOSE_NAMESPACE: nothing new is admitted, and the close does not wait
-// for acknowledgements (§12).
+// for acknowledgements.
 func (c *channel) startClose(reason string) {
 	if c.ended() || c.closeSent {
 		return
@@ -31,6 +35,7 @@ func (c *channel) startClose(reason string) {
 	})
 }
 
+// enterClosing stops everything that would start work and enters closing.
 func (c *channel) enterClosing() {
 	c.round.active = false
 	stopTimer(&c.timer)
@@ -42,7 +47,7 @@ func (c *channel) enterClosing() {
 }
 
 // closeReceived: the remote closes the namespace. Admission stops at once; the applies
-// already admitted settle, and then CLOSE_OK goes (§12).
+// already admitted settle, and then CLOSE_OK goes.
 func (c *channel) closeReceived(f protocol.Frame) {
 	switch {
 	case c.ended():
@@ -59,6 +64,8 @@ func (c *channel) closeReceived(f protocol.Frame) {
 	c.maybeAnswerClose()
 }
 
+// maybeAnswerClose sends CLOSE_OK once the remote's close has arrived and every admitted
+// apply has settled.
 func (c *channel) maybeAnswerClose() {
 	if !c.closeRecv || c.closeAnswered || c.applying > 0 || c.ended() {
 		return
@@ -72,6 +79,7 @@ func (c *channel) maybeAnswerClose() {
 	}
 }
 
+// closeOK: the remote answered this side's close.
 func (c *channel) closeOK() {
 	if c.ended() || !c.closeSent {
 		return

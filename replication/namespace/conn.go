@@ -10,6 +10,10 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
+// This file is the part of a connection's namespace layer that both sides share: the
+// routing of namespace frames to channels, and the connection events (a rejected frame, a
+// shed queue, a drain, the close) applied to every channel.
+
 // connRole is what differs between the hub's and the peer's namespace layer on one
 // connection: which channels there are, and how a frame for an unknown namespace is
 // answered.
@@ -61,7 +65,9 @@ type channelRole interface {
 	schemaRearmed(r *registry.SchemaRearm)
 }
 
-// nsConn is the per-connection part both sides share.
+// nsConn is the per-connection part both sides share. Like everything of a connection's
+// namespace layer, it lives on the connection's owner goroutine: its fields are touched
+// only from Handler methods, posted functions and timer callbacks.
 type nsConn struct {
 	s        seam.Session
 	cfg      *protocol.Config
@@ -69,11 +75,12 @@ type nsConn struct {
 	log      *slog.Logger
 	role     connRole
 	closed   bool // HandleClosed was called
-	quiesced bool // Session.Quiesced was called
+	quiesced bool // seam.Session.Quiesced was called
 	// remote is the remote instance's id, the peer of the channels' replication sessions.
 	remote string
 	// degradedBypass: an apply to a degraded store is reported as degraded-bypass-applied
-	// (the peer applying hub updates in memory, §20), not as an ordinary apply.
+	// (the peer applying hub updates in memory while its store cannot save, §20), not as an
+	// ordinary apply.
 	degradedBypass bool
 
 	// ctx bounds the registry calls made off the owner goroutine for this connection; it
@@ -82,6 +89,7 @@ type nsConn struct {
 	cancel context.CancelFunc
 }
 
+// newNSConn is the shared part of a connection whose remote instance is remote.
 func newNSConn(s seam.Session, role connRole, log *slog.Logger, remote string) nsConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	return nsConn{s: s, cfg: s.Config(), em: s.Emitter(), log: log, role: role, remote: remote, ctx: ctx, cancel: cancel}
@@ -100,7 +108,7 @@ func refuseChunking(s seam.Session, log *slog.Logger) {
 	})
 }
 
-// connID is the connectionId of namespace-domain events (§23.3).
+// connID is the connectionId of namespace events.
 func (n *nsConn) connID() observer.Opt[string] {
 	if id := n.s.ConnectionID(); id != "" {
 		return observer.Some(id)
@@ -164,7 +172,8 @@ func (n *nsConn) addressed(f protocol.Frame) *channel {
 	return nil
 }
 
-// rejected handles a frame that failed a namespace size cap (GUIDE §5).
+// rejected handles a frame over a namespace size cap: its namespace fails with the cap's
+// code.
 func (n *nsConn) rejected(e *protocol.Error) {
 	c := n.role.channel(e.Namespace)
 	if c == nil {
@@ -177,14 +186,16 @@ func (n *nsConn) rejected(e *protocol.Error) {
 	c.sendError(e.Code, e.Sequence, observer.FailedProtocolViolation)
 }
 
-// shed: the connection dropped ns's unsent data to relieve backpressure (§17).
+// shed: the connection dropped ns's unsent data to relieve backpressure; the namespace
+// needs a resync.
 func (n *nsConn) shed(ns protocol.NamespaceID) {
 	if c := n.role.channel(ns); c != nil && c.sess != nil && !c.ended() {
 		c.needResync(observer.ResyncConnectionShed, observer.None[observer.SendFailure]())
 	}
 }
 
-// drain closes the open channels (§6.3: only natural CLOSE handshakes from now on).
+// drain closes the open channels with a CLOSE handshake (§6.3): nothing new starts on a
+// draining connection.
 func (n *nsConn) drain() {
 	n.role.each(func(c *channel) {
 		c.role.stopPeriodic()
@@ -199,15 +210,15 @@ func (n *nsConn) drain() {
 	n.checkQuiesced()
 }
 
-// allQuiet reports whether every channel is in a state a drain waits for (§6.3): nothing
-// open on the wire.
+// allQuiet reports whether every channel is in a state a drain waits for: nothing open on
+// the wire.
 func (n *nsConn) allQuiet() bool {
 	quiet := true
 	n.role.each(func(c *channel) { quiet = quiet && c.quiet() })
 	return quiet
 }
 
-// checkQuiesced ends a drain once every channel is quiet (§6.3).
+// checkQuiesced ends a drain once every channel is quiet.
 func (n *nsConn) checkQuiesced() {
 	if n.closed || n.quiesced || !n.draining() || !n.allQuiet() {
 		return
@@ -216,15 +227,15 @@ func (n *nsConn) checkQuiesced() {
 	n.s.Quiesced()
 }
 
-// connectionClosed ends every channel with the connection (§16: the session stops, admitted
-// applies drain, the lease is released).
+// connectionClosed ends every channel with the connection: each session stops, admitted
+// applies finish, each lease is released.
 func (n *nsConn) connectionClosed(to func(c *channel) observer.ChannelState) {
 	n.closed = true
 	n.cancel()
 	n.role.each(func(c *channel) { c.terminate(to(c)) })
 }
 
-// sendError sends a namespace ERROR (§13), with relatedSequence rel when not 0; the caller
+// sendError sends a namespace ERROR, with relatedSequence rel when not 0; the caller
 // reports it (emitNsError) once its decision took effect. It returns false when the
 // connection could not take the frame.
 func (n *nsConn) sendError(ns protocol.NamespaceID, code protocol.ErrorCode, rel uint32) bool {
@@ -241,6 +252,7 @@ func (n *nsConn) sendError(ns protocol.NamespaceID, code protocol.ErrorCode, rel
 	return true
 }
 
+// emitNsError reports a namespace error sent or received.
 func (n *nsConn) emitNsError(ns protocol.NamespaceID, code string, dir observer.Direction) {
 	if n.em.Enabled() {
 		c := observer.FoldNamespaceCode(code)

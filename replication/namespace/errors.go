@@ -8,6 +8,11 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
+// This file is how the namespace layer answers errors: the remote's namespace ERRORs, and
+// the registry's refusals turned into namespace errors (§13.2).
+
+// remoteError handles the remote's namespace ERROR: a fatal one ends the channel in the
+// state the error registry gives; a non-fatal one (ACK_TIMEOUT) asks for a resync.
 func (c *channel) remoteError(f protocol.Frame, m *protocol.ErrorMessage) {
 	switch {
 	case c.ended():
@@ -22,7 +27,7 @@ func (c *channel) remoteError(f protocol.Frame, m *protocol.ErrorMessage) {
 	if (known && !spec.Fatal) || (!known && !m.Fatal) {
 		c.n.emitNsError(c.ns, string(m.Code), observer.DirectionReceived)
 		// ACK_TIMEOUT: the remote stopped waiting for our acknowledgements and needs a new
-		// round (§13.2 retryable resync, terminal state needs-resync).
+		// round.
 		if known && c.sess != nil && !c.closing() {
 			c.resyncRequired(f)
 		}
@@ -37,7 +42,9 @@ func (c *channel) remoteError(f protocol.Frame, m *protocol.ErrorMessage) {
 	c.reportEnd(to, observer.FailedRemoteError, observer.ViaOpenMismatch)
 }
 
-// applyFailed answers an apply (UPDATE or Step2 diff) the registry refused (§10.1, §20).
+// applyFailed answers an apply (an UPDATE or a Step2 diff) the registry refused: a fenced
+// session, a refused write (protected meta, a read-only session, a degraded store), an
+// update that does not apply.
 func (c *channel) applyFailed(err error, rel uint32) {
 	switch {
 	case errors.Is(err, registry.ErrFenced):
@@ -55,8 +62,7 @@ func (c *channel) applyFailed(err error, rel uint32) {
 }
 
 // openErrorCode answers a session open or a bootstrap import the registry refused: an
-// identity mismatch (§7.1, §8.1) or a refused import (§8.1) keeps its code, anything else is
-// INTERNAL_ERROR.
+// identity mismatch or a refused import keeps its code, anything else is INTERNAL_ERROR.
 func openErrorCode(err error) protocol.ErrorCode {
 	switch {
 	case errors.Is(err, registry.ErrIDMismatch):

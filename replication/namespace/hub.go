@@ -21,35 +21,38 @@ type HubOptions struct {
 	Logger *slog.Logger
 }
 
-// Hub is the hub's namespace layer (§7–§12, §17, §19, §20): for every ready
-// connection its NewHandler (the hub's NamespaceFactory) keeps one channel per namespace
-// the peer opens, in the hub's nine states — opening, bootstrapping, reconciling, live,
-// needs-resync, closing, and the end states closed, conflicted and failed.
+// Hub is the hub's namespace layer: for every ready connection its NewHandler (the hub's
+// seam.NamespaceFactory) keeps one channel per namespace the peer opens, in the hub's nine
+// states — opening, bootstrapping, reconciling, live, needs-resync, closing, and the end
+// states closed, conflicted and failed.
 //
-// OPEN_NAMESPACE is authorized first (Session.Authorize: the authenticator's grant gives the
-// local owner and the read/submit permissions, §19), then the namespace is opened in the
-// registry for that owner, then the identities are compared (§7.1): no local replica on the
-// peer is a bootstrap (the snapshot encoded in the slot that opens the replication session,
-// §8.1), a matching identity a reconciliation, a different one REPLICATION_ID_MISMATCH or
-// REPLICATION_EPOCH_MISMATCH. An unauthorized OPEN gets NAMESPACE_UNAUTHORIZED whether or not
-// the namespace exists.
+// OPEN_NAMESPACE (§7) is authorized first (seam.Session.Authorize: the authenticator's
+// grant gives the hub's local owner and the read/submit permissions), then the namespace is
+// opened in the registry for that owner, then the identities are compared: no local replica
+// on the peer means a bootstrap (the snapshot is encoded in the slot that opens the
+// replication session), a matching identity a reconciliation, a different one
+// REPLICATION_ID_MISMATCH or REPLICATION_EPOCH_MISMATCH. An unauthorized OPEN gets
+// NAMESPACE_UNAUTHORIZED whether or not the namespace exists.
 //
-// The peer starts the sync rounds (§9); the hub answers each with its Step2 and its own
-// Step1. Peer UPDATEs are applied in the namespace's write sequencer (the registry gates
-// them: epoch, role, the protected meta check, degraded persistence) and acknowledged after
-// the apply; the runtime's single document observer fans every applied update out to the
-// other sessions, which send it within their windows. An epoch bump fences the sessions of
-// the old epoch: the hub sends IDENTITY_CHANGED and the channel ends conflicted (§11).
+// The peer starts the sync rounds; the hub answers each with its Step2 and its own Step1.
+// Peer UPDATEs are applied in the namespace's write sequencer (the registry gates them:
+// epoch, role, the protected meta check, degraded persistence) and acknowledged after the
+// apply; the runtime's single document observer fans every applied update out to the other
+// sessions, which send it within their windows. An epoch bump fences the sessions of the
+// old epoch: the hub sends IDENTITY_CHANGED and the channel ends conflicted.
+//
+// A connection's channels live on that connection's owner goroutine; Sessions may be called
+// from any goroutine.
 type Hub struct {
 	reg *registry.Registry
 	log *slog.Logger
 
-	mu       sync.Mutex
+	mu       sync.Mutex                            // guards sessions
 	sessions map[string]map[*hubChannel]HubSession // namespaceId → channel → status
 }
 
 // HubSession is the state of one peer's channel on a namespace, for the hub's admin API
-// (GUIDE §8: "sessions":[{"peerInstanceId","state"}]).
+// (its "sessions" list of a namespace).
 type HubSession struct {
 	PeerInstanceID string
 	ConnectionID   string
@@ -87,6 +90,7 @@ func (h *Hub) Sessions(namespaceID string) []HubSession {
 	return out
 }
 
+// track records c's state for Sessions.
 func (h *Hub) track(c *hubChannel) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -98,6 +102,7 @@ func (h *Hub) track(c *hubChannel) {
 	m[c] = HubSession{PeerInstanceID: c.n.s.PeerInstanceID(), ConnectionID: c.n.s.ConnectionID(), State: c.state}
 }
 
+// untrack forgets c.
 func (h *Hub) untrack(c *hubChannel) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -109,7 +114,8 @@ func (h *Hub) untrack(c *hubChannel) {
 	}
 }
 
-// NewHandler is the hub's NamespaceFactory: the namespace layer of one ready connection.
+// NewHandler is the hub's seam.NamespaceFactory: the namespace layer of one ready
+// connection.
 func (h *Hub) NewHandler(s seam.Session) seam.Handler {
 	hc := &hubConn{h: h, channels: make(map[protocol.NamespaceID]*hubChannel)}
 	hc.nsConn = newNSConn(s, hc, h.log, s.PeerInstanceID())
@@ -117,7 +123,7 @@ func (h *Hub) NewHandler(s seam.Session) seam.Handler {
 	return hc
 }
 
-// hubConn is the hub's namespace layer on one connection.
+// hubConn is the hub's namespace layer on one connection, on its owner goroutine.
 type hubConn struct {
 	nsConn
 	h        *Hub
@@ -143,13 +149,11 @@ func (hc *hubConn) HandleFrame(f protocol.Frame) {
 	}
 }
 
-func (hc *hubConn) HandleRejected(e *protocol.Error) { hc.rejected(e) }
-
-func (hc *hubConn) HandleDrain(seam.Drain) { hc.drain() }
-
+func (hc *hubConn) HandleRejected(e *protocol.Error)                    { hc.rejected(e) }
+func (hc *hubConn) HandleDrain(seam.Drain)                              { hc.drain() }
 func (hc *hubConn) HandleShed(ns protocol.NamespaceID, _ seam.ShedInfo) { hc.shed(ns) }
 
-// HandleRevoked ends the revoked namespaces with NAMESPACE_UNAUTHORIZED (§19).
+// HandleRevoked ends the revoked namespaces with NAMESPACE_UNAUTHORIZED.
 func (hc *hubConn) HandleRevoked(r seam.Revocation) {
 	for _, ns := range r.Namespaces {
 		c := hc.channels[ns]

@@ -20,15 +20,18 @@ type hubChannel struct {
 	grant       seam.Grant
 	mode        protocol.OpenMode
 	snapSeq     uint32 // the BOOTSTRAP_SNAPSHOT sequence
-	lastRound   uint32 // the highest syncRoundId the peer started on this namespace (§9.1)
+	lastRound   uint32 // the highest syncRoundId the peer started on this namespace
 }
 
+// newHubChannel is a channel in opening for ns.
 func newHubChannel(hc *hubConn, ns protocol.NamespaceID) *hubChannel {
 	c := &hubChannel{hc: hc}
 	c.init(&hc.nsConn, ns, observer.ChannelOpening, c)
 	return c
 }
 
+// open takes the peer's OPEN_NAMESPACE (§7.1): a new channel, authorized, then opened in the
+// registry off the connection goroutine.
 func (hc *hubConn) open(f protocol.Frame, m *protocol.OpenNamespace) {
 	if c := hc.channels[m.NamespaceID]; c != nil {
 		hc.reopen(c, f, m)
@@ -39,7 +42,7 @@ func (hc *hubConn) open(f protocol.Frame, m *protocol.OpenNamespace) {
 	hc.h.track(c)
 	c.openReq = *m
 	c.openWaiting = []uint32{f.Sequence}
-	// §7.1, §19: authorization first; a refusal says nothing about the namespace.
+	// Authorization first: a refusal says nothing about the namespace.
 	grant, ok := hc.s.Authorize(m.NamespaceID)
 	if !ok || !grant.Read {
 		c.sendError(protocol.CodeNamespaceUnauthorized, 0, observer.FailedOpenFailed)
@@ -50,9 +53,10 @@ func (hc *hubConn) open(f protocol.Frame, m *protocol.OpenNamespace) {
 	hc.startOpen(c)
 }
 
-// reopen answers an OPEN_NAMESPACE for a namespace this connection already has (§7.1):
-// while opening or open it shares the operation and gets its own answer; after the end it is
-// NAMESPACE_REOPEN_REQUIRES_RECONNECT.
+// reopen answers an OPEN_NAMESPACE for a namespace this connection already has: while
+// opening or open it shares the operation and gets its own answer; after the end it is
+// NAMESPACE_REOPEN_REQUIRES_RECONNECT, since a connection carries one lifecycle per
+// namespace.
 func (hc *hubConn) reopen(c *hubChannel, f protocol.Frame, m *protocol.OpenNamespace) {
 	same := m.HasLocalReplica == c.openReq.HasLocalReplica && m.ReplicationID == c.openReq.ReplicationID &&
 		m.ReplicationEpoch == c.openReq.ReplicationEpoch
@@ -93,6 +97,8 @@ func (hc *hubConn) startOpen(c *hubChannel) {
 	}()
 }
 
+// opened takes the registry's open, then opens the replication session: comparing the
+// identities for a reconciliation, encoding the snapshot for a bootstrap.
 func (hc *hubConn) opened(c *hubChannel, lease *registry.Lease, err error) {
 	if c.state != observer.ChannelOpening {
 		if lease != nil {
@@ -117,12 +123,12 @@ func (hc *hubConn) opened(c *hubChannel, lease *registry.Lease, err error) {
 	opts := c.sessionOptions()
 	c.mode = protocol.ModeBootstrap
 	if c.openReq.HasLocalReplica {
-		// §7.1: the identity is compared in the slot that opens the session.
+		// The identity is compared in the slot that opens the session.
 		c.mode = protocol.ModeReconcile
 		opts.Expect = &registry.Identity{ReplicationID: c.openReq.ReplicationID, Epoch: c.openReq.ReplicationEpoch}
 	} else {
-		// §8.1: the snapshot is encoded in the same slot, so the session's update stream
-		// starts exactly after it.
+		// The snapshot is encoded in the same slot, so the session's update stream starts
+		// exactly after it.
 		opts.Snapshot = true
 	}
 	post := hc.s.Post
@@ -136,6 +142,8 @@ func (hc *hubConn) opened(c *hubChannel, lease *registry.Lease, err error) {
 	}
 }
 
+// sessionOpened answers every waiting OPEN with OPEN_OK and then reconciles, or sends the
+// snapshot and waits for BOOTSTRAP_ACK within bootstrapTimeoutMs.
 func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st registry.SessionStart, err error) {
 	if c.state != observer.ChannelOpening {
 		if sess != nil {
@@ -145,7 +153,7 @@ func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st regis
 	}
 	switch {
 	case err != nil:
-		// A mismatch ends conflicted (§7.1), so the cause concerns only a failed end.
+		// A mismatch ends conflicted, so the cause concerns only a failed end.
 		c.sendError(openErrorCode(err), 0, observer.FailedSessionOpenFailed)
 		return
 	case hc.draining():
@@ -153,7 +161,7 @@ func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st regis
 		c.sendError(protocol.CodeNamespaceReopenRequiresReconnect, 0, observer.FailedOpenFailed)
 		return
 	case c.mode == protocol.ModeBootstrap && len(st.Snapshot) > hc.cfg.MaxBootstrapBytes:
-		// §8.1 without CAP_CHUNKED_UPDATE: the snapshot cannot travel.
+		// Without CAP_CHUNKED_UPDATE the snapshot cannot travel.
 		sess.Close()
 		c.sendError(protocol.CodeBootstrapTooLarge, 0, observer.FailedSendFailed)
 		return
@@ -190,7 +198,7 @@ func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st regis
 	})
 }
 
-// bootstrapAck: the peer imported the snapshot and opened its session (§8.2); its Step1
+// bootstrapAck: the peer imported the snapshot and opened its session (§8); its Step1
 // follows.
 func (c *hubChannel) bootstrapAck(f protocol.Frame, m *protocol.BootstrapAck) {
 	switch {
@@ -204,7 +212,7 @@ func (c *hubChannel) bootstrapAck(f protocol.Frame, m *protocol.BootstrapAck) {
 	c.setState(observer.ChannelReconciling)
 }
 
-// step1 answers the peer's Step1, which opens a round (§9.1): the hub's Step2 (the diff
+// step1 answers the peer's Step1, which opens a round: the hub's Step2 (the diff
 // the peer lacks) and the hub's own Step1.
 func (c *hubChannel) step1(f protocol.Frame, m *protocol.SyncStep1) {
 	switch c.state {
@@ -253,29 +261,28 @@ func (c *hubChannel) fenced(id registry.Identity) {
 	c.emitConflicted(observer.ViaFence)
 }
 
+// owesOpenAnswers: OPENs wait for the shared open to finish.
 func (c *hubChannel) owesOpenAnswers() bool { return len(c.openWaiting) > 0 }
 
+// takeOpenAnswers hands the waiting OPENs to an error that answers them all.
 func (c *hubChannel) takeOpenAnswers() []uint32 {
 	open := c.openWaiting
 	c.openWaiting = nil
 	return open
 }
 
+// changed keeps the admin API's view of the channel current.
 func (c *hubChannel) changed(observer.ChannelState) { c.hc.h.track(c) }
 
 // drainOpening: an open under way is answered NAMESPACE_REOPEN_REQUIRES_RECONNECT when it
-// completes (§6.3).
+// completes.
 func (c *hubChannel) drainOpening() {}
 
-// The hub never starts a round (the peer does, §9.1) and keeps nothing once a channel ends.
-func (c *hubChannel) wentLive() {}
-
-func (c *hubChannel) resyncReady() {}
-
-func (c *hubChannel) stopPeriodic() {}
-
-func (c *hubChannel) conflicted() {}
-
+// The hub never starts a round (the peer does) and keeps nothing once a channel ends.
+func (c *hubChannel) wentLive()                {}
+func (c *hubChannel) resyncReady()             {}
+func (c *hubChannel) stopPeriodic()            {}
+func (c *hubChannel) conflicted()              {}
 func (c *hubChannel) released(<-chan struct{}) {}
 
 // schemaRearmed: never on the hub — its protected check refuses every peer change to meta.

@@ -24,14 +24,14 @@ func (tc *TargetController) NewHandler(s seam.Session) seam.Handler {
 	return pc
 }
 
-// peerConn is the peer's namespace layer on one connection.
+// peerConn is the peer's namespace layer on one connection, on its owner goroutine.
 type peerConn struct {
 	nsConn
 	tc           *TargetController
 	channels     map[protocol.NamespaceID]*peerChannel // the targets taken up on this connection
-	lastRound    uint32                                // syncRoundIds are per connection and never wrap (§9.1)
+	lastRound    uint32                                // syncRoundIds are per connection and never wrap
 	reconnecting bool
-	// OPEN pacing (GUIDE §6): at most maxConcurrentOpens channels are opening or
+	// OPEN pacing: at most maxConcurrentOpens channels are opening or
 	// bootstrapping at once — the hub admits no more OPENs than that and holds only
 	// maxEarlyFrames frames beyond, and the snapshots in flight stay within its control
 	// reserve (maxQueuedControlBytes ≥ maxBootstrapBytes) — and the other targets wait, in
@@ -42,6 +42,8 @@ type peerConn struct {
 
 var _ seam.Handler = (*peerConn)(nil)
 
+// start takes up every target that is neither conflicted nor closed by a failed schema
+// re-arm, in namespace id order.
 func (pc *peerConn) start() {
 	if pc.closed || pc.draining() {
 		return
@@ -61,7 +63,7 @@ func (pc *peerConn) start() {
 }
 
 // targetAdded opens a target on this connection; a namespace that already had its
-// lifecycle here needs a new connection (§16).
+// lifecycle here needs a new connection.
 func (pc *peerConn) targetAdded(tg *target) {
 	if pc.closed || !pc.tc.wanted(tg) {
 		return
@@ -92,7 +94,7 @@ func (pc *peerConn) openNext() {
 	}
 }
 
-// targetRemoved closes a removed target's namespace (§16).
+// targetRemoved closes a removed target's namespace.
 func (pc *peerConn) targetRemoved(tg *target) {
 	c := pc.channels[tg.ns]
 	switch {
@@ -141,7 +143,7 @@ func (pc *peerConn) HandleFrame(f protocol.Frame) {
 }
 
 // requested returns the channel of a namespace this peer sent OPEN_NAMESPACE for, or
-// answers TARGET_NOT_REQUESTED (§19).
+// answers TARGET_NOT_REQUESTED.
 func (pc *peerConn) requested(f protocol.Frame, ns protocol.NamespaceID) *peerChannel {
 	c := pc.channels[ns]
 	if c == nil || !c.openSent {
@@ -151,16 +153,14 @@ func (pc *peerConn) requested(f protocol.Frame, ns protocol.NamespaceID) *peerCh
 	return c
 }
 
-func (pc *peerConn) HandleRejected(e *protocol.Error) { pc.rejected(e) }
-
+func (pc *peerConn) HandleRejected(e *protocol.Error)                    { pc.rejected(e) }
 func (pc *peerConn) HandleShed(ns protocol.NamespaceID, _ seam.ShedInfo) { pc.shed(ns) }
+func (pc *peerConn) HandleRevoked(seam.Revocation)                       {}
 
-func (pc *peerConn) HandleRevoked(seam.Revocation) {}
-
-// HandleDrain closes the open namespaces (§6.3); no new round or open starts.
+// HandleDrain closes the open namespaces; no new round or open starts.
 func (pc *peerConn) HandleDrain(seam.Drain) { pc.drain() }
 
-// HandleClosed: the socket is gone (§16): every channel's session stops, admitted applies
+// HandleClosed: the socket is gone: every channel's session stops, admitted applies
 // settle and leases are released; the targets stay, projected as disconnected (failed and
 // conflicted ones keep their state until the next connection or a reset, and one closed by
 // a failed schema re-arm stays closed).
@@ -190,7 +190,7 @@ func (pc *peerConn) channel(ns protocol.NamespaceID) *channel {
 }
 
 // addressable: the hub may address a namespace once this peer sent OPEN_NAMESPACE for it;
-// before, it was not requested on this connection (§19).
+// before, it was not requested on this connection.
 func (pc *peerConn) addressable(ns protocol.NamespaceID) *channel {
 	if c := pc.channels[ns]; c != nil && c.openSent {
 		return &c.channel
@@ -204,7 +204,8 @@ func (pc *peerConn) each(f func(*channel)) {
 	}
 }
 
-// unknown answers a frame for a namespace this peer did not request (§19).
+// unknown answers a frame for a namespace this peer did not request (§19):
+// TARGET_NOT_REQUESTED.
 func (pc *peerConn) unknown(_ protocol.MessageType, seq uint32, ns protocol.NamespaceID) {
 	if pc.sendError(ns, protocol.CodeTargetNotRequested, seq) {
 		pc.emitNsError(ns, string(protocol.CodeTargetNotRequested), observer.DirectionSent)

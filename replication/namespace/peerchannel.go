@@ -13,7 +13,7 @@ import (
 )
 
 // peerChannel is a target taken up on one connection: the shared channel, and what only the
-// peer keeps of it.
+// peer keeps of it. Like the channel, it lives on the connection's owner goroutine.
 type peerChannel struct {
 	channel
 	pc             *peerConn
@@ -24,10 +24,10 @@ type peerChannel struct {
 	gotSnapshot    bool
 	snapSeq        uint32        // the BOOTSTRAP_SNAPSHOT sequence, acknowledged once imported
 	opDone         chan struct{} // closed when the registry call off the connection goroutine is done
-	periodic       seam.Timer    // the periodic reconciliation (§9.4)
+	periodic       seam.Timer    // the periodic reconciliation
 }
 
-// step1 takes the hub's half of the round this peer started (§9.1).
+// step1 takes the hub's half of the round this peer started.
 func (c *peerChannel) step1(f protocol.Frame, m *protocol.SyncStep1) {
 	r := &c.round
 	if !r.active || r.myStep1 == 0 || m.SyncRoundID != r.id || r.theirStep1 != 0 {
@@ -41,8 +41,7 @@ func (c *peerChannel) step1(f protocol.Frame, m *protocol.SyncStep1) {
 func (c *peerChannel) fenced(registry.Identity) {} // a peer's sessions are not fenced
 
 // The peer receives OPEN_NAMESPACE from nobody: it owes no OPEN answer.
-func (c *peerChannel) owesOpenAnswers() bool { return false }
-
+func (c *peerChannel) owesOpenAnswers() bool     { return false }
 func (c *peerChannel) takeOpenAnswers() []uint32 { return nil }
 
 // drainOpening: a channel waiting for OPEN_OK closes once it arrives; one whose OPEN was not
@@ -74,16 +73,17 @@ func (c *peerChannel) wentLive() {
 	})
 }
 
-// resyncReady starts the round a resync asked for, once the window is empty (§9.4).
+// resyncReady starts the round a resync asked for, once the window is empty.
 func (c *peerChannel) resyncReady() {
 	if c.state == observer.ChannelNeedsResync && len(c.window) == 0 {
 		c.pc.startRound(c)
 	}
 }
 
+// stopPeriodic stops the periodic reconciliation.
 func (c *peerChannel) stopPeriodic() { stopTimer(&c.periodic) }
 
-// conflicted sticks to the target until it is reset (§16).
+// conflicted sticks to the target until it is reset.
 func (c *peerChannel) conflicted() { c.target.setConflicted() }
 
 func (c *peerChannel) released(settled <-chan struct{}) {
@@ -101,7 +101,7 @@ func (c *peerChannel) released(settled <-chan struct{}) {
 	}
 }
 
-// schemaRearmed reports a re-arm of the replicated schema (§23.1, ADR 0018): one
+// schemaRearmed reports a re-arm of the replicated schema (§23.1): one
 // schema-rearm-applied per install; on the first failure one schema-rearm-failed, and the
 // namespace closes itself with CLOSE_NAMESPACE (closed, not reopened by a reconnect). The
 // close is behaviour and happens without an observer too. No clock is read and no schema
@@ -170,6 +170,7 @@ func (pc *peerConn) leaseOff(c *peerChannel, get func() (*registry.Lease, error)
 	return ok
 }
 
+// localOpened sends OPEN_NAMESPACE once the local replica is open (or known to be absent).
 func (pc *peerConn) localOpened(c *peerChannel, lease *registry.Lease, err error) {
 	if c.state != observer.ChannelOpening || c.openSent || !pc.tc.wanted(c.target) || pc.draining() {
 		if lease != nil {
@@ -200,7 +201,7 @@ func (pc *peerConn) localOpened(c *peerChannel, lease *registry.Lease, err error
 	c.openSent = true
 }
 
-// openOK: the hub accepted the open (§7.2); its mode must match what we declared.
+// openOK: the hub accepted the open (§7); its mode must match what this peer declared.
 func (c *peerChannel) openOK(f protocol.Frame, m *protocol.OpenOK) {
 	pc := c.pc
 	if c.ended() {
@@ -248,6 +249,7 @@ func (pc *peerConn) openSession(c *peerChannel, then func()) {
 	}
 }
 
+// sessionOpened attaches the session, or fails the namespace with the registry's refusal.
 func (pc *peerConn) sessionOpened(c *peerChannel, sess *registry.Session, err error, then func()) {
 	if c.ended() || c.closing() {
 		if sess != nil {
@@ -263,7 +265,7 @@ func (pc *peerConn) sessionOpened(c *peerChannel, sess *registry.Session, err er
 	then()
 }
 
-// snapshot imports the hub's snapshot as the target's replica (§8.1): exclusively, under the
+// snapshot imports the hub's snapshot as the target's replica (§8): exclusively, under the
 // target's owner, with the OPEN_OK identity.
 func (c *peerChannel) snapshot(f protocol.Frame, m *protocol.BootstrapSnapshot) {
 	pc := c.pc
@@ -289,6 +291,8 @@ func (c *peerChannel) snapshot(f protocol.Frame, m *protocol.BootstrapSnapshot) 
 		func(lease *registry.Lease, err error) { pc.imported(c, lease, err, len(snap)) })
 }
 
+// imported opens the session on the imported replica, acknowledges the snapshot and starts
+// the first round.
 func (pc *peerConn) imported(c *peerChannel, lease *registry.Lease, err error, n int) {
 	if c.state != observer.ChannelBootstrapping {
 		if lease != nil {
@@ -297,7 +301,7 @@ func (pc *peerConn) imported(c *peerChannel, lease *registry.Lease, err error, n
 		return
 	}
 	if err != nil {
-		// §8.1: a replica that appeared meanwhile is not overwritten nor merged
+		// A replica that appeared meanwhile is neither overwritten nor merged
 		// (BOOTSTRAP_FAILED).
 		c.sendError(openErrorCode(err), c.snapSeq, observer.FailedApplyRejected)
 		return
@@ -307,8 +311,8 @@ func (pc *peerConn) imported(c *peerChannel, lease *registry.Lease, err error, n
 		pc.em.Emit(observer.BootstrapImported{ConnectionID: pc.connID(), NamespaceID: c.id, Bytes: n})
 	}
 	pc.openSession(c, func() {
-		// §8.2: the ACK says the import and the session are in place; a round follows to
-		// close the race between the snapshot's encoding and its installation.
+		// The ACK says the import and the session are in place; a round follows to close
+		// the race between the snapshot's encoding and its installation.
 		if _, err := pc.s.Send(&protocol.BootstrapAck{NamespaceID: c.ns, AckedSequence: c.snapSeq}); err != nil {
 			return
 		}
@@ -330,6 +334,7 @@ func (c *peerChannel) identityChanged() {
 	c.target.setConflicted()
 }
 
+// armReconcileTimer arms the reconcile timeout of a round.
 func (pc *peerConn) armReconcileTimer(c *peerChannel) {
 	pc.armTimer(c, observer.FailedReconcileTimeout, pc.cfg.ReconcileTimeout)
 }
@@ -347,7 +352,7 @@ func (pc *peerConn) armTimer(c *peerChannel, cause observer.FailedCause, d time.
 	})
 }
 
-// startRound opens a round with this peer's Step1 (§9.1). Not during a drain (§6.3).
+// startRound opens a round with this peer's Step1 (§9). Not during a drain.
 func (pc *peerConn) startRound(c *peerChannel) {
 	if pc.draining() || c.sess == nil || c.ended() || c.closing() || c.round.active {
 		return
@@ -364,6 +369,7 @@ func (pc *peerConn) startRound(c *peerChannel) {
 	}
 }
 
+// step1Ready sends the round's Step1 with the next round id of the connection.
 func (pc *peerConn) step1Ready(c *peerChannel, sv []byte, err error) {
 	if c.ended() || c.closing() || !c.round.active || c.round.myStep1 != 0 {
 		return
@@ -373,7 +379,7 @@ func (pc *peerConn) step1Ready(c *peerChannel, sv []byte, err error) {
 		return
 	}
 	if pc.lastRound == math.MaxUint32 {
-		// syncRoundId never wraps on a connection (§9.1): a new connection starts over.
+		// syncRoundId never wraps on a connection: a new connection starts over.
 		pc.reconnect()
 		return
 	}
@@ -383,7 +389,7 @@ func (pc *peerConn) step1Ready(c *peerChannel, sv []byte, err error) {
 }
 
 // timedOut fails a namespace whose open, bootstrap or reconcile timer fired, and rebuilds
-// the connection while the target is still wanted (§16, §18, issue #254).
+// the connection while the target is still wanted (namespace recovery, §16).
 func (pc *peerConn) timedOut(c *peerChannel, cause observer.FailedCause, d time.Duration) {
 	c.failed(cause, d)
 	if pc.tc.wanted(c.target) {

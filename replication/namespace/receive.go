@@ -8,20 +8,23 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
+// update applies the remote's UPDATE (§10.1, §10.2) in the namespace's write sequencer and
+// acknowledges it once the apply has settled. UPDATEs come only once the channel is open
+// and bootstrapped, within the sender's window, and from a remote that may submit.
 func (c *channel) update(f protocol.Frame, m *protocol.Update) {
 	if !c.accepts(f) {
 		return
 	}
 	switch {
 	case c.sess == nil || c.state == observer.ChannelBootstrapping || c.state == observer.ChannelOpening:
-		// OPEN_OK and the bootstrap come first (§7.2); the remote sends UPDATEs only live.
+		// OPEN_OK and the bootstrap come first; the remote sends UPDATEs only live.
 		c.violation(f)
 		return
 	case c.readOnly:
 		c.sendError(protocol.CodeRoleViolation, f.Sequence, observer.FailedApplyRefused)
 		return
 	case c.receiving >= c.n.cfg.MaxInFlightUpdates:
-		// More unacknowledged UPDATEs than the window allows a sender (§10.2).
+		// More unacknowledged UPDATEs than the window allows a sender.
 		c.violation(f)
 		return
 	}
@@ -42,6 +45,7 @@ func (c *channel) update(f protocol.Frame, m *protocol.Update) {
 	c.applying++
 }
 
+// updateApplied acknowledges and reports a settled apply.
 func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], res registry.ApplyResult, err error) {
 	c.receiving--
 	c.applying--
@@ -55,9 +59,9 @@ func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], r
 		}
 		return
 	}
-	// After this side sent CLOSE_NAMESPACE nothing more is acknowledged (§12: the close
-	// does not wait for acknowledgements; the next round repairs). The apply is reported
-	// all the same: one event per successful apply (§23.1).
+	// After this side sent CLOSE_NAMESPACE nothing more is acknowledged: the close does not
+	// wait for acknowledgements, and the next round repairs. The apply is reported all the
+	// same: one event per successful apply.
 	if !c.ended() && !c.closeSent {
 		// An ACK that cannot be sent has closed the connection, which ends the channel.
 		_, _ = c.n.s.Send(&protocol.UpdateAck{NamespaceID: c.ns, AckedSequence: seq})
@@ -66,7 +70,7 @@ func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], r
 		return
 	}
 	if res.Degraded && c.n.degradedBypass {
-		// §20, §23.5: a hub update applied to memory while persistence is degraded.
+		// A hub update applied to memory while the store cannot save (§23.5).
 		c.n.em.Emit(observer.DegradedBypassApplied{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: n, Sequence: seq})
 		return
 	}
@@ -74,6 +78,7 @@ func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], r
 		ApplyLatencyMs: c.n.em.SinceMs(t0), Sequence: seq, Stages: stagesOf(res.Stages)})
 }
 
+// stagesOf converts the registry's apply stages for the observer.
 func stagesOf(s *registry.Stages) observer.Opt[observer.Stages] {
 	if s == nil {
 		return observer.None[observer.Stages]()

@@ -5,6 +5,10 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
+// This file is resync (§9.4): when a side loses continuity — updates dropped unsent, a shed
+// queue, an unacknowledged window — the namespace goes to needs-resync and the next sync
+// round repairs whatever was lost.
+
 // needResync handles a local loss of continuity (a dropped queue, a failed send, a shed):
 // the unsent updates are dropped, the remote is told with RESYNC_REQUIRED, and the channel
 // goes to needs-resync — or, during a round, one more round follows it.
@@ -18,12 +22,14 @@ func (c *channel) resyncRequired(f protocol.Frame) {
 		return
 	}
 	if c.state == observer.ChannelOpening {
-		c.violation(f) // before OPEN_OK (§7.2)
+		c.violation(f) // before OPEN_OK
 		return
 	}
 	c.enterResync(observer.ResyncRemoteDeclared, observer.None[observer.SendFailure](), false)
 }
 
+// enterResync drops the unsent updates and goes to needs-resync (or, during a round,
+// schedules one more), declaring the loss to the remote when declare.
 func (c *channel) enterResync(cause observer.ResyncCause, failure observer.Opt[observer.SendFailure], declare bool) {
 	if c.ended() || c.closing() || c.sess == nil {
 		return
@@ -33,7 +39,7 @@ func (c *channel) enterResync(cause observer.ResyncCause, failure observer.Opt[o
 	}
 	switch {
 	case c.round.active:
-		// The round's diffs may predate the loss: one more round follows (§9.4).
+		// The round's diffs may predate the loss: one more round follows.
 		c.resyncPending = true
 	case c.state == observer.ChannelLive:
 		c.setState(observer.ChannelNeedsResync)
@@ -47,14 +53,15 @@ func (c *channel) enterResync(cause observer.ResyncCause, failure observer.Opt[o
 		_, _ = c.n.s.Send(&protocol.ResyncRequired{NamespaceID: c.ns, ReasonCode: protocol.ResyncSendQueueOverflow})
 	}
 	c.emitResync(cause, failure)
-	// §9.4: the round follows once the window is empty — also when an ACK timeout gave the
-	// window up while the channel was already waiting in needs-resync (the given-up
+	// The round follows once the window is empty — also when an ACK timeout gave the window
+	// up while the channel was already waiting in needs-resync (the given-up
 	// acknowledgements never reach it again).
 	if c.state == observer.ChannelNeedsResync && len(c.window) == 0 {
 		c.role.resyncReady()
 	}
 }
 
+// emitResync reports resync-required.
 func (c *channel) emitResync(cause observer.ResyncCause, failure observer.Opt[observer.SendFailure]) {
 	if c.n.em.Enabled() {
 		c.n.em.Emit(observer.ResyncRequired{ConnectionID: c.n.connID(), NamespaceID: c.id, Cause: cause, SendFailure: failure})

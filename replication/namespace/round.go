@@ -9,7 +9,12 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// syncRound is the state of one reconciliation round (§9.1–§9.3).
+// This file is the sync round (§9): the peer starts a round with its Step1 (its state
+// vector); the hub answers with its Step2 (the diff the peer lacks) and its own Step1; the
+// peer answers with its Step2; each side confirms the other's diff with SYNC_APPLIED once
+// it is applied. When both diffs are applied the namespace is live.
+
+// syncRound is the state of one reconciliation round.
 type syncRound struct {
 	active        bool
 	id            uint32
@@ -26,7 +31,7 @@ type syncRound struct {
 func (c *channel) beginRound(id uint32) {
 	c.round = syncRound{active: true, id: id}
 	c.resyncPending = false
-	c.setState(observer.ChannelReconciling) // UPDATEs go only live (§10.1): the queue waits
+	c.setState(observer.ChannelReconciling) // UPDATEs go only live: the queue waits
 }
 
 // sendStep1 sends this side's Step1 of the current round.
@@ -40,7 +45,7 @@ func (c *channel) sendStep1(sv []byte) {
 }
 
 // answerStep1 computes the diff the remote lacks against its state vector and sends it as
-// this side's Step2 (§9.2).
+// this side's Step2.
 func (c *channel) answerStep1(id uint32, sv []byte) {
 	post := c.n.s.Post
 	err := c.sess.DiffAsync(sv, func(diff []byte, err error) {
@@ -51,6 +56,7 @@ func (c *channel) answerStep1(id uint32, sv []byte) {
 	}
 }
 
+// diffReady sends the computed diff as this side's Step2.
 func (c *channel) diffReady(id uint32, diff []byte, err error) {
 	if c.ended() || c.closing() || !c.round.active || c.round.id != id {
 		return
@@ -79,8 +85,7 @@ func (c *channel) diffReady(id uint32, diff []byte, err error) {
 	}
 }
 
-// step2 applies the remote's diff in the sequencer, then confirms it with SYNC_APPLIED
-// (§9.2, §9.3).
+// step2 applies the remote's diff in the sequencer, then confirms it with SYNC_APPLIED.
 func (c *channel) step2(f protocol.Frame, m *protocol.SyncStep2) {
 	if !c.accepts(f) {
 		return
@@ -93,7 +98,7 @@ func (c *channel) step2(f protocol.Frame, m *protocol.SyncStep2) {
 	r.gotStep2 = true
 	seq, n, id := f.Sequence, len(m.Update), r.id
 	if c.readOnly {
-		// A read-only peer submits nothing (§19): its diff is not taken; the round settles.
+		// A read-only peer submits nothing: its diff is not taken; the round settles.
 		c.applying++
 		c.step2Applied(id, seq, registry.ApplyResult{}, nil)
 		return
@@ -101,8 +106,8 @@ func (c *channel) step2(f protocol.Frame, m *protocol.SyncStep2) {
 	post := c.n.s.Post
 	var obs *diffObservation
 	if c.n.em.Enabled() {
-		// §23.1 issue #239: the state vector when the Step2 was accepted and when its
-		// apply settled, read in the slots around the apply (slots run in order).
+		// For sync-diff-applied's effect: the state vector when the Step2 was accepted and
+		// when its apply settled, read in the slots around the apply (slots run in order).
 		obs = &diffObservation{round: id, seq: seq, bytes: n, t0: c.n.em.Now()}
 		// A capture the session cannot admit leaves obs.before nil: the event then goes
 		// without its effect group.
@@ -138,7 +143,8 @@ func (c *channel) step2(f protocol.Frame, m *protocol.SyncStep2) {
 }
 
 // diffObservation gathers what sync-diff-applied reports: the apply's outcome and the
-// state vectors around it.
+// state vectors around it. The sequencer goroutine writes before and after; the owner
+// goroutine reads them only after the post that follows.
 type diffObservation struct {
 	round         uint32
 	seq           uint32
@@ -151,6 +157,7 @@ type diffObservation struct {
 	noAfter       bool // the after capture could not be admitted
 }
 
+// step2Applied confirms a settled Step2 apply with SYNC_APPLIED and reports it.
 func (c *channel) step2Applied(id, seq uint32, res registry.ApplyResult, err error) {
 	c.applying--
 	defer c.maybeAnswerClose()
@@ -160,8 +167,8 @@ func (c *channel) step2Applied(id, seq uint32, res registry.ApplyResult, err err
 	obs := c.diffObs
 	if obs != nil && obs.seq == seq {
 		if err == nil && res.Degraded && c.n.degradedBypass {
-			// §23.1, §23.5: one event per successful apply; a degraded one, from any source,
-			// is degraded-bypass-applied instead of sync-diff-applied (after SYNC_APPLIED).
+			// One event per successful apply: a degraded one, from any source, is
+			// degraded-bypass-applied instead of sync-diff-applied (after SYNC_APPLIED).
 			defer c.n.em.Emit(observer.DegradedBypassApplied{ConnectionID: c.n.connID(), NamespaceID: c.id,
 				Bytes: obs.bytes, Sequence: seq})
 		} else if err == nil {
@@ -187,6 +194,7 @@ func (c *channel) step2Applied(id, seq uint32, res registry.ApplyResult, err err
 	c.roundProgress()
 }
 
+// afterCaptured reports the Step2 apply once its second state vector is read.
 func (c *channel) afterCaptured(obs *diffObservation) {
 	if c.diffObs == obs {
 		c.diffObs = nil
@@ -195,7 +203,7 @@ func (c *channel) afterCaptured(obs *diffObservation) {
 }
 
 // emitDiffApplied reports a successful Step2 apply (sync-diff-applied, §23.1), with the
-// effect group when both state vectors were read (or degraded-bypass-applied, §23.5).
+// effect group when both state vectors were read.
 func (c *channel) emitDiffApplied(obs *diffObservation) {
 	if !obs.applied || !c.n.em.Enabled() {
 		return
@@ -208,7 +216,7 @@ func (c *channel) emitDiffApplied(obs *diffObservation) {
 	c.n.em.Emit(ev)
 }
 
-// syncApplied: the remote confirmed our Step2 (§9.3).
+// syncApplied: the remote confirmed our Step2.
 func (c *channel) syncApplied(f protocol.Frame, m *protocol.SyncApplied) {
 	if c.ended() {
 		return
@@ -225,8 +233,8 @@ func (c *channel) syncApplied(f protocol.Frame, m *protocol.SyncApplied) {
 	c.roundProgress()
 }
 
-// roundProgress ends the round once both diffs are applied (§9.3: localDiffAppliedByRemote
-// and remoteDiffAppliedLocally): live, unless a resync arose meanwhile (§9.4).
+// roundProgress ends the round once both diffs are applied (ours confirmed by the remote,
+// theirs applied here): live, unless a resync arose meanwhile.
 func (c *channel) roundProgress() {
 	r := &c.round
 	if !r.active || !r.remoteApplied || !r.localApplied {

@@ -12,6 +12,11 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
+// This file is the outbound half of live updates (§10): what the namespace's document
+// changes reach this channel through its replication session's fan-out, wait in the
+// connection's Outbox behind the channel's window, leave as UPDATEs and are acknowledged,
+// or are given up at the ACK timeout.
+
 // inflight is one UPDATE sent and not yet acknowledged.
 type inflight struct {
 	seq      uint32
@@ -48,8 +53,8 @@ func (c *channel) attach(sess *registry.Session) {
 	c.pull() // what the fan-out queued before the session reached us
 }
 
-// pull takes what the runtime's observer fanned out to the session (§10.1: everything
-// applied to the namespace except what came from this session) and queues it for sending.
+// pull takes what the runtime's document observer fanned out to the session — everything
+// applied to the namespace except what came from this session — and queues it for sending.
 func (c *channel) pull() {
 	c.pullScheduled.Store(false)
 	if c.sess == nil || c.ended() {
@@ -71,7 +76,7 @@ func (c *channel) pull() {
 		c.needResync(observer.ResyncSessionFanoutOverflow, observer.None[observer.SendFailure]())
 	}
 	if c.state == observer.ChannelNeedsResync || c.closing() || c.out == nil {
-		// The next round's diffs are computed later and cover these (§9.4, §17).
+		// The next round's diffs are computed later and cover these.
 		return
 	}
 	for _, u := range p.Updates {
@@ -82,7 +87,7 @@ func (c *channel) pull() {
 	c.coalesce()
 }
 
-// canSend: UPDATEs go only while live (§10.1) and within the window of maxInFlightUpdates
+// canSend: UPDATEs go only while live, and within the window of maxInFlightUpdates
 // unacknowledged UPDATEs (§10.2).
 func (c *channel) canSend() bool {
 	return c.state == observer.ChannelLive && len(c.window)+c.reserved < c.n.cfg.MaxInFlightUpdates
@@ -121,11 +126,11 @@ func (c *channel) enqueue(u []byte) bool {
 	return false
 }
 
-// tooLarge handles an update over maxUpdateBytes: without chunking it cannot be sent
-// (§10.1, §23.1 issue #231). In live, with an empty queue, the send fails and a resync is
-// declared; with updates queued, it is dropped alone (update-dropped) and the next
-// reconciliation repairs it. Outside live it never reaches the send path: the round in
-// progress is followed by another.
+// tooLarge handles an update over maxUpdateBytes, which cannot be sent without chunking.
+// In live, with an empty queue, the send fails and a resync is declared (resync-required
+// with its send-failed sample, §23.1); with updates queued, it is dropped alone
+// (update-dropped) and the next reconciliation repairs it. Outside live it never reaches
+// the send path: the round in progress is followed by another.
 func (c *channel) tooLarge(n int) bool {
 	if c.state != observer.ChannelLive {
 		if c.round.active {
@@ -145,8 +150,8 @@ func (c *channel) tooLarge(n int) bool {
 	return true
 }
 
-// sendFailure samples the send path for resync-required{send-failed} (§23.1 issue #231),
-// before the queue is dropped. Only built when an observer listens.
+// sendFailure samples the send path for resync-required's send-failed detail, before the
+// queue is dropped. Only built when an observer listens.
 func (c *channel) sendFailure(reason observer.SendFailureReason, n int) observer.Opt[observer.SendFailure] {
 	if !c.n.em.Enabled() {
 		return observer.None[observer.SendFailure]()
@@ -154,6 +159,7 @@ func (c *channel) sendFailure(reason observer.SendFailureReason, n int) observer
 	return observer.Some(observer.SendFailure{Reason: reason, QueueSample: c.queueSample(n, observer.ChannelNeedsResync)})
 }
 
+// queueSample describes the send path for the observer.
 func (c *channel) queueSample(n int, state observer.ChannelState) observer.QueueSample {
 	items, bytes := 0, 0
 	if c.out != nil {
@@ -169,8 +175,8 @@ func (c *channel) queueSample(n int, state observer.ChannelState) observer.Queue
 		BufferedAmount: observer.Some(st.UnflushedData + st.UnflushedControl)}
 }
 
-// coalesce merges the unsent updates into one while they cannot leave (§10.1: unsent,
-// unsequenced updates may be merged with Y.mergeUpdates, never after).
+// coalesce merges the unsent updates into one while they cannot leave (§10.1): updates
+// that have no sequence yet may be merged with yjs.MergeUpdates, never after.
 func (c *channel) coalesce() {
 	if c.out == nil || c.canSend() {
 		return
@@ -197,12 +203,13 @@ func (c *channel) coalesce() {
 	}
 }
 
+// sentFunc is the Sent callback of an update of n bytes.
 func (c *channel) sentFunc(n int) func(seam.SentInfo) {
 	return func(si seam.SentInfo) { c.sent(si, n) }
 }
 
-// sent records an UPDATE in the window and arms the ACK timer for the oldest one (§10.2,
-// §18: ackTimeoutMs from the frame's sent time).
+// sent records an UPDATE in the window and arms the ACK timer for the oldest one:
+// ackTimeoutMs from the frame's sent time.
 func (c *channel) sent(si seam.SentInfo, n int) {
 	if c.reserved > 0 {
 		c.reserved--
@@ -221,6 +228,7 @@ func (c *channel) sent(si seam.SentInfo, n int) {
 	c.coalesce() // the window may be full now: what waits can be merged
 }
 
+// armAckTimer arms the ACK timer for the oldest UPDATE in the window.
 func (c *channel) armAckTimer() {
 	if len(c.window) == 0 {
 		c.ackTimer = nil
@@ -230,6 +238,8 @@ func (c *channel) armAckTimer() {
 	c.ackTimer = c.n.s.AfterFunc(max(d, 0), c.ackTimerFired)
 }
 
+// ackTimerFired times out the oldest UPDATE, or re-arms for the next one if it was
+// acknowledged meanwhile.
 func (c *channel) ackTimerFired() {
 	c.ackTimer = nil
 	if len(c.window) == 0 || c.ended() {
@@ -242,9 +252,9 @@ func (c *channel) ackTimerFired() {
 	c.ackTimeout()
 }
 
-// ackTimeout: an UPDATE went unacknowledged for ackTimeoutMs. It is not sent again: the
-// window is given up and the namespace needs a new round (§17, §18), which this side
-// declares with the non-fatal ACK_TIMEOUT error (§13.2: retryable resync).
+// ackTimeout: an UPDATE went unacknowledged for ackTimeoutMs (§18). It is not sent again:
+// the window is given up and the namespace needs a new round, which this side declares
+// with the non-fatal ACK_TIMEOUT error.
 func (c *channel) ackTimeout() {
 	rel := c.window[0].seq
 	c.window = nil
@@ -254,7 +264,7 @@ func (c *channel) ackTimeout() {
 	c.enterResync(observer.ResyncAckTimeout, observer.None[observer.SendFailure](), false)
 }
 
-// updateAck settles an UPDATE (§10.2). The connection has checked that it names one.
+// updateAck settles an UPDATE. The connection has checked that it names one.
 func (c *channel) updateAck(m *protocol.UpdateAck) {
 	if c.ended() {
 		return

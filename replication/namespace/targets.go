@@ -14,8 +14,8 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// Target is a namespace a peer replicates (§16, §19): the hub's namespace id and the local
-// owner its replica belongs to here. The owner never goes on the wire; bootstrap and every
+// Target is a namespace a peer replicates: the hub's namespace id and the local owner its
+// replica belongs to here. The owner never goes on the wire; bootstrap and every
 // later open use it.
 type Target struct {
 	NamespaceID string
@@ -25,12 +25,12 @@ type Target struct {
 // TargetStatus is a target as the peer's admin API shows it.
 type TargetStatus struct {
 	Target
-	// State is the §16 state: targeted, opening, bootstrapping, reconciling, live,
-	// needs-resync, closing, closed, conflicted, failed or disconnected.
+	// State is the namespace's state on the peer: targeted, opening, bootstrapping,
+	// reconciling, live, needs-resync, closing, closed, conflicted, failed or disconnected.
 	State observer.ChannelState
 	// Identity is the replication identity the hub announced at the last open (zero before).
 	Identity registry.Identity
-	// SchemaFailed: a replicated schema failed to re-arm (§23.1 schema-rearm-failed); the
+	// SchemaFailed: a replicated schema failed to re-arm (schema-rearm-failed); the
 	// namespace was closed and new connections leave it closed. Removing and adding the
 	// target back clears it (the replica then refuses sessions while its schema is
 	// invalid: registry.ErrSchemaInvalid); a reset recovers.
@@ -48,39 +48,42 @@ type TargetControllerOptions struct {
 	// Registry holds the peer's replicas (registry.RolePeer). Required.
 	Registry *registry.Registry
 	// Targets are the targets to replicate from the start (the host restores them from its
-	// configuration, §21).
+	// configuration at start-up).
 	Targets []Target
 	// Logger receives internal failures (never tokens, owners or bytes); nil discards them.
 	Logger *slog.Logger
 }
 
-// TargetController is the peer's namespace layer (§16): it keeps the targets
-// {namespaceId, localOwner} across connections, and for every ready connection its
-// NewHandler (the peer's NamespaceFactory) runs one channel per target through the eleven
-// states of §16 — targeted → opening → bootstrapping | reconciling → live ⇄ needs-resync,
-// closing → closed, and conflicted, failed, disconnected.
+// TargetController is the peer's namespace layer (§16): it keeps the targets (namespace id
+// and local owner) across connections, and for every ready connection its NewHandler (the
+// peer's seam.NamespaceFactory) runs one channel per target through the peer's eleven
+// namespace states — targeted → opening → bootstrapping | reconciling → live ⇄
+// needs-resync, closing → closed, and conflicted, failed, disconnected.
 //
 // On a ready connection each target is opened: with a local replica, OPEN_NAMESPACE declares
 // its identity and the namespace reconciles; without, the hub's snapshot is imported through
-// the registry under the target's owner (§8.1), acknowledged, and a round follows to close
-// the snapshot race. The peer starts every round (§9): after the bootstrap or the open, after
-// a resync once its window is empty, and periodically (§9.4: one timer per live namespace,
-// armed when a round ends). Local writes reach the hub through the replication session's
-// fan-out; while the namespace is not live they wait in the bounded unsent queue, merged.
+// the registry under the target's owner, acknowledged, and a round follows to close the
+// race between the snapshot and the updates made meanwhile. The peer starts every round:
+// after the bootstrap or the open, after a resync once its window is empty, and
+// periodically (one timer per live namespace, armed when a round ends). Local writes reach
+// the hub through the replication session's fan-out; while the namespace is not live they
+// wait in the bounded unsent queue, merged.
 //
 // Open, bootstrap and reconcile timeouts fail the namespace and, while the target is still
-// wanted, rebuild the connection (§16, §18 namespace-recovery). Frames for namespaces that
-// are not targets are answered with TARGET_NOT_REQUESTED. Removing a target closes its
-// namespace (CLOSE_NAMESPACE) and releases its lease; adding it back on the same connection
-// rebuilds the connection, as one connection allows one lifecycle per namespace (§1, §16).
-// An identity conflict (a mismatch at open, IDENTITY_CHANGED) sticks to the target until
-// Reset.
+// wanted, rebuild the connection (namespace recovery). Frames for namespaces that are not
+// targets are answered with TARGET_NOT_REQUESTED. Removing a target closes its namespace
+// (CLOSE_NAMESPACE) and releases its lease; adding it back on the same connection rebuilds
+// the connection, as one connection allows one lifecycle per namespace. An identity
+// conflict (a mismatch at open, IDENTITY_CHANGED) sticks to the target until Reset.
+//
+// Its methods may be called from any goroutine; a connection's channels live on that
+// connection's owner goroutine.
 type TargetController struct {
 	reg *registry.Registry
 	log *slog.Logger
 	wg  sync.WaitGroup // registry calls made off the connection goroutine
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards targets, conn, closed, and the fields of every target
 	targets map[protocol.NamespaceID]*target
 	conn    *peerConn // the ready connection's namespace layer, if any
 	closed  bool
@@ -95,8 +98,8 @@ type target struct {
 
 	state      observer.ChannelState
 	identity   registry.Identity
-	conflicted bool // sticky: only Reset (or removing and adding) clears it (§16)
-	// schemaFailed latches the first failed schema re-arm (ADR 0018 §3): one event, one
+	conflicted bool // sticky: only Reset (or removing and adding) clears it
+	// schemaFailed latches the first failed schema re-arm: one event, one
 	// CLOSE_NAMESPACE, and no reopen by a new connection; removing and adding the target
 	// back, or a reset, makes a new target without it.
 	schemaFailed bool
@@ -161,14 +164,14 @@ func (tc *TargetController) AddTarget(t Target) error {
 	return nil
 }
 
-// RemoveTarget removes a target (§16): its intent is marked removed at once; the namespace
+// RemoveTarget removes a target: its intent is marked removed at once; the namespace
 // closes (CLOSE_NAMESPACE on a ready connection), its session stops, admitted applies settle
 // and its lease is released — a socket close on the way joins the same cleanup. It returns
 // when that is done, or when ctx ends (the cleanup goes on).
 //
-// The cleanup runs on the connection's goroutine, which also delivers observer events
-// (§23.4: synchronously): an observer that removes a target must call RemoveTarget (or
-// Reset) from a goroutine of its own, or it waits on itself until ctx ends.
+// The cleanup runs on the connection's goroutine, which also delivers observer events,
+// synchronously: an observer that removes a target must call RemoveTarget (or Reset) from a
+// goroutine of its own, or it waits on itself until ctx ends.
 func (tc *TargetController) RemoveTarget(ctx context.Context, namespaceID string) error {
 	ns, err := protocol.ParseNamespaceID(namespaceID)
 	if err != nil {
@@ -206,8 +209,8 @@ func (tc *TargetController) RemoveTarget(ctx context.Context, namespaceID string
 	return nil
 }
 
-// Reset archives the local replica of a target and bootstraps it again (GUIDE §8 reset; the
-// way out of conflicted, §16): the target is removed, its replica reset in the registry,
+// Reset archives the local replica of a target and bootstraps it again (the admin API's
+// reset; the way out of conflicted): the target is removed, its replica reset in the registry,
 // and the target added back, which reopens it — on a new connection if the namespace
 // already had its lifecycle on the current one. Like RemoveTarget, not from an observer's
 // own call.
@@ -271,7 +274,7 @@ func (tg *target) status() TargetStatus {
 
 // Close waits for the registry calls still running for the controller's connections. Call
 // it after Peer.Close (which ends the connections and their channels) and before closing the
-// registry (§21). Idempotent.
+// registry. Idempotent.
 func (tc *TargetController) Close() {
 	tc.mu.Lock()
 	tc.closed = true

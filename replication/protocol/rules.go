@@ -59,7 +59,7 @@ func (d Direction) String() string {
 	return fmt.Sprintf("UNKNOWN_DIRECTION_0x%02x", uint8(d))
 }
 
-// Lane is the way a message leaves its sender (§17).
+// Lane is the way a message leaves its sender.
 type Lane uint8
 
 // The lanes.
@@ -94,35 +94,35 @@ type MessageRule struct {
 	Direction Direction
 	// AckedBy is the acknowledgement whose ackedSequence names a frame of this type: the
 	// receiver answers every such frame with exactly one, and an acknowledgement naming
-	// anything else is ACK_STATE_VIOLATION (§10.2). 0 when frames of the type are not
+	// anything else is ACK_STATE_VIOLATION. 0 when frames of the type are not
 	// acknowledged by sequence (answers such as OPEN_OK or SYNC_STEP2 carry no
 	// ackedSequence). UPDATE_CHUNK: only a transfer's last chunk is acknowledged, with the
 	// acknowledgement of its kind (ChunkKind.AckedBy).
 	AckedBy MessageType
 	// StartsWork: the frame would start new work, so a draining connection does not take
-	// it (§6.3).
+	// it.
 	StartsWork bool
 	// Lane is how the sender sends it.
 	Lane Lane
 	// EndsNamespace: once the frame has passed, in either direction, the namespace's
-	// lifecycle on the connection is over and no acknowledgement of it is still owed (§11,
-	// §12). A fatal namespace ERROR does the same (see EndsNamespace).
+	// lifecycle on the connection is over and no acknowledgement of it is still owed. A
+	// fatal namespace ERROR does the same (see EndsNamespace).
 	EndsNamespace bool
 	// AnswersOpen: the frame answers an OPEN_NAMESPACE (OPEN_OK, or a namespace ERROR).
 	AnswersOpen bool
 	// Violation is the namespace error answering a frame of this type that arrives where
 	// the namespace's state does not allow it: SYNC_STATE_VIOLATION for the frames of a
-	// sync round (§9.3), NAMESPACE_STATE_VIOLATION for the others; "" for connection
+	// sync round, NAMESPACE_STATE_VIOLATION for the others; "" for connection
 	// messages.
 	Violation ErrorCode
 	// Requires is the capability both ends must have negotiated before the type may be sent
-	// or received (§6.1); 0 for the types of the base protocol.
+	// or received; 0 for the types of the base protocol.
 	Requires Capability
 
 	new func() Message // an empty message of the type
 }
 
-// messageRules is the message registry of §5, indexed by type.
+// messageRules is the message registry, indexed by type.
 var messageRules = [...]MessageRule{
 	TypeHello: {Name: "HELLO", Scope: ScopeConnection, Direction: PeerToHub,
 		new: func() Message { return new(Hello) }},
@@ -187,7 +187,7 @@ func (t MessageType) Rule() MessageRule {
 	return r
 }
 
-// MessageRules returns the rows of the message registry (§5), in code order.
+// MessageRules returns the rows of the message registry, in code order.
 func MessageRules() []MessageRule {
 	var out []MessageRule
 	for i := range messageRules {
@@ -240,7 +240,7 @@ func AnswersOpen(m Message) (NamespaceID, bool) {
 }
 
 // Acknowledgement is a message whose ackedSequence names one earlier frame of the other
-// direction (§10.2): UPDATE_ACK, BOOTSTRAP_ACK, SYNC_APPLIED and CLOSE_OK, the AckedBy of
+// direction: UPDATE_ACK, BOOTSTRAP_ACK, SYNC_APPLIED and CLOSE_OK, the AckedBy of
 // their rows.
 type Acknowledgement interface {
 	NamespaceMessage
@@ -248,8 +248,8 @@ type Acknowledgement interface {
 	Acknowledges() uint32
 }
 
-// KindRule is what differs between the three kinds of chunked transfer (§10.3 for live
-// updates, §8.1 for snapshots, §9.2 for sync diffs).
+// KindRule is what differs between the three kinds of chunked transfer (§10.3): live
+// updates, snapshots and sync diffs.
 type KindRule struct {
 	Kind ChunkKind
 	Name string // "live-update", "snapshot", "sync-diff"
@@ -283,7 +283,7 @@ var kindRules = [...]KindRule{
 		Unchunked: CodeUpdateTooLarge, TooLarge: CodeUpdateTransferTooLarge, Violation: CodeUpdateTransferViolation,
 		ExpiredResync: ResyncUpdateTransferExpired,
 		maxChunked:    func(c *Config) int { return c.MaxChunkedUpdateBytes }},
-	// §8.1: a snapshot's assembly timeout ends like BOOTSTRAP_FAILED.
+	// A snapshot's assembly timeout ends like a failed bootstrap.
 	KindSnapshot: {Kind: KindSnapshot, Name: "snapshot", Whole: TypeBootstrapSnapshot,
 		Unchunked: CodeBootstrapTooLarge, TooLarge: CodeSnapshotTransferTooLarge, Violation: CodeSnapshotTransferViolation,
 		ExpiredFailure: CodeBootstrapFailed,
@@ -294,7 +294,7 @@ var kindRules = [...]KindRule{
 		maxChunked:    func(c *Config) int { return c.MaxChunkedSyncDiffBytes }},
 }
 
-// Rule returns the row of kind k, and false for a kind outside the three of §10.3.
+// Rule returns the row of kind k, and false for a kind outside the three.
 func (k ChunkKind) Rule() (KindRule, bool) {
 	if !k.Known() {
 		return KindRule{}, false
@@ -312,5 +312,5 @@ func (k ChunkKind) rule() KindRule {
 }
 
 // AckedBy is the acknowledgement of a transfer's last chunk of kind k: UPDATE_ACK,
-// BOOTSTRAP_ACK or SYNC_APPLIED (§10.3, §8.2, §9.3).
+// BOOTSTRAP_ACK or SYNC_APPLIED.
 func (k ChunkKind) AckedBy() MessageType { return k.rule().Whole.Rule().AckedBy }

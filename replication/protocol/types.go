@@ -2,11 +2,11 @@ package protocol
 
 import "fmt"
 
-// MessageType is the envelope's messageType byte (§3), one of the 18 codes of the append-only
-// registry of §5.
+// MessageType is the envelope's messageType byte, one of the 18 codes of the append-only
+// message registry (§5). Its rules are in rules.go.
 type MessageType uint8
 
-// The message registry (§5). The comment on each code gives its payload fields in wire order.
+// The message types. The comment on each gives its payload fields in wire order.
 const (
 	TypeHello             MessageType = 0x01 // peerInstanceId, expectedHubInstanceId, protocolVersions, requiredCapabilities, optionalCapabilities, connectionNonce
 	TypeHelloAck          MessageType = 0x02 // hubInstanceId, protocolVersion, selectedCapabilities, connectionNonce, connectionId
@@ -37,10 +37,11 @@ func (t MessageType) String() string {
 	return fmt.Sprintf("UNKNOWN_MESSAGE_TYPE_0x%02x", uint8(t))
 }
 
-// Known reports whether t is in the registry of §5.
+// Known reports whether t is in the message registry.
 func (t MessageType) Known() bool { return int(t) < len(messageRules) && messageRules[t].Name != "" }
 
-// Scope is the scope of a message (§5) or of an error (§13: the ERROR scope byte).
+// Scope is the scope of a message or of an error (the ERROR frame's scope byte): the
+// connection as a whole, or one namespace.
 type Scope uint8
 
 const (
@@ -59,7 +60,7 @@ func (s Scope) String() string {
 	return fmt.Sprintf("UNKNOWN_SCOPE_0x%02x", uint8(s))
 }
 
-// Scope is the message's scope in the registry of §5. ERROR is "either": its own scope byte
+// Scope is the message's scope in the message registry. ERROR is "either": its own scope byte
 // decides (ScopeOf); this method reports ScopeConnection for it.
 func (t MessageType) Scope() Scope { return t.Rule().Scope }
 
@@ -67,8 +68,7 @@ func (t MessageType) Scope() Scope { return t.Rule().Scope }
 // the wire. The vocabulary is append-only.
 type Capability uint32
 
-// CapChunkedUpdate (bit 0): the endpoint sends and accepts UPDATE_CHUNK (0x42) frames
-// (§6.1, §10.3).
+// CapChunkedUpdate (bit 0): the endpoint sends and accepts UPDATE_CHUNK (0x42) frames.
 const CapChunkedUpdate Capability = 0x00000001
 
 // KnownCapabilities are the bits this implementation knows.
@@ -114,9 +114,9 @@ func (m OpenMode) String() string {
 	return fmt.Sprintf("UNKNOWN_OPEN_MODE_0x%02x", uint8(m))
 }
 
-// ChunkKind is UPDATE_CHUNK's first field (§10.3): what the chunked transfer carries. Each kind
-// has its own size cap and error codes (§10.3 for live updates, §8.1 for snapshots, §9.2 for
-// sync diffs).
+// ChunkKind is UPDATE_CHUNK's first field (§10.3): what the chunked transfer carries, a live
+// update, a snapshot or a sync diff. Each kind has its own size cap and error codes (its
+// KindRule).
 type ChunkKind uint8
 
 const (
@@ -133,15 +133,14 @@ func (k ChunkKind) String() string {
 	return fmt.Sprintf("UNKNOWN_CHUNK_KIND_0x%02x", uint8(k))
 }
 
-// Known reports whether k is one of the three kinds of §10.3.
+// Known reports whether k is one of the three kinds.
 func (k ChunkKind) Known() bool { return int(k) < len(kindRules) }
 
-// TooLargeCode is the namespace error for a first chunk declaring more than the kind's caps
-// (§10.3, §8.1, §9.2).
+// TooLargeCode is the namespace error for a first chunk declaring more than the kind's caps.
 func (k ChunkKind) TooLargeCode() ErrorCode { return k.rule().TooLarge }
 
 // ViolationCode is the namespace error for an inconsistent geometry, a cross-frame violation
-// or an assembly over the per-connection cap (§10.3, §8.1, §9.2).
+// or an assembly over the per-connection cap.
 func (k ChunkKind) ViolationCode() ErrorCode { return k.rule().Violation }
 
 // UnchunkedCode is the namespace error for bytes of kind k over their single-frame cap when
@@ -152,7 +151,7 @@ func (k ChunkKind) UnchunkedCode() ErrorCode { return k.rule().Unchunked }
 // CloseCode is a WebSocket close code as the contract uses them (§14).
 type CloseCode uint16
 
-// The close codes of §14.
+// The close codes the contract uses.
 const (
 	CloseNormal        CloseCode = 1000 // normal end of the connection
 	CloseGoingAway     CloseCode = 1001 // GOAWAY, planned restart or shutdown

@@ -115,8 +115,8 @@ func (c Codec) AppendFrame(dst []byte, seq uint32, m Message) ([]byte, error) {
 	}
 	t := m.Type()
 	h := Header{Type: t, Sequence: seq}
-	if t == TypeUpdateChunk && !c.caps.Has(CapChunkedUpdate) {
-		return dst, connErr(CodeUnsupportedMessageType, "UPDATE_CHUNK without negotiated CAP_CHUNKED_UPDATE").withHeader(h)
+	if req := t.requires(); !c.caps.Has(req) {
+		return dst, connErr(CodeUnsupportedMessageType, t.String()+" without negotiated "+req.String()).withHeader(h)
 	}
 	if e := m.check(c.lim); e != nil {
 		return dst, e.withHeader(h)

@@ -62,8 +62,8 @@ func parseHeader(msg []byte, maxFrameBytes int, caps Capability) (Header, *Error
 	if !h.Type.Known() {
 		return h, connErr(CodeUnsupportedMessageType, "unknown message type").withHeader(h)
 	}
-	if h.Type == TypeUpdateChunk && !caps.Has(CapChunkedUpdate) {
-		return h, connErr(CodeUnsupportedMessageType, "UPDATE_CHUNK without negotiated CAP_CHUNKED_UPDATE").withHeader(h)
+	if req := h.Type.requires(); !caps.Has(req) {
+		return h, connErr(CodeUnsupportedMessageType, h.Type.String()+" without negotiated "+req.String()).withHeader(h)
 	}
 	// 8. The message is exactly 20 + payloadLength bytes, after the frame limit.
 	if total := HeaderLen + uint64(h.PayloadLength); total > uint64(maxFrameBytes) {

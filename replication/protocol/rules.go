@@ -187,6 +187,15 @@ func (t MessageType) Rule() MessageRule {
 	return r
 }
 
+// requires is t's Rule().Requires, without copying the row (the decoder asks for every
+// frame).
+func (t MessageType) requires() Capability {
+	if !t.Known() {
+		return 0
+	}
+	return messageRules[t].Requires
+}
+
 // MessageRules returns the rows of the message registry, in code order.
 func MessageRules() []MessageRule {
 	var out []MessageRule

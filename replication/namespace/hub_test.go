@@ -815,7 +815,7 @@ func TestS13_HubRemoteErrors(t *testing.T) {
 }
 
 // TestS23_1_OverCapLiveUpdate: without chunking a live update over maxUpdateBytes cannot be
-// sent (§10.1, §23.1 issue #231). With an empty queue the send fails: resync-required
+// sent (§10.1, §23.1). With an empty queue the send fails: resync-required
 // {send-failed, update-too-large} with the sampled queue, RESYNC_REQUIRED, needs-resync —
 // and the round's diff carries the update. With updates queued it is dropped alone:
 // update-dropped, no resync, the channel stays live, the queued updates still go, and the

@@ -452,7 +452,7 @@ func TestS16_PeerRemoveTargetAndAddBack(t *testing.T) {
 	if !open.HasLocalReplica {
 		t.Fatal("the replica was lost by the removal")
 	}
-	if err := f.tc.RemoveTarget(ctxT(t), nsN(0x404).String()); err != namespace.ErrUnknownTarget {
+	if err := f.tc.RemoveTarget(ctxT(t), nsN(0x404).String()); !errors.Is(err, namespace.ErrUnknownTarget) {
 		t.Fatalf("removing an unknown target: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package ws_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
@@ -222,7 +223,7 @@ func TestS2_AcceptWithoutTrustedIdentity(t *testing.T) {
 	a := f.connect(1) // a valid connection for contrast
 	_ = a
 	for _, id := range []string{"", "Peer A", "1abc"} {
-		if err := f.hub.Accept(nil, ws.Identity{PeerInstanceID: id}); err != ws.ErrNoTrustedIdentity {
+		if err := f.hub.Accept(nil, ws.Identity{PeerInstanceID: id}); !errors.Is(err, ws.ErrNoTrustedIdentity) {
 			t.Fatalf("Accept(%q) = %v", id, err)
 		}
 	}
@@ -300,7 +301,7 @@ func TestS6_3_GoAwayDrain(t *testing.T) {
 				t.Fatalf("%d work frames delivered during the drain, want only the first OPEN", n)
 			}
 			h.do(t, func(s seam.Session) {
-				if err := s.Outbox(ns1, nil).Enqueue(seam.DataItem{Bytes: []byte{1}}); err != seam.ErrDraining {
+				if err := s.Outbox(ns1, nil).Enqueue(seam.DataItem{Bytes: []byte{1}}); !errors.Is(err, seam.ErrDraining) {
 					t.Errorf("enqueue while draining: %v", err)
 				}
 				s.Quiesced()
@@ -356,7 +357,7 @@ func TestS19_RevokeNamespaces(t *testing.T) {
 	}
 }
 
-// TestS21_ShutdownClosesWithoutGoAway: §21 (issue #229): 1001 without GOAWAY, and Shutdown
+// TestS21_ShutdownClosesWithoutGoAway: the hub's service close (§21): 1001 without GOAWAY, and Shutdown
 // waits for admitted work.
 func TestS21_ShutdownClosesWithoutGoAway(t *testing.T) {
 	f := newHubFixture(t, smallConfig(t), nil)
@@ -389,7 +390,7 @@ func TestS21_ShutdownClosesWithoutGoAway(t *testing.T) {
 	// After shutdown, Accept refuses.
 	a, b := newPair()
 	defer a.Close(1000, "")
-	if err := f.hub.Accept(b, ws.Identity{PeerInstanceID: peerID}); err != ws.ErrHubShutdown {
+	if err := f.hub.Accept(b, ws.Identity{PeerInstanceID: peerID}); !errors.Is(err, ws.ErrHubShutdown) {
 		t.Fatalf("Accept after shutdown: %v", err)
 	}
 }

@@ -91,8 +91,8 @@ func TestS17_IgnoredPongs(t *testing.T) {
 	}
 }
 
-// TestS17_EventLoopDelaySampled: each ping timer firing reports actual − planned (§23.1
-// issue #238). The owner goroutine is held busy while the clock moves 250 ms past the due
+// TestS17_EventLoopDelaySampled: each ping timer firing reports actual − planned
+// (event-loop-delay-sampled, §23.1). The owner goroutine is held busy while the clock moves 250 ms past the due
 // time, as a long synchronous task would.
 func TestS17_EventLoopDelaySampled(t *testing.T) {
 	f := newHubFixture(t, smallConfig(t), nil)

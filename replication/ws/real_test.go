@@ -294,7 +294,7 @@ func TestS17_SlowReaderDoesNotBlockOthers(t *testing.T) {
 		slowH.do(t, func(s seam.Session) {
 			o := s.Outbox(nsN(i%50+1), nil)
 			err := o.Enqueue(seam.DataItem{Bytes: upd(1000, byte(i))})
-			if err != nil && err != seam.ErrConnectionShed && err != seam.ErrQueueOverflow {
+			if err != nil && !errors.Is(err, seam.ErrConnectionShed) && !errors.Is(err, seam.ErrQueueOverflow) {
 				t.Fatal(err)
 			}
 			paused = s.Stats().Paused

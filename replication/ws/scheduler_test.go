@@ -2,6 +2,7 @@ package ws_test
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/nomicore/nomicore/internal/clock"
@@ -54,7 +55,7 @@ func TestS17_RoundRobin(t *testing.T) {
 	if len(sent) != 6 || sent[0].Sequence != 3 || sent[5].Sequence != 8 {
 		t.Fatalf("sent %+v", sent)
 	}
-	// update-sent carries the stamped sequence (§23.1 issue #238/#423).
+	// update-sent carries the stamped sequence (§23.1).
 	evs := f.rec.OfType(observer.TypeUpdateSent)
 	if len(evs) != 6 || evs[0].Payload.(observer.UpdateSent).Sequence != 3 || evs[0].Payload.(observer.UpdateSent).Bytes != 10 {
 		t.Fatalf("update-sent %v", evs)
@@ -175,10 +176,10 @@ func TestS17_ItemChecks(t *testing.T) {
 				t.Errorf("kind %v: %v, want %s", tc.item.Kind, err, tc.code)
 			}
 		}
-		if _, err := s.Send(&protocol.Update{NamespaceID: ns1, Update: []byte{1}}); err != seam.ErrNotAllowed {
+		if _, err := s.Send(&protocol.Update{NamespaceID: ns1, Update: []byte{1}}); !errors.Is(err, seam.ErrNotAllowed) {
 			t.Errorf("Send(UPDATE) = %v", err)
 		}
-		if _, err := s.Send(&protocol.OpenNamespace{NamespaceID: ns1}); err != seam.ErrNotAllowed {
+		if _, err := s.Send(&protocol.OpenNamespace{NamespaceID: ns1}); !errors.Is(err, seam.ErrNotAllowed) {
 			t.Errorf("hub Send(OPEN_NAMESPACE) = %v", err)
 		}
 	})
@@ -196,7 +197,7 @@ func TestS17_QueueOverflow(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := o.Enqueue(seam.DataItem{Bytes: upd(1, 0)}); err != seam.ErrQueueOverflow {
+		if err := o.Enqueue(seam.DataItem{Bytes: upd(1, 0)}); !errors.Is(err, seam.ErrQueueOverflow) {
 			t.Fatalf("overflow: %v", err)
 		}
 		if n, b := o.Len(); n != 0 || b != 0 {
@@ -258,7 +259,7 @@ func TestS17_WatermarksAndShedding(t *testing.T) {
 			t.Fatalf("queued %d after shedding, want ns2's 1500", q)
 		}
 		// Strict admission: an item that does not fit even after shedding is refused.
-		if err := s.Outbox(nsN(4), nil).Enqueue(seam.DataItem{Bytes: upd(8000, 1)}); err != seam.ErrConnectionShed {
+		if err := s.Outbox(nsN(4), nil).Enqueue(seam.DataItem{Bytes: upd(8000, 1)}); !errors.Is(err, seam.ErrConnectionShed) {
 			t.Fatalf("oversized item: %v", err)
 		}
 	})

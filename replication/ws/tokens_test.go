@@ -2,6 +2,7 @@ package ws_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,7 +33,7 @@ func TestTokenSources(t *testing.T) {
 
 func TestTokenTable(t *testing.T) {
 	table := &ws.TokenTable{}
-	if _, err := table.Authenticate(context.Background(), "x"); err != ws.ErrVerifierMissing {
+	if _, err := table.Authenticate(context.Background(), "x"); !errors.Is(err, ws.ErrVerifierMissing) {
 		t.Fatalf("empty table: %v", err)
 	}
 	if err := table.Replace([]ws.TokenEntry{{PeerInstanceID: "Bad ID"}}); err == nil {

@@ -105,7 +105,7 @@ type Registry struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // runtime goroutines
 
-	mu        sync.Mutex
+	mu        sync.Mutex // guards closed, loaded, unloading and locks
 	closed    bool
 	loaded    map[string]*runtime // by namespace id: runtimes with leases
 	unloading map[string]*runtime // runtimes finishing their last slots

@@ -470,7 +470,7 @@ func waitProgress(t testing.TB, ws []*writer, n int64) {
 // netCtl wraps a peer's TCP connections: it can drop them abruptly (a lost socket) or stop
 // reading from them (a peer that reads nothing, so the hub's writes to it back up).
 type netCtl struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards conns, paused and resumed
 	conns   []*ctlConn
 	paused  bool
 	resumed chan struct{}

@@ -84,14 +84,14 @@ func eventually(t testing.TB, what string, cond func() bool) {
 // ---- a namespace handler for tests -------------------------------------------------------
 
 // testHandler is a small namespace layer: it answers OPEN_NAMESPACE with OPEN_OK (when
-// autoOpen), UPDATE with UPDATE_ACK (when autoAck), records every call, and ends drains
-// when all its namespaces closed (closeOnDrain).
+// autoOpen), UPDATE with UPDATE_ACK (when autoAck), records every call, and ends a drain
+// at once (quiesceOnDrain: it has no namespaces to close).
 type testHandler struct {
 	s seam.Session
 
 	autoOpen, autoAck, quiesceOnDrain bool
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards the records below: the test reads them from its own goroutine
 	frames   []protocol.Frame
 	rejected []*protocol.Error
 	drains   []seam.Drain

@@ -30,7 +30,7 @@ type peerFixture struct {
 	d      *wstest.Dialer
 	hs     *handlers
 	peer   *ws.Peer
-	mu     sync.Mutex
+	mu     sync.Mutex // guards states
 	states []ws.PeerState
 	token  string
 }

@@ -26,7 +26,7 @@ type echoNS struct {
 	hub      bool
 	inFlight map[protocol.NamespaceID]map[uint32]bool
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards received, acked and closed
 	received map[protocol.NamespaceID][][]byte
 	acked    int
 	closed   bool

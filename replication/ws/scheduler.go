@@ -28,8 +28,9 @@ type scheduler struct {
 // unflushed is every byte handed to the writer and not yet written.
 func (s *scheduler) unflushed() int { return s.unflushedData + s.unflushedControl }
 
-// nsQueue is one namespace's unsent data.
+// nsQueue is one namespace's unsent data, and its seam.Outbox.
 type nsQueue struct {
+	c      *conn
 	ns     protocol.NamespaceID
 	gate   func() bool
 	items  []*queuedItem
@@ -47,13 +48,13 @@ type queuedItem struct {
 }
 
 // outbox returns ns's queue, creating it with gate (seam.Session.Outbox).
-func (c *conn) outbox(ns protocol.NamespaceID, gate func() bool) *outbox {
+func (c *conn) outbox(ns protocol.NamespaceID, gate func() bool) *nsQueue {
 	q := c.queues[ns]
 	if q == nil {
-		q = &nsQueue{ns: ns, gate: gate}
+		q = &nsQueue{c: c, ns: ns, gate: gate}
 		c.queues[ns] = q
 	}
-	return &outbox{c: c, q: q}
+	return q
 }
 
 // checkItem refuses an item the connection could not frame: one over its kind's

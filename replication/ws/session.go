@@ -14,7 +14,11 @@ import (
 // BeginWork.
 type session struct{ c *conn }
 
-var _ seam.Session = session{}
+var (
+	_ seam.Session = session{}
+	_ seam.Timer   = (*timer)(nil)
+	_ seam.Outbox  = (*nsQueue)(nil)
+)
 
 func (s session) Side() observer.Side             { return s.c.side }
 func (s session) ConnectionID() string            { return s.c.connID }
@@ -90,24 +94,20 @@ func (t *timer) Stop() bool {
 	return true
 }
 
-// outbox is one namespace's data queue (seam.Outbox). Owner goroutine only.
-type outbox struct {
-	c *conn
-	q *nsQueue
+// An nsQueue is the seam.Outbox of its namespace. Owner goroutine only.
+
+func (q *nsQueue) Enqueue(item seam.DataItem) error { return q.c.enqueue(q, item) }
+func (q *nsQueue) Len() (items, bytes int)          { return len(q.items), q.bytes }
+func (q *nsQueue) Clear() seam.ShedInfo             { return q.c.clearQueue(q) }
+
+func (q *nsQueue) Coalesce(merge func(updates [][]byte) ([]byte, error), sent func(seam.SentInfo)) error {
+	return q.c.coalesce(q, merge, sent)
 }
 
-func (o *outbox) Enqueue(item seam.DataItem) error { return o.c.enqueue(o.q, item) }
-func (o *outbox) Len() (items, bytes int)          { return len(o.q.items), o.q.bytes }
-func (o *outbox) Clear() seam.ShedInfo             { return o.c.clearQueue(o.q) }
-
-func (o *outbox) Coalesce(merge func(updates [][]byte) ([]byte, error), sent func(seam.SentInfo)) error {
-	return o.c.coalesce(o.q, merge, sent)
-}
-
-func (o *outbox) Close() {
-	o.c.clearQueue(o.q)
-	if o.c.queues[o.q.ns] == o.q {
-		delete(o.c.queues, o.q.ns)
+func (q *nsQueue) Close() {
+	q.c.clearQueue(q)
+	if q.c.queues[q.ns] == q {
+		delete(q.c.queues, q.ns)
 	}
-	o.q.closed = true
+	q.closed = true
 }

@@ -33,7 +33,10 @@ type NamespaceMessage interface {
 	Namespace() NamespaceID
 }
 
-// malformed is the MALFORMED_FRAME of a field rule.
+// malformed is the MALFORMED_FRAME of a field rule. It is kept out of line so that the
+// checks calling it, on every frame's hot path, stay small enough to inline.
+//
+//go:noinline
 func malformed(t MessageType, field, rule string) *Error {
 	return connErr(CodeMalformedFrame, t.String()+"."+field+": "+rule)
 }

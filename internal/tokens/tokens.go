@@ -73,14 +73,14 @@ func parseFile(path string, data []byte) ([]ws.TokenEntry, error) {
 	return entries, nil
 }
 
-// Parse decodes and validates a tokens file: the format of ws.ParseTokensFile, and the checks
+// Parse decodes and validates a tokens file: the format of ParseFile, and the checks
 // of ws.TokenTable.Replace (instance ids, namespace ids), so a file the hub would refuse is
 // refused here with the same words.
 func Parse(data []byte) ([]ws.TokenEntry, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil // an empty file is an empty table
 	}
-	entries, err := ws.ParseTokensFile(data)
+	entries, err := ParseFile(data)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func Update(path string, edit func([]ws.TokenEntry) ([]ws.TokenEntry, error)) er
 	if _, err := ws.NewTokenTable(entries); err != nil {
 		return err
 	}
-	return WriteAtomic(path, ws.EncodeTokensFile(entries), 0o600)
+	return WriteAtomic(path, EncodeFile(entries), 0o600)
 }
 
 // WriteAtomic replaces the file at path with data: a temporary file in the same directory,

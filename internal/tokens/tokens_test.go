@@ -56,7 +56,7 @@ func TestAddStoresOnlyTheHashAndPrintsTokenOnce(t *testing.T) {
 		t.Fatalf("tokens file mode %v, want 0600", st.Mode().Perm())
 	}
 	// The hub's own parser reads it, and the table authenticates the token.
-	entries, err := ws.ParseTokensFile(data)
+	entries, err := ParseFile(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,14 +182,14 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 		{PeerInstanceID: "peer-a", TokenSHA256: sha256.Sum256([]byte("x")), Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true},
 		{PeerInstanceID: "peer-b", TokenSHA256: sha256.Sum256([]byte("y")), Owner: "team", Namespaces: []string{nsA, nsB}, Read: true},
 	}
-	out, err := Parse(ws.EncodeTokensFile(in))
+	out, err := Parse(EncodeFile(in))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(out) != 2 || out[1].Owner != "team" || !slices.Equal(out[1].Namespaces, []string{nsA, nsB}) || out[1].Submit || out[0].TokenSHA256 != in[0].TokenSHA256 {
 		t.Fatalf("round trip: %+v", out)
 	}
-	if got, err := Parse(ws.EncodeTokensFile(nil)); err != nil || len(got) != 0 {
+	if got, err := Parse(EncodeFile(nil)); err != nil || len(got) != 0 {
 		t.Fatalf("empty table: %v %v", got, err)
 	}
 }
@@ -407,5 +407,18 @@ func TestAuthenticatorReloadsOnUnknownToken(t *testing.T) {
 	}
 	if _, err := auth.Authenticate(ctx, "still-nope"); err != ws.ErrUnauthenticated {
 		t.Fatalf("unknown token after reloads: %v", err)
+	}
+}
+
+func TestParseFile(t *testing.T) {
+	h := "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	es, err := ParseFile([]byte(`{"peers":[{"instanceId":"peer-a","tokenSha256":"` + h + `","owner":"default","namespaces":["*"],"read":true,"submit":false}]}`))
+	if err != nil || len(es) != 1 || es[0].TokenSHA256 != ws.HashToken("test") || es[0].Owner != "default" || !es[0].Read || es[0].Submit {
+		t.Fatalf("%+v %v", es, err)
+	}
+	for _, bad := range []string{`{"peers":[{"instanceId":"a","tokenSha256":"00"}]}`, `{"peers":[{"instanceID":"a"}]}`, `[`} {
+		if _, err := ParseFile([]byte(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
 	}
 }

@@ -46,8 +46,8 @@ type conn struct {
 	queued      int
 	closing     bool
 	closeCode   websocket.StatusCode
-	closeReason string // sent to the client
-	closeCause  string // the log's and metrics' short name
+	closeReason string        // sent to the client
+	closeCause  string        // the log's and metrics' short name
 	wake        chan struct{} // cap 1: queue or closing changed
 	writerDone  chan struct{}
 
@@ -100,7 +100,7 @@ func (c *conn) run() {
 	s.m.closed(cause)
 	s.log.Info("editor disconnected", slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns),
 		slog.String("reason", cause), slog.Int("closeStatus", int(code)),
-		slog.Duration("connected", s.opts.Clock.Now().Sub(c.started)),
+		slog.Float64("connectedSeconds", s.opts.Clock.Now().Sub(c.started).Seconds()),
 		slog.Int64("messagesIn", c.msgsIn.Load()), slog.Int64("messagesOut", c.msgsOut.Load()))
 }
 

@@ -4,9 +4,14 @@
 //	hub [serve] --instance-id hub --listen 127.0.0.1:8787 --admin-listen 127.0.0.1:8788 \
 //	            --data ./nomicore-data/hub [--tokens FILE]      # defaults shown
 //	hub token add --data DIR --peer PEER_ID [--owner default] [--namespace ns-…|*]... [--read-only]
+//	hub token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only]   # an editor's token
 //	hub token list --data DIR
-//	hub token remove --data DIR --peer PEER_ID [--sha256 PREFIX]
+//	hub token remove --data DIR --peer PEER_ID|--client NAME [--sha256 PREFIX]
 //	hub write --namespace ns-… [--map ROOT] KEY=VALUE...        # a client of the admin API
+//
+// Editors (stock y-websocket providers) connect to the client listener, --client-listen
+// (default 127.0.0.1:8789): ws://HOST:PORT/v1/yjs/{namespaceId}?token=… ; the editor page is
+// http://HOST:PORT/edit/{namespaceId}?token=… .
 //
 // Every flag can also be set with an environment variable NOMICORE_<FLAG> (for example
 // NOMICORE_ADMIN_LISTEN). Logs are JSON lines on stderr.
@@ -47,8 +52,9 @@ func usage(w io.Writer) {
   hub [serve] [--instance-id hub] [--listen 127.0.0.1:8787] [--admin-listen 127.0.0.1:8788]
               [--data ./nomicore-data/hub] [--tokens FILE] [flags]
   hub token add --data DIR --peer PEER_ID [--owner default] [--namespace ns-…|*]... [--read-only]
+  hub token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only]
   hub token list --data DIR
-  hub token remove --data DIR --peer PEER_ID [--sha256 PREFIX]
+  hub token remove --data DIR --peer PEER_ID|--client NAME [--sha256 PREFIX]
   hub write --namespace ns-… [--map ROOT] [--admin-url URL] KEY=VALUE...
 Run "hub serve -h" for every flag; each flag also reads NOMICORE_<FLAG>.
 `)

@@ -19,6 +19,7 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/yws"
 )
 
 // serve runs the hub until SIGINT or SIGTERM, then shuts down in the order of §21.
@@ -31,6 +32,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	tokensFile := fs.String("tokens", "", "tokens file (default DATA/tokens.json)")
 	tokensPoll := fs.Duration("tokens-poll", time.Second, "how often the tokens file is checked for changes (SIGHUP reloads at once)")
 	common := node.RegisterCommon(fs)
+	clientFlags := node.RegisterClientFlags(fs, "127.0.0.1:8789")
 	if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {
 		return code
 	}
@@ -50,6 +52,9 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if *tokensPoll <= 0 {
 		return fail(errors.New("--tokens-poll must be positive"))
 	}
+	if err := clientFlags.Check(); err != nil {
+		return fail(err)
+	}
 	if *tokensFile == "" {
 		*tokensFile = filepath.Join(*data, tokens.FileName)
 	}
@@ -68,10 +73,16 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 			cleanup[i]()
 		}
 	}()
+	var editors *yws.Server // the client listener's endpoint, when enabled
 	reloader, err := tokens.NewReloader(tokens.ReloaderOptions{
 		Path:     *tokensFile,
 		OnReload: obs.TokenReload,
-		Logger:   log,
+		OnChange: func() {
+			if editors != nil {
+				editors.Revalidate() // a removed client token closes its editors
+			}
+		},
+		Logger: log,
 		Namespaces: func(ctx context.Context) ([]string, error) {
 			entries, err := reg.Entries(ctx, "")
 			ids := make([]string, 0, len(entries))
@@ -101,6 +112,28 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fail(err)
 	}
+	var clients *node.Server
+	if clientFlags.Enabled() {
+		var auth yws.Clients
+		if clientFlags.Auth == "token" {
+			auth = reloader.Clients()
+		}
+		m, err := inst.ClientMetrics()
+		if err != nil {
+			return fail(err)
+		}
+		opts := clientFlags.Options(inst, common, auth)
+		opts.Namespaces, opts.Metrics = node.HubNamespaces(store), m
+		if editors, err = yws.New(opts); err != nil {
+			return fail(err)
+		}
+		clientLn, err := node.Listen("client-listen", clientFlags.Listen)
+		if err != nil {
+			return fail(err)
+		}
+		clients = &node.Server{Name: "client", Listener: clientLn, Handler: editors}
+		cleanup = append(cleanup, func() { clientLn.Close() })
+	}
 	replLn, err := node.Listen("listen", *listen)
 	if err != nil {
 		return fail(err)
@@ -125,18 +158,27 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	hup := make(chan struct{}, 1)
 	stopReload := node.Go(func(ctx context.Context) { reloader.Run(ctx, clk, *tokensPoll, hup) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
-	failed := make(chan error, 2)
+	failed := make(chan error, 3)
 	repl.Start(log, failed)
 	admin.Start(log, failed)
+	clientListen := "off"
+	if clients != nil {
+		clients.Start(log, failed)
+		clientListen = clients.Listener.Addr().String()
+	}
 	log.Info("hub serving", slog.String("instanceId", *instanceID), slog.String("listen", replLn.Addr().String()),
-		slog.String("adminListen", adminLn.Addr().String()), slog.String("data", *data),
-		slog.String("generation", common.Protocol.Generation.String()), slog.Int("tokens", reloader.Peers()))
+		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen),
+		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data),
+		slog.String("generation", common.Protocol.Generation.String()), slog.Int("tokens", reloader.Peers()),
+		slog.Int("clientTokens", reloader.ClientCount()))
 
 	exit := sigs.WaitForStop(log, stderr, "hub", hup, failed)
+	// The editors first (they are local writers, like the admin API, and hold leases), then
 	// §21: replication stops accepting and closes every transport with 1001 (waiting for the
 	// applies already admitted, the sessions and their leases); then the local API; the
 	// registry; the store; the observer's last summaries.
 	err = node.ShutdownInOrder(log, stderr, "hub", common.ShutdownTimeout, sigs.Stop, []node.Step{
+		{Name: "editor clients", Run: node.ShutdownClients(editors, clients)},
 		{Name: "replication", Run: func(ctx context.Context) error {
 			err := hub.Shutdown(ctx)
 			return errors.Join(err, repl.Shutdown(ctx))

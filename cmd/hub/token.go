@@ -34,13 +34,20 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	switch sub {
 	case "add":
-		peer := fs.String("peer", "", "the peer's instance id (required)")
+		peer := fs.String("peer", "", "the peer's instance id (a replication token; this or --client is required)")
+		client := fs.String("client", "", "an editor's name (a client token for the client listener: --namespace and --read-only apply, --owner does not)")
 		owner := fs.String("owner", "default", "the hub's local owner of the peer's namespaces")
 		var namespaces node.StringList
 		fs.Var(&namespaces, "namespace", "a namespace the peer may replicate, or * for all (repeatable; default *)")
 		readOnly := fs.Bool("read-only", false, "the peer may read but not submit updates")
 		if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {
 			return code
+		}
+		if *client != "" {
+			if *peer != "" {
+				return fail(fmt.Errorf("give --peer or --client, not both"))
+			}
+			return node.RunClientToken("hub token", sub, path(), *client, namespaces, *readOnly, "", stdout, stderr)
 		}
 		if len(namespaces) == 0 {
 			namespaces = node.StringList{tokens.AllNamespaces}
@@ -58,11 +65,12 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {
 			return code
 		}
-		entries, _, err := tokens.Read(path())
+		f, _, err := tokens.ReadFile(path())
 		if err != nil {
 			return fail(err)
 		}
-		for _, e := range entries {
+		defer node.ListClientTokens(f, stdout)
+		for _, e := range f.Peers {
 			perm := "read"
 			if e.Submit {
 				perm += ",submit"
@@ -71,13 +79,17 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		}
 		return 0
 	case "remove":
-		peer := fs.String("peer", "", "the peer whose tokens to remove (required)")
+		peer := fs.String("peer", "", "the peer whose tokens to remove (this or --client is required)")
+		client := fs.String("client", "", "the editor whose client tokens to remove")
 		prefix := fs.String("sha256", "", "only the token whose SHA-256 starts with this hex prefix (see hub token list)")
 		if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {
 			return code
 		}
-		if *peer == "" {
-			return fail(fmt.Errorf("--peer is required"))
+		if *client != "" && *peer == "" {
+			return node.RunClientToken("hub token", sub, path(), *client, nil, false, *prefix, stdout, stderr)
+		}
+		if *peer == "" || *client != "" {
+			return fail(fmt.Errorf("give --peer or --client"))
 		}
 		n, err := tokens.Remove(path(), *peer, *prefix)
 		if err != nil {

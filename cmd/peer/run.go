@@ -18,9 +18,11 @@ import (
 	"github.com/nomicore/nomicore/internal/adminapi"
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/internal/node"
+	"github.com/nomicore/nomicore/internal/tokens"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/yws"
 )
 
 // runPeer runs the peer until SIGINT or SIGTERM, then shuts down in the order of §21.
@@ -38,6 +40,7 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	tokenPoll := fs.Duration("token-poll", time.Second, "how often a blocked peer checks its token file for a new token")
 	hubCA := fs.String("hub-ca-file", "", "PEM certificates to trust for a wss:// hub URL (default: the system roots)")
 	common := node.RegisterCommon(fs)
+	clientFlags := node.RegisterClientFlags(fs, "127.0.0.1:8791")
 	if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {
 		return code
 	}
@@ -66,6 +69,9 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	}
 	if *tokenPoll <= 0 {
 		return fail(errors.New("--token-poll must be positive"))
+	}
+	if err := clientFlags.Check(); err != nil {
+		return fail(err)
 	}
 	if *data == "" {
 		*data = filepath.Join("nomicore-data", *instanceID)
@@ -134,8 +140,47 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	cleanup = append(cleanup, peer.Close)
 	obs.ReplicationLoad(peer.Load)
 	peer.Watch(tw.state)
+	// The client listener: editors of the peer's targets, with the client tokens of
+	// DATA/tokens.json (peer token add --client).
+	var editors *yws.Server
+	var clients *node.Server
+	var clientTokens *tokens.Reloader
+	if clientFlags.Enabled() {
+		var auth yws.Clients
+		if clientFlags.Auth == "token" {
+			clientTokens, err = tokens.NewReloader(tokens.ReloaderOptions{Path: filepath.Join(*data, tokens.FileName),
+				OnReload: obs.TokenReload, Logger: log, OnChange: func() {
+					if editors != nil {
+						editors.Revalidate() // a removed client token closes its editors
+					}
+				}})
+			if err != nil {
+				return fail(err)
+			}
+			auth = clientTokens.Clients()
+		}
+		m, err := inst.ClientMetrics()
+		if err != nil {
+			return fail(err)
+		}
+		opts := clientFlags.Options(inst, common, auth)
+		opts.Namespaces, opts.Metrics = node.PeerNamespaces(tc), m
+		if editors, err = yws.New(opts); err != nil {
+			return fail(err)
+		}
+		clientLn, err := node.Listen("client-listen", clientFlags.Listen)
+		if err != nil {
+			return fail(err)
+		}
+		clients = &node.Server{Name: "client", Listener: clientLn, Handler: editors}
+		cleanup = append(cleanup, func() { clientLn.Close() })
+	}
 	adminOpts := inst.AdminOptions(common)
-	adminOpts.Targets = &node.PersistentTargets{TC: tc, Store: store}
+	pt := &node.PersistentTargets{TC: tc, Store: store}
+	if editors != nil {
+		pt.Unload = editors.CloseNamespace
+	}
+	adminOpts.Targets = pt
 	adminOpts.Ready = func() error {
 		if s := peer.State(); s != observer.ConnReady {
 			return fmt.Errorf("replication connection is %s", s)
@@ -158,17 +203,29 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	hup := make(chan struct{}, 1)
 	stopTokenWatch := node.Go(func(ctx context.Context) { tw.run(ctx, clk, *tokenPoll, hup, peer) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
-	failed := make(chan error, 1)
+	stopClientTokens := func(context.Context) error { return nil }
+	if clientTokens != nil {
+		stopClientTokens = node.Go(func(ctx context.Context) { clientTokens.Run(ctx, clk, time.Second, nil) })
+	}
+	failed := make(chan error, 2)
 	admin.Start(log, failed)
+	clientListen := "off"
+	if clients != nil {
+		clients.Start(log, failed)
+		clientListen = clients.Listener.Addr().String()
+	}
 	peer.Start()
 	log.Info("peer running", slog.String("instanceId", *instanceID), slog.String("hubUrl", *hubURL),
-		slog.String("adminListen", adminLn.Addr().String()), slog.String("data", *data), slog.Int("targets", len(targets)),
+		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen),
+		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data), slog.Int("targets", len(targets)),
 		slog.String("generation", common.Protocol.Generation.String()))
 
 	exit := sigs.WaitForStop(log, stderr, "peer", hup, failed)
 	// §21: replication first (the connection drains: every namespace closes, admitted applies
 	// settle, sessions and leases are released), then the local API, the registry, the store.
 	err = node.ShutdownInOrder(log, stderr, "peer", common.ShutdownTimeout, sigs.Stop, []node.Step{
+		{Name: "editor clients", Run: node.ShutdownClients(editors, clients)},
+		{Name: "client tokens watcher", Run: stopClientTokens},
 		{Name: "replication", Run: func(ctx context.Context) error {
 			drain, cancel := context.WithTimeout(ctx, common.Protocol.CloseTimeout)
 			err := peer.Stop(drain)

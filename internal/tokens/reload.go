@@ -166,8 +166,17 @@ func (r *Reloader) statChanged() bool {
 }
 
 // Reload re-reads the tokens file; when its content changed it installs it and issues the
-// revocations. It reports whether the table changed.
+// revocations, then calls OnChange (outside the reloader's lock: the hook may look tokens
+// up). It reports whether the table changed.
 func (r *Reloader) Reload(ctx context.Context) (bool, error) {
+	changed, err := r.reload(ctx)
+	if changed && r.opts.OnChange != nil {
+		r.opts.OnChange()
+	}
+	return changed, err
+}
+
+func (r *Reloader) reload(ctx context.Context) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st, _ := os.Stat(r.opts.Path)
@@ -213,9 +222,6 @@ func (r *Reloader) Reload(ctx context.Context) (bool, error) {
 		slog.Int("revocations", len(revs)))
 	if r.opts.OnReload != nil {
 		r.opts.OnReload(ReloadChanged)
-	}
-	if r.opts.OnChange != nil {
-		r.opts.OnChange()
 	}
 	return true, nil
 }

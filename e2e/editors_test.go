@@ -250,3 +250,21 @@ func TestE2E_Editors_WritesSurviveKill9(t *testing.T) {
 	c.startHub()
 	waitBody(t, ns, "written while the hub was away", hub)
 }
+
+// A 1 MiB paste reaches the other editors of the node, and the node's document.
+func TestE2E_Editors_LargePasteOneNode(t *testing.T) {
+	ag := startAgent(t)
+	c := newCluster(t)
+	hub := c.startHub()
+	ns := hub.api().createNamespace()
+	tok := c.clientToken("hub", "alice")
+	ag.open("p", hub, ns, tok)
+	ag.open("q", hub, ns, tok)
+	paste := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	ag.insert("p", 0, paste)
+	ag.must("waitLength", map[string]any{"name": "q", "length": len(paste), "timeoutMs": 60000}, nil)
+	if got := ag.text("q"); got != paste {
+		t.Fatalf("the other editor has %d bytes, not the paste", len(got))
+	}
+	waitBody(t, ns, paste, hub)
+}

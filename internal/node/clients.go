@@ -83,7 +83,7 @@ func (c *ClientFlags) Options(in *Instance, common *Common, clients yws.Clients)
 		origins = []string{"*"}
 	}
 	return yws.Options{Registry: in.Registry, Clients: clients, OriginPatterns: origins, MaxClients: c.MaxClients,
-		MaxMessageBytes: maxLocalWrite(&common.Protocol) + 64, SendQueueBytes: c.SendQueue,
+		MaxMessageBytes: common.Protocol.MaxChunkedUpdateBytes + 64, SendQueueBytes: c.SendQueue,
 		MaxAwarenessStates: c.MaxStates, MaxAwarenessStateBytes: c.MaxState, KeepAlive: c.KeepAlive,
 		Clock: in.clock, Logger: in.log}
 }

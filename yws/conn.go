@@ -27,8 +27,9 @@ const (
 // conn is one editor connection. Its reader (run, on the HTTP handler's goroutine) owns the
 // decoding, the writes and the gap table; its writer goroutine owns the socket's writes.
 // Everything else reaches the socket through send, which never blocks: the send queue is
-// bounded (Options.SendQueueBytes, SendQueueMessages) and its overflow policy is "close the
-// connection" (1013, try again later): the provider reconnects and resyncs.
+// bounded (Options.SendQueueBytes, SendQueueMessages) and its overflow policy is "drop the
+// connection" (the socket is closed at once: a close frame would wait behind the full
+// buffers): the provider reconnects and resyncs.
 type conn struct {
 	srv      *Server
 	room     *room
@@ -229,7 +230,7 @@ func (c *conn) write(m Message, raw []byte) bool {
 			if m.Sync == SyncStep2 {
 				msg[1] = SyncUpdate // relayed as a live update (both sub-types are one byte)
 			}
-			if err := c.room.relay(c.ctx, relayItem{seq: o.res.Seq, msg: msg, from: c}); err != nil {
+			if err := c.room.relay(c.ctx, relayItem{seq: o.res.Seq, msg: msg, update: update, from: c}); err != nil {
 				return false
 			}
 		}
@@ -344,7 +345,7 @@ func (c *conn) send(msg []byte) {
 		c.mu.Unlock()
 		c.srv.log.Warn("editor too slow: its send queue is full; closed, it resyncs when it reconnects",
 			slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns))
-		c.closeWith(websocket.StatusTryAgainLater, "the editor fell behind; reconnect", "slow-client")
+		c.closeWith(websocket.StatusAbnormalClosure, "", "slow-client")
 		return
 	}
 	c.queue = append(c.queue, msg)
@@ -416,10 +417,14 @@ func (c *conn) writer() {
 	}
 }
 
-// closeSocket sends the close frame (or drops the socket when the editor is gone).
+// closeSocket sends the close frame, or drops the socket when the editor is gone or too
+// slow to read even that (its socket buffers are full: a close frame would wait for them).
 func (c *conn) closeSocket(code websocket.StatusCode, reason string) {
-	switch code {
-	case websocket.StatusAbnormalClosure, websocket.StatusMessageTooBig:
+	c.mu.Lock()
+	cause := c.closeCause
+	c.mu.Unlock()
+	switch {
+	case code == websocket.StatusAbnormalClosure, code == websocket.StatusMessageTooBig, cause == "slow-client":
 		c.ws.CloseNow()
 	default:
 		c.ws.Close(code, reason)

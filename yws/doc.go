@@ -29,7 +29,9 @@
 // apply, the store, and so replication to the hub and its peers. One write per connection
 // is in flight at a time, so a refusal is known before the next update, which may build on
 // it. Accepted updates are relayed to the namespace's other editors on this node once the
-// store has them on disk, so what an editor sees survives a crash of the node. Updates
+// store has them on disk, so what an editor sees survives a crash of the node; the updates
+// that become durable together go out merged into one message (the sender then gets its
+// own update back within the merge, a no-op for Yjs, as with other relays). Updates
 // that reach the namespace from elsewhere (replication, the admin API) are relayed as the
 // registry's watch delivers them.
 //
@@ -57,7 +59,7 @@
 // 503 not bootstrapped yet, over MaxClients or shutting down. After the upgrade: a message
 // over MaxMessageBytes closes with 1009, an unknown type with 1003, bytes that do not
 // decode with 1007 — each with a log line, never a panic; a client whose send queue is
-// full is closed with 1013 and resyncs when it reconnects; a removed token closes its
+// full is dropped (its socket closed at once) and resyncs when it reconnects; a removed token closes its
 // sockets with 4401, a narrowed grant with 4403 (the provider does not retry 44xx).
 //
 // # The editor page

@@ -343,7 +343,11 @@ func (c *client) waitClosed() websocket.StatusCode {
 // waitText waits until the client's Y.Text("body") is want.
 func (c *client) waitText(want string) {
 	c.t.Helper()
-	c.waitFor("text "+want, func() bool { return c.text() == want })
+	what := want
+	if len(what) > 60 {
+		what = fmt.Sprintf("%.60q… (%d bytes)", want, len(want))
+	}
+	c.waitFor("text "+what, func() bool { return c.text() == want })
 }
 
 // docText reads Y.Text("body") of the namespace from the registry.

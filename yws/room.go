@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/yjs"
 )
 
 // Bounds of a room's registry watch (the updates that reach the namespace from elsewhere:
@@ -57,11 +58,12 @@ type room struct {
 }
 
 // relayItem is an editor's accepted update waiting to be durable (seq) before it is sent
-// to the room's other editors.
+// to the room's other editors: msg is the sync Update message carrying update.
 type relayItem struct {
-	seq  uint64
-	msg  []byte
-	from *conn
+	seq    uint64
+	msg    []byte
+	update []byte
+	from   *conn
 }
 
 func newRoom(s *Server, ns, owner string) *room {
@@ -207,9 +209,17 @@ func (rm *room) pump() {
 		}
 		p := w.Poll()
 		if len(p.Updates) > 0 {
+			var msg []byte
+			if len(p.Updates) > 1 {
+				msg = rm.mergedMessage(p.Updates)
+			}
 			rm.mu.Lock()
-			for _, u := range p.Updates {
-				rm.broadcastLocked(AppendSync(nil, SyncUpdate, u), nil)
+			if msg != nil {
+				rm.broadcastLocked(msg, nil)
+			} else {
+				for _, u := range p.Updates {
+					rm.broadcastLocked(AppendSync(nil, SyncUpdate, u), nil)
+				}
 			}
 			rm.mu.Unlock()
 		}
@@ -283,7 +293,9 @@ func (rm *room) relay(ctx context.Context, it relayItem) error {
 }
 
 // relayLoop sends the queued editor updates to the other editors, each once the store has
-// it on disk.
+// it on disk. The updates that are durable together go out as one merged update (one
+// message per editor instead of one per update); an editor then also gets its own update
+// back in the merge, which Yjs applies as a no-op, as other relays do.
 func (rm *room) relayLoop() {
 	defer rm.wg.Done()
 	for {
@@ -299,21 +311,74 @@ func (rm *room) relayLoop() {
 				return
 			}
 		}
-		for _, it := range items {
-			if it.seq > 0 && rm.lease.Flushed() < it.seq {
-				if err := rm.lease.WaitFlushed(rm.ctx, it.seq); err != nil {
-					return // closing
-				}
+		if seq := items[0].seq; seq > 0 && rm.lease.Flushed() < seq {
+			if err := rm.lease.WaitFlushed(rm.ctx, seq); err != nil {
+				return // closing
 			}
-			rm.mu.Lock()
-			rm.broadcastLocked(it.msg, it.from)
-			rm.mu.Unlock()
+		}
+		flushed := rm.lease.Flushed()
+		ready := items[:0:0]
+		var later []relayItem
+		for _, it := range items {
+			if it.seq <= flushed {
+				ready = append(ready, it)
+			} else {
+				later = append(later, it)
+			}
+		}
+		if len(later) > 0 {
 			rm.relayMu.Lock()
-			rm.relayBytes -= len(it.msg)
+			rm.relayQ = append(later, rm.relayQ...)
 			rm.relayMu.Unlock()
-			signal(rm.relaySpace)
+		}
+		rm.broadcastUpdates(ready)
+		freed := 0
+		for _, it := range ready {
+			freed += len(it.msg)
+		}
+		rm.relayMu.Lock()
+		rm.relayBytes -= freed
+		rm.relayMu.Unlock()
+		signal(rm.relaySpace)
+	}
+}
+
+// broadcastUpdates sends editors' updates to the room: one alone to everyone but its
+// sender; several merged into one update for everyone.
+func (rm *room) broadcastUpdates(items []relayItem) {
+	if len(items) == 1 {
+		rm.mu.Lock()
+		rm.broadcastLocked(items[0].msg, items[0].from)
+		rm.mu.Unlock()
+		return
+	}
+	updates := make([][]byte, len(items))
+	for i, it := range items {
+		updates[i] = it.update
+	}
+	msg := rm.mergedMessage(updates)
+	rm.mu.Lock()
+	if msg != nil {
+		rm.broadcastLocked(msg, nil)
+	} else {
+		for _, it := range items {
+			rm.broadcastLocked(it.msg, it.from)
 		}
 	}
+	rm.mu.Unlock()
+}
+
+// mergedMessage returns one sync Update message carrying the merge of updates, or nil when
+// they do not merge (they were all applied, so this does not happen; the caller then sends
+// them one by one).
+func (rm *room) mergedMessage(updates [][]byte) []byte {
+	merged, err := yjs.MergeUpdates(updates)
+	if err != nil {
+		rm.srv.log.Warn("editor updates did not merge; relayed one by one", slog.String("namespaceId", rm.ns),
+			slog.String("error", err.Error()))
+		return nil
+	}
+	return AppendSync(nil, SyncUpdate, merged)
 }
 
 // signal wakes a capacity-1 channel without blocking.

@@ -90,7 +90,7 @@ type Options struct {
 	// MaxMessageBytes bounds one client message (a larger one closes the socket with 1009).
 	MaxMessageBytes int
 	// SendQueueBytes and SendQueueMessages bound what waits to be sent to one client;
-	// beyond either, the client is closed (1013) and resyncs when it reconnects.
+	// beyond either, the client is dropped and resyncs when it reconnects.
 	SendQueueBytes, SendQueueMessages int
 	// MaxAwarenessStates bounds the awareness states of one namespace on this node, and
 	// MaxAwarenessStateBytes the JSON of one state.

@@ -40,7 +40,7 @@ func RegisterClientFlags(fs *flag.FlagSet, defaultListen string) *ClientFlags {
 	fs.Var(&c.Origins, "client-origin", "browser origin allowed to open editor WebSockets besides the page's own host, as a host pattern (e.g. app.example.com or *); repeatable. Default with token auth: any (the token is the credential); with --client-auth none: none")
 	fs.IntVar(&c.MaxStates, "max-awareness-states", yws.DefaultMaxAwarenessStates, "awareness states kept per namespace (node-local presence of editors)")
 	fs.IntVar(&c.MaxState, "max-awareness-state-bytes", yws.DefaultMaxAwarenessStateBytes, "bytes of one editor's awareness state")
-	fs.IntVar(&c.SendQueue, "client-send-queue-bytes", yws.DefaultSendQueueBytes, "bytes waiting to be sent to one editor before it is closed as too slow (it resyncs when it reconnects)")
+	fs.IntVar(&c.SendQueue, "client-send-queue-bytes", yws.DefaultSendQueueBytes, "bytes waiting to be sent to one editor before it is dropped as too slow (it resyncs when it reconnects)")
 	fs.DurationVar(&c.KeepAlive, "client-keepalive", yws.DefaultKeepAlive, "longest an editor goes without a message (providers reconnect after 30s of silence)")
 	return c
 }

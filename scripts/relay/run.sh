@@ -13,6 +13,8 @@
 # Env: HARNESS (default ../shared/bench/relay beside the checkout, or ../../shared for a worktree), SERVERS (default "nomicore-yws hocuspocus
 # y-websocket"; also "nomicore", the NMCR adapter), SCENARIOS (default "fanout multidoc"),
 # REPEATS (1), BENCH_ARGS (extra bench.mjs arguments), OUT_DIR (default a temp dir),
+# QUIET_MAX / QUIET_WAIT_S (before each run, wait up to QUIET_WAIT_S seconds until other
+# processes use fewer than QUIET_MAX cores; default 0.15 and 60),
 # KEEP (1: keep the temporary copy).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,6 +28,8 @@ SERVERS=${SERVERS:-"nomicore-yws hocuspocus y-websocket"}
 SCENARIOS=${SCENARIOS:-"fanout multidoc"}
 REPEATS=${REPEATS:-1}
 BENCH_ARGS=${BENCH_ARGS:-}
+QUIET_MAX=${QUIET_MAX:-0.15}
+QUIET_WAIT_S=${QUIET_WAIT_S:-60}
 [ -n "$harness" ] && [ -f "$harness/bench.mjs" ] || { echo "relay: no harness at $harness (set HARNESS)" >&2; exit 2; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/nomicore-relay.XXXXXX")
@@ -52,6 +56,9 @@ for rep in $(seq "$REPEATS"); do
     for server in $SERVERS; do
       extra=()
       if [ "$server" = nomicore ]; then extra=(--hub-bin "$HUB_BIN"); fi
+      # Wait (bounded) until other processes leave the CPUs alone: only ratios measured in
+      # quiet, side by side, hold on a shared machine. Each line records the foreign load.
+      (cd "$work/relay" && node lib/quiet.mjs "$QUIET_MAX" "$QUIET_WAIT_S" 2>>"$work/quiet.log") || true
       echo "relay: run $rep: $server $scenario" >&2
       # shellcheck disable=SC2086
       if ! (cd "$work/relay" && timeout 600 node bench.mjs --server "$server" --scenario "$scenario" "${extra[@]}" $BENCH_ARGS) \

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,16 @@ func TestE2E_Editors_ConvergeAcrossNodes(t *testing.T) {
 		ag.waitText(e, want)
 	}
 	waitBody(t, ns, want, hub, a, b)
+	// A peer serves its targets only: another namespace of the hub is unknown there.
+	other := hub.api().createNamespace()
+	resp, err := http.Get("http://" + a.client + "/v1/yjs/" + other + "?token=" + tok["peer-a"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a namespace peer-a does not replicate: %d, want 404", resp.StatusCode)
+	}
 	// An admin API write reaches the editors too.
 	hub.api().set(ns, map[string]any{"k": "v"})
 	ag.insert("h", len(want), "!")

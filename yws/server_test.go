@@ -460,3 +460,30 @@ func TestCodec_Bytes(t *testing.T) {
 }
 
 var _ = registry.ErrNotFound
+
+// Without client authentication (--client-auth none, loopback only) every editor may
+// connect and write; browser pages from another origin are refused unless allowed.
+func TestNoAuth_AndOrigins(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Clients = nil })
+	c := e.dial("")
+	c.sync()
+	c.insert(0, "anonymous")
+	deadline := time.Now().Add(10 * time.Second)
+	for e.docText() != "anonymous" {
+		if time.Now().After(deadline) {
+			t.Fatalf("text %q", e.docText())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if status, _ := e.status(e.ns, "", http.Header{"Origin": {"http://elsewhere.example"}}); status != http.StatusForbidden {
+		t.Fatalf("a page from another origin: %d, want 403", status)
+	}
+	open := newEnv(t, func(o *Options) { o.Clients = nil; o.OriginPatterns = []string{"elsewhere.example"} })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, open.url(open.ns, ""), &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"http://elsewhere.example"}}})
+	if err != nil {
+		t.Fatalf("an allowed origin was refused: %v", err)
+	}
+	ws.Close(websocket.StatusNormalClosure, "")
+}

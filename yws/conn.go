@@ -330,9 +330,10 @@ func (c *conn) refuse(reason, text string) {
 	c.send(AppendPermissionDenied(nil, text))
 }
 
-// send queues msg for the writer; it never blocks. Beyond the queue's bounds the
-// connection is closed (the editor reconnects and resyncs). A message larger than the
-// bound alone is taken when the queue is empty.
+// send queues msg for the writer; it never blocks. When what already waits is at the
+// queue's bounds the connection is dropped (the editor reconnects and resyncs); a message
+// is taken whole otherwise, so one larger than the bound (a big document's SyncStep2)
+// still goes out.
 func (c *conn) send(msg []byte) {
 	c.mu.Lock()
 	if c.closing {
@@ -340,7 +341,7 @@ func (c *conn) send(msg []byte) {
 		return
 	}
 	o := &c.srv.opts
-	if len(c.queue) > 0 && (len(c.queue)+1 > o.SendQueueMessages || c.queued+len(msg) > o.SendQueueBytes) {
+	if len(c.queue) >= o.SendQueueMessages || c.queued >= o.SendQueueBytes {
 		c.queue, c.queued = nil, 0
 		c.mu.Unlock()
 		c.srv.log.Warn("editor too slow: its send queue is full; closed, it resyncs when it reconnects",

@@ -10,22 +10,30 @@ export B4_TRACE
 JS_DIRS   := testdata/golden/gen testdata/oracle e2e/yws
 JS_STAMPS := $(foreach d,$(JS_DIRS),$(if $(wildcard $(d)/package-lock.json),$(d)/node_modules/.package-lock.json))
 
+# Binaries record the VCS revision they were built from (hub --version) when git can tell it.
+BUILD_FLAGS   ?= -buildvcs=auto
+BIN           ?= bin
 FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak fuzz golden bench bench-yjs bench-replication bench-yws editor-bundle lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak fuzz golden bench bench-yjs bench-replication editor-bundle lint fmt js-deps clean
 
 all: lint build test
 
 ## build: compile every package and the hub, peer and nmcr binaries into bin/
 build:
 	$(GO) build ./...
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build $(BUILD_FLAGS) -o $(BIN)/ ./cmd/...
 
-## run: a hub on embedded defaults (loopback listeners, bbolt under ./nomicore-data/hub)
+## run: a hub on embedded defaults (loopback listeners, bbolt under ./nomicore-data/hub);
+## Ctrl-C stops it in order and make exits 0. `set -m` runs the hub as a job of its own,
+## in the terminal's foreground: Ctrl-C interrupts the hub only, not make, which would
+## otherwise report the interrupt as a failure. (`; exit $$?` keeps the shell from exec-ing
+## the hub in its own place, which would leave it in make's process group.)
 run:
-	$(GO) run ./cmd/hub serve
+	$(GO) build $(BUILD_FLAGS) -o $(BIN)/ ./cmd/hub
+	@set -m; $(BIN)/hub serve; exit $$?
 
 ## demo: the README walkthrough, automated: a hub, two tokens, a namespace, two peers, a
 ## write through one peer read from the other; exits 0 only if both peers converged
@@ -88,10 +96,12 @@ bench-yjs: js-deps
 bench-replication:
 	$(GO) run ./cmd/benchrepl
 
-## lint: gofmt check and go vet
+## lint: gofmt check, go vet and staticcheck (the version pinned as a tool in go.mod,
+## fetched from the module proxy on first use)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -192,13 +192,6 @@ type agentEvent struct {
 	Body   string `json:"body"`
 }
 
-func (a *agent) events(name string) []agentEvent {
-	a.t.Helper()
-	var ev []agentEvent
-	a.must("events", map[string]any{"name": name}, &ev)
-	return ev
-}
-
 func (a *agent) waitEvent(name, typ string) agentEvent {
 	a.t.Helper()
 	var ev agentEvent

@@ -120,7 +120,7 @@ func TestE2E_Authorization(t *testing.T) {
 	if oldPrefix == "" {
 		t.Fatal("hub token list does not show peer-c")
 	}
-	c.tokenFile("peer-c", c.token("peer-c", "--namespace", ns2))
+	c.tokenFile("peer-c", c.token("peer-c", "--namespace", ns2, "--additional"))
 	if out, err := execHub("token", "remove", "--data", c.hubData(), "--peer", "peer-c", "--sha256", oldPrefix); err != nil {
 		t.Fatalf("hub token remove: %v %s", err, out)
 	}

@@ -90,7 +90,7 @@ func TestE2E_ReplicationLifecycle(t *testing.T) {
 		Schema *struct{ SemanticFingerprint, UpdatedAt string }
 	}
 	var replaced struct{ SemanticFingerprint, UpdatedAt string }
-	hub.api().json("PUT", "/v1/namespaces/"+ns+"/schema", []byte(`{"definition":{"type":"object","title":"Note"}}`), 200, &replaced)
+	hub.api().json("PUT", "/v1/namespaces/"+ns+"/schema", []byte(`{"definition":{"type":"object","title":"Note"},"expectedFingerprint":""}`), 200, &replaced)
 	for _, p := range []*proc{a, b} {
 		const rearms = `nomicore_events_total{side="peer",type="schema-rearm-applied"}`
 		eventually(t, 10*time.Second, p.name+" re-arms the schema", func() error {
@@ -113,7 +113,7 @@ func TestE2E_ReplicationLifecycle(t *testing.T) {
 
 	// §11 epoch bump: both peers end conflicted; a reset bootstraps them again.
 	var bumped struct{ ReplicationEpoch uint64 }
-	hub.api().json("POST", "/v1/namespaces/"+ns+"/epoch", nil, 200, &bumped)
+	hub.api().json("POST", "/v1/namespaces/"+ns+"/epoch", []byte(`{"expectedEpoch":1}`), 200, &bumped)
 	if bumped.ReplicationEpoch != 2 {
 		t.Fatalf("epoch bump answered %d", bumped.ReplicationEpoch)
 	}

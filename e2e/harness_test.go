@@ -303,6 +303,12 @@ func (a api) do(method, path string, body []byte) (int, []byte) {
 	if err != nil {
 		a.t.Fatal(err)
 	}
+	switch {
+	case strings.HasSuffix(path, "/update"):
+		req.Header.Set("Content-Type", "application/octet-stream")
+	case len(body) > 0:
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, []byte(err.Error())

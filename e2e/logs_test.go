@@ -48,7 +48,7 @@ func TestE2E_S23_3_LogsCarryNoSecrets(t *testing.T) {
 		t.Fatalf("protected write: %d", status)
 	}
 	c.startPeer("peer-x", c.tokenFile("peer-x", "wrong-token-2b7e"), "--target", ns)
-	hub.api().json("POST", "/v1/namespaces/"+ns+"/epoch", nil, 200, nil)
+	hub.api().json("POST", "/v1/namespaces/"+ns+"/epoch", []byte(`{"expectedEpoch":1}`), 200, nil)
 	targetState(t, a, ns, "conflicted")
 	for _, p := range c.peerList() {
 		p.stop()

@@ -26,10 +26,10 @@ func TestE2E_StartupRefusals(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"§17 constraint", bin.hub, []string{"serve", "--data", filepath.Join(dir, "h1"), "--max-update-bytes", "600000", "--listen", loop(), "--admin-listen", loop()}, nil,
-			"maxUpdateBytes <= maxFrameBytes - protocol overhead"},
-		{"§17 from the environment", bin.peer, []string{"run", "--data", filepath.Join(dir, "p1"), "--token-file", tok, "--admin-listen", loop()},
-			[]string{"NOMICORE_MAX_IN_FLIGHT_UPDATES=0"}, "maxInFlightUpdates >= 1"},
+		{"a limit constraint", bin.hub, []string{"serve", "--data", filepath.Join(dir, "h1"), "--max-update-bytes", "600000", "--listen", loop(), "--admin-listen", loop()}, nil,
+			"--max-update-bytes <= --max-frame-bytes - --protocol-overhead-bytes does not hold"},
+		{"a limit from the environment", bin.peer, []string{"run", "--data", filepath.Join(dir, "p1"), "--token-file", tok, "--admin-listen", loop()},
+			[]string{"NOMICORE_MAX_IN_FLIGHT_UPDATES=0"}, "--max-in-flight-updates >= 1 does not hold"},
 		{"unreadable tokens", bin.hub, []string{"serve", "--data", filepath.Join(dir, "h2"), "--tokens", badTokens, "--listen", loop(), "--admin-listen", loop()}, nil,
 			"tokens file"},
 		{"data dir in use", bin.hub, []string{"serve", "--data", c.hubData(), "--listen", loop(), "--admin-listen", loop()}, nil,

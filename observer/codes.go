@@ -2,13 +2,14 @@ package observer
 
 import "slices"
 
-// ConnectionCode is the closed union of §23.2 used by connection-failed.code: the 17
-// codes of the §13.1 connection error registry plus the two local codes this seam
-// registers (PONG_TIMEOUT, OUTBOUND_SEQUENCE_EXHAUSTED). Unknown strings fold to
-// INTERNAL_ERROR (FoldConnectionCode).
+// ConnectionCode is the closed set of codes connection-failed.code may hold (the
+// stable code unions of §23.2): the 17 codes of the connection error registry
+// plus two local codes that never travel in a frame (PONG_TIMEOUT,
+// OUTBOUND_SEQUENCE_EXHAUSTED). Unknown strings fold to INTERNAL_ERROR
+// (FoldConnectionCode), so a peer cannot grow the set of metric labels.
 type ConnectionCode string
 
-// §13.1 connection error registry.
+// The connection error registry.
 const (
 	ConnErrBadMagic                   ConnectionCode = "BAD_MAGIC"
 	ConnErrUnsupportedEnvelopeVersion ConnectionCode = "UNSUPPORTED_ENVELOPE_VERSION"
@@ -29,7 +30,7 @@ const (
 	ConnErrInternalError              ConnectionCode = "INTERNAL_ERROR"
 )
 
-// §23.2 local connection codes (no wire frame).
+// Local connection codes (no wire frame).
 const (
 	ConnErrPongTimeout               ConnectionCode = "PONG_TIMEOUT"
 	ConnErrOutboundSequenceExhausted ConnectionCode = "OUTBOUND_SEQUENCE_EXHAUSTED"
@@ -50,7 +51,7 @@ func ConnectionCodes() []ConnectionCode { return slices.Clone(connectionCodes) }
 func (c ConnectionCode) Valid() bool { return slices.Contains(connectionCodes, c) }
 
 // FoldConnectionCode maps any string to the union: members map to themselves,
-// everything else to INTERNAL_ERROR (§23.2 未知码折叠规则).
+// everything else to INTERNAL_ERROR.
 func FoldConnectionCode(s string) ConnectionCode {
 	if c := ConnectionCode(s); c.Valid() {
 		return c
@@ -58,12 +59,13 @@ func FoldConnectionCode(s string) ConnectionCode {
 	return ConnErrInternalError
 }
 
-// NamespaceCode is the closed union of §23.2 used by namespace-error.code: the 26
-// codes of the §13.2 namespace error registry plus IDENTITY_CHANGED (the §11 fence
-// frame, named after its message). Unknown strings fold to INTERNAL_ERROR.
+// NamespaceCode is the closed set of codes namespace-error.code may hold: the 26
+// codes of the namespace error registry plus IDENTITY_CHANGED (the frame that
+// fences a session after an epoch bump, named after its message). Unknown strings
+// fold to INTERNAL_ERROR.
 type NamespaceCode string
 
-// §13.2 namespace error registry.
+// The namespace error registry.
 const (
 	NsErrTargetNotRequested        NamespaceCode = "TARGET_NOT_REQUESTED"
 	NsErrReopenRequiresReconnect   NamespaceCode = "NAMESPACE_REOPEN_REQUIRES_RECONNECT"
@@ -93,13 +95,14 @@ const (
 	NsErrSyncTransferTooLarge      NamespaceCode = "SYNC_TRANSFER_TOO_LARGE"
 )
 
-// §23.2 local namespace code: the §11 IDENTITY_CHANGED fence frame.
+// NsErrIdentityChanged is the local namespace code of the IDENTITY_CHANGED fence
+// frame.
 const NsErrIdentityChanged NamespaceCode = "IDENTITY_CHANGED"
 
-// namespaceCodes holds each union member with the terminal state the §13.2
-// registry gives it, already clamped for events (ACK_TIMEOUT's needs-resync →
-// failed, §23.2). IDENTITY_CHANGED leads to conflicted (§11: the peer enters
-// conflicted).
+// namespaceCodes holds each union member with the terminal state the namespace
+// error registry (§13.2) gives it, already clamped for events (ACK_TIMEOUT's
+// needs-resync → failed). IDENTITY_CHANGED leads to conflicted: the fenced peer
+// enters conflicted.
 var namespaceCodes = []struct {
 	code     NamespaceCode
 	terminal TerminalState
@@ -158,9 +161,9 @@ func (c NamespaceCode) lookup() (TerminalState, bool) {
 	return "", false
 }
 
-// TerminalState is the namespace-error.terminalState for this code: the §13.2
-// registry's terminal state with needs-resync clamped to failed (§23.2). It is
-// absent for a code outside the union.
+// TerminalState is the namespace-error.terminalState for this code: the
+// registry's terminal state with needs-resync clamped to failed. It is absent for
+// a code outside the union.
 func (c NamespaceCode) TerminalState() Opt[TerminalState] {
 	if t, ok := c.lookup(); ok {
 		return Some(t)
@@ -169,8 +172,8 @@ func (c NamespaceCode) TerminalState() Opt[TerminalState] {
 }
 
 // FoldNamespaceCode maps any string to the union: members map to themselves,
-// everything else — including the schema re-arm codes, which are a domain of their
-// own — to INTERNAL_ERROR (§23.2).
+// everything else — including the schema re-arm codes, which are a domain of
+// their own — to INTERNAL_ERROR.
 func FoldNamespaceCode(s string) NamespaceCode {
 	if c := NamespaceCode(s); c.Valid() {
 		return c

@@ -67,7 +67,7 @@ func TestS23_2_NamespaceCodeUnion(t *testing.T) {
 			t.Errorf("%s.TerminalState() = %v, want %v", code, got, wantTerm)
 		}
 	}
-	// The schema re-arm codes are their own domain (§23.3 issue #287).
+	// The schema re-arm codes are a domain of their own: they fold like any unknown code.
 	for _, unknown := range []string{"", "HELLO_TIMEOUT", "NSRT-FATAL-SCHEMA-REARM-INVALID", "apply failed: boom"} {
 		if got := o.FoldNamespaceCode(unknown); got != o.NsErrInternalError {
 			t.Errorf("FoldNamespaceCode(%q) = %q, want INTERNAL_ERROR", unknown, got)

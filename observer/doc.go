@@ -1,13 +1,21 @@
-// Package observer is the observability seam of §23: the vocabulary of 36 event
-// types the replication layers report, the stable code unions and their folding
-// (§23.2), the safe-field rules (§23.3), and synchronous, panic-isolated delivery
-// with clock-throw folding (§23.4). It imports nothing of this module; adapters
-// live in subpackages (slogobs for JSON logs, promobs for Prometheus) and
-// observertest helps tests assert what was emitted.
+// Package observer is how the replication layers report what happens — connections
+// changing state, namespaces bootstrapping, updates sent, applied and
+// acknowledged, errors, resyncs — without depending on any logging or metrics
+// library. A layer emits typed events through an Emitter; an Observer receives
+// them. The hub and peer binaries attach two observers: slogobs writes the events
+// as JSON log lines and promobs turns them into Prometheus metrics.
+// observertest records and checks events in tests. The package imports nothing of
+// this module.
+//
+// The vocabulary is fixed by the contract (§23): 36 event types, each with its
+// documented keys, the closed sets of values those keys may take, and safety
+// rules — events carry identifiers, stable codes, sizes, latencies and digests,
+// never document bytes, tokens, owners or free text, so logs and metrics built on
+// them cannot leak data or grow without bound.
 //
 // # Events
 //
-// Each §23.1 type is one struct (UpdateApplied, NamespaceFailed, …) whose fields
+// Each event type is one struct (UpdateApplied, NamespaceFailed, …) whose fields
 // are its documented keys. Optional keys are Opt fields whose zero value is
 // absent; the conditional groups are optional structs that render all their keys
 // or none (SyncDiffApplied.Effect, the Stages of the two apply events,
@@ -15,8 +23,10 @@
 // rendered as zero. An Event wraps a payload with the emitting Side; its Attrs —
 // `type`, `side`, then the payload keys in documented order — are the single
 // source for JSON (MarshalJSON) and slog (LogValue) renderings. Event.Validate
-// checks the closed vocabularies, the side column, identifier grammars and the
-// group rules.
+// checks the closed vocabularies, the side that may emit each type, identifier
+// grammars and the group rules. Codes from the wire are folded into the closed
+// sets (FoldConnectionCode, FoldNamespaceCode, FoldGoAwayReason), so a remote
+// cannot invent new values.
 //
 // # Emitting
 //
@@ -36,6 +46,11 @@
 //		})
 //	}
 //
-// Observers are called synchronously on the emitting goroutine and must be safe
-// for concurrent use; a panic inside one is recovered and ignored.
+// # Concurrency
+//
+// An Emitter is immutable and safe for concurrent use. Observers are called
+// synchronously on the emitting goroutine — for a hub or peer, many connection
+// goroutines at once — so they must be safe for concurrent use and must not
+// block; a panic inside one is recovered and ignored, and observation never
+// changes protocol state. A clock that panics counts as no clock.
 package observer

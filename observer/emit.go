@@ -2,8 +2,8 @@ package observer
 
 import "time"
 
-// Observer receives events (§23.4). Delivery is synchronous, on the goroutine of
-// the layer that emitted; an observer used by a hub or peer is called from many
+// Observer receives events. Delivery is synchronous, on the goroutine of the
+// layer that emitted; an observer used by a hub or peer is called from many
 // connection goroutines at once and must be safe for concurrent use. A panicking
 // observer is recovered and ignored: observation never changes protocol state.
 type Observer interface {
@@ -16,9 +16,9 @@ type ObserverFunc func(Event)
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// Multi fans each event out to every non-nil observer in order, each isolated from
-// the others' panics. It returns nil when there is none, so an Emitter built on it
-// stays disabled.
+// Multi fans each event out to every non-nil observer in order, each isolated
+// from the others' panics. It returns nil when there is none, so an Emitter built
+// on it stays disabled.
 func Multi(observers ...Observer) Observer {
 	var m multi
 	for _, o := range observers {
@@ -54,24 +54,24 @@ func isNilFunc(o Observer) bool {
 	return ok && f == nil
 }
 
-// deliver calls o.Observe(e) and swallows any panic (§23.4: throw isolated,
-// silently).
+// deliver calls o.Observe(e) and swallows any panic, silently: a broken observer
+// must not break the layer that reports to it.
 func deliver(o Observer, e Event) {
 	defer func() { _ = recover() }()
 	o.Observe(e)
 }
 
-// Clock is the monotonic time source events measure latencies with (§23.4
-// clock?: ReplicationClock). Any project clock with a Now method satisfies it;
-// only differences of its readings enter events, never the readings themselves.
+// Clock is the monotonic time source events measure latencies with. Any project
+// clock with a Now method satisfies it; only differences of its readings enter
+// events, never the readings themselves.
 type Clock interface {
 	Now() time.Time
 }
 
-// Emitter is how a replication layer reports events. It is immutable and safe for
-// concurrent use; a nil *Emitter is valid and disabled. With no observer there is
-// no event construction and no clock read (§23.4 "无 observer = 零事件、零状态投影读取、
-// 零时钟调用"), provided the layer guards construction:
+// Emitter is how a replication layer reports events, by the delivery rules of
+// §23.4. It is immutable and safe for concurrent use; a nil *Emitter is valid and
+// disabled. With no observer there are no events, no state read for an event and
+// no clock read, provided the layer guards construction:
 //
 //	if em.Enabled() {
 //		em.Emit(observer.UpdateApplied{NamespaceID: ns, Bytes: n, Sequence: seq,
@@ -86,8 +86,8 @@ type Emitter struct {
 }
 
 // NewEmitter returns an emitter that stamps side on every event and delivers to
-// obs (nil: disabled), measuring latencies with clock (nil: latency fields absent).
-// It panics if side is neither SideHub nor SidePeer — a wiring bug.
+// obs (nil: disabled), measuring latencies with clock (nil: latency fields
+// absent). It panics if side is neither SideHub nor SidePeer — a wiring bug.
 func NewEmitter(side Side, obs Observer, clock Clock) *Emitter {
 	if !side.Valid() {
 		panic("observer: NewEmitter: side must be hub or peer, got " + string(side))
@@ -113,7 +113,7 @@ func (em *Emitter) Enabled() bool { return em != nil && em.obs != nil }
 // Emit delivers p, stamped with the emitter's side, synchronously to the
 // observer; a panic in the observer is recovered and ignored. Emit does nothing
 // when the emitter is disabled. Call it after the decision the event reports has
-// taken effect (§23.4).
+// taken effect.
 func (em *Emitter) Emit(p Payload) {
 	if !em.Enabled() || p == nil {
 		return
@@ -123,7 +123,7 @@ func (em *Emitter) Emit(p Payload) {
 
 // Now reads the clock for a later latency field. It is absent — and the clock is
 // not called — when the emitter is disabled or has no clock, and absent when the
-// clock panics (§23.4 clock-throw folding: a failing clock is a missing clock).
+// clock panics (a failing clock is a missing clock).
 func (em *Emitter) Now() Opt[time.Time] {
 	if !em.Enabled() {
 		return None[time.Time]()
@@ -145,8 +145,8 @@ func (em *Emitter) SinceMs(start Opt[time.Time]) Opt[float64] {
 	return ElapsedMs(s, end)
 }
 
-// SafeNow reads c, folding a nil clock or a panic into absent (§23.4). The
-// registry uses it for its stage clock.
+// SafeNow reads c, folding a nil clock or a panic into absent. The registry uses
+// it for its stage clock.
 func SafeNow(c Clock) (t Opt[time.Time]) {
 	if c == nil {
 		return None[time.Time]()
@@ -170,10 +170,10 @@ func ElapsedMs(start, end time.Time) Opt[float64] {
 	return Some(float64(d) / float64(time.Millisecond))
 }
 
-// NewStages builds the four-stage group of §23.4 (issue #238) from the five
-// stage-clock readings of one sequencer slot: admission, slot start, apply start,
-// dirty start and dirty done. It is present only when all five readings are
-// present and in order — all four durations or none.
+// NewStages builds the four-stage group (Stages) from the five stage-clock
+// readings of one sequencer slot: admission, slot start, apply start, dirty start
+// and dirty done. It is present only when all five readings are present and in
+// order — all four durations or none.
 func NewStages(admission, slotStart, applyStart, dirtyStart, dirtyDone Opt[time.Time]) Opt[Stages] {
 	var ts [5]time.Time
 	for i, o := range []Opt[time.Time]{admission, slotStart, applyStart, dirtyStart, dirtyDone} {

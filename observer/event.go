@@ -9,7 +9,7 @@ import (
 	"strconv"
 )
 
-// Event is what an Observer receives: the §23 envelope (`type` from the payload,
+// Event is what an Observer receives: the envelope (`type` from the payload,
 // `side` from the emitter) around one of the 36 payloads. Events are values;
 // observers may keep them.
 type Event struct {
@@ -51,8 +51,9 @@ func (e Event) Keys() []string {
 // LogValue renders the event as a slog group of its Attrs.
 func (e Event) LogValue() slog.Value { return slog.GroupValue(e.Attrs()...) }
 
-// MarshalJSON renders the event as one flat JSON object with the keys of Attrs, in
-// that order. It fails only on a non-finite number, which Validate also rejects.
+// MarshalJSON renders the event as one flat JSON object with the keys of Attrs,
+// in that order. It fails only on a non-finite number, which Validate also
+// rejects.
 func (e Event) MarshalJSON() ([]byte, error) {
 	b := make([]byte, 0, 256)
 	b = append(b, '{')
@@ -101,12 +102,13 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // Validate reports the first way the event breaks the contract, as an
-// *InvalidEventError: a side the §23.1 side column does not allow for the type,
-// a value outside a closed vocabulary (including a hub-only state on a peer event
-// and vice versa), an identifier or digest of the wrong grammar (§23.3), a
-// negative or non-finite number, or an inconsistent conditional group.
-// Emitters do not validate on the hot path; observertest.Recorder does, so the
-// replication layers' tests check every event they emit.
+// *InvalidEventError: a side that does not emit the type (the side column of
+// §23.1), a value outside a closed vocabulary (including a hub-only state on a
+// peer event and vice versa), an identifier or digest of the wrong grammar (the
+// safe fields of §23.3), a negative or non-finite number, or an inconsistent
+// conditional group. Emitters do not validate on the hot path;
+// observertest.Recorder does, so the replication layers' tests check every event
+// they emit.
 func (e Event) Validate() error {
 	if e.Payload == nil {
 		return errors.New("observer: event without payload")

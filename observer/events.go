@@ -1,11 +1,12 @@
 package observer
 
-// Payload is the body of an event: one of the 36 structs below, one per §23.1
-// type. Each renders exactly its documented keys in documented order; optional
+// Payload is the body of an event: one of the 36 structs below, one per event
+// type of the vocabulary (§23.1; the side that emits it is in parentheses on
+// each). Each renders exactly its documented keys in documented order; optional
 // keys (Opt fields, and the conditional groups) are left out when absent. The
 // set is closed: only this package implements Payload.
 type Payload interface {
-	// Type is the event's §23.1 type.
+	// Type is the event's type.
 	Type() Type
 	render(f *fields)
 	check(c *checker)
@@ -13,9 +14,9 @@ type Payload interface {
 
 // ---- Connection domain --------------------------------------------------------
 
-// ConnectionStateChanged is `connection-state-changed` (§23.1, hub/peer): a
-// connection moved between §15 states (hub: handshaking/ready/draining/closed;
-// peer: the 8 states of §15.1).
+// ConnectionStateChanged is `connection-state-changed` (hub/peer): a connection
+// moved between states (hub: handshaking/ready/draining/closed; peer: the 8
+// states of its connection — see ConnectionState).
 type ConnectionStateChanged struct {
 	ConnectionID Opt[string]
 	From, To     ConnectionState
@@ -33,8 +34,8 @@ func (e ConnectionStateChanged) check(c *checker) {
 	c.connState("to", e.To)
 }
 
-// ConnectionBackoffScheduled is `connection-backoff-scheduled` (§23.1, peer): the
-// §15.1 full-jitter backoff armed its timer.
+// ConnectionBackoffScheduled is `connection-backoff-scheduled` (peer): the
+// reconnect backoff (full jitter) armed its timer.
 type ConnectionBackoffScheduled struct {
 	Attempt int
 	DelayMs float64
@@ -53,7 +54,7 @@ func (e ConnectionBackoffScheduled) check(c *checker) {
 	c.member("reason", e.Reason)
 }
 
-// GoAwayReceived is `goaway-received` (§23.1, peer). Build ReasonCode with
+// GoAwayReceived is `goaway-received` (peer). Build ReasonCode with
 // FoldGoAwayReason: unknown wire codes become `other`.
 type GoAwayReceived struct {
 	ConnectionID   Opt[string]
@@ -74,9 +75,8 @@ func (e GoAwayReceived) check(c *checker) {
 	c.member("reasonCode", e.ReasonCode)
 }
 
-// EventLoopDelaySampled is `event-loop-delay-sampled` (§23.1 issue #238,
-// hub/peer): how late the liveness ping timer fired (actual − planned, one
-// injected monotonic clock).
+// EventLoopDelaySampled is `event-loop-delay-sampled` (hub/peer): how late the
+// liveness ping timer fired (actual − planned, one injected monotonic clock).
 type EventLoopDelaySampled struct {
 	ConnectionID Opt[string]
 	DelayMs      float64
@@ -94,8 +94,8 @@ func (e EventLoopDelaySampled) check(c *checker) {
 
 // ---- Channel domain -----------------------------------------------------------
 
-// ChannelStateChanged is `channel-state-changed` (§23.1, hub/peer): a namespace
-// channel moved between states (hub 9, peer 11 — see ChannelState).
+// ChannelStateChanged is `channel-state-changed` (hub/peer): a namespace channel
+// moved between states (hub 9, peer 11 — see ChannelState).
 type ChannelStateChanged struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -118,9 +118,8 @@ func (e ChannelStateChanged) check(c *checker) {
 
 // ---- Bootstrap, reconcile, updates (per frame) ---------------------------------
 
-// Stages is the four-stage split of an apply (§23.4 issue #238), captured in the
-// registry's sequencer slot from its stage clock: present all together or not at
-// all.
+// Stages is the four-stage split of an apply (§23.4), captured in the registry's
+// sequencer slot from its stage clock: present all together or not at all.
 type Stages struct {
 	QueueWaitMs      float64 // slotStart − admission
 	ProtectedCheckMs float64 // applyStart − slotStart
@@ -146,8 +145,8 @@ func checkStages(c *checker, o Opt[Stages]) {
 	}
 }
 
-// BootstrapSnapshotSent is `bootstrap-snapshot-sent` (§23.1, hub): the length of
-// the single-frame BOOTSTRAP_SNAPSHOT snapshot.
+// BootstrapSnapshotSent is `bootstrap-snapshot-sent` (hub): the length of the
+// single-frame BOOTSTRAP_SNAPSHOT snapshot.
 type BootstrapSnapshotSent struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -162,8 +161,8 @@ func (e BootstrapSnapshotSent) check(c *checker) {
 	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
 }
 
-// BootstrapImported is `bootstrap-imported` (§23.1, peer): the length of the
-// snapshot imported locally.
+// BootstrapImported is `bootstrap-imported` (peer): the length of the snapshot
+// imported locally.
 type BootstrapImported struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -190,9 +189,9 @@ func checkNsBytes(c *checker, conn Opt[string], ns string, bytes int) {
 	c.count("bytes", bytes)
 }
 
-// SyncStep2Sent is `sync-step2-sent` (§23.1 issue #239, hub/peer): an outbound
-// single-frame Step2. encodedUpdateBytes is rendered from Bytes (the contract
-// says it always equals bytes).
+// SyncStep2Sent is `sync-step2-sent` (hub/peer): an outbound single-frame Step2.
+// encodedUpdateBytes is rendered from Bytes (the contract says it always equals
+// bytes).
 type SyncStep2Sent struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -210,12 +209,11 @@ func (e SyncStep2Sent) check(c *checker) {
 	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
 }
 
-// SyncDiffApplied is `sync-diff-applied` (§23.1 issues #239 and #238, hub/peer):
-// a single-frame Step2 diff applied. Effect is the single-fate group
-// (stateVectorChanged, applyEffect, stateVectorBeforeHash, stateVectorAfterHash),
-// absent when either state-vector capture failed; Stages is present when the
-// registry's stage clock is injected. Sequence is the SYNC_STEP2 frame's
-// envelope sequence.
+// SyncDiffApplied is `sync-diff-applied` (hub/peer): a single-frame Step2 diff
+// applied. Effect is the single-fate group (stateVectorChanged, applyEffect,
+// stateVectorBeforeHash, stateVectorAfterHash), absent when either state-vector
+// capture failed; Stages is present when the registry's stage clock is injected.
+// Sequence is the SYNC_STEP2 frame's envelope sequence.
 type SyncDiffApplied struct {
 	ConnectionID   Opt[string]
 	NamespaceID    string
@@ -252,9 +250,9 @@ func (e SyncDiffApplied) check(c *checker) {
 	c.positive("sequence", e.Sequence)
 }
 
-// UpdateSent is `update-sent` (§23.1 issue #238, hub/peer): an outbound UPDATE
-// frame (a merged frame reports its merged length). Sequence is the frame's
-// envelope sequence; SendQueueMs is dequeue time − oldest item's enqueue time.
+// UpdateSent is `update-sent` (hub/peer): an outbound UPDATE frame (a merged
+// frame reports its merged length). Sequence is the frame's envelope sequence;
+// SendQueueMs is dequeue time − oldest item's enqueue time.
 type UpdateSent struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -275,9 +273,8 @@ func (e UpdateSent) check(c *checker) {
 	c.positive("sequence", e.Sequence)
 }
 
-// UpdateApplied is `update-applied` (§23.1 issue #238, hub/peer): an inbound
-// UPDATE applied (not in degraded mode). Sequence is the UPDATE frame's envelope
-// sequence.
+// UpdateApplied is `update-applied` (hub/peer): an inbound UPDATE applied (not in
+// degraded mode). Sequence is the UPDATE frame's envelope sequence.
 type UpdateApplied struct {
 	ConnectionID   Opt[string]
 	NamespaceID    string
@@ -301,8 +298,8 @@ func (e UpdateApplied) check(c *checker) {
 	c.positive("sequence", e.Sequence)
 }
 
-// UpdateAcked is `update-acked` (§23.1 issue #238, hub/peer): an UPDATE_ACK
-// settled an outbound UPDATE. Sequence is UPDATE_ACK.ackedSequence.
+// UpdateAcked is `update-acked` (hub/peer): an UPDATE_ACK settled an outbound
+// UPDATE. Sequence is UPDATE_ACK.ackedSequence.
 type UpdateAcked struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -323,8 +320,8 @@ func (e UpdateAcked) check(c *checker) {
 	c.positive("sequence", e.Sequence)
 }
 
-// DegradedBypassApplied is `degraded-bypass-applied` (§23.1, §23.5, peer): a
-// hub→peer apply to memory while persistence is degraded (§20). No latency keys.
+// DegradedBypassApplied is `degraded-bypass-applied` (peer): a hub→peer apply to
+// memory while persistence is degraded. No latency keys.
 type DegradedBypassApplied struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -342,8 +339,8 @@ func (e DegradedBypassApplied) check(c *checker) {
 	c.positive("sequence", e.Sequence)
 }
 
-// ChunkedUpdateSent is `chunked-update-sent` (§23.1 issue #245, hub/peer): the
-// last chunk of an outbound kind=0 transfer was sent. Never carries latency keys.
+// ChunkedUpdateSent is `chunked-update-sent` (hub/peer): the last chunk of an
+// outbound kind=0 transfer was sent. Never carries latency keys.
 type ChunkedUpdateSent struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -360,8 +357,8 @@ func (e ChunkedUpdateSent) check(c *checker) {
 	checkChunkedSent(c, e.ConnectionID, e.NamespaceID, e.TransferID, e.ChunkCount)
 }
 
-// ChunkedUpdateApplied is `chunked-update-applied` (§23.1 issue #245, hub/peer): a
-// reassembled kind=0 transfer was applied. Bytes is the declared totalBytes.
+// ChunkedUpdateApplied is `chunked-update-applied` (hub/peer): a reassembled
+// kind=0 transfer was applied. Bytes is the declared totalBytes.
 type ChunkedUpdateApplied struct {
 	ConnectionID   Opt[string]
 	NamespaceID    string
@@ -382,8 +379,8 @@ func (e ChunkedUpdateApplied) check(c *checker) {
 	c.positive("chunkCount", e.ChunkCount)
 }
 
-// ChunkedUpdateAcked is `chunked-update-acked` (§23.1 issue #245, hub/peer): the
-// single UPDATE_ACK of a kind=0 transfer's last chunk arrived.
+// ChunkedUpdateAcked is `chunked-update-acked` (hub/peer): the single UPDATE_ACK
+// of a kind=0 transfer's last chunk arrived.
 type ChunkedUpdateAcked struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -399,8 +396,8 @@ func (e ChunkedUpdateAcked) check(c *checker) {
 	checkChunkedAcked(c, e.ConnectionID, e.NamespaceID, e.Bytes, e.AckLatencyMs)
 }
 
-// ChunkedSnapshotSent is `chunked-snapshot-sent` (§23.1 issue #295, hub): the
-// last chunk of a kind=1 snapshot transfer was sent.
+// ChunkedSnapshotSent is `chunked-snapshot-sent` (hub): the last chunk of a
+// kind=1 snapshot transfer was sent.
 type ChunkedSnapshotSent struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -417,8 +414,8 @@ func (e ChunkedSnapshotSent) check(c *checker) {
 	checkChunkedSent(c, e.ConnectionID, e.NamespaceID, e.TransferID, e.ChunkCount)
 }
 
-// ChunkedSnapshotApplied is `chunked-snapshot-applied` (§23.1 issue #295, peer): a
-// reassembled kind=1 snapshot was imported.
+// ChunkedSnapshotApplied is `chunked-snapshot-applied` (peer): a reassembled
+// kind=1 snapshot was imported.
 type ChunkedSnapshotApplied struct {
 	ConnectionID   Opt[string]
 	NamespaceID    string
@@ -439,8 +436,8 @@ func (e ChunkedSnapshotApplied) check(c *checker) {
 	c.positive("chunkCount", e.ChunkCount)
 }
 
-// ChunkedSnapshotAcked is `chunked-snapshot-acked` (§23.1 issue #295, hub): the
-// BOOTSTRAP_ACK of a kind=1 transfer's last chunk arrived.
+// ChunkedSnapshotAcked is `chunked-snapshot-acked` (hub): the BOOTSTRAP_ACK of a
+// kind=1 transfer's last chunk arrived.
 type ChunkedSnapshotAcked struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -456,8 +453,8 @@ func (e ChunkedSnapshotAcked) check(c *checker) {
 	checkChunkedAcked(c, e.ConnectionID, e.NamespaceID, e.Bytes, e.AckLatencyMs)
 }
 
-// ChunkedSyncSent is `chunked-sync-sent` (§23.1 issue #295, hub/peer): the last
-// chunk of a kind=2 sync-diff transfer was sent.
+// ChunkedSyncSent is `chunked-sync-sent` (hub/peer): the last chunk of a kind=2
+// sync-diff transfer was sent.
 type ChunkedSyncSent struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -476,8 +473,8 @@ func (e ChunkedSyncSent) check(c *checker) {
 	checkChunkedSent(c, e.ConnectionID, e.NamespaceID, e.TransferID, e.ChunkCount)
 }
 
-// ChunkedSyncApplied is `chunked-sync-applied` (§23.1 issue #295, hub/peer): a
-// reassembled kind=2 diff was applied.
+// ChunkedSyncApplied is `chunked-sync-applied` (hub/peer): a reassembled kind=2
+// diff was applied.
 type ChunkedSyncApplied struct {
 	ConnectionID   Opt[string]
 	NamespaceID    string
@@ -500,8 +497,8 @@ func (e ChunkedSyncApplied) check(c *checker) {
 	c.positive("chunkCount", e.ChunkCount)
 }
 
-// ChunkedSyncAcked is `chunked-sync-acked` (§23.1 issue #295, hub/peer): the
-// SYNC_APPLIED of a kind=2 transfer's last chunk arrived.
+// ChunkedSyncAcked is `chunked-sync-acked` (hub/peer): the SYNC_APPLIED of a
+// kind=2 transfer's last chunk arrived.
 type ChunkedSyncAcked struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -548,7 +545,7 @@ func checkConnNs(c *checker, conn Opt[string], ns string) {
 
 // ---- Auth, backpressure, resync -------------------------------------------------
 
-// AuthUpgradeRejected is `auth-upgrade-rejected` (§23.1, hub): a WebSocket upgrade
+// AuthUpgradeRejected is `auth-upgrade-rejected` (hub): a WebSocket upgrade
 // refused before any connection exists, hence no connectionId key at all.
 type AuthUpgradeRejected struct {
 	Reason AuthRejectReason
@@ -558,10 +555,10 @@ func (AuthUpgradeRejected) Type() Type         { return TypeAuthUpgradeRejected 
 func (e AuthUpgradeRejected) render(f *fields) { f.str("reason", string(e.Reason)) }
 func (e AuthUpgradeRejected) check(c *checker) { c.member("reason", e.Reason) }
 
-// QueueSample is the send-path context sampled when an UPDATE could not be sent
-// (§23.1 issue #231): the update's length, the limit, the queue and window at that
-// moment, and the channel and connection states projected at emission.
-// BufferedAmount is present only when the transport exposes bufferedAmount.
+// QueueSample is the send-path context sampled when an UPDATE could not be sent:
+// the update's length, the limit, the queue and window at that moment, and the
+// channel and connection states projected at emission. BufferedAmount is present
+// only when the transport exposes bufferedAmount.
 type QueueSample struct {
 	UpdateBytes       int
 	MaxUpdateBytes    int
@@ -597,16 +594,16 @@ func (s QueueSample) check(c *checker, channel ChannelState) {
 	c.optCount("bufferedAmount", s.BufferedAmount)
 }
 
-// SendFailure is the group resync-required carries only with cause send-failed
-// (§23.1 issue #231): the sub-reason and the QueueSample taken before the drop.
+// SendFailure is the group resync-required carries only with cause send-failed:
+// the sub-reason and the QueueSample taken before the drop.
 type SendFailure struct {
 	Reason SendFailureReason
 	QueueSample
 }
 
-// ResyncRequired is `resync-required` (§23.1, hub/peer): incremental continuity
-// of a namespace was declared void. SendFailure must be present exactly when
-// Cause is send-failed; its ChannelState is then needs-resync.
+// ResyncRequired is `resync-required` (hub/peer): incremental continuity of a
+// namespace was declared void. SendFailure must be present exactly when Cause is
+// send-failed; its ChannelState is then needs-resync.
 type ResyncRequired struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -637,9 +634,9 @@ func (e ResyncRequired) check(c *checker) {
 	}
 }
 
-// UpdateDropped is `update-dropped` (§23.1 issue #231, hub/peer): an UPDATE over
-// maxUpdateBytes dropped while the queue was not empty (no resync declared). The
-// sample's ChannelState is live.
+// UpdateDropped is `update-dropped` (hub/peer): an UPDATE over maxUpdateBytes
+// dropped while the queue was not empty (no resync declared). The sample's
+// ChannelState is live.
 type UpdateDropped struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -660,8 +657,8 @@ func (e UpdateDropped) check(c *checker) {
 	e.QueueSample.check(c, ChannelLive)
 }
 
-// SendPaused is `send-paused` (§23.1, hub/peer): bufferedAmount crossed the high
-// water mark and dequeuing paused (§17).
+// SendPaused is `send-paused` (hub/peer): bufferedAmount crossed the high water
+// mark and dequeuing paused.
 type SendPaused struct {
 	ConnectionID   Opt[string]
 	BufferedAmount int
@@ -677,8 +674,8 @@ func (e SendPaused) check(c *checker) {
 	c.count("bufferedAmount", e.BufferedAmount)
 }
 
-// SendResumed is `send-resumed` (§23.1, hub/peer): bufferedAmount fell to the low
-// water mark and dequeuing resumed (§17).
+// SendResumed is `send-resumed` (hub/peer): bufferedAmount fell to the low water
+// mark and dequeuing resumed.
 type SendResumed struct {
 	ConnectionID   Opt[string]
 	BufferedAmount int
@@ -696,7 +693,7 @@ func (e SendResumed) check(c *checker) {
 
 // ---- Stable error counts ------------------------------------------------------
 
-// ConnectionFailed is `connection-failed` (§23.1, hub/peer): a connection closed on
+// ConnectionFailed is `connection-failed` (hub/peer): a connection closed on
 // an error. Build Code with FoldConnectionCode.
 type ConnectionFailed struct {
 	ConnectionID Opt[string]
@@ -718,9 +715,9 @@ func (e ConnectionFailed) check(c *checker) {
 	}
 }
 
-// NamespaceError is `namespace-error` (§23.1, hub/peer): a namespace ERROR frame
-// sent or received. Build Code with FoldNamespaceCode and TerminalState with
-// Code.TerminalState() or ClampTerminalState (needs-resync → failed, §23.2).
+// NamespaceError is `namespace-error` (hub/peer): a namespace ERROR frame sent or
+// received. Build Code with FoldNamespaceCode and TerminalState with
+// Code.TerminalState() or ClampTerminalState (needs-resync → failed).
 type NamespaceError struct {
 	ConnectionID  Opt[string]
 	NamespaceID   string
@@ -748,9 +745,9 @@ func (e NamespaceError) check(c *checker) {
 	}
 }
 
-// NamespaceFailed is `namespace-failed` (§23.1 issue #256, hub/peer): exactly one
-// per edge into the failed terminal state. TimeoutMs (the resolved configured
-// limit) may be present only for the timer causes.
+// NamespaceFailed is `namespace-failed` (hub/peer): exactly one per edge into the
+// failed terminal state. TimeoutMs (the resolved configured limit) may be present
+// only for the timer causes.
 type NamespaceFailed struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -773,8 +770,8 @@ func (e NamespaceFailed) check(c *checker) {
 	}
 }
 
-// IdentityConflicted is `identity-conflicted` (§23.1, hub/peer): a namespace
-// entered conflicted.
+// IdentityConflicted is `identity-conflicted` (hub/peer): a namespace entered
+// conflicted.
 type IdentityConflicted struct {
 	ConnectionID Opt[string]
 	NamespaceID  string
@@ -792,9 +789,8 @@ func (e IdentityConflicted) check(c *checker) {
 	c.member("via", e.Via)
 }
 
-// ChunkedUpdateAborted is `chunked-update-aborted` (§23.1 issue #244, hub/peer):
-// the side that discarded a partial kind=0 assembly reports its progress. No
-// connectionId key.
+// ChunkedUpdateAborted is `chunked-update-aborted` (hub/peer): the side that
+// discarded a partial kind=0 assembly reports its progress. No connectionId key.
 type ChunkedUpdateAborted struct {
 	NamespaceID    string
 	TransferID     uint32
@@ -811,8 +807,8 @@ func (e ChunkedUpdateAborted) check(c *checker) {
 	checkAborted(c, e.NamespaceID, e.TransferID, e.Reason, e.ReceivedChunks, e.ReceivedBytes)
 }
 
-// ChunkedSnapshotAborted is `chunked-snapshot-aborted` (§23.1 issue #295,
-// hub/peer): as ChunkedUpdateAborted, for a kind=1 transfer.
+// ChunkedSnapshotAborted is `chunked-snapshot-aborted` (hub/peer): as
+// ChunkedUpdateAborted, for a kind=1 transfer.
 type ChunkedSnapshotAborted struct {
 	NamespaceID    string
 	TransferID     uint32
@@ -829,7 +825,7 @@ func (e ChunkedSnapshotAborted) check(c *checker) {
 	checkAborted(c, e.NamespaceID, e.TransferID, e.Reason, e.ReceivedChunks, e.ReceivedBytes)
 }
 
-// ChunkedSyncAborted is `chunked-sync-aborted` (§23.1 issue #295, hub/peer): as
+// ChunkedSyncAborted is `chunked-sync-aborted` (hub/peer): as
 // ChunkedUpdateAborted, for a kind=2 transfer.
 type ChunkedSyncAborted struct {
 	NamespaceID    string
@@ -863,10 +859,10 @@ func checkAborted(c *checker, ns string, transferID uint32, reason AbortReason, 
 	c.positive("transferId", transferID)
 }
 
-// ---- Schema re-arm domain (ADR 0018) ------------------------------------------
+// ---- Schema re-arm domain ------------------------------------------------------
 
-// SchemaRearmApplied is `schema-rearm-applied` (§23.1, peer): a replicated schema
-// was installed. SemanticFingerprint is sha256:v1:<64 hex>; UpdatedAt is the
+// SchemaRearmApplied is `schema-rearm-applied` (peer): a replicated schema was
+// installed. SemanticFingerprint is sha256:v1:<64 hex>; UpdatedAt is the
 // replicated META.schema.updatedAt (build it with SchemaUpdatedAt) and, unlike
 // every other optional, renders as null when absent — the key is always there.
 type SchemaRearmApplied struct {
@@ -893,7 +889,7 @@ func (e SchemaRearmApplied) check(c *checker) {
 	}
 }
 
-// SchemaRearmFailed is `schema-rearm-failed` (§23.1, peer): a schema re-arm failed
+// SchemaRearmFailed is `schema-rearm-failed` (peer): a schema re-arm failed
 // fatally and the channel closes.
 type SchemaRearmFailed struct {
 	ConnectionID Opt[string]

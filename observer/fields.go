@@ -43,7 +43,8 @@ func (f *fields) optMs(k string, o Opt[float64]) {
 }
 
 // nullableStr renders k always: the string when present, JSON null when absent
-// (schema-rearm-applied.updatedAt, "诚实缺席为 null").
+// (schema-rearm-applied.updatedAt: an unknown value is reported as null, never
+// guessed).
 func (f *fields) nullableStr(k string, o Opt[string]) {
 	if v, ok := o.Get(); ok {
 		f.str(k, v)
@@ -52,10 +53,10 @@ func (f *fields) nullableStr(k string, o Opt[string]) {
 	f.a = append(f.a, slog.Any(k, nil))
 }
 
-// connID renders connectionId?: absent before the handshake completes (§23.3).
+// connID renders connectionId?: absent before the handshake completes.
 func (f *fields) connID(o Opt[string]) { f.optStr("connectionId", o) }
 
-// InvalidEventError reports an event that breaks the §23.1/§23.3 rules: a side
+// InvalidEventError reports an event that breaks the vocabulary's rules: a side
 // that may not emit the type, a value outside a closed vocabulary, an identifier
 // or digest with the wrong grammar, a negative or non-finite number, or an
 // inconsistent conditional group.
@@ -146,7 +147,7 @@ func (c *checker) optMs(key string, o Opt[float64]) {
 }
 
 // ValidNamespaceID reports whether s is a controlled namespace identifier,
-// ^ns-[0-9a-f]{32}$ (§23.3).
+// ^ns-[0-9a-f]{32}$.
 func ValidNamespaceID(s string) bool {
 	return len(s) == 35 && s[:3] == "ns-" && isLowerHex(s[3:])
 }
@@ -169,7 +170,7 @@ func ValidConnectionID(s string) bool {
 }
 
 // ValidSemanticFingerprint reports whether s is a schema semantic fingerprint,
-// sha256:v1:<64 lowercase hex> (§23.3 issue #287).
+// sha256:v1:<64 lowercase hex>.
 func ValidSemanticFingerprint(s string) bool {
 	const prefix = "sha256:v1:"
 	return len(s) == len(prefix)+64 && s[:len(prefix)] == prefix && isLowerHex(s[len(prefix):])
@@ -178,7 +179,8 @@ func ValidSemanticFingerprint(s string) bool {
 // SchemaUpdatedAt projects the replicated META.schema.updatedAt for
 // schema-rearm-applied: present only when raw looks like a timestamp (1 to 40
 // bytes of digits and "T Z : . + -"); a legacy or corrupt carrier — or any free
-// text — is absent and renders as null (§23.3: 诚实缺席).
+// text — is absent and renders as null: a value that is not known to be safe is
+// left out rather than guessed or cleaned up.
 func SchemaUpdatedAt(raw string) Opt[string] {
 	if !validUpdatedAt(raw) {
 		return None[string]()

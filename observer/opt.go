@@ -1,7 +1,8 @@
 package observer
 
-// Opt is an optional event field (a key marked "?" in §23.1). The zero value is
-// absent: a field nobody set is left out of the event, never rendered as zero.
+// Opt is an optional event field (a key the vocabulary marks optional). The zero
+// value is absent: a field nobody set is left out of the event, never rendered as
+// zero.
 type Opt[T any] struct {
 	v  T
 	ok bool

@@ -1,9 +1,9 @@
 package observer
 
-// Type is the envelope key `type`: one of the 36 event types of §23.1.
+// Type is the envelope key `type`: one of the 36 event types of the vocabulary.
 type Type string
 
-// The 36 event types of §23.1, in the order the contract lists them.
+// The 36 event types, in the order the contract lists them (§23.1).
 const (
 	// Connection domain.
 	TypeConnectionStateChanged     Type = "connection-state-changed"
@@ -44,7 +44,7 @@ const (
 	TypeChunkedUpdateAborted   Type = "chunked-update-aborted"
 	TypeChunkedSnapshotAborted Type = "chunked-snapshot-aborted"
 	TypeChunkedSyncAborted     Type = "chunked-sync-aborted"
-	// Schema re-arm domain (ADR 0018).
+	// Schema re-arm domain (peer: a replicated schema installed or refused).
 	TypeSchemaRearmApplied Type = "schema-rearm-applied"
 	TypeSchemaRearmFailed  Type = "schema-rearm-failed"
 )
@@ -66,7 +66,8 @@ func info(t Type, sides int, perFrame bool) typeInfo {
 	return typeInfo{t: t, hub: sides != peerOnly, peer: sides != hubOnly, perFrame: perFrame}
 }
 
-// typeTable is the side column of §23.1 and the per-frame set of §23.6.
+// typeTable says, for each type, which sides emit it and whether it is a
+// per-frame event that log adapters aggregate (§23.6).
 var typeTable = []typeInfo{
 	info(TypeConnectionStateChanged, both, false),
 	info(TypeConnectionBackoffScheduled, peerOnly, false),
@@ -115,7 +116,7 @@ func (t Type) info() (typeInfo, bool) {
 	return typeInfo{}, false
 }
 
-// Types lists the 36 event types in §23.1 order.
+// Types lists the 36 event types in the contract's order.
 func Types() []Type {
 	out := make([]Type, len(typeTable))
 	for i, ti := range typeTable {
@@ -130,7 +131,7 @@ func (t Type) Valid() bool {
 	return ok
 }
 
-// EmittedBy reports whether the side column of §23.1 allows side to emit t.
+// EmittedBy reports whether side may emit t.
 func (t Type) EmittedBy(side Side) bool {
 	ti, ok := t.info()
 	switch {
@@ -145,8 +146,8 @@ func (t Type) EmittedBy(side Side) bool {
 }
 
 // PerFrame reports whether t is a per-frame event: one per UPDATE, Step2, chunked
-// transfer, watermark crossing or liveness sample. §23.6 asks log adapters to
-// aggregate these rather than write a line each.
+// transfer, watermark crossing or liveness sample. Log adapters aggregate these
+// rather than write a line each.
 func (t Type) PerFrame() bool {
 	ti, _ := t.info()
 	return ti.perFrame

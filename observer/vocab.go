@@ -2,9 +2,10 @@ package observer
 
 import "slices"
 
-// The closed vocabularies of §23.1. Each is a named string type whose values are
-// the contract's literals; Valid reports membership. The lists are append-only
-// (§23: "事件类型、reason/cause/via 词表、稳定码表只增不改").
+// The closed vocabularies of the event keys (§23.1). Each is a named string type
+// whose values are the contract's literals; Valid reports membership. The lists
+// are append-only: event types, reason, cause and via values and stable codes are
+// added, never changed or removed, so dashboards and alerts keep working.
 
 // Side is the envelope key `side`: which end emitted the event.
 type Side string
@@ -22,8 +23,9 @@ func Sides() []Side { return slices.Clone(sides) }
 // Valid reports whether s is hub or peer.
 func (s Side) Valid() bool { return slices.Contains(sides, s) }
 
-// ConnectionState is a connection state machine state: §15.1 (peer, 8 states) or
-// §15.2 (hub; §23.1 lists only handshaking/ready/draining/closed for events).
+// ConnectionState is a connection state machine state: the 8 states of the peer's
+// connection (§15.1) or the hub's (§15.2, of which events report only
+// handshaking, ready, draining and closed).
 type ConnectionState string
 
 const (
@@ -44,7 +46,8 @@ var (
 	hubConnectionStates = []ConnectionState{ConnHandshaking, ConnReady, ConnDraining, ConnClosed}
 )
 
-// ConnectionStates lists the connection states an event of the given side may carry.
+// ConnectionStates lists the connection states an event of the given side may
+// carry.
 func ConnectionStates(side Side) []ConnectionState {
 	if side == SideHub {
 		return slices.Clone(hubConnectionStates)
@@ -67,8 +70,8 @@ func (s ConnectionState) ValidFor(side Side) bool {
 func (s ConnectionState) Valid() bool { return s.ValidFor(SideHub) || s.ValidFor(SidePeer) }
 
 // ChannelState is a namespace channel state: the 11 peer states of §16, or the 9
-// hub states (§23.1 "hub 9 态"; the hub set is the peer set without the peer-only
-// `targeted` and `disconnected` — see docs/decisions.md).
+// hub states (the peer set without the peer-only `targeted` and `disconnected` —
+// see docs/decisions.md).
 type ChannelState string
 
 const (
@@ -116,7 +119,7 @@ func (s ChannelState) ValidFor(side Side) bool {
 // Valid reports whether s is a channel state of either side.
 func (s ChannelState) Valid() bool { return s.ValidFor(SidePeer) }
 
-// BackoffReason is connection-backoff-scheduled.reason (§23.1, 8 values).
+// BackoffReason is connection-backoff-scheduled.reason (8 values).
 type BackoffReason string
 
 const (
@@ -140,8 +143,9 @@ func BackoffReasons() []BackoffReason { return slices.Clone(backoffReasons) }
 // Valid reports membership in the closed vocabulary.
 func (r BackoffReason) Valid() bool { return slices.Contains(backoffReasons, r) }
 
-// GoAwayReason is goaway-received.reasonCode: the §6.3/§15.1 codes, every other
-// wire string folded to `other` (§23.1: against high-cardinality injection).
+// GoAwayReason is goaway-received.reasonCode: the GOAWAY reason codes of the
+// contract, every other wire string folded to `other`, so a remote cannot inject
+// unbounded label values.
 type GoAwayReason string
 
 const (
@@ -171,7 +175,7 @@ func FoldGoAwayReason(wire string) GoAwayReason {
 	return GoAwayOther
 }
 
-// AuthRejectReason is auth-upgrade-rejected.reason (§23.1, 9 values).
+// AuthRejectReason is auth-upgrade-rejected.reason (9 values).
 type AuthRejectReason string
 
 const (
@@ -196,7 +200,7 @@ func AuthRejectReasons() []AuthRejectReason { return slices.Clone(authRejectReas
 // Valid reports membership in the closed vocabulary.
 func (r AuthRejectReason) Valid() bool { return slices.Contains(authRejectReasons, r) }
 
-// ResyncCause is resync-required.cause (§23.1, 6 values).
+// ResyncCause is resync-required.cause (6 values).
 type ResyncCause string
 
 const (
@@ -217,8 +221,8 @@ func ResyncCauses() []ResyncCause { return slices.Clone(resyncCauses) }
 // Valid reports membership in the closed vocabulary.
 func (c ResyncCause) Valid() bool { return slices.Contains(resyncCauses, c) }
 
-// SendFailureReason is resync-required.reason, present only with cause send-failed
-// (§23.1, issue #231).
+// SendFailureReason is resync-required.reason, present only with cause
+// send-failed.
 type SendFailureReason string
 
 const (
@@ -234,7 +238,7 @@ func SendFailureReasons() []SendFailureReason { return slices.Clone(sendFailureR
 // Valid reports membership in the closed vocabulary.
 func (r SendFailureReason) Valid() bool { return slices.Contains(sendFailureReasons, r) }
 
-// DropReason is update-dropped.reason (§23.1; one value today).
+// DropReason is update-dropped.reason (one value today).
 type DropReason string
 
 const DropUpdateTooLarge DropReason = "update-too-large"
@@ -247,7 +251,7 @@ func DropReasons() []DropReason { return slices.Clone(dropReasons) }
 // Valid reports membership in the closed vocabulary.
 func (r DropReason) Valid() bool { return slices.Contains(dropReasons, r) }
 
-// FailedCause is namespace-failed.cause (§23.1 ReplicationNamespaceFailedCause, 13 values).
+// FailedCause is namespace-failed.cause (13 values).
 type FailedCause string
 
 const (
@@ -278,12 +282,12 @@ func FailedCauses() []FailedCause { return slices.Clone(failedCauses) }
 func (c FailedCause) Valid() bool { return slices.Contains(failedCauses, c) }
 
 // Timer reports whether c is one of the timer causes (the local mapping of
-// NAMESPACE_TIMEOUT), the only causes that may carry timeoutMs (§23.1).
+// NAMESPACE_TIMEOUT), the only causes that may carry timeoutMs.
 func (c FailedCause) Timer() bool {
 	return c == FailedOpenTimeout || c == FailedBootstrapTimeout || c == FailedReconcileTimeout
 }
 
-// ConflictVia is identity-conflicted.via (§23.1, 3 values).
+// ConflictVia is identity-conflicted.via (3 values).
 type ConflictVia string
 
 const (
@@ -300,8 +304,8 @@ func ConflictVias() []ConflictVia { return slices.Clone(conflictVias) }
 // Valid reports membership in the closed vocabulary.
 func (v ConflictVia) Valid() bool { return slices.Contains(conflictVias, v) }
 
-// AbortReason is the reason of the chunked-*-aborted events (§23.1
-// ChunkedUpdateAbortReason, 6 values, shared by all three kinds).
+// AbortReason is the reason of the chunked-*-aborted events (6 values, shared by
+// all three transfer kinds).
 type AbortReason string
 
 const (
@@ -339,8 +343,8 @@ func Directions() []Direction { return slices.Clone(directions) }
 // Valid reports membership in the closed vocabulary.
 func (d Direction) Valid() bool { return slices.Contains(directions, d) }
 
-// TerminalState is namespace-error.terminalState (§23.1: failed, conflicted, closed;
-// the registry's needs-resync is clamped to failed, §23.2).
+// TerminalState is namespace-error.terminalState: failed, conflicted or closed
+// (the registry's needs-resync is clamped to failed, see ClampTerminalState).
 type TerminalState string
 
 const (
@@ -357,9 +361,9 @@ func TerminalStates() []TerminalState { return slices.Clone(terminalStates) }
 // Valid reports membership in the closed vocabulary.
 func (s TerminalState) Valid() bool { return slices.Contains(terminalStates, s) }
 
-// ClampTerminalState maps a §13.2 registry terminal state to the event
-// vocabulary: needs-resync clamps to failed (§23.2); failed, conflicted and closed
-// map to themselves; anything else is absent.
+// ClampTerminalState maps a terminal state of the namespace error registry to the
+// event vocabulary (§23.2): needs-resync clamps to failed; failed, conflicted and
+// closed map to themselves; anything else is absent.
 func ClampTerminalState(registry string) Opt[TerminalState] {
 	switch s := TerminalState(registry); s {
 	case TerminalFailed, TerminalConflicted, TerminalClosed:
@@ -370,8 +374,8 @@ func ClampTerminalState(registry string) Opt[TerminalState] {
 	return None[TerminalState]()
 }
 
-// ApplyEffect is sync-diff-applied.applyEffect (§23.1 issue #239): whether the
-// state vector advanced across the apply window.
+// ApplyEffect is sync-diff-applied.applyEffect: whether the state vector advanced
+// across the apply window.
 type ApplyEffect string
 
 const (
@@ -387,9 +391,9 @@ func ApplyEffects() []ApplyEffect { return slices.Clone(applyEffects) }
 // Valid reports membership in the closed vocabulary.
 func (e ApplyEffect) Valid() bool { return slices.Contains(applyEffects, e) }
 
-// SchemaRearmCode is schema-rearm-failed.code: the two stable codes of ADR 0018 §3,
-// a domain of its own with no folding (§23.3 issue #287) — it is not part of
-// NamespaceCode.
+// SchemaRearmCode is schema-rearm-failed.code: the two stable codes of a failed
+// schema re-arm (the definition is invalid, or installing failed), a domain of
+// its own with no folding — it is not part of NamespaceCode.
 type SchemaRearmCode string
 
 const (

@@ -19,8 +19,9 @@ import (
 	"github.com/nomicore/nomicore/persistence/persistencetest"
 )
 
-// Benchmarks for the figures of issue #4. They use real bbolt files with fsync, in
-// $NOMICORE_BENCH_DIR when set (to measure a particular disk), else in a temp dir.
+// Benchmarks of the store's write path, loading and compaction. They use real bbolt files
+// with fsync, in $NOMICORE_BENCH_DIR when set (to measure a particular disk), else in a
+// temp dir.
 
 func benchDir(b *testing.B) string {
 	if base := os.Getenv("NOMICORE_BENCH_DIR"); base != "" {

@@ -669,7 +669,7 @@ func (t *boltTx) trimLog(owner, ns string, through uint64) (count, n int, err er
 	var keys [][]byte
 	c := lb.Cursor()
 	k, v := c.First()
-	for ; k != nil && len(k) == 8 && binary.BigEndian.Uint64(k) <= through; k, v = c.Next() {
+	for ; len(k) == 8 && binary.BigEndian.Uint64(k) <= through; k, v = c.Next() {
 		keys = append(keys, bytes.Clone(k))
 		n += max(0, len(v)-recHeader)
 	}

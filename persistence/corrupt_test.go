@@ -166,7 +166,7 @@ func flipIn(t *testing.T, path string, needle []byte) {
 		t.Fatal(err)
 	}
 	i := bytes.Index(data, needle)
-	if i < 0 || bytes.Index(data[i+1:], needle) >= 0 {
+	if i < 0 || bytes.Contains(data[i+1:], needle) {
 		t.Fatalf("%q is not in the file exactly once", needle)
 	}
 	data[i+len(needle)/2] ^= 0x20

@@ -1,19 +1,28 @@
-// Package persistence keeps the namespaces of a Nomicore instance (§1, §20, §21): registry
-// entries, the document of each namespace as a compacted snapshot plus an append log of the
-// updates written since, archives, and a small host configuration map.
+// Package persistence keeps the namespaces of a Nomicore instance on disk, so that a hub or
+// a peer restarts with what it had: registry entries, the document of each namespace as a
+// compacted snapshot plus an append log of the updates written since, archives, and a small
+// host configuration map. The registry keeps the namespaces through it, a node keeps its
+// configuration in it (a peer's replication targets), and nmcr store reads a stopped
+// instance's file with it. (The contract's rules it serves: the registry entry of §1,
+// degraded persistence in §20, restart in §21.)
+//
+// The Store interface is the API. BoltStore keeps everything in one bbolt file;
+// MemoryStore keeps it in memory for tests. Both run the same write pipeline, and the
+// persistencetest package runs one conformance suite against both.
 //
 // # Model
 //
 // The registry owns the live documents; the store only keeps bytes. It never decodes Yjs:
 // updates and snapshots are opaque, and compaction folds a log with an injected Compactor.
-// Documents are partitioned by owner (§1: the local storage partition) and namespaceId;
-// registry entries are keyed by namespaceId alone, so an id is unique across owners.
+// Documents are partitioned by owner (the local storage partition a namespace belongs to)
+// and namespace id; registry entries are keyed by namespace id alone, so an id is unique
+// across owners.
 //
 // # Writing
 //
-// Append is the registry's dirty notification (§1: "all remote applies enter the namespace's
-// write sequencer and complete the dirty notification in the slot"). It never touches the
-// disk: it numbers the update (1, 2, … per namespace, continuing after Load) and queues it.
+// Append is the registry's dirty notification: every update the registry applies to a
+// namespace is appended from inside that namespace's write sequencer slot. It never touches
+// the disk: it numbers the update (1, 2, … per namespace, continuing after Load) and queues it.
 // One committer goroutine writes the queue in group-commit transactions: the first append to
 // an idle queue waits Options.CommitDelay for company, a batch carries at most
 // Options.MaxBatch appends, and the batch is durable (fsynced) when its transaction commits.
@@ -28,7 +37,7 @@
 // and are retried with exponential backoff (Options.RetryMin … RetryMax); nothing is dropped
 // or reordered. Healthy turns false and Options.OnHealthChange reports it, so the registry can
 // refuse peer updates with PERSISTENCE_DEGRADED on a hub, or keep applying hub updates in
-// memory on a peer (§20); the first successful commit turns it true again. Operations that
+// memory on a peer; the first successful commit turns it true again. Operations that
 // wait for their result (ReplaceSnapshot, Archive, Reset, compaction results) are not
 // retried: their caller gets the error.
 //
@@ -69,6 +78,14 @@
 //
 // # Shutdown
 //
-// Close (§21: after the registry has shut down) stops accepting writes, commits the queue,
-// waits for its goroutines and closes the file.
+// Close (after the registry has shut down) stops accepting writes, commits the queue, waits
+// for its goroutines and closes the file.
+//
+// # Concurrency
+//
+// Every Store method is safe for concurrent use. One committer goroutine owns every write
+// to document data, in queue order; one compaction goroutine folds logs; registry entries
+// and configuration are written by the calling goroutine in their own transactions. The
+// Options callbacks run on the committer goroutine (OnCompactionError on the compaction
+// goroutine) and must not block; a panic in one is recovered.
 package persistence

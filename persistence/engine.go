@@ -834,8 +834,8 @@ func (e *engine) commitAppends(batch []op) error {
 	return nil
 }
 
-// notify runs a callback of Options; a panic in it is recovered and ignored (like a
-// panicking observer, §23.4), so it cannot stop the committer.
+// notify runs a callback of Options; a panic in it is recovered and ignored (as a panicking
+// observer's is), so it cannot stop the committer.
 func notify(f func()) {
 	defer func() { _ = recover() }()
 	f()

@@ -29,7 +29,7 @@ func NewMemoryStore(opts Options) (*MemoryStore, error) {
 // memBackend keeps the data model in maps. A write transaction holds the lock and records an
 // undo step for each change, replayed backwards when the transaction fails.
 type memBackend struct {
-	mu         sync.RWMutex
+	mu         sync.RWMutex // guards the maps and undo; a write transaction holds it for writing
 	entryMap   map[string]Entry
 	docMap     map[docKey]*memDoc
 	archiveMap map[string][]*memArchive // by namespace, in id order

@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// Store is what the registry uses to keep namespaces (§1 Registry entry, §21 restart): registry
-// entries, the document data of each namespace (a compacted snapshot plus the log of updates
-// appended since), archives, and a small host configuration map. Updates and snapshots are
-// opaque bytes: the store never decodes Yjs.
+// Store is what the registry uses to keep namespaces across restarts (the registry entry of
+// §1, the restart rules of §21): registry entries, the document data of each namespace (a
+// compacted snapshot plus the log of updates appended since), archives, and a small host
+// configuration map. Updates and snapshots are opaque bytes: the store never decodes Yjs.
 //
 // Two implementations exist: [MemoryStore] for tests and [BoltStore], one bbolt file per
 // instance. Both share the same write pipeline, so they behave alike; persistencetest runs
@@ -21,8 +21,8 @@ import (
 type Store interface {
 	// CreateEntry stores a new registry entry for e.NamespaceID with an empty update log and
 	// the given initial snapshot (nil for an empty document), in one transaction. It fails
-	// with ErrExists when the namespaceId is taken (the registry then retries with another
-	// id, §1) and leaves the namespace resident (see Load).
+	// with ErrExists when the namespace id is taken (the registry then retries with another
+	// id) and leaves the namespace resident (see Load).
 	CreateEntry(ctx context.Context, e Entry, snapshot []byte) error
 	// Entry returns the registry entry of namespaceID, or ErrNotFound.
 	Entry(ctx context.Context, namespaceID string) (Entry, error)
@@ -37,7 +37,7 @@ type Store interface {
 	Load(ctx context.Context, owner, namespaceID string) (Doc, error)
 	// Append queues update for the group committer and returns its append sequence number
 	// (Doc.Through+1, +2, … after Load). It never waits for disk: it is the dirty
-	// notification the registry calls inside its write sequencer slot (§1, §20). It copies
+	// notification the registry calls inside its write sequencer slot. It copies
 	// update. It fails with ErrNotLoaded when the namespace is not resident, ErrClosed after
 	// Close, and ErrBackpressure when the commit queue is full — then nothing was queued, no
 	// sequence number was used, and the caller must persist that change later with
@@ -79,7 +79,7 @@ type Store interface {
 	LoadArchive(ctx context.Context, namespaceID string, id uint64) (Doc, error)
 
 	// PutConfig stores value under key in the host configuration map (e.g. a peer's
-	// replication targets, §21).
+	// replication targets).
 	PutConfig(ctx context.Context, key string, value []byte) error
 	// Config returns the value of key, or ErrNotFound.
 	Config(ctx context.Context, key string) ([]byte, error)
@@ -88,7 +88,7 @@ type Store interface {
 	// ConfigKeys lists the keys that start with prefix, in byte order.
 	ConfigKeys(ctx context.Context, prefix string) ([]string, error)
 
-	// Healthy reports whether the last commit succeeded (§20: while it is false the registry
+	// Healthy reports whether the last commit succeeded (while it is false the registry
 	// treats its namespaces as persistence-degraded). Options.OnHealthChange reports changes.
 	Healthy() bool
 	// Stats returns counters for metrics and tests.
@@ -122,7 +122,7 @@ func (s State) String() string {
 // Entry is the registry entry of one namespace.
 type Entry struct {
 	NamespaceID string
-	Owner       string // local storage partition (§1); never on the wire
+	Owner       string // the local storage partition the namespace belongs to; never on the wire
 	State       State
 	CreatedAt   time.Time         // given by the caller; the store reads no clock
 	Meta        map[string]string // small free-form annotations; nil when empty

@@ -1,13 +1,25 @@
-// Package registry keeps the namespaces of a Nomicore instance (§1, §7, §8.1, §11, §19–§21):
-// it creates them (hub) or imports them from a bootstrap snapshot (peer), loads each one into
-// a runtime while leases on it are held, and runs every write to its document through that
-// runtime's write sequencer.
+// Package registry keeps the namespaces of a Nomicore instance — the documents that hub and
+// peers replicate. It creates them (hub) or imports them from a bootstrap snapshot (peer),
+// loads each one into a runtime while leases on it are held, and runs every write to its
+// document through that runtime's write sequencer, so one goroutine owns each live
+// document. The replication layer reaches a document only through the Sessions of a
+// Lease; the admin API reads and writes through a Lease too. Rules of the contract are
+// cited (§N) on the types and functions that implement them.
+//
+// A typical use, on a hub (the package example runs a hub and a peer end to end):
+//
+//	reg, _ := registry.New(registry.Config{Role: registry.RoleHub, Store: store})
+//	created, _ := reg.Create(ctx, owner)
+//	lease, _ := reg.Open(ctx, owner, created.NamespaceID)
+//	defer lease.Release()
+//	sess, _, _ := lease.OpenSession(ctx, registry.SessionOptions{Peer: "peer-1"})
+//	res, err := sess.Apply(ctx, update) // a peer's update: gates, protected check, apply
 //
 // # Namespaces, leases and runtimes
 //
-// A namespace is one Yjs document stored by a persistence.Store under (owner, namespaceId).
-// Registry.Open checks the owner (a mismatch is ErrNotFound, like a missing namespace, §19)
-// and returns a Lease. The first lease loads the document — snapshot plus log — into a
+// A namespace is one Yjs document stored by a persistence.Store under (owner, namespace id).
+// Registry.Open checks the owner (a mismatch is ErrNotFound, like a missing namespace) and
+// returns a Lease. The first lease loads the document — snapshot plus log — into a
 // runtime; the last Release unloads it in the background, so an idle namespace costs no
 // memory. Open, Import, Reset and Archive of one id are serialised; an Open that follows an
 // unload waits for it.
@@ -27,23 +39,24 @@
 //
 // # Sessions and fan-out
 //
-// A Lease opens Sessions (§1 ReplicationSession). A runtime installs one document observer
-// (§10.1); each transaction's update is fanned out, as one immutable slice shared by all, to
+// A Lease opens Sessions, one per replication channel. A runtime installs one document
+// observer; each transaction's update is fanned out, as one immutable slice shared by all, to
 // the bounded queue of every session and watcher, except the session the update came from
 // (echo suppression by origin). When the document held pending structs before an apply, the
 // origin session gets the transaction's update too: it may contain earlier structs the
-// apply released, which the origin lacks (GUIDE §4). A queue that overflows drops
-// everything queued and reports NeedsResync (§17); it stays silent until the session's next
-// Diff, which covers everything dropped.
+// apply released, which the origin lacks. A queue that overflows drops everything queued
+// and reports NeedsResync; it stays silent until the session's next Diff, which covers
+// everything dropped.
 //
 // # Identity, fencing and protected apply
 //
-// The root map `meta` holds replicationId, replicationEpoch and, when set, schema (GUIDE §4).
-// Only the registry writes it: Create writes the identity, BumpEpoch and ReplaceSchema
-// change it in a slot. After an epoch bump every session of the old epoch is fenced at once
-// (Poll().Fenced) and refused at the start of any later slot (ErrFenced, §11). On a hub
-// every peer update, and on both sides every local write, must leave meta untouched
-// (ErrProtected), checked in the slot before the live apply.
+// The root map `meta` holds the namespace's replication identity (replicationId, the
+// lineage, and replicationEpoch, the generation) and, when set, its schema. Only the
+// registry writes it: Create writes the identity, BumpEpoch and ReplaceSchema change it in a
+// slot. After an epoch bump every session of the old epoch is fenced at once (Poll().Fenced)
+// and refused at the start of any later slot (ErrFenced). On a hub every peer update, and on
+// both sides every local write, must leave meta untouched (ErrProtected), checked in the slot
+// before the live apply.
 //
 // # The active schema
 //
@@ -54,15 +67,15 @@
 // meta (yjs.InspectUpdate, proportional to the update) and changed meta.schema re-arms it
 // in the same slot, before the dirty notification, and reports it in ApplyResult.Rearm —
 // installed, or failed (RearmInvalid, RearmInternal: no active schema then). The namespace
-// layer turns that into the §23.1 schema-rearm-* events and closes the channel on failure.
-// A peer replica whose schema cannot be installed — after a failed re-arm, or when it loads
+// layer turns that into the schema-rearm-* events and closes the channel on failure. A peer
+// replica whose schema cannot be installed — after a failed re-arm, or when it loads
 // that way — opens no new replication session (ErrSchemaInvalid) until a valid schema is
 // installed through a session still open, or the replica is reset.
 //
 // # Persistence degraded
 //
 // The store reports failed commits (Store.Healthy) and refuses appends when its queue is
-// full. Then (§20) a hub refuses peer updates and local writes with ErrDegraded but keeps
+// full. Then a hub refuses peer updates and local writes with ErrDegraded but keeps
 // serving reads, diffs and snapshots; a peer refuses local writes but still applies its
 // hub's updates in memory. A change the store refused is saved later by a snapshot, which a
 // per-runtime saver keeps trying to write; when the store commits again and nothing waits
@@ -70,7 +83,15 @@
 //
 // # Shutdown
 //
-// Close (§21, after the replication layer released its leases) unloads every namespace
-// after its admitted slots and waits for every goroutine; the store is closed afterwards by
-// its owner.
+// Close (after the replication layer released its leases) unloads every namespace after its
+// admitted slots and waits for every goroutine; the store is closed afterwards by its owner.
+//
+// # Concurrency
+//
+// Registry, Lease, Session and Watch are safe for concurrent use. Each loaded namespace has
+// one sequencer goroutine that alone touches its document; every other goroutine reaches
+// the document by submitting a slot. Callbacks of the asynchronous forms (ApplyAsync, …)
+// run on that goroutine and must not block; a panic in one is recovered. Registry methods
+// that may wait for the store (Open, Create, Import, …) must not be called from such a
+// callback.
 package registry

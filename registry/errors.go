@@ -5,12 +5,14 @@ import (
 	"fmt"
 )
 
-// Code is the §13.2 namespace error code an error maps to. The strings equal the contract's
-// codes; the registry does not import the protocol package (imports point registry ←
-// replication/ws), so the namespace layer converts a Code to its protocol constant by value.
+// Code is the namespace error code an error maps to: the code the namespace layer sends in
+// an ERROR frame when the operation fails (the namespace error registry, §13.2). The
+// strings equal the contract's codes; the registry does not import the protocol package
+// (imports point registry ← replication), so the namespace layer converts a Code to its
+// protocol constant by value, and a test checks every Code is a protocol namespace code.
 type Code string
 
-// The §13.2 codes the registry produces.
+// The codes the registry produces.
 const (
 	CodeNamespaceNotFound        Code = "NAMESPACE_NOT_FOUND"
 	CodeProtectedFieldMutation   Code = "PROTECTED_FIELD_MUTATION"
@@ -24,7 +26,7 @@ const (
 )
 
 // Error is a classified registry error. Code is safe to put on the wire; Cause is internal
-// detail (a decoder message, a store error) for logs, never for the wire (§13). Match the
+// detail (a decoder message, a store error) for logs, never for the wire. Match the
 // kind with errors.Is against the Err… values below; CodeOf gives the code of any error.
 type Error struct {
 	Code  Code
@@ -64,10 +66,11 @@ func sentinel(code Code, msg string) *Error { return &Error{Code: code, Msg: msg
 // except context errors, which are returned as they are.
 var (
 	// ErrNotFound: no active namespace with that id for that owner — a missing namespace and
-	// an owner mismatch are the same answer (§19).
+	// an owner mismatch are the same answer, so a caller learns nothing about other owners'
+	// namespaces.
 	ErrNotFound = sentinel(CodeNamespaceNotFound, "namespace not found")
-	// ErrProtected: the update touches the protected `meta` root (§20, GUIDE §4); nothing
-	// was written.
+	// ErrProtected: the update touches the protected `meta` root (see checkProtected);
+	// nothing was written.
 	ErrProtected = sentinel(CodeProtectedFieldMutation, "update touches protected field meta")
 	// ErrApplyFailed: the update is malformed; nothing was written.
 	ErrApplyFailed = sentinel(CodeApplyFailed, "update is malformed")
@@ -75,17 +78,17 @@ var (
 	// while applying, a store failure). After a failed live apply the namespace refuses
 	// everything until its leases are released and it is loaded again.
 	ErrInternal = sentinel(CodeInternalError, "internal error")
-	// ErrDegraded: the store cannot currently save (§20): the hub refuses peer updates, a
-	// peer refuses local writes.
+	// ErrDegraded: the store cannot currently save: the hub refuses peer updates, a peer
+	// refuses local writes.
 	ErrDegraded = sentinel(CodePersistenceDegraded, "persistence degraded")
 	// ErrBootstrapFailed: a bootstrap import was refused — a malformed snapshot, a snapshot
-	// without identity, or a namespace that already exists or is being imported (§8.1).
+	// without identity, or a namespace that already exists or is being imported.
 	ErrBootstrapFailed = sentinel(CodeBootstrapFailed, "bootstrap import failed")
-	// ErrIDMismatch: the replication id differs from the one expected (§7, §8.1).
+	// ErrIDMismatch: the replication id differs from the one expected.
 	ErrIDMismatch = sentinel(CodeReplicationIDMismatch, "replication id mismatch")
-	// ErrEpochMismatch: the replication epoch differs from the one expected (§7, §8.1).
+	// ErrEpochMismatch: the replication epoch differs from the one expected.
 	ErrEpochMismatch = sentinel(CodeReplicationEpochMismatch, "replication epoch mismatch")
-	// ErrFenced: the session belongs to an epoch that was bumped (§11). Its code is
+	// ErrFenced: the session belongs to an epoch that was bumped. Its code is
 	// REPLICATION_EPOCH_MISMATCH; the namespace layer answers it with IDENTITY_CHANGED.
 	ErrFenced = sentinel(CodeReplicationEpochMismatch, "session fenced by an epoch bump")
 	// ErrRoleViolation: an operation this side or this session may not perform (a
@@ -98,15 +101,14 @@ var (
 	ErrOverloaded = sentinel(CodeInternalError, "namespace sequencer queue full")
 	// ErrInUse: the namespace is loaded (has leases) and cannot be reset or archived now.
 	ErrInUse = sentinel(CodeInternalError, "namespace in use")
-	// ErrSchemaInvalid: (peer) the replica's meta.schema could not be installed — it failed
-	// to re-arm, or was invalid when the replica loaded (§23.1, ADR 0018 §3) — so no
-	// replication session opens on it until a valid schema is installed or the replica is
-	// reset.
+	// ErrSchemaInvalid: (peer) the replica's meta.schema could not be installed — it failed to
+	// re-arm, or was invalid when the replica loaded — so no replication session opens on it
+	// until a valid schema is installed or the replica is reset.
 	ErrSchemaInvalid = sentinel(CodeInternalError, "the replica's schema is invalid")
 )
 
-// CodeOf returns the §13.2 code of err: the Code of a registry *Error, INTERNAL_ERROR for
-// anything else (including context errors).
+// CodeOf returns the namespace error code of err: the Code of a registry *Error,
+// INTERNAL_ERROR for anything else (including context errors).
 func CodeOf(err error) Code {
 	var e *Error
 	if errors.As(err, &e) {

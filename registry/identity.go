@@ -63,7 +63,7 @@ func isLowerHex(s string) bool {
 	return true
 }
 
-// Schema is the `meta.schema` value (GUIDE §4).
+// Schema is the `meta.schema` value: when it was last replaced, and its definition.
 type Schema struct {
 	UpdatedAt  string
 	Definition lib0.Object
@@ -135,7 +135,7 @@ func writeMeta(doc *yjs.Doc, origin any, kv ...any) error {
 
 // lockedReader makes a random source safe for concurrent use.
 type lockedReader struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards reads of r
 	r  io.Reader
 }
 

@@ -8,18 +8,18 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// Lease is a hold on a loaded namespace (§1 NamespaceLease): while any lease of a namespace
-// is held its document stays loaded; the last Release unloads it. A lease gives the local
-// API of the namespace (local writes and reads for the admin API, the hub's epoch bump and
-// schema replace) and opens replication sessions. Every operation is a slot of the
+// Lease is a hold on a loaded namespace (the namespace lease of §1): while any lease of a
+// namespace is held its document stays loaded; the last Release unloads it. A lease gives the
+// local API of the namespace (local writes and reads for the admin API, the hub's epoch bump
+// and schema replace) and opens replication sessions. Every operation is a slot of the
 // namespace's sequencer; the blocking forms wait for their slot or ctx (if ctx ends first the
-// operation still runs).
+// operation still runs). A Lease is safe for concurrent use.
 type Lease struct {
 	reg      *Registry
 	rt       *runtime
 	released atomic.Bool
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards sessions and watches
 	sessions map[*Session]struct{}
 	watches  map[*Watch]struct{}
 }
@@ -33,8 +33,8 @@ func (l *Lease) Owner() string { return l.rt.owner }
 // Identity returns the current replication identity.
 func (l *Lease) Identity() Identity { return l.rt.identity() }
 
-// Degraded reports §20 persistence degradation as of now (the store's last commit failed, or
-// a change of this namespace waits for a snapshot).
+// Degraded reports whether persistence is degraded for this namespace now (the store's last
+// commit failed, or a change of this namespace waits for a snapshot).
 func (l *Lease) Degraded() bool {
 	return !l.reg.cfg.Store.Healthy() || l.rt.unsavedFlag()
 }
@@ -56,7 +56,7 @@ func (l *Lease) WaitFlushed(ctx context.Context, seq uint64) error {
 type SessionInfo struct {
 	Peer   string // SessionOptions.Peer
 	Epoch  uint64 // the epoch it is bound to
-	Fenced bool   // an epoch bump fenced it (§11)
+	Fenced bool   // an epoch bump fenced it
 }
 
 // Sessions lists the open sessions of the namespace (of every lease), in opening order.
@@ -110,7 +110,8 @@ func (l *Lease) check() error {
 	return nil
 }
 
-// op submits fn as a slot of the lease's namespace.
+// leaseOp submits fn as a slot of the lease's namespace, after checking the lease is
+// still held; done receives fn's result.
 func leaseOp[T any](l *Lease, fn func(rt *runtime, sl *slot) (T, error), done func(T, error)) error {
 	if err := l.check(); err != nil {
 		return err
@@ -251,7 +252,7 @@ func (l *Lease) Watch(maxQueuedBytes, maxQueuedCount int) (*Watch, error) {
 
 // WriteLocalAsync submits a local write (the admin API's POST …/update): the protected check,
 // then the live apply and the dirty notification, in one slot. It is refused with
-// ErrDegraded while persistence is degraded, on either side (§20). done runs on the
+// ErrDegraded while persistence is degraded, on either side. done runs on the
 // sequencer goroutine and must not block; it is not called when WriteLocalAsync returns an
 // error.
 func (l *Lease) WriteLocalAsync(update []byte, done func(ApplyResult, error)) error {
@@ -333,10 +334,10 @@ func (l *Lease) JSON(ctx context.Context, roots ...Root) (map[string]any, error)
 	})
 }
 
-// ActiveSchema returns the namespace's active schema (§23.1 schema re-arm): the meta.schema
-// installed when the namespace loaded, by the hub's last ReplaceSchema, or by the last
-// re-arm of a peer applying its hub's updates. It is false when there is none — no schema
-// set, or the last one was invalid. It reads no slot.
+// ActiveSchema returns the namespace's active schema: the meta.schema installed when the
+// namespace loaded, by the hub's last ReplaceSchema, or by the last re-arm of a peer applying
+// its hub's updates. It is false when there is none — no schema set, or the last one was
+// invalid. It reads no slot.
 func (l *Lease) ActiveSchema() (ActiveSchema, bool) {
 	if s := l.rt.schema.Load(); s != nil {
 		return *s, true
@@ -357,10 +358,10 @@ func (l *Lease) Schema(ctx context.Context) (Schema, bool, error) {
 	return r.s, r.ok, err
 }
 
-// BumpEpoch (hub) raises the replication epoch by one in a slot (§11): updates admitted
-// before it complete first; right after the bump every session of the old epoch is fenced
-// (Poll().Fenced) and refused at the start of any later slot (ErrFenced). Refused on a peer
-// (ErrRoleViolation) and while degraded.
+// BumpEpoch (hub) raises the replication epoch by one in a slot (see runtime.bumpEpoch):
+// updates admitted before it complete first; right after the bump every session of the old
+// epoch is fenced (Poll().Fenced) and refused at the start of any later slot (ErrFenced).
+// Refused on a peer (ErrRoleViolation) and while degraded.
 func (l *Lease) BumpEpoch(ctx context.Context) (Identity, error) {
 	return leaseWait(ctx, l, func(rt *runtime, _ *slot) (Identity, error) {
 		return rt.bumpEpoch()
@@ -368,7 +369,7 @@ func (l *Lease) BumpEpoch(ctx context.Context) (Identity, error) {
 }
 
 // ReplaceSchema (hub) sets meta.schema to {"updatedAt": updatedAt, "definition":
-// definition} (GUIDE §4) and makes it the active schema. definition must be a JSON object
+// definition} and makes it the active schema. definition must be a JSON object
 // (map[string]any or lib0.Object holding only JSON values), else ErrApplyFailed and nothing
 // is written. The update reaches peers like any other; each re-arms it.
 func (l *Lease) ReplaceSchema(ctx context.Context, updatedAt string, definition any) error {

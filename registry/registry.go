@@ -40,7 +40,7 @@ const (
 	DefaultSnapshotOnUnloadAfter = 256
 	DefaultSaveRetryMin          = 100 * time.Millisecond
 	DefaultSaveRetryMax          = 5 * time.Second
-	// MaxCreateRetries is how often Create draws a new id after a collision (§1).
+	// MaxCreateRetries is how often Create draws a new id after a collision.
 	MaxCreateRetries = 8
 )
 
@@ -48,15 +48,15 @@ const (
 type Config struct {
 	// Role is RoleHub or RolePeer.
 	Role Role
-	// Store keeps the namespaces. The registry does not close it (§21: Persistence is
-	// disposed after the registry shut down).
+	// Store keeps the namespaces. The registry does not close it: its owner closes it after
+	// the registry has shut down.
 	Store persistence.Store
 	// Clock gives entry creation times and paces the saver's retries; nil means clock.Real().
 	Clock clock.Clock
 	// Random is the source of namespace ids, replication ids and Yjs client ids; nil means
 	// crypto/rand. It is used under a lock.
 	Random io.Reader
-	// StageClock, when set, times the §23.4 stages of every apply slot (ApplyResult.Stages).
+	// StageClock, when set, times the stages of every apply slot (ApplyResult.Stages).
 	// Without it the sequencer reads no clock. A clock.Clock will do; pass the same one the
 	// replication layer's observer seam uses, so the stage durations and its latencies are
 	// comparable.
@@ -76,7 +76,7 @@ type Config struct {
 }
 
 // StageClock is a monotonic time source for stage timings. A reading that panics counts as
-// no reading (§23.4): the stages of that slot are left out.
+// no reading: the stages of that slot are left out.
 type StageClock interface{ Now() time.Time }
 
 // Compactor returns the store Compactor the registry needs (persistence.Options.Compactor):
@@ -97,7 +97,7 @@ func Compactor() persistence.Compactor {
 
 // Registry keeps the namespaces of one instance (§1): it creates them (hub), imports
 // bootstrap snapshots (peer), and loads a namespace into a runtime — its live document and
-// write sequencer — while leases on it are held.
+// write sequencer — while leases on it are held. It is safe for concurrent use.
 type Registry struct {
 	cfg    Config
 	random io.Reader
@@ -105,7 +105,7 @@ type Registry struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // runtime goroutines
 
-	mu        sync.Mutex
+	mu        sync.Mutex // guards closed, loaded, unloading, locks and every runtime's refs
 	closed    bool
 	loaded    map[string]*runtime // by namespace id: runtimes with leases
 	unloading map[string]*runtime // runtimes finishing their last slots

@@ -13,11 +13,10 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// runtime is one loaded namespace: its live document and the write sequencer that owns it
-// (§1: "all remote applies enter the namespace's single write sequencer"). One goroutine —
-// loop — runs the slots in admission order (FIFO); it alone touches the document. Slots
-// never wait on the network, a session, a lease or the registry; the only waits in the
-// goroutine are at unload, after the last slot.
+// runtime is one loaded namespace: its live document and the single write sequencer that every
+// apply of the namespace enters (§1). One goroutine — loop — runs the slots in admission order
+// (FIFO); it alone touches the document. Slots never wait on the network, a session, a lease
+// or the registry; the only waits in the goroutine are at unload, after the last slot.
 type runtime struct {
 	reg   *Registry
 	owner string
@@ -216,7 +215,7 @@ func (rt *runtime) breakDoc(err error) {
 }
 
 // gate is the check at the start of every slot: a broken document refuses everything; a
-// fenced session is refused at the start of any later slot (§11).
+// fenced session is refused at the start of any later slot.
 func (rt *runtime) gate(s *slot) error {
 	if rt.failErr != nil {
 		return ErrInternal.with("namespace document failed", rt.failErr)
@@ -229,7 +228,7 @@ func (rt *runtime) gate(s *slot) error {
 
 // onUpdate is the single document observer of the runtime (§10.1): it records the update
 // of each transaction and fans it out to the subscriptions as one immutable slice shared by
-// all. An update is not echoed to the session it came from (§1, §10.1) — except when the
+// all. An update is not echoed to the session it came from — except when the
 // document held pending structs before the apply: then the transaction may have integrated
 // earlier structs released by it, which the origin may lack (GUIDE §4), so it gets the whole
 // transaction update too.
@@ -301,8 +300,8 @@ func (rt *runtime) removeSub(sub *subscription) {
 	}
 }
 
-// degraded reports §20 persistence degradation: the store's last commit failed, or a change
-// of this namespace was refused by the store and is not yet saved by a snapshot.
+// degraded reports whether persistence is degraded: the store's last commit failed, or a
+// change of this namespace was refused by the store and is not yet saved by a snapshot.
 func (rt *runtime) degraded() bool {
 	return !rt.reg.cfg.Store.Healthy() || rt.saved < rt.unsaved
 }
@@ -318,7 +317,7 @@ func (rt *runtime) refuseDegraded() error {
 	return ErrDegraded.with("", nil)
 }
 
-// persist is the dirty notification (§1, §20): it hands the change to the store's group
+// persist is the dirty notification: it hands the change to the store's group
 // committer without waiting for disk. When the store refuses it (backpressure), the change
 // stays only in memory: the namespace is degraded until the saver has written a snapshot.
 func (rt *runtime) persist(update []byte) uint64 {
@@ -346,19 +345,20 @@ type ApplyResult struct {
 	// degraded until a snapshot saved it).
 	Seq uint64
 	// Degraded reports that the apply ran while persistence was degraded: a peer applying a
-	// hub update to memory only (§20, the `degraded-bypass-applied` event of §23.5). It is
+	// hub update to memory only (reported as the degraded-bypass-applied event). It is
 	// the slot's own decision, not a later reading.
 	Degraded bool
-	// Stages are the §23.4 slot stage durations; nil unless Config.StageClock is set (and
+	// Stages are the slot's stage durations; nil unless Config.StageClock is set (and
 	// then nil too if a clock reading panicked).
 	Stages *Stages
 	// Rearm is set when a peer's apply of a hub update changed meta.schema: the schema was
-	// re-armed in this slot, after the live apply and before the dirty notification
-	// (§23.1 schema-rearm-applied / schema-rearm-failed; the namespace layer reports it).
+	// re-armed in this slot, after the live apply and before the dirty notification (the
+	// namespace layer reports it as a schema-rearm-applied or schema-rearm-failed event).
 	Rearm *SchemaRearm
 }
 
-// Stages are the §23.4 (issue #238) stage durations of one apply slot, from one clock.
+// Stages are the stage durations of one apply slot, from one clock: the four-stage split of
+// an apply the observer reports (§23.4).
 type Stages struct {
 	QueueWait      time.Duration // admission → slot start
 	ProtectedCheck time.Duration // slot start → live apply start (gates and protected check)
@@ -366,7 +366,7 @@ type Stages struct {
 	DirtyNotify    time.Duration // the dirty notification (Store.Append)
 }
 
-// applyKind says who sent an update, which decides the gates of §20.
+// applyKind says who sent an update, which decides the gates apply runs it through.
 type applyKind uint8
 
 const (
@@ -393,22 +393,22 @@ func (rt *runtime) applyFrom(s *slot, update []byte, kind applyKind, local *loca
 			return ApplyResult{}, ErrRoleViolation.with("session may not submit updates", nil)
 		}
 	}
-	// §20: a degraded hub refuses peer updates; a degraded peer refuses local writes but
+	// Degraded persistence: a hub refuses peer updates; a peer refuses local writes but
 	// applies hub updates in memory. A hub refuses local writes as well: it cannot save them.
 	// Both take an update that is already included.
 	degraded := rt.degraded()
 	if (hub || kind == applyLocal) && degraded {
-		// State exchange goes on (§20): an update that brings nothing new — the sync diff of
+		// State exchange goes on: an update that brings nothing new — the sync diff of
 		// a peer already in step — changes nothing and needs no write, so it is taken.
 		if included, err := yjs.Included(rt.doc, update); err != nil || !included {
 			return ApplyResult{}, rt.refuseDegraded()
 		}
 		return ApplyResult{Degraded: true}, nil
 	}
-	// §20, GUIDE §4: peer updates on a hub, and local writes on both sides, must not touch
-	// meta. Updates a peer receives from its hub are trusted — and may change meta.schema,
-	// which is then re-armed (§23.1, ADR 0018). Whether they touch meta is found at a cost
-	// proportional to the update; structs released from pending by the apply may land
+	// Protected meta (checkProtected): peer updates on a hub, and local writes on both sides,
+	// must not touch meta. Updates a peer receives from its hub are trusted — and may change
+	// meta.schema, which is then re-armed (rearmSchema). Whether they touch meta is found at a
+	// cost proportional to the update; structs released from pending by the apply may land
 	// anywhere, so a transaction that released some counts as touching meta too.
 	touched := false
 	if hub || kind == applyLocal {
@@ -626,8 +626,8 @@ func (rt *runtime) stopSaver() {
 	}
 }
 
-// saveLoop keeps trying to save a namespace whose changes the store refused (§20: a peer
-// "keeps trying to save"), or whose write was refused while the store is unhealthy (the
+// saveLoop keeps trying to save a namespace whose changes the store refused (a degraded peer
+// must keep trying, §20), or whose write was refused while the store is unhealthy (the
 // snapshot is then the probe that finds the store healthy again): it takes a consistent
 // snapshot in a slot, writes it outside the sequencer, and retries with backoff on the
 // registry clock until it succeeds or the runtime unloads (which then makes a last attempt
@@ -708,7 +708,7 @@ func (rt *runtime) saveLoop(ctx context.Context) {
 
 // ---- stage timings ----
 
-// stageTimer reads the stage clock at the §23.4 stage boundaries; without a clock it reads
+// stageTimer reads the stage clock at the stage boundaries (Stages); without a clock it reads
 // nothing.
 type stageTimer struct {
 	c     StageClock
@@ -748,7 +748,8 @@ func (st *stageTimer) stages() *Stages {
 	return &Stages{QueueWait: d(0), ProtectedCheck: d(1), LiveApply: d(2), DirtyNotify: d(3)}
 }
 
-// readClock reads c; a panicking clock counts as absent (§23.4 clock-throw folding).
+// readClock reads c; a clock that panics counts as absent, so a broken clock costs the
+// timings of one slot, never the slot.
 func readClock(c StageClock) (t time.Time, ok bool) {
 	defer func() {
 		if recover() != nil {

@@ -14,21 +14,13 @@ import (
 type tickClock struct {
 	mu sync.Mutex
 	t  time.Time
-	n  int
 }
 
 func (c *tickClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n++
 	c.t = c.t.Add(time.Millisecond)
 	return c.t
-}
-
-func (c *tickClock) readings() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
 }
 
 // panicClock panics from its reading number after on.

@@ -16,17 +16,19 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// The active schema (§23.1 schema re-arm, ADR 0018). There is no schema compiler in this
-// project (GUIDE §3: VFSL ROOT validation is out of scope), so installing a schema means:
-// check the shape of meta.schema ({"updatedAt": string, "definition": object}), compute the
-// semantic fingerprint of its definition, and make it the namespace's active schema.
+// The active schema: the schema a namespace runs with, taken from meta.schema and re-armed on
+// a peer when its hub changes it (the schema re-arm events of §23.1). There is no schema
+// compiler in this project (GUIDE §3 leaves schema validation out of scope), so installing a
+// schema means: check the shape of meta.schema ({"updatedAt": string, "definition": object}),
+// compute the semantic fingerprint of its definition, and make it the namespace's active
+// schema.
 
 // ActiveSchema is the schema a namespace runs with: the meta.schema the registry last
 // installed.
 type ActiveSchema struct {
 	// UpdatedAt is meta.schema.updatedAt as written by the hub (never a local clock
-	// reading); HasUpdatedAt is false when it is absent or not a string (§23.1: the
-	// event's updatedAt is then null).
+	// reading); HasUpdatedAt is false when it is absent or not a string (the re-arm event's
+	// updatedAt is then null).
 	UpdatedAt    string
 	HasUpdatedAt bool
 	// Definition is meta.schema.definition.
@@ -35,8 +37,8 @@ type ActiveSchema struct {
 	Fingerprint string
 }
 
-// RearmFailure is the code of a failed schema re-arm (ADR 0018 §3). The strings equal the
-// observer's SchemaRearmCode values; they are not §13.2 codes and never go on the wire.
+// RearmFailure is the code of a failed schema re-arm. The strings equal the observer's
+// SchemaRearmCode values; they are not namespace error codes and never go on the wire.
 type RearmFailure string
 
 // Re-arm failure codes.
@@ -67,8 +69,8 @@ const maxSchemaDepth = 512
 
 var errNotJSON = errors.New("schema definition is not a JSON object")
 
-// SemanticFingerprint returns the semantic fingerprint of a schema definition (§23.3 issue
-// #287): "sha256:v1:" and the lowercase hex SHA-256 of the domain separator
+// SemanticFingerprint returns the semantic fingerprint of a schema definition (a safe
+// digest of §23.3): "sha256:v1:" and the lowercase hex SHA-256 of the domain separator
 // "nomicore:schema:semantic-fingerprint:v1" NUL followed by the canonical JSON of
 // definition. The canonical JSON is ECMAScript JSON.stringify of the value with every
 // object's keys sorted by UTF-16 code units (RFC 8785), so key order and formatting do not
@@ -294,7 +296,7 @@ func schemaValue(doc *yjs.Doc) (any, bool) {
 type schemaState struct {
 	present bool
 	raw     []byte // the lib0 encoding of the value last seen; nil if it has none
-	// fatal: the value last seen could not be installed (ADR 0018 §3). A peer then opens
+	// fatal: the value last seen could not be installed. A peer then opens
 	// no replication session on the namespace (ErrSchemaInvalid) until a valid schema is
 	// installed or the replica is reset: it must not go on converging under a schema it
 	// cannot run.
@@ -358,7 +360,7 @@ func (rt *runtime) rearmSchema() (r *SchemaRearm) {
 		rearmHook()
 	}
 	if !present {
-		// The schema was removed: the namespace can no longer run with it (ADR 0018 §3).
+		// The schema was removed: the namespace can no longer run with it.
 		rt.schema.Store(nil)
 		rt.schemaSeen.fatal = true
 		return &SchemaRearm{Failed: RearmInvalid}

@@ -264,7 +264,7 @@ func TestS23_1_SchemaInstalledAtLoadAndReplace(t *testing.T) {
 
 // TestS23_1_InvalidSchemaRefusesSessions: on a peer, a replica whose meta.schema cannot be
 // installed — after a failed re-arm, or when it loads that way — opens no replication
-// session (ErrSchemaInvalid, ADR 0018 §3), while a session already open goes on, and a valid
+// session (ErrSchemaInvalid), while a session already open goes on, and a valid
 // schema it brings opens them again. The hub's sessions are never refused.
 func TestS23_1_InvalidSchemaRefusesSessions(t *testing.T) {
 	e := newReplica(t, Config{}, persistence.Options{})

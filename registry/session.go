@@ -14,11 +14,11 @@ const (
 	DefaultMaxInFlight          = 64
 )
 
-// subscription is the bounded queue of applied updates the runtime fans out to one session
-// or watcher (§10.1, §17). Items are the immutable update slices of the document observer,
-// shared by every subscription. Overflow policy (§17, cause `session-fanout-overflow` of
-// §23.1): drop every queued update, signal needs-resync, and queue nothing more until the
-// next Diff of the session re-arms it (that diff contains everything dropped).
+// subscription is the bounded queue of applied updates the runtime fans out to one session or
+// watcher. Items are the immutable update slices of the document observer, shared by every
+// subscription. Overflow policy (§17; the observer reports it with the cause
+// session-fanout-overflow): drop every queued update, signal needs-resync, and queue nothing
+// more until the next Diff of the session re-arms it (that diff contains everything dropped).
 type subscription struct {
 	session  bool   // a replication session (fenced by epoch bumps), not a watcher
 	peer     string // SessionOptions.Peer
@@ -28,7 +28,7 @@ type subscription struct {
 	wake     chan struct{} // cap 1, never blocks the runtime
 	notify   func()        // optional extra wake-up; must not block
 
-	mu         sync.Mutex
+	mu         sync.Mutex // guards the fields below up to fencedFlag
 	items      [][]byte
 	bytes      int
 	overflowed bool // dropping until re-armed
@@ -127,11 +127,11 @@ type Poll struct {
 	// Updates are the applied updates queued since the last Poll, in sequencer order. The
 	// slices are shared and must not be modified.
 	Updates [][]byte
-	// NeedsResync reports that updates were dropped because the queue overflowed (§17): the
+	// NeedsResync reports that updates were dropped because the queue overflowed: the
 	// consumer must start a state-vector round; the session's next Diff re-arms the queue.
 	// It is reported once.
 	NeedsResync bool
-	// Fenced is set once an epoch bump fenced the session (§11): the new identity. The
+	// Fenced is set once an epoch bump fenced the session: the new identity. The
 	// session answers every later operation with ErrFenced.
 	Fenced *Identity
 	// Failed reports that the namespace document broke (INTERNAL_ERROR); close the session
@@ -158,13 +158,12 @@ type SessionOptions struct {
 	// opens only if the namespace has exactly this identity, else ErrIDMismatch or
 	// ErrEpochMismatch. Checked in the same slot that opens the session.
 	Expect *Identity
-	// Snapshot asks for a bootstrap snapshot (§8.1): the whole document encoded in the slot
+	// Snapshot asks for a bootstrap snapshot: the whole document encoded in the slot
 	// that opens the session, so the update stream starts exactly after it.
 	Snapshot bool
 	// StateVector asks for the document's state vector, encoded in the opening slot.
 	StateVector bool
-	// ReadOnly sessions may not submit updates (ErrRoleViolation): a peer granted read only
-	// (§19).
+	// ReadOnly sessions may not submit updates (ErrRoleViolation): a peer granted read only.
 	ReadOnly bool
 	// MaxQueuedUpdateBytes and MaxQueuedUpdateCount bound the update queue (protocol config
 	// maxQueuedUpdateBytes and maxQueuedUpdateCount; zero means the defaults).
@@ -188,15 +187,15 @@ type SessionStart struct {
 	StateVector []byte   // with SessionOptions.StateVector
 }
 
-// Session is a replication session (§1 ReplicationSession): a trusted duplex channel of raw
-// Yjs bytes opened from a Lease. It never exposes the live document. Operations are
+// Session is a replication session (the ReplicationSession of §1): a trusted duplex channel of
+// raw Yjs bytes opened from a Lease. It never exposes the live document. Operations are
 // sequencer slots; each comes in a blocking form (waits for its result, or ctx) and an
 // asynchronous form whose callback runs on the sequencer goroutine and must not block (post
 // the result to your own inbox). The sequencer never waits on a session.
 //
 // Updates the session applies carry the session as their origin: they are not echoed back
-// to it (§10.1), except as GUIDE §4 requires (see Poll). The fan-out of other updates is
-// read with Wake and Poll.
+// to it, except as GUIDE §4 requires (see Poll). The fan-out of other updates is read with
+// Wake and Poll. A Session is safe for concurrent use.
 type Session struct {
 	lease    *Lease
 	rt       *runtime
@@ -206,7 +205,7 @@ type Session struct {
 	identity Identity
 
 	maxInFlight int
-	mu          sync.Mutex
+	mu          sync.Mutex // guards inFlight and closed
 	inFlight    int
 	closed      bool
 	settled     chan struct{}
@@ -259,8 +258,8 @@ func (s *Session) closeSettled() {
 }
 
 // Close stops the session at once: no new operation is admitted and the fan-out stops.
-// Operations already admitted still run and settle (§12: "already admitted applies complete
-// unconditionally"); Settled tells when. Close never waits and is idempotent.
+// Operations already admitted still run and settle (applies already admitted complete
+// unconditionally, §12); Settled tells when. Close never waits and is idempotent.
 func (s *Session) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -281,8 +280,8 @@ func (s *Session) Close() {
 // Settled is closed once the session is closed and every operation it admitted has settled.
 func (s *Session) Settled() <-chan struct{} { return s.settled }
 
-// ApplyAsync submits a remote update (§10.1 UPDATE, §9.2 SYNC_STEP2 diff): in one slot, the
-// gates (fenced session, role, degraded hub), the protected check on a hub, the live apply
+// ApplyAsync submits a remote update (an UPDATE, or the diff of a SYNC_STEP2): in one slot,
+// the gates (fenced session, role, degraded hub), the protected check on a hub, the live apply
 // with this session as origin, and the dirty notification. done is called once, on the
 // sequencer goroutine; when ApplyAsync returns an error (closed, overloaded) it is never
 // called. update must not be modified until done is called.
@@ -297,8 +296,8 @@ func (s *Session) Apply(ctx context.Context, update []byte) (ApplyResult, error)
 	return wait(ctx, func(done func(ApplyResult, error)) error { return s.ApplyAsync(update, done) })
 }
 
-// DiffAsync encodes what a remote with state vector sv lacks (§9.2 SYNC_STEP2), in a slot;
-// an empty sv gives the whole document. The same slot re-arms the update queue after an
+// DiffAsync encodes what a remote with state vector sv lacks (what a SYNC_STEP2 carries), in a
+// slot; an empty sv gives the whole document. The same slot re-arms the update queue after an
 // overflow: the diff covers every update queued or dropped before it.
 func (s *Session) DiffAsync(sv []byte, done func([]byte, error)) error {
 	return sessionOp(s, func(rt *runtime, _ *slot) ([]byte, error) {
@@ -315,7 +314,7 @@ func (s *Session) Diff(ctx context.Context, sv []byte) ([]byte, error) {
 	return wait(ctx, func(done func([]byte, error)) error { return s.DiffAsync(sv, done) })
 }
 
-// StateVectorAsync encodes the document's state vector (§9.1 SYNC_STEP1) in a slot.
+// StateVectorAsync encodes the document's state vector (what a SYNC_STEP1 carries) in a slot.
 func (s *Session) StateVectorAsync(done func([]byte, error)) error {
 	return sessionOp(s, func(rt *runtime, _ *slot) ([]byte, error) {
 		return rt.doc.EncodeStateVector(), nil
@@ -396,7 +395,8 @@ func wait[T any](ctx context.Context, start func(done func(T, error)) error) (T,
 }
 
 // Watch is a read-only subscription to every update applied to a namespace (the admin
-// events stream, GUIDE §8): registry meta writes included, never fenced.
+// events stream, GUIDE §8): registry meta writes included, never fenced. It is safe for
+// concurrent use.
 type Watch struct {
 	lease *Lease
 	sub   *subscription

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README walkthrough, automated: build the binaries, start a hub, add two peer tokens,
 # create a namespace, start two peers replicating it, write through peer-a's admin API,
-# read it from peer-b, print both documents and some hub metrics. Exits 0 only if both
-# peers converged. Every child process is stopped and the temporary directory removed on
-# exit, whatever happens.
+# read it from peer-b and from the hub (through nmcr), print some hub metrics. Exits 0 only
+# if both peers converged. Like the walkthrough it writes only under nomicore-data/ (ignored
+# by git), in a directory of its own with the token files readable by the user only; every
+# child process is stopped and that directory removed on exit, whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +12,9 @@ for tool in go curl; do
   command -v "$tool" >/dev/null || { echo "demo: $tool is required" >&2; exit 1; }
 done
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/nomicore-demo.XXXXXX")
+umask 077 # the token files are secrets
+mkdir -p nomicore-data
+work=$(mktemp -d "$PWD/nomicore-data/demo.XXXXXX")
 pids=()
 cleanup() {
   local status=$?
@@ -51,9 +54,9 @@ wait_for() {
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
 step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
 
-step "building hub and peer"
-go build -o "$work/bin/" ./cmd/hub ./cmd/peer
-hub="$work/bin/hub"; peer="$work/bin/peer"
+step "building hub, peer and nmcr"
+go build -o "$work/bin/" ./cmd/hub ./cmd/peer ./cmd/nmcr
+hub="$work/bin/hub"; peer="$work/bin/peer"; nmcr="$work/bin/nmcr"
 
 HUB=127.0.0.1:$(free_port); HUB_ADMIN=127.0.0.1:$(free_port); HUB_CLIENTS=127.0.0.1:$(free_port)
 A_ADMIN=127.0.0.1:$(free_port); B_ADMIN=127.0.0.1:$(free_port)
@@ -68,9 +71,10 @@ step "adding a token for each peer (the hub keeps only its SHA-256)"
 "$hub" token add --data "$work/hub" --peer peer-a >"$work/peer-a.token"
 "$hub" token add --data "$work/hub" --peer peer-b >"$work/peer-b.token"
 "$hub" token list --data "$work/hub"
+ls -l "$work"/peer-*.token
 
 step "creating a namespace"
-created=$(curl -fsS -X POST "http://$HUB_ADMIN/v1/namespaces" -d '{"owner":"default"}')
+created=$(curl -fsS -X POST "http://$HUB_ADMIN/v1/namespaces" -H 'Content-Type: application/json' -d '{"owner":"default"}')
 echo "$created"
 ns=$(printf '%s' "$created" | sed -n 's/.*"namespaceId":"\(ns-[0-9a-f]*\)".*/\1/p')
 [ -n "$ns" ] || { echo "demo: no namespace id in $created" >&2; exit 1; }
@@ -102,6 +106,9 @@ tok_b=$("$peer" token add --data "$work/peer-b" --client demo 2>/dev/null)
 echo "peer-a: http://$A_CLIENTS/edit/$ns?token=$tok_a"
 echo "peer-b: http://$B_CLIENTS/edit/$ns?token=$tok_b"
 wait_for "http://$A_CLIENTS/edit/$ns" 'Nomicore editor'
+
+step "reading the hub's copy as a Yjs update, through nmcr"
+curl -fsS "http://$HUB_ADMIN/v1/namespaces/$ns/update" | "$nmcr" doc json
 
 step "a few hub metrics"
 curl -fsS "http://$HUB_ADMIN/metrics" | grep -E '^nomicore_(connections_ready|live_namespaces|events_total\{side="hub",type="update-applied"\})' || true

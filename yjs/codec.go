@@ -363,7 +363,7 @@ func subdocFromOptions(guid string, opts any) (*Doc, error) {
 	return s, nil
 }
 
-// writeRaw encodes a decoded struct from offset on, as JS writes the struct it decoded.
+// write encodes a decoded struct from offset on, as JS writes the struct it decoded.
 func (s *rawStruct) write(e *lib0.Encoder, offset uint64) {
 	switch s.kind {
 	case structGC:

@@ -56,6 +56,7 @@ var (
 	ErrUnsupportedValue = errors.New("yjs: unsupported value")
 	// ErrKindMismatch: a root already has another concrete type.
 	ErrKindMismatch = errors.New("yjs: root already defined with another type")
-	// ErrAlreadyIntegrated: a preliminary type or subdocument that is already in a document.
+	// ErrAlreadyIntegrated: a preliminary type or subdocument that is already in a
+	// document, or that a change would place twice (or inside itself).
 	ErrAlreadyIntegrated = errors.New("yjs: value is already part of a document")
 )

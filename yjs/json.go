@@ -473,9 +473,8 @@ func jsonable(v any) bool {
 	return true
 }
 
-// jsString is JS String(v) for values of the model and shared types.
-func jsString(v any) string { return jsStringAt(v, 0) }
-
+// jsStringAt is JS String(v) for values of the model and shared types, depth
+// levels below the value being converted.
 func jsStringAt(v any, depth int) string {
 	switch x := v.(type) {
 	case nil:

@@ -12,14 +12,14 @@ type piece struct {
 	c    content
 }
 
-// piecesOf converts application values into contents (JS typeListInsertGenericsAfter):
-// consecutive plain values share one ContentAny; []byte is a ContentBinary; a *Doc a
-// subdocument; a preliminary type a nested type. Nothing is changed when a value is
-// unsupported.
-func piecesOf(values []any) ([]piece, error) {
+// piecesOf converts application values into contents for a sequence of owner (JS
+// typeListInsertGenericsAfter): consecutive plain values share one ContentAny; []byte is a
+// ContentBinary; a *Doc a subdocument; a preliminary type a nested type. Nothing is changed
+// when a value is unsupported.
+func piecesOf(owner *Type, values []any) ([]piece, error) {
 	var out []piece
 	var run []any
-	seen := map[any]bool{}
+	seen := map[any]bool{owner: true}
 	flush := func() {
 		if len(run) > 0 {
 			out = append(out, piece{anys: run})
@@ -43,6 +43,10 @@ func piecesOf(values []any) ([]piece, error) {
 }
 
 // contentOf returns the content for a non-plain value, or the normalized plain value.
+// seen holds the types and subdocuments already placed by the same change (and the type
+// receiving the value): each can be placed once, and a type cannot hold itself. A
+// preliminary type is accepted only if everything it holds is (prelim.check): its content
+// is replayed when it is integrated, and that must not fail half way.
 func contentOf(v any, seen map[any]bool) (content, any, error) {
 	switch x := v.(type) {
 	case []byte:
@@ -59,6 +63,9 @@ func contentOf(v any, seen map[any]bool) (content, any, error) {
 			return nil, nil, ErrAlreadyIntegrated
 		}
 		seen[t] = true
+		if err := t.prelim.check(seen); err != nil {
+			return nil, nil, err
+		}
 		return &contentType{t: t}, nil, nil
 	}
 	n, err := normalizeAny(v)
@@ -128,7 +135,7 @@ func (t *Type) listInsert(tx *Transaction, index int, values []any) error {
 	if index < 0 || index > t.length {
 		return ErrIndexOutOfRange
 	}
-	pieces, err := piecesOf(values)
+	pieces, err := piecesOf(t, values)
 	if err != nil {
 		return err
 	}
@@ -153,7 +160,7 @@ func (t *Type) listInsert(tx *Transaction, index int, values []any) error {
 
 // listPush appends values after the last item of the sequence (JS typeListPushGenerics).
 func (t *Type) listPush(tx *Transaction, values []any) error {
-	pieces, err := piecesOf(values)
+	pieces, err := piecesOf(t, values)
 	if err != nil {
 		return err
 	}
@@ -218,7 +225,8 @@ func (t *Type) listGet(index int) (any, bool) {
 	return vals[index-s], true
 }
 
-// listValues appends the visible values from start (inclusive) to end (exclusive).
+// listSlice returns the visible values from start (inclusive) to end (exclusive), clamped
+// to the sequence.
 func (t *Type) listSlice(start, end int) []any {
 	if start < 0 {
 		start = 0
@@ -265,7 +273,7 @@ func (t *Type) listAll() []any {
 
 // mapSet sets key to value (JS typeMapSet).
 func (t *Type) mapSet(tx *Transaction, key string, value any) error {
-	c, plain, err := contentOf(value, map[any]bool{})
+	c, plain, err := contentOf(value, map[any]bool{t: true})
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ func (m *Map) t() *Type { return (*Type)(m) }
 func (m *Map) Set(key string, value any) error {
 	t := m.t()
 	if t.doc == nil && t.prelim != nil {
-		if _, _, err := contentOf(value, map[any]bool{}); err != nil {
+		if _, _, err := contentOf(value, map[any]bool{t: true}); err != nil {
 			return err
 		}
 		t.prelim.set(key, value)
@@ -136,7 +136,7 @@ func (t *Type) seqInsert(index int, values []any) error {
 		if index < 0 || index > len(t.prelim.list) {
 			return ErrIndexOutOfRange
 		}
-		if _, err := piecesOf(values); err != nil {
+		if _, err := piecesOf(t, values); err != nil {
 			return err
 		}
 		t.prelim.list = append(t.prelim.list[:index:index], append(append([]any(nil), values...), t.prelim.list[index:]...)...)
@@ -315,14 +315,14 @@ func entryValue(it *item) any {
 	return vals[i]
 }
 
-// inferredType is an untyped root seen as the kind GUIDE §7 infers.
+// inferredType is an untyped root seen as the kind its content suggests (inferred).
 type inferredType struct {
 	t    *Type
 	kind Kind
 }
 
-// inferred applies the inference of GUIDE §7: keyed items → map; string, format or embed
-// content → text; otherwise array.
+// inferred views t as the kind its content suggests: keyed items → map; string, format or
+// embed content → text; otherwise array.
 func (t *Type) inferred() inferredType { return inferredType{t, t.inferKind()} }
 
 func (t *Type) inferKind() Kind {
@@ -470,9 +470,9 @@ func jsLowerCase(s string) string {
 }
 
 // ToJSON returns every root as plain JSON values: a root typed by the application as its
-// kind, an untyped root as GUIDE §7 infers (keyed items → map; string, format or embed
-// content → text; otherwise array). Maps become map[string]any, arrays []any, texts
-// strings, XML its rendering; Uint8Array → {"$bytes":hex}, bigint → {"$bigint":"n"},
+// kind, an untyped root as the kind its content suggests (keyed items → map; string,
+// format or embed content → text; otherwise array; the project's JSON rules, GUIDE §7).
+// Maps become map[string]any, arrays []any, texts strings, XML its rendering; Uint8Array → {"$bytes":hex}, bigint → {"$bigint":"n"},
 // subdocument → {"$doc":guid}, undefined → {"$undefined":true}, NaN and ±Infinity →
 // {"$number":…}, -0 → 0.
 func (d *Doc) ToJSON() map[string]any {

@@ -173,17 +173,6 @@ func (s *structStore) stateVector() StateVector {
 	return sv
 }
 
-// sortedClients returns the client ids, highest first (the order JS writes them).
-func (s *structStore) sortedClients() []uint64 {
-	cs := make([]uint64, 0, len(s.clients))
-	for c := range s.clients {
-		cs = append(cs, c)
-	}
-	slices.Sort(cs)
-	slices.Reverse(cs)
-	return cs
-}
-
 // add appends a struct at its client's state.
 func (s *structStore) add(it *item) {
 	l := s.clients[it.id.Client]

@@ -1,6 +1,7 @@
 package yjs
 
 import (
+	"maps"
 	"strings"
 	"unsafe"
 
@@ -16,7 +17,8 @@ type Text Type
 func NewText(s string) *Text {
 	t := newPrelimType(KindText)
 	if s != "" {
-		t.prelim.text = append(t.prelim.text, func(tx *Transaction) { _ = t.textInsert(tx, 0, s, nil) })
+		t.prelim.text = append(t.prelim.text, textOp{kind: textOpInsert, s: s})
+		t.prelim.textLen = int(utf16Len(s))
 	}
 	return (*Text)(t)
 }
@@ -44,8 +46,7 @@ func (x *Text) String() string { return x.t().textString() }
 func (x *Text) Insert(index int, s string, attrs Attrs) error {
 	t := x.t()
 	if t.isPrelim() {
-		t.prelim.text = append(t.prelim.text, func(tx *Transaction) { _ = t.textInsert(tx, index, s, attrs) })
-		return nil
+		return t.recordText(textOp{kind: textOpInsert, index: index, s: s, attrs: attrs})
 	}
 	var err error
 	return t.run(func(tx *Transaction) { err = t.textInsert(tx, index, s, attrs) }, &err)
@@ -55,8 +56,7 @@ func (x *Text) Insert(index int, s string, attrs Attrs) error {
 func (x *Text) InsertEmbed(index int, embed any, attrs Attrs) error {
 	t := x.t()
 	if t.isPrelim() {
-		t.prelim.text = append(t.prelim.text, func(tx *Transaction) { _ = t.textInsertEmbed(tx, index, embed, attrs) })
-		return nil
+		return t.recordText(textOp{kind: textOpEmbed, index: index, embed: embed, attrs: attrs})
 	}
 	var err error
 	return t.run(func(tx *Transaction) { err = t.textInsertEmbed(tx, index, embed, attrs) }, &err)
@@ -66,8 +66,7 @@ func (x *Text) InsertEmbed(index int, embed any, attrs Attrs) error {
 func (x *Text) Delete(index, length int) error {
 	t := x.t()
 	if t.isPrelim() {
-		t.prelim.text = append(t.prelim.text, func(tx *Transaction) { _ = t.textDelete(tx, index, length) })
-		return nil
+		return t.recordText(textOp{kind: textOpDelete, index: index, length: length})
 	}
 	var err error
 	return t.run(func(tx *Transaction) { err = t.textDelete(tx, index, length) }, &err)
@@ -77,8 +76,7 @@ func (x *Text) Delete(index, length int) error {
 func (x *Text) Format(index, length int, attrs Attrs) error {
 	t := x.t()
 	if t.isPrelim() {
-		t.prelim.text = append(t.prelim.text, func(tx *Transaction) { _ = t.textFormat(tx, index, length, attrs) })
-		return nil
+		return t.recordText(textOp{kind: textOpFormat, index: index, length: length, attrs: attrs})
 	}
 	var err error
 	return t.run(func(tx *Transaction) { err = t.textFormat(tx, index, length, attrs) }, &err)
@@ -106,6 +104,103 @@ func (x *Text) RemoveAttribute(key string) error {
 
 // isPrelim reports whether the type is preliminary (content is recorded for later).
 func (t *Type) isPrelim() bool { return t.doc == nil && t.prelim != nil }
+
+// textOpKind is the method a textOp replays.
+type textOpKind uint8
+
+const (
+	textOpInsert textOpKind = iota // Text.Insert
+	textOpEmbed                    // Text.InsertEmbed
+	textOpDelete                   // Text.Delete
+	textOpFormat                   // Text.Format
+)
+
+// textOp is a change made to a preliminary text, replayed in order when the text is
+// integrated.
+type textOp struct {
+	kind          textOpKind
+	index, length int
+	s             string
+	embed         any
+	attrs         Attrs
+}
+
+// recordText checks op against the preliminary text t and records it, or returns the
+// error the same call on a text in a document would return (and records nothing).
+func (t *Type) recordText(op textOp) error {
+	n, err := op.check(t.prelim.textLen, map[any]bool{t: true})
+	if err != nil {
+		return err
+	}
+	op.attrs = maps.Clone(op.attrs) // the caller may reuse its map
+	t.prelim.text = append(t.prelim.text, op)
+	t.prelim.textLen = n
+	return nil
+}
+
+// check returns the length of a text after op, given its length before, or the error
+// applying op would return (the checks of textInsert, textInsertEmbed, textDelete and
+// textFormat, in their order). seen is as for contentOf.
+func (op *textOp) check(length int, seen map[any]bool) (int, error) {
+	switch op.kind {
+	case textOpInsert:
+		if op.s == "" {
+			return length, nil
+		}
+		if op.index < 0 || op.index > length {
+			return 0, ErrIndexOutOfRange
+		}
+		if _, err := attrsOf(op.attrs); err != nil {
+			return 0, err
+		}
+		return length + int(utf16Len(op.s)), nil
+	case textOpEmbed:
+		if op.index < 0 || op.index > length {
+			return 0, ErrIndexOutOfRange
+		}
+		if typeOf(op.embed) != nil {
+			if _, _, err := contentOf(op.embed, seen); err != nil {
+				return 0, err
+			}
+		} else if _, err := normalizeJSON(op.embed); err != nil {
+			return 0, err
+		}
+		if _, err := attrsOf(op.attrs); err != nil {
+			return 0, err
+		}
+		return length + 1, nil
+	case textOpDelete, textOpFormat:
+		if op.length == 0 {
+			return length, nil
+		}
+		if op.index < 0 || op.length < 0 || op.index+op.length > length {
+			return 0, ErrIndexOutOfRange
+		}
+		if op.kind == textOpDelete {
+			return length - op.length, nil
+		}
+		if _, err := attrsOf(op.attrs); err != nil {
+			return 0, err
+		}
+		return length, nil
+	}
+	panic("yjs: unknown text change")
+}
+
+// apply makes the change op records on t, which is in a document.
+func (op *textOp) apply(tx *Transaction, t *Type) error {
+	switch op.kind {
+	case textOpInsert:
+		return t.textInsert(tx, op.index, op.s, op.attrs)
+	case textOpEmbed:
+		return t.textInsertEmbed(tx, op.index, op.embed, op.attrs)
+	case textOpDelete:
+		return t.textDelete(tx, op.index, op.length)
+	case textOpFormat:
+		return t.textFormat(tx, op.index, op.length, op.attrs)
+	}
+	panic("yjs: unknown text change")
+}
 
 // run runs fn in the document's open transaction or a new local one and returns *err (set
 // by fn), or ErrNotIntegrated.
@@ -283,7 +378,7 @@ func (t *Type) textInsertEmbed(tx *Transaction, index int, embed any, attrs Attr
 	}
 	var c content
 	if typeOf(embed) != nil {
-		ct, _, err := contentOf(embed, map[any]bool{})
+		ct, _, err := contentOf(embed, map[any]bool{t: true})
 		if err != nil {
 			return err
 		}

@@ -135,7 +135,7 @@ func (tx *Transaction) subdocRemoved(d *Doc) {
 	tx.subdocsRemoved = append(tx.subdocsRemoved, d)
 }
 
-// changedClients reports whether any struct was added.
+// addedStructs reports whether the transaction added any struct.
 func (tx *Transaction) addedStructs() bool {
 	for _, b := range tx.before {
 		if tx.doc.store.state(b.client) != b.clock {

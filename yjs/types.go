@@ -98,12 +98,15 @@ type Type struct {
 }
 
 // prelim holds the content of a type created by the application before it is inserted
-// into a document.
+// into a document. Every change recorded here was checked when it was made, and the whole
+// content is checked again (check) when the type is placed in a document, so that
+// replaying it on integration cannot fail.
 type prelim struct {
-	keys   []string       // map entries / XML attributes, in insertion order
-	values map[string]any //
-	list   []any          // sequence content (Array, XmlFragment, XmlElement)
-	text   []func(tx *Transaction)
+	keys    []string       // map entries / XML attributes, in insertion order
+	values  map[string]any // the value of each key
+	list    []any          // sequence content (Array, XmlFragment, XmlElement)
+	text    []textOp       // changes of a Text or XmlText, in order
+	textLen int            // the length of the text after those changes
 }
 
 func newType(kind Kind) *Type { return &Type{kind: kind, entries: make(map[string]*item)} }
@@ -240,7 +243,8 @@ func (d *Doc) root(name string) *Type {
 }
 
 // integrate makes a (preliminary) type part of the document at item and replays the
-// content given before.
+// content given before. That content was checked (prelim.check) before the change that
+// placed the type began, so a failure here is a broken invariant.
 func (t *Type) integrate(tx *Transaction, it *item) {
 	t.doc = tx.doc
 	t.item = it
@@ -252,20 +256,53 @@ func (t *Type) integrate(tx *Transaction, it *item) {
 	switch t.kind {
 	case KindMap, KindXmlHook:
 		for _, k := range p.keys {
-			_ = t.mapSet(tx, k, p.values[k])
+			mustReplay(t.mapSet(tx, k, p.values[k]))
 		}
 	case KindArray, KindXmlFragment, KindXmlElement:
 		if len(p.list) > 0 {
-			_ = t.listInsert(tx, 0, p.list)
+			mustReplay(t.listInsert(tx, 0, p.list))
 		}
 		for _, k := range p.keys {
-			_ = t.mapSet(tx, k, p.values[k])
+			mustReplay(t.mapSet(tx, k, p.values[k]))
 		}
 	case KindText, KindXmlText:
-		for _, f := range p.text {
-			f(tx)
+		for i := range p.text {
+			mustReplay(p.text[i].apply(tx, t))
 		}
 	}
+}
+
+// mustReplay panics if replaying checked preliminary content failed.
+func mustReplay(err error) {
+	if err != nil {
+		panic("yjs: replaying the checked content of a preliminary type: " + err.Error())
+	}
+}
+
+// check returns the error that replaying p would meet: a value with no Yjs
+// representation, an index out of range, or a type or subdocument that is already in a
+// document or held twice. seen holds the types and subdocuments placed by the same change
+// so far (contentOf).
+func (p *prelim) check(seen map[any]bool) error {
+	for _, v := range p.list {
+		if _, _, err := contentOf(v, seen); err != nil {
+			return err
+		}
+	}
+	for _, k := range p.keys {
+		if _, _, err := contentOf(p.values[k], seen); err != nil {
+			return err
+		}
+	}
+	length := 0
+	for i := range p.text {
+		n, err := p.text[i].check(length, seen)
+		if err != nil {
+			return err
+		}
+		length = n
+	}
+	return nil
 }
 
 func (t *Type) sortedKeys() []string {
@@ -287,12 +324,13 @@ func (t *Type) transact(fn func(tx *Transaction) error) error {
 	return err
 }
 
-// ownID returns the id for a new struct of the local client.
+// nextID returns the id for a new struct of the local client.
 func (tx *Transaction) nextID() ID {
 	return ID{tx.doc.clientID, tx.doc.store.state(tx.doc.clientID)}
 }
 
-// integrateLocal integrates a new local item.
+// insertItem creates a local item with content c between left and right in parent (under
+// the key sub when hasSub) and integrates it.
 func (tx *Transaction) insertItem(left, right *item, parent *Type, sub string, hasSub bool, c content) *item {
 	it := newItem(tx.nextID(), left, right, parent, sub, hasSub, c)
 	it.integrate(tx, 0)

@@ -321,46 +321,44 @@ func (s *Server) isClosing() bool {
 // join returns the namespace's room, opening it (a lease and a watch) for its first
 // connection; the caller holds one reference until leave.
 func (s *Server) join(ctx context.Context, ns, owner string) (*room, error) {
-	for {
-		s.mu.Lock()
-		if s.closing {
-			s.mu.Unlock()
-			return nil, errClosing
-		}
-		rm := s.rooms[ns]
-		if rm == nil {
-			rm = newRoom(s, ns, owner)
-			s.rooms[ns] = rm
-			rm.refs = 1
-			s.mu.Unlock()
-			if err := rm.open(ctx); err != nil {
-				rm.openErr = err
-				s.mu.Lock()
-				if s.rooms[ns] == rm {
-					delete(s.rooms, ns)
-				}
-				s.mu.Unlock()
-				close(rm.ready)
-				s.leave(rm, nil)
-				return nil, err
-			}
-			close(rm.ready)
-			return rm, nil
-		}
-		rm.refs++
+	s.mu.Lock()
+	if s.closing {
 		s.mu.Unlock()
-		select {
-		case <-rm.ready:
-		case <-ctx.Done():
-			s.leave(rm, nil)
-			return nil, ctx.Err()
-		}
-		if rm.openErr == nil {
-			return rm, nil
-		}
-		s.leave(rm, nil)
-		return nil, rm.openErr
+		return nil, errClosing
 	}
+	rm := s.rooms[ns]
+	if rm == nil {
+		rm = newRoom(s, ns, owner)
+		s.rooms[ns] = rm
+		rm.refs = 1
+		s.mu.Unlock()
+		if err := rm.open(ctx); err != nil {
+			rm.openErr = err
+			s.mu.Lock()
+			if s.rooms[ns] == rm {
+				delete(s.rooms, ns)
+			}
+			s.mu.Unlock()
+			close(rm.ready)
+			s.leave(rm, nil)
+			return nil, err
+		}
+		close(rm.ready)
+		return rm, nil
+	}
+	rm.refs++
+	s.mu.Unlock()
+	select {
+	case <-rm.ready:
+	case <-ctx.Done():
+		s.leave(rm, nil)
+		return nil, ctx.Err()
+	}
+	if rm.openErr == nil {
+		return rm, nil
+	}
+	s.leave(rm, nil)
+	return nil, rm.openErr
 }
 
 // leave drops one reference to a room (and c from it, when set); the last one closes it.

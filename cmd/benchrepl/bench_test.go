@@ -52,7 +52,7 @@ func TestWorkloadsSmall(t *testing.T) {
 	}
 }
 
-// The issue #6 workloads as Go benchmarks (one run each; use -benchtime 1x):
+// The benchrepl workloads as Go benchmarks (one run each; use -benchtime 1x):
 //
 //	go test -run '^$' -bench . -benchtime 1x ./cmd/benchrepl
 

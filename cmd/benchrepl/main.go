@@ -1,4 +1,4 @@
-// Command benchrepl runs the replication benchmarks of issue #6 and prints their figures:
+// Command benchrepl runs the replication benchmarks and prints their figures:
 //
 //   - fan-out: 20 peers on one namespace, each writing 500 small updates as fast as the
 //     windows allow: propagation latency p50/p99 and delivered updates per second;

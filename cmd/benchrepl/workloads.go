@@ -17,7 +17,7 @@ import (
 
 func targetOf(ns string) ws.Target { return ws.Target{NamespaceID: ns, Owner: peerOwner} }
 
-// The three workloads of issue #6 (performance): fan-out, many namespaces, bootstrap. Each
+// The three workloads: fan-out, many namespaces, bootstrap. Each
 // runs the hub in a child process and the peers in this one, over real WebSockets on
 // loopback, every instance on its own bbolt store.
 

@@ -1,61 +1,49 @@
-// Command hub is the Nomicore hub: the replication endpoint peers connect to over WebSocket
-// with bearer tokens (/v1/replication), and the admin HTTP API applications use (GUIDE §7, §8).
+// Command hub is the Nomicore hub: the reference copy of every namespace (one Yjs document
+// each), the replication endpoint peers connect to over WebSocket with bearer tokens
+// (/v1/replication), and the admin HTTP API applications use.
 //
 //	hub [serve] --instance-id hub --listen 127.0.0.1:8787 --admin-listen 127.0.0.1:8788 \
 //	            --data ./nomicore-data/hub [--tokens FILE]      # defaults shown
-//	hub token add --data DIR --peer PEER_ID [--owner default] [--namespace ns-…|*]... [--read-only]
-//	hub token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only]   # an editor's token
-//	hub token list --data DIR
-//	hub token remove --data DIR --peer PEER_ID|--client NAME [--sha256 PREFIX]
+//	hub token add|list|rotate|remove --data DIR ...             # the peers' tokens
+//	hub token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only]   # an editor's
 //	hub write --namespace ns-… [--map ROOT] KEY=VALUE...        # a client of the admin API
 //
 // Editors (stock y-websocket providers) connect to the client listener, --client-listen
 // (default 127.0.0.1:8789): ws://HOST:PORT/v1/yjs/{namespaceId}?token=… ; the editor page is
 // http://HOST:PORT/edit/{namespaceId}?token=… .
 //
-// Every flag can also be set with an environment variable NOMICORE_<FLAG> (for example
-// NOMICORE_ADMIN_LISTEN). Logs are JSON lines on stderr.
+// `hub -h` lists the commands, `hub <command> -h` explains one. Every flag can also be set
+// with an environment variable NOMICORE_<FLAG> (for example NOMICORE_ADMIN_LISTEN).
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
+
+	"github.com/nomicore/nomicore/internal/cli"
+	"github.com/nomicore/nomicore/internal/node"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || len(args[0]) > 0 && args[0][0] == '-' {
-		return serve(args, getenv, stdout, stderr)
-	}
-	switch args[0] {
-	case "serve":
-		return serve(args[1:], getenv, stdout, stderr)
-	case "token":
-		return token(args[1:], getenv, stdout, stderr)
-	case "write":
-		return write(args[1:], getenv, stdout, stderr)
-	case "help":
-		usage(stdout)
-		return 0
-	}
-	fmt.Fprintf(stderr, "hub: unknown command %q\n", args[0])
-	usage(stderr)
-	return 2
+// hub is the command tree.
+var hub = cli.Group{
+	Path: "hub",
+	About: "The Nomicore hub keeps the reference copy of every namespace (one Yjs document each), " +
+		"serves the peers that replicate them, the admin API applications use, and the y-websocket endpoint " +
+		"editors use.",
+	Commands: []cli.Command{
+		{Name: "serve", Summary: "run the hub: the replication endpoint for peers and the admin API", Run: serve},
+		tokenCommands.Command("token", "manage the peers' and editors' tokens in the hub's tokens file (add, list, rotate, remove)"),
+		node.WriteCommand("hub", "http://127.0.0.1:8788"),
+	},
+	Default: "serve",
+	Version: true,
+	Footer:  "Every flag can also be set as NOMICORE_<FLAG>; docs/operations.md covers running it for real.",
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage:
-  hub [serve] [--instance-id hub] [--listen 127.0.0.1:8787] [--admin-listen 127.0.0.1:8788]
-              [--data ./nomicore-data/hub] [--tokens FILE] [flags]
-  hub token add --data DIR --peer PEER_ID [--owner default] [--namespace ns-…|*]... [--read-only]
-  hub token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only]
-  hub token list --data DIR
-  hub token remove --data DIR --peer PEER_ID|--client NAME [--sha256 PREFIX]
-  hub write --namespace ns-… [--map ROOT] [--admin-url URL] KEY=VALUE...
-Run "hub serve -h" for every flag; each flag also reads NOMICORE_<FLAG>.
-`)
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return hub.Run(args, cli.IO{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Getenv: getenv})
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nomicore/nomicore/internal/tokens"
+	"github.com/nomicore/nomicore/replication/ws"
 )
 
 func runHub(t *testing.T, env map[string]string, args ...string) (int, string, string) {
@@ -50,8 +52,51 @@ func TestTokenCommands(t *testing.T) {
 	}
 }
 
+// A second `token add` for the same peer is refused and says how to rotate; `token rotate`
+// prints a new token once and the old one no longer authenticates.
+func TestTokenAddTwiceAndRotate(t *testing.T) {
+	data := t.TempDir()
+	file := filepath.Join(data, tokens.FileName)
+	code, out, _ := runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a")
+	old := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("token add: %d", code)
+	}
+	code, out, errOut := runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a")
+	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "peer-a already has a token (sha256:") ||
+		!strings.Contains(errOut, "hub token rotate --peer peer-a") || !strings.Contains(errOut, "--additional") {
+		t.Fatalf("second token add: %d %q %q", code, out, errOut)
+	}
+	if entries, _, _ := tokens.Read(file); len(entries) != 1 {
+		t.Fatalf("%d entries after a refused add", len(entries))
+	}
+	code, out, errOut = runHub(t, nil, "token", "rotate", "--data", data, "--peer", "peer-a")
+	fresh := strings.TrimSpace(out)
+	if code != 0 || len(fresh) != 43 || fresh == old || strings.Contains(errOut, fresh) || !strings.Contains(errOut, "no longer valid") {
+		t.Fatalf("token rotate: %d %q %q", code, out, errOut)
+	}
+	entries, _, _ := tokens.Read(file)
+	table, _ := ws.NewTokenTable(entries)
+	if _, err := table.Authenticate(context.Background(), old); err == nil {
+		t.Fatal("the old token still authenticates after a rotation")
+	}
+	if id, err := table.Authenticate(context.Background(), fresh); err != nil || id.PeerInstanceID != "peer-a" {
+		t.Fatalf("the new token: %v %v", id, err)
+	}
+	if code, _, errOut := runHub(t, nil, "token", "rotate", "--data", data, "--peer", "peer-z"); code != 1 || !strings.Contains(errOut, "peer-z has no token") {
+		t.Fatalf("rotating a peer without a token: %d %q", code, errOut)
+	}
+	code, out, _ = runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a", "--additional")
+	if code != 0 || len(strings.TrimSpace(out)) != 43 {
+		t.Fatalf("token add --additional: %d %q", code, out)
+	}
+	if entries, _, _ := tokens.Read(file); len(entries) != 2 {
+		t.Fatalf("%d entries after --additional, want 2", len(entries))
+	}
+}
+
 func TestUsage(t *testing.T) {
-	if code, out, _ := runHub(t, nil, "help"); code != 0 || !strings.Contains(out, "hub token add") {
+	if code, out, _ := runHub(t, nil, "help"); code != 0 || !strings.Contains(out, "\n  token ") {
 		t.Fatalf("help: %d %q", code, out)
 	}
 	if code, _, errOut := runHub(t, nil, "frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
@@ -65,5 +110,87 @@ func TestUsage(t *testing.T) {
 	}
 	if code, _, errOut := runHub(t, nil, "--instance-id", "Hub!"); code != 1 || !strings.Contains(errOut, "--instance-id") {
 		t.Fatalf("bare hub with a bad instance id: %d %q", code, errOut)
+	}
+}
+
+// `hub -h` lists every command with one line; every command and subcommand answers -h on
+// stdout with status 0, in user words (no contract section numbers, no Go names).
+func TestHelp(t *testing.T) {
+	code, out, errOut := runHub(t, nil, "-h")
+	if code != 0 || errOut != "" {
+		t.Fatalf("hub -h: %d %q", code, errOut)
+	}
+	for _, name := range []string{"serve", "token", "write", "version"} {
+		lines := 0
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "  "+name+" ") {
+				lines++
+			}
+		}
+		if lines != 1 {
+			t.Errorf("hub -h has %d lines for %s:\n%s", lines, name, out)
+		}
+	}
+	if code, out, _ := runHub(t, nil, "token", "-h"); code != 0 || !strings.Contains(out, "\n  rotate ") || !strings.Contains(out, "\n  add ") {
+		t.Errorf("hub token -h: %d %q", code, out)
+	}
+	for _, args := range [][]string{{"serve", "-h"}, {"--help"}, {"token", "add", "-h"}, {"token", "list", "-h"}, {"token", "rotate", "-h"},
+		{"token", "remove", "-h"}, {"write", "-h"}, {"help", "write"}, {"help", "token"}} {
+		code, out, errOut := runHub(t, nil, args...)
+		if code != 0 || errOut != "" || !strings.Contains(out, "usage: hub") {
+			t.Errorf("%v: %d, stderr %q, stdout %.80q", args, code, errOut, out)
+		}
+		for _, bad := range []string{"§", "GUIDE", "Ms)", "UPDATE_CHUNK", "OPEN_NAMESPACE"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("%v: the help says %q", args, bad)
+			}
+		}
+	}
+	code, out, _ = runHub(t, nil, "serve", "-h")
+	if code != 0 {
+		t.Fatalf("hub serve -h: %d", code)
+	}
+	for _, flagName := range []string{"--instance-id", "--max-frame-bytes", "--ack-timeout", "--log-format", "--capture-frames"} {
+		if !strings.Contains(out, "\n  "+flagName+" ") {
+			t.Errorf("hub serve -h does not list %s", flagName)
+		}
+	}
+}
+
+// A mistake is one line on stderr that says what is wrong and which help to read.
+func TestMistakesAreOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--no-such-flag"}, `hub serve: unknown flag --no-such-flag; see "hub serve -h"`},
+		{[]string{"--no-such-flag"}, `hub serve: unknown flag --no-such-flag; see "hub serve -h"`},
+		{[]string{"serve", "--listen"}, `hub serve: flag --listen needs a value; see "hub serve -h"`},
+		{[]string{"serve", "--max-frame-bytes", "lots"}, `hub serve: invalid value "lots" for --max-frame-bytes`},
+		{[]string{"serve", "extra"}, `hub serve: unexpected argument "extra" (hub serve takes flags only); see "hub serve -h"`},
+		{[]string{"frobnicate"}, `hub: unknown command "frobnicate" (want serve, token or write); see "hub -h"`},
+		{[]string{"token"}, `hub token: a command is required; see "hub token -h"`},
+		{[]string{"token", "frob"}, `hub token: unknown command "frob" (want add, list, rotate or remove); see "hub token -h"`},
+		{[]string{"token", "add"}, `hub token add: --peer (or --client) is required; see "hub token add -h"`},
+		{[]string{"token", "rotate", "--data", "x"}, `hub token rotate: --peer is required`},
+		{[]string{"write", "--namespace", "ns-bad", "a=1"}, `hub write: --namespace "ns-bad" is not a namespace id (want ns- and 32 lowercase hex digits); see "hub write -h"`},
+	} {
+		code, out, errOut := runHub(t, map[string]string{}, tc.args...)
+		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: %d %q %q; want status 2 and one line %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	// A bad environment value names its variable.
+	if code, _, errOut := runHub(t, map[string]string{"NOMICORE_MAX_FRAME_BYTES": "lots"}, "serve"); code != 2 || !strings.Contains(errOut, "NOMICORE_MAX_FRAME_BYTES") {
+		t.Errorf("bad environment value: %d %q", code, errOut)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		code, out, _ := runHub(t, nil, args...)
+		if code != 0 || !strings.HasPrefix(out, "hub ") || !strings.Contains(out, "go1.") || strings.Count(out, "\n") != 1 {
+			t.Errorf("%v: %d %q", args, code, out)
+		}
 	}
 }

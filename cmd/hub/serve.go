@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,7 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/accesslog"
 	"github.com/nomicore/nomicore/internal/adminapi"
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/internal/tokens"
@@ -22,20 +23,30 @@ import (
 	"github.com/nomicore/nomicore/yws"
 )
 
-// serve runs the hub until SIGINT or SIGTERM, then shuts down in the order of §21.
-func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("hub serve", flag.ContinueOnError)
-	instanceID := fs.String("instance-id", "hub", "this hub's instance id (§6.2 hubInstanceId)")
-	listen := fs.String("listen", "127.0.0.1:8787", "replication listener: /v1/replication (WebSocket) and /healthz")
-	adminListen := fs.String("admin-listen", "127.0.0.1:8788", "admin API listener (GUIDE §8)")
-	data := fs.String("data", "./nomicore-data/hub", "data directory: the bbolt store nomicore.db and tokens.json")
-	tokensFile := fs.String("tokens", "", "tokens file (default DATA/tokens.json)")
-	tokensPoll := fs.Duration("tokens-poll", time.Second, "how often the tokens file is checked for changes (SIGHUP reloads at once)")
-	common := node.RegisterCommon(fs)
-	clientFlags := node.RegisterClientFlags(fs, "127.0.0.1:8789")
-	if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {
+// serve runs the hub until SIGINT or SIGTERM, then shuts down in order: the editors first,
+// then replication, the admin API, the tokens watcher, the registry, the store (§21).
+func serve(args []string, cio cli.IO) int {
+	f := cli.NewFlags("hub serve", "hub [serve] [flags]",
+		"Runs the hub: peers connect to --listen (WebSocket /v1/replication, with a bearer token from the tokens "+
+			"file), applications use the admin API on --admin-listen, editors (stock y-websocket providers) connect to "+
+			"--client-listen (/v1/yjs/{namespaceId}, with a client token; the editor page is /edit/{namespaceId}). Documents and registry live in a bbolt "+
+			"store under --data. SIGINT or SIGTERM stop it in order; SIGHUP re-reads the tokens file.")
+	instanceID := f.String("instance-id", "hub", "this hub's `NAME`; peers must expect it (their --hub-instance-id)")
+	listen := f.String("listen", "127.0.0.1:8787", "`HOST:PORT` for peers: /v1/replication (WebSocket) and /healthz")
+	adminListen := f.String("admin-listen", "127.0.0.1:8788", "`HOST:PORT` of the admin API, /metrics, /healthz and /readyz")
+	data := f.String("data", "./nomicore-data/hub", "`DIR` holding the store (nomicore.db) and the tokens file (tokens.json)")
+	tokensFile := f.String("tokens", "", "the tokens `FILE` (default DATA/tokens.json)")
+	tokensPoll := f.Duration("tokens-poll", time.Second, "how often the tokens file is checked for changes (SIGHUP re-reads it at once)")
+	common := node.RegisterCommon(f)
+	clientFlags := node.RegisterClientFlags(f, "127.0.0.1:8789")
+	operands, code, ok := f.Parse(args, cio)
+	if !ok {
 		return code
 	}
+	if len(operands) > 0 {
+		return f.Mistake(cio, "unexpected argument %q (hub serve takes flags only)", operands[0])
+	}
+	stderr := cio.Stderr
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "hub: %s\n", node.OneLine(err))
 		return 1
@@ -58,7 +69,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if *tokensFile == "" {
 		*tokensFile = filepath.Join(*data, tokens.FileName)
 	}
-	log := node.NewLogger(stderr, common.LogLevel, "hub")
+	log := node.NewLogger(stderr, common.LogLevel, common.LogFormat, "hub")
 	clk := clock.Real()
 
 	// Everything that can refuse the configuration is checked before anything is served.
@@ -131,7 +142,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		if err != nil {
 			return fail(err)
 		}
-		clients = &node.Server{Name: "client", Listener: clientLn, Handler: editors}
+		clients = &node.Server{Name: "client", Listener: clientLn, Handler: node.ClientHandler(editors, log)}
 		cleanup = append(cleanup, func() { clientLn.Close() })
 	}
 	replLn, err := node.Listen("listen", *listen)
@@ -151,8 +162,8 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, "{\"status\":\"ok\"}\n")
 	})
-	repl := &node.Server{Name: "replication", Listener: replLn, Handler: replMux}
-	admin := &node.Server{Name: "admin", Listener: adminLn, Handler: api}
+	repl := &node.Server{Name: "replication", Listener: replLn, Handler: accesslog.Handler(replMux, log, "replication")}
+	admin := &node.Server{Name: "admin", Listener: adminLn, Handler: accesslog.Handler(api, log, "admin")}
 	sigs := node.NotifySignals()
 	defer sigs.Release()
 	hup := make(chan struct{}, 1)
@@ -173,10 +184,10 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		slog.Int("clientTokens", reloader.ClientCount()))
 
 	exit := sigs.WaitForStop(log, stderr, "hub", hup, failed)
-	// The editors first (they are local writers, like the admin API, and hold leases), then
-	// §21: replication stops accepting and closes every transport with 1001 (waiting for the
-	// applies already admitted, the sessions and their leases); then the local API; the
-	// registry; the store; the observer's last summaries.
+	// The editors first (local writers, like the admin API, holding leases); replication
+	// stops accepting and closes every transport with 1001 (waiting for the applies already
+	// admitted, the sessions and their leases); then the local API; the registry; the store;
+	// the observer's last summaries.
 	err = node.ShutdownInOrder(log, stderr, "hub", common.ShutdownTimeout, sigs.Stop, []node.Step{
 		{Name: "editor clients", Run: node.ShutdownClients(editors, clients)},
 		{Name: "replication", Run: func(ctx context.Context) error {

@@ -4,35 +4,42 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
-	"github.com/nomicore/nomicore/internal/envflag"
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/yjs"
 )
 
-func init() { register("doc", runDoc) }
+// docCommands is `nmcr doc json|sv|state|merge` (GUIDE §7).
+var docCommands = cli.Group{
+	Path: "nmcr doc",
+	About: "Reads Yjs v1 updates on stdin — hex lines (nmcr store export), raw bytes (curl …/update), an event " +
+		"stream (curl …/events) or base64 lines; --in names the form, by default it is detected — applies them " +
+		"in order to a fresh document and prints what you ask for.",
+	Commands: []cli.Command{
+		{Name: "json", Summary: "print the document as JSON", Run: docRunner("json")},
+		{Name: "sv", Summary: "print the hex of its state vector (encodeStateVector)", Run: docRunner("sv")},
+		{Name: "state", Summary: "print the hex of its state as one update (encodeStateAsUpdate), optionally since --sv", Run: docRunner("state")},
+		{Name: "merge", Summary: "print the hex of the inputs merged into one update (mergeUpdates)", Run: docRunner("merge")},
+	},
+}
 
-const docUsage = `usage:
-  nmcr doc json [--root NAME:map|array|text|xml]...   apply the updates in order, print the doc as JSON
-  nmcr doc sv                                         print the hex of encodeStateVector(doc)
-  nmcr doc state [--sv HEX]                           print the hex of encodeStateAsUpdate(doc, sv)
-  nmcr doc merge                                      print the hex of mergeUpdates(all inputs)
-json, sv and state also take --no-gc: keep deleted content (a Y.Doc with gc: false).
-Input: Yjs v1 updates, one per line in hex on stdin (blank lines ignored).
-doc json renders every root: a --root declares its type (declared roots are typed before
-any update is applied, as a client that declares them would); the others are inferred
-(keyed items: map; string, format or embed content: text; otherwise array). JSON rules:
-map → object, array → array, text → string, xml → its toString(); Uint8Array →
-{"$bytes":hex}, bigint → {"$bigint":"n"}, subdocument → {"$doc":guid}, undefined →
-{"$undefined":true}, NaN/±Infinity → {"$number":…}.
-The exit status is 0 on success, 1 when a line is not hex or not a valid update (named on
-stderr, nothing printed on stdout), 2 for bad usage. --root also reads NOMICORE_ROOT
-(comma-separated), --sv NOMICORE_SV, --no-gc NOMICORE_NO_GC.
-`
+const docAbout = `Input: Yjs v1 updates on stdin, in one of these forms (--in; by default detected): hex, one ` +
+	`update per line (blank lines ignored; what "nmcr store export" prints); base64, one update per line, or ` +
+	`the admin API's event stream (data: lines; "curl -sN …/events"); binary, the whole input is one update ` +
+	`("curl -s …/update").
+doc json renders every root: a --root declares its type (declared roots are typed before any update is ` +
+	`applied, as a client that declares them would); the others are inferred (keyed items: map; string, format ` +
+	`or embed content: text; otherwise array). JSON rules: map → object, array → array, text → string, xml → ` +
+	`its toString(); Uint8Array → {"$bytes":hex}, bigint → {"$bigint":"n"}, subdocument → {"$doc":guid}, ` +
+	`undefined → {"$undefined":true}, NaN/±Infinity → {"$number":…}.
+Exit status: 0 on success; 1 when there is no update, or one does not decode (named on stderr, nothing on ` +
+	`stdout); 2 for bad usage.`
+
+func docRunner(sub string) func([]string, cli.IO) int {
+	return func(args []string, cio cli.IO) int { return runDoc(sub, args, cio) }
+}
 
 // rootFlags collects --root NAME:TYPE declarations.
 type rootFlags struct {
@@ -79,53 +86,49 @@ func (s *svFlag) Set(v string) error {
 	return nil
 }
 
-// runDoc is `nmcr doc json|sv|state|merge` (GUIDE §7).
-func runDoc(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return runDocEnv(args, stdin, stdout, stderr, os.Getenv)
-}
-
-func runDocEnv(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	sub, code, ok := subcommand("doc", docUsage, args, stdout, stderr, "json", "sv", "state", "merge")
-	if !ok {
-		return code
-	}
-	fs := flag.NewFlagSet("nmcr doc "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// runDoc runs `nmcr doc SUB`.
+func runDoc(sub string, args []string, cio cli.IO) int {
+	synopsis := map[string]string{
+		"json":  "nmcr doc json [--root NAME:map|array|text|xml]... [--in hex|base64|binary] [--no-gc] < UPDATES",
+		"sv":    "nmcr doc sv [--in hex|base64|binary] [--no-gc] < UPDATES",
+		"state": "nmcr doc state [--sv HEX] [--in hex|base64|binary] [--no-gc] < UPDATES",
+		"merge": "nmcr doc merge [--in hex|base64|binary] < UPDATES",
+	}[sub]
+	f := cli.NewFlags("nmcr doc "+sub, synopsis, docAbout)
 	var roots rootFlags
 	var sv svFlag
 	var noGC bool
+	in := f.String("in", "", "the input's `FORM`: hex, base64 or binary (default: detected)")
 	if sub != "merge" {
-		fs.BoolVar(&noGC, "no-gc", false, "keep deleted content (gc off)")
+		f.BoolVar(&noGC, "no-gc", false, "keep deleted content (a document with gc off)")
 	}
 	switch sub {
 	case "json":
-		fs.Var(&roots, "root", "declare a root: NAME:map|array|text|xml (repeatable)")
+		f.Var(&roots, "root", "declare a root's type, `NAME:TYPE` with TYPE map, array, text or xml (repeatable or comma-separated)")
 	case "state":
-		fs.Var(&sv, "sv", "the state vector (hex) to diff against (default: everything)")
+		f.Var(&sv, "sv", "the state vector to diff against, in `HEX` (default: everything)")
 	}
-	if err := envflag.Apply(fs, getenv); err != nil {
-		fmt.Fprintf(stderr, "nmcr doc: %v\n", err)
-		return 2
+	operands, code, ok := f.Parse(args, cio)
+	if !ok {
+		return code
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	if len(operands) > 0 {
+		return f.Mistake(cio, "unexpected argument %q (the updates come on stdin)", operands[0])
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "nmcr doc %s: unexpected arguments %q\n%s", sub, fs.Args(), docUsage)
-		return 2
+	switch *in {
+	case "", inHex, inBase64, inBinary:
+	default:
+		return f.Mistake(cio, "--in %q: want hex, base64 or binary", *in)
 	}
+	stdout, stderr := cio.Stdout, cio.Stderr
 
-	var updates [][]byte
-	err := eachLine(stdin, func(lineNo int, line []byte) error {
-		u, err := decodeHexLine(line)
-		if err != nil {
-			return fmt.Errorf("line %d: not hex: %v", lineNo, err)
-		}
-		updates = append(updates, u)
-		return nil
-	})
+	updates, err := readUpdates(cio.Stdin, *in)
 	if err != nil {
 		fmt.Fprintf(stderr, "nmcr doc %s: %v\n", sub, err)
+		return 1
+	}
+	if len(updates) == 0 {
+		fmt.Fprintf(stderr, "nmcr doc %s: no update on stdin (did the command before the pipe fail? an empty document is the update 0000)\n", sub)
 		return 1
 	}
 
@@ -142,8 +145,7 @@ func runDocEnv(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv 
 	doc := yjs.NewDoc(yjs.WithGC(!noGC))
 	for _, name := range roots.names {
 		if _, err := doc.Get(name, roots.kinds[name]); err != nil {
-			fmt.Fprintf(stderr, "nmcr doc: root %q: %v\n", name, err)
-			return 2
+			return f.Mistake(cio, "--root %q: %v", name, err)
 		}
 	}
 	for i, u := range updates {

@@ -48,7 +48,7 @@ func loadDocVectors(t *testing.T) docVectors {
 func runNmcr(t *testing.T, stdin string, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = runDocEnv(args[1:], strings.NewReader(stdin), &out, &errb, func(k string) string { return env[k] })
+	code = runEnv(args, strings.NewReader(stdin), &out, &errb, func(k string) string { return env[k] })
 	return code, out.String(), errb.String()
 }
 
@@ -164,11 +164,17 @@ func TestDocCommandErrors(t *testing.T) {
 			}
 		})
 	}
-	// empty input: an empty document
-	if code, out, _ := runNmcr(t, "\n\n", nil, "doc", "state"); code != 0 || out != "0000\n" {
+	// No input is an error (a failed command before the pipe must not look like an empty
+	// document); an empty document is the update 0000.
+	for _, sub := range []string{"json", "sv", "state", "merge"} {
+		if code, out, errs := runNmcr(t, "\n\n", nil, "doc", sub); code != 1 || out != "" || !strings.Contains(errs, "no update on stdin") {
+			t.Fatalf("doc %s of no input: %d %q %q", sub, code, out, errs)
+		}
+	}
+	if code, out, _ := runNmcr(t, "0000\n", nil, "doc", "state"); code != 0 || out != "0000\n" {
 		t.Fatalf("empty state: %d %q", code, out)
 	}
-	if code, out, _ := runNmcr(t, "", nil, "doc", "json"); code != 0 || out != "{}\n" {
+	if code, out, _ := runNmcr(t, "0000", nil, "doc", "json"); code != 0 || out != "{}\n" {
 		t.Fatalf("empty json: %d %q", code, out)
 	}
 	// through the dispatcher

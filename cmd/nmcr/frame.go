@@ -4,76 +4,84 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
+	"strconv"
 
-	"github.com/nomicore/nomicore/internal/envflag"
+	"github.com/nomicore/nomicore/internal/cli"
+	"github.com/nomicore/nomicore/internal/framecap"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-func init() { register("frame", runFrame) }
+// frameCommands is `nmcr frame decode|encode` (GUIDE §7). Decoding is stateless: sequences
+// are printed, not checked (that needs a connection). Limits default to the binaries'.
+var frameCommands = cli.Group{
+	Path: "nmcr frame",
+	About: "Replication messages (frames) as JSON: {\"type\":\"HELLO\",\"sequence\":1,\"payload\":{…}}, with the " +
+		"contract's message and field names, bytes as lowercase hex.",
+	Commands: []cli.Command{
+		{Name: "decode", Summary: "frames in (hex lines, or a --capture-frames file), one JSON line out per frame",
+			Run: func(args []string, io cli.IO) int { return runFrame("decode", args, io) }},
+		{Name: "encode", Summary: "frame JSON lines in, one hex frame out per line",
+			Run: func(args []string, io cli.IO) int { return runFrame("encode", args, io) }},
+	},
+}
 
-const frameUsage = `usage:
-  nmcr frame decode [--chunked] [--max-frame-bytes N] [--max-update-bytes N]
-                    [--max-sync-diff-bytes N] [--max-bootstrap-bytes N]
-      hex frames in (one per line), one frame JSON line out per frame (GUIDE §7)
-  nmcr frame encode [--max-frame-bytes N] [--max-update-bytes N] ...
-      frame JSON lines in, one hex frame out per line
-A frame that fails prints {"error":"<CODE>"} (the §13 code) and the command goes on; the
-exit status is 0 when every line was handled, 1 when a line was not hex (decode) or not JSON
-(encode), 2 for bad usage. Every flag also reads NOMICORE_<FLAG> (NOMICORE_MAX_FRAME_BYTES).
-`
+const frameDecodeAbout = `Reads one frame per line: a line of hex, or a line of a capture file written by ` +
+	`"hub serve --capture-frames FILE" or "peer run --capture-frames FILE" (TIME in|out CONNECTION-ID HEX; ` +
+	`comment lines starting with # are skipped). Writes one JSON line per frame; a capture line's time, ` +
+	`direction and connection id come first ({"time":…,"direction":"in","connectionId":…,"type":…}). ` +
+	`A frame that does not decode prints {"error":"<CODE>"} and the command goes on. Exit status: 0 when ` +
+	`every line was handled, 1 when a line was not hex or not a capture line, 2 for bad usage.`
 
-// runFrame is `nmcr frame decode|encode` (GUIDE §7). Decoding is stateless: sequences are
-// printed, not checked (check 9 needs a connection). Limits default to GUIDE §6.
-func runFrame(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	sub, code, ok := subcommand("frame", frameUsage, args, stdout, stderr, "decode", "encode")
+const frameEncodeAbout = `Reads one frame JSON line per line, writes one frame per line in hex. A frame the ` +
+	`encoder refuses prints {"error":"<CODE>"} and the command goes on. Exit status: 0 when every line was ` +
+	`handled, 1 when a line was not JSON, 2 for bad usage.`
+
+func runFrame(sub string, args []string, cio cli.IO) int {
+	encode := sub == "encode"
+	synopsis, about := "nmcr frame decode [--chunked] [--max-frame-bytes N] … < FRAMES", frameDecodeAbout
+	if encode {
+		synopsis, about = "nmcr frame encode [--max-frame-bytes N] … < JSON-LINES", frameEncodeAbout
+	}
+	cfg := protocol.DefaultConfig()
+	lim := cfg.Limits()
+	f := cli.NewFlags("nmcr frame "+sub, synopsis, about)
+	var chunked *bool
+	if !encode {
+		chunked = f.Bool("chunked", false, "decode as on a connection that negotiated chunked transfers (UPDATE_CHUNK allowed)")
+	}
+	f.IntVar(&lim.MaxFrameBytes, "max-frame-bytes", lim.MaxFrameBytes, "largest frame, in bytes (the binaries' --max-frame-bytes)")
+	f.IntVar(&lim.MaxUpdateBytes, "max-update-bytes", lim.MaxUpdateBytes, "largest update in a frame, in bytes")
+	f.IntVar(&lim.MaxSyncDiffBytes, "max-sync-diff-bytes", lim.MaxSyncDiffBytes, "largest catch-up difference in a frame, in bytes")
+	f.IntVar(&lim.MaxBootstrapBytes, "max-bootstrap-bytes", lim.MaxBootstrapBytes, "largest snapshot in a frame, in bytes")
+	operands, code, ok := f.Parse(args, cio)
 	if !ok {
 		return code
 	}
-	encode := sub == "encode"
-
-	cfg := protocol.DefaultConfig()
-	lim := cfg.Limits()
-	fs := flag.NewFlagSet("nmcr frame "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	chunked := fs.Bool("chunked", false, "decode with CAP_CHUNKED_UPDATE negotiated (UPDATE_CHUNK allowed)")
-	fs.IntVar(&lim.MaxFrameBytes, "max-frame-bytes", lim.MaxFrameBytes, "maxFrameBytes")
-	fs.IntVar(&lim.MaxUpdateBytes, "max-update-bytes", lim.MaxUpdateBytes, "maxUpdateBytes")
-	fs.IntVar(&lim.MaxSyncDiffBytes, "max-sync-diff-bytes", lim.MaxSyncDiffBytes, "maxSyncDiffBytes")
-	fs.IntVar(&lim.MaxBootstrapBytes, "max-bootstrap-bytes", lim.MaxBootstrapBytes, "maxBootstrapBytes")
-	if err := envflag.Apply(fs, os.Getenv); err != nil {
-		fmt.Fprintf(stderr, "nmcr frame: %v\n", err)
-		return 2
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "nmcr frame: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if len(operands) > 0 {
+		return f.Mistake(cio, "unexpected argument %q (the frames come on stdin)", operands[0])
 	}
 	if lim.MaxFrameBytes < protocol.HeaderLen || lim.MaxUpdateBytes < 0 || lim.MaxSyncDiffBytes < 0 || lim.MaxBootstrapBytes < 0 {
-		fmt.Fprintln(stderr, "nmcr frame: limits must be non-negative and --max-frame-bytes at least 20")
-		return 2
+		return f.Mistake(cio, "limits must be non-negative and --max-frame-bytes at least %d", protocol.HeaderLen)
 	}
 	var caps protocol.Capability
-	if *chunked || encode { // the encoder writes whatever message it is given, 0x42 included
+	if encode || *chunked { // the encoder writes whatever message it is given, 0x42 included
 		caps = protocol.CapChunkedUpdate
 	}
 	codec := protocol.NewCodec(lim, caps)
 
-	out := bufio.NewWriterSize(stdout, 64<<10)
+	out := bufio.NewWriterSize(cio.Stdout, 64<<10)
 	status := 0
-	err := eachLine(stdin, func(lineNo int, line []byte) error {
+	err := eachLine(cio.Stdin, func(lineNo int, line []byte) error {
 		var res []byte
 		var ferr error
 		if encode {
 			res, ferr = frameEncodeLine(codec, line)
 		} else {
 			res, ferr = frameDecodeLine(codec, line)
+			if errors.Is(ferr, framecap.ErrComment) {
+				return nil
+			}
 		}
 		if ferr != nil {
 			code := protocol.CodeMalformedFrame
@@ -83,8 +91,14 @@ func runFrame(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			} else {
 				status = 1 // not a frame at all
 			}
-			fmt.Fprintf(stderr, "line %d: %v\n", lineNo, ferr)
-			res = append(append([]byte(`{"error":"`), code...), `"}`...)
+			var pe prefixedError
+			if errors.As(ferr, &pe) && pe.prefix != nil {
+				res = append(pe.prefix, `"error":"`...)
+			} else {
+				res = []byte(`{"error":"`)
+			}
+			res = append(append(res, code...), `"}`...)
+			fmt.Fprintf(cio.Stderr, "line %d: %v\n", lineNo, ferr)
 		}
 		_, werr := out.Write(append(res, '\n'))
 		return werr
@@ -93,22 +107,54 @@ func runFrame(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = ferr
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "nmcr frame: %v\n", err)
+		fmt.Fprintf(cio.Stderr, "nmcr frame %s: %v\n", sub, err)
 		return 1
 	}
 	return status
 }
 
+// prefixedError is a line that failed after its capture fields were read: prefix is the
+// JSON they start the output line with ({"time":…,"direction":…,"connectionId":…,).
+type prefixedError struct {
+	error
+	prefix []byte
+}
+
+func (e prefixedError) Unwrap() error { return e.error }
+
+// frameDecodeLine decodes one line: bare hex, or a capture file line whose time, direction
+// and connection id lead the frame's JSON.
 func frameDecodeLine(codec protocol.Codec, line []byte) ([]byte, error) {
-	msg, err := decodeHexLine(line)
+	cl, err := framecap.ParseLine(line)
 	if err != nil {
-		return nil, fmt.Errorf("not hex: %w", err)
-	}
-	f, err := codec.Decode(msg)
-	if err != nil {
+		if errors.Is(err, framecap.ErrComment) {
+			return nil, err
+		}
 		return nil, err
 	}
-	return protocol.AppendFrameJSON(nil, f), nil
+	var prefix []byte
+	if cl.Direction != "" {
+		prefix = append(prefix, `{"time":`...)
+		prefix = strconv.AppendQuote(prefix, cl.Time)
+		prefix = append(prefix, `,"direction":`...)
+		prefix = strconv.AppendQuote(prefix, cl.Direction)
+		prefix = append(prefix, `,"connectionId":`...)
+		prefix = strconv.AppendQuote(prefix, cl.ConnectionID)
+		prefix = append(prefix, ',')
+	}
+	msg, err := decodeHexLine(cl.Hex)
+	if err != nil {
+		return nil, prefixedError{fmt.Errorf("not hex: %w", err), prefix}
+	}
+	fr, err := codec.Decode(msg)
+	if err != nil {
+		return nil, prefixedError{err, prefix}
+	}
+	js := protocol.AppendFrameJSON(nil, fr)
+	if prefix == nil {
+		return js, nil
+	}
+	return append(prefix, js[1:]...), nil // {"time":…, + "type":…}
 }
 
 func frameEncodeLine(codec protocol.Codec, line []byte) ([]byte, error) {

@@ -1,5 +1,5 @@
-// Command nmcr is the operator's inspector for Nomicore: it decodes and encodes NMCR frames,
-// reads Yjs updates and inspects bbolt stores offline (GUIDE §7).
+// Command nmcr is the operator's inspector for Nomicore: it decodes and encodes replication
+// messages (frames), reads Yjs updates, and looks into a stopped instance's bbolt store.
 //
 //	nmcr frame decode [--chunked] [--max-frame-bytes N]   # one JSON line per input frame
 //	nmcr frame encode                                     # JSON lines in, hex frames out
@@ -9,77 +9,41 @@
 //	nmcr doc merge                                        # hex of mergeUpdates(all inputs)
 //	nmcr store ls PATH | nmcr store export PATH NAMESPACE # inspect a bbolt store offline
 //
-// Commands that read input take lines of hex on stdin (blank lines ignored).
+// The frame commands read lines of hex (or a capture file written by --capture-frames); the
+// doc commands read updates as hex lines, base64 lines, Server-Sent Events or raw binary
+// (detected, or named with --in). `nmcr -h` lists the commands, `nmcr <command> -h`
+// explains one.
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
-	"slices"
-	"sort"
-	"strings"
+
+	"github.com/nomicore/nomicore/internal/cli"
 )
-
-// command runs one top-level subcommand with its arguments (after the subcommand name) and
-// returns the process exit code.
-type command func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
-
-// commands holds the subcommands; each lives in its own file and registers itself in init.
-var commands = map[string]command{}
-
-func register(name string, run command) {
-	if _, dup := commands[name]; dup {
-		panic("nmcr: duplicate command " + name)
-	}
-	commands[name] = run
-}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// nmcr is the command tree.
+var nmcr = cli.Group{
+	Path: "nmcr",
+	About: "nmcr reads what Nomicore writes: replication messages (captured with --capture-frames, or hex), " +
+		"Yjs updates (from the admin API, its event stream, or a store), and stopped instances' stores.",
+	Commands: []cli.Command{
+		frameCommands.Command("frame", "decode replication messages to JSON lines, or encode them (decode, encode)"),
+		docCommands.Command("doc", "read Yjs updates: the document as JSON, its state vector, state or merge (json, sv, state, merge)"),
+		storeCommands.Command("store", "look into a stopped hub's or peer's store (ls, export)"),
+	},
+	Version: true,
+	Footer:  "Every flag can also be set as NOMICORE_<FLAG>.",
+}
+
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "nmcr: unknown command %q\n", args[0])
-		usage(stderr)
-		return 2
-	}
-	return cmd(args[1:], stdin, stdout, stderr)
+	return runEnv(args, stdin, stdout, stderr, os.Getenv)
 }
 
-func usage(w io.Writer) {
-	names := make([]string, 0, len(commands))
-	for name := range commands {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	fmt.Fprintf(w, "usage: nmcr <command> ...\ncommands: %s\n", strings.Join(names, ", "))
-}
-
-// subcommand reads the subcommand of `nmcr name` from args[0]: one of subs; help (usage on
-// stdout, status 0); or, when it is missing or unknown, bad usage (usage on stderr, status
-// 2). When ok is false the caller returns code.
-func subcommand(name, usage string, args []string, stdout, stderr io.Writer, subs ...string) (sub string, code int, ok bool) {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return "", 2, false
-	}
-	switch sub = args[0]; {
-	case slices.Contains(subs, sub):
-		return sub, 0, true
-	case sub == "-h" || sub == "--help" || sub == "help":
-		fmt.Fprint(stdout, usage)
-		return "", 0, false
-	}
-	fmt.Fprintf(stderr, "nmcr %s: unknown subcommand %q\n%s", name, sub, usage)
-	return "", 2, false
+func runEnv(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	return nmcr.Run(args, cli.IO{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: getenv})
 }

@@ -5,64 +5,73 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/envflag"
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/persistence"
 )
 
-func init() { register("store", runStore) }
+// storeCommands is `nmcr store ls|export` (GUIDE §7): an offline look into a bbolt store.
+var storeCommands = cli.Group{
+	Path: "nmcr store",
+	About: "Looks into the store of a stopped hub or peer (its DATA/nomicore.db), read-only. A running hub or " +
+		"peer holds its store locked: read from it through its admin API instead.",
+	Commands: []cli.Command{
+		{Name: "ls", Summary: "one JSON line per namespace entry, per document without an entry, and per archive",
+			Run: func(args []string, io cli.IO) int { return runStore("ls", args, io) }},
+		{Name: "export", Summary: "a namespace's document (or an archive of it) as hex lines, for nmcr doc",
+			Run: func(args []string, io cli.IO) int { return runStore("export", args, io) }},
+	},
+}
 
-const storeUsage = `usage:
-  nmcr store ls PATH
-      one JSON line per namespace entry, per document without an entry, and per archive
-  nmcr store export PATH NAMESPACE [--archive N] [--owner OWNER]
-      the document as lines of hex: its snapshot (when not empty), then each logged
-      update in order — input for "nmcr doc json" and the other doc commands
-PATH is a store file or an instance's data directory (holding nomicore.db). The store is
-opened read-only; a store in use by a running hub or peer is refused. Exit status: 0 done,
-1 the store could not be read, 2 bad usage. Every flag also reads NOMICORE_<FLAG>.
-`
+const storeAbout = `PATH is a store file or an instance's data directory (holding nomicore.db). The store is ` +
+	`opened read-only; the store of a running hub or peer is locked and refused: read a namespace from its ` +
+	`admin API instead (curl -s http://127.0.0.1:8788/v1/namespaces/NAMESPACE/update | nmcr doc json). ` +
+	`Exit status: 0 done, 1 the store could not be read, 2 bad usage.`
 
-// runStore is `nmcr store ls|export` (GUIDE §7): an offline look into a bbolt store.
-func runStore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	sub, code, ok := subcommand("store", storeUsage, args, stdout, stderr, "ls", "export")
+// runStore runs `nmcr store SUB`.
+func runStore(sub string, args []string, cio cli.IO) int {
+	synopsis := "nmcr store ls PATH"
+	about := "Prints one JSON line per namespace entry (with the size of its document), per document that has no " +
+		"entry, and per archive (a reset or archived replica). " + storeAbout
+	if sub == "export" {
+		synopsis = "nmcr store export PATH NAMESPACE [--archive N] [--owner OWNER]"
+		about = "Prints a namespace's document as lines of hex: its snapshot, then each logged update in order (an " +
+			"empty document is the one line 0000) — input for nmcr doc json and the other doc commands. " + storeAbout
+	}
+	f := cli.NewFlags("nmcr store "+sub, synopsis, about)
+	var archive *uint64
+	var owner *string
+	if sub == "export" {
+		archive = f.Uint64("archive", 0, "export archive `N` of the namespace (see nmcr store ls) instead of its live document")
+		owner = f.String("owner", "", "the `OWNER` of a document that has no entry")
+	}
+	pos, code, ok := f.Parse(args, cio)
 	if !ok {
 		return code
 	}
-	fs := flag.NewFlagSet("nmcr store "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	archive := fs.Uint64("archive", 0, "export archive N of the namespace instead of its live document")
-	owner := fs.String("owner", "", "the owner of a document that has no entry")
-	if err := envflag.Apply(fs, os.Getenv); err != nil {
-		fmt.Fprintf(stderr, "nmcr store: %v\n", err)
-		return 2
-	}
-	var pos []string // flags may come before, between or after the operands
-	for rest := args[1:]; ; {
-		if err := fs.Parse(rest); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
 	want := map[string]int{"ls": 1, "export": 2}[sub]
-	if len(pos) != want {
-		fmt.Fprintf(stderr, "nmcr store %s: want %d operand(s), got %d\n%s", sub, want, len(pos), storeUsage)
-		return 2
+	switch {
+	case len(pos) == 0:
+		return f.Mistake(cio, "the store's PATH is required")
+	case len(pos) < want:
+		return f.Mistake(cio, "the NAMESPACE to export is required")
+	case len(pos) > want:
+		return f.Mistake(cio, "unexpected argument %q", pos[want])
 	}
+	stdout, stderr := cio.Stdout, cio.Stderr
 
 	st, err := openStoreReadOnly(pos[0])
+	if errors.Is(err, persistence.ErrLocked) {
+		fmt.Fprintf(stderr, "nmcr store %s: %s is in use by a running hub or peer, which keeps it locked; stop it first, or read a namespace through its admin API: curl -s http://<its --admin-listen>/v1/namespaces/<NAMESPACE>/update | nmcr doc json\n", sub, pos[0])
+		return 1
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "nmcr store: %v\n", err)
+		fmt.Fprintf(stderr, "nmcr store %s: %v\n", sub, err)
 		return 1
 	}
 	defer st.Close(context.Background())
@@ -193,6 +202,9 @@ func storeExport(ctx context.Context, st *persistence.BoltStore, ns string, arch
 		return err
 	}
 	var out []byte
+	if len(doc.Snapshot) == 0 && len(doc.Updates) == 0 {
+		out = append(out, "0000\n"...) // an empty document, as an update
+	}
 	if len(doc.Snapshot) > 0 {
 		out = append(hex.AppendEncode(out, doc.Snapshot), '\n')
 	}

@@ -151,7 +151,7 @@ func TestStoreErrors(t *testing.T) {
 	}
 	code, _, errOut := runCmd(t, "store", "ls", dir)
 	st.Close(context.Background())
-	if code != 1 || !strings.Contains(errOut, "in use by another process") {
+	if code != 1 || !strings.Contains(errOut, "in use by a running hub or peer") || !strings.Contains(errOut, "/v1/namespaces/<NAMESPACE>/update | nmcr doc json") || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("locked store: exit %d, %q", code, errOut)
 	}
 	// A damaged file.

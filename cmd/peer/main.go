@@ -1,6 +1,6 @@
 // Command peer is a Nomicore peer: a full replica of its target namespaces in its own bbolt
 // store, replicating with one hub over a WebSocket with a bearer token, and the admin HTTP
-// API applications use (GUIDE §7, §8).
+// API local applications use.
 //
 //	peer [run] --instance-id peer-a --hub-url ws://127.0.0.1:8787/v1/replication \
 //	           --hub-instance-id hub --token-file FILE --admin-listen 127.0.0.1:8790 \
@@ -14,15 +14,15 @@
 // http://HOST:PORT/edit/{namespaceId}?token=… .
 //
 // The token comes from --token-file (re-read before every dial) or the NOMICORE_TOKEN
-// environment variable. Every flag can also be set with NOMICORE_<FLAG>. Logs are JSON lines
-// on stderr.
+// environment variable. `peer -h` lists the commands, `peer <command> -h` explains one;
+// every flag can also be set with NOMICORE_<FLAG>.
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/node"
 )
 
@@ -30,36 +30,22 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || len(args[0]) > 0 && args[0][0] == '-' {
-		return runPeer(args, getenv, stdout, stderr)
-	}
-	switch args[0] {
-	case "run":
-		return runPeer(args[1:], getenv, stdout, stderr)
-	case "write":
-		return node.RunWrite("peer", "http://127.0.0.1:8790", args[1:], getenv, stdout, stderr)
-	case "token":
-		return token(args[1:], getenv, stdout, stderr)
-	case "help":
-		usage(stdout)
-		return 0
-	}
-	fmt.Fprintf(stderr, "peer: unknown command %q\n", args[0])
-	usage(stderr)
-	return 2
+// peer is the command tree.
+var peer = cli.Group{
+	Path: "peer",
+	About: "A Nomicore peer keeps a full replica of its target namespaces in its own store, replicates them with " +
+		"the hub, and serves the admin API local applications use and the y-websocket endpoint editors use (reads and " +
+		"writes work while the hub is away).",
+	Commands: []cli.Command{
+		{Name: "run", Summary: "run the peer: replicate the targets with the hub, serve the admin API", Run: runPeer},
+		node.WriteCommand("peer", "http://127.0.0.1:8790"),
+		tokenCommands.Command("token", "manage the client tokens of the peer's editors (add, list, remove)"),
+	},
+	Default: "run",
+	Version: true,
+	Footer:  "Every flag can also be set as NOMICORE_<FLAG>; docs/operations.md covers running it for real.",
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage:
-  peer [run] [--instance-id peer-a] [--hub-url ws://127.0.0.1:8787/v1/replication]
-             [--hub-instance-id hub] [--token-file FILE | NOMICORE_TOKEN=…]
-             [--admin-listen 127.0.0.1:8790] [--data ./nomicore-data/INSTANCE-ID]
-             [--target ns-…[:OWNER]]... [flags]
-  peer write --namespace ns-… [--map ROOT] [--admin-url URL] KEY=VALUE...
-  peer token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only]
-  peer token list --data DIR
-  peer token remove --data DIR --client NAME [--sha256 PREFIX]
-Run "peer run -h" for every flag; each flag also reads NOMICORE_<FLAG>.
-`)
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return peer.Run(args, cli.IO{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Getenv: getenv})
 }

@@ -19,11 +19,23 @@ func runPeerCmd(t *testing.T, env map[string]string, args ...string) (int, strin
 }
 
 func TestUsageAndRefusals(t *testing.T) {
-	if code, out, _ := runPeerCmd(t, nil, "help"); code != 0 || !strings.Contains(out, "peer write") {
+	if code, out, _ := runPeerCmd(t, nil, "help"); code != 0 || !strings.Contains(out, "\n  write ") || !strings.Contains(out, "\n  run ") {
 		t.Fatalf("help: %d %q", code, out)
 	}
-	if code, _, _ := runPeerCmd(t, nil, "frobnicate"); code != 2 {
-		t.Fatalf("unknown command: %d", code)
+	if code, _, errOut := runPeerCmd(t, nil, "frobnicate"); code != 2 || errOut != "peer: unknown command \"frobnicate\" (want run, write or token); see \"peer -h\"\n" {
+		t.Fatalf("unknown command: %d %q", code, errOut)
+	}
+	for _, args := range [][]string{{"-h"}, {"run", "-h"}, {"--help"}, {"write", "-h"}, {"token", "-h"}, {"token", "add", "-h"}} {
+		code, out, errOut := runPeerCmd(t, nil, args...)
+		if code != 0 || errOut != "" || strings.Contains(out, "§") || strings.Contains(out, "GUIDE") {
+			t.Errorf("%v: %d %q", args, code, errOut)
+		}
+	}
+	if code, _, errOut := runPeerCmd(t, nil, "--bogus"); code != 2 || errOut != "peer run: unknown flag --bogus; see \"peer run -h\"\n" {
+		t.Errorf("unknown flag: %d %q", code, errOut)
+	}
+	if code, out, _ := runPeerCmd(t, nil, "--version"); code != 0 || !strings.HasPrefix(out, "peer ") {
+		t.Errorf("--version: %d %q", code, out)
 	}
 	dir := t.TempDir()
 	for _, tc := range []struct {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -15,7 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/accesslog"
 	"github.com/nomicore/nomicore/internal/adminapi"
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/internal/tokens"
@@ -25,25 +25,37 @@ import (
 	"github.com/nomicore/nomicore/yws"
 )
 
-// runPeer runs the peer until SIGINT or SIGTERM, then shuts down in the order of §21.
-func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("peer run", flag.ContinueOnError)
-	instanceID := fs.String("instance-id", "peer-a", "this peer's instance id (§6.1 peerInstanceId); the hub's token must name it")
-	hubURL := fs.String("hub-url", "ws://127.0.0.1:8787/v1/replication", "the hub's replication endpoint")
-	hubID := fs.String("hub-instance-id", "hub", "the hub's instance id this peer expects (§6.1 expectedHubInstanceId)")
-	tokenFile := fs.String("token-file", "", "file holding the bearer token (re-read before every dial); else NOMICORE_TOKEN")
-	adminListen := fs.String("admin-listen", "127.0.0.1:8790", "admin API listener (GUIDE §8)")
-	data := fs.String("data", "", "data directory: the bbolt store nomicore.db (default ./nomicore-data/INSTANCE-ID)")
+// runPeer runs the peer until SIGINT or SIGTERM, then shuts down in order: the editors
+// first, then the replication connection drains, then the admin API, the registry, the
+// store (§21).
+func runPeer(args []string, cio cli.IO) int {
+	f := cli.NewFlags("peer run", "peer [run] [flags]",
+		"Runs a peer: it keeps a replica of each target namespace under --data, replicates it with the hub at "+
+			"--hub-url using the bearer token in --token-file, and serves the admin API on --admin-listen. Targets "+
+			"given with --target (or added through the admin API) are remembered in the store. Editors (stock "+
+			"y-websocket providers) edit the targets through --client-listen, with client tokens from `peer token "+
+			"add --client`. SIGINT or SIGTERM stop it in order; SIGHUP makes a blocked peer try again.")
+	instanceID := f.String("instance-id", "peer-a", "this peer's `NAME`; its token must have been made for it (hub token add --peer)")
+	hubURL := f.String("hub-url", "ws://127.0.0.1:8787/v1/replication", "the hub's replication endpoint, ws://HOST:PORT/v1/replication or wss://…")
+	hubID := f.String("hub-instance-id", "hub", "the hub's `NAME` (its --instance-id); the peer refuses to replicate with a hub of another name")
+	tokenFile := f.String("token-file", "", "`FILE` holding the bearer token, re-read before every connection attempt (else NOMICORE_TOKEN)")
+	adminListen := f.String("admin-listen", "127.0.0.1:8790", "`HOST:PORT` of the admin API, /metrics, /healthz and /readyz")
+	data := f.String("data", "", "`DIR` holding the store, nomicore.db (default ./nomicore-data/INSTANCE-ID)")
 	var targetFlags node.StringList
-	fs.Var(&targetFlags, "target", "a namespace to replicate, ns-…[:OWNER] (repeatable; remembered in the store)")
-	owner := fs.String("owner", "default", "local owner of --target replicas given without :OWNER")
-	tokenPoll := fs.Duration("token-poll", time.Second, "how often a blocked peer checks its token file for a new token")
-	hubCA := fs.String("hub-ca-file", "", "PEM certificates to trust for a wss:// hub URL (default: the system roots)")
-	common := node.RegisterCommon(fs)
-	clientFlags := node.RegisterClientFlags(fs, "127.0.0.1:8791")
-	if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {
+	f.Var(&targetFlags, "target", "a namespace to replicate, `ns-…[:OWNER]` (repeatable; remembered in the store)")
+	owner := f.String("owner", "default", "the local owner (storage partition) of --target replicas given without :OWNER")
+	tokenPoll := f.Duration("token-poll", time.Second, "how often a peer the hub refused checks its token file for a new token")
+	hubCA := f.String("hub-ca-file", "", "`FILE` of PEM certificates to trust for a wss:// hub (default: the system's)")
+	common := node.RegisterCommon(f)
+	clientFlags := node.RegisterClientFlags(f, "127.0.0.1:8791")
+	operands, code, ok := f.Parse(args, cio)
+	if !ok {
 		return code
 	}
+	if len(operands) > 0 {
+		return f.Mistake(cio, "unexpected argument %q (peer run takes flags only)", operands[0])
+	}
+	getenv, stderr := cio.Getenv, cio.Stderr
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "peer: %s\n", node.OneLine(err))
 		return 1
@@ -67,11 +79,11 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	if err != nil {
 		return fail(err)
 	}
-	if *tokenPoll <= 0 {
-		return fail(errors.New("--token-poll must be positive"))
-	}
 	if err := clientFlags.Check(); err != nil {
 		return fail(err)
+	}
+	if *tokenPoll <= 0 {
+		return fail(errors.New("--token-poll must be positive"))
 	}
 	if *data == "" {
 		*data = filepath.Join("nomicore-data", *instanceID)
@@ -103,7 +115,7 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	}
 	tw := &tokenWatch{inner: source, file: *tokenFile, blocked: make(chan struct{}, 1)}
 
-	log := node.NewLogger(stderr, common.LogLevel, "peer")
+	log := node.NewLogger(stderr, common.LogLevel, common.LogFormat, "peer")
 	clk := clock.Real()
 	inst, err := node.OpenInstance(*data, registry.RolePeer, observer.SidePeer, clk, log)
 	if err != nil {
@@ -131,9 +143,15 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 		return fail(err)
 	}
 	cleanup = append(cleanup, tc.Close)
+	tokenSource := "NOMICORE_TOKEN (restart the peer after changing it)"
+	if *tokenFile != "" {
+		tokenSource = "the token file " + *tokenFile
+	}
+	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{HubURL: *hubURL, TokenSource: tokenSource,
+		Limits: common.Protocol.Limits(), Clock: clk, Logger: log})
 	peer, err := ws.NewPeer(ws.PeerOptions{Config: common.Protocol, InstanceID: *instanceID, HubInstanceID: *hubID,
-		URL: *hubURL, Token: tw.source, Dialer: dialer, Namespaces: tc.NewHandler, Clock: clk,
-		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(tw.observe)), Logger: log})
+		URL: *hubURL, Token: tw.source, Dialer: diag.Dialer(dialer), Namespaces: tc.NewHandler, Clock: clk,
+		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(tw.observe), observer.ObserverFunc(diag.Observe)), Logger: log})
 	if err != nil {
 		return fail(err)
 	}
@@ -172,7 +190,7 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 		if err != nil {
 			return fail(err)
 		}
-		clients = &node.Server{Name: "client", Listener: clientLn, Handler: editors}
+		clients = &node.Server{Name: "client", Listener: clientLn, Handler: node.ClientHandler(editors, log)}
 		cleanup = append(cleanup, func() { clientLn.Close() })
 	}
 	adminOpts := inst.AdminOptions(common)
@@ -183,10 +201,14 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	adminOpts.Targets = pt
 	adminOpts.Ready = func() error {
 		if s := peer.State(); s != observer.ConnReady {
+			if why := diag.ConnectionProblem(); why != "" {
+				return fmt.Errorf("replication connection is %s: %s", s, why)
+			}
 			return fmt.Errorf("replication connection is %s", s)
 		}
 		return nil
 	}
+	adminOpts.ExplainTarget = diag.ExplainTarget
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)
@@ -197,7 +219,7 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 	}
 	cleanup = nil // from here on the shutdown sequence owns everything
 
-	admin := &node.Server{Name: "admin", Listener: adminLn, Handler: api}
+	admin := &node.Server{Name: "admin", Listener: adminLn, Handler: accesslog.Handler(api, log, "admin")}
 	sigs := node.NotifySignals()
 	defer sigs.Release()
 	hup := make(chan struct{}, 1)
@@ -221,8 +243,9 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 		slog.String("generation", common.Protocol.Generation.String()))
 
 	exit := sigs.WaitForStop(log, stderr, "peer", hup, failed)
-	// §21: replication first (the connection drains: every namespace closes, admitted applies
-	// settle, sessions and leases are released), then the local API, the registry, the store.
+	// The editors first; replication (the connection drains: every namespace closes, admitted
+	// applies settle, sessions and leases are released), then the local API, the registry,
+	// the store.
 	err = node.ShutdownInOrder(log, stderr, "peer", common.ShutdownTimeout, sigs.Stop, []node.Step{
 		{Name: "editor clients", Run: node.ShutdownClients(editors, clients)},
 		{Name: "client tokens watcher", Run: stopClientTokens},
@@ -253,7 +276,7 @@ func runPeer(args []string, getenv func(string) string, stdout, stderr io.Writer
 }
 
 // tokenWatch lets a blocked peer (§15.1) come back when its credentials change: the hub's
-// GOAWAY REAUTH_REQUIRED (a token of this peer was removed or rotated on the hub, §19) is
+// GOAWAY REAUTH_REQUIRED (a token of this peer was removed or rotated on the hub) is
 // answered with one immediate re-authentication with the token it has now; a 401/403 then
 // blocks it until the token file holds a different token than the one last presented, or
 // SIGHUP. The token itself is never logged or kept beyond its hash.

@@ -1,10 +1,17 @@
-// Package adminapi is the admin HTTP API of the hub and peer binaries (GUIDE §8): the routes
-// local applications use to create, read and write namespaces, follow their updates, and
-// (on a peer) manage replication targets; plus /metrics, /healthz and /readyz.
+// Package adminapi is the admin HTTP API of the hub and peer binaries: the routes local
+// applications use to create, read and write namespaces (one Yjs document each), follow
+// their updates, and, on a peer, manage which namespaces it replicates; plus /metrics,
+// /healthz and /readyz. README.md lists the routes.
 //
 // Every write goes through the namespace's write sequencer (registry.Lease.WriteLocal: the
-// protected-meta check, the live apply, the dirty notification) and so replicates like any
-// other update. Errors are JSON {"code","message"} with the statuses of GUIDE §8.
+// check that protected metadata is untouched, the apply, the notification that replicates
+// it) and so replicates like any other update; 204 means applied and durable. Errors are
+// JSON {"code","message"} with a fitting HTTP status.
+//
+// Actions that change what every peer sees need the caller to name the state they replace:
+// an epoch bump its current epoch, a schema replacement the schema's fingerprint (409 when
+// it changed meanwhile). Each change made through the API is one INFO audit line, "admin
+// action", saying what changed and who asked (never a token or document content).
 //
 // The event stream (GET /v1/namespaces/{id}/events) is Server-Sent Events, one `data:` line
 // of base64 per applied update. Each stream has a bounded queue (registry.Watch); a client
@@ -21,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -74,6 +82,9 @@ type Options struct {
 	Metrics http.Handler
 	// Ready reports readiness for /readyz: nil when ready, else why not (one short phrase).
 	Ready func() error
+	// ExplainTarget, when set, says why a peer target is not replicating: the error code
+	// that ended it, and the reason in words (both empty when it replicates).
+	ExplainTarget func(ws.TargetStatus) (code, reason string)
 	// Token, when set, is the bearer token every route but /healthz and /readyz requires.
 	Token string
 	// MaxUpdateBytes bounds the body of POST …/update (413 UPDATE_TOO_LARGE beyond it).
@@ -106,8 +117,14 @@ type API struct {
 	stop    chan struct{} // closed by Close: event streams end
 	once    sync.Once
 
-	mu      sync.Mutex
+	mu      sync.Mutex                      // guards running
 	running map[string]map[*stream]struct{} // event streams by namespace id
+
+	// guarded serialises the admin actions that check an expectation first (an epoch bump's
+	// expectedEpoch, a schema replacement's expectedFingerprint), so that the check and the
+	// change are one step: of two operators who expect the same state, one wins and the
+	// other gets 409.
+	guarded sync.Mutex
 }
 
 // stream is one running event stream: stop ends it, done is closed once it released its
@@ -247,13 +264,17 @@ func (a *API) routes() {
 
 // ServeHTTP checks the admin token, then routes. Unknown routes and wrong methods answer
 // with the JSON error shape too.
+//
+// The request's Pattern is set to its route before anything else, so that an access log
+// around the API names the route of every answer, refusals included.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := a.mux.Handler(r)
+	r.Pattern = pattern
 	if a.opts.Token != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !a.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="nomicore-admin"`)
 		writeError(w, &Error{http.StatusUnauthorized, CodeUnauthorized, "missing or invalid admin token"})
 		return
 	}
-	h, pattern := a.mux.Handler(r)
 	if pattern == "" {
 		// The mux's own answer (404, or 405 with Allow), in our error shape.
 		rec := &statusRecorder{header: http.Header{}}
@@ -270,6 +291,19 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.mux.ServeHTTP(w, r)
+}
+
+// audit writes the one INFO line of an admin action that changes something: what (action
+// and attrs: namespace ids, epochs, fingerprints — never owners, tokens or content), who
+// ("admin-token" when the API requires one, else "loopback": the API then listens on
+// loopback only) and from where.
+func (a *API) audit(r *http.Request, action string, attrs ...slog.Attr) {
+	by := "loopback"
+	if a.opts.Token != "" {
+		by = "admin-token"
+	}
+	attrs = append([]slog.Attr{slog.String("action", action), slog.String("by", by), slog.String("remote", r.RemoteAddr)}, attrs...)
+	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin action", attrs...)
 }
 
 func (a *API) authorized(r *http.Request) bool {
@@ -320,17 +354,25 @@ func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
 	a.opts.Metrics.ServeHTTP(w, r)
 }
 
-// readJSON decodes a small JSON body into v; an empty body leaves v as it is.
+// readJSON decodes a small JSON body into v; an empty body leaves v as it is. A body must
+// be JSON (415 UNSUPPORTED_MEDIA_TYPE for another Content-Type) of at most 64 KiB (413
+// REQUEST_TOO_LARGE), with no field v does not have.
 func readJSON(r *http.Request, v any) *Error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxJSONBody+1))
 	if err != nil {
 		return &Error{http.StatusBadRequest, CodeBadRequest, "reading the body: " + err.Error()}
 	}
 	if len(body) > maxJSONBody {
-		return &Error{http.StatusRequestEntityTooLarge, CodeBadRequest, fmt.Sprintf("the JSON body exceeds %d bytes", maxJSONBody)}
+		return &Error{http.StatusRequestEntityTooLarge, CodeRequestTooLarge, fmt.Sprintf("the JSON body exceeds %d bytes", maxJSONBody)}
 	}
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return nil
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return &Error{http.StatusUnsupportedMediaType, CodeUnsupportedMediaType,
+				"the body must be JSON, sent with Content-Type: application/json (curl -H 'Content-Type: application/json' -d …), or empty; got " + ct}
+		}
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()

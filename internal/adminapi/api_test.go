@@ -82,6 +82,12 @@ func (e *env) do(method, path string, body []byte) (int, []byte) {
 	if e.token != "" {
 		req.Header.Set("Authorization", "Bearer "+e.token)
 	}
+	switch {
+	case strings.HasSuffix(path, "/update"):
+		req.Header.Set("Content-Type", "application/octet-stream")
+	case len(body) > 0:
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -230,8 +236,8 @@ func TestHubNamespaceRoutes(t *testing.T) {
 		t.Fatalf("a refused write changed the document: %s", b)
 	}
 
-	// Epoch bump (hub only).
-	status, b = e.do("POST", path+"/epoch", nil)
+	// Epoch bump (hub only), naming the epoch it replaces.
+	status, b = e.do("POST", path+"/epoch", []byte(`{"expectedEpoch":1}`))
 	if status != 200 || decode[map[string]any](t, b)["replicationEpoch"] != 2.0 {
 		t.Fatalf("epoch: %d %s", status, b)
 	}
@@ -257,17 +263,17 @@ func TestHubSchemaReplace(t *testing.T) {
 	// The fingerprint of this definition comes from the JS generator of the registry's
 	// vectors (registry/testdata/fingerprint/vectors.json, "flat").
 	const fp = "sha256:v1:09dbb49948fae214c76b743260f8c4a9b27d2066815b60d3efdc657b6d8d0c58"
-	status, b := e.do("PUT", path+"/schema", []byte(`{"definition":{"version":3,"title":"Note","type":"object","required":true}}`))
+	status, b := e.do("PUT", path+"/schema", []byte(`{"definition":{"version":3,"title":"Note","type":"object","required":true},"expectedFingerprint":""}`))
 	got := decode[map[string]any](t, b)
 	if status != 200 || got["semanticFingerprint"] != fp || got["updatedAt"] != "2026-11-29T10:00:00.000Z" {
 		t.Fatalf("replace: %d %s", status, b)
 	}
-	status, b = e.do("PUT", path+"/schema", []byte(`{"definition":{"type":"object"},"updatedAt":"2026-11-29T11:00:00Z"}`))
+	status, b = e.do("PUT", path+"/schema", []byte(`{"definition":{"type":"object"},"updatedAt":"2026-11-29T11:00:00Z","expectedFingerprint":"`+fp+`"}`))
 	if status != 200 || decode[map[string]any](t, b)["updatedAt"] != "2026-11-29T11:00:00Z" {
 		t.Fatalf("replace with updatedAt: %d %s", status, b)
 	}
 	for _, body := range []string{`{"definition":[1]}`, `{"definition":"x"}`, `{"definition":null}`, `{}`,
-		`{"definition":{},"updatedAt":"yesterday"}`} {
+		`{"definition":{},"updatedAt":"yesterday","expectedFingerprint":""}`, `{"definition":{"type":"object"}}`} {
 		e.wantError("PUT", path+"/schema", []byte(body), 400, CodeBadRequest)
 	}
 	_, b = e.do("GET", path, nil)
@@ -280,7 +286,7 @@ func TestHubSchemaReplace(t *testing.T) {
 	if def := meta["schema"].(map[string]any)["definition"].(map[string]any); def["type"] != "object" || len(def) != 1 {
 		t.Fatalf("meta.schema %v", meta["schema"])
 	}
-	e.wantError("PUT", "/v1/namespaces/ns-00000000000000000000000000000000/schema", []byte(`{"definition":{}}`), 404, CodeNamespaceNotFound)
+	e.wantError("PUT", "/v1/namespaces/ns-00000000000000000000000000000000/schema", []byte(`{"definition":{},"expectedFingerprint":""}`), 404, CodeNamespaceNotFound)
 }
 
 func TestArchivedNamespace(t *testing.T) {

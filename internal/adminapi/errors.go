@@ -25,7 +25,7 @@ const (
 	CodeRoleViolation     = string(registry.CodeRoleViolation)
 	CodeInternal          = string(registry.CodeInternalError)
 	CodeUpdateTooLarge    = "UPDATE_TOO_LARGE"
-	CodeConflicted        = "REPLICA_CONFLICTED" // a peer replica in §16 conflicted: reset it
+	CodeConflicted        = "REPLICA_CONFLICTED" // a conflicted peer replica: reset it
 	CodeNotBootstrapped   = "NOT_BOOTSTRAPPED"   // a peer target without a local replica yet
 	CodeTargetConflict    = "TARGET_CONFLICT"
 	CodeNamespaceInUse    = "NAMESPACE_IN_USE"
@@ -33,6 +33,18 @@ const (
 	CodeUnavailable       = "UNAVAILABLE" // shutting down
 	CodeTimeout           = "TIMEOUT"
 	CodeTooManyStreams    = "TOO_MANY_STREAMS"
+	// CodeRequestTooLarge: a JSON body over its limit (an update over its limit is
+	// UPDATE_TOO_LARGE).
+	CodeRequestTooLarge = "REQUEST_TOO_LARGE"
+	// CodeUnsupportedMediaType: a body that is not JSON where the route takes JSON.
+	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
+	// CodeEpochMismatch: an epoch bump whose expectedEpoch is not the namespace's epoch.
+	CodeEpochMismatch = "EPOCH_MISMATCH"
+	// CodeSchemaMismatch: a schema replacement whose expectedFingerprint is not the active
+	// schema's.
+	CodeSchemaMismatch = "SCHEMA_MISMATCH"
+	// CodeRootType: ?root=NAME:TYPE names a type the root does not have.
+	CodeRootType = "ROOT_TYPE_MISMATCH"
 )
 
 // Error is an admin API error: an HTTP status and the JSON body {"code","message"}.

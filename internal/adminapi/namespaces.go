@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -95,12 +96,13 @@ type Status struct {
 	ReplicationID    string `json:"replicationId,omitempty"`
 	ReplicationEpoch uint64 `json:"replicationEpoch,omitempty"`
 	StateVector      string `json:"stateVector,omitempty"`
-	// State: on the hub active or archived; on a peer the §16 channel state of its target
-	// (a local replica that is no longer a target is closed).
+	// State: on the hub active or archived; on a peer the replication state of its target
+	// (targeted, opening, live, conflicted, failed, …; a local replica that is no longer a
+	// target is closed).
 	State    string          `json:"state"`
 	Sessions []SessionStatus `json:"sessions,omitempty"`
 	Loaded   *bool           `json:"loaded,omitempty"` // hub list: a runtime holds it now
-	// Schema is the namespace's active schema, if it has one (§23.1).
+	// Schema is the namespace's active schema, if it has one.
 	Schema *SchemaJSON `json:"schema,omitempty"`
 }
 
@@ -240,7 +242,9 @@ func parseRoots(values []string) ([]registry.Root, error) {
 	return roots, nil
 }
 
-// GET /v1/namespaces/{id}/doc[?root=NAME:TYPE…]
+// GET /v1/namespaces/{id}/doc[?root=NAME:TYPE…]: the document as JSON, every root or only
+// the declared ones. A declared type that does not fit what the root holds is 400
+// ROOT_TYPE_MISMATCH naming the type it has.
 func (a *API) getDoc(w http.ResponseWriter, r *http.Request) {
 	roots, err := parseRoots(r.URL.Query()["root"])
 	if err != nil {
@@ -252,12 +256,106 @@ func (a *API) getDoc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer a.release(l)
-	doc, err := l.JSON(r.Context(), roots...)
+	if len(roots) == 0 {
+		doc, err := l.JSON(r.Context())
+		if err != nil {
+			writeError(w, a.fromErr(err))
+			return
+		}
+		writeJSON(w, http.StatusOK, doc)
+		return
+	}
+	state, err := l.EncodeState(r.Context(), nil)
 	if err != nil {
 		writeError(w, a.fromErr(err))
 		return
 	}
+	doc, e := renderRoots(state, roots)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
 	writeJSON(w, http.StatusOK, doc)
+}
+
+// renderRoots renders the declared roots of a document state. It works on a copy of the
+// document: typing a root is for good, and a request must not retype the live document's
+// roots for every later reader.
+func renderRoots(state []byte, roots []registry.Root) (map[string]any, *Error) {
+	doc := yjs.NewDoc()
+	if err := yjs.ApplyUpdate(doc, state, nil); err != nil {
+		return nil, &Error{http.StatusInternalServerError, CodeInternal, "the document's state does not decode"}
+	}
+	present := map[string]bool{}
+	for _, name := range doc.RootNames() {
+		present[name] = true
+	}
+	out := make(map[string]any, len(roots))
+	for _, root := range roots {
+		if present[root.Name] {
+			t, err := doc.Get(root.Name, yjs.KindUnknown)
+			if err != nil {
+				return nil, &Error{http.StatusInternalServerError, CodeInternal, err.Error()}
+			}
+			if actual, fits := rootFits(t, root.Kind); !fits {
+				return nil, &Error{http.StatusBadRequest, CodeRootType, fmt.Sprintf("root %q is a %s, not a %s: ask for ?root=%s:%s",
+					root.Name, actual, kindName(root.Kind), root.Name, actual)}
+			}
+		}
+		t, err := doc.Get(root.Name, root.Kind)
+		if err != nil {
+			return nil, &Error{http.StatusBadRequest, CodeRootType, fmt.Sprintf("root %q is a %s, not a %s", root.Name, kindName(t.Kind()), kindName(root.Kind))}
+		}
+		out[root.Name] = renderAs(t, root.Kind)
+	}
+	return out, nil
+}
+
+// rootFits reports whether a root of the document can be read as kind, and what it holds
+// (the kind it has, or as Yjs infers it for a root no client typed: keyed entries a map,
+// text content a text, anything else an array). An empty root fits every kind; XML
+// fragments hold types, which the inference calls an array.
+func rootFits(t *yjs.Type, kind yjs.Kind) (actual string, fits bool) {
+	if t.Kind() != yjs.KindUnknown {
+		return kindName(t.Kind()), t.Kind() == kind
+	}
+	switch v := (*yjs.Map)(t).ToJSON().(type) { // an untyped root renders as its inferred kind
+	case map[string]any:
+		return "map", len(v) == 0 || kind == yjs.KindMap
+	case string:
+		return "text", v == "" || kind == yjs.KindText
+	case []any:
+		return "array", len(v) == 0 || kind == yjs.KindArray || kind == yjs.KindXmlFragment
+	}
+	return "array", true
+}
+
+// renderAs renders a typed root.
+func renderAs(t *yjs.Type, kind yjs.Kind) any {
+	switch kind {
+	case yjs.KindMap:
+		return (*yjs.Map)(t).ToJSON()
+	case yjs.KindText:
+		return (*yjs.Text)(t).ToJSON()
+	case yjs.KindXmlFragment:
+		return (*yjs.XmlFragment)(t).ToJSON()
+	}
+	return (*yjs.Array)(t).ToJSON()
+}
+
+// kindName is the word ?root= uses for a kind.
+func kindName(k yjs.Kind) string {
+	switch k {
+	case yjs.KindMap:
+		return "map"
+	case yjs.KindArray:
+		return "array"
+	case yjs.KindText:
+		return "text"
+	case yjs.KindXmlFragment:
+		return "xml"
+	}
+	return k.String()
 }
 
 // GET /v1/namespaces/{id}/update[?sv=HEX]: Y.encodeStateAsUpdate(doc, sv).
@@ -353,6 +451,7 @@ func (a *API) createNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a.fromErr(err))
 		return
 	}
+	a.audit(r, "namespace-created", slog.String("namespaceId", c.NamespaceID), slog.Uint64("replicationEpoch", c.Identity.Epoch))
 	w.Header().Set("Location", "/v1/namespaces/"+c.NamespaceID)
 	writeJSON(w, http.StatusCreated, Created{c.NamespaceID, c.Identity.ReplicationID, c.Identity.Epoch})
 }
@@ -363,10 +462,14 @@ type SchemaRequest struct {
 	Definition json.RawMessage `json:"definition"`
 	// UpdatedAt is an RFC 3339 timestamp; absent, the hub's clock stamps it.
 	UpdatedAt string `json:"updatedAt,omitempty"`
+	// ExpectedFingerprint is required: the semanticFingerprint of the schema being
+	// replaced, as GET /v1/namespaces/{id} shows it, or "" when the namespace has none.
+	ExpectedFingerprint *string `json:"expectedFingerprint"`
 }
 
-// PUT /v1/namespaces/{id}/schema (hub): replace meta.schema (GUIDE §4); every peer
-// re-arms it (§23.1). Answers the new active schema.
+// PUT /v1/namespaces/{id}/schema (hub): replace meta.schema; every peer re-arms it as the
+// namespace's active schema (§23.1). The body names the schema it replaces; a mismatch is 409
+// SCHEMA_MISMATCH (someone replaced it since it was read). Answers the new active schema.
 func (a *API) replaceSchema(w http.ResponseWriter, r *http.Request) {
 	var req SchemaRequest
 	if e := readJSON(r, &req); e != nil {
@@ -378,6 +481,11 @@ func (a *API) replaceSchema(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "definition must be a JSON object"})
 		return
 	}
+	if req.ExpectedFingerprint == nil {
+		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, `name the schema this replaces: "expectedFingerprint" is the ` +
+			`semanticFingerprint GET /v1/namespaces/{id} shows, or "" when the namespace has no schema`})
+		return
+	}
 	updatedAt := req.UpdatedAt
 	if updatedAt == "" {
 		updatedAt = a.opts.Clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
@@ -385,30 +493,78 @@ func (a *API) replaceSchema(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, "updatedAt must be an RFC 3339 timestamp"})
 		return
 	}
-	_, l, ok := a.lookupOpen(w, r)
+	ns, l, ok := a.lookupOpen(w, r)
 	if !ok {
 		return
 	}
 	defer a.release(l)
+	a.guarded.Lock()
+	defer a.guarded.Unlock()
+	before := ""
+	if s := schemaJSON(l); s != nil {
+		before = s.SemanticFingerprint
+	}
+	if before != *req.ExpectedFingerprint {
+		shown := before
+		if shown == "" {
+			shown = `none ("")`
+		}
+		writeError(w, &Error{http.StatusConflict, CodeSchemaMismatch, fmt.Sprintf("the namespace's schema is %s, not %q: it "+
+			"changed since you read it; check GET /v1/namespaces/%s, then retry naming the schema you replace", shown, *req.ExpectedFingerprint, ns.id)})
+		return
+	}
 	if err := l.ReplaceSchema(r.Context(), updatedAt, definition); err != nil {
 		writeError(w, a.fromErr(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, schemaJSON(l))
+	after := schemaJSON(l)
+	attrs := []slog.Attr{slog.String("namespaceId", ns.id), slog.String("fromFingerprint", before)}
+	if after != nil {
+		attrs = append(attrs, slog.String("toFingerprint", after.SemanticFingerprint))
+	}
+	a.audit(r, "schema-replaced", attrs...)
+	writeJSON(w, http.StatusOK, after)
 }
 
-// POST /v1/namespaces/{id}/epoch (hub): §11 epoch bump; every peer session of the old epoch
-// is fenced.
+// EpochRequest is the body of POST /v1/namespaces/{id}/epoch.
+type EpochRequest struct {
+	// ExpectedEpoch is required: the namespace's current replicationEpoch, the one the bump
+	// replaces.
+	ExpectedEpoch *uint64 `json:"expectedEpoch"`
+}
+
+// POST /v1/namespaces/{id}/epoch (hub): the §11 epoch bump; every peer session of the old
+// epoch is fenced and its replica becomes conflicted until it is reset. The body must name
+// the current epoch ({"expectedEpoch":N}): a bump is never one stray request, and of two
+// operators bumping at once one gets 409 EPOCH_MISMATCH.
 func (a *API) bumpEpoch(w http.ResponseWriter, r *http.Request) {
-	_, l, ok := a.lookupOpen(w, r)
+	var req EpochRequest
+	if e := readJSON(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.ExpectedEpoch == nil {
+		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, `an epoch bump cuts every peer of the namespace off until it is reset: ` +
+			`confirm it with the body {"expectedEpoch":N}, N being the replicationEpoch GET /v1/namespaces/{id} shows`})
+		return
+	}
+	ns, l, ok := a.lookupOpen(w, r)
 	if !ok {
 		return
 	}
 	defer a.release(l)
+	a.guarded.Lock()
+	defer a.guarded.Unlock()
+	if cur := l.Identity().Epoch; cur != *req.ExpectedEpoch {
+		writeError(w, &Error{http.StatusConflict, CodeEpochMismatch, fmt.Sprintf("the namespace's epoch is %d, not %d: "+
+			"nothing was changed; check GET /v1/namespaces/%s before bumping", cur, *req.ExpectedEpoch, ns.id)})
+		return
+	}
 	id, err := l.BumpEpoch(r.Context())
 	if err != nil {
 		writeError(w, a.fromErr(err))
 		return
 	}
+	a.audit(r, "epoch-bumped", slog.String("namespaceId", ns.id), slog.Uint64("fromEpoch", *req.ExpectedEpoch), slog.Uint64("toEpoch", id.Epoch))
 	writeJSON(w, http.StatusOK, map[string]any{"replicationEpoch": id.Epoch})
 }

@@ -1,6 +1,7 @@
 package adminapi
 
 import (
+	"log/slog"
 	"net/http"
 
 	"github.com/nomicore/nomicore/observer"
@@ -16,14 +17,23 @@ type TargetJSON struct {
 	ReplicationID    string `json:"replicationId,omitempty"`
 	ReplicationEpoch uint64 `json:"replicationEpoch,omitempty"`
 	// SchemaRearmFailed: the replicated schema failed to re-arm and the namespace was
-	// closed until the target is reset or removed and added back (§23.1).
+	// closed until the target is reset or removed and added back.
 	SchemaRearmFailed bool `json:"schemaRearmFailed,omitempty"`
+	// Code is the error code that ended the target's replication (failed, conflicted), as
+	// the hub or this peer sent it: NAMESPACE_NOT_FOUND, NAMESPACE_UNAUTHORIZED, …
+	Code string `json:"code,omitempty"`
+	// Reason says, in words, why the target is not replicating and what to do — also when
+	// it waits for a connection the hub refused.
+	Reason string `json:"reason,omitempty"`
 }
 
-func targetJSON(t ws.TargetStatus) TargetJSON {
+func (a *API) targetJSON(t ws.TargetStatus) TargetJSON {
 	out := TargetJSON{NamespaceID: t.NamespaceID, Owner: t.Owner, State: string(t.State), SchemaRearmFailed: t.SchemaFailed}
 	if t.Identity.Valid() {
 		out.ReplicationID, out.ReplicationEpoch = t.Identity.ReplicationID, t.Identity.Epoch
+	}
+	if a.opts.ExplainTarget != nil {
+		out.Code, out.Reason = a.opts.ExplainTarget(t)
 	}
 	return out
 }
@@ -32,7 +42,7 @@ func targetJSON(t ws.TargetStatus) TargetJSON {
 func (a *API) listTargets(w http.ResponseWriter, r *http.Request) {
 	out := []TargetJSON{}
 	for _, t := range a.opts.Targets.Targets() {
-		out = append(out, targetJSON(t))
+		out = append(out, a.targetJSON(t))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -71,8 +81,11 @@ func (a *API) addTarget(w http.ResponseWriter, r *http.Request) {
 	if !ok { // removed meanwhile
 		t = ws.TargetStatus{Target: ws.Target{NamespaceID: req.NamespaceID, Owner: req.Owner}, State: observer.ChannelClosed}
 	}
+	if created {
+		a.audit(r, "target-added", slog.String("namespaceId", req.NamespaceID))
+	}
 	w.Header().Set("Location", "/v1/namespaces/"+req.NamespaceID)
-	writeJSON(w, status, targetJSON(t))
+	writeJSON(w, status, a.targetJSON(t))
 }
 
 // DELETE /v1/targets/{id} (peer)
@@ -86,6 +99,7 @@ func (a *API) removeTarget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a.fromErr(err))
 		return
 	}
+	a.audit(r, "target-removed", slog.String("namespaceId", id))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -106,6 +120,7 @@ func (a *API) reset(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a.fromErr(err))
 		return
 	}
+	a.audit(r, "replica-reset", slog.String("namespaceId", id))
 	t, _ := a.opts.Targets.Target(id)
-	writeJSON(w, http.StatusOK, targetJSON(t))
+	writeJSON(w, http.StatusOK, a.targetJSON(t))
 }

@@ -1,4 +1,4 @@
-// Package clock is the time seam of Nomicore (GUIDE §3): protocol logic never calls time.Now,
+// Package clock is the time seam of Nomicore: protocol logic never calls time.Now,
 // time.After or time.AfterFunc directly; it is given a Clock. Production code passes Real();
 // tests pass a *Fake and move time by hand.
 package clock

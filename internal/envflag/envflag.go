@@ -1,5 +1,7 @@
 // Package envflag lets every command-line flag of the Nomicore commands also be set from
-// the environment (GUIDE §7): flag --token-file reads NOMICORE_TOKEN_FILE.
+// the environment, so that a container or a service manager can configure them without a
+// command line: flag --token-file reads NOMICORE_TOKEN_FILE, and a value given on the
+// command line wins over the environment.
 package envflag
 
 import (

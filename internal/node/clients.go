@@ -2,14 +2,16 @@ package node
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/accesslog"
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/tokens"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
@@ -30,18 +32,20 @@ type ClientFlags struct {
 	KeepAlive  time.Duration
 }
 
-// RegisterClientFlags adds the client listener's flags to fs with the listen default of the
+// RegisterClientFlags adds the client listener's flags with the listen default of the
 // binary (hub 127.0.0.1:8789, peer 127.0.0.1:8791).
-func RegisterClientFlags(fs *flag.FlagSet, defaultListen string) *ClientFlags {
+func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 	c := &ClientFlags{}
-	fs.StringVar(&c.Listen, "client-listen", defaultListen, "editor listener: the y-websocket endpoint /v1/yjs/{namespaceId} and the editor page /edit/{namespaceId}; off disables it")
-	fs.StringVar(&c.Auth, "client-auth", "token", "editor authentication: token (client tokens of the tokens file: `token add --client`) or none (only on a loopback --client-listen, for local development)")
-	fs.IntVar(&c.MaxClients, "max-clients", yws.DefaultMaxClients, "editor connections this node serves at once (503 beyond)")
-	fs.Var(&c.Origins, "client-origin", "browser origin allowed to open editor WebSockets besides the page's own host, as a host pattern (e.g. app.example.com or *); repeatable. Default with token auth: any (the token is the credential); with --client-auth none: none")
-	fs.IntVar(&c.MaxStates, "max-awareness-states", yws.DefaultMaxAwarenessStates, "awareness states kept per namespace (node-local presence of editors)")
-	fs.IntVar(&c.MaxState, "max-awareness-state-bytes", yws.DefaultMaxAwarenessStateBytes, "bytes of one editor's awareness state")
-	fs.IntVar(&c.SendQueue, "client-send-queue-bytes", yws.DefaultSendQueueBytes, "bytes waiting to be sent to one editor before it is dropped as too slow (it resyncs when it reconnects)")
-	fs.DurationVar(&c.KeepAlive, "client-keepalive", yws.DefaultKeepAlive, "longest an editor goes without a message (providers reconnect after 30s of silence)")
+	f.Define("editors (the client listener: stock y-websocket providers)", func() {
+		f.StringVar(&c.Listen, "client-listen", defaultListen, "`HOST:PORT` for editors: the y-websocket endpoint /v1/yjs/{namespaceId} and the editor page /edit/{namespaceId}; off disables it")
+		f.StringVar(&c.Auth, "client-auth", "token", "token (client tokens of the tokens file, made with `token add --client NAME`) or none (any editor may read and write; only on a loopback --client-listen, for local development)")
+		f.IntVar(&c.MaxClients, "max-clients", yws.DefaultMaxClients, "editor connections this node serves at once (503 beyond)")
+		f.Var(&c.Origins, "client-origin", "a browser `ORIGIN` host pattern allowed to open editor WebSockets besides the node's own pages (app.example.com, *.example.com or *; repeatable). Default: any with --client-auth token (the token is the credential), none with --client-auth none")
+		f.IntVar(&c.MaxStates, "max-awareness-states", yws.DefaultMaxAwarenessStates, "editors' presence states kept per namespace on this node")
+		f.IntVar(&c.MaxState, "max-awareness-state-bytes", yws.DefaultMaxAwarenessStateBytes, "bytes of one editor's presence state")
+		f.IntVar(&c.SendQueue, "client-send-queue-bytes", yws.DefaultSendQueueBytes, "bytes waiting to be sent to one editor before it is dropped as too slow (it catches up when it reconnects)")
+		f.DurationVar(&c.KeepAlive, "client-keepalive", yws.DefaultKeepAlive, "longest an editor goes without hearing from the node (providers reconnect after 30s of silence)")
+	})
 	return c
 }
 
@@ -86,6 +90,12 @@ func (c *ClientFlags) Options(in *Instance, common *Common, clients yws.Clients)
 		MaxMessageBytes: common.Protocol.MaxChunkedUpdateBytes + 64, SendQueueBytes: c.SendQueue,
 		MaxAwarenessStates: c.MaxStates, MaxAwarenessStateBytes: c.MaxState, KeepAlive: c.KeepAlive,
 		Clock: in.clock, Logger: in.log}
+}
+
+// ClientHandler is the client listener's handler: the endpoint behind the access log (which
+// logs route patterns, never query strings, so a ?token= stays out of it).
+func ClientHandler(ed *yws.Server, log *slog.Logger) http.Handler {
+	return accesslog.Handler(ed, log, "client")
 }
 
 // ClientMetrics registers the endpoint's metrics on the instance's Prometheus registry.
@@ -146,7 +156,7 @@ func ListClientTokens(f tokens.File, stdout io.Writer) {
 		if c.ReadOnly {
 			perm = "read-only"
 		}
-		fmt.Fprintf(stdout, "client:%s\tsha256:%s…\t%s\t%v\n", c.Name, hex.EncodeToString(c.TokenSHA256[:6]), perm, c.Namespaces)
+		fmt.Fprintf(stdout, "client:%s\tsha256:%s…\t%s\t%v\n", c.Name, tokens.HashPrefix(c.TokenSHA256), perm, c.Namespaces)
 	}
 }
 

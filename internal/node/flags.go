@@ -1,87 +1,94 @@
-// Package node is the wiring the hub and peer binaries share: command-line flags (each also
-// from NOMICORE_* environment variables), JSON logs, the observer (slog and Prometheus),
-// the data directory and its store, the admin listener, the peer's remembered targets, and
-// the orderly shutdown of §21 with a process-level watchdog.
 package node
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/envflag"
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
 // Common holds the flags both serving commands take.
 type Common struct {
 	LogLevel        string
+	LogFormat       string // "text", "json", or "" (text on a terminal, JSON otherwise)
 	ShutdownTimeout time.Duration
 	AdminToken      string
 	AdminTokenFile  string
 	MaxEventStreams int
+	Capture         CaptureFlags
 	Protocol        protocol.Config
 	generation      string
 }
 
-// RegisterCommon adds the shared flags to fs: logging, shutdown, the admin token, and every
-// limit and timeout of the replication protocol (§17, §18, §15.1) with the defaults of
-// GUIDE §6.
-func RegisterCommon(fs *flag.FlagSet) *Common {
+// RegisterCommon adds the flags both serving commands share: logging, shutdown, the admin
+// token, frame capture, and every limit and timeout of the replication protocol (with the
+// contract's defaults; docs/operations.md says which ones bind together).
+func RegisterCommon(f *cli.Flags) *Common {
 	c := &Common{Protocol: protocol.DefaultConfig()}
-	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error (JSON lines on stderr)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "watchdog: exit non-zero if the orderly shutdown takes longer")
-	fs.StringVar(&c.AdminToken, "admin-token", "", "bearer token the admin API requires (required when --admin-listen is not loopback; prefer --admin-token-file or NOMICORE_ADMIN_TOKEN)")
-	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "file holding the admin API bearer token")
-	fs.IntVar(&c.MaxEventStreams, "max-event-streams", 64, "concurrent admin event streams")
-	fs.StringVar(&c.generation, "generation", "v1", "implementation generation (§1): v1 (no UPDATE_CHUNK) or v2 (offers CAP_CHUNKED_UPDATE)")
+	f.Define("logging and diagnostics", func() {
+		f.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error; debug adds a line per admin request and per update sent, applied or acknowledged")
+		f.StringVar(&c.LogFormat, "log-format", "", "text or json (default: text when stderr is a terminal, json otherwise)")
+		c.Capture.register(f)
+	})
+	f.Define("admin API", func() {
+		f.StringVar(&c.AdminToken, "admin-token", "", "bearer `TOKEN` the admin API requires; required when --admin-listen is not loopback (prefer --admin-token-file or NOMICORE_ADMIN_TOKEN: a flag is visible in ps)")
+		f.StringVar(&c.AdminTokenFile, "admin-token-file", "", "`FILE` holding the admin API's bearer token")
+		f.IntVar(&c.MaxEventStreams, "max-event-streams", 64, "event streams (GET …/events) open at once")
+		f.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "exit with status 3 if stopping takes longer than this")
+	})
 	p := &c.Protocol
-	intFlag := func(v *int, name, usage string) { fs.IntVar(v, name, *v, usage) }
-	intFlag(&p.MaxInFlightUpdates, "max-in-flight-updates", "§17 unacknowledged UPDATEs per namespace and direction")
-	intFlag(&p.MaxUpdateBytes, "max-update-bytes", "§17 bytes of one UPDATE")
-	intFlag(&p.MaxSyncDiffBytes, "max-sync-diff-bytes", "§17 bytes of one single-frame SYNC_STEP2 diff")
-	intFlag(&p.MaxBootstrapBytes, "max-bootstrap-bytes", "§17 bytes of one single-frame BOOTSTRAP_SNAPSHOT")
-	intFlag(&p.MaxQueuedUpdateBytes, "max-queued-update-bytes", "§17 unsent update bytes per namespace")
-	intFlag(&p.MaxQueuedUpdateCount, "max-queued-update-count", "§17 unsent updates per namespace")
-	intFlag(&p.ProtocolOverheadBytes, "protocol-overhead-bytes", "§17 allowance for the envelope and fields around Yjs bytes")
-	intFlag(&p.MaxFrameBytes, "max-frame-bytes", "§3 bytes of one WebSocket message")
-	intFlag(&p.MaxQueuedControlBytes, "max-queued-control-bytes", "§17 unflushed control-frame bytes per connection")
-	intFlag(&p.MaxQueuedBytesPerConnection, "max-queued-bytes-per-connection", "§17 queued plus unflushed bytes per connection")
-	intFlag(&p.HighWaterBytes, "high-water-bytes", "§17 unflushed bytes that pause sending")
-	intFlag(&p.LowWaterBytes, "low-water-bytes", "§17 unflushed bytes that resume sending")
-	intFlag(&p.MaxEarlyFrames, "max-early-frames", "frames accepted before admission completes")
-	intFlag(&p.MaxConcurrentOpens, "max-concurrent-opens", "OPEN_NAMESPACE in admission at once")
-	intFlag(&p.MaxChunkedUpdateBytes, "max-chunked-update-bytes", "§10.3 totalBytes of a chunked live update (v2)")
-	intFlag(&p.MaxChunkedBootstrapBytes, "max-chunked-bootstrap-bytes", "§8.1 totalBytes of a chunked snapshot (v2)")
-	intFlag(&p.MaxChunkedSyncDiffBytes, "max-chunked-sync-diff-bytes", "§9.2 totalBytes of a chunked sync diff (v2)")
-	intFlag(&p.MaxChunksPerUpdate, "max-chunks-per-update", "§10.3 chunks of one transfer (v2)")
-	intFlag(&p.MaxConcurrentAssembliesPerConnection, "max-concurrent-assemblies", "§17 receiving chunk assemblies per connection (v2)")
-	durFlag := func(v *time.Duration, name, usage string) { fs.DurationVar(v, name, *v, usage) }
-	durFlag(&p.HelloTimeout, "hello-timeout", "§18 helloTimeoutMs")
-	durFlag(&p.AuthTimeout, "auth-timeout", "§18 authTimeoutMs")
-	durFlag(&p.OpenTimeout, "open-timeout", "§18 openTimeoutMs")
-	durFlag(&p.BootstrapTimeout, "bootstrap-timeout", "§18 bootstrapTimeoutMs")
-	durFlag(&p.ReconcileTimeout, "reconcile-timeout", "§18 reconcileTimeoutMs")
-	durFlag(&p.ReconcileInterval, "reconcile-interval", "§9.4 reconcileIntervalMs (periodic reconciliation)")
-	durFlag(&p.CloseTimeout, "close-timeout", "§18 closeTimeoutMs")
-	durFlag(&p.AckTimeout, "ack-timeout", "§18 ackTimeoutMs")
-	durFlag(&p.AssemblyTimeout, "assembly-timeout", "§18 assemblyTimeoutMs")
-	durFlag(&p.PingInterval, "ping-interval", "§17 pingIntervalMs")
-	durFlag(&p.PongTimeout, "pong-timeout", "§17 pongTimeoutMs")
-	durFlag(&p.BaseBackoff, "base-backoff", "§15.1 baseBackoffMs")
-	durFlag(&p.MaxBackoff, "max-backoff", "§15.1 maxBackoffMs")
-	durFlag(&p.BackoffResetAfter, "backoff-reset-after", "§15.1 backoffResetAfterMs")
+	intFlag := func(v *int, name, usage string) { f.IntVar(v, name, *v, usage) }
+	durFlag := func(v *time.Duration, name, usage string) { f.DurationVar(v, name, *v, usage) }
+	f.Define("replication limits (give hub and peers the same values; docs/operations.md lists which ones bind together)", func() {
+		f.StringVar(&c.generation, "generation", "v1", "protocol generation: v1 (every transfer in one message) or v2 (large transfers in chunks; not supported yet, a v2 connection is refused)")
+		intFlag(&p.MaxFrameBytes, "max-frame-bytes", "largest WebSocket message sent or accepted, in bytes (a proxy in between must allow it)")
+		intFlag(&p.MaxUpdateBytes, "max-update-bytes", "largest document update sent in one message, in bytes; a larger local write is refused with 413")
+		intFlag(&p.MaxSyncDiffBytes, "max-sync-diff-bytes", "largest catch-up difference sent in one message, in bytes")
+		intFlag(&p.MaxBootstrapBytes, "max-bootstrap-bytes", "largest document a new replica can receive in one message, in bytes")
+		intFlag(&p.ProtocolOverheadBytes, "protocol-overhead-bytes", "room kept in every message for the fields around the document bytes")
+		intFlag(&p.MaxInFlightUpdates, "max-in-flight-updates", "updates of one namespace sent and not yet acknowledged, per direction")
+		intFlag(&p.MaxQueuedUpdateBytes, "max-queued-update-bytes", "bytes of updates waiting to be sent, per namespace; beyond it the queue is dropped and the namespace catches up again")
+		intFlag(&p.MaxQueuedUpdateCount, "max-queued-update-count", "updates waiting to be sent, per namespace (the same overflow policy)")
+		intFlag(&p.MaxQueuedControlBytes, "max-queued-control-bytes", "control messages not yet written to the socket, per connection; beyond it the connection closes")
+		intFlag(&p.MaxQueuedBytesPerConnection, "max-queued-bytes-per-connection", "queued and unwritten bytes per connection; beyond it the largest namespace queues are dropped")
+		intFlag(&p.HighWaterBytes, "high-water-bytes", "unwritten bytes on a connection that pause sending")
+		intFlag(&p.LowWaterBytes, "low-water-bytes", "unwritten bytes at which sending resumes")
+		intFlag(&p.MaxEarlyFrames, "max-early-frames", "messages a connection may send before its namespace is admitted")
+		intFlag(&p.MaxConcurrentOpens, "max-concurrent-opens", "namespaces one connection may be opening at once")
+		intFlag(&p.MaxChunkedUpdateBytes, "max-chunked-update-bytes", "largest update sent in chunks, in bytes (v2)")
+		intFlag(&p.MaxChunkedBootstrapBytes, "max-chunked-bootstrap-bytes", "largest snapshot sent in chunks, in bytes (v2)")
+		intFlag(&p.MaxChunkedSyncDiffBytes, "max-chunked-sync-diff-bytes", "largest catch-up difference sent in chunks, in bytes (v2)")
+		intFlag(&p.MaxChunksPerUpdate, "max-chunks-per-update", "chunks of one transfer (v2)")
+		intFlag(&p.MaxConcurrentAssembliesPerConnection, "max-concurrent-assemblies", "chunked transfers one connection may be receiving at once (v2)")
+	})
+	f.Define("replication timeouts", func() {
+		durFlag(&p.HelloTimeout, "hello-timeout", "time a new connection has to introduce itself")
+		durFlag(&p.AuthTimeout, "auth-timeout", "time the token check may take before the connection is refused")
+		durFlag(&p.OpenTimeout, "open-timeout", "time a namespace has to open")
+		durFlag(&p.BootstrapTimeout, "bootstrap-timeout", "time a new replica has to receive its document")
+		durFlag(&p.ReconcileTimeout, "reconcile-timeout", "time a catch-up exchange may take")
+		durFlag(&p.ReconcileInterval, "reconcile-interval", "how often a live namespace compares its state with the other side, to catch anything missed")
+		durFlag(&p.CloseTimeout, "close-timeout", "time a closing namespace or connection waits for the other side")
+		durFlag(&p.AckTimeout, "ack-timeout", "time an update waits for its acknowledgement before the namespace catches up again")
+		durFlag(&p.AssemblyTimeout, "assembly-timeout", "time a chunked transfer has to arrive in full (v2)")
+		durFlag(&p.PingInterval, "ping-interval", "how often a connection checks that the other side is still there")
+		durFlag(&p.PongTimeout, "pong-timeout", "time the other side has to answer that check before the connection is dropped")
+		durFlag(&p.BaseBackoff, "base-backoff", "a peer's first reconnect delay (it doubles, with jitter, up to --max-backoff)")
+		durFlag(&p.MaxBackoff, "max-backoff", "a peer's longest reconnect delay")
+		durFlag(&p.BackoffResetAfter, "backoff-reset-after", "time a peer must stay connected before its reconnect delay starts again from --base-backoff")
+	})
 	return c
 }
 
-// Resolve finishes the flags after parsing: the generation, every §17/§18 start-up
-// constraint (protocol.Config.Validate), the log level and the admin token file. The error
-// is one line naming every violated constraint.
+// Resolve finishes the flags after parsing: the generation, every start-up constraint of the
+// limits and timeouts (protocol.Config.Validate, in flag names), the log level and format,
+// the capture flags and the admin token file. The error is one line naming every problem.
 func (c *Common) Resolve() error {
 	switch c.generation {
 	case "v1":
@@ -92,9 +99,15 @@ func (c *Common) Resolve() error {
 		return fmt.Errorf("--generation %q: want v1 or v2", c.generation)
 	}
 	if err := c.Protocol.Validate(); err != nil {
-		return errors.New(OneLine(err))
+		return errors.New(ConfigProblems(err))
 	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	}
+	if err := c.Capture.check(); err != nil {
 		return err
 	}
 	if c.ShutdownTimeout <= 0 {
@@ -103,41 +116,74 @@ func (c *Common) Resolve() error {
 	if c.AdminTokenFile != "" {
 		b, err := os.ReadFile(c.AdminTokenFile)
 		if err != nil {
-			return fmt.Errorf("admin token file: %w", err)
+			return fmt.Errorf("--admin-token-file: %w", err)
 		}
 		c.AdminToken = strings.TrimSpace(string(b))
 		if c.AdminToken == "" {
-			return fmt.Errorf("admin token file %s is empty", c.AdminTokenFile)
+			return fmt.Errorf("--admin-token-file %s is empty", c.AdminTokenFile)
 		}
 	}
 	return nil
 }
 
+// contractFlags maps the contract's names of the limits and timeouts, as
+// protocol.Config.Validate words its constraints, to the flags that set them.
+var contractFlags = map[string]string{
+	"maxUpdateBytes": "--max-update-bytes", "maxSyncDiffBytes": "--max-sync-diff-bytes",
+	"maxBootstrapBytes": "--max-bootstrap-bytes", "maxQueuedUpdateBytes": "--max-queued-update-bytes",
+	"maxQueuedUpdateCount": "--max-queued-update-count", "maxFrameBytes": "--max-frame-bytes",
+	"maxQueuedControlBytes": "--max-queued-control-bytes", "maxQueuedBytesPerConnection": "--max-queued-bytes-per-connection",
+	"highWater": "--high-water-bytes", "lowWater": "--low-water-bytes", "high-water": "--high-water-bytes",
+	"low-water": "--low-water-bytes", "maxEarlyFrames": "--max-early-frames", "maxConcurrentOpens": "--max-concurrent-opens",
+	"maxChunkedUpdateBytes": "--max-chunked-update-bytes", "maxChunkedBootstrapBytes": "--max-chunked-bootstrap-bytes",
+	"maxChunkedSyncDiffBytes": "--max-chunked-sync-diff-bytes", "maxChunksPerUpdate": "--max-chunks-per-update",
+	"maxConcurrentAssembliesPerConnection": "--max-concurrent-assemblies", "maxInFlightUpdates": "--max-in-flight-updates",
+	"assemblyTimeoutMs": "--assembly-timeout", "helloTimeoutMs": "--hello-timeout", "authTimeoutMs": "--auth-timeout",
+	"openTimeoutMs": "--open-timeout", "bootstrapTimeoutMs": "--bootstrap-timeout", "reconcileTimeoutMs": "--reconcile-timeout",
+	"reconcileIntervalMs": "--reconcile-interval", "closeTimeoutMs": "--close-timeout", "ackTimeoutMs": "--ack-timeout",
+	"pingIntervalMs": "--ping-interval", "pongTimeoutMs": "--pong-timeout", "baseBackoffMs": "--base-backoff",
+	"maxBackoffMs": "--max-backoff", "backoffResetAfterMs": "--backoff-reset-after",
+}
+
+var contractName = regexp.MustCompile(`[a-z][A-Za-z]*(-water)?`)
+
+// ConfigProblems words the violations protocol.Config.Validate reports in flag names, one
+// clause per violation: "--max-update-bytes <= --max-frame-bytes - --protocol-overhead-bytes
+// does not hold (600000 > 525312 - 1024)".
+func ConfigProblems(err error) string {
+	var parts []string
+	var visit func(error)
+	visit = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				visit(e)
+			}
+			return
+		}
+		var ce *protocol.ConfigError
+		if !errors.As(err, &ce) {
+			parts = append(parts, OneLine(err))
+			return
+		}
+		rename := func(s string) string {
+			s = strings.ReplaceAll(s, "protocol overhead", "--protocol-overhead-bytes")
+			s = strings.ReplaceAll(s, " is a finite safe integer > 0", " > 0")
+			return contractName.ReplaceAllStringFunc(s, func(w string) string {
+				if f, ok := contractFlags[w]; ok {
+					return f
+				}
+				return w
+			})
+		}
+		parts = append(parts, rename(ce.Constraint)+" does not hold ("+rename(ce.Detail)+")")
+	}
+	visit(err)
+	return strings.Join(parts, "; ")
+}
+
 // OneLine joins a (possibly joined) error's lines with "; ".
 func OneLine(err error) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ; ")), " ")
-}
-
-// ParseFlags applies the NOMICORE_* environment to fs and then parses args (the command line
-// wins). It returns 0 to go on, or the exit code: 0 after -h, 2 for bad usage (the message
-// already written to stderr by the flag package or here).
-func ParseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, stderr io.Writer) (int, bool) {
-	fs.SetOutput(stderr)
-	if err := envflag.Apply(fs, getenv); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
-		return 2, false
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
-		}
-		return 2, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return 2, false
-	}
-	return 0, true
 }
 
 // ParseLevel reads a --log-level value.
@@ -147,12 +193,6 @@ func ParseLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
 	}
 	return l, nil
-}
-
-// NewLogger returns the JSON logger of a binary (slog JSON lines on w).
-func NewLogger(w io.Writer, level string, side string) *slog.Logger {
-	l, _ := ParseLevel(level)
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})).With(slog.String("component", side))
 }
 
 // StringList is a repeatable flag; a value may also be a comma-separated list (so its

@@ -18,9 +18,10 @@ import (
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
-// Observability is a binary's observer (§23): every event goes to the JSON log (slogobs,
-// per-frame events aggregated) and to Prometheus metrics (promobs) served on the admin
-// listener's /metrics from a registry of its own (only nomicore_ series).
+// Observability is a binary's observer (§23): every event goes to the log (slogobs: one line
+// per event, per-frame events aggregated into summaries — and, at --log-level debug, also one
+// line each) and to Prometheus metrics (promobs) served on the admin listener's /metrics from
+// a registry of its own (only nomicore_ series).
 type Observability struct {
 	Side     observer.Side
 	Registry *prometheus.Registry
@@ -41,6 +42,15 @@ func NewObservability(log *slog.Logger, side observer.Side) (*Observability, err
 	}
 	l := slogobs.New(log, slogobs.Options{})
 	o := &Observability{Side: side, Registry: reg, Metrics: m, Log: l, Observer: observer.Multi(l, m)}
+	if log.Enabled(context.Background(), slog.LevelDebug) {
+		// At debug, every per-frame event (an update sent, applied or acknowledged, a sync
+		// diff, …) is also one line of its own; the summaries go on.
+		o.Observer = observer.Multi(l, m, observer.ObserverFunc(func(e observer.Event) {
+			if e.Type().PerFrame() {
+				log.LogAttrs(context.Background(), slog.LevelDebug, string(e.Type()), e.Attrs()...)
+			}
+		}))
+	}
 	o.tokenReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_token_reloads_total",
 		Help: "Reloads of the hub's tokens file, by outcome (changed, failed)."}, []string{"side", "reason"})
 	if err := reg.Register(o.tokenReloads); err != nil {
@@ -93,10 +103,10 @@ var (
 	descQueuedBytes  = prometheus.NewDesc("nomicore_store_queued_bytes", "Bytes of the appends waiting for the group committer.", []string{"side"}, nil)
 	descCommits      = prometheus.NewDesc("nomicore_store_commits_total", "Group-commit transactions that succeeded.", []string{"side"}, nil)
 	descCommitted    = prometheus.NewDesc("nomicore_store_committed_appends_total", "Appends made durable.", []string{"side"}, nil)
-	descCommitErrors = prometheus.NewDesc("nomicore_store_commit_errors_total", "Failed commit attempts (the store retries; §20 degraded while failing).", []string{"side"}, nil)
+	descCommitErrors = prometheus.NewDesc("nomicore_store_commit_errors_total", "Failed commit attempts (the store retries; persistence is degraded while they fail).", []string{"side"}, nil)
 	descBackpressure = prometheus.NewDesc("nomicore_store_backpressure_total", "Appends refused because the commit queue was full.", []string{"side"}, nil)
 	descCompactions  = prometheus.NewDesc("nomicore_store_compactions_total", "Update logs folded into snapshots.", []string{"side"}, nil)
-	descHealthy      = prometheus.NewDesc("nomicore_store_healthy", "1 when the last commit succeeded, 0 while persistence is degraded (§20).", []string{"side"}, nil)
+	descHealthy      = prometheus.NewDesc("nomicore_store_healthy", "1 when the last commit succeeded, 0 while persistence is degraded (writes refused).", []string{"side"}, nil)
 	descLoaded       = prometheus.NewDesc("nomicore_namespaces_loaded", "Namespaces whose document is loaded in memory.", []string{"side"}, nil)
 )
 

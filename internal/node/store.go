@@ -95,7 +95,7 @@ func OpenStore(dir string, log *slog.Logger) (*persistence.BoltStore, error) {
 			if healthy {
 				log.Info("persistence healthy again")
 			} else {
-				log.Error("persistence degraded: commits fail and are retried (§20)", slog.String("error", err.Error()))
+				log.Error("persistence degraded: writes are refused while the store fails to commit; it keeps retrying", slog.String("error", err.Error()))
 			}
 		},
 		OnCompactionError: func(_, ns string, err error) {

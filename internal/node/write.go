@@ -5,61 +5,63 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/envflag"
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// RunWrite is the `write` command of both binaries: a small client of the admin API that
+// WriteCommand is the `write` command of both binaries: a small client of the admin API that
 // sets keys of a root map of a namespace, for quick starts and scripts. It reads the
 // document's state (GET …/update), makes the change on a local copy with a fresh Yjs client
 // id, and posts the resulting update (POST …/update), which the server applies through its
 // write sequencer and replicates. Values are JSON when they parse as JSON, else strings.
 //
 //	write --admin-url http://127.0.0.1:8790 --namespace ns-… [--map notes] KEY=VALUE...
-func RunWrite(name, defaultAdmin string, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet(name+" write", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	admin := fs.String("admin-url", defaultAdmin, "the admin API to write through")
-	token := fs.String("admin-token", "", "admin API bearer token, if it requires one")
-	ns := fs.String("namespace", "", "the namespace (ns-…)")
-	root := fs.String("map", "notes", "the root map to set keys in")
-	timeout := fs.Duration("timeout", 30*time.Second, "overall time limit")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s write --namespace ns-… [--map ROOT] [--admin-url URL] KEY=VALUE...\n", name)
-		fs.PrintDefaults()
+func WriteCommand(prog, defaultAdmin string) cli.Command {
+	return cli.Command{Name: "write", Summary: "set keys of a namespace's root map through the admin API (for scripts and the walkthrough)",
+		Run: func(args []string, io cli.IO) int { return runWrite(prog, defaultAdmin, args, io) }}
+}
+
+func runWrite(prog, defaultAdmin string, args []string, cio cli.IO) int {
+	f := cli.NewFlags(prog+" write", prog+" write --namespace ns-… [--map ROOT] [--admin-url URL] KEY=VALUE...",
+		"Sets KEY to VALUE in the root map ROOT of a namespace, through the admin API at URL: the change is applied "+
+			"like any other local write and replicates. A VALUE that parses as JSON is stored as that JSON value "+
+			"(42, true, {\"a\":1}), anything else as a string.")
+	admin := f.String("admin-url", defaultAdmin, "the admin API to write through, http://HOST:PORT")
+	token := f.String("admin-token", "", "the admin API's bearer token, if it requires one (or NOMICORE_ADMIN_TOKEN)")
+	ns := f.String("namespace", "", "the `namespace` to write to, ns- and 32 hex digits (required)")
+	root := f.String("map", "notes", "the root map to set keys in, by `NAME`")
+	timeout := f.Duration("timeout", 30*time.Second, "give up after this long")
+	operands, code, ok := f.Parse(args, cio)
+	if !ok {
+		return code
 	}
-	if err := envflag.Apply(fs, getenv); err != nil {
-		fmt.Fprintf(stderr, "%s write: %v\n", name, err)
-		return 2
+	switch {
+	case *ns == "":
+		return f.Mistake(cio, "--namespace is required")
+	case !registry.ValidNamespaceID(*ns):
+		return f.Mistake(cio, "--namespace %q is not a namespace id (want ns- and 32 lowercase hex digits)", *ns)
+	case *root == "":
+		return f.Mistake(cio, "--map must name a root map")
+	case len(operands) == 0:
+		return f.Mistake(cio, "nothing to write: give one or more KEY=VALUE")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if !registry.ValidNamespaceID(*ns) || fs.NArg() == 0 || *root == "" {
-		fs.Usage()
-		return 2
-	}
+	name, stdout, stderr := prog, cio.Stdout, cio.Stderr
 	type kv struct {
 		key   string
 		value any
 	}
 	var sets []kv
-	for _, a := range fs.Args() {
+	for _, a := range operands {
 		k, v, ok := strings.Cut(a, "=")
 		if !ok || k == "" {
-			fmt.Fprintf(stderr, "%s write: %q: want KEY=VALUE\n", name, a)
-			return 2
+			return f.Mistake(cio, "%q is not KEY=VALUE", a)
 		}
 		var val any
 		if err := json.Unmarshal([]byte(v), &val); err != nil {

@@ -36,7 +36,7 @@ func (c *Client) Ping() (Versions, error) {
 type ApplyRequest struct {
 	Updates [][]byte `json:"updates"`
 	// Roots are instantiated with their types before the updates are applied, and only they
-	// are rendered. Nil: every root of the document, its type inferred by the GUIDE §7 rule
+	// are rendered. Nil: every root of the document, its type inferred by the rule nmcr doc json follows
 	// (keyed items → map; string, format or embed content → text; otherwise array).
 	Roots map[string]RootType `json:"roots,omitempty"`
 	// StateVectors: for each, ApplyResult.Diffs holds encodeStateAsUpdate(doc, sv).

@@ -28,7 +28,7 @@ type ReloaderOptions struct {
 	// Path is the tokens file.
 	Path string
 	// Namespaces lists the hub's namespace ids. A grant of "*" that is narrowed is revoked
-	// namespace by namespace over this list (§19); nil means no namespace is known.
+	// namespace by namespace over this list; nil means no namespace is known.
 	Namespaces func(ctx context.Context) ([]string, error)
 	// OnReload, when set, is told each reload's outcome (ReloadChanged, ReloadFailed).
 	OnReload func(outcome string)
@@ -75,7 +75,7 @@ func (c reloadingClients) LookupClient(sum [sha256.Size]byte) (yws.Grant, bool) 
 	if g, ok := clientTable(*c.r.clients.Load()).lookup(sum); ok || !c.r.statChanged() {
 		return g, ok
 	}
-	if changed, _ := c.r.Reload(context.Background()); !changed {
+	if changed, _ := c.r.reload(context.Background(), ByUnknownToken); !changed {
 		return yws.Grant{}, false
 	}
 	return clientTable(*c.r.clients.Load()).lookup(sum)
@@ -129,7 +129,7 @@ func (a reloadingAuth) Authenticate(ctx context.Context, token string) (ws.Ident
 	if !a.r.statChanged() {
 		return id, err
 	}
-	if changed, _ := a.r.Reload(ctx); !changed {
+	if changed, _ := a.r.reload(ctx, ByUnknownToken); !changed {
 		return id, err
 	}
 	return a.r.table.Authenticate(ctx, token)
@@ -165,18 +165,33 @@ func (r *Reloader) statChanged() bool {
 	return !os.SameFile(st, r.stat) || st.Size() != r.stat.Size() || !st.ModTime().Equal(r.stat.ModTime())
 }
 
+// What made the Reloader read the tokens file, as its audit line names it.
+const (
+	ByCall         = "call"          // Reload
+	ByPoll         = "file-change"   // Run's poll saw the file change
+	ByHangup       = "sighup"        // Run's hangup channel
+	ByUnknownToken = "unknown-token" // an unknown token arrived and the file had changed
+)
+
 // Reload re-reads the tokens file; when its content changed it installs it and issues the
 // revocations, then calls OnChange (outside the reloader's lock: the hook may look tokens
 // up). It reports whether the table changed.
-func (r *Reloader) Reload(ctx context.Context) (bool, error) {
-	changed, err := r.reload(ctx)
+func (r *Reloader) Reload(ctx context.Context) (bool, error) { return r.reload(ctx, ByCall) }
+
+// reload is Reload, naming what triggered it in the audit line.
+func (r *Reloader) reload(ctx context.Context, by string) (bool, error) {
+	changed, err := r.install(ctx, by)
 	if changed && r.opts.OnChange != nil {
 		r.opts.OnChange()
 	}
 	return changed, err
 }
 
-func (r *Reloader) reload(ctx context.Context) (bool, error) {
+// install reads the file and installs a changed one. A change is one INFO line, "tokens
+// file reloaded", saying which peers gained a token, had one replaced, lost all, or lost
+// namespaces, and how many client tokens there are (peer ids and counts, never tokens or
+// their hashes).
+func (r *Reloader) install(ctx context.Context, by string) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st, _ := os.Stat(r.opts.Path)
@@ -207,23 +222,82 @@ func (r *Reloader) reload(ctx context.Context) (bool, error) {
 		}
 	}
 	revs := Revocations(r.entries, entries, known)
+	change := describeChange(r.entries, entries, revs)
 	r.entries, r.sum, r.exists, r.failed = entries, sum, exists, [sha256.Size]byte{}
 	for _, rv := range revs {
 		// After Replace: a reconnect does not regain what was withdrawn.
 		r.table.Revoke(rv)
-		if len(rv.Namespaces) == 0 {
-			r.log.Warn("tokens file change revoked a peer's connections", slog.String("peer", rv.PeerInstanceID))
-		} else {
-			r.log.Warn("tokens file change revoked namespaces of a peer", slog.String("peer", rv.PeerInstanceID), slog.Int("namespaces", len(rv.Namespaces)))
+	}
+	attrs := []slog.Attr{slog.String("action", "tokens-reloaded"), slog.String("by", by), slog.String("path", r.opts.Path),
+		slog.Int("entries", len(entries))}
+	for _, c := range []struct {
+		key   string
+		peers []string
+	}{
+		{"peersAdded", change.added}, {"peersRotated", change.rotated}, {"peersRemoved", change.removed},
+		{"peersNarrowed", change.narrowed}, {"peersOtherwiseChanged", change.other},
+	} {
+		if len(c.peers) > 0 {
+			attrs = append(attrs, slog.Any(c.key, c.peers))
 		}
 	}
 	r.clients.Store(&f.Clients)
-	r.log.Info("tokens file reloaded", slog.Int("entries", len(entries)), slog.Int("clients", len(f.Clients)),
-		slog.Int("revocations", len(revs)))
+	attrs = append(attrs, slog.Int("clients", len(f.Clients)))
+	r.log.LogAttrs(ctx, slog.LevelInfo, "tokens file reloaded", attrs...)
 	if r.opts.OnReload != nil {
 		r.opts.OnReload(ReloadChanged)
 	}
 	return true, nil
+}
+
+// change is what a tokens file change did, by peer: a new peer (added); a peer whose
+// token hashes changed and that still has one (rotated: its connections re-authenticate);
+// a peer with no token left (removed: its connections end); a peer whose tokens stayed but
+// lost namespaces (narrowed); anything else (other: a widened grant, a second token).
+type change struct{ added, rotated, removed, narrowed, other []string }
+
+func describeChange(old, new []ws.TokenEntry, revs []ws.Revocation) change {
+	peers := func(es []ws.TokenEntry) map[string][]ws.TokenEntry {
+		m := map[string][]ws.TokenEntry{}
+		for _, e := range es {
+			m[e.PeerInstanceID] = append(m[e.PeerInstanceID], e)
+		}
+		return m
+	}
+	before, after := peers(old), peers(new)
+	revoked := map[string]ws.Revocation{}
+	for _, rv := range revs {
+		revoked[rv.PeerInstanceID] = rv
+	}
+	var c change
+	for _, id := range sortedKeys(after) {
+		if _, had := before[id]; !had {
+			c.added = append(c.added, id)
+		}
+	}
+	for _, id := range sortedKeys(before) {
+		rv, isRevoked := revoked[id]
+		switch {
+		case len(after[id]) == 0:
+			c.removed = append(c.removed, id)
+		case isRevoked && len(rv.Namespaces) == 0:
+			c.rotated = append(c.rotated, id)
+		case isRevoked:
+			c.narrowed = append(c.narrowed, id)
+		case !slices.EqualFunc(before[id], after[id], func(a, b ws.TokenEntry) bool { return a.TokenSHA256 == b.TokenSHA256 && sameGrant(a, b) }):
+			c.other = append(c.other, id)
+		}
+	}
+	return c
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func (r *Reloader) fail(data []byte, err error) {
@@ -242,13 +316,15 @@ func (r *Reloader) Run(ctx context.Context, clk clock.Clock, interval time.Durat
 	tick := clock.NewTicker(clk, interval)
 	defer tick.Stop()
 	for {
+		by := ByPoll
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		case <-hup:
+			by = ByHangup
 		}
-		_, _ = r.Reload(ctx)
+		_, _ = r.reload(ctx, by)
 	}
 }
 

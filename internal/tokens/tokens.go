@@ -1,8 +1,10 @@
-// Package tokens keeps a node's tokens file (GUIDE §7): the SHA-256 of each peer's bearer
-// token with the peer's instance id, local owner, namespaces and permissions (§19) — on the
-// hub — and the SHA-256 of each editor's client token with its name, namespaces and
-// read-only flag — on either binary, for its client listener. Tokens themselves are never
-// stored: Add and AddClient draw one, store its hash and return it once.
+// Package tokens keeps a node's tokens file: which peers may connect to the hub, with
+// what, and which editors may use a node's client listener. Each peer entry holds the
+// SHA-256 of one peer's bearer token (never the token itself), the peer's instance id, the
+// hub's local owner (storage partition) of its namespaces, the namespaces it may replicate
+// ("*" for all) and whether it may read and submit updates. Each client entry holds the
+// SHA-256 of one editor's client token, the name logs show, the namespaces it may open and
+// whether it is read-only; a peer has a tokens file of its own for its editors.
 //
 // The file is JSON,
 //
@@ -11,13 +13,17 @@
 //	 "clients":[{"name":"alice","tokenSha256":"<64 hex>","namespaces":["*"],"readOnly":false}]}
 //
 // written atomically (a temporary file, fsync, rename, mode 0600) under an advisory lock, so
-// `hub token add` can run while the hub is serving: the hub re-reads the file (Reloader) and
-// revokes what a change removed or narrowed.
+// `hub token add|rotate|remove` can run while the hub is serving. Add draws a token, stores
+// its hash and returns it once; a peer has one token unless AddAnother gives it a second on
+// purpose; Rotate replaces a peer's token in one write. The running hub re-reads the file
+// (Reloader) and revokes what a change removed or narrowed: a removed token ends its peer's
+// connections, a narrowed grant the namespaces it no longer covers.
 package tokens
 
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -26,13 +32,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
-// FileName is the tokens file inside the hub's data directory (GUIDE §7 DATA/tokens.json).
+// FileName is the tokens file inside the hub's data directory: DATA/tokens.json.
 const FileName = "tokens.json"
 
 // TokenBytes is how many random bytes a token carries (256 bits).
@@ -126,7 +133,7 @@ func NewToken(r io.Reader) (string, error) {
 // Grant is what a new token allows.
 type Grant struct {
 	PeerInstanceID string
-	Owner          string   // the hub's local owner for this peer's namespaces (§19)
+	Owner          string   // the hub's local owner (storage partition) of this peer's namespaces
 	Namespaces     []string // namespace ids, or AllNamespaces
 	Read, Submit   bool
 }
@@ -157,8 +164,21 @@ func (g Grant) check() error {
 
 // Add draws a new token for g from r (crypto/rand when nil), appends its hash and grant to
 // the tokens file at path (creating it), and returns the token — the only time it exists
-// outside the peer that will present it.
+// outside the peer that will present it. When the peer already has a token, nothing is
+// written and the error is an *ExistingTokenError: a second token would silently leave the
+// first one valid. Rotate replaces a token; AddAnother adds a second one on purpose.
 func Add(path string, g Grant, r io.Reader) (string, error) {
+	return add(path, g, r, false)
+}
+
+// AddAnother is Add for a peer that may already have tokens: they stay valid. It is the
+// first step of a rotation with overlap (add, install the new token on the peer, remove
+// the old one).
+func AddAnother(path string, g Grant, r io.Reader) (string, error) {
+	return add(path, g, r, true)
+}
+
+func add(path string, g Grant, r io.Reader, another bool) (string, error) {
 	if err := g.check(); err != nil {
 		return "", err
 	}
@@ -167,6 +187,11 @@ func Add(path string, g Grant, r io.Reader) (string, error) {
 		return "", err
 	}
 	err = Update(path, func(entries []ws.TokenEntry) ([]ws.TokenEntry, error) {
+		if !another {
+			if have := hashPrefixes(entries, g.PeerInstanceID, ""); len(have) > 0 {
+				return nil, &ExistingTokenError{PeerInstanceID: g.PeerInstanceID, HashPrefixes: have}
+			}
+		}
 		return append(entries, ws.TokenEntry{PeerInstanceID: g.PeerInstanceID, TokenSHA256: ws.HashToken(token),
 			Owner: g.Owner, Namespaces: g.Namespaces, Read: g.Read, Submit: g.Submit}), nil
 	})
@@ -174,6 +199,87 @@ func Add(path string, g Grant, r io.Reader) (string, error) {
 		return "", err
 	}
 	return token, nil
+}
+
+// HashPrefixLen is how many hex digits of a token's SHA-256 identify it to an operator
+// (`hub token list`, --sha256 PREFIX).
+const HashPrefixLen = 12
+
+// HashPrefix returns the short form of a token hash an operator sees and types.
+func HashPrefix(sum [sha256.Size]byte) string { return hex.EncodeToString(sum[:])[:HashPrefixLen] }
+
+// hashPrefixes lists the short hashes of the tokens of peer whose SHA-256 starts with
+// prefix (every token of peer when prefix is empty).
+func hashPrefixes(entries []ws.TokenEntry, peer, prefix string) []string {
+	var out []string
+	for _, e := range entries {
+		if e.PeerInstanceID == peer && strings.HasPrefix(hex.EncodeToString(e.TokenSHA256[:]), prefix) {
+			out = append(out, HashPrefix(e.TokenSHA256))
+		}
+	}
+	return out
+}
+
+// ExistingTokenError is Add's refusal for a peer that already has a token.
+type ExistingTokenError struct {
+	PeerInstanceID string
+	HashPrefixes   []string // the short hashes of its tokens
+}
+
+func (e *ExistingTokenError) Error() string {
+	return fmt.Sprintf("%s already has a token (sha256:%s…)", e.PeerInstanceID, strings.Join(e.HashPrefixes, "…, sha256:"))
+}
+
+// ErrNoToken is Rotate's refusal for a peer without a (matching) token.
+var ErrNoToken = errors.New("no such token")
+
+// Rotate replaces the token of peer with a new one in a single write of the tokens file at
+// path, keeping its grant (owner, namespaces, permissions), and returns the new token, once.
+// The old token stops being valid at the same moment: a running hub revokes the peer's
+// connections, and the peer must present the new token to come back.
+//
+// With hashPrefix, only the peer's tokens whose SHA-256 starts with it are replaced (its
+// other tokens stay); without, all of them. The replaced tokens must share one grant (else
+// name one with hashPrefix). A peer with no matching token is ErrNoToken.
+func Rotate(path, peer, hashPrefix string, r io.Reader) (string, error) {
+	hashPrefix = strings.ToLower(hashPrefix)
+	token, err := NewToken(r)
+	if err != nil {
+		return "", err
+	}
+	err = Update(path, func(entries []ws.TokenEntry) ([]ws.TokenEntry, error) {
+		var grant *ws.TokenEntry
+		kept := make([]ws.TokenEntry, 0, len(entries))
+		for _, e := range entries {
+			if e.PeerInstanceID != peer || !strings.HasPrefix(hex.EncodeToString(e.TokenSHA256[:]), hashPrefix) {
+				kept = append(kept, e)
+				continue
+			}
+			if grant != nil && !sameGrant(*grant, e) {
+				return nil, fmt.Errorf("%s has tokens with different grants (sha256:%s…); name the one to replace with its hash prefix",
+					peer, strings.Join(hashPrefixes(entries, peer, hashPrefix), "…, sha256:"))
+			}
+			grant = &e
+		}
+		if grant == nil {
+			if hashPrefix != "" {
+				return nil, fmt.Errorf("%w: %s has no token whose SHA-256 starts with %s", ErrNoToken, peer, hashPrefix)
+			}
+			return nil, fmt.Errorf("%w: %s has no token", ErrNoToken, peer)
+		}
+		fresh := *grant
+		fresh.TokenSHA256 = ws.HashToken(token)
+		return append(kept, fresh), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// sameGrant reports whether two entries allow the same (their tokens aside).
+func sameGrant(a, b ws.TokenEntry) bool {
+	return a.Owner == b.Owner && a.Read == b.Read && a.Submit == b.Submit && slices.Equal(a.Namespaces, b.Namespaces)
 }
 
 // Remove deletes the entries of peer from the tokens file at path; with hashPrefix, only

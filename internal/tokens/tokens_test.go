@@ -6,6 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -128,7 +132,7 @@ func TestRemoveByPeerAndHashPrefix(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	g := Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}
 	old, _ := Add(path, g, nil)
-	fresh, _ := Add(path, g, nil)
+	fresh, _ := AddAnother(path, g, nil)
 	if _, err := Add(path, Grant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +155,115 @@ func TestRemoveByPeerAndHashPrefix(t *testing.T) {
 	entries, _, _ = Read(path)
 	if len(entries) != 1 || entries[0].PeerInstanceID != "peer-b" {
 		t.Fatalf("left %+v", entries)
+	}
+}
+
+// A second Add for the same peer writes nothing and says which token the peer has; AddAnother
+// keeps both valid.
+func TestAddRefusesAPeerThatHasAToken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	g := Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}
+	first, err := Add(path, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	_, err = Add(path, g, nil)
+	var ex *ExistingTokenError
+	sum := sha256.Sum256([]byte(first))
+	if !errors.As(err, &ex) || ex.PeerInstanceID != "peer-a" || !slices.Equal(ex.HashPrefixes, []string{hex.EncodeToString(sum[:])[:HashPrefixLen]}) {
+		t.Fatalf("second Add: %v (%+v)", err, ex)
+	}
+	if !strings.Contains(err.Error(), "peer-a already has a token (sha256:"+hex.EncodeToString(sum[:6])) {
+		t.Fatalf("message %q", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("the refused Add changed the file")
+	}
+	second, err := AddAnother(path, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _, _ := Read(path)
+	table, _ := ws.NewTokenTable(entries)
+	for _, tok := range []string{first, second} {
+		if _, err := table.Authenticate(context.Background(), tok); err != nil {
+			t.Fatalf("after AddAnother a token does not authenticate: %v", err)
+		}
+	}
+}
+
+// Rotate replaces a peer's token in one write: the old one stops authenticating, the new one
+// carries the same grant, other peers are untouched.
+func TestRotateReplacesTheTokenKeepingTheGrant(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	g := Grant{PeerInstanceID: "peer-a", Owner: "team", Namespaces: []string{nsA, nsB}, Read: true}
+	old, _ := Add(path, g, nil)
+	other, _ := Add(path, Grant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
+	fresh, err := Rotate(path, "peer-a", "", nil)
+	if err != nil || fresh == old || len(fresh) != 43 {
+		t.Fatalf("Rotate = %q, %v", fresh, err)
+	}
+	entries, _, _ := Read(path)
+	if len(entries) != 2 {
+		t.Fatalf("%d entries after a rotation, want 2: %+v", len(entries), entries)
+	}
+	table, _ := ws.NewTokenTable(entries)
+	if _, err := table.Authenticate(context.Background(), old); err == nil {
+		t.Fatal("the rotated-out token still authenticates")
+	}
+	if _, err := table.Authenticate(context.Background(), other); err != nil {
+		t.Fatalf("another peer's token: %v", err)
+	}
+	id, err := table.Authenticate(context.Background(), fresh)
+	if err != nil || id.PeerInstanceID != "peer-a" {
+		t.Fatalf("the new token: %v %v", id, err)
+	}
+	for _, e := range entries {
+		if e.PeerInstanceID == "peer-a" && (e.Owner != "team" || !slices.Equal(e.Namespaces, []string{nsA, nsB}) || !e.Read || e.Submit) {
+			t.Fatalf("the grant changed: %+v", e)
+		}
+	}
+	// The reloader sees one revocation of peer-a (its old hash is gone), none of peer-b.
+	if revs := Revocations([]ws.TokenEntry{entry("peer-a", old, "team", true, false, nsA, nsB)}, entries, nil); len(revs) != 1 || revs[0].PeerInstanceID != "peer-a" || len(revs[0].Namespaces) != 0 {
+		t.Fatalf("revocations %+v", revs)
+	}
+	if _, err := Rotate(path, "peer-z", "", nil); !errors.Is(err, ErrNoToken) {
+		t.Fatalf("rotating a peer without a token: %v", err)
+	}
+	if _, err := Rotate(path, "peer-a", "ffffffffffff", nil); !errors.Is(err, ErrNoToken) || !strings.Contains(err.Error(), "ffffffffffff") {
+		t.Fatalf("rotating with a prefix that matches nothing: %v", err)
+	}
+}
+
+// With several tokens of different grants Rotate needs a prefix; with one it replaces only
+// that token.
+func TestRotateOneOfSeveralTokens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	first, _ := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{nsA}, Read: true}, nil)
+	second, _ := AddAnother(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{nsB}, Read: true}, nil)
+	before, _ := os.ReadFile(path)
+	if _, err := Rotate(path, "peer-a", "", nil); err == nil || !strings.Contains(err.Error(), "different grants") {
+		t.Fatalf("ambiguous rotation: %v", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("a refused rotation changed the file")
+	}
+	sum := sha256.Sum256([]byte(second))
+	fresh, err := Rotate(path, "peer-a", strings.ToUpper(hex.EncodeToString(sum[:4])), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _, _ := Read(path)
+	table, _ := ws.NewTokenTable(entries)
+	for tok, want := range map[string]bool{first: true, second: false, fresh: true} {
+		if _, err := table.Authenticate(context.Background(), tok); (err == nil) != want {
+			t.Errorf("token valid=%v, want %v", err == nil, want)
+		}
+	}
+	g, ok := table.AuthorizeNamespace("peer-a", protocol.MustNamespaceID(nsB))
+	if !ok || !g.Read {
+		t.Fatal("the rotated token lost its grant of nsB")
 	}
 }
 
@@ -494,5 +607,74 @@ func TestClientTokens(t *testing.T) {
 	}
 	if _, err := ParseAll([]byte(`{"clients":[{"name":"x","tokenSha256":"` + strings.Repeat("0", 64) + `","namespaces":["*"],"write":true}]}`)); err == nil {
 		t.Error("an unknown client key was accepted")
+	}
+}
+
+// Every change of the tokens file is one INFO audit line that says what changed, by peer,
+// and what triggered the reload — never a token or its hash.
+func TestReloaderAuditLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	tokA, _ := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
+	Add(path, Grant{PeerInstanceID: "peer-c", Owner: "default", Namespaces: []string{nsA, nsB}, Read: true}, nil)
+	var logs bytes.Buffer
+	r, err := NewReloader(ReloaderOptions{Path: path, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var all strings.Builder // every line, for the secrets check at the end
+	lastLine := func() map[string]any {
+		t.Helper()
+		all.WriteString(logs.String())
+		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+		var m map[string]any
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+			t.Fatal(err)
+		}
+		logs.Reset()
+		if len(lines) != 1 {
+			t.Fatalf("%d lines for one reload: %q", len(lines), lines)
+		}
+		return m
+	}
+	fresh, _ := Rotate(path, "peer-a", "", nil)
+	tokB, _ := Add(path, Grant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
+	if err := Update(path, func(es []ws.TokenEntry) ([]ws.TokenEntry, error) {
+		for i := range es {
+			if es[i].PeerInstanceID == "peer-c" {
+				es[i].Namespaces = []string{nsA}
+			}
+		}
+		return es, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := r.Reload(ctx); !changed || err != nil {
+		t.Fatal(changed, err)
+	}
+	line := lastLine()
+	want := map[string]any{"level": "INFO", "msg": "tokens file reloaded", "action": "tokens-reloaded", "by": ByCall,
+		"entries": 3.0, "peersAdded": []any{"peer-b"}, "peersRotated": []any{"peer-a"}, "peersNarrowed": []any{"peer-c"}}
+	for k, v := range want {
+		if fmt.Sprint(line[k]) != fmt.Sprint(v) {
+			t.Errorf("%s = %v, want %v (line %v)", k, line[k], v, line)
+		}
+	}
+	if _, ok := line["peersRemoved"]; ok {
+		t.Errorf("nothing was removed: %v", line)
+	}
+	Remove(path, "peer-b", "")
+	r.reload(ctx, ByHangup)
+	if line := lastLine(); fmt.Sprint(line["peersRemoved"]) != "[peer-b]" || line["by"] != ByHangup {
+		t.Errorf("removal line %v", line)
+	}
+	for _, secret := range []string{tokA, fresh, tokB} {
+		sum := sha256.Sum256([]byte(secret))
+		if strings.Contains(all.String(), secret) || strings.Contains(all.String(), hex.EncodeToString(sum[:])[:HashPrefixLen]) {
+			t.Fatal("a token or its hash reached the log")
+		}
+	}
+	if !strings.Contains(all.String(), "peer-b") {
+		t.Fatal("the secrets check saw no log lines")
 	}
 }

@@ -1,6 +1,16 @@
-// Package observertest helps tests assert what the replication layers emit: a
-// concurrency-safe Recorder, the §23.3 safe-field deep scan, and hand-built
-// sample events of every §23.1 type.
+// Package observertest helps tests assert what the replication layers emit. A
+// Recorder is an observer.Observer that keeps every event (safe for concurrent
+// use); AssertValid and AssertSafe check the recorded events against the
+// vocabulary and the safe-field rules of the contract (§23.3: events carry no
+// bytes, tokens, owners or free text); Problems and Scan do the same for one
+// event; Samples gives a hand-built valid event of every type, as inputs for
+// tests of renderings and adapters.
+//
+//	rec := &observertest.Recorder{}
+//	em := observer.NewEmitter(observer.SideHub, rec, clock)
+//	… run the layer under test with em …
+//	rec.AssertValid(t)
+//	rec.AssertSafe(t, token, owner)
 package observertest
 
 import (
@@ -14,7 +24,7 @@ import (
 // Recorder is an observer.Observer that keeps every event it receives. It is safe
 // for concurrent use.
 type Recorder struct {
-	mu     sync.Mutex
+	mu     sync.Mutex // guards events
 	events []observer.Event
 }
 
@@ -64,11 +74,11 @@ func (r *Recorder) AssertValid(t testing.TB) {
 	}
 }
 
-// AssertSafe fails t for every safe-field violation (§23.3) in any recorded
-// event: byte payloads, error values or other non-data values anywhere in the
-// event struct, any sentinel (a token, owner, schema text, error text the test
-// injected) as a substring of any string in the struct or its JSON, a string key
-// without a safe grammar, or a value that fails Validate. See Problems.
+// AssertSafe fails t for every safe-field violation in any recorded event: byte
+// payloads, error values or other non-data values anywhere in the event struct,
+// any sentinel (a token, owner, schema text, error text the test injected) as a
+// substring of any string in the struct or its JSON, a string key without a safe
+// grammar, or a value that fails Validate. See Problems.
 func (r *Recorder) AssertSafe(t testing.TB, sentinels ...string) {
 	t.Helper()
 	for i, e := range r.Events() {

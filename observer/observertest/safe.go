@@ -9,7 +9,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 )
 
-// Problems returns every §23.3 safe-field violation in e, empty when it is safe:
+// Problems returns every safe-field violation in e, empty when it is safe:
 //
 //   - anything Scan finds in the event value (bytes, errors, non-data values,
 //     sentinels);
@@ -52,7 +52,7 @@ func Problems(e observer.Event, sentinels ...string) []string {
 	return problems
 }
 
-// stringKeys is the grammar of every key §23.3 allows to hold a string: stable
+// stringKeys is the grammar of every key allowed to hold a string: stable
 // literals (closed vocabularies, codes), controlled identifiers, documented
 // digests and the replicated schema timestamp.
 var stringKeys = map[string]func(string) bool{

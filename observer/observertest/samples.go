@@ -18,9 +18,9 @@ const (
 	SampleUpdatedAt    = "2025-01-02T03:04:05.678Z"
 )
 
-// Samples returns one hand-built Sample per §23.1 type, in §23.1 order, each with
-// a side the type allows (peer where both are allowed). The values are valid and
-// safe; tests use them as inputs for renderings and adapters.
+// Samples returns one hand-built Sample per event type, in the contract's order,
+// each with a side the type allows (peer where both are allowed). The values are
+// valid and safe; tests use them as inputs for renderings and adapters.
 func Samples() []Sample {
 	conn := o.Some(SampleConnectionID)
 	const ns = SampleNamespaceID

@@ -1,13 +1,15 @@
-// Package promobs turns §23 events into Prometheus metrics (§23.6) on a
-// registerer the caller injects.
+// Package promobs turns replication events into Prometheus metrics (the metrics
+// of §23.6) on a registerer the caller injects: New registers the collectors, and
+// the returned Metrics is the observer.Observer to attach to the hub's or peer's
+// emitters.
 //
-// Labels come only from {side, type, code, cause, reason, apply_effect} (GUIDE §9;
-// apply_effect is applyEffect in Prometheus snake_case). Every label value is a
-// member of a closed vocabulary — codes are folded by §23.2, anything else
-// invalid becomes "invalid" — so series are bounded however many namespaces,
-// connections or peers there are. namespaceId, connectionId, syncRoundId,
-// sequence, digests, tokens and owners never become labels. Counters end in
-// _total; byte sizes and latencies go to histograms (seconds).
+// Labels come only from {side, type, code, cause, reason, apply_effect} (GUIDE
+// §9; apply_effect is applyEffect in Prometheus snake_case). Every label value is
+// a member of a closed vocabulary — unknown codes fold to INTERNAL_ERROR,
+// anything else invalid becomes "invalid" — so series are bounded however many
+// namespaces, connections or peers there are. namespaceId, connectionId,
+// syncRoundId, sequence, digests, tokens and owners never become labels. Counters
+// end in _total; byte sizes and latencies go to histograms (seconds).
 //
 // A Metrics is safe for concurrent use; Observe takes no lock of its own beyond
 // those of the client library.

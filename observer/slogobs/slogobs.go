@@ -1,11 +1,13 @@
-// Package slogobs writes §23 events to a log/slog logger as structured lines
-// (§23.6), for the JSON logs of the hub and peer binaries.
+// Package slogobs writes replication events to a log/slog logger as structured
+// lines, for the JSON logs of the hub and peer binaries (the log policy of
+// §23.6). New wraps a *slog.Logger; the returned Logger is the observer.Observer
+// to attach to the emitters.
 //
 // Policy. Every event that is not per-frame (state changes, failures, resyncs,
 // drops, aborts, schema re-arms, backoff, goaway, auth rejections) is one line:
 // message = the event type, attributes = the event's keys (type, side, then the
-// §23.1 keys; absent optionals stay absent). Failure-class events log at Warn,
-// the rest at Info. Per-frame events (observer.Type.PerFrame: update-sent/
+// payload's keys; absent optionals stay absent). Failure-class events log at
+// Warn, the rest at Info. Per-frame events (observer.Type.PerFrame: update-sent/
 // applied/acked, sync-step2-sent, sync-diff-applied, the chunked sent/applied/
 // acked events, degraded-bypass-applied, send-paused/resumed,
 // event-loop-delay-sampled) are never logged one by one: they are counted per
@@ -13,8 +15,8 @@
 // "frame-summary" line per (side, type) every SummaryEvery per-frame events, or
 // whenever the owner calls Flush — typically from its own ticker and at shutdown.
 //
-// Events carry no bytes, tokens, owners or free text (§23.3), so neither do the
-// lines. A Logger is safe for concurrent use and starts no goroutines.
+// Events carry no bytes, tokens, owners or free text, so neither do the lines. A
+// Logger is safe for concurrent use and starts no goroutines.
 package slogobs
 
 import (
@@ -126,7 +128,8 @@ func (l *Logger) takeLocked() map[frameKey]*frameStats {
 	return w
 }
 
-// write logs one summary line per (side, type), in §23.1 type order, hub first.
+// write logs one summary line per (side, type), in the contract's type order, hub
+// first.
 func (l *Logger) write(window map[frameKey]*frameStats) {
 	if len(window) == 0 {
 		return
@@ -156,8 +159,8 @@ func (l *Logger) write(window map[frameKey]*frameStats) {
 }
 
 // frameFigures extracts what a summary aggregates from a per-frame event: its
-// byte length (bytes, or totalBytes for a chunked send) and its latency
-// (apply, ack, send-queue or loop delay), each only when the event has one.
+// byte length (bytes, or totalBytes for a chunked send) and its latency (apply,
+// ack, send-queue or loop delay), each only when the event has one.
 func frameFigures(p observer.Payload) (bytes int, hasB bool, ms float64, hasMs bool) {
 	switch e := p.(type) {
 	case observer.UpdateSent:

@@ -441,7 +441,7 @@ func (s suite) backpressure(t *testing.T) {
 }
 
 type compactions struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards through
 	through map[string]uint64
 	ch      chan struct{}
 }

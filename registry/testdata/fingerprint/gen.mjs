@@ -1,4 +1,4 @@
-// Independent generator of the schema semantic-fingerprint vectors (§23.3 issue #287) that
+// Independent generator of the schema semantic-fingerprint vectors (a safe digest, §23.3) that
 // registry/schema_test.go checks: written from the rule in docs/decisions.md, against the
 // pinned JS lib0 of testdata/oracle, never from the Go code.
 //

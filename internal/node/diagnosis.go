@@ -1,0 +1,296 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+// DialWarnEvery is how often a peer that cannot reach its hub repeats its warning (the
+// first failure is logged at once; later ones are counted in the next line).
+const DialWarnEvery = 30 * time.Second
+
+// PeerDiagnosisOptions configure a PeerDiagnosis.
+type PeerDiagnosisOptions struct {
+	HubURL string
+	// TokenSource names where the token comes from, for the fixes it suggests: "the token
+	// file FILE" or "NOMICORE_TOKEN".
+	TokenSource string
+	// Limits are the peer's frame limits (to read the ERROR a hub closes a connection with).
+	Limits protocol.Limits
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// PeerDiagnosis says, in an operator's words, why a peer is not replicating and what to do:
+// it watches the peer's connection attempts (Dialer wraps the peer's dialer: the address and
+// the error of a failed dial, the HTTP status of a refused upgrade) and its replication
+// events (Observe: a connection that failed for good, a target the hub refused), and
+//
+//   - logs a dial failure at WARN with the hub's address and the error, at most once every
+//     DialWarnEvery (with the count of failures in between), and the recovery at INFO;
+//   - logs a refusal that waiting will not heal (HTTP 401, 403, 404; an identity mismatch; a
+//     protocol disagreement) at ERROR, naming the cause and the fix;
+//   - answers ConnectionProblem (for /readyz) and ExplainTarget (for GET /v1/targets).
+//
+// It is safe for concurrent use: dials run on their own goroutines, events arrive on the
+// connection's.
+type PeerDiagnosis struct {
+	opts  PeerDiagnosisOptions
+	log   *slog.Logger
+	codec protocol.Codec
+
+	mu           sync.Mutex // guards everything below
+	lastFailure  string     // the code of the last connection failure logged, until ready
+	connProblem  string     // why the connection is not ready, when known; "" once ready
+	failedDials  int        // failed dials not yet reported in a warning line
+	lastDialWarn time.Time  // when the last dial warning was logged
+	failing      bool       // dials fail and none succeeded since the first warning
+	targets      map[string]targetProblem
+}
+
+// targetProblem is what ended a target's replication.
+type targetProblem struct{ code, reason string }
+
+// NewPeerDiagnosis returns a PeerDiagnosis.
+func NewPeerDiagnosis(opts PeerDiagnosisOptions) *PeerDiagnosis {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &PeerDiagnosis{opts: opts, log: log, codec: protocol.NewCodec(opts.Limits, 0), targets: map[string]targetProblem{}}
+}
+
+// Dialer wraps the peer's dialer so that every attempt's outcome reaches the diagnosis.
+func (d *PeerDiagnosis) Dialer(inner ws.Dialer) ws.Dialer { return diagnosingDialer{d, inner} }
+
+type diagnosingDialer struct {
+	d     *PeerDiagnosis
+	inner ws.Dialer
+}
+
+func (x diagnosingDialer) Dial(ctx context.Context, url string, header http.Header) (ws.Transport, error) {
+	tr, err := x.inner.Dial(ctx, url, header)
+	x.d.dialed(url, err)
+	if err != nil {
+		return nil, err
+	}
+	return diagnosingTransport{tr, x.d}, nil
+}
+
+// diagnosingTransport hands the diagnosis the fatal connection ERROR a hub sends before it
+// closes the connection (another peer's token, a protocol disagreement): the replication
+// layer reports those it detects itself as events, not those it receives. Only a message
+// whose header says ERROR is decoded.
+type diagnosingTransport struct {
+	ws.Transport
+	d *PeerDiagnosis
+}
+
+func (t diagnosingTransport) Read(ctx context.Context, max int) ([]byte, error) {
+	msg, err := t.Transport.Read(ctx, max)
+	if err != nil {
+		return msg, err
+	}
+	if h, herr := t.d.codec.ParseHeader(msg); herr == nil && h.Type == protocol.TypeError {
+		if f, derr := t.d.codec.Decode(msg); derr == nil {
+			if em, ok := f.Message.(*protocol.ErrorMessage); ok && em.Scope == protocol.ScopeConnection && em.Fatal {
+				t.d.connectionFailed(string(em.Code))
+			}
+		}
+	}
+	return msg, nil
+}
+
+// dialed records one dial's outcome.
+func (d *PeerDiagnosis) dialed(url string, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil {
+		if d.failing {
+			d.log.Info("reached the hub again", slog.String("hubUrl", url), slog.Int("failedDials", d.failedDials))
+		}
+		d.failing, d.failedDials, d.connProblem = false, 0, ""
+		return
+	}
+	var de *ws.DialError
+	if errors.As(err, &de) {
+		d.refused(url, de.StatusCode)
+		return
+	}
+	d.connProblem = fmt.Sprintf("cannot reach the hub at %s: %v", url, err)
+	d.failedDials++
+	now := d.opts.Clock.Now()
+	if d.failing && now.Sub(d.lastDialWarn) < DialWarnEvery {
+		return
+	}
+	d.log.Warn("cannot reach the hub; retrying with backoff", slog.String("hubUrl", url), slog.String("error", err.Error()),
+		slog.Int("failedDials", d.failedDials), slog.String("fix", "check that the hub runs and that --hub-url names its --listen address"))
+	d.failing, d.failedDials, d.lastDialWarn = true, 0, now
+}
+
+// refused handles an upgrade the hub answered with an HTTP error: permanent for a 4xx (the
+// peer stays blocked until its token or configuration changes), logged at ERROR.
+func (d *PeerDiagnosis) refused(url string, status int) {
+	var cause, fix string
+	switch status {
+	case http.StatusUnauthorized:
+		cause = "the hub refused this peer's token (HTTP 401)"
+		fix = fmt.Sprintf("the token in %s is not in the hub's tokens file: on the hub, run hub token add --peer <this peer's --instance-id> (or hub token rotate) and put the printed token there; the peer tries again when it changes", d.opts.TokenSource)
+	case http.StatusForbidden:
+		cause = "the hub knows this peer's token but does not let it replicate (HTTP 403)"
+		fix = "its entry in the hub's tokens file grants no namespace: check hub token list on the hub and give it namespaces (hub token rotate keeps the grant, hub token add --namespace sets one)"
+	case http.StatusNotFound:
+		cause = fmt.Sprintf("the hub has no replication endpoint at %s (HTTP 404)", url)
+		fix = "--hub-url must be ws://HOST:PORT/v1/replication (or wss://…), HOST:PORT being the hub's --listen address or its proxy"
+	default:
+		cause = fmt.Sprintf("the hub refused the connection with HTTP %d", status)
+		fix = "check --hub-url, and the proxy in front of the hub if there is one"
+	}
+	d.connProblem = cause + ": " + fix
+	d.failing = false
+	level := slog.LevelError
+	if status >= 500 {
+		level = slog.LevelWarn // the peer backs off and retries
+	}
+	d.log.LogAttrs(context.Background(), level, "the hub refused this peer", slog.String("hubUrl", url), slog.Int("status", status),
+		slog.String("cause", cause), slog.String("fix", fix))
+}
+
+// Observe takes the peer's replication events (it is an observer.Observer's function).
+func (d *PeerDiagnosis) Observe(e observer.Event) {
+	switch p := e.Payload.(type) {
+	case observer.ConnectionStateChanged:
+		if p.To == observer.ConnReady {
+			d.mu.Lock()
+			d.connProblem, d.lastFailure = "", ""
+			d.mu.Unlock()
+		}
+	case observer.ConnectionFailed:
+		d.connectionFailed(string(p.Code))
+	case observer.GoAwayReceived:
+		if p.ReasonCode == observer.GoAwayReauthRequired {
+			d.log.Info("the hub asked this peer to authenticate again (its token was rotated or removed); it reconnects with the token it has now",
+				slog.String("tokenSource", d.opts.TokenSource))
+		}
+	case observer.NamespaceError:
+		if t, ok := p.TerminalState.Get(); ok && (t == observer.TerminalFailed || t == observer.TerminalConflicted) {
+			d.setTarget(p.NamespaceID, targetProblem{code: string(p.Code), reason: namespaceReason(p.NamespaceID, string(p.Code), p.Direction)})
+		}
+	case observer.NamespaceFailed:
+		d.mu.Lock()
+		if _, known := d.targets[p.NamespaceID]; !known {
+			d.targets[p.NamespaceID] = targetProblem{reason: fmt.Sprintf("replication of this namespace failed (%s); it is retried on the next connection", p.Cause)}
+		}
+		d.mu.Unlock()
+	case observer.IdentityConflicted:
+		d.setTarget(p.NamespaceID, targetProblem{code: "IDENTITY_CHANGED", reason: fmt.Sprintf("the hub's copy of this namespace "+
+			"was replaced (an epoch bump or a restore): reset the replica with POST /v1/namespaces/%s/reset; local writes that "+
+			"never reached the hub are kept in its archive (nmcr store ls)", p.NamespaceID)})
+	case observer.ChannelStateChanged:
+		if p.To == observer.ChannelLive {
+			d.mu.Lock()
+			delete(d.targets, p.NamespaceID)
+			d.mu.Unlock()
+		}
+	}
+}
+
+func (d *PeerDiagnosis) setTarget(ns string, tp targetProblem) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.targets[ns] = tp
+}
+
+// connectionFailed handles a connection that closed on an error: one that will not heal by
+// reconnecting (the contract's retry "no" or "config") is logged at ERROR with its fix.
+func (d *PeerDiagnosis) connectionFailed(code string) {
+	spec, ok := protocol.LookupError(protocol.ScopeConnection, protocol.ErrorCode(code))
+	if !ok || spec.Retry != protocol.RetryNo && spec.Retry != protocol.RetryConfig {
+		return
+	}
+	var cause, fix string
+	switch code {
+	case string(protocol.CodeInstanceIdentityMismatch):
+		cause = "the hub and this peer disagree on who is who (INSTANCE_IDENTITY_MISMATCH)"
+		fix = "this peer's token was made for another peer, or --hub-instance-id does not name the hub: compare --instance-id with hub token list on the hub, and --hub-instance-id with the hub's --instance-id"
+	case string(protocol.CodeUnsupportedProtocolVersion), string(protocol.CodeUnsupportedCapability):
+		cause = fmt.Sprintf("the hub and this peer speak different protocol versions or generations (%s)", code)
+		fix = "run both with the same --generation, and binaries of compatible versions (--version)"
+	case string(protocol.CodeFrameTooLarge):
+		cause = "a message was larger than the other side accepts (FRAME_TOO_LARGE)"
+		fix = "give the hub and every peer the same limits (--max-frame-bytes and the --max-…-bytes flags)"
+	default:
+		cause = fmt.Sprintf("the connection failed with %s", code)
+		fix = "a protocol error between this peer and the hub: compare their versions (--version) and configuration"
+	}
+	d.mu.Lock()
+	d.connProblem = cause + ": " + fix
+	repeated := d.lastFailure == code
+	d.lastFailure = code
+	d.mu.Unlock()
+	if repeated {
+		return
+	}
+	d.log.Error("the connection to the hub failed and will not be retried until the configuration changes (SIGHUP or a new token)",
+		slog.String("code", code), slog.String("cause", cause), slog.String("fix", fix))
+}
+
+// namespaceReason words the error that ended a target.
+func namespaceReason(ns, code string, dir observer.Direction) string {
+	switch protocol.ErrorCode(code) {
+	case protocol.CodeNamespaceNotFound:
+		return fmt.Sprintf("the hub has no namespace %s: create it on the hub, or remove the target (DELETE /v1/targets/%s)", ns, ns)
+	case protocol.CodeNamespaceUnauthorized:
+		return "this peer's token does not allow this namespace: widen its grant in the hub's tokens file (hub token list shows it), then restart the peer or send it SIGHUP"
+	case protocol.CodeBootstrapTooLarge:
+		return "the document is larger than one message may carry: raise --max-bootstrap-bytes and --max-frame-bytes on the hub and the peers"
+	}
+	by := "the hub"
+	if dir == observer.DirectionSent {
+		by = "this peer"
+	}
+	return fmt.Sprintf("%s ended replication of this namespace with %s", by, code)
+}
+
+// ConnectionProblem says why the connection to the hub is not ready, when it knows
+// (empty otherwise).
+func (d *PeerDiagnosis) ConnectionProblem() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.connProblem
+}
+
+// ExplainTarget says why a target is not replicating: the error code that ended it and the
+// reason in words; for a target that waits for a connection the hub refused, that refusal.
+// Both are empty for a target that replicates or simply waits its turn.
+func (d *PeerDiagnosis) ExplainTarget(ts ws.TargetStatus) (code, reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch ts.State {
+	case observer.ChannelFailed, observer.ChannelConflicted, observer.ChannelClosed:
+		if ts.SchemaFailed {
+			return "", "the schema the hub replicated is not valid: fix it on the hub, then reset this target (POST /v1/namespaces/" + ts.NamespaceID + "/reset)"
+		}
+		if p, ok := d.targets[ts.NamespaceID]; ok {
+			return p.code, p.reason
+		}
+	case observer.ChannelTargeted, observer.ChannelDisconnected:
+		if d.connProblem != "" {
+			return "", "waiting for the connection to the hub: " + d.connProblem
+		}
+	}
+	return "", ""
+}

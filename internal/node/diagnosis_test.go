@@ -1,0 +1,216 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"log/slog"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+type jsonLines struct {
+	mu    sync.Mutex
+	lines []map[string]any
+}
+
+func (j *jsonLines) Write(b []byte) (int, error) {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return 0, err
+	}
+	j.mu.Lock()
+	j.lines = append(j.lines, m)
+	j.mu.Unlock()
+	return len(b), nil
+}
+
+func (j *jsonLines) take() []map[string]any {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := j.lines
+	j.lines = nil
+	return out
+}
+
+// fakeDialer answers each Dial with the next error of errs.
+type fakeDialer struct{ errs []error }
+
+func (f *fakeDialer) Dial(context.Context, string, http.Header) (ws.Transport, error) {
+	err := f.errs[0]
+	f.errs = f.errs[1:]
+	return nil, err
+}
+
+const hubURL = "ws://127.0.0.1:9/v1/replication"
+
+// Dial failures: a WARN with the address and the error at once, then at most one per
+// DialWarnEvery counting the failures in between; the recovery at INFO; the problem for
+// /readyz meanwhile.
+func TestDiagnosisDialFailuresAreRateLimited(t *testing.T) {
+	var logs jsonLines
+	clk := clock.NewFake(time.Unix(1000, 0))
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL, TokenSource: "the token file t", Clock: clk, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	refused := errors.New("dial tcp 127.0.0.1:9: connect: connection refused")
+	fd := &fakeDialer{errs: []error{refused, refused, refused, refused, nil}}
+	dialer := d.Dialer(fd)
+	dial := func() { dialer.Dial(context.Background(), hubURL, nil) }
+	dial()
+	if got := logs.take(); len(got) != 1 || got[0]["level"] != "WARN" || got[0]["hubUrl"] != hubURL || got[0]["error"] != refused.Error() || got[0]["failedDials"] != 1.0 {
+		t.Fatalf("first failure: %v", got)
+	}
+	if p := d.ConnectionProblem(); !strings.Contains(p, "cannot reach the hub at "+hubURL) || !strings.Contains(p, "connection refused") {
+		t.Fatalf("problem %q", p)
+	}
+	dial()
+	dial()
+	if got := logs.take(); len(got) != 0 {
+		t.Fatalf("repeated within %v: %v", DialWarnEvery, got)
+	}
+	clk.Advance(DialWarnEvery)
+	dial()
+	if got := logs.take(); len(got) != 1 || got[0]["failedDials"] != 3.0 {
+		t.Fatalf("after %v: %v", DialWarnEvery, got)
+	}
+	dial() // succeeds
+	if got := logs.take(); len(got) != 1 || got[0]["level"] != "INFO" || got[0]["msg"] != "reached the hub again" {
+		t.Fatalf("recovery: %v", got)
+	}
+	if p := d.ConnectionProblem(); p != "" {
+		t.Fatalf("problem after a successful dial: %q", p)
+	}
+}
+
+// A refusal that waiting will not heal is one ERROR line naming the cause and the fix, and
+// the reason /readyz and waiting targets give.
+func TestDiagnosisRefusalsNameCauseAndFix(t *testing.T) {
+	for _, tc := range []struct {
+		status     int
+		cause, fix string
+	}{
+		{401, "refused this peer's token (HTTP 401)", "hub token add --peer"},
+		{403, "does not let it replicate (HTTP 403)", "hub token list"},
+		{404, "no replication endpoint at " + hubURL + " (HTTP 404)", "/v1/replication"},
+	} {
+		var logs jsonLines
+		d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL, TokenSource: "the token file t", Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		d.Dialer(&fakeDialer{errs: []error{&ws.DialError{StatusCode: tc.status, Err: errors.New("x")}}}).Dial(context.Background(), hubURL, nil)
+		got := logs.take()
+		if len(got) != 1 || got[0]["level"] != "ERROR" || !strings.Contains(got[0]["cause"].(string), tc.cause) || !strings.Contains(got[0]["fix"].(string), tc.fix) {
+			t.Errorf("%d: %v", tc.status, got)
+		}
+		if p := d.ConnectionProblem(); !strings.Contains(p, tc.cause) || !strings.Contains(p, tc.fix) {
+			t.Errorf("%d: problem %q", tc.status, p)
+		}
+		_, reason := d.ExplainTarget(ws.TargetStatus{Target: ws.Target{NamespaceID: "ns-x"}, State: observer.ChannelTargeted})
+		if !strings.HasPrefix(reason, "waiting for the connection to the hub: ") || !strings.Contains(reason, tc.cause) {
+			t.Errorf("%d: target reason %q", tc.status, reason)
+		}
+	}
+	// Another peer's token: the connection fails with INSTANCE_IDENTITY_MISMATCH.
+	var logs jsonLines
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	d.Observe(observer.Event{Side: observer.SidePeer, Payload: observer.ConnectionFailed{Code: observer.ConnErrPongTimeout, WSCloseCode: 1006}})
+	if got := logs.take(); len(got) != 0 {
+		t.Fatalf("a transient failure logged: %v", got)
+	}
+	d.Observe(observer.Event{Side: observer.SidePeer, Payload: observer.ConnectionFailed{Code: observer.ConnErrInstanceIdentityMismatch, WSCloseCode: 1008}})
+	got := logs.take()
+	if len(got) != 1 || got[0]["level"] != "ERROR" || !strings.Contains(got[0]["fix"].(string), "made for another peer") {
+		t.Fatalf("identity mismatch: %v", got)
+	}
+	d.Observe(observer.Event{Side: observer.SidePeer, Payload: observer.ConnectionStateChanged{From: observer.ConnHandshaking, To: observer.ConnReady}})
+	if p := d.ConnectionProblem(); p != "" {
+		t.Fatalf("problem once ready: %q", p)
+	}
+}
+
+// A target the hub refused shows the code and what to do; it clears when the target is live.
+func TestDiagnosisExplainsFailedTargets(t *testing.T) {
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL})
+	const ns = "ns-0123456789abcdef0123456789abcdef"
+	failed := ws.TargetStatus{Target: ws.Target{NamespaceID: ns}, State: observer.ChannelFailed}
+	if code, reason := d.ExplainTarget(failed); code != "" || reason != "" {
+		t.Fatalf("nothing known yet: %q %q", code, reason)
+	}
+	d.Observe(observer.Event{Side: observer.SidePeer, Payload: observer.NamespaceError{NamespaceID: ns, Code: observer.NsErrNamespaceNotFound,
+		Direction: observer.DirectionReceived, TerminalState: observer.Some(observer.TerminalFailed)}})
+	d.Observe(observer.Event{Side: observer.SidePeer, Payload: observer.NamespaceFailed{NamespaceID: ns, Cause: observer.FailedRemoteError}})
+	code, reason := d.ExplainTarget(failed)
+	if code != "NAMESPACE_NOT_FOUND" || !strings.Contains(reason, "the hub has no namespace "+ns) || !strings.Contains(reason, "DELETE /v1/targets/"+ns) {
+		t.Fatalf("not found: %q %q", code, reason)
+	}
+	if code, _ := d.ExplainTarget(ws.TargetStatus{Target: ws.Target{NamespaceID: ns}, State: observer.ChannelLive}); code != "" {
+		t.Fatalf("a live target explained: %q", code)
+	}
+	d.Observe(observer.Event{Side: observer.SidePeer, Payload: observer.ChannelStateChanged{NamespaceID: ns, From: observer.ChannelReconciling, To: observer.ChannelLive}})
+	if code, _ := d.ExplainTarget(failed); code != "" {
+		t.Fatalf("kept after the target went live: %q", code)
+	}
+	d.Observe(observer.Event{Side: observer.SidePeer, Payload: observer.IdentityConflicted{NamespaceID: ns, Via: observer.ViaIdentityChangedFrame}})
+	code, reason = d.ExplainTarget(ws.TargetStatus{Target: ws.Target{NamespaceID: ns}, State: observer.ChannelConflicted})
+	if code != "IDENTITY_CHANGED" || !strings.Contains(reason, "/reset") {
+		t.Fatalf("conflicted: %q %q", code, reason)
+	}
+}
+
+// fakeTransport returns its messages from Read, one each.
+type fakeTransport struct {
+	ws.Transport
+	msgs [][]byte
+}
+
+func (f *fakeTransport) Read(context.Context, int) ([]byte, error) {
+	m := f.msgs[0]
+	f.msgs = f.msgs[1:]
+	return m, nil
+}
+
+type transportDialer struct{ tr ws.Transport }
+
+func (d transportDialer) Dial(context.Context, string, http.Header) (ws.Transport, error) {
+	return d.tr, nil
+}
+
+// The fatal connection ERROR a hub sends (another peer's token) reaches the diagnosis
+// through the transport; other messages pass untouched.
+func TestDiagnosisReadsTheHubsConnectionError(t *testing.T) {
+	cfg := protocol.DefaultConfig()
+	codec := protocol.NewCodec(cfg.Limits(), 0)
+	update, _ := codec.AppendFrame(nil, 1, &protocol.Update{NamespaceID: protocol.MustNamespaceID("ns-0123456789abcdef0123456789abcdef"), Update: []byte{0, 0}})
+	em, err := protocol.NewErrorMessage(protocol.ScopeConnection, protocol.CodeInstanceIdentityMismatch, protocol.NamespaceID{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errFrame, err := codec.AppendFrame(nil, 2, em)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs jsonLines
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL, Limits: cfg.Limits(), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	tr, err := d.Dialer(transportDialer{&fakeTransport{msgs: [][]byte{update, errFrame, errFrame}}}).Dial(context.Background(), hubURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := tr.Read(context.Background(), 1<<20); string(m) != string(update) || len(logs.take()) != 0 || d.ConnectionProblem() != "" {
+		t.Fatal("an update changed the diagnosis")
+	}
+	tr.Read(context.Background(), 1<<20)
+	tr.Read(context.Background(), 1<<20) // the same failure again: no second line
+	got := logs.take()
+	if len(got) != 1 || got[0]["level"] != "ERROR" || got[0]["code"] != "INSTANCE_IDENTITY_MISMATCH" {
+		t.Fatalf("lines %v", got)
+	}
+	if !strings.Contains(d.ConnectionProblem(), "made for another peer") {
+		t.Fatalf("problem %q", d.ConnectionProblem())
+	}
+}

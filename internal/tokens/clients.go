@@ -70,7 +70,9 @@ type ClientGrant struct {
 
 // AddClient draws a new client token for g from r (crypto/rand when nil), appends its hash
 // and grant to the tokens file at path (creating it), and returns the token — the only
-// time it exists outside the editor that will present it.
+// time it exists outside the editor that will present it. A name has one token: a name
+// that already has one is refused (like a peer's, so that running the command twice does
+// not leave two valid tokens behind).
 func AddClient(path string, g ClientGrant, r io.Reader) (string, error) {
 	entry := ClientEntry{Name: g.Name, Namespaces: g.Namespaces, ReadOnly: g.ReadOnly}
 	if err := checkClients([]ClientEntry{entry}); err != nil {
@@ -82,6 +84,11 @@ func AddClient(path string, g ClientGrant, r io.Reader) (string, error) {
 	}
 	entry.TokenSHA256 = sha256.Sum256([]byte(token))
 	err = updateFile(path, func(f *File) error {
+		for _, c := range f.Clients {
+			if c.Name == g.Name {
+				return fmt.Errorf("client %s already has a token (sha256:%s…): remove it first (token remove --client %s), or pick another name", g.Name, HashPrefix(c.TokenSHA256), g.Name)
+			}
+		}
 		f.Clients = append(f.Clients, entry)
 		return nil
 	})

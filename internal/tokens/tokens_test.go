@@ -565,6 +565,9 @@ func TestClientTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := AddClient(path, ClientGrant{Name: "bob", Namespaces: []string{"*"}}, nil); err == nil || !strings.Contains(err.Error(), "already has a token") {
+		t.Fatalf("a second token for bob: %v", err)
+	}
 	data, _ := os.ReadFile(path)
 	if bytes.Contains(data, []byte(alice)) || bytes.Contains(data, []byte(bob)) {
 		t.Fatal("the tokens file holds a client token itself")

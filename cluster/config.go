@@ -43,12 +43,17 @@ type Config struct {
 	Replicas int
 
 	// OpTimeout bounds every JetStream request (zero: DefaultOpTimeout); PublishTimeout
-	// every record publish, from send to the stream's acknowledgement.
+	// every record publish, from the first send to the stream's acknowledgement (attempts
+	// that get no answer are repeated within it). Keep it below the registry's
+	// SharedApplyTimeout, itself below the peers' ackTimeout.
 	OpTimeout      time.Duration
 	PublishTimeout time.Duration
 	// ProbeInterval and ProbeTimeout pace the quorum probe: a small write to the log
 	// stream; the node has quorum while the last one was acknowledged in time.
 	ProbeInterval, ProbeTimeout time.Duration
+	// ProbeFailures is how many probes in a row must fail before the node counts itself
+	// without quorum (zero: DefaultProbeFailures).
+	ProbeFailures int
 	// MaxPublishQueue bounds the records waiting to be published (overflow: refuse the
 	// newest at once, ErrPublishQueueFull).
 	MaxPublishQueue int
@@ -71,14 +76,17 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultOpTimeout           = 5 * time.Second
-	DefaultPublishTimeout      = 5 * time.Second
+	DefaultPublishTimeout      = 20 * time.Second
 	DefaultProbeInterval       = time.Second
 	DefaultProbeTimeout        = 2 * time.Second
+	DefaultProbeFailures       = 4
 	DefaultMaxPublishQueue     = 8192
 	DefaultMaxRecordBytes      = 33<<20 + 4<<10 // the binaries' largest sync diff (32 MiB) and framing
 	DefaultCompactAfterRecords = 1000
 	DefaultCompactAfterBytes   = 16 << 20
 	DefaultLeaseTTL            = 30 * time.Second
+	// attemptTimeout bounds one attempt to publish a record.
+	attemptTimeout = 2 * time.Second
 	// maxNATSPayload is the NATS server's hard limit on a message.
 	maxNATSPayload = 64 << 20
 )
@@ -135,6 +143,7 @@ func (c *Config) validate() error {
 	setDefault(&c.PublishTimeout, DefaultPublishTimeout)
 	setDefault(&c.ProbeInterval, DefaultProbeInterval)
 	setDefault(&c.ProbeTimeout, DefaultProbeTimeout)
+	setDefault(&c.ProbeFailures, DefaultProbeFailures)
 	setDefault(&c.LeaseTTL, DefaultLeaseTTL)
 	setDefault(&c.MaxPublishQueue, DefaultMaxPublishQueue)
 	setDefault(&c.MaxRecordBytes, DefaultMaxRecordBytes)

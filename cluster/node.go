@@ -58,7 +58,10 @@ type Node struct {
 
 	ready   chan struct{} // closed once the resources below exist
 	res     resources     // set once, before ready is closed
-	healthy atomic.Bool   // the last probe was acknowledged in time
+	healthy atomic.Bool   // the quorum as the probe last judged it
+	ever    atomic.Bool   // the node had quorum at least once (it may serve peers)
+
+	probeFailures int // probes failed in a row; run goroutine only
 
 	logsMu sync.Mutex // guards logs
 	logs   map[*nsLog]struct{}
@@ -93,7 +96,7 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		cfg:         cfg,
-		log:         cfg.Logger.With(slog.String("component", "cluster"), slog.String("node", cfg.NodeName)),
+		log:         cfg.Logger.With(slog.String("subsystem", "cluster"), slog.String("node", cfg.NodeName)),
 		incarnation: hex.EncodeToString(inc),
 		metrics:     newMetrics(),
 		life:        ctx,
@@ -143,7 +146,7 @@ func (n *Node) connect() error {
 	}
 	js, err := jetstream.New(nc,
 		jetstream.WithDefaultTimeout(n.cfg.OpTimeout),
-		jetstream.WithPublishAsyncTimeout(n.cfg.PublishTimeout),
+		jetstream.WithPublishAsyncTimeout(min(attemptTimeout, n.cfg.PublishTimeout)),
 		jetstream.WithPublishAsyncMaxPending(n.cfg.MaxPublishQueue),
 		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) { n.pub.acked(m, nil) }),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) { n.pub.acked(m, err) }),
@@ -201,7 +204,7 @@ func (n *Node) startServer() (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %v", err)
 	}
-	logger := &serverLogger{log: n.cfg.Logger.With(slog.String("component", "nats"), slog.String("node", c.NodeName)), clock: c.Clock}
+	logger := &serverLogger{log: n.cfg.Logger.With(slog.String("subsystem", "nats"), slog.String("node", c.NodeName)), clock: c.Clock}
 	srv.SetLoggerV2(logger, false, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
@@ -264,7 +267,7 @@ func (n *Node) sleep(d time.Duration) bool {
 // ensure creates or opens the stream and the buckets.
 func (n *Node) ensure() (resources, error) {
 	var res resources
-	ctx, cancel := context.WithTimeout(n.life, n.cfg.OpTimeout)
+	ctx, cancel := context.WithTimeout(n.life, min(n.cfg.OpTimeout, 2*time.Second))
 	defer cancel()
 	r := n.cfg.Replicas
 	var err error
@@ -327,21 +330,38 @@ type nodeRecord struct {
 }
 
 // probe writes one small message to the log stream (kept once per node by a roll-up): the
-// node has quorum exactly while such a write is acknowledged in time.
+// node has quorum while such a write is acknowledged in time. It loses it after
+// Config.ProbeFailures probes in a row failed — more than an election takes when a node
+// dies (4 to 9 seconds without a leader), so that the loss of one node of three does not
+// count — and regains it with the first that succeeds.
 func (n *Node) probe() {
 	ctx, cancel := context.WithTimeout(n.life, n.cfg.ProbeTimeout)
 	defer cancel()
-	m := nats.NewMsg(subjectRoot + ".probe." + n.cfg.NodeName)
-	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	_, err := n.js.PublishMsg(ctx, m, jetstream.WithExpectStream(StreamName))
+	err := retryUntil(ctx, func() error {
+		m := nats.NewMsg(subjectRoot + ".probe." + n.cfg.NodeName)
+		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+		_, err := n.js.PublishMsg(ctx, m, jetstream.WithExpectStream(StreamName))
+		return classify("probing the quorum", n.cfg.ProbeTimeout, err)
+	})
 	if n.life.Err() != nil {
 		return
 	}
-	n.setHealthy(err == nil, err)
+	if err == nil {
+		n.probeFailures = 0
+		n.setHealthy(true, nil)
+		return
+	}
+	n.probeFailures++
+	if n.probeFailures >= n.cfg.ProbeFailures {
+		n.setHealthy(false, err)
+	}
 }
 
 // setHealthy records a quorum reading and logs a change.
 func (n *Node) setHealthy(ok bool, err error) {
+	if ok {
+		n.ever.Store(true)
+	}
 	if n.healthy.Swap(ok) == ok {
 		return
 	}
@@ -351,7 +371,7 @@ func (n *Node) setHealthy(ok bool, err error) {
 	} else {
 		msg := "cluster quorum lost: writes are refused (PERSISTENCE_DEGRADED to peers, 503 from the admin API), reads go on"
 		if err != nil {
-			n.log.Warn(msg, slog.String("error", classify("probing the quorum", n.cfg.ProbeTimeout, err).Error()))
+			n.log.Warn(msg, slog.String("error", err.Error()))
 		} else {
 			n.log.Warn(msg)
 		}
@@ -398,6 +418,10 @@ func (n *Node) resources(ctx context.Context) (*resources, error) {
 		return nil, &UnavailableError{Op: "using the cluster", Err: errors.New("the node is closed")}
 	}
 }
+
+// Started reports whether the node has had quorum since it started: until then it has
+// nothing to serve (the hub refuses peer connections with 503, so they try again).
+func (n *Node) Started() bool { return n.ever.Load() }
 
 // Name returns the node name.
 func (n *Node) Name() string { return n.cfg.NodeName }

@@ -10,10 +10,15 @@ import (
 )
 
 // publisher sends records to the log stream, in the order they were submitted, from one
-// goroutine: every record of a namespace that one node publishes reaches the log in the
-// order its sequencer admitted it. Submitting never blocks (a bounded queue; overflow
-// policy: refuse the newest at once). The stream's acknowledgement, an error, or the
-// publish deadline settles each record through the JetStream client's async handlers.
+// goroutine: the records of a namespace that one node publishes reach the log in the order
+// its sequencer admitted them (a record sent again, below, may land after later ones).
+// Submitting never blocks (a bounded queue; overflow policy: refuse the newest at once).
+// The stream's acknowledgement, an error, or the publish deadline settles each record
+// through the JetStream client's async handlers. A record the stream did not acknowledge
+// — no server received it, or no answer came within attemptTimeout (the stream is between
+// leaders: a node died; an election takes 4 to 9 seconds) — is sent again, with the same
+// message id, until Config.PublishTimeout after its first attempt: the stream drops a
+// second copy that arrives within its duplicate window (2 minutes, far longer).
 type publisher struct {
 	n    *Node
 	q    chan *pubReq
@@ -29,7 +34,8 @@ type pubReq struct {
 	msg   *nats.Msg
 	id    string
 	done  func(error)
-	start time.Time
+	start time.Time // the first attempt
+	retry time.Duration
 }
 
 func newPublisher(n *Node) *publisher {
@@ -64,7 +70,9 @@ func (p *publisher) loop() {
 		case <-p.stop:
 			return
 		case r := <-p.q:
-			r.start = p.n.cfg.Clock.Now()
+			if r.start.IsZero() {
+				r.start = p.n.cfg.Clock.Now()
+			}
 			p.mu.Lock()
 			p.inflight[r.msg] = r
 			p.mu.Unlock()
@@ -74,6 +82,32 @@ func (p *publisher) loop() {
 			}
 		}
 	}
+}
+
+// again sends r once more after a backoff, if its deadline allows; it reports whether it
+// will.
+func (p *publisher) again(r *pubReq) bool {
+	r.retry = min(max(2*r.retry, 50*time.Millisecond), 500*time.Millisecond)
+	if p.n.cfg.Clock.Now().Add(r.retry).Sub(r.start) >= p.n.cfg.PublishTimeout {
+		return false
+	}
+	m := nats.NewMsg(r.msg.Subject) // a fresh message: the client keys its handlers by it
+	m.Data = r.msg.Data
+	r.msg = m
+	p.n.cfg.Clock.AfterFunc(r.retry, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.closed {
+			go r.done(&UnavailableError{Op: "publishing a record", Err: errors.New("the node closed")})
+			return
+		}
+		select {
+		case p.q <- r:
+		default:
+			go r.done(ErrPublishQueueFull)
+		}
+	})
+	return true
 }
 
 // acked settles a record: the stream acknowledged it (err nil) or it failed. Called by the
@@ -91,12 +125,12 @@ func (p *publisher) acked(m *nats.Msg, err error) {
 		r.done(nil)
 		return
 	}
-	p.n.metrics.publishErrors.Inc()
 	err = classify("publishing a record", p.n.cfg.PublishTimeout, err)
 	var ue *UnavailableError
-	if errors.As(err, &ue) {
-		p.n.setHealthy(false, err) // the probe tells when the quorum is back
+	if errors.As(err, &ue) && p.again(r) {
+		return
 	}
+	p.n.metrics.publishErrors.Inc()
 	r.done(err)
 }
 

@@ -71,6 +71,26 @@ func (n *Node) op(ctx context.Context, what string, f func(ctx context.Context, 
 	return retryUnanswered(ctx, func() error { return classify(what, n.cfg.OpTimeout, f(ctx, r)) })
 }
 
+// retryUntil calls f again, with a short backoff, after any error until ctx ends (for
+// operations that may be repeated whatever happened to the first attempt).
+func retryUntil(ctx context.Context, f func() error) error {
+	backoff := 25 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 400*time.Millisecond)
+	}
+}
+
 // retryUnanswered calls f again, with a short backoff, while it fails because nobody
 // answered (never a timeout: a request that timed out may have been carried out), until
 // ctx ends; then the last error stands.

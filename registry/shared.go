@@ -126,7 +126,7 @@ type Record struct {
 
 // Defaults of the cluster mode.
 const (
-	DefaultSharedApplyTimeout = 10 * time.Second
+	DefaultSharedApplyTimeout = 25 * time.Second // below the peers' ackTimeout (30 s)
 	DefaultSharedLoadTimeout  = 30 * time.Second
 	DefaultSharedStaleClaim   = 30 * time.Second
 	// maxRecordsWaiting bounds the records of one namespace delivered and not yet applied.

@@ -15,9 +15,7 @@ import (
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/internal/tokens"
-	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
-	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -31,6 +29,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	tokensFile := fs.String("tokens", "", "tokens file (default DATA/tokens.json)")
 	tokensPoll := fs.Duration("tokens-poll", time.Second, "how often the tokens file is checked for changes (SIGHUP reloads at once)")
 	common := node.RegisterCommon(fs)
+	clusterOpts := registerClusterFlags(fs)
 	if code, ok := node.ParseFlags(fs, args, getenv, stderr); !ok {
 		return code
 	}
@@ -57,12 +56,12 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	clk := clock.Real()
 
 	// Everything that can refuse the configuration is checked before anything is served.
-	inst, err := node.OpenInstance(*data, registry.RoleHub, observer.SideHub, clk, log)
+	inst, err := openHub(*data, clusterOpts, clk, log)
 	if err != nil {
 		return fail(err)
 	}
-	store, reg, obs := inst.Store, inst.Registry, inst.Obs
-	cleanup := []func(){inst.Close}
+	store, reg, obs := inst.store, inst.reg, inst.obs
+	cleanup := []func(){inst.close}
 	defer func() {
 		for i := len(cleanup) - 1; i >= 0; i-- {
 			cleanup[i]()
@@ -95,7 +94,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	cleanup = append(cleanup, func() { hub.Shutdown(context.Background()) })
 	obs.ReplicationLoad(hub.Load)
-	adminOpts := inst.AdminOptions(common)
+	adminOpts := inst.admin(common)
 	adminOpts.Sessions = namespaces.Sessions
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
@@ -113,7 +112,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	cleanup = nil // from here on the shutdown sequence owns everything
 
 	replMux := http.NewServeMux()
-	replMux.Handle("/v1/replication", hub)
+	replMux.Handle("/v1/replication", inst.gateReplication(hub))
 	replMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, "{\"status\":\"ok\"}\n")
@@ -145,6 +144,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		{Name: "tokens watcher", Run: stopReload},
 		{Name: "registry", Run: reg.Close},
 		{Name: "store", Run: store.Close},
+		{Name: "cluster", Run: inst.closeCluster},
 		{Name: "observer", Run: stopFlush},
 	})
 	if err != nil {

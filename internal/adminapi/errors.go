@@ -33,6 +33,7 @@ const (
 	CodeUnavailable       = "UNAVAILABLE" // shutting down
 	CodeTimeout           = "TIMEOUT"
 	CodeTooManyStreams    = "TOO_MANY_STREAMS"
+	CodeConflict          = "CONFLICT" // a hub cluster: another node changed the namespace first
 )
 
 // Error is an admin API error: an HTTP status and the JSON body {"code","message"}.
@@ -70,6 +71,8 @@ func (a *API) fromErr(err error) *Error {
 		return &Error{http.StatusServiceUnavailable, CodeOverloaded, "the namespace's write queue is full; retry later"}
 	case errors.Is(err, registry.ErrRoleViolation):
 		return &Error{http.StatusForbidden, CodeRoleViolation, err.Error()}
+	case errors.Is(err, registry.ErrConflict):
+		return &Error{http.StatusConflict, CodeConflict, "another hub node changed this namespace's identity or schema first; nothing was written: retry"}
 	case errors.Is(err, registry.ErrInUse):
 		return &Error{http.StatusConflict, CodeNamespaceInUse, "the namespace is in use"}
 	case errors.Is(err, registry.ErrClosed):

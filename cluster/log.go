@@ -429,3 +429,34 @@ func (l *nsLog) createConsumer(next uint64) (jetstream.Consumer, error) {
 	}
 	return cons, nil
 }
+
+// LogInfo describes a namespace's log as stored (for operators and benchmarks).
+type LogInfo struct {
+	Records         int    // records kept in the log (a compacted prefix is gone)
+	SnapshotThrough uint64 // the position the newest snapshot covers (0: none)
+	SnapshotBytes   uint64
+}
+
+// LogInfo reads how much of a namespace's log is kept and what its snapshot covers.
+func (n *Node) LogInfo(ctx context.Context, owner, ns string) (LogInfo, error) {
+	var li LogInfo
+	err := n.op(ctx, "reading a namespace log's size", func(ctx context.Context, r *resources) error {
+		subject := logSubject(owner, ns)
+		info, err := r.stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			return err
+		}
+		li.Records = int(info.State.Subjects[subject])
+		oi, err := r.snaps.GetInfo(ctx, ns)
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		li.SnapshotBytes = oi.Size
+		li.SnapshotThrough, _, _, err = snapshotMeta(oi)
+		return err
+	})
+	return li, err
+}

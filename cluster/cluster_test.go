@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nomicore/nomicore/persistence"
@@ -112,8 +113,10 @@ func TestCluster_FanOutAcrossNodes(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
 	ns := tc.nodes[0].create(t)
 	var sessions []*registry.Session
+	var leases []*registry.Lease
 	for i := range 3 {
 		l := tc.nodes[i].open(t, ns)
+		leases = append(leases, l)
 		for range 2 {
 			s, _, err := l.OpenSession(ctxT(t, 5*time.Second), registry.SessionOptions{Peer: "peer"})
 			if err != nil {
@@ -140,6 +143,36 @@ func TestCluster_FanOutAcrossNodes(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if p := origin.Poll(); len(p.Updates) != 0 {
 		t.Fatalf("the update was echoed to its origin session: %d updates", len(p.Updates))
+	}
+
+	// A schema replaced through one node is installed on every node, and reaches every
+	// session (it is a meta change of the same epoch: nobody is fenced).
+	if err := leases[2].ReplaceSchema(ctxT(t, 10*time.Second), "2026-01-01T00:00:00.000Z", map[string]any{"type": "object"}); err != nil {
+		t.Fatal(err)
+	}
+	want, ok := leases[2].ActiveSchema()
+	if !ok {
+		t.Fatal("no active schema on the node that replaced it")
+	}
+	for i, l := range leases {
+		eventually(t, 10*time.Second, fmt.Sprintf("%s installs the schema", tc.nodes[i].name), func() error {
+			if got, ok := l.ActiveSchema(); !ok || got.Fingerprint != want.Fingerprint || got.UpdatedAt != want.UpdatedAt {
+				return fmt.Errorf("active schema %+v, %v", got, ok)
+			}
+			return nil
+		})
+	}
+	for i, s := range sessions {
+		eventually(t, 10*time.Second, fmt.Sprintf("session %d gets the schema", i), func() error {
+			p := s.Poll()
+			if p.Fenced != nil {
+				return fmt.Errorf("fenced by a schema change")
+			}
+			if len(p.Updates) == 0 {
+				return errors.New("nothing yet")
+			}
+			return nil
+		})
 	}
 }
 
@@ -474,5 +507,128 @@ func TestCluster_WaitsHaveDeadlines(t *testing.T) {
 		}, errUnavailable)
 	} else {
 		check("open log", err, errUnavailable)
+	}
+}
+
+// TestCluster_ExternalNATS: two hub nodes on an existing NATS server (--nats-url) act as
+// one hub like embedded ones.
+func TestCluster_ExternalNATS(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS server not ready")
+	}
+	var tns []*testNode
+	for i := range 2 {
+		cfg := Config{NodeName: fmt.Sprintf("x%d", i+1), NATSURL: srv.ClientURL(), Replicas: 1,
+			ProbeInterval: 200 * time.Millisecond, ProbeTimeout: time.Second}
+		node, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: node.Store(), Shared: node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			reg.Close(ctx)
+			node.Close(ctx)
+		})
+		tns = append(tns, &testNode{name: cfg.NodeName, node: node, store: node.Store(), reg: reg})
+	}
+	eventually(t, 20*time.Second, "ready", func() error {
+		for _, tn := range tns {
+			if !tn.node.Healthy() {
+				return fmt.Errorf("%s: %v", tn.name, tn.node.Ready())
+			}
+		}
+		return nil
+	})
+	ns := tns[0].create(t)
+	l1, l2 := tns[0].open(t, ns), tns[1].open(t, ns)
+	if _, err := l2.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "k", "v")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the write on the other node", func() error {
+		if notes(t, l1)["k"] != "v" {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if tns[0].node.ClientURL() != "" {
+		t.Fatal("a node on an existing NATS reports a client URL of its own")
+	}
+}
+
+// TestCluster_InterruptedBumpIsCompleted: a node that claimed an epoch bump and died
+// before publishing it blocks nobody for good — while the claim is fresh other nodes
+// answer ErrConflict; once it is older than SharedStaleClaim the next node asked for a
+// change completes it from the meta record (every node then fences on it), answers
+// ErrConflict, and the bump after that proceeds.
+func TestCluster_InterruptedBumpIsCompleted(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	ns := tc.nodes[0].create(t)
+	leases := make([]*registry.Lease, 3)
+	for i, tn := range tc.nodes {
+		leases[i] = tn.open(t, ns)
+	}
+	sess, _, err := leases[2].OpenSession(ctxT(t, 5*time.Second), registry.SessionOptions{Peer: "peer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The claim of a bump to epoch 2, as a node that died right after it left it.
+	raw, err := tc.nodes[1].node.OpenLog(ctxT(t, 5*time.Second), "default", ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	cur, err := raw.Meta(ctxT(t, 5*time.Second))
+	if err != nil || cur.Gen != 0 || cur.Epoch != 1 {
+		t.Fatalf("meta record %+v, %v", cur, err)
+	}
+	next := cur
+	next.Gen, next.Epoch = 1, 2
+	if err := raw.ClaimMeta(ctxT(t, 5*time.Second), cur, next); err != nil {
+		t.Fatal(err)
+	}
+	// A second claim on the same revision loses.
+	if err := raw.ClaimMeta(ctxT(t, 5*time.Second), cur, next); !errors.Is(err, registry.ErrConflict) {
+		t.Fatalf("a second claim on the same revision: %v", err)
+	}
+	claimed := time.Now()
+	if _, err := leases[0].BumpEpoch(ctxT(t, 10*time.Second)); !errors.Is(err, registry.ErrConflict) {
+		t.Fatalf("bump while a fresh claim is open: %v", err)
+	}
+	if time.Since(claimed) < 3*time.Second && leases[0].Identity().Epoch != 1 {
+		t.Fatal("the open claim was applied")
+	}
+	time.Sleep(time.Until(claimed.Add(3500 * time.Millisecond)))
+	if _, err := leases[0].BumpEpoch(ctxT(t, 10*time.Second)); !errors.Is(err, registry.ErrConflict) {
+		t.Fatalf("bump that completes the stale claim: %v", err)
+	}
+	for i, l := range leases {
+		eventually(t, 10*time.Second, tc.nodes[i].name+" at epoch 2", func() error {
+			if e := l.Identity().Epoch; e != 2 {
+				return fmt.Errorf("epoch %d", e)
+			}
+			return nil
+		})
+	}
+	eventually(t, 5*time.Second, "the session of epoch 1 fenced", func() error {
+		if sess.Poll().Fenced == nil {
+			return errors.New("not fenced")
+		}
+		return nil
+	})
+	id, err := leases[1].BumpEpoch(ctxT(t, 10*time.Second))
+	if err != nil || id.Epoch != 3 {
+		t.Fatalf("the bump after: %v, %v", id, err)
 	}
 }

@@ -156,6 +156,13 @@ func (n *Node) connect() error {
 		return err
 	}
 	n.nc, n.js = nc, js
+	if limit := int(nc.MaxPayload()) - 4096; limit > 0 && limit < n.cfg.MaxRecordBytes {
+		// An existing NATS cluster may carry less than the largest update (max_payload is
+		// 1 MiB by default): larger updates are refused until it is raised.
+		n.log.Warn("the NATS servers' max_payload is below the largest update; larger updates are refused (raise max_payload to 34 MiB)",
+			slog.Int64("maxPayload", nc.MaxPayload()), slog.Int("maxRecordBytes", n.cfg.MaxRecordBytes))
+		n.cfg.MaxRecordBytes = limit
+	}
 	return nil
 }
 

@@ -81,13 +81,12 @@ func (l *nsLog) compact() {
 		return
 	}
 	var prev uint64
-	info, err := l.res.snaps.GetInfo(ctx, l.ns)
+	info, err := l.n.snapshotInfo(ctx, l.ns)
 	switch {
-	case errors.Is(err, jetstream.ErrObjectNotFound):
 	case err != nil:
 		l.compactFailed("reading the previous snapshot", err)
 		return
-	default:
+	case info != nil:
 		if prev, _, _, err = snapshotMeta(info); err != nil {
 			l.compactFailed("reading the previous snapshot", err)
 			return

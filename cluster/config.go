@@ -37,6 +37,11 @@ type Config struct {
 	ClientListen string
 	// NATSURL, instead of the above, connects to an existing NATS cluster with JetStream.
 	NATSURL string
+	// Fsync makes the embedded server sync every JetStream write to disk before it counts
+	// (sync_interval: always). Without it a record is acknowledged once a quorum of nodes
+	// holds it in memory and the OS's page cache (synced every 2 minutes): a process crash
+	// loses nothing, a power loss of a quorum at once may.
+	Fsync bool
 
 	// Replicas is the number of copies of every stream and bucket (1…5); zero means
 	// min(3, the number of nodes the routes name) when embedding, 3 with NATSURL.

@@ -51,6 +51,10 @@ func unanswered(err error) bool {
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || (errors.As(err, &apiErr) && apiErr.Code == 503)
 }
 
+// errDuplicateInProcess is JetStream's answer to a message sent again while the stream
+// still processes an earlier copy with the same id: the outcome is not known yet.
+const errDuplicateInProcess jetstream.ErrorCode = 10158
+
 // classify turns an error of a JetStream call with deadline d into a classified one:
 // unavailability (timeouts, no responders, a closed or reconnecting connection, JetStream
 // answering 503) becomes an *UnavailableError; anything else is returned as it is.
@@ -72,7 +76,7 @@ func classify(op string, d time.Duration, err error) error {
 		return &UnavailableError{Op: op, Err: err}
 	}
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.Code == 503 {
+	if errors.As(err, &apiErr) && (apiErr.Code == 503 || apiErr.ErrorCode == errDuplicateInProcess) {
 		return &UnavailableError{Op: op, Err: err}
 	}
 	return fmt.Errorf("cluster: %s: %w", op, err)

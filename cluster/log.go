@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -168,6 +169,29 @@ func snapshotMeta(info *jetstream.ObjectInfo) (through, gen, floor uint64, err e
 	return through, gen, floor, nil
 }
 
+// snapshotInfo reads the tags of a namespace's snapshot from its bucket's stream leader
+// (nil: none). The object store's own GetInfo may be answered by a replica that has not
+// seen the newest snapshot yet — and the purge floor must never be read old. The object
+// store keeps an object's description as JSON in the last message of
+// $O.<bucket>.M.<base64url name>.
+func (n *Node) snapshotInfo(ctx context.Context, ns string) (*jetstream.ObjectInfo, error) {
+	se, err := n.leaderGet(ctx, "OBJ_"+SnapshotBucket, "$O."+SnapshotBucket+".M."+base64.URLEncoding.EncodeToString([]byte(ns)))
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var info jetstream.ObjectInfo
+	if err := json.Unmarshal(se.Value, &info); err != nil {
+		return nil, fmt.Errorf("a snapshot's description: %w", err)
+	}
+	if info.Deleted {
+		return nil, nil
+	}
+	return &info, nil
+}
+
 // snapshotFloor reads how far the log may have been purged (0: no snapshot).
 func (l *nsLog) snapshotFloor(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.n.cfg.OpTimeout)
@@ -175,10 +199,7 @@ func (l *nsLog) snapshotFloor(ctx context.Context) (uint64, error) {
 	var info *jetstream.ObjectInfo
 	err := retryUnanswered(ctx, func() error {
 		var err error
-		info, err = l.res.snaps.GetInfo(ctx, l.ns)
-		if errors.Is(err, jetstream.ErrObjectNotFound) {
-			info, err = nil, nil
-		}
+		info, err = l.n.snapshotInfo(ctx, l.ns)
 		return classify("reading a snapshot's tags", l.n.cfg.OpTimeout, err)
 	})
 	if err != nil || info == nil {
@@ -222,27 +243,24 @@ func (l *nsLog) Publish(rec registry.Record, done func(error)) error {
 
 // Meta reads the namespace's meta record.
 func (l *nsLog) Meta(ctx context.Context) (registry.MetaState, error) {
-	v, kve, err := l.n.getEntry(ctx, l.ns)
+	v, se, err := l.n.getEntry(ctx, l.ns)
 	if err != nil {
 		return registry.MetaState{}, err
 	}
-	return registry.MetaState{Gen: v.Gen, Epoch: v.Epoch, Schema: v.Schema, Changed: kve.Created(), Revision: kve.Revision()}, nil
+	return registry.MetaState{Gen: v.Gen, Epoch: v.Epoch, Schema: v.Schema, Changed: se.Created, Revision: se.Revision}, nil
 }
 
 // ClaimMeta replaces the meta record by compare-and-set on its revision.
 func (l *nsLog) ClaimMeta(ctx context.Context, prev, next registry.MetaState) error {
 	return l.n.op(ctx, "claiming a meta change", func(ctx context.Context, r *resources) error {
-		kve, err := r.entries.GetRevision(ctx, l.ns, prev.Revision)
+		cur, se, err := l.n.getEntry(ctx, l.ns)
 		if err != nil {
-			if errors.Is(err, jetstream.ErrKeyNotFound) {
-				return fmt.Errorf("%w: the namespace's entry changed", registry.ErrConflict)
-			}
 			return err
 		}
-		var v entryValue
-		if err := json.Unmarshal(kve.Value(), &v); err != nil {
-			return err
+		if se.Revision != prev.Revision {
+			return fmt.Errorf("%w: another node changed it first", registry.ErrConflict)
 		}
+		v := cur
 		v.Gen, v.Epoch, v.Schema = next.Gen, next.Epoch, next.Schema
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -447,11 +465,8 @@ func (n *Node) LogInfo(ctx context.Context, owner, ns string) (LogInfo, error) {
 			return err
 		}
 		li.Records = int(info.State.Subjects[subject])
-		oi, err := r.snaps.GetInfo(ctx, ns)
-		if errors.Is(err, jetstream.ErrObjectNotFound) {
-			return nil
-		}
-		if err != nil {
+		oi, err := n.snapshotInfo(ctx, ns)
+		if err != nil || oi == nil {
 			return err
 		}
 		li.SnapshotBytes = oi.Size

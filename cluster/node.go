@@ -184,6 +184,7 @@ func (n *Node) startServer() (*server.Server, error) {
 		JetStream:  true,
 		StoreDir:   filepath.Join(c.DataDir, "jetstream"),
 		MaxPayload: int32(c.MaxRecordBytes + 4096),
+		SyncAlways: c.Fsync,
 		NoSigs:     true,
 		Cluster:    server.ClusterOpts{Name: c.ClusterName, Host: host, Port: port},
 		Routes:     routes,

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nomicore/nomicore/persistence"
@@ -113,22 +114,72 @@ func retryUnanswered(ctx context.Context, f func() error) error {
 	}
 }
 
-// getEntry reads an entry with its revision.
-func (n *Node) getEntry(ctx context.Context, ns string) (entryValue, jetstream.KeyValueEntry, error) {
+// storedEntry is an entry as its bucket's stream leader returned it.
+type storedEntry struct {
+	Revision uint64
+	Created  time.Time
+	Value    []byte
+}
+
+// getEntry reads an entry with its revision from the bucket's stream leader: the bucket's
+// own Get may be answered by any replica, one that has not yet seen a namespace created a
+// moment ago on another node.
+func (n *Node) getEntry(ctx context.Context, ns string) (entryValue, storedEntry, error) {
 	var v entryValue
-	var kve jetstream.KeyValueEntry
+	var se storedEntry
 	err := n.op(ctx, "reading a namespace entry", func(ctx context.Context, r *resources) error {
 		var err error
-		kve, err = r.entries.Get(ctx, ns)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return persistence.ErrNotFound
-		}
-		if err != nil {
+		if se, err = n.leaderGet(ctx, "KV_"+EntriesBucket, "$KV."+EntriesBucket+"."+ns); err != nil {
 			return err
 		}
-		return json.Unmarshal(kve.Value(), &v)
+		return json.Unmarshal(se.Value, &v)
 	})
-	return v, kve, err
+	return v, se, err
+}
+
+// leaderGet reads the last message of subject from stream's leader (the JetStream API's
+// message get, not the direct get replicas answer). A deleted or purged key is
+// persistence.ErrNotFound.
+func (n *Node) leaderGet(ctx context.Context, stream, subject string) (storedEntry, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": subject})
+	msg, err := n.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return storedEntry{}, err
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Seq    uint64    `json:"seq"`
+			Header []byte    `json:"hdrs"`
+			Data   []byte    `json:"data"`
+			Time   time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return storedEntry{}, fmt.Errorf("reading %s: %w", subject, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.Code == 404:
+		return storedEntry{}, persistence.ErrNotFound
+	case resp.Error != nil:
+		return storedEntry{}, &jetstream.APIError{Code: resp.Error.Code, ErrorCode: jetstream.ErrorCode(resp.Error.ErrCode), Description: resp.Error.Description}
+	case resp.Message == nil:
+		return storedEntry{}, fmt.Errorf("reading %s: an empty answer", subject)
+	}
+	if len(resp.Message.Header) > 0 {
+		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
+		if err != nil {
+			return storedEntry{}, fmt.Errorf("reading %s: %w", subject, err)
+		}
+		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+			return storedEntry{}, persistence.ErrNotFound
+		}
+	}
+	return storedEntry{Revision: resp.Message.Seq, Created: resp.Message.Time, Value: resp.Message.Data}, nil
 }
 
 // CreateEntry stores a new entry with snapshot as the namespace's first document (create

@@ -27,6 +27,9 @@ import (
 //     queued, not yet on disk, §1). Cluster: gates, quorum publish, apply in log order.
 //   - durable: local writes, each waited for until durable (the admin API's 204): single
 //     hub, the group commit's fsync; cluster, the same as ack.
+//   - throughput: 20 namespaces, a session on each keeping 32 updates in flight (a peer's
+//     window), 500 updates each: acknowledged updates per second. In the cluster, the
+//     sessions are spread over the three nodes.
 //   - load: a namespace of U updates opened on a node that has not loaded it: single hub,
 //     from bbolt (snapshot + log after a reopen); cluster, from the newest snapshot (object
 //     store) + the log after it, caught up to the head.
@@ -39,6 +42,7 @@ type clusterResult struct {
 	LoadUpdates                          int
 	SingleLoad, ClusterLoad              time.Duration
 	ClusterLog                           hubcluster.LogInfo // the namespace's log when it was loaded
+	SinglePerS, ClusterPerS              float64            // throughput: acknowledged updates per second
 }
 
 func (r clusterResult) String() string {
@@ -46,11 +50,13 @@ func (r clusterResult) String() string {
 	return fmt.Sprintf(`cluster (3 nodes, R3, one process) vs single hub (bbolt), %d sequential writes each:
   write-to-ACK (peer UPDATE):   single p50 %v p99 %v; cluster p50 %v p99 %v (×%.1f / ×%.1f)
   write-to-durable (admin 204): single p50 %v p99 %v; cluster p50 %v p99 %v (×%.1f / ×%.1f)
+  throughput, 20 namespaces × 32 in flight: single %.0f acknowledged updates/s; cluster %.0f/s (×%.2f)
   load of a namespace of %d updates: single (bbolt snapshot + log) %v; cluster %v (×%.1f): snapshot of %d bytes through position %d, %d records kept in the log`,
 		r.Updates, r.SingleAckP50, r.SingleAckP99, r.ClusterAckP50, r.ClusterAckP99,
 		ratio(r.ClusterAckP50, r.SingleAckP50), ratio(r.ClusterAckP99, r.SingleAckP99),
 		r.SingleDurableP50, r.SingleDurableP99, r.ClusterDurableP50, r.ClusterDurableP99,
 		ratio(r.ClusterDurableP50, r.SingleDurableP50), ratio(r.ClusterDurableP99, r.SingleDurableP99),
+		r.SinglePerS, r.ClusterPerS, r.ClusterPerS/r.SinglePerS,
 		r.LoadUpdates, r.SingleLoad, r.ClusterLoad, ratio(r.ClusterLoad, r.SingleLoad),
 		r.ClusterLog.SnapshotBytes, r.ClusterLog.SnapshotThrough, r.ClusterLog.Records)
 }
@@ -114,6 +120,9 @@ func runCluster(updates, loadUpdates int) (clusterResult, error) {
 	if err := writeLatencies(ctx, reg, c.NamespaceID, updates, &res.SingleAckP50, &res.SingleAckP99, &res.SingleDurableP50, &res.SingleDurableP99); err != nil {
 		return res, err
 	}
+	if res.SinglePerS, err = throughput(ctx, []*registry.Registry{reg}, 20, 500, 32); err != nil {
+		return res, err
+	}
 	loadNS, err := fillNamespace(ctx, reg, loadUpdates)
 	if err != nil {
 		return res, err
@@ -157,6 +166,9 @@ func runCluster(updates, loadUpdates int) (clusterResult, error) {
 		defer l.Release()
 	}
 	if err := writeLatencies(ctx, regs[0], c.NamespaceID, updates, &res.ClusterAckP50, &res.ClusterAckP99, &res.ClusterDurableP50, &res.ClusterDurableP99); err != nil {
+		return res, err
+	}
+	if res.ClusterPerS, err = throughput(ctx, regs, 20, 500, 32); err != nil {
 		return res, err
 	}
 	if loadNS, err = fillNamespace(ctx, regs[0], loadUpdates); err != nil {
@@ -269,4 +281,60 @@ func startBenchCluster(dir string, n int) ([]*hubcluster.Node, []*registry.Regis
 		}
 	}
 	return nodes, regs, nil
+}
+
+// throughput runs nsCount namespaces, each with one session (on the registries in turn)
+// keeping window updates in flight until perNS were acknowledged; it returns acknowledged
+// updates per second.
+func throughput(ctx context.Context, regs []*registry.Registry, nsCount, perNS, window int) (float64, error) {
+	var sessions []*registry.Session
+	for i := range nsCount {
+		c, err := regs[0].Create(ctx, "default")
+		if err != nil {
+			return 0, err
+		}
+		l, err := regs[i%len(regs)].Open(ctx, "default", c.NamespaceID)
+		if err != nil {
+			return 0, err
+		}
+		defer l.Release()
+		s, _, err := l.OpenSession(ctx, registry.SessionOptions{Peer: "bench", MaxInFlight: window + 8})
+		if err != nil {
+			return 0, err
+		}
+		defer s.Close()
+		sessions = append(sessions, s)
+	}
+	errc := make(chan error, len(sessions))
+	t0 := time.Now()
+	for i, s := range sessions {
+		go func() {
+			slots := make(chan struct{}, window)
+			done := make(chan error, perNS)
+			for k := range perNS {
+				slots <- struct{}{}
+				err := s.ApplyAsync(benchUpdate(200000+i*perNS+k), func(_ registry.ApplyResult, err error) {
+					<-slots
+					done <- err
+				})
+				if err != nil {
+					errc <- err
+					return
+				}
+			}
+			for range perNS {
+				if err := <-done; err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range sessions {
+		if err := <-errc; err != nil {
+			return 0, err
+		}
+	}
+	return float64(nsCount*perNS) / time.Since(t0).Seconds(), nil
 }

@@ -23,6 +23,7 @@ import (
 type clusterFlags struct {
 	name, node, listen, routes, natsURL, clientListen string
 	replicas                                          int
+	fsync                                             bool
 }
 
 func registerClusterFlags(fs *flag.FlagSet) *clusterFlags {
@@ -33,6 +34,7 @@ func registerClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	fs.StringVar(&c.routes, "cluster-routes", "", "cluster mode with embedded NATS: the other nodes' routes, nats://H1:P1,nats://H2:P2,… (this node's own may be listed)")
 	fs.StringVar(&c.natsURL, "nats-url", "", "cluster mode on an existing NATS cluster with JetStream: nats://HOST:PORT (several: comma-separated)")
 	fs.StringVar(&c.clientListen, "nats-client-listen", "", "cluster mode with embedded NATS: also open a NATS client port on HOST:PORT (for the nats CLI; no authentication: keep it on loopback)")
+	fs.BoolVar(&c.fsync, "cluster-fsync", false, "cluster mode with embedded NATS: sync every JetStream write to disk before acknowledging it (slower; survives a power loss of a quorum at once)")
 	fs.IntVar(&c.replicas, "cluster-replicas", 0, "cluster mode: copies of every stream and bucket (default min(3, nodes); 3 survives the loss of one node)")
 	return c
 }
@@ -43,7 +45,7 @@ func (c *clusterFlags) enabled() (bool, error) {
 	if c.listen != "" || c.natsURL != "" {
 		return true, nil
 	}
-	if c.node != "" || c.name != "" || c.routes != "" || c.clientListen != "" || c.replicas != 0 {
+	if c.node != "" || c.name != "" || c.routes != "" || c.clientListen != "" || c.replicas != 0 || c.fsync {
 		return false, errors.New("cluster mode needs --cluster-listen HOST:PORT (embedded NATS) or --nats-url nats://… (an existing NATS cluster)")
 	}
 	return false, nil
@@ -80,7 +82,7 @@ func openHub(data string, cf *clusterFlags, clk clock.Clock, log *slog.Logger) (
 	n, err := cluster.Start(cluster.Config{
 		NodeName: cf.node, DataDir: data, ClusterName: cf.name, ClusterListen: cf.listen,
 		Routes: cluster.ParseRoutes(cf.routes), ClientListen: cf.clientListen, NATSURL: cf.natsURL,
-		Replicas: cf.replicas, Clock: clk, Logger: log,
+		Replicas: cf.replicas, Fsync: cf.fsync, Clock: clk, Logger: log,
 	})
 	if err != nil {
 		return nil, err

@@ -77,7 +77,7 @@ func consumerName(node, ns string) string { return "nmcr_" + node + "_" + ns }
 // OpenLog opens a namespace's log: the newest snapshot (or the first document, from the
 // entry) and the log's head (registry.SharedLog).
 func (n *Node) OpenLog(ctx context.Context, owner, ns string, host registry.LogHost) (registry.NamespaceLog, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.OpTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 3*n.cfg.OpTimeout)
 	defer cancel()
 	res, err := n.resources(ctx)
 	if err != nil {
@@ -115,16 +115,19 @@ func (l *nsLog) readStart(ctx context.Context) (registry.LogStart, error) {
 	return registry.LogStart{Doc: v.Genesis}, nil
 }
 
-// readSnapshot reads the namespace's snapshot, if there is one (a snapshot replaced while
-// being read is read again).
+// readSnapshot reads the namespace's snapshot, if there is one. A snapshot replaced while
+// it is being read loses its chunks under the reader, which then waits for nothing: each
+// attempt has its own deadline, and the next one reads the new snapshot.
 func (l *nsLog) readSnapshot(ctx context.Context) (registry.LogStart, bool, error) {
 	for attempt := 0; ; attempt++ {
 		var st registry.LogStart
 		found := false
-		err := retryUnanswered(ctx, func() error {
+		actx, cancel := context.WithTimeout(ctx, l.n.cfg.OpTimeout)
+		err := retryUnanswered(actx, func() error {
 			st, found = registry.LogStart{}, false
-			return classify("reading a snapshot", l.n.cfg.OpTimeout, l.getSnapshot(ctx, &st, &found))
+			return classify("reading a snapshot", l.n.cfg.OpTimeout, l.getSnapshot(actx, &st, &found))
 		})
+		cancel()
 		if err == nil || attempt == 2 || ctx.Err() != nil {
 			return st, found, err
 		}

@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak fuzz golden bench bench-yjs bench-replication editor-bundle lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz golden bench bench-yjs bench-replication bench-cluster editor-bundle lint fmt js-deps clean
 
 all: lint build test
 
@@ -64,6 +64,13 @@ test-race: test
 test-short: js-deps
 	$(GO) test -short -count=1 ./...
 
+## soak-cluster: the hub cluster's tests over and over (three embedded NATS servers in one
+## process, and three hub processes with peers: kills, stops, epoch races), CLUSTER_COUNT times
+CLUSTER_COUNT ?= 10
+soak-cluster:
+	$(GO) test -race -count=$(CLUSTER_COUNT) -timeout 120m ./cluster/
+	$(GO) test -race -count=$(CLUSTER_COUNT) -timeout 120m -run 'TestE2E_Cluster' ./e2e/
+
 ## fuzz: a bounded smoke run of every fuzz target (FUZZTIME each)
 fuzz: js-deps
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
@@ -95,6 +102,11 @@ bench-yjs: js-deps
 ## × 2 peers × 50 updates; bootstrap of a 400 KB document) on loopback with bbolt stores
 bench-replication:
 	$(GO) run ./cmd/benchrepl
+
+## bench-cluster: a hub cluster of three nodes against a single hub: write-to-ACK and
+## write-to-durable latency, throughput, and the load time of a namespace
+bench-cluster:
+	$(GO) run ./cmd/benchrepl -workload cluster
 
 ## lint: gofmt check, go vet and staticcheck (the version pinned as a tool in go.mod,
 ## fetched from the module proxy on first use)

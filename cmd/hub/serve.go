@@ -16,9 +16,7 @@ import (
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/internal/tokens"
-	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
-	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/yws"
@@ -40,6 +38,7 @@ func serve(args []string, cio cli.IO) int {
 	tokensPoll := f.Duration("tokens-poll", time.Second, "how often the tokens file is checked for changes (SIGHUP re-reads it at once)")
 	common := node.RegisterCommon(f)
 	clientFlags := node.RegisterClientFlags(f, "127.0.0.1:8789")
+	clusterOpts := registerClusterFlags(f)
 	operands, code, ok := f.Parse(args, cio)
 	if !ok {
 		return code
@@ -74,7 +73,7 @@ func serve(args []string, cio cli.IO) int {
 	clk := clock.Real()
 
 	// Everything that can refuse the configuration is checked before anything is served.
-	inst, err := node.OpenInstance(*data, registry.RoleHub, observer.SideHub, clk, log)
+	inst, clusterNode, err := openHub(*data, clusterOpts, clk, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -158,7 +157,7 @@ func serve(args []string, cio cli.IO) int {
 	cleanup = nil // from here on the shutdown sequence owns everything
 
 	replMux := http.NewServeMux()
-	replMux.Handle("/v1/replication", hub)
+	replMux.Handle("/v1/replication", gateReplication(clusterNode, hub))
 	replMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, "{\"status\":\"ok\"}\n")
@@ -199,6 +198,7 @@ func serve(args []string, cio cli.IO) int {
 		{Name: "tokens watcher", Run: stopReload},
 		{Name: "registry", Run: reg.Close},
 		{Name: "store", Run: store.Close},
+		{Name: "cluster", Run: closeCluster(clusterNode)},
 		{Name: "observer", Run: stopFlush},
 	})
 	if err != nil {

@@ -55,6 +55,8 @@ type runtime struct {
 	saverCancel   context.CancelFunc
 	saverDone     chan struct{}
 	unsubscribeFn func()
+
+	act activity // counters for Registry.Activity
 }
 
 // slot is one unit of sequenced work.
@@ -230,6 +232,7 @@ func (rt *runtime) gate(s *slot) error {
 // transaction update too.
 func (rt *runtime) onUpdate(update []byte, origin any) {
 	rt.txUpdate = update
+	rt.act.wrote(len(update), rt.reg.cfg.StageClock)
 	if origin == originBump {
 		// The bump's sessions are fenced by the slot right after this transaction; only
 		// watchers see the update.

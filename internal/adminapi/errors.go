@@ -45,6 +45,13 @@ const (
 	CodeSchemaMismatch = "SCHEMA_MISMATCH"
 	// CodeRootType: ?root=NAME:TYPE names a type the root does not have.
 	CodeRootType = "ROOT_TYPE_MISMATCH"
+	// CodeDocumentTooLarge: the document's JSON is larger than ?maxBytes= of GET …/doc.
+	CodeDocumentTooLarge = "DOCUMENT_TOO_LARGE"
+	// CodeCrossOrigin: a request that changes something, sent by a page of another origin.
+	CodeCrossOrigin = "CROSS_ORIGIN"
+	// CodeHostNotAllowed: a request to a token-less API addressed to a name that is not
+	// loopback.
+	CodeHostNotAllowed = "HOST_NOT_ALLOWED"
 )
 
 // Error is an admin API error: an HTTP status and the JSON body {"code","message"}.

@@ -162,6 +162,11 @@ func runPeer(args []string, cio cli.IO) int {
 		return nil
 	}
 	adminOpts.ExplainTarget = diag.ExplainTarget
+	adminOpts.InstanceID, adminOpts.Load = *instanceID, peer.Load
+	adminOpts.Listeners = map[string]string{"admin": *adminListen}
+	adminOpts.Link = func() adminapi.LinkInfo {
+		return adminapi.LinkInfo{HubURL: *hubURL, State: peer.State(), Problem: diag.ConnectionProblem()}
+	}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)

@@ -8,7 +8,9 @@
 // run on the replication goroutines and must not block, so Observe only takes a short lock.
 // Per-frame events (one per UPDATE, Step2, …) only count; the others — connection and
 // channel state changes, bootstraps, errors, resyncs, schema re-arms — are also kept, the
-// last MaxEvents of them, in a ring that readers page through by sequence number. Events
+// last MaxEvents of them, in a ring that readers page through by sequence number, except the
+// routine sync rounds of a live channel (live → reconciling → live), which would push
+// everything else out of the ring: those are only counted (Totals.SyncRounds). Events
 // carry identifiers, codes and sizes only (never document bytes, tokens or owners), so
 // nothing kept here is secret.
 package timeline
@@ -53,6 +55,8 @@ type Totals struct {
 	UpdatesReceived uint64 `json:"updatesReceived"`
 	BytesReceived   uint64 `json:"bytesReceived"`
 	UpdatesAcked    uint64 `json:"updatesAcked"`
+	// SyncRounds counts the periodic sync rounds of live channels (not kept as events).
+	SyncRounds uint64 `json:"syncRounds"`
 }
 
 // Link is what the events tell about a peer's connection to its hub.
@@ -96,6 +100,9 @@ type Timeline struct {
 	totals  Totals
 	since   map[string]time.Time // hub: when each open connection became ready, by connection id
 	link    Link
+	// rounds are the channels in a routine sync round (live → reconciling, not kept), by
+	// connection and namespace id; an entry goes when the channel leaves reconciling.
+	rounds map[string]struct{}
 }
 
 // New returns an empty Timeline.
@@ -107,7 +114,7 @@ func New(opts Options) *Timeline {
 		opts.MaxEvents = DefaultMaxEvents
 	}
 	return &Timeline{clock: opts.Clock, ring: make([]Record, 0, opts.MaxEvents), next: 1,
-		changed: make(chan struct{}), since: map[string]time.Time{}}
+		changed: make(chan struct{}), since: map[string]time.Time{}, rounds: map[string]struct{}{}}
 }
 
 // Observe takes one event (it is the observer.Observer method).
@@ -130,7 +137,7 @@ func (t *Timeline) Observe(e observer.Event) {
 	defer t.mu.Unlock()
 	t.count(e)
 	t.track(e, now)
-	if !keep {
+	if !keep || t.routineRound(e) {
 		return
 	}
 	rec.Seq = t.next
@@ -154,6 +161,28 @@ func keepEvent(typ observer.Type) bool {
 		return true
 	}
 	return !typ.PerFrame()
+}
+
+// routineRound reports whether e is a step of a live channel's periodic sync round: live →
+// reconciling, and the reconciling → live that ends that round (caller holds mu). Any
+// other way out of reconciling is kept.
+func (t *Timeline) routineRound(e observer.Event) bool {
+	p, ok := e.Payload.(observer.ChannelStateChanged)
+	if !ok {
+		return false
+	}
+	key := p.ConnectionID.Or("") + " " + p.NamespaceID
+	switch {
+	case p.From == observer.ChannelLive && p.To == observer.ChannelReconciling:
+		t.rounds[key] = struct{}{}
+		t.totals.SyncRounds++
+		return true
+	case p.From == observer.ChannelReconciling:
+		_, routine := t.rounds[key]
+		delete(t.rounds, key)
+		return routine && p.To == observer.ChannelLive
+	}
+	return false
 }
 
 // count adds a per-frame event to the totals (caller holds mu).

@@ -165,3 +165,35 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("next seq %d", tl.NextSeq())
 	}
 }
+
+// The periodic sync rounds of a live channel are counted, not kept; a round that ends
+// otherwise than live is kept from there on.
+func TestRoutineSyncRoundsAreCountedNotKept(t *testing.T) {
+	tl := New(Options{})
+	step := func(conn string, from, to observer.ChannelState) {
+		tl.Observe(observer.Event{Side: observer.SidePeer, Payload: observer.ChannelStateChanged{
+			ConnectionID: observer.Some(conn), NamespaceID: nsA, From: from, To: to}})
+	}
+	step("c1", observer.ChannelBootstrapping, observer.ChannelReconciling) // kept
+	step("c1", observer.ChannelReconciling, observer.ChannelLive)          // kept: not a round of a live channel
+	step("c1", observer.ChannelLive, observer.ChannelReconciling)          // round
+	step("c2", observer.ChannelReconciling, observer.ChannelLive)          // kept: another connection's
+	step("c1", observer.ChannelReconciling, observer.ChannelLive)          // end of the round
+	step("c1", observer.ChannelLive, observer.ChannelReconciling)          // round
+	step("c1", observer.ChannelReconciling, observer.ChannelNeedsResync)   // kept: it went wrong
+	var kept []string
+	for _, r := range tl.Events(0, "", 0).Records {
+		p := r.Event.Payload.(observer.ChannelStateChanged)
+		kept = append(kept, p.ConnectionID.Or("")+":"+string(p.From)+">"+string(p.To))
+	}
+	want := "c1:bootstrapping>reconciling c1:reconciling>live c2:reconciling>live c1:reconciling>needs-resync"
+	if got := strings.Join(kept, " "); got != want {
+		t.Fatalf("kept %s\nwant %s", got, want)
+	}
+	if n := tl.Totals().SyncRounds; n != 2 {
+		t.Fatalf("sync rounds %d, want 2", n)
+	}
+	if len(tl.rounds) != 0 {
+		t.Fatalf("rounds left open: %v", tl.rounds)
+	}
+}

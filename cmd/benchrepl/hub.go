@@ -18,6 +18,7 @@ import (
 
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/yjs"
 )
@@ -86,7 +87,7 @@ func runHubChild(specJSON string) error {
 	if err != nil {
 		return err
 	}
-	nsl, err := ws.NewHubNamespaces(ws.HubNamespacesOptions{Registry: reg})
+	nsl, err := namespace.NewHub(namespace.HubOptions{Registry: reg})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/yjs"
@@ -34,7 +35,7 @@ type peer struct {
 	id    string
 	store *persistence.BoltStore
 	reg   *registry.Registry
-	tc    *ws.TargetController
+	tc    *namespace.TargetController
 	p     *ws.Peer
 }
 
@@ -47,11 +48,11 @@ func startPeer(dir string, index int, url string, targets []string) (*peer, erro
 	if err != nil {
 		return nil, err
 	}
-	var ts []ws.Target
+	var ts []namespace.Target
 	for _, ns := range targets {
 		ts = append(ts, targetOf(ns))
 	}
-	tc, err := ws.NewTargetController(ws.TargetControllerOptions{Registry: reg, Targets: ts})
+	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg, Targets: ts})
 	if err != nil {
 		return nil, err
 	}

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/registry"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/yjs"
 )
 
-func targetOf(ns string) ws.Target { return ws.Target{NamespaceID: ns, Owner: peerOwner} }
+func targetOf(ns string) namespace.Target { return namespace.Target{NamespaceID: ns, Owner: peerOwner} }
 
 // The three workloads: fan-out, many namespaces, bootstrap. Each
 // runs the hub in a child process and the peers in this one, over real WebSockets on

@@ -19,6 +19,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -94,7 +95,7 @@ func serve(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
-	namespaces, err := ws.NewHubNamespaces(ws.HubNamespacesOptions{Registry: reg, Logger: log})
+	namespaces, err := namespace.NewHub(namespace.HubOptions{Registry: reg, Logger: log})
 	if err != nil {
 		return fail(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -80,7 +81,7 @@ func runPeer(args []string, cio cli.IO) int {
 	if *data == "" {
 		*data = filepath.Join("nomicore-data", *instanceID)
 	}
-	var flagTargets []ws.Target
+	var flagTargets []namespace.Target
 	for _, v := range targetFlags {
 		t, err := node.ParseTarget(v, *owner)
 		if err != nil {
@@ -130,7 +131,7 @@ func runPeer(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
-	tc, err := ws.NewTargetController(ws.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log})
+	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log})
 	if err != nil {
 		return fail(err)
 	}

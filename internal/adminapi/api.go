@@ -42,18 +42,19 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
 // Targets is the peer's target list as the admin API manages it: the namespace layer's
 // TargetController behind a store that remembers the targets across restarts (§21).
 type Targets interface {
-	Targets() []ws.TargetStatus
-	Target(namespaceID string) (ws.TargetStatus, bool)
+	Targets() []namespace.TargetStatus
+	Target(namespaceID string) (namespace.TargetStatus, bool)
 	// AddTarget adds (and remembers) a target; it reports whether it was new.
-	// ws.ErrTargetConflict: the namespace is a target with another owner.
-	AddTarget(ctx context.Context, t ws.Target) (created bool, err error)
-	// RemoveTarget forgets a target and closes its namespace; ws.ErrUnknownTarget if absent.
+	// namespace.ErrTargetConflict: the namespace is a target with another owner.
+	AddTarget(ctx context.Context, t namespace.Target) (created bool, err error)
+	// RemoveTarget forgets a target and closes its namespace; namespace.ErrUnknownTarget if absent.
 	RemoveTarget(ctx context.Context, namespaceID string) error
 	// Reset archives the target's local replica and bootstraps it again.
 	Reset(ctx context.Context, namespaceID string) error
@@ -78,7 +79,7 @@ type Options struct {
 	Registry *registry.Registry
 	Store    persistence.Store
 	// Sessions lists a namespace's peer channels (hub: HubNamespaces.Sessions).
-	Sessions func(namespaceID string) []ws.HubSession
+	Sessions func(namespaceID string) []namespace.HubSession
 	// Targets manages the peer's replication targets (peer only).
 	Targets Targets
 	// Metrics serves GET /metrics; nil answers 404.
@@ -87,7 +88,7 @@ type Options struct {
 	Ready func() error
 	// ExplainTarget, when set, says why a peer target is not replicating: the error code
 	// that ended it, and the reason in words (both empty when it replicates).
-	ExplainTarget func(ws.TargetStatus) (code, reason string)
+	ExplainTarget func(namespace.TargetStatus) (code, reason string)
 	// Token, when set, is the bearer token every route but /healthz and /readyz requires.
 	Token string
 	// MaxUpdateBytes bounds the body of POST …/update (413 UPDATE_TOO_LARGE beyond it).

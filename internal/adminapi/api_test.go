@@ -21,7 +21,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -542,37 +542,37 @@ func TestEventsStreamLimit(t *testing.T) {
 // fakeTargets is a target list for the peer routes.
 type fakeTargets struct {
 	mu     sync.Mutex
-	list   map[string]ws.TargetStatus
+	list   map[string]namespace.TargetStatus
 	resets []string
 }
 
-func (f *fakeTargets) Targets() []ws.TargetStatus {
+func (f *fakeTargets) Targets() []namespace.TargetStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []ws.TargetStatus
+	var out []namespace.TargetStatus
 	for _, t := range f.list {
 		out = append(out, t)
 	}
 	return out
 }
 
-func (f *fakeTargets) Target(id string) (ws.TargetStatus, bool) {
+func (f *fakeTargets) Target(id string) (namespace.TargetStatus, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, ok := f.list[id]
 	return t, ok
 }
 
-func (f *fakeTargets) AddTarget(_ context.Context, t ws.Target) (bool, error) {
+func (f *fakeTargets) AddTarget(_ context.Context, t namespace.Target) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if cur, ok := f.list[t.NamespaceID]; ok {
 		if cur.Owner != t.Owner {
-			return false, ws.ErrTargetConflict
+			return false, namespace.ErrTargetConflict
 		}
 		return false, nil
 	}
-	f.list[t.NamespaceID] = ws.TargetStatus{Target: t, State: observer.ChannelTargeted}
+	f.list[t.NamespaceID] = namespace.TargetStatus{Target: t, State: observer.ChannelTargeted}
 	return true, nil
 }
 
@@ -580,7 +580,7 @@ func (f *fakeTargets) RemoveTarget(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.list[id]; !ok {
-		return ws.ErrUnknownTarget
+		return namespace.ErrUnknownTarget
 	}
 	delete(f.list, id)
 	return nil
@@ -616,7 +616,7 @@ func TestPeerRoutes(t *testing.T) {
 	snapshot, _ := hl.EncodeState(ctx, nil)
 	hl.Release()
 
-	targets := &fakeTargets{list: map[string]ws.TargetStatus{}}
+	targets := &fakeTargets{list: map[string]namespace.TargetStatus{}}
 	e := newEnv(t, Options{Side: observer.SidePeer, Targets: targets})
 	ns := c.NamespaceID
 	path := "/v1/namespaces/" + ns

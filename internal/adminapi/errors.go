@@ -8,7 +8,7 @@ import (
 	"net/http"
 
 	"github.com/nomicore/nomicore/registry"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/namespace"
 )
 
 // Error codes of the admin API. Registry outcomes keep their §13.2 names (GUIDE §8); the
@@ -93,9 +93,9 @@ func (a *API) fromErr(err error) *Error {
 		return &Error{http.StatusConflict, CodeNamespaceInUse, "the namespace is in use"}
 	case errors.Is(err, registry.ErrClosed):
 		return &Error{http.StatusServiceUnavailable, CodeUnavailable, "shutting down"}
-	case errors.Is(err, ws.ErrTargetConflict):
+	case errors.Is(err, namespace.ErrTargetConflict):
 		return &Error{http.StatusConflict, CodeTargetConflict, "the namespace is already a target with another owner"}
-	case errors.Is(err, ws.ErrUnknownTarget):
+	case errors.Is(err, namespace.ErrUnknownTarget):
 		return &Error{http.StatusNotFound, CodeNamespaceNotFound, "no such replication target"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &Error{http.StatusGatewayTimeout, CodeTimeout, "the operation did not finish in time"}

@@ -11,7 +11,7 @@ import (
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/namespace"
 )
 
 // A namespace the API used stays loaded for LeaseIdle after its last request, then unloads;
@@ -70,11 +70,11 @@ func TestResetUnloadsTheNamespace(t *testing.T) {
 	snapshot, _ := hl.EncodeState(ctx, nil)
 	hl.Release()
 
-	targets := &resettingTargets{fakeTargets: fakeTargets{list: map[string]ws.TargetStatus{}}}
+	targets := &resettingTargets{fakeTargets: fakeTargets{list: map[string]namespace.TargetStatus{}}}
 	e := newEnv(t, Options{Side: observer.SidePeer, Targets: targets})
 	targets.reg = e.reg
 	ns := c.NamespaceID
-	targets.AddTarget(ctx, ws.Target{NamespaceID: ns, Owner: "default"})
+	targets.AddTarget(ctx, namespace.Target{NamespaceID: ns, Owner: "default"})
 	l, err := e.reg.Import(ctx, "default", ns, c.Identity, snapshot)
 	if err != nil {
 		t.Fatal(err)

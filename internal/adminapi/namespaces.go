@@ -16,7 +16,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -26,43 +26,43 @@ const (
 	StateArchived = "archived"
 )
 
-// namespace is a namespace the request names: its owner and, on a peer, its target.
-type namespace struct {
+// requestedNamespace is a namespace the request names: its owner and, on a peer, its target.
+type requestedNamespace struct {
 	id       string
 	owner    string
 	archived bool
-	target   *ws.TargetStatus // peer: the target serving it, if any
+	target   *namespace.TargetStatus // peer: the target serving it, if any
 }
 
 // lookup resolves {id}: a hub entry, or a peer target (else a local replica kept from a
 // removed target).
-func (a *API) lookup(r *http.Request) (namespace, *Error) {
+func (a *API) lookup(r *http.Request) (requestedNamespace, *Error) {
 	id, bad := pathID(r)
 	if bad != nil {
-		return namespace{}, bad
+		return requestedNamespace{}, bad
 	}
 	return a.lookupID(r.Context(), id)
 }
 
 // lookupID is lookup of a valid namespace id.
-func (a *API) lookupID(ctx context.Context, id string) (namespace, *Error) {
+func (a *API) lookupID(ctx context.Context, id string) (requestedNamespace, *Error) {
 	if a.opts.Side == observer.SidePeer {
 		if t, ok := a.opts.Targets.Target(id); ok {
-			return namespace{id: id, owner: t.Owner, target: &t}, nil
+			return requestedNamespace{id: id, owner: t.Owner, target: &t}, nil
 		}
 	}
 	e, err := a.opts.Store.Entry(ctx, id)
 	if errors.Is(err, persistence.ErrNotFound) {
-		return namespace{}, &Error{http.StatusNotFound, CodeNamespaceNotFound, "namespace not found"}
+		return requestedNamespace{}, &Error{http.StatusNotFound, CodeNamespaceNotFound, "namespace not found"}
 	}
 	if err != nil {
-		return namespace{}, a.fromErr(err)
+		return requestedNamespace{}, a.fromErr(err)
 	}
-	return namespace{id: id, owner: e.Owner, archived: e.State == persistence.StateArchived}, nil
+	return requestedNamespace{id: id, owner: e.Owner, archived: e.State == persistence.StateArchived}, nil
 }
 
 // open takes a lease on the namespace for the request; give it back with a.release.
-func (a *API) open(r *http.Request, ns namespace) (*registry.Lease, *Error) {
+func (a *API) open(r *http.Request, ns requestedNamespace) (*registry.Lease, *Error) {
 	if ns.archived {
 		return nil, &Error{http.StatusNotFound, CodeNamespaceNotFound, "namespace is archived"}
 	}
@@ -84,7 +84,7 @@ func (a *API) release(l *registry.Lease) {
 }
 
 // lookupOpen is lookup then open.
-func (a *API) lookupOpen(w http.ResponseWriter, r *http.Request) (namespace, *registry.Lease, bool) {
+func (a *API) lookupOpen(w http.ResponseWriter, r *http.Request) (requestedNamespace, *registry.Lease, bool) {
 	ns, e := a.lookup(r)
 	if e == nil {
 		var l *registry.Lease

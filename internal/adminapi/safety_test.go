@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/nomicore/nomicore/observer"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/namespace"
 )
 
 // auditLog collects a logger's JSON lines.
@@ -200,8 +200,8 @@ func TestJSONBodies(t *testing.T) {
 // and reason in GET /v1/targets.
 func TestPeerActionsAndTargetReasons(t *testing.T) {
 	var logs auditLog
-	targets := &fakeTargets{list: map[string]ws.TargetStatus{}}
-	explain := func(ts ws.TargetStatus) (string, string) {
+	targets := &fakeTargets{list: map[string]namespace.TargetStatus{}}
+	explain := func(ts namespace.TargetStatus) (string, string) {
 		if ts.State == observer.ChannelFailed {
 			return "NAMESPACE_NOT_FOUND", "the hub has no such namespace"
 		}

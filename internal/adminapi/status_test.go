@@ -15,6 +15,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -51,17 +52,17 @@ func clockedEnv(t *testing.T, opts Options) (*env, *clock.Fake, *timeline.Timeli
 // fakeSessions are a hub namespace layer's sessions, settable by the test.
 type fakeSessions struct {
 	mu   sync.Mutex
-	byNS map[string][]ws.HubSession
+	byNS map[string][]namespace.HubSession
 }
 
-func (f *fakeSessions) get(ns string) []ws.HubSession {
+func (f *fakeSessions) get(ns string) []namespace.HubSession {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]ws.HubSession(nil), f.byNS[ns]...)
+	return append([]namespace.HubSession(nil), f.byNS[ns]...)
 }
 
 func TestHubStatus(t *testing.T) {
-	sessions := &fakeSessions{byNS: map[string][]ws.HubSession{}}
+	sessions := &fakeSessions{byNS: map[string][]namespace.HubSession{}}
 	conns := []ws.ConnStatus{{PeerInstanceID: "peer-b", ConnectionID: "cb", State: observer.ConnReady},
 		{PeerInstanceID: "peer-a", ConnectionID: "ca", State: observer.ConnReady}}
 	e, clk, tl := clockedEnv(t, Options{Side: observer.SideHub, InstanceID: "hub-1", Version: "v9",
@@ -98,7 +99,7 @@ func TestHubStatus(t *testing.T) {
 		t.Fatalf("write %d %s", st, b)
 	}
 	sessions.mu.Lock()
-	sessions.byNS[c.NamespaceID] = []ws.HubSession{{PeerInstanceID: "peer-a", ConnectionID: "ca", State: observer.ChannelLive},
+	sessions.byNS[c.NamespaceID] = []namespace.HubSession{{PeerInstanceID: "peer-a", ConnectionID: "ca", State: observer.ChannelLive},
 		{PeerInstanceID: "peer-b", ConnectionID: "cb", State: observer.ChannelConflicted}}
 	sessions.mu.Unlock()
 	tl.Observe(observer.Event{Side: observer.SideHub, Payload: observer.UpdateSent{NamespaceID: c.NamespaceID, Bytes: 40, Sequence: 1}})
@@ -177,16 +178,16 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func TestPeerStatus(t *testing.T) {
 	const nsLive, nsBoot, nsFailed = "ns-11111111111111111111111111111111", "ns-22222222222222222222222222222222", "ns-33333333333333333333333333333333"
-	targets := &fakeTargets{list: map[string]ws.TargetStatus{
-		nsLive:   {Target: ws.Target{NamespaceID: nsLive, Owner: "default"}, State: observer.ChannelLive},
-		nsBoot:   {Target: ws.Target{NamespaceID: nsBoot, Owner: "default"}, State: observer.ChannelBootstrapping},
-		nsFailed: {Target: ws.Target{NamespaceID: nsFailed, Owner: "default"}, State: observer.ChannelFailed},
+	targets := &fakeTargets{list: map[string]namespace.TargetStatus{
+		nsLive:   {Target: namespace.Target{NamespaceID: nsLive, Owner: "default"}, State: observer.ChannelLive},
+		nsBoot:   {Target: namespace.Target{NamespaceID: nsBoot, Owner: "default"}, State: observer.ChannelBootstrapping},
+		nsFailed: {Target: namespace.Target{NamespaceID: nsFailed, Owner: "default"}, State: observer.ChannelFailed},
 	}}
 	var link LinkInfo
 	var mu sync.Mutex
 	e, clk, tl := clockedEnv(t, Options{Side: observer.SidePeer, Targets: targets,
 		Link: func() LinkInfo { mu.Lock(); defer mu.Unlock(); return link },
-		ExplainTarget: func(ts ws.TargetStatus) (string, string) {
+		ExplainTarget: func(ts namespace.TargetStatus) (string, string) {
 			if ts.State == observer.ChannelFailed {
 				return "NAMESPACE_NOT_FOUND", "create it on the hub"
 			}

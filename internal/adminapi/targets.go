@@ -6,7 +6,7 @@ import (
 
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/namespace"
 )
 
 // TargetJSON is a replication target as the peer's admin API shows it.
@@ -27,7 +27,7 @@ type TargetJSON struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-func (a *API) targetJSON(t ws.TargetStatus) TargetJSON {
+func (a *API) targetJSON(t namespace.TargetStatus) TargetJSON {
 	out := TargetJSON{NamespaceID: t.NamespaceID, Owner: t.Owner, State: string(t.State), SchemaRearmFailed: t.SchemaFailed}
 	if t.Identity.Valid() {
 		out.ReplicationID, out.ReplicationEpoch = t.Identity.ReplicationID, t.Identity.Epoch
@@ -68,7 +68,7 @@ func (a *API) addTarget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	created, err := a.opts.Targets.AddTarget(r.Context(), ws.Target{NamespaceID: req.NamespaceID, Owner: req.Owner})
+	created, err := a.opts.Targets.AddTarget(r.Context(), namespace.Target{NamespaceID: req.NamespaceID, Owner: req.Owner})
 	if err != nil {
 		writeError(w, a.fromErr(err))
 		return
@@ -79,7 +79,7 @@ func (a *API) addTarget(w http.ResponseWriter, r *http.Request) {
 	}
 	t, ok := a.opts.Targets.Target(req.NamespaceID)
 	if !ok { // removed meanwhile
-		t = ws.TargetStatus{Target: ws.Target{NamespaceID: req.NamespaceID, Owner: req.Owner}, State: observer.ChannelClosed}
+		t = namespace.TargetStatus{Target: namespace.Target{NamespaceID: req.NamespaceID, Owner: req.Owner}, State: observer.ChannelClosed}
 	}
 	if created {
 		a.audit(r, "target-added", slog.String("namespaceId", req.NamespaceID))

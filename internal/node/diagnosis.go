@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 )
@@ -276,7 +277,7 @@ func (d *PeerDiagnosis) ConnectionProblem() string {
 // ExplainTarget says why a target is not replicating: the error code that ended it and the
 // reason in words; for a target that waits for a connection the hub refused, that refusal.
 // Both are empty for a target that replicates or simply waits its turn.
-func (d *PeerDiagnosis) ExplainTarget(ts ws.TargetStatus) (code, reason string) {
+func (d *PeerDiagnosis) ExplainTarget(ts namespace.TargetStatus) (code, reason string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch ts.State {

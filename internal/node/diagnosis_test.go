@@ -14,6 +14,7 @@ import (
 
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 )
@@ -111,7 +112,7 @@ func TestDiagnosisRefusalsNameCauseAndFix(t *testing.T) {
 		if p := d.ConnectionProblem(); !strings.Contains(p, tc.cause) || !strings.Contains(p, tc.fix) {
 			t.Errorf("%d: problem %q", tc.status, p)
 		}
-		_, reason := d.ExplainTarget(ws.TargetStatus{Target: ws.Target{NamespaceID: "ns-x"}, State: observer.ChannelTargeted})
+		_, reason := d.ExplainTarget(namespace.TargetStatus{Target: namespace.Target{NamespaceID: "ns-x"}, State: observer.ChannelTargeted})
 		if !strings.HasPrefix(reason, "waiting for the connection to the hub: ") || !strings.Contains(reason, tc.cause) {
 			t.Errorf("%d: target reason %q", tc.status, reason)
 		}
@@ -138,7 +139,7 @@ func TestDiagnosisRefusalsNameCauseAndFix(t *testing.T) {
 func TestDiagnosisExplainsFailedTargets(t *testing.T) {
 	d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL})
 	const ns = "ns-0123456789abcdef0123456789abcdef"
-	failed := ws.TargetStatus{Target: ws.Target{NamespaceID: ns}, State: observer.ChannelFailed}
+	failed := namespace.TargetStatus{Target: namespace.Target{NamespaceID: ns}, State: observer.ChannelFailed}
 	if code, reason := d.ExplainTarget(failed); code != "" || reason != "" {
 		t.Fatalf("nothing known yet: %q %q", code, reason)
 	}
@@ -149,7 +150,7 @@ func TestDiagnosisExplainsFailedTargets(t *testing.T) {
 	if code != "NAMESPACE_NOT_FOUND" || !strings.Contains(reason, "the hub has no namespace "+ns) || !strings.Contains(reason, "DELETE /v1/targets/"+ns) {
 		t.Fatalf("not found: %q %q", code, reason)
 	}
-	if code, _ := d.ExplainTarget(ws.TargetStatus{Target: ws.Target{NamespaceID: ns}, State: observer.ChannelLive}); code != "" {
+	if code, _ := d.ExplainTarget(namespace.TargetStatus{Target: namespace.Target{NamespaceID: ns}, State: observer.ChannelLive}); code != "" {
 		t.Fatalf("a live target explained: %q", code)
 	}
 	d.Observe(observer.Event{Side: observer.SidePeer, Payload: observer.ChannelStateChanged{NamespaceID: ns, From: observer.ChannelReconciling, To: observer.ChannelLive}})
@@ -157,7 +158,7 @@ func TestDiagnosisExplainsFailedTargets(t *testing.T) {
 		t.Fatalf("kept after the target went live: %q", code)
 	}
 	d.Observe(observer.Event{Side: observer.SidePeer, Payload: observer.IdentityConflicted{NamespaceID: ns, Via: observer.ViaIdentityChangedFrame}})
-	code, reason = d.ExplainTarget(ws.TargetStatus{Target: ws.Target{NamespaceID: ns}, State: observer.ChannelConflicted})
+	code, reason = d.ExplainTarget(namespace.TargetStatus{Target: namespace.Target{NamespaceID: ns}, State: observer.ChannelConflicted})
 	if code != "IDENTITY_CHANGED" || !strings.Contains(reason, "/reset") {
 		t.Fatalf("conflicted: %q %q", code, reason)
 	}

@@ -24,8 +24,8 @@ import (
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/ws"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -209,15 +209,15 @@ func newPeerRegistry(t *testing.T) (persistence.Store, *registry.Registry) {
 func TestS21_PersistentTargets(t *testing.T) {
 	st, reg := newPeerRegistry(t)
 	ctx := context.Background()
-	tc, err := ws.NewTargetController(ws.TargetControllerOptions{Registry: reg})
+	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tc.Close()
 	p := &PersistentTargets{TC: tc, Store: st}
-	a := ws.Target{NamespaceID: "ns-0123456789abcdef0123456789abcdef", Owner: "default"}
-	b := ws.Target{NamespaceID: "ns-fedcba9876543210fedcba9876543210", Owner: "team"}
-	for _, tg := range []ws.Target{a, b} {
+	a := namespace.Target{NamespaceID: "ns-0123456789abcdef0123456789abcdef", Owner: "default"}
+	b := namespace.Target{NamespaceID: "ns-fedcba9876543210fedcba9876543210", Owner: "team"}
+	for _, tg := range []namespace.Target{a, b} {
 		if created, err := p.AddTarget(ctx, tg); err != nil || !created {
 			t.Fatalf("add %v: %v %v", tg, created, err)
 		}
@@ -225,13 +225,13 @@ func TestS21_PersistentTargets(t *testing.T) {
 	if created, err := p.AddTarget(ctx, a); err != nil || created {
 		t.Fatalf("adding again: %v %v", created, err)
 	}
-	if _, err := p.AddTarget(ctx, ws.Target{NamespaceID: a.NamespaceID, Owner: "other"}); err != ws.ErrTargetConflict {
+	if _, err := p.AddTarget(ctx, namespace.Target{NamespaceID: a.NamespaceID, Owner: "other"}); err != namespace.ErrTargetConflict {
 		t.Fatalf("another owner: %v", err)
 	}
 	if err := p.RemoveTarget(ctx, b.NamespaceID); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.RemoveTarget(ctx, b.NamespaceID); err != ws.ErrUnknownTarget {
+	if err := p.RemoveTarget(ctx, b.NamespaceID); err != namespace.ErrUnknownTarget {
 		t.Fatalf("removing twice: %v", err)
 	}
 	got, err := LoadTargets(ctx, st)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/namespace"
 )
 
 // targetKeyPrefix is where a peer remembers its replication targets in the store's
@@ -18,12 +18,12 @@ import (
 const targetKeyPrefix = "peer/targets/"
 
 // LoadTargets reads the targets a peer remembered.
-func LoadTargets(ctx context.Context, store persistence.Store) ([]ws.Target, error) {
+func LoadTargets(ctx context.Context, store persistence.Store) ([]namespace.Target, error) {
 	keys, err := store.ConfigKeys(ctx, targetKeyPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("reading the remembered targets: %w", err)
 	}
-	out := make([]ws.Target, 0, len(keys))
+	out := make([]namespace.Target, 0, len(keys))
 	for _, k := range keys {
 		v, err := store.Config(ctx, k)
 		if err != nil {
@@ -35,13 +35,13 @@ func LoadTargets(ctx context.Context, store persistence.Store) ([]ws.Target, err
 		if err := json.Unmarshal(v, &rec); err != nil || rec.Owner == "" {
 			return nil, fmt.Errorf("target record %s is malformed", k)
 		}
-		out = append(out, ws.Target{NamespaceID: strings.TrimPrefix(k, targetKeyPrefix), Owner: rec.Owner})
+		out = append(out, namespace.Target{NamespaceID: strings.TrimPrefix(k, targetKeyPrefix), Owner: rec.Owner})
 	}
 	return out, nil
 }
 
 // RememberTarget stores a target so that the next start restores it.
-func RememberTarget(ctx context.Context, store persistence.Store, t ws.Target) error {
+func RememberTarget(ctx context.Context, store persistence.Store, t namespace.Target) error {
 	v, _ := json.Marshal(struct {
 		Owner string `json:"owner"`
 	}{t.Owner})
@@ -50,39 +50,39 @@ func RememberTarget(ctx context.Context, store persistence.Store, t ws.Target) e
 
 // ParseTarget reads a --target value: ns-<32 hex>, optionally followed by :OWNER (the local
 // owner of the replica; defaultOwner otherwise).
-func ParseTarget(v, defaultOwner string) (ws.Target, error) {
+func ParseTarget(v, defaultOwner string) (namespace.Target, error) {
 	id, owner, _ := strings.Cut(v, ":")
 	if owner == "" {
 		owner = defaultOwner
 	}
 	if !registry.ValidNamespaceID(id) {
-		return ws.Target{}, fmt.Errorf("--target %q: want ns- and 32 lowercase hex digits, optionally :OWNER", v)
+		return namespace.Target{}, fmt.Errorf("--target %q: want ns- and 32 lowercase hex digits, optionally :OWNER", v)
 	}
-	return ws.Target{NamespaceID: id, Owner: owner}, nil
+	return namespace.Target{NamespaceID: id, Owner: owner}, nil
 }
 
 // PersistentTargets is the peer's target list for the admin API: the namespace layer's
 // TargetController, with every change remembered in the store first, so a restart resumes
 // the same targets from their stored replicas (reconcile, not re-bootstrap).
 type PersistentTargets struct {
-	TC    *ws.TargetController
+	TC    *namespace.TargetController
 	Store persistence.Store
 	mu    sync.Mutex // serialises changes
 }
 
 // Targets lists the targets.
-func (p *PersistentTargets) Targets() []ws.TargetStatus { return p.TC.Targets() }
+func (p *PersistentTargets) Targets() []namespace.TargetStatus { return p.TC.Targets() }
 
 // Target returns one target.
-func (p *PersistentTargets) Target(id string) (ws.TargetStatus, bool) { return p.TC.Target(id) }
+func (p *PersistentTargets) Target(id string) (namespace.TargetStatus, bool) { return p.TC.Target(id) }
 
 // AddTarget remembers and adds t; it reports whether it was new.
-func (p *PersistentTargets) AddTarget(ctx context.Context, t ws.Target) (bool, error) {
+func (p *PersistentTargets) AddTarget(ctx context.Context, t namespace.Target) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cur, ok := p.TC.Target(t.NamespaceID); ok {
 		if cur.Owner != t.Owner {
-			return false, ws.ErrTargetConflict
+			return false, namespace.ErrTargetConflict
 		}
 		return false, nil
 	}
@@ -101,7 +101,7 @@ func (p *PersistentTargets) RemoveTarget(ctx context.Context, id string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.TC.Target(id); !ok {
-		return ws.ErrUnknownTarget
+		return namespace.ErrUnknownTarget
 	}
 	if err := p.Store.DeleteConfig(ctx, targetKeyPrefix+id); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -104,11 +105,11 @@ func (a reloadingAuth) Authenticate(ctx context.Context, token string) (ws.Ident
 	return a.r.table.Authenticate(ctx, token)
 }
 
-func (a reloadingAuth) AuthorizeNamespace(peer string, ns protocol.NamespaceID) (ws.Grant, bool) {
+func (a reloadingAuth) AuthorizeNamespace(peer string, ns protocol.NamespaceID) (seam.Grant, bool) {
 	return a.r.table.AuthorizeNamespace(peer, ns)
 }
 
-func (a reloadingAuth) SubscribeRevocations(f func(ws.Revocation)) func() {
+func (a reloadingAuth) SubscribeRevocations(f func(seam.Revocation)) func() {
 	return a.r.table.SubscribeRevocations(f)
 }
 
@@ -211,7 +212,7 @@ func (r *Reloader) reload(ctx context.Context, by string) (bool, error) {
 // lost namespaces (narrowed); anything else (other: a widened grant, a second token).
 type change struct{ added, rotated, removed, narrowed, other []string }
 
-func describeChange(old, new []ws.TokenEntry, revs []ws.Revocation) change {
+func describeChange(old, new []ws.TokenEntry, revs []seam.Revocation) change {
 	peers := func(es []ws.TokenEntry) map[string][]ws.TokenEntry {
 		m := map[string][]ws.TokenEntry{}
 		for _, e := range es {
@@ -220,7 +221,7 @@ func describeChange(old, new []ws.TokenEntry, revs []ws.Revocation) change {
 		return m
 	}
 	before, after := peers(old), peers(new)
-	revoked := map[string]ws.Revocation{}
+	revoked := map[string]seam.Revocation{}
 	for _, rv := range revs {
 		revoked[rv.PeerInstanceID] = rv
 	}
@@ -287,7 +288,7 @@ func (r *Reloader) Run(ctx context.Context, clk clock.Clock, interval time.Durat
 // a whole-peer revocation for every peer one of whose token hashes is gone, and otherwise,
 // per peer, the namespaces (among known and the ids old lists) that old granted and new
 // denies or grants with less (no read, no submit, or another owner).
-func Revocations(old, new []ws.TokenEntry, known []string) []ws.Revocation {
+func Revocations(old, new []ws.TokenEntry, known []string) []seam.Revocation {
 	oldT, _ := ws.NewTokenTable(old)
 	newT, _ := ws.NewTokenTable(new)
 	hashes := map[[sha256.Size]byte]string{}
@@ -304,10 +305,10 @@ func Revocations(old, new []ws.TokenEntry, known []string) []ws.Revocation {
 			whole[e.PeerInstanceID] = true
 		}
 	}
-	var out []ws.Revocation
+	var out []seam.Revocation
 	for _, peer := range peers {
 		if whole[peer] {
-			out = append(out, ws.Revocation{PeerInstanceID: peer})
+			out = append(out, seam.Revocation{PeerInstanceID: peer})
 			continue
 		}
 		candidates := slices.Clone(known)
@@ -334,7 +335,7 @@ func Revocations(old, new []ws.TokenEntry, known []string) []ws.Revocation {
 			}
 		}
 		if len(lost) > 0 {
-			out = append(out, ws.Revocation{PeerInstanceID: peer, Namespaces: lost})
+			out = append(out, seam.Revocation{PeerInstanceID: peer, Namespaces: lost})
 		}
 	}
 	return out

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
 	"go.uber.org/goleak"
 )
@@ -328,23 +329,23 @@ func TestS19_Revocations(t *testing.T) {
 	cases := []struct {
 		name     string
 		old, new []ws.TokenEntry
-		want     []ws.Revocation
+		want     []seam.Revocation
 	}{
 		{"unchanged", []ws.TokenEntry{a1, b1}, []ws.TokenEntry{a1, b1}, nil},
-		{"token removed", []ws.TokenEntry{a1, b1}, []ws.TokenEntry{b1}, []ws.Revocation{{PeerInstanceID: "peer-a"}}},
-		{"token rotated", []ws.TokenEntry{a1}, []ws.TokenEntry{entry("peer-a", "t9", "default", true, true, "*")}, []ws.Revocation{{PeerInstanceID: "peer-a"}}},
+		{"token removed", []ws.TokenEntry{a1, b1}, []ws.TokenEntry{b1}, []seam.Revocation{{PeerInstanceID: "peer-a"}}},
+		{"token rotated", []ws.TokenEntry{a1}, []ws.TokenEntry{entry("peer-a", "t9", "default", true, true, "*")}, []seam.Revocation{{PeerInstanceID: "peer-a"}}},
 		{"second token added", []ws.TokenEntry{a1}, []ws.TokenEntry{a1, entry("peer-a", "t9", "default", true, true, "*")}, nil},
 		{"star narrowed to a list", []ws.TokenEntry{a1}, []ws.TokenEntry{entry("peer-a", "t1", "default", true, true, nsB)},
-			[]ws.Revocation{{PeerInstanceID: "peer-a", Namespaces: nsList(nsA)}}},
+			[]seam.Revocation{{PeerInstanceID: "peer-a", Namespaces: nsList(nsA)}}},
 		{"list narrowed", []ws.TokenEntry{b1}, []ws.TokenEntry{entry("peer-b", "t2", "default", true, true, nsA)},
-			[]ws.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsB)}}},
+			[]seam.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsB)}}},
 		{"submit withdrawn", []ws.TokenEntry{b1}, []ws.TokenEntry{entry("peer-b", "t2", "default", true, false, nsA, nsB)},
-			[]ws.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsA, nsB)}}},
+			[]seam.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsA, nsB)}}},
 		{"owner changed", []ws.TokenEntry{b1}, []ws.TokenEntry{entry("peer-b", "t2", "other", true, true, nsA, nsB)},
-			[]ws.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsA, nsB)}}},
+			[]seam.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsA, nsB)}}},
 		{"widened", []ws.TokenEntry{entry("peer-b", "t2", "default", true, false, nsA)}, []ws.TokenEntry{entry("peer-b", "t2", "default", true, true, "*")}, nil},
 		{"explicit namespace unknown to the hub list", []ws.TokenEntry{b1}, []ws.TokenEntry{entry("peer-b", "t2", "default", true, true, nsA)},
-			[]ws.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsB)}}},
+			[]seam.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsB)}}},
 	}
 	for _, c := range cases {
 		k := known
@@ -358,7 +359,7 @@ func TestS19_Revocations(t *testing.T) {
 	}
 }
 
-func revsEqual(a, b []ws.Revocation) bool {
+func revsEqual(a, b []seam.Revocation) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -382,8 +383,8 @@ func TestReloaderInstallsAndRevokes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var revs []ws.Revocation
-	unsub := r.Table().SubscribeRevocations(func(rv ws.Revocation) { revs = append(revs, rv) })
+	var revs []seam.Revocation
+	unsub := r.Table().SubscribeRevocations(func(rv seam.Revocation) { revs = append(revs, rv) })
 	defer unsub()
 	ctx := context.Background()
 	if _, err := r.Table().Authenticate(ctx, tokA); err != nil {
@@ -423,7 +424,7 @@ func TestReloaderInstallsAndRevokes(t *testing.T) {
 	if _, err := r.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !revsEqual(revs, []ws.Revocation{{PeerInstanceID: "peer-a"}}) {
+	if !revsEqual(revs, []seam.Revocation{{PeerInstanceID: "peer-a"}}) {
 		t.Fatalf("revocations %+v", revs)
 	}
 	if _, err := r.Table().Authenticate(ctx, tokA); err != ws.ErrUnauthenticated {

@@ -16,7 +16,7 @@ type Clock interface {
 }
 
 // Binding is what a transfer's first chunk binds it to: the replication identity of a
-// snapshot (§8.1) or the sync round of a sync diff (§9.2). Live updates have none.
+// snapshot or the sync round of a sync diff. Live updates have none.
 type Binding struct {
 	ReplicationID    string
 	ReplicationEpoch uint64
@@ -24,30 +24,16 @@ type Binding struct {
 }
 
 // ExpiredResyncReason is the RESYNC_REQUIRED reasonCode that follows an assembly timeout of
-// kind k (§17, §18): UPDATE_TRANSFER_EXPIRED for a live update, SYNC_TRANSFER_EXPIRED for a
+// kind k: UPDATE_TRANSFER_EXPIRED for a live update, SYNC_TRANSFER_EXPIRED for a
 // sync diff; "" for a snapshot, whose timeout fails the namespace instead (ExpiredFailure).
-func (k ChunkKind) ExpiredResyncReason() string {
-	switch k {
-	case KindLiveUpdate:
-		return ResyncUpdateTransferExpired
-	case KindSyncDiff:
-		return ResyncSyncTransferExpired
-	}
-	return ""
-}
+func (k ChunkKind) ExpiredResyncReason() string { return k.rule().ExpiredResync }
 
 // ExpiredFailure is the terminal namespace failure that follows an assembly timeout of kind
-// k: BOOTSTRAP_FAILED for a snapshot (§8.1: "对齐 BOOTSTRAP_FAILED 语义族终局"), "" for the
-// kinds that resync instead.
-func (k ChunkKind) ExpiredFailure() ErrorCode {
-	if k == KindSnapshot {
-		return CodeBootstrapFailed
-	}
-	return ""
-}
+// k: BOOTSTRAP_FAILED for a snapshot, "" for the kinds that resync instead.
+func (k ChunkKind) ExpiredFailure() ErrorCode { return k.rule().ExpiredFailure }
 
-// AbortReason is why a partial assembly was discarded: the ChunkedUpdateAbortReason union of
-// §23.1 (append-only).
+// AbortReason is why a partial assembly was discarded: the ChunkedUpdateAbortReason
+// vocabulary of the observer events (§23.1, append-only).
 type AbortReason string
 
 const (
@@ -56,11 +42,11 @@ const (
 	AbortResyncDeclared     AbortReason = "resync-declared"     // RESYNC_REQUIRED, sent or received
 	AbortChannelTeardown    AbortReason = "channel-teardown"    // namespace close or terminal state
 	AbortConnectionTeardown AbortReason = "connection-teardown" // disconnect, GOAWAY drain, stop
-	AbortEpochFence         AbortReason = "epoch-fence"         // identity fence (§11)
+	AbortEpochFence         AbortReason = "epoch-fence"         // identity fence (an epoch bump)
 )
 
 // Abort reports one discarded partial assembly, with its progress, for the
-// chunked-*-aborted observer events (§23.1).
+// chunked-*-aborted observer events.
 type Abort struct {
 	Kind           ChunkKind
 	Namespace      NamespaceID
@@ -83,7 +69,7 @@ type Transfer struct {
 
 	// Complete is set by the last chunk. Data then holds exactly TotalBytes bytes and belongs
 	// to the caller; AckSequence is the last chunk's frame sequence, the ackedSequence of the
-	// UPDATE_ACK, BOOTSTRAP_ACK or SYNC_APPLIED that settles the transfer (§10.3, §8.2, §9.3).
+	// UPDATE_ACK, BOOTSTRAP_ACK or SYNC_APPLIED that settles the transfer.
 	Complete    bool
 	Data        []byte
 	AckSequence uint32
@@ -105,8 +91,8 @@ type assembly struct {
 }
 
 // Assembler reassembles the chunked transfers arriving on one connection (its one inbound
-// direction), keyed by (namespaceId, transferId) (§10.3 receiver rules, with the kinds of §8.1
-// and §9.2). It enforces every first-chunk and follow-up rule, the transferId order, the
+// direction), keyed by (namespaceId, transferId), by the receiver rules of §10.3 for every
+// kind. It enforces every first-chunk and follow-up rule, the transferId order, the
 // per-connection cap on concurrent assemblies, and the sliding assemblyTimeoutMs deadline read
 // from the injected Clock.
 //
@@ -119,7 +105,7 @@ type assembly struct {
 //
 // Assembler is not a goroutine and not safe for concurrent use: the connection's single
 // owner goroutine calls it, arms one timer for NextDeadline and calls Expire when it fires,
-// and calls Discard or DiscardAll on the teardown paths of §10.3.
+// and calls Discard or DiscardAll when a namespace or the connection is torn down.
 type Assembler struct {
 	maxUpdateBytes int
 	maxTotal       [3]int // per ChunkKind
@@ -158,7 +144,7 @@ func (a *Assembler) Len() int { return len(a.active) }
 // over the caps, VIOLATION for bad geometry, a cross-frame mismatch, a transferId out of order
 // or an assembly over the per-connection cap; REPLICATION_ID_MISMATCH,
 // REPLICATION_EPOCH_MISMATCH or SYNC_STATE_VIOLATION for a binding that differs from want. The
-// transfer's partial data is dropped and no abort is reported: the namespace fails (§13.2), and
+// transfer's partial data is dropped and no abort is reported: the namespace fails, and
 // the caller discards its other assemblies as it tears the namespace down.
 func (a *Assembler) Add(c *UpdateChunk, seq uint32, want Binding) (Transfer, error) {
 	key := transferKey{c.NamespaceID, c.TransferID}
@@ -185,7 +171,7 @@ func (a *Assembler) Add(c *UpdateChunk, seq uint32, want Binding) (Transfer, err
 	if asm.received < asm.chunkCount {
 		return t, nil
 	}
-	// "收齐 ⇒ 长度精确核对（Σbytes === totalBytes）".
+	// Complete: the length must be exactly totalBytes.
 	delete(a.active, key)
 	if len(asm.buf) != int(asm.totalBytes) {
 		return Transfer{}, a.violation(asm.kind, c, seq, fmt.Sprintf("complete transfer has %d bytes, declared %d", len(asm.buf), asm.totalBytes))
@@ -194,11 +180,12 @@ func (a *Assembler) Add(c *UpdateChunk, seq uint32, want Binding) (Transfer, err
 	return t, nil
 }
 
-// start checks a first chunk (§10.3: "首 chunk 在分配前完成二维声明上界校验与几何一致校验")
-// and allocates its assembly.
+// start checks a first chunk — its declared bounds and geometry, before anything is
+// allocated — and allocates its assembly.
 func (a *Assembler) start(key transferKey, c *UpdateChunk, want Binding) (*assembly, *Error) {
 	k := c.Kind
-	// transferId: "从 1 严格递增、不回绕", per (connection, direction, namespace), all kinds.
+	// transferId increases strictly from 1 and never wraps, per (connection, direction,
+	// namespace), across all kinds.
 	if last := a.lastID[key.ns]; c.TransferID <= last {
 		return nil, a.violation0(k, c, fmt.Sprintf("transferId %d not above the last started %d", c.TransferID, last))
 	}
@@ -214,7 +201,7 @@ func (a *Assembler) start(key transferKey, c *UpdateChunk, want Binding) (*assem
 	if err := a.checkSize(k, c, 0); err != nil {
 		return nil, err
 	}
-	// Binding block (§8.1, §9.2): the transfer must belong to the namespace's current state.
+	// Binding block: the transfer must belong to the namespace's current state.
 	var b Binding
 	switch k {
 	case KindSnapshot:
@@ -231,7 +218,8 @@ func (a *Assembler) start(key transferKey, c *UpdateChunk, want Binding) (*assem
 			return nil, nsErr(CodeSyncStateViolation, c.NamespaceID, fmt.Sprintf("sync-diff chunk for round %d during round %d", c.SyncRoundID, want.SyncRoundID))
 		}
 	}
-	// "连接级并发 assembly 超 maxConcurrentAssembliesPerConnection ⇒ …_VIOLATION (ns 级、连接保持 ready)".
+	// More concurrent assemblies than maxConcurrentAssembliesPerConnection is the kind's
+	// VIOLATION, a namespace error: the connection stays ready.
 	if len(a.active) >= a.maxActive {
 		return nil, a.violation0(k, c, fmt.Sprintf("a %d-th concurrent assembly on the connection", len(a.active)+1))
 	}
@@ -243,9 +231,9 @@ func (a *Assembler) start(key transferKey, c *UpdateChunk, want Binding) (*assem
 	return asm, nil
 }
 
-// follow checks a follow-up chunk against its assembly (§10.3: "后续 chunk 要求 transferId/
-// totalBytes/chunkCount 与首 chunk 逐字节一致 ∧ chunkIndex === 已收数量 ∧ bytes.byteLength ≤
-// maxUpdateBytes ∧ Σbytes ≤ totalBytes").
+// follow checks a follow-up chunk against its assembly: the same transferId, totalBytes and
+// chunkCount as the first chunk, chunkIndex equal to the chunks received so far, bytes at
+// most maxUpdateBytes, and no more bytes in all than totalBytes.
 func (a *Assembler) follow(key transferKey, c *UpdateChunk) (*assembly, *Error) {
 	asm := a.active[key]
 	if asm == nil {
@@ -338,7 +326,7 @@ func (a *Assembler) discard(match func(transferKey, *assembly) bool, reason Abor
 }
 
 // TransferIDs allocates the transfer ids of one connection's sending direction: per
-// namespace 1, 2, 3, … shared by all kinds (§10.3). Every transfer sends at least one frame
+// namespace 1, 2, 3, … shared by all kinds. Every transfer sends at least one frame
 // and frames use up the uint32 sequence first, so the ids cannot run out before the
 // connection's sequences do; Next still refuses to wrap. The zero value is ready to use; it
 // is owned by the connection's sending goroutine.
@@ -359,9 +347,9 @@ func (t *TransferIDs) Next(ns NamespaceID) (uint32, error) {
 }
 
 // Splitter slices one transfer into UPDATE_CHUNK messages of at most maxUpdateBytes each,
-// lazily: Next slices the following chunk on demand, at send time (§10.3: "切片在出队发送时刻
-// 惰性进行"), and each chunk's Bytes aliases data, which must stay unmodified until the last
-// chunk is encoded. Nothing is copied.
+// lazily: Next slices the following chunk on demand, when it is sent, and each chunk's Bytes
+// aliases data, which must stay unmodified until the last chunk is encoded. Nothing is
+// copied.
 type Splitter struct {
 	head  UpdateChunk // the fields every chunk shares, binding included
 	data  []byte
@@ -375,7 +363,7 @@ type Splitter struct {
 // maxChunksPerUpdate (the kind's TOO_LARGE code, namespace scope), or with invalid fields
 // (MALFORMED_FRAME).
 func NewSplitter(cfg *Config, k ChunkKind, ns NamespaceID, transferID uint32, data []byte, b Binding) (*Splitter, error) {
-	if !k.known() {
+	if !k.Known() {
 		return nil, malformed(TypeUpdateChunk, "kind", "not 0, 1 or 2")
 	}
 	size := cfg.MaxUpdateBytes

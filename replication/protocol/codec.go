@@ -8,7 +8,7 @@ import (
 	"github.com/nomicore/nomicore/lib0"
 )
 
-// Limits are the size limits a Codec enforces (§3, §17, GUIDE §5). Config.Limits derives
+// Limits are the size limits a Codec enforces. Config.Limits derives
 // them from a validated configuration.
 type Limits struct {
 	MaxFrameBytes     int // a whole WebSocket message, envelope included (FRAME_TOO_LARGE)
@@ -57,7 +57,7 @@ func (c Codec) Capabilities() Capability { return c.caps }
 // Limits returns the codec's limits.
 func (c Codec) Limits() Limits { return c.lim }
 
-// ParseHeader runs checks 1–8 of GUIDE §5 on one WebSocket message and returns its envelope.
+// ParseHeader runs the envelope checks on one WebSocket message and returns its envelope.
 func (c Codec) ParseHeader(msg []byte) (Header, error) {
 	h, err := parseHeader(msg, c.lim.MaxFrameBytes, c.caps)
 	if err != nil {
@@ -66,8 +66,8 @@ func (c Codec) ParseHeader(msg []byte) (Header, error) {
 	return h, nil
 }
 
-// Decode decodes one WebSocket message into a frame, running the checks of GUIDE §5 in order
-// except step 9 (the sequence, which needs the per-direction state of Inbound). It never
+// Decode decodes one WebSocket message into a frame, running the decoding checks in order
+// (GUIDE §5) except the sequence, which needs the per-direction state of Inbound. It never
 // panics, and every failure is an *Error with its registry code. Nothing is allocated before
 // checks 1–8 pass; an UPDATE frame then costs one allocation (the message) and no copy of its
 // bytes, which alias msg (see Codec for the lifetime rule).
@@ -83,7 +83,7 @@ func (c Codec) Decode(msg []byte) (Frame, error) {
 	return Frame{Sequence: h.Sequence, Message: m}, nil
 }
 
-// decodePayload is step 10 of GUIDE §5: the whole payload by the lib0 grammar of §4, then the
+// decodePayload is the last check: the whole payload by the lib0 grammar (§4), then the
 // field rules, then the namespace-scope size caps.
 func (c Codec) decodePayload(h Header, payload []byte) (Message, *Error) {
 	var r reader
@@ -115,8 +115,8 @@ func (c Codec) AppendFrame(dst []byte, seq uint32, m Message) ([]byte, error) {
 	}
 	t := m.Type()
 	h := Header{Type: t, Sequence: seq}
-	if t == TypeUpdateChunk && !c.caps.Has(CapChunkedUpdate) {
-		return dst, connErr(CodeUnsupportedMessageType, "UPDATE_CHUNK without negotiated CAP_CHUNKED_UPDATE").withHeader(h)
+	if req := t.requires(); !c.caps.Has(req) {
+		return dst, connErr(CodeUnsupportedMessageType, t.String()+" without negotiated "+req.String()).withHeader(h)
 	}
 	if e := m.check(c.lim); e != nil {
 		return dst, e.withHeader(h)
@@ -133,8 +133,10 @@ func (c Codec) AppendFrame(dst []byte, seq uint32, m Message) ([]byte, error) {
 	return dst, nil
 }
 
-// decodeMessage reads the payload of a registered type. Each case calls decode on the
-// concrete type, so the reader stays on the caller's stack.
+// decodeMessage reads the payload of a registered type. It is the one list of message types
+// outside the rules table (rules.go), on purpose: each case calls decode on the concrete
+// type, so the reader stays on the caller's stack; a call through the table's constructor
+// would move it to the heap and cost an UPDATE decode a second allocation.
 func decodeMessage(t MessageType, r *reader) Message {
 	switch t {
 	case TypeHello:

@@ -10,14 +10,15 @@ import (
 )
 
 // Generation is the implementation generation (§1): orthogonal to the protocol version, and
-// visible on the wire only in the HELLO capability bits.
+// visible on the wire only in the HELLO capability bits. The v1 generation predates chunked
+// transfers; v2 has them.
 type Generation uint8
 
 const (
 	// GenerationV2 offers CAP_CHUNKED_UPDATE (this implementation's default).
 	GenerationV2 Generation = 0
 	// GenerationV1 behaves as the older implementation: HELLO offers no optional capability,
-	// so UPDATE_CHUNK is never sent and 0x42 frames are rejected (§1, §22 interop matrix).
+	// so UPDATE_CHUNK is never sent and 0x42 frames are rejected.
 	GenerationV1 Generation = 1
 )
 
@@ -33,7 +34,7 @@ func (g Generation) String() string {
 }
 
 // SupportedProtocolVersions are the protocol versions this implementation speaks, highest
-// first (GUIDE §5).
+// first.
 var SupportedProtocolVersions = []uint64{1}
 
 const (
@@ -49,13 +50,13 @@ const (
 const MinProtocolOverheadBytes = 20 + 1 + 36 + 5 + 1 + 5 + 5 + 33 + 8 + 5
 
 // Config holds every limit, timeout and generation switch of the replication protocol (§17,
-// §18, §15.1, GUIDE §6). Start from DefaultConfig, change fields, and call Validate at
-// start-up: an invalid configuration is refused loudly, never clamped at run time.
+// §18). Start from DefaultConfig, change fields, and call Validate at start-up: an invalid
+// configuration is refused loudly, never clamped at run time.
 type Config struct {
-	// Generation selects the capability set offered in HELLO (§1).
+	// Generation selects the capability set offered in HELLO.
 	Generation Generation
 
-	// Per-namespace limits (§17).
+	// Per-namespace limits.
 	MaxInFlightUpdates   int // unacknowledged UPDATE (or chunked transfer) window per direction
 	MaxUpdateBytes       int // one UPDATE, and one UPDATE_CHUNK's bytes
 	MaxSyncDiffBytes     int // one single-frame SYNC_STEP2 diff
@@ -63,7 +64,7 @@ type Config struct {
 	MaxQueuedUpdateBytes int // unsent updates of one namespace
 	MaxQueuedUpdateCount int
 
-	// Frame and connection limits (§3, §17, GUIDE §6).
+	// Frame and connection limits.
 	ProtocolOverheadBytes       int // allowance for envelope and fields around Yjs bytes
 	MaxFrameBytes               int // one WebSocket message
 	MaxQueuedControlBytes       int // reserved control-frame allowance
@@ -73,14 +74,14 @@ type Config struct {
 	MaxEarlyFrames              int // frames accepted before admission completes
 	MaxConcurrentOpens          int // OPEN_NAMESPACE in admission at once
 
-	// Chunked transfers (§10.3, §8.1, §9.2, §17).
+	// Chunked transfers.
 	MaxChunkedUpdateBytes                int // totalBytes of a kind=0 transfer
 	MaxChunkedBootstrapBytes             int // totalBytes of a kind=1 transfer
 	MaxChunkedSyncDiffBytes              int // totalBytes of a kind=2 transfer
 	MaxChunksPerUpdate                   int // chunkCount of any transfer
 	MaxConcurrentAssembliesPerConnection int // receiving assemblies per connection, all kinds
 
-	// Timeouts (§18): each a positive whole number of milliseconds.
+	// Timeouts: each a positive whole number of milliseconds.
 	HelloTimeout      time.Duration
 	AuthTimeout       time.Duration
 	OpenTimeout       time.Duration
@@ -93,13 +94,14 @@ type Config struct {
 	PingInterval      time.Duration
 	PongTimeout       time.Duration
 
-	// Reconnect backoff with full jitter (§15.1).
+	// Reconnect backoff with full jitter.
 	BaseBackoff       time.Duration
 	MaxBackoff        time.Duration
 	BackoffResetAfter time.Duration
 }
 
-// DefaultConfig returns the defaults of the contract (§17, §18) and of GUIDE §6.
+// DefaultConfig returns the contract's defaults (§17, §18) and, for the admission limits
+// maxEarlyFrames and maxConcurrentOpens, the implementation guide's.
 func DefaultConfig() Config {
 	return Config{
 		Generation: GenerationV2,
@@ -154,7 +156,7 @@ func (e *ConfigError) Error() string {
 	return "protocol config: " + e.Constraint + " violated: " + e.Detail
 }
 
-// Validate checks every start-up constraint of §17 and §18, plus the ones the wire encoding
+// Validate checks every start-up constraint of the contract, plus the ones the wire encoding
 // imposes (sizes that must fit uint32 fields, an overhead that fits the largest data frame's
 // fields). It reports all violations, each as a *ConfigError naming its constraint. The chunked
 // chains are checked on the merged configuration, defaults included (see docs/decisions.md).
@@ -187,7 +189,7 @@ func (c *Config) Validate() error {
 	}
 	need(c.LowWaterBytes >= 0, "lowWater >= 0", "lowWater = %d", c.LowWaterBytes)
 
-	// §17, in the contract's order.
+	// The contract's constraints on limits, in its order.
 	room := c.MaxFrameBytes - c.ProtocolOverheadBytes
 	need(c.MaxBootstrapBytes <= room, "maxBootstrapBytes <= maxFrameBytes - protocol overhead",
 		"%d > %d - %d", c.MaxBootstrapBytes, c.MaxFrameBytes, c.ProtocolOverheadBytes)
@@ -231,10 +233,10 @@ func (c *Config) Validate() error {
 	}
 	need(c.LowWaterBytes < c.HighWaterBytes, "low-water < high-water", "%d >= %d", c.LowWaterBytes, c.HighWaterBytes)
 
-	// §18.
+	// Between timeouts.
 	need(c.PongTimeout < c.PingInterval, "pongTimeoutMs < pingIntervalMs", "%v >= %v", c.PongTimeout, c.PingInterval)
 
-	// The wire encoding (§3, §10.3).
+	// The wire encoding.
 	need(c.ProtocolOverheadBytes >= MinProtocolOverheadBytes, "protocol overhead >= the largest data frame's non-Yjs bytes",
 		"%d < %d", c.ProtocolOverheadBytes, MinProtocolOverheadBytes)
 	need(int64(c.MaxFrameBytes) <= HeaderLen+math.MaxUint32, "maxFrameBytes <= 20 + 2^32-1 (payloadLength is uint32)",
@@ -251,7 +253,7 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// validTimeout: §17/§18 "有限安全整数且 > 0" in milliseconds.
+// validTimeout: a finite safe integer > 0 of milliseconds.
 func validTimeout(d time.Duration) bool {
 	return d > 0 && d%time.Millisecond == 0 && d/time.Millisecond <= lib0.MaxSafeInteger
 }
@@ -275,18 +277,10 @@ func (c *Config) Capabilities() Capability {
 	return CapChunkedUpdate
 }
 
-// Offer returns the handshake offer of this configuration (§6.1).
+// Offer returns the handshake offer of this configuration.
 func (c *Config) Offer() Offer {
 	return Offer{Versions: SupportedProtocolVersions, Capabilities: c.Capabilities()}
 }
 
-// MaxChunkedBytes returns the cap on totalBytes for a transfer of kind k (§10.3, §8.1, §9.2).
-func (c *Config) MaxChunkedBytes(k ChunkKind) int {
-	switch k {
-	case KindSnapshot:
-		return c.MaxChunkedBootstrapBytes
-	case KindSyncDiff:
-		return c.MaxChunkedSyncDiffBytes
-	}
-	return c.MaxChunkedUpdateBytes
-}
+// MaxChunkedBytes returns the cap on totalBytes for a transfer of kind k.
+func (c *Config) MaxChunkedBytes(k ChunkKind) int { return k.rule().maxChunked(c) }

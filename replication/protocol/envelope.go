@@ -5,14 +5,14 @@ import (
 	"fmt"
 )
 
-// HeaderLen is the size of the fixed envelope (§3).
+// HeaderLen is the size of the fixed envelope.
 const HeaderLen = 20
 
-// EnvelopeVersion is the only envelope layout (§3). It is independent of the protocol
+// EnvelopeVersion is the only envelope layout. It is independent of the protocol
 // version negotiated in HELLO.
 const EnvelopeVersion = 1
 
-// magic is ASCII "NMCR" (§3).
+// magic is ASCII "NMCR".
 var magic = [4]byte{'N', 'M', 'C', 'R'}
 
 // Header is the envelope of one frame (§3): all integers big-endian, flags and reserved zero.
@@ -25,15 +25,16 @@ type Header struct {
 	PayloadLength uint32
 }
 
-// parseHeader runs checks 1–8 of GUIDE §5, in order, on one WebSocket message. It reads only
-// the 20 header bytes and allocates nothing unless it fails.
+// parseHeader runs the envelope checks, in the order the implementation guide gives them
+// (GUIDE §5, checks 1–8), on one WebSocket message. It reads only the 20 header bytes and
+// allocates nothing unless it fails.
 func parseHeader(msg []byte, maxFrameBytes int, caps Capability) (Header, *Error) {
 	var h Header
-	// 1. §17: the outer frame limit, before anything else is read.
+	// 1. The outer frame limit, before anything else is read.
 	if len(msg) > maxFrameBytes {
 		return h, connErr(CodeFrameTooLarge, fmt.Sprintf("message of %d bytes over maxFrameBytes %d", len(msg), maxFrameBytes))
 	}
-	// 2. §3: "固定头恰为 20 bytes".
+	// 2. The fixed header is exactly 20 bytes.
 	if len(msg) < HeaderLen {
 		return h, connErr(CodeMalformedFrame, fmt.Sprintf("message of %d bytes is shorter than the %d-byte envelope", len(msg), HeaderLen))
 	}
@@ -45,26 +46,26 @@ func parseHeader(msg []byte, maxFrameBytes int, caps Capability) (Header, *Error
 	if msg[4] != EnvelopeVersion {
 		return h, connErr(CodeUnsupportedEnvelopeVersion, fmt.Sprintf("envelope version %d", msg[4]))
 	}
-	// 5. "flags 必须为 0".
+	// 5. Flags must be 0.
 	if flags := binary.BigEndian.Uint16(msg[6:8]); flags != 0 {
 		return h, connErr(CodeUnsupportedFlags, fmt.Sprintf("flags 0x%04x", flags))
 	}
-	// 6. "reserved 必须为 0".
+	// 6. Reserved must be 0.
 	if reserved := binary.BigEndian.Uint32(msg[16:20]); reserved != 0 {
 		return h, connErr(CodeMalformedFrame, fmt.Sprintf("reserved 0x%08x", reserved))
 	}
 	h.Type = MessageType(msg[5])
 	h.Sequence = binary.BigEndian.Uint32(msg[8:12])
 	h.PayloadLength = binary.BigEndian.Uint32(msg[12:16])
-	// 7. §5: an unknown type is connection fatal; §10.3: so is 0x42 unless CAP_CHUNKED_UPDATE
-	// was negotiated, "在 payload 解析前".
+	// 7. An unknown type is connection fatal; so is a type whose capability was not
+	// negotiated (UPDATE_CHUNK without CAP_CHUNKED_UPDATE), before the payload is parsed.
 	if !h.Type.Known() {
 		return h, connErr(CodeUnsupportedMessageType, "unknown message type").withHeader(h)
 	}
-	if h.Type == TypeUpdateChunk && !caps.Has(CapChunkedUpdate) {
-		return h, connErr(CodeUnsupportedMessageType, "UPDATE_CHUNK without negotiated CAP_CHUNKED_UPDATE").withHeader(h)
+	if req := h.Type.requires(); !caps.Has(req) {
+		return h, connErr(CodeUnsupportedMessageType, h.Type.String()+" without negotiated "+req.String()).withHeader(h)
 	}
-	// 8. §3: "byteLength 必须严格等于 20 + payloadLength", after the frame limit.
+	// 8. The message is exactly 20 + payloadLength bytes, after the frame limit.
 	if total := HeaderLen + uint64(h.PayloadLength); total > uint64(maxFrameBytes) {
 		return h, connErr(CodeFrameTooLarge, fmt.Sprintf("declared frame of %d bytes over maxFrameBytes %d", total, maxFrameBytes)).withHeader(h)
 	} else if total != uint64(len(msg)) {
@@ -83,3 +84,12 @@ func appendHeader(dst []byte, t MessageType, seq uint32) []byte {
 }
 
 func setPayloadLength(frame []byte, n uint32) { binary.BigEndian.PutUint32(frame[12:16], n) }
+
+// FrameSequence returns the sequence in the envelope of an encoded frame (at least HeaderLen
+// bytes, as AppendFrame produces them).
+func FrameSequence(frame []byte) uint32 { return binary.BigEndian.Uint32(frame[8:12]) }
+
+// SetFrameSequence stamps seq into the envelope of an encoded frame (at least HeaderLen
+// bytes), in place: a frame encoded ahead of time takes the sequence its writer assigns
+// when it is sent.
+func SetFrameSequence(frame []byte, seq uint32) { binary.BigEndian.PutUint32(frame[8:12], seq) }

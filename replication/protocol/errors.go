@@ -5,13 +5,13 @@ import (
 	"strings"
 )
 
-// Error is a classified protocol failure: a frame that failed a check of GUIDE §5, a chunk
-// that broke a transfer rule (§10.3, §8.1, §9.2), a failed handshake (§6), or an exhausted
-// sequence. Every failure this package reports is an *Error; use errors.As.
+// Error is a classified protocol failure: a frame that failed a decoding check, a chunk that
+// broke a transfer rule, a failed handshake, or an exhausted sequence. Every failure this
+// package reports is an *Error; use errors.As.
 //
-// Scope says what the caller must do: a connection-scope error closes the connection (with
-// CloseCode, after a best-effort connection ERROR frame, §14); a namespace-scope error fails
-// only that namespace (a namespace ERROR frame, §13.2), and the connection goes on.
+// Scope says what the caller must do (§13): a connection-scope error closes the connection
+// (with CloseCode, after a best-effort connection ERROR frame); a namespace-scope error
+// fails only that namespace (a namespace ERROR frame), and the connection goes on.
 type Error struct {
 	Code  ErrorCode
 	Scope Scope
@@ -23,7 +23,7 @@ type Error struct {
 	Type      MessageType
 	Sequence  uint32
 	HasHeader bool
-	// Detail names the violated rule, for local logs only: never put it on the wire (§13).
+	// Detail names the violated rule, for local logs only: never put it on the wire.
 	Detail string
 	// Err is the underlying cause (for example a *lib0.Error), or nil.
 	Err error
@@ -53,11 +53,11 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Spec returns the registry row of the error's code and scope (§13). Internal codes such as
+// Spec returns the registry row of the error's code and scope. Internal codes such as
 // OUTBOUND_SEQUENCE_EXHAUSTED have none.
 func (e *Error) Spec() (ErrorSpec, bool) { return LookupError(e.Scope, e.Code) }
 
-// CloseCode is the WebSocket close code for a connection-scope error (§13.1, §14); internal
+// CloseCode is the WebSocket close code for a connection-scope error (§14); internal
 // codes without a registry row close with 1011.
 func (e *Error) CloseCode() CloseCode {
 	if s, ok := e.Spec(); ok && s.Close != 0 {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// NamespaceID is a namespace key, `^ns-[0-9a-f]{32}$` (§1, §4). It is a comparable value
+// NamespaceID is a namespace key, `^ns-[0-9a-f]{32}$` (§1). It is a comparable value
 // (usable as a map key, decoded without allocating); the zero value means "no namespace" and
 // is never a valid id. Build one with ParseNamespaceID.
 type NamespaceID struct {
@@ -106,7 +106,7 @@ func ValidInstanceID(s string) bool {
 	return true
 }
 
-// ValidReplicationID reports whether s is a replication lineage id: 32 lowercase hex (§1).
+// ValidReplicationID reports whether s is a replication lineage id: 32 lowercase hex.
 func ValidReplicationID(s string) bool {
 	if len(s) != 32 {
 		return false
@@ -119,11 +119,11 @@ func ValidReplicationID(s string) bool {
 	return true
 }
 
-// MaxCodeLen is the longest code, reasonCode or safeMessage accepted (GUIDE §5).
+// MaxCodeLen is the longest code, reasonCode or safeMessage accepted.
 const MaxCodeLen = 256
 
 // validStableText reports whether s is printable ASCII of at most MaxCodeLen bytes: the rule
-// for code, reasonCode and safeMessage (GUIDE §5).
+// for code, reasonCode and safeMessage.
 func validStableText(s string) bool {
 	if len(s) > MaxCodeLen {
 		return false

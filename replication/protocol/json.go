@@ -12,7 +12,8 @@ import (
 	"github.com/nomicore/nomicore/lib0"
 )
 
-// The frame JSON of GUIDE §7, used by `nmcr frame` and the golden-vector tests:
+// The frame JSON of the implementation guide (GUIDE §7), used by `nmcr frame` and the
+// golden-vector tests:
 //
 //	{"type":"HELLO","sequence":1,"payload":{…}}
 //
@@ -34,9 +35,9 @@ func AppendFrameJSON(dst []byte, f Frame) []byte {
 }
 
 var messageTypesByName = func() map[string]MessageType {
-	m := make(map[string]MessageType, len(messageTypeNames))
-	for t, name := range messageTypeNames {
-		m[name] = t
+	m := make(map[string]MessageType)
+	for _, r := range MessageRules() {
+		m[r.Name] = r.Type
 	}
 	return m
 }()
@@ -92,49 +93,6 @@ func ParseFrameJSON(b []byte) (Frame, error) {
 
 func jsonErr(format string, args ...any) *Error {
 	return connErr(CodeMalformedFrame, "frame JSON: "+fmt.Sprintf(format, args...))
-}
-
-// newMessage returns an empty message of a registered type.
-func newMessage(t MessageType) Message {
-	switch t {
-	case TypeHello:
-		return new(Hello)
-	case TypeHelloAck:
-		return new(HelloAck)
-	case TypeGoAway:
-		return new(GoAway)
-	case TypeError:
-		return new(ErrorMessage)
-	case TypeOpenNamespace:
-		return new(OpenNamespace)
-	case TypeOpenOK:
-		return new(OpenOK)
-	case TypeCloseNamespace:
-		return new(CloseNamespace)
-	case TypeCloseOK:
-		return new(CloseOK)
-	case TypeBootstrapSnapshot:
-		return new(BootstrapSnapshot)
-	case TypeBootstrapAck:
-		return new(BootstrapAck)
-	case TypeIdentityChanged:
-		return new(IdentityChanged)
-	case TypeSyncStep1:
-		return new(SyncStep1)
-	case TypeSyncStep2:
-		return new(SyncStep2)
-	case TypeSyncApplied:
-		return new(SyncApplied)
-	case TypeResyncRequired:
-		return new(ResyncRequired)
-	case TypeUpdate:
-		return new(Update)
-	case TypeUpdateAck:
-		return new(UpdateAck)
-	case TypeUpdateChunk:
-		return new(UpdateChunk)
-	}
-	return nil
 }
 
 // ---- writing ----
@@ -274,6 +232,8 @@ func (r *jsonReader) uintMax(k string, max uint64, optional bool) (uint64, bool)
 	return n, true
 }
 
+// num, u32 and u8 read required numbers: a missing field fails r, so the presence
+// uintMax reports carries nothing more.
 func (r *jsonReader) num(k string) uint64 {
 	n, _ := r.uintMax(k, lib0.MaxSafeInteger, false)
 	return n

@@ -7,13 +7,14 @@ import (
 	"github.com/nomicore/nomicore/lib0"
 )
 
-// Message is one of the 18 typed payloads of §5, always as a pointer: *Hello, *HelloAck,
-// *GoAway, *ErrorMessage, *OpenNamespace, *OpenOK, *CloseNamespace, *CloseOK,
-// *BootstrapSnapshot, *BootstrapAck, *IdentityChanged, *SyncStep1, *SyncStep2, *SyncApplied,
-// *ResyncRequired, *Update, *UpdateAck, *UpdateChunk. The set is closed.
+// Message is one of the 18 typed payloads of the message registry (§5), always as a
+// pointer: *Hello, *HelloAck, *GoAway, *ErrorMessage, *OpenNamespace, *OpenOK,
+// *CloseNamespace, *CloseOK, *BootstrapSnapshot, *BootstrapAck, *IdentityChanged,
+// *SyncStep1, *SyncStep2, *SyncApplied, *ResyncRequired, *Update, *UpdateAck, *UpdateChunk.
+// The set is closed.
 //
-// Field rules (§6–§13, GUIDE §5) are one set for both directions: the Codec refuses to encode
-// a message that it would refuse to decode.
+// Field rules are one set for both directions: the Codec refuses to encode a message that it
+// would refuse to decode.
 type Message interface {
 	Type() MessageType
 	// check applies the field rules that the wire grammar alone does not enforce.
@@ -32,12 +33,15 @@ type NamespaceMessage interface {
 	Namespace() NamespaceID
 }
 
-// malformed is the MALFORMED_FRAME of GUIDE §5 step 10 for a field rule.
+// malformed is the MALFORMED_FRAME of a field rule. It is kept out of line so that the
+// checks calling it, on every frame's hot path, stay small enough to inline.
+//
+//go:noinline
 func malformed(t MessageType, field, rule string) *Error {
 	return connErr(CodeMalformedFrame, t.String()+"."+field+": "+rule)
 }
 
-// tooLarge is a namespace-scope size cap (GUIDE §5): UPDATE_TOO_LARGE, SYNC_DIFF_TOO_LARGE,
+// tooLarge is a namespace-scope size cap: UPDATE_TOO_LARGE, SYNC_DIFF_TOO_LARGE,
 // BOOTSTRAP_TOO_LARGE.
 func tooLarge(code ErrorCode, ns NamespaceID, t MessageType, field string) *Error {
 	return nsErr(code, ns, t.String()+"."+field+" over its limit")
@@ -97,9 +101,9 @@ func appendBool(dst []byte, v bool) []byte { return appendOptionalMarker(dst, v)
 // namespaceLen is the encoded size of a namespaceId field.
 const namespaceLen = 1 + namespaceIDLen
 
-// ---- §6.1 HELLO 0x01 ----
+// ---- HELLO 0x01 ----
 
-// MaxProtocolVersions is the longest HELLO protocolVersions list (GUIDE §5).
+// MaxProtocolVersions is the longest HELLO protocolVersions list.
 const MaxProtocolVersions = 16
 
 // Hello opens the handshake, Peer→Hub (§6.1).
@@ -167,7 +171,7 @@ func (m *Hello) sizeHint() int {
 	return 2 + len(m.PeerInstanceID) + len(m.ExpectedHubInstanceID) + 1 + 8*len(m.ProtocolVersions) + 8 + 17
 }
 
-// ---- §6.2 HELLO_ACK 0x02 ----
+// ---- HELLO_ACK 0x02 ----
 
 // HelloAck answers HELLO, Hub→Peer (§6.2).
 type HelloAck struct {
@@ -213,9 +217,9 @@ func (m *HelloAck) sizeHint() int {
 	return 1 + len(m.HubInstanceID) + 8 + 4 + 17 + 5 + len(m.ConnectionID)
 }
 
-// ---- §6.3 GOAWAY 0x03 ----
+// ---- GOAWAY 0x03 ----
 
-// GOAWAY reasonCodes with a defined peer reaction (§15.1); other stable codes are allowed.
+// GOAWAY reasonCodes with a defined peer reaction; other stable codes are allowed.
 const (
 	GoAwayServerRestarting   = "SERVER_RESTARTING"    // reconnect after retryAfterMs + jitter
 	GoAwayServerShuttingDown = "SERVER_SHUTTING_DOWN" // blocked until configuration or start
@@ -263,12 +267,12 @@ func (m *GoAway) decode(r *reader) {
 
 func (m *GoAway) sizeHint() int { return 1 + len(m.ReasonCode) + 18 }
 
-// ---- §13 ERROR 0x04 ----
+// ---- ERROR 0x04 ----
 
 // ErrorMessage is the ERROR frame (§13). Scope, Fatal and Retryable are fixed by the
 // registry for a registered code: NewErrorMessage fills them, and the Codec refuses to encode
 // (or decode) a registered code whose values differ. A code outside the registries is
-// accepted as sent (the registry is append-only, GUIDE §5).
+// accepted as sent: the registry is append-only, and a newer sender may use a newer code.
 type ErrorMessage struct {
 	Scope              Scope
 	Code               ErrorCode
@@ -282,8 +286,9 @@ type ErrorMessage struct {
 }
 
 // NewErrorMessage builds the ERROR for a registered code, taking scope, fatal and retryable
-// from the registry (§13: "调用方不能覆盖"). ns is required for a namespace-scope code and
-// must be zero for a connection-scope one. It fails for a code outside the registry of scope.
+// from the registry, which the caller cannot override (§13). ns is required for a
+// namespace-scope code and must be zero for a connection-scope one. It fails for a code
+// outside the registry of scope.
 func NewErrorMessage(scope Scope, code ErrorCode, ns NamespaceID, safeMessage string) (*ErrorMessage, error) {
 	spec, ok := LookupError(scope, code)
 	if !ok {
@@ -367,7 +372,7 @@ func (m *ErrorMessage) sizeHint() int {
 	return 1 + 2 + len(m.Code) + 2 + 6 + 1 + namespaceLen + 2 + len(m.SafeMessage)
 }
 
-// ---- §7.1 OPEN_NAMESPACE 0x10 ----
+// ---- OPEN_NAMESPACE 0x10 ----
 
 // OpenNamespace asks to open a namespace, Peer→Hub (§7.1). The identity fields are on the wire
 // exactly when HasLocalReplica (reconcile); without them the Peer asks for a bootstrap.
@@ -411,7 +416,8 @@ func (m *OpenNamespace) appendPayload(dst []byte) []byte {
 func (m *OpenNamespace) decode(r *reader) {
 	m.NamespaceID = r.namespace("namespaceId")
 	m.HasLocalReplica = r.boolean("hasLocalReplica")
-	// §7.1: "两个 identity 字段必须同时出现或同时省略", present exactly with a local replica.
+	// The two identity fields are both present or both absent: present exactly with a local
+	// replica.
 	if r.optional("replicationId") != m.HasLocalReplica {
 		r.fail("replicationId presence differs from hasLocalReplica")
 	}
@@ -428,7 +434,7 @@ func (m *OpenNamespace) decode(r *reader) {
 
 func (m *OpenNamespace) sizeHint() int { return namespaceLen + 3 + 33 + 8 }
 
-// ---- §7.2 OPEN_OK 0x11 ----
+// ---- OPEN_OK 0x11 ----
 
 // OpenOK accepts an OPEN_NAMESPACE, Hub→Peer (§7.2).
 type OpenOK struct {
@@ -467,7 +473,7 @@ func (m *OpenOK) decode(r *reader) {
 
 func (m *OpenOK) sizeHint() int { return namespaceLen + 1 + 33 + 8 }
 
-// ---- §12 CLOSE_NAMESPACE 0x12 ----
+// ---- CLOSE_NAMESPACE 0x12 ----
 
 // CloseNamespace starts the close handshake of a namespace, either direction (§12).
 type CloseNamespace struct {
@@ -493,7 +499,7 @@ func (m *CloseNamespace) decode(r *reader) {
 
 func (m *CloseNamespace) sizeHint() int { return namespaceLen + 2 + len(m.ReasonCode) }
 
-// ---- §12 CLOSE_OK 0x13 ----
+// ---- CLOSE_OK 0x13 ----
 
 // CloseOK answers CLOSE_NAMESPACE (§12).
 type CloseOK struct {
@@ -503,7 +509,11 @@ type CloseOK struct {
 
 func (*CloseOK) Type() MessageType        { return TypeCloseOK }
 func (m *CloseOK) Namespace() NamespaceID { return m.NamespaceID }
-func (m *CloseOK) check(Limits) *Error    { return checkNamespace(TypeCloseOK, m.NamespaceID) }
+
+// Acknowledges implements Acknowledgement.
+func (m *CloseOK) Acknowledges() uint32 { return m.AckedSequence }
+
+func (m *CloseOK) check(Limits) *Error { return checkNamespace(TypeCloseOK, m.NamespaceID) }
 
 func (m *CloseOK) appendPayload(dst []byte) []byte {
 	return lib0.AppendVarUint(m.NamespaceID.appendTo(dst), uint64(m.AckedSequence))
@@ -516,7 +526,7 @@ func (m *CloseOK) decode(r *reader) {
 
 func (m *CloseOK) sizeHint() int { return namespaceLen + 5 }
 
-// ---- §8.1 BOOTSTRAP_SNAPSHOT 0x20 ----
+// ---- BOOTSTRAP_SNAPSHOT 0x20 ----
 
 // BootstrapSnapshot carries a whole replica, Hub→Peer (§8.1). Snapshot is at most
 // maxBootstrapBytes (else BOOTSTRAP_TOO_LARGE); larger snapshots travel as kind=1 chunks.
@@ -556,7 +566,7 @@ func (m *BootstrapSnapshot) decode(r *reader) {
 
 func (m *BootstrapSnapshot) sizeHint() int { return namespaceLen + 33 + 8 + 5 + len(m.Snapshot) }
 
-// ---- §8.2 BOOTSTRAP_ACK 0x21 ----
+// ---- BOOTSTRAP_ACK 0x21 ----
 
 // BootstrapAck confirms a snapshot import, Peer→Hub (§8.2).
 type BootstrapAck struct {
@@ -566,7 +576,11 @@ type BootstrapAck struct {
 
 func (*BootstrapAck) Type() MessageType        { return TypeBootstrapAck }
 func (m *BootstrapAck) Namespace() NamespaceID { return m.NamespaceID }
-func (m *BootstrapAck) check(Limits) *Error    { return checkNamespace(TypeBootstrapAck, m.NamespaceID) }
+
+// Acknowledges implements Acknowledgement.
+func (m *BootstrapAck) Acknowledges() uint32 { return m.AckedSequence }
+
+func (m *BootstrapAck) check(Limits) *Error { return checkNamespace(TypeBootstrapAck, m.NamespaceID) }
 
 func (m *BootstrapAck) appendPayload(dst []byte) []byte {
 	return lib0.AppendVarUint(m.NamespaceID.appendTo(dst), uint64(m.AckedSequence))
@@ -579,7 +593,7 @@ func (m *BootstrapAck) decode(r *reader) {
 
 func (m *BootstrapAck) sizeHint() int { return namespaceLen + 5 }
 
-// ---- §11 IDENTITY_CHANGED 0x22 ----
+// ---- IDENTITY_CHANGED 0x22 ----
 
 // IdentityChanged fences a namespace after an epoch bump, Hub→Peer (§11).
 type IdentityChanged struct {
@@ -609,7 +623,7 @@ func (m *IdentityChanged) decode(r *reader) {
 
 func (m *IdentityChanged) sizeHint() int { return namespaceLen + 33 + 8 }
 
-// ---- §9.1 SYNC_STEP1 0x30 ----
+// ---- SYNC_STEP1 0x30 ----
 
 // SyncStep1 opens (Peer) or answers (Hub) a reconciliation round (§9.1).
 type SyncStep1 struct {
@@ -636,7 +650,7 @@ func (m *SyncStep1) decode(r *reader) {
 
 func (m *SyncStep1) sizeHint() int { return namespaceLen + 5 + 5 + len(m.StateVector) }
 
-// ---- §9.2 SYNC_STEP2 0x31 ----
+// ---- SYNC_STEP2 0x31 ----
 
 // SyncStep2 carries the diff against the other side's state vector (§9.2). Update is at most
 // maxSyncDiffBytes (else SYNC_DIFF_TOO_LARGE); larger diffs travel as kind=2 chunks.
@@ -676,7 +690,7 @@ func (m *SyncStep2) decode(r *reader) {
 
 func (m *SyncStep2) sizeHint() int { return namespaceLen + 10 + 5 + len(m.Update) }
 
-// ---- §9.3 SYNC_APPLIED 0x32 ----
+// ---- SYNC_APPLIED 0x32 ----
 
 // SyncApplied confirms a Step2 diff was applied (§9.3).
 type SyncApplied struct {
@@ -687,7 +701,11 @@ type SyncApplied struct {
 
 func (*SyncApplied) Type() MessageType        { return TypeSyncApplied }
 func (m *SyncApplied) Namespace() NamespaceID { return m.NamespaceID }
-func (m *SyncApplied) check(Limits) *Error    { return checkNamespace(TypeSyncApplied, m.NamespaceID) }
+
+// Acknowledges implements Acknowledgement.
+func (m *SyncApplied) Acknowledges() uint32 { return m.AckedSequence }
+
+func (m *SyncApplied) check(Limits) *Error { return checkNamespace(TypeSyncApplied, m.NamespaceID) }
 
 func (m *SyncApplied) appendPayload(dst []byte) []byte {
 	dst = m.NamespaceID.appendTo(dst)
@@ -703,9 +721,9 @@ func (m *SyncApplied) decode(r *reader) {
 
 func (m *SyncApplied) sizeHint() int { return namespaceLen + 10 }
 
-// ---- §9.4 RESYNC_REQUIRED 0x33 ----
+// ---- RESYNC_REQUIRED 0x33 ----
 
-// The reasonCode vocabulary of RESYNC_REQUIRED (§9.4, append-only).
+// The reasonCode vocabulary of RESYNC_REQUIRED (append-only).
 const (
 	ResyncSendQueueOverflow     = "send-queue-overflow"
 	ResyncUpdateTransferExpired = "UPDATE_TRANSFER_EXPIRED"
@@ -736,7 +754,7 @@ func (m *ResyncRequired) decode(r *reader) {
 
 func (m *ResyncRequired) sizeHint() int { return namespaceLen + 2 + len(m.ReasonCode) }
 
-// ---- §10.1 UPDATE 0x40 ----
+// ---- UPDATE 0x40 ----
 
 // Update is one live Yjs update (§10.1), at most maxUpdateBytes (else UPDATE_TOO_LARGE).
 type Update struct {
@@ -768,7 +786,7 @@ func (m *Update) decode(r *reader) {
 
 func (m *Update) sizeHint() int { return namespaceLen + 5 + len(m.Update) }
 
-// ---- §10.2 UPDATE_ACK 0x41 ----
+// ---- UPDATE_ACK 0x41 ----
 
 // UpdateAck confirms a live apply (§10.2).
 type UpdateAck struct {
@@ -778,7 +796,11 @@ type UpdateAck struct {
 
 func (*UpdateAck) Type() MessageType        { return TypeUpdateAck }
 func (m *UpdateAck) Namespace() NamespaceID { return m.NamespaceID }
-func (m *UpdateAck) check(Limits) *Error    { return checkNamespace(TypeUpdateAck, m.NamespaceID) }
+
+// Acknowledges implements Acknowledgement.
+func (m *UpdateAck) Acknowledges() uint32 { return m.AckedSequence }
+
+func (m *UpdateAck) check(Limits) *Error { return checkNamespace(TypeUpdateAck, m.NamespaceID) }
 
 func (m *UpdateAck) appendPayload(dst []byte) []byte {
 	return lib0.AppendVarUint(m.NamespaceID.appendTo(dst), uint64(m.AckedSequence))
@@ -791,10 +813,11 @@ func (m *UpdateAck) decode(r *reader) {
 
 func (m *UpdateAck) sizeHint() int { return namespaceLen + 5 }
 
-// ---- §10.3 UPDATE_CHUNK 0x42 ----
+// ---- UPDATE_CHUNK 0x42 ----
 
-// UpdateChunk is one self-describing slice of a chunked transfer (§10.3; kinds of §8.1 and
-// §9.2). It may be sent and accepted only with CAP_CHUNKED_UPDATE negotiated.
+// UpdateChunk is one self-describing slice of a chunked transfer (§10.3) of a live update,
+// a snapshot or a sync diff. It may be sent and accepted only with CAP_CHUNKED_UPDATE
+// negotiated.
 //
 // The binding block is on the wire exactly when Kind ≠ KindLiveUpdate and ChunkIndex = 0:
 // ReplicationID and ReplicationEpoch for a snapshot, SyncRoundID for a sync diff. The binding
@@ -815,15 +838,16 @@ type UpdateChunk struct {
 func (*UpdateChunk) Type() MessageType        { return TypeUpdateChunk }
 func (m *UpdateChunk) Namespace() NamespaceID { return m.NamespaceID }
 
-// HasBinding reports whether the chunk carries the binding block (§10.3).
+// HasBinding reports whether the chunk carries the binding block: the first chunk of a
+// snapshot or sync diff.
 func (m *UpdateChunk) HasBinding() bool { return m.Kind != KindLiveUpdate && m.ChunkIndex == 0 }
 
-// check applies the codec-level single-frame rules of §10.3 ("encode/decode 同一套，违者
-// MALFORMED_FRAME"), then the maxUpdateBytes cap (UPDATE_TOO_LARGE).
+// check applies the single-frame rules of a chunk, the same when encoding and decoding (a
+// breach is MALFORMED_FRAME), then the maxUpdateBytes cap (UPDATE_TOO_LARGE).
 func (m *UpdateChunk) check(lim Limits) *Error {
 	const t = TypeUpdateChunk
 	switch {
-	case !m.Kind.known():
+	case !m.Kind.Known():
 		return malformed(t, "kind", "not 0, 1 or 2")
 	case m.NamespaceID.IsZero():
 		return malformed(t, "namespaceId", "missing")

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Offer is what one side brings to the version and capability handshake (§6.1).
+// Offer is what one side brings to the version and capability handshake.
 type Offer struct {
 	Versions     []uint64   // protocol versions spoken, strictly descending
 	Capabilities Capability // capabilities supported (offered as optional)
@@ -22,13 +22,13 @@ type Negotiated struct {
 // Chunked reports whether UPDATE_CHUNK may be used on the connection.
 func (n Negotiated) Chunked() bool { return n.Capabilities.Has(CapChunkedUpdate) }
 
-// HubHandshake answers a peer's HELLO (§2, §6.1, §6.2).
+// HubHandshake answers a peer's HELLO (§6).
 type HubHandshake struct {
 	HubInstanceID string // this hub
-	// PeerInstanceID is the identity authenticated at the HTTP Upgrade (§2); the HELLO's
+	// PeerInstanceID is the identity authenticated at the HTTP Upgrade; the HELLO's
 	// self-declared id must equal it and is never trusted on its own.
 	PeerInstanceID string
-	ConnectionID   string // for observability only (§6.2)
+	ConnectionID   string // for observability only
 	Offer          Offer
 }
 
@@ -45,7 +45,7 @@ func (hs *HubHandshake) Answer(h *Hello) (*HelloAck, Negotiated, error) {
 	if h.ExpectedHubInstanceID != hs.HubInstanceID {
 		return nil, Negotiated{}, connErr(CodeInstanceIdentityMismatch, "HELLO expectedHubInstanceId differs from this hub")
 	}
-	// §6.1: "Hub 选择双方共同支持的最高 protocol version".
+	// The hub selects the highest protocol version both sides speak.
 	version, ok := uint64(0), false
 	for _, v := range h.ProtocolVersions {
 		if slices.Contains(hs.Offer.Versions, v) && v > version {
@@ -55,7 +55,8 @@ func (hs *HubHandshake) Answer(h *Hello) (*HelloAck, Negotiated, error) {
 	if !ok {
 		return nil, Negotiated{}, connErr(CodeUnsupportedProtocolVersion, fmt.Sprintf("no common version in %v and %v", h.ProtocolVersions, hs.Offer.Versions))
 	}
-	// "任一 required capability 不支持则拒绝。optional capabilities 取交集。"
+	// A required capability the other side lacks refuses the connection; the optional
+	// capabilities in use are the intersection of both offers.
 	ours := hs.Offer.Capabilities | hs.Offer.Required
 	theirs := h.RequiredCapabilities | h.OptionalCapabilities
 	if missing := h.RequiredCapabilities &^ ours; missing != 0 {
@@ -75,7 +76,7 @@ func (hs *HubHandshake) Answer(h *Hello) (*HelloAck, Negotiated, error) {
 	return ack, n, nil
 }
 
-// PeerHandshake is the peer's side of the handshake (§2, §6).
+// PeerHandshake is the peer's side of the handshake (§6).
 type PeerHandshake struct {
 	PeerInstanceID string   // this peer
 	HubInstanceID  string   // the hub it expects

@@ -12,7 +12,7 @@ import (
 // keeps them equal.
 func TestS23_2_ObserverCodeUnionsMatchRegistries(t *testing.T) {
 	want := map[string]bool{
-		"PONG_TIMEOUT": true,
+		string(protocol.CodePongTimeout):               true,
 		string(protocol.CodeOutboundSequenceExhausted): true,
 	}
 	for _, spec := range protocol.ConnectionErrors() {

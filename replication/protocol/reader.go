@@ -26,7 +26,7 @@ func (r *reader) at(field string) bool {
 // fail records a grammar violation of the field being read.
 func (r *reader) fail(rule string) { r.Fail(errors.New(rule)) }
 
-// uint reads a varUint that must be a JS safe integer (§4, GUIDE §5).
+// uint reads a varUint that must be a JS safe integer.
 func (r *reader) uint(field string) uint64 {
 	if !r.at(field) {
 		return 0
@@ -34,7 +34,7 @@ func (r *reader) uint(field string) uint64 {
 	return r.ReadVarUint()
 }
 
-// u32 reads a varUint the contract types as uint32 (GUIDE §5).
+// u32 reads a varUint the contract types as uint32.
 func (r *reader) u32(field string) uint32 {
 	if !r.at(field) {
 		return 0
@@ -71,7 +71,7 @@ func (r *reader) boolean(field string) bool {
 	return r.ReadBool()
 }
 
-// optional reads an optional marker (§4: u8 0|1 followed by the value when 1).
+// optional reads an optional marker: a u8 0 or 1, followed by the value when 1.
 func (r *reader) optional(field string) bool {
 	if !r.at(field) {
 		return false
@@ -79,7 +79,7 @@ func (r *reader) optional(field string) bool {
 	return r.ReadOptional()
 }
 
-// caps reads a capability bitset: a fixed uint32 big-endian (§4).
+// caps reads a capability bitset: a fixed uint32 big-endian.
 func (r *reader) caps(field string) Capability {
 	if !r.at(field) {
 		return 0
@@ -87,7 +87,7 @@ func (r *reader) caps(field string) Capability {
 	return Capability(r.ReadUint32BE())
 }
 
-// namespace reads a varString namespaceId and checks `^ns-[0-9a-f]{32}$` (§4) without
+// namespace reads a varString namespaceId and checks `^ns-[0-9a-f]{32}$` without
 // allocating.
 func (r *reader) namespace(field string) NamespaceID {
 	if !r.at(field) {
@@ -104,7 +104,7 @@ func (r *reader) namespace(field string) NamespaceID {
 	return id
 }
 
-// nonce reads a varUint8Array that must be exactly 16 bytes (§6.1).
+// nonce reads a varUint8Array that must be exactly 16 bytes.
 func (r *reader) nonce(field string) (n [16]byte) {
 	if !r.at(field) {
 		return n

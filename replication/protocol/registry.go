@@ -1,8 +1,8 @@
 package protocol
 
-// ErrorCode is a stable error code of the append-only registries of §13 (the ERROR frame's
+// ErrorCode is a stable error code of the append-only error registries (§13; the ERROR frame's
 // code field, a printable ASCII string). Codes outside the registries are valid values: they
-// are accepted on decode (GUIDE §5) and folded to INTERNAL_ERROR only in observer events.
+// are accepted on decode and folded to INTERNAL_ERROR only in observer events.
 type ErrorCode string
 
 // String returns the code itself.
@@ -58,11 +58,18 @@ const (
 	CodeSyncTransferTooLarge             ErrorCode = "SYNC_TRANSFER_TOO_LARGE"
 )
 
-// CodeOutboundSequenceExhausted is the internal connection code of §23.2 for a sending
-// direction whose uint32 sequence is used up. No wire frame carries it.
-const CodeOutboundSequenceExhausted ErrorCode = "OUTBOUND_SEQUENCE_EXHAUSTED"
+// The local connection codes (§23.2): they end a connection without a wire frame, so no
+// registry row has them.
+const (
+	// CodeOutboundSequenceExhausted: a sending direction used every uint32 sequence (or a
+	// namespace every transfer id).
+	CodeOutboundSequenceExhausted ErrorCode = "OUTBOUND_SEQUENCE_EXHAUSTED"
+	// CodePongTimeout: no pong answered a ping within pongTimeoutMs.
+	CodePongTimeout ErrorCode = "PONG_TIMEOUT"
+)
 
-// Retry is the registry's retryable column (§13.1, §13.2).
+// Retry is the error registry's retryable column: whether, and after what, retrying can
+// help.
 type Retry string
 
 const (
@@ -75,11 +82,11 @@ const (
 	RetryResync    Retry = "resync"    // by a new state-vector round
 )
 
-// Wire is the ERROR frame's retryable bool for this value: true unless the registry says "no"
-// (GUIDE §5).
+// Wire is the ERROR frame's retryable bool for this value: true unless the registry says
+// "no".
 func (r Retry) Wire() bool { return r != RetryNo }
 
-// TerminalState is the namespace state a namespace error leaves behind (§13.2, §16).
+// TerminalState is the namespace state a namespace error leaves behind.
 type TerminalState string
 
 const (
@@ -89,17 +96,17 @@ const (
 	TerminalNeedsResync TerminalState = "needs-resync"
 )
 
-// ErrorSpec is one registry row of §13: what a code means, fixed by the registry and never
+// ErrorSpec is one row of an error registry: what a code means, fixed by the registry and never
 // by the sender.
 type ErrorSpec struct {
 	Scope Scope
 	Code  ErrorCode
-	Fatal bool // fatal for the connection (§13.1) or for the namespace (§13.2)
+	Fatal bool // fatal for the connection, or for the namespace
 	Retry Retry
-	// Close is the WebSocket close code of a connection error (§13.1, §14); 0 for namespace
+	// Close is the WebSocket close code of a connection error (§14); 0 for namespace
 	// errors.
 	Close CloseCode
-	// Terminal is the state a namespace error leaves the namespace in (§13.2); "" for
+	// Terminal is the state a namespace error leaves the namespace in; "" for
 	// connection errors.
 	Terminal TerminalState
 }
@@ -165,8 +172,8 @@ var registryIndex = func() map[Scope]map[ErrorCode]ErrorSpec {
 	return idx
 }()
 
-// LookupError returns the registry row of code in scope (§13.1 for ScopeConnection, §13.2 for
-// ScopeNamespace).
+// LookupError returns the row of code in the registry of scope: the connection registry
+// (§13.1) for ScopeConnection, the namespace registry (§13.2) for ScopeNamespace.
 func LookupError(scope Scope, code ErrorCode) (ErrorSpec, bool) {
 	s, ok := registryIndex[scope][code]
 	return s, ok

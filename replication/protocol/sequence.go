@@ -5,9 +5,9 @@ import (
 	"math"
 )
 
-// SequenceChecker is check 9 of GUIDE §5 for one receiving direction: sequences start at 1
-// and increase by exactly one per frame (§3: "正常 frame 从 1 严格递增"; §1: "对端严格按期望值
-// 接收"). The zero value expects 1. Once 2^32−1 has been received, no further frame is
+// SequenceChecker is the sequence check of one receiving direction (§3): sequences start at
+// 1 and increase by exactly one per frame, and the receiver accepts only the one it expects.
+// The zero value expects 1. Once 2^32−1 has been received, no further frame is
 // acceptable: the sequence never wraps.
 type SequenceChecker struct {
 	received uint32 // the last sequence accepted; 0 before the first frame
@@ -38,7 +38,7 @@ func (s *SequenceChecker) Check(seq uint32) error {
 }
 
 // SequenceAllocator hands out the sequences of one sending direction: 1, 2, … 2^32−1. After
-// that every call fails with OUTBOUND_SEQUENCE_EXHAUSTED (§23.2, an internal connection code
+// that every call fails with OUTBOUND_SEQUENCE_EXHAUSTED (a local connection code
 // without a wire frame); the connection must be closed and re-established.
 type SequenceAllocator struct {
 	sent uint32 // the last sequence handed out; 0 before the first
@@ -57,8 +57,9 @@ func (s *SequenceAllocator) Next() (uint32, error) {
 func (s *SequenceAllocator) Last() uint32 { return s.sent }
 
 // Inbound decodes the frames of one connection's receiving direction: all ten checks of
-// GUIDE §5 in order, the sequence included. After a connection-scope failure it is broken:
-// every later call returns the same error, since the connection must close (§13.1).
+// the implementation guide in order (GUIDE §5), the sequence included. After a
+// connection-scope failure it is broken: every later call returns the same error, since the
+// connection must close.
 // Namespace-scope failures (the size caps) leave it usable.
 //
 // Inbound is not safe for concurrent use: one goroutine of the connection owns it.
@@ -71,7 +72,7 @@ type Inbound struct {
 // NewInbound returns a receiving direction that starts at sequence 1.
 func NewInbound(c Codec) *Inbound { return &Inbound{codec: c} }
 
-// SetCapabilities installs the capabilities negotiated by the handshake (§6).
+// SetCapabilities installs the capabilities the handshake negotiated.
 func (in *Inbound) SetCapabilities(negotiated Capability) {
 	in.codec = in.codec.WithCapabilities(negotiated)
 }
@@ -119,7 +120,7 @@ type Outbound struct {
 // NewOutbound returns a sending direction that starts at sequence 1.
 func NewOutbound(c Codec) *Outbound { return &Outbound{codec: c} }
 
-// SetCapabilities installs the capabilities negotiated by the handshake (§6).
+// SetCapabilities installs the capabilities the handshake negotiated.
 func (out *Outbound) SetCapabilities(negotiated Capability) {
 	out.codec = out.codec.WithCapabilities(negotiated)
 }

@@ -2,11 +2,11 @@ package protocol
 
 import "fmt"
 
-// MessageType is the envelope's messageType byte (§3), one of the 18 codes of the append-only
-// registry of §5.
+// MessageType is the envelope's messageType byte, one of the 18 codes of the append-only
+// message registry (§5). Its rules are in rules.go.
 type MessageType uint8
 
-// The message registry (§5). The comment on each code gives its payload fields in wire order.
+// The message types. The comment on each gives its payload fields in wire order.
 const (
 	TypeHello             MessageType = 0x01 // peerInstanceId, expectedHubInstanceId, protocolVersions, requiredCapabilities, optionalCapabilities, connectionNonce
 	TypeHelloAck          MessageType = 0x02 // hubInstanceId, protocolVersion, selectedCapabilities, connectionNonce, connectionId
@@ -28,43 +28,20 @@ const (
 	TypeUpdateChunk       MessageType = 0x42 // kind, namespaceId, transferId, chunkIndex, chunkCount, totalBytes, [binding], bytes
 )
 
-var messageTypeNames = map[MessageType]string{
-	TypeHello:             "HELLO",
-	TypeHelloAck:          "HELLO_ACK",
-	TypeGoAway:            "GOAWAY",
-	TypeError:             "ERROR",
-	TypeOpenNamespace:     "OPEN_NAMESPACE",
-	TypeOpenOK:            "OPEN_OK",
-	TypeCloseNamespace:    "CLOSE_NAMESPACE",
-	TypeCloseOK:           "CLOSE_OK",
-	TypeBootstrapSnapshot: "BOOTSTRAP_SNAPSHOT",
-	TypeBootstrapAck:      "BOOTSTRAP_ACK",
-	TypeIdentityChanged:   "IDENTITY_CHANGED",
-	TypeSyncStep1:         "SYNC_STEP1",
-	TypeSyncStep2:         "SYNC_STEP2",
-	TypeSyncApplied:       "SYNC_APPLIED",
-	TypeResyncRequired:    "RESYNC_REQUIRED",
-	TypeUpdate:            "UPDATE",
-	TypeUpdateAck:         "UPDATE_ACK",
-	TypeUpdateChunk:       "UPDATE_CHUNK",
-}
-
 // String returns the contract's message name, or UNKNOWN_MESSAGE_TYPE_0x.. for a code
 // outside the registry.
 func (t MessageType) String() string {
-	if name, ok := messageTypeNames[t]; ok {
-		return name
+	if t.Known() {
+		return messageRules[t].Name
 	}
 	return fmt.Sprintf("UNKNOWN_MESSAGE_TYPE_0x%02x", uint8(t))
 }
 
-// Known reports whether t is in the registry of §5.
-func (t MessageType) Known() bool {
-	_, ok := messageTypeNames[t]
-	return ok
-}
+// Known reports whether t is in the message registry.
+func (t MessageType) Known() bool { return int(t) < len(messageRules) && messageRules[t].Name != "" }
 
-// Scope is the scope of a message (§5) or of an error (§13: the ERROR scope byte).
+// Scope is the scope of a message or of an error (the ERROR frame's scope byte): the
+// connection as a whole, or one namespace.
 type Scope uint8
 
 const (
@@ -83,21 +60,15 @@ func (s Scope) String() string {
 	return fmt.Sprintf("UNKNOWN_SCOPE_0x%02x", uint8(s))
 }
 
-// Scope is the message's scope in the registry of §5. ERROR is "either": its own scope byte
-// decides; this method reports ScopeConnection for it.
-func (t MessageType) Scope() Scope {
-	if t >= TypeOpenNamespace {
-		return ScopeNamespace
-	}
-	return ScopeConnection
-}
+// Scope is the message's scope in the message registry. ERROR is "either": its own scope byte
+// decides (ScopeOf); this method reports ScopeConnection for it.
+func (t MessageType) Scope() Scope { return t.Rule().Scope }
 
 // Capability is the capability bitset of HELLO and HELLO_ACK (§6.1), a uint32 big-endian on
 // the wire. The vocabulary is append-only.
 type Capability uint32
 
-// CapChunkedUpdate (bit 0): the endpoint sends and accepts UPDATE_CHUNK (0x42) frames
-// (§6.1, §10.3).
+// CapChunkedUpdate (bit 0): the endpoint sends and accepts UPDATE_CHUNK (0x42) frames.
 const CapChunkedUpdate Capability = 0x00000001
 
 // KnownCapabilities are the bits this implementation knows.
@@ -143,9 +114,9 @@ func (m OpenMode) String() string {
 	return fmt.Sprintf("UNKNOWN_OPEN_MODE_0x%02x", uint8(m))
 }
 
-// ChunkKind is UPDATE_CHUNK's first field (§10.3): what the chunked transfer carries. Each kind
-// has its own size cap and error codes (§10.3 for live updates, §8.1 for snapshots, §9.2 for
-// sync diffs).
+// ChunkKind is UPDATE_CHUNK's first field (§10.3): what the chunked transfer carries, a live
+// update, a snapshot or a sync diff. Each kind has its own size cap and error codes (its
+// KindRule).
 type ChunkKind uint8
 
 const (
@@ -156,47 +127,31 @@ const (
 
 // String returns "live-update", "snapshot" or "sync-diff", or UNKNOWN_CHUNK_KIND_0x...
 func (k ChunkKind) String() string {
-	switch k {
-	case KindLiveUpdate:
-		return "live-update"
-	case KindSnapshot:
-		return "snapshot"
-	case KindSyncDiff:
-		return "sync-diff"
+	if r, ok := k.Rule(); ok {
+		return r.Name
 	}
 	return fmt.Sprintf("UNKNOWN_CHUNK_KIND_0x%02x", uint8(k))
 }
 
-func (k ChunkKind) known() bool { return k <= KindSyncDiff }
+// Known reports whether k is one of the three kinds.
+func (k ChunkKind) Known() bool { return int(k) < len(kindRules) }
 
-// TooLargeCode is the namespace error for a first chunk declaring more than the kind's caps
-// (§10.3, §8.1, §9.2).
-func (k ChunkKind) TooLargeCode() ErrorCode {
-	switch k {
-	case KindSnapshot:
-		return CodeSnapshotTransferTooLarge
-	case KindSyncDiff:
-		return CodeSyncTransferTooLarge
-	}
-	return CodeUpdateTransferTooLarge
-}
+// TooLargeCode is the namespace error for a first chunk declaring more than the kind's caps.
+func (k ChunkKind) TooLargeCode() ErrorCode { return k.rule().TooLarge }
 
 // ViolationCode is the namespace error for an inconsistent geometry, a cross-frame violation
-// or an assembly over the per-connection cap (§10.3, §8.1, §9.2).
-func (k ChunkKind) ViolationCode() ErrorCode {
-	switch k {
-	case KindSnapshot:
-		return CodeSnapshotTransferViolation
-	case KindSyncDiff:
-		return CodeSyncTransferViolation
-	}
-	return CodeUpdateTransferViolation
-}
+// or an assembly over the per-connection cap.
+func (k ChunkKind) ViolationCode() ErrorCode { return k.rule().Violation }
+
+// UnchunkedCode is the namespace error for bytes of kind k over their single-frame cap when
+// CAP_CHUNKED_UPDATE is not negotiated: UPDATE_TOO_LARGE, BOOTSTRAP_TOO_LARGE or
+// SYNC_DIFF_TOO_LARGE.
+func (k ChunkKind) UnchunkedCode() ErrorCode { return k.rule().Unchunked }
 
 // CloseCode is a WebSocket close code as the contract uses them (§14).
 type CloseCode uint16
 
-// The close codes of §14.
+// The close codes the contract uses.
 const (
 	CloseNormal        CloseCode = 1000 // normal end of the connection
 	CloseGoingAway     CloseCode = 1001 // GOAWAY, planned restart or shutdown
@@ -205,6 +160,10 @@ const (
 	CloseTooBig        CloseCode = 1009 // outer frame over the limit
 	CloseInternal      CloseCode = 1011 // unrecoverable internal error or control backpressure
 )
+
+// CloseAbnormal (1006, RFC 6455 §7.1.5) is never sent: it is how a connection reports that
+// its transport was lost without a close frame.
+const CloseAbnormal CloseCode = 1006
 
 // String returns the RFC 6455 name of the code, or UNKNOWN_CLOSE_CODE_<n>.
 func (c CloseCode) String() string {
@@ -221,6 +180,8 @@ func (c CloseCode) String() string {
 		return "MESSAGE_TOO_BIG"
 	case CloseInternal:
 		return "INTERNAL_ERROR"
+	case CloseAbnormal:
+		return "ABNORMAL_CLOSURE"
 	}
 	return fmt.Sprintf("UNKNOWN_CLOSE_CODE_%d", uint16(c))
 }

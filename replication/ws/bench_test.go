@@ -12,12 +12,13 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 // benchHub serves a hub with the default configuration on loopback.
-func benchHub(b *testing.B, factory ws.NamespaceFactory) (*ws.Hub, string, func()) {
+func benchHub(b *testing.B, factory seam.NamespaceFactory) (*ws.Hub, string, func()) {
 	b.Helper()
 	table, _ := ws.NewTokenTable([]ws.TokenEntry{{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Namespaces: []string{"*"}, Read: true, Submit: true}})
 	hub, err := ws.NewHub(ws.HubOptions{Config: protocol.DefaultConfig(), InstanceID: hubID, Auth: table, Namespaces: factory})
@@ -46,7 +47,7 @@ func benchDial(b *testing.B, url string) *client {
 
 // BenchmarkHandshakeLoopback: upgrade (with token check) + HELLO/HELLO_ACK over loopback.
 func BenchmarkHandshakeLoopback(b *testing.B) {
-	_, url, stop := benchHub(b, func(*ws.Session) ws.Handler { return nil })
+	_, url, stop := benchHub(b, func(seam.Session) seam.Handler { return nil })
 	defer stop()
 	start := time.Now()
 	for b.Loop() {
@@ -62,8 +63,8 @@ func BenchmarkHandshakeLoopback(b *testing.B) {
 // BenchmarkThroughput1KiB: hub→peer data frames carrying 1 KiB updates on one connection,
 // through the outbox, round-robin over 8 namespaces, read by a coder/websocket client.
 func BenchmarkThroughput1KiB(b *testing.B) {
-	sessions := make(chan *ws.Session, 1)
-	_, url, stop := benchHub(b, func(s *ws.Session) ws.Handler { sessions <- s; return nil })
+	sessions := make(chan seam.Session, 1)
+	_, url, stop := benchHub(b, func(s seam.Session) seam.Handler { sessions <- s; return nil })
 	defer stop()
 	c := benchDial(b, url)
 	defer c.c.CloseNow()
@@ -78,15 +79,15 @@ func BenchmarkThroughput1KiB(b *testing.B) {
 	total := b.N
 	// Keep 512 items queued: each sent item enqueues the next until total.
 	queued := 0
-	var feed func(ws.SentInfo)
+	var feed func(seam.SentInfo)
 	enqueue := func() {
 		ns := nsN(queued%8 + 1)
 		queued++
-		if err := s.Outbox(ns, nil).Enqueue(ws.DataItem{Bytes: payload, Sent: feed}); err != nil {
+		if err := s.Outbox(ns, nil).Enqueue(seam.DataItem{Bytes: payload, Sent: feed}); err != nil {
 			b.Error(err)
 		}
 	}
-	feed = func(ws.SentInfo) {
+	feed = func(seam.SentInfo) {
 		if queued < total {
 			enqueue()
 		}
@@ -116,7 +117,7 @@ func BenchmarkThroughput1KiB(b *testing.B) {
 func BenchmarkIdleConnectionMemory(b *testing.B) {
 	const n = 200
 	b.Run("loopback", func(b *testing.B) {
-		hub, url, stop := benchHub(b, func(*ws.Session) ws.Handler { return nil })
+		hub, url, stop := benchHub(b, func(seam.Session) seam.Handler { return nil })
 		defer stop()
 		var perConn float64
 		for b.Loop() {
@@ -142,7 +143,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 	b.Run("core", func(b *testing.B) {
 		table, _ := ws.NewTokenTable(nil)
 		hub, err := ws.NewHub(ws.HubOptions{Config: protocol.DefaultConfig(), InstanceID: hubID, Auth: table,
-			Namespaces: func(*ws.Session) ws.Handler { return nil }})
+			Namespaces: func(seam.Session) seam.Handler { return nil }})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // TestS10_2_LateAckAfterTerminalSent: when this side ends a namespace (a fatal namespace
@@ -14,9 +14,9 @@ import (
 func TestS10_2_LateAckAfterTerminalSent(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		end  func(t *testing.T, s *ws.Session)
+		end  func(t *testing.T, s seam.Session)
 	}{
-		{"namespace error", func(t *testing.T, s *ws.Session) {
+		{"namespace error", func(t *testing.T, s seam.Session) {
 			m, err := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeProtectedFieldMutation, ns1, "refused")
 			if err != nil {
 				t.Fatal(err)
@@ -25,7 +25,7 @@ func TestS10_2_LateAckAfterTerminalSent(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"identity changed", func(t *testing.T, s *ws.Session) {
+		{"identity changed", func(t *testing.T, s seam.Session) {
 			if _, err := s.Send(&protocol.IdentityChanged{NamespaceID: ns1, ReplicationID: "0123456789abcdef0123456789abcdef", ReplicationEpoch: 2}); err != nil {
 				t.Fatal(err)
 			}
@@ -36,13 +36,13 @@ func TestS10_2_LateAckAfterTerminalSent(t *testing.T) {
 			p := f.connect(64)
 			h := f.handshake(p)
 			var updSeq, step2Seq uint32
-			h.do(t, func(s *ws.Session) {
-				if err := s.Outbox(ns1, nil).Enqueue(ws.DataItem{Bytes: []byte{1, 2, 3}, Sent: func(si ws.SentInfo) { updSeq = si.Sequence }}); err != nil {
+			h.do(t, func(s seam.Session) {
+				if err := s.Outbox(ns1, nil).Enqueue(seam.DataItem{Bytes: []byte{1, 2, 3}, Sent: func(si seam.SentInfo) { updSeq = si.Sequence }}); err != nil {
 					t.Fatal(err)
 				}
 			})
 			p.recv() // UPDATE
-			h.do(t, func(s *ws.Session) {
+			h.do(t, func(s seam.Session) {
 				var err error
 				if step2Seq, err = s.Send(&protocol.SyncStep2{NamespaceID: ns1, SyncRoundID: 1, RelatedStep1Sequence: 1, Update: []byte{0, 0}}); err != nil {
 					t.Fatal(err)
@@ -74,10 +74,10 @@ func TestS17_OutboxCloseAfterConnectionClose(t *testing.T) {
 	f := newHubFixture(t, smallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
-	var o *ws.Outbox
-	h.do(t, func(s *ws.Session) {
+	var o seam.Outbox
+	h.do(t, func(s seam.Session) {
 		o = s.Outbox(ns1, func() bool { return false })
-		if err := o.Enqueue(ws.DataItem{Bytes: []byte{1}}); err != nil {
+		if err := o.Enqueue(seam.DataItem{Bytes: []byte{1}}); err != nil {
 			t.Fatal(err)
 		}
 		s.Fail(protocol.CodeInternalError, "test")
@@ -102,14 +102,14 @@ func TestS18_GivenUpAcksAreBounded(t *testing.T) {
 	var seqs []uint32
 	for range rounds {
 		for range perRound {
-			h.do(t, func(s *ws.Session) {
-				if err := s.Outbox(ns1, nil).Enqueue(ws.DataItem{Bytes: []byte{1, 2, 3}, Sent: func(si ws.SentInfo) { seqs = append(seqs, si.Sequence) }}); err != nil {
+			h.do(t, func(s seam.Session) {
+				if err := s.Outbox(ns1, nil).Enqueue(seam.DataItem{Bytes: []byte{1, 2, 3}, Sent: func(si seam.SentInfo) { seqs = append(seqs, si.Sequence) }}); err != nil {
 					t.Fatal(err)
 				}
 			})
 			p.recv() // UPDATE, never acknowledged
 		}
-		h.do(t, func(s *ws.Session) {
+		h.do(t, func(s seam.Session) {
 			m, err := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeAckTimeout, ns1, "ack timeout")
 			if err != nil {
 				t.Fatal(err)
@@ -146,8 +146,8 @@ func TestS23_6_LoadGauges(t *testing.T) {
 	h := f.handshake(p)
 	var seqs []uint32
 	for range 3 {
-		h.do(t, func(s *ws.Session) {
-			if err := s.Outbox(ns1, nil).Enqueue(ws.DataItem{Bytes: []byte{1, 2, 3}, Sent: func(si ws.SentInfo) { seqs = append(seqs, si.Sequence) }}); err != nil {
+		h.do(t, func(s seam.Session) {
+			if err := s.Outbox(ns1, nil).Enqueue(seam.DataItem{Bytes: []byte{1, 2, 3}, Sent: func(si seam.SentInfo) { seqs = append(seqs, si.Sequence) }}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -156,7 +156,7 @@ func TestS23_6_LoadGauges(t *testing.T) {
 	eventually(t, "three updates in flight", func() bool { return f.hub.Load().InFlight == 3 })
 	p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: seqs[0]})
 	eventually(t, "two updates in flight", func() bool { return f.hub.Load().InFlight == 2 })
-	h.do(t, func(s *ws.Session) { // the rest are given up at an ACK timeout
+	h.do(t, func(s seam.Session) { // the rest are given up at an ACK timeout
 		m, err := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeAckTimeout, ns1, "ack timeout")
 		if err != nil {
 			t.Fatal(err)
@@ -169,8 +169,8 @@ func TestS23_6_LoadGauges(t *testing.T) {
 	eventually(t, "no update in flight", func() bool { return f.hub.Load().InFlight == 0 })
 	// Bytes handed to a writer that cannot write stay counted until written.
 	p.hub.BlockWrites()
-	h.do(t, func(s *ws.Session) {
-		if err := s.Outbox(ns1, nil).Enqueue(ws.DataItem{Bytes: make([]byte, 300)}); err != nil {
+	h.do(t, func(s seam.Session) {
+		if err := s.Outbox(ns1, nil).Enqueue(seam.DataItem{Bytes: make([]byte, 300)}); err != nil {
 			t.Fatal(err)
 		}
 	})

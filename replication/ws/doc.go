@@ -1,97 +1,82 @@
-// Package ws is the replication connection layer: the hub's /v1/replication endpoint and the
-// peer's connection controller over WebSocket (github.com/coder/websocket), carrying NMCR
-// frames (package protocol) for the namespace layer built on top.
+// Package ws is the connection layer of replication: one WebSocket between the hub and a
+// peer, carrying the binary frames of package protocol. The hub side is Hub, an
+// http.Handler for /v1/replication; the peer side is Peer, a controller that dials the hub,
+// keeps the connection up and backs off when it fails. What travels on a connection — the
+// namespaces, one Yjs document each — is the namespace layer's business (package
+// namespace); this package meets it only through package seam.
 //
-// # Hub
+// # Connecting
 //
-// Hub is an http.Handler. The bearer token is checked by the Authenticator before the
-// upgrade (§2): 401 for a missing or unknown token, 403 for a known token that may not
-// replicate, 503 when the authenticator is missing or slower than authTimeoutMs; no WebSocket
-// is created then, and each refusal is an auth-upgrade-rejected event (§23.1). The
-// authenticator yields the trusted peer instance id; the HELLO must repeat it (§2, §6).
-// TokenTable is the in-memory authenticator over SHA-256 token hashes (constant-time
-// comparison; Replace swaps the table atomically; Revoke reports revocations).
+// The hub checks the peer's bearer token before the WebSocket upgrade, with an
+// Authenticator: 401 for a missing or unknown token, 403 for a known token that may not
+// replicate, 503 when there is nothing to check against or the check is too slow; no
+// WebSocket is created then. The authenticator yields the peer's instance id, which the
+// peer's HELLO must repeat. TokenTable is the Authenticator of the hub binary: SHA-256
+// hashes of the tokens, compared in constant time.
 //
-// Each connection goes upgraded → handshaking → ready → draining → closed (§15.2): HELLO
-// within helloTimeoutMs, identities and versions checked, HELLO_ACK with the nonce echoed
-// and a connection id for observability. Hub.GoAway drains connections (§6.3); revocations
-// end namespaces or drain the peer with REAUTH_REQUIRED (§19); Hub.Shutdown closes every
-// transport with 1001 without GOAWAY and waits for admitted work (§21, issue #229).
+// A connection then goes upgraded → handshaking → ready → draining → closed. The handshake
+// (HELLO, HELLO_ACK) checks both instance ids and agrees on a protocol version and
+// capabilities; when it completes, the namespace layer of the connection is created
+// (seam.NamespaceFactory). A GOAWAY drains the connection: it finishes what it started,
+// takes no new work, and closes once its namespaces have all ended or at a deadline. Hub
+// has GoAway (restarts) and Shutdown (which closes every connection at once with 1001 and
+// waits for the work it had admitted).
 //
-// # Peer
+// The peer's controller moves through stopped, disconnected, connecting, handshaking, ready,
+// draining, backoff and blocked. After a connection ends it dials again after a full-jitter
+// backoff (BackoffDelay), slower after repeated server errors, or blocks — until Start or
+// ConfigChanged — when retrying cannot help: a refused token, an incompatible hub, a
+// protocol error, a hub that asked it to stay away.
 //
-// Peer is the §15.1 controller: stopped, disconnected, connecting, handshaking, ready,
-// draining, backoff, blocked, with full-jitter backoff (BackoffDelay) from an injected
-// random source and clock. Close classification: 1002, 1008 (and every connection error whose
-// registry retry is no or config) block; 1011 backs off, at a slow cadence after repeated
-// failures; GOAWAY SERVER_RESTARTING reconnects after retryAfterMs + jitter;
-// SERVER_SHUTTING_DOWN and REAUTH_REQUIRED block until Start or ConfigChanged; a 1001
-// without GOAWAY, a lost socket, a hello or pong timeout back off.
-//
-// # One connection
+// # One connection, three goroutines
 //
 // Every connection, on either side, has three goroutines:
 //
-//   - the owner, which holds all connection state: the state machine, the negotiated
+//   - the owner, which holds all connection state — the state machine, the negotiated
 //     capabilities, both sequence directions, the timers, the outbound queues and their
-//     accounting, the OPEN admission, and the namespace layer's Handler, which it calls;
+//     accounting, OPEN admission — and calls the namespace layer's Handler, one call at a
+//     time;
 //   - the reader, which reads whole messages (at most maxFrameBytes, never more into
 //     memory) and hands them to the owner through a bounded channel: when the owner falls
-//     behind, the reader stops reading and TCP pushes back on the remote;
+//     behind, the reader stops and TCP pushes back on the remote;
 //   - the writer, which writes the frames the owner hands it, in order. The owner stamps
-//     sequences at hand-off, so sequence order is write order, and counts the bytes handed
-//     over and not yet written ("unflushed": coder/websocket has no bufferedAmount).
+//     each frame's sequence when it hands it over, so sequence order is write order, and it
+//     counts the bytes handed over and not yet written ("unflushed"; coder/websocket has no
+//     bufferedAmount).
 //
-// A short-lived fourth goroutine runs each WebSocket ping. Timers run through the injected
-// clock and only post to the owner. Closing is one decision on the owner (§18): the epoch is
-// invalidated (no timer, pong or frame acts afterwards), the handler is told, and the writer
-// sends a best-effort connection ERROR and closes the transport with the code of §13.1/§14.
+// Each WebSocket ping runs in a short-lived goroutine of its own. Timers run on the
+// injected clock and only post to the owner. Closing is one decision, on the owner: the
+// connection's epoch ends (no timer, pong or frame acts afterwards), the namespace layer is
+// told, and the writer sends a best-effort ERROR frame and closes the transport with the
+// code the error registry gives.
 //
-// # The namespace seam
+// The files follow that design: conn.go (the connection and its owner goroutine), read.go
+// (the reader and the routing of inbound frames), ack.go (acknowledgements), admission.go
+// (OPEN_NAMESPACE admission), handshake.go, drain.go, close.go, control.go (control frames),
+// scheduler.go (the data queues), write.go (the writer), liveness.go (pings), session.go
+// (the namespace layer's handle on a connection).
 //
-// The namespace layer plugs in as a NamespaceFactory, called on the owner goroutine when a
-// connection becomes ready; the Handler it returns receives, on that goroutine:
+// # Checks on every inbound frame
 //
-//   - HandleFrame: every inbound namespace-scope frame, already checked for envelope,
-//     sequence, payload, direction, HELLO-first, OPEN admission, the drain filter and
-//     acknowledgement correlation;
-//   - HandleRejected: a frame that failed a namespace-scope size cap;
-//   - HandleDrain, HandleShed, HandleRevoked, HandleClosed: connection events.
+// Before a namespace frame reaches the namespace layer the connection has checked its
+// envelope, sequence and payload (protocol.Inbound), that the remote may send its type
+// (protocol.MessageRule.Direction), that the handshake is complete, the drain filter (a
+// draining connection takes no frame that would start work), the hub's OPEN admission (at
+// most maxConcurrentOpens opens at once; later frames of those namespaces wait, at most
+// maxEarlyFrames of them), and, for an acknowledgement, that it names a frame this side sent
+// and still awaits, of the right type and namespace. Anything else is a connection error,
+// which closes the connection.
 //
-// It acts through the Session: Send for control frames (stamped at once, ahead of queued
-// data, returning the sequence), an Outbox per namespace for data (UPDATEs, and chunked
-// snapshots, sync diffs and large updates, framed lazily one per round-robin turn, with a
-// window gate and a Sent callback carrying the sequence to expect in the ACK), AfterFunc
-// timers, Post for completions from other goroutines, BeginWork to hold the hub's shutdown
-// for admitted work, Fail for connection errors, Quiesced to end a drain, Reconnect (peer)
-// for namespace recovery.
+// # Backpressure
 //
-// # The namespace layer (§7–§12, §16, §19, §20)
-//
-// HubNamespaces (hub) and TargetController (peer) are the namespace layer over that seam.
-// Per connection, each keeps one channel per namespace: the hub's nine states (opening,
-// bootstrapping, reconciling, live, needs-resync, closing, closed, conflicted, failed) or
-// the peer's eleven of §16 (targeted and disconnected besides). A channel holds a registry
-// lease and a replication session; every remote apply runs in the namespace's write
-// sequencer and is acknowledged when it settled; the runtime's document observer fans
-// applied updates out to the other sessions, which pull them into their Outbox — the
-// bounded unsent queue, merged with yjs.MergeUpdates while its gate (live, and a free slot
-// in the window of maxInFlightUpdates) is closed. The peer starts every sync round (§9):
-// after an open, after a resync once its window is empty, and periodically; a loss of
-// continuity (queue overflow, shed, ACK timeout) is declared and repaired by the next
-// round. Registry calls that may block (open, import) run off the connection goroutine
-// and post their results back. This layer runs the v1 generation: configure
-// protocol.GenerationV1 (no UPDATE_CHUNK yet).
-//
-// # Backpressure (§17)
-//
-// Control frames go to the writer at once; their unflushed bytes are bounded by
-// maxQueuedControlBytes (exhausted: CONNECTION_BACKPRESSURE, 1011). Data frames leave the
-// namespace queues round-robin, one per namespace per turn, skipping namespaces whose gate is
-// closed, and pause at the high watermark of unflushed bytes until the low one
-// (send-paused, send-resumed). A namespace queue over maxQueuedUpdateBytes or
-// maxQueuedUpdateCount is dropped (ErrQueueOverflow); queued plus unflushed bytes over
-// maxQueuedBytesPerConnection shed the largest queues to the low watermark (HandleShed, or
-// ErrConnectionShed for the enqueuing namespace). A slow peer stalls only its own
-// connection's writer.
+// Control frames go to the writer at once, ahead of data; their unflushed bytes are bounded
+// by maxQueuedControlBytes, and exhausting that reserve closes the connection
+// (CONNECTION_BACKPRESSURE, 1011). Data frames (UPDATE, UPDATE_CHUNK) wait in one queue per
+// namespace and leave round-robin, one frame per namespace per turn, skipping namespaces
+// whose window is full, and only while the unflushed bytes are below the high watermark
+// (then they wait for the low one). A namespace's queue over maxQueuedUpdateBytes or
+// maxQueuedUpdateCount is dropped (seam.ErrQueueOverflow); when queued plus unflushed bytes
+// would pass maxQueuedBytesPerConnection, the largest queues are shed
+// (seam.Handler.HandleShed, seam.ErrConnectionShed). A slow peer stalls only its own
+// connection.
 package ws

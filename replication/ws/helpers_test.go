@@ -14,6 +14,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
@@ -61,6 +62,13 @@ func smallConfig(t testing.TB) protocol.Config {
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // eventually polls cond until it holds or the real-time bound passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
@@ -76,21 +84,20 @@ func eventually(t testing.TB, what string, cond func() bool) {
 // ---- a namespace handler for tests -------------------------------------------------------
 
 // testHandler is a small namespace layer: it answers OPEN_NAMESPACE with OPEN_OK (when
-// autoOpen), UPDATE with UPDATE_ACK (when autoAck), records every call, and ends drains
-// when all its namespaces closed (closeOnDrain).
+// autoOpen), UPDATE with UPDATE_ACK (when autoAck), records every call, and ends a drain
+// at once (quiesceOnDrain: it has no namespaces to close).
 type testHandler struct {
-	s *ws.Session
+	s seam.Session
 
 	autoOpen, autoAck, quiesceOnDrain bool
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards the records below: the test reads them from its own goroutine
 	frames   []protocol.Frame
 	rejected []*protocol.Error
-	drains   []ws.Drain
+	drains   []seam.Drain
 	sheds    []protocol.NamespaceID
-	revoked  []ws.Revocation
-	closed   []ws.CloseInfo
-	sent     []ws.SentInfo
+	revoked  []seam.Revocation
+	closed   []seam.CloseInfo
 }
 
 func (h *testHandler) HandleFrame(f protocol.Frame) {
@@ -116,7 +123,7 @@ func (h *testHandler) HandleRejected(e *protocol.Error) {
 	h.rejected = append(h.rejected, e)
 }
 
-func (h *testHandler) HandleDrain(d ws.Drain) {
+func (h *testHandler) HandleDrain(d seam.Drain) {
 	h.mu.Lock()
 	h.drains = append(h.drains, d)
 	h.mu.Unlock()
@@ -125,19 +132,19 @@ func (h *testHandler) HandleDrain(d ws.Drain) {
 	}
 }
 
-func (h *testHandler) HandleShed(ns protocol.NamespaceID, _ ws.ShedInfo) {
+func (h *testHandler) HandleShed(ns protocol.NamespaceID, _ seam.ShedInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.sheds = append(h.sheds, ns)
 }
 
-func (h *testHandler) HandleRevoked(r ws.Revocation) {
+func (h *testHandler) HandleRevoked(r seam.Revocation) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.revoked = append(h.revoked, r)
 }
 
-func (h *testHandler) HandleClosed(info ws.CloseInfo) {
+func (h *testHandler) HandleClosed(info seam.CloseInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = append(h.closed, info)
@@ -155,17 +162,17 @@ func (h *testHandler) framesOf(t protocol.MessageType) []protocol.Frame {
 	return out
 }
 
-func (h *testHandler) closeInfo() (ws.CloseInfo, bool) {
+func (h *testHandler) closeInfo() (seam.CloseInfo, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.closed) == 0 {
-		return ws.CloseInfo{}, false
+		return seam.CloseInfo{}, false
 	}
 	return h.closed[len(h.closed)-1], true
 }
 
 // do runs f on the handler's owner goroutine and waits for it.
-func (h *testHandler) do(t testing.TB, f func(s *ws.Session)) {
+func (h *testHandler) do(t testing.TB, f func(s seam.Session)) {
 	t.Helper()
 	done := make(chan struct{})
 	if !h.s.Post(func() { f(h.s); close(done) }) {
@@ -188,7 +195,7 @@ func newHandlers(setup func(*testHandler)) *handlers {
 	return &handlers{ch: make(chan *testHandler, 512), setup: setup}
 }
 
-func (hs *handlers) factory(s *ws.Session) ws.Handler {
+func (hs *handlers) factory(s seam.Session) seam.Handler {
 	h := &testHandler{s: s}
 	if hs.setup != nil {
 		hs.setup(h)

@@ -18,16 +18,17 @@ import (
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // HubOptions configure a Hub.
 type HubOptions struct {
-	Config     protocol.Config  // validated by NewHub
-	InstanceID string           // this hub's instance id (§6.2 hubInstanceId)
-	Auth       Authenticator    // required: verifies bearer tokens before the upgrade (§2)
-	Namespaces NamespaceFactory // required: the namespace layer of each ready connection
-	Clock      clock.Clock      // nil: clock.Real()
-	Random     io.Reader        // connection ids; nil: crypto/rand
+	Config     protocol.Config       // validated by NewHub
+	InstanceID string                // this hub's instance id (HELLO_ACK's hubInstanceId)
+	Auth       Authenticator         // required: verifies bearer tokens before the upgrade
+	Namespaces seam.NamespaceFactory // required: the namespace layer of each ready connection
+	Clock      clock.Clock           // nil: clock.Real()
+	Random     io.Reader             // connection ids; nil: crypto/rand
 	Observer   observer.Observer
 	Logger     *slog.Logger // nil: discard
 }
@@ -35,7 +36,8 @@ type HubOptions struct {
 // Hub accepts peer connections on /v1/replication (§2, §15.2). It is an http.Handler: the
 // bearer token is verified before the WebSocket upgrade (401 missing or invalid token, 403
 // a known token that is not allowed, no WebSocket in either case). Each accepted connection
-// runs its handshake (§6) and then its namespace layer.
+// runs its handshake and then its namespace layer, on goroutines of its own. Its methods may
+// be called concurrently.
 type Hub struct {
 	opts HubOptions
 	cfg  *protocol.Config
@@ -47,56 +49,12 @@ type Hub struct {
 	shutdown bool
 
 	running counter // connections whose goroutines have not all exited
-	work    counter // admitted namespace work (Session.BeginWork)
+	work    counter // admitted namespace work (seam.Session.BeginWork)
 	unsub   func()
 }
 
-// counter counts outstanding things and says when there are none; unlike a WaitGroup it may
-// go up again while someone waits.
-type counter struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed while n == 0
-}
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-func (w *counter) add() {
-	w.mu.Lock()
-	if w.n == 0 {
-		w.idle = make(chan struct{})
-	}
-	w.n++
-	w.mu.Unlock()
-}
-
-func (w *counter) done() {
-	w.mu.Lock()
-	if w.n--; w.n == 0 {
-		close(w.idle)
-	}
-	w.mu.Unlock()
-}
-
-// zero returns a channel closed when the count is zero.
-func (w *counter) zero() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.n == 0 {
-		return closedChan
-	}
-	return w.idle
-}
-
-// begin counts one and returns its idempotent end.
-func (w *counter) begin() func() {
-	w.add()
-	var once sync.Once
-	return func() { once.Do(w.done) }
-}
-
 // ErrNoTrustedIdentity is returned by Accept without an authenticated peer identity: a
-// wiring bug, never an anonymous or self-declared session (§2).
+// wiring bug, never an anonymous or self-declared session.
 var ErrNoTrustedIdentity = errors.New("ws: accept without a trusted peer instance id")
 
 // ErrHubShutdown is returned by Accept after Shutdown.
@@ -154,7 +112,7 @@ func bearerToken(r *http.Request) (string, bool) {
 	return token, token != ""
 }
 
-// ServeHTTP authenticates the request and upgrades it (§2). The token is never logged.
+// ServeHTTP authenticates the request and upgrades it. The token is never logged.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	down := h.shutdown
@@ -200,7 +158,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !protocol.ValidInstanceID(id.PeerInstanceID) {
-		// §2: an accept without a trusted identity is a wiring bug, refused loudly.
+		// An accept without a trusted identity is a wiring bug, refused loudly.
 		h.log.Error("replication authenticator returned no valid peer instance id; refusing the upgrade")
 		h.reject(w, http.StatusInternalServerError, observer.AuthInvalidInstanceID)
 		return
@@ -210,7 +168,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // Accept wrote the HTTP error
 	}
 	if err := h.Accept(NewWebSocketTransport(c, h.cfg.CloseTimeout), id); err != nil {
-		_ = c.Close(websocket.StatusGoingAway, "")
+		_ = c.Close(websocket.StatusGoingAway, "") // best effort: the upgrade is refused either way
 		if errors.Is(err, ErrHubShutdown) && h.em.Enabled() {
 			h.em.Emit(observer.AuthUpgradeRejected{Reason: observer.AuthHubShutdown})
 		}
@@ -219,7 +177,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Accept runs a connection on an established transport for an authenticated peer. Most
 // callers use ServeHTTP; tests pass a fake transport. Without a valid trusted identity it
-// logs and returns ErrNoTrustedIdentity (§2) and leaves t open.
+// logs and returns ErrNoTrustedIdentity and leaves t open.
 func (h *Hub) Accept(t Transport, id Identity) error {
 	if !protocol.ValidInstanceID(id.PeerInstanceID) {
 		h.log.Error("replication accept without a trusted peer instance id")
@@ -277,7 +235,7 @@ func (h *Hub) each(f func(*conn)) {
 	}
 }
 
-// GoAway drains every ready connection (§6.3): a GOAWAY with reasonCode (for example
+// GoAway drains every ready connection: a GOAWAY with reasonCode (for example
 // protocol.GoAwayServerRestarting), drainTimeout, and retryAfter when hasRetryAfter. Each
 // connection closes with 1001 when its namespaces are all terminal or at the deadline.
 func (h *Hub) GoAway(reason string, drainTimeout, retryAfter time.Duration, hasRetryAfter bool) {
@@ -286,10 +244,10 @@ func (h *Hub) GoAway(reason string, drainTimeout, retryAfter time.Duration, hasR
 	})
 }
 
-// revoke applies an authenticator revocation (§19, §15.2): namespaces go to the namespace
-// layer; a whole-peer revocation drains the peer's connections with GOAWAY
-// REAUTH_REQUIRED (closeTimeoutMs).
-func (h *Hub) revoke(r Revocation) {
+// revoke applies an authenticator revocation (§19): revoked namespaces go to the namespace
+// layer; a whole-peer revocation drains the peer's connections with GOAWAY REAUTH_REQUIRED
+// (closeTimeoutMs).
+func (h *Hub) revoke(r seam.Revocation) {
 	h.each(func(c *conn) {
 		if c.peerID != r.PeerInstanceID {
 			return
@@ -298,7 +256,7 @@ func (h *Hub) revoke(r Revocation) {
 			switch {
 			case c.closing:
 			case c.state != stReady && c.state != stDraining:
-				c.closeNow(protocol.ClosePolicy, CloseInfo{Code: protocol.ClosePolicy, Cause: CauseShutdown})
+				c.closeNow(protocol.ClosePolicy, seam.CloseInfo{Code: protocol.ClosePolicy, Cause: seam.CauseShutdown})
 			case len(r.Namespaces) == 0:
 				c.goAway(protocol.GoAwayReauthRequired, h.cfg.CloseTimeout, 0, false)
 			default:
@@ -308,12 +266,12 @@ func (h *Hub) revoke(r Revocation) {
 	})
 }
 
-// Shutdown stops the replication service (§21, with the issue #229 deviation): new upgrades
-// are refused, every connection's epoch and output are invalidated and its transport closed
-// with 1001 without GOAWAY, and Shutdown waits for the connections to finish and for
-// admitted namespace work (Session.BeginWork) to drain, or for ctx. It is idempotent. An
-// observer calls it from a goroutine of its own (§23.4: events are delivered on the
-// connection goroutines Shutdown waits for).
+// Shutdown stops the replication service (§21, as the contract's stated deviation for the
+// hub's service close has it): new upgrades are refused, every connection's epoch ends and
+// its output stops, and its transport closes with 1001 without a GOAWAY; Shutdown waits for
+// the connections to finish and for admitted namespace work (seam.Session.BeginWork) to
+// drain, or for ctx. It is idempotent. An observer calls it from a goroutine of its own:
+// events are delivered on the connection goroutines Shutdown waits for.
 func (h *Hub) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	first := !h.shutdown
@@ -325,7 +283,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	h.each(func(c *conn) {
 		c.w.stopOutput()
 		c.post(func() {
-			c.closeNow(protocol.CloseGoingAway, CloseInfo{Code: protocol.CloseGoingAway, Cause: CauseShutdown})
+			c.closeNow(protocol.CloseGoingAway, seam.CloseInfo{Code: protocol.CloseGoingAway, Cause: seam.CauseShutdown})
 		})
 	})
 	for _, c := range []*counter{&h.running, &h.work} {

@@ -3,11 +3,13 @@ package ws_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -168,7 +170,7 @@ func TestS13_1_ConnectionErrors(t *testing.T) {
 			p.end.SetAutoPong(true)
 			// The peer reads nothing: the first frame fills the pipe, the writer blocks, and
 			// unflushed control bytes pass maxQueuedControlBytes.
-			h.do(t, func(s *ws.Session) {
+			h.do(t, func(s seam.Session) {
 				for i := range 8 {
 					_, _ = s.Send(&protocol.BootstrapSnapshot{NamespaceID: nsN(i + 1), ReplicationID: "0123456789abcdef0123456789abcdef",
 						ReplicationEpoch: 1, Snapshot: make([]byte, 1000)})
@@ -177,7 +179,7 @@ func TestS13_1_ConnectionErrors(t *testing.T) {
 		}},
 		{"internal error", protocol.CodeInternalError, 1011, func(t *testing.T, f *hubFixture, p *rawPeer) {
 			h := f.handshake(p)
-			h.do(t, func(s *ws.Session) { s.Fail(protocol.CodeInternalError, "test") })
+			h.do(t, func(s seam.Session) { s.Fail(protocol.CodeInternalError, "test") })
 		}},
 	}
 	seen := map[protocol.ErrorCode]bool{}
@@ -221,7 +223,7 @@ func TestS2_AcceptWithoutTrustedIdentity(t *testing.T) {
 	a := f.connect(1) // a valid connection for contrast
 	_ = a
 	for _, id := range []string{"", "Peer A", "1abc"} {
-		if err := f.hub.Accept(nil, ws.Identity{PeerInstanceID: id}); err != ws.ErrNoTrustedIdentity {
+		if err := f.hub.Accept(nil, ws.Identity{PeerInstanceID: id}); !errors.Is(err, ws.ErrNoTrustedIdentity) {
 			t.Fatalf("Accept(%q) = %v", id, err)
 		}
 	}
@@ -236,12 +238,12 @@ func TestGUIDE6_OpenAdmission(t *testing.T) {
 	}
 	p.send(&protocol.CloseNamespace{NamespaceID: nsN(5), ReasonCode: "remove"}) // waits behind its OPEN
 	eventually(t, "4 OPENs admitted", func() bool { return len(h.framesOf(protocol.TypeOpenNamespace)) == 4 })
-	h.do(t, func(s *ws.Session) {}) // let the owner settle
+	h.do(t, func(s seam.Session) {}) // let the owner settle
 	if n := len(h.framesOf(protocol.TypeOpenNamespace)); n != 4 {
 		t.Fatalf("%d OPENs delivered, want 4 at once", n)
 	}
 	// Answering one OPEN admits the next; an ERROR answers too.
-	h.do(t, func(s *ws.Session) {
+	h.do(t, func(s seam.Session) {
 		_, _ = s.Send(&protocol.OpenOK{NamespaceID: nsN(1), ReplicationID: "0123456789abcdef0123456789abcdef", ReplicationEpoch: 1})
 		m, _ := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeNamespaceNotFound, nsN(2), "not found")
 		_, _ = s.Send(m)
@@ -271,7 +273,7 @@ func TestS6_3_GoAwayDrain(t *testing.T) {
 				t.Fatalf("got %v", fr.Type())
 			}
 			if tc.reason == protocol.GoAwayReauthRequired {
-				f.table.Revoke(ws.Revocation{PeerInstanceID: peerID})
+				f.table.Revoke(seam.Revocation{PeerInstanceID: peerID})
 			} else {
 				f.hub.GoAway(tc.reason, 10*time.Second, 2*time.Second, true)
 			}
@@ -298,8 +300,8 @@ func TestS6_3_GoAwayDrain(t *testing.T) {
 			if n := len(h.framesOf(protocol.TypeUpdate)) + len(h.framesOf(protocol.TypeSyncStep1)) + len(h.framesOf(protocol.TypeOpenNamespace)); n != 1 {
 				t.Fatalf("%d work frames delivered during the drain, want only the first OPEN", n)
 			}
-			h.do(t, func(s *ws.Session) {
-				if err := s.Outbox(ns1, nil).Enqueue(ws.DataItem{Bytes: []byte{1}}); err != ws.ErrDraining {
+			h.do(t, func(s seam.Session) {
+				if err := s.Outbox(ns1, nil).Enqueue(seam.DataItem{Bytes: []byte{1}}); !errors.Is(err, seam.ErrDraining) {
 					t.Errorf("enqueue while draining: %v", err)
 				}
 				s.Quiesced()
@@ -344,8 +346,8 @@ func TestS19_RevokeNamespaces(t *testing.T) {
 	f := newHubFixture(t, smallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
-	f.table.Revoke(ws.Revocation{PeerInstanceID: "peer-b", Namespaces: []protocol.NamespaceID{ns1}}) // another peer
-	f.table.Revoke(ws.Revocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns2}})
+	f.table.Revoke(seam.Revocation{PeerInstanceID: "peer-b", Namespaces: []protocol.NamespaceID{ns1}}) // another peer
+	f.table.Revoke(seam.Revocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns2}})
 	eventually(t, "revocation", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.revoked) == 1 })
 	if r := h.revoked[0]; len(r.Namespaces) != 1 || r.Namespaces[0] != ns2 {
 		t.Fatalf("revoked %+v", r)
@@ -355,14 +357,14 @@ func TestS19_RevokeNamespaces(t *testing.T) {
 	}
 }
 
-// TestS21_ShutdownClosesWithoutGoAway: §21 (issue #229): 1001 without GOAWAY, and Shutdown
+// TestS21_ShutdownClosesWithoutGoAway: the hub's service close (§21): 1001 without GOAWAY, and Shutdown
 // waits for admitted work.
 func TestS21_ShutdownClosesWithoutGoAway(t *testing.T) {
 	f := newHubFixture(t, smallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
 	var end func()
-	h.do(t, func(s *ws.Session) { end = s.BeginWork() })
+	h.do(t, func(s seam.Session) { end = s.BeginWork() })
 	done := make(chan error, 1)
 	go func() { done <- f.hub.Shutdown(context.Background()) }()
 	code, ec := p.expectClose()
@@ -373,7 +375,7 @@ func TestS21_ShutdownClosesWithoutGoAway(t *testing.T) {
 		t.Fatalf("peer wrote %d frames", n)
 	}
 	eventually(t, "closed", func() bool { _, ok := h.closeInfo(); return ok })
-	if info, _ := h.closeInfo(); info.Cause != ws.CauseShutdown || info.Code != protocol.CloseGoingAway {
+	if info, _ := h.closeInfo(); info.Cause != seam.CauseShutdown || info.Code != protocol.CloseGoingAway {
 		t.Fatalf("close info %+v", info)
 	}
 	select {
@@ -388,7 +390,7 @@ func TestS21_ShutdownClosesWithoutGoAway(t *testing.T) {
 	// After shutdown, Accept refuses.
 	a, b := newPair()
 	defer a.Close(1000, "")
-	if err := f.hub.Accept(b, ws.Identity{PeerInstanceID: peerID}); err != ws.ErrHubShutdown {
+	if err := f.hub.Accept(b, ws.Identity{PeerInstanceID: peerID}); !errors.Is(err, ws.ErrHubShutdown) {
 		t.Fatalf("Accept after shutdown: %v", err)
 	}
 }

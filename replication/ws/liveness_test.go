@@ -6,7 +6,7 @@ import (
 
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // pingOnce advances to the next ping and returns its payload, with the pong timer armed.
@@ -33,7 +33,7 @@ func TestS17_PongEchoClearsTimeout(t *testing.T) {
 			t.Fatalf("fake ping payload %x", payload)
 		}
 		p.end.Pong(payload)
-		h.do(t, func(*ws.Session) {})                                              // the pong result reached the owner
+		h.do(t, func(seam.Session) {})                                             // the pong result reached the owner
 		eventually(t, "pong settled", func() bool { return f.clk.Pending() == 1 }) // only the next ping timer
 	}
 	if _, ok := h.closeInfo(); ok {
@@ -66,7 +66,7 @@ func TestS17_IgnoredPongs(t *testing.T) {
 			for _, pong := range tc.pongs(cur, old) {
 				p.end.Pong(pong)
 			}
-			h.do(t, func(*ws.Session) {})
+			h.do(t, func(seam.Session) {})
 			f.clk.Advance(f.cfg.PongTimeout - 1)
 			if _, ok := h.closeInfo(); ok {
 				t.Fatal("closed before pongTimeoutMs")
@@ -78,7 +78,7 @@ func TestS17_IgnoredPongs(t *testing.T) {
 			}
 			eventually(t, "closed", func() bool { _, ok := h.closeInfo(); return ok })
 			info, _ := h.closeInfo()
-			if info.Cause != ws.CausePongTimeout || info.Error != ws.CodePongTimeout {
+			if info.Cause != seam.CausePongTimeout || info.Error != protocol.CodePongTimeout {
 				t.Fatalf("close info %+v", info)
 			}
 			// A late pong after the timeout changes nothing.
@@ -91,8 +91,8 @@ func TestS17_IgnoredPongs(t *testing.T) {
 	}
 }
 
-// TestS17_EventLoopDelaySampled: each ping timer firing reports actual − planned (§23.1
-// issue #238). The owner goroutine is held busy while the clock moves 250 ms past the due
+// TestS17_EventLoopDelaySampled: each ping timer firing reports actual − planned
+// (event-loop-delay-sampled, §23.1). The owner goroutine is held busy while the clock moves 250 ms past the due
 // time, as a long synchronous task would.
 func TestS17_EventLoopDelaySampled(t *testing.T) {
 	f := newHubFixture(t, smallConfig(t), nil)

@@ -18,6 +18,7 @@ import (
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // TokenSource returns the bearer token for the next dial. It is called before every dial,
@@ -50,7 +51,7 @@ func TokenFromEnv(name string) TokenSource {
 	}
 }
 
-// Rand is the injected random source of the backoff jitter (§15.1).
+// Rand is the injected random source of the backoff jitter.
 type Rand interface {
 	// Int64N returns a uniform value in [0, n).
 	Int64N(n int64) int64
@@ -59,29 +60,30 @@ type Rand interface {
 // PeerOptions configure a Peer.
 type PeerOptions struct {
 	Config        protocol.Config // validated by NewPeer
-	InstanceID    string          // this peer (§6.1 peerInstanceId)
-	HubInstanceID string          // the hub it expects (§6.1 expectedHubInstanceId)
+	InstanceID    string          // this peer (HELLO's peerInstanceId)
+	HubInstanceID string          // the hub it expects (HELLO's expectedHubInstanceId)
 	URL           string          // ws://host:port/v1/replication
 	Token         TokenSource     // required
 	Dialer        Dialer          // nil: WebSocketDialer{}
-	Namespaces    NamespaceFactory
+	Namespaces    seam.NamespaceFactory
 	Clock         clock.Clock // nil: clock.Real()
 	Rand          Rand        // backoff jitter; nil: a generator seeded from crypto/rand
 	Nonce         io.Reader   // HELLO connectionNonce; nil: crypto/rand
 	Observer      observer.Observer
 	Logger        *slog.Logger
 	// SlowAfter is the number of consecutive 1011 closes after which the backoff switches
-	// to the slow cadence and warns (§15.1); 0 means 5.
+	// to the slow cadence and warns; 0 means 5.
 	SlowAfter int
 }
 
-// PeerState is a state of the peer connection state machine (§15.1).
+// PeerState is a state of the peer's connection state machine.
 type PeerState = observer.ConnectionState
 
-// Peer is the peer's connection controller: the §15.1 state machine (stopped,
-// disconnected, connecting, handshaking, ready, draining, backoff, blocked) with full-jitter
-// backoff. One goroutine owns the machine; a connection, when there is one, runs its own
-// goroutines (see Hub for the per-connection design).
+// Peer is the peer's connection controller: the peer's connection state machine (§15.1:
+// stopped, disconnected, connecting, handshaking, ready, draining, backoff, blocked) with
+// full-jitter backoff. One goroutine, the controller, owns the machine and runs what the
+// methods post to it; a connection, when there is one, runs its own goroutines (see the
+// package documentation). Its methods may be called concurrently.
 type Peer struct {
 	opts PeerOptions
 	cfg  *protocol.Config
@@ -166,8 +168,7 @@ func (p *Peer) State() PeerState { return p.pub.Load().(PeerState) }
 // peer enters from now on.
 func (p *Peer) Watch(f func(PeerState)) { p.post(func() { p.watchers = append(p.watchers, f) }) }
 
-// Start starts a stopped or blocked peer (§15.1 stopped --start--> disconnected --dial-->
-// connecting; blocked --start--> stopped, then started).
+// Start starts a stopped or blocked peer: it dials at once.
 func (p *Peer) Start() {
 	p.post(func() {
 		switch p.state {
@@ -180,9 +181,9 @@ func (p *Peer) Start() {
 	})
 }
 
-// ConfigChanged tells the controller that its configuration or token changed (§15.1
-// config-change): a blocked or backing-off peer dials again at once, with the attempt
-// counter reset. In other states the next dial uses the new settings.
+// ConfigChanged tells the controller that its configuration or token changed: a blocked or
+// backing-off peer dials again at once, with the attempt counter reset. In other states the
+// next dial uses the new settings.
 func (p *Peer) ConfigChanged() {
 	p.post(func() {
 		switch p.state {
@@ -195,11 +196,11 @@ func (p *Peer) ConfigChanged() {
 	})
 }
 
-// Stop stops the peer (§15.1 local-stop): a ready connection drains (the namespace layer
-// closes its channels and calls Session.Quiesced, or closeTimeoutMs passes), any other
-// attempt is abandoned. Stop returns when the peer is stopped and its connection is gone,
-// or when ctx ends. An observer calls it from a goroutine of its own (§23.4: events are
-// delivered on the connection's goroutine, which Stop waits for).
+// Stop stops the peer: a ready connection drains (the namespace layer closes its channels
+// and calls seam.Session.Quiesced, or closeTimeoutMs passes), any other attempt is
+// abandoned. Stop returns when the peer is stopped and its connection is gone, or when ctx
+// ends. An observer calls it from a goroutine of its own: events are delivered on the
+// connection's goroutine, which Stop waits for.
 func (p *Peer) Stop(ctx context.Context) error {
 	ch := make(chan struct{})
 	if !p.post(func() { p.stop(ch, false) }) {
@@ -268,7 +269,7 @@ func (p *Peer) set(s PeerState) {
 	p.pub.Store(s)
 	if p.em.Enabled() {
 		ev := observer.ConnectionStateChanged{From: from, To: s}
-		// §23.3: connectionId only once the handshake gave one.
+		// The connectionId only once the handshake gave one (§23.3).
 		if p.connID != "" && (s == observer.ConnReady || s == observer.ConnDraining || from == observer.ConnReady || from == observer.ConnDraining) {
 			ev.ConnectionID = observer.Some(p.connID)
 		}
@@ -295,7 +296,7 @@ func (p *Peer) stop(ch chan struct{}, abort bool) {
 		}
 		if c := p.conn; c != nil {
 			c.post(func() {
-				c.closeNow(protocol.CloseNormal, CloseInfo{Code: protocol.CloseNormal, Cause: CauseShutdown})
+				c.closeNow(protocol.CloseNormal, seam.CloseInfo{Code: protocol.CloseNormal, Cause: seam.CauseShutdown})
 			})
 		}
 		p.gen++
@@ -332,7 +333,7 @@ func (p *Peer) dial() {
 		tr, err := p.opts.Dialer.Dial(ctx, p.opts.URL, header)
 		t.Stop()
 		if !p.post(func() { p.dialed(gen, tr, err) }) && tr != nil {
-			_ = tr.Close(protocol.CloseNormal, "")
+			_ = tr.Close(protocol.CloseNormal, "") // the controller is gone: best effort
 		}
 	}()
 }
@@ -350,7 +351,7 @@ func (p *Peer) dialed(gen uint64, tr Transport, err error) {
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) && de.StatusCode >= 400 && de.StatusCode < 500 {
-			// §15.1 connecting --permanent-config-failure--> blocked (401, 403, a wrong path).
+			// A configuration error (401, 403, a wrong path): retrying cannot help.
 			p.log.Warn("replication upgrade refused; blocked until the configuration changes", slog.Int("status", de.StatusCode))
 			p.set(observer.ConnBlocked)
 			return
@@ -369,8 +370,8 @@ func (p *Peer) dialed(gen uint64, tr Transport, err error) {
 		side: observer.SidePeer, cfg: p.cfg, clock: p.opts.Clock, em: p.em, log: p.log, t: tr,
 		factory: p.opts.Namespaces, peerID: p.opts.InstanceID, hubID: p.opts.HubInstanceID, nonce: nonce,
 		onReady:  func(c *conn) { id := c.connID; p.post(func() { p.connReady(gen, id) }) },
-		onGoAway: func(c *conn, d Drain) { p.post(func() { p.goAway(gen) }) },
-		onClosed: func(c *conn, info CloseInfo) { p.post(func() { p.connClosed(gen, info) }) },
+		onGoAway: func(c *conn, d seam.Drain) { p.post(func() { p.goAway(gen) }) },
+		onClosed: func(c *conn, info seam.CloseInfo) { p.post(func() { p.connClosed(gen, info) }) },
 		onExit:   func(c *conn) { p.post(func() { p.connExited(c) }) },
 	})
 	p.conn = c
@@ -384,7 +385,7 @@ func (p *Peer) closeStray(tr Transport) {
 	p.bg.Add(1)
 	go func() {
 		defer p.bg.Done()
-		_ = tr.Close(protocol.CloseNormal, "")
+		_ = tr.Close(protocol.CloseNormal, "") // nobody uses it: best effort
 	}()
 }
 
@@ -418,121 +419,4 @@ func (p *Peer) connExited(c *conn) {
 		p.pubConn.CompareAndSwap(c, nil)
 	}
 	p.release()
-}
-
-// connClosed applies §15.1 to a closed connection.
-func (p *Peer) connClosed(gen uint64, info CloseInfo) {
-	if gen != p.gen {
-		return
-	}
-	from := p.state
-	defer func() { p.connID = "" }()
-	if p.stopping {
-		p.set(observer.ConnStopped)
-		return
-	}
-	if from == observer.ConnReady || from == observer.ConnDraining {
-		// §15.1: the attempt counter resets only after backoffResetAfterMs of stable ready.
-		if p.opts.Clock.Now().Sub(p.readyAt) >= p.cfg.BackoffResetAfter {
-			p.attempt, p.slowCount = 0, 0
-		}
-	}
-	if info.Cause == CauseReconnect {
-		p.backoff(observer.BackoffNamespaceRecovery, 0)
-		return
-	}
-	if g := info.GoAway; g != nil {
-		switch g.ReasonCode {
-		case protocol.GoAwayServerRestarting:
-			if g.HasRetryAfter {
-				p.backoff(observer.BackoffGoAwayRetryHint, g.RetryAfter)
-			} else {
-				p.backoff(observer.BackoffGoAwayClosed, 0)
-			}
-		case protocol.GoAwayServerShuttingDown, protocol.GoAwayReauthRequired:
-			p.log.Warn("replication hub asked this peer to stay away; blocked until start or a configuration change", slog.String("reason", g.ReasonCode))
-			p.set(observer.ConnBlocked)
-		default:
-			p.backoff(observer.BackoffGoAwayClosed, 0)
-		}
-		return
-	}
-	switch info.Cause {
-	case CauseHelloTimeout:
-		p.backoff(observer.BackoffHelloTimeout, 0)
-		return
-	case CausePongTimeout:
-		p.backoff(observer.BackoffPongTimeout, 0)
-		return
-	}
-	if permanent(info) {
-		p.log.Warn("replication connection failed permanently; blocked until start or a configuration change",
-			slog.String("code", string(info.Error)), slog.Int("wsCloseCode", int(info.Code)))
-		p.set(observer.ConnBlocked)
-		return
-	}
-	if info.Code == protocol.CloseInternal {
-		p.slowCount++
-		p.backoff(observer.BackoffConnectionBackpressure, 0)
-		return
-	}
-	p.backoff(observer.BackoffSocketClosed, 0)
-}
-
-// permanent: §15.1 "1002/1008：blocked" — and every connection error whose registry retry is
-// no or config (FRAME_TOO_LARGE's 1009 included); 1011 and transport losses back off.
-func permanent(info CloseInfo) bool {
-	if info.Error != "" {
-		if spec, ok := protocol.LookupError(protocol.ScopeConnection, info.Error); ok {
-			return spec.Retry == protocol.RetryNo || spec.Retry == protocol.RetryConfig
-		}
-		return false
-	}
-	switch info.Code {
-	case protocol.CloseProtocolError, protocol.ClosePolicy, protocol.CloseTooBig:
-		return true
-	}
-	return false
-}
-
-// BackoffDelay is the §15.1 full-jitter delay: random(0, min(maxBackoff, base·2^attempt)),
-// in whole milliseconds, both ends included.
-func BackoffDelay(r Rand, base, max time.Duration, attempt int) time.Duration {
-	capMs := int64(max / time.Millisecond)
-	baseMs := int64(base / time.Millisecond)
-	if attempt < 62 && baseMs <= capMs>>attempt {
-		capMs = baseMs << attempt
-	}
-	return time.Duration(r.Int64N(capMs+1)) * time.Millisecond
-}
-
-// backoff: → backoff, with the timer to connecting. extra is a GOAWAY retryAfterMs hint
-// the jitter is added to.
-func (p *Peer) backoff(reason observer.BackoffReason, extra time.Duration) {
-	p.set(observer.ConnBackoff)
-	var delay time.Duration
-	if p.slowCount >= p.opts.SlowAfter && reason == observer.BackoffConnectionBackpressure {
-		// §15.1 1011: "连续失败后降为低频并告警，不永久 blocked": half to all of maxBackoffMs.
-		if p.slowCount == p.opts.SlowAfter {
-			p.log.Warn("replication hub keeps failing with 1011; reconnecting at the slow cadence", slog.Int("failures", p.slowCount))
-		}
-		half := p.cfg.MaxBackoff / 2
-		delay = half + BackoffDelay(p.opts.Rand, half, half, 0)
-	} else {
-		delay = extra + BackoffDelay(p.opts.Rand, p.cfg.BaseBackoff, p.cfg.MaxBackoff, p.attempt)
-	}
-	if p.em.Enabled() {
-		p.em.Emit(observer.ConnectionBackoffScheduled{Attempt: p.attempt, DelayMs: float64(delay) / float64(time.Millisecond), Reason: reason})
-	}
-	p.attempt++
-	p.timerGen++
-	tg := p.timerGen
-	p.timer = p.opts.Clock.AfterFunc(delay, func() {
-		p.post(func() {
-			if tg == p.timerGen && p.state == observer.ConnBackoff {
-				p.timer = nil
-				p.dial()
-			}
-		})
-	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
@@ -29,7 +30,7 @@ type peerFixture struct {
 	d      *wstest.Dialer
 	hs     *handlers
 	peer   *ws.Peer
-	mu     sync.Mutex
+	mu     sync.Mutex // guards states
 	states []ws.PeerState
 	token  string
 }
@@ -280,7 +281,7 @@ func TestS15_1_CloseOutcomes(t *testing.T) {
 			f.clk.Advance(f.cfg.PongTimeout)
 		}, backoff(observer.BackoffPongTimeout), 1001, ""},
 		{"namespace recovery", false, func(t *testing.T, f *peerFixture, h *rawHub, th *testHandler) {
-			th.do(t, func(s *ws.Session) { s.Reconnect() })
+			th.do(t, func(s seam.Session) { s.Reconnect() })
 		}, backoff(observer.BackoffNamespaceRecovery), 1001, ""},
 		{"GOAWAY SERVER_RESTARTING with retryAfter", false, func(t *testing.T, f *peerFixture, h *rawHub, _ *testHandler) {
 			h.send(&protocol.GoAway{ReasonCode: protocol.GoAwayServerRestarting, DrainTimeoutMs: 5000, RetryAfterMs: 7000, HasRetryAfter: true})
@@ -296,7 +297,7 @@ func TestS15_1_CloseOutcomes(t *testing.T) {
 			h.send(&protocol.GoAway{ReasonCode: protocol.GoAwayServerShuttingDown, DrainTimeoutMs: 5000})
 			f.waitState(0, observer.ConnDraining)
 			eventually(t, "drain", func() bool { th.mu.Lock(); defer th.mu.Unlock(); return len(th.drains) == 1 })
-			th.do(t, func(s *ws.Session) { s.Quiesced() }) // the peer leaves once its namespaces closed
+			th.do(t, func(s seam.Session) { s.Quiesced() }) // the peer leaves once its namespaces closed
 		}, blocked, 1000, ""},
 		{"GOAWAY REAUTH_REQUIRED at the deadline", false, func(t *testing.T, f *peerFixture, h *rawHub, _ *testHandler) {
 			h.send(&protocol.GoAway{ReasonCode: protocol.GoAwayReauthRequired, DrainTimeoutMs: 5000})

@@ -22,6 +22,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -290,10 +291,10 @@ func TestS17_SlowReaderDoesNotBlockOthers(t *testing.T) {
 	// Flood the slow one until its pump pauses: its socket buffers fill up.
 	paused := false
 	for i := 0; i < 4000 && !paused; i++ {
-		slowH.do(t, func(s *ws.Session) {
+		slowH.do(t, func(s seam.Session) {
 			o := s.Outbox(nsN(i%50+1), nil)
-			err := o.Enqueue(ws.DataItem{Bytes: upd(1000, byte(i))})
-			if err != nil && err != ws.ErrConnectionShed && err != ws.ErrQueueOverflow {
+			err := o.Enqueue(seam.DataItem{Bytes: upd(1000, byte(i))})
+			if err != nil && !errors.Is(err, seam.ErrConnectionShed) && !errors.Is(err, seam.ErrQueueOverflow) {
 				t.Fatal(err)
 			}
 			paused = s.Stats().Paused
@@ -304,9 +305,9 @@ func TestS17_SlowReaderDoesNotBlockOthers(t *testing.T) {
 	}
 	// The fast connection still gets everything at once.
 	const n = 100 // 10 KB: within the connection's 12 KiB budget
-	fastH.do(t, func(s *ws.Session) {
+	fastH.do(t, func(s seam.Session) {
 		for i := range n {
-			if err := s.Outbox(nsN(i%10+1), nil).Enqueue(ws.DataItem{Bytes: upd(100, byte(i))}); err != nil {
+			if err := s.Outbox(nsN(i%10+1), nil).Enqueue(seam.DataItem{Bytes: upd(100, byte(i))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -351,7 +352,7 @@ func TestS21_ShutdownAndReconnect(t *testing.T) {
 	// close as a bare EOF instead (a known race of the library, see docs/decisions.md); the
 	// peer treats both as a temporary loss, as the backoff above shows.
 	info, ok := first.closeInfo()
-	if !ok || info.GoAway != nil || !info.Remote || info.Code != protocol.CloseGoingAway && info.Cause != ws.CauseTransport {
+	if !ok || info.GoAway != nil || !info.Remote || info.Code != protocol.CloseGoingAway && info.Cause != seam.CauseTransport {
 		t.Fatalf("first connection closed with %+v", info)
 	}
 }

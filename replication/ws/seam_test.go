@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
@@ -23,17 +22,17 @@ import (
 // (the gate), the hub answers OPEN with OPEN_OK and every UPDATE with UPDATE_ACK and sends
 // its own updates back; ACKs free the window. It records what arrived.
 type echoNS struct {
-	s        *ws.Session
+	s        seam.Session
 	hub      bool
 	inFlight map[protocol.NamespaceID]map[uint32]bool
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards received, acked and closed
 	received map[protocol.NamespaceID][][]byte
 	acked    int
 	closed   bool
 }
 
-func newEchoNS(s *ws.Session, hub bool) *echoNS {
+func newEchoNS(s seam.Session, hub bool) *echoNS {
 	return &echoNS{s: s, hub: hub, inFlight: map[protocol.NamespaceID]map[uint32]bool{}, received: map[protocol.NamespaceID][][]byte{}}
 }
 
@@ -45,7 +44,7 @@ func (e *echoNS) send(ns protocol.NamespaceID, b []byte) error {
 	if e.inFlight[ns] == nil {
 		e.inFlight[ns] = map[uint32]bool{}
 	}
-	return e.s.Outbox(ns, e.window(ns)).Enqueue(ws.DataItem{Bytes: b, Sent: func(si ws.SentInfo) { e.inFlight[ns][si.Sequence] = true }})
+	return e.s.Outbox(ns, e.window(ns)).Enqueue(seam.DataItem{Bytes: b, Sent: func(si seam.SentInfo) { e.inFlight[ns][si.Sequence] = true }})
 }
 
 func (e *echoNS) HandleFrame(f protocol.Frame) {
@@ -77,11 +76,11 @@ func (e *echoNS) HandleFrame(f protocol.Frame) {
 	}
 }
 
-func (e *echoNS) HandleRejected(*protocol.Error)               {}
-func (e *echoNS) HandleDrain(ws.Drain)                         { e.s.Quiesced() }
-func (e *echoNS) HandleShed(protocol.NamespaceID, ws.ShedInfo) {}
-func (e *echoNS) HandleRevoked(ws.Revocation)                  {}
-func (e *echoNS) HandleClosed(ws.CloseInfo) {
+func (e *echoNS) HandleRejected(*protocol.Error)                 {}
+func (e *echoNS) HandleDrain(seam.Drain)                         { e.s.Quiesced() }
+func (e *echoNS) HandleShed(protocol.NamespaceID, seam.ShedInfo) {}
+func (e *echoNS) HandleRevoked(seam.Revocation)                  {}
+func (e *echoNS) HandleClosed(seam.CloseInfo) {
 	e.mu.Lock()
 	e.closed = true
 	e.mu.Unlock()
@@ -123,13 +122,13 @@ func TestSeam_EndToEnd(t *testing.T) {
 	table, err := ws.NewTokenTable([]ws.TokenEntry{{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("tok"), Namespaces: []string{ns1.String(), ns2.String()}, Read: true, Submit: true}})
 	must(t, err)
 	hub, err := ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: table, Clock: clk, Observer: rec,
-		Namespaces: func(s *ws.Session) ws.Handler { e := newEchoNS(s, true); hubSide <- e; return e }})
+		Namespaces: func(s seam.Session) seam.Handler { e := newEchoNS(s, true); hubSide <- e; return e }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	peer, err := ws.NewPeer(ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: "ws://hub",
 		Token: func() (string, error) { return "tok", nil }, Dialer: hubDialer{hub, table}, Clock: clk, Rand: maxRand{}, Observer: rec,
-		Namespaces: func(s *ws.Session) ws.Handler { e := newEchoNS(s, false); peerSide <- e; return e }})
+		Namespaces: func(s seam.Session) seam.Handler { e := newEchoNS(s, false); peerSide <- e; return e }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,65 +189,6 @@ func TestSeam_EndToEnd(t *testing.T) {
 	}
 }
 
-func TestTokenSources(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(path, []byte("  tok-file\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if tok, err := ws.TokenFromFile(path)(); err != nil || tok != "tok-file" {
-		t.Fatalf("file: %q %v", tok, err)
-	}
-	if _, err := ws.TokenFromFile(filepath.Join(t.TempDir(), "missing"))(); err == nil {
-		t.Fatal("missing file accepted")
-	}
-	t.Setenv("NOMICORE_TEST_TOKEN", "tok-env")
-	if tok, err := ws.TokenFromEnv("NOMICORE_TEST_TOKEN")(); err != nil || tok != "tok-env" {
-		t.Fatalf("env: %q %v", tok, err)
-	}
-	t.Setenv("NOMICORE_TEST_TOKEN", "")
-	if _, err := ws.TokenFromEnv("NOMICORE_TEST_TOKEN")(); err == nil {
-		t.Fatal("empty env accepted")
-	}
-}
-
-func TestTokenTable(t *testing.T) {
-	table := &ws.TokenTable{}
-	if _, err := table.Authenticate(context.Background(), "x"); err != ws.ErrVerifierMissing {
-		t.Fatalf("empty table: %v", err)
-	}
-	if err := table.Replace([]ws.TokenEntry{{PeerInstanceID: "Bad ID"}}); err == nil {
-		t.Fatal("invalid entry accepted")
-	}
-	h, err := ws.ParseTokenSHA256("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08") // sha256("test")
-	if err != nil || h != ws.HashToken("test") {
-		t.Fatalf("parse: %v", err)
-	}
-	if err := table.Replace([]ws.TokenEntry{
-		{PeerInstanceID: "peer-a", TokenSHA256: h, Namespaces: []string{ns1.String()}, Read: true},
-		{PeerInstanceID: "peer-b", TokenSHA256: ws.HashToken("b"), Namespaces: nil, Read: true},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		tok  string
-		id   string
-		want error
-	}{
-		{"test", "peer-a", nil}, {"", "", ws.ErrUnauthenticated}, {"nope", "", ws.ErrUnauthenticated}, {"b", "", ws.ErrForbidden},
-	} {
-		id, err := table.Authenticate(context.Background(), tc.tok)
-		if err != tc.want || id.PeerInstanceID != tc.id {
-			t.Errorf("%q: %v %v", tc.tok, id, err)
-		}
-	}
-	if _, ok := table.AuthorizeNamespace("peer-a", ns1); !ok {
-		t.Error("ns1 not authorized")
-	}
-	if _, ok := table.AuthorizeNamespace("peer-a", ns2); ok {
-		t.Error("ns2 authorized")
-	}
-}
-
 // TestS2_AdmissionRefusals: the remaining auth-upgrade-rejected reasons: an authenticator
 // slower than authTimeoutMs (503), a hub that is shut down (503), an authenticator that
 // yields no valid instance id (500, a wiring bug).
@@ -257,7 +197,7 @@ func TestS2_AdmissionRefusals(t *testing.T) {
 	rec := &observertest.Recorder{}
 	auth := &scriptedAuth{clk: clk}
 	hub, err := ws.NewHub(ws.HubOptions{Config: smallConfig(t), InstanceID: hubID, Auth: auth, Clock: clk, Observer: rec,
-		Namespaces: func(*ws.Session) ws.Handler { return nil }})
+		Namespaces: func(seam.Session) seam.Handler { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,8 +252,8 @@ func (a *scriptedAuth) Authenticate(ctx context.Context, token string) (ws.Ident
 	return ws.Identity{PeerInstanceID: peerID}, nil
 }
 
-func (a *scriptedAuth) AuthorizeNamespace(string, protocol.NamespaceID) (ws.Grant, bool) {
-	return ws.Grant{}, false
+func (a *scriptedAuth) AuthorizeNamespace(string, protocol.NamespaceID) (seam.Grant, bool) {
+	return seam.Grant{}, false
 }
 
 var smallConfigAuthTimeout = protocol.DefaultConfig().AuthTimeout
@@ -326,16 +266,3 @@ type statusRecorder struct {
 func (w *statusRecorder) Header() http.Header         { return w.header }
 func (w *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (w *statusRecorder) WriteHeader(s int)           { w.status = s }
-
-func TestParseTokensFile(t *testing.T) {
-	h := "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
-	es, err := ws.ParseTokensFile([]byte(`{"peers":[{"instanceId":"peer-a","tokenSha256":"` + h + `","owner":"default","namespaces":["*"],"read":true,"submit":false}]}`))
-	if err != nil || len(es) != 1 || es[0].TokenSHA256 != ws.HashToken("test") || es[0].Owner != "default" || !es[0].Read || es[0].Submit {
-		t.Fatalf("%+v %v", es, err)
-	}
-	for _, bad := range []string{`{"peers":[{"instanceId":"a","tokenSha256":"00"}]}`, `{"peers":[{"instanceID":"a"}]}`, `[`} {
-		if _, err := ws.ParseTokensFile([]byte(bad)); err == nil {
-			t.Errorf("accepted %s", bad)
-		}
-	}
-}

@@ -16,8 +16,8 @@ import (
 )
 
 // Transport is one established WebSocket as the connection layer uses it: whole binary
-// messages (§1: one message carries exactly one frame), WebSocket ping/pong liveness (§2,
-// §17), and a close with a code (§14).
+// messages, each carrying exactly one frame (§1), WebSocket ping/pong for liveness, and a
+// close with a code.
 //
 // Read is called by one goroutine only (the connection's reader); Write by one goroutine
 // only (its writer); Ping and Close may be called from any goroutine, concurrently with Read
@@ -59,8 +59,8 @@ func RemoteCloseCode(err error) (protocol.CloseCode, bool) {
 	return 0, false
 }
 
-// MessageTooLargeError is what Read returns for a message over its limit (§3, GUIDE §5 check
-// 1: FRAME_TOO_LARGE). The rest of the message is not read.
+// MessageTooLargeError is what Read returns for a message over its limit (maxFrameBytes,
+// FRAME_TOO_LARGE). The rest of the message is not read.
 type MessageTooLargeError struct{ Limit int }
 
 func (e *MessageTooLargeError) Error() string {
@@ -68,7 +68,7 @@ func (e *MessageTooLargeError) Error() string {
 }
 
 // ErrTextMessage is returned by Read for a text message: the protocol uses binary messages
-// only (§1).
+// only.
 var ErrTextMessage = errors.New("ws: text message on a binary-only connection")
 
 // ErrTransportClosed is returned by Read, Write and Ping of a transport closed locally.
@@ -135,7 +135,7 @@ func (t *wsTransport) Close(code protocol.CloseCode, reason string) error {
 	select {
 	case err = <-done:
 	case <-timer.C:
-		_ = t.c.CloseNow()
+		_ = t.c.CloseNow() // its error is the pending Close's, read next
 		err = <-done
 	}
 	if errors.Is(err, net.ErrClosed) {
@@ -144,13 +144,13 @@ func (t *wsTransport) Close(code protocol.CloseCode, reason string) error {
 	return err
 }
 
-// Dialer opens the peer's WebSocket to the hub (§2). The header carries the bearer token.
+// Dialer opens the peer's WebSocket to the hub. The header carries the bearer token.
 type Dialer interface {
 	Dial(ctx context.Context, url string, header http.Header) (Transport, error)
 }
 
 // DialError is a dial that reached the hub but was refused before the upgrade: HTTP 401 or
-// 403 (§2), or another status.
+// 403, or another status.
 type DialError struct {
 	StatusCode int
 	Err        error

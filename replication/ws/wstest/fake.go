@@ -36,12 +36,13 @@ func openGate() chan struct{} {
 	return g
 }
 
-// End is one end of a Pair. It implements ws.Transport.
+// End is one end of a Pair. It implements ws.Transport, with the same concurrency contract;
+// the test's methods may be called from any goroutine.
 type End struct {
 	remote *End
 	msgs   chan []byte // messages written by the remote end, to be read here
 
-	mu         sync.Mutex
+	mu         sync.Mutex    // guards the fields below
 	closed     chan struct{} // closed when this end is closed (locally or by the remote)
 	closeErr   error         // what Read returns after close
 	closeCode  protocol.CloseCode
@@ -119,8 +120,8 @@ func (e *End) Write(ctx context.Context, msg []byte) error {
 	return nil
 }
 
-// Ping implements ws.Transport with the §17 payload: an 8-byte big-endian counter. It
-// returns nil only when a pong with exactly the outstanding payload arrives.
+// Ping implements ws.Transport with the contract's ping payload (§17): an 8-byte big-endian
+// counter. It returns nil only when a pong with exactly the outstanding payload arrives.
 func (e *End) Ping(ctx context.Context) error {
 	e.mu.Lock()
 	e.pingSeq++
@@ -299,13 +300,14 @@ func (e *End) Changed() <-chan struct{} {
 }
 
 // Dialer is a ws.Dialer over fake pairs. Each Dial takes the next scripted result: an error,
-// or a fresh Pair whose far end is delivered on Accepted for the test to play the hub.
+// or a fresh Pair whose far end is delivered on Accepted for the test to play the hub. Safe
+// for concurrent use.
 type Dialer struct {
 	// Accepted receives the hub-side end of each successful dial, with the request header.
 	Accepted chan Dialed
 
-	mu     sync.Mutex
-	script []error // consumed in order; nil entries (or an empty script) mean success
+	mu     sync.Mutex // guards script and dials
+	script []error    // consumed in order; nil entries (or an empty script) mean success
 	dials  int
 }
 

@@ -1,4 +1,4 @@
-package ws_test
+package namespace_test
 
 import (
 	"errors"
@@ -11,8 +11,8 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/persistence/persistencetest"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
@@ -452,7 +452,7 @@ func TestS16_PeerRemoveTargetAndAddBack(t *testing.T) {
 	if !open.HasLocalReplica {
 		t.Fatal("the replica was lost by the removal")
 	}
-	if err := f.tc.RemoveTarget(ctxT(t), nsN(0x404).String()); err != ws.ErrUnknownTarget {
+	if err := f.tc.RemoveTarget(ctxT(t), nsN(0x404).String()); !errors.Is(err, namespace.ErrUnknownTarget) {
 		t.Fatalf("removing an unknown target: %v", err)
 	}
 }
@@ -483,7 +483,9 @@ func TestS20_PeerDegradedAppliesHubUpdatesInMemory(t *testing.T) {
 	faults.Fail(true)
 	defer faults.Fail(false)
 	seq := w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("first", 1.0)})
-	expect[*protocol.UpdateAck](w)
+	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {
+		t.Fatalf("first ack %d, want %d", ack.AckedSequence, seq)
+	}
 	eventually(t, "the store failing", func() bool { return !f.store.Healthy() })
 	seq = w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("during", 2.0)})
 	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {

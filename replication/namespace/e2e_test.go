@@ -1,4 +1,4 @@
-package ws_test
+package namespace_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ws_test
+package namespace_test
 
 import (
 	"encoding/binary"
@@ -16,6 +16,7 @@ import (
 	"github.com/nomicore/nomicore/persistence/persistencetest"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
@@ -50,8 +51,7 @@ func TestS8_S9_S10_HubBootstrapRoundLive(t *testing.T) {
 	w.send(&protocol.BootstrapAck{NamespaceID: ns, AckedSequence: snapSeq})
 	w.quiet()
 	// A write on the peer while it bootstraps travels in its Step2.
-	peerWrite := doc.set("fromPeer", "a")
-	_ = peerWrite
+	doc.set("fromPeer", "a")
 	f.round(w, ns, doc, 1)
 	waitPath(t, f.rec, observer.SideHub, ns, observer.ChannelOpening, observer.ChannelBootstrapping,
 		observer.ChannelReconciling, observer.ChannelLive)
@@ -675,7 +675,7 @@ func TestS19_HubRevokeEndsNamespace(t *testing.T) {
 	w := f.dial(peerID)
 	ns, _ := f.liveNS(w, 200)
 	other, otherDoc := f.liveNS(w, 201)
-	f.table.Revoke(ws.Revocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns}})
+	f.table.Revoke(seam.Revocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns}})
 	w.expectError(ns, protocol.CodeNamespaceUnauthorized)
 	waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedApplyRefused)
 	seq := w.send(&protocol.Update{NamespaceID: other, Update: otherDoc.set("x", 1.0)})
@@ -815,7 +815,7 @@ func TestS13_HubRemoteErrors(t *testing.T) {
 }
 
 // TestS23_1_OverCapLiveUpdate: without chunking a live update over maxUpdateBytes cannot be
-// sent (§10.1, §23.1 issue #231). With an empty queue the send fails: resync-required
+// sent (§10.1, §23.1). With an empty queue the send fails: resync-required
 // {send-failed, update-too-large} with the sampled queue, RESYNC_REQUIRED, needs-resync —
 // and the round's diff carries the update. With updates queued it is dropped alone:
 // update-dropped, no resync, the channel stays live, the queued updates still go, and the

@@ -1,4 +1,4 @@
-package ws_test
+package namespace_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
@@ -411,7 +412,7 @@ func newNSHubObserved(t *testing.T, cfg protocol.Config, storeOpts persistence.O
 		{PeerInstanceID: limitedPeer, TokenSHA256: ws.HashToken("secret-limited"), Owner: owner, Namespaces: []string{limitedNS.String()}, Read: true, Submit: true},
 	})
 	must(t, err)
-	nsl, err := ws.NewHubNamespaces(ws.HubNamespacesOptions{Registry: f.reg})
+	nsl, err := namespace.NewHub(namespace.HubOptions{Registry: f.reg})
 	must(t, err)
 	f.hub, err = ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: f.table, Namespaces: nsl.NewHandler,
 		Clock: f.clk, Random: bytes.NewReader(bytes.Repeat([]byte{7}, 1<<16)), Observer: obs})
@@ -535,7 +536,7 @@ type nsPeer struct {
 	rec   *observertest.Recorder
 	reg   *registry.Registry
 	store persistence.Store
-	tc    *ws.TargetController
+	tc    *namespace.TargetController
 	peer  *ws.Peer
 	d     *wstest.Dialer
 	hubs  *nsHubSource // where the test hub's snapshots come from
@@ -571,7 +572,7 @@ func newNSPeerOpts(t *testing.T, cfg protocol.Config, o nsPeerOptions) *nsPeer {
 	f.hubs = &nsHubSource{reg: hubReg}
 	f.reg, f.store = newRegistryWith(t, registry.Config{Role: registry.RolePeer, StageClock: o.stageClock}, o.store)
 	var err error
-	f.tc, err = ws.NewTargetController(ws.TargetControllerOptions{Registry: f.reg})
+	f.tc, err = namespace.NewTargetController(namespace.TargetControllerOptions{Registry: f.reg})
 	must(t, err)
 	var obs observer.Observer = f.rec
 	if o.unobserved {
@@ -620,7 +621,7 @@ func (f *nsPeer) bump(ns protocol.NamespaceID) []byte {
 // target adds ns as a target of the peer.
 func (f *nsPeer) target(ns protocol.NamespaceID) {
 	f.t.Helper()
-	must(f.t, f.tc.AddTarget(ws.Target{NamespaceID: ns.String(), Owner: owner}))
+	must(f.t, f.tc.AddTarget(namespace.Target{NamespaceID: ns.String(), Owner: owner}))
 }
 
 // connect starts the peer (first time) and plays the hub's handshake on the next dial.

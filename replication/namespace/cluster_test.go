@@ -1,4 +1,4 @@
-package ws_test
+package namespace_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/yjs"
@@ -72,7 +73,7 @@ type cluster struct {
 type hubNode struct {
 	store *persistence.BoltStore
 	reg   *registry.Registry
-	nsl   *ws.HubNamespaces
+	nsl   *namespace.Hub
 	hub   *ws.Hub
 }
 
@@ -83,7 +84,7 @@ type peerNode struct {
 	dir   string
 	store *persistence.BoltStore
 	reg   *registry.Registry
-	tc    *ws.TargetController
+	tc    *namespace.TargetController
 	peer  *ws.Peer
 	net   *netCtl
 }
@@ -143,7 +144,7 @@ func (c *cluster) startHub() {
 	must(c.t, err)
 	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st, StageClock: clock.Real()})
 	must(c.t, err)
-	nsl, err := ws.NewHubNamespaces(ws.HubNamespacesOptions{Registry: reg})
+	nsl, err := namespace.NewHub(namespace.HubOptions{Registry: reg})
 	must(c.t, err)
 	hub, err := ws.NewHub(ws.HubOptions{Config: c.cfg, InstanceID: hubID, Auth: c.table, Namespaces: nsl.NewHandler, Observer: c.rec})
 	must(c.t, err)
@@ -173,7 +174,7 @@ func (c *cluster) newPeer(id string) *peerNode {
 	return p
 }
 
-func (p *peerNode) start(targets ...ws.Target) {
+func (p *peerNode) start(targets ...namespace.Target) {
 	t := p.c.t
 	t.Helper()
 	var err error
@@ -181,7 +182,7 @@ func (p *peerNode) start(targets ...ws.Target) {
 	must(t, err)
 	p.reg, err = registry.New(registry.Config{Role: registry.RolePeer, Store: p.store, StageClock: clock.Real()})
 	must(t, err)
-	p.tc, err = ws.NewTargetController(ws.TargetControllerOptions{Registry: p.reg, Targets: targets})
+	p.tc, err = namespace.NewTargetController(namespace.TargetControllerOptions{Registry: p.reg, Targets: targets})
 	must(t, err)
 	p.peer, err = ws.NewPeer(ws.PeerOptions{Config: p.c.cfg, InstanceID: p.id, HubInstanceID: hubID, URL: p.c.url,
 		Token: func() (string, error) { return p.token, nil }, Namespaces: p.tc.NewHandler, Observer: p.c.rec,
@@ -192,11 +193,11 @@ func (p *peerNode) start(targets ...ws.Target) {
 
 // stop shuts the peer down in the §21 order: connection, namespace layer, registry, store.
 // It returns the targets, for a restart.
-func (p *peerNode) stop() []ws.Target {
+func (p *peerNode) stop() []namespace.Target {
 	if p.peer == nil {
 		return nil
 	}
-	var targets []ws.Target
+	var targets []namespace.Target
 	for _, st := range p.tc.Targets() {
 		targets = append(targets, st.Target)
 	}
@@ -212,7 +213,7 @@ func (p *peerNode) stop() []ws.Target {
 }
 
 func (p *peerNode) target(ns protocol.NamespaceID) {
-	must(p.c.t, p.tc.AddTarget(ws.Target{NamespaceID: ns.String(), Owner: peerOwner}))
+	must(p.c.t, p.tc.AddTarget(namespace.Target{NamespaceID: ns.String(), Owner: peerOwner}))
 }
 
 func (p *peerNode) state(ns protocol.NamespaceID) observer.ChannelState {
@@ -469,7 +470,7 @@ func waitProgress(t testing.TB, ws []*writer, n int64) {
 // netCtl wraps a peer's TCP connections: it can drop them abruptly (a lost socket) or stop
 // reading from them (a peer that reads nothing, so the hub's writes to it back up).
 type netCtl struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards conns, paused and resumed
 	conns   []*ctlConn
 	paused  bool
 	resumed chan struct{}

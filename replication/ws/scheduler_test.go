@@ -2,12 +2,13 @@ package ws_test
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/seam"
 )
 
 func upd(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
@@ -23,12 +24,12 @@ func TestS17_RoundRobin(t *testing.T) {
 	f := newHubFixture(t, smallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
-	var sent []ws.SentInfo
-	h.do(t, func(s *ws.Session) {
+	var sent []seam.SentInfo
+	h.do(t, func(s seam.Session) {
 		for i, n := range []int{3, 2, 1} {
 			o := s.Outbox(nsN(i+1), nil)
 			for j := range n {
-				if err := o.Enqueue(ws.DataItem{Bytes: upd(10, byte(10*i+j)), Sent: func(si ws.SentInfo) { sent = append(sent, si) }}); err != nil {
+				if err := o.Enqueue(seam.DataItem{Bytes: upd(10, byte(10*i+j)), Sent: func(si seam.SentInfo) { sent = append(sent, si) }}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -50,11 +51,11 @@ func TestS17_RoundRobin(t *testing.T) {
 			t.Fatalf("frame %d is %v", i, fr.Type())
 		}
 	}
-	h.do(t, func(*ws.Session) {})
+	h.do(t, func(seam.Session) {})
 	if len(sent) != 6 || sent[0].Sequence != 3 || sent[5].Sequence != 8 {
 		t.Fatalf("sent %+v", sent)
 	}
-	// update-sent carries the stamped sequence (§23.1 issue #238/#423).
+	// update-sent carries the stamped sequence (§23.1).
 	evs := f.rec.OfType(observer.TypeUpdateSent)
 	if len(evs) != 6 || evs[0].Payload.(observer.UpdateSent).Sequence != 3 || evs[0].Payload.(observer.UpdateSent).Bytes != 10 {
 		t.Fatalf("update-sent %v", evs)
@@ -67,19 +68,19 @@ func TestS17_WindowGate(t *testing.T) {
 	p := f.connect(64)
 	h := f.handshake(p)
 	open := false
-	h.do(t, func(s *ws.Session) {
+	h.do(t, func(s seam.Session) {
 		a := s.Outbox(ns1, func() bool { return open })
 		b := s.Outbox(ns2, nil)
-		_ = a.Enqueue(ws.DataItem{Bytes: upd(5, 1)})
-		_ = b.Enqueue(ws.DataItem{Bytes: upd(5, 2)})
-		_ = b.Enqueue(ws.DataItem{Bytes: upd(5, 3)})
+		_ = a.Enqueue(seam.DataItem{Bytes: upd(5, 1)})
+		_ = b.Enqueue(seam.DataItem{Bytes: upd(5, 2)})
+		_ = b.Enqueue(seam.DataItem{Bytes: upd(5, 3)})
 	})
 	for range 2 {
 		if fr := p.recv(); frameNS(fr) != ns2 {
 			t.Fatalf("gated namespace sent: %v", frameNS(fr))
 		}
 	}
-	h.do(t, func(s *ws.Session) {
+	h.do(t, func(s seam.Session) {
 		if n, _ := s.Outbox(ns1, nil).Len(); n != 1 {
 			t.Fatalf("gated queue holds %d", n)
 		}
@@ -101,13 +102,13 @@ func TestS10_3_ChunkedTransfer(t *testing.T) {
 	for i := range big {
 		big[i] = byte(i)
 	}
-	var info ws.SentInfo
-	h.do(t, func(s *ws.Session) {
-		if err := s.Outbox(ns1, nil).Enqueue(ws.DataItem{Bytes: big, Sent: func(si ws.SentInfo) { info = si }}); err != nil {
+	var info seam.SentInfo
+	h.do(t, func(s seam.Session) {
+		if err := s.Outbox(ns1, nil).Enqueue(seam.DataItem{Bytes: big, Sent: func(si seam.SentInfo) { info = si }}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 3 {
-			_ = s.Outbox(ns2, nil).Enqueue(ws.DataItem{Bytes: upd(3, byte(i))})
+			_ = s.Outbox(ns2, nil).Enqueue(seam.DataItem{Bytes: upd(3, byte(i))})
 		}
 	})
 	asm := protocol.NewAssembler(&f.cfg, clock.NewFake(epoch))
@@ -135,7 +136,7 @@ func TestS10_3_ChunkedTransfer(t *testing.T) {
 	if !bytes.Equal(done.Data, big) || done.ChunkCount != 3 || done.TransferID != 1 {
 		t.Fatalf("assembled %d bytes in %d chunks (transfer %d)", len(done.Data), done.ChunkCount, done.TransferID)
 	}
-	h.do(t, func(*ws.Session) {})
+	h.do(t, func(seam.Session) {})
 	if !info.Chunked || info.Sequence != done.AckSequence || info.ChunkCount != 3 {
 		t.Fatalf("sent info %+v, last chunk %d", info, done.AckSequence)
 	}
@@ -159,15 +160,15 @@ func TestS17_ItemChecks(t *testing.T) {
 	f := newHubFixture(t, cfg, nil)
 	p := f.connect(64)
 	h := f.handshake(p)
-	h.do(t, func(s *ws.Session) {
+	h.do(t, func(s seam.Session) {
 		o := s.Outbox(ns1, nil)
 		for _, tc := range []struct {
-			item ws.DataItem
+			item seam.DataItem
 			code protocol.ErrorCode
 		}{
-			{ws.DataItem{Bytes: upd(1025, 1)}, protocol.CodeUpdateTooLarge},
-			{ws.DataItem{Kind: protocol.KindSnapshot, Bytes: upd(2000, 1)}, protocol.CodeBootstrapTooLarge},
-			{ws.DataItem{Kind: protocol.KindSyncDiff, Bytes: upd(2000, 1)}, protocol.CodeSyncDiffTooLarge},
+			{seam.DataItem{Bytes: upd(1025, 1)}, protocol.CodeUpdateTooLarge},
+			{seam.DataItem{Kind: protocol.KindSnapshot, Bytes: upd(2000, 1)}, protocol.CodeBootstrapTooLarge},
+			{seam.DataItem{Kind: protocol.KindSyncDiff, Bytes: upd(2000, 1)}, protocol.CodeSyncDiffTooLarge},
 		} {
 			err := o.Enqueue(tc.item)
 			pe, ok := err.(*protocol.Error)
@@ -175,10 +176,10 @@ func TestS17_ItemChecks(t *testing.T) {
 				t.Errorf("kind %v: %v, want %s", tc.item.Kind, err, tc.code)
 			}
 		}
-		if _, err := s.Send(&protocol.Update{NamespaceID: ns1, Update: []byte{1}}); err != ws.ErrNotAllowed {
+		if _, err := s.Send(&protocol.Update{NamespaceID: ns1, Update: []byte{1}}); !errors.Is(err, seam.ErrNotAllowed) {
 			t.Errorf("Send(UPDATE) = %v", err)
 		}
-		if _, err := s.Send(&protocol.OpenNamespace{NamespaceID: ns1}); err != ws.ErrNotAllowed {
+		if _, err := s.Send(&protocol.OpenNamespace{NamespaceID: ns1}); !errors.Is(err, seam.ErrNotAllowed) {
 			t.Errorf("hub Send(OPEN_NAMESPACE) = %v", err)
 		}
 	})
@@ -189,14 +190,14 @@ func TestS17_QueueOverflow(t *testing.T) {
 	f := newHubFixture(t, smallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
-	h.do(t, func(s *ws.Session) {
+	h.do(t, func(s seam.Session) {
 		o := s.Outbox(ns1, func() bool { return false })
 		for i := range f.cfg.MaxQueuedUpdateCount {
-			if err := o.Enqueue(ws.DataItem{Bytes: upd(1, byte(i))}); err != nil {
+			if err := o.Enqueue(seam.DataItem{Bytes: upd(1, byte(i))}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := o.Enqueue(ws.DataItem{Bytes: upd(1, 0)}); err != ws.ErrQueueOverflow {
+		if err := o.Enqueue(seam.DataItem{Bytes: upd(1, 0)}); !errors.Is(err, seam.ErrQueueOverflow) {
 			t.Fatalf("overflow: %v", err)
 		}
 		if n, b := o.Len(); n != 0 || b != 0 {
@@ -218,18 +219,18 @@ func TestS17_WatermarksAndShedding(t *testing.T) {
 	// Fill the socket side: 1000-byte updates (1058-byte frames) until the pump pauses at
 	// 4096 unflushed bytes: four frames are handed over; the pipe takes one, the writer
 	// blocks on the second.
-	h.do(t, func(s *ws.Session) {
+	h.do(t, func(s seam.Session) {
 		for i := range 5 {
-			if err := s.Outbox(ns3, nil).Enqueue(ws.DataItem{Bytes: upd(1000, byte(i))}); err != nil {
+			if err := s.Outbox(ns3, nil).Enqueue(seam.DataItem{Bytes: upd(1000, byte(i))}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	})
 	eventually(t, "send-paused", func() bool { return f.rec.Count(observer.TypeSendPaused) == 1 })
 	const frameLen = 1058
-	var st ws.QueueStats
+	var st seam.QueueStats
 	eventually(t, "first frame flushed", func() bool {
-		h.do(t, func(s *ws.Session) { st = s.Stats() })
+		h.do(t, func(s seam.Session) { st = s.Stats() })
 		return st.UnflushedData == 3*frameLen
 	})
 	if !st.Paused || st.QueuedBytes != 1000 {
@@ -238,17 +239,17 @@ func TestS17_WatermarksAndShedding(t *testing.T) {
 	// Queue more while paused: the connection budget (10240 bytes of queued + unflushed)
 	// overflows on ns2's second item and sheds the largest queues, whole, until the queued
 	// side is at most the low watermark: ns1 (5000 bytes), then ns3 (1000).
-	h.do(t, func(s *ws.Session) {
+	h.do(t, func(s seam.Session) {
 		a, b := s.Outbox(ns1, nil), s.Outbox(ns2, nil)
 		for i := range 5 {
-			if err := a.Enqueue(ws.DataItem{Bytes: upd(1000, byte(i))}); err != nil {
+			if err := a.Enqueue(seam.DataItem{Bytes: upd(1000, byte(i))}); err != nil {
 				t.Fatalf("ns1 item %d: %v", i, err)
 			}
 		}
-		if err := b.Enqueue(ws.DataItem{Bytes: upd(500, 9)}); err != nil {
+		if err := b.Enqueue(seam.DataItem{Bytes: upd(500, 9)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Enqueue(ws.DataItem{Bytes: upd(1000, 8)}); err != nil {
+		if err := b.Enqueue(seam.DataItem{Bytes: upd(1000, 8)}); err != nil {
 			t.Fatalf("ns2 after shedding: %v", err)
 		}
 		if n, _ := a.Len(); n != 0 {
@@ -258,7 +259,7 @@ func TestS17_WatermarksAndShedding(t *testing.T) {
 			t.Fatalf("queued %d after shedding, want ns2's 1500", q)
 		}
 		// Strict admission: an item that does not fit even after shedding is refused.
-		if err := s.Outbox(nsN(4), nil).Enqueue(ws.DataItem{Bytes: upd(8000, 1)}); err != ws.ErrConnectionShed {
+		if err := s.Outbox(nsN(4), nil).Enqueue(seam.DataItem{Bytes: upd(8000, 1)}); !errors.Is(err, seam.ErrConnectionShed) {
 			t.Fatalf("oversized item: %v", err)
 		}
 	})
@@ -287,7 +288,7 @@ func TestS10_2_AckCorrelation(t *testing.T) {
 		p := f.connect(64)
 		h := f.handshake(p)
 		var st sent
-		h.do(t, func(s *ws.Session) {
+		h.do(t, func(s seam.Session) {
 			var err error
 			if st.step2, err = s.Send(&protocol.SyncStep2{NamespaceID: ns1, SyncRoundID: 1, RelatedStep1Sequence: 1, Update: []byte{0, 0}}); err != nil {
 				t.Fatal(err)
@@ -295,8 +296,8 @@ func TestS10_2_AckCorrelation(t *testing.T) {
 			if st.closeNS, err = s.Send(&protocol.CloseNamespace{NamespaceID: ns2, ReasonCode: "remove"}); err != nil {
 				t.Fatal(err)
 			}
-			err = s.Outbox(ns3, nil).Enqueue(ws.DataItem{Kind: protocol.KindSnapshot, Bytes: upd(1500, 3),
-				Binding: protocol.Binding{ReplicationID: rid, ReplicationEpoch: 1}, Sent: func(si ws.SentInfo) { st.snapshot = si.Sequence }})
+			err = s.Outbox(ns3, nil).Enqueue(seam.DataItem{Kind: protocol.KindSnapshot, Bytes: upd(1500, 3),
+				Binding: protocol.Binding{ReplicationID: rid, ReplicationEpoch: 1}, Sent: func(si seam.SentInfo) { st.snapshot = si.Sequence }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -304,7 +305,7 @@ func TestS10_2_AckCorrelation(t *testing.T) {
 		for range 4 { // Step2, CLOSE, two snapshot chunks
 			p.recv()
 		}
-		h.do(t, func(*ws.Session) {})
+		h.do(t, func(seam.Session) {})
 		return f, p, h, st
 	}
 	t.Run("matching", func(t *testing.T) {
@@ -349,13 +350,13 @@ func TestS10_1_CoalesceUnsent(t *testing.T) {
 	p := f.connect(64)
 	h := f.handshake(p)
 	open := false
-	var sent []ws.SentInfo
-	h.do(t, func(s *ws.Session) {
+	var sent []seam.SentInfo
+	h.do(t, func(s seam.Session) {
 		o := s.Outbox(ns1, func() bool { return open })
 		for i := range 3 {
-			_ = o.Enqueue(ws.DataItem{Bytes: []byte{byte(i)}, Sent: func(si ws.SentInfo) { t.Error("a merged item's own Sent ran") }})
+			_ = o.Enqueue(seam.DataItem{Bytes: []byte{byte(i)}, Sent: func(si seam.SentInfo) { t.Error("a merged item's own Sent ran") }})
 		}
-		err := o.Coalesce(func(u [][]byte) ([]byte, error) { return bytes.Join(u, nil), nil }, func(si ws.SentInfo) { sent = append(sent, si) })
+		err := o.Coalesce(func(u [][]byte) ([]byte, error) { return bytes.Join(u, nil), nil }, func(si seam.SentInfo) { sent = append(sent, si) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +369,7 @@ func TestS10_1_CoalesceUnsent(t *testing.T) {
 	if u, ok := fr.Message.(*protocol.Update); !ok || !bytes.Equal(u.Update, []byte{0, 1, 2}) {
 		t.Fatalf("got %v %+v", fr.Type(), fr.Message)
 	}
-	h.do(t, func(*ws.Session) {})
+	h.do(t, func(seam.Session) {})
 	if len(sent) != 1 || sent[0].Sequence != fr.Sequence {
 		t.Fatalf("sent %+v", sent)
 	}

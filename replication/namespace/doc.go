@@ -1,0 +1,65 @@
+// Package namespace is the namespace layer of replication: over one connection (package
+// ws, reached only through package seam), it replicates any number of namespaces — one Yjs
+// document each, kept by the registry — between the hub and a peer.
+//
+// The hub's side is Hub: pass its NewHandler as ws.HubOptions.Namespaces. The peer's side
+// is TargetController, which also keeps the peer's list of targets (the namespaces it
+// replicates, each with the local owner of its replica) across connections: pass its
+// NewHandler as ws.PeerOptions.Namespaces.
+//
+// # A namespace's life on a connection
+//
+// For each namespace, each connection has one channel. The peer opens it with
+// OPEN_NAMESPACE, declaring the identity (replication id and epoch) of its local replica, or
+// none. The hub checks the peer's authorization for the namespace, opens it in its registry
+// and answers OPEN_OK: with no local replica it then sends a snapshot, which the peer
+// imports and acknowledges (the bootstrap); with a matching identity they go straight to
+// reconciling; a different identity ends the channel conflicted. A connection carries at
+// most one lifecycle per namespace: once ended, a namespace reopens only on a new
+// connection.
+//
+// Reconciling is a sync round started by the peer: each side sends its state vector
+// (SYNC_STEP1), answers the other's with the diff it lacks (SYNC_STEP2), and confirms the
+// diff it applied (SYNC_APPLIED). When both diffs are applied the channel is live: every
+// change applied to the namespace's document — locally, or from another connection — is
+// sent as an UPDATE and acknowledged by the remote once applied, within a window of
+// maxInFlightUpdates unacknowledged UPDATEs. Whatever loses continuity (a queue that
+// overflowed, a window that timed out unacknowledged, a shed) sends the channel to
+// needs-resync, and the next round repairs it; nothing is resent. The peer also starts a
+// round periodically. CLOSE_NAMESPACE and CLOSE_OK end a channel in an orderly way; a
+// namespace ERROR ends it in the state the error registry gives (failed, closed or
+// conflicted); IDENTITY_CHANGED (the hub's epoch bump) ends it conflicted.
+//
+// Every remote change is applied in the namespace's single write sequencer (the registry's)
+// and acknowledged after it settled there; registry calls that may block (opening a
+// namespace, importing a snapshot) run off the connection's goroutine and post their
+// results back.
+//
+// # Layout
+//
+// channel holds the state machine both sides share; hubChannel and peerChannel embed it
+// with what only their side keeps, and implement channelRole, the hooks where the two sides
+// behave differently. Likewise nsConn is the shared per-connection part, and hubConn and
+// peerConn, the two seam.Handler implementations, add their side (connRole). Routing is by
+// message type: the frames both sides receive in nsConn.route, the frames only one side
+// receives (by their direction in protocol's message rules) in that side's HandleFrame.
+//
+// Files: conn.go (the shared per-connection part), channel.go (states and endings), send.go
+// (live updates out: the fan-out, the window, ACK timeouts), receive.go (live updates in),
+// round.go (sync rounds), resync.go, close.go (the close handshake), errors.go; hub.go and
+// hubchannel.go (the hub: opening and bootstrap); targets.go (the target controller), peer.go
+// and peerchannel.go (the peer: OPEN pacing, opening, bootstrap, rounds).
+//
+// # Goroutines
+//
+// Everything of one connection runs on that connection's owner goroutine, as the seam
+// guarantees: no locks guard channel state. Hub.Sessions and the TargetController's methods
+// may be called from any goroutine; the state they share with the connections is behind
+// their mutexes.
+//
+// # The v1 generation
+//
+// This layer runs the contract's v1 generation: it sends and takes no chunked transfers
+// (UPDATE_CHUNK). Hub and peer must be configured with protocol.GenerationV1; a connection
+// that negotiated chunking anyway is closed as a configuration error.
+package namespace

@@ -1,0 +1,289 @@
+package namespace
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
+)
+
+// hubChannel is a namespace the peer opened on one connection: the shared channel, and what
+// only the hub keeps of it.
+type hubChannel struct {
+	channel
+	hc          *hubConn
+	openReq     protocol.OpenNamespace // the first OPEN_NAMESPACE
+	openWaiting []uint32               // OPEN_NAMESPACE sequences waiting for the shared open
+	grant       seam.Grant
+	mode        protocol.OpenMode
+	snapSeq     uint32 // the BOOTSTRAP_SNAPSHOT sequence
+	lastRound   uint32 // the highest syncRoundId the peer started on this namespace
+}
+
+// newHubChannel is a channel in opening for ns.
+func newHubChannel(hc *hubConn, ns protocol.NamespaceID) *hubChannel {
+	c := &hubChannel{hc: hc}
+	c.init(&hc.nsConn, ns, observer.ChannelOpening, c)
+	return c
+}
+
+// open takes the peer's OPEN_NAMESPACE (§7.1): a new channel, authorized, then opened in the
+// registry off the connection goroutine.
+func (hc *hubConn) open(f protocol.Frame, m *protocol.OpenNamespace) {
+	if c := hc.channels[m.NamespaceID]; c != nil {
+		hc.reopen(c, f, m)
+		return
+	}
+	c := newHubChannel(hc, m.NamespaceID)
+	hc.channels[m.NamespaceID] = c
+	hc.h.track(c)
+	c.openReq = *m
+	c.openWaiting = []uint32{f.Sequence}
+	// Authorization first: a refusal says nothing about the namespace.
+	grant, ok := hc.s.Authorize(m.NamespaceID)
+	if !ok || !grant.Read {
+		c.sendError(protocol.CodeNamespaceUnauthorized, 0, observer.FailedOpenFailed)
+		return
+	}
+	c.grant = grant
+	c.readOnly = !grant.Submit
+	hc.startOpen(c)
+}
+
+// reopen answers an OPEN_NAMESPACE for a namespace this connection already has: while
+// opening or open it shares the operation and gets its own answer; after the end it is
+// NAMESPACE_REOPEN_REQUIRES_RECONNECT, since a connection carries one lifecycle per
+// namespace.
+func (hc *hubConn) reopen(c *hubChannel, f protocol.Frame, m *protocol.OpenNamespace) {
+	same := m.HasLocalReplica == c.openReq.HasLocalReplica && m.ReplicationID == c.openReq.ReplicationID &&
+		m.ReplicationEpoch == c.openReq.ReplicationEpoch
+	switch {
+	case c.ended() || c.closing():
+		if hc.sendError(c.ns, protocol.CodeNamespaceReopenRequiresReconnect, f.Sequence) {
+			c.terminate(observer.ChannelClosed)
+			hc.emitNsError(c.ns, string(protocol.CodeNamespaceReopenRequiresReconnect), observer.DirectionSent)
+		}
+	case !same:
+		// One namespace, one lifecycle: a second OPEN must declare what the first did.
+		c.openWaiting = append(c.openWaiting, f.Sequence)
+		if c.state == observer.ChannelOpening {
+			c.sendError(protocol.CodeNamespaceStateViolation, 0, observer.FailedProtocolViolation)
+		} else {
+			c.openWaiting = nil
+			c.violation(f)
+		}
+	case c.state == observer.ChannelOpening:
+		c.openWaiting = append(c.openWaiting, f.Sequence)
+	default:
+		// An OPEN_OK that cannot be sent has closed the connection, which ends the channel.
+		_, _ = hc.s.Send(&protocol.OpenOK{NamespaceID: c.ns, Mode: c.mode, ReplicationID: c.identity.ReplicationID, ReplicationEpoch: c.identity.Epoch})
+	}
+}
+
+// startOpen opens the namespace in the registry for the grant's owner, off the connection
+// goroutine (a first open loads the document from the store).
+func (hc *hubConn) startOpen(c *hubChannel) {
+	end := hc.s.BeginWork()
+	owner, ns, ctx, reg := c.grant.Owner, c.id, hc.ctx, hc.h.reg
+	go func() {
+		defer end()
+		lease, err := reg.Open(ctx, owner, ns)
+		if !hc.s.Post(func() { hc.opened(c, lease, err) }) && lease != nil {
+			lease.Release()
+		}
+	}()
+}
+
+// opened takes the registry's open, then opens the replication session: comparing the
+// identities for a reconciliation, encoding the snapshot for a bootstrap.
+func (hc *hubConn) opened(c *hubChannel, lease *registry.Lease, err error) {
+	if c.state != observer.ChannelOpening {
+		if lease != nil {
+			lease.Release()
+		}
+		return
+	}
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		c.sendError(protocol.CodeNamespaceNotFound, 0, observer.FailedOpenFailed)
+		return
+	case err != nil:
+		hc.h.log.Warn("replication namespace open failed", slog.String("namespaceId", c.id), slog.String("error", err.Error()))
+		c.sendError(protocol.CodeInternalError, 0, observer.FailedOpenFailed)
+		return
+	case hc.draining():
+		lease.Release()
+		c.sendError(protocol.CodeNamespaceReopenRequiresReconnect, 0, observer.FailedOpenFailed)
+		return
+	}
+	c.lease = lease
+	opts := c.sessionOptions()
+	c.mode = protocol.ModeBootstrap
+	if c.openReq.HasLocalReplica {
+		// The identity is compared in the slot that opens the session.
+		c.mode = protocol.ModeReconcile
+		opts.Expect = &registry.Identity{ReplicationID: c.openReq.ReplicationID, Epoch: c.openReq.ReplicationEpoch}
+	} else {
+		// The snapshot is encoded in the same slot, so the session's update stream starts
+		// exactly after it.
+		opts.Snapshot = true
+	}
+	post := hc.s.Post
+	err = lease.OpenSessionAsync(opts, func(sess *registry.Session, st registry.SessionStart, err error) {
+		if !post(func() { hc.sessionOpened(c, sess, st, err) }) && sess != nil {
+			sess.Close()
+		}
+	})
+	if err != nil {
+		c.sendError(protocol.CodeInternalError, 0, observer.FailedSessionOpenFailed)
+	}
+}
+
+// sessionOpened answers every waiting OPEN with OPEN_OK and then reconciles, or sends the
+// snapshot and waits for BOOTSTRAP_ACK within bootstrapTimeoutMs.
+func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st registry.SessionStart, err error) {
+	if c.state != observer.ChannelOpening {
+		if sess != nil {
+			sess.Close()
+		}
+		return
+	}
+	switch {
+	case err != nil:
+		// A mismatch ends conflicted, so the cause concerns only a failed end.
+		c.sendError(openErrorCode(err), 0, observer.FailedSessionOpenFailed)
+		return
+	case hc.draining():
+		sess.Close()
+		c.sendError(protocol.CodeNamespaceReopenRequiresReconnect, 0, observer.FailedOpenFailed)
+		return
+	case c.mode == protocol.ModeBootstrap && len(st.Snapshot) > hc.cfg.MaxBootstrapBytes:
+		// Without CAP_CHUNKED_UPDATE the snapshot cannot travel.
+		sess.Close()
+		c.sendError(protocol.CodeBootstrapTooLarge, 0, observer.FailedSendFailed)
+		return
+	}
+	c.identity = st.Identity
+	for range c.openWaiting {
+		if _, err := hc.s.Send(&protocol.OpenOK{NamespaceID: c.ns, Mode: c.mode, ReplicationID: st.Identity.ReplicationID, ReplicationEpoch: st.Identity.Epoch}); err != nil {
+			sess.Close()
+			return
+		}
+	}
+	c.openWaiting = nil
+	c.attach(sess)
+	if c.mode == protocol.ModeReconcile {
+		c.setState(observer.ChannelReconciling) // the peer's Step1 opens the round
+		return
+	}
+	seq, err := hc.s.Send(&protocol.BootstrapSnapshot{NamespaceID: c.ns, ReplicationID: st.Identity.ReplicationID,
+		ReplicationEpoch: st.Identity.Epoch, Snapshot: st.Snapshot})
+	if err != nil {
+		c.sendFailed(err)
+		return
+	}
+	c.snapSeq = seq
+	c.setState(observer.ChannelBootstrapping)
+	if hc.em.Enabled() {
+		hc.em.Emit(observer.BootstrapSnapshotSent{ConnectionID: hc.connID(), NamespaceID: c.id, Bytes: len(st.Snapshot)})
+	}
+	c.timer = hc.s.AfterFunc(hc.cfg.BootstrapTimeout, func() {
+		c.timer = nil
+		if c.state == observer.ChannelBootstrapping {
+			c.failed(observer.FailedBootstrapTimeout, hc.cfg.BootstrapTimeout)
+		}
+	})
+}
+
+// bootstrapAck: the peer imported the snapshot and opened its session (§8); its Step1
+// follows.
+func (c *hubChannel) bootstrapAck(f protocol.Frame, m *protocol.BootstrapAck) {
+	switch {
+	case c.ended() || c.closing():
+		return
+	case c.state != observer.ChannelBootstrapping || m.AckedSequence != c.snapSeq:
+		c.violation(f)
+		return
+	}
+	stopTimer(&c.timer)
+	c.setState(observer.ChannelReconciling)
+}
+
+// step1 answers the peer's Step1, which opens a round: the hub's Step2 (the diff
+// the peer lacks) and the hub's own Step1.
+func (c *hubChannel) step1(f protocol.Frame, m *protocol.SyncStep1) {
+	switch c.state {
+	case observer.ChannelOpening, observer.ChannelBootstrapping:
+		c.violation(f) // before OPEN_OK or the BOOTSTRAP_ACK
+		return
+	}
+	if c.round.active || m.SyncRoundID <= c.lastRound {
+		c.violation(f) // a second Step1 in the round, or a round id that does not increase
+		return
+	}
+	c.lastRound = m.SyncRoundID
+	c.beginRound(m.SyncRoundID)
+	c.round.theirStep1 = f.Sequence
+	id := m.SyncRoundID
+	c.answerStep1(id, m.StateVector)
+	post := c.n.s.Post
+	err := c.sess.StateVectorAsync(func(sv []byte, err error) {
+		post(func() {
+			if c.ended() || c.closing() || !c.round.active || c.round.id != id {
+				return
+			}
+			if err != nil {
+				c.applyFailed(err, 0)
+				return
+			}
+			c.sendStep1(sv)
+		})
+	})
+	if err != nil {
+		c.sendError(protocol.CodeInternalError, 0, observer.FailedInternalError)
+	}
+}
+
+// fenced: an epoch bump fenced the session (§11): IDENTITY_CHANGED, and the channel ends
+// conflicted.
+func (c *hubChannel) fenced(id registry.Identity) {
+	if c.ended() {
+		return
+	}
+	if _, err := c.n.s.Send(&protocol.IdentityChanged{NamespaceID: c.ns, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch}); err != nil {
+		return
+	}
+	c.terminate(observer.ChannelConflicted)
+	c.n.emitNsError(c.ns, string(observer.NsErrIdentityChanged), observer.DirectionSent)
+	c.emitConflicted(observer.ViaFence)
+}
+
+// owesOpenAnswers: OPENs wait for the shared open to finish.
+func (c *hubChannel) owesOpenAnswers() bool { return len(c.openWaiting) > 0 }
+
+// takeOpenAnswers hands the waiting OPENs to an error that answers them all.
+func (c *hubChannel) takeOpenAnswers() []uint32 {
+	open := c.openWaiting
+	c.openWaiting = nil
+	return open
+}
+
+// changed keeps the admin API's view of the channel current.
+func (c *hubChannel) changed(observer.ChannelState) { c.hc.h.track(c) }
+
+// drainOpening: an open under way is answered NAMESPACE_REOPEN_REQUIRES_RECONNECT when it
+// completes.
+func (c *hubChannel) drainOpening() {}
+
+// The hub never starts a round (the peer does) and keeps nothing once a channel ends.
+func (c *hubChannel) wentLive()                {}
+func (c *hubChannel) resyncReady()             {}
+func (c *hubChannel) stopPeriodic()            {}
+func (c *hubChannel) conflicted()              {}
+func (c *hubChannel) released(<-chan struct{}) {}
+
+// schemaRearmed: never on the hub — its protected check refuses every peer change to meta.
+func (c *hubChannel) schemaRearmed(*registry.SchemaRearm) {}

@@ -1,0 +1,89 @@
+package namespace
+
+import (
+	"time"
+
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/protocol"
+)
+
+// update applies the remote's UPDATE (§10.1, §10.2) in the namespace's write sequencer and
+// acknowledges it once the apply has settled. UPDATEs come only once the channel is open
+// and bootstrapped, within the sender's window, and from a remote that may submit.
+func (c *channel) update(f protocol.Frame, m *protocol.Update) {
+	if !c.accepts(f) {
+		return
+	}
+	switch {
+	case c.sess == nil || c.state == observer.ChannelBootstrapping || c.state == observer.ChannelOpening:
+		// OPEN_OK and the bootstrap come first; the remote sends UPDATEs only live.
+		c.violation(f)
+		return
+	case c.readOnly:
+		c.sendError(protocol.CodeRoleViolation, f.Sequence, observer.FailedApplyRefused)
+		return
+	case c.receiving >= c.n.cfg.MaxInFlightUpdates:
+		// More unacknowledged UPDATEs than the window allows a sender.
+		c.violation(f)
+		return
+	}
+	seq, n := f.Sequence, len(m.Update)
+	t0 := c.n.em.Now()
+	end := c.n.s.BeginWork()
+	post := c.n.s.Post
+	err := c.sess.ApplyAsync(m.Update, func(res registry.ApplyResult, err error) {
+		end()
+		post(func() { c.updateApplied(seq, n, t0, res, err) })
+	})
+	if err != nil {
+		end()
+		c.applyFailed(err, seq)
+		return
+	}
+	c.receiving++
+	c.applying++
+}
+
+// updateApplied acknowledges and reports a settled apply.
+func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], res registry.ApplyResult, err error) {
+	c.receiving--
+	c.applying--
+	defer c.maybeAnswerClose()
+	if err == nil && res.Rearm != nil {
+		defer c.role.schemaRearmed(res.Rearm) // after the ACK and update-applied
+	}
+	if err != nil {
+		if !c.ended() && !c.closeSent {
+			c.applyFailed(err, seq)
+		}
+		return
+	}
+	// After this side sent CLOSE_NAMESPACE nothing more is acknowledged: the close does not
+	// wait for acknowledgements, and the next round repairs. The apply is reported all the
+	// same: one event per successful apply.
+	if !c.ended() && !c.closeSent {
+		// An ACK that cannot be sent has closed the connection, which ends the channel.
+		_, _ = c.n.s.Send(&protocol.UpdateAck{NamespaceID: c.ns, AckedSequence: seq})
+	}
+	if !c.n.em.Enabled() {
+		return
+	}
+	if res.Degraded && c.n.degradedBypass {
+		// A hub update applied to memory while the store cannot save (§23.5).
+		c.n.em.Emit(observer.DegradedBypassApplied{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: n, Sequence: seq})
+		return
+	}
+	c.n.em.Emit(observer.UpdateApplied{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: n,
+		ApplyLatencyMs: c.n.em.SinceMs(t0), Sequence: seq, Stages: stagesOf(res.Stages)})
+}
+
+// stagesOf converts the registry's apply stages for the observer.
+func stagesOf(s *registry.Stages) observer.Opt[observer.Stages] {
+	if s == nil {
+		return observer.None[observer.Stages]()
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return observer.Some(observer.Stages{QueueWaitMs: ms(s.QueueWait), ProtectedCheckMs: ms(s.ProtectedCheck),
+		LiveApplyMs: ms(s.LiveApply), DirtyNotifyMs: ms(s.DirtyNotify)})
+}

@@ -1,0 +1,287 @@
+package namespace
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
+	"github.com/nomicore/nomicore/yjs"
+)
+
+// This file is the outbound half of live updates (§10): what the namespace's document
+// changes reach this channel through its replication session's fan-out, wait in the
+// connection's Outbox behind the channel's window, leave as UPDATEs and are acknowledged,
+// or are given up at the ACK timeout.
+
+// inflight is one UPDATE sent and not yet acknowledged.
+type inflight struct {
+	seq      uint32
+	bytes    int
+	deadline time.Time               // sent + ackTimeoutMs
+	sentAt   observer.Opt[time.Time] // for update-acked's ackLatencyMs
+}
+
+// sessionOptions are the options of the channel's replication session.
+func (c *channel) sessionOptions() registry.SessionOptions {
+	return registry.SessionOptions{
+		Peer:                 c.n.remote,
+		ReadOnly:             c.readOnly,
+		MaxQueuedUpdateBytes: c.n.cfg.MaxQueuedUpdateBytes,
+		MaxQueuedUpdateCount: c.n.cfg.MaxQueuedUpdateCount,
+		// The window, plus a Step2 apply and the state-vector and diff reads of a round
+		// with their observer captures.
+		MaxInFlight: c.n.cfg.MaxInFlightUpdates + 8,
+		Notify:      c.notify,
+	}
+}
+
+// notify runs on the registry's sequencer goroutine: it posts one pull at a time.
+func (c *channel) notify() {
+	if c.pullScheduled.CompareAndSwap(false, true) {
+		c.n.s.Post(c.pull)
+	}
+}
+
+// attach installs the channel's replication session and its outbound queue.
+func (c *channel) attach(sess *registry.Session) {
+	c.sess = sess
+	c.out = c.n.s.Outbox(c.ns, c.gate)
+	c.pull() // what the fan-out queued before the session reached us
+}
+
+// pull takes what the runtime's document observer fanned out to the session — everything
+// applied to the namespace except what came from this session — and queues it for sending.
+func (c *channel) pull() {
+	c.pullScheduled.Store(false)
+	if c.sess == nil || c.ended() {
+		return
+	}
+	p := c.sess.Poll()
+	switch {
+	case p.Fenced != nil:
+		c.role.fenced(*p.Fenced)
+		return
+	case p.Failed:
+		c.sendError(protocol.CodeInternalError, 0, observer.FailedInternalError)
+		return
+	case p.Closed:
+		c.sendError(protocol.CodeInternalError, 0, observer.FailedSessionMissing)
+		return
+	}
+	if p.NeedsResync {
+		c.needResync(observer.ResyncSessionFanoutOverflow, observer.None[observer.SendFailure]())
+	}
+	if c.state == observer.ChannelNeedsResync || c.closing() || c.out == nil {
+		// The next round's diffs are computed later and cover these.
+		return
+	}
+	for _, u := range p.Updates {
+		if !c.enqueue(u) {
+			break
+		}
+	}
+	c.coalesce()
+}
+
+// canSend: UPDATEs go only while live, and within the window of maxInFlightUpdates
+// unacknowledged UPDATEs (§10.2).
+func (c *channel) canSend() bool {
+	return c.state == observer.ChannelLive && len(c.window)+c.reserved < c.n.cfg.MaxInFlightUpdates
+}
+
+// gate is the Outbox gate. An item it admits is framed at once, but the connection reports
+// it (Sent) only after its pump pass, so the gate reserves the item's window slot until then.
+func (c *channel) gate() bool {
+	if !c.canSend() {
+		return false
+	}
+	c.reserved++
+	return true
+}
+
+// enqueue queues one update; false when the queue was dropped (the channel needs a
+// resync) or cannot take more.
+func (c *channel) enqueue(u []byte) bool {
+	if len(u) > c.n.cfg.MaxUpdateBytes {
+		return c.tooLarge(len(u))
+	}
+	err := c.out.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: u, Sent: c.sentFunc(len(u))})
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, seam.ErrQueueOverflow):
+		c.needResync(observer.ResyncQueueOverflow, observer.None[observer.SendFailure]())
+	case errors.Is(err, seam.ErrConnectionShed):
+		c.needResync(observer.ResyncConnectionShed, observer.None[observer.SendFailure]())
+	case errors.Is(err, seam.ErrDraining), errors.Is(err, seam.ErrClosed):
+	case c.state == observer.ChannelLive:
+		c.needResync(observer.ResyncSendFailed, c.sendFailure(observer.SendFrameRejected, len(u)))
+	case c.round.active:
+		c.resyncPending = true
+	}
+	return false
+}
+
+// tooLarge handles an update over maxUpdateBytes, which cannot be sent without chunking.
+// In live, with an empty queue, the send fails and a resync is declared (resync-required
+// with its send-failed sample, §23.1); with updates queued, it is dropped alone
+// (update-dropped) and the next reconciliation repairs it. Outside live it never reaches
+// the send path: the round in progress is followed by another.
+func (c *channel) tooLarge(n int) bool {
+	if c.state != observer.ChannelLive {
+		if c.round.active {
+			c.resyncPending = true
+		}
+		return true
+	}
+	items, _ := c.out.Len()
+	if items == 0 {
+		c.needResync(observer.ResyncSendFailed, c.sendFailure(observer.SendUpdateTooLarge, n))
+		return false
+	}
+	if c.n.em.Enabled() {
+		c.n.em.Emit(observer.UpdateDropped{ConnectionID: c.n.connID(), NamespaceID: c.id,
+			Reason: observer.DropUpdateTooLarge, QueueSample: c.queueSample(n, observer.ChannelLive)})
+	}
+	return true
+}
+
+// sendFailure samples the send path for resync-required's send-failed detail, before the
+// queue is dropped. Only built when an observer listens.
+func (c *channel) sendFailure(reason observer.SendFailureReason, n int) observer.Opt[observer.SendFailure] {
+	if !c.n.em.Enabled() {
+		return observer.None[observer.SendFailure]()
+	}
+	return observer.Some(observer.SendFailure{Reason: reason, QueueSample: c.queueSample(n, observer.ChannelNeedsResync)})
+}
+
+// queueSample describes the send path for the observer.
+func (c *channel) queueSample(n int, state observer.ChannelState) observer.QueueSample {
+	items, bytes := 0, 0
+	if c.out != nil {
+		items, bytes = c.out.Len()
+	}
+	st := c.n.s.Stats()
+	conn := observer.ConnReady
+	if c.n.draining() {
+		conn = observer.ConnDraining
+	}
+	return observer.QueueSample{UpdateBytes: n, MaxUpdateBytes: c.n.cfg.MaxUpdateBytes, QueuedUpdateCount: items,
+		QueuedUpdateBytes: bytes, InFlightCount: len(c.window), ChannelState: state, ConnectionState: conn,
+		BufferedAmount: observer.Some(st.UnflushedData + st.UnflushedControl)}
+}
+
+// coalesce merges the unsent updates into one while they cannot leave (§10.1): updates
+// that have no sequence yet may be merged with yjs.MergeUpdates, never after.
+func (c *channel) coalesce() {
+	if c.out == nil || c.canSend() {
+		return
+	}
+	if items, _ := c.out.Len(); items < 2 {
+		return
+	}
+	merged := 0
+	err := c.out.Coalesce(func(us [][]byte) ([]byte, error) {
+		m, err := yjs.MergeUpdates(us)
+		merged = len(m)
+		return m, err
+	}, func(si seam.SentInfo) { c.sent(si, merged) })
+	var tooLarge *protocol.Error
+	switch {
+	case err == nil, errors.Is(err, seam.ErrClosed):
+	case errors.As(err, &tooLarge):
+		// The merge would not fit one frame: the updates stay as they are and leave one by
+		// one.
+	default:
+		// The session's own updates did not merge: they stay queued as they are, and the
+		// failure is worth a look.
+		c.n.log.Warn("replication could not merge queued updates", slog.String("namespaceId", c.id), slog.String("error", err.Error()))
+	}
+}
+
+// sentFunc is the Sent callback of an update of n bytes.
+func (c *channel) sentFunc(n int) func(seam.SentInfo) {
+	return func(si seam.SentInfo) { c.sent(si, n) }
+}
+
+// sent records an UPDATE in the window and arms the ACK timer for the oldest one:
+// ackTimeoutMs from the frame's sent time.
+func (c *channel) sent(si seam.SentInfo, n int) {
+	if c.reserved > 0 {
+		c.reserved--
+	}
+	if c.ended() {
+		return
+	}
+	in := inflight{seq: si.Sequence, bytes: n, deadline: c.n.s.Clock().Now().Add(c.n.cfg.AckTimeout)}
+	if c.n.em.Enabled() {
+		in.sentAt = c.n.em.Now()
+	}
+	c.window = append(c.window, in)
+	if c.ackTimer == nil {
+		c.armAckTimer()
+	}
+	c.coalesce() // the window may be full now: what waits can be merged
+}
+
+// armAckTimer arms the ACK timer for the oldest UPDATE in the window.
+func (c *channel) armAckTimer() {
+	if len(c.window) == 0 {
+		c.ackTimer = nil
+		return
+	}
+	d := c.window[0].deadline.Sub(c.n.s.Clock().Now())
+	c.ackTimer = c.n.s.AfterFunc(max(d, 0), c.ackTimerFired)
+}
+
+// ackTimerFired times out the oldest UPDATE, or re-arms for the next one if it was
+// acknowledged meanwhile.
+func (c *channel) ackTimerFired() {
+	c.ackTimer = nil
+	if len(c.window) == 0 || c.ended() {
+		return
+	}
+	if c.n.s.Clock().Now().Before(c.window[0].deadline) {
+		c.armAckTimer() // the oldest was acknowledged; wait for the next one
+		return
+	}
+	c.ackTimeout()
+}
+
+// ackTimeout: an UPDATE went unacknowledged for ackTimeoutMs (§18). It is not sent again:
+// the window is given up and the namespace needs a new round, which this side declares
+// with the non-fatal ACK_TIMEOUT error.
+func (c *channel) ackTimeout() {
+	rel := c.window[0].seq
+	c.window = nil
+	if c.n.sendError(c.ns, protocol.CodeAckTimeout, rel) {
+		c.n.emitNsError(c.ns, string(protocol.CodeAckTimeout), observer.DirectionSent)
+	}
+	c.enterResync(observer.ResyncAckTimeout, observer.None[observer.SendFailure](), false)
+}
+
+// updateAck settles an UPDATE. The connection has checked that it names one.
+func (c *channel) updateAck(m *protocol.UpdateAck) {
+	if c.ended() {
+		return
+	}
+	for i, in := range c.window {
+		if in.seq != m.AckedSequence {
+			continue
+		}
+		c.window = append(c.window[:i], c.window[i+1:]...)
+		if c.n.em.Enabled() {
+			c.n.em.Emit(observer.UpdateAcked{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: in.bytes,
+				AckLatencyMs: c.n.em.SinceMs(in.sentAt), Sequence: m.AckedSequence})
+		}
+		break
+	}
+	// An acknowledgement of an UPDATE given up after an ACK timeout changes nothing.
+	if c.state == observer.ChannelNeedsResync && len(c.window) == 0 {
+		c.role.resyncReady()
+	}
+}

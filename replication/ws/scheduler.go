@@ -1,0 +1,357 @@
+package ws
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
+)
+
+// This file is the data lane (§17): one unsent queue per namespace (seam.Outbox), sent
+// round-robin across namespaces, one frame per namespace per turn, within each namespace's
+// window and below the connection's high watermark, with the bounds and shedding that keep
+// a slow remote from holding unbounded memory. Everything here runs on the owner goroutine.
+
+// scheduler is the outbound accounting of one connection.
+type scheduler struct {
+	ring             []*nsQueue // namespaces with queued data, in round-robin order
+	next             int        // ring index of the next turn
+	queued           int        // bytes of every namespace queue
+	unflushedData    int        // data frame bytes handed to the writer, not yet written
+	unflushedControl int        // control frame bytes handed to the writer, not yet written
+	paused           bool       // above the high watermark, until the low one
+}
+
+// unflushed is every byte handed to the writer and not yet written.
+func (s *scheduler) unflushed() int { return s.unflushedData + s.unflushedControl }
+
+// nsQueue is one namespace's unsent data, and its seam.Outbox.
+type nsQueue struct {
+	c      *conn
+	ns     protocol.NamespaceID
+	gate   func() bool
+	items  []*queuedItem
+	bytes  int
+	inRing bool
+	closed bool
+}
+
+// queuedItem is a data item in its queue, with what sending it needs.
+type queuedItem struct {
+	seam.DataItem
+	enqueued observer.Opt[time.Time]
+	split    *protocol.Splitter // set when its first chunk is sent
+	tid      uint32
+}
+
+// outbox returns ns's queue, creating it with gate (seam.Session.Outbox).
+func (c *conn) outbox(ns protocol.NamespaceID, gate func() bool) *nsQueue {
+	q := c.queues[ns]
+	if q == nil {
+		q = &nsQueue{c: c, ns: ns, gate: gate}
+		c.queues[ns] = q
+	}
+	return q
+}
+
+// checkItem refuses an item the connection could not frame: one over its kind's
+// single-frame cap without CAP_CHUNKED_UPDATE, or over the kind's chunked caps (§10.3).
+func (c *conn) checkItem(ns protocol.NamespaceID, it seam.DataItem) error {
+	switch {
+	case !it.Kind.Known():
+		return &protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeNamespace, Namespace: ns, Detail: "unknown data kind"}
+	case it.Kind == protocol.KindLiveUpdate && len(it.Bytes) <= c.cfg.MaxUpdateBytes:
+		return nil // one UPDATE
+	case !c.negotiated.Chunked():
+		// Snapshots and diffs that fit one frame travel as control frames (Send):
+		// what reaches an Outbox must be chunked.
+		return &protocol.Error{Code: it.Kind.UnchunkedCode(), Scope: protocol.ScopeNamespace, Namespace: ns,
+			Detail: it.Kind.String() + " of " + strconv.Itoa(len(it.Bytes)) + " bytes needs CAP_CHUNKED_UPDATE"}
+	}
+	// Validate the transfer as the splitter will cut it (transfer id 1 stands in).
+	_, err := protocol.NewSplitter(c.cfg, it.Kind, ns, 1, it.Bytes, it.Binding)
+	return err
+}
+
+// enqueue is seam.Outbox.Enqueue: it queues an item the connection can frame, within the
+// namespace's limits and the connection's.
+func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
+	switch {
+	case c.closing || q.closed:
+		return seam.ErrClosed
+	case c.state == stDraining:
+		return seam.ErrDraining
+	}
+	if err := c.checkItem(q.ns, it); err != nil {
+		return err
+	}
+	n := len(it.Bytes)
+	// Over either limit of the namespace's queue, every unsent item is dropped: the
+	// namespace needs a resync.
+	if len(q.items)+1 > c.cfg.MaxQueuedUpdateCount || q.bytes+n > c.cfg.MaxQueuedUpdateBytes {
+		c.clearQueue(q)
+		return seam.ErrQueueOverflow
+	}
+	s := &c.sched
+	if s.queued+s.unflushed()+n > c.cfg.MaxQueuedBytesPerConnection {
+		if c.shed(q, n) {
+			return seam.ErrConnectionShed
+		}
+	}
+	qi := &queuedItem{DataItem: it}
+	if c.em.Enabled() {
+		qi.enqueued = c.em.Now()
+	}
+	q.items = append(q.items, qi)
+	q.bytes += n
+	s.queued += n
+	if !q.inRing {
+		q.inRing = true
+		s.ring = append(s.ring, q)
+	}
+	return nil
+}
+
+// coalesce is seam.Outbox.Coalesce.
+func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent func(seam.SentInfo)) error {
+	if c.closing || q.closed {
+		return seam.ErrClosed
+	}
+	var idx []int
+	var ups [][]byte
+	total := 0
+	for i, it := range q.items {
+		if it.split == nil && it.Kind == protocol.KindLiveUpdate {
+			idx = append(idx, i)
+			ups = append(ups, it.Bytes)
+			total += len(it.Bytes)
+		}
+	}
+	if len(idx) < 2 {
+		return nil
+	}
+	m, err := merge(ups)
+	if err != nil {
+		return err
+	}
+	item := seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: m, Sent: sent}
+	if err := c.checkItem(q.ns, item); err != nil {
+		return err
+	}
+	merged := &queuedItem{DataItem: item, enqueued: q.items[idx[0]].enqueued}
+	out := q.items[:0:0]
+	for i, it := range q.items {
+		switch {
+		case i == idx[0]:
+			out = append(out, merged)
+		case it.split == nil && it.Kind == protocol.KindLiveUpdate:
+		default:
+			out = append(out, it)
+		}
+	}
+	q.items = out
+	q.bytes += len(m) - total
+	c.sched.queued += len(m) - total
+	return nil
+}
+
+// shed makes room for n bytes of q: whole queues of the largest namespaces (ties by
+// namespace id) are dropped until the queued bytes are at most the low watermark; if the
+// item still does not fit, or q itself was shed, it is refused and q's surviving queue
+// dropped too. Each shed namespace other than q is told through HandleShed; shed reports
+// whether q was.
+func (c *conn) shed(q *nsQueue, n int) bool {
+	s := &c.sched
+	qShed := false
+	for s.queued > c.cfg.LowWaterBytes {
+		var big *nsQueue
+		for _, r := range s.ring {
+			if big == nil || r.bytes > big.bytes || r.bytes == big.bytes && r.ns.String() < big.ns.String() {
+				big = r
+			}
+		}
+		if big == nil || big.bytes == 0 {
+			break
+		}
+		info := c.clearQueue(big)
+		if big == q {
+			qShed = true
+			continue
+		}
+		ns := big.ns
+		c.defer_(func() {
+			if !c.closing {
+				c.handler.HandleShed(ns, info)
+			}
+		})
+	}
+	if qShed || s.queued+s.unflushed()+n > c.cfg.MaxQueuedBytesPerConnection {
+		c.clearQueue(q)
+		return true
+	}
+	return false
+}
+
+// clearQueue drops q's unsent items.
+func (c *conn) clearQueue(q *nsQueue) seam.ShedInfo {
+	info := seam.ShedInfo{Items: len(q.items), Bytes: q.bytes}
+	if len(q.items) > 0 && q.items[0].split != nil {
+		info.TransferAborted = true
+	}
+	c.sched.queued -= q.bytes
+	q.items, q.bytes = nil, 0
+	c.removeFromRing(q)
+	return info
+}
+
+// removeFromRing takes q out of the round-robin, keeping the turn where it was.
+func (c *conn) removeFromRing(q *nsQueue) {
+	if !q.inRing {
+		return
+	}
+	s := &c.sched
+	i := slices.Index(s.ring, q)
+	s.ring = slices.Delete(s.ring, i, i+1)
+	if i < s.next {
+		s.next--
+	}
+	q.inRing = false
+}
+
+// pump hands data frames to the writer: round-robin over the namespaces with queued data,
+// one frame per namespace per turn, skipping a namespace whose gate is closed, while the
+// connection is ready and below the high watermark. It stops after a whole round without a
+// frame, and reports whether it sent anything.
+func (c *conn) pump() bool {
+	s := &c.sched
+	if c.closing || c.state != stReady || s.paused {
+		return false
+	}
+	sent, idle := false, 0
+	for len(s.ring) > 0 && idle < len(s.ring) && !s.paused && !c.closing {
+		if s.next >= len(s.ring) {
+			s.next = 0
+		}
+		q := s.ring[s.next]
+		s.next++
+		if c.sendOne(q) {
+			sent, idle = true, 0
+		} else {
+			idle++
+		}
+	}
+	return sent
+}
+
+// sendOne sends the next frame of q's head item, if its gate allows: an UPDATE, or the next
+// chunk of a transfer (UPDATE_CHUNK). The item's last frame is awaited for its kind's
+// acknowledgement.
+func (c *conn) sendOne(q *nsQueue) bool {
+	if len(q.items) == 0 {
+		c.removeFromRing(q)
+		return false
+	}
+	it := q.items[0]
+	if it.split == nil && q.gate != nil && !q.gate() {
+		return false
+	}
+	var m protocol.Message
+	last, chunked := true, false
+	if it.Kind == protocol.KindLiveUpdate && len(it.Bytes) <= c.cfg.MaxUpdateBytes {
+		m = &protocol.Update{NamespaceID: q.ns, Update: it.Bytes}
+	} else {
+		chunked = true
+		if it.split == nil {
+			tid, err := c.tids.Next(q.ns)
+			if err == nil {
+				it.tid = tid
+				it.split, err = protocol.NewSplitter(c.cfg, it.Kind, q.ns, tid, it.Bytes, it.Binding)
+			}
+			if err != nil { // checked at Enqueue; only exhaustion gets here
+				c.sequenceExhausted()
+				return false
+			}
+		}
+		chunk, ok := it.split.Next()
+		if !ok {
+			// An item leaves the queue with its last chunk, so this is a broken invariant.
+			c.fail(&protocol.Error{Code: protocol.CodeInternalError, Scope: protocol.ScopeConnection, Detail: "a chunked item without chunks left"})
+			return false
+		}
+		m = chunk
+		last = it.split.Remaining() == 0
+	}
+	b, seq, err := c.out.AppendFrame(nil, m)
+	if err != nil {
+		c.sequenceExhausted()
+		return false
+	}
+	s := &c.sched
+	s.unflushedData += len(b)
+	c.handOff(outFrame{b: b})
+	if s.unflushed() >= c.cfg.HighWaterBytes {
+		s.paused = true
+		if c.em.Enabled() {
+			c.em.Emit(observer.SendPaused{ConnectionID: c.connIDOpt(), BufferedAmount: s.unflushed()})
+		}
+	}
+	if !last {
+		return true
+	}
+	q.items[0] = nil
+	q.items = q.items[1:]
+	q.bytes -= len(it.Bytes)
+	s.queued -= len(it.Bytes)
+	if len(q.items) == 0 {
+		c.removeFromRing(q)
+	}
+	info := seam.SentInfo{Sequence: seq, ChunkCount: 1}
+	if chunked {
+		info.Chunked, info.TransferID, info.ChunkCount = true, it.tid, it.split.ChunkCount()
+	}
+	c.await(seq, ackKey{q.ns, it.Kind.AckedBy()})
+	c.emitSent(q.ns, it, info)
+	if it.Sent != nil {
+		c.defer_(func() { it.Sent(info) })
+	}
+	return true
+}
+
+// emitSent reports a data item leaving (§23.1): update-sent for an UPDATE frame (with the
+// sequence only the connection knows), chunked-*-sent when a transfer's last chunk leaves.
+func (c *conn) emitSent(ns protocol.NamespaceID, it *queuedItem, info seam.SentInfo) {
+	if !c.em.Enabled() {
+		return
+	}
+	id := c.connIDOpt()
+	if !info.Chunked {
+		c.em.Emit(observer.UpdateSent{ConnectionID: id, NamespaceID: ns.String(), Bytes: len(it.Bytes),
+			Sequence: info.Sequence, SendQueueMs: c.em.SinceMs(it.enqueued)})
+		return
+	}
+	total := uint32(len(it.Bytes))
+	switch it.Kind {
+	case protocol.KindSnapshot:
+		c.em.Emit(observer.ChunkedSnapshotSent{ConnectionID: id, NamespaceID: ns.String(), TransferID: info.TransferID, ChunkCount: info.ChunkCount, TotalBytes: total})
+	case protocol.KindSyncDiff:
+		c.em.Emit(observer.ChunkedSyncSent{ConnectionID: id, NamespaceID: ns.String(), TransferID: info.TransferID, ChunkCount: info.ChunkCount, TotalBytes: total, SyncRoundID: it.Binding.SyncRoundID})
+	default:
+		c.em.Emit(observer.ChunkedUpdateSent{ConnectionID: id, NamespaceID: ns.String(), TransferID: info.TransferID, ChunkCount: info.ChunkCount, TotalBytes: total})
+	}
+}
+
+// flushed records bytes the writer wrote and resumes the pump below the low watermark.
+func (c *conn) flushed(data, control int) {
+	s := &c.sched
+	s.unflushedData -= data
+	s.unflushedControl -= control
+	if s.paused && s.unflushed() <= c.cfg.LowWaterBytes {
+		s.paused = false
+		if c.em.Enabled() && !c.closing {
+			c.em.Emit(observer.SendResumed{ConnectionID: c.connIDOpt(), BufferedAmount: s.unflushed()})
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package ws
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
+)
+
+// writer is the connection's single writing goroutine (loop). The owner hands it encoded
+// frames in sequence order; it writes them in that order, so sequence order is write order.
+// It reports written bytes back to the owner, which keeps the unflushed-bytes accounting
+// (coder/websocket has no bufferedAmount: Write returns once the frame is in the socket).
+//
+// The owner and the writer goroutine share it: push and requestClose run on the owner,
+// stopOutput on any goroutine, loop and write on the writer; mu and the atomics are their
+// only meeting points.
+type writer struct {
+	c    *conn
+	wake chan struct{} // capacity 1: "something was pushed or the close was requested"
+
+	mu       sync.Mutex // guards queue, closing, errFrame and code
+	queue    []outFrame
+	closing  bool
+	errFrame []byte
+	code     protocol.CloseCode
+
+	abort   atomic.Bool // an aborting close: write nothing more
+	writing atomic.Bool // a Write is in progress
+
+	flushedData, flushedControl atomic.Int64 // written bytes not yet reported
+	flushPending                atomic.Bool  // a report is posted to the owner
+}
+
+// outFrame is one encoded frame handed to the writer; control frames and data frames are
+// accounted apart.
+type outFrame struct {
+	b       []byte
+	control bool
+}
+
+func (w *writer) init(c *conn) {
+	w.c = c
+	w.wake = make(chan struct{}, 1)
+}
+
+// handOff gives an encoded frame, stamped with its sequence, to the writer.
+func (c *conn) handOff(f outFrame) { c.w.push(f) }
+
+func (w *writer) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *writer) push(f outFrame) {
+	w.mu.Lock()
+	w.queue = append(w.queue, f)
+	w.mu.Unlock()
+	w.signal()
+}
+
+// requestClose ends the writer: with flush, the frames handed over are written first (a
+// drain that completed: its GOAWAY and close handshakes must leave); otherwise they are
+// dropped, errFrame (if any) is sent, and the transport closed with code. Without errFrame
+// and flush the close aborts: a write in progress is cancelled and nothing more is written,
+// so no output follows the decision to close (§18).
+func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode, flush bool) {
+	w.mu.Lock()
+	w.closing, w.errFrame, w.code = true, errFrame, code
+	if !flush {
+		w.queue = nil
+	}
+	w.mu.Unlock()
+	if errFrame == nil && !flush {
+		w.stopOutput()
+	}
+	w.signal()
+}
+
+// stopOutput makes the writer write nothing more. It may be called from any goroutine: the
+// hub's shutdown stops every connection's output at once, before their owners close them
+// (§21).
+func (w *writer) stopOutput() {
+	w.abort.Store(true)
+	if w.writing.Load() {
+		w.c.wcancel()
+	}
+}
+
+// written reports n written bytes to the owner, coalescing reports.
+func (w *writer) written(n int, control bool) {
+	if control {
+		w.flushedControl.Add(int64(n))
+	} else {
+		w.flushedData.Add(int64(n))
+	}
+	if w.flushPending.CompareAndSwap(false, true) {
+		w.c.post(w.collect)
+	}
+}
+
+// collect, on the owner goroutine, takes the written bytes reported so far.
+func (w *writer) collect() {
+	w.flushPending.Store(false)
+	w.c.flushed(int(w.flushedData.Swap(0)), int(w.flushedControl.Swap(0)))
+}
+
+// write writes one frame, unless the output was stopped.
+func (w *writer) write(b []byte) error {
+	w.writing.Store(true)
+	defer w.writing.Store(false)
+	if w.abort.Load() {
+		return errAborted
+	}
+	return w.c.t.Write(w.c.wctx, b)
+}
+
+var errAborted = errors.New("ws: write aborted by close")
+
+// loop is the writer goroutine: it writes what the owner pushed, and at the close the
+// best-effort ERROR, then closes the transport. After a failed write it writes nothing
+// more, and tells the owner the transport is lost.
+func (w *writer) loop() {
+	c := w.c
+	defer c.post(func() { c.writerDone = true })
+	var lastSeq uint32
+	failed := false
+	for {
+		<-w.wake
+		w.mu.Lock()
+		batch, closing, errFrame, code := w.queue, w.closing, w.errFrame, w.code
+		w.queue = nil
+		w.mu.Unlock()
+		for _, f := range batch {
+			if !failed {
+				if err := w.write(f.b); err != nil {
+					failed = true
+					if !errors.Is(err, errAborted) {
+						c.post(func() {
+							c.rejectAdmission(observer.AuthPeerDisconnected)
+							c.closeNow(protocol.CloseGoingAway, seam.CloseInfo{Code: protocol.CloseAbnormal, Cause: seam.CauseTransport})
+						})
+					}
+				} else {
+					lastSeq = protocol.FrameSequence(f.b)
+				}
+			}
+			w.written(len(f.b), f.control)
+		}
+		if closing {
+			if errFrame != nil && !failed {
+				// The ERROR takes the sequence after the last frame written.
+				protocol.SetFrameSequence(errFrame, lastSeq+1)
+				_ = w.write(errFrame) // best effort: the close follows either way
+			}
+			if code == 0 {
+				code = protocol.CloseNormal
+			}
+			_ = c.t.Close(code, "") // a failed close handshake leaves nothing more to do
+			return
+		}
+	}
+}

@@ -22,8 +22,9 @@ type Activity struct {
 	// applies, local writes and the registry's own meta writes alike; WriteBytes sums their
 	// updates' lengths. Both start at zero at every load.
 	Writes, WriteBytes uint64
-	// LastWrite is when the last of them happened (zero when unknown: none since the
-	// registry started, or no Config.StageClock — without it the sequencer reads no clock).
+	// LastWrite is when the last of them was admitted to the sequencer (zero when unknown:
+	// none since the registry started, or no Config.StageClock — the admission time is the
+	// stage clock's reading; without it the sequencer reads no clock).
 	LastWrite time.Time
 	// DocumentBytes is the size of the whole document encoded as one update, measured at
 	// DocumentMeasuredAt (zero time: not measured yet).
@@ -41,16 +42,16 @@ type activity struct {
 	measuredAt         atomic.Int64 // unix nanoseconds; 0: never
 	measuredWrites     atomic.Uint64
 	measuring          atomic.Bool // a measurement slot is queued
+
+	slotAdmitted time.Time // the admission time of the slot running now (runtime goroutine only)
 }
 
-// wrote counts one transaction's update (runtime goroutine).
-func (a *activity) wrote(n int, sc StageClock) {
+// wrote counts one transaction's update, made by the slot running now (runtime goroutine).
+func (a *activity) wrote(n int) {
 	a.writes.Add(1)
 	a.writeBytes.Add(uint64(n))
-	if sc != nil {
-		if t, ok := readClock(sc); ok {
-			a.lastWrite.Store(t.UnixNano())
-		}
+	if !a.slotAdmitted.IsZero() {
+		a.lastWrite.Store(a.slotAdmitted.UnixNano())
 	}
 }
 

@@ -196,6 +196,7 @@ func (rt *runtime) runSlot(s *slot) {
 			s.fail(err)
 		}
 	}()
+	rt.act.slotAdmitted = s.admitted
 	s.run(rt, s)
 }
 
@@ -232,7 +233,7 @@ func (rt *runtime) gate(s *slot) error {
 // transaction update too.
 func (rt *runtime) onUpdate(update []byte, origin any) {
 	rt.txUpdate = update
-	rt.act.wrote(len(update), rt.reg.cfg.StageClock)
+	rt.act.wrote(len(update))
 	if origin == originBump {
 		// The bump's sessions are fenced by the slot right after this transaction; only
 		// watchers see the update.

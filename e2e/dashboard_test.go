@@ -253,6 +253,10 @@ func TestE2E_Dashboard(t *testing.T) {
 		a.api().set(ns, map[string]any{"written": "through peer-a while the page is open"})
 		tb.waitFor("the write", `document.getElementById('doc-json').textContent.includes('through peer-a while the page is open')`, 20*time.Second)
 		tb.waitFor("the namespace's events", `document.querySelectorAll('#events li[data-seq]').length > 0`, 10*time.Second)
+		// The hub sent that write on to peer-b, which acknowledged it: the page shows the
+		// live updates sent and acknowledged on peer-b's connection.
+		tb.waitFor("updates sent and acknowledged", `Array.from(document.querySelectorAll('#sessions tbody tr[data-key^="peer-b "]')).some(r =>
+			Number(r.cells[3].textContent) >= 1 && r.cells[4].textContent === r.cells[3].textContent && r.cells[5].textContent === '0')`, 20*time.Second)
 		var foreign int
 		tb.eval(`Array.from(document.querySelectorAll('#events li[data-seq]')).filter(li => li.textContent.includes('ns-') && !li.textContent.includes(`+jsString(ns[:11])+`)).length`, &foreign)
 		if foreign != 0 {

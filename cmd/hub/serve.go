@@ -108,7 +108,7 @@ func serve(args []string, cio cli.IO) int {
 	obs.ReplicationLoad(hub.Load)
 	adminOpts := inst.AdminOptions(common)
 	adminOpts.Sessions = namespaces.Sessions
-	adminOpts.InstanceID, adminOpts.Connections, adminOpts.Load = *instanceID, hub.Connections, hub.Load
+	adminOpts.InstanceID, adminOpts.Connections, adminOpts.Flows, adminOpts.Load = *instanceID, hub.Connections, hub.NamespaceFlows, hub.Load
 	adminOpts.Listeners = map[string]string{"admin": *adminListen, "replication": *listen}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {

@@ -166,7 +166,8 @@ func runPeer(args []string, cio cli.IO) int {
 	adminOpts.InstanceID, adminOpts.Load = *instanceID, peer.Load
 	adminOpts.Listeners = map[string]string{"admin": *adminListen}
 	adminOpts.Link = func() adminapi.LinkInfo {
-		return adminapi.LinkInfo{HubURL: *hubURL, State: peer.State(), Problem: diag.ConnectionProblem()}
+		c, _ := peer.Connection()
+		return adminapi.LinkInfo{HubURL: *hubURL, State: peer.State(), Problem: diag.ConnectionProblem(), PingRTT: c.PingRTT}
 	}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {

@@ -120,6 +120,9 @@ type Options struct {
 	Timeline *timeline.Timeline
 	// Connections lists the hub's connections (hub: ws.Hub.Connections).
 	Connections func() []ws.ConnStatus
+	// Flows asks the hub's connections about one namespace's live updates
+	// (ws.Hub.NamespaceFlows); GET /v1/namespaces/{id} shows them with the sessions.
+	Flows func(ctx context.Context, namespaceID string) []ws.Flow
 	// Load is the outbound load of the replication connections (ws.Hub.Load, ws.Peer.Load).
 	Load func() ws.Load
 	// Link describes the peer's connection to its hub (peer).

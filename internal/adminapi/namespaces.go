@@ -17,6 +17,7 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
+	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -145,11 +146,19 @@ func schemaJSON(l *registry.Lease) *SchemaJSON {
 	return &SchemaJSON{SemanticFingerprint: s.Fingerprint, UpdatedAt: s.UpdatedAt}
 }
 
-// SessionStatus is a peer's channel on a hub namespace.
+// SessionStatus is a peer's channel on a hub namespace, with what its connection knows of
+// the namespace's live updates on it (GET /v1/namespaces/{id} only): UPDATEs sent since the
+// namespace opened on the connection, those acknowledged, those awaiting their
+// acknowledgement, and those queued.
 type SessionStatus struct {
-	PeerInstanceID string `json:"peerInstanceId"`
-	ConnectionID   string `json:"connectionId,omitempty"`
-	State          string `json:"state"`
+	PeerInstanceID  string  `json:"peerInstanceId"`
+	ConnectionID    string  `json:"connectionId,omitempty"`
+	State           string  `json:"state"`
+	UpdatesSent     *uint64 `json:"updatesSent,omitempty"`
+	UpdatesAcked    *uint64 `json:"updatesAcked,omitempty"`
+	InFlightUpdates *int    `json:"inFlightUpdates,omitempty"`
+	QueuedUpdates   *int    `json:"queuedUpdates,omitempty"`
+	QueuedBytes     *int    `json:"queuedBytes,omitempty"`
 }
 
 func (a *API) hubSessions(id string) []SessionStatus {
@@ -161,6 +170,32 @@ func (a *API) hubSessions(id string) []SessionStatus {
 		out = append(out, SessionStatus{PeerInstanceID: s.PeerInstanceID, ConnectionID: s.ConnectionID, State: string(s.State)})
 	}
 	return out
+}
+
+// FlowsTimeout bounds how long GET /v1/namespaces/{id} waits for the connections to say
+// what they know of the namespace's live updates.
+const FlowsTimeout = 2 * time.Second
+
+// addFlows adds to each session what its connection knows of the namespace's updates.
+func (a *API) addFlows(ctx context.Context, id string, sessions []SessionStatus) {
+	if a.opts.Flows == nil || len(sessions) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, FlowsTimeout)
+	defer cancel()
+	byConn := map[string]ws.Flow{}
+	for _, f := range a.opts.Flows(ctx, id) {
+		byConn[f.ConnectionID] = f
+	}
+	for i := range sessions {
+		f, ok := byConn[sessions[i].ConnectionID]
+		if !ok {
+			continue
+		}
+		s := &sessions[i]
+		s.UpdatesSent, s.UpdatesAcked, s.InFlightUpdates = &f.UpdatesSent, &f.UpdatesAcked, &f.InFlight
+		s.QueuedUpdates, s.QueuedBytes = &f.QueuedUpdates, &f.QueuedBytes
+	}
 }
 
 // GET /v1/namespaces: the namespaces without loading their documents (identity and state
@@ -227,6 +262,7 @@ func (a *API) namespaceStatus(ctx context.Context, id string) (Status, *Error) {
 	case a.opts.Side == observer.SideHub:
 		st.State = StateActive
 		st.Sessions = a.hubSessions(ns.id)
+		a.addFlows(ctx, ns.id, st.Sessions)
 		if ns.archived {
 			st.State = StateArchived
 			return st, nil

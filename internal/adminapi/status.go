@@ -46,6 +46,8 @@ type LinkInfo struct {
 	State  observer.ConnectionState
 	// Problem says why the connection is not ready, when known.
 	Problem string
+	// PingRTT is the last ping's round trip on the current connection (zero: none).
+	PingRTT time.Duration
 }
 
 // Progress is a transfer in progress: bytes received of the total announced.
@@ -110,6 +112,12 @@ type ConnectionStatus struct {
 	ConnectedSince *time.Time `json:"connectedSince,omitempty"`
 	Namespaces     int        `json:"namespaces"`
 	LiveNamespaces int        `json:"liveNamespaces"`
+	// QueuedBytes are data bytes queued or being written; InFlightUpdates live UPDATEs
+	// awaiting their acknowledgement; PingRTTMs the last ping's round trip (absent before
+	// the first).
+	QueuedBytes     int64    `json:"queuedBytes"`
+	InFlightUpdates int64    `json:"inFlightUpdates"`
+	PingRTTMs       *float64 `json:"pingRttMs,omitempty"`
 }
 
 // HubLinkStatus is a peer's connection to its hub.
@@ -124,6 +132,8 @@ type HubLinkStatus struct {
 	// LastFailure is the code of the last connection failure, and when.
 	LastFailure   string     `json:"lastFailure,omitempty"`
 	LastFailureAt *time.Time `json:"lastFailureAt,omitempty"`
+	// PingRTTMs is the last ping's round trip on the current connection.
+	PingRTTMs *float64 `json:"pingRttMs,omitempty"`
 }
 
 // BackoffStatus is a scheduled reconnect.
@@ -161,6 +171,15 @@ type NamespaceSummary struct {
 	// Editors counts the editors connected to the namespace, on a node with a client
 	// listener.
 	Editors *int `json:"editors,omitempty"`
+}
+
+// millis is d in milliseconds, nil for zero (not measured).
+func millis(d time.Duration) *float64 {
+	if d <= 0 {
+		return nil
+	}
+	ms := float64(d.Microseconds()) / 1000
+	return &ms
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -242,8 +261,9 @@ func (a *API) status(ctx context.Context, limit int) (NodeStatus, *Error) {
 		st.Connections = []ConnectionStatus{}
 		if a.opts.Connections != nil {
 			for _, c := range a.opts.Connections() {
-				cs := ConnectionStatus{PeerInstanceID: c.PeerInstanceID, ConnectionID: c.ConnectionID, State: string(c.State)}
-				if a.opts.Timeline != nil {
+				cs := ConnectionStatus{PeerInstanceID: c.PeerInstanceID, ConnectionID: c.ConnectionID, State: string(c.State),
+					ConnectedSince: timePtr(c.ReadyAt), QueuedBytes: c.QueuedBytes, InFlightUpdates: c.InFlight, PingRTTMs: millis(c.PingRTT)}
+				if cs.ConnectedSince == nil && a.opts.Timeline != nil {
 					if since, ok := a.opts.Timeline.ConnectedSince(c.ConnectionID); ok {
 						cs.ConnectedSince = timePtr(since)
 					}
@@ -331,7 +351,7 @@ func (a *API) hubLink(now time.Time) *HubLinkStatus {
 	var h HubLinkStatus
 	if a.opts.Link != nil {
 		li := a.opts.Link()
-		h.URL, h.State, h.Problem = li.HubURL, string(li.State), li.Problem
+		h.URL, h.State, h.Problem, h.PingRTTMs = li.HubURL, string(li.State), li.Problem, millis(li.PingRTT)
 	}
 	if a.opts.Timeline != nil {
 		l := a.opts.Timeline.Link()

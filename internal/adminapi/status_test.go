@@ -63,13 +63,17 @@ func (f *fakeSessions) get(ns string) []namespace.HubSession {
 
 func TestHubStatus(t *testing.T) {
 	sessions := &fakeSessions{byNS: map[string][]namespace.HubSession{}}
-	conns := []ws.ConnStatus{{PeerInstanceID: "peer-b", ConnectionID: "cb", State: observer.ConnReady},
+	conns := []ws.ConnStatus{{PeerInstanceID: "peer-b", ConnectionID: "cb", State: observer.ConnReady, ReadyAt: t0.Add(time.Second),
+		QueuedBytes: 300, InFlight: 4, PingRTT: 1500 * time.Microsecond},
 		{PeerInstanceID: "peer-a", ConnectionID: "ca", State: observer.ConnReady}}
 	e, clk, tl := clockedEnv(t, Options{Side: observer.SideHub, InstanceID: "hub-1", Version: "v9",
 		Listeners:   map[string]string{"admin": "127.0.0.1:1", "replication": "127.0.0.1:2"},
 		Sessions:    sessions.get,
 		Connections: func() []ws.ConnStatus { return conns },
-		Load:        func() ws.Load { return ws.Load{QueuedBytes: 12, InFlight: 3} }})
+		Flows: func(_ context.Context, ns string) []ws.Flow {
+			return []ws.Flow{{PeerInstanceID: "peer-a", ConnectionID: "ca", UpdatesSent: 7, UpdatesAcked: 5, InFlight: 2, QueuedUpdates: 1, QueuedBytes: 30}}
+		},
+		Load: func() ws.Load { return ws.Load{QueuedBytes: 12, InFlight: 3} }})
 
 	// No namespace, no connection yet: the lists are there, empty.
 	status, b := e.do("GET", "/v1/status", nil)
@@ -121,7 +125,12 @@ func TestHubStatus(t *testing.T) {
 	if ca.ConnectedSince == nil || !ca.ConnectedSince.Equal(t0) || ca.Namespaces != 1 || ca.LiveNamespaces != 1 {
 		t.Fatalf("connection ca: %+v", ca)
 	}
-	if cb := got.Connections[1]; cb.ConnectedSince != nil || cb.Namespaces != 1 || cb.LiveNamespaces != 0 {
+	if ca.PingRTTMs != nil || ca.QueuedBytes != 0 {
+		t.Fatalf("connection ca has figures it was not given: %+v", ca)
+	}
+	// cb: what the connection layer says (its ready time rather than the timeline's).
+	if cb := got.Connections[1]; cb.ConnectedSince == nil || !cb.ConnectedSince.Equal(t0.Add(time.Second)) || cb.Namespaces != 1 ||
+		cb.LiveNamespaces != 0 || cb.QueuedBytes != 300 || cb.InFlightUpdates != 4 || cb.PingRTTMs == nil || *cb.PingRTTMs != 1.5 {
 		t.Fatalf("connection cb: %+v", cb)
 	}
 	ns := got.Namespaces[0]
@@ -162,6 +171,15 @@ func TestHubStatus(t *testing.T) {
 	st := decode[Status](t, b)
 	if len(st.Sessions) != 2 || st.Sessions[0].ConnectionID != "ca" || st.Writes == nil || *st.Writes == 0 || st.DocumentBytes == nil || st.LastWriteAt == nil {
 		t.Fatalf("namespace status: %s", b)
+	}
+	// Each session with what its connection knows of the namespace's updates (ca), or
+	// nothing (cb, which did not answer).
+	if sa := st.Sessions[0]; sa.UpdatesSent == nil || *sa.UpdatesSent != 7 || *sa.UpdatesAcked != 5 || *sa.InFlightUpdates != 2 ||
+		*sa.QueuedUpdates != 1 || *sa.QueuedBytes != 30 {
+		t.Fatalf("session on ca: %s", b)
+	}
+	if sb := st.Sessions[1]; sb.UpdatesSent != nil || sb.InFlightUpdates != nil {
+		t.Fatalf("session on cb: %s", b)
 	}
 }
 
@@ -234,10 +252,11 @@ func TestPeerStatus(t *testing.T) {
 	clk.Advance(2 * time.Second)
 	peer(observer.ConnectionStateChanged{From: observer.ConnHandshaking, To: observer.ConnReady})
 	mu.Lock()
-	link = LinkInfo{HubURL: link.HubURL, State: observer.ConnReady}
+	link = LinkInfo{HubURL: link.HubURL, State: observer.ConnReady, PingRTT: 2 * time.Millisecond}
 	mu.Unlock()
 	_, b = e.do("GET", "/v1/status", nil)
-	if h := decode[NodeStatus](t, b).Hub; h.State != "ready" || h.Backoff != nil || h.Problem != "" || !h.Since.Equal(t0.Add(2*time.Second)) {
+	if h := decode[NodeStatus](t, b).Hub; h.State != "ready" || h.Backoff != nil || h.Problem != "" || !h.Since.Equal(t0.Add(2*time.Second)) ||
+		h.PingRTTMs == nil || *h.PingRTTMs != 2 {
 		t.Fatalf("ready link: %s", b)
 	}
 	// Without the hooks, no progress and no editors.

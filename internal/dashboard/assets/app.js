@@ -582,6 +582,7 @@
       ['Hub', l.url ? h('span', { class: 'mono' }, l.url) : undefined],
       ['State', stateEl(l.state)],
       ['Since', l.since ? fmtAgo(l.since) : undefined],
+      ['Ping', l.pingRttMs === undefined ? undefined : fmtNum(l.pingRttMs) + ' ms'],
       ['Backoff', backoff],
       ['Problem', l.problem ? h('span', { class: 'error' }, l.problem) : undefined],
       ['Last failure', l.lastFailure ? l.lastFailure + ', ' + fmtAgo(l.lastFailureAt) : undefined],

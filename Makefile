@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak fuzz golden bench bench-yjs bench-replication lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak fuzz golden bench bench-yjs bench-replication lint fmt js-deps clean dashboard-screenshots
 
 all: lint build test
 
@@ -63,6 +63,12 @@ test-race: test
 ## test-short: a quick loop for development (no race detector, -short)
 test-short: js-deps
 	$(GO) test -short -count=1 ./...
+
+## dashboard-screenshots: the README's dashboard screenshots (docs/dashboard-hub.png,
+## docs/dashboard-peer.png), taken by the browser tests in headless Chromium; set
+## NOMICORE_ARTIFACTS=DIR on any test run to keep every screenshot the browser tests take
+dashboard-screenshots:
+	NOMICORE_DASHBOARD_DOCS=1 $(GO) test -count=1 -run 'TestE2E_Dashboard$$' ./e2e/
 
 ## fuzz: a bounded smoke run of every fuzz target (FUZZTIME each)
 fuzz: js-deps

@@ -240,6 +240,12 @@ func TestE2E_Dashboard(t *testing.T) {
 		if unnamed != 0 {
 			t.Errorf("%d state badges without their word", unnamed)
 		}
+		if os.Getenv("NOMICORE_DASHBOARD_DOCS") == "1" { // a few seconds of writes for the README's picture
+			for i := range 12 {
+				a.api().set(ns, map[string]any{"tick": i})
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
 		tb.screenshot("hub-overview", "dashboard-hub.png")
 		tb.noConsoleErrors()
 	})
@@ -266,7 +272,7 @@ func TestE2E_Dashboard(t *testing.T) {
 		tb.do("choose the meta root only", chromedp.Click(chromedp.CSS(`#roots input[value="notes"]`)),
 			chromedp.Click(chromedp.CSS(`#roots input[value="meta"]`)), chromedp.Click(chromedp.CSS(`#doc-show`)))
 		tb.waitFor("meta only", `(t => t.includes('replicationId') && !t.includes('greeting'))(document.getElementById('doc-json').textContent)`, 10*time.Second)
-		tb.screenshot("namespace", "dashboard-namespace.png")
+		tb.screenshot("namespace")
 		tb.noConsoleErrors()
 	})
 
@@ -298,7 +304,7 @@ func TestE2E_Dashboard(t *testing.T) {
 		if !disabled {
 			t.Fatal("the bump can be confirmed without ticking the consequence")
 		}
-		tb.screenshot("epoch-dialog", "dashboard-epoch-dialog.png")
+		tb.screenshot("epoch-dialog")
 		// Cancel: nothing happens.
 		tb.do("cancel", chromedp.Click(chromedp.CSS(`#confirm-cancel`)))
 		tb.waitFor("the dialog closed", `!document.getElementById('confirm').open`, 5*time.Second)

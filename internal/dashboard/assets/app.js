@@ -1,11 +1,27 @@
 // Nomicore dashboard: plain JavaScript, no framework, no build step. It reads the admin API
 // of the process that serves it — GET /v1/status/stream for the live picture, the
 // namespace routes for the details — and writes through the same documented routes.
-// Rendering never uses innerHTML: every value is set as text.
+// Rendering never parses HTML: elements are built one by one and every value is set as text.
 'use strict';
 
 (function () {
   const TOKEN_KEY = 'nomicore.adminToken';
+
+  // Every admin route the page uses, as README.md's route table names it (a test checks that
+  // each is there). api(name, id) gives the path, {id} replaced.
+  const ROUTES = {
+    session: 'GET /ui/session.json',
+    status: 'GET /v1/status',
+    stream: 'GET /v1/status/stream',
+    roots: 'GET /v1/namespaces/{id}/roots',
+    doc: 'GET /v1/namespaces/{id}/doc',
+    create: 'POST /v1/namespaces',
+    epoch: 'POST /v1/namespaces/{id}/epoch',
+    schema: 'PUT /v1/namespaces/{id}/schema',
+    reset: 'POST /v1/namespaces/{id}/reset',
+    addTarget: 'POST /v1/targets',
+    removeTarget: 'DELETE /v1/targets/{id}',
+  };
   const DOC_MAX_BYTES = 256 * 1024; // the largest document JSON the page shows
   const HISTORY = 60;               // samples kept per sparkline
 
@@ -153,7 +169,7 @@
 
   function sparkBlock(title, s, unit, fmt) {
     const cur = s.current();
-    const text = cur === undefined ? '—' : fmt(cur) + ' ' + unit;
+    const text = cur === undefined ? '—' : fmt(cur) + unit;
     return h('div', { class: 'spark' }, h('span', null, title),
       sparkSvg(s.rates, false, title + ' over the last minute; now ' + text), h('span', { class: 'value' }, text));
   }
@@ -167,8 +183,20 @@
     return hd;
   }
 
-  // call sends a request and resolves to {ok, status, data, message}; 401 opens the token form.
-  async function call(method, path, body) {
+  // route returns the method and path of a named route, {id} replaced and query appended.
+  function route(name, id, query) {
+    const [method, path] = ROUTES[name].split(' ');
+    return [method, path.replace('{id}', encodeURIComponent(id || '')) + (query ? '?' + query : '')];
+  }
+
+  // call sends a request to a named route and resolves to {ok, status, data, message}; 401
+  // opens the token form.
+  function call(name, id, query, body) {
+    const [method, path] = route(name, id, query);
+    return request(method, path, body);
+  }
+
+  async function request(method, path, body) {
     let res;
     try {
       res = await fetch(path, { method, headers: headers(body !== undefined), cache: 'no-store',
@@ -189,10 +217,10 @@
   function setLive(text) { $('live').textContent = text; }
 
   function streamPath() {
-    let p = '/v1/status/stream?interval=1000';
-    if (app.route.page === 'namespace') p += '&namespace=' + encodeURIComponent(app.route.id);
-    if (app.lastSeq > 0) p += '&after=' + app.lastSeq;
-    return p;
+    let q = 'interval=1000';
+    if (app.route.page === 'namespace') q += '&namespace=' + encodeURIComponent(app.route.id);
+    if (app.lastSeq > 0) q += '&after=' + app.lastSeq;
+    return route('stream', '', q)[1];
   }
 
   function stopStream() {
@@ -321,7 +349,7 @@
     const tok = $('token').value.trim();
     if (!tok) return;
     app.token = tok;
-    const r = await call('GET', '/v1/status?namespaces=1');
+    const r = await call('status', '', 'namespaces=1');
     if (r.status === 401) { app.token = ''; $('auth-error').textContent = 'That token was refused.'; return; }
     sessionStorage.setItem(TOKEN_KEY, tok);
     $('token').value = '';
@@ -724,7 +752,7 @@
 
   async function loadRoots() {
     const id = app.route.id;
-    const r = await call('GET', '/v1/namespaces/' + id + '/roots');
+    const r = await call('roots', id);
     const box = $('roots');
     if (!box || app.route.id !== id) return;
     if (!r.ok) {
@@ -781,7 +809,7 @@
     }
     app.doc.loading = true;
     const q = roots.map((r) => 'root=' + encodeURIComponent(r.name + ':' + r.type)).join('&');
-    const r = await call('GET', '/v1/namespaces/' + id + '/doc?' + q + '&maxBytes=' + DOC_MAX_BYTES);
+    const r = await call('doc', id, q + '&maxBytes=' + DOC_MAX_BYTES);
     app.doc.loading = false;
     if (app.route.id !== id) return;
     if (r.ok) out.textContent = JSON.stringify(r.data, null, 2);
@@ -835,7 +863,7 @@
       ack: 'I understand that every peer of this namespace goes conflicted until it is reset.',
       ok: 'Bump the epoch to ' + (epoch + 1),
       run: async () => {
-        const r = await call('POST', '/v1/namespaces/' + d.namespaceId + '/epoch', { expectedEpoch: epoch });
+        const r = await call('epoch', d.namespaceId, '', { expectedEpoch: epoch });
         if (!r.ok) return r.message;
         nsMsg('The epoch is now ' + r.data.replicationEpoch + '.');
         return '';
@@ -848,7 +876,7 @@
     if (!d) return;
     const current = d.schema ? d.schema.semanticFingerprint : '';
     let definition = '{\n  \n}';
-    const meta = await call('GET', '/v1/namespaces/' + d.namespaceId + '/doc?root=meta:map&maxBytes=' + DOC_MAX_BYTES);
+    const meta = await call('doc', d.namespaceId, 'root=meta:map&maxBytes=' + DOC_MAX_BYTES);
     if (meta.ok && meta.data && meta.data.meta && meta.data.meta.schema && meta.data.meta.schema.definition) {
       definition = JSON.stringify(meta.data.meta.schema.definition, null, 2);
     }
@@ -865,7 +893,7 @@
         let def;
         try { def = JSON.parse(area.value); } catch (e) { return 'The definition is not JSON: ' + e.message; }
         if (!def || typeof def !== 'object' || Array.isArray(def)) return 'The definition must be a JSON object.';
-        const r = await call('PUT', '/v1/namespaces/' + d.namespaceId + '/schema', { definition: def, expectedFingerprint: current });
+        const r = await call('schema', d.namespaceId, '', { definition: def, expectedFingerprint: current });
         if (!r.ok) return r.message;
         nsMsg('The schema is now ' + (r.data && r.data.semanticFingerprint) + '.');
         return '';
@@ -882,7 +910,7 @@
       ack: 'I understand that this replica is replaced by the hub\'s copy.',
       ok: 'Reset the replica',
       run: async () => {
-        const r = await call('POST', '/v1/namespaces/' + id + '/reset');
+        const r = await call('reset', id);
         if (!r.ok) return r.message;
         nsMsg('The replica was reset; it bootstraps again.');
         return '';
@@ -899,7 +927,7 @@
       ack: 'I understand that this peer stops replicating this namespace.',
       ok: 'Remove the target',
       run: async () => {
-        const r = await call('DELETE', '/v1/targets/' + id);
+        const r = await call('removeTarget', id);
         if (!r.ok) return r.message;
         nsMsg('The target was removed.');
         return '';
@@ -909,7 +937,7 @@
 
   async function onCreateNamespace() {
     const msg = $('create-msg');
-    const r = await call('POST', '/v1/namespaces', { owner: 'default' });
+    const r = await call('create', '', '', { owner: 'default' });
     clear(msg);
     if (!r.ok) { msg.textContent = 'Not created: ' + r.message; return; }
     msg.appendChild(document.createTextNode('Created '));
@@ -921,7 +949,7 @@
     const msg = $('add-msg');
     const id = $('add-ns').value.trim();
     const owner = $('add-owner').value.trim() || 'default';
-    const r = await call('POST', '/v1/targets', { namespaceId: id, owner });
+    const r = await call('addTarget', '', '', { namespaceId: id, owner });
     msg.textContent = r.ok ? 'Added ' + id + '.' : 'Not added: ' + r.message;
     if (r.ok) $('add-ns').value = '';
   }
@@ -933,7 +961,7 @@
     $('forget').addEventListener('click', forgetToken);
     $('confirm').addEventListener('close', () => { $('confirm-form').onsubmit = null; });
     window.addEventListener('hashchange', go);
-    const s = await call('GET', '/ui/session.json');
+    const s = await call('session');
     app.tokenRequired = !!(s.ok && s.data && s.data.tokenRequired);
     if (app.tokenRequired && !app.token) { showAuth(''); return; }
     $('forget').hidden = !app.tokenRequired;

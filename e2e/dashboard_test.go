@@ -205,7 +205,7 @@ func rowStateExpr(table, key string) string {
 func TestE2E_Dashboard(t *testing.T) {
 	browser := startDashBrowser(t)
 	c := newCluster(t)
-	hub := c.startHub()
+	hub := c.startHub("--ping-interval", "1s", "--pong-timeout", "900ms") // pings often enough to show their round trip
 	ns := hub.api().createNamespace()
 	a := c.startPeer("peer-a", c.tokenFile("peer-a", c.token("peer-a")), "--target", ns)
 	targetState(t, a, ns, "live")
@@ -229,6 +229,7 @@ func TestE2E_Dashboard(t *testing.T) {
 		tb.waitFor("two peers live on the namespace",
 			`document.querySelector('#namespaces tbody tr[data-key=`+jsString(ns)+`]').cells[6].textContent.startsWith('2 live')`, 20*time.Second)
 		tb.waitFor("the page was not reloaded", `window.__notReloaded === 'yes'`, time.Second)
+		tb.waitFor("a ping's round trip", `Array.from(document.querySelectorAll('#connections tbody tr[data-key]')).every(r => / ms$/.test(r.cells[7].textContent))`, 10*time.Second)
 		// The connection event is in the list of recent events.
 		tb.waitFor("a channel event", `Array.from(document.querySelectorAll('#events li')).some(li => li.dataset.type === 'channel-state-changed')`, 10*time.Second)
 		// Sparklines have data after a few status ticks, and a write shows as writes per second.
@@ -361,6 +362,50 @@ func TestE2E_Dashboard(t *testing.T) {
 		}
 		tb.waitFor("the replica's size", `document.querySelector('#namespaces tbody tr[data-key=`+jsString(ns)+`]').cells[4].textContent.endsWith('B')`, 10*time.Second)
 		tb.screenshot("peer-overview", "dashboard-peer.png")
+		// Removing the target needs its confirmation too; the replica stays, closed.
+		tb.do("remove it", chromedp.Click(chromedp.CSS(`#namespaces tbody tr[data-key="`+ns+`"] button[data-action=remove]`)))
+		tb.waitFor("the remove dialog", `document.getElementById('confirm').open && document.getElementById('confirm-ok').disabled && document.getElementById('confirm-text').textContent.includes('stops replicating')`, 5*time.Second)
+		tb.do("tick and confirm", chromedp.Click(chromedp.CSS(`#confirm-ack`)), chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+		tb.waitFor("the replica kept, closed", rowStateExpr("namespaces", ns)+` === 'closed'`, 20*time.Second)
+		if tg := p.api().target(ns); tg != nil {
+			t.Fatalf("the target is still there: %v", tg)
+		}
+		tb.noConsoleErrors()
+	})
+
+	t.Run("PeerSaysWhyItIsNotConnected", func(t *testing.T) {
+		// A peer whose hub address answers nothing: the page shows the backoff and the problem.
+		p := c.startPeer("peer-d", c.tokenFile("peer-d", c.token("peer-d")), "--hub-url", "ws://"+freeAddr(t)+"/v1/replication")
+		tb := browser.newTab(t, "peer-d")
+		tb.do("open peer-d's dashboard", chromedp.Navigate(p.admin+"/"))
+		tb.waitFor("the problem and the backoff", `(t => t.includes('cannot reach the hub') && /attempt \d+ \(dial-failed\), next try in/.test(t))(document.getElementById('link-facts').textContent)`, 20*time.Second)
+		tb.waitFor("not ready, with the reason", `document.querySelector('#node-facts [data-state="not ready"]') && document.getElementById('node-facts').textContent.includes('replication connection is')`, 10*time.Second)
+		tb.screenshot("peer-not-connected")
+		tb.noConsoleErrors()
+	})
+
+	t.Run("SchemaReplacementNeedsConfirmation", func(t *testing.T) {
+		tb := browser.newTab(t, "schema")
+		tb.do("open the namespace page", chromedp.Navigate(hub.admin+"/#/ns/"+ns))
+		tb.waitFor("the page", `document.getElementById('replace-schema') && document.getElementById('ns-facts').textContent.includes('Schemanone')`, 20*time.Second)
+		tb.do("ask to replace the schema", chromedp.Click(chromedp.CSS(`#replace-schema`)))
+		tb.waitFor("the dialog with its editor", `document.getElementById('confirm').open && document.getElementById('schema-definition')`, 5*time.Second)
+		var text string
+		tb.eval(`document.getElementById('confirm').textContent`, &text)
+		if !strings.Contains(text, "re-arms") || !strings.Contains(text, "until its replica is reset") {
+			t.Errorf("the dialog does not name the consequence: %q", text)
+		}
+		tb.do("write a definition", chromedp.SetValue(chromedp.CSS(`#schema-definition`), `{"notes":{"type":"map"}}`),
+			chromedp.Click(chromedp.CSS(`#confirm-ack`)), chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+		tb.waitFor("the dialog closed", `!document.getElementById('confirm').open`, 10*time.Second)
+		var st struct {
+			Schema *struct{ SemanticFingerprint string }
+		}
+		hub.api().json("GET", "/v1/namespaces/"+ns, nil, 200, &st)
+		if st.Schema == nil || st.Schema.SemanticFingerprint == "" {
+			t.Fatalf("no schema after the confirmed replacement: %+v", st)
+		}
+		tb.waitFor("the new fingerprint on the page", `document.getElementById('ns-facts').textContent.includes(`+jsString(st.Schema.SemanticFingerprint)+`)`, 10*time.Second)
 		tb.noConsoleErrors()
 	})
 

@@ -537,11 +537,12 @@
     }
   }
 
+  // facts fills a list of [name, value, wide] (wide: the whole row, for long text).
   function facts(dl, list) {
     clear(dl);
-    for (const [k, v] of list) {
+    for (const [k, v, wide] of list) {
       if (v === undefined) continue;
-      dl.appendChild(h('div', null, h('dt', null, k), h('dd', null, v)));
+      dl.appendChild(h('div', { class: wide ? 'wide' : null }, h('dt', null, k), h('dd', null, v)));
     }
   }
 
@@ -572,7 +573,7 @@
     if (!title) return;
     title.textContent = (st.side === 'hub' ? 'Hub ' : 'Peer ') + (st.instanceId || '');
     facts($('node-facts'), [
-      ['Ready', st.ready ? stateEl('ready') : h('span', null, stateEl('not ready'), h('span', { class: 'reason' }, st.notReadyReason || ''))],
+      ['Ready', st.ready ? stateEl('ready') : h('span', null, stateEl('not ready'), h('span', { class: 'reason' }, st.notReadyReason || '')), !st.ready],
       ['Persistence', stateEl(st.persistence)],
       ['Up for', fmtDuration(st.uptimeSeconds)],
       ['Documents loaded', String(st.store.loadedNamespaces)],
@@ -612,7 +613,7 @@
       ['Since', l.since ? fmtAgo(l.since) : undefined],
       ['Ping', l.pingRttMs === undefined ? undefined : fmtNum(l.pingRttMs) + ' ms'],
       ['Backoff', backoff],
-      ['Problem', l.problem ? h('span', { class: 'error' }, l.problem) : undefined],
+      ['Problem', l.problem ? h('span', { class: 'error' }, l.problem) : undefined, true],
       ['Last failure', l.lastFailure ? l.lastFailure + ', ' + fmtAgo(l.lastFailureAt) : undefined],
     ]);
   }

@@ -183,13 +183,6 @@ func (tb *tab) screenshot(name string, docs ...string) {
 	}
 }
 
-// rows returns the data-key of each row of a table body.
-func (tb *tab) rows(table string) []string {
-	var keys []string
-	tb.eval(`Array.from(document.querySelectorAll('#`+table+` tbody tr[data-key]')).map(r => r.dataset.key)`, &keys)
-	return keys
-}
-
 // jsString quotes s for JavaScript.
 func jsString(s string) string {
 	b, _ := json.Marshal(s)

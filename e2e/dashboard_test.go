@@ -355,6 +355,11 @@ func TestE2E_Dashboard(t *testing.T) {
 		}
 		tb.waitFor("the replica's size", `document.querySelector('#namespaces tbody tr[data-key=`+jsString(ns)+`]').cells[4].textContent.endsWith('B')`, 10*time.Second)
 		tb.screenshot("peer-overview", "dashboard-peer.png")
+		// The peer's page of the namespace shows its local document.
+		tb.do("open the namespace's page", chromedp.Click(chromedp.CSS(`#namespaces a[href="#/ns/`+ns+`"]`)))
+		tb.waitFor("the local document", `document.getElementById('doc-json').textContent.includes('hello from the walkthrough') && document.getElementById('reset-ns')`, 20*time.Second)
+		tb.do("back to the overview", chromedp.NavigateBack())
+		tb.waitFor("the overview", rowStateExpr("namespaces", ns)+` === 'live'`, 20*time.Second)
 		// Removing the target needs its confirmation too; the replica stays, closed.
 		tb.do("remove it", chromedp.Click(chromedp.CSS(`#namespaces tbody tr[data-key="`+ns+`"] button[data-action=remove]`)))
 		tb.waitFor("the remove dialog", `document.getElementById('confirm').open && document.getElementById('confirm-ok').disabled && document.getElementById('confirm-text').textContent.includes('stops replicating')`, 5*time.Second)

@@ -6,8 +6,8 @@ GO    ?= go
 B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json)))
 export B4_TRACE
 
-# JavaScript packages the tests use as independent oracles (installed with npm ci).
-JS_DIRS   := testdata/golden/gen testdata/oracle
+# JavaScript packages the tests use as independent oracles and real clients (npm ci).
+JS_DIRS   := testdata/golden/gen testdata/oracle e2e/yws
 JS_STAMPS := $(foreach d,$(JS_DIRS),$(if $(wildcard $(d)/package-lock.json),$(d)/node_modules/.package-lock.json))
 
 # Binaries record the VCS revision they were built from (hub --version) when git can tell it.
@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak fuzz golden bench bench-yjs bench-replication lint fmt js-deps clean dashboard-screenshots
+.PHONY: all build run demo test test-race test-short soak fuzz golden bench bench-yjs bench-replication editor-bundle lint fmt js-deps clean dashboard-screenshots
 
 all: lint build test
 
@@ -82,6 +82,11 @@ soak:
 golden:
 	cd testdata/golden/gen && npm ci --no-audit --no-fund --loglevel=error && node gen.mjs
 	node lib0/testdata/gen-vectors.mjs testdata/golden/gen/node_modules > lib0/testdata/vectors.json
+
+## editor-bundle: rebuild the editor page's script (yws/editor/yjs-bundle.js) from the pinned
+## npm packages of e2e/yws, byte for byte (TestEditorBundleIsUpToDate checks it)
+editor-bundle: js-deps
+	e2e/yws/bundle/build.sh
 
 ## bench: every Go benchmark (figures for the issue notes)
 bench: js-deps

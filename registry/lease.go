@@ -261,6 +261,31 @@ func (l *Lease) WriteLocalAsync(update []byte, done func(ApplyResult, error)) er
 	}, done)
 }
 
+// WriteLocalExceptAsync is WriteLocalAsync for a writer that relays its own update to its
+// audience (the editor endpoint): the update is not fanned out to except, a watch of this
+// lease — unless the document held pending structs before the apply, when the transaction
+// may carry earlier structs the writer's audience lacks (GUIDE §4), and except gets it too.
+func (l *Lease) WriteLocalExceptAsync(except *Watch, update []byte, done func(ApplyResult, error)) error {
+	origin := &localOrigin{skip: except.sub}
+	return leaseOp(l, func(rt *runtime, sl *slot) (ApplyResult, error) {
+		return rt.applyFrom(sl, update, applyLocal, origin)
+	}, done)
+}
+
+// IncludedAsync reports, in a slot, whether applying update would change nothing (every
+// struct and deletion it carries is already in the document; yjs.Included): a reader that
+// may not write can tell a sync message that brings nothing new from a refused edit. A
+// malformed update is ErrApplyFailed.
+func (l *Lease) IncludedAsync(update []byte, done func(bool, error)) error {
+	return leaseOp(l, func(rt *runtime, _ *slot) (bool, error) {
+		ok, err := yjs.Included(rt.doc, update)
+		if err != nil {
+			return false, ErrApplyFailed.with("", err)
+		}
+		return ok, nil
+	}, done)
+}
+
 // WriteLocal is WriteLocalAsync waiting for the result.
 func (l *Lease) WriteLocal(ctx context.Context, update []byte) (ApplyResult, error) {
 	return wait(ctx, func(done func(ApplyResult, error)) error { return l.WriteLocalAsync(update, done) })

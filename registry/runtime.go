@@ -77,8 +77,12 @@ var (
 )
 
 // localOrigin marks updates of the local write API (Lease.WriteLocal). (Not zero-sized: Go
-// may give every zero-sized allocation the same address.)
-type localOrigin struct{ _ byte }
+// may give every zero-sized allocation the same address.) skip, when set, is the watch of
+// the writer (Lease.WriteLocalExceptAsync): the update is not fanned out to it.
+type localOrigin struct {
+	_    byte
+	skip *subscription
+}
 
 var originLocal = &localOrigin{}
 
@@ -241,8 +245,15 @@ func (rt *runtime) onUpdate(update []byte, origin any) {
 		return
 	}
 	var skip *subscription
-	if sess, ok := origin.(*Session); ok && !rt.hadPending {
-		skip = sess.sub
+	switch o := origin.(type) {
+	case *Session:
+		if !rt.hadPending {
+			skip = o.sub
+		}
+	case *localOrigin:
+		if !rt.hadPending {
+			skip = o.skip
+		}
 	}
 	rt.fanOut(update, skip, false)
 }
@@ -370,10 +381,16 @@ const (
 // apply runs an update through the gates, the protected check, the live apply and the dirty
 // notification, in this slot (§10.1, §20).
 func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, error) {
+	return rt.applyFrom(s, update, kind, originLocal)
+}
+
+// applyFrom is apply with the origin of a local write (originLocal, or one that skips the
+// writer's watch).
+func (rt *runtime) applyFrom(s *slot, update []byte, kind applyKind, local *localOrigin) (ApplyResult, error) {
 	st := newStageTimer(rt.reg.cfg.StageClock, s.admitted)
 	st.mark() // slot start
 	hub := rt.reg.cfg.Role == RoleHub
-	var origin any = originLocal
+	var origin any = local
 	if kind == applyRemote {
 		origin = s.sess
 		if s.sess.readOnly {

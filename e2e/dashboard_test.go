@@ -407,6 +407,21 @@ func TestE2E_Dashboard(t *testing.T) {
 		tb.noConsoleErrors()
 	})
 
+	t.Run("EditorsCounted", func(t *testing.T) {
+		// A real editor (the editor page of peer-a's client listener) on the namespace: the
+		// peer's dashboard counts it, and the count goes when the editor leaves.
+		tok := c.clientToken("peer-a", "dashboard-viewer")
+		ed := browser.newTab(t, "editor")
+		ed.do("open the editor page", chromedp.Navigate(fmt.Sprintf("http://%s/edit/%s?token=%s", a.client, ns, tok)))
+		tb := browser.newTab(t, "peer-a")
+		tb.do("open peer-a's dashboard", chromedp.Navigate(a.admin+"/"))
+		editors := `document.querySelector('#namespaces tbody tr[data-key=` + jsString(ns) + `]').cells[7].textContent`
+		tb.waitFor("one editor", editors+` === '1'`, 20*time.Second)
+		ed.do("leave the editor page", chromedp.Navigate("about:blank"))
+		tb.waitFor("no editor", editors+` === '0'`, 20*time.Second)
+		tb.noConsoleErrors()
+	})
+
 	t.Run("PhoneWidth", func(t *testing.T) {
 		tb := browser.newTab(t, "phone")
 		tb.do("a phone's viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile))

@@ -462,6 +462,7 @@
     { label: 'Writes/s', cell: writesCell },
     { label: 'Peers', cell: peersCell },
     { label: 'Last write', cell: (n) => fmtAgo(n.lastWriteAt) },
+    { label: 'Editors', num: true, cell: (n) => n.editors === undefined ? '—' : String(n.editors) },
   ];
 
   // nsHealth sums up a hub namespace: its worst peer channel, else idle or active.

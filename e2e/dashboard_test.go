@@ -422,6 +422,8 @@ func TestE2E_Dashboard(t *testing.T) {
 		tb.noConsoleErrors()
 	})
 
+	t.Run("AsksForTheToken", func(t *testing.T) { asksForTheToken(t, browser) })
+
 	t.Run("PhoneWidth", func(t *testing.T) {
 		tb := browser.newTab(t, "phone")
 		tb.do("a phone's viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile))
@@ -474,10 +476,9 @@ func TestE2E_Dashboard(t *testing.T) {
 	})
 }
 
-// On an API with an admin token the page asks for it, keeps it in sessionStorage (never in
-// the URL), and streams with it.
-func TestE2E_DashboardAsksForTheToken(t *testing.T) {
-	browser := startDashBrowser(t)
+// asksForTheToken: on an API with an admin token the page asks for it, keeps it in
+// sessionStorage (never in the URL), and streams with it.
+func asksForTheToken(t *testing.T, browser *dashBrowser) {
 	c := newCluster(t)
 	tokenFile := filepath.Join(c.dir, "admin.token")
 	if err := os.WriteFile(tokenFile, []byte("admin-secret-for-the-dashboard\n"), 0o600); err != nil {

@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz golden bench bench-yjs bench-replication bench-cluster editor-bundle lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz golden bench bench-yjs bench-replication bench-cluster editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -70,6 +70,12 @@ CLUSTER_COUNT ?= 10
 soak-cluster:
 	$(GO) test -race -count=$(CLUSTER_COUNT) -timeout 120m ./cluster/
 	$(GO) test -race -count=$(CLUSTER_COUNT) -timeout 120m -run 'TestE2E_Cluster' ./e2e/
+
+## dashboard-screenshots: the README's dashboard screenshots (docs/dashboard-hub.png,
+## docs/dashboard-peer.png), taken by the browser tests in headless Chromium; set
+## NOMICORE_ARTIFACTS=DIR on any test run to keep every screenshot the browser tests take
+dashboard-screenshots:
+	NOMICORE_DASHBOARD_DOCS=1 $(GO) test -count=1 -run 'TestE2E_Dashboard$$' ./e2e/
 
 ## fuzz: a bounded smoke run of every fuzz target (FUZZTIME each)
 fuzz: js-deps

@@ -61,6 +61,8 @@ type runtime struct {
 	saverCancel   context.CancelFunc
 	saverDone     chan struct{}
 	unsubscribeFn func()
+
+	act activity // counters for Registry.Activity
 }
 
 // slot is one unit of sequenced work.
@@ -234,6 +236,7 @@ func (rt *runtime) runSlot(s *slot) {
 			s.fail(err)
 		}
 	}()
+	rt.act.slotAdmitted = s.admitted
 	s.run(rt, s)
 }
 
@@ -270,6 +273,7 @@ func (rt *runtime) gate(s *slot) error {
 // transaction update too.
 func (rt *runtime) onUpdate(update []byte, origin any) {
 	rt.txUpdate = update
+	rt.act.wrote(len(update))
 	if origin == originBump {
 		// The bump's sessions are fenced by the slot right after this transaction; only
 		// watchers see the update.

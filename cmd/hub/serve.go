@@ -119,6 +119,17 @@ func serve(args []string, cio cli.IO) int {
 	obs.ReplicationLoad(hub.Load)
 	adminOpts := inst.AdminOptions(common)
 	adminOpts.Sessions = namespaces.Sessions
+	adminOpts.InstanceID, adminOpts.Connections, adminOpts.Flows, adminOpts.Load = *instanceID, hub.Connections, hub.NamespaceFlows, hub.Load
+	adminOpts.Listeners = map[string]string{"admin": *adminListen, "replication": *listen}
+	if clientFlags.Enabled() {
+		adminOpts.Listeners["client"] = clientFlags.Listen
+	}
+	adminOpts.Editors = func(ns string) (int, bool) { // the editors variable is set below, before anything serves
+		if editors == nil {
+			return 0, false
+		}
+		return editors.Editors(ns), true
+	}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)

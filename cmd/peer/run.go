@@ -210,6 +210,16 @@ func runPeer(args []string, cio cli.IO) int {
 		return nil
 	}
 	adminOpts.ExplainTarget = diag.ExplainTarget
+	adminOpts.InstanceID, adminOpts.Load = *instanceID, peer.Load
+	adminOpts.Listeners = map[string]string{"admin": *adminListen}
+	if editors != nil {
+		adminOpts.Listeners["client"] = clientFlags.Listen
+		adminOpts.Editors = func(ns string) (int, bool) { return editors.Editors(ns), true }
+	}
+	adminOpts.Link = func() adminapi.LinkInfo {
+		c, _ := peer.Connection()
+		return adminapi.LinkInfo{HubURL: *hubURL, State: peer.State(), Problem: diag.ConnectionProblem(), PingRTT: c.PingRTT}
+	}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)

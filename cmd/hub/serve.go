@@ -106,6 +106,7 @@ func serve(args []string, cio cli.IO) int {
 	}
 	cleanup = append(cleanup, func() { hub.Shutdown(context.Background()) })
 	obs.ReplicationLoad(hub.Load)
+	obs.Assemblies(namespaces.Assemblies)
 	adminOpts := inst.AdminOptions(common)
 	adminOpts.Sessions = namespaces.Sessions
 	api, err := adminapi.New(adminOpts)
@@ -141,7 +142,7 @@ func serve(args []string, cio cli.IO) int {
 	admin.Start(log, failed)
 	log.Info("hub serving", slog.String("instanceId", *instanceID), slog.String("listen", replLn.Addr().String()),
 		slog.String("adminListen", adminLn.Addr().String()), slog.String("data", *data),
-		slog.String("generation", common.Protocol.Generation.String()), slog.Int("tokens", reloader.Peers()))
+		slog.String("generation", common.Protocol.Generation.String()), node.LimitAttrs(&common.Protocol), slog.Int("tokens", reloader.Peers()))
 
 	exit := sigs.WaitForStop(log, stderr, "hub", hup, failed)
 	// Replication stops accepting and closes every transport with 1001 (waiting for the

@@ -150,6 +150,7 @@ func runPeer(args []string, cio cli.IO) int {
 	}
 	cleanup = append(cleanup, peer.Close)
 	obs.ReplicationLoad(peer.Load)
+	obs.Assemblies(tc.Assemblies)
 	peer.Watch(tw.state)
 	adminOpts := inst.AdminOptions(common)
 	adminOpts.Targets = &node.PersistentTargets{TC: tc, Store: store}
@@ -184,7 +185,7 @@ func runPeer(args []string, cio cli.IO) int {
 	peer.Start()
 	log.Info("peer running", slog.String("instanceId", *instanceID), slog.String("hubUrl", *hubURL),
 		slog.String("adminListen", adminLn.Addr().String()), slog.String("data", *data), slog.Int("targets", len(targets)),
-		slog.String("generation", common.Protocol.Generation.String()))
+		slog.String("generation", common.Protocol.Generation.String()), node.LimitAttrs(&common.Protocol))
 
 	exit := sigs.WaitForStop(log, stderr, "peer", hup, failed)
 	// Replication first (the connection drains: every namespace closes, admitted applies

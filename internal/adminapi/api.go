@@ -87,8 +87,10 @@ type Options struct {
 	ExplainTarget func(namespace.TargetStatus) (code, reason string)
 	// Token, when set, is the bearer token every route but /healthz and /readyz requires.
 	Token string
-	// MaxUpdateBytes bounds the body of POST …/update (413 UPDATE_TOO_LARGE beyond it).
+	// MaxUpdateBytes bounds the body of POST …/update (413 UPDATE_TOO_LARGE beyond it);
+	// MaxUpdateFlag, when set, is the flag that sets it, which the 413 names.
 	MaxUpdateBytes int
+	MaxUpdateFlag  string
 	// MaxEventStreams bounds concurrent event streams (503 TOO_MANY_STREAMS beyond it).
 	MaxEventStreams int
 	// EventsMaxQueuedBytes and EventsMaxQueuedCount bound each stream's queue.

@@ -15,6 +15,7 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
+	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -104,6 +105,29 @@ type Status struct {
 	Loaded   *bool           `json:"loaded,omitempty"` // hub list: a runtime holds it now
 	// Schema is the namespace's active schema, if it has one.
 	Schema *SchemaJSON `json:"schema,omitempty"`
+	// Progress (peer) is the snapshot or catch-up difference being received from the hub in
+	// chunks, while one is.
+	Progress *ProgressJSON `json:"progress,omitempty"`
+}
+
+// ProgressJSON is an inbound chunked transfer in progress: the bytes received so far of
+// totalBytes; kind is snapshot (a bootstrap), sync-diff (a catch-up) or update.
+type ProgressJSON struct {
+	BytesReceived int    `json:"bytesReceived"`
+	TotalBytes    int    `json:"totalBytes"`
+	Kind          string `json:"kind"`
+}
+
+// progressJSON renders a target's transfer in progress, nil when there is none.
+func progressJSON(p *namespace.TransferProgress) *ProgressJSON {
+	if p == nil {
+		return nil
+	}
+	kind := p.Kind.String()
+	if p.Kind == protocol.KindLiveUpdate {
+		kind = "update"
+	}
+	return &ProgressJSON{BytesReceived: p.BytesReceived, TotalBytes: p.TotalBytes, Kind: kind}
 }
 
 // SchemaJSON is an active schema as the admin API shows it: its semantic fingerprint and
@@ -195,6 +219,7 @@ func (a *API) getNamespace(w http.ResponseWriter, r *http.Request) {
 		}
 	case ns.target != nil:
 		st.State = string(ns.target.State)
+		st.Progress = progressJSON(ns.target.Progress)
 	default:
 		st.State = string(observer.ChannelClosed)
 	}
@@ -262,7 +287,7 @@ func (a *API) getDoc(w http.ResponseWriter, r *http.Request) {
 			writeError(w, a.fromErr(err))
 			return
 		}
-		writeJSON(w, http.StatusOK, doc)
+		writeDocJSON(w, http.StatusOK, doc)
 		return
 	}
 	state, err := l.EncodeState(r.Context(), nil)
@@ -275,7 +300,7 @@ func (a *API) getDoc(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	writeJSON(w, http.StatusOK, doc)
+	writeDocJSON(w, http.StatusOK, doc)
 }
 
 // renderRoots renders the declared roots of a document state. It works on a copy of the
@@ -400,7 +425,11 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(body) > a.opts.MaxUpdateBytes {
-		writeError(w, &Error{http.StatusRequestEntityTooLarge, CodeUpdateTooLarge, fmt.Sprintf("the update exceeds %d bytes", a.opts.MaxUpdateBytes)})
+		msg := fmt.Sprintf("the update exceeds the largest local write, %d bytes", a.opts.MaxUpdateBytes)
+		if a.opts.MaxUpdateFlag != "" {
+			msg += " (" + a.opts.MaxUpdateFlag + "; give hub and peers the same value)"
+		}
+		writeError(w, &Error{http.StatusRequestEntityTooLarge, CodeUpdateTooLarge, msg})
 		return
 	}
 	l, e := a.open(r, ns)

@@ -67,8 +67,9 @@ func (in *Instance) Close() {
 // side's own (the hub's Sessions; the peer's Targets and Ready).
 func (in *Instance) AdminOptions(c *Common) adminapi.Options {
 	return adminapi.Options{Side: in.Obs.Side, Registry: in.Registry, Store: in.Store, Metrics: in.Obs.Handler(),
-		Token: c.AdminToken, MaxUpdateBytes: maxLocalWrite(&c.Protocol), MaxEventStreams: c.MaxEventStreams,
-		Clock: in.clock, Logger: in.log}
+		Token: c.AdminToken, MaxUpdateBytes: maxLocalWrite(&c.Protocol), MaxUpdateFlag: maxLocalWriteFlag(&c.Protocol),
+		MaxEventStreams: c.MaxEventStreams,
+		Clock:           in.clock, Logger: in.log}
 }
 
 // CheckInstanceID refuses a flag value that is not an instance id (§6.1).

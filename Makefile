@@ -52,10 +52,13 @@ js-deps: $(JS_STAMPS)
 
 ## test: the whole suite with the race detector (what .ci/run runs), then the store
 ## corruption tests without it (-race's pointer checks turn a damaged bbolt page into a
-## fatal error instead of the recoverable panic the store contains)
+## fatal error instead of the recoverable panic the store contains), and the large-document
+## e2e tests at full size (32 MiB with the shipped defaults, 64 MiB with raised flags), which
+## the race detector makes minutes long
 test: js-deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(GO) test -count=1 -run Corrupt ./persistence/
+	$(GO) test -count=1 -run 'TestE2E_(LargeDocuments|64MiB)' ./e2e/
 
 ## test-race: same as test (kept as an explicit name)
 test-race: test

@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak fuzz golden bench bench-yjs bench-replication lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak fuzz golden bench bench-yjs bench-replication bench-large lint fmt js-deps clean
 
 all: lint build test
 
@@ -93,6 +93,11 @@ bench-yjs: js-deps
 ## × 2 peers × 50 updates; bootstrap of a 400 KB document) on loopback with bbolt stores
 bench-replication:
 	$(GO) run ./cmd/benchrepl
+
+## bench-large: the hub and peer binaries with documents of 1, 8 and 32 MiB: a fresh peer's
+## time to go live, four fresh peers at once (time, peak memory), a 4 MiB write to three peers
+bench-large: build
+	$(GO) run ./cmd/benchrepl -workload large -bin $(BIN)
 
 ## lint: gofmt check, go vet and staticcheck (the version pinned as a tool in go.mod,
 ## fetched from the module proxy on first use)

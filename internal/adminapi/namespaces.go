@@ -105,8 +105,8 @@ type Status struct {
 	Loaded   *bool           `json:"loaded,omitempty"` // hub list: a runtime holds it now
 	// Schema is the namespace's active schema, if it has one.
 	Schema *SchemaJSON `json:"schema,omitempty"`
-	// Progress (peer) is the snapshot or catch-up difference being received from the hub in
-	// chunks, while one is.
+	// Progress (peer) is the snapshot, catch-up difference or live update being received
+	// from the hub in chunks, while one is.
 	Progress *ProgressJSON `json:"progress,omitempty"`
 }
 

@@ -25,8 +25,8 @@ type TargetJSON struct {
 	// Reason says, in words, why the target is not replicating and what to do — also when
 	// it waits for a connection the hub refused.
 	Reason string `json:"reason,omitempty"`
-	// Progress is the snapshot or catch-up difference being received from the hub in chunks,
-	// while one is.
+	// Progress is the snapshot, catch-up difference or live update being received from the
+	// hub in chunks, while one is.
 	Progress *ProgressJSON `json:"progress,omitempty"`
 }
 

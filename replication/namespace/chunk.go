@@ -26,7 +26,8 @@ import (
 // The sending half is in the connection layer (seam.Outbox frames a DataItem lazily, one
 // chunk per turn) and in send.go, hubchannel.go and round.go, which choose it.
 
-// TransferProgress is an inbound chunked transfer in progress, for the peer's admin API.
+// TransferProgress is an inbound chunked transfer in progress — a snapshot, a catch-up diff
+// or a live update — for the peer's admin API.
 type TransferProgress struct {
 	Kind          protocol.ChunkKind
 	BytesReceived int
@@ -133,18 +134,14 @@ func (c *channel) chunk(f protocol.Frame, m *protocol.UpdateChunk) {
 	if m.ChunkIndex == 0 {
 		c.transferStarted(t)
 	}
-	if t.Kind != protocol.KindLiveUpdate {
-		c.role.progress(&TransferProgress{Kind: t.Kind, BytesReceived: t.ReceivedBytes, TotalBytes: int(t.TotalBytes)})
-	}
 	if !t.Complete {
+		c.role.progress(&TransferProgress{Kind: t.Kind, BytesReceived: t.ReceivedBytes, TotalBytes: int(t.TotalBytes)})
 		n.armAssemblyTimer()
 		return
 	}
 	in := c.inbound[t.TransferID]
 	delete(c.inbound, t.TransferID)
-	if t.Kind != protocol.KindLiveUpdate {
-		c.role.progress(nil)
-	}
+	c.role.progress(nil)
 	switch t.Kind {
 	case protocol.KindLiveUpdate:
 		c.applyUpdate(t.AckSequence, t.Data, &in)
@@ -258,9 +255,7 @@ func (c *channel) discardInbound(reason protocol.AbortReason, report, remember b
 func (c *channel) aborted(a protocol.Abort, report, remember bool) {
 	in, ok := c.inbound[a.TransferID]
 	delete(c.inbound, a.TransferID)
-	if a.Kind != protocol.KindLiveUpdate {
-		c.role.progress(nil)
-	}
+	c.role.progress(nil)
 	if remember {
 		c.discarded = append(c.discarded, a.TransferID)
 		if len(c.discarded) > maxDiscarded {

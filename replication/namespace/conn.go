@@ -73,8 +73,8 @@ type channelRole interface {
 	snapshotAssembled(t protocol.Transfer, in *inboundTransfer)
 	// snapshotExpired ends a bootstrap whose chunked snapshot stalled (peer).
 	snapshotExpired()
-	// progress publishes the inbound snapshot or diff in progress, nil when there is none
-	// (peer: its admin API shows it).
+	// progress publishes the inbound transfer in progress, nil when there is none (peer: its
+	// admin API shows it).
 	progress(p *TransferProgress)
 }
 

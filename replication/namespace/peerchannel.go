@@ -314,7 +314,7 @@ func (c *peerChannel) snapshotExpired() {
 	}
 }
 
-// progress shows the snapshot or diff being received on the target.
+// progress shows the transfer being received on the target.
 func (c *peerChannel) progress(p *TransferProgress) { c.pc.tc.setProgress(c.target, p) }
 
 // importSnapshot imports snap (acknowledged as seq) through the registry, off the connection

@@ -35,8 +35,8 @@ type TargetStatus struct {
 	// target back clears it (the replica then refuses sessions while its schema is
 	// invalid: registry.ErrSchemaInvalid); a reset recovers.
 	SchemaFailed bool
-	// Progress is the snapshot or catch-up difference being received from the hub in
-	// chunks, while one is (nil otherwise).
+	// Progress is the snapshot, catch-up difference or live update being received from the
+	// hub in chunks, while one is (nil otherwise).
 	Progress *TransferProgress
 }
 
@@ -108,7 +108,7 @@ type target struct {
 	// CLOSE_NAMESPACE, and no reopen by a new connection; removing and adding the target
 	// back, or a reset, makes a new target without it.
 	schemaFailed bool
-	progress     *TransferProgress // an inbound chunked snapshot or diff in progress
+	progress     *TransferProgress // an inbound chunked transfer in progress
 	removed      bool
 	cleaned      chan struct{}     // RemoveTarget: closed when the namespace is done with
 	waits        []<-chan struct{} // what the last channel leaves settling (session, registry call)

@@ -413,7 +413,6 @@ func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, e
 	rt.hadPending = rt.doc.HasPending()
 	touched = touched || rt.hadPending
 	rt.txUpdate = nil
-	rt.changes++ // also when the apply only adds pending structs, which the encoding includes
 	err := yjs.ApplyUpdate(rt.doc, update, origin)
 	rt.hadPending = false
 	if err != nil {
@@ -529,9 +528,9 @@ func (rt *runtime) replaceSchema(updatedAt string, definition any) error {
 }
 
 // fullState is the last encoding of the whole document, held weakly: while anyone still
-// holds it (a snapshot on its way to a peer, an admin read) and the document has not changed
-// since, it is handed out again instead of encoded again — four fresh peers bootstrapping a
-// 32 MiB document at once share one snapshot. Runtime goroutine only.
+// holds it (a snapshot on its way to a peer, an admin read) and no transaction changed the
+// document since, it is handed out again instead of encoded again — four fresh peers
+// bootstrapping a 32 MiB document at once share one snapshot. Runtime goroutine only.
 type fullState struct {
 	changes uint64 // rt.changes it reflects
 	first   weak.Pointer[byte]
@@ -541,7 +540,10 @@ type fullState struct {
 // encodeState returns the document as an update for a remote state vector (nil or empty:
 // the whole document). The bytes may be shared with other callers: never modify them.
 func (rt *runtime) encodeState(sv []byte) ([]byte, error) {
-	whole := len(sv) == 0
+	// Every change that integrates something is a transaction (onUpdate counts it); structs
+	// pending for missing dependencies change the encoding without one, so a document
+	// holding some is encoded afresh each time.
+	whole := len(sv) == 0 && !rt.doc.HasPending()
 	if whole && rt.full.n > 0 && rt.full.changes == rt.changes {
 		if p := rt.full.first.Value(); p != nil {
 			return unsafe.Slice(p, rt.full.n), nil

@@ -59,3 +59,27 @@ func TestSharedFullState(t *testing.T) {
 		t.Fatalf("encoded again %q", got)
 	}
 }
+
+// TestSharedFullStateWithPending: structs pending for missing dependencies are part of the
+// encoding but come without a transaction: a document holding some is encoded afresh.
+func TestSharedFullStateWithPending(t *testing.T) {
+	e := newEnv(t, RoleHub, Config{}, persistence.Options{})
+	_, l := e.create(t)
+	s, _, err := l.OpenSession(ctxT(t), SessionOptions{Peer: "p1"})
+	must(t, err)
+	cl := newClient(100)
+	cl.insertText(t, "text", 0, "a")         // never sent: what follows depends on it
+	u2 := cl.insertText(t, "text", 1, "b")   // pending on the hub
+	u3 := cl.insertText(t, "text", 2, "cde") // pending too
+	_, err = s.Apply(ctxT(t), u2)
+	must(t, err)
+	a, err := l.EncodeState(ctxT(t), nil)
+	must(t, err)
+	_, err = s.Apply(ctxT(t), u3)
+	must(t, err)
+	b, err := l.EncodeState(ctxT(t), nil)
+	must(t, err)
+	if len(b) <= len(a) {
+		t.Fatalf("the encoding did not take the second pending update: %d then %d bytes", len(a), len(b))
+	}
+}

@@ -98,6 +98,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *workload == "large" {
 		var mibs []int
 		for _, f := range strings.Split(*sizes, ",") {
+			if strings.TrimSpace(f) == "" {
+				continue // -sizes "": the bigdoc part alone (with -fresh 0 -paste-peers 0)
+			}
 			n, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || n < 1 {
 				fmt.Fprintf(stderr, "-sizes %q: want MiB counts like 1,8,32\n", *sizes)

@@ -100,7 +100,7 @@ func RegisterCommon(f *cli.Flags) *Common {
 		durFlag(&p.ReconcileInterval, "reconcile-interval", "how often a live namespace compares its state with the other side, to catch anything missed")
 		durFlag(&p.CloseTimeout, "close-timeout", "time a closing namespace or connection waits for the other side")
 		durFlag(&p.AckTimeout, "ack-timeout", "time an update waits for its acknowledgement before the namespace catches up again")
-		durFlag(&p.AssemblyTimeout, "assembly-timeout", "time a chunked transfer has to arrive in full (v2)")
+		durFlag(&p.AssemblyTimeout, "assembly-timeout", "time a chunked transfer may go without a chunk before the receiver gives it up (v2)")
 		durFlag(&p.PingInterval, "ping-interval", "how often a connection checks that the other side is still there")
 		durFlag(&p.PongTimeout, "pong-timeout", "time the other side has to answer that check before the connection is dropped")
 		durFlag(&p.BaseBackoff, "base-backoff", "a peer's first reconnect delay (it doubles, with jitter, up to --max-backoff)")

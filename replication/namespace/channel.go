@@ -237,7 +237,9 @@ func (c *channel) sendFailed(err error) {
 	switch {
 	case errors.As(err, &pe) && pe.Scope == protocol.ScopeNamespace:
 		c.sendError(pe.Code, 0, observer.FailedSendFailed)
-	case errors.Is(err, seam.ErrClosed):
+	case errors.Is(err, seam.ErrClosed), errors.Is(err, seam.ErrDraining):
+		// The connection is closing or draining: its end or the drain's close ends the
+		// channel.
 	default:
 		c.sendError(protocol.CodeInternalError, 0, observer.FailedSendFailed)
 	}

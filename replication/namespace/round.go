@@ -118,6 +118,9 @@ func (c *channel) applyDiff(id, seq uint32, diff []byte, in *inboundTransfer) {
 	n := len(diff)
 	if c.readOnly {
 		// A read-only peer submits nothing: its diff is not taken; the round settles.
+		if in != nil {
+			c.transferFinished(in, nil)
+		}
 		c.applying++
 		c.step2Applied(id, seq, registry.ApplyResult{}, nil)
 		return

@@ -158,6 +158,7 @@ func runPeer(args []string, cio cli.IO) int {
 	}
 	cleanup = append(cleanup, peer.Close)
 	obs.ReplicationLoad(peer.Load)
+	obs.Assemblies(tc.Assemblies)
 	peer.Watch(tw.state)
 	// The client listener: editors of the peer's targets, with the client tokens of
 	// DATA/tokens.json (peer token add --client).
@@ -251,7 +252,7 @@ func runPeer(args []string, cio cli.IO) int {
 	log.Info("peer running", slog.String("instanceId", *instanceID), slog.String("hubUrl", *hubURL),
 		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen),
 		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data), slog.Int("targets", len(targets)),
-		slog.String("generation", common.Protocol.Generation.String()))
+		slog.String("generation", common.Protocol.Generation.String()), node.LimitAttrs(&common.Protocol))
 
 	exit := sigs.WaitForStop(log, stderr, "peer", hup, failed)
 	// The editors first; replication (the connection drains: every namespace closes, admitted

@@ -91,8 +91,10 @@ type Options struct {
 	ExplainTarget func(namespace.TargetStatus) (code, reason string)
 	// Token, when set, is the bearer token every route but /healthz and /readyz requires.
 	Token string
-	// MaxUpdateBytes bounds the body of POST …/update (413 UPDATE_TOO_LARGE beyond it).
+	// MaxUpdateBytes bounds the body of POST …/update (413 UPDATE_TOO_LARGE beyond it);
+	// MaxUpdateFlag, when set, is the flag that sets it, which the 413 names.
 	MaxUpdateBytes int
+	MaxUpdateFlag  string
 	// MaxEventStreams bounds concurrent event streams (503 TOO_MANY_STREAMS beyond it).
 	MaxEventStreams int
 	// EventsMaxQueuedBytes and EventsMaxQueuedCount bound each stream's queue.
@@ -127,9 +129,6 @@ type Options struct {
 	Load func() ws.Load
 	// Link describes the peer's connection to its hub (peer).
 	Link func() LinkInfo
-	// Progress reports a namespace's bootstrap in progress: bytes received of the total
-	// announced (false when none is, or its size is unknown).
-	Progress func(namespaceID string) (received, total int64, ok bool)
 	// Editors counts the editors connected to a namespace (false when the process serves
 	// no editors).
 	Editors func(namespaceID string) (int, bool)

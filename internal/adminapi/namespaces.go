@@ -17,6 +17,7 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
+	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/yjs"
 )
@@ -124,11 +125,32 @@ type Status struct {
 	// Code and Reason (peer) say why the target is not replicating.
 	Code   string `json:"code,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	// Progress (peer) is a bootstrap in progress, when the transfer announces its size.
-	Progress *Progress `json:"progress,omitempty"`
+	// Progress (peer) is the snapshot, catch-up difference or live update being received
+	// from the hub in chunks, while one is.
+	Progress *ProgressJSON `json:"progress,omitempty"`
 	// Editors counts the editors connected to the namespace, on a node with a client
 	// listener.
 	Editors *int `json:"editors,omitempty"`
+}
+
+// ProgressJSON is an inbound chunked transfer in progress: the bytes received so far of
+// totalBytes; kind is snapshot (a bootstrap), sync-diff (a catch-up) or update.
+type ProgressJSON struct {
+	BytesReceived int    `json:"bytesReceived"`
+	TotalBytes    int    `json:"totalBytes"`
+	Kind          string `json:"kind"`
+}
+
+// progressJSON renders a target's transfer in progress, nil when there is none.
+func progressJSON(p *namespace.TransferProgress) *ProgressJSON {
+	if p == nil {
+		return nil
+	}
+	kind := p.Kind.String()
+	if p.Kind == protocol.KindLiveUpdate {
+		kind = "update"
+	}
+	return &ProgressJSON{BytesReceived: p.BytesReceived, TotalBytes: p.TotalBytes, Kind: kind}
 }
 
 // SchemaJSON is an active schema as the admin API shows it: its semantic fingerprint and
@@ -362,19 +384,11 @@ func (a *API) getDoc(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		writeError(w, &Error{http.StatusInternalServerError, CodeInternal, "encoding the answer: " + err.Error()})
+	if maxBytes > 0 {
+		writeDocJSONAtMost(w, doc, maxBytes)
 		return
 	}
-	if maxBytes > 0 && len(b) > maxBytes {
-		writeError(w, &Error{http.StatusRequestEntityTooLarge, CodeDocumentTooLarge, fmt.Sprintf("the JSON is %d bytes, over "+
-			"maxBytes=%d: choose fewer roots (GET /v1/namespaces/{id}/roots lists them with their sizes)", len(b), maxBytes)})
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	w.Write(append(b, '\n'))
+	writeDocJSON(w, http.StatusOK, doc)
 }
 
 // RootJSON is a root of a document as GET /v1/namespaces/{id}/roots lists it: its name,
@@ -548,7 +562,11 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(body) > a.opts.MaxUpdateBytes {
-		writeError(w, &Error{http.StatusRequestEntityTooLarge, CodeUpdateTooLarge, fmt.Sprintf("the update exceeds %d bytes", a.opts.MaxUpdateBytes)})
+		msg := fmt.Sprintf("the update exceeds the largest local write, %d bytes", a.opts.MaxUpdateBytes)
+		if a.opts.MaxUpdateFlag != "" {
+			msg += " (" + a.opts.MaxUpdateFlag + "; give hub and peers the same value)"
+		}
+		writeError(w, &Error{http.StatusRequestEntityTooLarge, CodeUpdateTooLarge, msg})
 		return
 	}
 	l, e := a.open(r, ns)

@@ -50,12 +50,6 @@ type LinkInfo struct {
 	PingRTT time.Duration
 }
 
-// Progress is a transfer in progress: bytes received of the total announced.
-type Progress struct {
-	ReceivedBytes int64 `json:"receivedBytes"`
-	TotalBytes    int64 `json:"totalBytes"`
-}
-
 // NodeStatus is the answer of GET /v1/status.
 type NodeStatus struct {
 	Side          string     `json:"side"`
@@ -166,8 +160,9 @@ type NamespaceSummary struct {
 	// Code and Reason (peer) say why a target is not replicating.
 	Code   string `json:"code,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	// Progress (peer) is a bootstrap in progress, when the transfer announces its size.
-	Progress *Progress `json:"progress,omitempty"`
+	// Progress (peer) is the snapshot, catch-up difference or live update being received
+	// from the hub in chunks, while one is.
+	Progress *ProgressJSON `json:"progress,omitempty"`
 	// Editors counts the editors connected to the namespace, on a node with a client
 	// listener.
 	Editors *int `json:"editors,omitempty"`
@@ -209,9 +204,9 @@ func (a *API) activity(s *NamespaceSummary) {
 
 // peerExtras adds a namespace's transfer progress and editors, when the process knows them.
 func (a *API) peerExtras(s *NamespaceSummary) {
-	if a.opts.Progress != nil {
-		if received, total, ok := a.opts.Progress(s.NamespaceID); ok {
-			s.Progress = &Progress{ReceivedBytes: received, TotalBytes: total}
+	if a.opts.Targets != nil {
+		if t, ok := a.opts.Targets.Target(s.NamespaceID); ok {
+			s.Progress = progressJSON(t.Progress)
 		}
 	}
 	if a.opts.Editors != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
+	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
@@ -197,8 +198,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestPeerStatus(t *testing.T) {
 	const nsLive, nsBoot, nsFailed = "ns-11111111111111111111111111111111", "ns-22222222222222222222222222222222", "ns-33333333333333333333333333333333"
 	targets := &fakeTargets{list: map[string]namespace.TargetStatus{
-		nsLive:   {Target: namespace.Target{NamespaceID: nsLive, Owner: "default"}, State: observer.ChannelLive},
-		nsBoot:   {Target: namespace.Target{NamespaceID: nsBoot, Owner: "default"}, State: observer.ChannelBootstrapping},
+		nsLive: {Target: namespace.Target{NamespaceID: nsLive, Owner: "default"}, State: observer.ChannelLive},
+		nsBoot: {Target: namespace.Target{NamespaceID: nsBoot, Owner: "default"}, State: observer.ChannelBootstrapping,
+			Progress: &namespace.TransferProgress{Kind: protocol.KindSnapshot, BytesReceived: 300, TotalBytes: 1000}},
 		nsFailed: {Target: namespace.Target{NamespaceID: nsFailed, Owner: "default"}, State: observer.ChannelFailed},
 	}}
 	var link LinkInfo
@@ -211,8 +213,7 @@ func TestPeerStatus(t *testing.T) {
 			}
 			return "", ""
 		},
-		Progress: func(ns string) (int64, int64, bool) { return 300, 1000, ns == nsBoot },
-		Editors:  func(ns string) (int, bool) { return 2, ns == nsLive },
+		Editors: func(ns string) (int, bool) { return 2, ns == nsLive },
 	})
 	peer := func(p observer.Payload) { tl.Observe(observer.Event{Side: observer.SidePeer, Payload: p}) }
 	peer(observer.ConnectionStateChanged{From: observer.ConnConnecting, To: observer.ConnBackoff})
@@ -235,7 +236,7 @@ func TestPeerStatus(t *testing.T) {
 	for _, n := range got.Namespaces {
 		byID[n.NamespaceID] = n
 	}
-	if n := byID[nsBoot]; n.State != "bootstrapping" || n.Progress == nil || *n.Progress != (Progress{300, 1000}) || n.Editors != nil {
+	if n := byID[nsBoot]; n.State != "bootstrapping" || n.Progress == nil || *n.Progress != (ProgressJSON{BytesReceived: 300, TotalBytes: 1000, Kind: "snapshot"}) || n.Editors != nil {
 		t.Fatalf("bootstrapping target: %+v", n)
 	}
 	if n := byID[nsLive]; n.State != "live" || n.Progress != nil || n.Editors == nil || *n.Editors != 2 {
@@ -259,7 +260,6 @@ func TestPeerStatus(t *testing.T) {
 		h.PingRTTMs == nil || *h.PingRTTMs != 2 {
 		t.Fatalf("ready link: %s", b)
 	}
-	// Without the hooks, no progress and no editors.
 	_, b = e.do("GET", "/v1/namespaces/"+nsBoot, nil)
 	if st := decode[Status](t, b); st.Progress == nil || st.Progress.TotalBytes != 1000 {
 		t.Fatalf("namespace status of a bootstrapping target: %s", b)

@@ -74,6 +74,12 @@ func (o *Observability) ReplicationLoad(load func() ws.Load) {
 	})
 }
 
+// Assemblies installs the gauge of chunked transfers being received, read from the namespace
+// layer at scrape time (namespace.Hub.Assemblies or TargetController.Assemblies).
+func (o *Observability) Assemblies(n func() int64) {
+	o.Metrics.SetAssemblies(o.Side, func() float64 { return float64(n()) })
+}
+
 // Handler serves the metrics (Prometheus text).
 func (o *Observability) Handler() http.Handler {
 	return promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})

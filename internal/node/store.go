@@ -90,7 +90,8 @@ func (in *Instance) Close() {
 func (in *Instance) AdminOptions(c *Common) adminapi.Options {
 	return adminapi.Options{Side: in.Obs.Side, Registry: in.Registry, Store: in.Store, Metrics: in.Obs.Handler(),
 		Ready: in.Ready, Token: c.AdminToken, MaxUpdateBytes: maxLocalWrite(&c.Protocol),
-		MaxEventStreams: c.MaxEventStreams, Clock: in.clock, Logger: in.log,
+		MaxUpdateFlag: maxLocalWriteFlag(&c.Protocol), MaxEventStreams: c.MaxEventStreams,
+		Clock: in.clock, Logger: in.log,
 		Timeline: in.Obs.Timeline, StartedAt: in.Started, Version: cli.Version(string(in.Obs.Side)),
 		UI: dashboard.Handler(dashboard.Options{TokenRequired: c.AdminToken != ""})}
 }

@@ -304,7 +304,7 @@ func (c *conn) beginWork() func() {
 
 // publishLoad makes the outbound accounting readable from other goroutines (Load).
 func (c *conn) publishLoad() {
-	c.pubQueued.Store(int64(c.sched.queued + c.sched.unflushed()))
+	c.pubQueued.Store(int64(c.sched.queued + c.sched.queuedBulk + c.sched.unflushed()))
 	c.pubInFlight.Store(int64(c.inFlight))
 }
 

@@ -476,9 +476,9 @@
 
   function progressEl(p) {
     if (!p || !p.totalBytes) return null;
-    const pct = Math.min(100, Math.round((p.receivedBytes / p.totalBytes) * 100));
-    return h('span', null, h('progress', { max: p.totalBytes, value: p.receivedBytes,
-      'aria-label': 'bootstrap ' + pct + ' percent' }), ' ', fmtBytes(p.receivedBytes) + ' of ' + fmtBytes(p.totalBytes));
+    const pct = Math.min(100, Math.round((p.bytesReceived / p.totalBytes) * 100));
+    return h('span', null, h('progress', { max: p.totalBytes, value: p.bytesReceived,
+      'aria-label': (p.kind === 'snapshot' ? 'bootstrap ' : p.kind === 'sync-diff' ? 'catch-up ' : 'update ') + pct + ' percent' }), ' ', fmtBytes(p.bytesReceived) + ' of ' + fmtBytes(p.totalBytes));
   }
 
   function targetStateCell(n) {

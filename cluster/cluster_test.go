@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +15,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/nomicore/nomicore/internal/adminapi"
+	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 )
@@ -176,10 +182,11 @@ func TestCluster_FanOutAcrossNodes(t *testing.T) {
 	}
 }
 
-// TestCluster_ConcurrentEpochBumps: two nodes bump the same epoch at once — exactly one
-// wins (the other gets ErrConflict and wrote nothing); every node fences its sessions of
-// the old epoch when it applies the change; a record admitted under the old epoch that
-// comes after the change in the log is refused on every node alike.
+// TestCluster_ConcurrentEpochBumps: two nodes bump the same epoch at once, both expecting
+// the current one — exactly one wins (the other gets ErrConflict or ErrChanged and wrote
+// nothing), however the two are timed; every node fences its sessions of the old epoch
+// when it applies the change; a record admitted under the old epoch that comes after the
+// change in the log is refused on every node alike.
 func TestCluster_ConcurrentEpochBumps(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
 	ns := tc.nodes[0].create(t)
@@ -199,7 +206,7 @@ func TestCluster_ConcurrentEpochBumps(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				id, err := leases[i].BumpEpoch(ctxT(t, 15*time.Second))
+				id, err := leases[i].BumpEpochFrom(ctxT(t, 15*time.Second), uint64(round+1))
 				results[i], epochs[i] = err, id.Epoch
 			}()
 		}
@@ -212,7 +219,7 @@ func TestCluster_ConcurrentEpochBumps(t *testing.T) {
 				if epochs[i] != uint64(round+2) {
 					t.Fatalf("round %d: the winner reports epoch %d", round, epochs[i])
 				}
-			case errors.Is(err, registry.ErrConflict):
+			case errors.Is(err, registry.ErrConflict), errors.Is(err, registry.ErrChanged):
 			default:
 				t.Fatalf("round %d: bump on %s: %v", round, tc.nodes[i].name, err)
 			}
@@ -279,6 +286,110 @@ func TestCluster_ConcurrentEpochBumps(t *testing.T) {
 	if n["after"] != true || n["stale"] != nil || l.Identity().Epoch != 4 {
 		t.Fatalf("after reload: epoch %d, notes %v", l.Identity().Epoch, n)
 	}
+}
+
+// TestCluster_GuardedChangesCheckTheCluster: an epoch bump or schema replacement that
+// names what it replaces is checked against the cluster's state, not the node's own view:
+// on a node that has not applied a sibling's change yet, the admin API's bump expecting the
+// epoch that change replaced is 409 EPOCH_MISMATCH (it would otherwise bump a second time,
+// over an epoch its operator never saw), and so is a schema replacement (409
+// SCHEMA_MISMATCH). Nothing of the refused changes is written anywhere.
+func TestCluster_GuardedChangesCheckTheCluster(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	n1, n2 := tc.nodes[0], tc.nodes[1]
+	ns := n1.create(t)
+	l1, l2 := n1.open(t, ns), n2.open(t, ns)
+	api1, api2 := adminServer(t, n1), adminServer(t, n2)
+
+	check := func(what string, status int, body string, wantStatus int, want string) {
+		t.Helper()
+		if status != wantStatus || !strings.Contains(body, want) {
+			t.Fatalf("%s: %d %s, want %d %s", what, status, body, wantStatus, want)
+		}
+	}
+	// lagging makes n2 miss n1's next change until a moment after its own request began.
+	lagging := func(change func()) {
+		t.Helper()
+		n2.gate.hold()
+		change()
+		go func() {
+			time.Sleep(500 * time.Millisecond)
+			n2.gate.release()
+		}()
+	}
+
+	lagging(func() {
+		status, body := post(t, api1, "/v1/namespaces/"+ns+"/epoch", `{"expectedEpoch":1}`)
+		check("n1 bumps from 1", status, body, 200, `"replicationEpoch":2`)
+		if e := l2.Identity().Epoch; e != 1 {
+			t.Fatalf("n2 already at epoch %d: the gate did not hold it back", e)
+		}
+	})
+	status, body := post(t, api2, "/v1/namespaces/"+ns+"/epoch", `{"expectedEpoch":1}`)
+	check("n2 bumps from 1 after n1 did", status, body, 409, "EPOCH_MISMATCH")
+
+	lagging(func() {
+		status, body := put(t, api1, "/v1/namespaces/"+ns+"/schema", `{"definition":{"type":"object"},"expectedFingerprint":""}`)
+		check("n1 replaces no schema", status, body, 200, "semanticFingerprint")
+		if _, ok := l2.ActiveSchema(); ok {
+			t.Fatal("n2 already has the schema: the gate did not hold it back")
+		}
+	})
+	status, body = put(t, api2, "/v1/namespaces/"+ns+"/schema", `{"definition":{"type":"array"},"expectedFingerprint":""}`)
+	check("n2 replaces no schema after n1 did", status, body, 409, "SCHEMA_MISMATCH")
+
+	want, _ := l1.ActiveSchema()
+	for i, tn := range tc.nodes {
+		l := tn.open(t, ns)
+		eventually(t, 10*time.Second, tc.nodes[i].name+" holds n1's changes only", func() error {
+			got, _ := l.ActiveSchema()
+			if e := l.Identity().Epoch; e != 2 || got.Fingerprint != want.Fingerprint {
+				return fmt.Errorf("epoch %d, schema %q (want 2, %q)", e, got.Fingerprint, want.Fingerprint)
+			}
+			return nil
+		})
+	}
+	raw, err := n2.node.OpenLog(ctxT(t, 5*time.Second), "default", ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if m, err := raw.Meta(ctxT(t, 5*time.Second)); err != nil || m.Gen != 2 || m.Epoch != 2 {
+		t.Fatalf("the cluster's meta record: %+v, %v (want two changes, epoch 2)", m, err)
+	}
+}
+
+// adminServer serves the hub admin API of a node on loopback.
+func adminServer(t *testing.T, tn *testNode) string {
+	t.Helper()
+	api, err := adminapi.New(adminapi.Options{Side: observer.SideHub, Registry: tn.reg, Store: tn.store, LeaseIdle: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(func() { srv.Close(); api.Close() })
+	return srv.URL
+}
+
+func post(t *testing.T, base, path, body string) (int, string) {
+	return send(t, "POST", base+path, body)
+}
+func put(t *testing.T, base, path, body string) (int, string) { return send(t, "PUT", base+path, body) }
+
+func send(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t, 20*time.Second), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // TestCluster_NoQuorum: a node whose siblings are gone refuses writes (ErrDegraded, which

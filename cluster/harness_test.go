@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +31,68 @@ type testNode struct {
 	node  *Node
 	store *Store
 	reg   *registry.Registry
+	gate  *applyGate // holds back the records the node's registry applies, when closed
+}
+
+// applyGate holds back every record the log hands to a node's registry while it is
+// closed: the node lags behind the log as a slow node would, for as long as a test needs.
+type applyGate struct {
+	mu   sync.Mutex    // guards open
+	open chan struct{} // closed while the gate is open
+}
+
+func newApplyGate() *applyGate {
+	g := &applyGate{open: make(chan struct{})}
+	close(g.open)
+	return g
+}
+
+// hold closes the gate; release opens it again.
+func (g *applyGate) hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+		g.open = make(chan struct{})
+	default:
+	}
+}
+
+func (g *applyGate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+	default:
+		close(g.open)
+	}
+}
+
+func (g *applyGate) wait() {
+	g.mu.Lock()
+	ch := g.open
+	g.mu.Unlock()
+	<-ch
+}
+
+// gatedShared is a node's registry.SharedLog with its records passing through a gate.
+type gatedShared struct {
+	*Node
+	gate *applyGate
+}
+
+func (s gatedShared) OpenLog(ctx context.Context, owner, ns string, host registry.LogHost) (registry.NamespaceLog, error) {
+	return s.Node.OpenLog(ctx, owner, ns, gatedHost{host, s.gate})
+}
+
+type gatedHost struct {
+	registry.LogHost
+	gate *applyGate
+}
+
+func (h gatedHost) Apply(rec registry.Record) bool {
+	h.gate.wait()
+	return h.LogHost.Apply(rec)
 }
 
 // freePorts returns n loopback addresses whose ports were free a moment ago.
@@ -62,13 +125,15 @@ func (tc *testCluster) config(i int) Config {
 		level = slog.LevelDebug
 	}
 	cfg := Config{
-		NodeName:       "n" + strconv.Itoa(i+1),
-		DataDir:        filepath.Join(tc.dir, "n"+strconv.Itoa(i+1)),
-		ClusterName:    "test",
-		ClusterListen:  tc.addrs[i],
-		Routes:         routes,
-		OpTimeout:      3 * time.Second,
-		PublishTimeout: 3 * time.Second,
+		NodeName:      "n" + strconv.Itoa(i+1),
+		DataDir:       filepath.Join(tc.dir, "n"+strconv.Itoa(i+1)),
+		ClusterName:   "test",
+		ClusterListen: tc.addrs[i],
+		Routes:        routes,
+		OpTimeout:     3 * time.Second,
+		// A write rides through the election that follows a stopped node (4 to 9 seconds
+		// without a stream leader, longer on a loaded machine), as with the defaults.
+		PublishTimeout: 12 * time.Second,
 		ProbeInterval:  200 * time.Millisecond,
 		ProbeTimeout:   time.Second,
 		Logger:         slog.New(slog.NewTextHandler(testWriter{tc.t}, &slog.HandlerOptions{Level: level})),
@@ -107,12 +172,13 @@ func (tc *testCluster) start(i int) *testNode {
 		tc.t.Fatalf("starting %s: %v", cfg.NodeName, err)
 	}
 	store := node.Store()
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: store, Shared: node, Logger: cfg.Logger,
+	gate := newApplyGate()
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: store, Shared: gatedShared{node, gate}, Logger: cfg.Logger,
 		SharedApplyTimeout: 5 * time.Second, SharedLoadTimeout: 10 * time.Second, SharedStaleClaim: 3 * time.Second})
 	if err != nil {
 		tc.t.Fatal(err)
 	}
-	tc.nodes[i] = &testNode{name: cfg.NodeName, node: node, store: store, reg: reg}
+	tc.nodes[i] = &testNode{name: cfg.NodeName, node: node, store: store, reg: reg, gate: gate}
 	return tc.nodes[i]
 }
 
@@ -123,6 +189,7 @@ func (tc *testCluster) stop(i int) {
 		return
 	}
 	tc.nodes[i] = nil
+	tn.gate.release() // a record held back would keep the log's follower from stopping
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := tn.reg.Close(ctx); err != nil {

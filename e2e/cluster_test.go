@@ -173,9 +173,9 @@ func TestE2E_Cluster_ServedByAllNodes(t *testing.T) {
 	}
 
 	// Two nodes bump the epoch at the same moment, both expecting the current epoch: exactly
-	// one wins, the other is 409 and wrote nothing — EPOCH_MISMATCH when its node had
-	// already applied the winner's bump before checking, CONFLICT when both passed their
-	// node's check and the cluster's compare-and-set decided. No epoch is given out twice
+	// one wins, the other is 409 and wrote nothing — EPOCH_MISMATCH when the winner's bump
+	// was made before the loser's node checked (after catching up with the log), CONFLICT
+	// when both passed their check and the cluster's compare-and-set decided. No epoch is given out twice
 	// and none is lost. Rounds go on until one reached the compare-and-set (at most 10).
 	epoch := uint64(1)
 	raced := false

@@ -109,6 +109,10 @@ var (
 	// schema first — of two concurrent epoch bumps exactly one wins, the other gets this
 	// error and nothing of it was written. Retry against the new state.
 	ErrConflict = sentinel(CodeInternalError, "another hub node changed the namespace first")
+	// ErrChanged: (hub) an epoch bump or schema replacement named the epoch or schema it
+	// replaces (BumpEpochFrom, ReplaceSchemaFrom) and the namespace is no longer in it —
+	// someone changed it since the caller read it. Nothing was written.
+	ErrChanged = sentinel(CodeInternalError, "the namespace changed since the caller read it")
 )
 
 // CodeOf returns the namespace error code of err: the Code of a registry *Error,

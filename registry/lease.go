@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -384,11 +385,70 @@ func (l *Lease) Schema(ctx context.Context) (Schema, bool, error) {
 // Refused on a peer (ErrRoleViolation) and while degraded.
 func (l *Lease) BumpEpoch(ctx context.Context) (Identity, error) {
 	if l.rt.sh != nil {
-		return l.sharedBumpEpoch(ctx)
+		return l.sharedBumpEpoch(ctx, nil)
 	}
 	return leaseWait(ctx, l, func(rt *runtime, _ *slot) (Identity, error) {
 		return rt.bumpEpoch()
 	})
+}
+
+// BumpEpochFrom (hub) is BumpEpoch made only if the namespace's epoch is still expected,
+// checked in the same step as the bump: on one process in the bump's slot, in a cluster by
+// the compare-and-set that claims it. Of two bumps that expect the same epoch — on one hub
+// or on two nodes of a cluster, however they are timed — exactly one is made; the other
+// gets ErrChanged (the namespace had moved on when it was checked) or, in a cluster,
+// ErrConflict (the other claimed it first), and nothing of it is written.
+func (l *Lease) BumpEpochFrom(ctx context.Context, expected uint64) (Identity, error) {
+	if l.rt.sh != nil {
+		return l.sharedBumpEpoch(ctx, &expected)
+	}
+	return leaseWait(ctx, l, func(rt *runtime, _ *slot) (Identity, error) {
+		if err := expectEpoch(rt.identity(), expected); err != nil {
+			return Identity{}, err
+		}
+		return rt.bumpEpoch()
+	})
+}
+
+// expectEpoch checks an epoch bump's expectation against the identity it would replace.
+func expectEpoch(cur Identity, expected uint64) error {
+	if cur.Epoch != expected {
+		return ErrChanged.with(fmt.Sprintf("the epoch is %d, not %d", cur.Epoch, expected), nil)
+	}
+	return nil
+}
+
+// ReplaceSchemaFrom (hub) is ReplaceSchema made only if the active schema's fingerprint
+// is still expectedFingerprint ("": no active schema), checked in the same step as the
+// replacement, like BumpEpochFrom: of two replacements that expect the same schema exactly
+// one is made, the other gets ErrChanged or ErrConflict and wrote nothing.
+func (l *Lease) ReplaceSchemaFrom(ctx context.Context, expectedFingerprint, updatedAt string, definition any) error {
+	if l.rt.sh != nil {
+		value, enc, err := schemaValueFor(updatedAt, definition)
+		if err != nil {
+			return err
+		}
+		return l.sharedReplaceSchema(ctx, &expectedFingerprint, value, enc)
+	}
+	_, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (struct{}, error) {
+		if err := expectSchema(rt.schema.Load(), expectedFingerprint); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, rt.replaceSchema(updatedAt, definition)
+	})
+	return err
+}
+
+// expectSchema checks a schema replacement's expectation against the active schema.
+func expectSchema(cur *ActiveSchema, expectedFingerprint string) error {
+	got := ""
+	if cur != nil {
+		got = cur.Fingerprint
+	}
+	if got != expectedFingerprint {
+		return ErrChanged.with(fmt.Sprintf("the active schema is %q, not %q", got, expectedFingerprint), nil)
+	}
+	return nil
 }
 
 // ReplaceSchema (hub) sets meta.schema to {"updatedAt": updatedAt, "definition":
@@ -401,7 +461,7 @@ func (l *Lease) ReplaceSchema(ctx context.Context, updatedAt string, definition 
 		if err != nil {
 			return err
 		}
-		return l.sharedReplaceSchema(ctx, value, enc)
+		return l.sharedReplaceSchema(ctx, nil, value, enc)
 	}
 	_, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (struct{}, error) {
 		return struct{}{}, rt.replaceSchema(updatedAt, definition)

@@ -499,3 +499,65 @@ func TestOpenSessionAbandonedByItsContextRegistersNothing(t *testing.T) {
 	}))
 	<-got
 }
+
+// TestGuardedMetaChanges: an epoch bump or schema replacement that names what it replaces
+// is made only if the namespace is still in that state, checked in the change's own slot:
+// of several that expect the same state, started at once, exactly one is made and the
+// others get ErrChanged, having written nothing.
+func TestGuardedMetaChanges(t *testing.T) {
+	hub := newEnv(t, RoleHub, Config{}, persistence.Options{})
+	_, l := hub.create(t)
+	start := l.Identity()
+	var wg sync.WaitGroup
+	results := make([]error, 4)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, results[i] = l.BumpEpochFrom(ctxT(t), start.Epoch)
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range results {
+		if err == nil {
+			won++
+		} else {
+			wantErr(t, err, ErrChanged)
+		}
+	}
+	if won != 1 || l.Identity().Epoch != start.Epoch+1 {
+		t.Fatalf("%d bumps from epoch %d were made; epoch now %d", won, start.Epoch, l.Identity().Epoch)
+	}
+	_, err := l.BumpEpochFrom(ctxT(t), start.Epoch+5)
+	wantErr(t, err, ErrChanged)
+	if l.Identity().Epoch != start.Epoch+1 {
+		t.Fatal("a refused bump changed the epoch")
+	}
+
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = l.ReplaceSchemaFrom(ctxT(t), "", "t", map[string]any{"n": float64(i)})
+		}()
+	}
+	wg.Wait()
+	won = 0
+	for _, err := range results {
+		if err == nil {
+			won++
+		} else {
+			wantErr(t, err, ErrChanged)
+		}
+	}
+	first, ok := l.ActiveSchema()
+	if won != 1 || !ok {
+		t.Fatalf("%d schema replacements expecting none were made", won)
+	}
+	wantErr(t, l.ReplaceSchemaFrom(ctxT(t), "sha256:v1:other", "t2", map[string]any{"x": "y"}), ErrChanged)
+	must(t, l.ReplaceSchemaFrom(ctxT(t), first.Fingerprint, "t2", map[string]any{"x": "y"}))
+	if s, _ := l.ActiveSchema(); s.UpdatedAt != "t2" {
+		t.Fatalf("the replacement expecting the active schema was not made: %+v", s)
+	}
+}

@@ -508,6 +508,11 @@ func (rt *runtime) applyLoggedUpdate(rec Record, p *pendingOp) (ApplyResult, err
 	return ApplyResult{Changed: changed}, nil
 }
 
+// errMetaMadeAlready: a meta record of a generation applied before (a change completed
+// again by another process). The claim of a generation is unique, so every copy of it
+// carries the same change.
+var errMetaMadeAlready = ErrConflict.with("this meta change was made already", nil)
+
 // applyLoggedMeta applies a meta change of the log, once per generation: a later copy of a
 // generation (a change completed again after its claimer failed) is ignored everywhere.
 // An epoch change fences every session of an older epoch before any later slot (§11).
@@ -516,7 +521,7 @@ func (rt *runtime) applyLoggedMeta(rec Record) error {
 		return ErrInternal.with("namespace document failed", rt.failErr)
 	}
 	if rec.Gen <= rt.sh.metaGen {
-		return ErrConflict.with("this meta change was made already", nil)
+		return errMetaMadeAlready
 	}
 	rt.sh.metaGen = rec.Gen
 	old := rt.identity()
@@ -580,14 +585,24 @@ func (rt *runtime) afterMetaChange(old Identity) {
 
 // ---- meta changes: epoch bump and schema replace ----
 
+// metaView is what a process has applied of a namespace's meta changes: the generation,
+// and the identity and active schema after it.
+type metaView struct {
+	gen    uint64
+	id     Identity
+	schema *ActiveSchema
+}
+
 // sharedMeta runs a meta change in a cluster (caller's goroutine, never a slot): catch up
-// with the log; read the cluster's meta record; a generation claimed and never applied is
-// in progress on another process (ErrConflict), or — once older than
-// Config.SharedStaleClaim — completed here from the record and answered ErrConflict too;
-// then prepare the change from the live state, claim it with compare-and-set (the loser
-// of a race gets ErrConflict and wrote nothing), publish it and wait until it is applied
-// here.
-func (l *Lease) sharedMeta(ctx context.Context, next func(cur MetaState, id Identity) (MetaState, []any, error)) (Identity, error) {
+// with the log; read what this process applied of the meta changes, then the cluster's meta
+// record. A generation claimed and not applied here is in progress on another process
+// (ErrConflict), or — once older than Config.SharedStaleClaim — completed here from the
+// record and answered ErrConflict too. Otherwise this process holds the state the record
+// describes, and next prepares the change from it (and checks the caller's expectation
+// against it); the change is claimed with compare-and-set on the record's revision — so
+// nothing changed between the check and the claim, and the loser of a race gets
+// ErrConflict and wrote nothing — then published, and waited for until applied here.
+func (l *Lease) sharedMeta(ctx context.Context, next func(cur MetaState, at metaView) (MetaState, []any, error)) (Identity, error) {
 	if err := l.check(); err != nil {
 		return Identity{}, err
 	}
@@ -605,19 +620,17 @@ func (l *Lease) sharedMeta(ctx context.Context, next func(cur MetaState, id Iden
 	if err := rt.waitApplied(ctx, head); err != nil {
 		return Identity{}, sharedErr("catching up with the log", err)
 	}
-	cur, err := rt.sh.log.Meta(ctx)
-	if err != nil {
-		return Identity{}, sharedErr("reading the meta record", err)
-	}
-	type applied struct {
-		gen uint64
-		id  Identity
-	}
-	at, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (applied, error) {
-		return applied{rt.sh.metaGen, rt.identity()}, nil
+	// What this process applied is read before the cluster's record: every generation
+	// applied here was claimed before, so the record read after it is never behind it.
+	at, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (metaView, error) {
+		return metaView{rt.sh.metaGen, rt.identity(), rt.schema.Load()}, nil
 	})
 	if err != nil {
 		return Identity{}, err
+	}
+	cur, err := rt.sh.log.Meta(ctx)
+	if err != nil {
+		return Identity{}, sharedErr("reading the meta record", err)
 	}
 	switch {
 	case cur.Gen < at.gen:
@@ -640,7 +653,7 @@ func (l *Lease) sharedMeta(ctx context.Context, next func(cur MetaState, id Iden
 		}
 		return Identity{}, ErrConflict.with("an earlier change of this namespace, interrupted on another node, was completed first; retry", nil)
 	}
-	want, kv, err := next(cur, at.id)
+	want, kv, err := next(cur, at)
 	if err != nil {
 		return Identity{}, err
 	}
@@ -687,7 +700,10 @@ func (l *Lease) publishMeta(ctx context.Context, gen, epoch uint64, kv []any) (I
 	return l.publishPrepared(ctx, gen, epoch, update)
 }
 
-// publishPrepared publishes a meta change and waits until it is applied here.
+// publishPrepared publishes the meta change of generation gen and waits until it is applied
+// here. The change this process claimed may reach the log first as another process's
+// completion of it (its claim looked interrupted): that copy carries the same change, so
+// the change counts as made; the identity returned is the one it set.
 func (l *Lease) publishPrepared(ctx context.Context, gen, epoch uint64, update []byte) (Identity, error) {
 	type result struct {
 		id  Identity
@@ -697,7 +713,13 @@ func (l *Lease) publishPrepared(ctx context.Context, gen, epoch uint64, update [
 	_, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (struct{}, error) {
 		rt.publish(Record{Kind: RecordMeta, Gen: gen, Epoch: epoch, Update: update}, &pendingOp{
 			origin: originBump,
-			finish: func(_ ApplyResult, err error) { ch <- result{rt.identity(), err} },
+			finish: func(_ ApplyResult, err error) {
+				id := rt.identity()
+				if errors.Is(err, errMetaMadeAlready) {
+					id.Epoch, err = epoch, nil
+				}
+				ch <- result{id, err}
+			},
 		})
 		return struct{}{}, nil
 	})
@@ -712,10 +734,15 @@ func (l *Lease) publishPrepared(ctx context.Context, gen, epoch uint64, update [
 	}
 }
 
-// sharedBumpEpoch is BumpEpoch in a cluster.
-func (l *Lease) sharedBumpEpoch(ctx context.Context) (Identity, error) {
-	return l.sharedMeta(ctx, func(cur MetaState, id Identity) (MetaState, []any, error) {
-		next := Identity{ReplicationID: id.ReplicationID, Epoch: id.Epoch + 1}
+// sharedBumpEpoch is BumpEpoch (expected nil) or BumpEpochFrom in a cluster.
+func (l *Lease) sharedBumpEpoch(ctx context.Context, expected *uint64) (Identity, error) {
+	return l.sharedMeta(ctx, func(cur MetaState, at metaView) (MetaState, []any, error) {
+		if expected != nil {
+			if err := expectEpoch(at.id, *expected); err != nil {
+				return MetaState{}, nil, err
+			}
+		}
+		next := Identity{ReplicationID: at.id.ReplicationID, Epoch: at.id.Epoch + 1}
 		if !next.Valid() {
 			return MetaState{}, nil, ErrInternal.with("epoch overflow", nil)
 		}
@@ -725,9 +752,15 @@ func (l *Lease) sharedBumpEpoch(ctx context.Context) (Identity, error) {
 	})
 }
 
-// sharedReplaceSchema is ReplaceSchema in a cluster; value is checked by the caller.
-func (l *Lease) sharedReplaceSchema(ctx context.Context, value map[string]any, enc []byte) error {
-	_, err := l.sharedMeta(ctx, func(cur MetaState, _ Identity) (MetaState, []any, error) {
+// sharedReplaceSchema is ReplaceSchema (expected nil) or ReplaceSchemaFrom in a cluster;
+// value is checked by the caller.
+func (l *Lease) sharedReplaceSchema(ctx context.Context, expected *string, value map[string]any, enc []byte) error {
+	_, err := l.sharedMeta(ctx, func(cur MetaState, at metaView) (MetaState, []any, error) {
+		if expected != nil {
+			if err := expectSchema(at.schema, *expected); err != nil {
+				return MetaState{}, nil, err
+			}
+		}
 		want := cur
 		want.Schema = enc
 		return want, []any{MetaSchema, value}, nil

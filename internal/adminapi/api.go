@@ -150,12 +150,6 @@ type API struct {
 
 	mu      sync.Mutex                      // guards running
 	running map[string]map[*stream]struct{} // event streams by namespace id
-
-	// guarded serialises the admin actions that check an expectation first (an epoch bump's
-	// expectedEpoch, a schema replacement's expectedFingerprint), so that the check and the
-	// change are one step: of two operators who expect the same state, one wins and the
-	// other gets 409.
-	guarded sync.Mutex
 }
 
 // stream is one running event stream: stop ends it, done is closed once it released its

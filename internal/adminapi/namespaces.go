@@ -664,22 +664,20 @@ func (a *API) replaceSchema(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer a.release(l)
-	a.guarded.Lock()
-	defer a.guarded.Unlock()
-	before := ""
-	if s := schemaJSON(l); s != nil {
-		before = s.SemanticFingerprint
-	}
-	if before != *req.ExpectedFingerprint {
-		shown := before
-		if shown == "" {
-			shown = `none ("")`
+	// The registry checks the expectation in the same step as the replacement (in a
+	// cluster, against the cluster's meta record): of two operators who expect the same
+	// schema, on one hub or on two nodes, one wins and the other gets 409.
+	before := *req.ExpectedFingerprint
+	if err := l.ReplaceSchemaFrom(r.Context(), before, updatedAt, definition); err != nil {
+		if errors.Is(err, registry.ErrChanged) {
+			shown := `none ("")`
+			if s := schemaJSON(l); s != nil {
+				shown = s.SemanticFingerprint
+			}
+			writeError(w, &Error{http.StatusConflict, CodeSchemaMismatch, fmt.Sprintf("the namespace's schema is %s, not %q: it "+
+				"changed since you read it; check GET /v1/namespaces/%s, then retry naming the schema you replace", shown, before, ns.id)})
+			return
 		}
-		writeError(w, &Error{http.StatusConflict, CodeSchemaMismatch, fmt.Sprintf("the namespace's schema is %s, not %q: it "+
-			"changed since you read it; check GET /v1/namespaces/%s, then retry naming the schema you replace", shown, *req.ExpectedFingerprint, ns.id)})
-		return
-	}
-	if err := l.ReplaceSchema(r.Context(), updatedAt, definition); err != nil {
 		writeError(w, a.fromErr(err))
 		return
 	}
@@ -719,15 +717,17 @@ func (a *API) bumpEpoch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer a.release(l)
-	a.guarded.Lock()
-	defer a.guarded.Unlock()
-	if cur := l.Identity().Epoch; cur != *req.ExpectedEpoch {
-		writeError(w, &Error{http.StatusConflict, CodeEpochMismatch, fmt.Sprintf("the namespace's epoch is %d, not %d: "+
-			"nothing was changed; check GET /v1/namespaces/%s before bumping", cur, *req.ExpectedEpoch, ns.id)})
-		return
-	}
-	id, err := l.BumpEpoch(r.Context())
+	// The registry checks the expectation in the same step as the bump (in a cluster,
+	// against the cluster's meta record, by the compare-and-set that claims the bump): of
+	// two operators who expect the same epoch, on one hub or on two nodes, one wins and the
+	// other gets 409.
+	id, err := l.BumpEpochFrom(r.Context(), *req.ExpectedEpoch)
 	if err != nil {
+		if errors.Is(err, registry.ErrChanged) {
+			writeError(w, &Error{http.StatusConflict, CodeEpochMismatch, fmt.Sprintf("the namespace's epoch is %d, not %d: "+
+				"nothing was changed; check GET /v1/namespaces/%s before bumping", l.Identity().Epoch, *req.ExpectedEpoch, ns.id)})
+			return
+		}
 		writeError(w, a.fromErr(err))
 		return
 	}

@@ -59,9 +59,10 @@ type Node struct {
 	ready   chan struct{} // closed once the resources below exist
 	res     resources     // set once, before ready is closed
 	healthy atomic.Bool   // the quorum as the probe last judged it
-	ever    atomic.Bool   // the node had quorum at least once (it may serve peers)
+	current atomic.Bool   // the node's replicas caught up with the cluster since it started
 
-	probeFailures int // probes failed in a row; run goroutine only
+	probeFailures int                    // probes failed in a row; run goroutine only
+	behind        atomic.Pointer[string] // why the replicas are not current yet (nil: unknown)
 
 	logsMu sync.Mutex // guards logs
 	logs   map[*nsLog]struct{}
@@ -253,10 +254,37 @@ func (n *Node) run() {
 	n.log.Info("cluster streams ready", slog.Int("replicas", n.cfg.Replicas))
 	for {
 		n.probe()
+		if !n.current.Load() && n.healthy.Load() {
+			n.checkCurrent()
+		}
 		if !n.sleep(n.cfg.ProbeInterval) {
 			return
 		}
 	}
+}
+
+// checkCurrent checks whether the embedded server's replicas caught up with the cluster:
+// its JetStream meta layer is current with the meta leader, and every stream (and bucket)
+// it holds a replica of is current with its leader. A node restarted after a crash has
+// quorum at once (its siblings form it) but catches up its replicas for a while, and
+// until then a namespace may fail to open on it. A node on an existing NATS cluster
+// (--nats-url) holds no replica of its own and is current at once. The follower
+// consumers are left out: each node recreates its own.
+func (n *Node) checkCurrent() {
+	if n.srv != nil {
+		hs := n.srv.Healthz(&server.HealthzOptions{Details: true})
+		for _, e := range hs.Errors {
+			if e.Type != server.HealthzErrorConsumer {
+				reason := e.Error
+				if old := n.behind.Swap(&reason); old == nil || *old != reason {
+					n.log.Info("catching up with the cluster; peers are refused until then", slog.String("reason", reason))
+				}
+				return
+			}
+		}
+	}
+	n.current.Store(true)
+	n.log.Info("caught up with the cluster: serving peers")
 }
 
 // sleep waits d on the node's clock, or until Close.
@@ -367,9 +395,6 @@ func (n *Node) probe() {
 
 // setHealthy records a quorum reading and logs a change.
 func (n *Node) setHealthy(ok bool, err error) {
-	if ok {
-		n.ever.Store(true)
-	}
 	if n.healthy.Swap(ok) == ok {
 		return
 	}
@@ -397,7 +422,9 @@ func (n *Node) Healthy() bool {
 	}
 }
 
-// Ready returns nil while the node has quorum, else why not (for /readyz).
+// Ready returns nil while the node can serve (for /readyz and the replication
+// listener's gate), else why not: it has quorum now, and its replicas caught up with the
+// cluster since it started.
 func (n *Node) Ready() error {
 	select {
 	case <-n.ready:
@@ -406,6 +433,12 @@ func (n *Node) Ready() error {
 	}
 	if !n.healthy.Load() {
 		return errors.New("no cluster quorum")
+	}
+	if !n.current.Load() {
+		if r := n.behind.Load(); r != nil {
+			return fmt.Errorf("catching up with the cluster (%s)", *r)
+		}
+		return errors.New("catching up with the cluster")
 	}
 	return nil
 }
@@ -426,10 +459,6 @@ func (n *Node) resources(ctx context.Context) (*resources, error) {
 		return nil, &UnavailableError{Op: "using the cluster", Err: errors.New("the node is closed")}
 	}
 }
-
-// Started reports whether the node has had quorum since it started: until then it has
-// nothing to serve (the hub refuses peer connections with 503, so they try again).
-func (n *Node) Started() bool { return n.ever.Load() }
 
 // Name returns the node name.
 func (n *Node) Name() string { return n.cfg.NodeName }

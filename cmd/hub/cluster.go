@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/nomicore/nomicore/cluster"
 	"github.com/nomicore/nomicore/internal/cli"
@@ -93,17 +94,45 @@ func openHub(data string, cf *clusterFlags, clk clock.Clock, log *slog.Logger) (
 	return inst, n, nil
 }
 
-// gateReplication refuses peer connections (503, before the upgrade) while a cluster node
-// has not had quorum since it started: it could neither load nor write a namespace yet, and
-// the peer's backoff brings it back (or, with several hub URLs, to another node).
-func gateReplication(n *cluster.Node, h http.Handler) http.Handler {
+// nodeReady is a cluster node's Ready, nil on a single hub.
+func nodeReady(n *cluster.Node) func() error {
 	if n == nil {
+		return nil
+	}
+	return n.Ready
+}
+
+// gateCluster refuses peer connections (503 with Retry-After, before the upgrade) while a
+// cluster node cannot serve them (ready, its Ready, says why): before it has quorum, while
+// it has none, and after a restart until its replicas caught up with the cluster — until
+// then opening a namespace may fail on it. The client's backoff brings it back (a peer with
+// several hub URLs tries another node). Connections already open are not affected: their
+// namespaces answer as degraded without quorum. On a single hub (ready nil) h is returned
+// as it is.
+func gateCluster(ready func() error, h http.Handler) http.Handler {
+	if ready == nil {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !n.Started() {
+		if err := ready(); err != nil {
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, "this hub node is joining its cluster; retry shortly", http.StatusServiceUnavailable)
+			http.Error(w, "this hub node cannot serve yet: "+err.Error()+"; retry shortly", http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// gateEditors is gateCluster for the editors' WebSocket endpoint of the client listener;
+// its pages and assets are served regardless.
+func gateEditors(ready func() error, h http.Handler) http.Handler {
+	if ready == nil {
+		return h
+	}
+	gated := gateCluster(ready, h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/yjs/") {
+			gated.ServeHTTP(w, r)
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -192,5 +195,48 @@ func TestVersion(t *testing.T) {
 		if code != 0 || !strings.HasPrefix(out, "hub ") || !strings.Contains(out, "go1.") || strings.Count(out, "\n") != 1 {
 			t.Errorf("%v: %d %q", args, code, out)
 		}
+	}
+}
+
+// TestClusterGate: a cluster node that cannot serve refuses a peer's or an editor's
+// connection before the upgrade — 503 with Retry-After and the reason — and lets it through
+// once it can; the editor's page is served either way; a single hub has no gate.
+func TestClusterGate(t *testing.T) {
+	notReady := errors.New("catching up with the cluster")
+	ready := func() error { return notReady }
+	reached := map[string]int{}
+	h := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { reached[r.URL.Path]++ })
+	get := func(gate http.Handler, path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		gate.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec
+	}
+	repl, editors := gateCluster(ready, h), gateEditors(ready, h)
+	const editor = "/v1/yjs/ns-0123456789abcdef0123456789abcdef"
+	for _, c := range []struct {
+		gate http.Handler
+		path string
+	}{{repl, "/v1/replication"}, {editors, editor}} {
+		rec := get(c.gate, c.path)
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" ||
+			!strings.Contains(rec.Body.String(), "catching up with the cluster") || reached[c.path] != 0 {
+			t.Fatalf("%s while not ready: %d %q %q (handler reached %d times)", c.path, rec.Code, rec.Header().Get("Retry-After"), rec.Body.String(), reached[c.path])
+		}
+	}
+	if rec := get(editors, "/edit/ns-0123456789abcdef0123456789abcdef"); rec.Code != http.StatusOK || reached["/edit/ns-0123456789abcdef0123456789abcdef"] != 1 {
+		t.Fatalf("editor page while not ready: %d", rec.Code)
+	}
+	notReady = nil
+	for _, c := range []struct {
+		gate http.Handler
+		path string
+	}{{repl, "/v1/replication"}, {editors, editor}} {
+		if rec := get(c.gate, c.path); rec.Code != http.StatusOK || reached[c.path] != 1 {
+			t.Fatalf("%s when ready: %d, handler reached %d times", c.path, rec.Code, reached[c.path])
+		}
+	}
+	single := gateCluster(nodeReady(nil), h)
+	if rec := get(single, "/v1/replication"); rec.Code != http.StatusOK || reached["/v1/replication"] != 2 {
+		t.Fatalf("a single hub's endpoint: %d", rec.Code)
 	}
 }

@@ -154,7 +154,7 @@ func serve(args []string, cio cli.IO) int {
 		if err != nil {
 			return fail(err)
 		}
-		clients = &node.Server{Name: "client", Listener: clientLn, Handler: node.ClientHandler(editors, log)}
+		clients = &node.Server{Name: "client", Listener: clientLn, Handler: gateEditors(nodeReady(clusterNode), node.ClientHandler(editors, log))}
 		cleanup = append(cleanup, func() { clientLn.Close() })
 	}
 	replLn, err := node.Listen("listen", *listen)
@@ -169,7 +169,7 @@ func serve(args []string, cio cli.IO) int {
 	cleanup = nil // from here on the shutdown sequence owns everything
 
 	replMux := http.NewServeMux()
-	replMux.Handle("/v1/replication", gateReplication(clusterNode, hub))
+	replMux.Handle("/v1/replication", gateCluster(nodeReady(clusterNode), hub))
 	replMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, "{\"status\":\"ok\"}\n")

@@ -558,7 +558,7 @@ func TestCluster_CompactionKeepsLogBounded(t *testing.T) {
 // TestCluster_WaitsHaveDeadlines: with the rest of the cluster gone, every operation that
 // needs it ends by its deadline with a classified error — never a hang.
 func TestCluster_WaitsHaveDeadlines(t *testing.T) {
-	tc := newTestCluster(t, 3, func(c *Config) { c.OpTimeout = time.Second })
+	tc := newTestCluster(t, 3, func(c *Config) { c.OpTimeout, c.PublishTimeout = time.Second, 2*time.Second })
 	n1 := tc.nodes[0]
 	ns := n1.create(t)
 	l := n1.open(t, ns)

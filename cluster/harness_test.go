@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -95,15 +96,25 @@ func (h gatedHost) Apply(rec registry.Record) bool {
 	return h.LogHost.Apply(rec)
 }
 
-// freePorts returns n loopback addresses whose ports were free a moment ago.
+// freePorts returns n loopback addresses whose ports were free a moment ago. They are
+// picked below the kernel's ephemeral range (Linux: 32768–60999), where the ports of every
+// listener on port 0 come from (each embedded server opens its client port that way), so
+// that nothing else takes them before a node (re)starts on them.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
 	var out []string
 	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for attempt := 0; len(out) < n; attempt++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000))
+		if attempt >= 100 {
+			addr = "127.0.0.1:0"
+		}
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			t.Fatal(err)
+			if attempt >= 100 {
+				t.Fatal(err)
+			}
+			continue
 		}
 		lns = append(lns, ln)
 		out = append(out, ln.Addr().String())
@@ -174,7 +185,7 @@ func (tc *testCluster) start(i int) *testNode {
 	store := node.Store()
 	gate := newApplyGate()
 	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: store, Shared: gatedShared{node, gate}, Logger: cfg.Logger,
-		SharedApplyTimeout: 5 * time.Second, SharedLoadTimeout: 10 * time.Second, SharedStaleClaim: 3 * time.Second})
+		SharedApplyTimeout: 15 * time.Second, SharedLoadTimeout: 20 * time.Second, SharedStaleClaim: 3 * time.Second})
 	if err != nil {
 		tc.t.Fatal(err)
 	}

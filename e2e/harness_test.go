@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -53,9 +54,20 @@ func TestMain(m *testing.M) {
 	}())
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
+// freeAddr returns a loopback address with a port that was free a moment ago, for a child
+// process to listen on. The port is picked below the kernel's ephemeral range (Linux:
+// 32768–60999), where every port a process gets by listening on port 0 comes from — an
+// embedded NATS server's client port, another test's listener — so that, between this
+// check and the child's bind, only another caller of freeAddr can take it.
 func freeAddr(t *testing.T) string {
 	t.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
+		if err == nil {
+			defer ln.Close()
+			return ln.Addr().String()
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

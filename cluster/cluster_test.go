@@ -681,6 +681,16 @@ func TestCluster_ExternalNATS(t *testing.T) {
 	if tns[0].node.ClientURL() != "" {
 		t.Fatal("a node on an existing NATS reports a client URL of its own")
 	}
+	// A read of the leader answers "not found" for a key that does not exist, and
+	// unavailable about a stream the server does not know (a node catching up with the
+	// cluster), never "not found" — which would tell a peer its namespace does not exist.
+	if _, err := tns[0].store.Entry(ctxT(t, 5*time.Second), "ns-00000000000000000000000000000000"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("an absent entry: %v", err)
+	}
+	_, err = tns[0].node.leaderGet(ctxT(t, 5*time.Second), "KV_no_such_bucket", "$KV.no_such_bucket.k")
+	if err = classify("reading", time.Second, err); !errors.Is(err, persistence.ErrUnavailable) {
+		t.Fatalf("a read of a stream the server does not know: %v", err)
+	}
 }
 
 // TestCluster_InterruptedBumpIsCompleted: a node that claimed an epoch bump and died

@@ -57,6 +57,14 @@ func unanswered(err error) bool {
 // still processes an earlier copy with the same id: the outcome is not known yet.
 const errDuplicateInProcess jetstream.ErrorCode = 10158
 
+// errStreamNotFound is JetStream's answer about one of the cluster's streams that this
+// node's server does not know (yet): a node catching up with the cluster's meta layer. The
+// cluster's streams are created at start and never deleted, so it means "not now".
+const errStreamNotFound jetstream.ErrorCode = 10059
+
+// errNoMessageFound is JetStream's answer to a message get that found no message.
+const errNoMessageFound jetstream.ErrorCode = 10037
+
 // classify turns an error of a JetStream call with deadline d into a classified one:
 // unavailability (timeouts, no responders, a closed or reconnecting connection, JetStream
 // answering 503) becomes an *UnavailableError; anything else is returned as it is.
@@ -74,11 +82,20 @@ func classify(op string, d time.Duration, err error) error {
 		return &UnavailableError{Op: op, Deadline: d, Err: err}
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting),
-		errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, jetstream.ErrJetStreamNotEnabled),
+		// The connection dropped with the request in flight (a restarting NATS server).
+		errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrNoServers),
+		errors.Is(err, jetstream.ErrJetStreamPublisherClosed),
+		// A snapshot read (an object store's consumer) that stopped hearing from its stream,
+		// or whose stream changed leader.
+		errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, jetstream.ErrConsumerLeadershipChanged),
+		// More publishes wait for the stream's acknowledgement than the client allows: the
+		// stream does not keep up.
+		errors.Is(err, jetstream.ErrTooManyStalledMsgs):
 		return &UnavailableError{Op: op, Err: err}
 	}
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.Code == 503 || apiErr.ErrorCode == errDuplicateInProcess) {
+	if errors.As(err, &apiErr) && (apiErr.Code == 503 || apiErr.ErrorCode == errDuplicateInProcess || apiErr.ErrorCode == errStreamNotFound) {
 		return &UnavailableError{Op: op, Err: err}
 	}
 	// Some calls (a key-value watch's consumer) still answer with the older client's error

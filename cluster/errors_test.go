@@ -25,6 +25,13 @@ func TestClassifyUnavailability(t *testing.T) {
 		&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"},
 		fmt.Errorf("watch: %w", &nats.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}),
 		&jetstream.APIError{Code: 400, ErrorCode: errDuplicateInProcess},
+		&jetstream.APIError{Code: 404, ErrorCode: errStreamNotFound, Description: "stream not found"},
+		nats.ErrDisconnected,
+		nats.ErrNoServers,
+		jetstream.ErrJetStreamPublisherClosed,
+		fmt.Errorf("reading the object: %w", jetstream.ErrNoHeartbeat),
+		jetstream.ErrConsumerLeadershipChanged,
+		jetstream.ErrTooManyStalledMsgs,
 	}
 	for _, err := range unavailable {
 		got := classify("reading", time.Second, err)

@@ -138,8 +138,9 @@ func (n *Node) getEntry(ctx context.Context, ns string) (entryValue, storedEntry
 }
 
 // leaderGet reads the last message of subject from stream's leader (the JetStream API's
-// message get, not the direct get replicas answer). A deleted or purged key is
-// persistence.ErrNotFound.
+// message get, not the direct get replicas answer). No message, or a deleted or purged
+// key, is persistence.ErrNotFound; any other error answer (a stream this node's server does
+// not know yet among them) is the *jetstream.APIError, for classify.
 func (n *Node) leaderGet(ctx context.Context, stream, subject string) (storedEntry, error) {
 	req, _ := json.Marshal(map[string]string{"last_by_subj": subject})
 	msg, err := n.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
@@ -163,7 +164,7 @@ func (n *Node) leaderGet(ctx context.Context, stream, subject string) (storedEnt
 		return storedEntry{}, fmt.Errorf("reading %s: %w", subject, err)
 	}
 	switch {
-	case resp.Error != nil && resp.Error.Code == 404:
+	case resp.Error != nil && jetstream.ErrorCode(resp.Error.ErrCode) == errNoMessageFound:
 		return storedEntry{}, persistence.ErrNotFound
 	case resp.Error != nil:
 		return storedEntry{}, &jetstream.APIError{Code: resp.Error.Code, ErrorCode: jetstream.ErrorCode(resp.Error.ErrCode), Description: resp.Error.Description}

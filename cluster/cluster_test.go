@@ -392,6 +392,52 @@ func send(t *testing.T, method, url, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// TestCluster_LargeUpdates: an update of many MiB (a peer's catch-up difference can be
+// 32 MiB with the binaries' limits) is one record of the log: published through one node,
+// applied on every node, and there for a node that loads the namespace afterwards (from the
+// snapshot compaction made of it, over the object store's chunks).
+func TestCluster_LargeUpdates(t *testing.T) {
+	// The binaries' largest (a 32 MiB difference) without the race detector; with it, 10
+	// MiB — still ten times NATS's default max_payload and over its 8 MiB advice.
+	size := 32<<20 - 64<<10
+	if raceEnabled || testing.Short() {
+		size = 10 << 20
+	}
+	tc := newTestCluster(t, 3, func(c *Config) { c.CompactAfterBytes = 8 << 20 })
+	ns := tc.nodes[0].create(t)
+	l1, l2 := tc.nodes[0].open(t, ns), tc.nodes[1].open(t, ns)
+	big := strings.Repeat("z", size)
+	res, err := l1.WriteLocal(ctxT(t, 60*time.Second), mapUpdate(t, nil, "big", big))
+	if err != nil {
+		t.Fatalf("a write of %d MiB: %v", size>>20, err)
+	}
+	if _, err := l2.WriteLocal(ctxT(t, 20*time.Second), mapUpdate(t, nil, "small", true)); err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, l *registry.Lease) {
+		t.Helper()
+		eventually(t, 60*time.Second, name+" holds the large update", func() error {
+			n := notes(t, l)
+			if s, _ := n["big"].(string); s != big || n["small"] != true {
+				return fmt.Errorf("%d bytes, small %v", len(s), n["small"])
+			}
+			return nil
+		})
+	}
+	check(tc.nodes[1].name, l2)
+	eventually(t, 60*time.Second, "a snapshot past the large update", func() error {
+		li, err := tc.nodes[0].node.LogInfo(ctxT(t, 5*time.Second), "default", ns)
+		if err != nil {
+			return err
+		}
+		if li.SnapshotThrough < res.Seq || li.SnapshotBytes < uint64(size) {
+			return fmt.Errorf("snapshot through %d (%d bytes), the update at %d", li.SnapshotThrough, li.SnapshotBytes, res.Seq)
+		}
+		return nil
+	})
+	check(tc.nodes[2].name, tc.nodes[2].open(t, ns))
+}
+
 // TestCluster_NoQuorum: a node whose siblings are gone refuses writes (ErrDegraded, which
 // the namespace layer sends as PERSISTENCE_DEGRADED and the admin API as 503), keeps
 // serving reads of what it has loaded, and accepts writes again by itself once a sibling
@@ -680,6 +726,28 @@ func TestCluster_ExternalNATS(t *testing.T) {
 	})
 	if tns[0].node.ClientURL() != "" {
 		t.Fatal("a node on an existing NATS reports a client URL of its own")
+	}
+	// The server carries messages of 1 MiB (its default max_payload): the nodes publish
+	// updates that fit in one record and refuse larger ones, publishing nothing.
+	if got, want := tns[0].node.MaxUpdateBytes(), 1<<20-recordOverhead-messageOverhead; got != want {
+		t.Fatalf("MaxUpdateBytes %d on a NATS with max_payload 1 MiB, want %d", got, want)
+	}
+	head := l2.Flushed()
+	if _, err := l2.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "big", strings.Repeat("x", 1<<20))); !errors.Is(err, registry.ErrApplyFailed) {
+		t.Fatalf("an update over the record limit: %v", err)
+	}
+	if _, err := l2.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "fits", strings.Repeat("y", 900<<10))); err != nil {
+		t.Fatalf("an update that fits: %v", err)
+	}
+	eventually(t, 10*time.Second, "the update that fits on the other node", func() error {
+		n := notes(t, l1)
+		if len(fmt.Sprint(n["fits"])) != 900<<10 || n["big"] != nil {
+			return fmt.Errorf("%d keys", len(n))
+		}
+		return nil
+	})
+	if l2.Flushed() != head+1 {
+		t.Fatalf("the log went from %d to %d for one update that fit", head, l2.Flushed())
 	}
 	// A read of the leader answers "not found" for a key that does not exist, and
 	// unavailable about a stream the server does not know (a node catching up with the

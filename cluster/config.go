@@ -62,9 +62,11 @@ type Config struct {
 	// MaxPublishQueue bounds the records waiting to be published (overflow: refuse the
 	// newest at once, ErrPublishQueueFull).
 	MaxPublishQueue int
-	// MaxRecordBytes is the largest record (an update plus a few bytes of framing); the
-	// embedded server's max_payload and the stream's message limit are set from it.
-	MaxRecordBytes int
+	// MaxUpdateBytes is the largest update one record of the log carries: the hub's
+	// largest write (a peer's catch-up difference, a live update). The embedded server's
+	// max_payload and the stream's message limit are set from it; on an existing NATS
+	// cluster whose max_payload is smaller it is lowered to fit (Node.MaxUpdateBytes).
+	MaxUpdateBytes int
 	// CompactAfterRecords and CompactAfterBytes: once the log of a namespace grew this much
 	// past its snapshot, the node holding it compacts (under a lease).
 	CompactAfterRecords int
@@ -86,7 +88,7 @@ const (
 	DefaultProbeTimeout        = 2 * time.Second
 	DefaultProbeFailures       = 4
 	DefaultMaxPublishQueue     = 8192
-	DefaultMaxRecordBytes      = 33<<20 + 4<<10 // the binaries' largest sync diff (32 MiB) and framing
+	DefaultMaxUpdateBytes      = 32 << 20 // the binaries' largest catch-up difference
 	DefaultCompactAfterRecords = 1000
 	DefaultCompactAfterBytes   = 16 << 20
 	DefaultLeaseTTL            = 30 * time.Second
@@ -94,6 +96,12 @@ const (
 	attemptTimeout = 2 * time.Second
 	// maxNATSPayload is the NATS server's hard limit on a message.
 	maxNATSPayload = 64 << 20
+	// recordOverhead bounds a record's bytes around its update; messageOverhead the
+	// headers of its message (its id, the stream it expects).
+	recordOverhead  = 128
+	messageOverhead = 4 << 10
+	// MaxLogUpdateBytes is the largest update a record can carry at all.
+	MaxLogUpdateBytes = maxNATSPayload - messageOverhead - recordOverhead
 )
 
 var nodeNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
@@ -151,11 +159,13 @@ func (c *Config) validate() error {
 	setDefault(&c.ProbeFailures, DefaultProbeFailures)
 	setDefault(&c.LeaseTTL, DefaultLeaseTTL)
 	setDefault(&c.MaxPublishQueue, DefaultMaxPublishQueue)
-	setDefault(&c.MaxRecordBytes, DefaultMaxRecordBytes)
+	setDefault(&c.MaxUpdateBytes, DefaultMaxUpdateBytes)
 	setDefault(&c.CompactAfterRecords, DefaultCompactAfterRecords)
 	setDefault(&c.CompactAfterBytes, DefaultCompactAfterBytes)
-	if c.MaxRecordBytes > maxNATSPayload-4096 {
-		return fmt.Errorf("cluster: MaxRecordBytes %d exceeds what NATS carries in one message (%d)", c.MaxRecordBytes, maxNATSPayload-4096)
+	if c.MaxUpdateBytes > MaxLogUpdateBytes {
+		return fmt.Errorf("the largest update this hub takes (%d bytes: --max-chunked-sync-diff-bytes, --max-chunked-update-bytes) "+
+			"does not fit in one record of the cluster log: NATS carries at most %d bytes in one message; lower them to %d or less",
+			c.MaxUpdateBytes, maxNATSPayload, MaxLogUpdateBytes)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real()

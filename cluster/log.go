@@ -237,8 +237,11 @@ func (l *nsLog) Head(ctx context.Context) (uint64, error) {
 
 // Publish queues rec for the log (registry.NamespaceLog).
 func (l *nsLog) Publish(rec registry.Record, done func(error)) error {
-	if l.n.cfg.MaxRecordBytes < len(rec.Update)+64 {
-		return fmt.Errorf("cluster: a record of %d bytes exceeds the log's limit of %d: %w", len(rec.Update), l.n.cfg.MaxRecordBytes, registry.ErrApplyFailed)
+	if len(rec.Update) > l.n.cfg.MaxUpdateBytes {
+		// The hub's replication limits keep larger writes out (cmd/hub fits them to
+		// MaxUpdateBytes): this is a last guard, and nothing is published.
+		return fmt.Errorf("cluster: an update of %d bytes exceeds the largest the cluster log carries in one record (%d): %w",
+			len(rec.Update), l.n.cfg.MaxUpdateBytes, registry.ErrApplyFailed)
 	}
 	data := encodeRecord(rec, l.n.incarnation)
 	return l.n.pub.submit(l.subject, msgID(l.ns, rec, l.n.incarnation), data, done)

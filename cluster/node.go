@@ -157,12 +157,14 @@ func (n *Node) connect() error {
 		return err
 	}
 	n.nc, n.js = nc, js
-	if limit := int(nc.MaxPayload()) - 4096; limit > 0 && limit < n.cfg.MaxRecordBytes {
+	if room := int(nc.MaxPayload()) - messageOverhead - recordOverhead; room < n.cfg.MaxUpdateBytes {
 		// An existing NATS cluster may carry less than the largest update (max_payload is
-		// 1 MiB by default): larger updates are refused until it is raised.
-		n.log.Warn("the NATS servers' max_payload is below the largest update; larger updates are refused (raise max_payload to 34 MiB)",
-			slog.Int64("maxPayload", nc.MaxPayload()), slog.Int("maxRecordBytes", n.cfg.MaxRecordBytes))
-		n.cfg.MaxRecordBytes = limit
+		// 1 MiB by default): this hub takes only updates that fit (Node.MaxUpdateBytes).
+		n.log.Warn("the NATS servers' max_payload is below the largest update this hub takes: it takes only updates that fit; "+
+			"raise max_payload on the NATS servers to take the hub's largest",
+			slog.Int64("maxPayload", nc.MaxPayload()), slog.Int("largestUpdate", n.cfg.MaxUpdateBytes),
+			slog.Int("maxPayloadNeeded", n.cfg.MaxUpdateBytes+recordOverhead+messageOverhead), slog.Int("takesUpTo", max(room, 0)))
+		n.cfg.MaxUpdateBytes = max(room, 0)
 	}
 	return nil
 }
@@ -184,7 +186,7 @@ func (n *Node) startServer() (*server.Server, error) {
 		ServerName: c.NodeName,
 		JetStream:  true,
 		StoreDir:   filepath.Join(c.DataDir, "jetstream"),
-		MaxPayload: int32(c.MaxRecordBytes + 4096),
+		MaxPayload: int32(c.MaxUpdateBytes + recordOverhead + messageOverhead),
 		SyncAlways: c.Fsync,
 		NoSigs:     true,
 		Cluster:    server.ClusterOpts{Name: c.ClusterName, Host: host, Port: port},
@@ -313,7 +315,7 @@ func (n *Node) ensure() (resources, error) {
 		Subjects:    []string{subjectRoot + ".>"},
 		Storage:     jetstream.FileStorage,
 		Replicas:    r,
-		MaxMsgSize:  int32(n.cfg.MaxRecordBytes),
+		MaxMsgSize:  int32(n.maxMessageBytes()),
 		Duplicates:  duplicateWindow,
 		AllowRollup: true, // the quorum probe keeps one message per node
 		DenyDelete:  true,
@@ -323,6 +325,15 @@ func (n *Node) ensure() (resources, error) {
 	}
 	if err != nil {
 		return res, classify("creating the log stream", n.cfg.OpTimeout, err)
+	}
+	// A stream created by a node with smaller limits (before they were raised) takes the
+	// records this node may publish.
+	if cfg := res.stream.CachedInfo().Config; cfg.MaxMsgSize >= 0 && int(cfg.MaxMsgSize) < n.maxMessageBytes() {
+		cfg.MaxMsgSize = int32(n.maxMessageBytes())
+		if res.stream, err = n.js.UpdateStream(ctx, cfg); err != nil {
+			return res, classify("raising the log stream's message limit", n.cfg.OpTimeout, err)
+		}
+		n.log.Info("raised the log stream's message limit to this node's largest record", slog.Int("bytes", int(cfg.MaxMsgSize)))
 	}
 	kv := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 		cfg.Replicas, cfg.Storage = r, jetstream.FileStorage
@@ -358,6 +369,16 @@ func (n *Node) ensure() (resources, error) {
 	}
 	return res, nil
 }
+
+// maxMessageBytes is the largest message of a record this node publishes, headers included.
+func (n *Node) maxMessageBytes() int {
+	return n.cfg.MaxUpdateBytes + recordOverhead + messageOverhead
+}
+
+// MaxUpdateBytes is the largest update this node can publish as one record: its
+// configured MaxUpdateBytes, or less when the NATS servers' max_payload is smaller. The
+// hub takes no larger write (cmd/hub fits its replication limits to it).
+func (n *Node) MaxUpdateBytes() int { return n.cfg.MaxUpdateBytes }
 
 // nodeRecord is a node's entry in NodesBucket.
 type nodeRecord struct {

@@ -98,7 +98,7 @@ func TestConfig_Validate(t *testing.T) {
 		"route scheme":      func(c *Config) { c.Routes = []string{"http://h:1"} },
 		"both modes":        func(c *Config) { c.NATSURL = "nats://h:4222" },
 		"replicas":          func(c *Config) { c.Replicas = 7 },
-		"record size":       func(c *Config) { c.MaxRecordBytes = 80 << 20 },
+		"record size":       func(c *Config) { c.MaxUpdateBytes = MaxLogUpdateBytes + 1 },
 		"client listen":     func(c *Config) { c.ClientListen = "x" },
 		"no data directory": func(c *Config) { c.DataDir = "" },
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/protocol"
 )
 
 // clusterFlags are the cluster flags of hub serve (GUIDE §7). Without --cluster-listen and
@@ -52,9 +53,23 @@ func (c *clusterFlags) enabled() (bool, error) {
 	return false, nil
 }
 
+// largestWrite is the largest update the hub takes as one write — a peer's live update or
+// catch-up difference, in one message or (v2) in chunks, or a local write — which a
+// cluster node publishes as one record of its log.
+func largestWrite(p *protocol.Config) int {
+	n := max(p.MaxUpdateBytes, p.MaxSyncDiffBytes)
+	if p.Generation == protocol.GenerationV2 {
+		n = max(n, p.MaxChunkedUpdateBytes, p.MaxChunkedSyncDiffBytes)
+	}
+	return n
+}
+
 // openHub opens the hub's store, registry and observability: a single hub over its bbolt
 // store, or one node of a cluster (then the cluster node is returned too; nil otherwise).
-func openHub(data string, cf *clusterFlags, clk clock.Clock, log *slog.Logger) (*node.Instance, *cluster.Node, error) {
+// A cluster node carries every write the replication limits let in as one record of its
+// log: the embedded NATS server is sized for it, and an existing NATS cluster whose
+// max_payload is smaller is refused at start (raise max_payload, or lower the limits).
+func openHub(data string, cf *clusterFlags, limits *protocol.Config, clk clock.Clock, log *slog.Logger) (*node.Instance, *cluster.Node, error) {
 	on, err := cf.enabled()
 	if err != nil {
 		return nil, nil, err
@@ -69,10 +84,16 @@ func openHub(data string, cf *clusterFlags, clk clock.Clock, log *slog.Logger) (
 	n, err := cluster.Start(cluster.Config{
 		NodeName: cf.node, DataDir: data, ClusterName: cf.name, ClusterListen: cf.listen,
 		Routes: cluster.ParseRoutes(cf.routes), ClientListen: cf.clientListen, NATSURL: cf.natsURL,
-		Replicas: cf.replicas, Fsync: cf.fsync, Clock: clk, Logger: log,
+		Replicas: cf.replicas, Fsync: cf.fsync, MaxUpdateBytes: largestWrite(limits), Clock: clk, Logger: log,
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	if got, want := n.MaxUpdateBytes(), largestWrite(limits); got < want {
+		n.Close(context.Background())
+		return nil, nil, fmt.Errorf("the NATS servers carry records of at most %d bytes (their max_payload), less than the largest write "+
+			"this hub takes (%d bytes, --max-chunked-sync-diff-bytes and --max-chunked-update-bytes): raise max_payload on the NATS "+
+			"servers to at least %d, or lower those limits on every hub node and peer", got, want, want+8<<10)
 	}
 	store := n.Store()
 	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: store, Shared: n, Clock: clk, StageClock: clk, Logger: log})

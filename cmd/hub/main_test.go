@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/nomicore/nomicore/internal/tokens"
 	"github.com/nomicore/nomicore/replication/ws"
@@ -238,5 +242,40 @@ func TestClusterGate(t *testing.T) {
 	single := gateCluster(nodeReady(nil), h)
 	if rec := get(single, "/v1/replication"); rec.Code != http.StatusOK || reached["/v1/replication"] != 2 {
 		t.Fatalf("a single hub's endpoint: %d", rec.Code)
+	}
+}
+
+// TestClusterNeedsRoomForTheLargestWrite: every write the replication limits let in is one
+// record of the cluster log, so a hub node on an existing NATS cluster whose max_payload is
+// below the largest write refuses to start, saying what to raise or lower.
+func TestClusterNeedsRoomForTheLargestWrite(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), NoSigs: true, NoLog: true}) // max_payload: the default 1 MiB
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS server not ready")
+	}
+	code, _, errOut := runHub(t, nil, "serve", "--nats-url", srv.ClientURL(), "--node-name", "n1", "--instance-id", "hub",
+		"--data", t.TempDir(), "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--client-listen", "off")
+	if code != 1 || !strings.Contains(errOut, "raise max_payload on the NATS servers to at least") ||
+		!strings.Contains(errOut, "--max-chunked-sync-diff-bytes") {
+		t.Fatalf("hub serve on a NATS with max_payload 1 MiB: %d %s", code, errOut)
+	}
+	// With limits that fit, the node gets past the cluster's start (to its replication
+	// listener, whose address is taken here, so that it stops there).
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	code, _, errOut = runHub(t, nil, "serve", "--nats-url", srv.ClientURL(), "--node-name", "n1", "--instance-id", "hub",
+		"--data", t.TempDir(), "--listen", taken.Addr().String(), "--admin-listen", "127.0.0.1:0", "--client-listen", "off",
+		"--max-chunked-sync-diff-bytes", "900000", "--max-chunked-update-bytes", "900000")
+	if code != 1 || strings.Contains(errOut, "max_payload") || !strings.Contains(errOut, taken.Addr().String()) {
+		t.Fatalf("limits that fit: %d %s", code, errOut)
 	}
 }

@@ -73,7 +73,7 @@ func serve(args []string, cio cli.IO) int {
 	clk := clock.Real()
 
 	// Everything that can refuse the configuration is checked before anything is served.
-	inst, clusterNode, err := openHub(*data, clusterOpts, clk, log)
+	inst, clusterNode, err := openHub(*data, clusterOpts, &common.Protocol, clk, log)
 	if err != nil {
 		return fail(err)
 	}

@@ -397,3 +397,48 @@ func mapSet(state []byte, key string, value any) ([]byte, error) {
 	doc.Transact(nil, func(*yjs.Transaction) { err = doc.GetMap("notes").Set(key, value) })
 	return update, err
 }
+
+// TestE2E_Cluster_LargeDocuments: chunked transfers through a cluster. A document of
+// several MiB written through one node (in writes of nearly 4 MiB, each one record of the
+// log) bootstraps a fresh peer attached to another node (a chunked snapshot, far over the
+// 512 KiB of one message); a write of nearly 4 MiB through that peer reaches its node as a
+// chunked live update and, through the log, a peer attached to the third node as a chunked
+// live update too; every node and peer ends with the same state.
+func TestE2E_Cluster_LargeDocuments(t *testing.T) {
+	size := 24 << 20
+	if raceEnabled || testing.Short() {
+		size = 6 << 20
+	}
+	c := newHubCluster(t, 3)
+	ns := c.hubs[0].api().createNamespace()
+	writeText(t, c.hubs[0], ns, size, 4<<20, 'a')
+	a := c.startPeer("peer-a", 1, ns)
+	targetState(t, a, ns, "live")
+	sameState(t, ns, 60*time.Second, c.hubs[0], a, c.hubs[1], c.hubs[2])
+	if n := textLen(t, a, ns); n != size {
+		t.Fatalf("peer-a's text: %d bytes, want %d", n, size)
+	}
+	finished := findLine(logLines(t, a), map[string]any{"msg": "replication transfer finished", "kind": "snapshot"})
+	if finished == nil || finished["bytes"].(float64) < float64(size) {
+		t.Fatalf("peer-a did not receive a chunked snapshot of the document: %v", finished)
+	}
+	b := c.startPeer("peer-b", 2, ns)
+	targetState(t, b, ns, "live")
+
+	writeText(t, a, ns, (4<<20)-8192, (4<<20)-4096, 'w')
+	sameState(t, ns, 60*time.Second, c.hubs[0], a, b, c.hubs[1], c.hubs[2])
+	if n := textLen(t, b, ns); n != size+(4<<20)-8192 {
+		t.Fatalf("peer-b's text: %d bytes, want %d", n, size+(4<<20)-8192)
+	}
+	for _, m := range []struct {
+		p      *proc
+		series string
+	}{
+		{c.hubs[1], `nomicore_chunked_transfers_total{side="hub",type="chunked-update-applied"}`},
+		{b, `nomicore_chunked_transfers_total{side="peer",type="chunked-update-applied"}`},
+	} {
+		if got := m.p.api().metric(m.series); got != 1 {
+			t.Fatalf("%s %s = %v, want 1", m.p.name, m.series, got)
+		}
+	}
+}

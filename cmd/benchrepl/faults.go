@@ -239,13 +239,14 @@ func (c *faultCluster) restart() (time.Time, error) {
 	return time.Time{}, err
 }
 
-// refused is how many upgrades the current hub process refused with 503.
-func (c *faultCluster) refused() int64 {
+// refused is how many upgrades the current hub process refused with 503, and how many of
+// them for the namespace opens in progress.
+func (c *faultCluster) refused() (all, atOpening int64) {
 	u, err := c.hub.usage()
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	return u.Refused
+	return u.Refused, u.RefusedAtOpening
 }
 
 func (c *faultCluster) stop() {
@@ -269,12 +270,13 @@ type stormResult struct {
 	// targets then open and reconcile).
 	ConnP50, ConnP99 time.Duration
 	Refused          int64 // upgrades the restarted hub refused with 503 (admission control)
+	RefusedAtOpening int64 // of those, at the limit of namespace opens in progress
 }
 
 func (r stormResult) String() string {
-	return fmt.Sprintf("storm: %d peers × %d namespaces, %v outage, %s: after the hub came back, all live in %v (p50 %v, p99 %v; connected p50 %v, p99 %v); %d upgrades refused with 503",
+	return fmt.Sprintf("storm: %d peers × %d namespaces, %v outage, %s: after the hub came back, all live in %v (p50 %v, p99 %v; connected p50 %v, p99 %v); %d upgrades refused with 503, %d of them for the opens in progress",
 		r.Peers, r.Namespaces, r.Outage, r.Policy, r.Max.Round(10*time.Millisecond), r.P50.Round(10*time.Millisecond),
-		r.P99.Round(10*time.Millisecond), r.ConnP50.Round(10*time.Millisecond), r.ConnP99.Round(10*time.Millisecond), r.Refused)
+		r.P99.Round(10*time.Millisecond), r.ConnP50.Round(10*time.Millisecond), r.ConnP99.Round(10*time.Millisecond), r.Refused, r.RefusedAtOpening)
 }
 
 // runStorm measures one outage with one policy, on a fresh cluster (so the baseline's
@@ -302,7 +304,7 @@ func runStorm(pol policy, peers, namespaces int, outage time.Duration) (stormRes
 	}
 	res.P50, res.P99, res.Max = percentiles(rec)
 	res.ConnP50, res.ConnP99, _ = percentiles(conn)
-	res.Refused = c.refused()
+	res.Refused, res.RefusedAtOpening = c.refused()
 	return res, nil
 }
 

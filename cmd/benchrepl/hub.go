@@ -54,6 +54,8 @@ type usage struct {
 	SysMs    float64 `json:"sysMs"`
 	MaxRSSKB int64   `json:"maxRssKB"`
 	Refused  int64   `json:"refused"` // upgrades refused by the admission control so far
+	// RefusedAtOpening: of those, refused because too many namespace opens were in progress.
+	RefusedAtOpening int64 `json:"refusedAtOpening"`
 }
 
 // cpuSince is the CPU time the child spent between reading before and u.
@@ -140,7 +142,8 @@ func runHubChild(specJSON string) error {
 	for in.Scan() {
 		if strings.TrimSpace(in.Text()) == "usage" {
 			u := readUsage()
-			u.Refused = hub.Admission().Refused
+			a := hub.Admission()
+			u.Refused, u.RefusedAtOpening = a.Refused, a.RefusedAtOpening
 			if err := out.Encode(u); err != nil {
 				return err
 			}

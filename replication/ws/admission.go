@@ -21,7 +21,7 @@ import (
 
 // Admission defaults (HubOptions).
 const (
-	DefaultMaxHandshakes  = 64
+	DefaultMaxHandshakes  = 256
 	DefaultMaxOpening     = 256
 	DefaultAdmissionRetry = time.Second
 )
@@ -33,19 +33,20 @@ type hubAdmission struct {
 	retryAfter                time.Duration
 	handshakes                atomic.Int64
 	opening                   atomic.Int64
-	refused                   atomic.Int64
+	refusedHandshakes         atomic.Int64 // refused at maxHandshakes
+	refusedOpening            atomic.Int64 // refused at maxOpening
 }
 
 // reserve takes a handshake slot for an upgrade, or reports that the hub is busy.
 func (a *hubAdmission) reserve() bool {
 	if a.maxOpening > 0 && a.opening.Load() >= a.maxOpening {
-		a.refused.Add(1)
+		a.refusedOpening.Add(1)
 		return false
 	}
 	n := a.handshakes.Add(1)
 	if a.maxHandshakes > 0 && n > a.maxHandshakes {
 		a.handshakes.Add(-1)
-		a.refused.Add(1)
+		a.refusedHandshakes.Add(1)
 		return false
 	}
 	return true
@@ -80,6 +81,8 @@ type AdmissionStats struct {
 	Handshakes int64 // connections between upgrade and HELLO_ACK
 	Opening    int64 // OPEN_NAMESPACE requests with the namespace layer
 	Refused    int64 // upgrades refused with 503 since the hub started
+	// RefusedAtHandshakes and RefusedAtOpening split Refused by the limit that was reached.
+	RefusedAtHandshakes, RefusedAtOpening int64
 }
 
 // openAdmission limits the OPEN_NAMESPACE requests the hub's namespace layer works on at

@@ -362,7 +362,9 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 
 // Admission reads the hub's admission control (any goroutine).
 func (h *Hub) Admission() AdmissionStats {
-	return AdmissionStats{Handshakes: h.adm.handshakes.Load(), Opening: h.adm.opening.Load(), Refused: h.adm.refused.Load()}
+	rh, ro := h.adm.refusedHandshakes.Load(), h.adm.refusedOpening.Load()
+	return AdmissionStats{Handshakes: h.adm.handshakes.Load(), Opening: h.adm.opening.Load(), Refused: rh + ro,
+		RefusedAtHandshakes: rh, RefusedAtOpening: ro}
 }
 
 // ConnStatus describes one connection of the hub.

@@ -26,6 +26,11 @@ const (
 	CodeInternal          = string(registry.CodeInternalError)
 	CodeUpdateTooLarge    = "UPDATE_TOO_LARGE"
 	CodeConflicted        = "REPLICA_CONFLICTED" // a conflicted peer replica: reset it
+	// CodeReplicaFailed: a write to a peer replica whose replication failed for a cause an
+	// operator must remove (the message names it and the next step).
+	CodeReplicaFailed = "REPLICA_FAILED"
+	// CodeNotReplicated: a write to a peer's local replica that is not a replication target.
+	CodeNotReplicated = "NOT_REPLICATED"
 	CodeNotBootstrapped   = "NOT_BOOTSTRAPPED"   // a peer target without a local replica yet
 	CodeTargetConflict    = "TARGET_CONFLICT"
 	CodeNamespaceInUse    = "NAMESPACE_IN_USE"

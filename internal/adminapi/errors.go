@@ -30,14 +30,14 @@ const (
 	// operator must remove (the message names it and the next step).
 	CodeReplicaFailed = "REPLICA_FAILED"
 	// CodeNotReplicated: a write to a peer's local replica that is not a replication target.
-	CodeNotReplicated = "NOT_REPLICATED"
-	CodeNotBootstrapped   = "NOT_BOOTSTRAPPED"   // a peer target without a local replica yet
-	CodeTargetConflict    = "TARGET_CONFLICT"
-	CodeNamespaceInUse    = "NAMESPACE_IN_USE"
-	CodeOverloaded        = "OVERLOADED"
-	CodeUnavailable       = "UNAVAILABLE" // shutting down
-	CodeTimeout           = "TIMEOUT"
-	CodeTooManyStreams    = "TOO_MANY_STREAMS"
+	CodeNotReplicated   = "NOT_REPLICATED"
+	CodeNotBootstrapped = "NOT_BOOTSTRAPPED" // a peer target without a local replica yet
+	CodeTargetConflict  = "TARGET_CONFLICT"
+	CodeNamespaceInUse  = "NAMESPACE_IN_USE"
+	CodeOverloaded      = "OVERLOADED"
+	CodeUnavailable     = "UNAVAILABLE" // shutting down
+	CodeTimeout         = "TIMEOUT"
+	CodeTooManyStreams  = "TOO_MANY_STREAMS"
 	// CodeRequestTooLarge: a JSON body over its limit (an update over its limit is
 	// UPDATE_TOO_LARGE).
 	CodeRequestTooLarge = "REQUEST_TOO_LARGE"

@@ -143,6 +143,26 @@ func (tc *TargetController) Unreplicated() (bytes int64, targets int) {
 	return bytes, targets
 }
 
+// Stranded is Unreplicated for the targets whose replication is not running now — failed,
+// conflicted, closed, disconnected or waiting to open —, whose local writes wait for a
+// connection, a retry or an operator; the writes of the others are being carried.
+func (tc *TargetController) Stranded() (bytes int64, targets int) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for _, tg := range tc.targets {
+		switch tg.state {
+		case observer.ChannelOpening, observer.ChannelBootstrapping, observer.ChannelReconciling, observer.ChannelLive,
+			observer.ChannelNeedsResync, observer.ChannelClosing:
+			continue
+		}
+		if p := tg.pendingLocked(); p > 0 {
+			bytes += p
+			targets++
+		}
+	}
+	return bytes, targets
+}
+
 // pendingLocked is the target's local write bytes not confirmed. tc.mu held.
 func (tg *target) pendingLocked() int64 { return tg.written.Load() - tg.confirmed }
 

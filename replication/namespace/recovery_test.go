@@ -274,6 +274,9 @@ func TestLocalWritesCountedUntilTheHubHasThem(t *testing.T) {
 	if total, targets := f.tc.Unreplicated(); total != n || targets != 1 {
 		t.Fatalf("Unreplicated() = %d, %d", total, targets)
 	}
+	if b, _ := f.tc.Stranded(); b != 0 {
+		t.Fatalf("Stranded() = %d for a write in flight on a live target", b)
+	}
 	hubDoc.apply(up.Update)
 	w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq})
 	f.waitUnreplicated(ns, 0)
@@ -308,6 +311,9 @@ func TestLocalWritesCountedUntilTheHubHasThem(t *testing.T) {
 	n += f.write(ns, local.set("d", 4.0))
 	if got := f.unreplicated(ns); got != n {
 		t.Fatalf("unreplicated %d after the refusal, want %d", got, n)
+	}
+	if b, k := f.tc.Stranded(); b != n || k != 1 {
+		t.Fatalf("Stranded() = %d, %d; want %d, 1", b, k, n)
 	}
 	f.expectRebuildAfter(w, namespace.RetryBase)
 	w = f.reconnect()

@@ -29,7 +29,8 @@ type TargetJSON struct {
 	// Progress is the snapshot, catch-up difference or live update being received from the
 	// hub in chunks, while one is.
 	Progress *ProgressJSON `json:"progress,omitempty"`
-	// Retry says how a target that failed recovers, from its failure until it is live again.
+	// Retry says how a target that failed recovers, from its failure until it is live again
+	// (also while an attempt is under way).
 	Retry *RetryJSON `json:"retry,omitempty"`
 	// UnreplicatedBytes counts the bytes of local writes (admin API, editors) this peer took
 	// since it started that the hub has not confirmed yet.
@@ -44,17 +45,19 @@ type RetryJSON struct {
 	Recovery string `json:"recovery"`
 	// Attempts counts the failures in a row.
 	Attempts int `json:"attempts"`
-	// At is when the next attempt is made (absent with recovery none); a time in the past
-	// means at the next connection to the hub.
+	// At is when the next attempt is made, while the target is failed (absent with recovery
+	// none, and while an attempt is under way); a time in the past means at the next
+	// connection to the hub.
 	At *time.Time `json:"at,omitempty"`
 }
 
-func retryJSON(f *namespace.TargetFailure) *RetryJSON {
+func retryJSON(t namespace.TargetStatus) *RetryJSON {
+	f := t.Failure
 	if f == nil {
 		return nil
 	}
 	out := &RetryJSON{Recovery: string(f.Recovery), Attempts: f.Attempts}
-	if !f.RetryAt.IsZero() {
+	if !f.RetryAt.IsZero() && t.State == observer.ChannelFailed {
 		out.At = timePtr(f.RetryAt)
 	}
 	return out
@@ -62,7 +65,7 @@ func retryJSON(f *namespace.TargetFailure) *RetryJSON {
 
 func (a *API) targetJSON(t namespace.TargetStatus) TargetJSON {
 	out := TargetJSON{NamespaceID: t.NamespaceID, Owner: t.Owner, State: string(t.State), SchemaRearmFailed: t.SchemaFailed,
-		Progress: progressJSON(t.Progress), Retry: retryJSON(t.Failure), UnreplicatedBytes: t.UnreplicatedBytes}
+		Progress: progressJSON(t.Progress), Retry: retryJSON(t), UnreplicatedBytes: t.UnreplicatedBytes}
 	if t.Identity.Valid() {
 		out.ReplicationID, out.ReplicationEpoch = t.Identity.ReplicationID, t.Identity.Epoch
 	}

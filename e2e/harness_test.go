@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -283,10 +284,15 @@ func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
 		p = &proc{t: c.t, name: name, admin: "http://" + freeAddr(c.t), client: freeAddr(c.t), log: filepath.Join(c.dir, name+".log")}
 		c.peers[name] = p
 	}
+	// --hub-url repeats (several hub nodes): the cluster's hub only when extra names none.
+	hubURL := []string{"--hub-url", "ws://" + c.hubRepl + "/v1/replication"}
+	if slices.Contains(extra, "--hub-url") {
+		hubURL = nil
+	}
 	for attempt := 0; ; attempt++ {
-		p.args = append([]string{"run", "--instance-id", name, "--hub-url", "ws://" + c.hubRepl + "/v1/replication",
+		p.args = append(append([]string{"run", "--instance-id", name}, hubURL...), append([]string{
 			"--token-file", tokenFile, "--admin-listen", strings.TrimPrefix(p.admin, "http://"),
-			"--client-listen", p.client, "--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)
+			"--client-listen", p.client, "--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)...)
 		err := p.start()
 		if err == nil {
 			return p

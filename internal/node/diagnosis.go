@@ -22,20 +22,18 @@ const DialWarnEvery = 30 * time.Second
 
 // PeerDiagnosisOptions configure a PeerDiagnosis.
 type PeerDiagnosisOptions struct {
-	HubURL string
 	// TokenSource names where the token comes from, for the fixes it suggests: "the token
 	// file FILE" or "NOMICORE_TOKEN".
 	TokenSource string
-	// Limits are the peer's frame limits (to read the ERROR a hub closes a connection with).
-	Limits protocol.Limits
-	Clock  clock.Clock
-	Logger *slog.Logger
+	Clock       clock.Clock
+	Logger      *slog.Logger
 }
 
 // PeerDiagnosis says, in an operator's words, why a peer is not replicating and what to do:
 // it watches the peer's connection attempts (Dialer wraps the peer's dialer: the address and
 // the error of a failed dial, the HTTP status of a refused upgrade) and its replication
-// events (Observe: a connection that failed for good, a target the hub refused), and
+// events (Observe: a connection that failed for good — by an error either side found —, a
+// target the hub refused), and
 //
 //   - logs a dial failure at WARN with the hub's address and the error, at most once every
 //     DialWarnEvery (with the count of failures in between), and the recovery at INFO;
@@ -46,9 +44,8 @@ type PeerDiagnosisOptions struct {
 // It is safe for concurrent use: dials run on their own goroutines, events arrive on the
 // connection's.
 type PeerDiagnosis struct {
-	opts  PeerDiagnosisOptions
-	log   *slog.Logger
-	codec protocol.Codec
+	opts PeerDiagnosisOptions
+	log  *slog.Logger
 
 	mu           sync.Mutex // guards everything below
 	lastFailure  string     // the code of the last connection failure logged, until ready
@@ -71,7 +68,7 @@ func NewPeerDiagnosis(opts PeerDiagnosisOptions) *PeerDiagnosis {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &PeerDiagnosis{opts: opts, log: log, codec: protocol.NewCodec(opts.Limits, 0), targets: map[string]targetProblem{}}
+	return &PeerDiagnosis{opts: opts, log: log, targets: map[string]targetProblem{}}
 }
 
 // Dialer wraps the peer's dialer so that every attempt's outcome reaches the diagnosis.
@@ -85,34 +82,7 @@ type diagnosingDialer struct {
 func (x diagnosingDialer) Dial(ctx context.Context, url string, header http.Header) (ws.Transport, error) {
 	tr, err := x.inner.Dial(ctx, url, header)
 	x.d.dialed(url, err)
-	if err != nil {
-		return nil, err
-	}
-	return diagnosingTransport{tr, x.d}, nil
-}
-
-// diagnosingTransport hands the diagnosis the fatal connection ERROR a hub sends before it
-// closes the connection (another peer's token, a protocol disagreement): the replication
-// layer reports those it detects itself as events, not those it receives. Only a message
-// whose header says ERROR is decoded.
-type diagnosingTransport struct {
-	ws.Transport
-	d *PeerDiagnosis
-}
-
-func (t diagnosingTransport) Read(ctx context.Context, max int) ([]byte, error) {
-	msg, err := t.Transport.Read(ctx, max)
-	if err != nil {
-		return msg, err
-	}
-	if h, herr := t.d.codec.ParseHeader(msg); herr == nil && h.Type == protocol.TypeError {
-		if f, derr := t.d.codec.Decode(msg); derr == nil {
-			if em, ok := f.Message.(*protocol.ErrorMessage); ok && em.Scope == protocol.ScopeConnection && em.Fatal {
-				t.d.connectionFailed(string(em.Code))
-			}
-		}
-	}
-	return msg, nil
+	return tr, err
 }
 
 // dialed records one dial's outcome.
@@ -261,17 +231,52 @@ func namespaceReason(ns, code string, dir observer.Direction) string {
 	case protocol.CodeSyncDiffTooLarge:
 		return "what this peer and the hub must exchange to catch up is larger than one message may carry, and this connection does not send it in chunks (--generation v1 on one side): run both with --generation v2 (the default), or raise --max-sync-diff-bytes and --max-frame-bytes on both"
 	case protocol.CodeSnapshotTransferTooLarge:
-		return "the document is larger than --max-chunked-bootstrap-bytes: raise it on the hub and the peers (with --max-chunks-per-update, see docs/operations.md) and restart them; the target is opened again on the next connection"
+		return "the document is larger than --max-chunked-bootstrap-bytes: raise it on the hub and the peers (with --max-chunks-per-update, see docs/operations.md) and restart them"
 	case protocol.CodeSyncTransferTooLarge:
-		return "what this peer missed or wrote while apart from the hub is larger than --max-chunked-sync-diff-bytes: raise it on the hub and the peers (with --max-chunks-per-update, see docs/operations.md) and restart them; the target is opened again on the next connection"
+		return "what this peer missed or wrote while apart from the hub is larger than --max-chunked-sync-diff-bytes: raise it on the hub and the peers (with --max-chunks-per-update, see docs/operations.md) and restart them"
 	case protocol.CodeUpdateTransferTooLarge:
 		return "an update was larger than the receiver's --max-chunked-update-bytes: give the hub and the peers the same chunked limits"
+	case protocol.CodePersistenceDegraded:
+		if dir == observer.DirectionReceived {
+			return "the hub cannot save changes now (its store failed, or its cluster lost quorum)"
+		}
+	case protocol.CodeNamespaceTimeout:
+		return "the hub did not complete the open, bootstrap or catch-up of this namespace in time (--open-timeout, --bootstrap-timeout, --reconcile-timeout)"
 	}
 	by := "the hub"
 	if dir == observer.DirectionSent {
 		by = "this peer"
 	}
 	return fmt.Sprintf("%s ended replication of this namespace with %s", by, code)
+}
+
+// retryWords says how a failed target recovers: when it is tried again, or — when retrying
+// cannot help — the operator's next step.
+func retryWords(ns string, f *namespace.TargetFailure, now time.Time) string {
+	at := "on the next connection to the hub"
+	if f.RetryAt.After(now) {
+		at = "at " + f.RetryAt.UTC().Format(time.RFC3339)
+	}
+	switch f.Recovery {
+	case namespace.RecoveryAutomatic:
+		return fmt.Sprintf("this heals by itself: retried %s (failure %d in a row)", at, f.Attempts)
+	case namespace.RecoveryAfterConfig:
+		return fmt.Sprintf("retried %s and on every new connection to the hub (failure %d in a row); it succeeds once that is fixed", at, f.Attempts)
+	}
+	reset := fmt.Sprintf("reset the replica (POST /v1/targets/%s/reset: it is archived and bootstrapped again)", ns)
+	var next string
+	switch protocol.ErrorCode(f.Code) {
+	case protocol.CodeProtectedFieldMutation:
+		next = "this replica holds a change to the protected meta map that the hub refuses: " + reset +
+			"; local writes that never reached the hub stay in the archive (nmcr store ls)"
+	case protocol.CodeRoleViolation:
+		next = "this peer's token may only read this namespace, and a local write was sent: widen its grant on the hub " +
+			"(hub token list shows it), or " + reset + " to drop the write"
+	default:
+		next = "the hub and this peer disagree on the protocol: compare their versions (--version); the namespace is opened " +
+			"again when the connection is rebuilt (a restart of the peer), or " + reset
+	}
+	return "retrying cannot help, so it is not retried by itself: " + next
 }
 
 // ConnectionProblem says why the connection to the hub is not ready, when it knows
@@ -285,13 +290,37 @@ func (d *PeerDiagnosis) ConnectionProblem() string {
 // ExplainTarget says why a target is not replicating: the error code that ended it and the
 // reason in words; for a target that waits for a connection the hub refused, that refusal.
 // Both are empty for a target that replicates or simply waits its turn.
+//
+// A failed target's reason says how it recovers — when it is tried again, or the operator's
+// next step when retrying cannot help — and a target that is not live says how many bytes
+// of local writes it holds that the hub has not confirmed.
 func (d *PeerDiagnosis) ExplainTarget(ts namespace.TargetStatus) (code, reason string) {
+	code, reason = d.explain(ts)
+	if n := ts.UnreplicatedBytes; n > 0 && ts.State != observer.ChannelLive {
+		held := fmt.Sprintf("%d bytes of local writes not replicated yet", n)
+		if reason == "" {
+			reason = held
+		} else {
+			reason += "; " + held
+		}
+	}
+	return code, reason
+}
+
+func (d *PeerDiagnosis) explain(ts namespace.TargetStatus) (code, reason string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch ts.State {
 	case observer.ChannelFailed, observer.ChannelConflicted, observer.ChannelClosed:
 		if ts.SchemaFailed {
-			return "", "the schema the hub replicated is not valid: fix it on the hub, then reset this target (POST /v1/namespaces/" + ts.NamespaceID + "/reset)"
+			return "", "the schema the hub replicated is not valid: fix it on the hub, then reset this target (POST /v1/targets/" + ts.NamespaceID + "/reset)"
+		}
+		if f := ts.Failure; f != nil && ts.State == observer.ChannelFailed {
+			dir := observer.DirectionSent
+			if f.Remote {
+				dir = observer.DirectionReceived
+			}
+			return f.Code, namespaceReason(ts.NamespaceID, f.Code, dir) + "; " + retryWords(ts.NamespaceID, f, d.opts.Clock.Now())
 		}
 		if p, ok := d.targets[ts.NamespaceID]; ok {
 			return p.code, p.reason

@@ -113,9 +113,11 @@ bench-replication:
 	$(GO) run ./cmd/benchrepl
 
 ## bench-cluster: a hub cluster of three nodes against a single hub: write-to-ACK and
-## write-to-durable latency, throughput, and the load time of a namespace
+## write-to-durable latency, throughput, and the load time of a namespace; the fan-out with
+## 20 peers on one node and spread over three (latency, hub CPU per delivery); the time
+## until 200 peers are live again after their node is killed
 bench-cluster:
-	$(GO) run ./cmd/benchrepl -workload cluster
+	$(GO) run ./cmd/benchrepl -workload cluster,clusterfanout,failover
 
 ## bench-large: the hub and peer binaries with documents of 1, 8 and 32 MiB: a fresh peer's
 ## time to go live, four fresh peers at once (time, peak memory), a 4 MiB write to three peers

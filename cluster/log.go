@@ -481,3 +481,17 @@ func (n *Node) LogInfo(ctx context.Context, owner, ns string) (LogInfo, error) {
 	})
 	return li, err
 }
+
+// LogLeader names the node whose server leads the log stream now (every record is written
+// through it; "" while it has none).
+func (n *Node) LogLeader(ctx context.Context) (string, error) {
+	var leader string
+	err := n.op(ctx, "reading the log stream's leader", func(ctx context.Context, r *resources) error {
+		info, err := r.stream.Info(ctx)
+		if err == nil && info.Cluster != nil {
+			leader = info.Cluster.Leader
+		}
+		return err
+	})
+	return leader, err
+}

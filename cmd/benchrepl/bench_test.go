@@ -145,3 +145,19 @@ func TestFaultWorkloadsSmall(t *testing.T) {
 		t.Fatalf("linkcut %+v", l)
 	}
 }
+
+// TestFailoverWorkloadSmall runs the failover workload at a small size, so the harness of
+// the cluster workloads (three node processes, peers given every node's URL) keeps
+// working: every peer is live again on a surviving node, none bootstrapped again.
+func TestFailoverWorkloadSmall(t *testing.T) {
+	r, err := runFailover(4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.P50 <= 0 || r.All < r.P99 || r.Moved[0]+r.Moved[1] != 4 || r.BootstrapsAfter != 0 {
+		t.Fatalf("failover %+v", r)
+	}
+	if s := r.String(); !strings.HasPrefix(s, "failover: ") || strings.Contains(s, "%!") {
+		t.Fatalf("report %q", s)
+	}
+}

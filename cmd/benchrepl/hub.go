@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	hubcluster "github.com/nomicore/nomicore/cluster"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
@@ -40,6 +41,16 @@ type hubSpec struct {
 	// NoAdmission turns the hub's admission control off (the baseline of the storm
 	// workloads).
 	NoAdmission bool `json:"noAdmission,omitempty"`
+	// Node, when set, makes the hub one node of a hub cluster (embedded NATS); its store
+	// is the cluster's, and Dir holds its JetStream store.
+	Node *nodeSpec `json:"node,omitempty"`
+}
+
+// nodeSpec is a hub child's part in a hub cluster.
+type nodeSpec struct {
+	Name   string   `json:"name"`
+	Listen string   `json:"listen"` // the route listener
+	Routes []string `json:"routes"` // every node's, nats://HOST:PORT
 }
 
 // hubHello is the child's first output line.
@@ -56,6 +67,8 @@ type usage struct {
 	Refused  int64   `json:"refused"` // upgrades refused by the admission control so far
 	// RefusedAtOpening: of those, refused because too many namespace opens were in progress.
 	RefusedAtOpening int64 `json:"refusedAtOpening"`
+	// LogLeader: a cluster node's answer to which node leads the log stream.
+	LogLeader string `json:"logLeader,omitempty"`
 }
 
 // cpuSince is the CPU time the child spent between reading before and u.
@@ -78,15 +91,11 @@ func runHubChild(specJSON string) error {
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		return err
 	}
-	st, err := persistence.OpenDataDir(spec.Dir, persistence.Options{Compactor: registry.Compactor()})
-	if err != nil {
-		return err
-	}
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
+	st, reg, node, err := openChildHub(spec)
+	if err != nil {
+		return err
+	}
 	var entries []ws.TokenEntry
 	for i := range spec.Peers {
 		entries = append(entries, ws.TokenEntry{PeerInstanceID: peerName(i), TokenSHA256: ws.HashToken(tokenOf(i)),
@@ -130,7 +139,11 @@ func runHubChild(specJSON string) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/replication", hub)
+	var h http.Handler = hub
+	if node != nil {
+		h = gateNode(node, hub)
+	}
+	mux.Handle("/v1/replication", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	hello.URL = "ws://" + ln.Addr().String() + "/v1/replication"
@@ -144,6 +157,11 @@ func runHubChild(specJSON string) error {
 			u := readUsage()
 			a := hub.Admission()
 			u.Refused, u.RefusedAtOpening = a.Refused, a.RefusedAtOpening
+			if node != nil {
+				lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				u.LogLeader, _ = node.LogLeader(lctx)
+				cancel()
+			}
 			if err := out.Encode(u); err != nil {
 				return err
 			}
@@ -152,7 +170,56 @@ func runHubChild(specJSON string) error {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	err = errors.Join(hub.Shutdown(sctx), srv.Shutdown(sctx), reg.Close(sctx), st.Close(sctx))
+	if node != nil {
+		err = errors.Join(err, node.Close(sctx))
+	}
 	return err
+}
+
+// openChildHub opens the child hub's store and registry: its own bbolt store, or — with
+// spec.Node — one node of a hub cluster, ready (quorum, replicas current) before it
+// returns.
+func openChildHub(spec hubSpec) (persistence.Store, *registry.Registry, *hubcluster.Node, error) {
+	if spec.Node == nil {
+		st, err := persistence.OpenDataDir(spec.Dir, persistence.Options{Compactor: registry.Compactor()})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
+		return st, reg, nil, err
+	}
+	node, err := hubcluster.Start(hubcluster.Config{NodeName: spec.Node.Name, DataDir: spec.Dir, ClusterName: "bench",
+		ClusterListen: spec.Node.Listen, Routes: spec.Node.Routes})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st := node.Store()
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st, Shared: node})
+	if err != nil {
+		node.Close(context.Background())
+		return nil, nil, nil, err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for node.Ready() != nil {
+		if time.Now().After(deadline) {
+			return nil, nil, nil, fmt.Errorf("node %s not ready: %v", spec.Node.Name, node.Ready())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return st, reg, node, nil
+}
+
+// gateNode refuses peer connections while the node cannot serve them, as the hub binary
+// does (503 with Retry-After before the upgrade).
+func gateNode(n *hubcluster.Node, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := n.Ready(); err != nil {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // fill writes about n bytes of text into the namespace, in updates of at most 32 KiB.
@@ -190,8 +257,18 @@ type hubProc struct {
 	hello hubHello
 }
 
-// startHub starts the child hub.
+// startHub starts the child hub and waits for its first line.
 func startHub(spec hubSpec) (*hubProc, error) {
+	h, err := spawnHub(spec)
+	if err == nil {
+		err = h.waitHello()
+	}
+	return h, err
+}
+
+// spawnHub starts the child hub without waiting for it (a cluster node says hello only once
+// its siblings are up too).
+func spawnHub(spec hubSpec) (*hubProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -214,12 +291,16 @@ func startHub(spec hubSpec) (*hubProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	h := &hubProc{cmd: cmd, stdin: stdin, out: json.NewDecoder(stdout)}
+	return &hubProc{cmd: cmd, stdin: stdin, out: json.NewDecoder(stdout)}, nil
+}
+
+// waitHello reads the child's first line; on an error the child is stopped.
+func (h *hubProc) waitHello() error {
 	if err := h.out.Decode(&h.hello); err != nil {
 		h.stop()
-		return nil, fmt.Errorf("hub child: %w", err)
+		return fmt.Errorf("hub child: %w", err)
 	}
-	return h, nil
+	return nil
 }
 
 // usage asks the child for its CPU and memory usage so far.

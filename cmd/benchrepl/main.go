@@ -9,6 +9,11 @@
 //
 //   - cluster: a hub cluster of three nodes against a single hub — write-to-ACK and
 //     write-to-durable latency, and the load time of a namespace (see clusterResult);
+//   - clusterfanout: the fan-out on a single hub, on a hub cluster of three node processes
+//     with every peer attached to one node, and with the peers spread over the three:
+//     propagation p50/p99 and the hub processes' CPU per delivery;
+//   - failover: peers given the three nodes' URLs, all attached to the first, which is
+//     killed: how long until each has all its targets live again on another node;
 //   - large: the hub and peer binaries with documents of 1, 8 and 32 MiB — a fresh peer's
 //     time to go live, four fresh peers at once (time, peak memory), a 4 MiB write to three
 //     peers, and a 5 MiB document made of random inserts;
@@ -32,9 +37,10 @@
 // temporary directory, and they talk over real WebSockets on loopback. The workload is
 // kept stable so that other relays can be measured side by side with it.
 //
-//	benchrepl [-workload all|fanout|namespaces|bootstrap|cluster|large|storm|crashloop|linkcut[,…]]
+//	benchrepl [-workload all|fanout|namespaces|bootstrap|cluster|clusterfanout|failover|large|storm|crashloop|linkcut[,…]]
 //	          [-peers 20] [-updates 500] [-namespaces 200] [-ns-peers 2] [-ns-updates 50]
 //	          [-doc-kb 400] [-runs 5] [-cluster-updates 500] [-load-updates 5000]
+//	          [-failover-peers 200] [-failover-namespaces 2]
 //	          [-bin DIR] [-sizes 1,8,32] [-fresh 4] [-paste-peers 3]
 //	          [-storm 500x10,2000x1] [-outages 5s,15s,30s] [-crash-peers 100] [-crash-namespaces 10]
 //	          [-cycles 20] [-up-min 3s] [-up-max 5s] [-down 500ms] [-cut-peers 20] [-cut-namespaces 10] [-cut-every 5s] [-cut-for 120s]
@@ -66,7 +72,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("benchrepl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workload := fs.String("workload", "all", "all (fanout, namespaces, bootstrap), or a comma-separated list of fanout, namespaces, bootstrap, cluster, large, storm, crashloop, linkcut")
+	workload := fs.String("workload", "all", "all (fanout, namespaces, bootstrap), or a comma-separated list of fanout, namespaces, bootstrap, cluster, clusterfanout, failover, large, storm, crashloop, linkcut")
 	peers := fs.Int("peers", 20, "fan-out: peers on the namespace")
 	updates := fs.Int("updates", 500, "fan-out: updates each peer writes")
 	namespaces := fs.Int("namespaces", 200, "namespaces workload: namespaces")
@@ -76,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	runs := fs.Int("runs", 5, "bootstrap: fresh peers, one after the other")
 	clusterUpdates := fs.Int("cluster-updates", 500, "cluster: sequential writes measured for each latency")
 	loadUpdates := fs.Int("load-updates", 5000, "cluster: updates of the namespace whose load is timed")
+	failoverPeers := fs.Int("failover-peers", 200, "failover: peers attached to the node that is killed")
+	failoverNS := fs.Int("failover-namespaces", 2, "failover: namespaces, each replicated by every peer")
 	binDir := fs.String("bin", "", "large: the directory of the hub and peer binaries (default: build them, from the repository root)")
 	largeSizes := fs.String("sizes", "1,8,32", "large: document sizes in MiB")
 	fresh := fs.Int("fresh", 4, "large: fresh peers bootstrapping the largest document at once")
@@ -102,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch w = strings.TrimSpace(w); w {
 		case "all":
 			selected["fanout"], selected["namespaces"], selected["bootstrap"] = true, true, true
-		case "fanout", "namespaces", "bootstrap", "cluster", "large", "storm", "crashloop", "linkcut":
+		case "fanout", "namespaces", "bootstrap", "cluster", "clusterfanout", "failover", "large", "storm", "crashloop", "linkcut":
 			selected[w] = true
 		default:
 			fmt.Fprintf(stderr, "benchrepl: unknown workload %q\n", w)
@@ -182,6 +190,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 			ok = false
 		} else {
 			report("cluster", r)
+		}
+	}
+	if selected["clusterfanout"] {
+		r, err := runClusterFanout(*peers, *updates)
+		if err != nil {
+			fmt.Fprintln(stderr, "cluster fan-out:", err)
+			ok = false
+		} else {
+			report("clusterfanout", r)
+		}
+	}
+	if selected["failover"] {
+		r, err := runFailover(*failoverPeers, *failoverNS)
+		if err != nil {
+			fmt.Fprintln(stderr, "failover:", err)
+			ok = false
+		} else {
+			report("failover", r)
 		}
 	}
 	if selected["large"] {

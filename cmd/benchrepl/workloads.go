@@ -46,7 +46,15 @@ func runFanout(peers, updates int) (fanoutResult, error) {
 		return res, err
 	}
 	defer c.stop()
-	hub, ps, ns := c.hub, c.peers, c.hub.hello.Namespaces[0]
+	return measureFanout([]*hubProc{c.hub}, c.peers, c.hub.hello.Namespaces[0], updates)
+}
+
+// measureFanout runs the fan-out on peers replicating ns, each writing updates: the
+// propagation latency of every write to every other peer, and the CPU time the hub
+// processes spent meanwhile (summed).
+func measureFanout(hubs []*hubProc, ps []*peer, ns string, updates int) (fanoutResult, error) {
+	res := fanoutResult{Peers: len(ps), Updates: updates}
+	var err error
 	ctx := context.Background()
 	leases := make([]*registry.Lease, len(ps))
 	writers := make([]*writer, len(ps))
@@ -64,9 +72,11 @@ func runFanout(peers, updates int) (fanoutResult, error) {
 		}
 		defer watches[i].stop()
 	}
-	before, err := hub.usage()
-	if err != nil {
-		return res, err
+	before := make([]usage, len(hubs))
+	for i, hub := range hubs {
+		if before[i], err = hub.usage(); err != nil {
+			return res, err
+		}
 	}
 	start := time.Now()
 	if err := runAll(ctx, writers); err != nil {
@@ -92,9 +102,12 @@ func runFanout(peers, updates int) (fanoutResult, error) {
 		}
 		return res, fmt.Errorf("fan-out did not complete: %w (%v)", err, why)
 	}
-	after, err := hub.usage()
-	if err != nil {
-		return res, err
+	for i, hub := range hubs {
+		after, err := hub.usage()
+		if err != nil {
+			return res, err
+		}
+		res.HubCPU += after.cpuSince(before[i])
 	}
 	var lat []time.Duration
 	var last time.Time
@@ -111,7 +124,6 @@ func runFanout(peers, updates int) (fanoutResult, error) {
 	res.Wall = last.Sub(start)
 	res.P50, res.P99, res.Max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
 	res.DeliveredPerS = float64(len(lat)) / res.Wall.Seconds()
-	res.HubCPU = after.cpuSince(before)
 	return res, nil
 }
 

@@ -482,16 +482,29 @@ func (n *Node) LogInfo(ctx context.Context, owner, ns string) (LogInfo, error) {
 	return li, err
 }
 
-// LogLeader names the node whose server leads the log stream now (every record is written
-// through it; "" while it has none).
-func (n *Node) LogLeader(ctx context.Context) (string, error) {
-	var leader string
-	err := n.op(ctx, "reading the log stream's leader", func(ctx context.Context, r *resources) error {
-		info, err := r.stream.Info(ctx)
-		if err == nil && info.Cluster != nil {
-			leader = info.Cluster.Leader
+// Leading lists what this node's server leads now of the cluster's JetStream groups: "meta"
+// (the JetStream meta layer, embedded servers only), the log stream and the buckets' streams
+// by name. A node that dies leading one of them leaves it without a leader until the
+// others elect one (seconds): what it led cannot be written, or read from its leader,
+// meanwhile.
+func (n *Node) Leading(ctx context.Context) ([]string, error) {
+	var out []string
+	if n.srv != nil && n.srv.JetStreamIsLeader() {
+		out = append(out, "meta")
+	}
+	names := []string{StreamName, "KV_" + EntriesBucket, "KV_" + ConfigBucket, "KV_" + LeasesBucket, "KV_" + NodesBucket, "OBJ_" + SnapshotBucket}
+	err := n.op(ctx, "reading the streams' leaders", func(ctx context.Context, r *resources) error {
+		out = out[:min(len(out), 1)]
+		for _, name := range names {
+			s, err := n.js.Stream(ctx, name)
+			if err != nil {
+				return err
+			}
+			if c := s.CachedInfo().Cluster; c != nil && c.Leader == n.cfg.NodeName {
+				out = append(out, name)
+			}
 		}
-		return err
+		return nil
 	})
-	return leader, err
+	return out, err
 }

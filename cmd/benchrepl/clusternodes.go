@@ -186,15 +186,19 @@ func clusterFanout(peers, updates int, spread bool) (fanoutResult, []int, error)
 // kill each peer has all its targets live again.
 type failoverResult struct {
 	Peers, Namespaces int
-	LeaderKilled      bool // the killed node led the log stream
+	Led               []string // what the killed node led of the cluster's JetStream groups
 	P50, P99, All     time.Duration
 	Moved             []int // peers live on each surviving node afterwards
 	BootstrapsAfter   int   // snapshots imported after the kill (an up-to-date replica needs none)
 }
 
 func (r failoverResult) String() string {
-	return fmt.Sprintf("failover: %d peers × %d namespaces on node 1 of 3, node 1 killed (it led the log stream: %v): live again on another node after p50 %v, p99 %v, all %v; peers per surviving node %v; bootstraps after the kill %d",
-		r.Peers, r.Namespaces, r.LeaderKilled, r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.All.Round(time.Millisecond),
+	led := strings.Join(r.Led, ", ")
+	if led == "" {
+		led = "nothing"
+	}
+	return fmt.Sprintf("failover: %d peers × %d namespaces on node 1 of 3, node 1 killed (it led %s): live again on another node after p50 %v, p99 %v, all %v; peers per surviving node %v; bootstraps after the kill %d",
+		r.Peers, r.Namespaces, led, r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.All.Round(time.Millisecond),
 		r.Moved, r.BootstrapsAfter)
 }
 
@@ -227,7 +231,7 @@ func runFailover(peers, namespaces int) (failoverResult, error) {
 	if err != nil {
 		return res, err
 	}
-	res.LeaderKilled = u.LogLeader == "n1"
+	res.Led = u.Leading
 	for _, b := range boots {
 		b.reset()
 	}

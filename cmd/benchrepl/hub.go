@@ -67,8 +67,8 @@ type usage struct {
 	Refused  int64   `json:"refused"` // upgrades refused by the admission control so far
 	// RefusedAtOpening: of those, refused because too many namespace opens were in progress.
 	RefusedAtOpening int64 `json:"refusedAtOpening"`
-	// LogLeader: a cluster node's answer to which node leads the log stream.
-	LogLeader string `json:"logLeader,omitempty"`
+	// Leading: what of the cluster's JetStream groups a cluster node leads.
+	Leading []string `json:"leading,omitempty"`
 }
 
 // cpuSince is the CPU time the child spent between reading before and u.
@@ -159,7 +159,7 @@ func runHubChild(specJSON string) error {
 			u.Refused, u.RefusedAtOpening = a.Refused, a.RefusedAtOpening
 			if node != nil {
 				lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				u.LogLeader, _ = node.LogLeader(lctx)
+				u.Leading, _ = node.Leading(lctx)
 				cancel()
 			}
 			if err := out.Encode(u); err != nil {

@@ -217,17 +217,15 @@ func (l *nsLog) Start() registry.LogStart { return l.start }
 
 // Head returns the position of the newest record of the namespace (0: none yet).
 func (l *nsLog) Head(ctx context.Context) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.n.cfg.OpTimeout)
-	defer cancel()
 	var head uint64
-	err := retryUnanswered(ctx, func() error {
-		m, err := l.res.stream.GetLastMsgForSubject(ctx, l.subject)
+	err := l.n.read(ctx, "reading the log head", func(ctx context.Context, r *resources) error {
+		m, err := r.stream.GetLastMsgForSubject(ctx, l.subject)
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 			head = 0
 			return nil
 		case err != nil:
-			return classify("reading the log head", l.n.cfg.OpTimeout, err)
+			return err
 		}
 		head = m.Sequence
 		return nil

@@ -72,6 +72,38 @@ func (n *Node) op(ctx context.Context, what string, f func(ctx context.Context, 
 	return retryUnanswered(ctx, func() error { return classify(what, n.cfg.OpTimeout, f(ctx, r)) })
 }
 
+// read runs f, a read that may be repeated whatever became of an earlier attempt: each
+// attempt has Config.OpTimeout, and one that finds the cluster unavailable — a stream
+// between leaders answers nothing during an election, 4 to 9 seconds after its leader's
+// node died — is made again until 2×OpTimeout have passed, so that a namespace opens on
+// a node through a sibling's failure instead of failing in the middle of the election.
+func (n *Node) read(ctx context.Context, what string, f func(ctx context.Context, r *resources) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*n.cfg.OpTimeout)
+	defer cancel()
+	r, err := n.resources(ctx)
+	if err != nil {
+		return err
+	}
+	backoff := 25 * time.Millisecond
+	for {
+		actx, acancel := context.WithTimeout(ctx, n.cfg.OpTimeout)
+		err := classify(what, n.cfg.OpTimeout, f(actx, r))
+		acancel()
+		var ue *UnavailableError
+		if err == nil || !errors.As(err, &ue) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 400*time.Millisecond)
+	}
+}
+
 // retryUntil calls f again, with a short backoff, after any error until ctx ends (for
 // operations that may be repeated whatever happened to the first attempt).
 func retryUntil(ctx context.Context, f func() error) error {
@@ -127,7 +159,7 @@ type storedEntry struct {
 func (n *Node) getEntry(ctx context.Context, ns string) (entryValue, storedEntry, error) {
 	var v entryValue
 	var se storedEntry
-	err := n.op(ctx, "reading a namespace entry", func(ctx context.Context, r *resources) error {
+	err := n.read(ctx, "reading a namespace entry", func(ctx context.Context, r *resources) error {
 		var err error
 		if se, err = n.leaderGet(ctx, "KV_"+EntriesBucket, "$KV."+EntriesBucket+"."+ns); err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nomicore/nomicore/cluster"
 	"github.com/nomicore/nomicore/internal/cli"
@@ -24,6 +25,18 @@ type clusterFlags struct {
 	name, node, listen, routes, natsURL, clientListen string
 	replicas                                          int
 	fsync                                             bool
+	quorumTimeout                                     time.Duration
+}
+
+// defaultQuorumTimeout is --cluster-quorum-timeout's default: the cluster package's default
+// probe (4 failed probes in a row, each a 2 s attempt then 1 s apart), longer than a leader
+// election (4 to 9 s) so that the loss of one node of three does not count.
+const defaultQuorumTimeout = cluster.DefaultProbeFailures * (cluster.DefaultProbeTimeout + cluster.DefaultProbeInterval)
+
+// probe returns the quorum probe's pacing for a quorum timeout d: 4 probes in a row, each
+// an attempt of d/6 then a pause of d/12, fail within d.
+func probe(d time.Duration) (interval, timeout time.Duration, failures int) {
+	return d / 12, d / 6, 4
 }
 
 func registerClusterFlags(f *cli.Flags) *clusterFlags {
@@ -37,6 +50,7 @@ func registerClusterFlags(f *cli.Flags) *clusterFlags {
 		f.StringVar(&c.clientListen, "nats-client-listen", "", "with embedded NATS: also open a NATS client port on `HOST:PORT` (for the nats CLI; no authentication: keep it on loopback)")
 		f.BoolVar(&c.fsync, "cluster-fsync", false, "with embedded NATS: sync every JetStream write to disk before acknowledging it (slower; survives a power loss of a quorum at once)")
 		f.IntVar(&c.replicas, "cluster-replicas", 0, "copies of every stream and bucket (default min(3, nodes); 3 survives the loss of one node)")
+		f.DurationVar(&c.quorumTimeout, "cluster-quorum-timeout", defaultQuorumTimeout, "how long this node fails to reach a quorum of the cluster before it refuses writes (PERSISTENCE_DEGRADED) and reports not ready; keep it above a leader election (4 to 9 s) so that losing one node of three does not count")
 	})
 	return c
 }
@@ -47,7 +61,7 @@ func (c *clusterFlags) enabled() (bool, error) {
 	if c.listen != "" || c.natsURL != "" {
 		return true, nil
 	}
-	if c.node != "" || c.name != "" || c.routes != "" || c.clientListen != "" || c.replicas != 0 || c.fsync {
+	if c.node != "" || c.name != "" || c.routes != "" || c.clientListen != "" || c.replicas != 0 || c.fsync || c.quorumTimeout != defaultQuorumTimeout {
 		return false, errors.New("cluster mode needs --cluster-listen HOST:PORT (embedded NATS) or --nats-url nats://… (an existing NATS cluster)")
 	}
 	return false, nil
@@ -78,13 +92,18 @@ func openHub(data string, cf *clusterFlags, limits *protocol.Config, clk clock.C
 		inst, err := node.OpenInstance(data, registry.RoleHub, observer.SideHub, clk, log)
 		return inst, nil, err
 	}
+	if cf.quorumTimeout < time.Second {
+		return nil, nil, fmt.Errorf("--cluster-quorum-timeout %v: give at least 1s (the default, %v, rides through a leader election)", cf.quorumTimeout, defaultQuorumTimeout)
+	}
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("data dir %s: %w", data, err)
 	}
+	interval, timeout, failures := probe(cf.quorumTimeout)
 	n, err := cluster.Start(cluster.Config{
 		NodeName: cf.node, DataDir: data, ClusterName: cf.name, ClusterListen: cf.listen,
 		Routes: cluster.ParseRoutes(cf.routes), ClientListen: cf.clientListen, NATSURL: cf.natsURL,
 		Replicas: cf.replicas, Fsync: cf.fsync, MaxUpdateBytes: largestWrite(limits), Clock: clk, Logger: log,
+		ProbeInterval: interval, ProbeTimeout: timeout, ProbeFailures: failures,
 	})
 	if err != nil {
 		return nil, nil, err

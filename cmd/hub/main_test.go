@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/nomicore/nomicore/cluster"
 	"github.com/nomicore/nomicore/internal/tokens"
 	"github.com/nomicore/nomicore/replication/ws"
 )
@@ -277,5 +278,23 @@ func TestClusterNeedsRoomForTheLargestWrite(t *testing.T) {
 		"--max-chunked-sync-diff-bytes", "900000", "--max-chunked-update-bytes", "900000")
 	if code != 1 || strings.Contains(errOut, "max_payload") || !strings.Contains(errOut, taken.Addr().String()) {
 		t.Fatalf("limits that fit: %d %s", code, errOut)
+	}
+}
+
+// TestClusterQuorumTimeoutFlag: --cluster-quorum-timeout belongs to cluster mode and is at
+// least a second.
+func TestClusterQuorumTimeoutFlag(t *testing.T) {
+	common := []string{"serve", "--instance-id", "hub", "--data", t.TempDir(), "--listen", "127.0.0.1:0",
+		"--admin-listen", "127.0.0.1:0", "--client-listen", "off"}
+	code, _, errOut := runHub(t, nil, append(common, "--cluster-quorum-timeout", "6s")...)
+	if code != 1 || !strings.Contains(errOut, "cluster mode needs --cluster-listen") {
+		t.Fatalf("without cluster mode: %d %s", code, errOut)
+	}
+	code, _, errOut = runHub(t, nil, append(common, "--nats-url", "nats://127.0.0.1:1", "--node-name", "n1", "--cluster-quorum-timeout", "100ms")...)
+	if code != 1 || !strings.Contains(errOut, "--cluster-quorum-timeout 100ms: give at least 1s") {
+		t.Fatalf("100ms: %d %s", code, errOut)
+	}
+	if i, to, n := probe(defaultQuorumTimeout); i != cluster.DefaultProbeInterval || to != cluster.DefaultProbeTimeout || n != cluster.DefaultProbeFailures {
+		t.Fatalf("the default quorum timeout probes every %v for %v, %d times; want the cluster package's defaults", i, to, n)
 	}
 }

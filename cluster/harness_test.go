@@ -19,6 +19,8 @@ import (
 
 // testCluster is a hub cluster in one test process: n nodes, each an embedded NATS server
 // (routes on loopback, JetStream under a temporary directory) with a registry over it.
+// The tests run in parallel (most of their time is spent waiting: for elections, quorum
+// probes, deadlines), at most -parallel (GOMAXPROCS) clusters at once.
 type testCluster struct {
 	t     *testing.T
 	dir   string

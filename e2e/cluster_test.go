@@ -19,7 +19,9 @@ import (
 )
 
 // hubCluster is a hub cluster of three processes (embedded NATS, routes on loopback) and
-// its peers, in one temporary directory. Each peer is attached to one fixed node.
+// its peers, in one temporary directory. The cluster tests run in parallel with each
+// other, after the package's other tests (most of their time is spent waiting: for
+// elections, quorum probes, failovers).
 type hubCluster struct {
 	t      *testing.T
 	dir    string
@@ -27,10 +29,13 @@ type hubCluster struct {
 	repl   []string // host:port of each node's /v1/replication
 	hubs   []*proc
 	peers  map[string]*proc
+	extra  []string // further flags of every node
 }
 
-func newHubCluster(t *testing.T, n int) *hubCluster {
-	c := &hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}}
+// newHubCluster starts n nodes, each with the flags extra too, and waits until each is
+// ready.
+func newHubCluster(t *testing.T, n int, extra ...string) *hubCluster {
+	c := &hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, extra: extra}
 	for i := range n {
 		c.routes = append(c.routes, freeAddr(t))
 		c.repl = append(c.repl, freeAddr(t))
@@ -69,7 +74,7 @@ func (c *hubCluster) startHub(i int) {
 	p.args = append([]string{"serve", "--instance-id", "hub", "--node-name", fmt.Sprintf("n%d", i+1),
 		"--cluster-name", "e2e", "--cluster-listen", c.routes[i], "--cluster-routes", strings.Join(routes, ","),
 		"--listen", c.repl[i], "--admin-listen", strings.TrimPrefix(p.admin, "http://"), "--data", c.data(i),
-		"--tokens-poll", "200ms", "--client-listen", "off"}, fast...)
+		"--tokens-poll", "200ms", "--client-listen", "off"}, append(c.extra, fast...)...)
 	if err := p.start(); err != nil {
 		c.t.Fatalf("%s: %v", p.name, err)
 	}
@@ -112,15 +117,34 @@ func (c *hubCluster) token(peer string) string {
 	return f
 }
 
-// startPeer starts a peer attached to node i with a target.
+// url is node i's replication endpoint.
+func (c *hubCluster) url(i int) string { return "ws://" + c.repl[i] + "/v1/replication" }
+
+// startPeer starts a peer with a target, given every node's endpoint, node i's first: it
+// replicates through node i and fails over to the next node when that one is gone.
 func (c *hubCluster) startPeer(name string, i int, ns string) *proc {
+	c.t.Helper()
+	var urls []string
+	for k := range c.repl {
+		urls = append(urls, "--hub-url", c.url((i+k)%len(c.repl)))
+	}
+	return c.startPeerWith(name, ns, urls...)
+}
+
+// startPeerOnly starts a peer with a target, given node i's endpoint alone.
+func (c *hubCluster) startPeerOnly(name string, i int, ns string) *proc {
+	c.t.Helper()
+	return c.startPeerWith(name, ns, "--hub-url", c.url(i))
+}
+
+func (c *hubCluster) startPeerWith(name, ns string, urls ...string) *proc {
 	c.t.Helper()
 	tokenFile := c.token(name)
 	p := &proc{t: c.t, name: name, admin: "http://" + freeAddr(c.t), log: filepath.Join(c.dir, name+".log")}
 	c.peers[name] = p
-	p.args = append([]string{"run", "--instance-id", name, "--hub-url", "ws://" + c.repl[i] + "/v1/replication",
+	p.args = append(append([]string{"run", "--instance-id", name}, urls...), append([]string{
 		"--token-file", tokenFile, "--admin-listen", strings.TrimPrefix(p.admin, "http://"),
-		"--data", filepath.Join(c.dir, name), "--target", ns, "--client-listen", "off"}, fast...)
+		"--data", filepath.Join(c.dir, name), "--target", ns, "--client-listen", "off"}, fast...)...)
 	if err := p.start(); err != nil {
 		c.t.Fatalf("%s: %v", name, err)
 	}
@@ -139,6 +163,7 @@ func (c *hubCluster) signal(i int, sig syscall.Signal) {
 // converge everywhere; two nodes bumping one epoch at once — exactly one wins, every node
 // and every peer sees the new epoch.
 func TestE2E_Cluster_ServedByAllNodes(t *testing.T) {
+	t.Parallel()
 	c := newHubCluster(t, 3)
 	ns := c.hubs[0].api().createNamespace()
 	var peers []*proc
@@ -242,14 +267,24 @@ func TestE2E_Cluster_ServedByAllNodes(t *testing.T) {
 }
 
 // TestE2E_Cluster_KillUnderWriteLoad: SIGKILL of a node while writes go on through every
-// node's admin API and through peers loses no acknowledged write; the restarted node
-// catches up and its peer (attached to it) reconnects to it.
+// node's admin API and through peers loses no acknowledged write. Its peer that lists every
+// node fails over to another node and reconciles there — no new bootstrap; its peer that
+// knows only that node waits, is refused until the restarted node caught up (503 at the
+// upgrade), then reconciles with it; the restarted node catches up with every write.
 func TestE2E_Cluster_KillUnderWriteLoad(t *testing.T) {
+	t.Parallel()
 	c := newHubCluster(t, 3)
 	ns := c.hubs[0].api().createNamespace()
-	peers := []*proc{c.startPeer("peer-1", 0, ns), c.startPeer("peer-2", 1, ns)}
+	// peer-1 and peer-2 list the three nodes (node 1, node 2 first); peer-3 knows node 2 only.
+	peers := []*proc{c.startPeer("peer-1", 0, ns), c.startPeer("peer-2", 1, ns), c.startPeerOnly("peer-3", 1, ns)}
 	for _, p := range peers {
 		targetState(t, p, ns, "live")
+	}
+	const bootstraps = `nomicore_snapshot_bytes_count{side="peer",type="bootstrap-imported"}`
+	for _, p := range peers {
+		if n := p.api().metric(bootstraps); n != 1 {
+			t.Fatalf("%s imported %v snapshots, want 1", p.name, n)
+		}
 	}
 	var mu sync.Mutex
 	acked := map[string]any{} // key → value of every write answered 204
@@ -271,15 +306,27 @@ func TestE2E_Cluster_KillUnderWriteLoad(t *testing.T) {
 		wg.Add(1)
 		go writer(fmt.Sprintf("hub%d", i+1), h)
 	}
-	for _, p := range peers {
+	for _, p := range peers[:2] {
 		wg.Add(1)
 		go writer(p.name, p)
 	}
 	time.Sleep(2 * time.Second)
-	c.hubs[1].kill() // SIGKILL of node 2 (peer-2 is attached to it)
-	time.Sleep(3 * time.Second)
+	c.hubs[1].kill() // SIGKILL of node 2 (peer-2 and peer-3 replicate through it)
+	// peer-2 fails over to node 3, its next endpoint, and goes on replicating there.
+	eventually(t, 60*time.Second, "peer-2 live on node 3", func() error {
+		var st struct{ Hub struct{ URL, State string } }
+		peers[1].api().json("GET", "/v1/status", nil, 200, &st)
+		if st.Hub.URL != c.url(2) || st.Hub.State != "ready" {
+			return fmt.Errorf("connected to %s, %s", st.Hub.URL, st.Hub.State)
+		}
+		if s := sessionOf(t, c.hubs[2], ns, "peer-2"); s != "live" {
+			return fmt.Errorf("its session on node 3 is %q", s)
+		}
+		return nil
+	})
 	c.startHub(1)
 	c.waitReady(1, 60*time.Second)
+	targetState(t, peers[2], ns, "live") // peer-3, back on the restarted node 2
 	time.Sleep(2 * time.Second)
 	stop.Store(true)
 	wg.Wait()
@@ -288,8 +335,16 @@ func TestE2E_Cluster_KillUnderWriteLoad(t *testing.T) {
 	if len(acked) < 50 {
 		t.Fatalf("only %d writes were acknowledged", len(acked))
 	}
-	targetState(t, peers[1], ns, "live")
+	for _, p := range peers {
+		targetState(t, p, ns, "live")
+	}
 	converged(t, ns, acked, append(append([]*proc{}, c.hubs...), peers...)...)
+	// Every peer reconciled by state vectors: none imported a snapshot again.
+	for _, p := range peers {
+		if n := p.api().metric(bootstraps); n != 1 {
+			t.Fatalf("%s imported %v snapshots, want still 1", p.name, n)
+		}
+	}
 }
 
 // setOnce writes key=value through p's admin API; it reports whether the write was
@@ -322,7 +377,9 @@ func setOnce(p *proc, ns, key string, value any) bool {
 // update is refused and kept by the peer), serves reads, and recovers by itself after
 // SIGCONT — the peer's write then reaches every node, the peer not restarted.
 func TestE2E_Cluster_MinorityRefusesWrites(t *testing.T) {
-	c := newHubCluster(t, 3)
+	t.Parallel()
+	// Nodes that count themselves without quorum after 6 s (the default is 12 s).
+	c := newHubCluster(t, 3, "--cluster-quorum-timeout", "6s")
 	ns := c.hubs[0].api().createNamespace()
 	peer := c.startPeer("peer-1", 0, ns)
 	targetState(t, peer, ns, "live")
@@ -401,9 +458,10 @@ func mapSet(state []byte, key string, value any) ([]byte, error) {
 // chunked live update and, through the log, a peer attached to the third node as a chunked
 // live update too; every node and peer ends with the same state.
 func TestE2E_Cluster_LargeDocuments(t *testing.T) {
+	t.Parallel()
 	size := 24 << 20
 	if raceEnabled || testing.Short() {
-		size = 6 << 20
+		size = 3 << 20
 	}
 	c := newHubCluster(t, 3)
 	ns := c.hubs[0].api().createNamespace()

@@ -60,6 +60,8 @@ type connParams struct {
 	onExit    func(*conn)                 // after every goroutine of the connection exited
 	onGoAway  func(*conn, seam.Drain)     // peer: GOAWAY received (owner goroutine)
 	onUpgrade func(observer.AuthRejectReason)
+	// tap, when set, sees every message read and every frame written (FrameTap).
+	tap func(connectionID string, sent bool, msg []byte)
 }
 
 // conn is one connection, on either side. Three goroutines share it: the owner (run), which
@@ -80,6 +82,10 @@ type conn struct {
 	wcancel  context.CancelFunc
 	admitted atomic.Bool // handshake done: the reader stops counting early frames
 	pubState atomic.Uint32
+	tapID    atomic.Pointer[string] // connID for the tap, readable by the reader and writer
+	// progress counts the bytes read and written, the transport's own count included
+	// when it keeps one: liveness reads it to tell a slow link from a dead one.
+	progress atomic.Int64
 
 	box mailbox // functions posted to the owner goroutine
 
@@ -148,7 +154,26 @@ func newConn(p connParams) *conn {
 	c.out = protocol.NewOutbound(codec)
 	c.w.init(c)
 	c.pinger.c = c
+	c.publishConnID()
 	return c
+}
+
+// publishConnID makes connID readable by the reader and the writer, for the frame tap: on
+// the hub at once, on the peer when HELLO_ACK has told it (owner goroutine).
+func (c *conn) publishConnID() {
+	if c.tap != nil && c.connID != "" {
+		id := c.connID
+		c.tapID.Store(&id)
+	}
+}
+
+// tapConnectionID is the connection id the frame tap reports: "" on the peer until the
+// handshake has told it.
+func (c *conn) tapConnectionID() string {
+	if p := c.tapID.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // start launches the owner, reader and writer goroutines.

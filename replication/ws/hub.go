@@ -163,11 +163,13 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, http.StatusInternalServerError, observer.AuthInvalidInstanceID)
 		return
 	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	// The socket is corked by the connection's writer (batched writes, cork.go).
+	cw := &corkingResponseWriter{ResponseWriter: w}
+	c, err := websocket.Accept(cw, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return // Accept wrote the HTTP error
 	}
-	if err := h.Accept(NewWebSocketTransport(c, h.cfg.CloseTimeout), id); err != nil {
+	if err := h.Accept(newWSTransport(c, cw.conn, h.cfg.CloseTimeout), id); err != nil {
 		_ = c.Close(websocket.StatusGoingAway, "") // best effort: the upgrade is refused either way
 		if errors.Is(err, ErrHubShutdown) && h.em.Enabled() {
 			h.em.Emit(observer.AuthUpgradeRejected{Reason: observer.AuthHubShutdown})

@@ -92,13 +92,14 @@ func (w *writer) stopOutput() {
 	}
 }
 
-// written reports n written bytes to the owner, coalescing reports.
-func (w *writer) written(n int, control bool) {
-	if control {
-		w.flushedControl.Add(int64(n))
-	} else {
-		w.flushedData.Add(int64(n))
+// written reports written bytes to the owner, coalescing reports.
+func (w *writer) written(data, control int) {
+	if data == 0 && control == 0 {
+		return
 	}
+	w.flushedData.Add(int64(data))
+	w.flushedControl.Add(int64(control))
+	w.c.progress.Add(int64(data + control))
 	if w.flushPending.CompareAndSwap(false, true) {
 		w.c.post(w.collect)
 	}
@@ -120,16 +121,59 @@ func (w *writer) write(b []byte) error {
 	return w.c.t.Write(w.c.wctx, b)
 }
 
+// flush ends a batch: what the transport holds is written out.
+func (w *writer) flush(bt batchTransport) error {
+	w.writing.Store(true)
+	defer w.writing.Store(false)
+	if w.abort.Load() {
+		return errAborted
+	}
+	return bt.Flush(w.c.wctx)
+}
+
 var errAborted = errors.New("ws: write aborted by close")
+
+// flushBatchBytes is how many bytes a batch holds at most before the writer flushes it and
+// starts another: the bytes of a batch count as unflushed until its flush returns, so this
+// bounds how long the accounting lags the socket.
+const flushBatchBytes = 64 << 10
 
 // loop is the writer goroutine: it writes what the owner pushed, and at the close the
 // best-effort ERROR, then closes the transport. After a failed write it writes nothing
 // more, and tells the owner the transport is lost.
+//
+// Writes are batched when the transport can (batchTransport): every frame handed over by
+// the time the writer wakes is written into the transport's batch, which is flushed once —
+// one write(2) for all of them — at the end, or every flushBatchBytes. Bytes are reported
+// written only once their batch is flushed, so the unflushed-bytes accounting and the
+// watermarks count exactly what has not reached the socket.
 func (w *writer) loop() {
 	c := w.c
 	defer c.post(func() { c.writerDone = true })
+	bt, _ := c.t.(batchTransport)
 	var lastSeq uint32
 	failed := false
+	fail := func(err error) {
+		failed = true
+		if !errors.Is(err, errAborted) {
+			c.post(func() {
+				c.rejectAdmission(observer.AuthPeerDisconnected)
+				c.closeNow(protocol.CloseGoingAway, seam.CloseInfo{Code: protocol.CloseAbnormal, Cause: seam.CauseTransport})
+			})
+		}
+	}
+	var batchData, batchControl int // written into the open batch, not yet flushed
+	batching := false
+	endBatch := func() {
+		if batching {
+			batching = false
+			if err := w.flush(bt); err != nil && !failed {
+				fail(err)
+			}
+		}
+		w.written(batchData, batchControl)
+		batchData, batchControl = 0, 0
+	}
 	for {
 		<-w.wake
 		w.mu.Lock()
@@ -138,25 +182,39 @@ func (w *writer) loop() {
 		w.mu.Unlock()
 		for _, f := range batch {
 			if !failed {
+				if bt != nil && !batching {
+					bt.BeginBatch()
+					batching = true
+				}
 				if err := w.write(f.b); err != nil {
-					failed = true
-					if !errors.Is(err, errAborted) {
-						c.post(func() {
-							c.rejectAdmission(observer.AuthPeerDisconnected)
-							c.closeNow(protocol.CloseGoingAway, seam.CloseInfo{Code: protocol.CloseAbnormal, Cause: seam.CauseTransport})
-						})
-					}
+					fail(err)
 				} else {
 					lastSeq = protocol.FrameSequence(f.b)
+					if tap := c.tap; tap != nil {
+						tap(c.tapConnectionID(), true, f.b)
+					}
 				}
 			}
-			w.written(len(f.b), f.control)
+			if f.control {
+				batchControl += len(f.b)
+			} else {
+				batchData += len(f.b)
+			}
+			// Without batching each frame is in the socket when Write returns.
+			if bt == nil || batchData+batchControl >= flushBatchBytes {
+				endBatch()
+			}
 		}
+		endBatch()
 		if closing {
 			if errFrame != nil && !failed {
 				// The ERROR takes the sequence after the last frame written.
 				protocol.SetFrameSequence(errFrame, lastSeq+1)
-				_ = w.write(errFrame) // best effort: the close follows either way
+				if w.write(errFrame) == nil { // best effort: the close follows either way
+					if tap := c.tap; tap != nil {
+						tap(c.tapConnectionID(), true, errFrame)
+					}
+				}
 			}
 			if code == 0 {
 				code = protocol.CloseNormal

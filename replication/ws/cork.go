@@ -1,0 +1,174 @@
+package ws
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// corkConn is the net.Conn under a WebSocket, able to hold what is written to it until the
+// connection's writer has written every frame that was ready: coder/websocket flushes its
+// buffer after every message, which would cost one write(2) per frame. Between cork and
+// uncork, writes are appended to a buffer taken from a pool; uncork writes the buffer in one
+// call and returns it to the pool, so an idle connection holds none. Writes made while it is
+// not corked (a pong the reader answers, a ping, a close frame) go straight to the socket.
+// Whatever is written during a batch — a pong included — leaves with that batch's uncork,
+// never later.
+//
+// Reads pass through, after the bytes the HTTP server had already buffered when the
+// connection was hijacked (pre).
+type corkConn struct {
+	net.Conn
+
+	mu     sync.Mutex // guards corked, buf and every write to Conn (their order is the wire order)
+	corked bool
+	buf    *[]byte // pooled; nil when empty
+
+	readMu sync.Mutex // guards pre
+	pre    []byte     // bytes read before the hijack, returned first
+}
+
+const (
+	// corkMaxBytes is how much a corked connection holds before it writes what it has
+	// while staying corked; the writer flushes after flushBatchBytes anyway, so this is a
+	// safety bound for a single large frame.
+	corkMaxBytes = 256 << 10
+	// corkBufBytes is the initial capacity of a pooled cork buffer.
+	corkBufBytes = 16 << 10
+	// hubWriteBufBytes is the size of the bufio.Writer coder/websocket writes frames into
+	// on the hub. The cork buffer does the batching, so this one only needs to hold a
+	// frame header and a small frame: a larger one would cost memory on every idle
+	// connection.
+	hubWriteBufBytes = 512
+)
+
+var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, corkBufBytes); return &b }}
+
+func newCorkConn(c net.Conn, pre []byte) *corkConn {
+	return &corkConn{Conn: c, pre: pre}
+}
+
+// Read returns the bytes buffered before the hijack first, then reads the socket.
+func (c *corkConn) Read(p []byte) (int, error) {
+	c.readMu.Lock()
+	if len(c.pre) > 0 {
+		n := copy(p, c.pre)
+		c.pre = c.pre[n:]
+		if len(c.pre) == 0 {
+			c.pre = nil
+		}
+		c.readMu.Unlock()
+		return n, nil
+	}
+	c.readMu.Unlock()
+	return c.Conn.Read(p)
+}
+
+// Write appends p to the cork buffer while corked, or writes it through.
+func (c *corkConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.corked {
+		return c.Conn.Write(p)
+	}
+	held := 0
+	if c.buf != nil {
+		held = len(*c.buf)
+	}
+	if held+len(p) > corkMaxBytes {
+		// Too much to hold: what is held leaves first, then p, in order.
+		if err := c.writeHeld(); err != nil {
+			return 0, err
+		}
+		return c.Conn.Write(p)
+	}
+	if c.buf == nil {
+		c.buf = corkPool.Get().(*[]byte)
+	}
+	*c.buf = append(*c.buf, p...)
+	return len(p), nil
+}
+
+// writeHeld writes the held bytes and gives the buffer back. The caller holds mu.
+func (c *corkConn) writeHeld() error {
+	if c.buf == nil {
+		return nil
+	}
+	b := c.buf
+	c.buf = nil
+	_, err := c.Conn.Write(*b)
+	if cap(*b) <= corkMaxBytes {
+		*b = (*b)[:0]
+		corkPool.Put(b)
+	}
+	return err
+}
+
+// cork starts holding writes.
+func (c *corkConn) cork() {
+	c.mu.Lock()
+	c.corked = true
+	c.mu.Unlock()
+}
+
+// uncork writes what is held in one call and stops holding writes. A write that blocks is
+// ended by closing the socket when ctx ends.
+func (c *corkConn) uncork(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.corked = false
+	if c.buf == nil {
+		return nil
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { _ = c.Conn.SetWriteDeadline(time.Unix(1, 0)) })
+		defer stop()
+	}
+	return c.writeHeld()
+}
+
+// held reports the bytes held (tests).
+func (c *corkConn) held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.buf == nil {
+		return 0
+	}
+	return len(*c.buf)
+}
+
+// corkingResponseWriter hands coder/websocket a corkConn when it hijacks the connection
+// of an upgrade request, and a small write buffer in front of it.
+type corkingResponseWriter struct {
+	http.ResponseWriter
+	conn *corkConn // set by Hijack
+}
+
+func (w *corkingResponseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack implements http.Hijacker over the wrapped writer's.
+func (w *corkingResponseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, http.ErrNotSupported
+	}
+	nc, brw, err := hj.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	// The server may have read past the request: those bytes belong to the WebSocket.
+	var pre []byte
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		pre = append([]byte(nil), b...)
+	}
+	w.conn = newCorkConn(nc, pre)
+	return w.conn, bufio.NewReadWriter(bufio.NewReaderSize(w.conn, hubReadBufBytes), bufio.NewWriterSize(w.conn, hubWriteBufBytes)), nil
+}
+
+// hubReadBufBytes is the read buffer of a hub connection: a burst of small frames is read
+// with one read(2) per this many bytes.
+const hubReadBufBytes = 4 << 10

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,8 @@ type corkConn struct {
 
 	readMu sync.Mutex // guards pre
 	pre    []byte     // bytes read before the hijack, returned first
+
+	moved atomic.Int64 // bytes read from and written to the socket (liveness)
 }
 
 const (
@@ -64,7 +67,27 @@ func (c *corkConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	c.readMu.Unlock()
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	c.moved.Add(int64(n))
+	return n, err
+}
+
+// socketWritePiece is the most one write(2) is given: a large batch or frame is written in
+// pieces, so that its progress on a slow link shows (moved) before all of it has left.
+const socketWritePiece = 16 << 10
+
+// writeSocket writes p to the socket in pieces, counting what left. The caller holds mu.
+func (c *corkConn) writeSocket(p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		n, err := c.Conn.Write(p[done:min(len(p), done+socketWritePiece)])
+		done += n
+		c.moved.Add(int64(n))
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
 }
 
 // Write appends p to the cork buffer while corked, or writes it through.
@@ -72,7 +95,7 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.corked {
-		return c.Conn.Write(p)
+		return c.writeSocket(p)
 	}
 	held := 0
 	if c.buf != nil {
@@ -83,7 +106,7 @@ func (c *corkConn) Write(p []byte) (int, error) {
 		if err := c.writeHeld(); err != nil {
 			return 0, err
 		}
-		return c.Conn.Write(p)
+		return c.writeSocket(p)
 	}
 	if c.buf == nil {
 		c.buf = corkPool.Get().(*[]byte)
@@ -99,7 +122,7 @@ func (c *corkConn) writeHeld() error {
 	}
 	b := c.buf
 	c.buf = nil
-	_, err := c.Conn.Write(*b)
+	_, err := c.writeSocket(*b)
 	if cap(*b) <= corkMaxBytes {
 		*b = (*b)[:0]
 		corkPool.Put(b)

@@ -196,6 +196,14 @@ func (t *wsTransport) Write(ctx context.Context, msg []byte) error {
 	return nil
 }
 
+// socketBytes counts the bytes read from and written to the socket, when it is corkable.
+func (t *wsTransport) socketBytes() int64 {
+	if t.cork == nil {
+		return 0
+	}
+	return t.cork.moved.Load()
+}
+
 // BeginBatch implements batchTransport.
 func (t *wsTransport) BeginBatch() {
 	if t.cork != nil {

@@ -99,8 +99,13 @@ func serve(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
+	tap, closeCapture, err := common.FrameTap(log, "hub "+*instanceID)
+	if err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, func() { _ = closeCapture() })
 	hub, err := ws.NewHub(ws.HubOptions{Config: common.Protocol, InstanceID: *instanceID, Auth: reloader.Authenticator(),
-		Namespaces: namespaces.NewHandler, Clock: clk, Observer: obs.Observer, Logger: log})
+		Namespaces: namespaces.NewHandler, Clock: clk, Observer: obs.Observer, Logger: log, FrameTap: tap})
 	if err != nil {
 		return fail(err)
 	}
@@ -152,6 +157,7 @@ func serve(args []string, cio cli.IO) int {
 			err := hub.Shutdown(ctx)
 			return errors.Join(err, repl.Shutdown(ctx))
 		}},
+		{Name: "frame capture", Run: func(context.Context) error { return closeCapture() }},
 		{Name: "admin api", Run: func(ctx context.Context) error { api.Close(); return admin.Shutdown(ctx) }},
 		{Name: "tokens watcher", Run: stopReload},
 		{Name: "registry", Run: reg.Close},

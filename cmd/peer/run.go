@@ -142,9 +142,15 @@ func runPeer(args []string, cio cli.IO) int {
 	}
 	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{HubURL: *hubURL, TokenSource: tokenSource,
 		Limits: common.Protocol.Limits(), Clock: clk, Logger: log})
+	tap, closeCapture, err := common.FrameTap(log, "peer "+*instanceID)
+	if err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, func() { _ = closeCapture() })
 	peer, err := ws.NewPeer(ws.PeerOptions{Config: common.Protocol, InstanceID: *instanceID, HubInstanceID: *hubID,
 		URL: *hubURL, Token: tw.source, Dialer: diag.Dialer(dialer), Namespaces: tc.NewHandler, Clock: clk,
-		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(tw.observe), observer.ObserverFunc(diag.Observe)), Logger: log})
+		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(tw.observe), observer.ObserverFunc(diag.Observe)), Logger: log,
+		FrameTap: tap})
 	if err != nil {
 		return fail(err)
 	}
@@ -203,6 +209,7 @@ func runPeer(args []string, cio cli.IO) int {
 			return err
 		}},
 		{Name: "token watcher", Run: stopTokenWatch},
+		{Name: "frame capture", Run: func(context.Context) error { return closeCapture() }},
 		{Name: "admin api", Run: func(ctx context.Context) error { api.Close(); return admin.Shutdown(ctx) }},
 		{Name: "registry", Run: reg.Close},
 		{Name: "store", Run: store.Close},

@@ -31,6 +31,12 @@ type HubOptions struct {
 	Random     io.Reader             // connection ids; nil: crypto/rand
 	Observer   observer.Observer
 	Logger     *slog.Logger // nil: discard
+	// FrameTap, when set, is called with every message of every connection: by the reader
+	// right after a message is read (sent false, before it is decoded) and by the writer
+	// after a frame is written (sent true). It runs on those goroutines and must not keep
+	// msg or block for long. connectionID is the hub's id of the connection. nil costs
+	// nothing.
+	FrameTap func(connectionID string, sent bool, msg []byte)
 }
 
 // Hub accepts peer connections on /v1/replication (§2, §15.2). It is an http.Handler: the
@@ -192,7 +198,7 @@ func (h *Hub) Accept(t Transport, id Identity) error {
 	c := newConn(connParams{
 		side: observer.SideHub, cfg: h.cfg, clock: h.opts.Clock, em: h.em, log: h.log, t: t,
 		factory: h.opts.Namespaces, auth: h.opts.Auth, peerID: id.PeerInstanceID, hubID: h.opts.InstanceID,
-		connID: connID, work: &h.work,
+		connID: connID, work: &h.work, tap: h.opts.FrameTap,
 		onExit: func(c *conn) {
 			h.mu.Lock()
 			delete(h.conns, c)

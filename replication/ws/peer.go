@@ -371,7 +371,7 @@ func (p *Peer) dialed(gen uint64, tr Transport, err error) {
 	c := newConn(connParams{
 		side: observer.SidePeer, cfg: p.cfg, clock: p.opts.Clock, em: p.em, log: p.log, t: tr,
 		factory: p.opts.Namespaces, peerID: p.opts.InstanceID, hubID: p.opts.HubInstanceID, nonce: nonce,
-		tap: p.opts.FrameTap,
+		tap:      p.opts.FrameTap,
 		onReady:  func(c *conn) { id := c.connID; p.post(func() { p.connReady(gen, id) }) },
 		onGoAway: func(c *conn, d seam.Drain) { p.post(func() { p.goAway(gen) }) },
 		onClosed: func(c *conn, info seam.CloseInfo) { p.post(func() { p.connClosed(gen, info) }) },

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // --capture-frames on both binaries: a real session (handshake, a namespace opened,
@@ -16,7 +18,8 @@ import (
 // travelled, and `nmcr frame decode` reads both files back into frames: the hub's shows
 // HELLO in and HELLO_ACK out under the connection id, the peer's the same pair the other way
 // round, HELLO under no id yet and the rest under the hub's id; the written UPDATE leaves
-// the peer and reaches the hub.
+// the peer and reaches the hub. Meanwhile /metrics counts the open connections and the
+// goroutines.
 func TestE2E_CaptureFramesDecodes(t *testing.T) {
 	c := newCluster(t)
 	token := c.token("peer-a")
@@ -27,7 +30,23 @@ func TestE2E_CaptureFramesDecodes(t *testing.T) {
 	targetState(t, a, ns, "live")
 	a.api().set(ns, map[string]any{"k": "captured"})
 	converged(t, ns, map[string]any{"k": "captured"}, hub, a)
+	// The leak-check gauges: one connection open on each side, goroutines counted.
+	if n := hub.api().metric(`nomicore_connections_open{side="hub"}`); n != 1 {
+		t.Errorf("hub nomicore_connections_open = %v, want 1", n)
+	}
+	if n := a.api().metric(`nomicore_connections_open{side="peer"}`); n != 1 {
+		t.Errorf("peer nomicore_connections_open = %v, want 1", n)
+	}
+	if n := hub.api().metric(`nomicore_goroutines{side="hub"}`); n < 5 {
+		t.Errorf("hub nomicore_goroutines = %v", n)
+	}
 	a.stop()
+	eventually(t, 15*time.Second, "hub connection gone", func() error {
+		if n := hub.api().metric(`nomicore_connections_open{side="hub"}`); n != 0 {
+			return fmt.Errorf("%v connections open after the peer stopped", n)
+		}
+		return nil
+	})
 	hub.stop()
 
 	for _, f := range []string{hubCap, peerCap} {

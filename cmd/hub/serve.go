@@ -110,7 +110,9 @@ func serve(args []string, cio cli.IO) int {
 		return fail(err)
 	}
 	cleanup = append(cleanup, func() { hub.Shutdown(context.Background()) })
-	obs.ReplicationLoad(hub.Load)
+	if err := obs.ReplicationLoad(hub.Load); err != nil {
+		return fail(err)
+	}
 	adminOpts := inst.AdminOptions(common)
 	adminOpts.Sessions = namespaces.Sessions
 	api, err := adminapi.New(adminOpts)

@@ -155,7 +155,9 @@ func runPeer(args []string, cio cli.IO) int {
 		return fail(err)
 	}
 	cleanup = append(cleanup, peer.Close)
-	obs.ReplicationLoad(peer.Load)
+	if err := obs.ReplicationLoad(peer.Load); err != nil {
+		return fail(err)
+	}
 	peer.Watch(tw.state)
 	adminOpts := inst.AdminOptions(common)
 	adminOpts.Targets = &node.PersistentTargets{TC: tc, Store: store}

@@ -333,9 +333,13 @@ func (c *conn) publishLoad() {
 type Load struct {
 	QueuedBytes int64
 	InFlight    int64
+	// Connections counts the connections open: from the upgrade until every goroutine of
+	// the connection has exited (leak checks read it).
+	Connections int64
 }
 
 func (l *Load) add(c *conn) {
 	l.QueuedBytes += c.pubQueued.Load()
 	l.InFlight += c.pubInFlight.Load()
+	l.Connections++
 }

@@ -214,6 +214,7 @@ func (c *conn) runPosted() {
 		f()
 		c.settle()
 	}
+	c.box.recycle(fs)
 }
 
 // settle runs deferred notifications and the data pump until neither has work: it runs

@@ -15,6 +15,10 @@ import (
 // window and below the connection's high watermark, with the bounds and shedding that keep
 // a slow remote from holding unbounded memory. Everything here runs on the owner goroutine.
 
+// frameOverhead is room for a data frame's envelope and fields around its payload (an
+// UPDATE_CHUNK's are the largest).
+const frameOverhead = 96
+
 // scheduler is the outbound accounting of one connection.
 type scheduler struct {
 	ring             []*nsQueue // namespaces with queued data, in round-robin order
@@ -260,6 +264,7 @@ func (c *conn) sendOne(q *nsQueue) bool {
 	}
 	var m protocol.Message
 	last, chunked := true, false
+	payload := len(it.Bytes)
 	if it.Kind == protocol.KindLiveUpdate && len(it.Bytes) <= c.cfg.MaxUpdateBytes {
 		m = &protocol.Update{NamespaceID: q.ns, Update: it.Bytes}
 	} else {
@@ -282,9 +287,11 @@ func (c *conn) sendOne(q *nsQueue) bool {
 			return false
 		}
 		m = chunk
+		payload = len(chunk.Bytes) + len(chunk.ReplicationID)
 		last = it.split.Remaining() == 0
 	}
-	b, seq, err := c.out.AppendFrame(nil, m)
+	// Sized for the payload and the envelope, so that encoding allocates once.
+	b, seq, err := c.out.AppendFrame(make([]byte, 0, frameOverhead+payload), m)
 	if err != nil {
 		c.sequenceExhausted()
 		return false
@@ -302,7 +309,11 @@ func (c *conn) sendOne(q *nsQueue) bool {
 		return true
 	}
 	q.items[0] = nil
-	q.items = q.items[1:]
+	if len(q.items) == 1 {
+		q.items = q.items[:0] // the same array serves the next items
+	} else {
+		q.items = q.items[1:]
+	}
 	q.bytes -= len(it.Bytes)
 	s.queued -= len(it.Bytes)
 	if len(q.items) == 0 {

@@ -22,8 +22,9 @@ type writer struct {
 	c    *conn
 	wake chan struct{} // capacity 1: "something was pushed or the close was requested"
 
-	mu       sync.Mutex // guards queue, closing, errFrame and code
+	mu       sync.Mutex // guards queue, spare, closing, errFrame and code
 	queue    []outFrame
+	spare    []outFrame // the last batch's slice, given back by the writer for reuse
 	closing  bool
 	errFrame []byte
 	code     protocol.CloseCode
@@ -33,6 +34,7 @@ type writer struct {
 
 	flushedData, flushedControl atomic.Int64 // written bytes not yet reported
 	flushPending                atomic.Bool  // a report is posted to the owner
+	collectFn                   func()       // w.collect, made once: posting it allocates nothing
 }
 
 // outFrame is one encoded frame handed to the writer; control frames and data frames are
@@ -45,6 +47,7 @@ type outFrame struct {
 func (w *writer) init(c *conn) {
 	w.c = c
 	w.wake = make(chan struct{}, 1)
+	w.collectFn = w.collect
 }
 
 // handOff gives an encoded frame, stamped with its sequence, to the writer.
@@ -101,7 +104,7 @@ func (w *writer) written(data, control int) {
 	w.flushedControl.Add(int64(control))
 	w.c.progress.Add(int64(data + control))
 	if w.flushPending.CompareAndSwap(false, true) {
-		w.c.post(w.collect)
+		w.c.post(w.collectFn)
 	}
 }
 
@@ -178,7 +181,7 @@ func (w *writer) loop() {
 		<-w.wake
 		w.mu.Lock()
 		batch, closing, errFrame, code := w.queue, w.closing, w.errFrame, w.code
-		w.queue = nil
+		w.queue, w.spare = w.spare, nil
 		w.mu.Unlock()
 		for _, f := range batch {
 			if !failed {
@@ -206,6 +209,12 @@ func (w *writer) loop() {
 			}
 		}
 		endBatch()
+		clear(batch)
+		w.mu.Lock()
+		if w.spare == nil {
+			w.spare = batch[:0]
+		}
+		w.mu.Unlock()
 		if closing {
 			if errFrame != nil && !failed {
 				// The ERROR takes the sequence after the last frame written.

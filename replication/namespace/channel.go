@@ -39,6 +39,8 @@ type channel struct {
 	window   []inflight
 	reserved int // window slots the gate gave to items not yet reported sent
 	ackTimer seam.Timer
+	// queuedMerged is the size of the merged update waiting in the queue, if any (coalesce).
+	queuedMerged int
 
 	receiving int // inbound UPDATEs admitted and not yet acknowledged
 	applying  int // applies admitted to the sequencer and not yet settled

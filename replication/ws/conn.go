@@ -323,6 +323,7 @@ func (c *conn) beginWork() func() {
 
 // publishLoad makes the outbound accounting readable from other goroutines (Load).
 func (c *conn) publishLoad() {
+	c.w.collect()
 	c.pubQueued.Store(int64(c.sched.queued + c.sched.unflushed()))
 	c.pubInFlight.Store(int64(c.inFlight))
 }
@@ -340,7 +341,9 @@ type Load struct {
 }
 
 func (l *Load) add(c *conn) {
-	l.QueuedBytes += c.pubQueued.Load()
+	// Bytes the writer wrote since the owner last published leave the figure at once,
+	// without waking the owner to collect them.
+	l.QueuedBytes += max(0, c.pubQueued.Load()-c.w.flushedData.Load()-c.w.flushedControl.Load())
 	l.InFlight += c.pubInFlight.Load()
 	l.Connections++
 }

@@ -100,6 +100,7 @@ func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 		return seam.ErrQueueOverflow
 	}
 	s := &c.sched
+	c.w.collect()
 	if s.queued+s.unflushed()+n > c.cfg.MaxQueuedBytesPerConnection {
 		if c.shed(q, n) {
 			return seam.ErrConnectionShed
@@ -231,7 +232,11 @@ func (c *conn) removeFromRing(q *nsQueue) {
 // frame, and reports whether it sent anything.
 func (c *conn) pump() bool {
 	s := &c.sched
-	if c.closing || c.state != stReady || s.paused {
+	if c.closing || c.state != stReady {
+		return false
+	}
+	c.w.collect()
+	if s.paused {
 		return false
 	}
 	sent, idle := false, 0
@@ -304,6 +309,7 @@ func (c *conn) sendOne(q *nsQueue) bool {
 		if c.em.Enabled() {
 			c.em.Emit(observer.SendPaused{ConnectionID: c.connIDOpt(), BufferedAmount: s.unflushed()})
 		}
+		c.w.wantReports(true) // the pump resumes when the writer has written enough
 	}
 	if !last {
 		return true
@@ -361,6 +367,7 @@ func (c *conn) flushed(data, control int) {
 	s.unflushedControl -= control
 	if s.paused && s.unflushed() <= c.cfg.LowWaterBytes {
 		s.paused = false
+		c.w.reportWanted.Store(false)
 		if c.em.Enabled() && !c.closing {
 			c.em.Emit(observer.SendResumed{ConnectionID: c.connIDOpt(), BufferedAmount: s.unflushed()})
 		}

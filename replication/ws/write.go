@@ -32,9 +32,13 @@ type writer struct {
 	abort   atomic.Bool // an aborting close: write nothing more
 	writing atomic.Bool // a Write is in progress
 
-	flushedData, flushedControl atomic.Int64 // written bytes not yet reported
-	flushPending                atomic.Bool  // a report is posted to the owner
-	collectFn                   func()       // w.collect, made once: posting it allocates nothing
+	flushedData, flushedControl atomic.Int64 // written bytes the owner has not collected yet
+	flushPending                atomic.Bool  // a collect is posted to the owner
+	// reportWanted: the owner waits for written bytes (its pump is paused above the high
+	// watermark), so the writer posts a collect; otherwise the owner collects them itself
+	// when it next needs the figures, and the writer wakes nobody.
+	reportWanted atomic.Bool
+	collectFn    func() // w.collect, made once: posting it allocates nothing
 }
 
 // outFrame is one encoded frame handed to the writer; control frames and data frames are
@@ -95,7 +99,9 @@ func (w *writer) stopOutput() {
 	}
 }
 
-// written reports written bytes to the owner, coalescing reports.
+// written reports written bytes to the owner: they wait in the atomics until the owner
+// collects them, and the owner is woken for them only when it waits for them
+// (reportWanted).
 func (w *writer) written(data, control int) {
 	if data == 0 && control == 0 {
 		return
@@ -103,12 +109,23 @@ func (w *writer) written(data, control int) {
 	w.flushedData.Add(int64(data))
 	w.flushedControl.Add(int64(control))
 	w.c.progress.Add(int64(data + control))
-	if w.flushPending.CompareAndSwap(false, true) {
+	if w.reportWanted.Load() && w.flushPending.CompareAndSwap(false, true) {
 		w.c.post(w.collectFn)
 	}
 }
 
-// collect, on the owner goroutine, takes the written bytes reported so far.
+// wantReports makes the writer wake the owner when bytes are written (or stop doing so).
+// After turning it on the owner collects once more: bytes written before the writer could
+// see the flag are collected then, and the writer posts for every later write.
+func (w *writer) wantReports(on bool) {
+	w.reportWanted.Store(on)
+	if on {
+		w.collect()
+	}
+}
+
+// collect, on the owner goroutine, takes the written bytes reported so far into the
+// accounting (flushed). The owner calls it before every use of the unflushed figures.
 func (w *writer) collect() {
 	w.flushPending.Store(false)
 	w.c.flushed(int(w.flushedData.Swap(0)), int(w.flushedControl.Swap(0)))

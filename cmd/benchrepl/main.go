@@ -3,7 +3,9 @@
 //   - fan-out: 20 peers on one namespace, each writing 500 small updates as fast as the
 //     windows allow: propagation latency p50/p99 and delivered updates per second;
 //   - namespaces: 200 namespaces × 2 peers × 50 updates: wall time and hub CPU;
-//   - bootstrap: a 400 KB document to a fresh peer: time.
+//   - bootstrap: a 400 KB document to a fresh peer: time;
+//   - idle (on its own): 10,000 idle peer connections on one hub: hub memory per connection;
+//   - scale (on its own): 1,000 peers × 10 namespaces started at once: time until all live.
 //
 // The hub runs in a child process (this binary re-executed), so getrusage gives its CPU
 // alone; the peers run in this process. Every instance has its own bbolt store in a
@@ -11,7 +13,8 @@
 // kept stable so that other relays can be measured side by side with it.
 //
 //	benchrepl [-workload all|fanout|namespaces|bootstrap] [-peers 20] [-updates 500]
-//	          [-namespaces 200] [-ns-peers 2] [-ns-updates 50] [-doc-kb 400] [-runs 5] [-json]
+//	          [-namespaces 200] [-ns-peers 2] [-ns-updates 50] [-doc-kb 400] [-runs 5]
+//	          [-idle-conns 10000] [-scale-peers 1000] [-scale-namespaces 10] [-json]
 package main
 
 import (
@@ -36,7 +39,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("benchrepl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workload := fs.String("workload", "all", "all, fanout, namespaces or bootstrap")
+	workload := fs.String("workload", "all", "all (fanout, namespaces and bootstrap), fanout, namespaces, bootstrap, idle or scale")
 	peers := fs.Int("peers", 20, "fan-out: peers on the namespace")
 	updates := fs.Int("updates", 500, "fan-out: updates each peer writes")
 	namespaces := fs.Int("namespaces", 200, "namespaces workload: namespaces")
@@ -44,6 +47,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	nsUpdates := fs.Int("ns-updates", 50, "namespaces workload: updates per peer per namespace")
 	docKB := fs.Int("doc-kb", 400, "bootstrap: document size in KiB")
 	runs := fs.Int("runs", 5, "bootstrap: fresh peers, one after the other")
+	idleConns := fs.Int("idle-conns", 10000, "idle: peer connections held by one hub (workload idle, not in all)")
+	scalePeers := fs.Int("scale-peers", 1000, "scale: peers started at once (workload scale, not in all)")
+	scaleNS := fs.Int("scale-namespaces", 10, "scale: namespaces every peer replicates")
 	asJSON := fs.Bool("json", false, "print one JSON object per workload")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -83,6 +89,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 			ok = false
 		} else {
 			report("bootstrap", r)
+		}
+	}
+	if *workload == "idle" {
+		r, err := runIdle(*idleConns)
+		if err != nil {
+			fmt.Fprintln(stderr, "idle:", err)
+			ok = false
+		} else {
+			report("idle", r)
+		}
+	}
+	if *workload == "scale" {
+		r, err := runScale(*scalePeers, *scaleNS)
+		if err != nil {
+			fmt.Fprintln(stderr, "scale:", err)
+			ok = false
+		} else {
+			report("scale", r)
 		}
 	}
 	if !ok {

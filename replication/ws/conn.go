@@ -176,12 +176,12 @@ func (c *conn) tapConnectionID() string {
 	return ""
 }
 
-// start launches the owner, reader and writer goroutines.
+// start launches the owner and reader goroutines; the writer's starts with the first
+// frame to write.
 func (c *conn) start() {
 	c.setState(stHandshaking)
 	go c.run()
 	go c.readLoop()
-	go c.w.loop()
 }
 
 // run is the owner goroutine: it takes inbound messages and posted functions one at a time,

@@ -3,10 +3,12 @@ package ws
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -28,8 +30,11 @@ type corkConn struct {
 	corked bool
 	buf    *[]byte // pooled; nil when empty
 
-	readMu sync.Mutex // guards pre
-	pre    []byte     // bytes read before the hijack, returned first
+	readMu sync.Mutex      // guards pre, rbuf and roff, and orders reads
+	pre    []byte          // bytes read before the hijack, returned first
+	raw    syscall.RawConn // the socket's, when it has one: reads wait for data without a buffer
+	rbuf   *[]byte         // pooled; holds what the last read(2) brought, from roff on
+	roff   int
 
 	moved atomic.Int64 // bytes read from and written to the socket (liveness)
 }
@@ -51,25 +56,97 @@ const (
 var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, corkBufBytes); return &b }}
 
 func newCorkConn(c net.Conn, pre []byte) *corkConn {
-	return &corkConn{Conn: c, pre: pre}
+	cc := &corkConn{Conn: c, pre: pre}
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			cc.raw = raw
+		}
+	}
+	return cc
 }
 
-// Read returns the bytes buffered before the hijack first, then reads the socket.
+// readBufBytes is the size of the pooled buffers the socket is read into: a burst of small
+// frames is read with one read(2) per this many bytes.
+const readBufBytes = 16 << 10
+
+var readPool = sync.Pool{New: func() any { b := make([]byte, readBufBytes); return &b }}
+
+// Read returns the bytes buffered before the hijack first, then reads the socket. A read
+// waits for data without holding a buffer (the socket's readiness, through its RawConn);
+// once data is there it is read into a pooled buffer of readBufBytes, which goes back to
+// the pool when it has been consumed. So an idle connection holds no read buffer, and a
+// busy one reads many frames per read(2) even though coder/websocket's own buffer in
+// front of this one is small (hubReadBufBytes).
 func (c *corkConn) Read(p []byte) (int, error) {
 	c.readMu.Lock()
+	defer c.readMu.Unlock()
 	if len(c.pre) > 0 {
 		n := copy(p, c.pre)
 		c.pre = c.pre[n:]
 		if len(c.pre) == 0 {
 			c.pre = nil
 		}
-		c.readMu.Unlock()
 		return n, nil
 	}
-	c.readMu.Unlock()
-	n, err := c.Conn.Read(p)
+	if c.rbuf == nil {
+		if c.raw == nil || len(p) >= readBufBytes {
+			n, err := c.Conn.Read(p)
+			c.moved.Add(int64(n))
+			return n, err
+		}
+		if err := c.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, (*c.rbuf)[c.roff:])
+	c.roff += n
+	if c.roff == len(*c.rbuf) {
+		*c.rbuf = (*c.rbuf)[:cap(*c.rbuf)]
+		readPool.Put(c.rbuf)
+		c.rbuf, c.roff = nil, 0
+	}
+	return n, nil
+}
+
+// fill waits until the socket has data and reads it into a pooled buffer. The caller
+// holds readMu.
+func (c *corkConn) fill() error {
+	var (
+		got  *[]byte
+		n    int
+		rerr error
+	)
+	err := c.raw.Read(func(fd uintptr) bool {
+		b := readPool.Get().(*[]byte)
+		for {
+			n, rerr = syscall.Read(int(fd), (*b)[:cap(*b)])
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
+			readPool.Put(b) // nothing yet: wait for readiness without the buffer
+			return false
+		}
+		got = b
+		return true
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil || n <= 0 {
+		if got != nil {
+			readPool.Put(got)
+		}
+		if err == nil {
+			return io.EOF // as net.Conn reports the end of the stream: unwrapped
+		}
+		return &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	}
 	c.moved.Add(int64(n))
-	return n, err
+	*got = (*got)[:n]
+	c.rbuf, c.roff = got, 0
+	return nil
 }
 
 // socketWritePiece is the most one write(2) is given: a large batch or frame is written in
@@ -192,6 +269,7 @@ func (w *corkingResponseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return w.conn, bufio.NewReadWriter(bufio.NewReaderSize(w.conn, hubReadBufBytes), bufio.NewWriterSize(w.conn, hubWriteBufBytes)), nil
 }
 
-// hubReadBufBytes is the read buffer of a hub connection: a burst of small frames is read
-// with one read(2) per this many bytes.
-const hubReadBufBytes = 4 << 10
+// hubReadBufBytes is the buffer coder/websocket reads frame headers and small payloads
+// through on the hub. The socket is read in readBufBytes at a time below it (Read), so it
+// only needs to be small: a larger one would cost memory on every idle connection.
+const hubReadBufBytes = 128

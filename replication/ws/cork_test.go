@@ -223,3 +223,62 @@ func TestDialedTransportBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestCorkConnReadsThroughPooledBuffer: on a TCP socket a read waits for data without a
+// buffer, then one read(2) takes the whole burst into a pooled buffer that small reads are
+// served from; once consumed the buffer goes back (an idle connection holds none); the end
+// of the stream is io.EOF.
+func TestCorkConnReadsThroughPooledBuffer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	srv := <-accepted
+	defer srv.Close()
+	c := newCorkConn(srv, []byte("pre:"))
+	if c.raw == nil {
+		t.Fatal("a TCP socket without a RawConn")
+	}
+	burst := strings.Repeat("frame;", 100)
+	if _, err := client.Write([]byte(burst)); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	p := make([]byte, 7)
+	for len(got) < len("pre:")+len(burst) {
+		n, err := c.Read(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p[:n]...)
+		if len(got) > len("pre:") && len(got) < len("pre:")+len(burst) && c.rbuf == nil {
+			t.Fatalf("after %d bytes the burst is not held in one pooled buffer", len(got))
+		}
+	}
+	if string(got) != "pre:"+burst {
+		t.Fatalf("read %q", got)
+	}
+	if c.rbuf != nil {
+		t.Fatal("the read buffer is still held once consumed")
+	}
+	if m := c.moved.Load(); m != int64(len(burst)) {
+		t.Fatalf("moved %d bytes, want %d", m, len(burst))
+	}
+	client.Close()
+	if n, err := c.Read(p); n != 0 || err != io.EOF {
+		t.Fatalf("at the end: %d, %v", n, err)
+	}
+}

@@ -15,19 +15,28 @@ import (
 // It reports written bytes back to the owner, which keeps the unflushed-bytes accounting
 // (coder/websocket has no bufferedAmount: Write returns once the frame is in the socket).
 //
+// The goroutine runs only while there is something to write: push starts it when none is
+// running, and it exits once its queue is empty, so an idle connection holds no writer
+// stack. The close request starts it too, and it exits for good after closing the
+// transport.
+//
 // The owner and the writer goroutine share it: push and requestClose run on the owner,
 // stopOutput on any goroutine, loop and write on the writer; mu and the atomics are their
 // only meeting points.
 type writer struct {
-	c    *conn
-	wake chan struct{} // capacity 1: "something was pushed or the close was requested"
+	c *conn
 
-	mu       sync.Mutex // guards queue, spare, closing, errFrame and code
+	mu       sync.Mutex // guards running, queue, spare, closing, errFrame and code
+	running  bool       // a writer goroutine is running (it clears this when it exits idle)
 	queue    []outFrame
 	spare    []outFrame // the last batch's slice, given back by the writer for reuse
 	closing  bool
 	errFrame []byte
 	code     protocol.CloseCode
+
+	// The writer goroutine's own, carried from one run to the next (mu orders the runs).
+	lastSeq uint32 // sequence of the last frame written
+	failed  bool   // a write failed: nothing more is written
 
 	abort   atomic.Bool // an aborting close: write nothing more
 	writing atomic.Bool // a Write is in progress
@@ -39,6 +48,7 @@ type writer struct {
 	// when it next needs the figures, and the writer wakes nobody.
 	reportWanted atomic.Bool
 	collectFn    func() // w.collect, made once: posting it allocates nothing
+	loopFn       func() // w.loop, made once: starting it allocates nothing
 }
 
 // outFrame is one encoded frame handed to the writer; control frames and data frames are
@@ -50,25 +60,30 @@ type outFrame struct {
 
 func (w *writer) init(c *conn) {
 	w.c = c
-	w.wake = make(chan struct{}, 1)
 	w.collectFn = w.collect
+	w.loopFn = w.loop
 }
 
 // handOff gives an encoded frame, stamped with its sequence, to the writer.
 func (c *conn) handOff(f outFrame) { c.w.push(f) }
 
-func (w *writer) signal() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
+// startLocked reports whether the caller must start the writer goroutine; w.mu is held.
+func (w *writer) startLocked() bool {
+	if w.running {
+		return false
 	}
+	w.running = true
+	return true
 }
 
 func (w *writer) push(f outFrame) {
 	w.mu.Lock()
 	w.queue = append(w.queue, f)
+	start := w.startLocked()
 	w.mu.Unlock()
-	w.signal()
+	if start {
+		go w.loopFn()
+	}
 }
 
 // requestClose ends the writer: with flush, the frames handed over are written first (a
@@ -82,11 +97,14 @@ func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode, flush bo
 	if !flush {
 		w.queue = nil
 	}
+	start := w.startLocked()
 	w.mu.Unlock()
 	if errFrame == nil && !flush {
 		w.stopOutput()
 	}
-	w.signal()
+	if start {
+		go w.loopFn()
+	}
 }
 
 // stopOutput makes the writer write nothing more. It may be called from any goroutine: the
@@ -158,23 +176,20 @@ var errAborted = errors.New("ws: write aborted by close")
 // bounds how long the accounting lags the socket.
 const flushBatchBytes = 64 << 10
 
-// loop is the writer goroutine: it writes what the owner pushed, and at the close the
-// best-effort ERROR, then closes the transport. After a failed write it writes nothing
-// more, and tells the owner the transport is lost.
+// loop is the writer goroutine: it writes what the owner pushed until its queue is empty,
+// and at the close the best-effort ERROR, then closes the transport. After a failed write
+// it writes nothing more, and tells the owner the transport is lost.
 //
 // Writes are batched when the transport can (batchTransport): every frame handed over by
-// the time the writer wakes is written into the transport's batch, which is flushed once —
-// one write(2) for all of them — at the end, or every flushBatchBytes. Bytes are reported
-// written only once their batch is flushed, so the unflushed-bytes accounting and the
-// watermarks count exactly what has not reached the socket.
+// the time the writer takes its queue is written into the transport's batch, which is
+// flushed once — one write(2) for all of them — at the end, or every flushBatchBytes. Bytes
+// are reported written only once their batch is flushed, so the unflushed-bytes accounting
+// and the watermarks count exactly what has not reached the socket.
 func (w *writer) loop() {
 	c := w.c
-	defer c.post(func() { c.writerDone = true })
 	bt, _ := c.t.(batchTransport)
-	var lastSeq uint32
-	failed := false
 	fail := func(err error) {
-		failed = true
+		w.failed = true
 		if !errors.Is(err, errAborted) {
 			c.post(func() {
 				c.rejectAdmission(observer.AuthPeerDisconnected)
@@ -187,7 +202,7 @@ func (w *writer) loop() {
 	endBatch := func() {
 		if batching {
 			batching = false
-			if err := w.flush(bt); err != nil && !failed {
+			if err := w.flush(bt); err != nil && !w.failed {
 				fail(err)
 			}
 		}
@@ -195,13 +210,17 @@ func (w *writer) loop() {
 		batchData, batchControl = 0, 0
 	}
 	for {
-		<-w.wake
 		w.mu.Lock()
 		batch, closing, errFrame, code := w.queue, w.closing, w.errFrame, w.code
+		if len(batch) == 0 && !closing {
+			w.running = false // idle: the next push starts a writer again
+			w.mu.Unlock()
+			return
+		}
 		w.queue, w.spare = w.spare, nil
 		w.mu.Unlock()
 		for _, f := range batch {
-			if !failed {
+			if !w.failed {
 				if bt != nil && !batching {
 					bt.BeginBatch()
 					batching = true
@@ -209,7 +228,7 @@ func (w *writer) loop() {
 				if err := w.write(f.b); err != nil {
 					fail(err)
 				} else {
-					lastSeq = protocol.FrameSequence(f.b)
+					w.lastSeq = protocol.FrameSequence(f.b)
 					if tap := c.tap; tap != nil {
 						tap(c.tapConnectionID(), true, f.b)
 					}
@@ -233,9 +252,9 @@ func (w *writer) loop() {
 		}
 		w.mu.Unlock()
 		if closing {
-			if errFrame != nil && !failed {
+			if errFrame != nil && !w.failed {
 				// The ERROR takes the sequence after the last frame written.
-				protocol.SetFrameSequence(errFrame, lastSeq+1)
+				protocol.SetFrameSequence(errFrame, w.lastSeq+1)
 				if w.write(errFrame) == nil { // best effort: the close follows either way
 					if tap := c.tap; tap != nil {
 						tap(c.tapConnectionID(), true, errFrame)
@@ -246,6 +265,7 @@ func (w *writer) loop() {
 				code = protocol.CloseNormal
 			}
 			_ = c.t.Close(code, "") // a failed close handshake leaves nothing more to do
+			c.post(func() { c.writerDone = true })
 			return
 		}
 	}

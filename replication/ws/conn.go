@@ -33,8 +33,8 @@ var connStateNames = [...]observer.ConnectionState{
 }
 
 // inboundQueue is the capacity of the reader→owner channel. When it is full the reader stops
-// reading, and TCP pushes back on the remote.
-const inboundQueue = 16
+// reading, and TCP pushes back on the remote. Every connection holds it, idle or not.
+const inboundQueue = 8
 
 // connParams is everything a connection needs from its hub or peer. It is fixed when the
 // connection is made, except connID on the peer (see there).
@@ -75,14 +75,17 @@ type conn struct {
 
 	inbound  chan inboundMsg // reader → owner
 	stopRead chan struct{}   // closed at the close decision: the reader stops posting
-	done     chan struct{}   // closed when the owner goroutine exits
-	ioCtx    context.Context // reads and pings; cancelled when the connection is gone
-	ioCancel context.CancelFunc
-	wctx     context.Context // writes; cancelled by an aborting close or the close timer
-	wcancel  context.CancelFunc
-	admitted atomic.Bool // handshake done: the reader stops counting early frames
-	pubState atomic.Uint32
-	tapID    atomic.Pointer[string] // connID for the tap, readable by the reader and writer
+	done     chan struct{}   // closed when the owner goroutine exits for good
+
+	ownerRunning atomic.Bool     // an owner goroutine runs (kick)
+	runFn        func()          // c.run, made once: starting it allocates nothing
+	ioCtx        context.Context // reads and pings; cancelled when the connection is gone
+	ioCancel     context.CancelFunc
+	wctx         context.Context // writes; cancelled by an aborting close or the close timer
+	wcancel      context.CancelFunc
+	admitted     atomic.Bool // handshake done: the reader stops counting early frames
+	pubState     atomic.Uint32
+	tapID        atomic.Pointer[string] // connID for the tap, readable by the reader and writer
 	// progress counts the bytes read and written, the transport's own count included
 	// when it keeps one: liveness reads it to tell a slow link from a dead one.
 	progress atomic.Int64
@@ -92,33 +95,34 @@ type conn struct {
 	w writer
 
 	// Owned by the owner goroutine.
-	state      connState
-	closing    bool
-	exited     bool
-	in         *protocol.Inbound
-	out        *protocol.Outbound
-	negotiated protocol.Negotiated
-	handler    seam.Handler
-	session    session
-	timers     map[*timer]struct{}
-	helloTimer *timer
-	drainTimer *timer
-	closeTimer clock.Timer
-	drain      *seam.Drain
-	goAwayRecv *seam.Drain
-	info       seam.CloseInfo
-	readerDone bool
-	writerDone bool
-	pinger     liveness
-	deferred   []func()
-	opens      openAdmission
-	awaiting   map[uint32]ackKey // frames sent that expect an acknowledgement
-	late       map[uint32]ackKey // given up by this side, still acceptable once (see forgetOnTerminal)
-	lateOrder  []uint32          // late's sequences, oldest first: bounds late to maxLateAcks
-	sched      scheduler
-	queues     map[protocol.NamespaceID]*nsQueue
-	tids       protocol.TransferIDs
-	inFlight   int // entries of awaiting acknowledged by UPDATE_ACK: live UPDATEs in flight
+	beginPending bool // the first run calls begin
+	state        connState
+	closing      bool
+	exited       bool
+	in           *protocol.Inbound
+	out          *protocol.Outbound
+	negotiated   protocol.Negotiated
+	handler      seam.Handler
+	session      session
+	timers       map[*timer]struct{}
+	helloTimer   *timer
+	drainTimer   *timer
+	closeTimer   clock.Timer
+	drain        *seam.Drain
+	goAwayRecv   *seam.Drain
+	info         seam.CloseInfo
+	readerDone   bool
+	writerDone   bool
+	pinger       liveness
+	deferred     []func()
+	opens        openAdmission
+	awaiting     map[uint32]ackKey // frames sent that expect an acknowledgement
+	late         map[uint32]ackKey // given up by this side, still acceptable once (see forgetOnTerminal)
+	lateOrder    []uint32          // late's sequences, oldest first: bounds late to maxLateAcks
+	sched        scheduler
+	queues       map[protocol.NamespaceID]*nsQueue
+	tids         protocol.TransferIDs
+	inFlight     int // entries of awaiting acknowledged by UPDATE_ACK: live UPDATEs in flight
 
 	// Published by the owner goroutine after every event, for Hub.Load and Peer.Load.
 	pubQueued, pubInFlight atomic.Int64
@@ -153,6 +157,7 @@ func newConn(p connParams) *conn {
 	c.in = protocol.NewInbound(codec)
 	c.out = protocol.NewOutbound(codec)
 	c.w.init(c)
+	c.runFn = c.run
 	c.pinger.c = c
 	c.publishConnID()
 	return c
@@ -176,34 +181,69 @@ func (c *conn) tapConnectionID() string {
 	return ""
 }
 
-// start launches the owner and reader goroutines; the writer's starts with the first
-// frame to write.
+// start launches the reader goroutine and the owner's first run (begin); the writer's
+// starts with the first frame to write.
 func (c *conn) start() {
 	c.setState(stHandshaking)
-	go c.run()
+	c.beginPending = true
+	c.kick()
 	go c.readLoop()
 }
 
-// run is the owner goroutine: it takes inbound messages and posted functions one at a time,
-// and after each runs what was deferred and the data pump, until the connection has closed
-// and its other goroutines are gone.
+// kick makes sure an owner goroutine runs to take the work just queued (an inbound message
+// or a posted function). The owner runs only while there is work: an idle connection holds
+// no owner stack. At most one runs at a time (ownerRunning), so the owner's fields still
+// have one goroutine at a time touching them, in order.
+func (c *conn) kick() {
+	if c.ownerRunning.CompareAndSwap(false, true) {
+		go c.runFn()
+	}
+}
+
+// run is the owner goroutine: it takes inbound messages and posted functions one at a
+// time, and after each runs what was deferred and the data pump. When there is nothing
+// left it exits — the next message or post starts another (kick) — and for good once the
+// connection has closed and its other goroutines are gone.
 func (c *conn) run() {
-	defer close(c.done)
-	c.begin()
-	c.settle()
-	for !c.exited {
-		select {
-		case m := <-c.inbound:
-			c.handleInbound(m)
-		case <-c.box.wake:
-			c.runPosted()
-		}
+	if c.beginPending {
+		c.beginPending = false
+		c.begin()
 		c.settle()
 		c.publishLoad()
-		c.maybeExit()
 	}
-	c.pubQueued.Store(0)
-	c.pubInFlight.Store(0)
+	for {
+		for !c.exited && c.step() {
+		}
+		if c.exited {
+			c.pubQueued.Store(0)
+			c.pubInFlight.Store(0)
+			close(c.done)
+			return
+		}
+		// Idle. Work queued before the flag is cleared is seen by the check below; work
+		// queued after it starts a new owner.
+		c.ownerRunning.Store(false)
+		if len(c.inbound) == 0 && len(c.box.wake) == 0 || !c.ownerRunning.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// step handles one inbound message or the posted functions, if any, and reports whether
+// there was something.
+func (c *conn) step() bool {
+	select {
+	case m := <-c.inbound:
+		c.handleInbound(m)
+	case <-c.box.wake:
+		c.runPosted()
+	default:
+		return false
+	}
+	c.settle()
+	c.publishLoad()
+	c.maybeExit()
+	return true
 }
 
 // runPosted runs the functions posted to the owner, settling after each.
@@ -240,7 +280,13 @@ func (c *conn) settle() {
 func (c *conn) defer_(f func()) { c.deferred = append(c.deferred, f) }
 
 // post queues f for the owner goroutine without blocking; false once the owner has exited.
-func (c *conn) post(f func()) bool { return c.box.post(f) }
+func (c *conn) post(f func()) bool {
+	if !c.box.post(f) {
+		return false
+	}
+	c.kick()
+	return true
+}
 
 // maybeExit ends the owner goroutine once the connection is closed and its reader, writer
 // and pinger are gone. Posted functions that arrived before run first.

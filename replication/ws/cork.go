@@ -50,7 +50,7 @@ const (
 	// on the hub. The cork buffer does the batching, so this one only needs to hold a
 	// frame header and a small frame: a larger one would cost memory on every idle
 	// connection.
-	hubWriteBufBytes = 512
+	hubWriteBufBytes = 256
 )
 
 var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, corkBufBytes); return &b }}

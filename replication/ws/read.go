@@ -30,6 +30,7 @@ func (c *conn) readLoop() {
 		}
 		select {
 		case c.inbound <- inboundMsg{msg, err}:
+			c.kick()
 		case <-c.stopRead:
 			return
 		}

@@ -94,11 +94,13 @@ type wsTransport struct {
 	cork         *corkConn // the socket under c, when it can be corked; nil otherwise
 	closeTimeout time.Duration
 
-	// Each context given to Read or Write closes the transport when it ends (as
-	// coder/websocket does for the context of each call), watched once rather than per
-	// message: coder/websocket arms a timer per call for a context that can end. Read is
-	// called by the reader only and Write by the writer only, so each field has one user.
-	readCtx, writeCtx context.Context
+	// Each context given to Write closes the transport when it ends (as coder/websocket
+	// does for the context of each call), watched once rather than per message:
+	// coder/websocket arms a timer per call for a context that can end. Write is called by
+	// the writer only. Read's context is checked when Read is called; a Read in progress
+	// ends when the transport closes (the connection cancels its read and write contexts
+	// together, and the write context's end closes the transport).
+	writeCtx context.Context
 }
 
 // NewWebSocketTransport adapts an established coder/websocket connection. closeTimeout bounds
@@ -132,7 +134,6 @@ var readBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); retur
 const readBufKeep = 64 << 10
 
 func (t *wsTransport) Read(ctx context.Context, max int) ([]byte, error) {
-	t.watch(ctx, &t.readCtx)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

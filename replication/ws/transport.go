@@ -319,7 +319,8 @@ func (d WebSocketDialer) corkingClient() (*http.Client, *dialSlot) {
 		rt = http.DefaultTransport
 	}
 	ht, ok := rt.(*http.Transport)
-	if !ok || ht.DialTLSContext != nil || ht.DialTLS != nil { //nolint:staticcheck // DialTLS is honoured by http.Transport too
+	//lint:ignore SA1019 http.Transport still dials with DialTLS when it is set
+	if !ok || ht.DialTLSContext != nil || ht.DialTLS != nil {
 		return d.HTTPClient, nil
 	}
 	slot := &dialSlot{}

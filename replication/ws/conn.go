@@ -95,7 +95,8 @@ type conn struct {
 	w writer
 
 	// Owned by the owner goroutine.
-	beginPending bool // the first run calls begin
+	beginPending bool        // the first run calls begin
+	lingerT      *time.Timer // the idle owner's wait before it exits (step)
 	state        connState
 	closing      bool
 	exited       bool
@@ -202,8 +203,9 @@ func (c *conn) kick() {
 
 // run is the owner goroutine: it takes inbound messages and posted functions one at a
 // time, and after each runs what was deferred and the data pump. When there is nothing
-// left it exits — the next message or post starts another (kick) — and for good once the
-// connection has closed and its other goroutines are gone.
+// left it lingers for a moment (goroutineLinger) and then exits — the next message or post
+// starts another (kick) — and exits for good once the connection has closed and its other
+// goroutines are gone.
 func (c *conn) run() {
 	if c.beginPending {
 		c.beginPending = false
@@ -212,7 +214,7 @@ func (c *conn) run() {
 		c.publishLoad()
 	}
 	for {
-		for !c.exited && c.step() {
+		for !c.exited && c.step(true) {
 		}
 		if c.exited {
 			c.pubQueued.Store(0)
@@ -221,7 +223,9 @@ func (c *conn) run() {
 			return
 		}
 		// Idle. Work queued before the flag is cleared is seen by the check below; work
-		// queued after it starts a new owner.
+		// queued after it starts a new owner. The linger timer goes too: an idle
+		// connection holds none.
+		c.lingerT = nil
 		c.ownerRunning.Store(false)
 		if len(c.inbound) == 0 && len(c.box.wake) == 0 || !c.ownerRunning.CompareAndSwap(false, true) {
 			return
@@ -229,16 +233,37 @@ func (c *conn) run() {
 	}
 }
 
-// step handles one inbound message or the posted functions, if any, and reports whether
-// there was something.
-func (c *conn) step() bool {
+// goroutineLinger is how long an owner or writer goroutine without work waits for more
+// before it exits: under load it stays (starting a goroutine and growing its stack again
+// for every message costs more than waiting), and an idle connection gives its stacks
+// back soon after its last message.
+const goroutineLinger = 2 * time.Millisecond
+
+// step handles one inbound message or the posted functions and reports whether there was
+// something; with linger it waits up to goroutineLinger for them.
+func (c *conn) step(linger bool) bool {
 	select {
 	case m := <-c.inbound:
 		c.handleInbound(m)
 	case <-c.box.wake:
 		c.runPosted()
 	default:
-		return false
+		if !linger {
+			return false
+		}
+		if c.lingerT == nil {
+			c.lingerT = time.NewTimer(goroutineLinger)
+		} else {
+			c.lingerT.Reset(goroutineLinger)
+		}
+		select {
+		case m := <-c.inbound:
+			c.handleInbound(m)
+		case <-c.box.wake:
+			c.runPosted()
+		case <-c.lingerT.C:
+			return false
+		}
 	}
 	c.settle()
 	c.publishLoad()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -26,8 +27,10 @@ import (
 type writer struct {
 	c *conn
 
-	mu       sync.Mutex // guards running, queue, spare, closing, errFrame and code
-	running  bool       // a writer goroutine is running (it clears this when it exits idle)
+	mu       sync.Mutex    // guards running, queue, spare, closing, errFrame and code
+	running  bool          // a writer goroutine is running (it clears this when it exits idle)
+	wake     chan struct{} // capacity 1: something was pushed for the running writer
+	lingerT  *time.Timer   // the idle writer's wait before it exits (writer goroutine)
 	queue    []outFrame
 	spare    []outFrame // the last batch's slice, given back by the writer for reuse
 	closing  bool
@@ -60,6 +63,7 @@ type outFrame struct {
 
 func (w *writer) init(c *conn) {
 	w.c = c
+	w.wake = make(chan struct{}, 1)
 	w.collectFn = w.collect
 	w.loopFn = w.loop
 }
@@ -83,6 +87,31 @@ func (w *writer) push(f outFrame) {
 	w.mu.Unlock()
 	if start {
 		go w.loopFn()
+	} else {
+		w.signal()
+	}
+}
+
+func (w *writer) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// linger waits up to goroutineLinger for a push to the running writer; false when none
+// came.
+func (w *writer) linger() bool {
+	if w.lingerT == nil {
+		w.lingerT = time.NewTimer(goroutineLinger)
+	} else {
+		w.lingerT.Reset(goroutineLinger)
+	}
+	select {
+	case <-w.wake:
+		return true
+	case <-w.lingerT.C:
+		return false
 	}
 }
 
@@ -104,6 +133,8 @@ func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode, flush bo
 	}
 	if start {
 		go w.loopFn()
+	} else {
+		w.signal()
 	}
 }
 
@@ -209,14 +240,23 @@ func (w *writer) loop() {
 		w.written(batchData, batchControl)
 		batchData, batchControl = 0, 0
 	}
+	lingered := false
 	for {
 		w.mu.Lock()
 		batch, closing, errFrame, code := w.queue, w.closing, w.errFrame, w.code
 		if len(batch) == 0 && !closing {
+			if !lingered {
+				w.mu.Unlock()
+				lingered = true
+				w.linger()
+				continue
+			}
 			w.running = false // idle: the next push starts a writer again
+			w.lingerT = nil   // an idle connection holds no timer
 			w.mu.Unlock()
 			return
 		}
+		lingered = false
 		w.queue, w.spare = w.spare, nil
 		w.mu.Unlock()
 		for _, f := range batch {

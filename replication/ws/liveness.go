@@ -91,7 +91,7 @@ func (l *liveness) pongDue() {
 
 // movedBytes counts every byte this connection has read or written: the transport's count
 // of socket bytes when it keeps one (it sees a large frame move piece by piece), plus whole
-// messages read and frames written.
+// messages read and, on a transport that keeps no count, frames handed to it.
 func (c *conn) movedBytes() int64 {
 	n := c.progress.Load()
 	if p, ok := c.t.(interface{ socketBytes() int64 }); ok {

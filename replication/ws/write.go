@@ -157,7 +157,6 @@ func (w *writer) written(data, control int) {
 	}
 	w.flushedData.Add(int64(data))
 	w.flushedControl.Add(int64(control))
-	w.c.progress.Add(int64(data + control))
 	if w.reportWanted.Load() && w.flushPending.CompareAndSwap(false, true) {
 		w.c.post(w.collectFn)
 	}
@@ -219,6 +218,10 @@ const flushBatchBytes = 64 << 10
 func (w *writer) loop() {
 	c := w.c
 	bt, _ := c.t.(batchTransport)
+	// Liveness counts the bytes that move (conn.movedBytes): a transport that counts its
+	// socket's bytes does; for one that does not, a frame counts when it is handed over —
+	// before the remote can see it, so never after a ping that follows it.
+	_, countsSocket := c.t.(interface{ socketBytes() int64 })
 	fail := func(err error) {
 		w.failed = true
 		if !errors.Is(err, errAborted) {
@@ -264,6 +267,9 @@ func (w *writer) loop() {
 				if bt != nil && !batching {
 					bt.BeginBatch()
 					batching = true
+				}
+				if !countsSocket {
+					c.progress.Add(int64(len(f.b)))
 				}
 				if err := w.write(f.b); err != nil {
 					fail(err)

@@ -282,3 +282,52 @@ func TestCorkConnReadsThroughPooledBuffer(t *testing.T) {
 		t.Fatalf("at the end: %d, %v", n, err)
 	}
 }
+
+// TestTransportReadAllocatesTheMessageOnly: reading a message from a real WebSocket costs
+// one allocation — the message itself — on top of what coder/websocket allocates per
+// message (none in steady state).
+func TestTransportReadAllocatesTheMessageOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation count: not in -short")
+	}
+	srvT := make(chan *wsTransport, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cw := &corkingResponseWriter{ResponseWriter: w}
+		c, err := websocket.Accept(cw, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+		if err != nil {
+			return
+		}
+		srvT <- newWSTransport(c, cw.conn, time.Second)
+	}))
+	defer srv.Close()
+	client, err := WebSocketDialer{}.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.(*wsTransport).c.CloseNow()
+	hub := <-srvT
+	defer hub.c.CloseNow()
+	const runs = 200
+	msg := bytes.Repeat([]byte{7}, 100)
+	go func() {
+		for range runs + 10 {
+			if err := client.Write(context.Background(), msg); err != nil {
+				return
+			}
+		}
+	}()
+	ctx := context.Background()
+	for range 10 { // warm up
+		if _, err := hub.Read(ctx, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(runs-1, func() {
+		if _, err := hub.Read(ctx, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 1 {
+		t.Fatalf("%.1f allocations per message read, want 1 (the message)", allocs)
+	}
+}

@@ -1,6 +1,8 @@
 package namespace_test
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -112,5 +114,58 @@ func TestS10_1_CoalesceWhenTheWindowOpens(t *testing.T) {
 	}
 	if got := doc.app()["k"]; got != float64(200+backlog-1) {
 		t.Fatalf("k = %v at the end, want %d", got, 200+backlog-1)
+	}
+}
+
+// TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight: with a wide window, small updates
+// leave one by one only until a few UPDATEs are unacknowledged; the rest wait and leave as
+// one merged UPDATE when an acknowledgement comes back — far fewer frames to write and to
+// acknowledge. Large updates (merging costs more than it saves) use the whole window.
+func TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight(t *testing.T) {
+	cfg := nsConfig(t)
+	cfg.MaxInFlightUpdates = 16
+	cfg.MaxUpdateBytes, cfg.MaxFrameBytes, cfg.MaxQueuedUpdateBytes = 4096, 8192, 64<<10
+	cfg.MaxQueuedUpdateCount = 64
+	must(t, cfg.Validate())
+	f := newNSHub(t, cfg, persistence.Options{})
+	w := f.dial(peerID)
+	ns, doc := f.liveNS(w, 200)
+	local := newYDoc(t, 100)
+
+	for i := range 10 {
+		must(t, writeLocal(t, f.reg, ns, local.set("k", float64(i))))
+	}
+	var window []uint32
+	for _, fr := range w.barrier() {
+		up, ok := fr.Message.(*protocol.Update)
+		if !ok {
+			t.Fatalf("unexpected %s", fr.Type())
+		}
+		doc.apply(up.Update)
+		window = append(window, fr.Sequence)
+	}
+	if len(window) > 4 {
+		t.Fatalf("%d UPDATEs for 10 small writes before any acknowledgement, want at most 4", len(window))
+	}
+	w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: window[0]})
+	up, _ := expect[*protocol.Update](w)
+	doc.apply(up.Update)
+	if got := doc.app()["k"]; got != float64(9) {
+		t.Fatalf("k = %v after the merged UPDATE, want 9", got)
+	}
+	w.quiet()
+
+	// Large updates fill the window one by one.
+	for i := range 6 {
+		must(t, writeLocal(t, f.reg, ns, local.set(fmt.Sprintf("big%d", i), strings.Repeat("x", 2000))))
+	}
+	n := 0
+	for _, fr := range w.barrier() {
+		if _, ok := fr.Message.(*protocol.Update); ok {
+			n++
+		}
+	}
+	if n != 6 {
+		t.Fatalf("%d UPDATEs for 6 large writes with room in the window, want 6", n)
 	}
 }

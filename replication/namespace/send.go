@@ -93,10 +93,24 @@ func (c *channel) canSend() bool {
 	return c.state == observer.ChannelLive && len(c.window)+c.reserved < c.n.cfg.MaxInFlightUpdates
 }
 
+// holdForMerge: once coalesceInFlight UPDATEs are unacknowledged, small updates wait for
+// an acknowledgement and leave merged (coalesce) instead of filling the rest of the window
+// one by one; larger ones use the whole window.
+func (c *channel) holdForMerge() bool {
+	if len(c.window)+c.reserved < coalesceInFlight || c.out == nil {
+		return false
+	}
+	items, bytes := c.out.Len()
+	return items > 0 && bytes <= coalesceMaxAvgBytes*items
+}
+
+// room: an UPDATE may leave now.
+func (c *channel) room() bool { return c.canSend() && !c.holdForMerge() }
+
 // gate is the Outbox gate. An item it admits is framed at once, but the connection reports
 // it (Sent) only after its pump pass, so the gate reserves the item's window slot until then.
 func (c *channel) gate() bool {
-	if !c.canSend() {
+	if !c.room() {
 		return false
 	}
 	c.reserved++
@@ -183,6 +197,9 @@ const (
 	// coalesceMaxAvgBytes: updates larger than this on average leave one by one — merging
 	// them costs more than the frames it saves.
 	coalesceMaxAvgBytes = 1 << 10
+	// coalesceInFlight: how many UPDATEs of small updates may be unacknowledged before the
+	// rest wait to leave merged (holdForMerge).
+	coalesceInFlight = 4
 	// coalesceBacklogShare: while the window is full, queued updates are merged only when
 	// they reach this share of maxQueuedUpdateCount (so the queue never overflows on its
 	// count), and then only when the updates not yet merged are at least as large as the
@@ -217,7 +234,7 @@ func (c *channel) coalesce(opened bool) {
 	}
 	switch {
 	case c.state != observer.ChannelLive:
-	case c.canSend():
+	case c.room():
 		if !opened || bytes > coalesceMaxAvgBytes*items {
 			return
 		}

@@ -212,6 +212,7 @@ func (c *conn) run() {
 		c.begin()
 		c.settle()
 		c.publishLoad()
+		c.w.release()
 	}
 	for {
 		for !c.exited && c.step(true) {
@@ -267,6 +268,7 @@ func (c *conn) step(linger bool) bool {
 	}
 	c.settle()
 	c.publishLoad()
+	c.w.release()
 	c.maybeExit()
 	return true
 }

@@ -80,9 +80,23 @@ func (w *writer) startLocked() bool {
 	return true
 }
 
+// push queues a frame. The writer takes it when the owner has finished the event it is
+// handling (release): every frame of one event leaves in one batch, after everything the
+// event reported.
 func (w *writer) push(f outFrame) {
 	w.mu.Lock()
 	w.queue = append(w.queue, f)
+	w.mu.Unlock()
+}
+
+// release, on the owner at the end of each event, hands the frames pushed during it to the
+// writer, starting one if none runs.
+func (w *writer) release() {
+	w.mu.Lock()
+	if len(w.queue) == 0 {
+		w.mu.Unlock()
+		return
+	}
 	start := w.startLocked()
 	w.mu.Unlock()
 	if start {

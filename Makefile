@@ -6,8 +6,8 @@ GO    ?= go
 B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json)))
 export B4_TRACE
 
-# JavaScript packages the tests use as independent oracles (installed with npm ci).
-JS_DIRS   := testdata/golden/gen testdata/oracle
+# JavaScript packages the tests use as independent oracles and real clients (npm ci).
+JS_DIRS   := testdata/golden/gen testdata/oracle e2e/yws
 JS_STAMPS := $(foreach d,$(JS_DIRS),$(if $(wildcard $(d)/package-lock.json),$(d)/node_modules/.package-lock.json))
 
 # Binaries record the VCS revision they were built from (hub --version) when git can tell it.
@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak fuzz golden bench bench-yjs bench-replication bench-relay lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz golden bench bench-yjs bench-replication bench-relay bench-cluster bench-large editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -52,10 +52,13 @@ js-deps: $(JS_STAMPS)
 
 ## test: the whole suite with the race detector (what .ci/run runs), then the store
 ## corruption tests without it (-race's pointer checks turn a damaged bbolt page into a
-## fatal error instead of the recoverable panic the store contains)
+## fatal error instead of the recoverable panic the store contains), and the large-document
+## e2e tests at full size (32 MiB with the shipped defaults, 64 MiB with raised flags), which
+## the race detector makes minutes long
 test: js-deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(GO) test -count=1 -run Corrupt ./persistence/
+	$(GO) test -count=1 -run 'TestE2E_(LargeDocuments|64MiB)' ./e2e/
 
 ## test-race: same as test (kept as an explicit name)
 test-race: test
@@ -63,6 +66,19 @@ test-race: test
 ## test-short: a quick loop for development (no race detector, -short)
 test-short: js-deps
 	$(GO) test -short -count=1 ./...
+
+## soak-cluster: the hub cluster's tests over and over (three embedded NATS servers in one
+## process, and three hub processes with peers: kills, stops, epoch races), CLUSTER_COUNT times
+CLUSTER_COUNT ?= 10
+soak-cluster:
+	$(GO) test -race -count=$(CLUSTER_COUNT) -timeout 120m ./cluster/
+	$(GO) test -race -count=$(CLUSTER_COUNT) -timeout 120m -run 'TestE2E_Cluster' ./e2e/
+
+## dashboard-screenshots: the README's dashboard screenshots (docs/dashboard-hub.png,
+## docs/dashboard-peer.png), taken by the browser tests in headless Chromium; set
+## NOMICORE_ARTIFACTS=DIR on any test run to keep every screenshot the browser tests take
+dashboard-screenshots:
+	NOMICORE_DASHBOARD_DOCS=1 $(GO) test -count=1 -run 'TestE2E_Dashboard$$' ./e2e/
 
 ## fuzz: a bounded smoke run of every fuzz target (FUZZTIME each)
 fuzz: js-deps
@@ -76,6 +92,11 @@ soak:
 golden:
 	cd testdata/golden/gen && npm ci --no-audit --no-fund --loglevel=error && node gen.mjs
 	node lib0/testdata/gen-vectors.mjs testdata/golden/gen/node_modules > lib0/testdata/vectors.json
+
+## editor-bundle: rebuild the editor page's script (yws/editor/yjs-bundle.js) from the pinned
+## npm packages of e2e/yws, byte for byte (TestEditorBundleIsUpToDate checks it)
+editor-bundle: js-deps
+	e2e/yws/bundle/build.sh
 
 ## bench: every Go benchmark (figures for the issue notes)
 bench: js-deps
@@ -97,6 +118,16 @@ bench-replication:
 ## (scripts/benchrelay/bench.sh lists the knobs: REPEATS, SERVERS, RELAY_OVERLAY, QUIET_MAX)
 bench-relay:
 	./scripts/benchrelay/bench.sh
+
+## bench-cluster: a hub cluster of three nodes against a single hub: write-to-ACK and
+## write-to-durable latency, throughput, and the load time of a namespace
+bench-cluster:
+	$(GO) run ./cmd/benchrepl -workload cluster
+
+## bench-large: the hub and peer binaries with documents of 1, 8 and 32 MiB: a fresh peer's
+## time to go live, four fresh peers at once (time, peak memory), a 4 MiB write to three peers
+bench-large: build
+	$(GO) run ./cmd/benchrepl -workload large -bin $(BIN)
 
 ## lint: gofmt check, go vet and staticcheck (the version pinned as a tool in go.mod,
 ## fetched from the module proxy on first use)

@@ -70,16 +70,17 @@ var fast = []string{"--base-backoff", "50ms", "--max-backoff", "400ms", "--recon
 
 // proc is one child process.
 type proc struct {
-	t     *testing.T
-	name  string
-	args  []string
-	env   []string
-	admin string // http://host:port
-	log   string // its stderr
-	cmd   *exec.Cmd
-	done  chan struct{}
-	mu    sync.Mutex
-	err   error
+	t      *testing.T
+	name   string
+	args   []string
+	env    []string
+	admin  string // http://host:port
+	client string // host:port of the client listener (editors)
+	log    string // its stderr
+	cmd    *exec.Cmd
+	done   chan struct{}
+	mu     sync.Mutex
+	err    error
 }
 
 // start runs the process and waits for its admin API; it fails the test if the process
@@ -227,11 +228,11 @@ func (c *cluster) startHub(extra ...string) *proc {
 	c.t.Helper()
 	first := c.hub == nil
 	if first {
-		c.hub = &proc{t: c.t, name: "hub", admin: "http://" + freeAddr(c.t), log: filepath.Join(c.dir, "hub.log")}
+		c.hub = &proc{t: c.t, name: "hub", admin: "http://" + freeAddr(c.t), client: freeAddr(c.t), log: filepath.Join(c.dir, "hub.log")}
 	}
 	for attempt := 0; ; attempt++ {
 		c.hub.args = append([]string{"serve", "--listen", c.hubRepl, "--admin-listen", strings.TrimPrefix(c.hub.admin, "http://"),
-			"--data", c.hubData()}, append(fast, extra...)...)
+			"--client-listen", c.hub.client, "--data", c.hubData()}, append(fast, extra...)...)
 		err := c.hub.start()
 		if err == nil {
 			return c.hub
@@ -239,7 +240,7 @@ func (c *cluster) startHub(extra ...string) *proc {
 		if !first || len(c.peers) > 0 || attempt == 2 {
 			c.t.Fatalf("hub: %v", err)
 		}
-		c.hubRepl, c.hub.admin = freeAddr(c.t), "http://"+freeAddr(c.t)
+		c.hubRepl, c.hub.admin, c.hub.client = freeAddr(c.t), "http://"+freeAddr(c.t), freeAddr(c.t)
 	}
 }
 
@@ -267,13 +268,13 @@ func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
 	c.t.Helper()
 	p := c.peers[name]
 	if p == nil {
-		p = &proc{t: c.t, name: name, admin: "http://" + freeAddr(c.t), log: filepath.Join(c.dir, name+".log")}
+		p = &proc{t: c.t, name: name, admin: "http://" + freeAddr(c.t), client: freeAddr(c.t), log: filepath.Join(c.dir, name+".log")}
 		c.peers[name] = p
 	}
 	for attempt := 0; ; attempt++ {
 		p.args = append([]string{"run", "--instance-id", name, "--hub-url", "ws://" + c.hubRepl + "/v1/replication",
 			"--token-file", tokenFile, "--admin-listen", strings.TrimPrefix(p.admin, "http://"),
-			"--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)
+			"--client-listen", p.client, "--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)
 		err := p.start()
 		if err == nil {
 			return p
@@ -281,7 +282,7 @@ func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
 		if attempt == 2 {
 			c.t.Fatalf("%s: %v", name, err)
 		}
-		p.admin = "http://" + freeAddr(c.t)
+		p.admin, p.client = "http://"+freeAddr(c.t), freeAddr(c.t)
 	}
 }
 

@@ -18,23 +18,23 @@ import (
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/internal/tokens"
-	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
-	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/yws"
 )
 
 // hubGCPercent is the hub's garbage collection target (GOGC) unless the environment sets
 // one: the heap may grow to three times what is live between collections.
 const hubGCPercent = 200
 
-// serve runs the hub until SIGINT or SIGTERM, then shuts down in order: replication first,
-// then the admin API, the tokens watcher, the registry, the store (§21).
+// serve runs the hub until SIGINT or SIGTERM, then shuts down in order: the editors first,
+// then replication, the admin API, the tokens watcher, the registry, the store (§21).
 func serve(args []string, cio cli.IO) int {
 	f := cli.NewFlags("hub serve", "hub [serve] [flags]",
 		"Runs the hub: peers connect to --listen (WebSocket /v1/replication, with a bearer token from the tokens "+
-			"file), applications use the admin API on --admin-listen. Documents and registry live in a bbolt "+
+			"file), applications use the admin API on --admin-listen, editors (stock y-websocket providers) connect to "+
+			"--client-listen (/v1/yjs/{namespaceId}, with a client token; the editor page is /edit/{namespaceId}). Documents and registry live in a bbolt "+
 			"store under --data. SIGINT or SIGTERM stop it in order; SIGHUP re-reads the tokens file.")
 	instanceID := f.String("instance-id", "hub", "this hub's `NAME`; peers must expect it (their --hub-instance-id)")
 	listen := f.String("listen", "127.0.0.1:8787", "`HOST:PORT` for peers: /v1/replication (WebSocket) and /healthz")
@@ -43,6 +43,8 @@ func serve(args []string, cio cli.IO) int {
 	tokensFile := f.String("tokens", "", "the tokens `FILE` (default DATA/tokens.json)")
 	tokensPoll := f.Duration("tokens-poll", time.Second, "how often the tokens file is checked for changes (SIGHUP re-reads it at once)")
 	common := node.RegisterCommon(f)
+	clientFlags := node.RegisterClientFlags(f, "127.0.0.1:8789")
+	clusterOpts := registerClusterFlags(f)
 	operands, code, ok := f.Parse(args, cio)
 	if !ok {
 		return code
@@ -67,6 +69,9 @@ func serve(args []string, cio cli.IO) int {
 	if *tokensPoll <= 0 {
 		return fail(errors.New("--tokens-poll must be positive"))
 	}
+	if err := clientFlags.Check(); err != nil {
+		return fail(err)
+	}
 	if *tokensFile == "" {
 		*tokensFile = filepath.Join(*data, tokens.FileName)
 	}
@@ -80,7 +85,7 @@ func serve(args []string, cio cli.IO) int {
 	}
 
 	// Everything that can refuse the configuration is checked before anything is served.
-	inst, err := node.OpenInstance(*data, registry.RoleHub, observer.SideHub, clk, log)
+	inst, clusterNode, err := openHub(*data, clusterOpts, clk, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -91,10 +96,16 @@ func serve(args []string, cio cli.IO) int {
 			cleanup[i]()
 		}
 	}()
+	var editors *yws.Server // the client listener's endpoint, when enabled
 	reloader, err := tokens.NewReloader(tokens.ReloaderOptions{
 		Path:     *tokensFile,
 		OnReload: obs.TokenReload,
-		Logger:   log,
+		OnChange: func() {
+			if editors != nil {
+				editors.Revalidate() // a removed client token closes its editors
+			}
+		},
+		Logger: log,
 		Namespaces: func(ctx context.Context) ([]string, error) {
 			entries, err := reg.Entries(ctx, "")
 			ids := make([]string, 0, len(entries))
@@ -125,11 +136,45 @@ func serve(args []string, cio cli.IO) int {
 	if err := obs.ReplicationLoad(hub.Load); err != nil {
 		return fail(err)
 	}
+	obs.Assemblies(namespaces.Assemblies)
 	adminOpts := inst.AdminOptions(common)
 	adminOpts.Sessions = namespaces.Sessions
+	adminOpts.InstanceID, adminOpts.Connections, adminOpts.Flows, adminOpts.Load = *instanceID, hub.Connections, hub.NamespaceFlows, hub.Load
+	adminOpts.Listeners = map[string]string{"admin": *adminListen, "replication": *listen}
+	if clientFlags.Enabled() {
+		adminOpts.Listeners["client"] = clientFlags.Listen
+	}
+	adminOpts.Editors = func(ns string) (int, bool) { // the editors variable is set below, before anything serves
+		if editors == nil {
+			return 0, false
+		}
+		return editors.Editors(ns), true
+	}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)
+	}
+	var clients *node.Server
+	if clientFlags.Enabled() {
+		var auth yws.Clients
+		if clientFlags.Auth == "token" {
+			auth = reloader.Clients()
+		}
+		m, err := inst.ClientMetrics()
+		if err != nil {
+			return fail(err)
+		}
+		opts := clientFlags.Options(inst, common, auth)
+		opts.Namespaces, opts.Metrics = node.HubNamespaces(store), m
+		if editors, err = yws.New(opts); err != nil {
+			return fail(err)
+		}
+		clientLn, err := node.Listen("client-listen", clientFlags.Listen)
+		if err != nil {
+			return fail(err)
+		}
+		clients = &node.Server{Name: "client", Listener: clientLn, Handler: node.ClientHandler(editors, log)}
+		cleanup = append(cleanup, func() { clientLn.Close() })
 	}
 	replLn, err := node.Listen("listen", *listen)
 	if err != nil {
@@ -143,7 +188,7 @@ func serve(args []string, cio cli.IO) int {
 	cleanup = nil // from here on the shutdown sequence owns everything
 
 	replMux := http.NewServeMux()
-	replMux.Handle("/v1/replication", hub)
+	replMux.Handle("/v1/replication", gateReplication(clusterNode, hub))
 	replMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, "{\"status\":\"ok\"}\n")
@@ -155,18 +200,27 @@ func serve(args []string, cio cli.IO) int {
 	hup := make(chan struct{}, 1)
 	stopReload := node.Go(func(ctx context.Context) { reloader.Run(ctx, clk, *tokensPoll, hup) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
-	failed := make(chan error, 2)
+	failed := make(chan error, 3)
 	repl.Start(log, failed)
 	admin.Start(log, failed)
+	clientListen := "off"
+	if clients != nil {
+		clients.Start(log, failed)
+		clientListen = clients.Listener.Addr().String()
+	}
 	log.Info("hub serving", slog.String("instanceId", *instanceID), slog.String("listen", replLn.Addr().String()),
-		slog.String("adminListen", adminLn.Addr().String()), slog.String("data", *data),
-		slog.String("generation", common.Protocol.Generation.String()), slog.Int("tokens", reloader.Peers()))
+		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen),
+		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data),
+		slog.String("generation", common.Protocol.Generation.String()), node.LimitAttrs(&common.Protocol),
+		slog.Int("tokens", reloader.Peers()), slog.Int("clientTokens", reloader.ClientCount()))
 
 	exit := sigs.WaitForStop(log, stderr, "hub", hup, failed)
-	// Replication stops accepting and closes every transport with 1001 (waiting for the
-	// applies already admitted, the sessions and their leases); then the local API; the
-	// registry; the store; the observer's last summaries.
+	// The editors first (local writers, like the admin API, holding leases); replication
+	// stops accepting and closes every transport with 1001 (waiting for the applies already
+	// admitted, the sessions and their leases); then the local API; the registry; the store;
+	// the observer's last summaries.
 	err = node.ShutdownInOrder(log, stderr, "hub", common.ShutdownTimeout, sigs.Stop, []node.Step{
+		{Name: "editor clients", Run: node.ShutdownClients(editors, clients)},
 		{Name: "replication", Run: func(ctx context.Context) error {
 			err := hub.Shutdown(ctx)
 			return errors.Join(err, repl.Shutdown(ctx))
@@ -176,6 +230,7 @@ func serve(args []string, cio cli.IO) int {
 		{Name: "tokens watcher", Run: stopReload},
 		{Name: "registry", Run: reg.Close},
 		{Name: "store", Run: store.Close},
+		{Name: "cluster", Run: closeCluster(clusterNode)},
 		{Name: "observer", Run: stopFlush},
 	})
 	if err != nil {

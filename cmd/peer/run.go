@@ -18,20 +18,24 @@ import (
 	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/internal/node"
+	"github.com/nomicore/nomicore/internal/tokens"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/yws"
 )
 
-// runPeer runs the peer until SIGINT or SIGTERM, then shuts down in order: the replication
-// connection drains first, then the admin API, the registry, the store (§21).
+// runPeer runs the peer until SIGINT or SIGTERM, then shuts down in order: the editors
+// first, then the replication connection drains, then the admin API, the registry, the
+// store (§21).
 func runPeer(args []string, cio cli.IO) int {
 	f := cli.NewFlags("peer run", "peer [run] [flags]",
 		"Runs a peer: it keeps a replica of each target namespace under --data, replicates it with the hub at "+
 			"--hub-url using the bearer token in --token-file, and serves the admin API on --admin-listen. Targets "+
-			"given with --target (or added through the admin API) are remembered in the store. SIGINT or SIGTERM "+
-			"stop it in order; SIGHUP makes a blocked peer try again.")
+			"given with --target (or added through the admin API) are remembered in the store. Editors (stock "+
+			"y-websocket providers) edit the targets through --client-listen, with client tokens from `peer token "+
+			"add --client`. SIGINT or SIGTERM stop it in order; SIGHUP makes a blocked peer try again.")
 	instanceID := f.String("instance-id", "peer-a", "this peer's `NAME`; its token must have been made for it (hub token add --peer)")
 	hubURL := f.String("hub-url", "ws://127.0.0.1:8787/v1/replication", "the hub's replication endpoint, ws://HOST:PORT/v1/replication or wss://…")
 	hubID := f.String("hub-instance-id", "hub", "the hub's `NAME` (its --instance-id); the peer refuses to replicate with a hub of another name")
@@ -44,6 +48,7 @@ func runPeer(args []string, cio cli.IO) int {
 	tokenPoll := f.Duration("token-poll", time.Second, "how often a peer the hub refused checks its token file for a new token")
 	hubCA := f.String("hub-ca-file", "", "`FILE` of PEM certificates to trust for a wss:// hub (default: the system's)")
 	common := node.RegisterCommon(f)
+	clientFlags := node.RegisterClientFlags(f, "127.0.0.1:8791")
 	operands, code, ok := f.Parse(args, cio)
 	if !ok {
 		return code
@@ -73,6 +78,9 @@ func runPeer(args []string, cio cli.IO) int {
 	}
 	dialer, err := node.HubDialer(*hubCA)
 	if err != nil {
+		return fail(err)
+	}
+	if err := clientFlags.Check(); err != nil {
 		return fail(err)
 	}
 	if *tokenPoll <= 0 {
@@ -158,9 +166,49 @@ func runPeer(args []string, cio cli.IO) int {
 	if err := obs.ReplicationLoad(peer.Load); err != nil {
 		return fail(err)
 	}
+	obs.Assemblies(tc.Assemblies)
 	peer.Watch(tw.state)
+	// The client listener: editors of the peer's targets, with the client tokens of
+	// DATA/tokens.json (peer token add --client).
+	var editors *yws.Server
+	var clients *node.Server
+	var clientTokens *tokens.Reloader
+	if clientFlags.Enabled() {
+		var auth yws.Clients
+		if clientFlags.Auth == "token" {
+			clientTokens, err = tokens.NewReloader(tokens.ReloaderOptions{Path: filepath.Join(*data, tokens.FileName),
+				OnReload: obs.TokenReload, Logger: log, OnChange: func() {
+					if editors != nil {
+						editors.Revalidate() // a removed client token closes its editors
+					}
+				}})
+			if err != nil {
+				return fail(err)
+			}
+			auth = clientTokens.Clients()
+		}
+		m, err := inst.ClientMetrics()
+		if err != nil {
+			return fail(err)
+		}
+		opts := clientFlags.Options(inst, common, auth)
+		opts.Namespaces, opts.Metrics = node.PeerNamespaces(tc), m
+		if editors, err = yws.New(opts); err != nil {
+			return fail(err)
+		}
+		clientLn, err := node.Listen("client-listen", clientFlags.Listen)
+		if err != nil {
+			return fail(err)
+		}
+		clients = &node.Server{Name: "client", Listener: clientLn, Handler: node.ClientHandler(editors, log)}
+		cleanup = append(cleanup, func() { clientLn.Close() })
+	}
 	adminOpts := inst.AdminOptions(common)
-	adminOpts.Targets = &node.PersistentTargets{TC: tc, Store: store}
+	pt := &node.PersistentTargets{TC: tc, Store: store}
+	if editors != nil {
+		pt.Unload = editors.CloseNamespace
+	}
+	adminOpts.Targets = pt
 	adminOpts.Ready = func() error {
 		if s := peer.State(); s != observer.ConnReady {
 			if why := diag.ConnectionProblem(); why != "" {
@@ -171,6 +219,16 @@ func runPeer(args []string, cio cli.IO) int {
 		return nil
 	}
 	adminOpts.ExplainTarget = diag.ExplainTarget
+	adminOpts.InstanceID, adminOpts.Load = *instanceID, peer.Load
+	adminOpts.Listeners = map[string]string{"admin": *adminListen}
+	if editors != nil {
+		adminOpts.Listeners["client"] = clientFlags.Listen
+		adminOpts.Editors = func(ns string) (int, bool) { return editors.Editors(ns), true }
+	}
+	adminOpts.Link = func() adminapi.LinkInfo {
+		c, _ := peer.Connection()
+		return adminapi.LinkInfo{HubURL: *hubURL, State: peer.State(), Problem: diag.ConnectionProblem(), PingRTT: c.PingRTT}
+	}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)
@@ -187,17 +245,30 @@ func runPeer(args []string, cio cli.IO) int {
 	hup := make(chan struct{}, 1)
 	stopTokenWatch := node.Go(func(ctx context.Context) { tw.run(ctx, clk, *tokenPoll, hup, peer) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
-	failed := make(chan error, 1)
+	stopClientTokens := func(context.Context) error { return nil }
+	if clientTokens != nil {
+		stopClientTokens = node.Go(func(ctx context.Context) { clientTokens.Run(ctx, clk, time.Second, nil) })
+	}
+	failed := make(chan error, 2)
 	admin.Start(log, failed)
+	clientListen := "off"
+	if clients != nil {
+		clients.Start(log, failed)
+		clientListen = clients.Listener.Addr().String()
+	}
 	peer.Start()
 	log.Info("peer running", slog.String("instanceId", *instanceID), slog.String("hubUrl", *hubURL),
-		slog.String("adminListen", adminLn.Addr().String()), slog.String("data", *data), slog.Int("targets", len(targets)),
-		slog.String("generation", common.Protocol.Generation.String()))
+		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen),
+		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data), slog.Int("targets", len(targets)),
+		slog.String("generation", common.Protocol.Generation.String()), node.LimitAttrs(&common.Protocol))
 
 	exit := sigs.WaitForStop(log, stderr, "peer", hup, failed)
-	// Replication first (the connection drains: every namespace closes, admitted applies
-	// settle, sessions and leases are released), then the local API, the registry, the store.
+	// The editors first; replication (the connection drains: every namespace closes, admitted
+	// applies settle, sessions and leases are released), then the local API, the registry,
+	// the store.
 	err = node.ShutdownInOrder(log, stderr, "peer", common.ShutdownTimeout, sigs.Stop, []node.Step{
+		{Name: "editor clients", Run: node.ShutdownClients(editors, clients)},
+		{Name: "client tokens watcher", Run: stopClientTokens},
 		{Name: "replication", Run: func(ctx context.Context) error {
 			drain, cancel := context.WithTimeout(ctx, common.Protocol.CloseTimeout)
 			err := peer.Stop(drain)

@@ -11,9 +11,12 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nomicore/nomicore/internal/adminapi"
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/internal/dashboard"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
@@ -24,12 +27,18 @@ import (
 // Instance is what a serving binary opens before it serves anything: its store, the
 // registry over it, and its observer with the store's counters registered.
 type Instance struct {
-	Store    *persistence.BoltStore
+	Store    persistence.Store
 	Registry *registry.Registry
 	Obs      *Observability
+	// Ready, when set, reports readiness beyond the store's (a hub node of a cluster is
+	// ready only with quorum); nil when the instance is always ready.
+	Ready func() error
+	// Started is when the instance opened (the uptime the dashboard shows).
+	Started time.Time
 
-	clock clock.Clock
-	log   *slog.Logger
+	clock      clock.Clock
+	log        *slog.Logger
+	closeExtra func() // closes what NewInstance's caller opened under the store, if anything
 }
 
 // OpenInstance opens the store in dir (OpenStore), the registry of role over it, and the
@@ -44,7 +53,15 @@ func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.
 		store.Close(context.Background())
 		return nil, err
 	}
-	in := &Instance{Store: store, Registry: reg, clock: clk, log: log}
+	return NewInstance(store, reg, side, clk, log, nil)
+}
+
+// NewInstance is OpenInstance over a store and registry the caller opened (a hub node of a
+// cluster, whose store is the cluster's): it registers the observability of side. closeExtra,
+// when set, runs after the store closes in Close. On an error it closes everything.
+func NewInstance(store persistence.Store, reg *registry.Registry, side observer.Side, clk clock.Clock, log *slog.Logger, closeExtra func()) (*Instance, error) {
+	in := &Instance{Store: store, Registry: reg, Started: clk.Now(), clock: clk, log: log, closeExtra: closeExtra}
+	var err error
 	if in.Obs, err = NewObservability(log, side); err == nil {
 		err = in.Obs.RegisterStore(store, reg)
 	}
@@ -55,20 +72,28 @@ func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.
 	return in, nil
 }
 
-// Close closes the registry, then the store: for a start-up that fails before the orderly
-// shutdown owns them.
+// Close closes the registry, then the store (and what NewInstance was given to close): for a
+// start-up that fails before the orderly shutdown owns them.
 func (in *Instance) Close() {
 	in.Registry.Close(context.Background())
 	in.Store.Close(context.Background())
+	if in.closeExtra != nil {
+		in.closeExtra()
+	}
 }
 
 // AdminOptions returns the admin API options the binaries share: the instance's side,
-// registry, store, metrics, clock and logger, and the admin flags of c. The caller adds its
-// side's own (the hub's Sessions; the peer's Targets and Ready).
+// registry, store, metrics, clock and logger, the admin flags of c, and the dashboard with
+// what its status routes show (the timeline, the start time, the version). The caller adds
+// its side's own (the hub's Sessions and Connections; the peer's Targets, Ready and Link;
+// the instance id, listeners and load).
 func (in *Instance) AdminOptions(c *Common) adminapi.Options {
 	return adminapi.Options{Side: in.Obs.Side, Registry: in.Registry, Store: in.Store, Metrics: in.Obs.Handler(),
-		Token: c.AdminToken, MaxUpdateBytes: maxLocalWrite(&c.Protocol), MaxEventStreams: c.MaxEventStreams,
-		Clock: in.clock, Logger: in.log}
+		Ready: in.Ready, Token: c.AdminToken, MaxUpdateBytes: maxLocalWrite(&c.Protocol),
+		MaxUpdateFlag: maxLocalWriteFlag(&c.Protocol), MaxEventStreams: c.MaxEventStreams,
+		Clock: in.clock, Logger: in.log,
+		Timeline: in.Obs.Timeline, StartedAt: in.Started, Version: cli.Version(string(in.Obs.Side)),
+		UI: dashboard.Handler(dashboard.Options{TokenRequired: c.AdminToken != ""})}
 }
 
 // CheckInstanceID refuses a flag value that is not an instance id (§6.1).

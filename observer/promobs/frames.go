@@ -8,12 +8,13 @@ import (
 )
 
 // This file is the per-frame path: an event per UPDATE sent, applied or acknowledged, per
-// Step2, per chunked transfer, per watermark crossing. Their series are bound once, at the
+// Step2, per watermark crossing. (Chunked transfers, one event per transfer and with
+// counters of their own, take the label path in promobs.go.) Their series are bound once, at the
 // first event of each side and type, and kept (lazy): later events touch no label map and
 // allocate nothing. A series is created at its first use, as the label path would create
 // it, so the exposition is the same.
 
-// frameKind numbers the per-frame event types (observer.Type.PerFrame).
+// frameKind numbers the per-frame event types (observer.Type.PerFrame) but the chunked ones.
 type frameKind uint8
 
 const (
@@ -24,15 +25,6 @@ const (
 	fkUpdateApplied
 	fkUpdateAcked
 	fkDegradedBypassApplied
-	fkChunkedUpdateSent
-	fkChunkedUpdateApplied
-	fkChunkedUpdateAcked
-	fkChunkedSnapshotSent
-	fkChunkedSnapshotApplied
-	fkChunkedSnapshotAcked
-	fkChunkedSyncSent
-	fkChunkedSyncApplied
-	fkChunkedSyncAcked
 	fkSendPaused
 	fkSendResumed
 	numFrameKinds
@@ -95,24 +87,6 @@ func (m *Metrics) observeFrame(si int, side string, e observer.Event) bool {
 		kind, size, n, lat, latMs = fkUpdateAcked, m.updateBytes, float64(p.Bytes), m.ackLatency, p.AckLatencyMs
 	case observer.DegradedBypassApplied:
 		kind, size, n = fkDegradedBypassApplied, m.updateBytes, float64(p.Bytes)
-	case observer.ChunkedUpdateSent:
-		kind, size, n = fkChunkedUpdateSent, m.updateBytes, float64(p.TotalBytes)
-	case observer.ChunkedUpdateApplied:
-		kind, size, n, lat, latMs = fkChunkedUpdateApplied, m.updateBytes, float64(p.Bytes), m.applyLatency, p.ApplyLatencyMs
-	case observer.ChunkedUpdateAcked:
-		kind, size, n, lat, latMs = fkChunkedUpdateAcked, m.updateBytes, float64(p.Bytes), m.ackLatency, p.AckLatencyMs
-	case observer.ChunkedSnapshotSent:
-		kind, size, n = fkChunkedSnapshotSent, m.snapshotBytes, float64(p.TotalBytes)
-	case observer.ChunkedSnapshotApplied:
-		kind, size, n, lat, latMs = fkChunkedSnapshotApplied, m.snapshotBytes, float64(p.Bytes), m.applyLatency, p.ApplyLatencyMs
-	case observer.ChunkedSnapshotAcked:
-		kind, size, n, lat, latMs = fkChunkedSnapshotAcked, m.snapshotBytes, float64(p.Bytes), m.ackLatency, p.AckLatencyMs
-	case observer.ChunkedSyncSent:
-		kind, size, n = fkChunkedSyncSent, m.syncBytes, float64(p.TotalBytes)
-	case observer.ChunkedSyncApplied:
-		kind, size, n, lat, latMs = fkChunkedSyncApplied, m.syncBytes, float64(p.Bytes), m.applyLatency, p.ApplyLatencyMs
-	case observer.ChunkedSyncAcked:
-		kind, size, n, lat, latMs = fkChunkedSyncAcked, m.syncBytes, float64(p.Bytes), m.ackLatency, p.AckLatencyMs
 	case observer.SendPaused:
 		kind = fkSendPaused
 	case observer.SendResumed:

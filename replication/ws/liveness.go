@@ -65,6 +65,7 @@ func (l *liveness) fire() {
 	l.cancel, l.running = cancel, true
 	l.moved = c.movedBytes()
 	l.pongTimer = c.after(c.cfg.PongTimeout, l.pongDue)
+	sent := c.clock.Now()
 	go func() {
 		err := c.t.Ping(ctx)
 		c.post(func() {
@@ -72,6 +73,7 @@ func (l *liveness) fire() {
 			cancel()
 			if err == nil && gen == l.gen && !c.closing {
 				l.pongTimer.Stop()
+				c.pub.pingRTT.Store(max(int64(c.clock.Now().Sub(sent)), 1))
 			}
 		})
 	}()

@@ -9,9 +9,10 @@
 # `npm ci` installs its pinned packages there, and its run.sh runs the matrix.
 #
 # Environment (the harness's run.sh documents the rest):
-#   RELAY_HARNESS  the harness folder                 default ../shared/bench/relay
+#   RELAY_HARNESS  the harness folder                 default ../shared/bench/relay (or ../../shared)
 #   RELAY_OVERLAY  folders copied over the copy       default scripts/relay/overlay if present
 #   SERVERS        servers of the matrix              default "nomicore hocuspocus y-websocket"
+#                  (the adapters of scripts/relay/adapters may be named too: nomicore-yws)
 #   SCENARIOS      default "fanout multidoc"
 #   REPEATS        runs per server and scenario       default 1
 #   SERVER_NODES   node for the Node servers: "system" and/or "22"   default system
@@ -22,7 +23,13 @@
 #   KEEP=1         keep the temporary folder (its path is printed)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-harness=${RELAY_HARNESS:-$root/../shared/bench/relay}
+harness=${RELAY_HARNESS:-}
+if [ -z "$harness" ]; then
+  # ../shared beside the checkout, or ../../shared for a worktree one level down
+  for h in "$root/../shared/bench/relay" "$root/../../shared/bench/relay"; do
+    if [ -f "$h/bench.mjs" ]; then harness=$h; break; fi
+  done
+fi
 if [ ! -f "$harness/bench.mjs" ]; then
   echo "bench-relay: no relay harness at $harness (set RELAY_HARNESS)" >&2
   exit 2
@@ -44,6 +51,16 @@ for o in $overlays; do
   [ -d "$o" ] || { echo "bench-relay: overlay $o is not a folder" >&2; exit 2; }
   echo "bench-relay: overlay $o"
   cp -R "$o/." "$work/harness/"
+done
+
+# The project's own adapters (scripts/relay/adapters/*.mjs, e.g. nomicore-yws: the hub's
+# y-websocket endpoint) join the harness's server list, so SERVERS may name them.
+for adapter in "$root"/scripts/relay/adapters/*.mjs; do
+  [ -f "$adapter" ] || continue
+  name=$(basename "$adapter" .mjs)
+  cp "$adapter" "$work/harness/lib/"
+  export_name=$(sed -n 's/^export const \([A-Za-z0-9_]*\) = () => {$/\1/p' "$adapter" | head -1)
+  printf "import { %s } from './%s.mjs'\nSERVERS['%s'] = %s()\n" "$export_name" "$name" "$name" "$export_name" >> "$work/harness/lib/adapters.mjs"
 done
 
 echo "bench-relay: building the hub"

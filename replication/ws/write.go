@@ -37,6 +37,8 @@ type writer struct {
 	errFrame []byte
 	code     protocol.CloseCode
 
+	unreleased int // the owner's: bytes pushed since the last release
+
 	// The writer goroutine's own, carried from one run to the next (mu orders the runs).
 	lastSeq uint32 // sequence of the last frame written
 	failed  bool   // a write failed: nothing more is written
@@ -82,16 +84,21 @@ func (w *writer) startLocked() bool {
 
 // push queues a frame. The writer takes it when the owner has finished the event it is
 // handling (release): every frame of one event leaves in one batch, after everything the
-// event reported.
+// event reported — or, for an event that produces more than flushBatchBytes, every
+// flushBatchBytes, so that writing overlaps with framing the rest.
 func (w *writer) push(f outFrame) {
 	w.mu.Lock()
 	w.queue = append(w.queue, f)
 	w.mu.Unlock()
+	if w.unreleased += len(f.b); w.unreleased >= flushBatchBytes {
+		w.release()
+	}
 }
 
 // release, on the owner at the end of each event, hands the frames pushed during it to the
 // writer, starting one if none runs.
 func (w *writer) release() {
+	w.unreleased = 0
 	w.mu.Lock()
 	if len(w.queue) == 0 {
 		w.mu.Unlock()

@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz golden bench bench-yjs bench-replication bench-cluster bench-large bench-reconnect editor-bundle dashboard-screenshots lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz golden bench bench-yjs bench-replication bench-relay bench-cluster bench-large bench-reconnect editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -111,6 +111,13 @@ bench-yjs: js-deps
 ## × 2 peers × 50 updates; bootstrap of a 400 KB document) on loopback with bbolt stores
 bench-replication:
 	$(GO) run ./cmd/benchrepl
+
+## bench-relay: the relay harness of ../shared/bench/relay (copied to a temporary folder,
+## npm ci there) runs fan-out and multidoc against the hub built from this tree, Hocuspocus
+## and the y-websocket server in one run, and prints the hub's ratios to them
+## (scripts/benchrelay/bench.sh lists the knobs: REPEATS, SERVERS, RELAY_OVERLAY, QUIET_MAX)
+bench-relay:
+	./scripts/benchrelay/bench.sh
 
 ## bench-cluster: a hub cluster of three nodes against a single hub: write-to-ACK and
 ## write-to-durable latency, throughput, and the load time of a namespace

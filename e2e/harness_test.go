@@ -26,8 +26,8 @@ import (
 )
 
 var bin struct {
-	dir       string
-	hub, peer string
+	dir             string
+	hub, peer, nmcr string
 }
 
 func TestMain(m *testing.M) {
@@ -38,12 +38,12 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		bin.dir, bin.hub, bin.peer = dir, filepath.Join(dir, "hub"), filepath.Join(dir, "peer")
+		bin.dir, bin.hub, bin.peer, bin.nmcr = dir, filepath.Join(dir, "hub"), filepath.Join(dir, "peer"), filepath.Join(dir, "nmcr")
 		args := []string{"build", "-o", dir + string(filepath.Separator)}
 		if raceEnabled {
 			args = append(args, "-race")
 		}
-		args = append(args, "github.com/nomicore/nomicore/cmd/hub", "github.com/nomicore/nomicore/cmd/peer")
+		args = append(args, "github.com/nomicore/nomicore/cmd/hub", "github.com/nomicore/nomicore/cmd/peer", "github.com/nomicore/nomicore/cmd/nmcr")
 		cmd := exec.Command("go", args...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {

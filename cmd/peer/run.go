@@ -151,14 +151,21 @@ func runPeer(args []string, cio cli.IO) int {
 		tokenSource = "the token file " + *tokenFile
 	}
 	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{TokenSource: tokenSource, Clock: clk, Logger: log})
+	tap, closeCapture, err := common.FrameTap(log, "peer "+*instanceID)
+	if err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, func() { _ = closeCapture() })
 	peer, err := ws.NewPeer(ws.PeerOptions{Config: common.Protocol, InstanceID: *instanceID, HubInstanceID: *hubID,
 		URL: hubURLList[0], FailoverURLs: hubURLList[1:], Token: tw.source, Dialer: diag.Dialer(dialer), Namespaces: tc.NewHandler, Clock: clk,
-		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(diag.Observe)), Logger: log})
+		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(diag.Observe)), Logger: log, FrameTap: tap})
 	if err != nil {
 		return fail(err)
 	}
 	cleanup = append(cleanup, peer.Close)
-	obs.ReplicationLoad(peer.Load)
+	if err := obs.ReplicationLoad(peer.Load); err != nil {
+		return fail(err)
+	}
 	obs.Assemblies(tc.Assemblies)
 	localWrites, err := node.NewLocalWrites(tc, obs)
 	if err != nil {
@@ -286,6 +293,7 @@ func runPeer(args []string, cio cli.IO) int {
 			return err
 		}},
 		{Name: "token watcher", Run: stopTokenWatch},
+		{Name: "frame capture", Run: func(context.Context) error { return closeCapture() }},
 		{Name: "admin api", Run: func(ctx context.Context) error { api.Close(); return admin.Shutdown(ctx) }},
 		{Name: "registry", Run: reg.Close},
 		{Name: "store", Run: store.Close},

@@ -74,12 +74,15 @@ type proc struct {
 	name  string
 	args  []string
 	env   []string
-	admin string // http://host:port
+	admin string // http://host:port, or https://host:port when it serves TLS
 	log   string // its stderr
-	cmd   *exec.Cmd
-	done  chan struct{}
-	mu    sync.Mutex
-	err   error
+	// client talks to the admin API (nil: http.DefaultClient); a TLS test sets one that
+	// trusts its CA.
+	client *http.Client
+	cmd    *exec.Cmd
+	done   chan struct{}
+	mu     sync.Mutex
+	err    error
 }
 
 // start runs the process and waits for its admin API; it fails the test if the process
@@ -132,7 +135,7 @@ func (p *proc) waitHealthy() error {
 			p.t.Fatalf("%s exited at start: %v\n%s", p.name, p.exitErr(), tail(p.log, 20))
 		default:
 		}
-		resp, err := http.Get(p.admin + "/healthz")
+		resp, err := p.httpClient().Get(p.admin + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -143,6 +146,19 @@ func (p *proc) waitHealthy() error {
 	}
 	p.t.Fatalf("%s: admin API not up\n%s", p.name, tail(p.log, 20))
 	return nil
+}
+
+func (p *proc) httpClient() *http.Client {
+	if p.client != nil {
+		return p.client
+	}
+	return http.DefaultClient
+}
+
+// adminAddr is the host:port of the admin API.
+func (p *proc) adminAddr() string {
+	_, hostPort, _ := strings.Cut(p.admin, "://")
+	return hostPort
 }
 
 func (p *proc) exitErr() error {
@@ -196,6 +212,16 @@ type cluster struct {
 	hubRepl string // host:port of /v1/replication
 	hub     *proc
 	peers   map[string]*proc
+	// adminClient, when set, is how the processes' admin APIs are reached: over https, by a
+	// client trusting the test's CA (the processes are then started with --tls-cert).
+	adminClient *http.Client
+}
+
+func (c *cluster) adminScheme() string {
+	if c.adminClient != nil {
+		return "https://"
+	}
+	return "http://"
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -227,10 +253,10 @@ func (c *cluster) startHub(extra ...string) *proc {
 	c.t.Helper()
 	first := c.hub == nil
 	if first {
-		c.hub = &proc{t: c.t, name: "hub", admin: "http://" + freeAddr(c.t), log: filepath.Join(c.dir, "hub.log")}
+		c.hub = &proc{t: c.t, name: "hub", admin: c.adminScheme() + freeAddr(c.t), log: filepath.Join(c.dir, "hub.log"), client: c.adminClient}
 	}
 	for attempt := 0; ; attempt++ {
-		c.hub.args = append([]string{"serve", "--listen", c.hubRepl, "--admin-listen", strings.TrimPrefix(c.hub.admin, "http://"),
+		c.hub.args = append([]string{"serve", "--listen", c.hubRepl, "--admin-listen", c.hub.adminAddr(),
 			"--data", c.hubData()}, append(fast, extra...)...)
 		err := c.hub.start()
 		if err == nil {
@@ -239,7 +265,7 @@ func (c *cluster) startHub(extra ...string) *proc {
 		if !first || len(c.peers) > 0 || attempt == 2 {
 			c.t.Fatalf("hub: %v", err)
 		}
-		c.hubRepl, c.hub.admin = freeAddr(c.t), "http://"+freeAddr(c.t)
+		c.hubRepl, c.hub.admin = freeAddr(c.t), c.adminScheme()+freeAddr(c.t)
 	}
 }
 
@@ -267,12 +293,12 @@ func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
 	c.t.Helper()
 	p := c.peers[name]
 	if p == nil {
-		p = &proc{t: c.t, name: name, admin: "http://" + freeAddr(c.t), log: filepath.Join(c.dir, name+".log")}
+		p = &proc{t: c.t, name: name, admin: c.adminScheme() + freeAddr(c.t), log: filepath.Join(c.dir, name+".log"), client: c.adminClient}
 		c.peers[name] = p
 	}
 	for attempt := 0; ; attempt++ {
 		p.args = append([]string{"run", "--instance-id", name, "--hub-url", "ws://" + c.hubRepl + "/v1/replication",
-			"--token-file", tokenFile, "--admin-listen", strings.TrimPrefix(p.admin, "http://"),
+			"--token-file", tokenFile, "--admin-listen", p.adminAddr(),
 			"--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)
 		err := p.start()
 		if err == nil {
@@ -281,18 +307,19 @@ func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
 		if attempt == 2 {
 			c.t.Fatalf("%s: %v", name, err)
 		}
-		p.admin = "http://" + freeAddr(c.t)
+		p.admin = c.adminScheme() + freeAddr(c.t)
 	}
 }
 
 // --- admin API client ---
 
 type api struct {
-	t    *testing.T
-	base string
+	t      *testing.T
+	base   string
+	client *http.Client
 }
 
-func (p *proc) api() api { return api{p.t, p.admin} }
+func (p *proc) api() api { return api{p.t, p.admin, p.httpClient()} }
 
 func (a api) do(method, path string, body []byte) (int, []byte) {
 	a.t.Helper()
@@ -308,7 +335,7 @@ func (a api) do(method, path string, body []byte) (int, []byte) {
 	case len(body) > 0:
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := a.client.Do(req)
 	if err != nil {
 		return 0, []byte(err.Error())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -31,7 +32,7 @@ func runPeer(args []string, cio cli.IO) int {
 		"Runs a peer: it keeps a replica of each target namespace under --data, replicates it with the hub at "+
 			"--hub-url using the bearer token in --token-file, and serves the admin API on --admin-listen. Targets "+
 			"given with --target (or added through the admin API) are remembered in the store. SIGINT or SIGTERM "+
-			"stop it in order; SIGHUP makes a blocked peer try again.")
+			"stop it in order; SIGHUP makes a blocked peer try again and reloads the TLS certificate (--tls-cert).")
 	instanceID := f.String("instance-id", "peer-a", "this peer's `NAME`; its token must have been made for it (hub token add --peer)")
 	hubURL := f.String("hub-url", "ws://127.0.0.1:8787/v1/replication", "the hub's replication endpoint, ws://HOST:PORT/v1/replication or wss://…")
 	hubID := f.String("hub-instance-id", "hub", "the hub's `NAME` (its --instance-id); the peer refuses to replicate with a hub of another name")
@@ -42,7 +43,8 @@ func runPeer(args []string, cio cli.IO) int {
 	f.Var(&targetFlags, "target", "a namespace to replicate, `ns-…[:OWNER]` (repeatable; remembered in the store)")
 	owner := f.String("owner", "default", "the local owner (storage partition) of --target replicas given without :OWNER")
 	tokenPoll := f.Duration("token-poll", time.Second, "how often a peer the hub refused checks its token file for a new token")
-	hubCA := f.String("hub-ca-file", "", "`FILE` of PEM certificates to trust for a wss:// hub (default: the system's)")
+	hubCA := f.String("hub-ca", "", "`FILE` of PEM certificates (CAs) to trust for a wss:// hub, read again when it changes (default: the system's)")
+	f.StringVar(hubCA, "hub-ca-file", "", "`FILE`: the same as --hub-ca (its earlier name)")
 	common := node.RegisterCommon(f)
 	operands, code, ok := f.Parse(args, cio)
 	if !ok {
@@ -73,7 +75,13 @@ func runPeer(args []string, cio cli.IO) int {
 	}
 	dialer, err := node.HubDialer(*hubCA)
 	if err != nil {
-		return fail(err)
+		caFlag := "--hub-ca"
+		f.Visit(func(fl *flag.Flag) {
+			if fl.Name == "hub-ca-file" {
+				caFlag = "--hub-ca-file"
+			}
+		})
+		return fail(fmt.Errorf("%s: %v", caFlag, err))
 	}
 	if *tokenPoll <= 0 {
 		return fail(errors.New("--token-poll must be positive"))
@@ -167,7 +175,11 @@ func runPeer(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
-	adminLn, err := node.Listen("admin-listen", *adminListen)
+	certs, err := common.TLS.Load(obs, log)
+	if err != nil {
+		return fail(err)
+	}
+	adminLn, err := node.ListenTLS("admin-listen", *adminListen, certs)
 	if err != nil {
 		return fail(err)
 	}
@@ -177,13 +189,14 @@ func runPeer(args []string, cio cli.IO) int {
 	sigs := node.NotifySignals()
 	defer sigs.Release()
 	hup := make(chan struct{}, 1)
+	stopTLS := node.WatchTLS(certs, clk, common.TLS.Poll, sigs)
 	stopTokenWatch := node.Go(func(ctx context.Context) { tw.run(ctx, clk, *tokenPoll, hup, peer) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
 	failed := make(chan error, 1)
 	admin.Start(log, failed)
 	peer.Start()
 	log.Info("peer running", slog.String("instanceId", *instanceID), slog.String("hubUrl", *hubURL),
-		slog.String("adminListen", adminLn.Addr().String()), slog.String("data", *data), slog.Int("targets", len(targets)),
+		slog.String("adminListen", adminLn.Addr().String()), slog.Bool("tls", certs != nil), slog.String("data", *data), slog.Int("targets", len(targets)),
 		slog.String("generation", common.Protocol.Generation.String()))
 
 	exit := sigs.WaitForStop(log, stderr, "peer", hup, failed)
@@ -203,6 +216,7 @@ func runPeer(args []string, cio cli.IO) int {
 			return err
 		}},
 		{Name: "token watcher", Run: stopTokenWatch},
+		{Name: "tls watcher", Run: stopTLS},
 		{Name: "admin api", Run: func(ctx context.Context) error { api.Close(); return admin.Shutdown(ctx) }},
 		{Name: "registry", Run: reg.Close},
 		{Name: "store", Run: store.Close},

@@ -228,9 +228,16 @@ func newCluster(t *testing.T) *cluster {
 	c := &cluster{t: t, dir: t.TempDir(), hubRepl: freeAddr(t), peers: map[string]*proc{}}
 	t.Cleanup(func() {
 		if t.Failed() {
+			keep := os.Getenv("NOMICORE_E2E_LOGS") // a directory to keep the whole logs of a failed test in
 			for _, p := range append([]*proc{c.hub}, c.peerList()...) {
 				if p != nil {
 					t.Logf("--- log of %s:\n%s", p.name, tail(p.log, 60))
+					if keep != "" {
+						dir := filepath.Join(keep, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+						if b, err := os.ReadFile(p.log); err == nil && os.MkdirAll(dir, 0o755) == nil {
+							os.WriteFile(filepath.Join(dir, p.name+".log"), b, 0o644)
+						}
+					}
 				}
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -37,12 +38,13 @@ type writer struct {
 	doc     *yjs.Doc
 	ackedSV []byte // the state vector of this client's writes the target acknowledged
 
-	mu      sync.Mutex     // guards the fields below
-	seq     int            // keys written so far
-	pending []string       // keys written, not acknowledged yet
+	mu      sync.Mutex        // guards the fields below
+	seq     int               // keys written so far
+	pending []string          // keys written, not acknowledged yet
 	acked   map[string]string // key → value of every acknowledged write
-	calls   int            // POSTs sent
-	failed  map[string]int // failed POSTs by outcome (status code or "transport")
+	calls   int               // POSTs sent
+	oks     int               // POSTs answered 204: acknowledged writes
+	failed  map[string]int    // failed POSTs by outcome (status code or "transport")
 
 	stop chan struct{}
 	done chan struct{}
@@ -112,6 +114,7 @@ func (w *writer) write(ns string) {
 		w.failed[outcome]++
 		return
 	}
+	w.oks++
 	for _, k := range w.pending {
 		w.acked[k] = strings.TrimLeft(k[strings.LastIndexByte(k, '-')+1:], "0")
 	}
@@ -142,12 +145,22 @@ func (l *ledger) acked() map[string]string {
 	return out
 }
 
+// totals counts the posts, the acknowledged ones (204) and the keys they carried.
+func (l *ledger) totals() (posts, oks, keys int) {
+	for _, w := range l.writers {
+		w.mu.Lock()
+		posts, oks, keys = posts+w.calls, oks+w.oks, keys+len(w.acked)
+		w.mu.Unlock()
+	}
+	return posts, oks, keys
+}
+
 // summary is one line: acknowledged and failed writes per writer.
 func (l *ledger) summary() string {
 	var parts []string
 	for _, w := range l.writers {
 		w.mu.Lock()
-		parts = append(parts, fmt.Sprintf("%s: %d acknowledged of %d posts, failed %v", w.name, len(w.acked), w.calls, w.failed))
+		parts = append(parts, fmt.Sprintf("%s: %d posts, %d acknowledged carrying %d keys, failed %v", w.name, w.calls, w.oks, len(w.acked), w.failed))
 		w.mu.Unlock()
 	}
 	return strings.Join(parts, "; ")
@@ -160,32 +173,48 @@ func noAckedWriteLost(t *testing.T, ns string, l *ledger, timeout time.Duration,
 	t.Helper()
 	acked := l.acked()
 	eventually(t, timeout, "every acknowledged write on every node", func() error {
-		var first []byte
-		for _, p := range procs {
-			notes, status := p.api().notes(ns)
-			if status != 200 {
-				return fmt.Errorf("%s: doc status %d", p.name, status)
-			}
-			var missing []string
-			for k, v := range acked {
-				if got, ok := notes[k]; !ok || fmt.Sprint(got) != fmt.Sprint(v) {
-					missing = append(missing, k)
-				}
-			}
-			if len(missing) > 0 {
-				sort.Strings(missing)
-				return fmt.Errorf("%s lacks %d of %d acknowledged writes (first %v)", p.name, len(missing), len(acked), missing[:min(5, len(missing))])
-			}
-			b, _ := json.Marshal(notes)
-			if first == nil {
-				first = b
-			} else if !bytes.Equal(first, b) {
-				return fmt.Errorf("%s holds %d keys, %s %d: not converged", p.name, len(notes), procs[0].name, bytes.Count(first, []byte(",")))
-			}
-		}
-		return nil
+		_, err := checkAcked(t, ns, acked, procs...)
+		return err
 	})
 	return len(acked)
+}
+
+// checkAcked reads the "notes" of ns on every process: lost is how many acknowledged writes
+// are missing (or changed) on at least one of them; err says what is missing where, or
+// that the processes differ.
+func checkAcked(t *testing.T, ns string, acked map[string]string, procs ...*proc) (lost int, err error) {
+	t.Helper()
+	var first []byte
+	lostKeys := map[string]bool{}
+	var problems []string
+	for _, p := range procs {
+		notes, status := p.api().notes(ns)
+		if status != 200 {
+			return len(acked), fmt.Errorf("%s: doc status %d", p.name, status)
+		}
+		var missing []string
+		for k, v := range acked {
+			if got, ok := notes[k]; !ok || fmt.Sprint(got) != v {
+				missing = append(missing, k)
+				lostKeys[k] = true
+			}
+		}
+		if len(missing) > 0 {
+			sort.Strings(missing)
+			problems = append(problems, fmt.Sprintf("%s lacks %d of %d acknowledged writes (first %v)", p.name, len(missing), len(acked), missing[:min(5, len(missing))]))
+			continue
+		}
+		b, _ := json.Marshal(notes)
+		if first == nil {
+			first = b
+		} else if !bytes.Equal(first, b) {
+			problems = append(problems, fmt.Sprintf("%s holds %d keys, unlike %s: not converged", p.name, len(notes), procs[0].name))
+		}
+	}
+	if len(problems) > 0 {
+		return len(lostKeys), errors.New(strings.Join(problems, "; "))
+	}
+	return 0, nil
 }
 
 // --- state sequences, from the JSON logs ---

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -371,3 +374,53 @@ func FuzzAdminAPI(f *testing.F) {
 type readCloser struct{ *bytes.Reader }
 
 func (readCloser) Close() error { return nil }
+
+// Every error code the API defines (the Code constants of errors.go, read from the source)
+// has a status in FuzzAdminAPI's table — but INTERNAL_ERROR, which must never be answered
+// to an input: a code added later cannot pass the fuzz target unchecked.
+func TestFuzzTableCoversEveryCode(t *testing.T) {
+	fset := token.NewFileSet()
+	parsed := map[string]*ast.File{}
+	for _, name := range []string{"errors.go", "fuzz_test.go"} {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed[name] = f
+	}
+	var defined []string
+	for _, d := range parsed["errors.go"].Decls {
+		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
+			for _, spec := range g.Specs {
+				for _, n := range spec.(*ast.ValueSpec).Names {
+					if strings.HasPrefix(n.Name, "Code") {
+						defined = append(defined, n.Name)
+					}
+				}
+			}
+		}
+	}
+	keys := map[string]bool{}
+	ast.Inspect(parsed["fuzz_test.go"], func(n ast.Node) bool {
+		if vs, ok := n.(*ast.ValueSpec); ok && len(vs.Names) == 1 && vs.Names[0].Name == "fuzzStatuses" {
+			for _, elt := range vs.Values[0].(*ast.CompositeLit).Elts {
+				keys[elt.(*ast.KeyValueExpr).Key.(*ast.Ident).Name] = true
+			}
+		}
+		return true
+	})
+	if len(defined) < 20 {
+		t.Fatalf("read %d codes from errors.go: the scan is broken", len(defined))
+	}
+	for _, c := range defined {
+		if c == "CodeInternal" {
+			if keys[c] {
+				t.Error("INTERNAL_ERROR is in the table: a 500 would pass the fuzz target")
+			}
+			continue
+		}
+		if !keys[c] {
+			t.Errorf("%s has no status in fuzzStatuses", c)
+		}
+	}
+}

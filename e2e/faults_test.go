@@ -17,8 +17,10 @@ import (
 // nothing goes blocked, failed or conflicted — and each side goes through the states the
 // fault calls for.
 func TestE2E_Faults(t *testing.T) {
+	// Latency and a cap the traffic fits in: the connection stays up (the pong timeout is
+	// far above the round trip, even on a slow machine).
 	t.Run("latency", func(t *testing.T) {
-		f := newFaultEnv(t)
+		f := newFaultEnv(t, "--ping-interval", "5s", "--pong-timeout", "4s")
 		f.startWriters()
 		t0 := time.Now()
 		f.proxy.SetLatency(150 * time.Millisecond)
@@ -54,7 +56,7 @@ func TestE2E_Faults(t *testing.T) {
 	})
 
 	t.Run("bandwidth, small writes", func(t *testing.T) {
-		f := newFaultEnv(t)
+		f := newFaultEnv(t, "--ping-interval", "5s", "--pong-timeout", "4s")
 		f.startWriters()
 		t0 := time.Now()
 		f.proxy.SetBandwidth(16 << 10)
@@ -86,9 +88,9 @@ func TestE2E_Faults(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		t0 := time.Now()
 		f.proxy.Stall()
-		// Longer than a ping and its pong timeout, and than a handshake's timeout: the old
-		// connection is found dead, and a new one made meanwhile stalls too.
-		time.Sleep(4 * time.Second)
+		// Longer than a ping interval and its pong timeout, and than a handshake's timeout:
+		// the old connection is found dead, and a new one made meanwhile stalls too.
+		time.Sleep(5 * time.Second)
 		f.proxy.Resume()
 		f.waitReconnected(t0)
 		time.Sleep(300 * time.Millisecond)

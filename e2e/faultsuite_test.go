@@ -21,9 +21,10 @@ import (
 // The fault-injection suite's tools: writers that account for every acknowledged write, the
 // check that none was lost, and the state sequences read back from the processes' logs.
 
-// liveness are protocol settings that detect a silent link within about 1.5 s (a ping every
-// second, half a second for its pong) and fail a stuck handshake within 2 s.
-var liveness = []string{"--ping-interval", "1s", "--pong-timeout", "500ms", "--hello-timeout", "2s"}
+// liveness are protocol settings that detect a silent link within about 2.5 s (a ping every
+// 1.5 s, a second for its pong: room for a slow machine running the race detector) and fail
+// a stuck handshake within 2 s.
+var liveness = []string{"--ping-interval", "1500ms", "--pong-timeout", "1s", "--hello-timeout", "2s"}
 
 // writer writes to one process's admin API the way an editor does: one Yjs client of its
 // own, one new key of the root map "notes" per write, each write carrying everything the

@@ -6,8 +6,8 @@ GO    ?= go
 B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json)))
 export B4_TRACE
 
-# JavaScript packages the tests use as independent oracles (installed with npm ci).
-JS_DIRS   := testdata/golden/gen testdata/oracle
+# JavaScript packages the tests use as independent oracles and real clients (npm ci).
+JS_DIRS   := testdata/golden/gen testdata/oracle e2e/yws
 JS_STAMPS := $(foreach d,$(JS_DIRS),$(if $(wildcard $(d)/package-lock.json),$(d)/node_modules/.package-lock.json))
 
 # Binaries record the VCS revision they were built from (hub --version) when git can tell it.
@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak fuzz fuzz-long chaos golden bench bench-yjs bench-replication lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-cluster editor-bundle lint fmt js-deps clean
 
 all: lint build test
 
@@ -64,6 +64,13 @@ test-race: test
 test-short: js-deps
 	$(GO) test -short -count=1 ./...
 
+## soak-cluster: the hub cluster's tests over and over (three embedded NATS servers in one
+## process, and three hub processes with peers: kills, stops, epoch races), CLUSTER_COUNT times
+CLUSTER_COUNT ?= 10
+soak-cluster:
+	$(GO) test -race -count=$(CLUSTER_COUNT) -timeout 120m ./cluster/
+	$(GO) test -race -count=$(CLUSTER_COUNT) -timeout 120m -run 'TestE2E_Cluster' ./e2e/
+
 ## fuzz: a bounded smoke run of every fuzz target (FUZZTIME each)
 fuzz: js-deps
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
@@ -91,6 +98,11 @@ golden:
 	cd testdata/golden/gen && npm ci --no-audit --no-fund --loglevel=error && node gen.mjs
 	node lib0/testdata/gen-vectors.mjs testdata/golden/gen/node_modules > lib0/testdata/vectors.json
 
+## editor-bundle: rebuild the editor page's script (yws/editor/yjs-bundle.js) from the pinned
+## npm packages of e2e/yws, byte for byte (TestEditorBundleIsUpToDate checks it)
+editor-bundle: js-deps
+	e2e/yws/bundle/build.sh
+
 ## bench: every Go benchmark (figures for the issue notes)
 bench: js-deps
 	$(GO) test -run='^$$' -bench=. -benchmem -timeout 60m ./...
@@ -104,6 +116,11 @@ bench-yjs: js-deps
 ## × 2 peers × 50 updates; bootstrap of a 400 KB document) on loopback with bbolt stores
 bench-replication:
 	$(GO) run ./cmd/benchrepl
+
+## bench-cluster: a hub cluster of three nodes against a single hub: write-to-ACK and
+## write-to-durable latency, throughput, and the load time of a namespace
+bench-cluster:
+	$(GO) run ./cmd/benchrepl -workload cluster
 
 ## lint: gofmt check, go vet and staticcheck (the version pinned as a tool in go.mod,
 ## fetched from the module proxy on first use)

@@ -70,19 +70,20 @@ var fast = []string{"--base-backoff", "50ms", "--max-backoff", "400ms", "--recon
 
 // proc is one child process.
 type proc struct {
-	t     *testing.T
-	name  string
-	args  []string
-	env   []string
-	admin string // http://host:port, or https://host:port when it serves TLS
-	log   string // its stderr
-	// client talks to the admin API (nil: http.DefaultClient); a TLS test sets one that
+	t      *testing.T
+	name   string
+	args   []string
+	env    []string
+	admin  string // http://host:port, or https://host:port when it serves TLS
+	client string // host:port of the client listener (editors)
+	log    string // its stderr
+	// adminHTTP talks to the admin API (nil: http.DefaultClient); a TLS test sets one that
 	// trusts its CA.
-	client *http.Client
-	cmd    *exec.Cmd
-	done   chan struct{}
-	mu     sync.Mutex
-	err    error
+	adminHTTP *http.Client
+	cmd       *exec.Cmd
+	done      chan struct{}
+	mu        sync.Mutex
+	err       error
 }
 
 // start runs the process and waits for its admin API; it fails the test if the process
@@ -149,8 +150,8 @@ func (p *proc) waitHealthy() error {
 }
 
 func (p *proc) httpClient() *http.Client {
-	if p.client != nil {
-		return p.client
+	if p.adminHTTP != nil {
+		return p.adminHTTP
 	}
 	return http.DefaultClient
 }
@@ -260,11 +261,12 @@ func (c *cluster) startHub(extra ...string) *proc {
 	c.t.Helper()
 	first := c.hub == nil
 	if first {
-		c.hub = &proc{t: c.t, name: "hub", admin: c.adminScheme() + freeAddr(c.t), log: filepath.Join(c.dir, "hub.log"), client: c.adminClient}
+		c.hub = &proc{t: c.t, name: "hub", admin: c.adminScheme() + freeAddr(c.t), client: freeAddr(c.t), log: filepath.Join(c.dir, "hub.log"),
+			adminHTTP: c.adminClient}
 	}
 	for attempt := 0; ; attempt++ {
 		c.hub.args = append([]string{"serve", "--listen", c.hubRepl, "--admin-listen", c.hub.adminAddr(),
-			"--data", c.hubData()}, append(fast, extra...)...)
+			"--client-listen", c.hub.client, "--data", c.hubData()}, append(fast, extra...)...)
 		err := c.hub.start()
 		if err == nil {
 			return c.hub
@@ -272,7 +274,7 @@ func (c *cluster) startHub(extra ...string) *proc {
 		if !first || len(c.peers) > 0 || attempt == 2 {
 			c.t.Fatalf("hub: %v", err)
 		}
-		c.hubRepl, c.hub.admin = freeAddr(c.t), c.adminScheme()+freeAddr(c.t)
+		c.hubRepl, c.hub.admin, c.hub.client = freeAddr(c.t), c.adminScheme()+freeAddr(c.t), freeAddr(c.t)
 	}
 }
 
@@ -300,13 +302,14 @@ func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
 	c.t.Helper()
 	p := c.peers[name]
 	if p == nil {
-		p = &proc{t: c.t, name: name, admin: c.adminScheme() + freeAddr(c.t), log: filepath.Join(c.dir, name+".log"), client: c.adminClient}
+		p = &proc{t: c.t, name: name, admin: c.adminScheme() + freeAddr(c.t), client: freeAddr(c.t), log: filepath.Join(c.dir, name+".log"),
+			adminHTTP: c.adminClient}
 		c.peers[name] = p
 	}
 	for attempt := 0; ; attempt++ {
 		p.args = append([]string{"run", "--instance-id", name, "--hub-url", "ws://" + c.hubRepl + "/v1/replication",
 			"--token-file", tokenFile, "--admin-listen", p.adminAddr(),
-			"--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)
+			"--client-listen", p.client, "--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)
 		err := p.start()
 		if err == nil {
 			return p
@@ -314,7 +317,7 @@ func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
 		if attempt == 2 {
 			c.t.Fatalf("%s: %v", name, err)
 		}
-		p.admin = c.adminScheme() + freeAddr(c.t)
+		p.admin, p.client = c.adminScheme()+freeAddr(c.t), freeAddr(c.t)
 	}
 }
 

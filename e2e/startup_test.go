@@ -44,6 +44,12 @@ func TestE2E_StartupRefusals(t *testing.T) {
 			"--instance-id"},
 		{"bad hub url", bin.peer, []string{"run", "--hub-url", "http://x", "--token-file", tok, "--admin-listen", loop()}, nil,
 			"--hub-url"},
+		{"editors without tokens beyond loopback", bin.hub, []string{"serve", "--data", filepath.Join(dir, "h4"), "--listen", loop(), "--admin-listen", loop(),
+			"--client-listen", "0.0.0.0:0", "--client-auth", "none"}, nil, "--client-auth none is allowed only on a loopback"},
+		{"peer editors without tokens beyond loopback", bin.peer, []string{"run", "--data", filepath.Join(dir, "p4"), "--token-file", tok, "--admin-listen", loop(),
+			"--client-listen", "0.0.0.0:0", "--client-auth", "none"}, nil, "--client-auth none is allowed only on a loopback"},
+		{"a bad client listener", bin.hub, []string{"serve", "--data", filepath.Join(dir, "h5"), "--listen", loop(), "--admin-listen", loop(),
+			"--client-listen", "nowhere"}, nil, "--client-listen"},
 	}
 	for _, tc := range cases {
 		cmd := exec.Command(tc.exe, tc.args...)

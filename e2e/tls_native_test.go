@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/nomicore/nomicore/internal/tlsconf"
 	"github.com/nomicore/nomicore/internal/tlsconf/tlstest"
@@ -140,7 +143,7 @@ func TestE2E_NativeTLS(t *testing.T) {
 	// A new connection (the hub restarts) verifies the new certificate with the bundle.
 	both := ca.Pool()
 	both.AddCert(ca2.Cert)
-	hub.client = httpsClient(both)
+	hub.adminHTTP = httpsClient(both)
 	hub.kill()
 	c.startHub("--tls-cert", hubCert, "--tls-key", hubKey)
 	eventually(t, 30*time.Second, "the peer connected again", func() error {
@@ -154,6 +157,33 @@ func TestE2E_NativeTLS(t *testing.T) {
 	converged(t, ns, map[string]any{"before": "rotation", "cli": "https", "after": "new CA"}, hub, a)
 	if got := presented(t, a.adminAddr(), ca.Pool()); got != "peer-a" {
 		t.Fatalf("the peer's admin listener presents %q", got)
+	}
+	// The editors' listener serves the same certificate: the page over https, and a
+	// y-websocket connection over wss that receives the server's first sync message.
+	if got := presented(t, hub.client, ca2.Pool()); got != "hub-4" {
+		t.Fatalf("the hub's client listener presents %q", got)
+	}
+	edit := httpsClient(both)
+	resp, err := edit.Get("https://" + hub.client + "/edit/" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the editor page over https: %d", resp.StatusCode)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	editorURL := "wss://" + hub.client + "/v1/yjs/" + ns + "?token=" + c.clientToken("hub", "tls-editor")
+	var conn *websocket.Conn
+	eventually(t, 10*time.Second, "a y-websocket editor over wss", func() error { // (once the hub read the new token)
+		var err error
+		conn, _, err = websocket.Dial(ctx, editorURL, &websocket.DialOptions{HTTPClient: edit})
+		return err
+	})
+	defer conn.CloseNow()
+	if _, msg, err := conn.Read(ctx); err != nil || len(msg) < 2 || msg[0] != 0 || msg[1] != 0 {
+		t.Fatalf("the editor's first message over wss: % x, %v; want sync step 1", msg, err)
 	}
 }
 

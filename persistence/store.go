@@ -219,6 +219,12 @@ var (
 	ErrLocked = errors.New("persistence: store in use by another process")
 	// ErrCorrupt: the store file failed a validity check; see CorruptError.
 	ErrCorrupt = errors.New("persistence: store corrupt")
+	// ErrUnavailable: a store shared by several processes (a hub cluster) cannot answer now —
+	// it has no quorum, or did not answer within its deadline. Nothing was written. The
+	// registry treats it as persistence degraded (§20).
+	ErrUnavailable = errors.New("persistence: store unavailable")
+	// ErrUnsupported: the operation does not exist in this kind of store.
+	ErrUnsupported = errors.New("persistence: operation not supported by this store")
 )
 
 // CorruptError reports a store file that failed a check: a bad magic, version or checksum in

@@ -105,6 +105,10 @@ var (
 	// re-arm, or was invalid when the replica loaded — so no replication session opens on it
 	// until a valid schema is installed or the replica is reset.
 	ErrSchemaInvalid = sentinel(CodeInternalError, "the replica's schema is invalid")
+	// ErrConflict: (hub cluster) another hub process changed the namespace's identity or
+	// schema first — of two concurrent epoch bumps exactly one wins, the other gets this
+	// error and nothing of it was written. Retry against the new state.
+	ErrConflict = sentinel(CodeInternalError, "another hub node changed the namespace first")
 )
 
 // CodeOf returns the namespace error code of err: the Code of a registry *Error,

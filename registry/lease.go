@@ -45,10 +45,21 @@ func (l *Lease) Failed() bool { return l.rt.failed.Load() }
 
 // Flushed returns the highest append sequence number of the namespace known to be durable
 // (compare with ApplyResult.Seq).
-func (l *Lease) Flushed() uint64 { return l.reg.cfg.Store.Flushed(l.rt.owner, l.rt.ns) }
+// In a hub cluster every write is applied from the shared log, so it is durable once
+// applied: Flushed is the last log position applied.
+func (l *Lease) Flushed() uint64 {
+	if l.rt.sh != nil {
+		return l.rt.applied.Load()
+	}
+	return l.reg.cfg.Store.Flushed(l.rt.owner, l.rt.ns)
+}
 
-// WaitFlushed waits until append seq is durable, or ctx ends.
+// WaitFlushed waits until append seq is durable, or ctx ends. In a hub cluster a write is
+// durable (in the log, on a quorum) before it is applied, so it returns at once.
 func (l *Lease) WaitFlushed(ctx context.Context, seq uint64) error {
+	if l.rt.sh != nil {
+		return nil
+	}
 	return l.reg.cfg.Store.WaitFlushed(ctx, l.rt.owner, l.rt.ns, seq)
 }
 
@@ -256,8 +267,41 @@ func (l *Lease) Watch(maxQueuedBytes, maxQueuedCount int) (*Watch, error) {
 // sequencer goroutine and must not block; it is not called when WriteLocalAsync returns an
 // error.
 func (l *Lease) WriteLocalAsync(update []byte, done func(ApplyResult, error)) error {
+	if l.rt.sh != nil {
+		if err := l.check(); err != nil {
+			return err
+		}
+		return enqueueAsync(l.rt, nil, func(rt *runtime, sl *slot, finish func(ApplyResult, error)) {
+			rt.admitShared(sl, update, applyLocal, finish)
+		}, done)
+	}
 	return leaseOp(l, func(rt *runtime, sl *slot) (ApplyResult, error) {
 		return rt.apply(sl, update, applyLocal)
+	}, done)
+}
+
+// WriteLocalExceptAsync is WriteLocalAsync for a writer that relays its own update to its
+// audience (the editor endpoint): the update is not fanned out to except, a watch of this
+// lease — unless the document held pending structs before the apply, when the transaction
+// may carry earlier structs the writer's audience lacks (GUIDE §4), and except gets it too.
+func (l *Lease) WriteLocalExceptAsync(except *Watch, update []byte, done func(ApplyResult, error)) error {
+	origin := &localOrigin{skip: except.sub}
+	return leaseOp(l, func(rt *runtime, sl *slot) (ApplyResult, error) {
+		return rt.applyFrom(sl, update, applyLocal, origin)
+	}, done)
+}
+
+// IncludedAsync reports, in a slot, whether applying update would change nothing (every
+// struct and deletion it carries is already in the document; yjs.Included): a reader that
+// may not write can tell a sync message that brings nothing new from a refused edit. A
+// malformed update is ErrApplyFailed.
+func (l *Lease) IncludedAsync(update []byte, done func(bool, error)) error {
+	return leaseOp(l, func(rt *runtime, _ *slot) (bool, error) {
+		ok, err := yjs.Included(rt.doc, update)
+		if err != nil {
+			return false, ErrApplyFailed.with("", err)
+		}
+		return ok, nil
 	}, done)
 }
 
@@ -338,6 +382,9 @@ func (l *Lease) Schema(ctx context.Context) (Schema, bool, error) {
 // epoch is fenced (Poll().Fenced) and refused at the start of any later slot (ErrFenced).
 // Refused on a peer (ErrRoleViolation) and while degraded.
 func (l *Lease) BumpEpoch(ctx context.Context) (Identity, error) {
+	if l.rt.sh != nil {
+		return l.sharedBumpEpoch(ctx)
+	}
 	return leaseWait(ctx, l, func(rt *runtime, _ *slot) (Identity, error) {
 		return rt.bumpEpoch()
 	})
@@ -348,6 +395,13 @@ func (l *Lease) BumpEpoch(ctx context.Context) (Identity, error) {
 // (map[string]any or lib0.Object holding only JSON values), else ErrApplyFailed and nothing
 // is written. The update reaches peers like any other; each re-arms it.
 func (l *Lease) ReplaceSchema(ctx context.Context, updatedAt string, definition any) error {
+	if l.rt.sh != nil {
+		value, enc, err := schemaValueFor(updatedAt, definition)
+		if err != nil {
+			return err
+		}
+		return l.sharedReplaceSchema(ctx, value, enc)
+	}
 	_, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (struct{}, error) {
 		return struct{}{}, rt.replaceSchema(updatedAt, definition)
 	})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nomicore/nomicore/internal/clock"
@@ -73,6 +74,16 @@ type Config struct {
 	SaveRetryMin, SaveRetryMax time.Duration
 	// Logger receives internal failures (never bytes, tokens or owners); nil discards them.
 	Logger *slog.Logger
+
+	// Shared, when set, makes this registry one node of a hub cluster (RoleHub only): the
+	// namespaces live in this shared log, and Store is the cluster's store of entries (see
+	// SharedLog). Nil: a single hub over Store.
+	Shared SharedLog
+	// SharedApplyTimeout bounds how long a write waits to come back from the shared log
+	// before it is answered as degraded; SharedLoadTimeout how long a load waits to catch up
+	// with it; SharedStaleClaim how old an unfinished meta change must be before another node
+	// completes it. Zero means the defaults.
+	SharedApplyTimeout, SharedLoadTimeout, SharedStaleClaim time.Duration
 }
 
 // StageClock is a monotonic time source for stage timings. A reading that panics counts as
@@ -101,6 +112,7 @@ func Compactor() persistence.Compactor {
 type Registry struct {
 	cfg    Config
 	random io.Reader
+	tokens atomic.Uint64   // numbers the records this process publishes to a shared log
 	life   context.Context // cancelled when Close gives up waiting
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // runtime goroutines
@@ -128,6 +140,18 @@ func New(cfg Config) (*Registry, error) {
 	}
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("registry: Config.Store is required")
+	}
+	if cfg.Shared != nil && cfg.Role != RoleHub {
+		return nil, fmt.Errorf("registry: Config.Shared (a hub cluster) needs RoleHub")
+	}
+	if cfg.SharedApplyTimeout <= 0 {
+		cfg.SharedApplyTimeout = DefaultSharedApplyTimeout
+	}
+	if cfg.SharedLoadTimeout <= 0 {
+		cfg.SharedLoadTimeout = DefaultSharedLoadTimeout
+	}
+	if cfg.SharedStaleClaim <= 0 {
+		cfg.SharedStaleClaim = DefaultSharedStaleClaim
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
@@ -242,6 +266,9 @@ func (r *Registry) Create(ctx context.Context, owner string) (Created, error) {
 	if err := r.checkOpen(); err != nil {
 		return Created{}, err
 	}
+	if r.cfg.Shared != nil && !r.cfg.Shared.Healthy() {
+		return Created{}, ErrDegraded.with("the cluster has no quorum", nil)
+	}
 	rid, err := randomHex(r.random)
 	if err != nil {
 		return Created{}, ErrInternal.with("random source failed", err)
@@ -278,6 +305,8 @@ func (r *Registry) Create(ctx context.Context, owner string) (Created, error) {
 // storeErr classifies a store failure.
 func storeErr(msg string, err error) error {
 	switch {
+	case errors.Is(err, persistence.ErrUnavailable):
+		return ErrDegraded.with(msg+": the store is unavailable", err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, persistence.ErrNotFound):
@@ -326,6 +355,9 @@ func (r *Registry) Open(ctx context.Context, owner, namespaceID string) (*Lease,
 	}
 	if ent.Owner != owner || ent.State != persistence.StateActive {
 		return nil, ErrNotFound.with("", nil)
+	}
+	if r.cfg.Shared != nil {
+		return r.openShared(ctx, owner, namespaceID)
 	}
 	sd, err := r.cfg.Store.Load(ctx, owner, namespaceID)
 	if err != nil {
@@ -570,6 +602,11 @@ func (r *Registry) Close(ctx context.Context) error {
 		case <-ctx.Done():
 			r.closeErr = fmt.Errorf("registry: close: %w", ctx.Err())
 			r.cancel()
+			r.mu.Lock()
+			for _, rt := range r.unloading {
+				rt.signal() // a runtime waiting for the cluster log stops waiting
+			}
+			r.mu.Unlock()
 			<-done
 		}
 		r.cancel()

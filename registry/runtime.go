@@ -22,8 +22,9 @@ type runtime struct {
 	owner string
 	ns    string
 
-	mu       sync.Mutex // guards stopping and queue
+	mu       sync.Mutex // guards stopping, exited and queue
 	stopping bool
+	exited   bool          // the goroutine has run its last slot: nothing more is admitted
 	queue    []*slot       // admitted slots, FIFO; bounded by Config.MaxQueuedSlots (full → ErrOverloaded)
 	wake     chan struct{} // cap 1: the queue became non-empty, or stopping was set
 	done     chan struct{} // closed when the goroutine has exited and the store released the namespace
@@ -34,6 +35,11 @@ type runtime struct {
 	schema atomic.Pointer[ActiveSchema] // the active schema, readable without a slot (nil: none)
 	failed atomic.Bool                  // the document broke (an internal apply failure)
 	dirty  atomic.Bool                  // saved < unsaved, for readers outside the goroutine
+
+	// sh is the runtime's part in a hub cluster (Config.Shared), nil otherwise; set before
+	// the goroutine starts and never replaced.
+	sh      *sharedState
+	applied atomic.Uint64 // cluster: the last log position applied, for readers outside the goroutine
 
 	subsMu sync.Mutex                      // serialises changes to subs
 	subs   atomic.Pointer[[]*subscription] // fan-out targets in registration order (copy on write)
@@ -75,8 +81,12 @@ var (
 )
 
 // localOrigin marks updates of the local write API (Lease.WriteLocal). (Not zero-sized: Go
-// may give every zero-sized allocation the same address.)
-type localOrigin struct{ _ byte }
+// may give every zero-sized allocation the same address.) skip, when set, is the watch of
+// the writer (Lease.WriteLocalExceptAsync): the update is not fanned out to it.
+type localOrigin struct {
+	_    byte
+	skip *subscription
+}
 
 var originLocal = &localOrigin{}
 
@@ -127,6 +137,25 @@ func (rt *runtime) submit(s *slot) error {
 	return nil
 }
 
+// submitInternal admits a slot of the registry's own (a record of the cluster log, the
+// settlement of a write waiting for it) until the goroutine exits — while stopping too,
+// and outside Config.MaxQueuedSlots: such slots are bounded by their sources (records
+// waiting, writes waiting). It reports whether the slot was admitted.
+func (rt *runtime) submitInternal(s *slot) bool {
+	rt.mu.Lock()
+	if rt.exited {
+		rt.mu.Unlock()
+		return false
+	}
+	rt.queue = append(rt.queue, s)
+	first := len(rt.queue) == 1
+	rt.mu.Unlock()
+	if first {
+		rt.signal()
+	}
+	return true
+}
+
 func (rt *runtime) signal() {
 	select {
 	case rt.wake <- struct{}{}:
@@ -154,23 +183,27 @@ func (rt *runtime) start() {
 }
 
 // loop is the sequencer goroutine: it takes the admitted slots in batches (swapping two
-// buffers) and runs them in order; once stopping is set and the queue is empty — no slot is
-// admitted after stopping — it unloads.
+// buffers) and runs them in order; once stopping is set, the queue is empty — no slot is
+// admitted after stopping but the registry's own — and, in a cluster, no write waits for
+// the log any more, it unloads.
 func (rt *runtime) loop() {
 	defer rt.reg.wg.Done()
 	defer rt.unload()
 	for {
 		rt.mu.Lock()
 		batch := rt.queue
-		stopping := rt.stopping
 		if len(batch) > 0 {
 			rt.queue = rt.spare
+		} else if rt.stopping && rt.drained() {
+			rt.exited = true
+			rt.mu.Unlock()
+			if rt.sh != nil {
+				close(rt.sh.exited)
+			}
+			return
 		}
 		rt.mu.Unlock()
 		if len(batch) == 0 {
-			if stopping {
-				return
-			}
 			<-rt.wake
 			continue
 		}
@@ -183,6 +216,13 @@ func (rt *runtime) loop() {
 		}
 		rt.spare = batch[:0]
 	}
+}
+
+// drained reports that nothing keeps a stopping runtime: in a cluster, the writes waiting
+// for the log (each settles within Config.SharedApplyTimeout), unless the registry's Close
+// gave up waiting.
+func (rt *runtime) drained() bool {
+	return rt.sh == nil || len(rt.sh.pending) == 0 || rt.reg.life.Err() != nil
 }
 
 // runSlot runs one slot. A panic breaks the document: the namespace then refuses all work.
@@ -237,8 +277,15 @@ func (rt *runtime) onUpdate(update []byte, origin any) {
 		return
 	}
 	var skip *subscription
-	if sess, ok := origin.(*Session); ok && !rt.hadPending {
-		skip = sess.sub
+	switch o := origin.(type) {
+	case *Session:
+		if !rt.hadPending {
+			skip = o.sub
+		}
+	case *localOrigin:
+		if !rt.hadPending {
+			skip = o.skip
+		}
 	}
 	rt.fanOut(update, skip, false)
 }
@@ -292,6 +339,9 @@ func (rt *runtime) removeSub(sub *subscription) {
 // degraded reports whether persistence is degraded: the store's last commit failed, or a
 // change of this namespace was refused by the store and is not yet saved by a snapshot.
 func (rt *runtime) degraded() bool {
+	if rt.sh != nil {
+		return !rt.reg.cfg.Shared.Healthy()
+	}
 	return !rt.reg.cfg.Store.Healthy() || rt.saved < rt.unsaved
 }
 
@@ -300,7 +350,7 @@ func (rt *runtime) degraded() bool {
 // retries (an archive, a compaction) would otherwise leave the store unhealthy — and a hub,
 // which then accepts no write, degraded — for good.
 func (rt *runtime) refuseDegraded() error {
-	if !rt.reg.cfg.Store.Healthy() {
+	if rt.sh == nil && !rt.reg.cfg.Store.Healthy() {
 		rt.kickSaver()
 	}
 	return ErrDegraded.with("", nil)
@@ -366,10 +416,16 @@ const (
 // apply runs an update through the gates, the protected check, the live apply and the dirty
 // notification, in this slot (§10.1, §20).
 func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, error) {
+	return rt.applyFrom(s, update, kind, originLocal)
+}
+
+// applyFrom is apply with the origin of a local write (originLocal, or one that skips the
+// writer's watch).
+func (rt *runtime) applyFrom(s *slot, update []byte, kind applyKind, local *localOrigin) (ApplyResult, error) {
 	st := newStageTimer(rt.reg.cfg.StageClock, s.admitted)
 	st.mark() // slot start
 	hub := rt.reg.cfg.Role == RoleHub
-	var origin any = originLocal
+	var origin any = local
 	if kind == applyRemote {
 		origin = s.sess
 		if s.sess.readOnly {
@@ -500,18 +556,12 @@ func (rt *runtime) replaceSchema(updatedAt string, definition any) error {
 	if rt.degraded() {
 		return rt.refuseDegraded()
 	}
-	value := map[string]any{"updatedAt": updatedAt, "definition": definition}
-	// Refuse a schema no peer could install: the definition, as the document will hold it,
-	// must be a JSON object.
-	enc := encodeSchemaValue(value)
-	if enc == nil {
-		return ErrApplyFailed.with("schema is not a JSON value", nil)
+	value, enc, err := schemaValueFor(updatedAt, definition)
+	if err != nil {
+		return err
 	}
 	d := lib0.NewDecoder(enc)
-	s, err := parseSchema(d.ReadAny())
-	if err != nil || d.Err() != nil {
-		return ErrApplyFailed.with("schema definition is not a JSON object", err)
-	}
+	s, _ := parseSchema(d.ReadAny())
 	if _, err := rt.writeMeta(originSchema, MetaSchema, value); err != nil {
 		return err
 	}
@@ -520,6 +570,21 @@ func (rt *runtime) replaceSchema(updatedAt string, definition any) error {
 	rt.schemaSeen = schemaState{present: true, raw: enc}
 	rt.schema.Store(s)
 	return nil
+}
+
+// schemaValueFor builds the meta.schema value and its lib0 encoding, refusing a schema no
+// peer could install: the definition, as the document will hold it, must be a JSON object.
+func schemaValueFor(updatedAt string, definition any) (map[string]any, []byte, error) {
+	value := map[string]any{"updatedAt": updatedAt, "definition": definition}
+	enc := encodeSchemaValue(value)
+	if enc == nil {
+		return nil, nil, ErrApplyFailed.with("schema is not a JSON value", nil)
+	}
+	d := lib0.NewDecoder(enc)
+	if _, err := parseSchema(d.ReadAny()); err != nil || d.Err() != nil {
+		return nil, nil, ErrApplyFailed.with("schema definition is not a JSON object", err)
+	}
+	return value, enc, nil
 }
 
 // encodeState returns the document as an update for a remote state vector (nil: all).
@@ -542,7 +607,9 @@ func (rt *runtime) encodeState(sv []byte) ([]byte, error) {
 // namespace in the store. Only here does the goroutine wait on disk.
 func (rt *runtime) unload() {
 	rt.stopSaver()
-	if rt.failErr == nil && (rt.saved < rt.unsaved || rt.reg.snapshotOnUnload(rt.appends)) {
+	if rt.sh != nil {
+		rt.sharedUnload() // the log keeps the document: nothing to save here
+	} else if rt.failErr == nil && (rt.saved < rt.unsaved || rt.reg.snapshotOnUnload(rt.appends)) {
 		if err := rt.writeSnapshot(rt.reg.life); err != nil {
 			rt.reg.logError("snapshot at unload failed", rt.ns, err)
 		}

@@ -286,6 +286,13 @@ func (s *Session) Settled() <-chan struct{} { return s.settled }
 // sequencer goroutine; when ApplyAsync returns an error (closed, overloaded) it is never
 // called. update must not be modified until done is called.
 func (s *Session) ApplyAsync(update []byte, done func(ApplyResult, error)) error {
+	if s.rt.sh != nil {
+		// A hub cluster: done runs once the update came back from the shared log and was
+		// applied in log order (or it failed to).
+		return sessionOpAsync(s, func(rt *runtime, sl *slot, finish func(ApplyResult, error)) {
+			rt.admitShared(sl, update, applyRemote, finish)
+		}, done)
+	}
 	return sessionOp(s, func(rt *runtime, sl *slot) (ApplyResult, error) {
 		return rt.apply(sl, update, applyRemote)
 	}, done)
@@ -328,10 +335,16 @@ func (s *Session) StateVector(ctx context.Context) ([]byte, error) {
 
 // sessionOp admits fn as a slot of the session's runtime.
 func sessionOp[T any](s *Session, fn func(rt *runtime, sl *slot) (T, error), done func(T, error)) error {
+	return sessionOpAsync(s, syncSlot(fn), done)
+}
+
+// sessionOpAsync admits fn as a slot of the session's runtime; the operation counts
+// against MaxInFlight until fn's finish is called.
+func sessionOpAsync[T any](s *Session, fn func(rt *runtime, sl *slot, finish func(T, error)), done func(T, error)) error {
 	if err := s.admit(); err != nil {
 		return err
 	}
-	err := enqueue(s.rt, s, fn, func(v T, err error) {
+	err := enqueueAsync(s.rt, s, fn, func(v T, err error) {
 		defer s.settle()
 		done(v, err)
 	})
@@ -341,9 +354,21 @@ func sessionOp[T any](s *Session, fn func(rt *runtime, sl *slot) (T, error), don
 	return err
 }
 
+// syncSlot turns a slot function that has its result at once into the asynchronous form.
+func syncSlot[T any](fn func(rt *runtime, sl *slot) (T, error)) func(rt *runtime, sl *slot, finish func(T, error)) {
+	return func(rt *runtime, sl *slot, finish func(T, error)) { finish(fn(rt, sl)) }
+}
+
 // enqueue submits fn as a slot; done is called exactly once with its result. The slot
 // starts with the gate (broken document, fenced session).
 func enqueue[T any](rt *runtime, sess *Session, fn func(rt *runtime, sl *slot) (T, error), done func(T, error)) error {
+	return enqueueAsync(rt, sess, syncSlot(fn), done)
+}
+
+// enqueueAsync submits fn as a slot that settles later: fn gets finish, which it (or
+// whatever it hands finish to) calls once; done is called exactly once with the result —
+// with the error instead when the gate refuses the slot, the slot panics or cannot run.
+func enqueueAsync[T any](rt *runtime, sess *Session, fn func(rt *runtime, sl *slot, finish func(T, error)), done func(T, error)) error {
 	var settled atomic.Bool
 	finish := func(v T, err error) {
 		if settled.Swap(true) {
@@ -353,12 +378,12 @@ func enqueue[T any](rt *runtime, sess *Session, fn func(rt *runtime, sl *slot) (
 	}
 	s := &slot{sess: sess}
 	s.run = func(rt *runtime, sl *slot) {
-		var v T
-		err := rt.gate(sl)
-		if err == nil {
-			v, err = fn(rt, sl)
+		if err := rt.gate(sl); err != nil {
+			var zero T
+			finish(zero, err)
+			return
 		}
-		finish(v, err)
+		fn(rt, sl, finish)
 	}
 	s.fail = func(err error) {
 		var zero T

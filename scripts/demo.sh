@@ -58,11 +58,12 @@ step "building hub, peer and nmcr"
 go build -o "$work/bin/" ./cmd/hub ./cmd/peer ./cmd/nmcr
 hub="$work/bin/hub"; peer="$work/bin/peer"; nmcr="$work/bin/nmcr"
 
-HUB=127.0.0.1:$(free_port); HUB_ADMIN=127.0.0.1:$(free_port)
+HUB=127.0.0.1:$(free_port); HUB_ADMIN=127.0.0.1:$(free_port); HUB_CLIENTS=127.0.0.1:$(free_port)
 A_ADMIN=127.0.0.1:$(free_port); B_ADMIN=127.0.0.1:$(free_port)
+A_CLIENTS=127.0.0.1:$(free_port); B_CLIENTS=127.0.0.1:$(free_port)
 
 step "starting the hub (replication $HUB, admin $HUB_ADMIN)"
-"$hub" serve --listen "$HUB" --admin-listen "$HUB_ADMIN" --data "$work/hub" 2>"$work/hub.log" &
+"$hub" serve --listen "$HUB" --admin-listen "$HUB_ADMIN" --client-listen "$HUB_CLIENTS" --data "$work/hub" 2>"$work/hub.log" &
 pids+=($!)
 wait_for "http://$HUB_ADMIN/healthz" ok
 
@@ -80,10 +81,10 @@ ns=$(printf '%s' "$created" | sed -n 's/.*"namespaceId":"\(ns-[0-9a-f]*\)".*/\1/
 
 step "starting peer-a and peer-b replicating $ns"
 "$peer" run --instance-id peer-a --hub-url "ws://$HUB/v1/replication" --token-file "$work/peer-a.token" \
-  --admin-listen "$A_ADMIN" --data "$work/peer-a" --target "$ns" 2>"$work/peer-a.log" &
+  --admin-listen "$A_ADMIN" --client-listen "$A_CLIENTS" --data "$work/peer-a" --target "$ns" 2>"$work/peer-a.log" &
 pids+=($!)
 "$peer" run --instance-id peer-b --hub-url "ws://$HUB/v1/replication" --token-file "$work/peer-b.token" \
-  --admin-listen "$B_ADMIN" --data "$work/peer-b" --target "$ns" 2>"$work/peer-b.log" &
+  --admin-listen "$B_ADMIN" --client-listen "$B_CLIENTS" --data "$work/peer-b" --target "$ns" 2>"$work/peer-b.log" &
 pids+=($!)
 wait_for "http://$A_ADMIN/v1/targets" '"state":"live"'
 wait_for "http://$B_ADMIN/v1/targets" '"state":"live"'
@@ -98,6 +99,13 @@ doc_a=$(curl -fsS "http://$A_ADMIN/v1/namespaces/$ns/doc")
 doc_b=$(curl -fsS "http://$B_ADMIN/v1/namespaces/$ns/doc")
 echo "peer-a: $doc_a"
 echo "peer-b: $doc_b"
+
+step "the editor page on each peer (a client token each; open them in a browser while the demo runs)"
+tok_a=$("$peer" token add --data "$work/peer-a" --client demo 2>/dev/null)
+tok_b=$("$peer" token add --data "$work/peer-b" --client demo 2>/dev/null)
+echo "peer-a: http://$A_CLIENTS/edit/$ns?token=$tok_a"
+echo "peer-b: http://$B_CLIENTS/edit/$ns?token=$tok_b"
+wait_for "http://$A_CLIENTS/edit/$ns" 'Nomicore editor'
 
 step "reading the hub's copy as a Yjs update, through nmcr"
 curl -fsS "http://$HUB_ADMIN/v1/namespaces/$ns/update" | "$nmcr" doc json

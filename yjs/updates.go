@@ -416,3 +416,22 @@ func EncodeStateVectorFromUpdate(update []byte) ([]byte, error) {
 	}
 	return e.Bytes(), nil
 }
+
+// UpdateRanges returns, for each client whose structs an update carries, the clock of its
+// first struct (from) and the end of its last one (to): the clock range the update covers,
+// Skip structs included (JS parseUpdateMeta). The delete set is validated but not reported.
+func UpdateRanges(update []byte) (from, to map[uint64]uint64, err error) {
+	from, to = map[uint64]uint64{}, map[uint64]uint64{}
+	r := newLazyReader(update, false)
+	for ; r.has; r.next() {
+		c := r.curr.id.Client
+		if _, seen := from[c]; !seen {
+			from[c] = r.curr.id.Clock
+		}
+		to[c] = r.curr.end()
+	}
+	if _, err := r.finish(); err != nil {
+		return nil, nil, err
+	}
+	return from, to, nil
+}

@@ -3,7 +3,9 @@
 //   - fan-out: 20 peers on one namespace, each writing 500 small updates as fast as the
 //     windows allow: propagation latency p50/p99 and delivered updates per second;
 //   - namespaces: 200 namespaces × 2 peers × 50 updates: wall time and hub CPU;
-//   - bootstrap: a 400 KB document to a fresh peer: time.
+//   - bootstrap: a 400 KB document to a fresh peer: time;
+//   - cluster: a hub cluster of three nodes against a single hub — write-to-ACK and
+//     write-to-durable latency, and the load time of a namespace (see clusterResult).
 //
 // The hub runs in a child process (this binary re-executed), so getrusage gives its CPU
 // alone; the peers run in this process. Every instance has its own bbolt store in a
@@ -36,7 +38,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("benchrepl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workload := fs.String("workload", "all", "all, fanout, namespaces or bootstrap")
+	workload := fs.String("workload", "all", "all (fanout, namespaces, bootstrap), fanout, namespaces, bootstrap, or cluster")
 	peers := fs.Int("peers", 20, "fan-out: peers on the namespace")
 	updates := fs.Int("updates", 500, "fan-out: updates each peer writes")
 	namespaces := fs.Int("namespaces", 200, "namespaces workload: namespaces")
@@ -45,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	docKB := fs.Int("doc-kb", 400, "bootstrap: document size in KiB")
 	runs := fs.Int("runs", 5, "bootstrap: fresh peers, one after the other")
 	asJSON := fs.Bool("json", false, "print one JSON object per workload")
+	clusterUpdates := fs.Int("cluster-updates", 500, "cluster: sequential writes measured for each latency")
+	loadUpdates := fs.Int("load-updates", 5000, "cluster: updates of the namespace whose load is timed")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -83,6 +87,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			ok = false
 		} else {
 			report("bootstrap", r)
+		}
+	}
+	if *workload == "cluster" { // not part of "all": it needs its own make target's time
+		r, err := runCluster(*clusterUpdates, *loadUpdates)
+		if err != nil {
+			fmt.Fprintln(stderr, "cluster:", err)
+			ok = false
+		} else {
+			report("cluster", r)
 		}
 	}
 	if !ok {

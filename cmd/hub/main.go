@@ -5,7 +5,12 @@
 //	hub [serve] --instance-id hub --listen 127.0.0.1:8787 --admin-listen 127.0.0.1:8788 \
 //	            --data ./nomicore-data/hub [--tokens FILE]      # defaults shown
 //	hub token add|list|rotate|remove --data DIR ...             # the peers' tokens
+//	hub token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only]   # an editor's
 //	hub write --namespace ns-… [--map ROOT] KEY=VALUE...        # a client of the admin API
+//
+// Editors (stock y-websocket providers) connect to the client listener, --client-listen
+// (default 127.0.0.1:8789): ws://HOST:PORT/v1/yjs/{namespaceId}?token=… ; the editor page is
+// http://HOST:PORT/edit/{namespaceId}?token=… .
 //
 // `hub -h` lists the commands, `hub <command> -h` explains one. Every flag can also be set
 // with an environment variable NOMICORE_<FLAG> (for example NOMICORE_ADMIN_LISTEN).
@@ -27,10 +32,11 @@ func main() {
 var hub = cli.Group{
 	Path: "hub",
 	About: "The Nomicore hub keeps the reference copy of every namespace (one Yjs document each), " +
-		"serves the peers that replicate them, and the admin API applications use.",
+		"serves the peers that replicate them, the admin API applications use, and the y-websocket endpoint " +
+		"editors use.",
 	Commands: []cli.Command{
 		{Name: "serve", Summary: "run the hub: the replication endpoint for peers and the admin API", Run: serve},
-		tokenCommands.Command("token", "manage the peers' tokens in the hub's tokens file (add, list, rotate, remove)"),
+		tokenCommands.Command("token", "manage the peers' and editors' tokens in the hub's tokens file (add, list, rotate, remove)"),
 		node.WriteCommand("hub", "http://127.0.0.1:8788"),
 	},
 	Default: "serve",

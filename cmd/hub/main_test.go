@@ -171,7 +171,7 @@ func TestMistakesAreOneLine(t *testing.T) {
 		{[]string{"frobnicate"}, `hub: unknown command "frobnicate" (want serve, token or write); see "hub -h"`},
 		{[]string{"token"}, `hub token: a command is required; see "hub token -h"`},
 		{[]string{"token", "frob"}, `hub token: unknown command "frob" (want add, list, rotate or remove); see "hub token -h"`},
-		{[]string{"token", "add"}, `hub token add: --peer is required; see "hub token add -h"`},
+		{[]string{"token", "add"}, `hub token add: --peer (or --client) is required; see "hub token add -h"`},
 		{[]string{"token", "rotate", "--data", "x"}, `hub token rotate: --peer is required`},
 		{[]string{"write", "--namespace", "ns-bad", "a=1"}, `hub write: --namespace "ns-bad" is not a namespace id (want ns- and 32 lowercase hex digits); see "hub write -h"`},
 	} {

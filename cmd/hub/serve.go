@@ -16,19 +16,19 @@ import (
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/internal/tokens"
-	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
-	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/yws"
 )
 
-// serve runs the hub until SIGINT or SIGTERM, then shuts down in order: replication first,
-// then the admin API, the tokens watcher, the registry, the store (§21).
+// serve runs the hub until SIGINT or SIGTERM, then shuts down in order: the editors first,
+// then replication, the admin API, the tokens watcher, the registry, the store (§21).
 func serve(args []string, cio cli.IO) int {
 	f := cli.NewFlags("hub serve", "hub [serve] [flags]",
 		"Runs the hub: peers connect to --listen (WebSocket /v1/replication, with a bearer token from the tokens "+
-			"file), applications use the admin API on --admin-listen. Documents and registry live in a bbolt "+
+			"file), applications use the admin API on --admin-listen, editors (stock y-websocket providers) connect to "+
+			"--client-listen (/v1/yjs/{namespaceId}, with a client token; the editor page is /edit/{namespaceId}). Documents and registry live in a bbolt "+
 			"store under --data. SIGINT or SIGTERM stop it in order; SIGHUP re-reads the tokens file and the TLS certificate (--tls-cert).")
 	instanceID := f.String("instance-id", "hub", "this hub's `NAME`; peers must expect it (their --hub-instance-id)")
 	listen := f.String("listen", "127.0.0.1:8787", "`HOST:PORT` for peers: /v1/replication (WebSocket; wss:// with --tls-cert) and /healthz")
@@ -37,6 +37,8 @@ func serve(args []string, cio cli.IO) int {
 	tokensFile := f.String("tokens", "", "the tokens `FILE` (default DATA/tokens.json)")
 	tokensPoll := f.Duration("tokens-poll", time.Second, "how often the tokens file is checked for changes (SIGHUP re-reads it at once)")
 	common := node.RegisterCommon(f)
+	clientFlags := node.RegisterClientFlags(f, "127.0.0.1:8789")
+	clusterOpts := registerClusterFlags(f)
 	operands, code, ok := f.Parse(args, cio)
 	if !ok {
 		return code
@@ -61,6 +63,9 @@ func serve(args []string, cio cli.IO) int {
 	if *tokensPoll <= 0 {
 		return fail(errors.New("--tokens-poll must be positive"))
 	}
+	if err := clientFlags.Check(); err != nil {
+		return fail(err)
+	}
 	if *tokensFile == "" {
 		*tokensFile = filepath.Join(*data, tokens.FileName)
 	}
@@ -68,7 +73,7 @@ func serve(args []string, cio cli.IO) int {
 	clk := clock.Real()
 
 	// Everything that can refuse the configuration is checked before anything is served.
-	inst, err := node.OpenInstance(*data, registry.RoleHub, observer.SideHub, clk, log)
+	inst, clusterNode, err := openHub(*data, clusterOpts, clk, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -79,10 +84,16 @@ func serve(args []string, cio cli.IO) int {
 			cleanup[i]()
 		}
 	}()
+	var editors *yws.Server // the client listener's endpoint, when enabled
 	reloader, err := tokens.NewReloader(tokens.ReloaderOptions{
 		Path:     *tokensFile,
 		OnReload: obs.TokenReload,
-		Logger:   log,
+		OnChange: func() {
+			if editors != nil {
+				editors.Revalidate() // a removed client token closes its editors
+			}
+		},
+		Logger: log,
 		Namespaces: func(ctx context.Context) ([]string, error) {
 			entries, err := reg.Entries(ctx, "")
 			ids := make([]string, 0, len(entries))
@@ -116,6 +127,28 @@ func serve(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
+	var clients *node.Server
+	if clientFlags.Enabled() {
+		var auth yws.Clients
+		if clientFlags.Auth == "token" {
+			auth = reloader.Clients()
+		}
+		m, err := inst.ClientMetrics()
+		if err != nil {
+			return fail(err)
+		}
+		opts := clientFlags.Options(inst, common, auth)
+		opts.Namespaces, opts.Metrics = node.HubNamespaces(store), m
+		if editors, err = yws.New(opts); err != nil {
+			return fail(err)
+		}
+		clientLn, err := node.ListenTLS("client-listen", clientFlags.Listen, certs)
+		if err != nil {
+			return fail(err)
+		}
+		clients = &node.Server{Name: "client", Listener: clientLn, Handler: node.ClientHandler(editors, log)}
+		cleanup = append(cleanup, func() { clientLn.Close() })
+	}
 	replLn, err := node.ListenTLS("listen", *listen, certs)
 	if err != nil {
 		return fail(err)
@@ -128,7 +161,7 @@ func serve(args []string, cio cli.IO) int {
 	cleanup = nil // from here on the shutdown sequence owns everything
 
 	replMux := http.NewServeMux()
-	replMux.Handle("/v1/replication", hub)
+	replMux.Handle("/v1/replication", gateReplication(clusterNode, hub))
 	replMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, "{\"status\":\"ok\"}\n")
@@ -141,18 +174,27 @@ func serve(args []string, cio cli.IO) int {
 	stopTLS := node.WatchTLS(certs, clk, common.TLS.Poll, sigs)
 	stopReload := node.Go(func(ctx context.Context) { reloader.Run(ctx, clk, *tokensPoll, hup) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
-	failed := make(chan error, 2)
+	failed := make(chan error, 3)
 	repl.Start(log, failed)
 	admin.Start(log, failed)
-	log.Info("hub serving", slog.String("instanceId", *instanceID), slog.String("listen", replLn.Addr().String()), slog.Bool("tls", certs != nil),
-		slog.String("adminListen", adminLn.Addr().String()), slog.String("data", *data),
-		slog.String("generation", common.Protocol.Generation.String()), slog.Int("tokens", reloader.Peers()))
+	clientListen := "off"
+	if clients != nil {
+		clients.Start(log, failed)
+		clientListen = clients.Listener.Addr().String()
+	}
+	log.Info("hub serving", slog.String("instanceId", *instanceID), slog.String("listen", replLn.Addr().String()),
+		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen), slog.Bool("tls", certs != nil),
+		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data),
+		slog.String("generation", common.Protocol.Generation.String()), slog.Int("tokens", reloader.Peers()),
+		slog.Int("clientTokens", reloader.ClientCount()))
 
 	exit := sigs.WaitForStop(log, stderr, "hub", hup, failed)
-	// Replication stops accepting and closes every transport with 1001 (waiting for the
-	// applies already admitted, the sessions and their leases); then the local API; the
-	// registry; the store; the observer's last summaries.
+	// The editors first (local writers, like the admin API, holding leases); replication
+	// stops accepting and closes every transport with 1001 (waiting for the applies already
+	// admitted, the sessions and their leases); then the local API; the registry; the store;
+	// the observer's last summaries.
 	err = node.ShutdownInOrder(log, stderr, "hub", common.ShutdownTimeout, sigs.Stop, []node.Step{
+		{Name: "editor clients", Run: node.ShutdownClients(editors, clients)},
 		{Name: "replication", Run: func(ctx context.Context) error {
 			err := hub.Shutdown(ctx)
 			return errors.Join(err, repl.Shutdown(ctx))
@@ -162,6 +204,7 @@ func serve(args []string, cio cli.IO) int {
 		{Name: "tls watcher", Run: stopTLS},
 		{Name: "registry", Run: reg.Close},
 		{Name: "store", Run: store.Close},
+		{Name: "cluster", Run: closeCluster(clusterNode)},
 		{Name: "observer", Run: stopFlush},
 	})
 	if err != nil {

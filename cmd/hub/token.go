@@ -14,14 +14,14 @@ import (
 // running hub re-reads within a second (or at SIGHUP).
 var tokenCommands = cli.Group{
 	Path: "hub token",
-	About: "Peers authenticate with bearer tokens. The hub's tokens file (DATA/tokens.json) keeps only the SHA-256 " +
-		"of each token with the peer it belongs to and what it may replicate; these commands edit it safely while " +
-		"the hub runs, and the hub applies each change within a second.",
+	About: "Peers authenticate with bearer tokens, and so do editors (client tokens, --client). The hub's tokens " +
+		"file (DATA/tokens.json) keeps only the SHA-256 of each token with the peer or editor it belongs to and what " +
+		"it may use; these commands edit it safely while the hub runs, and the hub applies each change within a second.",
 	Commands: []cli.Command{
-		{Name: "add", Summary: "create a peer's token, print it once (the hub keeps only its hash)", Run: tokenAdd},
-		{Name: "list", Summary: "list the peers with their token hashes and grants", Run: tokenList},
+		{Name: "add", Summary: "create a peer's (or, with --client, an editor's) token, print it once (the hub keeps only its hash)", Run: tokenAdd},
+		{Name: "list", Summary: "list the peers and editors with their token hashes and grants", Run: tokenList},
 		{Name: "rotate", Summary: "replace a peer's token with a new one, printed once; the old one stops working", Run: tokenRotate},
-		{Name: "remove", Summary: "remove a peer's tokens; its connections end", Run: tokenRemove},
+		{Name: "remove", Summary: "remove a peer's (or an editor's) tokens; its connections end", Run: tokenRemove},
 	},
 }
 
@@ -53,11 +53,14 @@ func parseTokenFlags(f *cli.Flags, args []string, cio cli.IO) (int, bool) {
 }
 
 func tokenAdd(args []string, cio cli.IO) int {
-	f, path := tokenFlags("add", "--peer PEER_ID [--data DIR] [--owner default] [--namespace ns-…|*]... [--read-only] [--additional]",
+	f, path := tokenFlags("add", "--peer PEER_ID|--client NAME [--data DIR] [--owner default] [--namespace ns-…|*]... [--read-only] [--additional]",
 		"Creates a random token for a peer, stores only its SHA-256 in the tokens file and prints the token once, on "+
 			"stdout: write it to the peer's --token-file. A peer has one token: for a peer that already has one, "+
-			"use hub token rotate, or --additional to give it a second token on purpose.")
-	peer := f.String("peer", "", "the peer's `NAME`, its --instance-id (required)")
+			"use hub token rotate, or --additional to give it a second token on purpose. With --client NAME instead, "+
+			"the token is an editor's, for the client listener (ws://HOST:8789/v1/yjs/{namespaceId}?token=…): "+
+			"--namespace and --read-only narrow it.")
+	peer := f.String("peer", "", "the peer's `NAME`, its --instance-id (this or --client is required)")
+	client := f.String("client", "", "an editor's `NAME` (a client token; the name shows in the hub's logs)")
 	owner := f.String("owner", "default", "the hub's local owner (storage partition) of the peer's namespaces")
 	var namespaces node.StringList
 	f.Var(&namespaces, "namespace", "a `namespace` the peer may replicate (ns-…), or * for all (repeatable or comma-separated; default *)")
@@ -66,8 +69,13 @@ func tokenAdd(args []string, cio cli.IO) int {
 	if code, ok := parseTokenFlags(f, args, cio); !ok {
 		return code
 	}
-	if *peer == "" {
-		return f.Mistake(cio, "--peer is required")
+	switch {
+	case *client != "" && *peer != "":
+		return f.Mistake(cio, "give --peer or --client, not both")
+	case *client != "":
+		return node.RunClientToken("hub token", "add", path(), *client, namespaces, *readOnly, "", cio.Stdout, cio.Stderr)
+	case *peer == "":
+		return f.Mistake(cio, "--peer (or --client) is required")
 	}
 	if len(namespaces) == 0 {
 		namespaces = node.StringList{tokens.AllNamespaces}
@@ -95,15 +103,16 @@ func tokenAdd(args []string, cio cli.IO) int {
 func tokenList(args []string, cio cli.IO) int {
 	f, path := tokenFlags("list", "[--data DIR]",
 		"Lists one line per token: the peer, the first hex digits of the token's SHA-256 (what --sha256 takes), "+
-			"the owner, the permissions and the namespaces.")
+			"the owner, the permissions and the namespaces; then the editors' client tokens (client:NAME).")
 	if code, ok := parseTokenFlags(f, args, cio); !ok {
 		return code
 	}
-	entries, _, err := tokens.Read(path())
+	file, _, err := tokens.ReadFile(path())
 	if err != nil {
 		return tokenFail(cio, "list", err)
 	}
-	for _, e := range entries {
+	defer node.ListClientTokens(file, cio.Stdout)
+	for _, e := range file.Peers {
 		perm := "read"
 		if e.Submit {
 			perm += ",submit"
@@ -139,16 +148,22 @@ func tokenRotate(args []string, cio cli.IO) int {
 }
 
 func tokenRemove(args []string, cio cli.IO) int {
-	f, path := tokenFlags("remove", "--peer PEER_ID [--data DIR] [--sha256 PREFIX]",
-		"Removes a peer's tokens (or one of them, with --sha256). A running hub ends the connections they opened "+
-			"within a second.")
-	peer := f.String("peer", "", "the peer whose tokens to remove (required)")
+	f, path := tokenFlags("remove", "--peer PEER_ID|--client NAME [--data DIR] [--sha256 PREFIX]",
+		"Removes a peer's tokens (or an editor's, with --client; or one of them, with --sha256). A running hub ends "+
+			"the connections they opened within a second.")
+	peer := f.String("peer", "", "the peer whose tokens to remove (this or --client is required)")
+	client := f.String("client", "", "the editor whose client tokens to remove")
 	prefix := f.String("sha256", "", "only the token whose SHA-256 starts with these hex digits, a `PREFIX` from hub token list")
 	if code, ok := parseTokenFlags(f, args, cio); !ok {
 		return code
 	}
-	if *peer == "" {
-		return f.Mistake(cio, "--peer is required")
+	switch {
+	case *client != "" && *peer != "":
+		return f.Mistake(cio, "give --peer or --client, not both")
+	case *client != "":
+		return node.RunClientToken("hub token", "remove", path(), *client, nil, false, *prefix, cio.Stdout, cio.Stderr)
+	case *peer == "":
+		return f.Mistake(cio, "--peer (or --client) is required")
 	}
 	n, err := tokens.Remove(path(), *peer, *prefix)
 	if err != nil {

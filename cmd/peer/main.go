@@ -6,6 +6,12 @@
 //	           --hub-instance-id hub --token-file FILE --admin-listen 127.0.0.1:8790 \
 //	           --data ./nomicore-data/peer-a [--target ns-…[:OWNER]]...
 //	peer write --namespace ns-… [--map ROOT] KEY=VALUE...       # a client of the admin API
+//	peer token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only]
+//	peer token list --data DIR | peer token remove --data DIR --client NAME
+//
+// Editors (stock y-websocket providers) connect to the client listener, --client-listen
+// (default 127.0.0.1:8791): ws://HOST:PORT/v1/yjs/{namespaceId}?token=… ; the editor page is
+// http://HOST:PORT/edit/{namespaceId}?token=… .
 //
 // The token comes from --token-file (re-read before every dial) or the NOMICORE_TOKEN
 // environment variable. `peer -h` lists the commands, `peer <command> -h` explains one;
@@ -28,10 +34,12 @@ func main() {
 var peer = cli.Group{
 	Path: "peer",
 	About: "A Nomicore peer keeps a full replica of its target namespaces in its own store, replicates them with " +
-		"the hub, and serves the admin API local applications use (reads and writes work while the hub is away).",
+		"the hub, and serves the admin API local applications use and the y-websocket endpoint editors use (reads and " +
+		"writes work while the hub is away).",
 	Commands: []cli.Command{
 		{Name: "run", Summary: "run the peer: replicate the targets with the hub, serve the admin API", Run: runPeer},
 		node.WriteCommand("peer", "http://127.0.0.1:8790"),
+		tokenCommands.Command("token", "manage the client tokens of the peer's editors (add, list, remove)"),
 	},
 	Default: "run",
 	Version: true,

@@ -22,10 +22,10 @@ func TestUsageAndRefusals(t *testing.T) {
 	if code, out, _ := runPeerCmd(t, nil, "help"); code != 0 || !strings.Contains(out, "\n  write ") || !strings.Contains(out, "\n  run ") {
 		t.Fatalf("help: %d %q", code, out)
 	}
-	if code, _, errOut := runPeerCmd(t, nil, "frobnicate"); code != 2 || errOut != "peer: unknown command \"frobnicate\" (want run or write); see \"peer -h\"\n" {
+	if code, _, errOut := runPeerCmd(t, nil, "frobnicate"); code != 2 || errOut != "peer: unknown command \"frobnicate\" (want run, write or token); see \"peer -h\"\n" {
 		t.Fatalf("unknown command: %d %q", code, errOut)
 	}
-	for _, args := range [][]string{{"-h"}, {"run", "-h"}, {"--help"}, {"write", "-h"}} {
+	for _, args := range [][]string{{"-h"}, {"run", "-h"}, {"--help"}, {"write", "-h"}, {"token", "-h"}, {"token", "add", "-h"}} {
 		code, out, errOut := runPeerCmd(t, nil, args...)
 		if code != 0 || errOut != "" || strings.Contains(out, "§") || strings.Contains(out, "GUIDE") {
 			t.Errorf("%v: %d %q", args, code, errOut)

@@ -19,20 +19,25 @@ import (
 	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/internal/node"
+	"github.com/nomicore/nomicore/internal/tokens"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/yws"
 )
 
-// runPeer runs the peer until SIGINT or SIGTERM, then shuts down in order: the replication
-// connection drains first, then the admin API, the registry, the store (§21).
+// runPeer runs the peer until SIGINT or SIGTERM, then shuts down in order: the editors
+// first, then the replication connection drains, then the admin API, the registry, the
+// store (§21).
 func runPeer(args []string, cio cli.IO) int {
 	f := cli.NewFlags("peer run", "peer [run] [flags]",
 		"Runs a peer: it keeps a replica of each target namespace under --data, replicates it with the hub at "+
 			"--hub-url using the bearer token in --token-file, and serves the admin API on --admin-listen. Targets "+
-			"given with --target (or added through the admin API) are remembered in the store. SIGINT or SIGTERM "+
-			"stop it in order; SIGHUP makes a blocked peer try again and reloads the TLS certificate (--tls-cert).")
+			"given with --target (or added through the admin API) are remembered in the store. Editors (stock "+
+			"y-websocket providers) edit the targets through --client-listen, with client tokens from `peer token "+
+			"add --client`. SIGINT or SIGTERM stop it in order; SIGHUP makes a blocked peer try again and reloads "+
+			"the TLS certificate (--tls-cert).")
 	instanceID := f.String("instance-id", "peer-a", "this peer's `NAME`; its token must have been made for it (hub token add --peer)")
 	hubURL := f.String("hub-url", "ws://127.0.0.1:8787/v1/replication", "the hub's replication endpoint, ws://HOST:PORT/v1/replication or wss://…")
 	hubID := f.String("hub-instance-id", "hub", "the hub's `NAME` (its --instance-id); the peer refuses to replicate with a hub of another name")
@@ -46,6 +51,7 @@ func runPeer(args []string, cio cli.IO) int {
 	hubCA := f.String("hub-ca", "", "`FILE` of PEM certificates (CAs) to trust for a wss:// hub, read again when it changes (default: the system's)")
 	f.StringVar(hubCA, "hub-ca-file", "", "`FILE`: the same as --hub-ca (its earlier name)")
 	common := node.RegisterCommon(f)
+	clientFlags := node.RegisterClientFlags(f, "127.0.0.1:8791")
 	operands, code, ok := f.Parse(args, cio)
 	if !ok {
 		return code
@@ -82,6 +88,9 @@ func runPeer(args []string, cio cli.IO) int {
 			}
 		})
 		return fail(fmt.Errorf("%s: %v", caFlag, err))
+	}
+	if err := clientFlags.Check(); err != nil {
+		return fail(err)
 	}
 	if *tokenPoll <= 0 {
 		return fail(errors.New("--token-poll must be positive"))
@@ -159,8 +168,51 @@ func runPeer(args []string, cio cli.IO) int {
 	cleanup = append(cleanup, peer.Close)
 	obs.ReplicationLoad(peer.Load)
 	peer.Watch(tw.state)
+	certs, err := common.TLS.Load(obs, log)
+	if err != nil {
+		return fail(err)
+	}
+	// The client listener: editors of the peer's targets, with the client tokens of
+	// DATA/tokens.json (peer token add --client).
+	var editors *yws.Server
+	var clients *node.Server
+	var clientTokens *tokens.Reloader
+	if clientFlags.Enabled() {
+		var auth yws.Clients
+		if clientFlags.Auth == "token" {
+			clientTokens, err = tokens.NewReloader(tokens.ReloaderOptions{Path: filepath.Join(*data, tokens.FileName),
+				OnReload: obs.TokenReload, Logger: log, OnChange: func() {
+					if editors != nil {
+						editors.Revalidate() // a removed client token closes its editors
+					}
+				}})
+			if err != nil {
+				return fail(err)
+			}
+			auth = clientTokens.Clients()
+		}
+		m, err := inst.ClientMetrics()
+		if err != nil {
+			return fail(err)
+		}
+		opts := clientFlags.Options(inst, common, auth)
+		opts.Namespaces, opts.Metrics = node.PeerNamespaces(tc), m
+		if editors, err = yws.New(opts); err != nil {
+			return fail(err)
+		}
+		clientLn, err := node.ListenTLS("client-listen", clientFlags.Listen, certs)
+		if err != nil {
+			return fail(err)
+		}
+		clients = &node.Server{Name: "client", Listener: clientLn, Handler: node.ClientHandler(editors, log)}
+		cleanup = append(cleanup, func() { clientLn.Close() })
+	}
 	adminOpts := inst.AdminOptions(common)
-	adminOpts.Targets = &node.PersistentTargets{TC: tc, Store: store}
+	pt := &node.PersistentTargets{TC: tc, Store: store}
+	if editors != nil {
+		pt.Unload = editors.CloseNamespace
+	}
+	adminOpts.Targets = pt
 	adminOpts.Ready = func() error {
 		if s := peer.State(); s != observer.ConnReady {
 			if why := diag.ConnectionProblem(); why != "" {
@@ -172,10 +224,6 @@ func runPeer(args []string, cio cli.IO) int {
 	}
 	adminOpts.ExplainTarget = diag.ExplainTarget
 	api, err := adminapi.New(adminOpts)
-	if err != nil {
-		return fail(err)
-	}
-	certs, err := common.TLS.Load(obs, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -192,17 +240,30 @@ func runPeer(args []string, cio cli.IO) int {
 	stopTLS := node.WatchTLS(certs, clk, common.TLS.Poll, sigs)
 	stopTokenWatch := node.Go(func(ctx context.Context) { tw.run(ctx, clk, *tokenPoll, hup, peer) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
-	failed := make(chan error, 1)
+	stopClientTokens := func(context.Context) error { return nil }
+	if clientTokens != nil {
+		stopClientTokens = node.Go(func(ctx context.Context) { clientTokens.Run(ctx, clk, time.Second, nil) })
+	}
+	failed := make(chan error, 2)
 	admin.Start(log, failed)
+	clientListen := "off"
+	if clients != nil {
+		clients.Start(log, failed)
+		clientListen = clients.Listener.Addr().String()
+	}
 	peer.Start()
 	log.Info("peer running", slog.String("instanceId", *instanceID), slog.String("hubUrl", *hubURL),
-		slog.String("adminListen", adminLn.Addr().String()), slog.Bool("tls", certs != nil), slog.String("data", *data), slog.Int("targets", len(targets)),
+		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen), slog.Bool("tls", certs != nil),
+		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data), slog.Int("targets", len(targets)),
 		slog.String("generation", common.Protocol.Generation.String()))
 
 	exit := sigs.WaitForStop(log, stderr, "peer", hup, failed)
-	// Replication first (the connection drains: every namespace closes, admitted applies
-	// settle, sessions and leases are released), then the local API, the registry, the store.
+	// The editors first; replication (the connection drains: every namespace closes, admitted
+	// applies settle, sessions and leases are released), then the local API, the registry,
+	// the store.
 	err = node.ShutdownInOrder(log, stderr, "peer", common.ShutdownTimeout, sigs.Stop, []node.Step{
+		{Name: "editor clients", Run: node.ShutdownClients(editors, clients)},
+		{Name: "client tokens watcher", Run: stopClientTokens},
 		{Name: "replication", Run: func(ctx context.Context) error {
 			drain, cancel := context.WithTimeout(ctx, common.Protocol.CloseTimeout)
 			err := peer.Stop(drain)

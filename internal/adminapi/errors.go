@@ -45,6 +45,8 @@ const (
 	CodeSchemaMismatch = "SCHEMA_MISMATCH"
 	// CodeRootType: ?root=NAME:TYPE names a type the root does not have.
 	CodeRootType = "ROOT_TYPE_MISMATCH"
+	// CodeConflict: in a hub cluster, another node changed the namespace first.
+	CodeConflict = "CONFLICT"
 )
 
 // Error is an admin API error: an HTTP status and the JSON body {"code","message"}.
@@ -82,6 +84,8 @@ func (a *API) fromErr(err error) *Error {
 		return &Error{http.StatusServiceUnavailable, CodeOverloaded, "the namespace's write queue is full; retry later"}
 	case errors.Is(err, registry.ErrRoleViolation):
 		return &Error{http.StatusForbidden, CodeRoleViolation, err.Error()}
+	case errors.Is(err, registry.ErrConflict):
+		return &Error{http.StatusConflict, CodeConflict, "another hub node changed this namespace's identity or schema first; nothing was written: retry"}
 	case errors.Is(err, registry.ErrInUse):
 		return &Error{http.StatusConflict, CodeNamespaceInUse, "the namespace is in use"}
 	case errors.Is(err, registry.ErrClosed):

@@ -22,12 +22,16 @@ import (
 // Instance is what a serving binary opens before it serves anything: its store, the
 // registry over it, and its observer with the store's counters registered.
 type Instance struct {
-	Store    *persistence.BoltStore
+	Store    persistence.Store
 	Registry *registry.Registry
 	Obs      *Observability
+	// Ready, when set, reports readiness beyond the store's (a hub node of a cluster is
+	// ready only with quorum); nil when the instance is always ready.
+	Ready func() error
 
-	clock clock.Clock
-	log   *slog.Logger
+	clock      clock.Clock
+	log        *slog.Logger
+	closeExtra func() // closes what NewInstance's caller opened under the store, if anything
 }
 
 // OpenInstance opens the store in dir (OpenStore), the registry of role over it, and the
@@ -42,7 +46,15 @@ func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.
 		store.Close(context.Background())
 		return nil, err
 	}
-	in := &Instance{Store: store, Registry: reg, clock: clk, log: log}
+	return NewInstance(store, reg, side, clk, log, nil)
+}
+
+// NewInstance is OpenInstance over a store and registry the caller opened (a hub node of a
+// cluster, whose store is the cluster's): it registers the observability of side. closeExtra,
+// when set, runs after the store closes in Close. On an error it closes everything.
+func NewInstance(store persistence.Store, reg *registry.Registry, side observer.Side, clk clock.Clock, log *slog.Logger, closeExtra func()) (*Instance, error) {
+	in := &Instance{Store: store, Registry: reg, clock: clk, log: log, closeExtra: closeExtra}
+	var err error
 	if in.Obs, err = NewObservability(log, side); err == nil {
 		err = in.Obs.RegisterStore(store, reg)
 	}
@@ -53,11 +65,14 @@ func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.
 	return in, nil
 }
 
-// Close closes the registry, then the store: for a start-up that fails before the orderly
-// shutdown owns them.
+// Close closes the registry, then the store (and what NewInstance was given to close): for a
+// start-up that fails before the orderly shutdown owns them.
 func (in *Instance) Close() {
 	in.Registry.Close(context.Background())
 	in.Store.Close(context.Background())
+	if in.closeExtra != nil {
+		in.closeExtra()
+	}
 }
 
 // AdminOptions returns the admin API options the binaries share: the instance's side,
@@ -65,8 +80,8 @@ func (in *Instance) Close() {
 // side's own (the hub's Sessions; the peer's Targets and Ready).
 func (in *Instance) AdminOptions(c *Common) adminapi.Options {
 	return adminapi.Options{Side: in.Obs.Side, Registry: in.Registry, Store: in.Store, Metrics: in.Obs.Handler(),
-		Token: c.AdminToken, MaxUpdateBytes: maxLocalWrite(&c.Protocol), MaxEventStreams: c.MaxEventStreams,
-		Clock: in.clock, Logger: in.log}
+		Ready: in.Ready, Token: c.AdminToken, MaxUpdateBytes: maxLocalWrite(&c.Protocol),
+		MaxEventStreams: c.MaxEventStreams, Clock: in.clock, Logger: in.log}
 }
 
 // CheckInstanceID refuses a flag value that is not an instance id (§6.1).

@@ -67,7 +67,10 @@ func ParseTarget(v, defaultOwner string) (namespace.Target, error) {
 type PersistentTargets struct {
 	TC    *namespace.TargetController
 	Store persistence.Store
-	mu    sync.Mutex // serialises changes
+	// Unload, when set, is called before a target's replica is dropped or reset: the
+	// editors of the namespace are closed, so that nothing else holds it loaded.
+	Unload func(namespaceID string)
+	mu     sync.Mutex // serialises changes
 }
 
 // Targets lists the targets.
@@ -106,6 +109,9 @@ func (p *PersistentTargets) RemoveTarget(ctx context.Context, id string) error {
 	if err := p.Store.DeleteConfig(ctx, targetKeyPrefix+id); err != nil {
 		return err
 	}
+	if p.Unload != nil {
+		p.Unload(id)
+	}
 	return p.TC.RemoveTarget(ctx, id)
 }
 
@@ -113,5 +119,8 @@ func (p *PersistentTargets) RemoveTarget(ctx context.Context, id string) error {
 func (p *PersistentTargets) Reset(ctx context.Context, id string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.Unload != nil {
+		p.Unload(id)
+	}
 	return p.TC.Reset(ctx, id)
 }

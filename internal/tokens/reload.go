@@ -8,12 +8,14 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/yws"
 )
 
 // Reload outcomes, as ReloaderOptions.OnReload reports them (and the hub counts them).
@@ -31,6 +33,9 @@ type ReloaderOptions struct {
 	Namespaces func(ctx context.Context) ([]string, error)
 	// OnReload, when set, is told each reload's outcome (ReloadChanged, ReloadFailed).
 	OnReload func(outcome string)
+	// OnChange, when set, is called after a reload installed a changed file (the client
+	// listener re-checks its editors' tokens then: yws.Server.Revalidate).
+	OnChange func()
 	// Logger receives reload results: peer ids and counts, never tokens or their hashes.
 	Logger *slog.Logger
 }
@@ -54,7 +59,31 @@ type Reloader struct {
 	exists  bool
 	failed  [sha256.Size]byte // the content of the last failed reload, to log it once
 	stat    os.FileInfo       // of the file as last read (nil: absent)
+
+	clients atomic.Pointer[[]ClientEntry] // the client tokens as last installed
 }
+
+// Clients returns the client-token lookup of the client listener (yws.Clients): the
+// client entries as last installed, except that a token they do not know makes it check
+// the tokens file (one stat) and reload it if it changed since it was last read, so an
+// editor started right after `token add --client` is not refused during the second the
+// poll would take.
+func (r *Reloader) Clients() yws.Clients { return reloadingClients{r} }
+
+type reloadingClients struct{ r *Reloader }
+
+func (c reloadingClients) LookupClient(sum [sha256.Size]byte) (yws.Grant, bool) {
+	if g, ok := clientTable(*c.r.clients.Load()).lookup(sum); ok || !c.r.statChanged() {
+		return g, ok
+	}
+	if changed, _ := c.r.reload(context.Background(), ByUnknownToken); !changed {
+		return yws.Grant{}, false
+	}
+	return clientTable(*c.r.clients.Load()).lookup(sum)
+}
+
+// ClientCount returns how many client tokens the table holds.
+func (r *Reloader) ClientCount() int { return len(*r.clients.Load()) }
 
 // NewReloader reads the tokens file and returns a Reloader whose table holds it. A missing
 // file is an empty table (every upgrade gets 401 until `hub token add`); an unreadable or
@@ -68,19 +97,21 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, err := parseFile(opts.Path, data)
+	f, err := parseFile(opts.Path, data)
 	if err != nil {
 		return nil, err
 	}
-	table, err := ws.NewTokenTable(entries)
+	table, err := ws.NewTokenTable(f.Peers)
 	if err != nil {
 		return nil, err
 	}
 	if !exists {
-		log.Warn("no tokens file yet: every peer is refused until `hub token add` creates one", slog.String("path", opts.Path))
+		log.Warn("no tokens file yet: every peer and editor is refused until `token add` creates one", slog.String("path", opts.Path))
 	}
 	st, _ := os.Stat(opts.Path)
-	return &Reloader{opts: opts, table: table, log: log, entries: entries, sum: sha256.Sum256(data), exists: exists, stat: st}, nil
+	r := &Reloader{opts: opts, table: table, log: log, entries: f.Peers, sum: sha256.Sum256(data), exists: exists, stat: st}
+	r.clients.Store(&f.Clients)
+	return r, nil
 }
 
 // Authenticator returns the hub's authenticator: the table, except that a token the table
@@ -144,13 +175,24 @@ const (
 )
 
 // Reload re-reads the tokens file; when its content changed it installs it and issues the
-// revocations. It reports whether the table changed.
+// revocations, then calls OnChange (outside the reloader's lock: the hook may look tokens
+// up). It reports whether the table changed.
 func (r *Reloader) Reload(ctx context.Context) (bool, error) { return r.reload(ctx, ByCall) }
 
-// reload is Reload, naming what triggered it in the audit line. A change is one INFO line,
-// "tokens file reloaded", saying which peers gained a token, had one replaced, lost all,
-// or lost namespaces (peer ids and counts, never tokens or their hashes).
+// reload is Reload, naming what triggered it in the audit line.
 func (r *Reloader) reload(ctx context.Context, by string) (bool, error) {
+	changed, err := r.install(ctx, by)
+	if changed && r.opts.OnChange != nil {
+		r.opts.OnChange()
+	}
+	return changed, err
+}
+
+// install reads the file and installs a changed one. A change is one INFO line, "tokens
+// file reloaded", saying which peers gained a token, had one replaced, lost all, or lost
+// namespaces, and how many client tokens there are (peer ids and counts, never tokens or
+// their hashes).
+func (r *Reloader) install(ctx context.Context, by string) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st, _ := os.Stat(r.opts.Path)
@@ -164,11 +206,12 @@ func (r *Reloader) reload(ctx context.Context, by string) (bool, error) {
 	if sum == r.sum && exists == r.exists {
 		return false, nil
 	}
-	entries, err := parseFile(r.opts.Path, data)
+	f, err := parseFile(r.opts.Path, data)
 	if err != nil {
 		r.fail(data, err)
 		return false, err
 	}
+	entries := f.Peers
 	if err := r.table.Replace(entries); err != nil {
 		r.fail(data, err)
 		return false, err
@@ -199,6 +242,8 @@ func (r *Reloader) reload(ctx context.Context, by string) (bool, error) {
 			attrs = append(attrs, slog.Any(c.key, c.peers))
 		}
 	}
+	r.clients.Store(&f.Clients)
+	attrs = append(attrs, slog.Int("clients", len(f.Clients)))
 	r.log.LogAttrs(ctx, slog.LevelInfo, "tokens file reloaded", attrs...)
 	if r.opts.OnReload != nil {
 		r.opts.OnReload(ReloadChanged)

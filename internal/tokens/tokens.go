@@ -1,12 +1,16 @@
-// Package tokens keeps the hub's tokens file: which peers may connect, with what. Each
-// entry holds the SHA-256 of one peer's bearer token (never the token itself), the peer's
-// instance id, the hub's local owner (storage partition) of its namespaces, the namespaces
-// it may replicate ("*" for all) and whether it may read and submit updates.
+// Package tokens keeps a node's tokens file: which peers may connect to the hub, with
+// what, and which editors may use a node's client listener. Each peer entry holds the
+// SHA-256 of one peer's bearer token (never the token itself), the peer's instance id, the
+// hub's local owner (storage partition) of its namespaces, the namespaces it may replicate
+// ("*" for all) and whether it may read and submit updates. Each client entry holds the
+// SHA-256 of one editor's client token, the name logs show, the namespaces it may open and
+// whether it is read-only; a peer has a tokens file of its own for its editors.
 //
 // The file is JSON,
 //
 //	{"peers":[{"instanceId":"peer-a","tokenSha256":"<64 hex>","owner":"default",
-//	           "namespaces":["*"],"read":true,"submit":true}]}
+//	           "namespaces":["*"],"read":true,"submit":true}],
+//	 "clients":[{"name":"alice","tokenSha256":"<64 hex>","namespaces":["*"],"readOnly":false}]}
 //
 // written atomically (a temporary file, fsync, rename, mode 0600) under an advisory lock, so
 // `hub token add|rotate|remove` can run while the hub is serving. Add draws a token, stores
@@ -44,18 +48,25 @@ const TokenBytes = 32
 // AllNamespaces grants every namespace of the hub.
 const AllNamespaces = "*"
 
-// Read loads the tokens file at path. A file that does not exist is an empty table
-// (exists=false): a fresh hub starts with no peers and refuses every upgrade with 401.
+// Read loads the peers of the tokens file at path. A file that does not exist is an empty
+// table (exists=false): a fresh hub starts with no peers and refuses every upgrade with 401.
 // Anything else that stops the file from being read or parsed is an error.
 func Read(path string) (entries []ws.TokenEntry, exists bool, err error) {
+	f, exists, err := ReadFile(path)
+	return f.Peers, exists, err
+}
+
+// ReadFile loads the whole tokens file at path (peers and clients); a file that does not
+// exist is empty (exists=false).
+func ReadFile(path string) (f File, exists bool, err error) {
 	data, exists, err := readRaw(path)
 	if err != nil {
-		return nil, false, err
+		return File{}, false, err
 	}
-	if entries, err = parseFile(path, data); err != nil {
-		return nil, true, err
+	if f, err = parseFile(path, data); err != nil {
+		return File{}, true, err
 	}
-	return entries, exists, nil
+	return f, exists, nil
 }
 
 // readRaw reads the tokens file at path; a file that does not exist is no data (exists=false).
@@ -70,30 +81,39 @@ func readRaw(path string) (data []byte, exists bool, err error) {
 	return data, true, nil
 }
 
-// parseFile is Parse naming the file in its error.
-func parseFile(path string, data []byte) ([]ws.TokenEntry, error) {
-	entries, err := Parse(data)
+// parseFile is ParseAll naming the file in its error.
+func parseFile(path string, data []byte) (File, error) {
+	f, err := ParseAll(data)
 	if err != nil {
-		return nil, fmt.Errorf("tokens file %s: %w", path, err)
+		return File{}, fmt.Errorf("tokens file %s: %w", path, err)
 	}
-	return entries, nil
+	return f, nil
 }
 
-// Parse decodes and validates a tokens file: the format of ws.ParseTokensFile, and the checks
-// of ws.TokenTable.Replace (instance ids, namespace ids), so a file the hub would refuse is
-// refused here with the same words.
+// Parse decodes and validates a tokens file and returns its peers: the format of ParseFile,
+// and the checks of ws.TokenTable.Replace (instance ids, namespace ids), so a file the hub
+// would refuse is refused here with the same words.
 func Parse(data []byte) ([]ws.TokenEntry, error) {
+	f, err := ParseAll(data)
+	return f.Peers, err
+}
+
+// ParseAll is Parse returning the clients too (names and namespaces checked as well).
+func ParseAll(data []byte) (File, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, nil // an empty file is an empty table
+		return File{}, nil // an empty file is an empty table
 	}
-	entries, err := ws.ParseTokensFile(data)
+	f, err := ParseFile(data)
 	if err != nil {
-		return nil, err
+		return File{}, err
 	}
-	if _, err := ws.NewTokenTable(entries); err != nil {
-		return nil, err
+	if _, err := ws.NewTokenTable(f.Peers); err != nil {
+		return File{}, err
 	}
-	return entries, nil
+	if err := checkClients(f.Clients); err != nil {
+		return File{}, err
+	}
+	return f, nil
 }
 
 // NewToken draws a token of TokenBytes random bytes from r (crypto/rand when nil), encoded
@@ -282,10 +302,19 @@ func Remove(path, peer, hashPrefix string) (int, error) {
 	return removed, err
 }
 
-// Update rewrites the tokens file at path with edit's result, under the file's advisory lock
-// (two `hub token` commands never lose each other's change) and atomically (the hub never
-// reads a half-written file).
+// Update rewrites the peers of the tokens file at path with edit's result (its clients
+// stay), under the file's advisory lock (two `token` commands never lose each other's
+// change) and atomically (the node never reads a half-written file).
 func Update(path string, edit func([]ws.TokenEntry) ([]ws.TokenEntry, error)) error {
+	return updateFile(path, func(f *File) error {
+		peers, err := edit(f.Peers)
+		f.Peers = peers
+		return err
+	})
+}
+
+// updateFile rewrites the whole tokens file at path with edit's change, locked and atomic.
+func updateFile(path string, edit func(*File) error) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("tokens file directory: %w", err)
@@ -295,18 +324,20 @@ func Update(path string, edit func([]ws.TokenEntry) ([]ws.TokenEntry, error)) er
 		return err
 	}
 	defer unlock()
-	entries, _, err := Read(path)
+	f, _, err := ReadFile(path)
 	if err != nil {
 		return err
 	}
-	entries, err = edit(entries)
-	if err != nil {
+	if err := edit(&f); err != nil {
 		return err
 	}
-	if _, err := ws.NewTokenTable(entries); err != nil {
+	if _, err := ws.NewTokenTable(f.Peers); err != nil {
 		return err
 	}
-	return WriteAtomic(path, ws.EncodeTokensFile(entries), 0o600)
+	if err := checkClients(f.Clients); err != nil {
+		return err
+	}
+	return WriteAtomic(path, EncodeFile(f), 0o600)
 }
 
 // WriteAtomic replaces the file at path with data: a temporary file in the same directory,

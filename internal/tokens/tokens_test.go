@@ -61,11 +61,11 @@ func TestAddStoresOnlyTheHashAndPrintsTokenOnce(t *testing.T) {
 		t.Fatalf("tokens file mode %v, want 0600", st.Mode().Perm())
 	}
 	// The hub's own parser reads it, and the table authenticates the token.
-	entries, err := ws.ParseTokensFile(data)
+	f, err := ParseFile(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	table, err := ws.NewTokenTable(entries)
+	table, err := ws.NewTokenTable(f.Peers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,14 +296,14 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 		{PeerInstanceID: "peer-a", TokenSHA256: sha256.Sum256([]byte("x")), Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true},
 		{PeerInstanceID: "peer-b", TokenSHA256: sha256.Sum256([]byte("y")), Owner: "team", Namespaces: []string{nsA, nsB}, Read: true},
 	}
-	out, err := Parse(ws.EncodeTokensFile(in))
+	out, err := Parse(EncodeFile(File{Peers: in}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(out) != 2 || out[1].Owner != "team" || !slices.Equal(out[1].Namespaces, []string{nsA, nsB}) || out[1].Submit || out[0].TokenSHA256 != in[0].TokenSHA256 {
 		t.Fatalf("round trip: %+v", out)
 	}
-	if got, err := Parse(ws.EncodeTokensFile(nil)); err != nil || len(got) != 0 {
+	if got, err := Parse(EncodeFile(File{})); err != nil || len(got) != 0 {
 		t.Fatalf("empty table: %v %v", got, err)
 	}
 }
@@ -521,6 +521,96 @@ func TestAuthenticatorReloadsOnUnknownToken(t *testing.T) {
 	}
 	if _, err := auth.Authenticate(ctx, "still-nope"); err != ws.ErrUnauthenticated {
 		t.Fatalf("unknown token after reloads: %v", err)
+	}
+}
+
+func TestParseFile(t *testing.T) {
+	h := "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	f, err := ParseFile([]byte(`{"peers":[{"instanceId":"peer-a","tokenSha256":"` + h + `","owner":"default","namespaces":["*"],"read":true,"submit":false}]}`))
+	es := f.Peers
+	if err != nil || len(es) != 1 || es[0].TokenSHA256 != ws.HashToken("test") || es[0].Owner != "default" || !es[0].Read || es[0].Submit {
+		t.Fatalf("%+v %v", es, err)
+	}
+	for _, bad := range []string{`{"peers":[{"instanceId":"a","tokenSha256":"00"}]}`, `{"peers":[{"instanceID":"a"}]}`, `[`} {
+		if _, err := ParseFile([]byte(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
+// Client tokens: AddClient stores only the hash with the grant; the peers' part of the file
+// is untouched; ParseAll checks names and namespaces; RemoveClient removes by name (and
+// hash prefix); the Reloader's Clients lookup finds a token added after it started (one
+// stat and a reload), and OnChange runs after a changed reload.
+func TestClientTokens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node", FileName)
+	peerTok, err := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan struct{}, 8)
+	var r *Reloader
+	r, err = NewReloader(ReloaderOptions{Path: path, OnChange: func() {
+		// The hook may look tokens up (the client listener re-checks its editors).
+		r.Clients().LookupClient(sha256.Sum256([]byte("unknown")))
+		changed <- struct{}{}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := AddClient(path, ClientGrant{Name: "alice", Namespaces: []string{"*"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := AddClient(path, ClientGrant{Name: "bob", Namespaces: []string{nsA}, ReadOnly: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AddClient(path, ClientGrant{Name: "bob", Namespaces: []string{"*"}}, nil); err == nil || !strings.Contains(err.Error(), "already has a token") {
+		t.Fatalf("a second token for bob: %v", err)
+	}
+	data, _ := os.ReadFile(path)
+	if bytes.Contains(data, []byte(alice)) || bytes.Contains(data, []byte(bob)) {
+		t.Fatal("the tokens file holds a client token itself")
+	}
+	f, _, err := ReadFile(path)
+	if err != nil || len(f.Peers) != 1 || len(f.Clients) != 2 || f.Clients[1].Name != "bob" || !f.Clients[1].ReadOnly {
+		t.Fatalf("file: %+v %v", f, err)
+	}
+	g, ok := r.Clients().LookupClient(sha256.Sum256([]byte(bob)))
+	if !ok || g.Name != "bob" || !g.ReadOnly || !g.Allows(nsA) || g.Allows(nsB) {
+		t.Fatalf("bob: %+v %v", g, ok)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("OnChange did not run after the reload")
+	}
+	if _, ok := r.Clients().LookupClient(sha256.Sum256([]byte(peerTok))); ok {
+		t.Fatal("a peer token authenticates an editor")
+	}
+	if n, err := RemoveClient(path, "alice", ""); n != 1 || err != nil {
+		t.Fatalf("remove: %d %v", n, err)
+	}
+	if _, err := r.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Clients().LookupClient(sha256.Sum256([]byte(alice))); ok {
+		t.Fatal("a removed client token still authenticates")
+	}
+	if peers, _, _ := Read(path); len(peers) != 1 {
+		t.Fatal("removing a client touched the peers")
+	}
+	for _, bad := range []ClientGrant{{Name: "Bad Name", Namespaces: []string{"*"}}, {Name: "ok"}, {Name: "ok", Namespaces: []string{"nope"}}} {
+		if _, err := AddClient(path, bad, nil); err == nil {
+			t.Errorf("accepted %+v", bad)
+		}
+	}
+	if _, err := ParseAll([]byte(`{"clients":[{"name":"x","tokenSha256":"00"}]}`)); err == nil {
+		t.Error("a short hash was accepted")
+	}
+	if _, err := ParseAll([]byte(`{"clients":[{"name":"x","tokenSha256":"` + strings.Repeat("0", 64) + `","namespaces":["*"],"write":true}]}`)); err == nil {
+		t.Error("an unknown client key was accepted")
 	}
 }
 

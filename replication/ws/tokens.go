@@ -1,12 +1,10 @@
 package ws
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -42,69 +40,6 @@ func ParseTokenSHA256(s string) ([sha256.Size]byte, error) {
 		return h, fmt.Errorf("ws: tokenSha256: %w", err)
 	}
 	return h, nil
-}
-
-// ParseTokensFile decodes the hub's tokens file:
-//
-//	{"peers":[{"instanceId":"peer-a","tokenSha256":"<64 hex>","owner":"default",
-//	           "namespaces":["*"],"read":true,"submit":true}]}
-//
-// Unknown fields are refused, so a misspelt key is not silently ignored.
-func ParseTokensFile(data []byte) ([]TokenEntry, error) {
-	var f struct {
-		Peers []tokensFilePeer `json:"peers"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("ws: tokens file: %w", err)
-	}
-	out := make([]TokenEntry, 0, len(f.Peers))
-	for i, p := range f.Peers {
-		h, err := ParseTokenSHA256(p.TokenSHA256)
-		if err != nil {
-			return nil, fmt.Errorf("ws: tokens file entry %d: %w", i, err)
-		}
-		out = append(out, TokenEntry{PeerInstanceID: p.InstanceID, TokenSHA256: h, Owner: p.Owner,
-			Namespaces: p.Namespaces, Read: p.Read, Submit: p.Submit})
-	}
-	return out, nil
-}
-
-// tokensFilePeer is one entry of the tokens file.
-type tokensFilePeer struct {
-	InstanceID  string   `json:"instanceId"`
-	TokenSHA256 string   `json:"tokenSha256"`
-	Owner       string   `json:"owner"`
-	Namespaces  []string `json:"namespaces"`
-	Read        bool     `json:"read"`
-	Submit      bool     `json:"submit"`
-}
-
-// EncodeTokensFile renders entries in the tokens file format that ParseTokensFile reads,
-// one peer per line.
-func EncodeTokensFile(entries []TokenEntry) []byte {
-	var b bytes.Buffer
-	b.WriteString("{\"peers\":[")
-	for i, e := range entries {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		namespaces := e.Namespaces
-		if namespaces == nil {
-			namespaces = []string{}
-		}
-		// Marshal cannot fail on strings, bools and a string list.
-		line, _ := json.Marshal(tokensFilePeer{e.PeerInstanceID, hex.EncodeToString(e.TokenSHA256[:]), e.Owner,
-			namespaces, e.Read, e.Submit})
-		b.WriteString("\n  ")
-		b.Write(line)
-	}
-	if len(entries) > 0 {
-		b.WriteByte('\n')
-	}
-	b.WriteString("]}\n")
-	return b.Bytes()
 }
 
 // TokenTable is an in-memory Authenticator over token hashes. Lookups compare the hash of

@@ -68,16 +68,3 @@ func TestTokenTable(t *testing.T) {
 		t.Error("ns2 authorized")
 	}
 }
-
-func TestParseTokensFile(t *testing.T) {
-	h := "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
-	es, err := ws.ParseTokensFile([]byte(`{"peers":[{"instanceId":"peer-a","tokenSha256":"` + h + `","owner":"default","namespaces":["*"],"read":true,"submit":false}]}`))
-	if err != nil || len(es) != 1 || es[0].TokenSHA256 != ws.HashToken("test") || es[0].Owner != "default" || !es[0].Read || es[0].Submit {
-		t.Fatalf("%+v %v", es, err)
-	}
-	for _, bad := range []string{`{"peers":[{"instanceId":"a","tokenSha256":"00"}]}`, `{"peers":[{"instanceID":"a"}]}`, `[`} {
-		if _, err := ws.ParseTokensFile([]byte(bad)); err == nil {
-			t.Errorf("accepted %s", bad)
-		}
-	}
-}

@@ -1,0 +1,634 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/registry"
+)
+
+var (
+	errUnavailable = persistence.ErrUnavailable
+	errReadServed  = errors.New("the read was served")
+)
+
+func orServed(err error) error {
+	if err == nil {
+		return errReadServed
+	}
+	return err
+}
+
+// TestCluster_WriteOnOneNodeVisibleOnAll: a namespace created through one node opens on
+// every node; a local write acknowledged on one node is in the log (at the position it was
+// acknowledged with, on a quorum) and applied there before the acknowledgement, and every
+// node applies it.
+func TestCluster_WriteOnOneNodeVisibleOnAll(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	ns := tc.nodes[0].create(t)
+	leases := make([]*registry.Lease, 3)
+	for i, tn := range tc.nodes {
+		leases[i] = tn.open(t, ns)
+		if got := leases[i].Identity().Epoch; got != 1 {
+			t.Fatalf("%s: epoch %d, want 1", tn.name, got)
+		}
+	}
+	if leases[0].Identity() != leases[2].Identity() {
+		t.Fatalf("identities differ: %v vs %v", leases[0].Identity(), leases[2].Identity())
+	}
+	for i := range 3 {
+		state, err := leases[i].EncodeState(ctxT(t, 5*time.Second), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		update := mapUpdate(t, state, fmt.Sprintf("from-%d", i), float64(i))
+		res, err := leases[i].WriteLocal(ctxT(t, 10*time.Second), update)
+		if err != nil {
+			t.Fatalf("write through %s: %v", tc.nodes[i].name, err)
+		}
+		if !res.Changed || res.Seq == 0 {
+			t.Fatalf("write through %s: %+v", tc.nodes[i].name, res)
+		}
+		// Applied on the writing node before it was acknowledged ...
+		if got := notes(t, leases[i])[fmt.Sprintf("from-%d", i)]; got != float64(i) {
+			t.Fatalf("%s: own write not applied at acknowledgement: %v", tc.nodes[i].name, got)
+		}
+		if leases[i].Flushed() < res.Seq {
+			t.Fatalf("%s: Flushed %d < acknowledged position %d", tc.nodes[i].name, leases[i].Flushed(), res.Seq)
+		}
+		// ... and stored in the log at the position it was acknowledged with.
+		msg, err := tc.nodes[(i+1)%3].node.res.stream.GetMsg(ctxT(t, 5*time.Second), res.Seq)
+		if err != nil {
+			t.Fatalf("log position %d: %v", res.Seq, err)
+		}
+		rec, _, err := decodeRecord(msg.Data)
+		if err != nil || rec.Kind != registry.RecordUpdate || string(rec.Update) != string(update) {
+			t.Fatalf("log position %d holds %+v (%v), not the write", res.Seq, rec, err)
+		}
+		if msg.Subject != logSubject("default", ns) {
+			t.Fatalf("record on subject %q", msg.Subject)
+		}
+	}
+	want := map[string]any{"from-0": 0.0, "from-1": 1.0, "from-2": 2.0}
+	for i, l := range leases {
+		eventually(t, 10*time.Second, tc.nodes[i].name+" converges", func() error {
+			got := notes(t, l)
+			for k, v := range want {
+				if got[k] != v {
+					return fmt.Errorf("notes %v", got)
+				}
+			}
+			return nil
+		})
+	}
+	// The entry is the same everywhere.
+	for _, tn := range tc.nodes {
+		e, err := tn.store.Entry(ctxT(t, 5*time.Second), ns)
+		if err != nil || e.Owner != "default" {
+			t.Fatalf("%s: entry %+v, %v", tn.name, e, err)
+		}
+		list, err := tn.store.Entries(ctxT(t, 5*time.Second), "")
+		if err != nil || len(list) != 1 || list[0].NamespaceID != ns {
+			t.Fatalf("%s: entries %+v, %v", tn.name, list, err)
+		}
+	}
+	// Another owner does not find it (§19).
+	if _, err := tc.nodes[1].reg.Open(ctxT(t, 5*time.Second), "other", ns); !errors.Is(err, registry.ErrNotFound) {
+		t.Fatalf("open as another owner: %v", err)
+	}
+}
+
+// TestCluster_FanOutAcrossNodes: an update a peer session submits on one node is
+// acknowledged to it once applied, is not echoed back to it, and reaches the sessions of
+// every node — including another session on the same node.
+func TestCluster_FanOutAcrossNodes(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	ns := tc.nodes[0].create(t)
+	var sessions []*registry.Session
+	var leases []*registry.Lease
+	for i := range 3 {
+		l := tc.nodes[i].open(t, ns)
+		leases = append(leases, l)
+		for range 2 {
+			s, _, err := l.OpenSession(ctxT(t, 5*time.Second), registry.SessionOptions{Peer: "peer"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sessions = append(sessions, s)
+		}
+	}
+	origin := sessions[0] // on node 1
+	update := mapUpdate(t, nil, "k", "v")
+	res, err := origin.Apply(ctxT(t, 10*time.Second), update)
+	if err != nil || !res.Changed {
+		t.Fatalf("apply: %+v, %v", res, err)
+	}
+	for i, s := range sessions[1:] {
+		eventually(t, 10*time.Second, fmt.Sprintf("session %d gets the update", i+1), func() error {
+			p := s.Poll()
+			if len(p.Updates) == 0 {
+				return errors.New("nothing yet")
+			}
+			return nil
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	if p := origin.Poll(); len(p.Updates) != 0 {
+		t.Fatalf("the update was echoed to its origin session: %d updates", len(p.Updates))
+	}
+
+	// A schema replaced through one node is installed on every node, and reaches every
+	// session (it is a meta change of the same epoch: nobody is fenced).
+	if err := leases[2].ReplaceSchema(ctxT(t, 10*time.Second), "2026-01-01T00:00:00.000Z", map[string]any{"type": "object"}); err != nil {
+		t.Fatal(err)
+	}
+	want, ok := leases[2].ActiveSchema()
+	if !ok {
+		t.Fatal("no active schema on the node that replaced it")
+	}
+	for i, l := range leases {
+		eventually(t, 10*time.Second, fmt.Sprintf("%s installs the schema", tc.nodes[i].name), func() error {
+			if got, ok := l.ActiveSchema(); !ok || got.Fingerprint != want.Fingerprint || got.UpdatedAt != want.UpdatedAt {
+				return fmt.Errorf("active schema %+v, %v", got, ok)
+			}
+			return nil
+		})
+	}
+	for i, s := range sessions {
+		eventually(t, 10*time.Second, fmt.Sprintf("session %d gets the schema", i), func() error {
+			p := s.Poll()
+			if p.Fenced != nil {
+				return fmt.Errorf("fenced by a schema change")
+			}
+			if len(p.Updates) == 0 {
+				return errors.New("nothing yet")
+			}
+			return nil
+		})
+	}
+}
+
+// TestCluster_ConcurrentEpochBumps: two nodes bump the same epoch at once — exactly one
+// wins (the other gets ErrConflict and wrote nothing); every node fences its sessions of
+// the old epoch when it applies the change; a record admitted under the old epoch that
+// comes after the change in the log is refused on every node alike.
+func TestCluster_ConcurrentEpochBumps(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	ns := tc.nodes[0].create(t)
+	leases := make([]*registry.Lease, 3)
+	for i, tn := range tc.nodes {
+		leases[i] = tn.open(t, ns)
+	}
+	old, _, err := leases[2].OpenSession(ctxT(t, 5*time.Second), registry.SessionOptions{Peer: "peer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		var wg sync.WaitGroup
+		results := make([]error, 2)
+		epochs := make([]uint64, 2)
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id, err := leases[i].BumpEpoch(ctxT(t, 15*time.Second))
+				results[i], epochs[i] = err, id.Epoch
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for i, err := range results {
+			switch {
+			case err == nil:
+				won++
+				if epochs[i] != uint64(round+2) {
+					t.Fatalf("round %d: the winner reports epoch %d", round, epochs[i])
+				}
+			case errors.Is(err, registry.ErrConflict):
+			default:
+				t.Fatalf("round %d: bump on %s: %v", round, tc.nodes[i].name, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d bumps won (%v), want exactly 1", round, won, results)
+		}
+		for i, l := range leases {
+			eventually(t, 10*time.Second, fmt.Sprintf("%s at epoch %d", tc.nodes[i].name, round+2), func() error {
+				if got := l.Identity().Epoch; got != uint64(round+2) {
+					return fmt.Errorf("epoch %d", got)
+				}
+				return nil
+			})
+		}
+	}
+	eventually(t, 5*time.Second, "the old session fenced", func() error {
+		if p := old.Poll(); p.Fenced == nil {
+			return errors.New("not fenced")
+		}
+		return nil
+	})
+	if _, err := old.Apply(ctxT(t, 5*time.Second), mapUpdate(t, nil, "late", 1.0)); !errors.Is(err, registry.ErrFenced) {
+		t.Fatalf("apply on a fenced session: %v", err)
+	}
+
+	// A record admitted under epoch 1, reaching the log after the changes, then a local
+	// write: every node refuses the first and applies the second.
+	nl, err := tc.nodes[1].node.OpenLog(ctxT(t, 5*time.Second), "default", ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	published := make(chan error, 1)
+	if err := nl.Publish(registry.Record{Kind: registry.RecordUpdate, Epoch: 1, Token: 1 << 60, Update: mapUpdate(t, nil, "stale", true)},
+		func(err error) { published <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	state, _ := leases[0].EncodeState(ctxT(t, 5*time.Second), nil)
+	if _, err := leases[0].WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, state, "after", true)); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range leases {
+		eventually(t, 10*time.Second, tc.nodes[i].name+" applies the write after the stale record", func() error {
+			n := notes(t, l)
+			if n["after"] != true {
+				return fmt.Errorf("notes %v", n)
+			}
+			if _, ok := n["stale"]; ok {
+				return fmt.Errorf("the stale record was applied: %v", n)
+			}
+			return nil
+		})
+	}
+	// A node that loads the namespace now replays the same decisions.
+	tc.stop(2)
+	tn := tc.start(2)
+	tc.waitHealthy(30*time.Second, tn)
+	l := tn.open(t, ns)
+	n := notes(t, l)
+	if n["after"] != true || n["stale"] != nil || l.Identity().Epoch != 4 {
+		t.Fatalf("after reload: epoch %d, notes %v", l.Identity().Epoch, n)
+	}
+}
+
+// TestCluster_NoQuorum: a node whose siblings are gone refuses writes (ErrDegraded, which
+// the namespace layer sends as PERSISTENCE_DEGRADED and the admin API as 503), keeps
+// serving reads of what it has loaded, and accepts writes again by itself once a sibling
+// is back.
+func TestCluster_NoQuorum(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	n1 := tc.nodes[0]
+	ns := n1.create(t)
+	l := n1.open(t, ns)
+	if _, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "before", true)); err != nil {
+		t.Fatal(err)
+	}
+	sess, _, err := l.OpenSession(ctxT(t, 5*time.Second), registry.SessionOptions{Peer: "peer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.stop(1)
+	tc.stop(2)
+	eventually(t, 20*time.Second, "quorum lost", func() error {
+		if n1.node.Healthy() {
+			return errors.New("still healthy")
+		}
+		return nil
+	})
+	if err := n1.node.Ready(); err == nil {
+		t.Fatal("Ready() is nil without quorum")
+	}
+	start := time.Now()
+	if _, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "during", true)); !errors.Is(err, registry.ErrDegraded) {
+		t.Fatalf("local write without quorum: %v", err)
+	}
+	if _, err := sess.Apply(ctxT(t, 10*time.Second), mapUpdate(t, nil, "during-peer", true)); !errors.Is(err, registry.ErrDegraded) {
+		t.Fatalf("peer update without quorum: %v", err)
+	}
+	if _, err := l.BumpEpoch(ctxT(t, 10*time.Second)); !errors.Is(err, registry.ErrDegraded) {
+		t.Fatalf("epoch bump without quorum: %v", err)
+	}
+	if _, err := n1.reg.Create(ctxT(t, 10*time.Second), "default"); !errors.Is(err, registry.ErrDegraded) {
+		t.Fatalf("create without quorum: %v", err)
+	}
+	if _, err := n1.store.Entry(ctxT(t, 10*time.Second), ns); err != nil {
+		t.Fatalf("entry of a known namespace without quorum: %v", err)
+	}
+	if n := notes(t, l); n["before"] != true {
+		t.Fatalf("read without quorum: %v", n)
+	}
+	if sv, err := sess.StateVector(ctxT(t, 5*time.Second)); err != nil || len(sv) == 0 {
+		t.Fatalf("state vector without quorum: %v", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("refusals took %v", d)
+	}
+	tc.start(1)
+	tc.waitHealthy(30*time.Second, n1)
+	eventually(t, 20*time.Second, "writes accepted again", func() error {
+		_, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "after", true))
+		return err
+	})
+	if n := notes(t, l); n["after"] != true || n["during"] != nil {
+		t.Fatalf("after recovery: %v", n)
+	}
+}
+
+// TestCluster_RestartedNodeCatchesUp: a node that was down while others wrote loads the
+// namespace with every write acknowledged meanwhile; a node that kept it loaded while a
+// sibling restarted keeps following.
+func TestCluster_RestartedNodeCatchesUp(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	ns := tc.nodes[0].create(t)
+	l1 := tc.nodes[0].open(t, ns)
+	l3 := tc.nodes[2].open(t, ns)
+	if _, err := l1.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "k0", 0.0)); err != nil {
+		t.Fatal(err)
+	}
+	tc.stop(2)
+	_ = l3
+	l2 := tc.nodes[1].open(t, ns)
+	for i := 1; i <= 20; i++ {
+		l := l1
+		if i%2 == 0 {
+			l = l2
+		}
+		if _, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, fmt.Sprintf("k%d", i), float64(i))); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	tn := tc.start(2)
+	tc.waitHealthy(30*time.Second, tn)
+	l3 = tn.open(t, ns)
+	n := notes(t, l3)
+	for i := 0; i <= 20; i++ {
+		if n[fmt.Sprintf("k%d", i)] != float64(i) {
+			t.Fatalf("restarted node misses k%d: %v", i, n)
+		}
+	}
+	// The other nodes follow writes made through the restarted one.
+	if _, err := l3.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "from-restarted", true)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "write of the restarted node everywhere", func() error {
+		for _, l := range []*registry.Lease{l1, l2} {
+			if notes(t, l)["from-restarted"] != true {
+				return errors.New("not yet")
+			}
+		}
+		return nil
+	})
+}
+
+// TestCluster_CompactionKeepsLogBounded: with a small threshold the log of a namespace
+// written many times stays bounded (a snapshot and at most about two intervals of
+// records), and a node that loads it afterwards has every write.
+func TestCluster_CompactionKeepsLogBounded(t *testing.T) {
+	const every = 20
+	tc := newTestCluster(t, 3, func(c *Config) { c.CompactAfterRecords = every })
+	ns := tc.nodes[0].create(t)
+	l1 := tc.nodes[0].open(t, ns)
+	l2 := tc.nodes[1].open(t, ns)
+	const writes = 200
+	for i := range writes {
+		l := l1
+		if i%3 == 0 {
+			l = l2
+		}
+		if _, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, fmt.Sprintf("k%d", i), float64(i))); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	subject := logSubject("default", ns)
+	eventually(t, 20*time.Second, "log bounded", func() error {
+		info, err := tc.nodes[0].node.res.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			return err
+		}
+		if n := info.State.Subjects[subject]; n > 3*every {
+			return fmt.Errorf("%d records of %d writes stay in the log", n, writes)
+		}
+		return nil
+	})
+	if _, err := tc.nodes[0].node.res.snaps.GetInfo(ctxT(t, 5*time.Second), ns); err != nil {
+		t.Fatalf("no snapshot: %v", err)
+	}
+	l3 := tc.nodes[2].open(t, ns)
+	n := notes(t, l3)
+	for i := range writes {
+		if n[fmt.Sprintf("k%d", i)] != float64(i) {
+			t.Fatalf("a node loading from the snapshot misses k%d (%d keys)", i, len(n))
+		}
+	}
+	var done uint64
+	for _, tn := range tc.nodes {
+		done += tn.store.Stats().Compactions
+	}
+	if done == 0 {
+		t.Fatal("no compaction counted")
+	}
+}
+
+// TestCluster_WaitsHaveDeadlines: with the rest of the cluster gone, every operation that
+// needs it ends by its deadline with a classified error — never a hang.
+func TestCluster_WaitsHaveDeadlines(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.OpTimeout = time.Second })
+	n1 := tc.nodes[0]
+	ns := n1.create(t)
+	l := n1.open(t, ns)
+	other := n1.create(t)
+	tc.stop(1)
+	tc.stop(2)
+	eventually(t, 20*time.Second, "quorum lost", func() error {
+		if n1.node.Healthy() {
+			return errors.New("still healthy")
+		}
+		return nil
+	})
+	check := func(what string, err error, want ...error) {
+		t.Helper()
+		for _, w := range want {
+			if errors.Is(err, w) {
+				return
+			}
+		}
+		t.Errorf("%s: %v, want one of %v", what, err, want)
+	}
+	bounded := func(what string, f func() error, want ...error) {
+		t.Helper()
+		start := time.Now()
+		err := f()
+		if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("%s took %v", what, d)
+		}
+		check(what, err, want...)
+	}
+	ctx := context.Background() // no deadline from the caller: the node's own apply
+	bounded("entries", func() error { _, err := n1.store.Entries(ctx, ""); return err }, errUnavailable)
+	// Reads may be answered by this node's replica of a bucket (the answer may be old):
+	// either that answer or a classified error.
+	bounded("unknown entry", func() error { _, err := n1.store.Entry(ctx, "ns-00000000000000000000000000000000"); return err },
+		errUnavailable, persistence.ErrNotFound)
+	bounded("config", func() error { return n1.store.PutConfig(ctx, "k", []byte("v")) }, errUnavailable)
+	bounded("open an unloaded namespace", func() error {
+		l, err := n1.reg.Open(ctx, "default", other)
+		if err == nil {
+			l.Release()
+			return errReadServed
+		}
+		return err
+	}, registry.ErrDegraded, errReadServed)
+	bounded("create", func() error { _, err := n1.reg.Create(ctx, "default"); return err }, registry.ErrDegraded)
+	bounded("write", func() error { _, err := l.WriteLocal(ctx, mapUpdate(t, nil, "x", 1.0)); return err }, registry.ErrDegraded)
+	// The log itself, without the registry's quorum check in front.
+	raw, err := n1.node.OpenLog(ctx, "default", ns, nil)
+	if err == nil {
+		defer raw.Close()
+		bounded("head", func() error { _, err := raw.Head(ctx); return orServed(err) }, errUnavailable, errReadServed)
+		bounded("meta", func() error { _, err := raw.Meta(ctx); return orServed(err) }, errUnavailable, errReadServed)
+		bounded("claim", func() error { return raw.ClaimMeta(ctx, registry.MetaState{Revision: 1}, registry.MetaState{Gen: 1}) },
+			errUnavailable, registry.ErrConflict)
+		bounded("publish", func() error {
+			done := make(chan error, 1)
+			if err := raw.Publish(registry.Record{Kind: registry.RecordUpdate, Token: 1, Update: mapUpdate(t, nil, "y", 1.0)}, func(err error) { done <- err }); err != nil {
+				return err
+			}
+			return <-done
+		}, errUnavailable)
+	} else {
+		check("open log", err, errUnavailable)
+	}
+}
+
+// TestCluster_ExternalNATS: two hub nodes on an existing NATS server (--nats-url) act as
+// one hub like embedded ones.
+func TestCluster_ExternalNATS(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS server not ready")
+	}
+	var tns []*testNode
+	for i := range 2 {
+		cfg := Config{NodeName: fmt.Sprintf("x%d", i+1), NATSURL: srv.ClientURL(), Replicas: 1,
+			ProbeInterval: 200 * time.Millisecond, ProbeTimeout: time.Second}
+		node, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: node.Store(), Shared: node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			reg.Close(ctx)
+			node.Close(ctx)
+		})
+		tns = append(tns, &testNode{name: cfg.NodeName, node: node, store: node.Store(), reg: reg})
+	}
+	eventually(t, 20*time.Second, "ready", func() error {
+		for _, tn := range tns {
+			if !tn.node.Healthy() {
+				return fmt.Errorf("%s: %v", tn.name, tn.node.Ready())
+			}
+		}
+		return nil
+	})
+	ns := tns[0].create(t)
+	l1, l2 := tns[0].open(t, ns), tns[1].open(t, ns)
+	if _, err := l2.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "k", "v")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the write on the other node", func() error {
+		if notes(t, l1)["k"] != "v" {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if tns[0].node.ClientURL() != "" {
+		t.Fatal("a node on an existing NATS reports a client URL of its own")
+	}
+}
+
+// TestCluster_InterruptedBumpIsCompleted: a node that claimed an epoch bump and died
+// before publishing it blocks nobody for good — while the claim is fresh other nodes
+// answer ErrConflict; once it is older than SharedStaleClaim the next node asked for a
+// change completes it from the meta record (every node then fences on it), answers
+// ErrConflict, and the bump after that proceeds.
+func TestCluster_InterruptedBumpIsCompleted(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	ns := tc.nodes[0].create(t)
+	leases := make([]*registry.Lease, 3)
+	for i, tn := range tc.nodes {
+		leases[i] = tn.open(t, ns)
+	}
+	sess, _, err := leases[2].OpenSession(ctxT(t, 5*time.Second), registry.SessionOptions{Peer: "peer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The claim of a bump to epoch 2, as a node that died right after it left it.
+	raw, err := tc.nodes[1].node.OpenLog(ctxT(t, 5*time.Second), "default", ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	cur, err := raw.Meta(ctxT(t, 5*time.Second))
+	if err != nil || cur.Gen != 0 || cur.Epoch != 1 {
+		t.Fatalf("meta record %+v, %v", cur, err)
+	}
+	next := cur
+	next.Gen, next.Epoch = 1, 2
+	if err := raw.ClaimMeta(ctxT(t, 5*time.Second), cur, next); err != nil {
+		t.Fatal(err)
+	}
+	// A second claim on the same revision loses.
+	if err := raw.ClaimMeta(ctxT(t, 5*time.Second), cur, next); !errors.Is(err, registry.ErrConflict) {
+		t.Fatalf("a second claim on the same revision: %v", err)
+	}
+	claimed := time.Now()
+	if _, err := leases[0].BumpEpoch(ctxT(t, 10*time.Second)); !errors.Is(err, registry.ErrConflict) {
+		t.Fatalf("bump while a fresh claim is open: %v", err)
+	}
+	if time.Since(claimed) < 3*time.Second && leases[0].Identity().Epoch != 1 {
+		t.Fatal("the open claim was applied")
+	}
+	time.Sleep(time.Until(claimed.Add(3500 * time.Millisecond)))
+	if _, err := leases[0].BumpEpoch(ctxT(t, 10*time.Second)); !errors.Is(err, registry.ErrConflict) {
+		t.Fatalf("bump that completes the stale claim: %v", err)
+	}
+	for i, l := range leases {
+		eventually(t, 10*time.Second, tc.nodes[i].name+" at epoch 2", func() error {
+			if e := l.Identity().Epoch; e != 2 {
+				return fmt.Errorf("epoch %d", e)
+			}
+			return nil
+		})
+	}
+	eventually(t, 5*time.Second, "the session of epoch 1 fenced", func() error {
+		if sess.Poll().Fenced == nil {
+			return errors.New("not fenced")
+		}
+		return nil
+	})
+	id, err := leases[1].BumpEpoch(ctxT(t, 10*time.Second))
+	if err != nil || id.Epoch != 3 {
+		t.Fatalf("the bump after: %v, %v", id, err)
+	}
+}

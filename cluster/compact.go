@@ -1,0 +1,151 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Compaction keeps each namespace log bounded. The node that sees the log grow past
+// Config.CompactAfterRecords or CompactAfterBytes since the last snapshot it knows of
+// tries to take the namespace's compaction lease (a key in LeasesBucket, created only if
+// absent, expiring after Config.LeaseTTL): at most one node compacts a namespace at a
+// time. The holder
+//
+//  1. takes a snapshot of its document as applied through position S (in a sequencer
+//     slot: exactly the log through S);
+//  2. writes it to SnapshotBucket tagged with S, its meta generation, and the purge floor
+//     F = the previous snapshot's S (the log keeps one snapshot interval of history, so a
+//     node that loaded the previous snapshot a moment ago still finds its records);
+//  3. renews the lease by compare-and-set (a holder that lost it stops here);
+//  4. purges the namespace's subject through min(F, every node's acknowledged position),
+//     so no follower loses a record it has not read yet;
+//  5. gives the lease back.
+//
+// A follower that was not reading when a purge ran (its consumer was being recreated)
+// finds, after recreating it, a floor past its position and takes the snapshot instead of
+// the records it can no longer read (registry.RecordSnapshot).
+
+// noteApplied counts what the follower handed on and starts a compaction when due
+// (follower goroutine).
+func (l *nsLog) noteApplied(bytes int) {
+	l.sinceRecords++
+	l.sinceBytes += bytes
+	cfg := &l.n.cfg
+	if l.sinceRecords < cfg.CompactAfterRecords && l.sinceBytes < cfg.CompactAfterBytes {
+		return
+	}
+	if !l.compacting.CompareAndSwap(false, true) {
+		return
+	}
+	l.sinceRecords, l.sinceBytes = 0, 0
+	l.compactions.Add(1)
+	go func() {
+		defer l.compactions.Done()
+		defer l.compacting.Store(false)
+		l.compact()
+	}()
+}
+
+// compact runs one compaction under the lease.
+func (l *nsLog) compact() {
+	m := l.n.metrics
+	ctx, cancel := context.WithTimeout(l.ctx, 4*l.n.cfg.OpTimeout)
+	defer cancel()
+	key := "compact." + l.ns
+	holder := []byte(l.n.cfg.NodeName)
+	rev, err := l.res.leases.Create(ctx, key, holder)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		m.compactions.WithLabelValues("leased-elsewhere").Inc()
+		return
+	}
+	if err != nil {
+		l.compactFailed("taking the compaction lease", err)
+		return
+	}
+	m.leasesHeld.Inc()
+	defer func() {
+		m.leasesHeld.Dec()
+		dctx, dcancel := context.WithTimeout(context.Background(), l.n.cfg.OpTimeout)
+		defer dcancel()
+		_ = l.res.leases.Delete(dctx, key, jetstream.LastRevision(rev))
+	}()
+
+	snap, err := l.host.Snapshot(ctx)
+	if err != nil {
+		l.compactFailed("taking a snapshot", err)
+		return
+	}
+	var prev uint64
+	info, err := l.n.snapshotInfo(ctx, l.ns)
+	switch {
+	case err != nil:
+		l.compactFailed("reading the previous snapshot", err)
+		return
+	case info != nil:
+		if prev, _, _, err = snapshotMeta(info); err != nil {
+			l.compactFailed("reading the previous snapshot", err)
+			return
+		}
+	}
+	if snap.Through <= prev {
+		m.compactions.WithLabelValues("up-to-date").Inc()
+		return
+	}
+	floor := prev
+	meta := jetstream.ObjectMeta{Name: l.ns, Metadata: map[string]string{
+		metaThrough: strconv.FormatUint(snap.Through, 10),
+		metaGen:     strconv.FormatUint(snap.MetaGen, 10),
+		metaFloor:   strconv.FormatUint(floor, 10),
+	}}
+	if _, err := l.res.snaps.Put(ctx, meta, bytes.NewReader(snap.Doc)); err != nil {
+		l.compactFailed("writing the snapshot", err)
+		return
+	}
+	if rev, err = l.res.leases.Update(ctx, key, holder, rev); err != nil {
+		l.compactFailed("renewing the compaction lease", err)
+		return
+	}
+	purge := floor
+	if purge > 0 {
+		nodes, err := l.res.nodes.Keys(ctx)
+		if err != nil {
+			l.compactFailed("listing the nodes", err)
+			return
+		}
+		for _, node := range nodes {
+			c, err := l.res.stream.Consumer(ctx, consumerName(node, l.ns))
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				continue
+			}
+			if err != nil {
+				l.compactFailed("reading a node's position", err)
+				return
+			}
+			purge = min(purge, c.CachedInfo().AckFloor.Stream)
+		}
+	}
+	if purge > 0 {
+		err := l.res.stream.Purge(ctx, jetstream.WithPurgeSubject(l.subject), jetstream.WithPurgeSequence(purge+1))
+		if err != nil {
+			l.compactFailed("purging the log", err)
+			return
+		}
+	}
+	m.compactionDone()
+	l.n.log.Debug("namespace log compacted", slog.String("namespaceId", l.ns),
+		slog.Uint64("snapshotThrough", snap.Through), slog.Uint64("purgedThrough", purge), slog.Int("snapshotBytes", len(snap.Doc)))
+}
+
+func (l *nsLog) compactFailed(what string, err error) {
+	if l.ctx.Err() != nil {
+		return
+	}
+	l.n.metrics.compactions.WithLabelValues("failed").Inc()
+	l.n.log.Warn("compacting a namespace log failed; the next one retries", slog.String("namespaceId", l.ns),
+		slog.String("error", classify(what, l.n.cfg.OpTimeout, err).Error()))
+}

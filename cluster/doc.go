@@ -1,0 +1,75 @@
+// Package cluster lets several hub processes act as one hub: every node serves every
+// namespace, peers may attach to any node, and nothing a node acknowledged is lost when a
+// node dies. The shared state lives in NATS JetStream — a replicated log and key-value
+// store — which each node embeds (an in-process NATS server; the servers form one NATS
+// cluster over their routes) or reaches at --nats-url.
+//
+// # What is where
+//
+// Every stream and bucket has Config.Replicas copies (min(3, nodes) by default), so a
+// write is durable once a quorum of them stored it.
+//
+//   - Stream NOMICORE_LOG holds one subject per namespace, nomicore.log.ns.<owner>.<id>
+//     (the owner partition is base64url in the subject). Each message is a record: an
+//     update some node admitted, with the epoch it was admitted under and its origin (the
+//     node process and its number for it), or a meta change (an epoch bump, a schema
+//     replacement). The stream drops a second copy of a record by its message id.
+//   - Bucket nomicore_entries holds the namespace entries (owner, state, creation time),
+//     each with the namespace's first document (its identity, written at creation) and its
+//     meta record: how many meta changes were claimed, and the epoch and schema after them.
+//     Creating a namespace is create-if-absent; claiming a meta change is compare-and-set
+//     on the entry's revision, so of two concurrent epoch bumps exactly one wins.
+//   - Object store nomicore_snapshots holds each namespace's newest snapshot, tagged with
+//     the log position it covers.
+//   - Bucket nomicore_leases holds the compaction leases; nomicore_nodes the node names;
+//     nomicore_config the hub's configuration map.
+//
+// The tokens file is not shared: each node reads its own (distribute the same file).
+//
+// # The write path
+//
+// The registry (registry.SharedLog is the seam; this package implements it) runs an
+// update that arrives at node X — from a peer session, or the admin API — through the
+// gates of the namespace's write sequencer on X (fenced session, role, quorum, the
+// protected meta check) and then, instead of applying it, publishes it as a record. Every
+// node that has the namespace loaded follows its subject in log order with a consumer of
+// its own and applies each record through its own sequencer, fanning it out to its local
+// sessions; X recognises its own records and does not send them back to the session they
+// came from. The caller on X is answered (UPDATE_ACK, or the admin API's 204) only in the
+// slot that applies the record there: by then it is stored on a quorum (a consumer only
+// sees committed messages) and applied in log order under the epoch it was admitted for.
+//
+// Every decision of that slot depends only on the log before the record, so every node
+// decides the same: an update admitted under an epoch older than the current one is
+// refused (§11), an update touching meta is refused (§20), a meta change is applied once
+// per generation and, when it raises the epoch, fences every local session of an older
+// epoch before any later slot.
+//
+// # Epoch bumps and schema replacement
+//
+// The node asked for a meta change catches up with the log, reads the namespace's meta
+// record, prepares the registry's update of meta on a copy of its document, claims the
+// change with compare-and-set (the loser of a race writes nothing and answers
+// registry.ErrConflict), publishes it as a meta record and waits until it applied it. A
+// change claimed by a node that died before publishing is completed by the next node asked
+// for one (after Config.SharedStaleClaim), from the meta record.
+//
+// # Compaction
+//
+// The node that sees a namespace log grow past a threshold takes the namespace's lease
+// (created only if absent, with a TTL; renewed by compare-and-set), writes a snapshot of
+// its document as applied through position S, and purges the records the previous
+// snapshot covered — never past what every node's consumer acknowledged. Loading a
+// namespace is its snapshot plus the records after it; a node that finds the log purged
+// past its position takes the snapshot instead.
+//
+// # Failures
+//
+// A node probes the quorum with a small write every Config.ProbeInterval. Without quorum
+// it refuses writes (PERSISTENCE_DEGRADED to peers, 503 from the admin API, /readyz not
+// ready) and serves reads of what it has loaded; it accepts writes again by itself once a
+// probe succeeds. Every JetStream call has a deadline; running into it is an
+// *UnavailableError (persistence.ErrUnavailable), never a hang. A restarted node catches
+// up from JetStream: its replicas by the NATS cluster's own means, its namespaces by
+// loading them again.
+package cluster

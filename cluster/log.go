@@ -1,0 +1,480 @@
+package cluster
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/registry"
+)
+
+// Snapshot object metadata (SnapshotBucket, one object per namespace id).
+const (
+	metaThrough = "through" // the last log position the snapshot covers
+	metaGen     = "gen"     // the meta generation it includes
+	metaFloor   = "floor"   // the log may be purged through this position once it is written
+	// maxSnapshotBytes bounds a snapshot read back (it is the cluster's own data; the bound
+	// keeps a damaged object from exhausting memory).
+	maxSnapshotBytes = 1 << 30
+)
+
+// Following a namespace log.
+const (
+	followBatch      = 256 // records asked for at a time
+	ackEvery         = 64  // acknowledge (AckAll) at least every this many records
+	followHeartbeat  = time.Second
+	followExpiry     = 5 * time.Second
+	consumerIdle     = time.Minute // an abandoned consumer is removed after this
+	maxFollowBackoff = 2 * time.Second
+)
+
+// nsLog is one namespace's log as this node follows it (registry.NamespaceLog). One
+// goroutine (follow) reads the records with a pull consumer named after the node and the
+// namespace, in log order, and hands them to the registry; it checks the consumer's
+// delivery sequence for gaps and starts over from the last record it handed on after any
+// error. It acknowledges what it handed on (AckAll), which is how compaction knows how far
+// each node has read.
+type nsLog struct {
+	n        *Node
+	res      *resources
+	owner    string
+	ns       string
+	subject  string
+	consumer string
+	host     registry.LogHost
+	start    registry.LogStart
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started atomic.Bool
+	once    sync.Once
+
+	lag         atomic.Uint64  // records after the last one handed on (from the last delivery)
+	compacting  atomic.Bool    // a compaction of this node is running
+	compactions sync.WaitGroup // the running compaction
+
+	// Owned by the follower goroutine: what was handed on since the last compaction check.
+	sinceRecords, sinceBytes int
+}
+
+var _ registry.NamespaceLog = (*nsLog)(nil)
+
+// consumerName is the name of a node's consumer of a namespace log.
+func consumerName(node, ns string) string { return "nmcr_" + node + "_" + ns }
+
+// OpenLog opens a namespace's log: the newest snapshot (or the first document, from the
+// entry) and the log's head (registry.SharedLog).
+func (n *Node) OpenLog(ctx context.Context, owner, ns string, host registry.LogHost) (registry.NamespaceLog, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*n.cfg.OpTimeout)
+	defer cancel()
+	res, err := n.resources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := &nsLog{n: n, res: res, owner: owner, ns: ns, subject: logSubject(owner, ns),
+		consumer: consumerName(n.cfg.NodeName, ns), host: host, done: make(chan struct{})}
+	if l.start, err = l.readStart(ctx); err != nil {
+		return nil, err
+	}
+	if l.start.Head, err = l.Head(ctx); err != nil {
+		return nil, err
+	}
+	l.ctx, l.cancel = context.WithCancel(n.life)
+	n.logsMu.Lock()
+	n.logs[l] = struct{}{}
+	n.logsMu.Unlock()
+	return l, nil
+}
+
+// readStart reads where the document starts: the snapshot, else the entry's first
+// document.
+func (l *nsLog) readStart(ctx context.Context) (registry.LogStart, error) {
+	snap, ok, err := l.readSnapshot(ctx)
+	if err != nil || ok {
+		return snap, err
+	}
+	v, _, err := l.n.getEntry(ctx, l.ns)
+	if err != nil {
+		return registry.LogStart{}, err
+	}
+	if v.Owner != l.owner {
+		return registry.LogStart{}, persistence.ErrNotFound
+	}
+	return registry.LogStart{Doc: v.Genesis}, nil
+}
+
+// readSnapshot reads the namespace's snapshot, if there is one. A snapshot replaced while
+// it is being read loses its chunks under the reader, which then waits for nothing: each
+// attempt has its own deadline, and the next one reads the new snapshot.
+func (l *nsLog) readSnapshot(ctx context.Context) (registry.LogStart, bool, error) {
+	for attempt := 0; ; attempt++ {
+		var st registry.LogStart
+		found := false
+		actx, cancel := context.WithTimeout(ctx, l.n.cfg.OpTimeout)
+		err := retryUnanswered(actx, func() error {
+			st, found = registry.LogStart{}, false
+			return classify("reading a snapshot", l.n.cfg.OpTimeout, l.getSnapshot(actx, &st, &found))
+		})
+		cancel()
+		if err == nil || attempt == 2 || ctx.Err() != nil {
+			return st, found, err
+		}
+	}
+}
+
+// getSnapshot reads the snapshot object into st.
+func (l *nsLog) getSnapshot(ctx context.Context, st *registry.LogStart, found *bool) error {
+	res, err := l.res.snaps.Get(ctx, l.ns)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	info, err := res.Info()
+	if err != nil {
+		return err
+	}
+	if st.Through, st.MetaGen, _, err = snapshotMeta(info); err != nil {
+		return err
+	}
+	if info.Size > maxSnapshotBytes {
+		return fmt.Errorf("snapshot of %d bytes exceeds %d", info.Size, maxSnapshotBytes)
+	}
+	if st.Doc, err = io.ReadAll(io.LimitReader(res, maxSnapshotBytes)); err != nil {
+		return err
+	}
+	*found = true
+	return nil
+}
+
+// snapshotMeta reads the positions a snapshot object is tagged with.
+func snapshotMeta(info *jetstream.ObjectInfo) (through, gen, floor uint64, err error) {
+	through, err1 := strconv.ParseUint(info.Metadata[metaThrough], 10, 64)
+	gen, err2 := strconv.ParseUint(info.Metadata[metaGen], 10, 64)
+	floor, err3 := strconv.ParseUint(info.Metadata[metaFloor], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return 0, 0, 0, fmt.Errorf("snapshot object is missing its log positions: %v", err)
+	}
+	return through, gen, floor, nil
+}
+
+// snapshotInfo reads the tags of a namespace's snapshot from its bucket's stream leader
+// (nil: none). The object store's own GetInfo may be answered by a replica that has not
+// seen the newest snapshot yet — and the purge floor must never be read old. The object
+// store keeps an object's description as JSON in the last message of
+// $O.<bucket>.M.<base64url name>.
+func (n *Node) snapshotInfo(ctx context.Context, ns string) (*jetstream.ObjectInfo, error) {
+	se, err := n.leaderGet(ctx, "OBJ_"+SnapshotBucket, "$O."+SnapshotBucket+".M."+base64.URLEncoding.EncodeToString([]byte(ns)))
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var info jetstream.ObjectInfo
+	if err := json.Unmarshal(se.Value, &info); err != nil {
+		return nil, fmt.Errorf("a snapshot's description: %w", err)
+	}
+	if info.Deleted {
+		return nil, nil
+	}
+	return &info, nil
+}
+
+// snapshotFloor reads how far the log may have been purged (0: no snapshot).
+func (l *nsLog) snapshotFloor(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.n.cfg.OpTimeout)
+	defer cancel()
+	var info *jetstream.ObjectInfo
+	err := retryUnanswered(ctx, func() error {
+		var err error
+		info, err = l.n.snapshotInfo(ctx, l.ns)
+		return classify("reading a snapshot's tags", l.n.cfg.OpTimeout, err)
+	})
+	if err != nil || info == nil {
+		return 0, err
+	}
+	_, _, floor, err := snapshotMeta(info)
+	return floor, err
+}
+
+// Start returns where the document starts.
+func (l *nsLog) Start() registry.LogStart { return l.start }
+
+// Head returns the position of the newest record of the namespace (0: none yet).
+func (l *nsLog) Head(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.n.cfg.OpTimeout)
+	defer cancel()
+	var head uint64
+	err := retryUnanswered(ctx, func() error {
+		m, err := l.res.stream.GetLastMsgForSubject(ctx, l.subject)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			head = 0
+			return nil
+		case err != nil:
+			return classify("reading the log head", l.n.cfg.OpTimeout, err)
+		}
+		head = m.Sequence
+		return nil
+	})
+	return head, err
+}
+
+// Publish queues rec for the log (registry.NamespaceLog).
+func (l *nsLog) Publish(rec registry.Record, done func(error)) error {
+	if l.n.cfg.MaxRecordBytes < len(rec.Update)+64 {
+		return fmt.Errorf("cluster: a record of %d bytes exceeds the log's limit of %d: %w", len(rec.Update), l.n.cfg.MaxRecordBytes, registry.ErrApplyFailed)
+	}
+	data := encodeRecord(rec, l.n.incarnation)
+	return l.n.pub.submit(l.subject, msgID(l.ns, rec, l.n.incarnation), data, done)
+}
+
+// Meta reads the namespace's meta record.
+func (l *nsLog) Meta(ctx context.Context) (registry.MetaState, error) {
+	v, se, err := l.n.getEntry(ctx, l.ns)
+	if err != nil {
+		return registry.MetaState{}, err
+	}
+	return registry.MetaState{Gen: v.Gen, Epoch: v.Epoch, Schema: v.Schema, Changed: se.Created, Revision: se.Revision}, nil
+}
+
+// ClaimMeta replaces the meta record by compare-and-set on its revision.
+func (l *nsLog) ClaimMeta(ctx context.Context, prev, next registry.MetaState) error {
+	return l.n.op(ctx, "claiming a meta change", func(ctx context.Context, r *resources) error {
+		cur, se, err := l.n.getEntry(ctx, l.ns)
+		if err != nil {
+			return err
+		}
+		if se.Revision != prev.Revision {
+			return fmt.Errorf("%w: another node changed it first", registry.ErrConflict)
+		}
+		v := cur
+		v.Gen, v.Epoch, v.Schema = next.Gen, next.Epoch, next.Schema
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = r.entries.Update(ctx, l.ns, b, prev.Revision)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("%w: another node changed it first", registry.ErrConflict)
+		}
+		return err
+	})
+}
+
+// Follow starts the follower.
+func (l *nsLog) Follow() {
+	if l.started.Swap(true) {
+		return
+	}
+	l.n.wg.Add(1)
+	go func() {
+		defer l.n.wg.Done()
+		defer close(l.done)
+		l.follow()
+	}()
+}
+
+// Close stops following and waits for the follower (and a compaction in progress).
+func (l *nsLog) Close() {
+	l.once.Do(func() {
+		l.cancel()
+		if l.started.Load() {
+			<-l.done
+		}
+		l.compactions.Wait()
+		l.n.logsMu.Lock()
+		delete(l.n.logs, l)
+		l.n.logsMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), l.n.cfg.OpTimeout)
+		defer cancel()
+		_ = l.res.stream.DeleteConsumer(ctx, l.consumer) // else it expires by itself
+	})
+}
+
+// follow hands every record after the start to the host, in order, until Close or until
+// the host refuses one (the namespace unloaded).
+func (l *nsLog) follow() {
+	next := l.start.Through + 1 // the next log position to hand on
+	backoff := 50 * time.Millisecond
+	first := true
+	for l.ctx.Err() == nil {
+		if !first && !l.sleep(backoff) {
+			return
+		}
+		first = false
+		var ok bool
+		var err error
+		next, ok, err = l.followOnce(next)
+		if !ok {
+			return
+		}
+		if err != nil {
+			l.n.log.Info("following a namespace log again", slog.String("namespaceId", l.ns), slog.String("error", err.Error()))
+			backoff = min(2*backoff, maxFollowBackoff)
+		} else {
+			backoff = 50 * time.Millisecond
+		}
+	}
+}
+
+func (l *nsLog) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-l.ctx.Done():
+		return false
+	}
+}
+
+// followOnce creates the consumer at next and reads from it until an error. It returns
+// the next position, false when the follower must stop, and why it stopped reading.
+func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
+	cons, err := l.createConsumer(next)
+	if err != nil {
+		return next, true, err
+	}
+	// Compaction purges the log only through positions every consumer has acknowledged
+	// and, before that, tags the new snapshot with the purge floor. The consumer exists now,
+	// so a floor read after this point covers every purge that could skip records this
+	// follower still needs: if the floor reaches past next, the snapshot supplies them.
+	floor, err := l.snapshotFloor(l.ctx)
+	if err != nil {
+		return next, true, err
+	}
+	if floor >= next {
+		snap, ok, err := l.readSnapshot(l.ctx)
+		if err != nil {
+			return next, true, err
+		}
+		if ok && snap.Through >= next {
+			l.n.log.Warn("the log was compacted past what this node had read; catching up from the snapshot",
+				slog.String("namespaceId", l.ns))
+			if !l.host.Apply(registry.Record{Kind: registry.RecordSnapshot, Seq: snap.Through, Gen: snap.MetaGen, Update: snap.Doc}) {
+				return next, false, nil
+			}
+			next = snap.Through + 1
+			return next, true, errors.New("caught up from a snapshot")
+		}
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(followBatch), jetstream.PullHeartbeat(followHeartbeat),
+		jetstream.PullExpiry(followExpiry))
+	if err != nil {
+		return next, true, classify("reading a namespace log", l.n.cfg.OpTimeout, err)
+	}
+	defer it.Stop()
+	var dseq uint64 // the consumer's delivery sequence of the last message
+	unacked := 0
+	for {
+		m, err := it.Next(jetstream.NextContext(l.ctx))
+		if err != nil {
+			if l.ctx.Err() != nil {
+				return next, false, nil
+			}
+			return next, true, classify("reading a namespace log", followExpiry, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return next, true, err
+		}
+		if dseq != 0 && md.Sequence.Consumer != dseq+1 {
+			return next, true, fmt.Errorf("a delivery was lost (consumer sequence %d after %d)", md.Sequence.Consumer, dseq)
+		}
+		dseq = md.Sequence.Consumer
+		if md.Sequence.Stream < next {
+			continue // delivered again
+		}
+		rec, origin, err := decodeRecord(m.Data())
+		if err != nil {
+			// Every node skips it alike: the registry refuses a record of no known kind.
+			l.n.log.Error("a namespace log holds a record this node cannot read; it is skipped",
+				slog.String("namespaceId", l.ns), slog.Uint64("seq", md.Sequence.Stream), slog.String("error", err.Error()))
+			rec = registry.Record{}
+		}
+		rec.Seq = md.Sequence.Stream
+		rec.Local = origin == l.n.incarnation
+		if !l.host.Apply(rec) {
+			return next, false, nil
+		}
+		next = rec.Seq + 1
+		l.lag.Store(md.NumPending)
+		l.noteApplied(len(rec.Update))
+		unacked++
+		if unacked >= ackEvery || md.NumPending == 0 {
+			_ = m.Ack() // AckAll: everything handed on so far
+			unacked = 0
+		}
+	}
+}
+
+// createConsumer (re)creates this node's consumer of the namespace at position next.
+func (l *nsLog) createConsumer(next uint64) (jetstream.Consumer, error) {
+	ctx, cancel := context.WithTimeout(l.ctx, l.n.cfg.OpTimeout)
+	defer cancel()
+	if err := l.res.stream.DeleteConsumer(ctx, l.consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, classify("replacing a log consumer", l.n.cfg.OpTimeout, err)
+	}
+	cons, err := l.res.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		Name:              l.consumer,
+		Description:       "Nomicore: node " + l.n.cfg.NodeName + " follows namespace " + l.ns,
+		FilterSubject:     l.subject,
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       next,
+		AckPolicy:         jetstream.AckAllPolicy,
+		AckWait:           10 * time.Minute, // the follower re-reads after errors; no redelivery needed
+		MaxAckPending:     100000,
+		MaxDeliver:        -1,
+		InactiveThreshold: consumerIdle,
+		Replicas:          1,
+		MemoryStorage:     true,
+	})
+	if err != nil {
+		return nil, classify("creating a log consumer", l.n.cfg.OpTimeout, err)
+	}
+	return cons, nil
+}
+
+// LogInfo describes a namespace's log as stored (for operators and benchmarks).
+type LogInfo struct {
+	Records         int    // records kept in the log (a compacted prefix is gone)
+	SnapshotThrough uint64 // the position the newest snapshot covers (0: none)
+	SnapshotBytes   uint64
+}
+
+// LogInfo reads how much of a namespace's log is kept and what its snapshot covers.
+func (n *Node) LogInfo(ctx context.Context, owner, ns string) (LogInfo, error) {
+	var li LogInfo
+	err := n.op(ctx, "reading a namespace log's size", func(ctx context.Context, r *resources) error {
+		subject := logSubject(owner, ns)
+		info, err := r.stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			return err
+		}
+		li.Records = int(info.State.Subjects[subject])
+		oi, err := n.snapshotInfo(ctx, ns)
+		if err != nil || oi == nil {
+			return err
+		}
+		li.SnapshotBytes = oi.Size
+		li.SnapshotThrough, _, _, err = snapshotMeta(oi)
+		return err
+	})
+	return li, err
+}

@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath is Debian's chromium (apt-get install chromium; .ci/run installs it).
+const chromiumPath = "/usr/bin/chromium"
+
+// startBrowser starts a headless Chromium driven by chromedp, or skips the test loudly
+// when it is not installed (fails instead under NOMICORE_REQUIRE_ORACLE=1, as in CI).
+func startBrowser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := exec.LookPath(chromiumPath); err != nil {
+		msg := "chromium is not installed (apt-get install -y chromium): " + err.Error()
+		if os.Getenv("NOMICORE_REQUIRE_ORACLE") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip("SKIPPED LOUDLY: " + msg)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.NoSandbox, // as root there is no sandbox to use
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.WindowSize(1000, 800),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return ctx
+}
+
+// artifactDir is where a failing browser test leaves its screenshots: $NOMICORE_ARTIFACTS
+// or e2e/artifacts (ignored by git).
+func artifactDir(t *testing.T) string {
+	dir := os.Getenv("NOMICORE_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(filepath.Dir(ywsDir()), "artifacts")
+	}
+	dir = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("artifacts: %v", err)
+	}
+	return dir
+}
+
+// screenshotsOnFailure keeps a full-page screenshot of each tab when the test failed.
+func screenshotsOnFailure(t *testing.T, tabs map[string]context.Context) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		dir := artifactDir(t)
+		for name, ctx := range tabs {
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100)) // quality 100: PNG
+			cancel()
+			if err != nil {
+				t.Logf("screenshot of %s: %v", name, err)
+				continue
+			}
+			path := filepath.Join(dir, name+".png")
+			if err := os.WriteFile(path, png, 0o644); err == nil {
+				t.Logf("screenshot of %s: %s", name, path)
+			}
+		}
+	})
+}
+
+// A real browser opens the editor page on two peers; what is typed in one appears in the
+// other (through the hub), and in both peers' documents.
+func TestE2E_Browser_EditorPageOnTwoPeers(t *testing.T) {
+	browser := startBrowser(t)
+	_, ns, _, a, b, tok := editorCluster(t)
+	tabA, cancelA := chromedp.NewContext(browser)
+	t.Cleanup(cancelA)
+	tabB, cancelB := chromedp.NewContext(browser)
+	t.Cleanup(cancelB)
+	for _, tab := range []context.Context{tabA, tabB} {
+		// The first run on a tab context creates the tab, which lives as long as that
+		// run's context: without a timeout here, the later runs may have one.
+		if err := chromedp.Do(tab); err != nil {
+			t.Fatalf("opening a tab: %v", err)
+		}
+	}
+	screenshotsOnFailure(t, map[string]context.Context{"peer-a": tabA, "peer-b": tabB})
+
+	open := func(tab context.Context, p *proc, token string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(tab, 30*time.Second)
+		defer cancel()
+		url := fmt.Sprintf("http://%s/edit/%s?token=%s", p.client, ns, token)
+		if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitEnabled(chromedp.ID("body"))); err != nil {
+			t.Fatalf("opening the editor page on %s: %v", p.name, err)
+		}
+	}
+	// peer-b's tab first: the tab opened last is in front, and keys go to the front tab.
+	open(tabB, b, tok["peer-b"])
+	open(tabA, a, tok["peer-a"])
+
+	typed := "typed in a real browser on peer-a"
+	ctx, cancel := context.WithTimeout(tabA, 30*time.Second)
+	err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("body")), chromedp.SendKeys(chromedp.ID("body"), typed))
+	cancel()
+	if err != nil {
+		t.Fatalf("typing: %v", err)
+	}
+	var got string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(tabB, 5*time.Second)
+		var err error
+		got, err = chromedp.Run(ctx, chromedp.Value(chromedp.ID("body")))
+		cancel()
+		if err == nil && got == typed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("peer-b's page shows %q (err %v), want %q", got, err, typed)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitBody(t, ns, typed, a, b)
+	// The page shows its status and the presence list (node-local awareness).
+	ctx, cancel = context.WithTimeout(tabB, 10*time.Second)
+	defer cancel()
+	if status, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("status"))); err != nil || status != "synced" {
+		t.Errorf("peer-b's page status %q (%v)", status, err)
+	}
+}

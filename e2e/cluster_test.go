@@ -1,0 +1,394 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nomicore/nomicore/yjs"
+)
+
+// hubCluster is a hub cluster of three processes (embedded NATS, routes on loopback) and
+// its peers, in one temporary directory. Each peer is attached to one fixed node.
+type hubCluster struct {
+	t      *testing.T
+	dir    string
+	routes []string // host:port of each node's route listener
+	repl   []string // host:port of each node's /v1/replication
+	hubs   []*proc
+	peers  map[string]*proc
+}
+
+func newHubCluster(t *testing.T, n int) *hubCluster {
+	c := &hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}}
+	for i := range n {
+		c.routes = append(c.routes, freeAddr(t))
+		c.repl = append(c.repl, freeAddr(t))
+		c.hubs = append(c.hubs, &proc{t: t, name: fmt.Sprintf("hub-n%d", i+1), admin: "http://" + freeAddr(t),
+			log: filepath.Join(c.dir, fmt.Sprintf("hub-n%d.log", i+1))})
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range c.hubs {
+				t.Logf("--- log of %s:\n%s", p.name, tail(p.log, 40))
+			}
+			for _, p := range c.peers {
+				t.Logf("--- log of %s:\n%s", p.name, tail(p.log, 40))
+			}
+		}
+	})
+	for i := range n {
+		c.startHub(i)
+	}
+	for i := range n {
+		c.waitReady(i, 60*time.Second)
+	}
+	return c
+}
+
+func (c *hubCluster) data(i int) string { return filepath.Join(c.dir, fmt.Sprintf("n%d", i+1)) }
+
+// startHub starts (or restarts, on the same ports and data) node i.
+func (c *hubCluster) startHub(i int) {
+	c.t.Helper()
+	var routes []string
+	for _, r := range c.routes {
+		routes = append(routes, "nats://"+r)
+	}
+	p := c.hubs[i]
+	p.args = append([]string{"serve", "--instance-id", "hub", "--node-name", fmt.Sprintf("n%d", i+1),
+		"--cluster-name", "e2e", "--cluster-listen", c.routes[i], "--cluster-routes", strings.Join(routes, ","),
+		"--listen", c.repl[i], "--admin-listen", strings.TrimPrefix(p.admin, "http://"), "--data", c.data(i),
+		"--tokens-poll", "200ms"}, fast...)
+	if err := p.start(); err != nil {
+		c.t.Fatalf("%s: %v", p.name, err)
+	}
+}
+
+// waitReady waits for /readyz 200 on node i (it has quorum).
+func (c *hubCluster) waitReady(i int, d time.Duration) {
+	c.t.Helper()
+	eventually(c.t, d, c.hubs[i].name+" ready", func() error {
+		status, b := c.hubs[i].api().do("GET", "/readyz", nil)
+		if status != 200 {
+			return fmt.Errorf("%d %s", status, b)
+		}
+		return nil
+	})
+}
+
+// token adds a peer token on node 1 and gives every node the same tokens file.
+func (c *hubCluster) token(peer string) string {
+	c.t.Helper()
+	out, err := exec.Command(bin.hub, "token", "add", "--data", c.data(0), "--peer", peer).Output()
+	if err != nil {
+		c.t.Fatalf("hub token add: %v", err)
+	}
+	tok := strings.TrimSpace(string(out))
+	b, err := os.ReadFile(filepath.Join(c.data(0), "tokens.json"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for i := 1; i < len(c.hubs); i++ {
+		if err := os.WriteFile(filepath.Join(c.data(i), "tokens.json"), b, 0o600); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	f := filepath.Join(c.dir, peer+".token")
+	if err := os.WriteFile(f, []byte(tok+"\n"), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // every node reloads its tokens file (--tokens-poll)
+	return f
+}
+
+// startPeer starts a peer attached to node i with a target.
+func (c *hubCluster) startPeer(name string, i int, ns string) *proc {
+	c.t.Helper()
+	tokenFile := c.token(name)
+	p := &proc{t: c.t, name: name, admin: "http://" + freeAddr(c.t), log: filepath.Join(c.dir, name+".log")}
+	c.peers[name] = p
+	p.args = append([]string{"run", "--instance-id", name, "--hub-url", "ws://" + c.repl[i] + "/v1/replication",
+		"--token-file", tokenFile, "--admin-listen", strings.TrimPrefix(p.admin, "http://"),
+		"--data", filepath.Join(c.dir, name), "--target", ns}, fast...)
+	if err := p.start(); err != nil {
+		c.t.Fatalf("%s: %v", name, err)
+	}
+	return p
+}
+
+// signal sends sig to node i's process group.
+func (c *hubCluster) signal(i int, sig syscall.Signal) {
+	if err := syscall.Kill(-c.hubs[i].cmd.Process.Pid, sig); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// TestE2E_Cluster_ServedByAllNodes: a namespace created on one node is served by all;
+// writes through peers attached to different nodes and through every node's admin API
+// converge everywhere; two nodes bumping one epoch at once — exactly one wins, every node
+// and every peer sees the new epoch.
+func TestE2E_Cluster_ServedByAllNodes(t *testing.T) {
+	c := newHubCluster(t, 3)
+	ns := c.hubs[0].api().createNamespace()
+	var peers []*proc
+	for i := range 3 {
+		peers = append(peers, c.startPeer(fmt.Sprintf("peer-%d", i+1), i, ns))
+	}
+	for _, p := range peers {
+		targetState(t, p, ns, "live")
+	}
+	want := map[string]any{}
+	for i, h := range c.hubs {
+		k := fmt.Sprintf("hub-%d", i+1)
+		h.api().set(ns, map[string]any{k: float64(i)})
+		want[k] = float64(i)
+	}
+	for i, p := range peers {
+		k := fmt.Sprintf("peer-%d", i+1)
+		p.api().set(ns, map[string]any{k: float64(10 + i)})
+		want[k] = float64(10 + i)
+	}
+	converged(t, ns, want, append(append([]*proc{}, c.hubs...), peers...)...)
+	// Every node lists the namespace and shows the sessions of its own peers.
+	for i, h := range c.hubs {
+		var st struct {
+			ReplicationEpoch uint64
+			Sessions         []struct{ PeerInstanceID string }
+		}
+		h.api().json("GET", "/v1/namespaces/"+ns, nil, 200, &st)
+		if st.ReplicationEpoch != 1 || len(st.Sessions) != 1 || st.Sessions[0].PeerInstanceID != fmt.Sprintf("peer-%d", i+1) {
+			t.Fatalf("%s: %+v", h.name, st)
+		}
+	}
+
+	// Two nodes bump the epoch at the same moment. Requests that do not overlap in time
+	// are two bumps, both right; requests that do: exactly one wins, the other is 409 and
+	// wrote nothing. Either way no epoch is given out twice and none is lost. Rounds go on
+	// until one had the race (at most 10).
+	epoch := uint64(1)
+	raced := false
+	for round := 0; round < 10 && !raced; round++ {
+		var wg sync.WaitGroup
+		statuses := make([]int, 2)
+		bodies := make([]string, 2)
+		start := make(chan struct{})
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				s, b := c.hubs[i].api().do("POST", "/v1/namespaces/"+ns+"/epoch", nil)
+				statuses[i], bodies[i] = s, string(b)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		won := map[uint64]bool{}
+		for i, s := range statuses {
+			switch s {
+			case 200:
+				var r struct{ ReplicationEpoch uint64 }
+				if err := json.Unmarshal([]byte(bodies[i]), &r); err != nil || won[r.ReplicationEpoch] || r.ReplicationEpoch <= epoch || r.ReplicationEpoch > epoch+2 {
+					t.Fatalf("round %d: a winner answered %s (epoch was %d, others won %v)", round, bodies[i], epoch, won)
+				}
+				won[r.ReplicationEpoch] = true
+			case 409:
+				if !strings.Contains(bodies[i], `"CONFLICT"`) {
+					t.Fatalf("round %d: the loser answered %s", round, bodies[i])
+				}
+				raced = true
+			default:
+				t.Fatalf("round %d: bump on %s: %d %s", round, c.hubs[i].name, s, bodies[i])
+			}
+		}
+		if len(won) == 0 {
+			t.Fatalf("round %d: no bump won: %v %v", round, statuses, bodies)
+		}
+		epoch += uint64(len(won))
+		for _, h := range c.hubs {
+			eventually(t, 20*time.Second, fmt.Sprintf("%s at epoch %d", h.name, epoch), func() error {
+				var st struct{ ReplicationEpoch uint64 }
+				h.api().json("GET", "/v1/namespaces/"+ns, nil, 200, &st)
+				if st.ReplicationEpoch != epoch {
+					return fmt.Errorf("epoch %d", st.ReplicationEpoch)
+				}
+				return nil
+			})
+		}
+	}
+	if !raced {
+		t.Fatal("in 10 rounds the two bumps never overlapped")
+	}
+	// Every peer's session of epoch 1 was fenced (§11): the replicas are conflicted.
+	for _, p := range peers {
+		targetState(t, p, ns, "conflicted")
+	}
+}
+
+// TestE2E_Cluster_KillUnderWriteLoad: SIGKILL of a node while writes go on through every
+// node's admin API and through peers loses no acknowledged write; the restarted node
+// catches up and its peer (attached to it) reconnects to it.
+func TestE2E_Cluster_KillUnderWriteLoad(t *testing.T) {
+	c := newHubCluster(t, 3)
+	ns := c.hubs[0].api().createNamespace()
+	peers := []*proc{c.startPeer("peer-1", 0, ns), c.startPeer("peer-2", 1, ns)}
+	for _, p := range peers {
+		targetState(t, p, ns, "live")
+	}
+	var mu sync.Mutex
+	acked := map[string]any{} // key → value of every write answered 204
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	writer := func(name string, p *proc) {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			k := fmt.Sprintf("%s-%d", name, i)
+			if setOnce(p, ns, k, float64(i)) {
+				mu.Lock()
+				acked[k] = float64(i)
+				mu.Unlock()
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for i, h := range c.hubs {
+		wg.Add(1)
+		go writer(fmt.Sprintf("hub%d", i+1), h)
+	}
+	for _, p := range peers {
+		wg.Add(1)
+		go writer(p.name, p)
+	}
+	time.Sleep(2 * time.Second)
+	c.hubs[1].kill() // SIGKILL of node 2 (peer-2 is attached to it)
+	time.Sleep(3 * time.Second)
+	c.startHub(1)
+	c.waitReady(1, 60*time.Second)
+	time.Sleep(2 * time.Second)
+	stop.Store(true)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(acked) < 50 {
+		t.Fatalf("only %d writes were acknowledged", len(acked))
+	}
+	targetState(t, peers[1], ns, "live")
+	converged(t, ns, acked, append(append([]*proc{}, c.hubs...), peers...)...)
+}
+
+// setOnce writes key=value through p's admin API; it reports whether the write was
+// acknowledged (204).
+func setOnce(p *proc, ns, key string, value any) bool {
+	client := &http.Client{Timeout: 15 * time.Second}
+	resp, err := client.Get(p.admin + "/v1/namespaces/" + ns + "/update")
+	if err != nil {
+		return false
+	}
+	state, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		return false
+	}
+	update, err := mapSet(state, key, value)
+	if err != nil {
+		return false
+	}
+	resp, err = client.Post(p.admin+"/v1/namespaces/"+ns+"/update", "application/octet-stream", strings.NewReader(string(update)))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == 204
+}
+
+// TestE2E_Cluster_MinorityRefusesWrites: a node whose two siblings are stopped (SIGSTOP)
+// is not ready, refuses writes (503 PERSISTENCE_DEGRADED from its admin API; its peer's
+// update is refused and kept by the peer), serves reads, and recovers by itself after
+// SIGCONT — the peer's write then reaches every node.
+func TestE2E_Cluster_MinorityRefusesWrites(t *testing.T) {
+	c := newHubCluster(t, 3)
+	ns := c.hubs[0].api().createNamespace()
+	peer := c.startPeer("peer-1", 0, ns)
+	targetState(t, peer, ns, "live")
+	c.hubs[0].api().set(ns, map[string]any{"before": true})
+	converged(t, ns, map[string]any{"before": true}, c.hubs[0], peer)
+
+	c.signal(1, syscall.SIGSTOP)
+	c.signal(2, syscall.SIGSTOP)
+	stopped := true
+	defer func() {
+		if stopped {
+			c.signal(1, syscall.SIGCONT)
+			c.signal(2, syscall.SIGCONT)
+		}
+	}()
+	n1 := c.hubs[0].api()
+	eventually(t, 30*time.Second, "node 1 not ready without quorum", func() error {
+		status, b := n1.do("GET", "/readyz", nil)
+		if status != 503 || !strings.Contains(string(b), "quorum") {
+			return fmt.Errorf("%d %s", status, b)
+		}
+		return nil
+	})
+	status, b := n1.do("GET", "/v1/namespaces/"+ns+"/update", nil)
+	if status != 200 {
+		t.Fatalf("read without quorum: %d %s", status, b)
+	}
+	update, err := mapSet(b, "during", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, b = n1.do("POST", "/v1/namespaces/"+ns+"/update", update)
+	if status != 503 || !strings.Contains(string(b), "PERSISTENCE_DEGRADED") {
+		t.Fatalf("write without quorum: %d %s", status, b)
+	}
+	if notes, status := n1.notes(ns); status != 200 || notes["before"] != true || notes["during"] != nil {
+		t.Fatalf("doc without quorum: %d %v", status, notes)
+	}
+	// The peer's write is durable on the peer, refused by its node.
+	peer.api().set(ns, map[string]any{"from-peer": true})
+	time.Sleep(time.Second)
+	if notes, _ := n1.notes(ns); notes["from-peer"] != nil {
+		t.Fatalf("node 1 took a write without quorum: %v", notes)
+	}
+
+	c.signal(1, syscall.SIGCONT)
+	c.signal(2, syscall.SIGCONT)
+	stopped = false
+	c.waitReady(0, 60*time.Second)
+	n1.set(ns, map[string]any{"after": true})
+	// PERSISTENCE_DEGRADED failed the peer's namespace (§13.2: fatal, retry after recovery);
+	// the peer opens it again on a new connection — here, restarted — and its write, kept
+	// in its store, reaches every node.
+	peer.stop()
+	if err := peer.start(); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, ns, map[string]any{"before": true, "from-peer": true, "after": true}, append([]*proc{peer}, c.hubs...)...)
+}
+
+// mapSet returns an update that sets key in the root map "notes", made by a fresh client
+// on the given document state.
+func mapSet(state []byte, key string, value any) ([]byte, error) {
+	doc := yjs.NewDoc()
+	if err := yjs.ApplyUpdate(doc, state, nil); err != nil {
+		return nil, err
+	}
+	var update []byte
+	unsub := doc.OnUpdate(func(u []byte, _ any) { update = append([]byte(nil), u...) })
+	defer unsub()
+	var err error
+	doc.Transact(nil, func(*yjs.Transaction) { err = doc.GetMap("notes").Set(key, value) })
+	return update, err
+}

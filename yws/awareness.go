@@ -1,0 +1,141 @@
+package yws
+
+import (
+	"time"
+)
+
+// awareness is the awareness table of one namespace on this node: the last state each
+// editor client (a Yjs clientID) announced, which connection announced it, and when. It
+// follows y-protocols' Awareness rules so that stock providers see a consistent picture:
+// an entry is taken when its clock is newer than the one known, or when it removes a
+// known state with the same clock; a state not renewed within the outdated timeout (30 s;
+// providers renew every 15 s) is removed; a connection's states are removed when it
+// closes. Every removal this node makes is announced as a null state with clock + 1.
+//
+// Awareness is node-local: it is never replicated to other nodes (the replication
+// contract carries document updates only), so editors see the presence of the editors
+// attached to the same node.
+//
+// Bounded: at most maxStates states (an entry for a new client beyond it is dropped, and
+// counted), each at most maxStateBytes of JSON (a larger one is dropped), and at most
+// 4 × maxStates remembered clocks of removed clients (the oldest forgotten first).
+//
+// It is not safe for concurrent use: its room guards it with the room's mutex.
+type awareness struct {
+	maxStates     int
+	maxStateBytes int
+
+	states  map[uint64]*awarenessState
+	removed map[uint64]removedClock // clocks of removed clients, so stale entries stay out
+}
+
+type awarenessState struct {
+	clock   uint64
+	state   []byte // JSON text (a copy)
+	owner   *conn  // the connection that announced it
+	updated time.Time
+}
+
+type removedClock struct {
+	clock uint64
+	at    time.Time
+}
+
+func newAwareness(maxStates, maxStateBytes int) *awareness {
+	return &awareness{maxStates: maxStates, maxStateBytes: maxStateBytes,
+		states: map[uint64]*awarenessState{}, removed: map[uint64]removedClock{}}
+}
+
+// apply takes the entries of an awareness update from c at now. It returns the entries
+// taken, to relay to the other editors, and how many were dropped by the bounds.
+func (a *awareness) apply(c *conn, entries []AwarenessEntry, now time.Time) (taken []AwarenessEntry, dropped int) {
+	for _, e := range entries {
+		if e.State == nil { // over maxStateBytes
+			dropped++
+			continue
+		}
+		cur, known := a.states[e.ClientID]
+		var clock uint64
+		switch {
+		case known:
+			clock = cur.clock
+		default:
+			clock = a.removed[e.ClientID].clock
+		}
+		if !(clock < e.Clock || (known && clock == e.Clock && e.Removed())) {
+			continue
+		}
+		if e.Removed() {
+			a.remember(e.ClientID, e.Clock, now)
+			if known {
+				delete(a.states, e.ClientID)
+				taken = append(taken, e)
+			}
+			continue
+		}
+		if !known {
+			if len(a.states) >= a.maxStates {
+				dropped++
+				continue
+			}
+			cur = &awarenessState{}
+			a.states[e.ClientID] = cur
+			delete(a.removed, e.ClientID)
+		}
+		cur.clock, cur.owner, cur.updated = e.Clock, c, now
+		cur.state = append([]byte(nil), e.State...)
+		taken = append(taken, AwarenessEntry{ClientID: e.ClientID, Clock: e.Clock, State: cur.state})
+	}
+	return taken, dropped
+}
+
+// remove removes the states of the clients for which drop is true, each announced as a
+// null state with clock + 1.
+func (a *awareness) remove(now time.Time, drop func(s *awarenessState) bool) []AwarenessEntry {
+	var out []AwarenessEntry
+	for id, s := range a.states {
+		if !drop(s) {
+			continue
+		}
+		delete(a.states, id)
+		a.remember(id, s.clock+1, now)
+		out = append(out, AwarenessEntry{ClientID: id, Clock: s.clock + 1, State: []byte("null")})
+	}
+	return out
+}
+
+// removeConn removes every state c announced (c closed).
+func (a *awareness) removeConn(c *conn, now time.Time) []AwarenessEntry {
+	return a.remove(now, func(s *awarenessState) bool { return s.owner == c })
+}
+
+// expire removes the states not renewed for timeout.
+func (a *awareness) expire(now time.Time, timeout time.Duration) []AwarenessEntry {
+	return a.remove(now, func(s *awarenessState) bool { return now.Sub(s.updated) >= timeout })
+}
+
+// all returns every state (for a new connection, and queryAwareness).
+func (a *awareness) all() []AwarenessEntry {
+	out := make([]AwarenessEntry, 0, len(a.states))
+	for id, s := range a.states {
+		out = append(out, AwarenessEntry{ClientID: id, Clock: s.clock, State: s.state})
+	}
+	return out
+}
+
+// remember keeps the clock of a removed client, forgetting the oldest beyond the bound.
+func (a *awareness) remember(id, clock uint64, now time.Time) {
+	a.removed[id] = removedClock{clock, now}
+	if len(a.removed) <= 4*a.maxStates {
+		return
+	}
+	var oldest uint64
+	var at time.Time
+	first := true
+	for rid, r := range a.removed {
+		if first || r.at.Before(at) {
+			oldest, at, first = rid, r.at, false
+		}
+	}
+	delete(a.removed, oldest)
+}

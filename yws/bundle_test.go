@@ -1,0 +1,69 @@
+package yws
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// The committed editor bundle is exactly what `make editor-bundle` builds from the pinned
+// npm packages (e2e/yws/package-lock.json): a changed pin or build without a rebuilt
+// bundle fails here.
+func TestEditorBundleIsUpToDate(t *testing.T) {
+	script, _ := filepath.Abs(filepath.Join("..", "e2e", "yws", "bundle", "build.sh"))
+	esbuild := filepath.Join(filepath.Dir(filepath.Dir(script)), "node_modules", ".bin", "esbuild")
+	if _, err := os.Stat(esbuild); err != nil {
+		msg := "the bundle's npm packages are not installed (make js-deps): " + err.Error()
+		if os.Getenv("NOMICORE_REQUIRE_ORACLE") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip("SKIPPED LOUDLY: " + msg)
+	}
+	out := filepath.Join(t.TempDir(), "yjs-bundle.js")
+	if b, err := exec.Command("bash", script, out).CombinedOutput(); err != nil {
+		t.Fatalf("building the bundle: %v\n%s", err, b)
+	}
+	built, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := editorFS.ReadFile("editor/yjs-bundle.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(built, committed) {
+		t.Fatalf("yws/editor/yjs-bundle.js (%d bytes) differs from a fresh build (%d bytes): run make editor-bundle and commit it", len(committed), len(built))
+	}
+}
+
+// The page and its assets are served from the binary.
+func TestEditorPageAndAssets(t *testing.T) {
+	e := newEnv(t, nil)
+	for path, want := range map[string]string{
+		"/edit/" + e.ns:              `data-namespace="` + e.ns + `"`,
+		"/edit/assets/editor.js":     "new WebsocketProvider(",
+		"/edit/assets/yjs-bundle.js": "var NomicoreYjs=",
+		"/edit/assets/editor.css":    "textarea",
+	} {
+		resp, err := e.http.Client().Get(e.http.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !bytes.Contains(b.Bytes(), []byte(want)) {
+			t.Errorf("%s: %d, %d bytes, want %q in it", path, resp.StatusCode, b.Len(), want)
+		}
+	}
+	resp, err := e.http.Client().Get(e.http.URL + "/edit/not-a-namespace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("page of a bad id: %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,433 @@
+package yws
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/yjs"
+)
+
+// Close statuses of their own (RFC 6455 private range). y-websocket 3.x does not reconnect
+// after a status in 4400–4499, so these end an editor's attempts until the user acts.
+const (
+	statusTokenRevoked websocket.StatusCode = 4401 // the client token was removed
+	statusNotGranted   websocket.StatusCode = 4403 // the token no longer grants the namespace
+)
+
+// conn is one editor connection. Its reader (run, on the HTTP handler's goroutine) owns the
+// decoding, the writes and the gap table; its writer goroutine owns the socket's writes.
+// Everything else reaches the socket through send, which never blocks: the send queue is
+// bounded (Options.SendQueueBytes, SendQueueMessages) and its overflow policy is "drop the
+// connection" (the socket is closed at once: a close frame would wait behind the full
+// buffers): the provider reconnects and resyncs.
+type conn struct {
+	srv      *Server
+	room     *room
+	ws       *websocket.Conn
+	grant    Grant
+	tokenSum [sha256.Size]byte
+	remote   string
+	started  time.Time
+	readOnly atomic.Bool
+	ctx      context.Context // cancelled once the socket is closed
+	cancel   context.CancelFunc
+
+	mu          sync.Mutex // guards queue, queued and the close fields
+	queue       [][]byte
+	queued      int
+	closing     bool
+	closeCode   websocket.StatusCode
+	closeReason string        // sent to the client
+	closeCause  string        // the log's and metrics' short name
+	wake        chan struct{} // cap 1: queue or closing changed
+	writerDone  chan struct{}
+
+	msgsIn, msgsOut atomic.Int64
+
+	// Owned by the reader.
+	gaps   map[uint64]uint64 // Yjs client id → the first clock of a refused update of it
+	denied bool              // PermissionDenied was sent once
+	result chan applyOutcome // cap 1: the sequencer's answer to the write in flight
+}
+
+type applyOutcome struct {
+	res registry.ApplyResult
+	err error
+}
+
+func newConn(s *Server, rm *room, ws *websocket.Conn, g Grant, sum [sha256.Size]byte, remote string) *conn {
+	c := &conn{srv: s, room: rm, ws: ws, grant: g, tokenSum: sum, remote: remote, started: s.opts.Clock.Now(),
+		wake: make(chan struct{}, 1), writerDone: make(chan struct{}), result: make(chan applyOutcome, 1)}
+	c.readOnly.Store(g.ReadOnly)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
+}
+
+// run serves the connection until it closes: greeting, then the read loop.
+func (c *conn) run() {
+	s := c.srv
+	s.m.connected(1)
+	go c.writer()
+	greeting := c.room.add(c)
+	if len(greeting) > 0 {
+		c.send(AppendAwareness(nil, AppendAwarenessUpdate(nil, greeting)))
+	}
+	s.log.Info("editor connected", slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns),
+		slog.String("remote", c.remote), slog.Bool("readOnly", c.readOnly.Load()))
+	// The node's SyncStep1 (its state vector): the provider answers with what the node lacks.
+	if sv, err := c.room.lease.StateVector(c.ctx); err != nil {
+		c.closeWith(websocket.StatusInternalError, "the document cannot be read on this node now; reconnect", "internal")
+	} else {
+		c.send(AppendSync(nil, SyncStep1, sv))
+		c.readLoop()
+	}
+	s.leave(c.room, c)
+	c.closeWith(websocket.StatusNormalClosure, "", "closed")
+	<-c.writerDone
+	s.m.connected(-1)
+	c.mu.Lock()
+	code, cause := c.closeCode, c.closeCause
+	c.mu.Unlock()
+	s.m.closed(cause)
+	s.log.Info("editor disconnected", slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns),
+		slog.String("reason", cause), slog.Int("closeStatus", int(code)),
+		slog.Float64("connectedSeconds", s.opts.Clock.Now().Sub(c.started).Seconds()),
+		slog.Int64("messagesIn", c.msgsIn.Load()), slog.Int64("messagesOut", c.msgsOut.Load()))
+}
+
+// readLoop reads and handles messages until the socket fails or closes.
+func (c *conn) readLoop() {
+	for {
+		typ, b, err := c.ws.Read(c.ctx)
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+		if typ != websocket.MessageBinary {
+			c.badInput(websocket.StatusUnsupportedData, "text message", "y-websocket messages are binary")
+			return
+		}
+		m, err := DecodeMessage(b)
+		if err != nil {
+			if errors.Is(err, ErrUnsupported) {
+				c.badInput(websocket.StatusUnsupportedData, err.Error(), "unsupported message")
+			} else {
+				c.badInput(websocket.StatusInvalidFramePayloadData, err.Error(), "malformed message")
+			}
+			return
+		}
+		c.msgsIn.Add(1)
+		c.srv.m.received(m.Name(), len(b))
+		if !c.handle(m, b) {
+			return
+		}
+	}
+}
+
+// readFailed records why the read loop ended.
+func (c *conn) readFailed(err error) {
+	switch {
+	case websocket.CloseStatus(err) != -1:
+		c.closeWith(websocket.CloseStatus(err), "", "client-closed")
+	case strings.Contains(err.Error(), "read limited"):
+		// The library has already closed the socket with 1009.
+		c.srv.log.Warn("editor message too large; closed", slog.String("client", c.grant.Name),
+			slog.String("namespaceId", c.room.ns), slog.Int("maxMessageBytes", c.srv.opts.MaxMessageBytes))
+		c.closeWith(websocket.StatusMessageTooBig, "message too large", "message-too-large")
+	default:
+		c.closeWith(websocket.StatusAbnormalClosure, "", "connection-lost")
+	}
+}
+
+// badInput closes the connection for a message it cannot take, with a log line.
+func (c *conn) badInput(code websocket.StatusCode, detail, reason string) {
+	c.srv.log.Warn("editor sent a bad message; closed", slog.String("client", c.grant.Name),
+		slog.String("namespaceId", c.room.ns), slog.Int("closeStatus", int(code)), slog.String("error", detail))
+	c.closeWith(code, reason, "bad-message")
+}
+
+// handle serves one message; false ends the connection.
+func (c *conn) handle(m Message, raw []byte) bool {
+	rm := c.room
+	switch m.Type {
+	case TypeSync:
+		switch m.Sync {
+		case SyncStep1:
+			diff, err := rm.lease.EncodeState(c.ctx, m.Payload)
+			if err != nil {
+				return c.writeFailed(err)
+			}
+			c.send(AppendSync(nil, SyncStep2, diff))
+		default:
+			return c.write(m, raw)
+		}
+	case TypeAwareness:
+		entries, err := DecodeAwareness(m.Payload, 2*c.srv.opts.MaxAwarenessStates+16, c.srv.opts.MaxAwarenessStateBytes)
+		if err != nil {
+			c.badInput(websocket.StatusInvalidFramePayloadData, err.Error(), "malformed awareness update")
+			return false
+		}
+		if dropped := rm.applyAwareness(c, entries); dropped > 0 {
+			c.srv.m.awarenessDropped(dropped)
+		}
+	case TypeQueryAwareness:
+		c.send(rm.awarenessMessage())
+	}
+	return true
+}
+
+// write applies an editor's update (SyncStep2 or Update) through the namespace's write
+// sequencer, like an admin API write — the protected meta check, the live apply, the
+// store — and relays it to the other editors once durable.
+func (c *conn) write(m Message, raw []byte) bool {
+	update := m.Payload
+	if c.readOnly.Load() {
+		if m.Sync == SyncStep2 {
+			// The provider's answer to the node's SyncStep1: refused only when it brings
+			// something new (a reconnecting reader's diff repeats deletions the node has).
+			if included, err := c.included(update); err != nil {
+				return c.writeFailed(err)
+			} else if included {
+				return true
+			}
+		}
+		c.refuse("read-only", "this client token is read-only: document changes are not applied")
+		return true
+	}
+	if len(c.gaps) > 0 {
+		_, to, err := yjs.UpdateRanges(update)
+		if err != nil {
+			c.badInput(websocket.StatusInvalidFramePayloadData, err.Error(), "malformed update")
+			return false
+		}
+		for client, end := range to {
+			if g, ok := c.gaps[client]; ok && end > g {
+				// It builds on a refused update: it could only wait as pending structs in
+				// the document, forever. Nothing of it is kept.
+				c.srv.m.refused("after-refused")
+				return true
+			}
+		}
+	}
+	o, ok := c.apply(update)
+	if !ok {
+		return false
+	}
+	switch {
+	case o.err == nil:
+		if o.res.Changed {
+			msg := raw
+			if m.Sync == SyncStep2 {
+				msg[1] = SyncUpdate // relayed as a live update (both sub-types are one byte)
+			}
+			if err := c.room.relay(c.ctx, relayItem{seq: o.res.Seq, msg: msg, update: update, from: c}); err != nil {
+				return false
+			}
+		}
+		return true
+	case errors.Is(o.err, registry.ErrProtected):
+		from, _, _ := yjs.UpdateRanges(update) // decoded by the apply already
+		for client, clk := range from {
+			if g, ok := c.gaps[client]; !ok || clk < g {
+				if c.gaps == nil {
+					c.gaps = map[uint64]uint64{}
+				}
+				c.gaps[client] = clk
+			}
+		}
+		c.srv.log.Warn("editor update refused: it changes the protected meta map", slog.String("client", c.grant.Name),
+			slog.String("namespaceId", c.room.ns))
+		c.refuse("protected-meta", "an update that changes the protected root map meta was refused; nothing of it was applied — reload the editor to go on")
+		if len(c.gaps) > c.srv.opts.MaxGapClients {
+			c.closeWith(websocket.StatusPolicyViolation, "too many refused updates", "too-many-refused")
+			return false
+		}
+		return true
+	}
+	return c.writeFailed(o.err)
+}
+
+// writeFailed closes the connection after a sequencer error, with the status that tells the
+// provider what to do: malformed input 1007; the node busy or degraded 1013 (it reconnects,
+// and the resync carries the update again); anything else 1011.
+func (c *conn) writeFailed(err error) bool {
+	switch {
+	case errors.Is(err, registry.ErrApplyFailed):
+		c.badInput(websocket.StatusInvalidFramePayloadData, err.Error(), "malformed update")
+	case errors.Is(err, registry.ErrDegraded):
+		c.srv.log.Warn("editor update refused: persistence is degraded; closed so the editor retries", slog.String("client", c.grant.Name),
+			slog.String("namespaceId", c.room.ns))
+		c.closeWith(websocket.StatusTryAgainLater, "the node cannot save changes now; reconnecting later resends them", "degraded")
+	case errors.Is(err, registry.ErrOverloaded):
+		c.srv.log.Warn("editor update refused: the namespace's write queue is full; closed so the editor retries", slog.String("client", c.grant.Name),
+			slog.String("namespaceId", c.room.ns))
+		c.closeWith(websocket.StatusTryAgainLater, "the node is busy; reconnecting later resends the changes", "overloaded")
+	case c.ctx.Err() != nil:
+	default:
+		c.srv.log.Error("editor update failed", slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns),
+			slog.String("error", err.Error()))
+		c.closeWith(websocket.StatusInternalError, "internal error; reconnect", "internal")
+	}
+	return false
+}
+
+// apply submits one update and waits for the sequencer's answer (one write in flight per
+// connection: a refusal must be known before the next update, which may build on it).
+func (c *conn) apply(update []byte) (applyOutcome, bool) {
+	err := c.room.lease.WriteLocalExceptAsync(c.room.watch.Load(), update, func(r registry.ApplyResult, err error) {
+		c.result <- applyOutcome{r, err}
+	})
+	if err != nil {
+		return applyOutcome{err: err}, true
+	}
+	select {
+	case o := <-c.result:
+		return o, true
+	case <-c.ctx.Done():
+		return applyOutcome{}, false
+	}
+}
+
+func (c *conn) included(update []byte) (bool, error) {
+	type res struct {
+		ok  bool
+		err error
+	}
+	ch := make(chan res, 1)
+	if err := c.room.lease.IncludedAsync(update, func(ok bool, err error) { ch <- res{ok, err} }); err != nil {
+		return false, err
+	}
+	select {
+	case r := <-ch:
+		return r.ok, r.err
+	case <-c.ctx.Done():
+		return false, c.ctx.Err()
+	}
+}
+
+// refuse counts a refused update and tells the editor once per connection (auth
+// PermissionDenied; the socket stays open).
+func (c *conn) refuse(reason, text string) {
+	c.srv.m.refused(reason)
+	if c.denied {
+		return
+	}
+	c.denied = true
+	if reason == "read-only" {
+		c.srv.log.Info("editor update refused: the client is read-only", slog.String("client", c.grant.Name),
+			slog.String("namespaceId", c.room.ns))
+	}
+	c.send(AppendPermissionDenied(nil, text))
+}
+
+// send queues msg for the writer; it never blocks. When what already waits is at the
+// queue's bounds the connection is dropped (the editor reconnects and resyncs); a message
+// is taken whole otherwise, so one larger than the bound (a big document's SyncStep2)
+// still goes out.
+func (c *conn) send(msg []byte) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	o := &c.srv.opts
+	if len(c.queue) >= o.SendQueueMessages || c.queued >= o.SendQueueBytes {
+		c.queue, c.queued = nil, 0
+		c.mu.Unlock()
+		c.srv.log.Warn("editor too slow: its send queue is full; closed, it resyncs when it reconnects",
+			slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns))
+		c.closeWith(websocket.StatusAbnormalClosure, "", "slow-client")
+		return
+	}
+	c.queue = append(c.queue, msg)
+	c.queued += len(msg)
+	c.mu.Unlock()
+	signal(c.wake)
+}
+
+// closeWith starts closing the connection with a status and a reason for the editor; the
+// first call wins.
+func (c *conn) closeWith(code websocket.StatusCode, reason, cause string) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.closing, c.closeCode, c.closeReason, c.closeCause = true, code, reason, cause
+	c.queue, c.queued = nil, 0
+	c.mu.Unlock()
+	signal(c.wake)
+}
+
+// writer writes the queued messages, one WebSocket message each, every write bounded by
+// WriteTimeout; it sends the keep-alive when nothing else went out for KeepAlive, and
+// closes the socket when the connection is closing.
+func (c *conn) writer() {
+	defer close(c.writerDone)
+	defer c.cancel()
+	o := &c.srv.opts
+	tick := clock.NewTicker(o.Clock, o.KeepAlive)
+	defer tick.Stop()
+	wrote := false
+	for {
+		c.mu.Lock()
+		batch, closing := c.queue, c.closing
+		c.queue, c.queued = nil, 0
+		code, reason := c.closeCode, c.closeReason
+		c.mu.Unlock()
+		if closing {
+			c.closeSocket(code, reason)
+			return
+		}
+		if len(batch) == 0 {
+			select {
+			case <-c.wake:
+			case <-tick.C:
+				if !wrote {
+					batch = [][]byte{keepAliveMessage}
+				}
+				wrote = false
+			}
+			if len(batch) == 0 {
+				continue
+			}
+		}
+		for _, msg := range batch {
+			ctx, cancel := context.WithTimeout(context.Background(), o.WriteTimeout)
+			err := c.ws.Write(ctx, websocket.MessageBinary, msg)
+			cancel()
+			if err != nil {
+				c.closeWith(websocket.StatusAbnormalClosure, "", "write-failed")
+				c.ws.CloseNow()
+				return
+			}
+			c.msgsOut.Add(1)
+			c.srv.m.sent(len(msg))
+		}
+		wrote = true
+	}
+}
+
+// closeSocket sends the close frame, or drops the socket when the editor is gone or too
+// slow to read even that (its socket buffers are full: a close frame would wait for them).
+func (c *conn) closeSocket(code websocket.StatusCode, reason string) {
+	c.mu.Lock()
+	cause := c.closeCause
+	c.mu.Unlock()
+	switch {
+	case code == websocket.StatusAbnormalClosure, code == websocket.StatusMessageTooBig, cause == "slow-client":
+		c.ws.CloseNow()
+	default:
+		c.ws.Close(code, reason)
+	}
+}

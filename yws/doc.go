@@ -1,0 +1,70 @@
+// Package yws is the editor endpoint of a Nomicore node: the y-websocket protocol that every
+// stock Yjs editor speaks through the `y-websocket` provider, served on the node's client
+// listener, plus a minimal editor page.
+//
+// # The protocol
+//
+// An editor opens a WebSocket to /v1/yjs/{namespaceId} — the provider's
+// `serverUrl + "/" + room`, so serverUrl is ws://HOST:PORT/v1/yjs and the room is the
+// namespace id — with its client token as ?token= (browsers cannot set headers on a
+// WebSocket) or an Authorization: Bearer header. Each WebSocket message is one y-protocols
+// message: a varUint type, then
+//
+//	0 sync:            varUint sub-type — 0 SyncStep1 (a state vector), 1 SyncStep2 (an
+//	                   update), 2 Update (an update) — and varUint8Array payload
+//	1 awareness:       varUint8Array of an awareness update: varUint count, then per client
+//	                   varUint clientID, varUint clock, varString JSON state ("null" removes)
+//	2 auth:            varUint 0 PermissionDenied, varString reason (node → editor only)
+//	3 queryAwareness:  no payload (editor → node: send me every awareness state)
+//
+// On connect the node sends its SyncStep1 and the awareness states it holds; it answers an
+// editor's SyncStep1 with the SyncStep2 diff; the editor's SyncStep2 and Updates are
+// written. Every editor hears something at least every KeepAlive (an empty awareness
+// update when nothing else went out): the provider reconnects after 30 s of silence.
+//
+// # Writes
+//
+// An editor's update goes through the namespace's write sequencer exactly like an admin
+// API write (registry.Lease.WriteLocalExceptAsync): the protected `meta` check, the live
+// apply, the store, and so replication to the hub and its peers. One write per connection
+// is in flight at a time, so a refusal is known before the next update, which may build on
+// it. Accepted updates are relayed to the namespace's other editors on this node once the
+// store has them on disk, so what an editor sees survives a crash of the node; the updates
+// that become durable together go out merged into one message (the sender then gets its
+// own update back within the merge, a no-op for Yjs, as with other relays). Updates
+// that reach the namespace from elsewhere (replication, the admin API) are relayed as the
+// registry's watch delivers them.
+//
+// A read-only editor syncs and receives, but its changes are not applied: the node sends
+// PermissionDenied once and keeps the socket open (a SyncStep2 that brings nothing new is
+// not a change). An update that touches `meta` is refused the same way, with zero effect,
+// counted and logged. Refusing an update leaves a gap in that Yjs client's clock, so its
+// later updates could only wait in the document as pending structs, forever: the
+// connection remembers the gap (the first refused clock of each client, at most
+// MaxGapClients of them, forgotten when it closes) and drops those updates instead.
+//
+// # Awareness
+//
+// Awareness (cursors, names) is relayed among the editors of one namespace on one node,
+// following y-protocols' rules, bounded in states per namespace and bytes per state; a
+// closing connection's states are removed (announced as a null state with clock + 1), and
+// so is a state not renewed within 30 s. Awareness is node-local: the replication
+// contract carries documents only, so editors attached to different nodes share the text
+// but not their presence.
+//
+// # Limits and bad input
+//
+// Refusals before the upgrade are JSON {"code","message"}: 401 missing or unknown token,
+// 403 namespace not granted, 404 namespace unknown to this node, 409 a conflicted replica,
+// 503 not bootstrapped yet, over MaxClients or shutting down. After the upgrade: a message
+// over MaxMessageBytes closes with 1009, an unknown type with 1003, bytes that do not
+// decode with 1007 — each with a log line, never a panic; a client whose send queue is
+// full is dropped (its socket closed at once) and resyncs when it reconnects; a removed token closes its
+// sockets with 4401, a narrowed grant with 4403 (the provider does not retry 44xx).
+//
+// # The editor page
+//
+// GET /edit/{namespaceId} serves a text area bound to Y.Text("body") through the same
+// provider; its scripts are embedded in the binary (editor/yjs-bundle.js is generated from
+// the pinned npm packages by `make editor-bundle`, and a test checks it is up to date).
+package yws

@@ -1,0 +1,390 @@
+package yws
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/yjs"
+)
+
+// Bounds of a room's registry watch (the updates that reach the namespace from elsewhere:
+// replication, the admin API), larger than a replication session's: the room's pump only
+// moves them to the editors' send queues.
+const (
+	watchQueueBytes = 16 << 20
+	watchQueueCount = 4096
+)
+
+// room is one namespace with editors on this node. It holds a lease (the document stays
+// loaded while an editor is connected) and a registry watch, and relays to its editors:
+//
+//   - updates applied from elsewhere (replication, the admin API), as the watch delivers
+//     them — by the pump goroutine;
+//   - each editor's own accepted updates to the other editors, once the store has made them
+//     durable — by the relay goroutine (so whatever an editor sees survives a crash of the
+//     node); the writer's watch skips them (registry.Lease.WriteLocalExceptAsync);
+//   - awareness among its editors (node-local).
+type room struct {
+	srv   *Server
+	ns    string
+	owner string
+
+	ready   chan struct{} // closed once open finished; openErr is then set
+	openErr error
+	refs    int // connections and joiners holding the room; guarded by srv.mu
+
+	lease  *registry.Lease
+	watch  atomic.Pointer[registry.Watch] // replaced after an overflow (resync)
+	ctx    context.Context                // cancelled by close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex // guards conns and aware
+	conns map[*conn]struct{}
+	aware *awareness
+
+	relayMu    sync.Mutex // guards relayQ and relayBytes
+	relayQ     []relayItem
+	relayBytes int
+	relayWake  chan struct{} // cap 1: relayQ became non-empty
+	relaySpace chan struct{} // cap 1: relayBytes went down
+}
+
+// relayItem is an editor's accepted update waiting to be durable (seq) before it is sent
+// to the room's other editors: msg is the sync Update message carrying update.
+type relayItem struct {
+	seq    uint64
+	msg    []byte
+	update []byte
+	from   *conn
+}
+
+func newRoom(s *Server, ns, owner string) *room {
+	return &room{srv: s, ns: ns, owner: owner, ready: make(chan struct{}), conns: map[*conn]struct{}{},
+		aware:     newAwareness(s.opts.MaxAwarenessStates, s.opts.MaxAwarenessStateBytes),
+		relayWake: make(chan struct{}, 1), relaySpace: make(chan struct{}, 1)}
+}
+
+// open takes the lease and the watch and starts the room's goroutines.
+func (rm *room) open(ctx context.Context) error {
+	l, err := rm.srv.opts.Registry.Open(ctx, rm.owner, rm.ns)
+	if err != nil {
+		return err
+	}
+	w, err := l.Watch(watchQueueBytes, watchQueueCount)
+	if err != nil {
+		l.Release()
+		return err
+	}
+	rm.lease = l
+	rm.watch.Store(w)
+	rm.ctx, rm.cancel = context.WithCancel(context.Background())
+	rm.wg.Add(2)
+	go rm.pump()
+	go rm.relayLoop()
+	return nil
+}
+
+// close stops the goroutines and releases the watch and the lease (after the last
+// connection left).
+func (rm *room) close() {
+	if rm.lease == nil {
+		return
+	}
+	rm.cancel()
+	rm.wg.Wait()
+	rm.watch.Load().Close()
+	rm.lease.Release()
+}
+
+// add registers c and returns the awareness states to greet it with, taken under the same
+// lock, so that c then hears every later change.
+func (rm *room) add(c *conn) []AwarenessEntry {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	rm.conns[c] = struct{}{}
+	return rm.aware.all()
+}
+
+// remove unregisters c and announces the removal of the awareness states it controlled.
+func (rm *room) remove(c *conn) {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	if _, ok := rm.conns[c]; !ok {
+		return
+	}
+	delete(rm.conns, c)
+	if gone := rm.aware.removeConn(c, rm.srv.opts.Clock.Now()); len(gone) > 0 {
+		rm.broadcastAwarenessLocked(gone, nil)
+		rm.srv.m.awarenessChanged(-len(gone))
+	}
+}
+
+// members lists the room's connections.
+func (rm *room) members() []*conn {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	out := make([]*conn, 0, len(rm.conns))
+	for c := range rm.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// waitEmpty waits (bounded) until every connection left.
+func (rm *room) waitEmpty(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		rm.mu.Lock()
+		n := len(rm.conns)
+		rm.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// broadcastLocked queues msg to every connection but except.
+func (rm *room) broadcastLocked(msg []byte, except *conn) {
+	for c := range rm.conns {
+		if c != except {
+			c.send(msg)
+		}
+	}
+}
+
+func (rm *room) broadcastAwarenessLocked(entries []AwarenessEntry, except *conn) {
+	msg := AppendAwareness(nil, AppendAwarenessUpdate(nil, entries))
+	rm.broadcastLocked(msg, except)
+}
+
+// applyAwareness takes an awareness update from c and relays what it changed to the other
+// editors.
+func (rm *room) applyAwareness(c *conn, entries []AwarenessEntry) (dropped int) {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	before := len(rm.aware.states)
+	taken, dropped := rm.aware.apply(c, entries, rm.srv.opts.Clock.Now())
+	if len(taken) > 0 {
+		rm.broadcastAwarenessLocked(taken, c)
+	}
+	rm.srv.m.awarenessChanged(len(rm.aware.states) - before)
+	return dropped
+}
+
+// awarenessStates returns every awareness state as an awareness message (queryAwareness).
+func (rm *room) awarenessMessage() []byte {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	return AppendAwareness(nil, AppendAwarenessUpdate(nil, rm.aware.all()))
+}
+
+// pump relays the updates of the watch and expires awareness states.
+func (rm *room) pump() {
+	defer rm.wg.Done()
+	tick := clock.NewTicker(rm.srv.opts.Clock, rm.srv.opts.AwarenessTimeout/10)
+	defer tick.Stop()
+	for {
+		w := rm.watch.Load()
+		select {
+		case <-rm.ctx.Done():
+			return
+		case <-tick.C:
+			rm.mu.Lock()
+			if gone := rm.aware.expire(rm.srv.opts.Clock.Now(), rm.srv.opts.AwarenessTimeout); len(gone) > 0 {
+				rm.broadcastAwarenessLocked(gone, nil)
+				rm.srv.m.awarenessChanged(-len(gone))
+			}
+			rm.mu.Unlock()
+			continue
+		case <-w.Wake():
+		}
+		p := w.Poll()
+		if len(p.Updates) > 0 {
+			var msg []byte
+			if len(p.Updates) > 1 {
+				msg = rm.mergedMessage(p.Updates)
+			}
+			rm.mu.Lock()
+			if msg != nil {
+				rm.broadcastLocked(msg, nil)
+			} else {
+				for _, u := range p.Updates {
+					rm.broadcastLocked(AppendSync(nil, SyncUpdate, u), nil)
+				}
+			}
+			rm.mu.Unlock()
+		}
+		switch {
+		case p.Failed:
+			rm.closeAll(websocket.StatusInternalError, "the document failed on this node; reconnect", "document-failed")
+			return
+		case p.Closed:
+			rm.closeAll(websocket.StatusGoingAway, "the namespace was unloaded on this node; reconnect", "namespace-unloaded")
+			return
+		case p.NeedsResync:
+			if !rm.resync() {
+				return
+			}
+		}
+	}
+}
+
+// resync replaces a watch that overflowed and sends every editor the whole document (Yjs
+// applies what it already has as a no-op), so nothing the dropped updates carried is lost.
+func (rm *room) resync() bool {
+	nw, err := rm.lease.Watch(watchQueueBytes, watchQueueCount)
+	if err == nil {
+		rm.watch.Swap(nw).Close()
+		var state []byte
+		if state, err = rm.lease.EncodeState(rm.ctx, nil); err == nil {
+			rm.srv.log.Warn("editor relay fell behind the namespace's updates; sent every editor the whole document",
+				slog.String("namespaceId", rm.ns))
+			rm.mu.Lock()
+			rm.broadcastLocked(AppendSync(nil, SyncUpdate, state), nil)
+			rm.mu.Unlock()
+			return true
+		}
+	}
+	if rm.ctx.Err() == nil {
+		rm.srv.log.Error("editor relay cannot resync; closing the namespace's editors", slog.String("namespaceId", rm.ns),
+			slog.String("error", err.Error()))
+		rm.closeAll(websocket.StatusInternalError, "the node cannot relay this namespace now; reconnect", "resync-failed")
+	}
+	return false
+}
+
+func (rm *room) closeAll(code websocket.StatusCode, reason, cause string) {
+	for _, c := range rm.members() {
+		c.closeWith(code, reason, cause)
+	}
+}
+
+// relay queues an editor's accepted update for the other editors once it is durable. It
+// waits while the room's relay queue is over RelayQueueBytes (the editor's socket then
+// waits too), or until ctx ends.
+func (rm *room) relay(ctx context.Context, it relayItem) error {
+	for {
+		rm.relayMu.Lock()
+		if rm.relayBytes == 0 || rm.relayBytes+len(it.msg) <= rm.srv.opts.RelayQueueBytes {
+			rm.relayQ = append(rm.relayQ, it)
+			rm.relayBytes += len(it.msg)
+			rm.relayMu.Unlock()
+			signal(rm.relayWake)
+			return nil
+		}
+		rm.relayMu.Unlock()
+		select {
+		case <-rm.relaySpace:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-rm.ctx.Done():
+			return rm.ctx.Err()
+		}
+	}
+}
+
+// relayLoop sends the queued editor updates to the other editors, each once the store has
+// it on disk. The updates that are durable together go out as one merged update (one
+// message per editor instead of one per update); an editor then also gets its own update
+// back in the merge, which Yjs applies as a no-op, as other relays do.
+func (rm *room) relayLoop() {
+	defer rm.wg.Done()
+	for {
+		rm.relayMu.Lock()
+		items := rm.relayQ
+		rm.relayQ = nil
+		rm.relayMu.Unlock()
+		if len(items) == 0 {
+			select {
+			case <-rm.relayWake:
+				continue
+			case <-rm.ctx.Done():
+				return
+			}
+		}
+		if seq := items[0].seq; seq > 0 && rm.lease.Flushed() < seq {
+			if err := rm.lease.WaitFlushed(rm.ctx, seq); err != nil {
+				return // closing
+			}
+		}
+		flushed := rm.lease.Flushed()
+		ready := items[:0:0]
+		var later []relayItem
+		for _, it := range items {
+			if it.seq <= flushed {
+				ready = append(ready, it)
+			} else {
+				later = append(later, it)
+			}
+		}
+		if len(later) > 0 {
+			rm.relayMu.Lock()
+			rm.relayQ = append(later, rm.relayQ...)
+			rm.relayMu.Unlock()
+		}
+		rm.broadcastUpdates(ready)
+		freed := 0
+		for _, it := range ready {
+			freed += len(it.msg)
+		}
+		rm.relayMu.Lock()
+		rm.relayBytes -= freed
+		rm.relayMu.Unlock()
+		signal(rm.relaySpace)
+	}
+}
+
+// broadcastUpdates sends editors' updates to the room: one alone to everyone but its
+// sender; several merged into one update for everyone.
+func (rm *room) broadcastUpdates(items []relayItem) {
+	if len(items) == 1 {
+		rm.mu.Lock()
+		rm.broadcastLocked(items[0].msg, items[0].from)
+		rm.mu.Unlock()
+		return
+	}
+	updates := make([][]byte, len(items))
+	for i, it := range items {
+		updates[i] = it.update
+	}
+	msg := rm.mergedMessage(updates)
+	rm.mu.Lock()
+	if msg != nil {
+		rm.broadcastLocked(msg, nil)
+	} else {
+		for _, it := range items {
+			rm.broadcastLocked(it.msg, it.from)
+		}
+	}
+	rm.mu.Unlock()
+}
+
+// mergedMessage returns one sync Update message carrying the merge of updates, or nil when
+// they do not merge (they were all applied, so this does not happen; the caller then sends
+// them one by one).
+func (rm *room) mergedMessage(updates [][]byte) []byte {
+	merged, err := yjs.MergeUpdates(updates)
+	if err != nil {
+		rm.srv.log.Warn("editor updates did not merge; relayed one by one", slog.String("namespaceId", rm.ns),
+			slog.String("error", err.Error()))
+		return nil
+	}
+	return AppendSync(nil, SyncUpdate, merged)
+}
+
+// signal wakes a capacity-1 channel without blocking.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,457 @@
+package yws
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/registry"
+)
+
+// Grant is what a client token allows: the namespaces its editor may open and whether it
+// may change them.
+type Grant struct {
+	Name       string   // the client's name, for logs (never the token)
+	Namespaces []string // namespace ids, or "*" for every namespace
+	ReadOnly   bool
+}
+
+// Allows reports whether the grant covers namespace ns.
+func (g Grant) Allows(ns string) bool {
+	for _, n := range g.Namespaces {
+		if n == "*" || n == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// Clients looks client tokens up by their SHA-256 (the node stores nothing else of them).
+// It must be safe for concurrent use; a tokens file reloader answers from its latest table.
+type Clients interface {
+	LookupClient(sum [sha256.Size]byte) (Grant, bool)
+}
+
+// Errors a Namespaces lookup returns; each is refused before the upgrade.
+var (
+	// ErrUnknownNamespace: this node does not serve the namespace (404): not on the hub,
+	// or not a target of the peer.
+	ErrUnknownNamespace = errors.New("namespace unknown to this node")
+	// ErrNotReady: the node serves the namespace but cannot open it yet (503): a peer
+	// target not bootstrapped yet.
+	ErrNotReady = errors.New("the namespace is not ready on this node yet")
+	// ErrConflicted: a peer replica in conflicted (409): an operator must reset it.
+	ErrConflicted = errors.New("the replica is conflicted with the hub; reset it first")
+)
+
+// Namespaces resolves a namespace id to its local owner, or one of the errors above.
+type Namespaces func(ctx context.Context, namespaceID string) (owner string, err error)
+
+// Defaults of Options.
+const (
+	DefaultMaxClients             = 1024
+	DefaultMaxMessageBytes        = 4<<20 + 64
+	DefaultSendQueueBytes         = 8 << 20
+	DefaultSendQueueMessages      = 4096
+	DefaultMaxAwarenessStates     = 256
+	DefaultMaxAwarenessStateBytes = 16 << 10
+	DefaultAwarenessTimeout       = 30 * time.Second
+	DefaultKeepAlive              = 10 * time.Second
+	DefaultWriteTimeout           = 10 * time.Second
+	DefaultMaxGapClients          = 64
+	DefaultRelayQueueBytes        = 16 << 20
+)
+
+// Options configure a Server.
+type Options struct {
+	// Registry holds the namespaces; Namespaces says which of them this node serves.
+	Registry   *registry.Registry
+	Namespaces Namespaces
+	// Clients checks client tokens; nil means no authentication (--client-auth none: every
+	// editor may read and write every namespace this node serves).
+	Clients Clients
+	// OriginPatterns are the browser origins allowed to open a WebSocket besides the
+	// page's own host (github.com/coder/websocket AcceptOptions.OriginPatterns: host
+	// patterns such as "*" or "app.example.com:*"). Empty: same host only.
+	OriginPatterns []string
+	// MaxClients bounds the editor connections of the node (503 beyond it).
+	MaxClients int
+	// MaxMessageBytes bounds one client message (a larger one closes the socket with 1009).
+	MaxMessageBytes int
+	// SendQueueBytes and SendQueueMessages bound what waits to be sent to one client;
+	// beyond either, the client is dropped and resyncs when it reconnects.
+	SendQueueBytes, SendQueueMessages int
+	// MaxAwarenessStates bounds the awareness states of one namespace on this node, and
+	// MaxAwarenessStateBytes the JSON of one state.
+	MaxAwarenessStates, MaxAwarenessStateBytes int
+	// AwarenessTimeout removes a state not renewed for that long (y-protocols: 30 s).
+	AwarenessTimeout time.Duration
+	// KeepAlive is the longest a client goes without a message from the node (an empty
+	// awareness update is sent then): the provider reconnects after 30 s of silence.
+	KeepAlive time.Duration
+	// WriteTimeout bounds one write to a client.
+	WriteTimeout time.Duration
+	// MaxGapClients bounds, per connection, the Yjs client ids whose clock has a gap left by a
+	// refused update (beyond it the connection is closed).
+	MaxGapClients int
+	// RelayQueueBytes bounds, per namespace, the accepted editor updates waiting to be
+	// durable before they are relayed (readers wait beyond it).
+	RelayQueueBytes int
+	// Metrics receives the counters and gauges; nil counts nothing.
+	Metrics *Metrics
+	// Clock paces keep-alives and awareness timeouts; nil means clock.Real().
+	Clock clock.Clock
+	// Logger gets the connect and disconnect lines and refusals (never tokens or document
+	// bytes).
+	Logger *slog.Logger
+}
+
+func (o *Options) fill() {
+	fillInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	fillDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	fillInt(&o.MaxClients, DefaultMaxClients)
+	fillInt(&o.MaxMessageBytes, DefaultMaxMessageBytes)
+	fillInt(&o.SendQueueBytes, DefaultSendQueueBytes)
+	fillInt(&o.SendQueueMessages, DefaultSendQueueMessages)
+	fillInt(&o.MaxAwarenessStates, DefaultMaxAwarenessStates)
+	fillInt(&o.MaxAwarenessStateBytes, DefaultMaxAwarenessStateBytes)
+	fillInt(&o.MaxGapClients, DefaultMaxGapClients)
+	fillInt(&o.RelayQueueBytes, DefaultRelayQueueBytes)
+	fillDur(&o.AwarenessTimeout, DefaultAwarenessTimeout)
+	fillDur(&o.KeepAlive, DefaultKeepAlive)
+	fillDur(&o.WriteTimeout, DefaultWriteTimeout)
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Server is the editor endpoint of one node: it serves GET /v1/yjs/{namespaceId} in the
+// y-websocket protocol and the editor page under /edit/. See the package doc.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	m    *Metrics
+	mux  *http.ServeMux
+
+	clients  atomic.Int64 // admitted connections (MaxClients)
+	handlers sync.WaitGroup
+
+	mu       sync.Mutex // guards rooms and closing
+	rooms    map[string]*room
+	closing  bool
+	shutdown chan struct{} // closed by Shutdown
+}
+
+// New returns a Server.
+func New(opts Options) (*Server, error) {
+	if opts.Registry == nil || opts.Namespaces == nil {
+		return nil, errors.New("yws: a registry and a namespace lookup are required")
+	}
+	opts.fill()
+	s := &Server{opts: opts, log: opts.Logger, m: opts.Metrics, rooms: map[string]*room{}, shutdown: make(chan struct{})}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /v1/yjs/{id}", s.serveEditor)
+	s.mux.HandleFunc("GET /edit/{id}", s.servePage)
+	s.mux.Handle("GET /edit/assets/", http.StripPrefix("/edit/assets/", assetHandler()))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte("{\"status\":\"ok\"}\n"))
+	})
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such route: editors connect to /v1/yjs/{namespaceId}; the editor page is /edit/{namespaceId}")
+	})
+	return s, nil
+}
+
+// ServeHTTP serves the client listener's routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// writeError writes the JSON error body every refusal before the upgrade carries.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{code, msg})
+}
+
+// presentedToken returns the token of a request — ?token= (browsers cannot set headers on
+// a WebSocket) or Authorization: Bearer — and removes it from the request, so nothing
+// after this point (logs included) can see it.
+func presentedToken(r *http.Request) string {
+	q := r.URL.Query()
+	tok := q.Get("token")
+	if tok != "" {
+		q.Del("token")
+		r.URL.RawQuery = q.Encode()
+		r.RequestURI = r.URL.RequestURI()
+	}
+	if h := r.Header.Get("Authorization"); tok == "" && len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		tok = strings.TrimSpace(h[7:])
+	}
+	r.Header.Del("Authorization")
+	return tok
+}
+
+// admit checks a connection request before the upgrade: 401 without a known token, 403
+// when the token does not grant the namespace, 404 for a namespace this node does not
+// serve, 409 for a conflicted replica, 503 when not ready, over --max-clients or shutting
+// down. On success the caller holds one of the MaxClients places.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, ns string) (Grant, [sha256.Size]byte, string, bool) {
+	var sum [sha256.Size]byte
+	refuse := func(status int, code, reason, msg string) (Grant, [sha256.Size]byte, string, bool) {
+		s.m.refusedConnect(reason)
+		writeError(w, status, code, msg)
+		return Grant{}, sum, "", false
+	}
+	tok := presentedToken(r)
+	grant := Grant{Name: "anonymous", Namespaces: []string{"*"}}
+	if s.opts.Clients != nil {
+		if tok == "" {
+			return refuse(http.StatusUnauthorized, "UNAUTHORIZED", "missing-token",
+				"a client token is required: connect with ?token=TOKEN (or an Authorization: Bearer header); create one with `hub token add --client NAME` (or `peer token add`)")
+		}
+		sum = sha256.Sum256([]byte(tok))
+		g, ok := s.opts.Clients.LookupClient(sum)
+		if !ok {
+			return refuse(http.StatusUnauthorized, "UNAUTHORIZED", "unknown-token", "the client token is not known to this node")
+		}
+		grant = g
+	}
+	if !validNamespaceID(ns) {
+		return refuse(http.StatusNotFound, "NAMESPACE_NOT_FOUND", "unknown-namespace", "not a namespace id (ns- and 32 hex digits)")
+	}
+	if !grant.Allows(ns) {
+		return refuse(http.StatusForbidden, "FORBIDDEN", "namespace-not-granted", "the client token does not grant this namespace")
+	}
+	owner, err := s.opts.Namespaces(r.Context(), ns)
+	switch {
+	case errors.Is(err, ErrUnknownNamespace):
+		return refuse(http.StatusNotFound, "NAMESPACE_NOT_FOUND", "unknown-namespace", "this node does not serve the namespace")
+	case errors.Is(err, ErrNotReady):
+		return refuse(http.StatusServiceUnavailable, "NOT_BOOTSTRAPPED", "not-ready", "the namespace is not bootstrapped on this node yet; retry shortly")
+	case errors.Is(err, ErrConflicted):
+		return refuse(http.StatusConflict, "REPLICA_CONFLICTED", "conflicted", ErrConflicted.Error())
+	case err != nil:
+		return refuse(http.StatusInternalServerError, "INTERNAL_ERROR", "internal", "the namespace cannot be looked up")
+	}
+	if s.clients.Add(1) > int64(s.opts.MaxClients) {
+		s.clients.Add(-1)
+		return refuse(http.StatusServiceUnavailable, "TOO_MANY_CLIENTS",
+			"too-many-clients", fmt.Sprintf("this node serves at most %d editor connections (--max-clients)", s.opts.MaxClients))
+	}
+	return grant, sum, owner, true
+}
+
+// GET /v1/yjs/{id}: the y-websocket endpoint.
+func (s *Server) serveEditor(w http.ResponseWriter, r *http.Request) {
+	s.handlers.Add(1)
+	defer s.handlers.Done()
+	ns := r.PathValue("id")
+	if s.isClosing() {
+		writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "the node is shutting down")
+		return
+	}
+	grant, sum, owner, ok := s.admit(w, r, ns)
+	if !ok {
+		return
+	}
+	defer s.clients.Add(-1)
+	rm, err := s.join(r.Context(), ns, owner)
+	if err != nil {
+		switch {
+		case errors.Is(err, registry.ErrNotFound):
+			writeError(w, http.StatusServiceUnavailable, "NOT_BOOTSTRAPPED", "the namespace is not available on this node yet; retry shortly")
+		case errors.Is(err, errClosing):
+			writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "the node is shutting down")
+		default:
+			s.log.Warn("editor connection refused: the namespace cannot be opened", slog.String("client", grant.Name),
+				slog.String("namespaceId", ns), slog.String("error", err.Error()))
+			writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "the namespace cannot be opened now; retry shortly")
+		}
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns,
+		CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		s.leave(rm, nil)
+		s.log.Info("editor upgrade failed", slog.String("client", grant.Name), slog.String("namespaceId", ns), slog.String("error", err.Error()))
+		return
+	}
+	ws.SetReadLimit(int64(s.opts.MaxMessageBytes))
+	c := newConn(s, rm, ws, grant, sum, r.RemoteAddr)
+	c.run()
+}
+
+// validNamespaceID reports whether id is ns- and 32 lowercase hex digits.
+func validNamespaceID(id string) bool { return registry.ValidNamespaceID(id) }
+
+var errClosing = errors.New("yws: shutting down")
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// join returns the namespace's room, opening it (a lease and a watch) for its first
+// connection; the caller holds one reference until leave.
+func (s *Server) join(ctx context.Context, ns, owner string) (*room, error) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil, errClosing
+	}
+	rm := s.rooms[ns]
+	if rm == nil {
+		rm = newRoom(s, ns, owner)
+		s.rooms[ns] = rm
+		rm.refs = 1
+		s.mu.Unlock()
+		if err := rm.open(ctx); err != nil {
+			rm.openErr = err
+			s.mu.Lock()
+			if s.rooms[ns] == rm {
+				delete(s.rooms, ns)
+			}
+			s.mu.Unlock()
+			close(rm.ready)
+			s.leave(rm, nil)
+			return nil, err
+		}
+		close(rm.ready)
+		return rm, nil
+	}
+	rm.refs++
+	s.mu.Unlock()
+	select {
+	case <-rm.ready:
+	case <-ctx.Done():
+		s.leave(rm, nil)
+		return nil, ctx.Err()
+	}
+	if rm.openErr == nil {
+		return rm, nil
+	}
+	s.leave(rm, nil)
+	return nil, rm.openErr
+}
+
+// leave drops one reference to a room (and c from it, when set); the last one closes it.
+func (s *Server) leave(rm *room, c *conn) {
+	if c != nil {
+		rm.remove(c)
+	}
+	s.mu.Lock()
+	rm.refs--
+	last := rm.refs == 0
+	if last && s.rooms[rm.ns] == rm {
+		delete(s.rooms, rm.ns)
+	}
+	s.mu.Unlock()
+	if last {
+		rm.close()
+	}
+}
+
+// Revalidate checks every open connection against the current tokens (call it after the
+// tokens file was reloaded): a connection whose token was removed is closed (4401), one
+// whose token no longer grants its namespace too (4403); a change to read-only applies at
+// once. Without Clients it does nothing.
+func (s *Server) Revalidate() {
+	if s.opts.Clients == nil {
+		return
+	}
+	for _, c := range s.conns() {
+		g, ok := s.opts.Clients.LookupClient(c.tokenSum)
+		switch {
+		case !ok:
+			c.closeWith(statusTokenRevoked, "the client token was removed", "token-removed")
+		case !g.Allows(c.room.ns):
+			c.closeWith(statusNotGranted, "the client token no longer grants this namespace", "namespace-not-granted")
+		default:
+			c.readOnly.Store(g.ReadOnly)
+		}
+	}
+}
+
+// CloseNamespace closes every editor connection of a namespace (1012, service restart):
+// before a peer resets or drops the replica, which needs it unloaded. Editors reconnect
+// and resync.
+func (s *Server) CloseNamespace(ns string) {
+	s.mu.Lock()
+	rm := s.rooms[ns]
+	s.mu.Unlock()
+	if rm == nil {
+		return
+	}
+	for _, c := range rm.members() {
+		c.closeWith(websocket.StatusServiceRestart, "the namespace is being reset on this node; reconnect", "namespace-reset")
+	}
+	rm.waitEmpty(5 * time.Second)
+}
+
+// conns lists every open connection.
+func (s *Server) conns() []*conn {
+	s.mu.Lock()
+	rooms := make([]*room, 0, len(s.rooms))
+	for _, rm := range s.rooms {
+		rooms = append(rooms, rm)
+	}
+	s.mu.Unlock()
+	var out []*conn
+	for _, rm := range rooms {
+		out = append(out, rm.members()...)
+	}
+	return out
+}
+
+// Clients returns the number of open editor connections.
+func (s *Server) Clients() int { return int(s.clients.Load()) }
+
+// Shutdown refuses new connections, closes every editor connection (1001, going away:
+// providers reconnect to the node when it is back) and waits, within ctx, for their
+// handlers to finish and the namespaces to be released.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closing {
+		s.closing = true
+		close(s.shutdown)
+	}
+	s.mu.Unlock()
+	for _, c := range s.conns() {
+		c.closeWith(websocket.StatusGoingAway, "the node is shutting down", "shutdown")
+	}
+	done := make(chan struct{})
+	go func() { s.handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("editor connections still open: %w", ctx.Err())
+	}
+}

@@ -43,6 +43,7 @@ var fuzzStatuses = map[string][]int{
 	CodeNamespaceInUse:       {http.StatusConflict},
 	CodeEpochMismatch:        {http.StatusConflict},
 	CodeSchemaMismatch:       {http.StatusConflict},
+	CodeConflict:             {http.StatusConflict},
 	CodeUpdateTooLarge:       {http.StatusRequestEntityTooLarge},
 	CodeRequestTooLarge:      {http.StatusRequestEntityTooLarge},
 	CodeUnsupportedMediaType: {http.StatusUnsupportedMediaType},

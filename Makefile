@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-cluster editor-bundle lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-cluster bench-large editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -52,10 +52,13 @@ js-deps: $(JS_STAMPS)
 
 ## test: the whole suite with the race detector (what .ci/run runs), then the store
 ## corruption tests without it (-race's pointer checks turn a damaged bbolt page into a
-## fatal error instead of the recoverable panic the store contains)
+## fatal error instead of the recoverable panic the store contains), and the large-document
+## e2e tests at full size (32 MiB with the shipped defaults, 64 MiB with raised flags), which
+## the race detector makes minutes long
 test: js-deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(GO) test -count=1 -run Corrupt ./persistence/
+	$(GO) test -count=1 -run 'TestE2E_(LargeDocuments|64MiB)' ./e2e/
 
 ## test-race: same as test (kept as an explicit name)
 test-race: test
@@ -70,6 +73,12 @@ CLUSTER_COUNT ?= 10
 soak-cluster:
 	$(GO) test -race -count=$(CLUSTER_COUNT) -timeout 120m ./cluster/
 	$(GO) test -race -count=$(CLUSTER_COUNT) -timeout 120m -run 'TestE2E_Cluster' ./e2e/
+
+## dashboard-screenshots: the README's dashboard screenshots (docs/dashboard-hub.png,
+## docs/dashboard-peer.png), taken by the browser tests in headless Chromium; set
+## NOMICORE_ARTIFACTS=DIR on any test run to keep every screenshot the browser tests take
+dashboard-screenshots:
+	NOMICORE_DASHBOARD_DOCS=1 $(GO) test -count=1 -run 'TestE2E_Dashboard$$' ./e2e/
 
 ## fuzz: a bounded smoke run of every fuzz target (FUZZTIME each)
 fuzz: js-deps
@@ -121,6 +130,11 @@ bench-replication:
 ## write-to-durable latency, throughput, and the load time of a namespace
 bench-cluster:
 	$(GO) run ./cmd/benchrepl -workload cluster
+
+## bench-large: the hub and peer binaries with documents of 1, 8 and 32 MiB: a fresh peer's
+## time to go live, four fresh peers at once (time, peak memory), a 4 MiB write to three peers
+bench-large: build
+	$(GO) run ./cmd/benchrepl -workload large -bin $(BIN)
 
 ## lint: gofmt check, go vet and staticcheck (the version pinned as a tool in go.mod,
 ## fetched from the module proxy on first use)

@@ -47,8 +47,10 @@ var ErrPublishQueueFull = fmt.Errorf("cluster: the publish queue is full: %w", r
 // unanswered reports an error that says no server received the request.
 func unanswered(err error) bool {
 	var apiErr *jetstream.APIError
+	var legacyErr *nats.APIError
 	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || (errors.As(err, &apiErr) && apiErr.Code == 503)
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || (errors.As(err, &apiErr) && apiErr.Code == 503) ||
+		(errors.As(err, &legacyErr) && legacyErr.Code == 503)
 }
 
 // errDuplicateInProcess is JetStream's answer to a message sent again while the stream
@@ -77,6 +79,12 @@ func classify(op string, d time.Duration, err error) error {
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.Code == 503 || apiErr.ErrorCode == errDuplicateInProcess) {
+		return &UnavailableError{Op: op, Err: err}
+	}
+	// Some calls (a key-value watch's consumer) still answer with the older client's error
+	// type, e.g. "JetStream system temporarily unavailable" (503) while a leader is elected.
+	var legacyErr *nats.APIError
+	if errors.As(err, &legacyErr) && legacyErr.Code == 503 {
 		return &UnavailableError{Op: op, Err: err}
 	}
 	return fmt.Errorf("cluster: %s: %w", op, err)

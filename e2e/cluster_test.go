@@ -69,7 +69,7 @@ func (c *hubCluster) startHub(i int) {
 	p.args = append([]string{"serve", "--instance-id", "hub", "--node-name", fmt.Sprintf("n%d", i+1),
 		"--cluster-name", "e2e", "--cluster-listen", c.routes[i], "--cluster-routes", strings.Join(routes, ","),
 		"--listen", c.repl[i], "--admin-listen", strings.TrimPrefix(p.admin, "http://"), "--data", c.data(i),
-		"--tokens-poll", "200ms"}, fast...)
+		"--tokens-poll", "200ms", "--client-listen", "off"}, fast...)
 	if err := p.start(); err != nil {
 		c.t.Fatalf("%s: %v", p.name, err)
 	}
@@ -120,7 +120,7 @@ func (c *hubCluster) startPeer(name string, i int, ns string) *proc {
 	c.peers[name] = p
 	p.args = append([]string{"run", "--instance-id", name, "--hub-url", "ws://" + c.repl[i] + "/v1/replication",
 		"--token-file", tokenFile, "--admin-listen", strings.TrimPrefix(p.admin, "http://"),
-		"--data", filepath.Join(c.dir, name), "--target", ns}, fast...)
+		"--data", filepath.Join(c.dir, name), "--target", ns, "--client-listen", "off"}, fast...)
 	if err := p.start(); err != nil {
 		c.t.Fatalf("%s: %v", name, err)
 	}
@@ -172,10 +172,11 @@ func TestE2E_Cluster_ServedByAllNodes(t *testing.T) {
 		}
 	}
 
-	// Two nodes bump the epoch at the same moment. Requests that do not overlap in time
-	// are two bumps, both right; requests that do: exactly one wins, the other is 409 and
-	// wrote nothing. Either way no epoch is given out twice and none is lost. Rounds go on
-	// until one had the race (at most 10).
+	// Two nodes bump the epoch at the same moment, both expecting the current epoch: exactly
+	// one wins, the other is 409 and wrote nothing — EPOCH_MISMATCH when its node had
+	// already applied the winner's bump before checking, CONFLICT when both passed their
+	// node's check and the cluster's compare-and-set decided. No epoch is given out twice
+	// and none is lost. Rounds go on until one reached the compare-and-set (at most 10).
 	epoch := uint64(1)
 	raced := false
 	for round := 0; round < 10 && !raced; round++ {
@@ -183,39 +184,43 @@ func TestE2E_Cluster_ServedByAllNodes(t *testing.T) {
 		statuses := make([]int, 2)
 		bodies := make([]string, 2)
 		start := make(chan struct{})
+		body := []byte(fmt.Sprintf(`{"expectedEpoch":%d}`, epoch))
 		for i := range 2 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				<-start
-				s, b := c.hubs[i].api().do("POST", "/v1/namespaces/"+ns+"/epoch", nil)
+				s, b := c.hubs[i].api().do("POST", "/v1/namespaces/"+ns+"/epoch", body)
 				statuses[i], bodies[i] = s, string(b)
 			}()
 		}
 		close(start)
 		wg.Wait()
-		won := map[uint64]bool{}
+		winners := 0
 		for i, s := range statuses {
 			switch s {
 			case 200:
 				var r struct{ ReplicationEpoch uint64 }
-				if err := json.Unmarshal([]byte(bodies[i]), &r); err != nil || won[r.ReplicationEpoch] || r.ReplicationEpoch <= epoch || r.ReplicationEpoch > epoch+2 {
-					t.Fatalf("round %d: a winner answered %s (epoch was %d, others won %v)", round, bodies[i], epoch, won)
+				if err := json.Unmarshal([]byte(bodies[i]), &r); err != nil || r.ReplicationEpoch != epoch+1 {
+					t.Fatalf("round %d: a winner answered %s (epoch was %d)", round, bodies[i], epoch)
 				}
-				won[r.ReplicationEpoch] = true
+				winners++
 			case 409:
-				if !strings.Contains(bodies[i], `"CONFLICT"`) {
+				switch {
+				case strings.Contains(bodies[i], `"CONFLICT"`):
+					raced = true
+				case strings.Contains(bodies[i], `"EPOCH_MISMATCH"`):
+				default:
 					t.Fatalf("round %d: the loser answered %s", round, bodies[i])
 				}
-				raced = true
 			default:
 				t.Fatalf("round %d: bump on %s: %d %s", round, c.hubs[i].name, s, bodies[i])
 			}
 		}
-		if len(won) == 0 {
-			t.Fatalf("round %d: no bump won: %v %v", round, statuses, bodies)
+		if winners != 1 {
+			t.Fatalf("round %d: %d bumps won: %v %v", round, winners, statuses, bodies)
 		}
-		epoch += uint64(len(won))
+		epoch++
 		for _, h := range c.hubs {
 			eventually(t, 20*time.Second, fmt.Sprintf("%s at epoch %d", h.name, epoch), func() error {
 				var st struct{ ReplicationEpoch uint64 }
@@ -228,7 +233,7 @@ func TestE2E_Cluster_ServedByAllNodes(t *testing.T) {
 		}
 	}
 	if !raced {
-		t.Fatal("in 10 rounds the two bumps never overlapped")
+		t.Fatal("in 10 rounds the two bumps never both reached the cluster's compare-and-set")
 	}
 	// Every peer's session of epoch 1 was fenced (§11): the replicas are conflicted.
 	for _, p := range peers {

@@ -1,19 +1,14 @@
 package e2e
 
 import (
-	"os"
 	"strings"
 	"testing"
 )
 
 // A 1 MiB paste on a peer reaches the editors of the hub and of another peer. A live update
-// above maxUpdateBytes (512 KiB) crosses nodes only as a chunked transfer (UPDATE_CHUNK), so
-// this needs the v2 generation's chunked live updates on the wire; set
-// NOMICORE_E2E_CHUNKED=1 to run it.
+// above maxUpdateBytes (512 KiB) crosses nodes only as a chunked transfer (UPDATE_CHUNK, the
+// v2 generation the binaries run by default).
 func TestE2E_Editors_LargePasteAcrossNodes(t *testing.T) {
-	if os.Getenv("NOMICORE_E2E_CHUNKED") != "1" {
-		t.Skip("needs chunked live updates between nodes (UPDATE_CHUNK on the wire); set NOMICORE_E2E_CHUNKED=1 to run it")
-	}
 	ag := startAgent(t)
 	_, ns, hub, a, b, tok := editorCluster(t)
 	ag.open("a", a, ns, tok["peer-a"])

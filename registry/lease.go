@@ -318,7 +318,8 @@ func (l *Lease) StateVector(ctx context.Context) ([]byte, error) {
 }
 
 // EncodeState returns Y.encodeStateAsUpdate(doc, sv) (sv empty: the whole document). A
-// malformed sv is ErrApplyFailed.
+// malformed sv is ErrApplyFailed. The whole document's bytes may be shared with other
+// readers of the same unchanged document: never modify them.
 func (l *Lease) EncodeState(ctx context.Context, sv []byte) ([]byte, error) {
 	return leaseWait(ctx, l, func(rt *runtime, _ *slot) ([]byte, error) {
 		return rt.encodeState(sv)

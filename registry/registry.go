@@ -125,6 +125,8 @@ type Registry struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	past pastActivity // what unloaded namespaces did (Activity)
 }
 
 // keyLock is a per-namespace lifecycle lock; it exists while someone holds or waits for it.
@@ -416,6 +418,7 @@ func (r *Registry) install(rt *runtime) (*Lease, error) {
 		return nil, ErrClosed.with("registry closed", nil)
 	}
 	rt.refs = 1
+	r.past.seed(rt)
 	r.loaded[rt.ns] = rt
 	rt.start()
 	return &Lease{reg: r, rt: rt}, nil
@@ -441,6 +444,7 @@ func (r *Registry) unloaded(rt *runtime) {
 	if r.unloading[rt.ns] == rt {
 		delete(r.unloading, rt.ns)
 	}
+	r.past.keep(rt.activitySnapshot())
 }
 
 // LocalReplica reports whether (owner, namespaceID) has a local replica and its identity —
@@ -537,6 +541,7 @@ func (r *Registry) archive(ctx context.Context, owner, ns string, op func(contex
 		return persistence.ArchiveInfo{}, err
 	}
 	info, err := op(ctx, owner, ns)
+	r.past.forget(ns)
 	if errors.Is(err, persistence.ErrArchived) {
 		return info, ErrNotFound.with("", err)
 	}

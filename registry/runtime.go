@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
+	"weak"
 
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/persistence"
@@ -54,13 +56,17 @@ type runtime struct {
 	failErr       error
 	spare         []*slot // the other queue buffer, reused
 	txUpdate      []byte  // set by onUpdate: the update of the last transaction
-	hadPending    bool    // the document held pending structs before the apply in progress
+	changes       uint64  // transactions that changed the document since load (onUpdate)
+	full          fullState
+	hadPending    bool // the document held pending structs before the apply in progress
 	schemaSeen    schemaState
 	saverStarted  bool
 	saverKick     chan struct{}
 	saverCancel   context.CancelFunc
 	saverDone     chan struct{}
 	unsubscribeFn func()
+
+	act activity // counters for Registry.Activity
 }
 
 // slot is one unit of sequenced work.
@@ -234,6 +240,7 @@ func (rt *runtime) runSlot(s *slot) {
 			s.fail(err)
 		}
 	}()
+	rt.act.slotAdmitted = s.admitted
 	s.run(rt, s)
 }
 
@@ -270,6 +277,8 @@ func (rt *runtime) gate(s *slot) error {
 // transaction update too.
 func (rt *runtime) onUpdate(update []byte, origin any) {
 	rt.txUpdate = update
+	rt.act.wrote(len(update))
+	rt.changes++
 	if origin == originBump {
 		// The bump's sessions are fenced by the slot right after this transaction; only
 		// watchers see the update.
@@ -587,9 +596,32 @@ func schemaValueFor(updatedAt string, definition any) (map[string]any, []byte, e
 	return value, enc, nil
 }
 
-// encodeState returns the document as an update for a remote state vector (nil: all).
+// fullState is the last encoding of the whole document, held weakly: while anyone still
+// holds it (a snapshot on its way to a peer, an admin read) and no transaction changed the
+// document since, it is handed out again instead of encoded again — four fresh peers
+// bootstrapping a 32 MiB document at once share one snapshot. Runtime goroutine only.
+type fullState struct {
+	changes uint64 // rt.changes it reflects
+	first   weak.Pointer[byte]
+	n       int
+}
+
+// encodeState returns the document as an update for a remote state vector (nil or empty:
+// the whole document). The bytes may be shared with other callers: never modify them.
 func (rt *runtime) encodeState(sv []byte) ([]byte, error) {
+	// Every change that integrates something is a transaction (onUpdate counts it); structs
+	// pending for missing dependencies change the encoding without one, so a document
+	// holding some is encoded afresh each time.
+	whole := len(sv) == 0 && !rt.doc.HasPending()
+	if whole && rt.full.n > 0 && rt.full.changes == rt.changes {
+		if p := rt.full.first.Value(); p != nil {
+			return unsafe.Slice(p, rt.full.n), nil
+		}
+	}
 	b, err := yjs.EncodeStateAsUpdate(rt.doc, sv)
+	if err == nil && whole && len(b) > 0 {
+		rt.full = fullState{changes: rt.changes, first: weak.Make(&b[0]), n: len(b)}
+	}
 	if err != nil {
 		var de *yjs.DecodeError
 		if errors.As(err, &de) {

@@ -183,7 +183,7 @@ type SessionOptions struct {
 // SessionStart is what the opening slot produced.
 type SessionStart struct {
 	Identity    Identity // the identity the session is bound to
-	Snapshot    []byte   // with SessionOptions.Snapshot: Y.encodeStateAsUpdate(doc)
+	Snapshot    []byte   // with SessionOptions.Snapshot: Y.encodeStateAsUpdate(doc); shared, never modify it
 	StateVector []byte   // with SessionOptions.StateVector
 }
 

@@ -163,9 +163,9 @@ type client struct {
 	t    *testing.T
 	ws   *websocket.Conn
 	doc  *yjs.Doc
-	mu   sync.Mutex
-	msgs []Message // every message received, in order
-	err  error     // the read loop's end
+	mu   sync.Mutex // guards doc, msgs and err: the read loop and the test use them
+	msgs []Message  // every message received, in order
+	err  error      // the read loop's end
 	wake chan struct{}
 	done chan struct{}
 }
@@ -217,7 +217,9 @@ func (c *client) read() {
 		if m.Type == TypeSync {
 			switch m.Sync {
 			case SyncStep1:
+				c.mu.Lock() // the test may be editing c.doc (under mu) at the same time
 				diff, _ := yjs.EncodeStateAsUpdate(c.doc, m.Payload)
+				c.mu.Unlock()
 				c.write(AppendSync(nil, SyncStep2, diff))
 			default:
 				c.mu.Lock()

@@ -433,6 +433,19 @@ func (s *Server) conns() []*conn {
 // Clients returns the number of open editor connections.
 func (s *Server) Clients() int { return int(s.clients.Load()) }
 
+// Editors counts the editors connected to namespace ns now (for the admin API's status).
+func (s *Server) Editors(ns string) int {
+	s.mu.Lock()
+	rm := s.rooms[ns]
+	s.mu.Unlock()
+	if rm == nil {
+		return 0
+	}
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	return len(rm.conns)
+}
+
 // Shutdown refuses new connections, closes every editor connection (1001, going away:
 // providers reconnect to the node when it is back) and waits, within ctx, for their
 // handlers to finish and the namespaces to be released.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,30 @@ func TestWorkloadsSmall(t *testing.T) {
 		if !strings.HasPrefix(r.got, r.name) || strings.Contains(r.got, "%!") {
 			t.Fatalf("report %q", r.got)
 		}
+	}
+}
+
+// TestLargeWorkloadSmall runs the large-document workload (the binaries, built by it) with
+// a 1 MiB document, one fresh peer and one paste peer, so the harness keeps working.
+func TestLargeWorkloadSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Join(wd, "..", "..")) // the repository root, where runLarge builds
+	r, err := runLarge("", []int{1}, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.GoLive) != 1 || r.GoLive[0].FromStart <= 0 || r.GoLive[0].FromAddTarget <= 0 || r.Bootstrap4 == nil ||
+		r.Bootstrap4.HubPeakKB <= 0 || len(r.Bootstrap4.PeerPeakKB) != 1 || r.Paste == nil || r.Paste.AllApplied <= 0 || r.BigDoc == nil {
+		t.Fatalf("large %+v", r)
+	}
+	if s := r.String(); !strings.HasPrefix(s, "large documents") || strings.Contains(s, "%!") {
+		t.Fatalf("report %q", s)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
@@ -18,11 +19,10 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// benchConfig is the protocol configuration of the workloads: the defaults, in the v1
-// generation the namespace layer runs.
+// benchConfig is the protocol configuration of the workloads: the binaries' (the v2
+// generation, the shipped chunked caps), with quicker reconnects.
 func benchConfig() protocol.Config {
-	c := protocol.DefaultConfig()
-	c.Generation = protocol.GenerationV1
+	c := node.ShippedConfig()
 	c.BaseBackoff, c.MaxBackoff = 10*time.Millisecond, 200*time.Millisecond
 	return c
 }

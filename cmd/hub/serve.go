@@ -117,8 +117,20 @@ func serve(args []string, cio cli.IO) int {
 	}
 	cleanup = append(cleanup, func() { hub.Shutdown(context.Background()) })
 	obs.ReplicationLoad(hub.Load)
+	obs.Assemblies(namespaces.Assemblies)
 	adminOpts := inst.AdminOptions(common)
 	adminOpts.Sessions = namespaces.Sessions
+	adminOpts.InstanceID, adminOpts.Connections, adminOpts.Flows, adminOpts.Load = *instanceID, hub.Connections, hub.NamespaceFlows, hub.Load
+	adminOpts.Listeners = map[string]string{"admin": *adminListen, "replication": *listen}
+	if clientFlags.Enabled() {
+		adminOpts.Listeners["client"] = clientFlags.Listen
+	}
+	adminOpts.Editors = func(ns string) (int, bool) { // the editors variable is set below, before anything serves
+		if editors == nil {
+			return 0, false
+		}
+		return editors.Editors(ns), true
+	}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)
@@ -185,8 +197,8 @@ func serve(args []string, cio cli.IO) int {
 	log.Info("hub serving", slog.String("instanceId", *instanceID), slog.String("listen", replLn.Addr().String()),
 		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen), slog.Bool("tls", certs != nil),
 		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data),
-		slog.String("generation", common.Protocol.Generation.String()), slog.Int("tokens", reloader.Peers()),
-		slog.Int("clientTokens", reloader.ClientCount()))
+		slog.String("generation", common.Protocol.Generation.String()), node.LimitAttrs(&common.Protocol),
+		slog.Int("tokens", reloader.Peers()), slog.Int("clientTokens", reloader.ClientCount()))
 
 	exit := sigs.WaitForStop(log, stderr, "hub", hup, failed)
 	// The editors first (local writers, like the admin API, holding leases); replication

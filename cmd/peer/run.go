@@ -167,6 +167,7 @@ func runPeer(args []string, cio cli.IO) int {
 	}
 	cleanup = append(cleanup, peer.Close)
 	obs.ReplicationLoad(peer.Load)
+	obs.Assemblies(tc.Assemblies)
 	peer.Watch(tw.state)
 	certs, err := common.TLS.Load(obs, log)
 	if err != nil {
@@ -223,6 +224,16 @@ func runPeer(args []string, cio cli.IO) int {
 		return nil
 	}
 	adminOpts.ExplainTarget = diag.ExplainTarget
+	adminOpts.InstanceID, adminOpts.Load = *instanceID, peer.Load
+	adminOpts.Listeners = map[string]string{"admin": *adminListen}
+	if editors != nil {
+		adminOpts.Listeners["client"] = clientFlags.Listen
+		adminOpts.Editors = func(ns string) (int, bool) { return editors.Editors(ns), true }
+	}
+	adminOpts.Link = func() adminapi.LinkInfo {
+		c, _ := peer.Connection()
+		return adminapi.LinkInfo{HubURL: *hubURL, State: peer.State(), Problem: diag.ConnectionProblem(), PingRTT: c.PingRTT}
+	}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)
@@ -255,7 +266,7 @@ func runPeer(args []string, cio cli.IO) int {
 	log.Info("peer running", slog.String("instanceId", *instanceID), slog.String("hubUrl", *hubURL),
 		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen), slog.Bool("tls", certs != nil),
 		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data), slog.Int("targets", len(targets)),
-		slog.String("generation", common.Protocol.Generation.String()))
+		slog.String("generation", common.Protocol.Generation.String()), node.LimitAttrs(&common.Protocol))
 
 	exit := sigs.WaitForStop(log, stderr, "peer", hup, failed)
 	// The editors first; replication (the connection drains: every namespace closes, admitted

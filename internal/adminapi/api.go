@@ -29,17 +29,21 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/internal/timeline"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
+	"github.com/nomicore/nomicore/replication/ws"
 )
 
 // Targets is the peer's target list as the admin API manages it: the namespace layer's
@@ -87,8 +91,10 @@ type Options struct {
 	ExplainTarget func(namespace.TargetStatus) (code, reason string)
 	// Token, when set, is the bearer token every route but /healthz and /readyz requires.
 	Token string
-	// MaxUpdateBytes bounds the body of POST …/update (413 UPDATE_TOO_LARGE beyond it).
+	// MaxUpdateBytes bounds the body of POST …/update (413 UPDATE_TOO_LARGE beyond it);
+	// MaxUpdateFlag, when set, is the flag that sets it, which the 413 names.
 	MaxUpdateBytes int
+	MaxUpdateFlag  string
 	// MaxEventStreams bounds concurrent event streams (503 TOO_MANY_STREAMS beyond it).
 	MaxEventStreams int
 	// EventsMaxQueuedBytes and EventsMaxQueuedCount bound each stream's queue.
@@ -104,6 +110,31 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives internal failures (never bytes, tokens or document content).
 	Logger *slog.Logger
+
+	// What the status routes (GET /v1/status, its stream, /v1/connections, /v1/events)
+	// show; each is optional, and what is not given is left out of the answers.
+	InstanceID string
+	Version    string
+	StartedAt  time.Time
+	// Listeners are the process's listen addresses by name (admin, replication, client).
+	Listeners map[string]string
+	// Timeline supplies the recent events, the traffic totals and the connection history.
+	Timeline *timeline.Timeline
+	// Connections lists the hub's connections (hub: ws.Hub.Connections).
+	Connections func() []ws.ConnStatus
+	// Flows asks the hub's connections about one namespace's live updates
+	// (ws.Hub.NamespaceFlows); GET /v1/namespaces/{id} shows them with the sessions.
+	Flows func(ctx context.Context, namespaceID string) []ws.Flow
+	// Load is the outbound load of the replication connections (ws.Hub.Load, ws.Peer.Load).
+	Load func() ws.Load
+	// Link describes the peer's connection to its hub (peer).
+	Link func() LinkInfo
+	// Editors counts the editors connected to a namespace (false when the process serves
+	// no editors).
+	Editors func(namespaceID string) (int, bool)
+	// UI, when set, serves the dashboard at GET / and GET /ui/…: pages and assets anyone
+	// may load (they hold no data; the data routes they call require the token).
+	UI http.Handler
 }
 
 // API is the admin HTTP handler of one binary.
@@ -250,7 +281,16 @@ func (a *API) routes() {
 	m.HandleFunc("GET /v1/namespaces/{id}/update", a.getUpdate)
 	m.HandleFunc("POST /v1/namespaces/{id}/update", a.postUpdate)
 	m.HandleFunc("GET /v1/namespaces/{id}/events", a.events)
+	m.HandleFunc("GET /v1/namespaces/{id}/roots", a.getRoots)
+	m.HandleFunc("GET /v1/status", a.getStatus)
+	m.HandleFunc("GET /v1/status/stream", a.statusStream)
+	m.HandleFunc("GET /v1/events", a.getEvents)
+	if a.opts.UI != nil {
+		m.Handle("GET /{$}", a.opts.UI)
+		m.Handle("GET /ui/", a.opts.UI)
+	}
 	if a.opts.Side == observer.SideHub {
+		m.HandleFunc("GET /v1/connections", a.getConnections)
 		m.HandleFunc("POST /v1/namespaces", a.createNamespace)
 		m.HandleFunc("POST /v1/namespaces/{id}/epoch", a.bumpEpoch)
 		m.HandleFunc("PUT /v1/namespaces/{id}/schema", a.replaceSchema)
@@ -270,7 +310,11 @@ func (a *API) routes() {
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h, pattern := a.mux.Handler(r)
 	r.Pattern = pattern
-	if a.opts.Token != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !a.authorized(r) {
+	if e := a.checkBrowser(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	if a.opts.Token != "" && !a.public(r) && !a.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="nomicore-admin"`)
 		writeError(w, &Error{http.StatusUnauthorized, CodeUnauthorized, "missing or invalid admin token"})
 		return
@@ -304,6 +348,63 @@ func (a *API) audit(r *http.Request, action string, attrs ...slog.Attr) {
 	}
 	attrs = append([]slog.Attr{slog.String("action", action), slog.String("by", by), slog.String("remote", r.RemoteAddr)}, attrs...)
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin action", attrs...)
+}
+
+// public reports whether a request needs no token: liveness, readiness and the dashboard's
+// pages and assets.
+func (a *API) public(r *http.Request) bool {
+	switch p := r.URL.Path; {
+	case p == "/healthz" || p == "/readyz":
+		return true
+	case a.opts.UI != nil && (p == "/" || strings.HasPrefix(p, "/ui/")):
+		return true
+	}
+	return false
+}
+
+// checkBrowser refuses what a web page of another site could make a browser send (the
+// dashboard puts a browser in front of the API):
+//
+//   - a request that changes something, sent from another origin (the browser says so in
+//     Origin or Sec-Fetch-Site): 403 CROSS_ORIGIN — a page elsewhere cannot post to the
+//     API, whatever the body's type;
+//   - without an admin token (the API then listens on loopback only), a request whose Host
+//     is not a loopback name or address: 403 HOST_NOT_ALLOWED — a site whose name an
+//     attacker points at 127.0.0.1 (DNS rebinding) cannot read the API as its own origin.
+func (a *API) checkBrowser(r *http.Request) *Error {
+	if a.opts.Token == "" && !loopbackHost(r.Host) {
+		return &Error{http.StatusForbidden, CodeHostNotAllowed, "without an admin token the API answers only requests " +
+			"addressed to a loopback name (127.0.0.1, [::1] or localhost); got Host " + r.Host}
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return nil
+	}
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" || r.Header.Get("Sec-Fetch-Site") == "same-site" {
+		return &Error{http.StatusForbidden, CodeCrossOrigin, "requests from other web pages are refused"}
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			return &Error{http.StatusForbidden, CodeCrossOrigin, "requests from other web pages are refused (Origin " + o + ")"}
+		}
+	}
+	return nil
+}
+
+// loopbackHost reports whether a Host header names loopback: localhost, 127.0.0.0/8 or ::1,
+// with or without a port.
+func loopbackHost(host string) bool {
+	h := host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		h = hh
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (a *API) authorized(r *http.Request) bool {

@@ -464,7 +464,7 @@ func TestEventsOverflowEndsTheStream(t *testing.T) {
 	path := "/v1/namespaces/" + c.NamespaceID
 	_, state := e.do("GET", path+"/update", nil)
 	w := &blockingWriter{header: http.Header{}, release: make(chan struct{}), started: make(chan struct{})}
-	req := httptest.NewRequest("GET", path+"/events", nil)
+	req := httptest.NewRequest("GET", "http://127.0.0.1"+path+"/events", nil)
 	done := make(chan struct{})
 	go func() { defer close(done); e.api.ServeHTTP(w, req) }()
 	<-w.started // the handler watches and is stuck writing to the client

@@ -52,7 +52,7 @@ func BenchmarkLocalWrite(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		rec := httptest.NewRecorder()
-		api.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(updates[i])))
+		api.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+path, bytes.NewReader(updates[i])))
 		if rec.Code != http.StatusNoContent {
 			b.Fatalf("%d %s", rec.Code, rec.Body)
 		}

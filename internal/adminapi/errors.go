@@ -47,6 +47,13 @@ const (
 	CodeRootType = "ROOT_TYPE_MISMATCH"
 	// CodeConflict: in a hub cluster, another node changed the namespace first.
 	CodeConflict = "CONFLICT"
+	// CodeDocumentTooLarge: the document's JSON is larger than ?maxBytes= of GET …/doc.
+	CodeDocumentTooLarge = "DOCUMENT_TOO_LARGE"
+	// CodeCrossOrigin: a request that changes something, sent by a page of another origin.
+	CodeCrossOrigin = "CROSS_ORIGIN"
+	// CodeHostNotAllowed: a request to a token-less API addressed to a name that is not
+	// loopback.
+	CodeHostNotAllowed = "HOST_NOT_ALLOWED"
 )
 
 // Error is an admin API error: an HTTP status and the JSON body {"code","message"}.

@@ -1,6 +1,7 @@
 package adminapi
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -39,12 +43,17 @@ func (a *API) lookup(r *http.Request) (requestedNamespace, *Error) {
 	if bad != nil {
 		return requestedNamespace{}, bad
 	}
+	return a.lookupID(r.Context(), id)
+}
+
+// lookupID is lookup of a valid namespace id.
+func (a *API) lookupID(ctx context.Context, id string) (requestedNamespace, *Error) {
 	if a.opts.Side == observer.SidePeer {
 		if t, ok := a.opts.Targets.Target(id); ok {
 			return requestedNamespace{id: id, owner: t.Owner, target: &t}, nil
 		}
 	}
-	e, err := a.opts.Store.Entry(r.Context(), id)
+	e, err := a.opts.Store.Entry(ctx, id)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return requestedNamespace{}, &Error{http.StatusNotFound, CodeNamespaceNotFound, "namespace not found"}
 	}
@@ -89,7 +98,8 @@ func (a *API) lookupOpen(w http.ResponseWriter, r *http.Request) (requestedNames
 	return ns, nil, false
 }
 
-// Status is a namespace status object (GUIDE §8).
+// Status is a namespace status object (GUIDE §8), with what the process knows of the
+// namespace's activity.
 type Status struct {
 	NamespaceID      string `json:"namespaceId"`
 	Owner            string `json:"owner,omitempty"`
@@ -104,6 +114,43 @@ type Status struct {
 	Loaded   *bool           `json:"loaded,omitempty"` // hub list: a runtime holds it now
 	// Schema is the namespace's active schema, if it has one.
 	Schema *SchemaJSON `json:"schema,omitempty"`
+	// DocumentBytes is the document's size as one Yjs update, when it was measured (it is
+	// measured again, at most every few seconds, while it changes and someone asks).
+	DocumentBytes *int `json:"documentBytes,omitempty"`
+	// Writes, WriteBytes and LastWriteAt: the transactions that changed the document since
+	// the process started (GET /v1/namespaces/{id}; GET /v1/namespaces leaves them out).
+	Writes      *uint64    `json:"writes,omitempty"`
+	WriteBytes  *uint64    `json:"writeBytes,omitempty"`
+	LastWriteAt *time.Time `json:"lastWriteAt,omitempty"`
+	// Code and Reason (peer) say why the target is not replicating.
+	Code   string `json:"code,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Progress (peer) is the snapshot, catch-up difference or live update being received
+	// from the hub in chunks, while one is.
+	Progress *ProgressJSON `json:"progress,omitempty"`
+	// Editors counts the editors connected to the namespace, on a node with a client
+	// listener.
+	Editors *int `json:"editors,omitempty"`
+}
+
+// ProgressJSON is an inbound chunked transfer in progress: the bytes received so far of
+// totalBytes; kind is snapshot (a bootstrap), sync-diff (a catch-up) or update.
+type ProgressJSON struct {
+	BytesReceived int    `json:"bytesReceived"`
+	TotalBytes    int    `json:"totalBytes"`
+	Kind          string `json:"kind"`
+}
+
+// progressJSON renders a target's transfer in progress, nil when there is none.
+func progressJSON(p *namespace.TransferProgress) *ProgressJSON {
+	if p == nil {
+		return nil
+	}
+	kind := p.Kind.String()
+	if p.Kind == protocol.KindLiveUpdate {
+		kind = "update"
+	}
+	return &ProgressJSON{BytesReceived: p.BytesReceived, TotalBytes: p.TotalBytes, Kind: kind}
 }
 
 // SchemaJSON is an active schema as the admin API shows it: its semantic fingerprint and
@@ -121,10 +168,19 @@ func schemaJSON(l *registry.Lease) *SchemaJSON {
 	return &SchemaJSON{SemanticFingerprint: s.Fingerprint, UpdatedAt: s.UpdatedAt}
 }
 
-// SessionStatus is a peer's channel on a hub namespace.
+// SessionStatus is a peer's channel on a hub namespace, with what its connection knows of
+// the namespace's live updates on it (GET /v1/namespaces/{id} only): UPDATEs sent since the
+// namespace opened on the connection, those acknowledged, those awaiting their
+// acknowledgement, and those queued.
 type SessionStatus struct {
-	PeerInstanceID string `json:"peerInstanceId"`
-	State          string `json:"state"`
+	PeerInstanceID  string  `json:"peerInstanceId"`
+	ConnectionID    string  `json:"connectionId,omitempty"`
+	State           string  `json:"state"`
+	UpdatesSent     *uint64 `json:"updatesSent,omitempty"`
+	UpdatesAcked    *uint64 `json:"updatesAcked,omitempty"`
+	InFlightUpdates *int    `json:"inFlightUpdates,omitempty"`
+	QueuedUpdates   *int    `json:"queuedUpdates,omitempty"`
+	QueuedBytes     *int    `json:"queuedBytes,omitempty"`
 }
 
 func (a *API) hubSessions(id string) []SessionStatus {
@@ -133,9 +189,35 @@ func (a *API) hubSessions(id string) []SessionStatus {
 		return out
 	}
 	for _, s := range a.opts.Sessions(id) {
-		out = append(out, SessionStatus{PeerInstanceID: s.PeerInstanceID, State: string(s.State)})
+		out = append(out, SessionStatus{PeerInstanceID: s.PeerInstanceID, ConnectionID: s.ConnectionID, State: string(s.State)})
 	}
 	return out
+}
+
+// FlowsTimeout bounds how long GET /v1/namespaces/{id} waits for the connections to say
+// what they know of the namespace's live updates.
+const FlowsTimeout = 2 * time.Second
+
+// addFlows adds to each session what its connection knows of the namespace's updates.
+func (a *API) addFlows(ctx context.Context, id string, sessions []SessionStatus) {
+	if a.opts.Flows == nil || len(sessions) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, FlowsTimeout)
+	defer cancel()
+	byConn := map[string]ws.Flow{}
+	for _, f := range a.opts.Flows(ctx, id) {
+		byConn[f.ConnectionID] = f
+	}
+	for i := range sessions {
+		f, ok := byConn[sessions[i].ConnectionID]
+		if !ok {
+			continue
+		}
+		s := &sessions[i]
+		s.UpdatesSent, s.UpdatesAcked, s.InFlightUpdates = &f.UpdatesSent, &f.UpdatesAcked, &f.InFlight
+		s.QueuedUpdates, s.QueuedBytes = &f.QueuedUpdates, &f.QueuedBytes
+	}
 }
 
 // GET /v1/namespaces: the namespaces without loading their documents (identity and state
@@ -178,45 +260,64 @@ func (a *API) listNamespaces(w http.ResponseWriter, r *http.Request) {
 
 // GET /v1/namespaces/{id}
 func (a *API) getNamespace(w http.ResponseWriter, r *http.Request) {
-	ns, e := a.lookup(r)
+	id, e := pathID(r)
 	if e != nil {
 		writeError(w, e)
 		return
+	}
+	st, e := a.namespaceStatus(r.Context(), id)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// namespaceStatus is the answer of GET /v1/namespaces/{id}.
+func (a *API) namespaceStatus(ctx context.Context, id string) (Status, *Error) {
+	ns, e := a.lookupID(ctx, id)
+	if e != nil {
+		return Status{}, e
 	}
 	st := Status{NamespaceID: ns.id, Owner: ns.owner}
 	switch {
 	case a.opts.Side == observer.SideHub:
 		st.State = StateActive
 		st.Sessions = a.hubSessions(ns.id)
+		a.addFlows(ctx, ns.id, st.Sessions)
 		if ns.archived {
 			st.State = StateArchived
-			writeJSON(w, http.StatusOK, st)
-			return
+			return st, nil
 		}
 	case ns.target != nil:
 		st.State = string(ns.target.State)
+		tj := a.targetJSON(*ns.target)
+		st.Code, st.Reason = tj.Code, tj.Reason
 	default:
 		st.State = string(observer.ChannelClosed)
 	}
-	l, err := a.leases.open(r.Context(), ns.owner, ns.id)
+	var sum NamespaceSummary
+	sum.NamespaceID = ns.id
+	a.peerExtras(&sum)
+	st.Progress, st.Editors = sum.Progress, sum.Editors
+	l, err := a.leases.open(ctx, ns.owner, ns.id)
 	if errors.Is(err, registry.ErrNotFound) && ns.target != nil {
-		writeJSON(w, http.StatusOK, st) // a target not bootstrapped yet: its state only
-		return
+		return st, nil // a target not bootstrapped yet: its state only
 	}
 	if err != nil {
-		writeError(w, a.fromErr(err))
-		return
+		return Status{}, a.fromErr(err)
 	}
 	defer a.release(l)
-	sv, err := l.StateVector(r.Context())
+	sv, err := l.StateVector(ctx)
 	if err != nil {
-		writeError(w, a.fromErr(err))
-		return
+		return Status{}, a.fromErr(err)
 	}
-	id := l.Identity()
-	st.ReplicationID, st.ReplicationEpoch, st.StateVector = id.ReplicationID, id.Epoch, hex.EncodeToString(sv)
+	ident := l.Identity()
+	st.ReplicationID, st.ReplicationEpoch, st.StateVector = ident.ReplicationID, ident.Epoch, hex.EncodeToString(sv)
 	st.Schema = schemaJSON(l)
-	writeJSON(w, http.StatusOK, st)
+	a.activity(&sum)
+	st.DocumentBytes, st.Writes, st.WriteBytes, st.LastWriteAt = sum.DocumentBytes, &sum.Writes, &sum.WriteBytes, sum.LastWriteAt
+	return st, nil
 }
 
 // parseRoots reads ?root=NAME:TYPE (repeatable, or comma-separated), as nmcr doc json --root.
@@ -242,40 +343,101 @@ func parseRoots(values []string) ([]registry.Root, error) {
 	return roots, nil
 }
 
-// GET /v1/namespaces/{id}/doc[?root=NAME:TYPE…]: the document as JSON, every root or only
-// the declared ones. A declared type that does not fit what the root holds is 400
-// ROOT_TYPE_MISMATCH naming the type it has.
+// GET /v1/namespaces/{id}/doc[?root=NAME:TYPE…][&maxBytes=N]: the document as JSON, every
+// root or only the declared ones. A declared type that does not fit what the root holds is
+// 400 ROOT_TYPE_MISMATCH naming the type it has. With maxBytes, a JSON answer larger than N
+// bytes is 413 DOCUMENT_TOO_LARGE saying how large it is (choose fewer roots).
 func (a *API) getDoc(w http.ResponseWriter, r *http.Request) {
 	roots, err := parseRoots(r.URL.Query()["root"])
 	if err != nil {
 		writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, err.Error()})
 		return
 	}
+	maxBytes := 0
+	if r.URL.Query().Has("maxBytes") {
+		var e *Error
+		if maxBytes, e = intParam(r, "maxBytes", 0, MaxDocMaxBytes); e != nil {
+			writeError(w, e)
+			return
+		}
+	}
 	_, l, ok := a.lookupOpen(w, r)
 	if !ok {
 		return
 	}
 	defer a.release(l)
+	var doc map[string]any
 	if len(roots) == 0 {
-		doc, err := l.JSON(r.Context())
+		if doc, err = l.JSON(r.Context()); err != nil {
+			writeError(w, a.fromErr(err))
+			return
+		}
+	} else {
+		state, err := l.EncodeState(r.Context(), nil)
 		if err != nil {
 			writeError(w, a.fromErr(err))
 			return
 		}
-		writeJSON(w, http.StatusOK, doc)
+		var e *Error
+		if doc, e = renderRoots(state, roots); e != nil {
+			writeError(w, e)
+			return
+		}
+	}
+	if maxBytes > 0 {
+		writeDocJSONAtMost(w, doc, maxBytes)
 		return
 	}
+	writeDocJSON(w, http.StatusOK, doc)
+}
+
+// RootJSON is a root of a document as GET /v1/namespaces/{id}/roots lists it: its name,
+// its type (the one it has, or as Yjs infers it for a root no client typed) and the size of
+// its JSON.
+type RootJSON struct {
+	Name      string `json:"name"`
+	Type      string `json:"type"`
+	JSONBytes int    `json:"jsonBytes"`
+}
+
+// GET /v1/namespaces/{id}/roots: the document's roots, by name. It reads a copy of the
+// document, like ?root= of GET …/doc.
+func (a *API) getRoots(w http.ResponseWriter, r *http.Request) {
+	_, l, ok := a.lookupOpen(w, r)
+	if !ok {
+		return
+	}
+	defer a.release(l)
 	state, err := l.EncodeState(r.Context(), nil)
 	if err != nil {
 		writeError(w, a.fromErr(err))
 		return
 	}
-	doc, e := renderRoots(state, roots)
-	if e != nil {
-		writeError(w, e)
+	doc := yjs.NewDoc()
+	if err := yjs.ApplyUpdate(doc, state, nil); err != nil {
+		writeError(w, &Error{http.StatusInternalServerError, CodeInternal, "the document's state does not decode"})
 		return
 	}
-	writeJSON(w, http.StatusOK, doc)
+	out := []RootJSON{}
+	for _, name := range doc.RootNames() {
+		t, err := doc.Get(name, yjs.KindUnknown)
+		if err != nil {
+			writeError(w, &Error{http.StatusInternalServerError, CodeInternal, err.Error()})
+			return
+		}
+		kind, _ := rootFits(t, yjs.KindUnknown)
+		k, _ := parseKind(kind)
+		b, _ := json.Marshal(renderAs(t, k))
+		out = append(out, RootJSON{Name: name, Type: kind, JSONBytes: len(b)})
+	}
+	slices.SortFunc(out, func(x, y RootJSON) int { return strings.Compare(x.Name, y.Name) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// parseKind is the kind a ?root= type word names.
+func parseKind(word string) (yjs.Kind, bool) {
+	_, k, err := yjs.ParseRootSpec("x:" + word)
+	return k, err == nil
 }
 
 // renderRoots renders the declared roots of a document state. It works on a copy of the
@@ -400,7 +562,11 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(body) > a.opts.MaxUpdateBytes {
-		writeError(w, &Error{http.StatusRequestEntityTooLarge, CodeUpdateTooLarge, fmt.Sprintf("the update exceeds %d bytes", a.opts.MaxUpdateBytes)})
+		msg := fmt.Sprintf("the update exceeds the largest local write, %d bytes", a.opts.MaxUpdateBytes)
+		if a.opts.MaxUpdateFlag != "" {
+			msg += " (" + a.opts.MaxUpdateFlag + "; give hub and peers the same value)"
+		}
+		writeError(w, &Error{http.StatusRequestEntityTooLarge, CodeUpdateTooLarge, msg})
 		return
 	}
 	l, e := a.open(r, ns)

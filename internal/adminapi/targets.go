@@ -25,10 +25,14 @@ type TargetJSON struct {
 	// Reason says, in words, why the target is not replicating and what to do — also when
 	// it waits for a connection the hub refused.
 	Reason string `json:"reason,omitempty"`
+	// Progress is the snapshot, catch-up difference or live update being received from the
+	// hub in chunks, while one is.
+	Progress *ProgressJSON `json:"progress,omitempty"`
 }
 
 func (a *API) targetJSON(t namespace.TargetStatus) TargetJSON {
-	out := TargetJSON{NamespaceID: t.NamespaceID, Owner: t.Owner, State: string(t.State), SchemaRearmFailed: t.SchemaFailed}
+	out := TargetJSON{NamespaceID: t.NamespaceID, Owner: t.Owner, State: string(t.State), SchemaRearmFailed: t.SchemaFailed,
+		Progress: progressJSON(t.Progress)}
 	if t.Identity.Valid() {
 		out.ReplicationID, out.ReplicationEpoch = t.Identity.ReplicationID, t.Identity.Epoch
 	}

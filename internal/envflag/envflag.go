@@ -25,7 +25,8 @@ func Apply(fs *flag.FlagSet, getenv func(string) string) error {
 	fs.VisitAll(func(f *flag.Flag) {
 		name := Name(f.Name)
 		if v := getenv(name); v != "" && err == nil {
-			if serr := f.Value.Set(v); serr != nil {
+			// Through the flag set, so that fs.Visit counts the flag as set.
+			if serr := fs.Set(f.Name, v); serr != nil {
 				err = fmt.Errorf("%s=%q: %v", name, v, serr)
 			}
 		}

@@ -263,7 +263,15 @@ func namespaceReason(ns, code string, dir observer.Direction) string {
 	case protocol.CodeNamespaceUnauthorized:
 		return "this peer's token does not allow this namespace: widen its grant in the hub's tokens file (hub token list shows it), then restart the peer or send it SIGHUP"
 	case protocol.CodeBootstrapTooLarge:
-		return "the document is larger than one message may carry: raise --max-bootstrap-bytes and --max-frame-bytes on the hub and the peers"
+		return "the document is larger than one message may carry, and this connection does not send it in chunks (the hub or this peer runs --generation v1): run both with --generation v2 (the default), or raise --max-bootstrap-bytes and --max-frame-bytes on both"
+	case protocol.CodeSyncDiffTooLarge:
+		return "what this peer and the hub must exchange to catch up is larger than one message may carry, and this connection does not send it in chunks (--generation v1 on one side): run both with --generation v2 (the default), or raise --max-sync-diff-bytes and --max-frame-bytes on both"
+	case protocol.CodeSnapshotTransferTooLarge:
+		return "the document is larger than --max-chunked-bootstrap-bytes: raise it on the hub and the peers (with --max-chunks-per-update, see docs/operations.md) and restart them; the target is opened again on the next connection"
+	case protocol.CodeSyncTransferTooLarge:
+		return "what this peer missed or wrote while apart from the hub is larger than --max-chunked-sync-diff-bytes: raise it on the hub and the peers (with --max-chunks-per-update, see docs/operations.md) and restart them; the target is opened again on the next connection"
+	case protocol.CodeUpdateTransferTooLarge:
+		return "an update was larger than the receiver's --max-chunked-update-bytes: give the hub and the peers the same chunked limits"
 	}
 	by := "the hub"
 	if dir == observer.DirectionSent {

@@ -164,6 +164,26 @@ func TestDiagnosisExplainsFailedTargets(t *testing.T) {
 	}
 }
 
+// A target failed on a large document says which flag to raise, or that a side runs v1.
+func TestDiagnosisExplainsLargeDocuments(t *testing.T) {
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL})
+	const ns = "ns-0123456789abcdef0123456789abcdef"
+	failed := namespace.TargetStatus{Target: namespace.Target{NamespaceID: ns}, State: observer.ChannelFailed}
+	for code, want := range map[observer.NamespaceCode]string{
+		observer.NamespaceCode("BOOTSTRAP_TOO_LARGE"):         "--generation v2",
+		observer.NamespaceCode("SYNC_DIFF_TOO_LARGE"):         "--generation v2",
+		observer.NamespaceCode("SNAPSHOT_TRANSFER_TOO_LARGE"): "--max-chunked-bootstrap-bytes",
+		observer.NamespaceCode("SYNC_TRANSFER_TOO_LARGE"):     "--max-chunked-sync-diff-bytes",
+	} {
+		d.Observe(observer.Event{Side: observer.SidePeer, Payload: observer.NamespaceError{NamespaceID: ns, Code: code,
+			Direction: observer.DirectionReceived, TerminalState: observer.Some(observer.TerminalFailed)}})
+		got, reason := d.ExplainTarget(failed)
+		if got != string(code) || !strings.Contains(reason, want) {
+			t.Errorf("%s: %q %q", code, got, reason)
+		}
+	}
+}
+
 // fakeTransport returns its messages from Read, one each.
 type fakeTransport struct {
 	ws.Transport

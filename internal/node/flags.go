@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -25,13 +26,36 @@ type Common struct {
 	TLS             TLSFlags
 	Protocol        protocol.Config
 	generation      string
+	flags           *cli.Flags
+}
+
+// Shipped chunked-transfer caps of the binaries, larger than the contract's defaults
+// (protocol.DefaultConfig keeps those): a document up to 32 MiB bootstraps and catches up
+// (64 chunks of 512 KiB), one live update up to 4 MiB.
+const (
+	ShippedMaxChunkedBootstrapBytes = 32 << 20
+	ShippedMaxChunkedSyncDiffBytes  = 32 << 20
+	ShippedMaxChunkedUpdateBytes    = 4 << 20
+	ShippedMaxQueuedUpdateBytes     = 4 << 20
+)
+
+// ShippedConfig is the replication configuration the binaries start from: the contract's
+// defaults, the v2 generation (chunked transfers), and the shipped chunked caps.
+func ShippedConfig() protocol.Config {
+	c := protocol.DefaultConfig()
+	c.Generation = protocol.GenerationV2
+	c.MaxChunkedBootstrapBytes = ShippedMaxChunkedBootstrapBytes
+	c.MaxChunkedSyncDiffBytes = ShippedMaxChunkedSyncDiffBytes
+	c.MaxChunkedUpdateBytes = ShippedMaxChunkedUpdateBytes
+	c.MaxQueuedUpdateBytes = ShippedMaxQueuedUpdateBytes
+	return c
 }
 
 // RegisterCommon adds the flags both serving commands share: logging, shutdown, the admin
 // token, frame capture, and every limit and timeout of the replication protocol (with the
-// contract's defaults; docs/operations.md says which ones bind together).
+// shipped defaults, ShippedConfig; docs/operations.md says which ones bind together).
 func RegisterCommon(f *cli.Flags) *Common {
-	c := &Common{Protocol: protocol.DefaultConfig()}
+	c := &Common{Protocol: ShippedConfig(), flags: f}
 	f.Define("logging and diagnostics", func() {
 		f.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error; debug adds a line per admin request and per update sent, applied or acknowledged")
 		f.StringVar(&c.LogFormat, "log-format", "", "text or json (default: text when stderr is a terminal, json otherwise)")
@@ -48,9 +72,9 @@ func RegisterCommon(f *cli.Flags) *Common {
 	intFlag := func(v *int, name, usage string) { f.IntVar(v, name, *v, usage) }
 	durFlag := func(v *time.Duration, name, usage string) { f.DurationVar(v, name, *v, usage) }
 	f.Define("replication limits (give hub and peers the same values; docs/operations.md lists which ones bind together)", func() {
-		f.StringVar(&c.generation, "generation", "v1", "protocol generation: v1 (every transfer in one message) or v2 (large transfers in chunks; not supported yet, a v2 connection is refused)")
+		f.StringVar(&c.generation, "generation", "v2", "protocol generation: v2 (a document, catch-up or update too large for one message travels in chunks) or v1 (the older behaviour: every transfer in one message, so documents and catch-ups over --max-bootstrap-bytes / --max-sync-diff-bytes fail); a v1 side makes its connections v1")
 		intFlag(&p.MaxFrameBytes, "max-frame-bytes", "largest WebSocket message sent or accepted, in bytes (a proxy in between must allow it)")
-		intFlag(&p.MaxUpdateBytes, "max-update-bytes", "largest document update sent in one message, in bytes; a larger local write is refused with 413")
+		intFlag(&p.MaxUpdateBytes, "max-update-bytes", "largest document update sent in one message, and the size of each chunk, in bytes; with --generation v1 a larger local write is refused with 413")
 		intFlag(&p.MaxSyncDiffBytes, "max-sync-diff-bytes", "largest catch-up difference sent in one message, in bytes")
 		intFlag(&p.MaxBootstrapBytes, "max-bootstrap-bytes", "largest document a new replica can receive in one message, in bytes")
 		intFlag(&p.ProtocolOverheadBytes, "protocol-overhead-bytes", "room kept in every message for the fields around the document bytes")
@@ -63,11 +87,11 @@ func RegisterCommon(f *cli.Flags) *Common {
 		intFlag(&p.LowWaterBytes, "low-water-bytes", "unwritten bytes at which sending resumes")
 		intFlag(&p.MaxEarlyFrames, "max-early-frames", "messages a connection may send before its namespace is admitted")
 		intFlag(&p.MaxConcurrentOpens, "max-concurrent-opens", "namespaces one connection may be opening at once")
-		intFlag(&p.MaxChunkedUpdateBytes, "max-chunked-update-bytes", "largest update sent in chunks, in bytes (v2)")
-		intFlag(&p.MaxChunkedBootstrapBytes, "max-chunked-bootstrap-bytes", "largest snapshot sent in chunks, in bytes (v2)")
-		intFlag(&p.MaxChunkedSyncDiffBytes, "max-chunked-sync-diff-bytes", "largest catch-up difference sent in chunks, in bytes (v2)")
+		intFlag(&p.MaxChunkedUpdateBytes, "max-chunked-update-bytes", "largest live update, in bytes: a larger local write is refused with 413 (v2; at most --max-queued-update-bytes)")
+		intFlag(&p.MaxChunkedBootstrapBytes, "max-chunked-bootstrap-bytes", "largest document a new replica can receive, in bytes (v2; at most --max-chunks-per-update × --max-update-bytes)")
+		intFlag(&p.MaxChunkedSyncDiffBytes, "max-chunked-sync-diff-bytes", "largest catch-up difference, in bytes, e.g. what a peer missed while offline (v2; same bound)")
 		intFlag(&p.MaxChunksPerUpdate, "max-chunks-per-update", "chunks of one transfer (v2)")
-		intFlag(&p.MaxConcurrentAssembliesPerConnection, "max-concurrent-assemblies", "chunked transfers one connection may be receiving at once (v2)")
+		intFlag(&p.MaxConcurrentAssembliesPerConnection, "max-concurrent-assemblies", "chunked transfers one connection may be receiving (and sending) at once; each holds a buffer of its size (v2)")
 	})
 	f.Define("replication timeouts", func() {
 		durFlag(&p.HelloTimeout, "hello-timeout", "time a new connection has to introduce itself")
@@ -78,7 +102,7 @@ func RegisterCommon(f *cli.Flags) *Common {
 		durFlag(&p.ReconcileInterval, "reconcile-interval", "how often a live namespace compares its state with the other side, to catch anything missed")
 		durFlag(&p.CloseTimeout, "close-timeout", "time a closing namespace or connection waits for the other side")
 		durFlag(&p.AckTimeout, "ack-timeout", "time an update waits for its acknowledgement before the namespace catches up again")
-		durFlag(&p.AssemblyTimeout, "assembly-timeout", "time a chunked transfer has to arrive in full (v2)")
+		durFlag(&p.AssemblyTimeout, "assembly-timeout", "time a chunked transfer may go without a chunk before the receiver gives it up (v2)")
 		durFlag(&p.PingInterval, "ping-interval", "how often a connection checks that the other side is still there")
 		durFlag(&p.PongTimeout, "pong-timeout", "time the other side has to answer that check before the connection is dropped")
 		durFlag(&p.BaseBackoff, "base-backoff", "a peer's first reconnect delay (it doubles, with jitter, up to --max-backoff)")
@@ -100,6 +124,7 @@ func (c *Common) Resolve() error {
 	default:
 		return fmt.Errorf("--generation %q: want v1 or v2", c.generation)
 	}
+	c.followChunkedCaps()
 	if err := c.Protocol.Validate(); err != nil {
 		return errors.New(ConfigProblems(err))
 	}
@@ -129,6 +154,31 @@ func (c *Common) Resolve() error {
 		}
 	}
 	return nil
+}
+
+// followChunkedCaps lowers the chunked caps left at their shipped defaults to what the
+// flags given allow: --max-chunks-per-update × --max-update-bytes, and for live updates
+// --max-queued-update-bytes. Lowering --max-update-bytes alone then works as it did before
+// the binaries shipped larger caps (§17: the chains bind the chunked keys an operator sets,
+// not their defaults); a cap given explicitly is checked as given.
+func (c *Common) followChunkedCaps() {
+	set := map[string]bool{}
+	if c.flags != nil {
+		c.flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	}
+	p := &c.Protocol
+	room := p.MaxChunksPerUpdate * p.MaxUpdateBytes
+	if p.MaxChunksPerUpdate < 1 || p.MaxUpdateBytes < 1 {
+		return // refused by Validate
+	}
+	follow := func(v *int, name string, bound int) {
+		if !set[name] && *v > bound && bound >= 1 {
+			*v = bound
+		}
+	}
+	follow(&p.MaxChunkedBootstrapBytes, "max-chunked-bootstrap-bytes", room)
+	follow(&p.MaxChunkedSyncDiffBytes, "max-chunked-sync-diff-bytes", room)
+	follow(&p.MaxChunkedUpdateBytes, "max-chunked-update-bytes", min(room, p.MaxQueuedUpdateBytes))
 }
 
 // contractFlags maps the contract's names of the limits and timeouts, as

@@ -109,6 +109,25 @@ func maxLocalWrite(c *protocol.Config) int {
 	return c.MaxUpdateBytes
 }
 
+// maxLocalWriteFlag is the flag that sets maxLocalWrite.
+func maxLocalWriteFlag(c *protocol.Config) string {
+	if c.Generation == protocol.GenerationV2 {
+		return "--max-chunked-update-bytes"
+	}
+	return "--max-update-bytes"
+}
+
+// LimitAttrs are the sizes the configuration allows, for the start line: the largest
+// document a new replica can receive, catch-up difference, and local write.
+func LimitAttrs(c *protocol.Config) slog.Attr {
+	doc, diff := c.MaxBootstrapBytes, c.MaxSyncDiffBytes
+	if c.Generation == protocol.GenerationV2 {
+		doc, diff = c.MaxChunkedBootstrapBytes, c.MaxChunkedSyncDiffBytes
+	}
+	return slog.Group("limits", slog.Int("maxDocumentBytes", doc), slog.Int("maxCatchUpBytes", diff),
+		slog.Int("maxLocalWriteBytes", maxLocalWrite(c)))
+}
+
 // ShutdownInOrder runs steps one after the other (§21: replication, then the namespaces'
 // sessions and leases, the registry, the store), each bounded by the overall timeout, and
 // arms a process watchdog: if the whole sequence has not returned within timeout (plus a

@@ -53,8 +53,12 @@ func TestFlagsFromEnvironmentAndCommandLine(t *testing.T) {
 	if err := c.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Protocol.Generation != protocol.GenerationV1 {
+	if c.Protocol.Generation != protocol.GenerationV2 {
 		t.Fatalf("default generation %v", c.Protocol.Generation)
+	}
+	// The shipped chunked caps, not given, follow the lowered --max-update-bytes down.
+	if want := 64 * 100000; c.Protocol.MaxChunkedBootstrapBytes != want || c.Protocol.MaxChunkedSyncDiffBytes != want || c.Protocol.MaxChunkedUpdateBytes != 4<<20 {
+		t.Fatalf("chunked caps %d %d %d", c.Protocol.MaxChunkedBootstrapBytes, c.Protocol.MaxChunkedSyncDiffBytes, c.Protocol.MaxChunkedUpdateBytes)
 	}
 	if _, code, ok := parse(t, []string{"--max-update-bytes", "x"}, nil); ok || code != 2 {
 		t.Fatalf("a bad value: ok=%v code=%d", ok, code)
@@ -81,6 +85,9 @@ func TestS17_BadConfigurationIsOneLine(t *testing.T) {
 		{[]string{"--low-water-bytes", "2000000"}, "--low-water-bytes < --high-water-bytes does not hold"},
 		{[]string{"--pong-timeout", "1m"}, "--pong-timeout < --ping-interval does not hold"},
 		{[]string{"--generation", "v3"}, "--generation"},
+		// A chunked cap given explicitly is checked as given (it follows nothing down).
+		{[]string{"--max-update-bytes", "100000", "--max-chunked-bootstrap-bytes", "33554432"},
+			"--max-chunked-bootstrap-bytes <= --max-chunks-per-update * --max-update-bytes does not hold (33554432 > 64 * 100000)"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 	} {
 		c, _, ok := parse(t, tc.args, nil)
@@ -96,6 +103,31 @@ func TestS17_BadConfigurationIsOneLine(t *testing.T) {
 			t.Errorf("%v: %q is not one line naming %q", tc.args, err, tc.want)
 		}
 	}
+}
+
+// TestShippedDefaults: the binaries run the v2 generation with a 32 MiB document cap (64
+// chunks of 512 KiB, inside the chains of §17) and 4 MiB live updates; --generation v1 and
+// the environment still select the older behaviour and other caps.
+func TestShippedDefaults(t *testing.T) {
+	c, _, _ := parse(t, nil, nil)
+	must(t, c.Resolve())
+	p := c.Protocol
+	if p.Generation != protocol.GenerationV2 || p.MaxChunkedBootstrapBytes != 32<<20 || p.MaxChunkedSyncDiffBytes != 32<<20 ||
+		p.MaxChunkedUpdateBytes != 4<<20 || p.MaxQueuedUpdateBytes != 4<<20 || p.MaxUpdateBytes != 512<<10 || p.MaxChunksPerUpdate != 64 {
+		t.Fatalf("shipped %+v", p)
+	}
+	if d := protocol.DefaultConfig(); d.MaxChunkedBootstrapBytes != 4<<20 {
+		t.Fatalf("the library default changed: %d", d.MaxChunkedBootstrapBytes)
+	}
+	c, _, _ = parse(t, []string{"--generation", "v1"}, map[string]string{"NOMICORE_MAX_CHUNKED_SYNC_DIFF_BYTES": "1048576"})
+	must(t, c.Resolve())
+	if c.Protocol.Generation != protocol.GenerationV1 || c.Protocol.Capabilities() != 0 || c.Protocol.MaxChunkedSyncDiffBytes != 1<<20 {
+		t.Fatalf("v1: %+v", c.Protocol)
+	}
+	// Raised for documents beyond 32 MiB.
+	c, _, _ = parse(t, []string{"--max-chunks-per-update", "256", "--max-chunked-bootstrap-bytes", "134217728",
+		"--max-chunked-sync-diff-bytes", "134217728"}, nil)
+	must(t, c.Resolve())
 }
 
 func TestAdminTokenFile(t *testing.T) {
@@ -376,5 +408,12 @@ func TestWriteCommand(t *testing.T) {
 		if code := write(env, io.Discard, &stderr, tc.args...); code != 2 || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: %d %q, want one line naming %q", tc.args, code, stderr.String(), tc.want)
 		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

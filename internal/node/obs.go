@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/internal/timeline"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/promobs"
 	"github.com/nomicore/nomicore/observer/slogobs"
@@ -27,7 +28,10 @@ type Observability struct {
 	Registry *prometheus.Registry
 	Metrics  *promobs.Metrics
 	Log      *slogobs.Logger
-	// Observer feeds both; pass it to the replication layer.
+	// Timeline keeps the recent events and traffic totals for the status routes and the
+	// dashboard.
+	Timeline *timeline.Timeline
+	// Observer feeds all three; pass it to the replication layer.
 	Observer observer.Observer
 
 	tokenReloads *prometheus.CounterVec
@@ -41,11 +45,13 @@ func NewObservability(log *slog.Logger, side observer.Side) (*Observability, err
 		return nil, err
 	}
 	l := slogobs.New(log, slogobs.Options{})
-	o := &Observability{Side: side, Registry: reg, Metrics: m, Log: l, Observer: observer.Multi(l, m)}
+	tl := timeline.New(timeline.Options{})
+	o := &Observability{Side: side, Registry: reg, Metrics: m, Log: l, Timeline: tl,
+		Observer: observer.Multi(l, m, observer.ObserverFunc(tl.Observe))}
 	if log.Enabled(context.Background(), slog.LevelDebug) {
 		// At debug, every per-frame event (an update sent, applied or acknowledged, a sync
 		// diff, …) is also one line of its own; the summaries go on.
-		o.Observer = observer.Multi(l, m, observer.ObserverFunc(func(e observer.Event) {
+		o.Observer = observer.Multi(l, m, observer.ObserverFunc(tl.Observe), observer.ObserverFunc(func(e observer.Event) {
 			if e.Type().PerFrame() {
 				log.LogAttrs(context.Background(), slog.LevelDebug, string(e.Type()), e.Attrs()...)
 			}
@@ -66,6 +72,12 @@ func (o *Observability) ReplicationLoad(load func() ws.Load) {
 		l := load()
 		return float64(l.QueuedBytes), float64(l.InFlight)
 	})
+}
+
+// Assemblies installs the gauge of chunked transfers being received, read from the namespace
+// layer at scrape time (namespace.Hub.Assemblies or TargetController.Assemblies).
+func (o *Observability) Assemblies(n func() int64) {
+	o.Metrics.SetAssemblies(o.Side, func() float64 { return float64(n()) })
 }
 
 // Handler serves the metrics (Prometheus text).

@@ -8,9 +8,12 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nomicore/nomicore/internal/adminapi"
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/internal/dashboard"
 	"github.com/nomicore/nomicore/internal/tlsconf"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
@@ -28,6 +31,8 @@ type Instance struct {
 	// Ready, when set, reports readiness beyond the store's (a hub node of a cluster is
 	// ready only with quorum); nil when the instance is always ready.
 	Ready func() error
+	// Started is when the instance opened (the uptime the dashboard shows).
+	Started time.Time
 
 	clock      clock.Clock
 	log        *slog.Logger
@@ -53,7 +58,7 @@ func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.
 // cluster, whose store is the cluster's): it registers the observability of side. closeExtra,
 // when set, runs after the store closes in Close. On an error it closes everything.
 func NewInstance(store persistence.Store, reg *registry.Registry, side observer.Side, clk clock.Clock, log *slog.Logger, closeExtra func()) (*Instance, error) {
-	in := &Instance{Store: store, Registry: reg, clock: clk, log: log, closeExtra: closeExtra}
+	in := &Instance{Store: store, Registry: reg, Started: clk.Now(), clock: clk, log: log, closeExtra: closeExtra}
 	var err error
 	if in.Obs, err = NewObservability(log, side); err == nil {
 		err = in.Obs.RegisterStore(store, reg)
@@ -76,12 +81,17 @@ func (in *Instance) Close() {
 }
 
 // AdminOptions returns the admin API options the binaries share: the instance's side,
-// registry, store, metrics, clock and logger, and the admin flags of c. The caller adds its
-// side's own (the hub's Sessions; the peer's Targets and Ready).
+// registry, store, metrics, clock and logger, the admin flags of c, and the dashboard with
+// what its status routes show (the timeline, the start time, the version). The caller adds
+// its side's own (the hub's Sessions and Connections; the peer's Targets, Ready and Link;
+// the instance id, listeners and load).
 func (in *Instance) AdminOptions(c *Common) adminapi.Options {
 	return adminapi.Options{Side: in.Obs.Side, Registry: in.Registry, Store: in.Store, Metrics: in.Obs.Handler(),
 		Ready: in.Ready, Token: c.AdminToken, MaxUpdateBytes: maxLocalWrite(&c.Protocol),
-		MaxEventStreams: c.MaxEventStreams, Clock: in.clock, Logger: in.log}
+		MaxUpdateFlag: maxLocalWriteFlag(&c.Protocol), MaxEventStreams: c.MaxEventStreams,
+		Clock: in.clock, Logger: in.log,
+		Timeline: in.Obs.Timeline, StartedAt: in.Started, Version: cli.Version(string(in.Obs.Side)),
+		UI: dashboard.Handler(dashboard.Options{TokenRequired: c.AdminToken != ""})}
 }
 
 // CheckInstanceID refuses a flag value that is not an instance id (§6.1).

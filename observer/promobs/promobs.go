@@ -28,6 +28,9 @@ var (
 	latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 )
 
+// Gauge reports one current value at scrape time, from the scraping goroutine.
+type Gauge func() float64
+
 // QueueStats reports the current outbound queue of one side: bytes queued for
 // sending and UPDATEs in flight awaiting their ACK, summed over connections. It
 // is called at scrape time, from the scraping goroutine.
@@ -49,6 +52,8 @@ type Metrics struct {
 	nsFailures         *prometheus.CounterVec
 	identityConflicts  *prometheus.CounterVec
 	chunkedAborts      *prometheus.CounterVec
+	chunkedTransfers   *prometheus.CounterVec
+	chunkedBytes       *prometheus.CounterVec
 	schemaRearmFails   *prometheus.CounterVec
 	syncDiffEffects    *prometheus.CounterVec
 
@@ -70,6 +75,8 @@ type Metrics struct {
 
 	queuedBytesDesc, inFlightDesc *prometheus.Desc
 	queue                         [2]atomic.Pointer[QueueStats] // by sideIndex
+	assembliesDesc                *prometheus.Desc
+	assemblies                    [2]atomic.Pointer[Gauge] // by sideIndex
 
 	all []prometheus.Collector
 }
@@ -108,6 +115,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m.nsFailures = counter("namespace_failures_total", "Namespace channels that entered the failed state, by cause.", "side", "cause")
 	m.identityConflicts = counter("identity_conflicts_total", "Namespace channels that entered conflicted, by route (identity-conflicted via).", "side", "cause")
 	m.chunkedAborts = counter("chunked_transfer_aborts_total", "Partial chunked transfers discarded, by event type and reason.", "side", "type", "reason")
+	m.chunkedTransfers = counter("chunked_transfers_total", "Chunked transfers sent, applied and acknowledged, by event type (chunked-update-sent, chunked-snapshot-applied, …).", "side", "type")
+	m.chunkedBytes = counter("chunked_transfer_bytes_total", "Bytes of the chunked transfers sent, applied and acknowledged, by event type.", "side", "type")
 	m.schemaRearmFails = counter("schema_rearm_failures_total", "Schema re-arms that failed fatally, by code.", "side", "code")
 	m.syncDiffEffects = counter("sync_diff_effects_total", "Single-frame sync diffs applied with a known effect on the state vector.", "side", "apply_effect")
 
@@ -129,6 +138,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 
 	m.queuedBytesDesc = prometheus.NewDesc("nomicore_queued_bytes", "Bytes queued for sending, summed over connections.", []string{"side"}, nil)
 	m.inFlightDesc = prometheus.NewDesc("nomicore_in_flight_updates", "UPDATEs sent and awaiting acknowledgement, summed over connections.", []string{"side"}, nil)
+	m.assembliesDesc = prometheus.NewDesc("nomicore_chunked_assemblies_in_progress", "Chunked transfers being received now, summed over connections: each holds a buffer of its declared size.", []string{"side"}, nil)
 
 	if reg != nil {
 		if err := reg.Register(m); err != nil {
@@ -153,6 +163,20 @@ func (m *Metrics) SetQueueStats(side observer.Side, f QueueStats) {
 	m.queue[i].Store(&f)
 }
 
+// SetAssemblies installs (or with nil removes) the callback that reports side's chunked
+// transfers being received now; the replication layer provides it.
+func (m *Metrics) SetAssemblies(side observer.Side, f Gauge) {
+	i, ok := sideIndex(side)
+	if !ok {
+		return
+	}
+	if f == nil {
+		m.assemblies[i].Store(nil)
+		return
+	}
+	m.assemblies[i].Store(&f)
+}
+
 func sideIndex(s observer.Side) (int, bool) {
 	switch s {
 	case observer.SideHub:
@@ -170,6 +194,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- m.queuedBytesDesc
 	ch <- m.inFlightDesc
+	ch <- m.assembliesDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -178,6 +203,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		c.Collect(ch)
 	}
 	for i, side := range []observer.Side{observer.SideHub, observer.SidePeer} {
+		if g := m.assemblies[i].Load(); g != nil {
+			if v, ok := callGauge(*g); ok {
+				ch <- prometheus.MustNewConstMetric(m.assembliesDesc, prometheus.GaugeValue, v, string(side))
+			}
+		}
 		f := m.queue[i].Load()
 		if f == nil {
 			continue
@@ -189,6 +219,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.queuedBytesDesc, prometheus.GaugeValue, queued, string(side))
 		ch <- prometheus.MustNewConstMetric(m.inFlightDesc, prometheus.GaugeValue, inFlight, string(side))
 	}
+}
+
+func callGauge(f Gauge) (v float64, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return f(), true
 }
 
 func callQueueStats(f QueueStats) (queued, inFlight float64, ok bool) {
@@ -234,6 +273,11 @@ func (m *Metrics) Observe(e observer.Event) {
 		}
 	}
 	size := func(h *prometheus.HistogramVec, n float64) { h.WithLabelValues(side, typ).Observe(n) }
+	transfer := func(h *prometheus.HistogramVec, n float64) {
+		size(h, n)
+		m.chunkedTransfers.WithLabelValues(side, typ).Inc()
+		m.chunkedBytes.WithLabelValues(side, typ).Add(n)
+	}
 
 	switch p := e.Payload.(type) {
 	case observer.ConnectionStateChanged:
@@ -284,28 +328,28 @@ func (m *Metrics) Observe(e observer.Event) {
 	case observer.DegradedBypassApplied:
 		size(m.updateBytes, float64(p.Bytes))
 	case observer.ChunkedUpdateSent:
-		size(m.updateBytes, float64(p.TotalBytes))
+		transfer(m.updateBytes, float64(p.TotalBytes))
 	case observer.ChunkedUpdateApplied:
-		size(m.updateBytes, float64(p.Bytes))
+		transfer(m.updateBytes, float64(p.Bytes))
 		observeMs(m.applyLatency, p.ApplyLatencyMs, side, typ)
 	case observer.ChunkedUpdateAcked:
-		size(m.updateBytes, float64(p.Bytes))
+		transfer(m.updateBytes, float64(p.Bytes))
 		observeMs(m.ackLatency, p.AckLatencyMs, side, typ)
 	case observer.ChunkedSnapshotSent:
-		size(m.snapshotBytes, float64(p.TotalBytes))
+		transfer(m.snapshotBytes, float64(p.TotalBytes))
 	case observer.ChunkedSnapshotApplied:
-		size(m.snapshotBytes, float64(p.Bytes))
+		transfer(m.snapshotBytes, float64(p.Bytes))
 		observeMs(m.applyLatency, p.ApplyLatencyMs, side, typ)
 	case observer.ChunkedSnapshotAcked:
-		size(m.snapshotBytes, float64(p.Bytes))
+		transfer(m.snapshotBytes, float64(p.Bytes))
 		observeMs(m.ackLatency, p.AckLatencyMs, side, typ)
 	case observer.ChunkedSyncSent:
-		size(m.syncBytes, float64(p.TotalBytes))
+		transfer(m.syncBytes, float64(p.TotalBytes))
 	case observer.ChunkedSyncApplied:
-		size(m.syncBytes, float64(p.Bytes))
+		transfer(m.syncBytes, float64(p.Bytes))
 		observeMs(m.applyLatency, p.ApplyLatencyMs, side, typ)
 	case observer.ChunkedSyncAcked:
-		size(m.syncBytes, float64(p.Bytes))
+		transfer(m.syncBytes, float64(p.Bytes))
 		observeMs(m.ackLatency, p.AckLatencyMs, side, typ)
 
 	case observer.AuthUpgradeRejected:

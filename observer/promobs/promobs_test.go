@@ -43,6 +43,7 @@ func feedAll(m *promobs.Metrics) {
 		}
 	}
 	m.SetQueueStats(o.SideHub, func() (float64, float64) { return 4096, 3 })
+	m.SetAssemblies(o.SideHub, func() float64 { return 2 })
 }
 
 func TestS23_6_PromlintClean(t *testing.T) {
@@ -293,6 +294,39 @@ nomicore_in_flight_updates{side="peer"} 5
 	m.SetQueueStats(o.SidePeer, nil)
 	if n := testutil.CollectAndCount(m, "nomicore_queued_bytes"); n != 0 {
 		t.Errorf("removed callback still exposes %d series", n)
+	}
+}
+
+// TestS23_6_ChunkedTransfers: the chunked transfers sent, applied and acknowledged are
+// counted with their bytes by event type, and the assemblies in progress are read at scrape.
+func TestS23_6_ChunkedTransfers(t *testing.T) {
+	m, _ := newMetrics(t)
+	n := 0.0
+	m.SetAssemblies(o.SidePeer, func() float64 { return n })
+	m.SetAssemblies(o.SideHub, func() float64 { panic("namespace layer bug") })
+	m.Observe(o.Event{Side: o.SideHub, Payload: o.ChunkedSnapshotSent{NamespaceID: ns, TransferID: 1, ChunkCount: 64, TotalBytes: 32 << 20}})
+	m.Observe(o.Event{Side: o.SidePeer, Payload: o.ChunkedSnapshotApplied{NamespaceID: ns, Bytes: 32 << 20, ChunkCount: 64}})
+	m.Observe(o.Event{Side: o.SidePeer, Payload: o.ChunkedUpdateApplied{NamespaceID: ns, Bytes: 1000, ChunkCount: 2}})
+	m.Observe(o.Event{Side: o.SidePeer, Payload: o.ChunkedUpdateApplied{NamespaceID: ns, Bytes: 3000, ChunkCount: 6}})
+	n = 3
+	want := `
+# HELP nomicore_chunked_assemblies_in_progress Chunked transfers being received now, summed over connections: each holds a buffer of its declared size.
+# TYPE nomicore_chunked_assemblies_in_progress gauge
+nomicore_chunked_assemblies_in_progress{side="peer"} 3
+# HELP nomicore_chunked_transfers_total Chunked transfers sent, applied and acknowledged, by event type (chunked-update-sent, chunked-snapshot-applied, …).
+# TYPE nomicore_chunked_transfers_total counter
+nomicore_chunked_transfers_total{side="hub",type="chunked-snapshot-sent"} 1
+nomicore_chunked_transfers_total{side="peer",type="chunked-snapshot-applied"} 1
+nomicore_chunked_transfers_total{side="peer",type="chunked-update-applied"} 2
+# HELP nomicore_chunked_transfer_bytes_total Bytes of the chunked transfers sent, applied and acknowledged, by event type.
+# TYPE nomicore_chunked_transfer_bytes_total counter
+nomicore_chunked_transfer_bytes_total{side="hub",type="chunked-snapshot-sent"} 3.3554432e+07
+nomicore_chunked_transfer_bytes_total{side="peer",type="chunked-snapshot-applied"} 3.3554432e+07
+nomicore_chunked_transfer_bytes_total{side="peer",type="chunked-update-applied"} 4000
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "nomicore_chunked_assemblies_in_progress",
+		"nomicore_chunked_transfers_total", "nomicore_chunked_transfer_bytes_total"); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -35,16 +35,25 @@ type channel struct {
 	// Outbound live updates: the queue of unsent updates (its gate is the window), the
 	// UPDATEs sent and not yet acknowledged, oldest first, and one timer for the oldest
 	// one's ackTimeoutMs.
-	out      seam.Outbox
-	window   []inflight
-	reserved int // window slots the gate gave to items not yet reported sent
-	ackTimer seam.Timer
+	out         seam.Outbox
+	window      []inflight
+	reserved    int  // window slots the gate gave to items not yet reported sent
+	bulkStarted bool // a chunked snapshot or diff of this side is in progress (its slot reserved)
+	bulkOut     bulkOut
+	ackTimer    seam.Timer
 
 	receiving int // inbound UPDATEs admitted and not yet acknowledged
 	applying  int // applies admitted to the sequencer and not yet settled
 
+	// Inbound chunked transfers: those in progress (the assembler holds their bytes), and
+	// the ids of those this side gave up while the remote may still send their chunks.
+	inbound   map[uint32]inboundTransfer
+	discarded []uint32
+
 	round         syncRound
-	resyncPending bool // a resync arose during the round: one more round follows
+	resyncPending bool   // a resync arose during the round: one more round follows
+	resyncReason  string // ... and this side declares it with this reasonCode when the round ends
+	staleRound    uint32 // a round this side gave up: the remote's frames of it are dropped
 
 	pullScheduled atomic.Bool // a pull of the session's fan-out is posted
 
@@ -101,6 +110,18 @@ func (c *channel) terminate(to observer.ChannelState) bool {
 		return false
 	}
 	c.stopTimers()
+	// The namespace's partial assemblies go: reported for a close or a fence; a failure is
+	// reported by namespace-error and namespace-failed instead.
+	switch to {
+	case observer.ChannelClosed:
+		c.discardInbound(protocol.AbortChannelTeardown, true, false)
+	case observer.ChannelConflicted:
+		c.discardInbound(protocol.AbortEpochFence, true, false)
+	case observer.ChannelDisconnected:
+		c.discardInbound(protocol.AbortConnectionTeardown, true, false)
+	default:
+		c.discardInbound(protocol.AbortChannelTeardown, false, false)
+	}
 	c.setState(to)
 	c.releaseAll()
 	c.n.checkQuiesced()
@@ -113,7 +134,8 @@ func (c *channel) releaseAll() {
 		c.out.Close()
 		c.out = nil
 	}
-	c.window, c.reserved = nil, 0
+	c.window, c.reserved, c.bulkStarted, c.bulkOut = nil, 0, false, bulkOut{}
+	c.role.progress(nil)
 	settled := nothingToSettle
 	if c.sess != nil {
 		c.sess.Close()
@@ -215,7 +237,9 @@ func (c *channel) sendFailed(err error) {
 	switch {
 	case errors.As(err, &pe) && pe.Scope == protocol.ScopeNamespace:
 		c.sendError(pe.Code, 0, observer.FailedSendFailed)
-	case errors.Is(err, seam.ErrClosed):
+	case errors.Is(err, seam.ErrClosed), errors.Is(err, seam.ErrDraining):
+		// The connection is closing or draining: its end or the drain's close ends the
+		// channel.
 	default:
 		c.sendError(protocol.CodeInternalError, 0, observer.FailedSendFailed)
 	}

@@ -28,21 +28,31 @@ func (c *channel) startClose(reason string) {
 		return
 	}
 	c.closeSent = true
-	c.enterClosing()
+	c.enterClosing(reason)
 	c.closeTimer = c.n.s.AfterFunc(c.n.cfg.CloseTimeout, func() {
 		c.closeTimer = nil
 		c.terminate(observer.ChannelClosed)
 	})
 }
 
-// enterClosing stops everything that would start work and enters closing.
-func (c *channel) enterClosing() {
+// enterClosing stops everything that would start work and enters closing: what this side
+// was sending stops, the rest of a transfer in progress included, and the remote's partial
+// transfers are discarded (a drain's with the connection: its chunks are no longer
+// delivered).
+func (c *channel) enterClosing(reason string) {
 	c.round.active = false
 	stopTimer(&c.timer)
 	c.role.stopPeriodic()
 	if c.out != nil {
-		c.out.Clear()
+		c.out.Close()
+		c.out = nil
 	}
+	c.reserved, c.bulkStarted, c.bulkOut = 0, false, bulkOut{}
+	why := protocol.AbortChannelTeardown
+	if reason == closeReasonDrain {
+		why = protocol.AbortConnectionTeardown
+	}
+	c.discardInbound(why, true, false)
 	c.setState(observer.ChannelClosing)
 }
 
@@ -59,7 +69,11 @@ func (c *channel) closeReceived(f protocol.Frame) {
 	c.closeRecv = true
 	c.closeRecvSeq = f.Sequence
 	if !c.closing() {
-		c.enterClosing()
+		reason := ""
+		if m, ok := f.Message.(*protocol.CloseNamespace); ok {
+			reason = m.ReasonCode
+		}
+		c.enterClosing(reason)
 	}
 	c.maybeAnswerClose()
 }

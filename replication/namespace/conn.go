@@ -63,6 +63,19 @@ type channelRole interface {
 	// schemaRearmed: a settled apply re-armed the namespace's schema (peer; a hub apply
 	// never reports one). It runs in the apply's settlement continuation.
 	schemaRearmed(r *registry.SchemaRearm)
+
+	// snapshotChunk checks that a chunked snapshot may start now and returns the binding its
+	// first chunk must carry (the peer during its bootstrap; never the hub).
+	snapshotChunk(f protocol.Frame) (protocol.Binding, bool)
+	// snapshotStarted: a chunked snapshot's first chunk was accepted.
+	snapshotStarted()
+	// snapshotAssembled imports a chunked snapshot received whole (peer).
+	snapshotAssembled(t protocol.Transfer, in *inboundTransfer)
+	// snapshotExpired ends a bootstrap whose chunked snapshot stalled (peer).
+	snapshotExpired()
+	// progress publishes the inbound transfer in progress, nil when there is none (peer: its
+	// admin API shows it).
+	progress(p *TransferProgress)
 }
 
 // nsConn is the per-connection part both sides share. Like everything of a connection's
@@ -83,29 +96,26 @@ type nsConn struct {
 	// ordinary apply.
 	degradedBypass bool
 
+	// The remote's chunked transfers on this connection (its one inbound direction): the
+	// assembler, its one timer for the earliest assembly deadline, and how many assemblies
+	// this connection counts in the side's shared gauge.
+	asm      *protocol.Assembler
+	asmTimer seam.Timer
+	asmCount int64
+	shared   *assemblyCounter
+
 	// ctx bounds the registry calls made off the owner goroutine for this connection; it
 	// is cancelled when the connection closes.
 	ctx    context.Context
 	cancel context.CancelFunc
 }
 
-// newNSConn is the shared part of a connection whose remote instance is remote.
-func newNSConn(s seam.Session, role connRole, log *slog.Logger, remote string) nsConn {
+// newNSConn is the shared part of a connection whose remote instance is remote; shared counts
+// the assemblies in progress on all the side's connections.
+func newNSConn(s seam.Session, role connRole, log *slog.Logger, remote string, shared *assemblyCounter) nsConn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return nsConn{s: s, cfg: s.Config(), em: s.Emitter(), log: log, role: role, remote: remote, ctx: ctx, cancel: cancel}
-}
-
-// refuseChunking closes a connection that negotiated CAP_CHUNKED_UPDATE: this namespace
-// layer runs the v1 generation (no UPDATE_CHUNK yet), so the connection must be configured
-// with protocol.GenerationV1. A configuration error, loudly refused.
-func refuseChunking(s seam.Session, log *slog.Logger) {
-	if !s.Negotiated().Chunked() {
-		return
-	}
-	log.Error("replication connection negotiated CAP_CHUNKED_UPDATE, which the namespace layer does not support yet; configure protocol.GenerationV1")
-	s.Post(func() {
-		s.Fail(protocol.CodeUnsupportedCapability, "the namespace layer runs the v1 generation")
-	})
+	return nsConn{s: s, cfg: s.Config(), em: s.Emitter(), log: log, role: role, remote: remote, ctx: ctx, cancel: cancel,
+		asm: protocol.NewAssembler(s.Config(), s.Clock()), shared: shared}
 }
 
 // connID is the connectionId of namespace events.
@@ -136,7 +146,7 @@ func (n *nsConn) route(f protocol.Frame) {
 	case *protocol.CloseOK:
 		c.closeOK()
 	case *protocol.SyncStep1:
-		if c.accepts(f) {
+		if c.accepts(f) && !c.stale(m.SyncRoundID) {
 			c.role.step1(f, m)
 		}
 	case *protocol.SyncStep2:
@@ -149,9 +159,8 @@ func (n *nsConn) route(f protocol.Frame) {
 		c.update(f, m)
 	case *protocol.UpdateAck:
 		c.updateAck(m)
-	default:
-		// UPDATE_CHUNK: this layer runs the v1 generation and takes no chunk.
-		n.role.unknown(f.Type(), f.Sequence, c.ns)
+	case *protocol.UpdateChunk:
+		c.chunk(f, m)
 	}
 }
 
@@ -190,6 +199,7 @@ func (n *nsConn) rejected(e *protocol.Error) {
 // needs a resync.
 func (n *nsConn) shed(ns protocol.NamespaceID) {
 	if c := n.role.channel(ns); c != nil && c.sess != nil && !c.ended() {
+		c.recountReserved()
 		c.needResync(observer.ResyncConnectionShed, observer.None[observer.SendFailure]())
 	}
 }
@@ -197,6 +207,8 @@ func (n *nsConn) shed(ns protocol.NamespaceID) {
 // drain closes the open channels with a CLOSE handshake (§6.3): nothing new starts on a
 // draining connection.
 func (n *nsConn) drain() {
+	// A draining connection delivers no more chunks: no transfer in progress completes.
+	n.discardAll(protocol.AbortConnectionTeardown)
 	n.role.each(func(c *channel) {
 		c.role.stopPeriodic()
 		switch {
@@ -230,7 +242,9 @@ func (n *nsConn) checkQuiesced() {
 // connectionClosed ends every channel with the connection: each session stops, admitted
 // applies finish, each lease is released.
 func (n *nsConn) connectionClosed(to func(c *channel) observer.ChannelState) {
+	n.discardAll(protocol.AbortConnectionTeardown)
 	n.closed = true
+	stopTimer(&n.asmTimer)
 	n.cancel()
 	n.role.each(func(c *channel) { c.terminate(to(c)) })
 }

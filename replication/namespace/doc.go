@@ -57,9 +57,33 @@
 // may be called from any goroutine; the state they share with the connections is behind
 // their mutexes.
 //
-// # The v1 generation
+// # Large payloads: chunked transfers
 //
-// This layer runs the contract's v1 generation: it sends and takes no chunked transfers
-// (UPDATE_CHUNK). Hub and peer must be configured with protocol.GenerationV1; a connection
-// that negotiated chunking anyway is closed as a configuration error.
+// When both ends negotiated CAP_CHUNKED_UPDATE (the v2 generation), a payload over its
+// single-frame cap travels as a chunked transfer of UPDATE_CHUNK frames: the hub's snapshot
+// over maxBootstrapBytes, a sync round's diff over maxSyncDiffBytes, a live update over
+// maxUpdateBytes. The connection layer slices it as it sends, one chunk per namespace per
+// round-robin turn (a large transfer does not hold up the small updates of other
+// namespaces); it takes one slot of the namespace's window until the remote acknowledges its
+// last chunk with the acknowledgement of the single-frame form (BOOTSTRAP_ACK, SYNC_APPLIED,
+// UPDATE_ACK). The receiving connection's assembler checks every chunk — the declared sizes
+// against the kind's caps before it allocates anything, the geometry, the order — and holds
+// each transfer's bytes once, in a buffer of the declared size, until the transfer is whole
+// and takes the single-frame path. A refused chunk fails its namespace with the kind's code
+// (TOO_LARGE, VIOLATION); at most maxConcurrentAssembliesPerConnection transfers are received
+// (and sent) at once per connection. An assembly that receives no chunk for assemblyTimeoutMs
+// is discarded: a live update or a diff then resyncs (RESYNC_REQUIRED with
+// UPDATE_TRANSFER_EXPIRED or SYNC_TRANSFER_EXPIRED — the round of an expired diff is given up
+// and the peer starts another), a snapshot fails the bootstrap like its timer and the peer
+// reconnects. A close, an epoch fence, a resync, a drain or a lost connection discards the
+// partial assemblies it concerns. Without the capability (a v1 side) the payload over its
+// cap fails its namespace with BOOTSTRAP_TOO_LARGE or SYNC_DIFF_TOO_LARGE, or a live update is
+// repaired by the next round, as the v1 generation does.
+//
+// A resync this side finds during a round is declared when the round ends: a
+// RESYNC_REQUIRED makes the remote discard every partial assembly of the namespace, a diff
+// of the round included, and the round could then never complete.
+//
+// Files: chunk.go (the receiving half, the assembly timer, the aborts); the sending half is in
+// send.go, hubchannel.go and round.go.
 package namespace

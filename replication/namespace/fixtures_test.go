@@ -90,15 +90,20 @@ func newRegistryWith(t testing.TB, cfg registry.Config, opts persistence.Options
 // decodes frames with the protocol codec and checks nothing itself.
 type wire struct {
 	t        testing.TB
+	cfg      protocol.Config
 	end      messenger
 	out      *protocol.Outbound
 	in       *protocol.Inbound
 	barriers int
+
+	asm  *protocol.Assembler  // the chunked transfers received (chunk_test.go)
+	tids protocol.TransferIDs // ... and sent
 }
 
+// newWire speaks the generation of cfg: with v2, UPDATE_CHUNK is negotiated.
 func newWire(t testing.TB, end messenger, cfg protocol.Config) *wire {
-	codec := protocol.NewCodec(cfg.Limits(), 0)
-	return &wire{t: t, end: end, out: protocol.NewOutbound(codec), in: protocol.NewInbound(codec)}
+	codec := protocol.NewCodec(cfg.Limits(), cfg.Capabilities())
+	return &wire{t: t, cfg: cfg, end: end, out: protocol.NewOutbound(codec), in: protocol.NewInbound(codec)}
 }
 
 func (w *wire) send(m protocol.Message) uint32 {
@@ -383,6 +388,7 @@ type nsHub struct {
 	reg   *registry.Registry
 	store persistence.Store
 	hub   *ws.Hub
+	nsl   *namespace.Hub
 	table *ws.TokenTable
 }
 
@@ -412,9 +418,9 @@ func newNSHubObserved(t *testing.T, cfg protocol.Config, storeOpts persistence.O
 		{PeerInstanceID: limitedPeer, TokenSHA256: ws.HashToken("secret-limited"), Owner: owner, Namespaces: []string{limitedNS.String()}, Read: true, Submit: true},
 	})
 	must(t, err)
-	nsl, err := namespace.NewHub(namespace.HubOptions{Registry: f.reg})
+	f.nsl, err = namespace.NewHub(namespace.HubOptions{Registry: f.reg})
 	must(t, err)
-	f.hub, err = ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: f.table, Namespaces: nsl.NewHandler,
+	f.hub, err = ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: f.table, Namespaces: f.nsl.NewHandler,
 		Clock: f.clk, Random: bytes.NewReader(bytes.Repeat([]byte{7}, 1<<16)), Observer: obs})
 	must(t, err)
 	t.Cleanup(func() {
@@ -484,17 +490,41 @@ func (f *nsHub) round(w *wire, ns protocol.NamespaceID, doc *ydoc, id uint32) {
 func peerRound(w *wire, ns protocol.NamespaceID, doc *ydoc, id uint32) {
 	w.t.Helper()
 	s1 := w.send(&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: id, StateVector: doc.sv()})
-	step2, s2seq := expect[*protocol.SyncStep2](w)
-	if step2.SyncRoundID != id || step2.RelatedStep1Sequence != s1 {
-		w.t.Fatalf("hub Step2 round %d related %d, want %d/%d", step2.SyncRoundID, step2.RelatedStep1Sequence, id, s1)
-	}
-	doc.apply(step2.Update)
-	hub1, h1seq := expect[*protocol.SyncStep1](w)
-	if hub1.SyncRoundID != id {
-		w.t.Fatalf("hub Step1 round %d, want %d", hub1.SyncRoundID, id)
+	var hub1 *protocol.SyncStep1
+	var h1seq, s2seq uint32
+	gotDiff := false
+	for !gotDiff || hub1 == nil {
+		f := w.recv()
+		switch m := f.Message.(type) {
+		case *protocol.SyncStep2:
+			if m.SyncRoundID != id || m.RelatedStep1Sequence != s1 || hub1 != nil {
+				w.t.Fatalf("hub Step2 round %d related %d after its Step1 %v, want %d/%d first", m.SyncRoundID, m.RelatedStep1Sequence, hub1 != nil, id, s1)
+			}
+			doc.apply(m.Update)
+			s2seq, gotDiff = f.Sequence, true
+		case *protocol.UpdateChunk: // a diff over maxSyncDiffBytes, chunked (§9.2)
+			tr, err := w.assembler().Add(m, f.Sequence, protocol.Binding{SyncRoundID: id})
+			must(w.t, err)
+			if tr.Complete {
+				doc.apply(tr.Data)
+				s2seq, gotDiff = tr.AckSequence, true
+			}
+		case *protocol.SyncStep1:
+			if m.SyncRoundID != id {
+				w.t.Fatalf("hub Step1 round %d, want %d", m.SyncRoundID, id)
+			}
+			hub1, h1seq = m, f.Sequence
+		default:
+			w.t.Fatalf("unexpected %s %s during the round", f.Type(), describe(f))
+		}
 	}
 	w.send(&protocol.SyncApplied{NamespaceID: ns, SyncRoundID: id, AckedSequence: s2seq})
-	w.send(&protocol.SyncStep2{NamespaceID: ns, SyncRoundID: id, RelatedStep1Sequence: h1seq, Update: doc.diff(hub1.StateVector)})
+	diff := doc.diff(hub1.StateVector)
+	if len(diff) > w.cfg.MaxSyncDiffBytes && w.cfg.Capabilities() != 0 {
+		w.sendRest(w.splitter(protocol.KindSyncDiff, ns, diff, protocol.Binding{SyncRoundID: id}))
+	} else {
+		w.send(&protocol.SyncStep2{NamespaceID: ns, SyncRoundID: id, RelatedStep1Sequence: h1seq, Update: diff})
+	}
 	applied, _ := expect[*protocol.SyncApplied](w)
 	if applied.SyncRoundID != id {
 		w.t.Fatalf("SYNC_APPLIED round %d", applied.SyncRoundID)
@@ -646,7 +676,7 @@ func (f *nsPeer) answer(d wstest.Dialed) *wire {
 	w := newWire(f.t, d.End, f.cfg)
 	h, _ := expect[*protocol.Hello](w)
 	w.send(&protocol.HelloAck{HubInstanceID: hubID, ProtocolVersion: 1, ConnectionNonce: h.ConnectionNonce,
-		ConnectionID: fmt.Sprintf("c-test-%d", f.conns)})
+		ConnectionID: fmt.Sprintf("c-test-%d", f.conns), SelectedCapabilities: h.OptionalCapabilities & f.cfg.Capabilities()})
 	return w
 }
 

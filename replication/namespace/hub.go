@@ -49,6 +49,8 @@ type Hub struct {
 
 	mu       sync.Mutex                            // guards sessions
 	sessions map[string]map[*hubChannel]HubSession // namespaceId → channel → status
+
+	assemblies assemblyCounter // chunked transfers being received, on every connection
 }
 
 // HubSession is the state of one peer's channel on a namespace, for the hub's admin API
@@ -90,6 +92,10 @@ func (h *Hub) Sessions(namespaceID string) []HubSession {
 	return out
 }
 
+// Assemblies returns the number of chunked transfers being received from peers now, on every
+// connection: each holds a buffer of its declared size until it completes or is discarded.
+func (h *Hub) Assemblies() int64 { return h.assemblies.Load() }
+
 // track records c's state for Sessions.
 func (h *Hub) track(c *hubChannel) {
 	h.mu.Lock()
@@ -118,8 +124,7 @@ func (h *Hub) untrack(c *hubChannel) {
 // connection.
 func (h *Hub) NewHandler(s seam.Session) seam.Handler {
 	hc := &hubConn{h: h, channels: make(map[protocol.NamespaceID]*hubChannel)}
-	hc.nsConn = newNSConn(s, hc, h.log, s.PeerInstanceID())
-	refuseChunking(s, h.log)
+	hc.nsConn = newNSConn(s, hc, h.log, s.PeerInstanceID(), &h.assemblies)
 	return hc
 }
 

@@ -160,10 +160,15 @@ func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st regis
 		sess.Close()
 		c.sendError(protocol.CodeNamespaceReopenRequiresReconnect, 0, observer.FailedOpenFailed)
 		return
-	case c.mode == protocol.ModeBootstrap && len(st.Snapshot) > hc.cfg.MaxBootstrapBytes:
+	case c.mode == protocol.ModeBootstrap && len(st.Snapshot) > hc.cfg.MaxBootstrapBytes && !hc.chunked():
 		// Without CAP_CHUNKED_UPDATE the snapshot cannot travel.
 		sess.Close()
 		c.sendError(protocol.CodeBootstrapTooLarge, 0, observer.FailedSendFailed)
+		return
+	case c.mode == protocol.ModeBootstrap && tooManyChunks(hc.cfg, protocol.KindSnapshot, len(st.Snapshot)):
+		// Over the chunked snapshot caps too (§8.1).
+		sess.Close()
+		c.sendError(protocol.CodeSnapshotTransferTooLarge, 0, observer.FailedSendFailed)
 		return
 	}
 	c.identity = st.Identity
@@ -179,17 +184,32 @@ func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st regis
 		c.setState(observer.ChannelReconciling) // the peer's Step1 opens the round
 		return
 	}
-	seq, err := hc.s.Send(&protocol.BootstrapSnapshot{NamespaceID: c.ns, ReplicationID: st.Identity.ReplicationID,
-		ReplicationEpoch: st.Identity.Epoch, Snapshot: st.Snapshot})
-	if err != nil {
-		c.sendFailed(err)
-		return
+	if len(st.Snapshot) > hc.cfg.MaxBootstrapBytes {
+		// A chunked snapshot (§8.1): one chunk per turn of the data lane, sliced as it goes;
+		// its last chunk is what BOOTSTRAP_ACK names.
+		bind := protocol.Binding{ReplicationID: st.Identity.ReplicationID, ReplicationEpoch: st.Identity.Epoch}
+		if !c.queueBulk(protocol.KindSnapshot, st.Snapshot, bind, func(seq uint32) bool {
+			if c.state != observer.ChannelBootstrapping {
+				return false
+			}
+			c.snapSeq = seq
+			return true
+		}) {
+			return
+		}
+	} else {
+		seq, err := hc.s.Send(&protocol.BootstrapSnapshot{NamespaceID: c.ns, ReplicationID: st.Identity.ReplicationID,
+			ReplicationEpoch: st.Identity.Epoch, Snapshot: st.Snapshot})
+		if err != nil {
+			c.sendFailed(err)
+			return
+		}
+		c.snapSeq = seq
+		if hc.em.Enabled() {
+			hc.em.Emit(observer.BootstrapSnapshotSent{ConnectionID: hc.connID(), NamespaceID: c.id, Bytes: len(st.Snapshot)})
+		}
 	}
-	c.snapSeq = seq
 	c.setState(observer.ChannelBootstrapping)
-	if hc.em.Enabled() {
-		hc.em.Emit(observer.BootstrapSnapshotSent{ConnectionID: hc.connID(), NamespaceID: c.id, Bytes: len(st.Snapshot)})
-	}
 	c.timer = hc.s.AfterFunc(hc.cfg.BootstrapTimeout, func() {
 		c.timer = nil
 		if c.state == observer.ChannelBootstrapping {
@@ -204,11 +224,15 @@ func (c *hubChannel) bootstrapAck(f protocol.Frame, m *protocol.BootstrapAck) {
 	switch {
 	case c.ended() || c.closing():
 		return
-	case c.state != observer.ChannelBootstrapping || m.AckedSequence != c.snapSeq:
+	case c.state != observer.ChannelBootstrapping || c.snapSeq == 0 || m.AckedSequence != c.snapSeq:
 		c.violation(f)
 		return
 	}
 	stopTimer(&c.timer)
+	if b, ok := c.bulkAcked(m.AckedSequence); ok && c.n.em.Enabled() {
+		c.n.em.Emit(observer.ChunkedSnapshotAcked{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: b.bytes,
+			AckLatencyMs: c.n.em.SinceMs(b.sentAt)})
+	}
 	c.setState(observer.ChannelReconciling)
 }
 
@@ -287,3 +311,15 @@ func (c *hubChannel) released(<-chan struct{}) {}
 
 // schemaRearmed: never on the hub — its protected check refuses every peer change to meta.
 func (c *hubChannel) schemaRearmed(*registry.SchemaRearm) {}
+
+// snapshotChunk: snapshots go from the hub to the peer only.
+func (c *hubChannel) snapshotChunk(f protocol.Frame) (protocol.Binding, bool) {
+	c.violation(f)
+	return protocol.Binding{}, false
+}
+
+// The hub takes no snapshot, and shows no inbound progress.
+func (c *hubChannel) snapshotStarted()                                      {}
+func (c *hubChannel) snapshotAssembled(protocol.Transfer, *inboundTransfer) {}
+func (c *hubChannel) snapshotExpired()                                      {}
+func (c *hubChannel) progress(*TransferProgress)                            {}

@@ -14,9 +14,8 @@ import (
 // re-arm.
 func (tc *TargetController) NewHandler(s seam.Session) seam.Handler {
 	pc := &peerConn{tc: tc, channels: make(map[protocol.NamespaceID]*peerChannel)}
-	pc.nsConn = newNSConn(s, pc, tc.log, s.HubInstanceID())
+	pc.nsConn = newNSConn(s, pc, tc.log, s.HubInstanceID(), &tc.assemblies)
 	pc.degradedBypass = true
-	refuseChunking(s, tc.log)
 	tc.mu.Lock()
 	tc.conn = pc
 	tc.mu.Unlock()

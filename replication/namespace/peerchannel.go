@@ -268,7 +268,6 @@ func (pc *peerConn) sessionOpened(c *peerChannel, sess *registry.Session, err er
 // snapshot imports the hub's snapshot as the target's replica (§8): exclusively, under the
 // target's owner, with the OPEN_OK identity.
 func (c *peerChannel) snapshot(f protocol.Frame, m *protocol.BootstrapSnapshot) {
-	pc := c.pc
 	if !c.accepts(f) {
 		return
 	}
@@ -285,15 +284,57 @@ func (c *peerChannel) snapshot(f protocol.Frame, m *protocol.BootstrapSnapshot) 
 		c.sendError(protocol.CodeReplicationEpochMismatch, f.Sequence, observer.FailedProtocolViolation)
 		return
 	}
-	c.snapSeq = f.Sequence
-	owner, ns, want, snap, ctx, reg := c.target.owner, c.id, c.identity, m.Snapshot, pc.ctx, pc.tc.reg
+	c.importSnapshot(f.Sequence, m.Snapshot, nil)
+}
+
+// snapshotChunk: a chunked snapshot may start during the bootstrap, once; its first chunk
+// must carry the OPEN_OK identity.
+func (c *peerChannel) snapshotChunk(f protocol.Frame) (protocol.Binding, bool) {
+	if c.state != observer.ChannelBootstrapping || c.gotSnapshot {
+		c.violation(f)
+		return protocol.Binding{}, false
+	}
+	return protocol.Binding{ReplicationID: c.identity.ReplicationID, ReplicationEpoch: c.identity.Epoch}, true
+}
+
+func (c *peerChannel) snapshotStarted() { c.gotSnapshot = true }
+
+// snapshotAssembled imports a chunked snapshot received whole; BOOTSTRAP_ACK names its last
+// chunk.
+func (c *peerChannel) snapshotAssembled(t protocol.Transfer, in *inboundTransfer) {
+	c.importSnapshot(t.AckSequence, t.Data, in)
+}
+
+// snapshotExpired: the chunked snapshot stalled for assemblyTimeoutMs. The bootstrap fails as
+// if its timer fired (bootstrap-timeout, no frame), and the connection is rebuilt while the
+// target is still wanted (§8.1, §16).
+func (c *peerChannel) snapshotExpired() {
+	if c.state == observer.ChannelBootstrapping {
+		c.pc.timedOut(c, observer.FailedBootstrapTimeout, c.n.cfg.AssemblyTimeout)
+	}
+}
+
+// progress shows the transfer being received on the target.
+func (c *peerChannel) progress(p *TransferProgress) { c.pc.tc.setProgress(c.target, p) }
+
+// importSnapshot imports snap (acknowledged as seq) through the registry, off the connection
+// goroutine. The snapshot's bytes are the only copy this side holds of it until the import
+// has applied them.
+func (c *peerChannel) importSnapshot(seq uint32, snap []byte, in *inboundTransfer) {
+	pc := c.pc
+	c.snapSeq = seq
+	t0 := pc.em.Now()
+	owner, ns, want, ctx, reg, n := c.target.owner, c.id, c.identity, pc.ctx, pc.tc.reg, len(snap)
 	pc.leaseOff(c, func() (*registry.Lease, error) { return reg.Import(ctx, owner, ns, want, snap) },
-		func(lease *registry.Lease, err error) { pc.imported(c, lease, err, len(snap)) })
+		func(lease *registry.Lease, err error) { pc.imported(c, lease, err, n, t0, in) })
 }
 
 // imported opens the session on the imported replica, acknowledges the snapshot and starts
 // the first round.
-func (pc *peerConn) imported(c *peerChannel, lease *registry.Lease, err error, n int) {
+func (pc *peerConn) imported(c *peerChannel, lease *registry.Lease, err error, n int, t0 observer.Opt[time.Time], in *inboundTransfer) {
+	if in != nil {
+		c.transferFinished(in, err)
+	}
 	if c.state != observer.ChannelBootstrapping {
 		if lease != nil {
 			lease.Release()
@@ -308,7 +349,12 @@ func (pc *peerConn) imported(c *peerChannel, lease *registry.Lease, err error, n
 	}
 	c.lease = lease
 	if pc.em.Enabled() {
-		pc.em.Emit(observer.BootstrapImported{ConnectionID: pc.connID(), NamespaceID: c.id, Bytes: n})
+		if in != nil {
+			pc.em.Emit(observer.ChunkedSnapshotApplied{ConnectionID: pc.connID(), NamespaceID: c.id, Bytes: n,
+				ChunkCount: in.chunks, ApplyLatencyMs: pc.em.SinceMs(t0)})
+		} else {
+			pc.em.Emit(observer.BootstrapImported{ConnectionID: pc.connID(), NamespaceID: c.id, Bytes: n})
+		}
 	}
 	pc.openSession(c, func() {
 		// The ACK says the import and the session are in place; a round follows to close

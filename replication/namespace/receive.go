@@ -23,21 +23,31 @@ func (c *channel) update(f protocol.Frame, m *protocol.Update) {
 	case c.readOnly:
 		c.sendError(protocol.CodeRoleViolation, f.Sequence, observer.FailedApplyRefused)
 		return
-	case c.receiving >= c.n.cfg.MaxInFlightUpdates:
+	}
+	c.applyUpdate(f.Sequence, m.Update, nil)
+}
+
+// applyUpdate applies a live update — an UPDATE, or a chunked one reassembled (in, whose
+// last chunk has sequence seq) — in the sequencer and acknowledges it once settled.
+func (c *channel) applyUpdate(seq uint32, u []byte, in *inboundTransfer) {
+	if c.receiving >= c.n.cfg.MaxInFlightUpdates {
 		// More unacknowledged UPDATEs than the window allows a sender.
-		c.violation(f)
+		c.sendError(protocol.CodeNamespaceStateViolation, seq, observer.FailedProtocolViolation)
 		return
 	}
-	seq, n := f.Sequence, len(m.Update)
+	n := len(u)
 	t0 := c.n.em.Now()
 	end := c.n.s.BeginWork()
 	post := c.n.s.Post
-	err := c.sess.ApplyAsync(m.Update, func(res registry.ApplyResult, err error) {
+	err := c.sess.ApplyAsync(u, func(res registry.ApplyResult, err error) {
 		end()
-		post(func() { c.updateApplied(seq, n, t0, res, err) })
+		post(func() { c.updateApplied(seq, n, t0, res, err, in) })
 	})
 	if err != nil {
 		end()
+		if in != nil {
+			c.transferFinished(in, err)
+		}
 		c.applyFailed(err, seq)
 		return
 	}
@@ -46,10 +56,13 @@ func (c *channel) update(f protocol.Frame, m *protocol.Update) {
 }
 
 // updateApplied acknowledges and reports a settled apply.
-func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], res registry.ApplyResult, err error) {
+func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], res registry.ApplyResult, err error, in *inboundTransfer) {
 	c.receiving--
 	c.applying--
 	defer c.maybeAnswerClose()
+	if in != nil {
+		c.transferFinished(in, err)
+	}
 	if err == nil && res.Rearm != nil {
 		defer c.role.schemaRearmed(res.Rearm) // after the ACK and update-applied
 	}
@@ -69,13 +82,17 @@ func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], r
 	if !c.n.em.Enabled() {
 		return
 	}
-	if res.Degraded && c.n.degradedBypass {
-		// A hub update applied to memory while the store cannot save (§23.5).
+	switch {
+	case res.Degraded && c.n.degradedBypass:
+		// A hub update applied to memory while the store cannot save (§23.5), chunked or not.
 		c.n.em.Emit(observer.DegradedBypassApplied{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: n, Sequence: seq})
-		return
+	case in != nil:
+		c.n.em.Emit(observer.ChunkedUpdateApplied{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: n,
+			ChunkCount: in.chunks, ApplyLatencyMs: c.n.em.SinceMs(t0)})
+	default:
+		c.n.em.Emit(observer.UpdateApplied{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: n,
+			ApplyLatencyMs: c.n.em.SinceMs(t0), Sequence: seq, Stages: stagesOf(res.Stages)})
 	}
-	c.n.em.Emit(observer.UpdateApplied{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: n,
-		ApplyLatencyMs: c.n.em.SinceMs(t0), Sequence: seq, Stages: stagesOf(res.Stages)})
 }
 
 // stagesOf converts the registry's apply stages for the observer.

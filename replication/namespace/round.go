@@ -74,6 +74,18 @@ func (c *channel) diffReady(id uint32, diff []byte, err error) {
 		c.sendError(protocol.CodeInternalError, 0, observer.FailedInternalError)
 		return
 	}
+	if len(diff) > c.n.cfg.MaxSyncDiffBytes && c.n.chunked() {
+		// Too large for one frame: a chunked transfer of kind sync-diff (§9.2), which takes
+		// a window slot until its SYNC_APPLIED.
+		c.queueBulk(protocol.KindSyncDiff, diff, protocol.Binding{SyncRoundID: id}, func(seq uint32) bool {
+			if !c.round.active || c.round.id != id {
+				return false
+			}
+			c.round.myStep2 = seq
+			return true
+		})
+		return
+	}
 	seq, err := c.n.s.Send(&protocol.SyncStep2{NamespaceID: c.ns, SyncRoundID: id, RelatedStep1Sequence: c.round.theirStep1, Update: diff})
 	if err != nil {
 		c.sendFailed(err)
@@ -87,7 +99,7 @@ func (c *channel) diffReady(id uint32, diff []byte, err error) {
 
 // step2 applies the remote's diff in the sequencer, then confirms it with SYNC_APPLIED.
 func (c *channel) step2(f protocol.Frame, m *protocol.SyncStep2) {
-	if !c.accepts(f) {
+	if !c.accepts(f) || c.stale(m.SyncRoundID) {
 		return
 	}
 	r := &c.round
@@ -96,9 +108,19 @@ func (c *channel) step2(f protocol.Frame, m *protocol.SyncStep2) {
 		return
 	}
 	r.gotStep2 = true
-	seq, n, id := f.Sequence, len(m.Update), r.id
+	c.applyDiff(r.id, f.Sequence, m.Update, nil)
+}
+
+// applyDiff applies the remote's diff of round id — a SYNC_STEP2, or a chunked one
+// reassembled (in, whose last chunk has sequence seq) — and confirms it with SYNC_APPLIED
+// once settled.
+func (c *channel) applyDiff(id, seq uint32, diff []byte, in *inboundTransfer) {
+	n := len(diff)
 	if c.readOnly {
 		// A read-only peer submits nothing: its diff is not taken; the round settles.
+		if in != nil {
+			c.transferFinished(in, nil)
+		}
 		c.applying++
 		c.step2Applied(id, seq, registry.ApplyResult{}, nil)
 		return
@@ -106,11 +128,13 @@ func (c *channel) step2(f protocol.Frame, m *protocol.SyncStep2) {
 	post := c.n.s.Post
 	var obs *diffObservation
 	if c.n.em.Enabled() {
+		obs = &diffObservation{round: id, seq: seq, bytes: n, t0: c.n.em.Now(), chunked: in}
+	}
+	if obs != nil && in == nil {
 		// For sync-diff-applied's effect: the state vector when the Step2 was accepted and
 		// when its apply settled, read in the slots around the apply (slots run in order).
-		obs = &diffObservation{round: id, seq: seq, bytes: n, t0: c.n.em.Now()}
 		// A capture the session cannot admit leaves obs.before nil: the event then goes
-		// without its effect group.
+		// without its effect group. A chunked diff's event has no effect group.
 		_ = c.sess.StateVectorAsync(func(sv []byte, err error) {
 			if err == nil {
 				obs.before = sv
@@ -118,27 +142,40 @@ func (c *channel) step2(f protocol.Frame, m *protocol.SyncStep2) {
 		})
 	}
 	end := c.n.s.BeginWork()
-	err := c.sess.ApplyAsync(m.Update, func(res registry.ApplyResult, err error) {
+	err := c.sess.ApplyAsync(diff, func(res registry.ApplyResult, err error) {
 		end()
-		post(func() { c.step2Applied(id, seq, res, err) })
+		post(func() {
+			if in != nil {
+				c.transferFinished(in, err)
+			}
+			c.step2Applied(id, seq, res, err)
+		})
 	})
 	if err != nil {
 		end()
+		if in != nil {
+			c.transferFinished(in, err)
+		}
 		c.applyFailed(err, seq)
 		return
 	}
 	c.applying++
-	if obs != nil {
-		c.diffObs = obs
-		err := c.sess.StateVectorAsync(func(sv []byte, err error) {
-			if err == nil {
-				obs.after = sv
-			}
-			post(func() { c.afterCaptured(obs) })
-		})
-		if err != nil {
-			obs.noAfter = true
+	if obs == nil {
+		return
+	}
+	c.diffObs = obs
+	if in != nil {
+		obs.noAfter = true // reported when the apply settles
+		return
+	}
+	err = c.sess.StateVectorAsync(func(sv []byte, err error) {
+		if err == nil {
+			obs.after = sv
 		}
+		post(func() { c.afterCaptured(obs) })
+	})
+	if err != nil {
+		obs.noAfter = true
 	}
 }
 
@@ -154,7 +191,8 @@ type diffObservation struct {
 	latency       observer.Opt[float64]
 	stages        observer.Opt[observer.Stages]
 	applied       bool // the apply settled successfully
-	noAfter       bool // the after capture could not be admitted
+	noAfter       bool // the after capture could not be admitted (or is not made: chunked)
+	chunked       *inboundTransfer
 }
 
 // step2Applied confirms a settled Step2 apply with SYNC_APPLIED and reports it.
@@ -203,9 +241,14 @@ func (c *channel) afterCaptured(obs *diffObservation) {
 }
 
 // emitDiffApplied reports a successful Step2 apply (sync-diff-applied, §23.1), with the
-// effect group when both state vectors were read.
+// effect group when both state vectors were read; a chunked diff's is chunked-sync-applied.
 func (c *channel) emitDiffApplied(obs *diffObservation) {
 	if !obs.applied || !c.n.em.Enabled() {
+		return
+	}
+	if in := obs.chunked; in != nil {
+		c.n.em.Emit(observer.ChunkedSyncApplied{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: obs.bytes,
+			ChunkCount: in.chunks, SyncRoundID: obs.round, ApplyLatencyMs: obs.latency})
 		return
 	}
 	ev := observer.SyncDiffApplied{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: obs.bytes,
@@ -218,7 +261,7 @@ func (c *channel) emitDiffApplied(obs *diffObservation) {
 
 // syncApplied: the remote confirmed our Step2.
 func (c *channel) syncApplied(f protocol.Frame, m *protocol.SyncApplied) {
-	if c.ended() {
+	if c.ended() || c.stale(m.SyncRoundID) {
 		return
 	}
 	r := &c.round
@@ -230,6 +273,10 @@ func (c *channel) syncApplied(f protocol.Frame, m *protocol.SyncApplied) {
 		return
 	}
 	r.remoteApplied = true
+	if b, ok := c.bulkAcked(m.AckedSequence); ok && c.n.em.Enabled() {
+		c.n.em.Emit(observer.ChunkedSyncAcked{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: b.bytes,
+			AckLatencyMs: c.n.em.SinceMs(b.sentAt)})
+	}
 	c.roundProgress()
 }
 
@@ -245,6 +292,12 @@ func (c *channel) roundProgress() {
 	if c.resyncPending {
 		c.resyncPending = false
 		c.setState(observer.ChannelNeedsResync)
+		if reason := c.resyncReason; reason != "" {
+			// The loss this side found during the round is declared now that the round's
+			// transfers are over (see enterResync).
+			c.resyncReason = ""
+			c.sendResync(reason, observer.None[observer.ResyncCause]())
+		}
 		if len(c.window) == 0 {
 			c.role.resyncReady()
 		}

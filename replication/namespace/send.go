@@ -23,6 +23,7 @@ type inflight struct {
 	bytes    int
 	deadline time.Time               // sent + ackTimeoutMs
 	sentAt   observer.Opt[time.Time] // for update-acked's ackLatencyMs
+	chunked  bool                    // sent as a chunked transfer: seq is its last chunk's
 }
 
 // sessionOptions are the options of the channel's replication session.
@@ -88,9 +89,9 @@ func (c *channel) pull() {
 }
 
 // canSend: UPDATEs go only while live, and within the window of maxInFlightUpdates
-// unacknowledged UPDATEs (§10.2).
+// unacknowledged UPDATEs (§10.2); a chunked transfer, of any kind, takes one slot.
 func (c *channel) canSend() bool {
-	return c.state == observer.ChannelLive && len(c.window)+c.reserved < c.n.cfg.MaxInFlightUpdates
+	return c.state == observer.ChannelLive && len(c.window)+c.reserved+c.bulkSlots() < c.n.cfg.MaxInFlightUpdates
 }
 
 // gate is the Outbox gate. An item it admits is framed at once, but the connection reports
@@ -104,19 +105,25 @@ func (c *channel) gate() bool {
 }
 
 // enqueue queues one update; false when the queue was dropped (the channel needs a
-// resync) or cannot take more.
+// resync) or cannot take more. An update over maxUpdateBytes is sent chunked (§10.3) when
+// the connection negotiated it, up to maxChunkedUpdateBytes.
 func (c *channel) enqueue(u []byte) bool {
-	if len(u) > c.n.cfg.MaxUpdateBytes {
+	if len(u) > c.maxUpdate() {
 		return c.tooLarge(len(u))
 	}
 	err := c.out.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: u, Sent: c.sentFunc(len(u))})
+	var pe *protocol.Error
 	switch {
 	case err == nil:
 		return true
 	case errors.Is(err, seam.ErrQueueOverflow):
+		c.recountReserved()
 		c.needResync(observer.ResyncQueueOverflow, observer.None[observer.SendFailure]())
 	case errors.Is(err, seam.ErrConnectionShed):
+		c.recountReserved()
 		c.needResync(observer.ResyncConnectionShed, observer.None[observer.SendFailure]())
+	case errors.As(err, &pe) && pe.Code == protocol.CodeUpdateTransferTooLarge:
+		return c.tooLarge(len(u)) // more chunks than maxChunksPerUpdate
 	case errors.Is(err, seam.ErrDraining), errors.Is(err, seam.ErrClosed):
 	case c.state == observer.ChannelLive:
 		c.needResync(observer.ResyncSendFailed, c.sendFailure(observer.SendFrameRejected, len(u)))
@@ -126,7 +133,16 @@ func (c *channel) enqueue(u []byte) bool {
 	return false
 }
 
-// tooLarge handles an update over maxUpdateBytes, which cannot be sent without chunking.
+// maxUpdate is the largest live update the connection can send: maxUpdateBytes, or with
+// chunked transfers maxChunkedUpdateBytes.
+func (c *channel) maxUpdate() int {
+	if c.n.chunked() {
+		return c.n.cfg.MaxChunkedUpdateBytes
+	}
+	return c.n.cfg.MaxUpdateBytes
+}
+
+// tooLarge handles an update over the largest the connection can send (maxUpdate).
 // In live, with an empty queue, the send fails and a resync is declared (resync-required
 // with its send-failed sample, §23.1); with updates queued, it is dropped alone
 // (update-dropped) and the next reconciliation repairs it. Outside live it never reaches
@@ -170,7 +186,7 @@ func (c *channel) queueSample(n int, state observer.ChannelState) observer.Queue
 	if c.n.draining() {
 		conn = observer.ConnDraining
 	}
-	return observer.QueueSample{UpdateBytes: n, MaxUpdateBytes: c.n.cfg.MaxUpdateBytes, QueuedUpdateCount: items,
+	return observer.QueueSample{UpdateBytes: n, MaxUpdateBytes: c.maxUpdate(), QueuedUpdateCount: items,
 		QueuedUpdateBytes: bytes, InFlightCount: len(c.window), ChannelState: state, ConnectionState: conn,
 		BufferedAmount: observer.Some(st.UnflushedData + st.UnflushedControl)}
 }
@@ -217,7 +233,7 @@ func (c *channel) sent(si seam.SentInfo, n int) {
 	if c.ended() {
 		return
 	}
-	in := inflight{seq: si.Sequence, bytes: n, deadline: c.n.s.Clock().Now().Add(c.n.cfg.AckTimeout)}
+	in := inflight{seq: si.Sequence, bytes: n, deadline: c.n.s.Clock().Now().Add(c.n.cfg.AckTimeout), chunked: si.Chunked}
 	if c.n.em.Enabled() {
 		in.sentAt = c.n.em.Now()
 	}
@@ -261,7 +277,7 @@ func (c *channel) ackTimeout() {
 	if c.n.sendError(c.ns, protocol.CodeAckTimeout, rel) {
 		c.n.emitNsError(c.ns, string(protocol.CodeAckTimeout), observer.DirectionSent)
 	}
-	c.enterResync(observer.ResyncAckTimeout, observer.None[observer.SendFailure](), false)
+	c.enterResync(observer.Some(observer.ResyncAckTimeout), observer.None[observer.SendFailure](), "")
 }
 
 // updateAck settles an UPDATE. The connection has checked that it names one.
@@ -274,7 +290,12 @@ func (c *channel) updateAck(m *protocol.UpdateAck) {
 			continue
 		}
 		c.window = append(c.window[:i], c.window[i+1:]...)
-		if c.n.em.Enabled() {
+		switch {
+		case !c.n.em.Enabled():
+		case in.chunked:
+			c.n.em.Emit(observer.ChunkedUpdateAcked{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: in.bytes,
+				AckLatencyMs: c.n.em.SinceMs(in.sentAt)})
+		default:
 			c.n.em.Emit(observer.UpdateAcked{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: in.bytes,
 				AckLatencyMs: c.n.em.SinceMs(in.sentAt), Sequence: m.AckedSequence})
 		}

@@ -35,6 +35,9 @@ type TargetStatus struct {
 	// target back clears it (the replica then refuses sessions while its schema is
 	// invalid: registry.ErrSchemaInvalid); a reset recovers.
 	SchemaFailed bool
+	// Progress is the snapshot, catch-up difference or live update being received from the
+	// hub in chunks, while one is (nil otherwise).
+	Progress *TransferProgress
 }
 
 // Target controller errors.
@@ -87,6 +90,8 @@ type TargetController struct {
 	targets map[protocol.NamespaceID]*target
 	conn    *peerConn // the ready connection's namespace layer, if any
 	closed  bool
+
+	assemblies assemblyCounter // chunked transfers being received from the hub
 }
 
 // target is one replication target. Its fields are guarded by TargetController.mu; the
@@ -103,6 +108,7 @@ type target struct {
 	// CLOSE_NAMESPACE, and no reopen by a new connection; removing and adding the target
 	// back, or a reset, makes a new target without it.
 	schemaFailed bool
+	progress     *TransferProgress // an inbound chunked transfer in progress
 	removed      bool
 	cleaned      chan struct{}     // RemoveTarget: closed when the namespace is done with
 	waits        []<-chan struct{} // what the last channel leaves settling (session, registry call)
@@ -268,9 +274,18 @@ func (tc *TargetController) Target(namespaceID string) (TargetStatus, bool) {
 }
 
 func (tg *target) status() TargetStatus {
-	return TargetStatus{Target: Target{NamespaceID: tg.ns.String(), Owner: tg.owner}, State: tg.state,
+	st := TargetStatus{Target: Target{NamespaceID: tg.ns.String(), Owner: tg.owner}, State: tg.state,
 		Identity: tg.identity, SchemaFailed: tg.schemaFailed}
+	if tg.progress != nil {
+		p := *tg.progress
+		st.Progress = &p
+	}
+	return st
 }
+
+// Assemblies returns the number of chunked transfers being received from the hub now: each
+// holds a buffer of its declared size until it completes or is discarded.
+func (tc *TargetController) Assemblies() int64 { return tc.assemblies.Load() }
 
 // Close waits for the registry calls still running for the controller's connections. Call
 // it after Peer.Close (which ends the connections and their channels) and before closing the
@@ -310,6 +325,13 @@ func (tc *TargetController) publish(tg *target, state observer.ChannelState, id 
 	if id.Valid() {
 		tg.identity = id
 	}
+	tc.mu.Unlock()
+}
+
+// setProgress publishes a target's inbound transfer in progress (nil: none).
+func (tc *TargetController) setProgress(tg *target, p *TransferProgress) {
+	tc.mu.Lock()
+	tg.progress = p
 	tc.mu.Unlock()
 }
 

@@ -302,6 +302,12 @@ func (a *Assembler) Discard(ns NamespaceID, reason AbortReason) []Abort {
 	return a.discard(func(k transferKey, _ *assembly) bool { return k.ns == ns }, reason)
 }
 
+// DiscardKind drops the assemblies of kind k of one namespace (the remote gave up its live
+// updates) and reports them.
+func (a *Assembler) DiscardKind(ns NamespaceID, k ChunkKind, reason AbortReason) []Abort {
+	return a.discard(func(key transferKey, asm *assembly) bool { return key.ns == ns && asm.kind == k }, reason)
+}
+
 // DiscardAll drops every assembly (connection teardown) and reports them.
 func (a *Assembler) DiscardAll(reason AbortReason) []Abort {
 	return a.discard(func(transferKey, *assembly) bool { return true }, reason)

@@ -85,19 +85,23 @@ type Timer interface {
 	Stop() bool
 }
 
-// Outbox is one namespace's queue of unsent data on a connection. Items leave in order, one
-// frame per turn of a round-robin across namespaces, while the connection is ready and below
-// its high watermark and the namespace's gate admits the next item. Use it on the owner
-// goroutine.
+// Outbox is one namespace's queue of unsent data on a connection. Items leave one frame per
+// turn of a round-robin across namespaces, while the connection is ready and below its high
+// watermark and the item's gate admits it. Live updates leave in order, within the
+// namespace's limits (maxQueuedUpdateBytes, maxQueuedUpdateCount) and the connection's
+// (maxQueuedBytesPerConnection); snapshots and sync diffs (DataItem.Kind other than
+// KindLiveUpdate) leave in order ahead of the live updates that have not started, and are
+// bounded by their kind's chunked cap alone. At most maxConcurrentAssembliesPerConnection
+// chunked transfers are in progress on a connection at once. Use it on the owner goroutine.
 type Outbox interface {
 	// Enqueue checks item and queues it. Errors: ErrClosed, ErrDraining; a namespace
 	// *protocol.Error for an item that cannot be framed (over its single-frame cap without
 	// CAP_CHUNKED_UPDATE: protocol.ChunkKind.UnchunkedCode; over the chunked caps: the
-	// kind's TooLargeCode); ErrQueueOverflow (the namespace's queue was dropped);
-	// ErrConnectionShed (the namespace's queue was shed).
+	// kind's TooLargeCode); for a live update, ErrQueueOverflow (the namespace's live
+	// updates were dropped) or ErrConnectionShed (they were shed).
 	Enqueue(item DataItem) error
-	// Len returns the number of queued items and their bytes (an item in progress counts
-	// whole until its last frame is sent).
+	// Len returns the number of queued live updates and their bytes (an update in progress
+	// counts whole until its last frame is sent). Snapshots and sync diffs are not counted.
 	Len() (items, bytes int)
 	// Coalesce replaces the queue's unsent live updates (those whose first frame has not
 	// left) by one, merge(their bytes in queue order), at the place of the first of them,
@@ -105,11 +109,13 @@ type Outbox interface {
 	// (§10.1). Nothing changes when fewer than two qualify, or when merge fails or yields an
 	// item that cannot be framed; that error is returned.
 	Coalesce(merge func(updates [][]byte) ([]byte, error), sent func(SentInfo)) error
-	// Clear drops every unsent item (a declared resync, a terminal state); the rest of a
-	// transfer in progress is not sent. It returns what was dropped.
+	// Clear drops every unsent live update (a declared resync); the rest of an update's
+	// transfer in progress is not sent. Snapshots and sync diffs stay. It returns what was
+	// dropped.
 	Clear() ShedInfo
-	// Close clears the queue and removes it from the connection; a later Session.Outbox
-	// call creates a fresh one.
+	// Close drops everything, snapshots and sync diffs too (the rest of a transfer in
+	// progress is not sent), and removes the queue from the connection; a later
+	// Session.Outbox call creates a fresh one.
 	Close()
 }
 
@@ -121,6 +127,9 @@ type DataItem struct {
 	Kind    protocol.ChunkKind
 	Bytes   []byte           // must not be modified until Sent is called or the item is dropped
 	Binding protocol.Binding // of a snapshot (identity) or a sync diff (round); zero for live updates
+	// Gate, if set, is asked instead of the Outbox's gate whether the item's first frame may
+	// leave now.
+	Gate func() bool
 	// Sent, if set, is called on the owner goroutine once the item's last frame has been
 	// handed to the writer.
 	Sent func(SentInfo)
@@ -138,11 +147,12 @@ type SentInfo struct {
 
 // QueueStats is a snapshot of a connection's outbound accounting.
 type QueueStats struct {
-	QueuedBytes      int // unsent data in the namespace queues
-	UnflushedData    int // data frames handed to the writer and not yet written
-	UnflushedControl int // control frames handed to the writer and not yet written
-	Paused           bool
-	Namespaces       int // namespaces with queued data
+	QueuedBytes         int // unsent live updates in the namespace queues (the shed ledger)
+	QueuedTransferBytes int // unsent snapshots and sync diffs in the namespace queues
+	UnflushedData       int // data frames handed to the writer and not yet written
+	UnflushedControl    int // control frames handed to the writer and not yet written
+	Paused              bool
+	Namespaces          int // namespaces with queued data
 }
 
 // Errors of Session and Outbox.

@@ -23,6 +23,7 @@ func (c *conn) await(seq uint32, k ackKey) {
 	c.awaiting[seq] = k
 	if k.ack == protocol.TypeUpdateAck {
 		c.inFlight++
+		c.flow(k.ns).sent++
 	}
 }
 
@@ -59,8 +60,21 @@ func (c *conn) checkAck(f protocol.Frame) bool {
 		return false
 	}
 	c.unawait(seq)
+	if want.ack == protocol.TypeUpdateAck {
+		c.flow(ns).acked++
+	}
 	c.forgetOnTerminal(f.Message, false)
 	return true
+}
+
+// flow returns the counters of ns, creating them.
+func (c *conn) flow(ns protocol.NamespaceID) *flowCount {
+	fc := c.flows[ns]
+	if fc == nil {
+		fc = &flowCount{}
+		c.flows[ns] = fc
+	}
+	return fc
 }
 
 // maxLateAcks bounds the acknowledgements a connection still accepts after giving up on
@@ -85,6 +99,9 @@ func (c *conn) forgetOnTerminal(m protocol.Message, sent bool) {
 			return
 		}
 		ns, onlyUpdates = e.NamespaceID, true
+	}
+	if ends {
+		delete(c.flows, ns) // the namespace is over on this connection: so are its counters
 	}
 	var given []uint32
 	for seq, k := range c.awaiting {

@@ -112,10 +112,13 @@ type conn struct {
 	sched      scheduler
 	queues     map[protocol.NamespaceID]*nsQueue
 	tids       protocol.TransferIDs
-	inFlight   int // entries of awaiting acknowledged by UPDATE_ACK: live UPDATEs in flight
+	inFlight   int                                 // entries of awaiting acknowledged by UPDATE_ACK: live UPDATEs in flight
+	flows      map[protocol.NamespaceID]*flowCount // live UPDATEs sent and acknowledged, per namespace
 
 	// Published by the owner goroutine after every event, for Hub.Load and Peer.Load.
 	pubQueued, pubInFlight atomic.Int64
+	// Published by the owner goroutine for ConnStatus (introspect.go).
+	pub introspection
 }
 
 // inboundMsg is what the reader hands the owner: a message, or the error that ended reading.
@@ -140,6 +143,7 @@ func newConn(p connParams) *conn {
 		awaiting:   make(map[uint32]ackKey),
 		late:       make(map[uint32]ackKey),
 		queues:     make(map[protocol.NamespaceID]*nsQueue),
+		flows:      make(map[protocol.NamespaceID]*flowCount),
 	}
 	c.ioCtx, c.ioCancel = context.WithCancel(context.Background())
 	c.wctx, c.wcancel = context.WithCancel(context.Background())
@@ -246,6 +250,9 @@ func (c *conn) setState(s connState) {
 	}
 	c.state = s
 	c.pubState.Store(uint32(s))
+	if s == stReady {
+		c.pub.readyAt.Store(c.clock.Now().UnixNano())
+	}
 	if c.side == observer.SideHub && from != stUpgraded && c.em.Enabled() {
 		c.em.Emit(observer.ConnectionStateChanged{ConnectionID: c.connIDOpt(), From: connStateNames[from], To: connStateNames[s]})
 	}
@@ -297,7 +304,7 @@ func (c *conn) beginWork() func() {
 
 // publishLoad makes the outbound accounting readable from other goroutines (Load).
 func (c *conn) publishLoad() {
-	c.pubQueued.Store(int64(c.sched.queued + c.sched.unflushed()))
+	c.pubQueued.Store(int64(c.sched.queued + c.sched.queuedBulk + c.sched.unflushed()))
 	c.pubInFlight.Store(int64(c.inFlight))
 }
 

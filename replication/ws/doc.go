@@ -74,9 +74,13 @@
 // (CONNECTION_BACKPRESSURE, 1011). Data frames (UPDATE, UPDATE_CHUNK) wait in one queue per
 // namespace and leave round-robin, one frame per namespace per turn, skipping namespaces
 // whose window is full, and only while the unflushed bytes are below the high watermark
-// (then they wait for the low one). A namespace's queue over maxQueuedUpdateBytes or
-// maxQueuedUpdateCount is dropped (seam.ErrQueueOverflow); when queued plus unflushed bytes
-// would pass maxQueuedBytesPerConnection, the largest queues are shed
-// (seam.Handler.HandleShed, seam.ErrConnectionShed). A slow peer stalls only its own
-// connection.
+// (then they wait for the low one). A namespace's live updates over maxQueuedUpdateBytes or
+// maxQueuedUpdateCount are dropped (seam.ErrQueueOverflow); when queued plus unflushed bytes
+// would pass maxQueuedBytesPerConnection, the largest queues of live updates are shed
+// (seam.Handler.HandleShed, seam.ErrConnectionShed). A snapshot or sync diff too large for
+// one frame waits in its namespace's queue ahead of the updates not yet started, bounded by
+// its kind's chunked cap: it is the one transfer of a bootstrap or a round, never shed. A
+// chunked transfer takes one window slot and leaves one chunk per turn; at most
+// maxConcurrentAssembliesPerConnection are in progress on a connection, the most the
+// receiver assembles at once. A slow peer stalls only its own connection.
 package ws

@@ -296,13 +296,6 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// ConnStatus describes one connection of the hub.
-type ConnStatus struct {
-	PeerInstanceID string
-	ConnectionID   string
-	State          observer.ConnectionState
-}
-
 // Load sums the outbound load of every connection (any goroutine).
 func (h *Hub) Load() Load {
 	var l Load
@@ -313,8 +306,6 @@ func (h *Hub) Load() Load {
 // Connections lists the hub's connections.
 func (h *Hub) Connections() []ConnStatus {
 	var out []ConnStatus
-	h.each(func(c *conn) {
-		out = append(out, ConnStatus{PeerInstanceID: c.peerID, ConnectionID: c.connID, State: c.publicState()})
-	})
+	h.each(func(c *conn) { out = append(out, c.status()) })
 	return out
 }

@@ -52,6 +52,7 @@ func (l *liveness) fire() {
 	ctx, cancel := context.WithCancel(c.ioCtx)
 	l.cancel, l.running = cancel, true
 	l.pongTimer = c.after(c.cfg.PongTimeout, l.timedOut)
+	sent := c.clock.Now()
 	go func() {
 		err := c.t.Ping(ctx)
 		c.post(func() {
@@ -59,6 +60,7 @@ func (l *liveness) fire() {
 			cancel()
 			if err == nil && gen == l.gen && !c.closing {
 				l.pongTimer.Stop()
+				c.pub.pingRTT.Store(max(int64(c.clock.Now().Sub(sent)), 1))
 			}
 		})
 	}()

@@ -413,6 +413,21 @@ func (p *Peer) Load() Load {
 	return l
 }
 
+// Connection describes the peer's current connection (false when it has none); its
+// ConnectionID is left empty (only the owner goroutine reads it on the peer).
+func (p *Peer) Connection() (ConnStatus, bool) {
+	c := p.pubConn.Load()
+	if c == nil {
+		return ConnStatus{}, false
+	}
+	s := ConnStatus{State: c.publicState(), QueuedBytes: c.pubQueued.Load(), InFlight: c.pubInFlight.Load(),
+		PingRTT: time.Duration(c.pub.pingRTT.Load())}
+	if ns := c.pub.readyAt.Load(); ns != 0 {
+		s.ReadyAt = time.Unix(0, ns)
+	}
+	return s, true
+}
+
 func (p *Peer) connExited(c *conn) {
 	if p.conn == c {
 		p.conn = nil

@@ -386,11 +386,21 @@ func TestS6_ConcurrentHandshakes(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	// The hub hands HELLO_ACK to its writer before it publishes ready, so a client may
+	// read its HELLO_ACK a moment before the hub's state says ready.
 	ready := 0
-	for _, c := range l.hub.Load().Connections() {
-		if c.State == observer.ConnReady {
-			ready++
+	deadline := time.Now().Add(wait)
+	for {
+		ready = 0
+		for _, c := range l.hub.Load().Connections() {
+			if c.State == observer.ConnReady {
+				ready++
+			}
 		}
+		if ready == n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 	if ready != n {
 		t.Fatalf("%d of %d connections ready", ready, n)

@@ -14,12 +14,23 @@ import (
 // round-robin across namespaces, one frame per namespace per turn, within each namespace's
 // window and below the connection's high watermark, with the bounds and shedding that keep
 // a slow remote from holding unbounded memory. Everything here runs on the owner goroutine.
+//
+// A namespace's queue holds two kinds of items: live updates, bounded by
+// maxQueuedUpdateBytes/Count and shed under connection backpressure, and transfers of a
+// snapshot or a sync diff too large for one frame ("bulk" items), which go ahead of the
+// updates that have not started, are bounded by their kind's chunked cap instead, and are
+// dropped only by Outbox.Close: each is the one snapshot of a bootstrap or the one diff of a
+// round, and dropping it would leave the namespace stuck rather than resynced. At most
+// maxConcurrentAssembliesPerConnection chunked transfers are in progress on the connection
+// at once, the most the receiver assembles.
 
 // scheduler is the outbound accounting of one connection.
 type scheduler struct {
 	ring             []*nsQueue // namespaces with queued data, in round-robin order
 	next             int        // ring index of the next turn
-	queued           int        // bytes of every namespace queue
+	queued           int        // bytes of every namespace's live updates: the shed ledger
+	queuedBulk       int        // bytes of every namespace's snapshots and sync diffs
+	transfers        int        // chunked transfers whose first chunk left and last has not
 	unflushedData    int        // data frame bytes handed to the writer, not yet written
 	unflushedControl int        // control frame bytes handed to the writer, not yet written
 	paused           bool       // above the high watermark, until the low one
@@ -30,14 +41,22 @@ func (s *scheduler) unflushed() int { return s.unflushedData + s.unflushedContro
 
 // nsQueue is one namespace's unsent data, and its seam.Outbox.
 type nsQueue struct {
-	c      *conn
-	ns     protocol.NamespaceID
-	gate   func() bool
-	items  []*queuedItem
-	bytes  int
-	inRing bool
-	closed bool
+	c         *conn
+	ns        protocol.NamespaceID
+	gate      func() bool
+	items     []*queuedItem // live updates, in order
+	bytes     int           // their bytes
+	bulk      []*queuedItem // snapshots and sync diffs, in order
+	bulkBytes int
+	inRing    bool
+	closed    bool
 }
+
+// empty reports whether q holds nothing to send.
+func (q *nsQueue) empty() bool { return len(q.items) == 0 && len(q.bulk) == 0 }
+
+// bulkKind reports whether items of kind k are bulk items: snapshots and sync diffs.
+func bulkKind(k protocol.ChunkKind) bool { return k != protocol.KindLiveUpdate }
 
 // queuedItem is a data item in its queue, with what sending it needs.
 type queuedItem struct {
@@ -89,13 +108,20 @@ func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 		return err
 	}
 	n := len(it.Bytes)
+	s := &c.sched
+	if bulkKind(it.Kind) {
+		q.bulk = append(q.bulk, &queuedItem{DataItem: it})
+		q.bulkBytes += n
+		s.queuedBulk += n
+		c.addToRing(q)
+		return nil
+	}
 	// Over either limit of the namespace's queue, every unsent item is dropped: the
 	// namespace needs a resync.
 	if len(q.items)+1 > c.cfg.MaxQueuedUpdateCount || q.bytes+n > c.cfg.MaxQueuedUpdateBytes {
 		c.clearQueue(q)
 		return seam.ErrQueueOverflow
 	}
-	s := &c.sched
 	if s.queued+s.unflushed()+n > c.cfg.MaxQueuedBytesPerConnection {
 		if c.shed(q, n) {
 			return seam.ErrConnectionShed
@@ -108,11 +134,16 @@ func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 	q.items = append(q.items, qi)
 	q.bytes += n
 	s.queued += n
+	c.addToRing(q)
+	return nil
+}
+
+// addToRing puts q in the round-robin, if it is not there.
+func (c *conn) addToRing(q *nsQueue) {
 	if !q.inRing {
 		q.inRing = true
-		s.ring = append(s.ring, q)
+		c.sched.ring = append(c.sched.ring, q)
 	}
-	return nil
 }
 
 // coalesce is seam.Outbox.Coalesce.
@@ -124,7 +155,7 @@ func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent f
 	var ups [][]byte
 	total := 0
 	for i, it := range q.items {
-		if it.split == nil && it.Kind == protocol.KindLiveUpdate {
+		if it.split == nil {
 			idx = append(idx, i)
 			ups = append(ups, it.Bytes)
 			total += len(it.Bytes)
@@ -147,7 +178,7 @@ func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent f
 		switch {
 		case i == idx[0]:
 			out = append(out, merged)
-		case it.split == nil && it.Kind == protocol.KindLiveUpdate:
+		case it.split == nil:
 		default:
 			out = append(out, it)
 		}
@@ -195,16 +226,31 @@ func (c *conn) shed(q *nsQueue, n int) bool {
 	return false
 }
 
-// clearQueue drops q's unsent items.
+// clearQueue drops q's unsent live updates (a shed, an overflow, a declared resync); its
+// snapshots and sync diffs stay.
 func (c *conn) clearQueue(q *nsQueue) seam.ShedInfo {
 	info := seam.ShedInfo{Items: len(q.items), Bytes: q.bytes}
 	if len(q.items) > 0 && q.items[0].split != nil {
 		info.TransferAborted = true
+		c.sched.transfers--
 	}
 	c.sched.queued -= q.bytes
 	q.items, q.bytes = nil, 0
-	c.removeFromRing(q)
+	if q.empty() {
+		c.removeFromRing(q)
+	}
 	return info
+}
+
+// closeQueue drops everything q holds, its snapshots and sync diffs too (Outbox.Close).
+func (c *conn) closeQueue(q *nsQueue) {
+	c.clearQueue(q)
+	if len(q.bulk) > 0 && q.bulk[0].split != nil {
+		c.sched.transfers--
+	}
+	c.sched.queuedBulk -= q.bulkBytes
+	q.bulk, q.bulkBytes = nil, 0
+	c.removeFromRing(q)
 }
 
 // removeFromRing takes q out of the round-robin, keeping the turn where it was.
@@ -246,24 +292,48 @@ func (c *conn) pump() bool {
 	return sent
 }
 
-// sendOne sends the next frame of q's head item, if its gate allows: an UPDATE, or the next
-// chunk of a transfer (UPDATE_CHUNK). The item's last frame is awaited for its kind's
-// acknowledgement.
+// next returns q's item to send a frame of: a transfer in progress, else the first snapshot
+// or sync diff, else the first live update.
+func (q *nsQueue) next() (it *queuedItem, bulk bool) {
+	switch {
+	case len(q.bulk) > 0 && q.bulk[0].split != nil:
+		return q.bulk[0], true
+	case len(q.items) > 0 && q.items[0].split != nil:
+		return q.items[0], false
+	case len(q.bulk) > 0:
+		return q.bulk[0], true
+	}
+	return q.items[0], false
+}
+
+// sendOne sends the next frame of q (see next), if its gate allows: an UPDATE, or the next
+// chunk of a transfer (UPDATE_CHUNK). A transfer starts only while fewer than
+// maxConcurrentAssembliesPerConnection are in progress. The item's last frame is awaited
+// for its kind's acknowledgement.
 func (c *conn) sendOne(q *nsQueue) bool {
-	if len(q.items) == 0 {
+	if q.empty() {
 		c.removeFromRing(q)
 		return false
 	}
-	it := q.items[0]
-	if it.split == nil && q.gate != nil && !q.gate() {
-		return false
+	it, bulk := q.next()
+	chunked := bulkKind(it.Kind) || len(it.Bytes) > c.cfg.MaxUpdateBytes
+	if it.split == nil {
+		if chunked && c.sched.transfers >= c.cfg.MaxConcurrentAssembliesPerConnection {
+			return false
+		}
+		gate := q.gate
+		if it.Gate != nil {
+			gate = it.Gate
+		}
+		if gate != nil && !gate() {
+			return false
+		}
 	}
 	var m protocol.Message
-	last, chunked := true, false
-	if it.Kind == protocol.KindLiveUpdate && len(it.Bytes) <= c.cfg.MaxUpdateBytes {
+	last := true
+	if !chunked {
 		m = &protocol.Update{NamespaceID: q.ns, Update: it.Bytes}
 	} else {
-		chunked = true
 		if it.split == nil {
 			tid, err := c.tids.Next(q.ns)
 			if err == nil {
@@ -274,6 +344,7 @@ func (c *conn) sendOne(q *nsQueue) bool {
 				c.sequenceExhausted()
 				return false
 			}
+			c.sched.transfers++
 		}
 		chunk, ok := it.split.Next()
 		if !ok {
@@ -301,11 +372,21 @@ func (c *conn) sendOne(q *nsQueue) bool {
 	if !last {
 		return true
 	}
-	q.items[0] = nil
-	q.items = q.items[1:]
-	q.bytes -= len(it.Bytes)
-	s.queued -= len(it.Bytes)
-	if len(q.items) == 0 {
+	if chunked {
+		s.transfers--
+	}
+	if bulk {
+		q.bulk[0] = nil
+		q.bulk = q.bulk[1:]
+		q.bulkBytes -= len(it.Bytes)
+		s.queuedBulk -= len(it.Bytes)
+	} else {
+		q.items[0] = nil
+		q.items = q.items[1:]
+		q.bytes -= len(it.Bytes)
+		s.queued -= len(it.Bytes)
+	}
+	if q.empty() {
 		c.removeFromRing(q)
 	}
 	info := seam.SentInfo{Sequence: seq, ChunkCount: 1}

@@ -2,8 +2,11 @@ package ws_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
@@ -372,5 +375,141 @@ func TestS10_1_CoalesceUnsent(t *testing.T) {
 	h.do(t, func(seam.Session) {})
 	if len(sent) != 1 || sent[0].Sequence != fr.Sequence {
 		t.Fatalf("sent %+v", sent)
+	}
+}
+
+// TestS8_1_BulkItems: snapshots and sync diffs go ahead of the live updates that have not
+// started, with their own gate; they are outside the live-update limits and the shed ledger,
+// so an overflow or a Clear drops the updates and keeps them; Close drops them too, and the
+// rest of a transfer in progress is not sent.
+func TestS8_1_BulkItems(t *testing.T) {
+	const rid = "0123456789abcdef0123456789abcdef"
+	cfg := smallConfig(t)
+	cfg.MaxChunkedBootstrapBytes, cfg.MaxChunkedSyncDiffBytes = 8192, 8192
+	f := newHubFixture(t, cfg, nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	live, bulkOpen := false, false
+	h.do(t, func(s seam.Session) {
+		o := s.Outbox(ns1, func() bool { return live })
+		for i := range f.cfg.MaxQueuedUpdateCount {
+			if err := o.Enqueue(seam.DataItem{Bytes: upd(10, byte(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// 5000 bytes: more than maxQueuedUpdateBytes allows beside the updates queued.
+		err := o.Enqueue(seam.DataItem{Kind: protocol.KindSnapshot, Bytes: upd(5000, 9),
+			Binding: protocol.Binding{ReplicationID: rid, ReplicationEpoch: 1}, Gate: func() bool { return bulkOpen }})
+		if err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		if n, b := o.Len(); n != f.cfg.MaxQueuedUpdateCount || b != 10*n {
+			t.Fatalf("Len %d/%d counts the snapshot", n, b)
+		}
+		if st := s.Stats(); st.QueuedTransferBytes != 5000 || st.QueuedBytes != 10*f.cfg.MaxQueuedUpdateCount {
+			t.Fatalf("stats %+v", st)
+		}
+		// An overflow drops the live updates only.
+		if err := o.Enqueue(seam.DataItem{Bytes: upd(10, 0)}); !errors.Is(err, seam.ErrQueueOverflow) {
+			t.Fatalf("overflow: %v", err)
+		}
+		if st := s.Stats(); st.QueuedTransferBytes != 5000 || st.QueuedBytes != 0 {
+			t.Fatalf("stats after overflow %+v", st)
+		}
+		_ = o.Enqueue(seam.DataItem{Bytes: upd(10, 1)})
+		live = true // the live gate is open, the snapshot's own is not: nothing leaves
+	})
+	// Nothing left while the snapshot's gate was closed: its first chunk comes first.
+	h.do(t, func(seam.Session) { bulkOpen = true })
+	// The snapshot leaves before the update queued before it, one chunk per turn.
+	for i := range 5 {
+		fr := p.recv()
+		c, ok := fr.Message.(*protocol.UpdateChunk)
+		if !ok || c.Kind != protocol.KindSnapshot || c.ChunkIndex != uint32(i) {
+			t.Fatalf("frame %d: %v %+v", i, fr.Type(), fr.Message)
+		}
+	}
+	if fr := p.recv(); fr.Type() != protocol.TypeUpdate {
+		t.Fatalf("after the snapshot: %v", fr.Type())
+	}
+}
+
+// TestS10_3_CloseStopsATransfer: Clear keeps a sync diff in progress; Close stops it, and the
+// chunks not yet handed to the writer are never sent.
+func TestS10_3_CloseStopsATransfer(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(1)
+	h := f.handshake(p)
+	h.do(t, func(s seam.Session) {
+		o := s.Outbox(ns2, nil)
+		if err := o.Enqueue(seam.DataItem{Kind: protocol.KindSyncDiff, Bytes: upd(5000, 8), Binding: protocol.Binding{SyncRoundID: 3}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Five chunks of about 1080 bytes: four are handed over before the high watermark
+	// (4096) pauses the pump, and the peer reads nothing yet.
+	eventually(t, "send-paused", func() bool { return f.rec.Count(observer.TypeSendPaused) == 1 })
+	h.do(t, func(s seam.Session) {
+		o := s.Outbox(ns2, nil)
+		if info := o.Clear(); info.Items != 0 || info.TransferAborted {
+			t.Fatalf("Clear dropped the diff: %+v", info)
+		}
+		if st := s.Stats(); st.QueuedTransferBytes != 5000 {
+			t.Fatalf("stats after Clear %+v", st)
+		}
+		o.Close()
+		if st := s.Stats(); st.QueuedTransferBytes != 0 {
+			t.Fatalf("stats after Close %+v", st)
+		}
+	})
+	for i := range 4 {
+		if c, ok := p.recv().Message.(*protocol.UpdateChunk); !ok || c.ChunkIndex != uint32(i) {
+			t.Fatalf("chunk %d missing", i)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if b, err := p.end.Recv(ctx); err == nil {
+		t.Fatalf("a frame after the Close: %x", b[:min(len(b), 40)])
+	}
+}
+
+// TestS17_TransfersPerConnection: at most maxConcurrentAssembliesPerConnection chunked
+// transfers are in progress at once on a connection (the receiver assembles no more); the
+// next one starts when one finishes, and single-frame updates go on meanwhile.
+func TestS17_TransfersPerConnection(t *testing.T) {
+	cfg := smallConfig(t)
+	cfg.MaxConcurrentAssembliesPerConnection = 2
+	f := newHubFixture(t, cfg, nil)
+	p := f.connect(256)
+	h := f.handshake(p)
+	h.do(t, func(s seam.Session) {
+		for i := range 3 {
+			if err := s.Outbox(nsN(i+1), nil).Enqueue(seam.DataItem{Bytes: upd(3000, byte(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = s.Outbox(nsN(4), nil).Enqueue(seam.DataItem{Bytes: upd(10, 4)})
+	})
+	asm := protocol.NewAssembler(&f.cfg, clock.NewFake(epoch))
+	var order []string
+	for range 3*3 + 1 {
+		fr := p.recv()
+		switch m := fr.Message.(type) {
+		case *protocol.UpdateChunk:
+			if _, err := asm.Add(m, fr.Sequence, protocol.Binding{}); err != nil {
+				t.Fatalf("the receiver refused a chunk: %v", err)
+			}
+			if asm.Len() > 2 {
+				t.Fatalf("%d transfers in progress", asm.Len())
+			}
+			order = append(order, m.NamespaceID.String()[34:]+"/"+string(rune('0'+m.ChunkIndex)))
+		case *protocol.Update:
+			order = append(order, m.NamespaceID.String()[34:]+"/u")
+		}
+	}
+	want := "1/0 2/0 4/u 1/1 2/1 1/2 2/2 3/0 3/1 3/2"
+	if got := strings.Join(order, " "); got != want {
+		t.Fatalf("order %s, want %s", got, want)
 	}
 }

@@ -168,6 +168,10 @@ func TestSeam_EndToEnd(t *testing.T) {
 		return len(p.received[ns1])+len(p.received[ns2]) == n && p.acked == n
 	})
 	eventually(t, "hub acked", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.acked == n })
+	// The peer's view of its connection (introspection): ready since the handshake.
+	if c, ok := peer.Connection(); !ok || c.State != observer.ConnReady || !c.ReadyAt.Equal(epoch) || c.ConnectionID != "" {
+		t.Errorf("the peer's connection: %+v %v", c, ok)
+	}
 	h.mu.Lock()
 	if len(h.received[ns1]) != n/2 || h.received[ns1][1][0] != 2 {
 		t.Errorf("hub received %d on ns1 (acked %d)", len(h.received[ns1]), h.acked)

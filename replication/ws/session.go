@@ -46,8 +46,8 @@ func (s session) Draining() (seam.Drain, bool) {
 
 func (s session) Stats() seam.QueueStats {
 	sc := &s.c.sched
-	return seam.QueueStats{QueuedBytes: sc.queued, UnflushedData: sc.unflushedData, UnflushedControl: sc.unflushedControl,
-		Paused: sc.paused, Namespaces: len(sc.ring)}
+	return seam.QueueStats{QueuedBytes: sc.queued, QueuedTransferBytes: sc.queuedBulk, UnflushedData: sc.unflushedData,
+		UnflushedControl: sc.unflushedControl, Paused: sc.paused, Namespaces: len(sc.ring)}
 }
 
 func (s session) Send(m protocol.NamespaceMessage) (uint32, error) {
@@ -105,7 +105,7 @@ func (q *nsQueue) Coalesce(merge func(updates [][]byte) ([]byte, error), sent fu
 }
 
 func (q *nsQueue) Close() {
-	q.c.clearQueue(q)
+	q.c.closeQueue(q)
 	if q.c.queues[q.ns] == q {
 		delete(q.c.queues, q.ns)
 	}

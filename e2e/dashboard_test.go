@@ -1,0 +1,509 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The dashboard in a real browser: Debian's chromium, headless, driven by chromedp. One
+// browser serves every subtest (each in a tab of its own); the hub and peers are the built
+// binaries. Screenshots go to $NOMICORE_ARTIFACTS (every one) or, when a subtest fails, to
+// e2e/artifacts; NOMICORE_DASHBOARD_DOCS=1 (make dashboard-screenshots) also writes the
+// README's screenshots into docs/.
+
+const dashChromium = "/usr/bin/chromium"
+
+// dashBrowser is the one browser of TestE2E_Dashboard.
+type dashBrowser struct {
+	ctx context.Context
+}
+
+func startDashBrowser(t *testing.T) *dashBrowser {
+	t.Helper()
+	if _, err := exec.LookPath(dashChromium); err != nil {
+		msg := "chromium is not installed (apt-get install -y chromium): " + err.Error()
+		if os.Getenv("NOMICORE_REQUIRE_ORACLE") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip("SKIPPED LOUDLY: " + msg)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(dashChromium),
+		chromedp.UserDataDir(t.TempDir()), // a fresh profile
+		chromedp.NoSandbox,                // as root there is no sandbox to use
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.WindowSize(1280, 800),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return &dashBrowser{ctx: ctx}
+}
+
+// tab is one page of the browser, with the console messages it wrote.
+type tab struct {
+	t    *testing.T
+	name string
+	ctx  context.Context
+
+	mu      sync.Mutex
+	console []string
+}
+
+// newTab opens a tab at 1280×800 for the subtest; a failure leaves its screenshot.
+func (b *dashBrowser) newTab(t *testing.T, name string) *tab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
+		t.Fatalf("opening a tab: %v", err)
+	}
+	tb := &tab{t: t, name: name, ctx: ctx}
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type == "error" || m.Type == "warning" || m.IsException() || m.Type == "assert" {
+				tb.mu.Lock()
+				tb.console = append(tb.console, fmt.Sprintf("%s %s (%s:%d)", m.Type, m.Text, m.URL, m.Line))
+				tb.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("NOMICORE_ARTIFACTS") != "" {
+			tb.screenshot(name + "-end")
+		}
+		cancel()
+	})
+	return tb
+}
+
+// do runs actions within 30 s.
+func (tb *tab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		tb.t.Fatalf("%s: %s: %v", tb.name, what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression into v.
+func (tb *tab) eval(expr string, v any) error {
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	b, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](expr))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// waitFor polls a JavaScript expression until it is true, failing after timeout with what
+// the page shows.
+func (tb *tab) waitFor(what, expr string, timeout time.Duration) {
+	tb.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var ok bool
+		err := tb.eval("!!("+expr+")", &ok)
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			var text string
+			tb.eval(`document.body.innerText.slice(0, 3000)`, &text)
+			tb.t.Fatalf("%s: %s not reached within %v (err %v); the page shows:\n%s", tb.name, what, timeout, err, text)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// noConsoleErrors fails when the page wrote an error or a warning to its console.
+func (tb *tab) noConsoleErrors() {
+	tb.t.Helper()
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if len(tb.console) > 0 {
+		tb.t.Errorf("%s: the page wrote to its console:\n%s", tb.name, strings.Join(tb.console, "\n"))
+	}
+}
+
+// screenshot writes a full-page PNG into $NOMICORE_ARTIFACTS (or e2e/artifacts when the
+// test failed); with a docs name and NOMICORE_DASHBOARD_DOCS=1, also into docs/.
+func (tb *tab) screenshot(name string, docs ...string) {
+	dir := os.Getenv("NOMICORE_ARTIFACTS")
+	if dir == "" && tb.t.Failed() {
+		dir = "artifacts"
+	}
+	toDocs := len(docs) > 0 && os.Getenv("NOMICORE_DASHBOARD_DOCS") == "1"
+	if dir == "" && !toDocs {
+		return
+	}
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		tb.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	if dir != "" {
+		dir = filepath.Join(dir, strings.ReplaceAll(tb.t.Name(), "/", "_"))
+		p := filepath.Join(dir, name+".png")
+		if err := os.MkdirAll(dir, 0o755); err != nil || os.WriteFile(p, png, 0o644) != nil {
+			tb.t.Logf("screenshot %s: cannot write %s", name, p)
+		} else {
+			tb.t.Logf("screenshot: %s", p)
+		}
+	}
+	if toDocs {
+		p := filepath.Join("..", "docs", docs[0])
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			tb.t.Errorf("writing %s: %v", p, err)
+		}
+	}
+}
+
+// jsString quotes s for JavaScript.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// rowState is the state word shown in the row of key in a table.
+func rowStateExpr(table, key string) string {
+	return `(() => { const r = document.querySelector('#` + table + ` tbody tr[data-key=' + CSS.escape(` + jsString(key) + `) + ']');
+		const s = r && r.querySelector('[data-state]'); return s ? s.dataset.state : ''; })()`
+}
+
+func TestE2E_Dashboard(t *testing.T) {
+	browser := startDashBrowser(t)
+	c := newCluster(t)
+	hub := c.startHub("--ping-interval", "1s", "--pong-timeout", "900ms") // pings often enough to show their round trip
+	ns := hub.api().createNamespace()
+	a := c.startPeer("peer-a", c.tokenFile("peer-a", c.token("peer-a")), "--target", ns)
+	targetState(t, a, ns, "live")
+	hub.api().set(ns, map[string]any{"greeting": "hello from the walkthrough"})
+
+	t.Run("HubListsPeersLive", func(t *testing.T) {
+		tb := browser.newTab(t, "hub")
+		tb.do("open the hub's dashboard", chromedp.Navigate(hub.admin+"/"))
+		tb.waitFor("peer-a's connection listed as ready",
+			`Array.from(document.querySelectorAll('#connections tbody tr[data-key]')).some(r => r.cells[0].textContent === 'peer-a' && r.querySelector('[data-state=ready]'))`,
+			20*time.Second)
+		tb.waitFor("the namespace listed, live on one peer", rowStateExpr("namespaces", ns)+` === 'live'`, 20*time.Second)
+		tb.waitFor("the hub's identity", `document.getElementById('node-title').textContent === 'Hub hub'`, 5*time.Second)
+
+		// A second peer connects: the page shows it without a reload.
+		var marker string
+		tb.eval(`window.__notReloaded = 'yes'`, &marker)
+		b := c.startPeer("peer-b", c.tokenFile("peer-b", c.token("peer-b")), "--target", ns)
+		targetState(t, b, ns, "live")
+		tb.waitFor("two connections", `document.querySelectorAll('#connections tbody tr[data-key]').length === 2`, 20*time.Second)
+		tb.waitFor("two peers live on the namespace",
+			`document.querySelector('#namespaces tbody tr[data-key=`+jsString(ns)+`]').cells[6].textContent.startsWith('2 live')`, 20*time.Second)
+		tb.waitFor("the page was not reloaded", `window.__notReloaded === 'yes'`, time.Second)
+		tb.waitFor("a ping's round trip", `Array.from(document.querySelectorAll('#connections tbody tr[data-key]')).every(r => / ms$/.test(r.cells[7].textContent))`, 10*time.Second)
+		// The connection event is in the list of recent events.
+		tb.waitFor("a channel event", `Array.from(document.querySelectorAll('#events li')).some(li => li.dataset.type === 'channel-state-changed')`, 10*time.Second)
+		// Sparklines have data after a few status ticks, and a write shows as writes per second.
+		hub.api().set(ns, map[string]any{"tick": 1})
+		tb.waitFor("the writes sparkline", `document.querySelectorAll('#sparks polyline')[0].getAttribute('points').split(' ').length >= 2`, 10*time.Second)
+		// Every state is a word (the page reads without colour).
+		var unnamed int
+		tb.eval(`Array.from(document.querySelectorAll('[data-state]')).filter(e => e.textContent !== e.dataset.state).length`, &unnamed)
+		if unnamed != 0 {
+			t.Errorf("%d state badges without their word", unnamed)
+		}
+		if os.Getenv("NOMICORE_DASHBOARD_DOCS") == "1" { // a few seconds of writes for the README's picture
+			for i := range 12 {
+				a.api().set(ns, map[string]any{"tick": i})
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
+		tb.screenshot("hub-overview", "dashboard-hub.png")
+		tb.noConsoleErrors()
+	})
+
+	t.Run("NamespacePageShowsTheDocumentAfterAWrite", func(t *testing.T) {
+		tb := browser.newTab(t, "namespace")
+		tb.do("open the namespace page", chromedp.Navigate(hub.admin+"/#/ns/"+ns))
+		tb.waitFor("the document", `document.getElementById('doc-json').textContent.includes('hello from the walkthrough')`, 20*time.Second)
+		tb.waitFor("the peers replicating it", `document.querySelectorAll('#sessions tbody tr[data-key]').length === 2`, 20*time.Second)
+		// A write through a peer reaches the hub and the page, without a reload.
+		a.api().set(ns, map[string]any{"written": "through peer-a while the page is open"})
+		tb.waitFor("the write", `document.getElementById('doc-json').textContent.includes('through peer-a while the page is open')`, 20*time.Second)
+		tb.waitFor("the namespace's events", `document.querySelectorAll('#events li[data-seq]').length > 0`, 10*time.Second)
+		// The hub sent that write on to peer-b, which acknowledged it: the page shows the
+		// live updates sent and acknowledged on peer-b's connection.
+		tb.waitFor("updates sent and acknowledged", `Array.from(document.querySelectorAll('#sessions tbody tr[data-key^="peer-b "]')).some(r =>
+			Number(r.cells[3].textContent) >= 1 && r.cells[4].textContent === r.cells[3].textContent && r.cells[5].textContent === '0')`, 20*time.Second)
+		var foreign int
+		tb.eval(`Array.from(document.querySelectorAll('#events li[data-seq]')).filter(li => li.textContent.includes('ns-') && !li.textContent.includes(`+jsString(ns[:11])+`)).length`, &foreign)
+		if foreign != 0 {
+			t.Errorf("%d events of other namespaces on the namespace page", foreign)
+		}
+		// Choosing roots: only meta (the identity), on demand.
+		tb.do("choose the meta root only", chromedp.Click(chromedp.CSS(`#roots input[value="notes"]`)),
+			chromedp.Click(chromedp.CSS(`#roots input[value="meta"]`)), chromedp.Click(chromedp.CSS(`#doc-show`)))
+		tb.waitFor("meta only", `(t => t.includes('replicationId') && !t.includes('greeting'))(document.getElementById('doc-json').textContent)`, 10*time.Second)
+		tb.screenshot("namespace")
+		tb.noConsoleErrors()
+	})
+
+	t.Run("EpochBumpNeedsConfirmation", func(t *testing.T) {
+		// A namespace of its own, replicated by peer-b, so the bump leaves the others alone.
+		ns2 := hub.api().createNamespace()
+		b := c.peers["peer-b"]
+		b.api().json("POST", "/v1/targets", []byte(`{"namespaceId":"`+ns2+`"}`), 201, nil)
+		targetState(t, b, ns2, "live")
+		epoch := func() float64 {
+			var st map[string]any
+			hub.api().json("GET", "/v1/namespaces/"+ns2, nil, 200, &st)
+			return st["replicationEpoch"].(float64)
+		}
+		before := epoch()
+
+		tb := browser.newTab(t, "epoch")
+		tb.do("open the namespace page", chromedp.Navigate(hub.admin+"/#/ns/"+ns2))
+		tb.waitFor("the epoch", `document.getElementById('ns-facts').textContent.includes('Epoch`+fmt.Sprint(before)+`')`, 20*time.Second)
+		tb.do("ask for a bump", chromedp.Click(chromedp.CSS(`#bump-epoch`)))
+		tb.waitFor("the dialog", `document.getElementById('confirm').open`, 5*time.Second)
+		var text string
+		tb.eval(`document.getElementById('confirm').textContent`, &text)
+		if !strings.Contains(text, "goes conflicted") || !strings.Contains(text, "until it is reset") {
+			t.Errorf("the dialog does not name the consequence: %q", text)
+		}
+		var disabled bool
+		tb.eval(`document.getElementById('confirm-ok').disabled`, &disabled)
+		if !disabled {
+			t.Fatal("the bump can be confirmed without ticking the consequence")
+		}
+		tb.screenshot("epoch-dialog")
+		// Cancel: nothing happens.
+		tb.do("cancel", chromedp.Click(chromedp.CSS(`#confirm-cancel`)))
+		tb.waitFor("the dialog closed", `!document.getElementById('confirm').open`, 5*time.Second)
+		time.Sleep(300 * time.Millisecond)
+		if got := epoch(); got != before {
+			t.Fatalf("cancelled, yet the epoch went from %v to %v", before, got)
+		}
+		// Confirm: the bump names the epoch it replaces, and the peer goes conflicted.
+		tb.do("ask again, tick and confirm", chromedp.Click(chromedp.CSS(`#bump-epoch`)),
+			chromedp.Click(chromedp.CSS(`#confirm-ack`)), chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+		tb.waitFor("the dialog closed", `!document.getElementById('confirm').open`, 10*time.Second)
+		if got := epoch(); got != before+1 {
+			t.Fatalf("confirmed, the epoch is %v; want %v", got, before+1)
+		}
+		tb.waitFor("the message", `document.getElementById('ns-msg').textContent.includes('The epoch is now `+fmt.Sprint(before+1)+`')`, 5*time.Second)
+		targetState(t, b, ns2, "conflicted")
+		tb.noConsoleErrors()
+
+		// peer-b's dashboard says so, and its reset (confirmed) brings the replica back.
+		pb := browser.newTab(t, "peer-b")
+		pb.do("open peer-b's dashboard", chromedp.Navigate(b.admin+"/"))
+		pb.waitFor("the conflicted target with its reason", rowStateExpr("namespaces", ns2)+` === 'conflicted' && document.querySelector('#namespaces tbody tr[data-key=`+jsString(ns2)+`]').textContent.includes('reset')`, 20*time.Second)
+		pb.do("reset it", chromedp.Click(chromedp.CSS(`#namespaces tbody tr[data-key="`+ns2+`"] button[data-action=reset]`)))
+		pb.waitFor("the reset dialog", `document.getElementById('confirm').open && document.getElementById('confirm-ok').disabled`, 5*time.Second)
+		pb.do("tick and confirm", chromedp.Click(chromedp.CSS(`#confirm-ack`)), chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+		pb.waitFor("live again", rowStateExpr("namespaces", ns2)+` === 'live'`, 30*time.Second)
+		targetState(t, b, ns2, "live")
+		pb.noConsoleErrors()
+	})
+
+	t.Run("PeerShowsBootstrapThenLive", func(t *testing.T) {
+		p := c.startPeer("peer-c", c.tokenFile("peer-c", c.token("peer-c")))
+		tb := browser.newTab(t, "peer-c")
+		tb.do("open peer-c's dashboard", chromedp.Navigate(p.admin+"/"))
+		tb.waitFor("the hub connection ready", `document.querySelector('#link-facts [data-state]') && document.querySelector('#link-facts [data-state]').dataset.state === 'ready'`, 20*time.Second)
+		tb.waitFor("no target yet", `document.querySelector('#namespaces tbody tr.empty')`, 5*time.Second)
+		// Add the target through the page; it bootstraps, then goes live.
+		tb.do("add the target", chromedp.SendKeys(chromedp.CSS(`#add-ns`), ns), chromedp.Click(chromedp.CSS(`#add-target button[type=submit]`)))
+		tb.waitFor("live", rowStateExpr("namespaces", ns)+` === 'live'`, 30*time.Second)
+		// The page's events show the bootstrap before live: opening → bootstrapping, the
+		// snapshot imported, bootstrapping → live.
+		var seq []string
+		tb.waitFor("the bootstrap events", `Array.from(document.querySelectorAll('#events li[data-seq]')).some(li => li.textContent.includes('reconciling → live'))`, 10*time.Second)
+		tb.eval(`Array.from(document.querySelectorAll('#events li[data-seq]')).reverse().map(li => li.dataset.type + ' ' + li.textContent)`, &seq)
+		order := []string{"opening → bootstrapping", "bootstrap-imported", "bootstrapping → reconciling", "reconciling → live"}
+		i := 0
+		for _, line := range seq {
+			if i < len(order) && strings.Contains(line, order[i]) {
+				i++
+			}
+		}
+		if i != len(order) {
+			t.Fatalf("the events do not show %v in order; they are:\n%s", order, strings.Join(seq, "\n"))
+		}
+		tb.waitFor("the replica's size", `document.querySelector('#namespaces tbody tr[data-key=`+jsString(ns)+`]').cells[4].textContent.endsWith('B')`, 10*time.Second)
+		tb.screenshot("peer-overview", "dashboard-peer.png")
+		// The peer's page of the namespace shows its local document.
+		tb.do("open the namespace's page", chromedp.Click(chromedp.CSS(`#namespaces a[href="#/ns/`+ns+`"]`)))
+		tb.waitFor("the local document", `document.getElementById('doc-json').textContent.includes('hello from the walkthrough') && document.getElementById('reset-ns')`, 20*time.Second)
+		tb.do("back to the overview", chromedp.NavigateBack())
+		tb.waitFor("the overview", rowStateExpr("namespaces", ns)+` === 'live'`, 20*time.Second)
+		// Removing the target needs its confirmation too; the replica stays, closed.
+		tb.do("remove it", chromedp.Click(chromedp.CSS(`#namespaces tbody tr[data-key="`+ns+`"] button[data-action=remove]`)))
+		tb.waitFor("the remove dialog", `document.getElementById('confirm').open && document.getElementById('confirm-ok').disabled && document.getElementById('confirm-text').textContent.includes('stops replicating')`, 5*time.Second)
+		tb.do("tick and confirm", chromedp.Click(chromedp.CSS(`#confirm-ack`)), chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+		tb.waitFor("the replica kept, closed", rowStateExpr("namespaces", ns)+` === 'closed'`, 20*time.Second)
+		if tg := p.api().target(ns); tg != nil {
+			t.Fatalf("the target is still there: %v", tg)
+		}
+		tb.noConsoleErrors()
+	})
+
+	t.Run("PeerSaysWhyItIsNotConnected", func(t *testing.T) {
+		// A peer whose hub address answers nothing: the page shows the backoff and the problem.
+		p := c.startPeer("peer-d", c.tokenFile("peer-d", c.token("peer-d")), "--hub-url", "ws://"+freeAddr(t)+"/v1/replication")
+		tb := browser.newTab(t, "peer-d")
+		tb.do("open peer-d's dashboard", chromedp.Navigate(p.admin+"/"))
+		tb.waitFor("the problem and the backoff", `(t => t.includes('cannot reach the hub') && /attempt \d+ \(dial-failed\), next try in/.test(t))(document.getElementById('link-facts').textContent)`, 20*time.Second)
+		tb.waitFor("not ready, with the reason", `document.querySelector('#node-facts [data-state="not ready"]') && document.getElementById('node-facts').textContent.includes('replication connection is')`, 10*time.Second)
+		tb.screenshot("peer-not-connected")
+		tb.noConsoleErrors()
+	})
+
+	t.Run("SchemaReplacementNeedsConfirmation", func(t *testing.T) {
+		tb := browser.newTab(t, "schema")
+		tb.do("open the namespace page", chromedp.Navigate(hub.admin+"/#/ns/"+ns))
+		tb.waitFor("the page", `document.getElementById('replace-schema') && document.getElementById('ns-facts').textContent.includes('Schemanone')`, 20*time.Second)
+		tb.do("ask to replace the schema", chromedp.Click(chromedp.CSS(`#replace-schema`)))
+		tb.waitFor("the dialog with its editor", `document.getElementById('confirm').open && document.getElementById('schema-definition')`, 5*time.Second)
+		var text string
+		tb.eval(`document.getElementById('confirm').textContent`, &text)
+		if !strings.Contains(text, "re-arms") || !strings.Contains(text, "until its replica is reset") {
+			t.Errorf("the dialog does not name the consequence: %q", text)
+		}
+		tb.do("write a definition", chromedp.SetValue(chromedp.CSS(`#schema-definition`), `{"notes":{"type":"map"}}`),
+			chromedp.Click(chromedp.CSS(`#confirm-ack`)), chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+		tb.waitFor("the dialog closed", `!document.getElementById('confirm').open`, 10*time.Second)
+		var st struct {
+			Schema *struct{ SemanticFingerprint string }
+		}
+		hub.api().json("GET", "/v1/namespaces/"+ns, nil, 200, &st)
+		if st.Schema == nil || st.Schema.SemanticFingerprint == "" {
+			t.Fatalf("no schema after the confirmed replacement: %+v", st)
+		}
+		tb.waitFor("the new fingerprint on the page", `document.getElementById('ns-facts').textContent.includes(`+jsString(st.Schema.SemanticFingerprint)+`)`, 10*time.Second)
+		tb.noConsoleErrors()
+	})
+
+	t.Run("EditorsCounted", func(t *testing.T) {
+		// A real editor (the editor page of peer-a's client listener) on the namespace: the
+		// peer's dashboard counts it, and the count goes when the editor leaves.
+		tok := c.clientToken("peer-a", "dashboard-viewer")
+		ed := browser.newTab(t, "editor")
+		ed.do("open the editor page", chromedp.Navigate(fmt.Sprintf("http://%s/edit/%s?token=%s", a.client, ns, tok)))
+		tb := browser.newTab(t, "peer-a")
+		tb.do("open peer-a's dashboard", chromedp.Navigate(a.admin+"/"))
+		editors := `document.querySelector('#namespaces tbody tr[data-key=` + jsString(ns) + `]').cells[7].textContent`
+		tb.waitFor("one editor", editors+` === '1'`, 20*time.Second)
+		ed.do("leave the editor page", chromedp.Navigate("about:blank"))
+		tb.waitFor("no editor", editors+` === '0'`, 20*time.Second)
+		tb.noConsoleErrors()
+	})
+
+	t.Run("AsksForTheToken", func(t *testing.T) { asksForTheToken(t, browser) })
+
+	t.Run("PhoneWidth", func(t *testing.T) {
+		tb := browser.newTab(t, "phone")
+		tb.do("a phone's viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile))
+		tb.do("open the hub's dashboard", chromedp.Navigate(hub.admin+"/"))
+		tb.waitFor("the connections", `document.querySelectorAll('#connections tbody tr[data-key]').length >= 2`, 20*time.Second)
+		var overflow int
+		tb.eval(`document.documentElement.scrollWidth - window.innerWidth`, &overflow)
+		if overflow > 0 {
+			t.Errorf("the page is %d px wider than a phone's screen", overflow)
+		}
+		var display string
+		tb.eval(`getComputedStyle(document.querySelector('#namespaces tbody tr[data-key]')).display`, &display)
+		if display != "block" {
+			t.Errorf("at phone width a table row is displayed %q, not as a card", display)
+		}
+		tb.screenshot("phone")
+		tb.noConsoleErrors()
+	})
+
+	t.Run("KeyboardOnly", func(t *testing.T) {
+		tb := browser.newTab(t, "keyboard")
+		tb.do("open the hub's dashboard", chromedp.Navigate(hub.admin+"/"))
+		tb.waitFor("the namespace link", `document.querySelector('#namespaces a[href="#/ns/`+ns+`"]')`, 20*time.Second)
+		// Tab until the namespace's link has the focus, then Enter opens its page.
+		reached := false
+		for range 60 {
+			tb.do("tab", chromedp.KeyEvent("\t"))
+			var focused string
+			tb.eval(`document.activeElement && document.activeElement.getAttribute('href') || ''`, &focused)
+			if focused == "#/ns/"+ns {
+				reached = true
+				break
+			}
+		}
+		if !reached {
+			t.Fatal("tabbing never reached the namespace's link")
+		}
+		var visible bool
+		tb.eval(`getComputedStyle(document.activeElement).outlineStyle !== 'none'`, &visible)
+		if !visible {
+			t.Error("the focused link shows no outline")
+		}
+		tb.do("enter", chromedp.KeyEvent("\r"))
+		tb.waitFor("the namespace page", `location.hash === '#/ns/`+ns+`' && document.getElementById('bump-epoch')`, 10*time.Second)
+		tb.do("focus the bump button and press Enter", chromedp.Focus(chromedp.CSS(`#bump-epoch`)), chromedp.KeyEvent("\r"))
+		tb.waitFor("the dialog with the focus on Cancel", `document.getElementById('confirm').open && document.activeElement.id === 'confirm-cancel'`, 5*time.Second)
+		tb.do("escape", chromedp.KeyEvent("\u001b"))
+		tb.waitFor("the dialog closed", `!document.getElementById('confirm').open`, 5*time.Second)
+		tb.noConsoleErrors()
+	})
+}
+
+// asksForTheToken: on an API with an admin token the page asks for it, keeps it in
+// sessionStorage (never in the URL), and streams with it.
+func asksForTheToken(t *testing.T, browser *dashBrowser) {
+	c := newCluster(t)
+	tokenFile := filepath.Join(c.dir, "admin.token")
+	if err := os.WriteFile(tokenFile, []byte("admin-secret-for-the-dashboard\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hub := c.startHub("--admin-token-file", tokenFile)
+	tb := browser.newTab(t, "token")
+	tb.do("open the dashboard", chromedp.Navigate(hub.admin+"/"))
+	tb.waitFor("the token form", `!document.getElementById('auth').hidden && document.activeElement.id === 'token'`, 10*time.Second)
+	tb.do("give the token", chromedp.SendKeys(chromedp.CSS(`#token`), "admin-secret-for-the-dashboard"),
+		chromedp.Click(chromedp.CSS(`#auth-form button[type=submit]`)))
+	tb.waitFor("the dashboard", `document.getElementById('auth').hidden && document.getElementById('node-title').textContent === 'Hub hub'`, 10*time.Second)
+	tb.waitFor("live", `document.getElementById('live').textContent.startsWith('Live')`, 10*time.Second)
+	var where struct {
+		Stored string
+		URL    string
+	}
+	tb.eval(`({stored: sessionStorage.getItem('nomicore.adminToken'), url: location.href})`, &where)
+	if where.Stored != "admin-secret-for-the-dashboard" || strings.Contains(where.URL, "secret") {
+		t.Fatalf("token kept %q, URL %q", where.Stored, where.URL)
+	}
+	// A reload keeps the session; forgetting the token asks again.
+	tb.do("reload", chromedp.Reload())
+	tb.waitFor("the dashboard after a reload", `document.getElementById('auth').hidden && document.getElementById('node-title').textContent === 'Hub hub'`, 10*time.Second)
+	tb.do("forget the token", chromedp.Click(chromedp.CSS(`#forget`)))
+	tb.waitFor("the token form again", `!document.getElementById('auth').hidden && sessionStorage.getItem('nomicore.adminToken') === null`, 5*time.Second)
+	tb.noConsoleErrors()
+}

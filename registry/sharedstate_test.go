@@ -1,0 +1,85 @@
+package registry
+
+import (
+	goruntime "runtime"
+	"testing"
+
+	"github.com/nomicore/nomicore/persistence"
+)
+
+// TestSharedFullState: the encoding of the whole document is handed out again while someone
+// holds it and the document has not changed — the snapshots of sessions opening for a
+// bootstrap at once share one buffer — and encoded afresh after any change or once nobody
+// holds it.
+func TestSharedFullState(t *testing.T) {
+	e := newEnv(t, RoleHub, Config{}, persistence.Options{})
+	_, l := e.create(t)
+	cl := newClient(100)
+	_, err := l.WriteLocal(ctxT(t), cl.insertText(t, "text", 0, "a document"))
+	must(t, err)
+
+	_, s1, err := l.OpenSession(ctxT(t), SessionOptions{Peer: "p1", Snapshot: true})
+	must(t, err)
+	_, s2, err := l.OpenSession(ctxT(t), SessionOptions{Peer: "p2", Snapshot: true})
+	must(t, err)
+	whole, err := l.EncodeState(ctxT(t), nil)
+	must(t, err)
+	if &s1.Snapshot[0] != &s2.Snapshot[0] || &whole[0] != &s1.Snapshot[0] {
+		t.Fatal("the unchanged document was encoded again")
+	}
+	diff, err := l.EncodeState(ctxT(t), []byte{1, 100, 1})
+	must(t, err)
+	if &diff[0] == &whole[0] {
+		t.Fatal("a diff shared the whole state's buffer")
+	}
+
+	_, err = l.WriteLocal(ctxT(t), cl.insertText(t, "text", 0, "more "))
+	must(t, err)
+	after, err := l.EncodeState(ctxT(t), nil)
+	must(t, err)
+	if &after[0] == &whole[0] || len(after) <= len(whole) {
+		t.Fatal("a changed document gave the old encoding")
+	}
+	doc := newClient(200)
+	doc.sync(t, after)
+	if got := doc.doc.GetText("text").String(); got != "more a document" {
+		t.Fatalf("encoded %q", got)
+	}
+
+	// Nobody holds it any more: a later read may encode again, with the same content.
+	goruntime.KeepAlive(s1)
+	goruntime.KeepAlive(s2)
+	after, whole, s1.Snapshot, s2.Snapshot = nil, nil, nil, nil
+	goruntime.GC()
+	again, err := l.EncodeState(ctxT(t), nil)
+	must(t, err)
+	doc2 := newClient(300)
+	doc2.sync(t, again)
+	if got := doc2.doc.GetText("text").String(); got != "more a document" {
+		t.Fatalf("encoded again %q", got)
+	}
+}
+
+// TestSharedFullStateWithPending: structs pending for missing dependencies are part of the
+// encoding but come without a transaction: a document holding some is encoded afresh.
+func TestSharedFullStateWithPending(t *testing.T) {
+	e := newEnv(t, RoleHub, Config{}, persistence.Options{})
+	_, l := e.create(t)
+	s, _, err := l.OpenSession(ctxT(t), SessionOptions{Peer: "p1"})
+	must(t, err)
+	cl := newClient(100)
+	cl.insertText(t, "text", 0, "a")         // never sent: what follows depends on it
+	u2 := cl.insertText(t, "text", 1, "b")   // pending on the hub
+	u3 := cl.insertText(t, "text", 2, "cde") // pending too
+	_, err = s.Apply(ctxT(t), u2)
+	must(t, err)
+	a, err := l.EncodeState(ctxT(t), nil)
+	must(t, err)
+	_, err = s.Apply(ctxT(t), u3)
+	must(t, err)
+	b, err := l.EncodeState(ctxT(t), nil)
+	must(t, err)
+	if len(b) <= len(a) {
+		t.Fatalf("the encoding did not take the second pending update: %d then %d bytes", len(a), len(b))
+	}
+}

@@ -44,6 +44,9 @@ var fuzzStatuses = map[string][]int{
 	CodeEpochMismatch:        {http.StatusConflict},
 	CodeSchemaMismatch:       {http.StatusConflict},
 	CodeConflict:             {http.StatusConflict},
+	CodeDocumentTooLarge:     {http.StatusRequestEntityTooLarge},
+	CodeCrossOrigin:          {http.StatusForbidden},
+	CodeHostNotAllowed:       {http.StatusForbidden},
 	CodeUpdateTooLarge:       {http.StatusRequestEntityTooLarge},
 	CodeRequestTooLarge:      {http.StatusRequestEntityTooLarge},
 	CodeUnsupportedMediaType: {http.StatusUnsupportedMediaType},
@@ -185,14 +188,14 @@ func newFuzzEnv(t *testing.T, peer bool, token string) *fuzzEnv {
 func (e *fuzzEnv) snapshot(t *testing.T) string {
 	var b strings.Builder
 	for _, path := range []string{"/v1/namespaces", "/v1/namespaces/" + e.id, "/v1/namespaces/" + e.id + "/update", "/v1/targets"} {
-		req := httptest.NewRequest("GET", "http://admin"+path, nil)
+		req := httptest.NewRequest("GET", "http://127.0.0.1:8788"+path, nil)
 		req.Header.Set("Authorization", "Bearer "+e.api.opts.Token)
 		rec := httptest.NewRecorder()
 		e.api.ServeHTTP(rec, req)
 		b.WriteString(path + " " + http.StatusText(rec.Code) + "\n")
 		body := rec.Body.String()
 		if strings.HasPrefix(path, "/v1/namespaces") && rec.Header().Get("Content-Type") == "application/json" {
-			body = withoutVolatile(body) // "loaded" says whether a lease is cached
+			body = withoutVolatile(body)
 		}
 		b.WriteString(body + "\n")
 	}
@@ -209,7 +212,8 @@ func withoutVolatile(body string) string {
 	strip = func(x any) {
 		switch x := x.(type) {
 		case map[string]any:
-			delete(x, "loaded")
+			delete(x, "loaded")        // whether a lease is cached
+			delete(x, "documentBytes") // known once the document was loaded
 			for _, y := range x {
 				strip(y)
 			}
@@ -293,13 +297,23 @@ func FuzzAdminAPI(f *testing.F) {
 			{4, "/v1/namespaces", "", 0, nil},
 			{0, "/nowhere/%zz", "", 0, nil},
 			{0, "/v1/namespaces/{id}/doc", "root=%ff", 0, nil},
+			{0, "/v1/namespaces/{id}/doc", "maxBytes=1", 0, nil},
+			{0, "/v1/namespaces/{id}/roots", "", 0, nil},
+			{0, "/v1/status", "", 0, nil},
+			{0, "/v1/status/stream", "interval=1", 0, nil},
+			{0, "/v1/events", "", 0, nil},
+			{0, "/v1/connections", "", 0, nil},
+			{0, "/", "", 0, nil},
 		} {
-			for _, auth := range []uint8{0, 2, 6} {
+			for _, auth := range []uint8{0, 2, 6, 8, 16, 32, 48} {
 				f.Add(side|auth, s.method, s.path, s.query, s.ct, s.body)
 			}
 		}
 	}
 	f.Fuzz(func(t *testing.T, mode, method uint8, path, query string, ct uint8, body []byte) {
+		// mode: bit 0 a peer (else the hub); bit 1 the API requires a token, bit 2 the
+		// request carries it; bit 3 a Host that is not loopback; bits 4–5 what a browser
+		// adds: nothing, its own Origin, another site's Origin, Sec-Fetch-Site cross-site.
 		peer, needToken, sendToken := mode&1 == 1, mode&2 != 0, mode&4 != 0
 		token := ""
 		if needToken {
@@ -319,14 +333,26 @@ func FuzzAdminAPI(f *testing.F) {
 		}
 		body = []byte(expand.Replace(string(body)))
 		timeout := 5 * time.Second
-		if strings.HasSuffix(u.Path, "/events") {
+		if strings.HasSuffix(u.Path, "/events") || strings.HasSuffix(u.Path, "/stream") {
 			timeout = 20 * time.Millisecond // a stream runs until the client leaves
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
+		host := "127.0.0.1:8788"
+		if mode&8 != 0 {
+			host = "rebind.example:8788"
+		}
 		req := (&http.Request{Method: fuzzMethods[int(method)%len(fuzzMethods)], URL: u, RequestURI: target, Proto: "HTTP/1.1",
-			ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}, Host: "admin", RemoteAddr: "127.0.0.1:1",
+			ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}, Host: host, RemoteAddr: "127.0.0.1:1",
 			Body: http.NoBody}).WithContext(ctx)
+		switch (mode >> 4) & 3 {
+		case 1:
+			req.Header.Set("Origin", "http://"+host)
+		case 2:
+			req.Header.Set("Origin", "https://elsewhere.example")
+		case 3:
+			req.Header.Set("Sec-Fetch-Site", "cross-site")
+		}
 		if len(body) > 0 {
 			req.Body, req.ContentLength = readCloser{bytes.NewReader(body)}, int64(len(body))
 		}
@@ -355,11 +381,14 @@ func FuzzAdminAPI(f *testing.F) {
 			if !slices.Contains(fuzzStatuses[er.Code], status) {
 				t.Fatalf("%s %s: code %s with status %d (allowed %v)", req.Method, target, er.Code, status, fuzzStatuses[er.Code])
 			}
-			if needToken && !sendToken && u.Path != "/healthz" && u.Path != "/readyz" && er.Code != CodeUnauthorized {
+			if needToken && !sendToken && !e.api.public(req) && er.Code != CodeUnauthorized && er.Code != CodeCrossOrigin {
 				t.Fatalf("%s %s without the admin token: %d %s", req.Method, target, status, er.Code)
 			}
-		} else if needToken && !sendToken && u.Path != "/healthz" && u.Path != "/readyz" {
+		} else if needToken && !sendToken && !e.api.public(req) {
 			t.Fatalf("%s %s without the admin token: %d", req.Method, target, status)
+		}
+		if status < 400 && !needToken && mode&8 != 0 {
+			t.Fatalf("%s %s to Host %s without an admin token was answered %d", req.Method, target, host, status)
 		}
 		if status >= 400 && status < 500 {
 			if after := e.snapshot(t); after != before {

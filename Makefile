@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-cluster bench-large editor-bundle dashboard-screenshots lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-cluster bench-large bench-reconnect editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -135,6 +135,13 @@ bench-cluster:
 ## time to go live, four fresh peers at once (time, peak memory), a 4 MiB write to three peers
 bench-large: build
 	$(GO) run ./cmd/benchrepl -workload large -bin $(BIN)
+
+## bench-reconnect: reconnection under faults (about 20 minutes): hub outages of 5/15/30 s with
+## 500 peers × 10 namespaces and 2,000 × 1 (reconnect-storm percentiles), a hub crash loop
+## (20 crashes, up 3–5 s, down 0.5 s: the part of its up time peers are live), links cut every
+## 5 s for 120 s; each with the default reconnect policy and with the contract's backoff
+bench-reconnect:
+	$(GO) run ./cmd/benchrepl -workload storm,crashloop,linkcut
 
 ## lint: gofmt check, go vet and staticcheck (the version pinned as a tool in go.mod,
 ## fetched from the module proxy on first use)

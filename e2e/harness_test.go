@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -103,7 +104,7 @@ func (p *proc) start() error {
 	p.cmd = exec.Command(exe, p.args...)
 	p.cmd.Env = append(os.Environ(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.SysProcAttr = childAttr()
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
 		p.t.Fatalf("%s: %v", p.name, err)
@@ -306,10 +307,15 @@ func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
 			adminHTTP: c.adminClient}
 		c.peers[name] = p
 	}
+	// --hub-url repeats (several hub nodes): the cluster's hub only when extra names none.
+	hubURL := []string{"--hub-url", "ws://" + c.hubRepl + "/v1/replication"}
+	if slices.Contains(extra, "--hub-url") {
+		hubURL = nil
+	}
 	for attempt := 0; ; attempt++ {
-		p.args = append([]string{"run", "--instance-id", name, "--hub-url", "ws://" + c.hubRepl + "/v1/replication",
+		p.args = append(append([]string{"run", "--instance-id", name}, hubURL...), append([]string{
 			"--token-file", tokenFile, "--admin-listen", p.adminAddr(),
-			"--client-listen", p.client, "--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)
+			"--client-listen", p.client, "--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)...)
 		err := p.start()
 		if err == nil {
 			return p

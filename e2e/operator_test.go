@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,13 +121,16 @@ func TestE2E_AuditAndAccessLog(t *testing.T) {
 
 // Token rotation as operations.md describes it: `hub token rotate` replaces the token in one
 // write (the old one no longer authenticates), the hub asks the peer to authenticate again,
-// and the peer is back, replicating, once its token file holds the new token.
+// and the peer is back, replicating, once its token file holds the new token. Hub and peer
+// run with --close-timeout 1h: the GOAWAY's drain must end when the namespaces have closed,
+// not at its deadline, or the peer would never reach the states below. The proof is the
+// peer's state sequence, from its log.
 func TestE2E_TokenRotate(t *testing.T) {
 	c := newCluster(t)
-	hub := c.startHub()
+	hub := c.startHub("--close-timeout", "1h")
 	ns := hub.api().createNamespace()
 	old := c.token("peer-a")
-	a := c.startPeer("peer-a", c.tokenFile("peer-a", old), "--target", ns)
+	a := c.startPeer("peer-a", c.tokenFile("peer-a", old), "--target", ns, "--close-timeout", "1h")
 	targetState(t, a, ns, "live")
 
 	fresh := filepath.Join(c.dir, "peer-a.token.new")
@@ -138,8 +142,8 @@ func TestE2E_TokenRotate(t *testing.T) {
 	if len(strings.TrimSpace(string(tok))) != 43 || strings.TrimSpace(string(tok)) == old {
 		t.Fatalf("rotate printed %q", tok)
 	}
-	// The hub revokes the old token: the peer is asked to re-authenticate and, with the old
-	// token still in its file, is refused.
+	// The hub revokes the old token: the peer is asked to re-authenticate, drains, dials at
+	// once with the token it has — still the old one — and is refused.
 	eventually(t, 15*time.Second, "peer-a refused with its old token", func() error {
 		if status, body := a.api().do("GET", "/readyz", nil); status != http.StatusServiceUnavailable || !strings.Contains(string(body), "HTTP 401") {
 			return fmt.Errorf("readyz %d %s", status, body)
@@ -158,6 +162,32 @@ func TestE2E_TokenRotate(t *testing.T) {
 	targetState(t, a, ns, "live")
 	hub.api().set(ns, map[string]any{"after": "rotation"})
 	converged(t, ns, map[string]any{"after": "rotation"}, hub, a)
+
+	// The peer's connection states from the first ready on: the drain ended without its
+	// deadline, the re-authentication was immediate and refused, and the new token file
+	// brought it back.
+	var states []string
+	for _, l := range logLines(t, a) {
+		if l["msg"] == "connection-state-changed" && (len(states) > 0 || l["to"] == "ready") {
+			states = append(states, fmt.Sprint(l["to"]))
+		}
+	}
+	want := []string{"ready", "draining", "backoff", "connecting", "blocked", "disconnected", "connecting", "handshaking", "ready"}
+	if !slices.Equal(states, want) {
+		t.Errorf("peer-a connection states %v, want %v", states, want)
+	}
+	// Both sides closed the namespace with the CLOSE handshake, not at its timeout.
+	for _, p := range []*proc{hub, a} {
+		var path []string
+		for _, l := range logLines(t, p) {
+			if l["msg"] == "channel-state-changed" && l["namespaceId"] == ns && (l["from"] == "closing" || l["to"] == "closing") {
+				path = append(path, fmt.Sprintf("%v→%v", l["from"], l["to"]))
+			}
+		}
+		if len(path) != 2 || path[0] != "live→closing" || path[1] != "closing→closed" {
+			t.Errorf("%s: channel %v, want live→closing→closed", p.name, path)
+		}
+	}
 	if l := findLine(logLines(t, hub), map[string]any{"msg": "tokens file reloaded", "peersRotated": "[peer-a]"}); l == nil || l["level"] != "INFO" {
 		t.Errorf("no INFO line naming the rotation in the hub's log")
 	}

@@ -175,7 +175,8 @@ func FoldGoAwayReason(wire string) GoAwayReason {
 	return GoAwayOther
 }
 
-// AuthRejectReason is auth-upgrade-rejected.reason (9 values).
+// AuthRejectReason is auth-upgrade-rejected.reason: the contract's 9 values and hub-busy,
+// the hub's admission control (docs/decisions.md).
 type AuthRejectReason string
 
 const (
@@ -188,11 +189,12 @@ const (
 	AuthInvalidCredentials AuthRejectReason = "invalid-credentials"
 	AuthInvalidInstanceID  AuthRejectReason = "invalid-instance-id"
 	AuthPeerDisconnected   AuthRejectReason = "peer-disconnected"
+	AuthHubBusy            AuthRejectReason = "hub-busy" // an upgrade refused with 503 and Retry-After
 )
 
 var authRejectReasons = []AuthRejectReason{AuthHubShutdown, AuthMissingToken, AuthVerifierMissing,
 	AuthFrameTooLarge, AuthEarlyFrameLimit, AuthTimeout, AuthInvalidCredentials,
-	AuthInvalidInstanceID, AuthPeerDisconnected}
+	AuthInvalidInstanceID, AuthPeerDisconnected, AuthHubBusy}
 
 // AuthRejectReasons lists the upgrade rejection reasons.
 func AuthRejectReasons() []AuthRejectReason { return slices.Clone(authRejectReasons) }

@@ -37,7 +37,7 @@ func TestS23_1_ClosedVocabularies(t *testing.T) {
 			"dial-failed socket-closed hello-timeout pong-timeout connection-backpressure goaway-closed goaway-retry-hint namespace-recovery"},
 		{"goaway reason codes", asStrings(o.GoAwayReasons()), "SERVER_RESTARTING SERVER_SHUTTING_DOWN REAUTH_REQUIRED other"},
 		{"auth-upgrade-rejected reasons", asStrings(o.AuthRejectReasons()),
-			"hub-shutdown missing-token verifier-missing frame-too-large early-frame-limit auth-timeout invalid-credentials invalid-instance-id peer-disconnected"},
+			"hub-shutdown missing-token verifier-missing frame-too-large early-frame-limit auth-timeout invalid-credentials invalid-instance-id peer-disconnected hub-busy"},
 		{"resync causes", asStrings(o.ResyncCauses()),
 			"queue-overflow send-failed connection-shed ack-timeout session-fanout-overflow remote-declared"},
 		{"send-failed reasons", asStrings(o.SendFailureReasons()), "update-too-large send-frame-rejected"},

@@ -79,6 +79,7 @@ func (c *conn) run() {
 	s.m.connected(1)
 	go c.writer()
 	greeting := c.room.add(c)
+	s.revalidate(c) // a token removed or narrowed since the check before the upgrade
 	if len(greeting) > 0 {
 		c.send(AppendAwareness(nil, AppendAwarenessUpdate(nil, greeting)))
 	}

@@ -387,15 +387,26 @@ func (s *Server) Revalidate() {
 		return
 	}
 	for _, c := range s.conns() {
-		g, ok := s.opts.Clients.LookupClient(c.tokenSum)
-		switch {
-		case !ok:
-			c.closeWith(statusTokenRevoked, "the client token was removed", "token-removed")
-		case !g.Allows(c.room.ns):
-			c.closeWith(statusNotGranted, "the client token no longer grants this namespace", "namespace-not-granted")
-		default:
-			c.readOnly.Store(g.ReadOnly)
-		}
+		s.revalidate(c)
+	}
+}
+
+// revalidate applies the current grant of c's token to c: closed when the token was removed
+// or no longer grants the namespace, read-only as the grant says. A connection calls it
+// once it is in its room, so that a Revalidate that ran between the token check before the
+// upgrade and that moment (it did not see the connection) is not missed.
+func (s *Server) revalidate(c *conn) {
+	if s.opts.Clients == nil {
+		return
+	}
+	g, ok := s.opts.Clients.LookupClient(c.tokenSum)
+	switch {
+	case !ok:
+		c.closeWith(statusTokenRevoked, "the client token was removed", "token-removed")
+	case !g.Allows(c.room.ns):
+		c.closeWith(statusNotGranted, "the client token no longer grants this namespace", "namespace-not-granted")
+	default:
+		c.readOnly.Store(g.ReadOnly)
 	}
 }
 

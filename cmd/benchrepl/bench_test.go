@@ -116,3 +116,32 @@ func BenchmarkBootstrap400KB(b *testing.B) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// TestFaultWorkloadsSmall runs the fault workloads at a small size and short times (storm
+// with both policies, crashloop and linkcut with one each), so the harness keeps working:
+// the figures are checked for consistency, not speed.
+func TestFaultWorkloadsSmall(t *testing.T) {
+	for _, pol := range []policy{adaptive, contract} {
+		s, err := runStorm(pol, 3, 2, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.P50 <= 0 || s.P99 < s.P50 || s.Max < s.P99 || !strings.HasPrefix(s.String(), "storm: 3 peers × 2 namespaces") {
+			t.Fatalf("storm %+v", s)
+		}
+	}
+	c, err := runCrashLoop(adaptive, 3, 2, 2, 400*time.Millisecond, 600*time.Millisecond, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Measured < 800*time.Millisecond || c.Mean <= 0 || c.Mean > 1 || c.Min > c.Mean || c.P10 < c.Min {
+		t.Fatalf("crashloop %+v", c)
+	}
+	l, err := runLinkCut(contract, 3, 2, 300*time.Millisecond, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Measured < time.Second || l.Mean <= 0 || l.Mean > 1 || l.Min > l.Mean {
+		t.Fatalf("linkcut %+v", l)
+	}
+}

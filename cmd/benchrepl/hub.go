@@ -34,6 +34,12 @@ type hubSpec struct {
 	Peers      int    `json:"peers"`      // peer-0 … peer-N-1, token tokenOf(i)
 	Namespaces int    `json:"namespaces"` // created at start, owner "bench"
 	DocBytes   int    `json:"docBytes"`   // text written into each namespace at start
+	// Listen is the replication address ("" picks a free loopback port): a restarted hub
+	// keeps its address, as a real one does.
+	Listen string `json:"listen,omitempty"`
+	// NoAdmission turns the hub's admission control off (the baseline of the storm
+	// workloads).
+	NoAdmission bool `json:"noAdmission,omitempty"`
 }
 
 // hubHello is the child's first output line.
@@ -47,6 +53,9 @@ type usage struct {
 	UserMs   float64 `json:"userMs"`
 	SysMs    float64 `json:"sysMs"`
 	MaxRSSKB int64   `json:"maxRssKB"`
+	Refused  int64   `json:"refused"` // upgrades refused by the admission control so far
+	// RefusedAtOpening: of those, refused because too many namespace opens were in progress.
+	RefusedAtOpening int64 `json:"refusedAtOpening"`
 }
 
 // cpuSince is the CPU time the child spent between reading before and u.
@@ -91,7 +100,11 @@ func runHubChild(specJSON string) error {
 	if err != nil {
 		return err
 	}
-	hub, err := ws.NewHub(ws.HubOptions{Config: benchConfig(), InstanceID: "hub", Auth: table, Namespaces: nsl.NewHandler, Observer: debugObserver()})
+	hopts := ws.HubOptions{Config: benchConfig(), InstanceID: "hub", Auth: table, Namespaces: nsl.NewHandler, Observer: debugObserver()}
+	if spec.NoAdmission {
+		hopts.MaxHandshakes, hopts.MaxOpening = -1, -1
+	}
+	hub, err := ws.NewHub(hopts)
 	if err != nil {
 		return err
 	}
@@ -108,7 +121,11 @@ func runHubChild(specJSON string) error {
 		}
 		hello.Namespaces = append(hello.Namespaces, c.NamespaceID)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := spec.Listen
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
@@ -124,7 +141,10 @@ func runHubChild(specJSON string) error {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		if strings.TrimSpace(in.Text()) == "usage" {
-			if err := out.Encode(readUsage()); err != nil {
+			u := readUsage()
+			a := hub.Admission()
+			u.Refused, u.RefusedAtOpening = a.Refused, a.RefusedAtOpening
+			if err := out.Encode(u); err != nil {
 				return err
 			}
 		}
@@ -210,6 +230,14 @@ func (h *hubProc) usage() (usage, error) {
 	}
 	err := h.out.Decode(&u)
 	return u, err
+}
+
+// kill ends the child with SIGKILL, as a crash would, and waits for it.
+func (h *hubProc) kill() error {
+	_ = h.cmd.Process.Kill()
+	_ = h.stdin.Close()
+	_ = h.cmd.Wait() // "signal: killed"
+	return nil
 }
 
 // stop closes the child's stdin (it shuts down) and waits for it.

@@ -4,20 +4,41 @@
 //     windows allow: propagation latency p50/p99 and delivered updates per second;
 //   - namespaces: 200 namespaces × 2 peers × 50 updates: wall time and hub CPU;
 //   - bootstrap: a 400 KB document to a fresh peer: time;
+//
+// and, with -workload naming them (not part of "all"):
+//
 //   - cluster: a hub cluster of three nodes against a single hub — write-to-ACK and
-//     write-to-durable latency, and the load time of a namespace (see clusterResult).
-//   - large (only when asked for): the hub and peer binaries with documents of 1, 8 and 32
-//     MiB — a fresh peer's time to go live, four fresh peers at once (time, peak memory), a
-//     4 MiB write to three peers, and a 5 MiB document made of random inserts.
+//     write-to-durable latency, and the load time of a namespace (see clusterResult);
+//   - large: the hub and peer binaries with documents of 1, 8 and 32 MiB — a fresh peer's
+//     time to go live, four fresh peers at once (time, peak memory), a 4 MiB write to three
+//     peers, and a 5 MiB document made of random inserts;
+//
+// and the fault workloads, also only when named:
+//
+//   - storm: every peer live, the hub killed (SIGKILL) for an outage and restarted on the
+//     same address and data: how long after it listens again each peer has all its targets
+//     live (p50, p99, max), for each size (-storm 500x10,2000x1) and outage (-outages);
+//   - crashloop: the hub killed -cycles times, up 3–5 s, down 0.5 s (-up-min, -up-max, -down): the fraction of the
+//     hub's up time each peer is live (all its targets);
+//   - linkcut: every peer's TCP connection cut every -cut-every for -cut-for: the fraction
+//     of the time each peer is live.
+//
+// Each fault workload runs with the peers' default reconnect policy and the hub's admission
+// control ("adaptive") and then with §15.1's backoff exactly and no admission control
+// ("contract", the baseline), with the production backoff settings.
 //
 // The hub runs in a child process (this binary re-executed), so getrusage gives its CPU
 // alone; the peers run in this process. Every instance has its own bbolt store in a
 // temporary directory, and they talk over real WebSockets on loopback. The workload is
 // kept stable so that other relays can be measured side by side with it.
 //
-//	benchrepl [-workload all|fanout|namespaces|bootstrap|large] [-peers 20] [-updates 500]
-//	          [-namespaces 200] [-ns-peers 2] [-ns-updates 50] [-doc-kb 400] [-runs 5]
-//	          [-bin DIR] [-sizes 1,8,32] [-fresh 4] [-paste-peers 3] [-json]
+//	benchrepl [-workload all|fanout|namespaces|bootstrap|cluster|large|storm|crashloop|linkcut[,…]]
+//	          [-peers 20] [-updates 500] [-namespaces 200] [-ns-peers 2] [-ns-updates 50]
+//	          [-doc-kb 400] [-runs 5] [-cluster-updates 500] [-load-updates 5000]
+//	          [-bin DIR] [-sizes 1,8,32] [-fresh 4] [-paste-peers 3]
+//	          [-storm 500x10,2000x1] [-outages 5s,15s,30s] [-crash-peers 100] [-crash-namespaces 10]
+//	          [-cycles 20] [-up-min 3s] [-up-max 5s] [-down 500ms] [-cut-peers 20] [-cut-namespaces 10] [-cut-every 5s] [-cut-for 120s]
+//	          [-policies adaptive,contract] [-json]
 package main
 
 import (
@@ -28,6 +49,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 func main() {
@@ -44,7 +66,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("benchrepl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workload := fs.String("workload", "all", "all (fanout, namespaces and bootstrap), fanout, namespaces, bootstrap, cluster or large")
+	workload := fs.String("workload", "all", "all (fanout, namespaces, bootstrap), or a comma-separated list of fanout, namespaces, bootstrap, cluster, large, storm, crashloop, linkcut")
 	peers := fs.Int("peers", 20, "fan-out: peers on the namespace")
 	updates := fs.Int("updates", 500, "fan-out: updates each peer writes")
 	namespaces := fs.Int("namespaces", 200, "namespaces workload: namespaces")
@@ -52,15 +74,70 @@ func run(args []string, stdout, stderr io.Writer) int {
 	nsUpdates := fs.Int("ns-updates", 50, "namespaces workload: updates per peer per namespace")
 	docKB := fs.Int("doc-kb", 400, "bootstrap: document size in KiB")
 	runs := fs.Int("runs", 5, "bootstrap: fresh peers, one after the other")
-	binDir := fs.String("bin", "", "large: the directory of the hub and peer binaries (default: build them, from the repository root)")
-	sizes := fs.String("sizes", "1,8,32", "large: document sizes in MiB")
-	fresh := fs.Int("fresh", 4, "large: fresh peers bootstrapping the largest document at once")
-	pastePeers := fs.Int("paste-peers", 3, "large: live peers a 4 MiB write goes to")
-	asJSON := fs.Bool("json", false, "print one JSON object per workload")
 	clusterUpdates := fs.Int("cluster-updates", 500, "cluster: sequential writes measured for each latency")
 	loadUpdates := fs.Int("load-updates", 5000, "cluster: updates of the namespace whose load is timed")
+	binDir := fs.String("bin", "", "large: the directory of the hub and peer binaries (default: build them, from the repository root)")
+	largeSizes := fs.String("sizes", "1,8,32", "large: document sizes in MiB")
+	fresh := fs.Int("fresh", 4, "large: fresh peers bootstrapping the largest document at once")
+	pastePeers := fs.Int("paste-peers", 3, "large: live peers a 4 MiB write goes to")
+	storms := fs.String("storm", "500x10,2000x1", "storm: sizes, PEERSxNAMESPACES, comma-separated")
+	outages := fs.String("outages", "5s,15s,30s", "storm: hub outages, comma-separated")
+	crashPeers := fs.Int("crash-peers", 100, "crashloop: peers")
+	crashNS := fs.Int("crash-namespaces", 10, "crashloop: namespaces, each replicated by every peer")
+	cycles := fs.Int("cycles", 20, "crashloop: hub crashes")
+	upMin := fs.Duration("up-min", 3*time.Second, "crashloop: shortest time the hub is up")
+	upMax := fs.Duration("up-max", 5*time.Second, "crashloop: longest time the hub is up")
+	down := fs.Duration("down", 500*time.Millisecond, "crashloop: time the hub is down")
+	cutPeers := fs.Int("cut-peers", 20, "linkcut: peers")
+	cutNS := fs.Int("cut-namespaces", 10, "linkcut: namespaces, each replicated by every peer")
+	cutEvery := fs.Duration("cut-every", 5*time.Second, "linkcut: time between cuts")
+	cutFor := fs.Duration("cut-for", 120*time.Second, "linkcut: how long the links flap")
+	policies := fs.String("policies", "adaptive,contract", "fault workloads: the policies to run, adaptive and/or contract (the baseline)")
+	asJSON := fs.Bool("json", false, "print one JSON object per workload")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	selected := map[string]bool{}
+	for _, w := range strings.Split(*workload, ",") {
+		switch w = strings.TrimSpace(w); w {
+		case "all":
+			selected["fanout"], selected["namespaces"], selected["bootstrap"] = true, true, true
+		case "fanout", "namespaces", "bootstrap", "cluster", "large", "storm", "crashloop", "linkcut":
+			selected[w] = true
+		default:
+			fmt.Fprintf(stderr, "benchrepl: unknown workload %q\n", w)
+			return 2
+		}
+	}
+	var pols []policy
+	for _, p := range strings.Split(*policies, ",") {
+		switch policy(strings.TrimSpace(p)) {
+		case adaptive:
+			pols = append(pols, adaptive)
+		case contract:
+			pols = append(pols, contract)
+		default:
+			fmt.Fprintf(stderr, "benchrepl: unknown policy %q (adaptive, contract)\n", p)
+			return 2
+		}
+	}
+	sizes, err := parseSizes(*storms)
+	if err != nil {
+		fmt.Fprintln(stderr, "benchrepl: -storm:", err)
+		return 2
+	}
+	if *upMin <= 0 || *upMax < *upMin || *down < 0 {
+		fmt.Fprintln(stderr, "benchrepl: want 0 < -up-min ≤ -up-max and -down ≥ 0")
+		return 2
+	}
+	var outageList []time.Duration
+	for _, o := range strings.Split(*outages, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(o))
+		if err != nil || d <= 0 {
+			fmt.Fprintf(stderr, "benchrepl: -outages: %q is not a duration\n", o)
+			return 2
+		}
+		outageList = append(outageList, d)
 	}
 	report := func(name string, r fmt.Stringer) {
 		if *asJSON {
@@ -70,9 +147,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, r)
 	}
-	all := *workload == "all"
 	ok := true
-	if all || *workload == "fanout" {
+	if selected["fanout"] {
 		r, err := runFanout(*peers, *updates)
 		if err != nil {
 			fmt.Fprintln(stderr, "fan-out:", err)
@@ -81,7 +157,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			report("fanout", r)
 		}
 	}
-	if all || *workload == "namespaces" {
+	if selected["namespaces"] {
 		r, err := runNamespaces(*namespaces, *nsPeers, *nsUpdates)
 		if err != nil {
 			fmt.Fprintln(stderr, "namespaces:", err)
@@ -90,7 +166,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			report("namespaces", r)
 		}
 	}
-	if all || *workload == "bootstrap" {
+	if selected["bootstrap"] {
 		r, err := runBootstrap(*docKB<<10, *runs)
 		if err != nil {
 			fmt.Fprintln(stderr, "bootstrap:", err)
@@ -99,7 +175,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			report("bootstrap", r)
 		}
 	}
-	if *workload == "cluster" { // not part of "all": it needs its own make target's time
+	if selected["cluster"] {
 		r, err := runCluster(*clusterUpdates, *loadUpdates)
 		if err != nil {
 			fmt.Fprintln(stderr, "cluster:", err)
@@ -108,15 +184,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			report("cluster", r)
 		}
 	}
-	if *workload == "large" {
+	if selected["large"] {
 		var mibs []int
-		for _, f := range strings.Split(*sizes, ",") {
+		for _, f := range strings.Split(*largeSizes, ",") {
 			if strings.TrimSpace(f) == "" {
 				continue // -sizes "": the bigdoc part alone (with -fresh 0 -paste-peers 0)
 			}
 			n, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || n < 1 {
-				fmt.Fprintf(stderr, "-sizes %q: want MiB counts like 1,8,32\n", *sizes)
+				fmt.Fprintf(stderr, "-sizes %q: want MiB counts like 1,8,32\n", *largeSizes)
 				return 2
 			}
 			mibs = append(mibs, n)
@@ -129,8 +205,73 @@ func run(args []string, stdout, stderr io.Writer) int {
 			report("large", r)
 		}
 	}
+	if selected["storm"] {
+		for _, sz := range sizes {
+			for _, o := range outageList {
+				got := map[policy]stormResult{}
+				for _, pol := range pols {
+					r, err := runStorm(pol, sz[0], sz[1], o)
+					if err != nil {
+						fmt.Fprintf(stderr, "storm %dx%d %v %s: %v\n", sz[0], sz[1], o, pol, err)
+						ok = false
+						continue
+					}
+					got[pol] = r
+					report("storm", r)
+				}
+				if a, okA := got[adaptive]; okA && !*asJSON {
+					if c, okC := got[contract]; okC {
+						fmt.Fprintf(stdout, "storm: %d×%d, %v outage: adaptive/contract p50 %.2f, p99 %.2f, all live %.2f\n", sz[0], sz[1], o,
+							ratio(a.P50, c.P50), ratio(a.P99, c.P99), ratio(a.Max, c.Max))
+					}
+				}
+			}
+		}
+	}
+	if selected["crashloop"] {
+		for _, pol := range pols {
+			r, err := runCrashLoop(pol, *crashPeers, *crashNS, *cycles, *upMin, *upMax, *down)
+			if err != nil {
+				fmt.Fprintf(stderr, "crashloop %s: %v\n", pol, err)
+				ok = false
+				continue
+			}
+			report("crashloop", r)
+		}
+	}
+	if selected["linkcut"] {
+		for _, pol := range pols {
+			r, err := runLinkCut(pol, *cutPeers, *cutNS, *cutEvery, *cutFor)
+			if err != nil {
+				fmt.Fprintf(stderr, "linkcut %s: %v\n", pol, err)
+				ok = false
+				continue
+			}
+			report("linkcut", r)
+		}
+	}
 	if !ok {
 		return 1
 	}
 	return 0
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// parseSizes reads "500x10,2000x1": peers × namespaces.
+func parseSizes(v string) ([][2]int, error) {
+	var out [][2]int
+	for _, s := range strings.Split(v, ",") {
+		var p, n int
+		if _, err := fmt.Sscanf(strings.TrimSpace(s), "%dx%d", &p, &n); err != nil || p < 1 || n < 1 {
+			return nil, fmt.Errorf("%q is not PEERSxNAMESPACES", s)
+		}
+		out = append(out, [2]int{p, n})
+	}
+	return out, nil
 }

@@ -40,6 +40,12 @@ type peer struct {
 }
 
 func startPeer(dir string, index int, url string, targets []string) (*peer, error) {
+	return startPeerWith(dir, index, targets, ws.PeerOptions{Config: benchConfig(), URL: url})
+}
+
+// startPeerWith starts a peer with opts for its connection (URL, Config and whatever else
+// is set; the identity, token, targets and namespace layer are filled in here).
+func startPeerWith(dir string, index int, targets []string, opts ws.PeerOptions) (*peer, error) {
 	st, err := persistence.OpenDataDir(dir, persistence.Options{Compactor: registry.Compactor()})
 	if err != nil {
 		return nil, err
@@ -57,10 +63,16 @@ func startPeer(dir string, index int, url string, targets []string) (*peer, erro
 		return nil, err
 	}
 	token := tokenOf(index)
-	p, err := ws.NewPeer(ws.PeerOptions{Config: benchConfig(), InstanceID: peerName(index), HubInstanceID: "hub", URL: url,
-		Token: func() (string, error) { return token, nil }, Namespaces: tc.NewHandler, Observer: debugObserver()})
+	opts.InstanceID, opts.HubInstanceID = peerName(index), "hub"
+	opts.Token = func() (string, error) { return token, nil }
+	opts.Namespaces = tc.NewHandler
+	opts.Observer = observer.Multi(opts.Observer, debugObserver())
+	p, err := ws.NewPeer(opts)
 	if err != nil {
-		return nil, err
+		tc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return nil, errors.Join(err, reg.Close(ctx), st.Close(ctx))
 	}
 	p.Start()
 	return &peer{id: peerName(index), store: st, reg: reg, tc: tc, p: p}, nil

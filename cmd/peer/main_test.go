@@ -5,10 +5,9 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
-
-	"github.com/nomicore/nomicore/observer"
 )
 
 func runPeerCmd(t *testing.T, env map[string]string, args ...string) (int, string, string) {
@@ -56,13 +55,12 @@ func TestUsageAndRefusals(t *testing.T) {
 	}
 }
 
-// The token watch: it records the hash of the token of each dial, reports a changed token
-// file, and answers a REAUTH_REQUIRED GOAWAY followed by blocked exactly once.
+// The token watch: it records the hash of the token of each dial and reports a changed
+// token file.
 func TestTokenWatch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tok")
 	os.WriteFile(path, []byte("one\n"), 0o600)
-	tw := &tokenWatch{inner: func() (string, error) { b, err := os.ReadFile(path); return strings.TrimSpace(string(b)), err },
-		file: path, blocked: make(chan struct{}, 1)}
+	tw := &tokenWatch{inner: func() (string, error) { b, err := os.ReadFile(path); return strings.TrimSpace(string(b)), err }, file: path}
 	if !tw.changed() {
 		t.Fatal("before any dial the file counts as changed")
 	}
@@ -79,19 +77,55 @@ func TestTokenWatch(t *testing.T) {
 	if !tw.changed() {
 		t.Fatal("a new token is not noticed")
 	}
-	tw.observe(observer.Event{Side: observer.SidePeer, Payload: observer.GoAwayReceived{ReasonCode: observer.GoAwayServerRestarting}})
-	if tw.reauth.Load() {
-		t.Fatal("a GOAWAY other than REAUTH_REQUIRED asks for re-authentication")
+}
+
+// TestHubURLs: --hub-url repeats (or takes a comma-separated list, as NOMICORE_HUB_URL
+// does), keeps its order, refuses a malformed or repeated URL, and on the command line
+// replaces the environment's list; without either it is the default.
+func TestHubURLs(t *testing.T) {
+	const a, b, c = "ws://a:1/v1/replication", "wss://b:2/v1/replication", "ws://c:3/v1/replication"
+	for _, tc := range []struct {
+		env     string
+		args    []string
+		want    []string
+		wantErr string
+	}{
+		{"", nil, []string{defaultHubURL}, ""},
+		{"", []string{a}, []string{a}, ""},
+		{"", []string{a, b + "," + c}, []string{a, b, c}, ""},
+		{a + "," + b, nil, []string{a, b}, ""},
+		{a + "," + b, []string{c}, []string{c}, ""},
+		{"", []string{a, a}, nil, "twice"},
+		{"", []string{"http://x/v1/replication"}, nil, "want ws://"},
+		{"", []string{"ws:///v1/replication"}, nil, "want ws://"},
+	} {
+		var h hubURLs
+		if tc.env != "" {
+			must(t, h.Set(tc.env))
+		}
+		for _, v := range tc.args {
+			must(t, h.Set(v))
+		}
+		got, err := h.list(tc.env != "")
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q %v: %v, want an error naming %q", tc.env, tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%q %v: %v %v, want %v", tc.env, tc.args, got, err, tc.want)
+		}
 	}
-	tw.observe(observer.Event{Side: observer.SidePeer, Payload: observer.GoAwayReceived{ReasonCode: observer.GoAwayReauthRequired}})
-	if !tw.reauth.Load() {
-		t.Fatal("REAUTH_REQUIRED not noticed")
+	var h hubURLs
+	if err := h.Set(" , "); err == nil {
+		t.Error("an empty --hub-url accepted")
 	}
-	tw.state(observer.ConnBlocked)
-	tw.state(observer.ConnBlocked) // never blocks the controller
-	select {
-	case <-tw.blocked:
-	default:
-		t.Fatal("blocked not signalled")
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +38,9 @@ func runPeer(args []string, cio cli.IO) int {
 			"add --client`. SIGINT or SIGTERM stop it in order; SIGHUP makes a blocked peer try again and reloads "+
 			"the TLS certificate (--tls-cert).")
 	instanceID := f.String("instance-id", "peer-a", "this peer's `NAME`; its token must have been made for it (hub token add --peer)")
-	hubURL := f.String("hub-url", "ws://127.0.0.1:8787/v1/replication", "the hub's replication endpoint, ws://HOST:PORT/v1/replication or wss://…")
+	var hubURLFlag hubURLs
+	f.Var(&hubURLFlag, "hub-url", "the hub's replication endpoint, ws://HOST:PORT/v1/replication or wss://… (default "+defaultHubURL+
+		"); repeat it for the nodes of a hub cluster: after a failed dial or a lost connection the peer tries the next one")
 	hubID := f.String("hub-instance-id", "hub", "the hub's `NAME` (its --instance-id); the peer refuses to replicate with a hub of another name")
 	tokenFile := f.String("token-file", "", "`FILE` holding the bearer token, re-read before every connection attempt (else NOMICORE_TOKEN)")
 	adminListen := f.String("admin-listen", "127.0.0.1:8790", "`HOST:PORT` of the admin API, /metrics, /healthz and /readyz")
@@ -73,8 +74,9 @@ func runPeer(args []string, cio cli.IO) int {
 	if err := node.CheckInstanceID("hub-instance-id", *hubID); err != nil {
 		return fail(err)
 	}
-	if u, err := url.Parse(*hubURL); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-		return fail(fmt.Errorf("--hub-url %q: want ws://HOST:PORT/v1/replication or wss://…", *hubURL))
+	hubURLList, err := hubURLFlag.list(getenv("NOMICORE_HUB_URL") != "")
+	if err != nil {
+		return fail(err)
 	}
 	if err := node.CheckAdmin(*adminListen, common.AdminToken); err != nil {
 		return fail(err)
@@ -123,7 +125,7 @@ func runPeer(args []string, cio cli.IO) int {
 	} else if tok == "" {
 		return fail(errors.New("token: the token is empty"))
 	}
-	tw := &tokenWatch{inner: source, file: *tokenFile, blocked: make(chan struct{}, 1)}
+	tw := &tokenWatch{inner: source, file: *tokenFile}
 
 	log := node.NewLogger(stderr, common.LogLevel, common.LogFormat, "peer")
 	clk := clock.Real()
@@ -157,18 +159,16 @@ func runPeer(args []string, cio cli.IO) int {
 	if *tokenFile != "" {
 		tokenSource = "the token file " + *tokenFile
 	}
-	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{HubURL: *hubURL, TokenSource: tokenSource,
-		Limits: common.Protocol.Limits(), Clock: clk, Logger: log})
+	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{TokenSource: tokenSource, Clock: clk, Logger: log})
 	peer, err := ws.NewPeer(ws.PeerOptions{Config: common.Protocol, InstanceID: *instanceID, HubInstanceID: *hubID,
-		URL: *hubURL, Token: tw.source, Dialer: diag.Dialer(dialer), Namespaces: tc.NewHandler, Clock: clk,
-		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(tw.observe), observer.ObserverFunc(diag.Observe)), Logger: log})
+		URL: hubURLList[0], FailoverURLs: hubURLList[1:], Token: tw.source, Dialer: diag.Dialer(dialer), Namespaces: tc.NewHandler, Clock: clk,
+		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(diag.Observe)), Logger: log})
 	if err != nil {
 		return fail(err)
 	}
 	cleanup = append(cleanup, peer.Close)
 	obs.ReplicationLoad(peer.Load)
 	obs.Assemblies(tc.Assemblies)
-	peer.Watch(tw.state)
 	certs, err := common.TLS.Load(obs, log)
 	if err != nil {
 		return fail(err)
@@ -232,7 +232,7 @@ func runPeer(args []string, cio cli.IO) int {
 	}
 	adminOpts.Link = func() adminapi.LinkInfo {
 		c, _ := peer.Connection()
-		return adminapi.LinkInfo{HubURL: *hubURL, State: peer.State(), Problem: diag.ConnectionProblem(), PingRTT: c.PingRTT}
+		return adminapi.LinkInfo{HubURL: peer.URL(), State: peer.State(), Problem: diag.ConnectionProblem(), PingRTT: c.PingRTT}
 	}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
@@ -263,7 +263,7 @@ func runPeer(args []string, cio cli.IO) int {
 		clientListen = clients.Listener.Addr().String()
 	}
 	peer.Start()
-	log.Info("peer running", slog.String("instanceId", *instanceID), slog.String("hubUrl", *hubURL),
+	log.Info("peer running", slog.String("instanceId", *instanceID), slog.String("hubUrl", strings.Join(hubURLList, ",")),
 		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen), slog.Bool("tls", certs != nil),
 		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data), slog.Int("targets", len(targets)),
 		slog.String("generation", common.Protocol.Generation.String()), node.LimitAttrs(&common.Protocol))
@@ -302,18 +302,16 @@ func runPeer(args []string, cio cli.IO) int {
 	return exit
 }
 
-// tokenWatch lets a blocked peer (§15.1) come back when its credentials change: the hub's
-// GOAWAY REAUTH_REQUIRED (a token of this peer was removed or rotated on the hub) is
-// answered with one immediate re-authentication with the token it has now; a 401/403 then
-// blocks it until the token file holds a different token than the one last presented, or
-// SIGHUP. The token itself is never logged or kept beyond its hash.
+// tokenWatch lets a blocked peer (§15.1) come back when its credentials change: refused
+// with 401/403 (after a rotation the peer authenticates again once at once, with the token
+// it has then — see ws.Peer), it stays blocked until the token file holds a different token
+// than the one last presented, or SIGHUP. The token itself is never logged or kept beyond
+// its hash.
 type tokenWatch struct {
 	inner ws.TokenSource
 	file  string
 
 	lastUsed atomic.Pointer[[sha256.Size]byte] // hash of the token of the last dial
-	reauth   atomic.Bool                       // a REAUTH_REQUIRED GOAWAY arrived
-	blocked  chan struct{}                     // signalled when the peer enters blocked
 }
 
 func (t *tokenWatch) source() (string, error) {
@@ -323,22 +321,6 @@ func (t *tokenWatch) source() (string, error) {
 		t.lastUsed.Store(&h)
 	}
 	return tok, err
-}
-
-func (t *tokenWatch) observe(e observer.Event) {
-	if g, ok := e.Payload.(observer.GoAwayReceived); ok && g.ReasonCode == observer.GoAwayReauthRequired {
-		t.reauth.Store(true)
-	}
-}
-
-// state runs on the peer's controller goroutine: it must not block.
-func (t *tokenWatch) state(s ws.PeerState) {
-	if s == observer.ConnBlocked {
-		select {
-		case t.blocked <- struct{}{}:
-		default:
-		}
-	}
 }
 
 func (t *tokenWatch) changed() bool {
@@ -363,10 +345,6 @@ func (t *tokenWatch) run(ctx context.Context, clk clock.Clock, every time.Durati
 			return
 		case <-hup:
 			p.ConfigChanged()
-		case <-t.blocked:
-			if t.reauth.Swap(false) {
-				p.ConfigChanged() // the hub asked for a new authentication: one attempt, now
-			}
 		case <-tick.C:
 			if p.State() == observer.ConnBlocked && t.changed() {
 				p.ConfigChanged()

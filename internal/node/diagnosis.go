@@ -25,20 +25,18 @@ const DialWarnEvery = 30 * time.Second
 
 // PeerDiagnosisOptions configure a PeerDiagnosis.
 type PeerDiagnosisOptions struct {
-	HubURL string
 	// TokenSource names where the token comes from, for the fixes it suggests: "the token
 	// file FILE" or "NOMICORE_TOKEN".
 	TokenSource string
-	// Limits are the peer's frame limits (to read the ERROR a hub closes a connection with).
-	Limits protocol.Limits
-	Clock  clock.Clock
-	Logger *slog.Logger
+	Clock       clock.Clock
+	Logger      *slog.Logger
 }
 
 // PeerDiagnosis says, in an operator's words, why a peer is not replicating and what to do:
 // it watches the peer's connection attempts (Dialer wraps the peer's dialer: the address and
 // the error of a failed dial, the HTTP status of a refused upgrade) and its replication
-// events (Observe: a connection that failed for good, a target the hub refused), and
+// events (Observe: a connection that failed for good — by an error either side found —, a
+// target the hub refused), and
 //
 //   - logs a dial failure at WARN with the hub's address and the error, at most once every
 //     DialWarnEvery (with the count of failures in between), and the recovery at INFO;
@@ -49,9 +47,8 @@ type PeerDiagnosisOptions struct {
 // It is safe for concurrent use: dials run on their own goroutines, events arrive on the
 // connection's.
 type PeerDiagnosis struct {
-	opts  PeerDiagnosisOptions
-	log   *slog.Logger
-	codec protocol.Codec
+	opts PeerDiagnosisOptions
+	log  *slog.Logger
 
 	mu           sync.Mutex // guards everything below
 	lastFailure  string     // the code of the last connection failure logged, until ready
@@ -74,7 +71,7 @@ func NewPeerDiagnosis(opts PeerDiagnosisOptions) *PeerDiagnosis {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &PeerDiagnosis{opts: opts, log: log, codec: protocol.NewCodec(opts.Limits, 0), targets: map[string]targetProblem{}}
+	return &PeerDiagnosis{opts: opts, log: log, targets: map[string]targetProblem{}}
 }
 
 // Dialer wraps the peer's dialer so that every attempt's outcome reaches the diagnosis.
@@ -88,34 +85,7 @@ type diagnosingDialer struct {
 func (x diagnosingDialer) Dial(ctx context.Context, url string, header http.Header) (ws.Transport, error) {
 	tr, err := x.inner.Dial(ctx, url, header)
 	x.d.dialed(url, err)
-	if err != nil {
-		return nil, err
-	}
-	return diagnosingTransport{tr, x.d}, nil
-}
-
-// diagnosingTransport hands the diagnosis the fatal connection ERROR a hub sends before it
-// closes the connection (another peer's token, a protocol disagreement): the replication
-// layer reports those it detects itself as events, not those it receives. Only a message
-// whose header says ERROR is decoded.
-type diagnosingTransport struct {
-	ws.Transport
-	d *PeerDiagnosis
-}
-
-func (t diagnosingTransport) Read(ctx context.Context, max int) ([]byte, error) {
-	msg, err := t.Transport.Read(ctx, max)
-	if err != nil {
-		return msg, err
-	}
-	if h, herr := t.d.codec.ParseHeader(msg); herr == nil && h.Type == protocol.TypeError {
-		if f, derr := t.d.codec.Decode(msg); derr == nil {
-			if em, ok := f.Message.(*protocol.ErrorMessage); ok && em.Scope == protocol.ScopeConnection && em.Fatal {
-				t.d.connectionFailed(string(em.Code))
-			}
-		}
-	}
-	return msg, nil
+	return tr, err
 }
 
 // dialed records one dial's outcome.

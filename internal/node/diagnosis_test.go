@@ -16,7 +16,9 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 type jsonLines struct {
@@ -60,7 +62,7 @@ const hubURL = "ws://127.0.0.1:9/v1/replication"
 func TestDiagnosisDialFailuresAreRateLimited(t *testing.T) {
 	var logs jsonLines
 	clk := clock.NewFake(time.Unix(1000, 0))
-	d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL, TokenSource: "the token file t", Clock: clk, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{TokenSource: "the token file t", Clock: clk, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	refused := errors.New("dial tcp 127.0.0.1:9: connect: connection refused")
 	fd := &fakeDialer{errs: []error{refused, refused, refused, refused, nil}}
 	dialer := d.Dialer(fd)
@@ -103,7 +105,7 @@ func TestDiagnosisRefusalsNameCauseAndFix(t *testing.T) {
 		{404, "no replication endpoint at " + hubURL + " (HTTP 404)", "/v1/replication"},
 	} {
 		var logs jsonLines
-		d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL, TokenSource: "the token file t", Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		d := NewPeerDiagnosis(PeerDiagnosisOptions{TokenSource: "the token file t", Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 		d.Dialer(&fakeDialer{errs: []error{&ws.DialError{StatusCode: tc.status, Err: errors.New("x")}}}).Dial(context.Background(), hubURL, nil)
 		got := logs.take()
 		if len(got) != 1 || got[0]["level"] != "ERROR" || !strings.Contains(got[0]["cause"].(string), tc.cause) || !strings.Contains(got[0]["fix"].(string), tc.fix) {
@@ -119,7 +121,7 @@ func TestDiagnosisRefusalsNameCauseAndFix(t *testing.T) {
 	}
 	// Another peer's token: the connection fails with INSTANCE_IDENTITY_MISMATCH.
 	var logs jsonLines
-	d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	d.Observe(observer.Event{Side: observer.SidePeer, Payload: observer.ConnectionFailed{Code: observer.ConnErrPongTimeout, WSCloseCode: 1006}})
 	if got := logs.take(); len(got) != 0 {
 		t.Fatalf("a transient failure logged: %v", got)
@@ -137,7 +139,7 @@ func TestDiagnosisRefusalsNameCauseAndFix(t *testing.T) {
 
 // A target the hub refused shows the code and what to do; it clears when the target is live.
 func TestDiagnosisExplainsFailedTargets(t *testing.T) {
-	d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL})
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{})
 	const ns = "ns-0123456789abcdef0123456789abcdef"
 	failed := namespace.TargetStatus{Target: namespace.Target{NamespaceID: ns}, State: observer.ChannelFailed}
 	if code, reason := d.ExplainTarget(failed); code != "" || reason != "" {
@@ -166,7 +168,7 @@ func TestDiagnosisExplainsFailedTargets(t *testing.T) {
 
 // A target failed on a large document says which flag to raise, or that a side runs v1.
 func TestDiagnosisExplainsLargeDocuments(t *testing.T) {
-	d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL})
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{})
 	const ns = "ns-0123456789abcdef0123456789abcdef"
 	failed := namespace.TargetStatus{Target: namespace.Target{NamespaceID: ns}, State: observer.ChannelFailed}
 	for code, want := range map[observer.NamespaceCode]string{
@@ -184,49 +186,59 @@ func TestDiagnosisExplainsLargeDocuments(t *testing.T) {
 	}
 }
 
-// fakeTransport returns its messages from Read, one each.
-type fakeTransport struct {
-	ws.Transport
-	msgs [][]byte
-}
-
-func (f *fakeTransport) Read(context.Context, int) ([]byte, error) {
-	m := f.msgs[0]
-	f.msgs = f.msgs[1:]
-	return m, nil
-}
-
-type transportDialer struct{ tr ws.Transport }
-
-func (d transportDialer) Dial(context.Context, string, http.Header) (ws.Transport, error) {
-	return d.tr, nil
-}
-
-// The fatal connection ERROR a hub sends (another peer's token) reaches the diagnosis
-// through the transport; other messages pass untouched.
-func TestDiagnosisReadsTheHubsConnectionError(t *testing.T) {
-	cfg := protocol.DefaultConfig()
-	codec := protocol.NewCodec(cfg.Limits(), 0)
-	update, _ := codec.AppendFrame(nil, 1, &protocol.Update{NamespaceID: protocol.MustNamespaceID("ns-0123456789abcdef0123456789abcdef"), Update: []byte{0, 0}})
-	em, err := protocol.NewErrorMessage(protocol.ScopeConnection, protocol.CodeInstanceIdentityMismatch, protocol.NamespaceID{}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	errFrame, err := codec.AppendFrame(nil, 2, em)
-	if err != nil {
-		t.Fatal(err)
-	}
+// The fatal connection ERROR a hub sends before it closes (another peer's token) reaches
+// the diagnosis as the peer's connection-failed event: one ERROR line, however often the
+// peer tries again.
+func TestDiagnosisHearsTheHubsConnectionError(t *testing.T) {
 	var logs jsonLines
-	d := NewPeerDiagnosis(PeerDiagnosisOptions{HubURL: hubURL, Limits: cfg.Limits(), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	tr, err := d.Dialer(transportDialer{&fakeTransport{msgs: [][]byte{update, errFrame, errFrame}}}).Dial(context.Background(), hubURL, nil)
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	cfg := protocol.DefaultConfig()
+	dialer := wstest.NewDialer()
+	p, err := ws.NewPeer(ws.PeerOptions{Config: cfg, InstanceID: "peer-a", HubInstanceID: "hub", URL: hubURL,
+		Token: func() (string, error) { return "t", nil }, Dialer: d.Dialer(dialer), Clock: clock.NewFake(time.Unix(1000, 0)),
+		Namespaces: func(seam.Session) seam.Handler { return nil }, Observer: observer.ObserverFunc(d.Observe)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := tr.Read(context.Background(), 1<<20); string(m) != string(update) || len(logs.take()) != 0 || d.ConnectionProblem() != "" {
-		t.Fatal("an update changed the diagnosis")
+	defer p.Close()
+	codec := protocol.NewCodec(cfg.Limits(), 0)
+	for range 2 {
+		before := dialer.Dials()
+		p.Start()
+		var hub *wstest.End
+		select {
+		case dl := <-dialer.Accepted:
+			hub = dl.End
+		case <-time.After(5 * time.Second):
+			t.Fatal("no dial")
+		}
+		// The hub reads the HELLO (so the peer's write cannot fail first), then refuses.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := hub.Recv(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		em, err := protocol.NewErrorMessage(protocol.ScopeConnection, protocol.CodeInstanceIdentityMismatch, protocol.NamespaceID{}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame, err := codec.AppendFrame(nil, 1, em)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := hub.Send(frame); err != nil {
+			t.Fatal(err)
+		}
+		hub.Close(protocol.ClosePolicy, "")
+		deadline := time.Now().Add(5 * time.Second)
+		for p.State() != observer.ConnBlocked || dialer.Dials() == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("peer %s, want blocked", p.State())
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
-	tr.Read(context.Background(), 1<<20)
-	tr.Read(context.Background(), 1<<20) // the same failure again: no second line
 	got := logs.take()
 	if len(got) != 1 || got[0]["level"] != "ERROR" || got[0]["code"] != "INSTANCE_IDENTITY_MISMATCH" {
 		t.Fatalf("lines %v", got)

@@ -37,6 +37,8 @@ type peerConn struct {
 	// order, in targeted.
 	opening  int
 	openWait []*peerChannel
+	// working: the connection was reported as doing its work (seam.Session.Working).
+	working bool
 }
 
 var _ seam.Handler = (*peerConn)(nil)
@@ -59,6 +61,30 @@ func (pc *peerConn) start() {
 	for _, tg := range open {
 		pc.targetAdded(tg)
 	}
+	pc.checkWorking()
+}
+
+// checkWorking tells the connection, once, that it does the work it was made for: every
+// target taken up on it is live or has ended, and at least one is live (or there is none).
+// The peer's controller then restarts its reconnect backoff.
+func (pc *peerConn) checkWorking() {
+	if pc.working || pc.closed || pc.draining() || len(pc.openWait) > 0 {
+		return
+	}
+	live := 0
+	for _, c := range pc.channels {
+		switch {
+		case c.state == observer.ChannelLive:
+			live++
+		case !c.ended():
+			return
+		}
+	}
+	if live == 0 && len(pc.channels) > 0 {
+		return
+	}
+	pc.working = true
+	pc.s.Working()
 }
 
 // targetAdded opens a target on this connection; a namespace that already had its

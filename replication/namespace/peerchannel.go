@@ -60,6 +60,7 @@ func (c *peerChannel) changed(from observer.ChannelState) {
 		pc.opening--
 		pc.openNext()
 	}
+	pc.checkWorking()
 }
 
 // wentLive arms the periodic reconciliation (§9.4): one one-shot timer, armed after a round.

@@ -74,6 +74,10 @@ type Session interface {
 	// Quiesced tells a draining connection that every namespace has ended: the drain
 	// completes now instead of at its deadline.
 	Quiesced()
+	// Working tells the peer's controller that the connection does the work it was made
+	// for: every target the namespace layer took up on it is live (or has ended). The
+	// controller then starts its reconnect backoff afresh. It does nothing on the hub.
+	Working()
 	// Reconnect asks the peer for a new connection: this one closes with 1001 and the
 	// peer's controller backs off and dials again. It does nothing on the hub.
 	Reconnect()

@@ -90,6 +90,10 @@ const maxLateAcks = 1024
 // it received it: those acknowledgements are still valid, so each is accepted once (and
 // not delivered) instead of being an ACK_STATE_VIOLATION — within a bound, so that a
 // remote that never acknowledges cannot grow this bookkeeping without limit.
+//
+// One acknowledgement outlives a CLOSE_OK this side sends: in crossed closes (both sides
+// sent CLOSE_NAMESPACE) the remote's CLOSE_OK answering this side's close is what the
+// namespace layer waits for to end the namespace, so it stays awaited and is delivered.
 func (c *conn) forgetOnTerminal(m protocol.Message, sent bool) {
 	ns, ends := protocol.EndsNamespace(m)
 	onlyUpdates := false
@@ -103,8 +107,13 @@ func (c *conn) forgetOnTerminal(m protocol.Message, sent bool) {
 	if ends {
 		delete(c.flows, ns) // the namespace is over on this connection: so are its counters
 	}
+	_, answersClose := m.(*protocol.CloseOK)
+	keepClose := sent && answersClose
 	var given []uint32
 	for seq, k := range c.awaiting {
+		if keepClose && k.ack == protocol.TypeCloseOK {
+			continue
+		}
 		if k.ns == ns && (!onlyUpdates || k.ack == protocol.TypeUpdateAck) {
 			c.unawait(seq)
 			if sent {

@@ -56,6 +56,7 @@ type connParams struct {
 	nonce     [16]byte // peer: HELLO connectionNonce
 	work      *counter
 	onReady   func(*conn)                 // owner goroutine; must not block
+	onWorking func(*conn)                 // peer: the namespace layer's targets are live (owner goroutine)
 	onClosed  func(*conn, seam.CloseInfo) // owner goroutine; must not block
 	onExit    func(*conn)                 // after every goroutine of the connection exited
 	onGoAway  func(*conn, seam.Drain)     // peer: GOAWAY received (owner goroutine)

@@ -179,3 +179,40 @@ func TestS23_6_LoadGauges(t *testing.T) {
 	p.recv()
 	eventually(t, "nothing queued", func() bool { return f.hub.Load().QueuedBytes == 0 })
 }
+
+// TestS12_CrossedClosesComplete: both sides send CLOSE_NAMESPACE (a drain on each side
+// does this). This side answers the remote's close first; the remote's CLOSE_OK for this
+// side's close must still reach the namespace layer, which waits for it to end the
+// namespace — otherwise a drain lasts until its deadline.
+func TestS12_CrossedClosesComplete(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), func(h *testHandler) { h.autoOpen = true })
+	p := f.connect(64)
+	h := f.handshake(p)
+	p.send(&protocol.OpenNamespace{NamespaceID: ns1})
+	p.recv() // OPEN_OK
+	var hubClose uint32
+	h.do(t, func(s seam.Session) {
+		var err error
+		if hubClose, err = s.Send(&protocol.CloseNamespace{NamespaceID: ns1, ReasonCode: "drain"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	peerClose := p.send(&protocol.CloseNamespace{NamespaceID: ns1, ReasonCode: "drain"}) // crossing
+	p.recv()                                                                             // the hub's CLOSE_NAMESPACE
+	eventually(t, "the peer's close delivered", func() bool { return len(h.framesOf(protocol.TypeCloseNamespace)) == 1 })
+	h.do(t, func(s seam.Session) {
+		if _, err := s.Send(&protocol.CloseOK{NamespaceID: ns1, AckedSequence: peerClose}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if fr := p.recv(); fr.Type() != protocol.TypeCloseOK {
+		t.Fatalf("got %v, want CLOSE_OK", fr.Type())
+	}
+	p.send(&protocol.CloseOK{NamespaceID: ns1, AckedSequence: hubClose})
+	eventually(t, "the peer's CLOSE_OK delivered", func() bool { return len(h.framesOf(protocol.TypeCloseOK)) == 1 })
+	// It was awaited once: a second one is a violation.
+	p.send(&protocol.CloseOK{NamespaceID: ns1, AckedSequence: hubClose})
+	if code, ec := p.expectClose(); code != protocol.CloseProtocolError || ec != protocol.CodeAckStateViolation {
+		t.Fatalf("close %d %s", code, ec)
+	}
+}

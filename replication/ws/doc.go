@@ -7,7 +7,11 @@
 //
 // # Connecting
 //
-// The hub checks the peer's bearer token before the WebSocket upgrade, with an
+// Before anything else the hub applies its admission control (admission.go): while too many
+// connections are in their handshake, or too many namespace opens are in progress across
+// all connections, a new upgrade is refused with 503 and a Retry-After, so that a fleet of
+// peers returning after an outage spreads itself over the time the hub needs; nothing
+// queues. It then checks the peer's bearer token before the WebSocket upgrade, with an
 // Authenticator: 401 for a missing or unknown token, 403 for a known token that may not
 // replicate, 503 when there is nothing to check against or the check is too slow; no
 // WebSocket is created then. The authenticator yields the peer's instance id, which the
@@ -23,10 +27,14 @@
 // waits for the work it had admitted).
 //
 // The peer's controller moves through stopped, disconnected, connecting, handshaking, ready,
-// draining, backoff and blocked. After a connection ends it dials again after a full-jitter
-// backoff (BackoffDelay), slower after repeated server errors, or blocks — until Start or
+// draining, backoff and blocked. After a connection ends it dials again — at the next of its
+// hub URLs, when it has several — after a full-jitter backoff (BackoffCap, BackoffDelay):
+// growing with each failure, but never more than half the time the peer has been without a
+// working connection, and starting over once a connection has its targets live; slower
+// after repeated server errors; as a busy hub's Retry-After asks. It blocks — until Start or
 // ConfigChanged — when retrying cannot help: a refused token, an incompatible hub, a
-// protocol error, a hub that asked it to stay away.
+// protocol error, a hub that asked it to stay away. A hub that asks it to authenticate again
+// (a rotated token) gets one immediate dial with the token the peer has now.
 //
 // # One connection, three goroutines
 //
@@ -52,9 +60,10 @@
 //
 // The files follow that design: conn.go (the connection and its owner goroutine), read.go
 // (the reader and the routing of inbound frames), ack.go (acknowledgements), admission.go
-// (OPEN_NAMESPACE admission), handshake.go, drain.go, close.go, control.go (control frames),
-// scheduler.go (the data queues), write.go (the writer), liveness.go (pings), session.go
-// (the namespace layer's handle on a connection).
+// (the hub's admission control and OPEN_NAMESPACE admission), handshake.go, drain.go,
+// close.go, control.go (control frames), scheduler.go (the data queues), write.go (the
+// writer), liveness.go (pings), session.go (the namespace layer's handle on a connection);
+// hub.go is the hub, peer.go and backoff.go the peer's controller.
 //
 // # Checks on every inbound frame
 //

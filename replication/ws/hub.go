@@ -31,6 +31,15 @@ type HubOptions struct {
 	Random     io.Reader             // connection ids; nil: crypto/rand
 	Observer   observer.Observer
 	Logger     *slog.Logger // nil: discard
+
+	// Admission control (admission.go): while MaxHandshakes connections are in their
+	// handshake, or MaxOpening OPEN_NAMESPACE requests are with the namespace layer, across
+	// the hub, new upgrades are refused with 503 and a Retry-After of AdmissionRetryAfter
+	// (whole seconds). 0 means the defaults (DefaultMaxHandshakes, DefaultMaxOpening,
+	// DefaultAdmissionRetry); a negative limit means none.
+	MaxHandshakes       int
+	MaxOpening          int
+	AdmissionRetryAfter time.Duration
 }
 
 // Hub accepts peer connections on /v1/replication (§2, §15.2). It is an http.Handler: the
@@ -48,6 +57,7 @@ type Hub struct {
 	conns    map[*conn]struct{}
 	shutdown bool
 
+	adm     hubAdmission
 	running counter // connections whose goroutines have not all exited
 	work    counter // admitted namespace work (seam.Session.BeginWork)
 	unsub   func()
@@ -88,10 +98,24 @@ func NewHub(opts HubOptions) (*Hub, error) {
 	}
 	h := &Hub{opts: opts, cfg: &cfg, log: log, conns: make(map[*conn]struct{}),
 		em: observer.NewEmitter(observer.SideHub, opts.Observer, opts.Clock)}
+	h.adm.maxHandshakes = limitOr(opts.MaxHandshakes, DefaultMaxHandshakes)
+	h.adm.maxOpening = limitOr(opts.MaxOpening, DefaultMaxOpening)
+	h.adm.retryAfter = opts.AdmissionRetryAfter
+	if h.adm.retryAfter <= 0 {
+		h.adm.retryAfter = DefaultAdmissionRetry
+	}
 	if rs, ok := opts.Auth.(RevocationSource); ok {
 		h.unsub = rs.SubscribeRevocations(h.revoke)
 	}
 	return h, nil
+}
+
+// limitOr is an admission limit: v, or def for 0; negative (no limit) stays negative.
+func limitOr(v, def int) int64 {
+	if v == 0 {
+		return int64(def)
+	}
+	return int64(v)
 }
 
 func (h *Hub) reject(w http.ResponseWriter, status int, reason observer.AuthRejectReason) {
@@ -112,7 +136,8 @@ func bearerToken(r *http.Request) (string, bool) {
 	return token, token != ""
 }
 
-// ServeHTTP authenticates the request and upgrades it. The token is never logged.
+// ServeHTTP admits, authenticates and upgrades the request: a hub at its admission limits
+// answers 503 with Retry-After before anything else. The token is never logged.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	down := h.shutdown
@@ -121,6 +146,19 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, http.StatusServiceUnavailable, observer.AuthHubShutdown)
 		return
 	}
+	if !h.adm.reserve() {
+		if h.em.Enabled() {
+			h.em.Emit(observer.AuthUpgradeRejected{Reason: observer.AuthHubBusy})
+		}
+		h.adm.refuse(w)
+		return
+	}
+	reserved := true
+	defer func() {
+		if reserved {
+			h.adm.release()
+		}
+	}()
 	token, ok := bearerToken(r)
 	if !ok {
 		h.reject(w, http.StatusUnauthorized, observer.AuthMissingToken)
@@ -167,7 +205,8 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Accept wrote the HTTP error
 	}
-	if err := h.Accept(NewWebSocketTransport(c, h.cfg.CloseTimeout), id); err != nil {
+	reserved = false // the connection holds the slot now, until its handshake ends
+	if err := h.accept(NewWebSocketTransport(c, h.cfg.CloseTimeout), id); err != nil {
 		_ = c.Close(websocket.StatusGoingAway, "") // best effort: the upgrade is refused either way
 		if errors.Is(err, ErrHubShutdown) && h.em.Enabled() {
 			h.em.Emit(observer.AuthUpgradeRejected{Reason: observer.AuthHubShutdown})
@@ -178,19 +217,42 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Accept runs a connection on an established transport for an authenticated peer. Most
 // callers use ServeHTTP; tests pass a fake transport. Without a valid trusted identity it
 // logs and returns ErrNoTrustedIdentity and leaves t open.
+// Accept does not apply the admission limits, but its connections count in them.
 func (h *Hub) Accept(t Transport, id Identity) error {
+	h.adm.handshakes.Add(1)
+	return h.accept(t, id)
+}
+
+// accept runs a connection that holds a handshake slot of the admission control: the slot
+// is given back when the handshake completes or the connection closes, or at once when
+// accept fails.
+func (h *Hub) accept(t Transport, id Identity) error {
 	if !protocol.ValidInstanceID(id.PeerInstanceID) {
+		h.adm.release()
 		h.log.Error("replication accept without a trusted peer instance id")
 		return ErrNoTrustedIdentity
 	}
 	connID, err := h.newConnectionID()
 	if err != nil {
+		h.adm.release()
 		return err
+	}
+	handshaking := true // owner goroutine
+	endHandshake := func() {
+		if handshaking {
+			handshaking = false
+			h.adm.release()
+		}
 	}
 	c := newConn(connParams{
 		side: observer.SideHub, cfg: h.cfg, clock: h.opts.Clock, em: h.em, log: h.log, t: t,
 		factory: h.opts.Namespaces, auth: h.opts.Auth, peerID: id.PeerInstanceID, hubID: h.opts.InstanceID,
 		connID: connID, work: &h.work,
+		onReady: func(*conn) { endHandshake() },
+		onClosed: func(c *conn, _ seam.CloseInfo) {
+			endHandshake()
+			c.opens.closed()
+		},
 		onExit: func(c *conn) {
 			h.mu.Lock()
 			delete(h.conns, c)
@@ -203,9 +265,11 @@ func (h *Hub) Accept(t Transport, id Identity) error {
 			}
 		},
 	})
+	c.opens.hubWide = &h.adm.opening
 	h.mu.Lock()
 	if h.shutdown {
 		h.mu.Unlock()
+		h.adm.release()
 		return ErrHubShutdown
 	}
 	h.conns[c] = struct{}{}
@@ -294,6 +358,13 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Admission reads the hub's admission control (any goroutine).
+func (h *Hub) Admission() AdmissionStats {
+	rh, ro := h.adm.refusedHandshakes.Load(), h.adm.refusedOpening.Load()
+	return AdmissionStats{Handshakes: h.adm.handshakes.Load(), Opening: h.adm.opening.Load(), Refused: rh + ro,
+		RefusedAtHandshakes: rh, RefusedAtOpening: ro}
 }
 
 // Load sums the outbound load of every connection (any goroutine).

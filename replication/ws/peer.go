@@ -62,18 +62,28 @@ type PeerOptions struct {
 	Config        protocol.Config // validated by NewPeer
 	InstanceID    string          // this peer (HELLO's peerInstanceId)
 	HubInstanceID string          // the hub it expects (HELLO's expectedHubInstanceId)
-	URL           string          // ws://host:port/v1/replication
-	Token         TokenSource     // required
-	Dialer        Dialer          // nil: WebSocketDialer{}
-	Namespaces    seam.NamespaceFactory
-	Clock         clock.Clock // nil: clock.Real()
-	Rand          Rand        // backoff jitter; nil: a generator seeded from crypto/rand
-	Nonce         io.Reader   // HELLO connectionNonce; nil: crypto/rand
-	Observer      observer.Observer
-	Logger        *slog.Logger
+	URL           string          // the hub's replication endpoint: ws://host:port/v1/replication
+	// FailoverURLs are further endpoints of the same hub (the nodes of a hub cluster, which
+	// all present HubInstanceID). After a failed dial or a lost connection the peer dials
+	// the next endpoint, in turn, URL first, after its usual backoff.
+	FailoverURLs []string
+	Token        TokenSource // required
+	Dialer       Dialer      // nil: WebSocketDialer{}
+	Namespaces   seam.NamespaceFactory
+	Clock        clock.Clock // nil: clock.Real()
+	Rand         Rand        // backoff jitter; nil: a generator seeded from crypto/rand
+	Nonce        io.Reader   // HELLO connectionNonce; nil: crypto/rand
+	Observer     observer.Observer
+	Logger       *slog.Logger
 	// SlowAfter is the number of consecutive 1011 closes after which the backoff switches
 	// to the slow cadence and warns; 0 means 5.
 	SlowAfter int
+	// ContractBackoff backs off exactly as §15.1 writes it: the attempt counter resets only
+	// after backoffResetAfterMs of stable ready, the delay is not bounded by the length of
+	// the outage (BackoffCap), and a busy hub's Retry-After is not honoured. For comparison
+	// and conformance runs; the default reconnects faster after outages and on flapping
+	// links (docs/decisions.md).
+	ContractBackoff bool
 }
 
 // PeerState is a state of the peer's connection state machine.
@@ -93,6 +103,7 @@ type Peer struct {
 	box     mailbox // functions posted to the controller goroutine
 	done    chan struct{}
 	pub     atomic.Value         // PeerState, for State
+	pubURL  atomic.Value         // string: the URL of the current or last dial, for URL
 	pubConn atomic.Pointer[conn] // the current connection, for Load
 	closed  atomic.Bool
 	bg      sync.WaitGroup // stray transports being closed
@@ -109,10 +120,15 @@ type Peer struct {
 	attempt    int
 	slowCount  int // consecutive 1011 closes
 	readyAt    time.Time
-	stopping   bool
-	waiters    []chan struct{} // Stop calls waiting for stopped and idle
-	exiting    bool
-	watchers   []func(PeerState)
+	// downSince is when the peer lost its last working connection (or, before it had one,
+	// first failed to get one); zero while a connection works. It bounds the backoff.
+	downSince time.Time
+	urls      []string // URL, then FailoverURLs
+	urlIdx    int      // the endpoint of the next dial
+	stopping  bool
+	waiters   []chan struct{} // Stop calls waiting for stopped and idle
+	exiting   bool
+	watchers  []func(PeerState)
 }
 
 // NewPeer validates opts and returns a stopped peer; call Start.
@@ -129,6 +145,12 @@ func NewPeer(opts PeerOptions) (*Peer, error) {
 	}
 	if opts.Namespaces == nil {
 		return nil, errors.New("ws: NewPeer needs a NamespaceFactory")
+	}
+	urls := append([]string{opts.URL}, opts.FailoverURLs...)
+	for _, u := range urls {
+		if u == "" {
+			return nil, errors.New("ws: NewPeer needs the hub's URL (and no empty FailoverURLs)")
+		}
 	}
 	if opts.Dialer == nil {
 		opts.Dialer = WebSocketDialer{CloseTimeout: cfg.CloseTimeout}
@@ -153,16 +175,21 @@ func NewPeer(opts PeerOptions) (*Peer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Peer{opts: opts, cfg: &cfg, log: log, state: observer.ConnStopped,
+	p := &Peer{opts: opts, cfg: &cfg, log: log, state: observer.ConnStopped, urls: urls,
 		em:  observer.NewEmitter(observer.SidePeer, opts.Observer, opts.Clock),
 		box: newMailbox(), done: make(chan struct{})}
 	p.pub.Store(observer.ConnStopped)
+	p.pubURL.Store(urls[0])
 	go p.run()
 	return p, nil
 }
 
 // State returns the current state.
 func (p *Peer) State() PeerState { return p.pub.Load().(PeerState) }
+
+// URL returns the hub URL of the current (or last) connection attempt: with several
+// --hub-url, the node the peer is on (any goroutine).
+func (p *Peer) URL() string { return p.pubURL.Load().(string) }
 
 // Watch calls f (on the controller goroutine; it must not block) with every state the
 // peer enters from now on.
@@ -174,7 +201,7 @@ func (p *Peer) Start() {
 		switch p.state {
 		case observer.ConnStopped, observer.ConnBlocked:
 			p.stopping = false
-			p.attempt, p.slowCount = 0, 0
+			p.attempt, p.slowCount, p.downSince = 0, 0, time.Time{}
 			p.set(observer.ConnDisconnected)
 			p.dial()
 		}
@@ -189,7 +216,7 @@ func (p *Peer) ConfigChanged() {
 		switch p.state {
 		case observer.ConnBlocked, observer.ConnBackoff:
 			p.stopTimer()
-			p.attempt, p.slowCount = 0, 0
+			p.attempt, p.slowCount, p.downSince = 0, 0, time.Time{}
 			p.set(observer.ConnDisconnected)
 			p.dial()
 		}
@@ -329,8 +356,10 @@ func (p *Peer) dial() {
 	// The dial is bounded by the handshake timeout, through the injected clock.
 	t := p.opts.Clock.AfterFunc(p.cfg.HelloTimeout, cancel)
 	header := http.Header{"Authorization": {"Bearer " + token}}
+	url := p.urls[p.urlIdx]
+	p.pubURL.Store(url)
 	go func() {
-		tr, err := p.opts.Dialer.Dial(ctx, p.opts.URL, header)
+		tr, err := p.opts.Dialer.Dial(ctx, url, header)
 		t.Stop()
 		if !p.post(func() { p.dialed(gen, tr, err) }) && tr != nil {
 			_ = tr.Close(protocol.CloseNormal, "") // the controller is gone: best effort
@@ -350,11 +379,21 @@ func (p *Peer) dialed(gen uint64, tr Transport, err error) {
 	}
 	if err != nil {
 		var de *DialError
-		if errors.As(err, &de) && de.StatusCode >= 400 && de.StatusCode < 500 {
-			// A configuration error (401, 403, a wrong path): retrying cannot help.
-			p.log.Warn("replication upgrade refused; blocked until the configuration changes", slog.Int("status", de.StatusCode))
-			p.set(observer.ConnBlocked)
-			return
+		if errors.As(err, &de) {
+			switch {
+			case de.StatusCode == http.StatusServiceUnavailable || de.StatusCode == http.StatusTooManyRequests:
+				if de.RetryAfter > 0 && !p.opts.ContractBackoff {
+					// The hub is busy and said when to come back (admission control).
+					p.retryAfter(de.RetryAfter)
+					return
+				}
+			case de.StatusCode >= 400 && de.StatusCode < 500:
+				// A configuration error (401, 403, a wrong path): retrying cannot help. The
+				// binary says what to fix; this line only records the decision.
+				p.log.Debug("replication upgrade refused: blocked", slog.Int("status", de.StatusCode))
+				p.set(observer.ConnBlocked)
+				return
+			}
 		}
 		p.backoff(observer.BackoffDialFailed, 0)
 		return
@@ -369,10 +408,11 @@ func (p *Peer) dialed(gen uint64, tr Transport, err error) {
 	c := newConn(connParams{
 		side: observer.SidePeer, cfg: p.cfg, clock: p.opts.Clock, em: p.em, log: p.log, t: tr,
 		factory: p.opts.Namespaces, peerID: p.opts.InstanceID, hubID: p.opts.HubInstanceID, nonce: nonce,
-		onReady:  func(c *conn) { id := c.connID; p.post(func() { p.connReady(gen, id) }) },
-		onGoAway: func(c *conn, d seam.Drain) { p.post(func() { p.goAway(gen) }) },
-		onClosed: func(c *conn, info seam.CloseInfo) { p.post(func() { p.connClosed(gen, info) }) },
-		onExit:   func(c *conn) { p.post(func() { p.connExited(c) }) },
+		onReady:   func(c *conn) { id := c.connID; p.post(func() { p.connReady(gen, id) }) },
+		onWorking: func(c *conn) { p.post(func() { p.connWorking(gen) }) },
+		onGoAway:  func(c *conn, d seam.Drain) { p.post(func() { p.goAway(gen) }) },
+		onClosed:  func(c *conn, info seam.CloseInfo) { p.post(func() { p.connClosed(gen, info) }) },
+		onExit:    func(c *conn) { p.post(func() { p.connExited(c) }) },
 	})
 	p.conn = c
 	p.pubConn.Store(c)
@@ -396,6 +436,19 @@ func (p *Peer) connReady(gen uint64, connID string) {
 	p.connID = connID
 	p.readyAt = p.opts.Clock.Now()
 	p.set(observer.ConnReady)
+}
+
+// connWorking: the namespace layer reports that the connection does the work it was made
+// for (its targets are live). The backoff starts afresh from here: the next loss of the
+// connection is retried after at most baseBackoffMs, however many failures came before. A
+// departure from §15.1, which resets only after backoffResetAfterMs of stable ready (see
+// docs/decisions.md): a hub that crashes every few seconds, or a link cut as often, would
+// otherwise keep the peer away most of the time the hub is up.
+func (p *Peer) connWorking(gen uint64) {
+	if gen != p.gen || p.state != observer.ConnReady || p.opts.ContractBackoff {
+		return
+	}
+	p.attempt, p.downSince = 0, time.Time{}
 }
 
 func (p *Peer) goAway(gen uint64) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -37,15 +38,25 @@ type peerFixture struct {
 
 func newPeerFixture(t *testing.T, cfg protocol.Config, r ws.Rand, setup func(*testHandler)) *peerFixture {
 	t.Helper()
+	return newPeerFixtureWith(t, cfg, r, setup, nil)
+}
+
+// newPeerFixtureWith is newPeerFixture with edit applied to the peer's options.
+func newPeerFixtureWith(t *testing.T, cfg protocol.Config, r ws.Rand, setup func(*testHandler), edit func(*ws.PeerOptions)) *peerFixture {
+	t.Helper()
 	f := &peerFixture{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: &observertest.Recorder{}, d: wstest.NewDialer(),
 		hs: newHandlers(setup), token: "tok-1"}
 	if r == nil {
 		r = maxRand{}
 	}
-	var err error
-	f.peer, err = ws.NewPeer(ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: "ws://hub/v1/replication",
+	opts := ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: "ws://hub/v1/replication",
 		Token:  func() (string, error) { f.mu.Lock(); defer f.mu.Unlock(); return f.token, nil },
-		Dialer: f.d, Namespaces: f.hs.factory, Clock: f.clk, Rand: r, Observer: f.rec, SlowAfter: 3})
+		Dialer: f.d, Namespaces: f.hs.factory, Clock: f.clk, Rand: r, Observer: f.rec, SlowAfter: 3}
+	if edit != nil {
+		edit(&opts)
+	}
+	var err error
+	f.peer, err = ws.NewPeer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,12 +310,6 @@ func TestS15_1_CloseOutcomes(t *testing.T) {
 			eventually(t, "drain", func() bool { th.mu.Lock(); defer th.mu.Unlock(); return len(th.drains) == 1 })
 			th.do(t, func(s seam.Session) { s.Quiesced() }) // the peer leaves once its namespaces closed
 		}, blocked, 1000, ""},
-		{"GOAWAY REAUTH_REQUIRED at the deadline", false, func(t *testing.T, f *peerFixture, h *rawHub, _ *testHandler) {
-			h.send(&protocol.GoAway{ReasonCode: protocol.GoAwayReauthRequired, DrainTimeoutMs: 5000})
-			f.waitState(0, observer.ConnDraining)
-			eventually(t, "goaway-received", func() bool { return f.rec.Count(observer.TypeGoAwayReceived) == 1 })
-			f.clk.Advance(5 * time.Second)
-		}, blocked, 1000, ""},
 		{"GOAWAY with an unknown reason", false, func(t *testing.T, f *peerFixture, h *rawHub, _ *testHandler) {
 			h.send(&protocol.GoAway{ReasonCode: "MAINTENANCE", DrainTimeoutMs: 5000})
 			f.waitState(0, observer.ConnDraining)
@@ -348,29 +353,41 @@ func TestS15_1_CloseOutcomes(t *testing.T) {
 }
 
 // TestS15_1_BackoffSequence: delay = random(0, min(maxBackoff, base·2^attempt)), with exact
-// values for a scripted and for a seeded random source.
+// values for a scripted and for a seeded random source — as §15.1 writes it
+// (ContractBackoff), and by default also never more than half the time the peer has been
+// without a connection (but at least base).
 func TestS15_1_BackoffSequence(t *testing.T) {
 	cfg := smallConfig(t)
 	for _, tc := range []struct {
-		name string
-		r    func() ws.Rand
+		name     string
+		r        func() ws.Rand
+		contract bool
 	}{
-		{"top of range", func() ws.Rand { return maxRand{} }},
-		{"seeded", func() ws.Rand { return mrand.New(mrand.NewPCG(1, 2)) }},
+		{"top of range", func() ws.Rand { return maxRand{} }, true},
+		{"seeded", func() ws.Rand { return mrand.New(mrand.NewPCG(1, 2)) }, true},
+		{"top of range, bounded by the outage", func() ws.Rand { return maxRand{} }, false},
+		{"seeded, bounded by the outage", func() ws.Rand { return mrand.New(mrand.NewPCG(1, 2)) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The expected delays, computed here from the formula with a second copy of the
-			// random source.
+			// random source; the fake clock advances by each delay, so the outage so far is
+			// their sum.
 			oracle := tc.r()
 			var want []float64
+			downMs := int64(0)
 			for attempt := range 10 {
 				capMs := int64(30000)
 				if c := int64(250) << attempt; c < capMs {
 					capMs = c
 				}
-				want = append(want, float64(oracle.Int64N(capMs+1)))
+				if !tc.contract {
+					capMs = min(capMs, max(250, downMs/2))
+				}
+				d := oracle.Int64N(capMs + 1)
+				downMs += d
+				want = append(want, float64(d))
 			}
-			f := newPeerFixture(t, cfg, tc.r(), nil)
+			f := newPeerFixtureWith(t, cfg, tc.r(), nil, func(o *ws.PeerOptions) { o.ContractBackoff = tc.contract })
 			errs := make([]error, 11)
 			for i := range errs {
 				errs[i] = errors.New("refused")
@@ -389,12 +406,13 @@ func TestS15_1_BackoffSequence(t *testing.T) {
 				}
 				f.clk.Advance(time.Duration(b.DelayMs) * time.Millisecond)
 			}
-			if tc.name == "top of range" {
-				exp := []float64{250, 500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000}
-				for i := range exp {
-					if want[i] != exp[i] {
-						t.Fatalf("caps %v", want)
-					}
+			exp := map[string][]float64{
+				"top of range":                        {250, 500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000},
+				"top of range, bounded by the outage": {250, 250, 250, 375, 562, 843, 1265, 1897, 2846, 4269},
+			}[tc.name]
+			for i := range exp {
+				if want[i] != exp[i] {
+					t.Fatalf("caps %v, want %v", want, exp)
 				}
 			}
 		})
@@ -482,4 +500,188 @@ func TestS15_1_LocalStop(t *testing.T) {
 	f.peer.Start()
 	pos = f.waitState(pos, observer.ConnDisconnected)
 	f.ready(pos)
+}
+
+// TestS15_1_ReauthDialsOnceAtOnce: after a GOAWAY REAUTH_REQUIRED and its drain, the peer
+// dials again at once (a zero-delay backoff, the attempt counter unchanged) with the token
+// it has now; refused, it blocks without another dial.
+func TestS15_1_ReauthDialsOnceAtOnce(t *testing.T) {
+	for _, refused := range []bool{false, true} {
+		name := map[bool]string{false: "new token accepted", true: "token refused"}[refused]
+		t.Run(name, func(t *testing.T) {
+			f := newPeerFixture(t, smallConfig(t), nil, func(h *testHandler) { h.quiesceOnDrain = true })
+			f.peer.Start()
+			h, _, pos := f.ready(0)
+			f.mu.Lock()
+			f.token = "tok-2"
+			f.mu.Unlock()
+			if refused {
+				f.d.Fail(&ws.DialError{StatusCode: 401})
+			}
+			h.send(&protocol.GoAway{ReasonCode: protocol.GoAwayReauthRequired, DrainTimeoutMs: 3_600_000})
+			if code, _ := h.expectClose(); code != protocol.CloseNormal {
+				t.Fatalf("peer closed with %d, want 1000 once drained", code)
+			}
+			var end ws.PeerState = observer.ConnReady
+			if refused {
+				end = observer.ConnBlocked
+			} else {
+				h2 := f.accept() // no clock advance: the dial is immediate
+				if h2.hdr != "Bearer tok-2" {
+					t.Fatalf("re-authenticated with %q", h2.hdr)
+				}
+				h2.handshake(nil)
+			}
+			f.waitState(pos, end)
+			got := f.path()[pos-1:]
+			want := []ws.PeerState{observer.ConnReady, observer.ConnDraining, observer.ConnBackoff, observer.ConnConnecting}
+			if refused {
+				want = append(want, observer.ConnBlocked)
+			} else {
+				want = append(want, observer.ConnHandshaking, observer.ConnReady)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("path %v, want %v", got, want)
+			}
+			if b := f.lastBackoff(); b.DelayMs != 0 || b.Attempt != 0 || b.Reason != observer.BackoffGoAwayClosed {
+				t.Fatalf("backoff %+v, want an immediate dial", b)
+			}
+			if f.d.Dials() != 2 {
+				t.Fatalf("%d dials, want 2", f.d.Dials())
+			}
+		})
+	}
+}
+
+// TestS15_1_WorkingRestartsBackoff: a connection whose namespace layer reports its targets
+// live (seam.Session.Working) restarts the backoff: the next loss is retried after at most
+// baseBackoffMs, whatever failures came before. Without the report — or with
+// ContractBackoff — the attempt counter carries on.
+func TestS15_1_WorkingRestartsBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		working          bool
+		contract         bool
+		attempt, delayMs int
+	}{
+		{"working", true, false, 0, 250},
+		{"not working", false, false, 4, 562}, // half of the 1.125 s outage so far
+		{"working, contract backoff", true, true, 4, 4000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newPeerFixtureWith(t, smallConfig(t), nil, nil, func(o *ws.PeerOptions) { o.ContractBackoff = tc.contract })
+			refused := errors.New("refused")
+			f.d.Fail(refused, refused, refused, refused)
+			f.peer.Start()
+			pos := 0
+			for range 4 {
+				pos = f.waitState(pos, observer.ConnBackoff)
+				f.clk.Advance(time.Duration(f.lastBackoff().DelayMs) * time.Millisecond)
+			}
+			h, th, pos := f.ready(pos)
+			if tc.working {
+				// The report and the loss reach the controller in this order: both are posted
+				// by the connection's owner goroutine.
+				th.do(t, func(s seam.Session) { s.Working() })
+			}
+			h.end.Drop()
+			f.waitState(pos, observer.ConnBackoff)
+			if b := f.lastBackoff(); b.Attempt != tc.attempt || b.DelayMs != float64(tc.delayMs) {
+				t.Fatalf("backoff %+v, want attempt %d delay %d", b, tc.attempt, tc.delayMs)
+			}
+		})
+	}
+}
+
+// TestS15_1_RetryAfter: a hub refusing the upgrade with 503 (or 429) and a Retry-After is
+// retried after that delay plus a jitter of up to as much again, without growing the
+// attempt counter; without Retry-After, or with ContractBackoff, it is an ordinary failed
+// dial.
+func TestS15_1_RetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		contract bool
+		delayMs  float64 // with maxRand: the top of the range
+		attempt  int     // of the backoff after the next, ordinary, failure
+	}{
+		{"503 with Retry-After", &ws.DialError{StatusCode: 503, RetryAfter: 2 * time.Second}, false, 4000, 0},
+		{"429 with Retry-After", &ws.DialError{StatusCode: 429, RetryAfter: time.Second}, false, 2000, 0},
+		{"503 with a Retry-After over maxBackoff", &ws.DialError{StatusCode: 503, RetryAfter: time.Hour}, false, 60000, 0},
+		{"503 without Retry-After", &ws.DialError{StatusCode: 503}, false, 250, 1},
+		{"503 with Retry-After, contract backoff", &ws.DialError{StatusCode: 503, RetryAfter: 2 * time.Second}, true, 250, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newPeerFixtureWith(t, smallConfig(t), nil, nil, func(o *ws.PeerOptions) { o.ContractBackoff = tc.contract })
+			f.d.Fail(tc.err, errors.New("refused"))
+			f.peer.Start()
+			pos := f.waitState(0, observer.ConnBackoff)
+			b := f.lastBackoff()
+			if b.DelayMs != tc.delayMs || b.Reason != observer.BackoffDialFailed {
+				t.Fatalf("backoff %+v, want delay %v", b, tc.delayMs)
+			}
+			f.clk.Advance(time.Duration(b.DelayMs) * time.Millisecond)
+			f.waitState(pos, observer.ConnBackoff)
+			if b := f.lastBackoff(); b.Attempt != tc.attempt {
+				t.Fatalf("next backoff %+v, want attempt %d", b, tc.attempt)
+			}
+		})
+	}
+}
+
+// TestS15_1_FailoverURLs: with several hub endpoints the peer dials the next one after a
+// failed dial and after a lost connection, in turn, with its backoff in between.
+func TestS15_1_FailoverURLs(t *testing.T) {
+	const a, b, c = "ws://a/v1/replication", "ws://b/v1/replication", "ws://c/v1/replication"
+	f := newPeerFixtureWith(t, smallConfig(t), nil, nil, func(o *ws.PeerOptions) {
+		o.URL, o.FailoverURLs = a, []string{b, c}
+	})
+	f.d.Fail(errors.New("refused")) // a
+	f.peer.Start()
+	pos := f.waitState(0, observer.ConnBackoff)
+	f.clk.Advance(time.Duration(f.lastBackoff().DelayMs) * time.Millisecond)
+	h, _, pos := f.ready(pos) // b
+	h.end.Drop()
+	pos = f.waitState(pos, observer.ConnBackoff)
+	f.d.Fail(errors.New("refused")) // c
+	f.clk.Advance(time.Duration(f.lastBackoff().DelayMs) * time.Millisecond)
+	pos = f.waitState(pos, observer.ConnBackoff)
+	f.clk.Advance(time.Duration(f.lastBackoff().DelayMs) * time.Millisecond)
+	f.ready(pos) // a again
+	if got, want := f.d.URLs(), []string{a, b, c, a}; !slices.Equal(got, want) {
+		t.Fatalf("dialed %v, want %v", got, want)
+	}
+	if _, err := ws.NewPeer(ws.PeerOptions{Config: smallConfig(t), InstanceID: peerID, HubInstanceID: hubID, URL: a,
+		FailoverURLs: []string{""}, Token: func() (string, error) { return "t", nil }, Namespaces: newHandlers(nil).factory}); err == nil {
+		t.Fatal("an empty failover URL accepted")
+	}
+}
+
+// TestS23_1_ConnectionFailedReceived: a fatal connection ERROR the hub sends before it
+// closes is reported by the peer as connection-failed (code, wsCloseCode), like one it
+// detects itself; an orderly close is not.
+func TestS23_1_ConnectionFailedReceived(t *testing.T) {
+	f := newPeerFixture(t, smallConfig(t), nil, nil)
+	f.peer.Start()
+	h, _, pos := f.ready(0)
+	m, _ := protocol.NewErrorMessage(protocol.ScopeConnection, protocol.CodeSequenceViolation, protocol.NamespaceID{}, "s")
+	h.send(m)
+	h.end.Close(protocol.CloseProtocolError, "")
+	pos = f.waitState(pos, observer.ConnBlocked)
+	evs := f.rec.OfType(observer.TypeConnectionFailed)
+	if len(evs) != 1 {
+		t.Fatalf("%d connection-failed events, want 1", len(evs))
+	}
+	if e := evs[0].Payload.(observer.ConnectionFailed); e.Code != observer.FoldConnectionCode("SEQUENCE_VIOLATION") ||
+		e.WSCloseCode != 1002 || e.ConnectionID != observer.Some("c-test") {
+		t.Fatalf("connection-failed %+v", e)
+	}
+	// A close without an ERROR reports nothing.
+	f.peer.Start()
+	h, _, _ = f.ready(pos)
+	h.end.Close(protocol.CloseGoingAway, "")
+	f.waitState(pos, observer.ConnBackoff)
+	if n := f.rec.Count(observer.TypeConnectionFailed); n != 1 {
+		t.Fatalf("%d connection-failed events after an orderly close", n)
+	}
 }

@@ -36,11 +36,18 @@ type liveHub struct {
 	rec   *observertest.Recorder
 	hs    *handlers
 	table *ws.TokenTable
+	edit  func(*ws.HubOptions) // applied to the options of every hub it makes
 }
 
 func newLiveHub(t *testing.T, cfg protocol.Config, setup func(*testHandler)) *liveHub {
 	t.Helper()
-	l := &liveHub{t: t, cfg: cfg, rec: &observertest.Recorder{}, hs: newHandlers(setup)}
+	return newLiveHubWith(t, cfg, setup, nil)
+}
+
+// newLiveHubWith is newLiveHub with edit applied to the hub's options.
+func newLiveHubWith(t *testing.T, cfg protocol.Config, setup func(*testHandler), edit func(*ws.HubOptions)) *liveHub {
+	t.Helper()
+	l := &liveHub{t: t, cfg: cfg, rec: &observertest.Recorder{}, hs: newHandlers(setup), edit: edit}
 	var err error
 	l.table, err = ws.NewTokenTable([]ws.TokenEntry{
 		{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true},
@@ -68,7 +75,11 @@ func newLiveHub(t *testing.T, cfg protocol.Config, setup func(*testHandler)) *li
 }
 
 func (l *liveHub) newHub() *ws.Hub {
-	h, err := ws.NewHub(ws.HubOptions{Config: l.cfg, InstanceID: hubID, Auth: l.table, Namespaces: l.hs.factory, Observer: l.rec})
+	opts := ws.HubOptions{Config: l.cfg, InstanceID: hubID, Auth: l.table, Namespaces: l.hs.factory, Observer: l.rec}
+	if l.edit != nil {
+		l.edit(&opts)
+	}
+	h, err := ws.NewHub(opts)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -357,11 +368,12 @@ func TestS21_ShutdownAndReconnect(t *testing.T) {
 	}
 }
 
-// TestS6_ConcurrentHandshakes: 200 connections handshake at once.
+// TestS6_ConcurrentHandshakes: 200 connections handshake at once (with an admission limit
+// that lets them all in: each dials before any sends its HELLO).
 func TestS6_ConcurrentHandshakes(t *testing.T) {
 	cfg := smallConfig(t)
 	cfg.HelloTimeout = time.Minute // the race detector on a shared 2-core machine is slow
-	l := newLiveHub(t, cfg, nil)
+	l := newLiveHubWith(t, cfg, nil, func(o *ws.HubOptions) { o.MaxHandshakes = 200 })
 	const n = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

@@ -67,6 +67,12 @@ func (s session) Fail(code protocol.ErrorCode, detail string) {
 	s.c.fail(&protocol.Error{Code: code, Scope: protocol.ScopeConnection, Detail: detail})
 }
 
+func (s session) Working() {
+	if s.c.onWorking != nil && !s.c.closing {
+		s.c.onWorking(s.c)
+	}
+}
+
 func (s session) Reconnect() {
 	if s.c.side == observer.SidePeer {
 		s.c.closeNow(protocol.CloseGoingAway, seam.CloseInfo{Code: protocol.CloseGoingAway, Cause: seam.CauseReconnect})

@@ -150,9 +150,11 @@ type Dialer interface {
 }
 
 // DialError is a dial that reached the hub but was refused before the upgrade: HTTP 401 or
-// 403, or another status.
+// 403, or another status. RetryAfter is the response's Retry-After in seconds, when it had
+// one (a busy hub's 503).
 type DialError struct {
 	StatusCode int
+	RetryAfter time.Duration
 	Err        error
 }
 
@@ -177,7 +179,7 @@ func (d WebSocketDialer) Dial(ctx context.Context, url string, header http.Heade
 	})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			return nil, &DialError{StatusCode: resp.StatusCode, Err: err}
+			return nil, &DialError{StatusCode: resp.StatusCode, RetryAfter: RetryAfter(resp.Header), Err: err}
 		}
 		return nil, err
 	}

@@ -306,15 +306,17 @@ type Dialer struct {
 	// Accepted receives the hub-side end of each successful dial, with the request header.
 	Accepted chan Dialed
 
-	mu     sync.Mutex // guards script and dials
+	mu     sync.Mutex // guards script, dials and urls
 	script []error    // consumed in order; nil entries (or an empty script) mean success
 	dials  int
+	urls   []string
 }
 
 // Dialed is one successful fake dial.
 type Dialed struct {
 	End    *End
 	Header http.Header
+	URL    string
 }
 
 // NewDialer returns a dialer whose dials succeed unless scripted otherwise.
@@ -334,10 +336,18 @@ func (d *Dialer) Dials() int {
 	return d.dials
 }
 
+// URLs returns the URL of every Dial call so far, in order.
+func (d *Dialer) URLs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.urls...)
+}
+
 // Dial implements ws.Dialer.
 func (d *Dialer) Dial(ctx context.Context, url string, header http.Header) (ws.Transport, error) {
 	d.mu.Lock()
 	d.dials++
+	d.urls = append(d.urls, url)
 	var err error
 	if len(d.script) > 0 {
 		err, d.script = d.script[0], d.script[1:]
@@ -348,7 +358,7 @@ func (d *Dialer) Dial(ctx context.Context, url string, header http.Header) (ws.T
 	}
 	a, b := Pair(64)
 	select {
-	case d.Accepted <- Dialed{End: b, Header: header.Clone()}:
+	case d.Accepted <- Dialed{End: b, Header: header.Clone(), URL: url}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -220,12 +220,20 @@ func (c *conn) write(m Message, raw []byte) bool {
 			}
 		}
 	}
+	if g := c.srv.opts.Writes; g != nil {
+		if err := g.AdmitWrite(c.room.ns, len(update)); err != nil {
+			return c.writeRefused(update, err)
+		}
+	}
 	o, ok := c.apply(update)
 	if !ok {
 		return false
 	}
 	switch {
 	case o.err == nil:
+		if o.res.Changed && c.srv.opts.Writes != nil {
+			c.srv.opts.Writes.Written(c.room.ns, len(update))
+		}
 		if o.res.Changed {
 			msg := raw
 			if m.Sync == SyncStep2 {
@@ -238,24 +246,52 @@ func (c *conn) write(m Message, raw []byte) bool {
 		return true
 	case errors.Is(o.err, registry.ErrProtected):
 		from, _, _ := yjs.UpdateRanges(update) // decoded by the apply already
-		for client, clk := range from {
-			if g, ok := c.gaps[client]; !ok || clk < g {
-				if c.gaps == nil {
-					c.gaps = map[uint64]uint64{}
-				}
-				c.gaps[client] = clk
-			}
-		}
 		c.srv.log.Warn("editor update refused: it changes the protected meta map", slog.String("client", c.grant.Name),
 			slog.String("namespaceId", c.room.ns))
-		c.refuse("protected-meta", "an update that changes the protected root map meta was refused; nothing of it was applied — reload the editor to go on")
-		if len(c.gaps) > c.srv.opts.MaxGapClients {
-			c.closeWith(websocket.StatusPolicyViolation, "too many refused updates", "too-many-refused")
-			return false
-		}
-		return true
+		return c.refuseUpdate(from, "protected-meta", "an update that changes the protected root map meta was refused; nothing of it was applied — reload the editor to go on")
 	}
 	return c.writeFailed(o.err)
+}
+
+// refuseUpdate refuses one update whose structs start at from (Yjs client id → first clock):
+// the clocks it leaves out become gaps (later updates that reach past them are dropped), and
+// the editor is told once. Too many gaps close the connection.
+func (c *conn) refuseUpdate(from map[uint64]uint64, reason, text string) bool {
+	for client, clk := range from {
+		if g, ok := c.gaps[client]; !ok || clk < g {
+			if c.gaps == nil {
+				c.gaps = map[uint64]uint64{}
+			}
+			c.gaps[client] = clk
+		}
+	}
+	c.refuse(reason, text)
+	if len(c.gaps) > c.srv.opts.MaxGapClients {
+		c.closeWith(websocket.StatusPolicyViolation, "too many refused updates", "too-many-refused")
+		return false
+	}
+	return true
+}
+
+// writeRefused handles an update the node's WriteGate refused: one too large for the
+// connection to the hub is refused alone; otherwise the replica cannot take writes now and
+// the connection closes with 1013 (the provider reconnects; its resync carries the update
+// once the replica takes writes again, and until then the upgrade is refused).
+func (c *conn) writeRefused(update []byte, err error) bool {
+	if errors.Is(err, ErrUpdateTooLarge) {
+		from, _, derr := yjs.UpdateRanges(update)
+		if derr != nil {
+			c.badInput(websocket.StatusInvalidFramePayloadData, derr.Error(), "malformed update")
+			return false
+		}
+		c.srv.log.Warn("editor update refused: larger than the connection to the hub carries", slog.String("client", c.grant.Name),
+			slog.String("namespaceId", c.room.ns), slog.Int("bytes", len(update)), slog.String("error", err.Error()))
+		return c.refuseUpdate(from, "too-large", err.Error()+"; nothing of it was applied — reload the editor to go on")
+	}
+	c.srv.log.Warn("editor update refused: the replica cannot replicate it now; closed so the editor retries later",
+		slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns), slog.String("error", err.Error()))
+	c.closeWith(websocket.StatusTryAgainLater, "the replica cannot take changes now; reconnecting later resends them", "replica-failed")
+	return false
 }
 
 // writeFailed closes the connection after a sequencer error, with the status that tells the

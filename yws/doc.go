@@ -35,6 +35,14 @@
 // that reach the namespace from elsewhere (replication, the admin API) are relayed as the
 // registry's watch delivers them.
 //
+// On a peer, every update first passes the node's WriteGate: what could never reach the hub
+// is not written. An update larger than the peer's connection to the hub carries (a hub of
+// the v1 generation: maxUpdateBytes) is refused alone, like a protected write below; a
+// replica that cannot replicate now (conflicted, or failed for a cause an operator must
+// remove) closes the connection with 1013 and refuses new ones (409), so that the provider
+// keeps the editor's changes and sends them again once the replica takes writes. Updates
+// written are counted by the gate until the hub holds them.
+//
 // A read-only editor syncs and receives, but its changes are not applied: the node sends
 // PermissionDenied once and keeps the socket open (a SyncStep2 that brings nothing new is
 // not a change). An update that touches `meta` is refused the same way, with zero effect,
@@ -56,7 +64,8 @@
 //
 // Refusals before the upgrade are JSON {"code","message"}: 401 missing or unknown token,
 // 403 namespace not granted, 404 namespace unknown to this node, 409 a conflicted replica,
-// 503 not bootstrapped yet, over MaxClients or shutting down. After the upgrade: a message
+// 409 REPLICA_FAILED a replica that waits for an operator, 503 not bootstrapped yet, over
+// MaxClients or shutting down. After the upgrade: a message
 // over MaxMessageBytes closes with 1009, an unknown type with 1003, bytes that do not
 // decode with 1007 — each with a log line, never a panic; a client whose send queue is
 // full is dropped (its socket closed at once) and resyncs when it reconnects; a removed token closes its

@@ -36,7 +36,7 @@ func NewMetrics(reg prometheus.Registerer, side string) (*Metrics, error) {
 		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "nomicore_client_bytes_sent_total", ConstLabels: l,
 			Help: "Bytes of the messages sent to editors."}),
 		refusedUpd: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_client_refused_updates_total", ConstLabels: l,
-			Help: "Editor updates not applied, by reason (read-only, protected-meta, after-refused)."}, []string{"reason"}),
+			Help: "Editor updates not applied, by reason (read-only, protected-meta, after-refused, too-large)."}, []string{"reason"}),
 		refusedConn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_client_rejections_total", ConstLabels: l,
 			Help: "Editor connections refused before the upgrade, by reason."}, []string{"reason"}),
 		closes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_client_disconnects_total", ConstLabels: l,

@@ -53,10 +53,33 @@ var (
 	ErrNotReady = errors.New("the namespace is not ready on this node yet")
 	// ErrConflicted: a peer replica in conflicted (409): an operator must reset it.
 	ErrConflicted = errors.New("the replica is conflicted with the hub; reset it first")
+	// ErrReplicaFailed: a peer replica whose replication failed for a cause an operator
+	// must remove (409): what an editor writes there would not replicate.
+	ErrReplicaFailed = errors.New("replication of this replica failed and waits for an operator")
 )
 
 // Namespaces resolves a namespace id to its local owner, or one of the errors above.
 type Namespaces func(ctx context.Context, namespaceID string) (owner string, err error)
+
+// WriteGate is the door of a node whose writes must replicate to reach others (a peer):
+// whether an editor's update may be written, and the count of those written until they
+// replicate.
+type WriteGate interface {
+	// AdmitWrite returns nil to take an update of n bytes to a namespace. A refusal that
+	// matches ErrUpdateTooLarge refuses that update alone: the editor is told (auth
+	// PermissionDenied, with the error's text) and its later updates that build on it are
+	// dropped, as for a protected write. Any other refusal (the replica cannot replicate
+	// now) closes the connection with 1013: the provider reconnects, and its resync carries
+	// the update again once the replica can take it. It must not block.
+	AdmitWrite(namespaceID string, n int) error
+	// Written counts an update of n bytes that changed the namespace's document. It must not
+	// block.
+	Written(namespaceID string, n int)
+}
+
+// ErrUpdateTooLarge: a WriteGate refusal of one update over what the node's connection to
+// the hub carries.
+var ErrUpdateTooLarge = errors.New("the update is larger than the connection to the hub carries")
 
 // Defaults of Options.
 const (
@@ -78,6 +101,9 @@ type Options struct {
 	// Registry holds the namespaces; Namespaces says which of them this node serves.
 	Registry   *registry.Registry
 	Namespaces Namespaces
+	// Writes, when set, admits every editor update before it is written and counts those
+	// written (a peer: see WriteGate). Nil takes every update.
+	Writes WriteGate
 	// Clients checks client tokens; nil means no authentication (--client-auth none: every
 	// editor may read and write every namespace this node serves).
 	Clients Clients
@@ -256,6 +282,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, ns string) (Grant
 		return refuse(http.StatusServiceUnavailable, "NOT_BOOTSTRAPPED", "not-ready", "the namespace is not bootstrapped on this node yet; retry shortly")
 	case errors.Is(err, ErrConflicted):
 		return refuse(http.StatusConflict, "REPLICA_CONFLICTED", "conflicted", ErrConflicted.Error())
+	case errors.Is(err, ErrReplicaFailed):
+		return refuse(http.StatusConflict, "REPLICA_FAILED", "replica-failed", err.Error())
 	case err != nil:
 		return refuse(http.StatusInternalServerError, "INTERNAL_ERROR", "internal", "the namespace cannot be looked up")
 	}

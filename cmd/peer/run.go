@@ -173,6 +173,10 @@ func runPeer(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
+	localWrites, err := node.NewLocalWrites(tc, obs)
+	if err != nil {
+		return fail(err)
+	}
 	// The client listener: editors of the peer's targets, with the client tokens of
 	// DATA/tokens.json (peer token add --client).
 	var editors *yws.Server
@@ -197,7 +201,7 @@ func runPeer(args []string, cio cli.IO) int {
 			return fail(err)
 		}
 		opts := clientFlags.Options(inst, common, auth)
-		opts.Namespaces, opts.Metrics = node.PeerNamespaces(tc), m
+		opts.Namespaces, opts.Metrics, opts.Writes = node.PeerNamespaces(tc), m, localWrites.Editors()
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)
 		}
@@ -213,13 +217,21 @@ func runPeer(args []string, cio cli.IO) int {
 	if editors != nil {
 		pt.Unload = editors.CloseNamespace
 	}
-	adminOpts.Targets = pt
+	adminOpts.Targets, adminOpts.LocalWrites = pt, localWrites
 	adminOpts.Ready = func() error {
+		held := localWrites.NotReady()
 		if s := peer.State(); s != observer.ConnReady {
+			msg := fmt.Sprintf("replication connection is %s", s)
 			if why := diag.ConnectionProblem(); why != "" {
-				return fmt.Errorf("replication connection is %s: %s", s, why)
+				msg += ": " + why
 			}
-			return fmt.Errorf("replication connection is %s", s)
+			if held != "" {
+				msg += "; " + held
+			}
+			return errors.New(msg)
+		}
+		if held != "" {
+			return errors.New(held)
 		}
 		return nil
 	}

@@ -60,6 +60,16 @@ type Targets interface {
 	Reset(ctx context.Context, namespaceID string) error
 }
 
+// LocalWrites is the peer's door for local writes (namespace.TargetController): whether a
+// write may be taken, and the count of those taken until the hub holds them.
+type LocalWrites interface {
+	// AdmitLocalWrite refuses (a *namespace.WriteRefusedError) a write of n bytes that could
+	// never replicate; nil takes it.
+	AdmitLocalWrite(namespaceID string, n int) error
+	// LocalWriteApplied counts a write of n bytes that changed the replica.
+	LocalWriteApplied(namespaceID string, n int)
+}
+
 // Defaults of Options.
 const (
 	DefaultMaxEventStreams      = 64
@@ -82,6 +92,9 @@ type Options struct {
 	Sessions func(namespaceID string) []namespace.HubSession
 	// Targets manages the peer's replication targets (peer only).
 	Targets Targets
+	// LocalWrites, when set (peer), admits POST …/update before it is written and counts
+	// what it wrote until the hub holds it.
+	LocalWrites LocalWrites
 	// Metrics serves GET /metrics; nil answers 404.
 	Metrics http.Handler
 	// Ready reports readiness for /readyz: nil when ready, else why not (one short phrase).
@@ -299,6 +312,7 @@ func (a *API) routes() {
 		m.HandleFunc("POST /v1/targets", a.addTarget)
 		m.HandleFunc("DELETE /v1/targets/{id}", a.removeTarget)
 		m.HandleFunc("POST /v1/namespaces/{id}/reset", a.reset)
+		m.HandleFunc("POST /v1/targets/{id}/reset", a.reset)
 	}
 }
 

@@ -26,13 +26,18 @@ const (
 	CodeInternal          = string(registry.CodeInternalError)
 	CodeUpdateTooLarge    = "UPDATE_TOO_LARGE"
 	CodeConflicted        = "REPLICA_CONFLICTED" // a conflicted peer replica: reset it
-	CodeNotBootstrapped   = "NOT_BOOTSTRAPPED"   // a peer target without a local replica yet
-	CodeTargetConflict    = "TARGET_CONFLICT"
-	CodeNamespaceInUse    = "NAMESPACE_IN_USE"
-	CodeOverloaded        = "OVERLOADED"
-	CodeUnavailable       = "UNAVAILABLE" // shutting down
-	CodeTimeout           = "TIMEOUT"
-	CodeTooManyStreams    = "TOO_MANY_STREAMS"
+	// CodeReplicaFailed: a write to a peer replica whose replication failed for a cause an
+	// operator must remove (the message names it and the next step).
+	CodeReplicaFailed = "REPLICA_FAILED"
+	// CodeNotReplicated: a write to a peer's local replica that is not a replication target.
+	CodeNotReplicated   = "NOT_REPLICATED"
+	CodeNotBootstrapped = "NOT_BOOTSTRAPPED" // a peer target without a local replica yet
+	CodeTargetConflict  = "TARGET_CONFLICT"
+	CodeNamespaceInUse  = "NAMESPACE_IN_USE"
+	CodeOverloaded      = "OVERLOADED"
+	CodeUnavailable     = "UNAVAILABLE" // shutting down
+	CodeTimeout         = "TIMEOUT"
+	CodeTooManyStreams  = "TOO_MANY_STREAMS"
 	// CodeRequestTooLarge: a JSON body over its limit (an update over its limit is
 	// UPDATE_TOO_LARGE).
 	CodeRequestTooLarge = "REQUEST_TOO_LARGE"

@@ -39,6 +39,8 @@ var fuzzStatuses = map[string][]int{
 	CodeMethodNotAllowed:     {http.StatusMethodNotAllowed},
 	CodeProtected:            {http.StatusConflict},
 	CodeConflicted:           {http.StatusConflict},
+	CodeReplicaFailed:        {http.StatusConflict},
+	CodeNotReplicated:        {http.StatusConflict},
 	CodeTargetConflict:       {http.StatusConflict},
 	CodeNamespaceInUse:       {http.StatusConflict},
 	CodeEpochMismatch:        {http.StatusConflict},
@@ -162,6 +164,7 @@ func newFuzzEnv(t *testing.T, peer bool, token string) *fuzzEnv {
 			t.Fatal(err)
 		}
 		opts.Targets = &controllerTargets{tc: tc}
+		opts.LocalWrites = tc // the peer's door for local writes
 	} else {
 		c, err := reg.Create(ctx, "default")
 		if err != nil {

@@ -125,6 +125,10 @@ type Status struct {
 	// Code and Reason (peer) say why the target is not replicating.
 	Code   string `json:"code,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Retry (peer) says when a target that failed is tried again.
+	Retry *RetryJSON `json:"retry,omitempty"`
+	// UnreplicatedBytes (peer) counts the bytes of local writes the hub has not confirmed.
+	UnreplicatedBytes int64 `json:"unreplicatedBytes,omitempty"`
 	// Progress (peer) is the snapshot, catch-up difference or live update being received
 	// from the hub in chunks, while one is.
 	Progress *ProgressJSON `json:"progress,omitempty"`
@@ -292,7 +296,7 @@ func (a *API) namespaceStatus(ctx context.Context, id string) (Status, *Error) {
 	case ns.target != nil:
 		st.State = string(ns.target.State)
 		tj := a.targetJSON(*ns.target)
-		st.Code, st.Reason = tj.Code, tj.Reason
+		st.Code, st.Reason, st.Retry, st.UnreplicatedBytes = tj.Code, tj.Reason, tj.Retry, tj.UnreplicatedBytes
 	default:
 		st.State = string(observer.ChannelClosed)
 	}
@@ -552,8 +556,13 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	if a.opts.Side == observer.SidePeer && ns.target == nil && !ns.archived {
+		writeError(w, &Error{http.StatusConflict, CodeNotReplicated, "this namespace is not a replication target of this peer, " +
+			"so a write here would never reach the hub: add it as a target first (POST /v1/targets)"})
+		return
+	}
 	if ns.target != nil && ns.target.State == observer.ChannelConflicted {
-		writeError(w, &Error{http.StatusConflict, CodeConflicted, "the replica is conflicted with the hub (an identity change); reset it first"})
+		writeError(w, a.conflicted(ns.id))
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, int64(a.opts.MaxUpdateBytes)+1))
@@ -569,6 +578,12 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{http.StatusRequestEntityTooLarge, CodeUpdateTooLarge, msg})
 		return
 	}
+	if ns.target != nil && a.opts.LocalWrites != nil {
+		if err := a.opts.LocalWrites.AdmitLocalWrite(ns.id, len(body)); err != nil {
+			writeError(w, a.refused(ns.id, err))
+			return
+		}
+	}
 	l, e := a.open(r, ns)
 	if e != nil {
 		writeError(w, e)
@@ -580,6 +595,9 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a.fromErr(err))
 		return
 	}
+	if res.Changed && ns.target != nil && a.opts.LocalWrites != nil {
+		a.opts.LocalWrites.LocalWriteApplied(ns.id, len(body))
+	}
 	if res.Seq > 0 {
 		if err := l.WaitFlushed(r.Context(), res.Seq); err != nil {
 			writeError(w, a.fromErr(err))
@@ -587,6 +605,36 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// conflicted is the answer to a write to a conflicted replica.
+func (a *API) conflicted(id string) *Error {
+	return &Error{http.StatusConflict, CodeConflicted, "the replica is conflicted with the hub (its copy was replaced: an " +
+		"epoch bump or a restore), so a write here would never replicate: reset the replica (POST /v1/targets/" + id +
+		"/reset); writes that never reached the hub are kept in its archive"}
+}
+
+// refused answers a local write the peer's door refused (namespace.WriteRefusedError): 409
+// for a replica that cannot replicate until an operator acts — with the cause and the next
+// step the diagnosis gives —, 413 for an update larger than the connection to the hub carries.
+func (a *API) refused(id string, err error) *Error {
+	var wr *namespace.WriteRefusedError
+	if !errors.As(err, &wr) {
+		return a.fromErr(err)
+	}
+	switch wr.Reason {
+	case namespace.RefusedConflicted:
+		return a.conflicted(id)
+	case namespace.RefusedTooLarge:
+		return &Error{http.StatusRequestEntityTooLarge, CodeUpdateTooLarge, wr.Error()}
+	}
+	msg := wr.Error()
+	if t, ok := a.opts.Targets.Target(id); ok && a.opts.ExplainTarget != nil {
+		if _, reason := a.opts.ExplainTarget(t); reason != "" {
+			msg += ". " + reason
+		}
+	}
+	return &Error{http.StatusConflict, CodeReplicaFailed, msg + ". Nothing was written."}
 }
 
 // CreateRequest is the body of POST /v1/namespaces.

@@ -160,6 +160,10 @@ type NamespaceSummary struct {
 	// Code and Reason (peer) say why a target is not replicating.
 	Code   string `json:"code,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Retry (peer) says when a target that failed is tried again.
+	Retry *RetryJSON `json:"retry,omitempty"`
+	// UnreplicatedBytes (peer) counts the bytes of local writes the hub has not confirmed.
+	UnreplicatedBytes int64 `json:"unreplicatedBytes,omitempty"`
 	// Progress (peer) is the snapshot, catch-up difference or live update being received
 	// from the hub in chunks, while one is.
 	Progress *ProgressJSON `json:"progress,omitempty"`
@@ -311,7 +315,7 @@ func (a *API) status(ctx context.Context, limit int) (NodeStatus, *Error) {
 				s.ReplicationEpoch = t.Identity.Epoch
 			}
 			tj := a.targetJSON(t)
-			s.Code, s.Reason = tj.Code, tj.Reason
+			s.Code, s.Reason, s.Retry, s.UnreplicatedBytes = tj.Code, tj.Reason, tj.Retry, tj.UnreplicatedBytes
 			a.peerExtras(&s)
 			list = append(list, s)
 		}

@@ -3,6 +3,7 @@ package adminapi
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
@@ -28,11 +29,43 @@ type TargetJSON struct {
 	// Progress is the snapshot, catch-up difference or live update being received from the
 	// hub in chunks, while one is.
 	Progress *ProgressJSON `json:"progress,omitempty"`
+	// Retry says how a target that failed recovers, from its failure until it is live again
+	// (also while an attempt is under way).
+	Retry *RetryJSON `json:"retry,omitempty"`
+	// UnreplicatedBytes counts the bytes of local writes (admin API, editors) this peer took
+	// since it started that the hub has not confirmed yet.
+	UnreplicatedBytes int64 `json:"unreplicatedBytes,omitempty"`
+}
+
+// RetryJSON is how a failed target recovers.
+type RetryJSON struct {
+	// Recovery is automatic (it heals by itself: retried with backoff), after-config (an
+	// operator must change something; retried slowly and on every new connection) or none
+	// (not retried by itself: see the reason).
+	Recovery string `json:"recovery"`
+	// Attempts counts the failures in a row.
+	Attempts int `json:"attempts"`
+	// At is when the next attempt is made, while the target is failed (absent with recovery
+	// none, and while an attempt is under way); a time in the past means at the next
+	// connection to the hub.
+	At *time.Time `json:"at,omitempty"`
+}
+
+func retryJSON(t namespace.TargetStatus) *RetryJSON {
+	f := t.Failure
+	if f == nil {
+		return nil
+	}
+	out := &RetryJSON{Recovery: string(f.Recovery), Attempts: f.Attempts}
+	if !f.RetryAt.IsZero() && t.State == observer.ChannelFailed {
+		out.At = timePtr(f.RetryAt)
+	}
+	return out
 }
 
 func (a *API) targetJSON(t namespace.TargetStatus) TargetJSON {
 	out := TargetJSON{NamespaceID: t.NamespaceID, Owner: t.Owner, State: string(t.State), SchemaRearmFailed: t.SchemaFailed,
-		Progress: progressJSON(t.Progress)}
+		Progress: progressJSON(t.Progress), Retry: retryJSON(t), UnreplicatedBytes: t.UnreplicatedBytes}
 	if t.Identity.Valid() {
 		out.ReplicationID, out.ReplicationEpoch = t.Identity.ReplicationID, t.Identity.Epoch
 	}

@@ -178,7 +178,9 @@ func HubNamespaces(store persistence.Store) yws.Namespaces {
 }
 
 // PeerNamespaces is the peer's namespace lookup for editors: its replication targets (a
-// conflicted replica is refused until it is reset).
+// conflicted replica is refused until it is reset, one whose replication failed for a cause
+// an operator must remove until it replicates again: editors' writes there would not reach
+// the hub).
 func PeerNamespaces(tc *namespace.TargetController) yws.Namespaces {
 	return func(_ context.Context, id string) (string, error) {
 		t, ok := tc.Target(id)
@@ -187,6 +189,15 @@ func PeerNamespaces(tc *namespace.TargetController) yws.Namespaces {
 			return "", yws.ErrUnknownNamespace
 		case t.State == observer.ChannelConflicted:
 			return "", yws.ErrConflicted
+		}
+		var wr *namespace.WriteRefusedError
+		if err := tc.AdmitLocalWrite(id, 0); errors.As(err, &wr) {
+			switch wr.Reason {
+			case namespace.RefusedConflicted:
+				return "", yws.ErrConflicted
+			case namespace.RefusedFailed, namespace.RefusedSchema:
+				return "", fmt.Errorf("%w: %v", yws.ErrReplicaFailed, err)
+			}
 		}
 		return t.Owner, nil
 	}

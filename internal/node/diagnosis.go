@@ -237,17 +237,52 @@ func namespaceReason(ns, code string, dir observer.Direction) string {
 	case protocol.CodeSyncDiffTooLarge:
 		return "what this peer and the hub must exchange to catch up is larger than one message may carry, and this connection does not send it in chunks (--generation v1 on one side): run both with --generation v2 (the default), or raise --max-sync-diff-bytes and --max-frame-bytes on both"
 	case protocol.CodeSnapshotTransferTooLarge:
-		return "the document is larger than --max-chunked-bootstrap-bytes: raise it on the hub and the peers (with --max-chunks-per-update, see docs/operations.md) and restart them; the target is opened again on the next connection"
+		return "the document is larger than --max-chunked-bootstrap-bytes: raise it on the hub and the peers (with --max-chunks-per-update, see docs/operations.md) and restart them"
 	case protocol.CodeSyncTransferTooLarge:
-		return "what this peer missed or wrote while apart from the hub is larger than --max-chunked-sync-diff-bytes: raise it on the hub and the peers (with --max-chunks-per-update, see docs/operations.md) and restart them; the target is opened again on the next connection"
+		return "what this peer missed or wrote while apart from the hub is larger than --max-chunked-sync-diff-bytes: raise it on the hub and the peers (with --max-chunks-per-update, see docs/operations.md) and restart them"
 	case protocol.CodeUpdateTransferTooLarge:
 		return "an update was larger than the receiver's --max-chunked-update-bytes: give the hub and the peers the same chunked limits"
+	case protocol.CodePersistenceDegraded:
+		if dir == observer.DirectionReceived {
+			return "the hub cannot save changes now (its store failed, or its cluster lost quorum)"
+		}
+	case protocol.CodeNamespaceTimeout:
+		return "the hub did not complete the open, bootstrap or catch-up of this namespace in time (--open-timeout, --bootstrap-timeout, --reconcile-timeout)"
 	}
 	by := "the hub"
 	if dir == observer.DirectionSent {
 		by = "this peer"
 	}
 	return fmt.Sprintf("%s ended replication of this namespace with %s", by, code)
+}
+
+// retryWords says how a failed target recovers: when it is tried again, or — when retrying
+// cannot help — the operator's next step.
+func retryWords(ns string, f *namespace.TargetFailure, now time.Time) string {
+	at := "on the next connection to the hub"
+	if f.RetryAt.After(now) {
+		at = "at " + f.RetryAt.UTC().Format(time.RFC3339)
+	}
+	switch f.Recovery {
+	case namespace.RecoveryAutomatic:
+		return fmt.Sprintf("this heals by itself: retried %s (failure %d in a row)", at, f.Attempts)
+	case namespace.RecoveryAfterConfig:
+		return fmt.Sprintf("retried %s and on every new connection to the hub (failure %d in a row); it succeeds once that is fixed", at, f.Attempts)
+	}
+	reset := fmt.Sprintf("reset the replica (POST /v1/targets/%s/reset: it is archived and bootstrapped again)", ns)
+	var next string
+	switch protocol.ErrorCode(f.Code) {
+	case protocol.CodeProtectedFieldMutation:
+		next = "this replica holds a change to the protected meta map that the hub refuses: " + reset +
+			"; local writes that never reached the hub stay in the archive (nmcr store ls)"
+	case protocol.CodeRoleViolation:
+		next = "this peer's token may only read this namespace, and a local write was sent: widen its grant on the hub " +
+			"(hub token list shows it), or " + reset + " to drop the write"
+	default:
+		next = "the hub and this peer disagree on the protocol: compare their versions (--version); the namespace is opened " +
+			"again when the connection is rebuilt (a restart of the peer), or " + reset
+	}
+	return "retrying cannot help, so it is not retried by itself: " + next
 }
 
 // ConnectionProblem says why the connection to the hub is not ready, when it knows
@@ -261,13 +296,37 @@ func (d *PeerDiagnosis) ConnectionProblem() string {
 // ExplainTarget says why a target is not replicating: the error code that ended it and the
 // reason in words; for a target that waits for a connection the hub refused, that refusal.
 // Both are empty for a target that replicates or simply waits its turn.
+//
+// A failed target's reason says how it recovers — when it is tried again, or the operator's
+// next step when retrying cannot help — and a target that is not live says how many bytes
+// of local writes it holds that the hub has not confirmed.
 func (d *PeerDiagnosis) ExplainTarget(ts namespace.TargetStatus) (code, reason string) {
+	code, reason = d.explain(ts)
+	if n := ts.UnreplicatedBytes; n > 0 && ts.State != observer.ChannelLive {
+		held := fmt.Sprintf("%d bytes of local writes not replicated yet", n)
+		if reason == "" {
+			reason = held
+		} else {
+			reason += "; " + held
+		}
+	}
+	return code, reason
+}
+
+func (d *PeerDiagnosis) explain(ts namespace.TargetStatus) (code, reason string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch ts.State {
 	case observer.ChannelFailed, observer.ChannelConflicted, observer.ChannelClosed:
 		if ts.SchemaFailed {
-			return "", "the schema the hub replicated is not valid: fix it on the hub, then reset this target (POST /v1/namespaces/" + ts.NamespaceID + "/reset)"
+			return "", "the schema the hub replicated is not valid: fix it on the hub, then reset this target (POST /v1/targets/" + ts.NamespaceID + "/reset)"
+		}
+		if f := ts.Failure; f != nil && ts.State == observer.ChannelFailed {
+			dir := observer.DirectionSent
+			if f.Remote {
+				dir = observer.DirectionReceived
+			}
+			return f.Code, namespaceReason(ts.NamespaceID, f.Code, dir) + "; " + retryWords(ts.NamespaceID, f, d.opts.Clock.Now())
 		}
 		if p, ok := d.targets[ts.NamespaceID]; ok {
 			return p.code, p.reason

@@ -247,3 +247,44 @@ func TestDiagnosisHearsTheHubsConnectionError(t *testing.T) {
 		t.Fatalf("problem %q", d.ConnectionProblem())
 	}
 }
+
+// A failed target's reason says how it recovers, from its recorded failure: when a failure
+// that heals by itself is retried, that one a fix needs is retried too, the operator's next
+// step when retrying cannot help; and the bytes of local writes it holds.
+func TestDiagnosisExplainsRecovery(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{Clock: clk})
+	const ns = "ns-0123456789abcdef0123456789abcdef"
+	at := clk.Now().Add(30 * time.Second)
+	for _, tc := range []struct {
+		failure namespace.TargetFailure
+		want    []string
+	}{
+		{namespace.TargetFailure{Code: "PERSISTENCE_DEGRADED", Remote: true, Recovery: namespace.RecoveryAutomatic, Attempts: 3, RetryAt: at},
+			[]string{"cannot save changes now", "heals by itself", "2026-01-01T12:00:30Z", "failure 3 in a row"}},
+		{namespace.TargetFailure{Code: "INTERNAL_ERROR", Remote: true, Recovery: namespace.RecoveryAutomatic, Attempts: 1, RetryAt: clk.Now()},
+			[]string{"the hub ended replication", "on the next connection to the hub"}},
+		{namespace.TargetFailure{Code: "SYNC_TRANSFER_TOO_LARGE", Remote: true, Recovery: namespace.RecoveryAfterConfig, Attempts: 1, RetryAt: at},
+			[]string{"--max-chunked-sync-diff-bytes", "on every new connection", "succeeds once that is fixed"}},
+		{namespace.TargetFailure{Code: "ROLE_VIOLATION", Remote: true, Recovery: namespace.RecoveryNone, Attempts: 1},
+			[]string{"not retried by itself", "may only read", "/v1/targets/" + ns + "/reset"}},
+		{namespace.TargetFailure{Code: "NAMESPACE_STATE_VIOLATION", Recovery: namespace.RecoveryNone, Attempts: 1},
+			[]string{"this peer ended replication", "not retried by itself", "--version"}},
+	} {
+		f := tc.failure
+		code, reason := d.ExplainTarget(namespace.TargetStatus{Target: namespace.Target{NamespaceID: ns}, State: observer.ChannelFailed,
+			Failure: &f, UnreplicatedBytes: 42})
+		if code != f.Code {
+			t.Errorf("%s: code %q", f.Code, code)
+		}
+		for _, w := range append(tc.want, "42 bytes of local writes not replicated yet") {
+			if !strings.Contains(reason, w) {
+				t.Errorf("%s: reason %q lacks %q", f.Code, reason, w)
+			}
+		}
+	}
+	if _, reason := d.ExplainTarget(namespace.TargetStatus{Target: namespace.Target{NamespaceID: ns}, State: observer.ChannelLive,
+		UnreplicatedBytes: 42}); reason != "" {
+		t.Errorf("a live target's writes in flight explained: %q", reason)
+	}
+}

@@ -65,6 +65,22 @@ type channel struct {
 	diffObs *diffObservation // the Step2 apply being observed (observer only)
 
 	timer seam.Timer // the state's timeout: hub: bootstrap; peer: open, bootstrap or reconcile
+
+	// Why the channel ended failed: the namespace error code sent or received (a local
+	// timer's is NAMESPACE_TIMEOUT), whether the remote sent it, and the namespace-failed
+	// cause. Set just before the channel terminates, so the role sees them in changed.
+	endCode   protocol.ErrorCode
+	endRemote bool
+	endCause  observer.FailedCause
+
+	// Local writes in flight (peer): the target's count of local write bytes read before the
+	// last pull that queued updates (every local write counted by then is in those updates
+	// or earlier ones), and whether an update may have been lost since (a dropped queue, a
+	// given-up window): acknowledgements then confirm nothing until a round that started
+	// after the loss completes.
+	lastMark  int64
+	lossy     bool
+	lossCount uint64
 }
 
 // init makes c the channel of ns on n, in state, with role (the hubChannel or peerChannel
@@ -172,12 +188,29 @@ func stopTimer(t *seam.Timer) {
 	}
 }
 
-// failed ends the channel in failed with a local cause (no wire frame) and reports it.
-func (c *channel) failed(cause observer.FailedCause, timeout time.Duration) {
+// failed ends the channel in failed with a local cause (no wire frame) and reports it; code
+// is the namespace error code the failure maps to (NAMESPACE_TIMEOUT for a timer).
+func (c *channel) failed(code protocol.ErrorCode, cause observer.FailedCause, timeout time.Duration) {
+	if c.ended() {
+		return
+	}
+	c.setEnd(code, false, cause)
 	if !c.terminate(observer.ChannelFailed) {
 		return
 	}
 	c.emitFailed(cause, timeout)
+}
+
+// setEnd records why the channel is about to end (see endCode).
+func (c *channel) setEnd(code protocol.ErrorCode, remote bool, cause observer.FailedCause) {
+	c.endCode, c.endRemote, c.endCause = code, remote, cause
+}
+
+// lost records that an update of this side may have been dropped unsent or unacknowledged:
+// acknowledgements no longer prove that every earlier local write reached the remote.
+func (c *channel) lost() {
+	c.lossy = true
+	c.lossCount++
 }
 
 // emitFailed reports namespace-failed.
@@ -222,6 +255,7 @@ func (c *channel) sendError(code protocol.ErrorCode, rel uint32, cause observer.
 		return
 	}
 	to := terminalOf(code)
+	c.setEnd(code, false, cause)
 	c.terminate(to)
 	for range sent {
 		c.n.emitNsError(c.ns, string(code), observer.DirectionSent)

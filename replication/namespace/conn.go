@@ -76,6 +76,12 @@ type channelRole interface {
 	// progress publishes the inbound transfer in progress, nil when there is none (peer: its
 	// admin API shows it).
 	progress(p *TransferProgress)
+
+	// localMark reads the count of the namespace's local write bytes (peer; 0 on the hub,
+	// which keeps no ledger) and confirmLocal records that the remote holds those counted
+	// up to mark (localwrites.go).
+	localMark() int64
+	confirmLocal(mark int64)
 }
 
 // nsConn is the per-connection part both sides share. Like everything of a connection's

@@ -48,7 +48,25 @@
 // (live updates out: the fan-out, the window, ACK timeouts), receive.go (live updates in),
 // round.go (sync rounds), resync.go, close.go (the close handshake), errors.go; hub.go and
 // hubchannel.go (the hub: opening and bootstrap); targets.go (the target controller), peer.go
-// and peerchannel.go (the peer: OPEN pacing, opening, bootstrap, rounds).
+// and peerchannel.go (the peer: OPEN pacing, opening, bootstrap, rounds), recovery.go (failed
+// targets), localwrites.go (the peer's local writes).
+//
+// # When a target fails (peer)
+//
+// A namespace that fails on the peer records, on its target, the error code that ended it
+// and what follows, by that code's retry column in the error registry: a cause that heals
+// by itself (a remote or internal error, a timeout, persistence degraded on the hub) is
+// retried with backoff (RetryBase doubling to RetryMax), a cause an operator must remove (a
+// size cap, a grant, a missing namespace) on a slower one, and a protocol violation not at
+// all. A namespace has one lifecycle per connection, so a retry rebuilds the connection;
+// every new connection opens the failed targets again, whatever made it.
+//
+// Local writes (the admin API's, the editors') go through the door first:
+// TargetController.AdmitLocalWrite refuses those that could never replicate — to a
+// conflicted replica, to one whose failure waits for an operator, or larger than the
+// connection to the hub carries — and takes the others, offline ones included. What it
+// took is counted (LocalWriteApplied) until the hub is known to hold it: its UPDATE
+// acknowledged, or a round carried it (Unreplicated, TargetStatus.UnreplicatedBytes).
 //
 // # Goroutines
 //

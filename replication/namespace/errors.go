@@ -37,6 +37,7 @@ func (c *channel) remoteError(f protocol.Frame, m *protocol.ErrorMessage) {
 	if known {
 		to = terminalOf(m.Code)
 	}
+	c.setEnd(m.Code, true, observer.FailedRemoteError)
 	c.terminate(to)
 	c.n.emitNsError(c.ns, string(m.Code), observer.DirectionReceived)
 	c.reportEnd(to, observer.FailedRemoteError, observer.ViaOpenMismatch)
@@ -61,8 +62,11 @@ func (c *channel) applyFailed(err error, rel uint32) {
 	}
 }
 
-// openErrorCode answers a session open or a bootstrap import the registry refused: an
-// identity mismatch or a refused import keeps its code, anything else is INTERNAL_ERROR.
+// openErrorCode answers a namespace open, a session open or a bootstrap import the registry
+// refused: an identity mismatch or a refused import keeps its code, a store that cannot
+// answer now (a hub cluster without quorum, or whose log is not reachable) is
+// PERSISTENCE_DEGRADED — the peer retries once it recovers (§20) — and anything else is
+// INTERNAL_ERROR.
 func openErrorCode(err error) protocol.ErrorCode {
 	switch {
 	case errors.Is(err, registry.ErrIDMismatch):
@@ -71,6 +75,8 @@ func openErrorCode(err error) protocol.ErrorCode {
 		return protocol.CodeReplicationEpochMismatch
 	case errors.Is(err, registry.ErrBootstrapFailed):
 		return protocol.CodeBootstrapFailed
+	case errors.Is(err, registry.ErrDegraded):
+		return protocol.CodePersistenceDegraded
 	}
 	return protocol.CodeInternalError
 }

@@ -62,6 +62,13 @@ func newRegistry(t testing.TB, role registry.Role, opts persistence.Options) (*r
 // newRegistryWith is newRegistry with the registry's configuration (its Store is set here).
 func newRegistryWith(t testing.TB, cfg registry.Config, opts persistence.Options) (*registry.Registry, persistence.Store) {
 	t.Helper()
+	return newRegistryWrapped(t, cfg, opts, nil)
+}
+
+// newRegistryWrapped is newRegistryWith whose registry reaches the memory store through
+// wrap (nil: directly); it returns the memory store itself.
+func newRegistryWrapped(t testing.TB, cfg registry.Config, opts persistence.Options, wrap func(persistence.Store) persistence.Store) (*registry.Registry, persistence.Store) {
+	t.Helper()
 	opts.Compactor = registry.Compactor()
 	if opts.CommitDelay == 0 {
 		opts.CommitDelay = -1
@@ -69,6 +76,9 @@ func newRegistryWith(t testing.TB, cfg registry.Config, opts persistence.Options
 	st, err := persistence.NewMemoryStore(opts)
 	must(t, err)
 	cfg.Store = st
+	if wrap != nil {
+		cfg.Store = wrap(st)
+	}
 	reg, err := registry.New(cfg)
 	must(t, err)
 	t.Cleanup(func() {
@@ -409,8 +419,15 @@ func newNSHub(t *testing.T, cfg protocol.Config, storeOpts persistence.Options) 
 // at cleanup.
 func newNSHubObserved(t *testing.T, cfg protocol.Config, storeOpts persistence.Options, obs observer.Observer, rec *observertest.Recorder) *nsHub {
 	t.Helper()
+	return newNSHubWrapped(t, cfg, storeOpts, obs, rec, nil)
+}
+
+// newNSHubWrapped is newNSHubObserved whose registry reaches its store through wrap.
+func newNSHubWrapped(t *testing.T, cfg protocol.Config, storeOpts persistence.Options, obs observer.Observer, rec *observertest.Recorder,
+	wrap func(persistence.Store) persistence.Store) *nsHub {
+	t.Helper()
 	f := &nsHub{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: rec}
-	f.reg, f.store = newRegistry(t, registry.RoleHub, storeOpts)
+	f.reg, f.store = newRegistryWrapped(t, registry.Config{Role: registry.RoleHub}, storeOpts, wrap)
 	var err error
 	f.table, err = ws.NewTokenTable([]ws.TokenEntry{
 		{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Owner: owner, Namespaces: []string{"*"}, Read: true, Submit: true},
@@ -602,7 +619,7 @@ func newNSPeerOpts(t *testing.T, cfg protocol.Config, o nsPeerOptions) *nsPeer {
 	f.hubs = &nsHubSource{reg: hubReg}
 	f.reg, f.store = newRegistryWith(t, registry.Config{Role: registry.RolePeer, StageClock: o.stageClock}, o.store)
 	var err error
-	f.tc, err = namespace.NewTargetController(namespace.TargetControllerOptions{Registry: f.reg})
+	f.tc, err = namespace.NewTargetController(namespace.TargetControllerOptions{Registry: f.reg, Rand: maxRand{}})
 	must(t, err)
 	var obs observer.Observer = f.rec
 	if o.unobserved {

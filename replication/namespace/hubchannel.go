@@ -112,7 +112,7 @@ func (hc *hubConn) opened(c *hubChannel, lease *registry.Lease, err error) {
 		return
 	case err != nil:
 		hc.h.log.Warn("replication namespace open failed", slog.String("namespaceId", c.id), slog.String("error", err.Error()))
-		c.sendError(protocol.CodeInternalError, 0, observer.FailedOpenFailed)
+		c.sendError(openErrorCode(err), 0, observer.FailedOpenFailed)
 		return
 	case hc.draining():
 		lease.Release()
@@ -213,7 +213,7 @@ func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st regis
 	c.timer = hc.s.AfterFunc(hc.cfg.BootstrapTimeout, func() {
 		c.timer = nil
 		if c.state == observer.ChannelBootstrapping {
-			c.failed(observer.FailedBootstrapTimeout, hc.cfg.BootstrapTimeout)
+			c.failed(protocol.CodeNamespaceTimeout, observer.FailedBootstrapTimeout, hc.cfg.BootstrapTimeout)
 		}
 	})
 }
@@ -323,3 +323,7 @@ func (c *hubChannel) snapshotStarted()                                      {}
 func (c *hubChannel) snapshotAssembled(protocol.Transfer, *inboundTransfer) {}
 func (c *hubChannel) snapshotExpired()                                      {}
 func (c *hubChannel) progress(*TransferProgress)                            {}
+
+// The hub keeps no ledger of local writes: it is where they replicate to.
+func (c *hubChannel) localMark() int64   { return 0 }
+func (c *hubChannel) confirmLocal(int64) {}

@@ -18,6 +18,11 @@ func (tc *TargetController) NewHandler(s seam.Session) seam.Handler {
 	pc.degradedBypass = true
 	tc.mu.Lock()
 	tc.conn = pc
+	tc.liveChunked = s.Negotiated().Chunked()
+	tc.liveCap = s.Config().MaxUpdateBytes
+	if tc.liveChunked {
+		tc.liveCap = s.Config().MaxChunkedUpdateBytes
+	}
 	tc.mu.Unlock()
 	s.Post(pc.start)
 	return pc

@@ -25,6 +25,7 @@ type peerChannel struct {
 	snapSeq        uint32        // the BOOTSTRAP_SNAPSHOT sequence, acknowledged once imported
 	opDone         chan struct{} // closed when the registry call off the connection goroutine is done
 	periodic       seam.Timer    // the periodic reconciliation
+	noRetry        bool          // the failure cannot heal whatever its code says (an invalid schema)
 }
 
 // step1 takes the hub's half of the round this peer started.
@@ -55,6 +56,9 @@ func (c *peerChannel) drainOpening() {
 func (c *peerChannel) changed(from observer.ChannelState) {
 	pc := c.pc
 	pc.tc.publish(c.target, c.state, c.identity)
+	if c.state == observer.ChannelFailed {
+		pc.targetFailed(c)
+	}
 	if (from == observer.ChannelOpening || from == observer.ChannelBootstrapping) && c.state != observer.ChannelBootstrapping {
 		// Opened (reconciling), failed, closed or disconnected: the next target may open.
 		pc.opening--
@@ -146,7 +150,7 @@ func (pc *peerConn) open(c *peerChannel) {
 	owner, ns, ctx, reg := c.target.owner, c.id, pc.ctx, pc.tc.reg
 	if !pc.leaseOff(c, func() (*registry.Lease, error) { return reg.Open(ctx, owner, ns) },
 		func(lease *registry.Lease, err error) { pc.localOpened(c, lease, err) }) {
-		c.failed(observer.FailedOpenFailed, 0)
+		c.failed(protocol.CodeInternalError, observer.FailedOpenFailed, 0)
 	}
 }
 
@@ -188,7 +192,7 @@ func (pc *peerConn) localOpened(c *peerChannel, lease *registry.Lease, err error
 		// No local replica: ask for a bootstrap.
 	case err != nil:
 		pc.tc.log.Warn("replication target open failed", slog.String("namespaceId", c.id), slog.String("error", err.Error()))
-		c.failed(observer.FailedOpenFailed, 0)
+		c.failed(openErrorCode(err), observer.FailedOpenFailed, 0)
 		return
 	default:
 		id := lease.Identity()
@@ -259,6 +263,10 @@ func (pc *peerConn) sessionOpened(c *peerChannel, sess *registry.Session, err er
 		return
 	}
 	if err != nil {
+		if errors.Is(err, registry.ErrSchemaInvalid) {
+			// Retrying cannot install an invalid schema: fix it on the hub, then reset.
+			c.noRetry = true
+		}
 		c.sendError(openErrorCode(err), 0, observer.FailedSessionOpenFailed)
 		return
 	}
@@ -435,11 +443,9 @@ func (pc *peerConn) step1Ready(c *peerChannel, sv []byte, err error) {
 	c.sendStep1(sv)
 }
 
-// timedOut fails a namespace whose open, bootstrap or reconcile timer fired, and rebuilds
-// the connection while the target is still wanted (namespace recovery, §16).
+// timedOut fails a namespace whose open, bootstrap or reconcile timer fired. While the
+// target is still wanted, its recovery (targetFailed) rebuilds the connection: at once the
+// first time (namespace recovery, §16), with backoff when it keeps timing out.
 func (pc *peerConn) timedOut(c *peerChannel, cause observer.FailedCause, d time.Duration) {
-	c.failed(cause, d)
-	if pc.tc.wanted(c.target) {
-		pc.reconnect()
-	}
+	c.failed(protocol.CodeNamespaceTimeout, cause, d)
 }

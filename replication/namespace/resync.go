@@ -81,6 +81,7 @@ func (c *channel) enterResync(cause observer.Opt[observer.ResyncCause], failure 
 	if c.ended() || c.closing() || c.sess == nil {
 		return
 	}
+	c.lost()
 	if c.out != nil {
 		c.out.Clear()
 		c.recountReserved()

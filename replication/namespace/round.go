@@ -24,12 +24,16 @@ type syncRound struct {
 	gotStep2      bool
 	remoteApplied bool // localDiffAppliedByRemote: our Step2 was confirmed
 	localApplied  bool // remoteDiffAppliedLocally: their Step2 applied, SYNC_APPLIED sent
+	// mark is the local write count when the round started: this side's diff, computed
+	// later, carries every write it counts (peer).
+	mark      int64
+	lossCount uint64 // the channel's lossCount when the round started
 }
 
 // beginRound starts the state of a round (both sides); the peer allocates its id when it
 // sends its Step1, the hub takes it from the peer's.
 func (c *channel) beginRound(id uint32) {
-	c.round = syncRound{active: true, id: id}
+	c.round = syncRound{active: true, id: id, mark: c.role.localMark(), lossCount: c.lossCount}
 	c.resyncPending = false
 	c.setState(observer.ChannelReconciling) // UPDATEs go only live: the queue waits
 }
@@ -289,6 +293,12 @@ func (c *channel) roundProgress() {
 	}
 	r.active = false
 	stopTimer(&c.timer)
+	// The remote applied this side's diff: it holds every local write counted at the
+	// round's start; a loss before then is repaired by that diff.
+	c.role.confirmLocal(r.mark)
+	if r.lossCount == c.lossCount {
+		c.lossy = false
+	}
 	if c.resyncPending {
 		c.resyncPending = false
 		c.setState(observer.ChannelNeedsResync)
@@ -306,4 +316,5 @@ func (c *channel) roundProgress() {
 	c.setState(observer.ChannelLive)
 	c.role.wentLive()
 	c.pull()
+	c.confirmIfIdle()
 }

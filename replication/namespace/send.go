@@ -24,6 +24,7 @@ type inflight struct {
 	deadline time.Time               // sent + ackTimeoutMs
 	sentAt   observer.Opt[time.Time] // for update-acked's ackLatencyMs
 	chunked  bool                    // sent as a chunked transfer: seq is its last chunk's
+	mark     int64                   // the local write count its acknowledgement confirms (see lastMark)
 }
 
 // sessionOptions are the options of the channel's replication session.
@@ -61,6 +62,8 @@ func (c *channel) pull() {
 	if c.sess == nil || c.ended() {
 		return
 	}
+	// Read before the poll: every local write counted by now has been fanned out already.
+	mark := c.role.localMark()
 	p := c.sess.Poll()
 	switch {
 	case p.Fenced != nil:
@@ -81,7 +84,7 @@ func (c *channel) pull() {
 		return
 	}
 	for _, u := range p.Updates {
-		if !c.enqueue(u) {
+		if !c.enqueue(u, mark) {
 			break
 		}
 	}
@@ -104,17 +107,19 @@ func (c *channel) gate() bool {
 	return true
 }
 
-// enqueue queues one update; false when the queue was dropped (the channel needs a
-// resync) or cannot take more. An update over maxUpdateBytes is sent chunked (§10.3) when
-// the connection negotiated it, up to maxChunkedUpdateBytes.
-func (c *channel) enqueue(u []byte) bool {
+// enqueue queues one update, pulled after the local write count read mark; false when the
+// queue was dropped (the channel needs a resync) or cannot take more. An update over
+// maxUpdateBytes is sent chunked (§10.3) when the connection negotiated it, up to
+// maxChunkedUpdateBytes.
+func (c *channel) enqueue(u []byte, mark int64) bool {
 	if len(u) > c.maxUpdate() {
 		return c.tooLarge(len(u))
 	}
-	err := c.out.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: u, Sent: c.sentFunc(len(u))})
+	err := c.out.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: u, Sent: c.sentFunc(len(u), mark)})
 	var pe *protocol.Error
 	switch {
 	case err == nil:
+		c.lastMark = max(c.lastMark, mark)
 		return true
 	case errors.Is(err, seam.ErrQueueOverflow):
 		c.recountReserved()
@@ -128,6 +133,7 @@ func (c *channel) enqueue(u []byte) bool {
 	case c.state == observer.ChannelLive:
 		c.needResync(observer.ResyncSendFailed, c.sendFailure(observer.SendFrameRejected, len(u)))
 	case c.round.active:
+		c.lost()
 		c.resyncPending = true
 	}
 	return false
@@ -148,6 +154,7 @@ func (c *channel) maxUpdate() int {
 // (update-dropped) and the next reconciliation repairs it. Outside live it never reaches
 // the send path: the round in progress is followed by another.
 func (c *channel) tooLarge(n int) bool {
+	c.lost()
 	if c.state != observer.ChannelLive {
 		if c.round.active {
 			c.resyncPending = true
@@ -200,12 +207,12 @@ func (c *channel) coalesce() {
 	if items, _ := c.out.Len(); items < 2 {
 		return
 	}
-	merged := 0
+	merged, mark := 0, c.lastMark // the merge holds the newest queued updates
 	err := c.out.Coalesce(func(us [][]byte) ([]byte, error) {
 		m, err := yjs.MergeUpdates(us)
 		merged = len(m)
 		return m, err
-	}, func(si seam.SentInfo) { c.sent(si, merged) })
+	}, func(si seam.SentInfo) { c.sent(si, merged, mark) })
 	var tooLarge *protocol.Error
 	switch {
 	case err == nil, errors.Is(err, seam.ErrClosed):
@@ -219,21 +226,21 @@ func (c *channel) coalesce() {
 	}
 }
 
-// sentFunc is the Sent callback of an update of n bytes.
-func (c *channel) sentFunc(n int) func(seam.SentInfo) {
-	return func(si seam.SentInfo) { c.sent(si, n) }
+// sentFunc is the Sent callback of an update of n bytes pulled after local write count mark.
+func (c *channel) sentFunc(n int, mark int64) func(seam.SentInfo) {
+	return func(si seam.SentInfo) { c.sent(si, n, mark) }
 }
 
 // sent records an UPDATE in the window and arms the ACK timer for the oldest one:
 // ackTimeoutMs from the frame's sent time.
-func (c *channel) sent(si seam.SentInfo, n int) {
+func (c *channel) sent(si seam.SentInfo, n int, mark int64) {
 	if c.reserved > 0 {
 		c.reserved--
 	}
 	if c.ended() {
 		return
 	}
-	in := inflight{seq: si.Sequence, bytes: n, deadline: c.n.s.Clock().Now().Add(c.n.cfg.AckTimeout), chunked: si.Chunked}
+	in := inflight{seq: si.Sequence, bytes: n, deadline: c.n.s.Clock().Now().Add(c.n.cfg.AckTimeout), chunked: si.Chunked, mark: mark}
 	if c.n.em.Enabled() {
 		in.sentAt = c.n.em.Now()
 	}
@@ -274,6 +281,7 @@ func (c *channel) ackTimerFired() {
 func (c *channel) ackTimeout() {
 	rel := c.window[0].seq
 	c.window = nil
+	c.lost()
 	if c.n.sendError(c.ns, protocol.CodeAckTimeout, rel) {
 		c.n.emitNsError(c.ns, string(protocol.CodeAckTimeout), observer.DirectionSent)
 	}
@@ -290,6 +298,11 @@ func (c *channel) updateAck(m *protocol.UpdateAck) {
 			continue
 		}
 		c.window = append(c.window[:i], c.window[i+1:]...)
+		if i == 0 && !c.lossy {
+			// Every earlier update was acknowledged: the hub holds the local writes this
+			// one's pull had counted.
+			c.role.confirmLocal(in.mark)
+		}
 		switch {
 		case !c.n.em.Enabled():
 		case in.chunked:
@@ -305,4 +318,24 @@ func (c *channel) updateAck(m *protocol.UpdateAck) {
 	if c.state == observer.ChannelNeedsResync && len(c.window) == 0 {
 		c.role.resyncReady()
 	}
+	c.confirmIfIdle()
+}
+
+// confirmIfIdle confirms every local write counted so far when the live channel has nothing
+// left of them: no update queued, being sent, in flight or waiting to be pulled, and none
+// lost since the last round.
+func (c *channel) confirmIfIdle() {
+	// Read first: a write counted by now has set pullScheduled before, unless a pull has
+	// taken its update already (see the ledger in localwrites.go).
+	mark := c.role.localMark()
+	if c.state != observer.ChannelLive || c.lossy || c.round.active || c.sess == nil || len(c.window) > 0 ||
+		c.reserved > 0 || c.pullScheduled.Load() {
+		return
+	}
+	if c.out != nil {
+		if items, _ := c.out.Len(); items > 0 {
+			return
+		}
+	}
+	c.role.confirmLocal(mark)
 }

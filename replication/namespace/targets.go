@@ -2,12 +2,15 @@ package namespace
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
@@ -38,6 +41,12 @@ type TargetStatus struct {
 	// Progress is the snapshot, catch-up difference or live update being received from the
 	// hub in chunks, while one is (nil otherwise).
 	Progress *TransferProgress
+	// Failure is why the namespace last failed and when it is tried again, until it is live
+	// again (nil when it has not failed since).
+	Failure *TargetFailure
+	// UnreplicatedBytes counts the bytes of local writes (admin API, editors) this peer
+	// took since it started and the hub has not confirmed yet.
+	UnreplicatedBytes int64
 }
 
 // Target controller errors.
@@ -55,7 +64,13 @@ type TargetControllerOptions struct {
 	Targets []Target
 	// Logger receives internal failures (never tokens, owners or bytes); nil discards them.
 	Logger *slog.Logger
+	// Rand draws the jitter of the retries of failed targets; nil: a generator seeded from
+	// crypto/rand. Tests inject their own.
+	Rand Rand
 }
+
+// Rand is a source of random numbers: Int64N returns one in [0, n).
+type Rand interface{ Int64N(n int64) int64 }
 
 // TargetController is the peer's namespace layer (§16): it keeps the targets (namespace id
 // and local owner) across connections, and for every ready connection its NewHandler (the
@@ -86,10 +101,16 @@ type TargetController struct {
 	log *slog.Logger
 	wg  sync.WaitGroup // registry calls made off the connection goroutine
 
-	mu      sync.Mutex // guards targets, conn, closed, and the fields of every target
+	mu      sync.Mutex // guards targets, conn, closed, rand, the live cap and the fields of every target
 	targets map[protocol.NamespaceID]*target
 	conn    *peerConn // the ready connection's namespace layer, if any
 	closed  bool
+	rand    Rand
+	// liveCap is the largest live update the last ready connection could carry (0 before
+	// the first): maxChunkedUpdateBytes when it negotiated chunked transfers, else
+	// maxUpdateBytes. Local writes above it are refused.
+	liveCap     int
+	liveChunked bool
 
 	assemblies assemblyCounter // chunked transfers being received from the hub
 }
@@ -109,9 +130,18 @@ type target struct {
 	// back, or a reset, makes a new target without it.
 	schemaFailed bool
 	progress     *TransferProgress // an inbound chunked transfer in progress
-	removed      bool
-	cleaned      chan struct{}     // RemoveTarget: closed when the namespace is done with
-	waits        []<-chan struct{} // what the last channel leaves settling (session, registry call)
+	// failure is the last failure until the target is live again; failGen counts failures,
+	// so that a retry scheduled for an earlier one does nothing (recovery.go).
+	failure *TargetFailure
+	failGen uint64
+	// The ledger of local writes (localwrites.go): bytes counted (atomic: the count is read
+	// on connection goroutines without the lock) and bytes the hub confirmed.
+	written   atomic.Int64
+	confirmed int64
+	idleCheck atomic.Bool // a look at the idle channel is posted
+	removed   bool
+	cleaned   chan struct{}     // RemoveTarget: closed when the namespace is done with
+	waits     []<-chan struct{} // what the last channel leaves settling (session, registry call)
 }
 
 // NewTargetController returns the peer's namespace layer over a peer registry. Pass its
@@ -124,7 +154,13 @@ func NewTargetController(opts TargetControllerOptions) (*TargetController, error
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	tc := &TargetController{reg: opts.Registry, log: log, targets: make(map[protocol.NamespaceID]*target)}
+	rnd := opts.Rand
+	if rnd == nil {
+		var seed [32]byte
+		_, _ = crand.Read(seed[:])
+		rnd = mrand.New(mrand.NewChaCha8(seed))
+	}
+	tc := &TargetController{reg: opts.Registry, log: log, targets: make(map[protocol.NamespaceID]*target), rand: rnd}
 	for _, t := range opts.Targets {
 		if err := tc.AddTarget(t); err != nil {
 			return nil, err
@@ -275,13 +311,20 @@ func (tc *TargetController) Target(namespaceID string) (TargetStatus, bool) {
 
 func (tg *target) status() TargetStatus {
 	st := TargetStatus{Target: Target{NamespaceID: tg.ns.String(), Owner: tg.owner}, State: tg.state,
-		Identity: tg.identity, SchemaFailed: tg.schemaFailed}
+		Identity: tg.identity, SchemaFailed: tg.schemaFailed, UnreplicatedBytes: max(tg.pendingLocked(), 0)}
 	if tg.progress != nil {
 		p := *tg.progress
 		st.Progress = &p
 	}
+	if tg.failure != nil {
+		f := *tg.failure
+		st.Failure = &f
+	}
 	return st
 }
+
+// rnd draws the jitter of a retry; tc.mu held.
+func (tc *TargetController) rnd(n int64) int64 { return tc.rand.Int64N(n) }
 
 // Assemblies returns the number of chunked transfers being received from the hub now: each
 // holds a buffer of its declared size until it completes or is discarded.
@@ -324,6 +367,9 @@ func (tc *TargetController) publish(tg *target, state observer.ChannelState, id 
 	tg.state = state
 	if id.Valid() {
 		tg.identity = id
+	}
+	if state == observer.ChannelLive {
+		tg.failure = nil // recovered: the next failure starts its backoff afresh
 	}
 	tc.mu.Unlock()
 }

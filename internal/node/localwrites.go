@@ -1,0 +1,95 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nomicore/nomicore/replication/namespace"
+	"github.com/nomicore/nomicore/yws"
+)
+
+// LocalWrites is a peer's door for local writes, shared by its admin API (POST …/update)
+// and its editor endpoint: the target controller decides (a write that could never reach
+// the hub is refused) and counts what was written until the hub holds it; this adds the
+// metrics and the readiness rule.
+//
+// Metrics: nomicore_local_writes_unreplicated_bytes and
+// nomicore_local_writes_unreplicated_namespaces (read at scrape), and
+// nomicore_local_writes_refused_total{reason} (conflicted, failed, schema, too-large).
+type LocalWrites struct {
+	tc      *namespace.TargetController
+	refused *prometheus.CounterVec
+}
+
+// NewLocalWrites returns the door of tc and registers its metrics on obs.
+func NewLocalWrites(tc *namespace.TargetController, obs *Observability) (*LocalWrites, error) {
+	side := prometheus.Labels{"side": string(obs.Side)}
+	lw := &LocalWrites{tc: tc, refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_local_writes_refused_total",
+		ConstLabels: side, Help: "Local writes (admin API, editors) refused because they could never replicate, by reason " +
+			"(conflicted, failed, schema, too-large)."}, []string{"reason"})}
+	bytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nomicore_local_writes_unreplicated_bytes", ConstLabels: side,
+		Help: "Bytes of local writes (admin API, editors) taken since the peer started that the hub has not confirmed yet."},
+		func() float64 { b, _ := tc.Unreplicated(); return float64(b) })
+	namespaces := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nomicore_local_writes_unreplicated_namespaces", ConstLabels: side,
+		Help: "Replication targets holding local writes the hub has not confirmed yet."},
+		func() float64 { _, n := tc.Unreplicated(); return float64(n) })
+	for _, c := range []prometheus.Collector{lw.refused, bytes, namespaces} {
+		if err := obs.Registry.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return lw, nil
+}
+
+// AdmitLocalWrite asks the target controller whether a write of n bytes may be taken,
+// counting a refusal.
+func (lw *LocalWrites) AdmitLocalWrite(namespaceID string, n int) error {
+	err := lw.tc.AdmitLocalWrite(namespaceID, n)
+	var wr *namespace.WriteRefusedError
+	if errors.As(err, &wr) {
+		lw.refused.WithLabelValues(string(wr.Reason)).Inc()
+	}
+	return err
+}
+
+// LocalWriteApplied counts a write that changed the replica until the hub holds it.
+func (lw *LocalWrites) LocalWriteApplied(namespaceID string, n int) {
+	lw.tc.LocalWriteApplied(namespaceID, n)
+}
+
+// NotReady says why the peer is not ready because of its local writes: some are held by
+// targets whose replication has stopped (failed, conflicted, closed) or waits for a
+// connection. Writes in flight on targets that replicate do not count: they are being
+// carried. Empty when there are none.
+func (lw *LocalWrites) NotReady() string {
+	b, n := lw.tc.Stranded()
+	if b == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d bytes of local writes to %d namespace(s) not replicated: their replication is not running (GET /v1/targets says why)", b, n)
+}
+
+// Editors is the door as the editor endpoint's write gate.
+func (lw *LocalWrites) Editors() yws.WriteGate { return editorGate{lw} }
+
+type editorGate struct{ lw *LocalWrites }
+
+func (g editorGate) AdmitWrite(namespaceID string, n int) error {
+	err := g.lw.AdmitLocalWrite(namespaceID, n)
+	var wr *namespace.WriteRefusedError
+	if errors.As(err, &wr) && wr.Reason == namespace.RefusedTooLarge {
+		return tooLarge{wr}
+	}
+	return err
+}
+
+func (g editorGate) Written(namespaceID string, n int) { g.lw.LocalWriteApplied(namespaceID, n) }
+
+// tooLarge is the target controller's refusal of one update too large for the connection
+// to the hub, as the editor endpoint knows it (yws.ErrUpdateTooLarge).
+type tooLarge struct{ *namespace.WriteRefusedError }
+
+func (e tooLarge) Is(target error) bool { return target == yws.ErrUpdateTooLarge }
+func (e tooLarge) Unwrap() error        { return e.WriteRefusedError }

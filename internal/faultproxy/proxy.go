@@ -48,7 +48,7 @@ type Stats struct {
 	Refused   int64 // connections reset because the link was down or the upstream refused
 	Cut       int64 // connections reset by Cut
 	HalfOpen  int64 // connections made half-open
-	Active    int   // connections forwarding now (half-open ones excluded)
+	Active    int   // connections forwarding now (half-open and ended ones excluded)
 	BytesUp   int64 // bytes delivered from clients to the upstream
 	BytesDown int64 // bytes delivered from the upstream to clients
 	Dropped   int64 // bytes read from half-open connections and dropped
@@ -181,7 +181,7 @@ func (p *Proxy) Stats() Stats {
 	s := Stats{Accepted: p.accepted, Refused: p.refused, Cut: p.cut, HalfOpen: p.halfOpen,
 		BytesUp: p.bytesUp.Load(), BytesDown: p.bytesDown.Load(), Dropped: p.dropped.Load()}
 	for l := range p.links {
-		if !l.silent.Load() {
+		if !l.silent.Load() && !l.ended() {
 			s.Active++
 		}
 	}
@@ -394,6 +394,16 @@ type link struct {
 	silent         atomic.Bool // half-open: nothing is delivered, ends are not passed on
 	once           sync.Once
 	done           chan struct{} // closed when the link ends
+}
+
+// ended reports whether the link ended (its goroutines may still be finishing).
+func (l *link) ended() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // wait sleeps until t (or the link ends): false if the link ended.

@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz golden bench bench-yjs bench-replication bench-relay bench-cluster bench-large bench-reconnect editor-bundle dashboard-screenshots lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-cluster bench-large bench-reconnect editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -83,6 +83,20 @@ dashboard-screenshots:
 ## fuzz: a bounded smoke run of every fuzz target (FUZZTIME each)
 fuzz: js-deps
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+## fuzz-long: every fuzz target for FUZZTIME_LONG (30m) each — hours in all (the list is in
+## scripts/fuzz.sh's output); a failing input is written under the package's testdata/fuzz
+FUZZTIME_LONG ?= 30m
+fuzz-long: js-deps
+	FUZZTIME=$(FUZZTIME_LONG) ./scripts/fuzz.sh
+
+## chaos: the long fault-injection run — CHAOS_CYCLES (1000) kill -9 cycles of the hub and its
+## peers under write load, then flapping links for CHAOS_FLAP (10m) — and its summary:
+## cycles, acknowledged writes, lost (must be 0). About 25 minutes; scripts/chaos.sh says more.
+CHAOS_CYCLES ?= 1000
+CHAOS_FLAP   ?= 10m
+chaos:
+	CHAOS_CYCLES=$(CHAOS_CYCLES) CHAOS_FLAP=$(CHAOS_FLAP) ./scripts/chaos.sh
 
 ## soak: the long crash and corruption runs of the store (300 SIGKILLs, 3,000 damaged copies)
 soak:

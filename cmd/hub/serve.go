@@ -35,9 +35,9 @@ func serve(args []string, cio cli.IO) int {
 		"Runs the hub: peers connect to --listen (WebSocket /v1/replication, with a bearer token from the tokens "+
 			"file), applications use the admin API on --admin-listen, editors (stock y-websocket providers) connect to "+
 			"--client-listen (/v1/yjs/{namespaceId}, with a client token; the editor page is /edit/{namespaceId}). Documents and registry live in a bbolt "+
-			"store under --data. SIGINT or SIGTERM stop it in order; SIGHUP re-reads the tokens file.")
+			"store under --data. SIGINT or SIGTERM stop it in order; SIGHUP re-reads the tokens file and the TLS certificate (--tls-cert).")
 	instanceID := f.String("instance-id", "hub", "this hub's `NAME`; peers must expect it (their --hub-instance-id)")
-	listen := f.String("listen", "127.0.0.1:8787", "`HOST:PORT` for peers: /v1/replication (WebSocket) and /healthz")
+	listen := f.String("listen", "127.0.0.1:8787", "`HOST:PORT` for peers: /v1/replication (WebSocket; wss:// with --tls-cert) and /healthz")
 	adminListen := f.String("admin-listen", "127.0.0.1:8788", "`HOST:PORT` of the admin API, /metrics, /healthz and /readyz")
 	data := f.String("data", "./nomicore-data/hub", "`DIR` holding the store (nomicore.db) and the tokens file (tokens.json)")
 	tokensFile := f.String("tokens", "", "the tokens `FILE` (default DATA/tokens.json)")
@@ -154,6 +154,10 @@ func serve(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
+	certs, err := common.TLS.Load(obs, log)
+	if err != nil {
+		return fail(err)
+	}
 	var clients *node.Server
 	if clientFlags.Enabled() {
 		var auth yws.Clients
@@ -169,18 +173,18 @@ func serve(args []string, cio cli.IO) int {
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)
 		}
-		clientLn, err := node.Listen("client-listen", clientFlags.Listen)
+		clientLn, err := node.ListenTLS("client-listen", clientFlags.Listen, certs)
 		if err != nil {
 			return fail(err)
 		}
 		clients = &node.Server{Name: "client", Listener: clientLn, Handler: node.ClientHandler(editors, log)}
 		cleanup = append(cleanup, func() { clientLn.Close() })
 	}
-	replLn, err := node.Listen("listen", *listen)
+	replLn, err := node.ListenTLS("listen", *listen, certs)
 	if err != nil {
 		return fail(err)
 	}
-	adminLn, err := node.Listen("admin-listen", *adminListen)
+	adminLn, err := node.ListenTLS("admin-listen", *adminListen, certs)
 	if err != nil {
 		replLn.Close()
 		return fail(err)
@@ -198,6 +202,7 @@ func serve(args []string, cio cli.IO) int {
 	sigs := node.NotifySignals()
 	defer sigs.Release()
 	hup := make(chan struct{}, 1)
+	stopTLS := node.WatchTLS(certs, clk, common.TLS.Poll, sigs)
 	stopReload := node.Go(func(ctx context.Context) { reloader.Run(ctx, clk, *tokensPoll, hup) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
 	failed := make(chan error, 3)
@@ -209,7 +214,7 @@ func serve(args []string, cio cli.IO) int {
 		clientListen = clients.Listener.Addr().String()
 	}
 	log.Info("hub serving", slog.String("instanceId", *instanceID), slog.String("listen", replLn.Addr().String()),
-		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen),
+		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen), slog.Bool("tls", certs != nil),
 		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data),
 		slog.String("generation", common.Protocol.Generation.String()), node.LimitAttrs(&common.Protocol),
 		slog.Int("tokens", reloader.Peers()), slog.Int("clientTokens", reloader.ClientCount()))
@@ -228,6 +233,7 @@ func serve(args []string, cio cli.IO) int {
 		{Name: "frame capture", Run: func(context.Context) error { return closeCapture() }},
 		{Name: "admin api", Run: func(ctx context.Context) error { api.Close(); return admin.Shutdown(ctx) }},
 		{Name: "tokens watcher", Run: stopReload},
+		{Name: "tls watcher", Run: stopTLS},
 		{Name: "registry", Run: reg.Close},
 		{Name: "store", Run: store.Close},
 		{Name: "cluster", Run: closeCluster(clusterNode)},

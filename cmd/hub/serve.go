@@ -42,6 +42,11 @@ func serve(args []string, cio cli.IO) int {
 	data := f.String("data", "./nomicore-data/hub", "`DIR` holding the store (nomicore.db) and the tokens file (tokens.json)")
 	tokensFile := f.String("tokens", "", "the tokens `FILE` (default DATA/tokens.json)")
 	tokensPoll := f.Duration("tokens-poll", time.Second, "how often the tokens file is checked for changes (SIGHUP re-reads it at once)")
+	var maxHandshakes, maxOpening int
+	f.Define("admission (many peers arriving at once, e.g. after an outage)", func() {
+		f.IntVar(&maxHandshakes, "max-handshakes", ws.DefaultMaxHandshakes, "peer connections in their handshake at once; beyond, a new connection is answered 503 with Retry-After and the peer comes back shortly (-1: no limit)")
+		f.IntVar(&maxOpening, "max-opening", ws.DefaultMaxOpening, "namespace opens in progress across all peers at once; beyond, new connections are answered 503 with Retry-After (-1: no limit)")
+	})
 	common := node.RegisterCommon(f)
 	clientFlags := node.RegisterClientFlags(f, "127.0.0.1:8789")
 	clusterOpts := registerClusterFlags(f)
@@ -128,7 +133,8 @@ func serve(args []string, cio cli.IO) int {
 	}
 	cleanup = append(cleanup, func() { _ = closeCapture() })
 	hub, err := ws.NewHub(ws.HubOptions{Config: common.Protocol, InstanceID: *instanceID, Auth: reloader.Authenticator(),
-		Namespaces: namespaces.NewHandler, Clock: clk, Observer: obs.Observer, Logger: log, FrameTap: tap})
+		Namespaces: namespaces.NewHandler, Clock: clk, Observer: obs.Observer, Logger: log, FrameTap: tap,
+		MaxHandshakes: maxHandshakes, MaxOpening: maxOpening})
 	if err != nil {
 		return fail(err)
 	}

@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz golden bench bench-yjs bench-replication bench-cluster bench-large bench-reconnect editor-bundle dashboard-screenshots lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-cluster bench-large bench-reconnect editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -84,6 +84,20 @@ dashboard-screenshots:
 fuzz: js-deps
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
+## fuzz-long: every fuzz target for FUZZTIME_LONG (30m) each — hours in all (the list is in
+## scripts/fuzz.sh's output); a failing input is written under the package's testdata/fuzz
+FUZZTIME_LONG ?= 30m
+fuzz-long: js-deps
+	FUZZTIME=$(FUZZTIME_LONG) ./scripts/fuzz.sh
+
+## chaos: the long fault-injection run — CHAOS_CYCLES (1000) kill -9 cycles of the hub and its
+## peers under write load, then flapping links for CHAOS_FLAP (10m) — and its summary:
+## cycles, acknowledged writes, lost (must be 0). About 25 minutes; scripts/chaos.sh says more.
+CHAOS_CYCLES ?= 1000
+CHAOS_FLAP   ?= 10m
+chaos:
+	CHAOS_CYCLES=$(CHAOS_CYCLES) CHAOS_FLAP=$(CHAOS_FLAP) ./scripts/chaos.sh
+
 ## soak: the long crash and corruption runs of the store (300 SIGKILLs, 3,000 damaged copies)
 soak:
 	$(GO) test -count=1 -timeout 60m -run 'TestS21|Corrupt' ./persistence/ -args -long
@@ -111,6 +125,13 @@ bench-yjs: js-deps
 ## × 2 peers × 50 updates; bootstrap of a 400 KB document) on loopback with bbolt stores
 bench-replication:
 	$(GO) run ./cmd/benchrepl
+
+## bench-relay: the relay harness of ../shared/bench/relay (copied to a temporary folder,
+## npm ci there) runs fan-out and multidoc against the hub built from this tree, Hocuspocus
+## and the y-websocket server in one run, and prints the hub's ratios to them
+## (scripts/benchrelay/bench.sh lists the knobs: REPEATS, SERVERS, RELAY_OVERLAY, QUIET_MAX)
+bench-relay:
+	./scripts/benchrelay/bench.sh
 
 ## bench-cluster: a hub cluster of three nodes against a single hub: write-to-ACK and
 ## write-to-durable latency, throughput, and the load time of a namespace; the fan-out with

@@ -27,8 +27,8 @@ import (
 )
 
 var bin struct {
-	dir       string
-	hub, peer string
+	dir             string
+	hub, peer, nmcr string
 }
 
 func TestMain(m *testing.M) {
@@ -39,12 +39,12 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		bin.dir, bin.hub, bin.peer = dir, filepath.Join(dir, "hub"), filepath.Join(dir, "peer")
+		bin.dir, bin.hub, bin.peer, bin.nmcr = dir, filepath.Join(dir, "hub"), filepath.Join(dir, "peer"), filepath.Join(dir, "nmcr")
 		args := []string{"build", "-o", dir + string(filepath.Separator)}
 		if raceEnabled {
 			args = append(args, "-race")
 		}
-		args = append(args, "github.com/nomicore/nomicore/cmd/hub", "github.com/nomicore/nomicore/cmd/peer")
+		args = append(args, "github.com/nomicore/nomicore/cmd/hub", "github.com/nomicore/nomicore/cmd/peer", "github.com/nomicore/nomicore/cmd/nmcr")
 		cmd := exec.Command("go", args...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -87,13 +87,16 @@ type proc struct {
 	name   string
 	args   []string
 	env    []string
-	admin  string // http://host:port
+	admin  string // http://host:port, or https://host:port when it serves TLS
 	client string // host:port of the client listener (editors)
 	log    string // its stderr
-	cmd    *exec.Cmd
-	done   chan struct{}
-	mu     sync.Mutex
-	err    error
+	// adminHTTP talks to the admin API (nil: http.DefaultClient); a TLS test sets one that
+	// trusts its CA.
+	adminHTTP *http.Client
+	cmd       *exec.Cmd
+	done      chan struct{}
+	mu        sync.Mutex
+	err       error
 }
 
 // start runs the process and waits for its admin API; it fails the test if the process
@@ -113,7 +116,7 @@ func (p *proc) start() error {
 	p.cmd = exec.Command(exe, p.args...)
 	p.cmd.Env = append(os.Environ(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.SysProcAttr = childAttr()
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
 		p.t.Fatalf("%s: %v", p.name, err)
@@ -146,7 +149,7 @@ func (p *proc) waitHealthy() error {
 			p.t.Fatalf("%s exited at start: %v\n%s", p.name, p.exitErr(), tail(p.log, 20))
 		default:
 		}
-		resp, err := http.Get(p.admin + "/healthz")
+		resp, err := p.httpClient().Get(p.admin + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -157,6 +160,19 @@ func (p *proc) waitHealthy() error {
 	}
 	p.t.Fatalf("%s: admin API not up\n%s", p.name, tail(p.log, 20))
 	return nil
+}
+
+func (p *proc) httpClient() *http.Client {
+	if p.adminHTTP != nil {
+		return p.adminHTTP
+	}
+	return http.DefaultClient
+}
+
+// adminAddr is the host:port of the admin API.
+func (p *proc) adminAddr() string {
+	_, hostPort, _ := strings.Cut(p.admin, "://")
+	return hostPort
 }
 
 func (p *proc) exitErr() error {
@@ -210,15 +226,32 @@ type cluster struct {
 	hubRepl string // host:port of /v1/replication
 	hub     *proc
 	peers   map[string]*proc
+	// adminClient, when set, is how the processes' admin APIs are reached: over https, by a
+	// client trusting the test's CA (the processes are then started with --tls-cert).
+	adminClient *http.Client
+}
+
+func (c *cluster) adminScheme() string {
+	if c.adminClient != nil {
+		return "https://"
+	}
+	return "http://"
 }
 
 func newCluster(t *testing.T) *cluster {
 	c := &cluster{t: t, dir: t.TempDir(), hubRepl: freeAddr(t), peers: map[string]*proc{}}
 	t.Cleanup(func() {
 		if t.Failed() {
+			keep := os.Getenv("NOMICORE_E2E_LOGS") // a directory to keep the whole logs of a failed test in
 			for _, p := range append([]*proc{c.hub}, c.peerList()...) {
 				if p != nil {
 					t.Logf("--- log of %s:\n%s", p.name, tail(p.log, 60))
+					if keep != "" {
+						dir := filepath.Join(keep, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+						if b, err := os.ReadFile(p.log); err == nil && os.MkdirAll(dir, 0o755) == nil {
+							os.WriteFile(filepath.Join(dir, p.name+".log"), b, 0o644)
+						}
+					}
 				}
 			}
 		}
@@ -241,10 +274,11 @@ func (c *cluster) startHub(extra ...string) *proc {
 	c.t.Helper()
 	first := c.hub == nil
 	if first {
-		c.hub = &proc{t: c.t, name: "hub", admin: "http://" + freeAddr(c.t), client: freeAddr(c.t), log: filepath.Join(c.dir, "hub.log")}
+		c.hub = &proc{t: c.t, name: "hub", admin: c.adminScheme() + freeAddr(c.t), client: freeAddr(c.t), log: filepath.Join(c.dir, "hub.log"),
+			adminHTTP: c.adminClient}
 	}
 	for attempt := 0; ; attempt++ {
-		c.hub.args = append([]string{"serve", "--listen", c.hubRepl, "--admin-listen", strings.TrimPrefix(c.hub.admin, "http://"),
+		c.hub.args = append([]string{"serve", "--listen", c.hubRepl, "--admin-listen", c.hub.adminAddr(),
 			"--client-listen", c.hub.client, "--data", c.hubData()}, append(fast, extra...)...)
 		err := c.hub.start()
 		if err == nil {
@@ -253,7 +287,7 @@ func (c *cluster) startHub(extra ...string) *proc {
 		if !first || len(c.peers) > 0 || attempt == 2 {
 			c.t.Fatalf("hub: %v", err)
 		}
-		c.hubRepl, c.hub.admin, c.hub.client = freeAddr(c.t), "http://"+freeAddr(c.t), freeAddr(c.t)
+		c.hubRepl, c.hub.admin, c.hub.client = freeAddr(c.t), c.adminScheme()+freeAddr(c.t), freeAddr(c.t)
 	}
 }
 
@@ -281,7 +315,8 @@ func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
 	c.t.Helper()
 	p := c.peers[name]
 	if p == nil {
-		p = &proc{t: c.t, name: name, admin: "http://" + freeAddr(c.t), client: freeAddr(c.t), log: filepath.Join(c.dir, name+".log")}
+		p = &proc{t: c.t, name: name, admin: c.adminScheme() + freeAddr(c.t), client: freeAddr(c.t), log: filepath.Join(c.dir, name+".log"),
+			adminHTTP: c.adminClient}
 		c.peers[name] = p
 	}
 	// --hub-url repeats (several hub nodes): the cluster's hub only when extra names none.
@@ -291,7 +326,7 @@ func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
 	}
 	for attempt := 0; ; attempt++ {
 		p.args = append(append([]string{"run", "--instance-id", name}, hubURL...), append([]string{
-			"--token-file", tokenFile, "--admin-listen", strings.TrimPrefix(p.admin, "http://"),
+			"--token-file", tokenFile, "--admin-listen", p.adminAddr(),
 			"--client-listen", p.client, "--data", filepath.Join(c.dir, name)}, append(fast, extra...)...)...)
 		err := p.start()
 		if err == nil {
@@ -300,18 +335,19 @@ func (c *cluster) startPeer(name, tokenFile string, extra ...string) *proc {
 		if attempt == 2 {
 			c.t.Fatalf("%s: %v", name, err)
 		}
-		p.admin, p.client = "http://"+freeAddr(c.t), freeAddr(c.t)
+		p.admin, p.client = c.adminScheme()+freeAddr(c.t), freeAddr(c.t)
 	}
 }
 
 // --- admin API client ---
 
 type api struct {
-	t    *testing.T
-	base string
+	t      *testing.T
+	base   string
+	client *http.Client
 }
 
-func (p *proc) api() api { return api{p.t, p.admin} }
+func (p *proc) api() api { return api{p.t, p.admin, p.httpClient()} }
 
 func (a api) do(method, path string, body []byte) (int, []byte) {
 	a.t.Helper()
@@ -327,7 +363,7 @@ func (a api) do(method, path string, body []byte) (int, []byte) {
 	case len(body) > 0:
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := a.client.Do(req)
 	if err != nil {
 		return 0, []byte(err.Error())
 	}

@@ -55,7 +55,7 @@ func TestE2E_MakeRunExitsCleanlyOnCtrlC(t *testing.T) {
 	cmd := exec.Command("make", "--no-print-directory", "run", "BIN="+filepath.Join(dir, "bin"))
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "NOMICORE_DATA="+filepath.Join(dir, "hub"), "NOMICORE_LISTEN="+freeAddr(t),
-		"NOMICORE_ADMIN_LISTEN="+admin, "NOMICORE_LOG_FORMAT=json")
+		"NOMICORE_ADMIN_LISTEN="+admin, "NOMICORE_CLIENT_LISTEN="+freeAddr(t), "NOMICORE_LOG_FORMAT=json")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {

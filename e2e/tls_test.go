@@ -16,9 +16,9 @@ import (
 	"time"
 )
 
-// The contract puts TLS at a proxy in front of the hub (docs/operations.md): a peer reaches
-// the hub through a TLS-terminating reverse proxy with a wss:// URL, trusting the proxy's
-// certificate from --hub-ca-file, and replicates as over plain ws://.
+// TLS at a proxy in front of a plain hub (docs/operations.md, "Behind a TLS-terminating
+// proxy"): a peer reaches the hub through a TLS-terminating reverse proxy with a wss:// URL,
+// trusting the proxy's certificate from --hub-ca-file, and replicates as over plain ws://.
 func TestE2E_WSSThroughATLSProxy(t *testing.T) {
 	c := newCluster(t)
 	tok := c.tokenFile("peer-a", c.token("peer-a"))

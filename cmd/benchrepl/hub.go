@@ -85,7 +85,7 @@ func tokenOf(peer int) string { return fmt.Sprintf("bench-token-%d", peer) }
 func peerName(i int) string { return fmt.Sprintf("peer-%d", i) }
 
 // runHubChild is the child's main: it serves a hub until its stdin closes, printing a
-// usage line for every "usage" line it reads.
+// usage line for every "usage" line it reads and a memory line for every "mem".
 func runHubChild(specJSON string) error {
 	var spec hubSpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
@@ -153,7 +153,8 @@ func runHubChild(specJSON string) error {
 	}
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
-		if strings.TrimSpace(in.Text()) == "usage" {
+		switch strings.TrimSpace(in.Text()) {
+		case "usage":
 			u := readUsage()
 			a := hub.Admission()
 			u.Refused, u.RefusedAtOpening = a.Refused, a.RefusedAtOpening
@@ -163,6 +164,10 @@ func runHubChild(specJSON string) error {
 				cancel()
 			}
 			if err := out.Encode(u); err != nil {
+				return err
+			}
+		case "mem":
+			if err := out.Encode(readMem()); err != nil {
 				return err
 			}
 		}

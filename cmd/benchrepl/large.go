@@ -241,7 +241,8 @@ func (b *binCluster) startHub(peers int) error {
 		return err
 	}
 	b.hubRepl = repl
-	b.hub, err = b.start(b.hubBin, admin, "hub", "serve", "--listen", repl, "--admin-listen", admin, "--data", data)
+	b.hub, err = b.start(b.hubBin, admin, "hub", "serve", "--listen", repl, "--admin-listen", admin, "--data", data,
+		"--client-listen", "off")
 	return err
 }
 
@@ -251,7 +252,7 @@ func (b *binCluster) restartHub() error {
 	admin := strings.TrimPrefix(b.hub.admin, "http://")
 	var err error
 	b.hub, err = b.start(b.hubBin, admin, "hub-restarted", "serve", "--listen", b.hubRepl, "--admin-listen", admin,
-		"--data", filepath.Join(b.dir, "hub"))
+		"--data", filepath.Join(b.dir, "hub"), "--client-listen", "off")
 	return err
 }
 
@@ -268,7 +269,7 @@ func (b *binCluster) startPeer(targets ...string) (*binProc, error) {
 		return nil, err
 	}
 	args := []string{"run", "--instance-id", peerName(i), "--hub-url", "ws://" + b.hubRepl + "/v1/replication",
-		"--token-file", tok, "--admin-listen", admin, "--data", filepath.Join(b.dir, peerName(i))}
+		"--token-file", tok, "--admin-listen", admin, "--data", filepath.Join(b.dir, peerName(i)), "--client-listen", "off"}
 	for _, t := range targets {
 		args = append(args, "--target", t)
 	}

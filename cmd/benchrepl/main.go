@@ -7,6 +7,8 @@
 //
 // and, with -workload naming them (not part of "all"):
 //
+//   - idle: 10,000 idle peer connections on one hub: hub memory per connection;
+//   - scale: 1,000 peers × 10 namespaces started at once: time until all live;
 //   - cluster: a hub cluster of three nodes against a single hub — write-to-ACK and
 //     write-to-durable latency, and the load time of a namespace (see clusterResult);
 //   - clusterfanout: the fan-out on a single hub, on a hub cluster of three node processes
@@ -37,11 +39,12 @@
 // temporary directory, and they talk over real WebSockets on loopback. The workload is
 // kept stable so that other relays can be measured side by side with it.
 //
-//	benchrepl [-workload all|fanout|namespaces|bootstrap|cluster|clusterfanout|failover|large|storm|crashloop|linkcut[,…]]
+//	benchrepl [-workload all|fanout|namespaces|bootstrap|cluster|clusterfanout|failover|large|idle|scale|storm|crashloop|linkcut[,…]]
 //	          [-peers 20] [-updates 500] [-namespaces 200] [-ns-peers 2] [-ns-updates 50]
 //	          [-doc-kb 400] [-runs 5] [-cluster-updates 500] [-load-updates 5000]
 //	          [-failover-peers 200] [-failover-namespaces 2]
 //	          [-bin DIR] [-sizes 1,8,32] [-fresh 4] [-paste-peers 3]
+//	          [-idle-conns 10000] [-scale-peers 1000] [-scale-namespaces 10]
 //	          [-storm 500x10,2000x1] [-outages 5s,15s,30s] [-crash-peers 100] [-crash-namespaces 10]
 //	          [-cycles 20] [-up-min 3s] [-up-max 5s] [-down 500ms] [-cut-peers 20] [-cut-namespaces 10] [-cut-every 5s] [-cut-for 120s]
 //	          [-policies adaptive,contract] [-json]
@@ -72,7 +75,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("benchrepl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workload := fs.String("workload", "all", "all (fanout, namespaces, bootstrap), or a comma-separated list of fanout, namespaces, bootstrap, cluster, clusterfanout, failover, large, storm, crashloop, linkcut")
+	workload := fs.String("workload", "all", "all (fanout, namespaces, bootstrap), or a comma-separated list of fanout, namespaces, bootstrap, cluster, clusterfanout, failover, large, idle, scale, storm, crashloop, linkcut")
 	peers := fs.Int("peers", 20, "fan-out: peers on the namespace")
 	updates := fs.Int("updates", 500, "fan-out: updates each peer writes")
 	namespaces := fs.Int("namespaces", 200, "namespaces workload: namespaces")
@@ -80,6 +83,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	nsUpdates := fs.Int("ns-updates", 50, "namespaces workload: updates per peer per namespace")
 	docKB := fs.Int("doc-kb", 400, "bootstrap: document size in KiB")
 	runs := fs.Int("runs", 5, "bootstrap: fresh peers, one after the other")
+	idleConns := fs.Int("idle-conns", 10000, "idle: peer connections held by one hub")
+	scalePeers := fs.Int("scale-peers", 1000, "scale: peers started at once")
+	scaleNS := fs.Int("scale-namespaces", 10, "scale: namespaces every peer replicates")
 	clusterUpdates := fs.Int("cluster-updates", 500, "cluster: sequential writes measured for each latency")
 	loadUpdates := fs.Int("load-updates", 5000, "cluster: updates of the namespace whose load is timed")
 	failoverPeers := fs.Int("failover-peers", 200, "failover: peers attached to the node that is killed")
@@ -110,7 +116,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch w = strings.TrimSpace(w); w {
 		case "all":
 			selected["fanout"], selected["namespaces"], selected["bootstrap"] = true, true, true
-		case "fanout", "namespaces", "bootstrap", "cluster", "clusterfanout", "failover", "large", "storm", "crashloop", "linkcut":
+		case "fanout", "namespaces", "bootstrap", "cluster", "clusterfanout", "failover", "large", "idle", "scale", "storm", "crashloop", "linkcut":
 			selected[w] = true
 		default:
 			fmt.Fprintf(stderr, "benchrepl: unknown workload %q\n", w)
@@ -181,6 +187,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 			ok = false
 		} else {
 			report("bootstrap", r)
+		}
+	}
+	if selected["idle"] {
+		r, err := runIdle(*idleConns)
+		if err != nil {
+			fmt.Fprintln(stderr, "idle:", err)
+			ok = false
+		} else {
+			report("idle", r)
+		}
+	}
+	if selected["scale"] {
+		r, err := runScale(*scalePeers, *scaleNS)
+		if err != nil {
+			fmt.Fprintln(stderr, "scale:", err)
+			ok = false
+		} else {
+			report("scale", r)
 		}
 	}
 	if selected["cluster"] {

@@ -158,7 +158,8 @@ func TestHelp(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("hub serve -h: %d", code)
 	}
-	for _, flagName := range []string{"--instance-id", "--max-frame-bytes", "--ack-timeout", "--log-format", "--capture-frames"} {
+	for _, flagName := range []string{"--instance-id", "--max-frame-bytes", "--ack-timeout", "--log-format", "--capture-frames",
+		"--max-handshakes", "--max-opening", "--tls-cert", "--cluster-listen", "--client-listen"} {
 		if !strings.Contains(out, "\n  "+flagName+" ") {
 			t.Errorf("hub serve -h does not list %s", flagName)
 		}

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/nomicore/nomicore/internal/accesslog"
@@ -22,6 +24,10 @@ import (
 	"github.com/nomicore/nomicore/yws"
 )
 
+// hubGCPercent is the hub's garbage collection target (GOGC) unless the environment sets
+// one: the heap may grow to three times what is live between collections.
+const hubGCPercent = 200
+
 // serve runs the hub until SIGINT or SIGTERM, then shuts down in order: the editors first,
 // then replication, the admin API, the tokens watcher, the registry, the store (§21).
 func serve(args []string, cio cli.IO) int {
@@ -29,13 +35,18 @@ func serve(args []string, cio cli.IO) int {
 		"Runs the hub: peers connect to --listen (WebSocket /v1/replication, with a bearer token from the tokens "+
 			"file), applications use the admin API on --admin-listen, editors (stock y-websocket providers) connect to "+
 			"--client-listen (/v1/yjs/{namespaceId}, with a client token; the editor page is /edit/{namespaceId}). Documents and registry live in a bbolt "+
-			"store under --data. SIGINT or SIGTERM stop it in order; SIGHUP re-reads the tokens file.")
+			"store under --data. SIGINT or SIGTERM stop it in order; SIGHUP re-reads the tokens file and the TLS certificate (--tls-cert).")
 	instanceID := f.String("instance-id", "hub", "this hub's `NAME`; peers must expect it (their --hub-instance-id)")
-	listen := f.String("listen", "127.0.0.1:8787", "`HOST:PORT` for peers: /v1/replication (WebSocket) and /healthz")
+	listen := f.String("listen", "127.0.0.1:8787", "`HOST:PORT` for peers: /v1/replication (WebSocket; wss:// with --tls-cert) and /healthz")
 	adminListen := f.String("admin-listen", "127.0.0.1:8788", "`HOST:PORT` of the admin API, /metrics, /healthz and /readyz")
 	data := f.String("data", "./nomicore-data/hub", "`DIR` holding the store (nomicore.db) and the tokens file (tokens.json)")
 	tokensFile := f.String("tokens", "", "the tokens `FILE` (default DATA/tokens.json)")
 	tokensPoll := f.Duration("tokens-poll", time.Second, "how often the tokens file is checked for changes (SIGHUP re-reads it at once)")
+	var maxHandshakes, maxOpening int
+	f.Define("admission (many peers arriving at once, e.g. after an outage)", func() {
+		f.IntVar(&maxHandshakes, "max-handshakes", ws.DefaultMaxHandshakes, "peer connections in their handshake at once; beyond, a new connection is answered 503 with Retry-After and the peer comes back shortly (-1: no limit)")
+		f.IntVar(&maxOpening, "max-opening", ws.DefaultMaxOpening, "namespace opens in progress across all peers at once; beyond, new connections are answered 503 with Retry-After (-1: no limit)")
+	})
 	common := node.RegisterCommon(f)
 	clientFlags := node.RegisterClientFlags(f, "127.0.0.1:8789")
 	clusterOpts := registerClusterFlags(f)
@@ -71,6 +82,12 @@ func serve(args []string, cio cli.IO) int {
 	}
 	log := node.NewLogger(stderr, common.LogLevel, common.LogFormat, "hub")
 	clk := clock.Real()
+	if os.Getenv("GOGC") == "" {
+		// The hub's live heap is small next to what relaying allocates: with the default
+		// (100) the collector ran so often it took a quarter of the hub's CPU under fan-out.
+		// GOGC in the environment overrides this.
+		debug.SetGCPercent(hubGCPercent)
+	}
 
 	// Everything that can refuse the configuration is checked before anything is served.
 	inst, clusterNode, err := openHub(*data, clusterOpts, &common.Protocol, clk, log)
@@ -110,13 +127,21 @@ func serve(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
+	tap, closeCapture, err := common.FrameTap(log, "hub "+*instanceID)
+	if err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, func() { _ = closeCapture() })
 	hub, err := ws.NewHub(ws.HubOptions{Config: common.Protocol, InstanceID: *instanceID, Auth: reloader.Authenticator(),
-		Namespaces: namespaces.NewHandler, Clock: clk, Observer: obs.Observer, Logger: log})
+		Namespaces: namespaces.NewHandler, Clock: clk, Observer: obs.Observer, Logger: log, FrameTap: tap,
+		MaxHandshakes: maxHandshakes, MaxOpening: maxOpening})
 	if err != nil {
 		return fail(err)
 	}
 	cleanup = append(cleanup, func() { hub.Shutdown(context.Background()) })
-	obs.ReplicationLoad(hub.Load)
+	if err := obs.ReplicationLoad(hub.Load); err != nil {
+		return fail(err)
+	}
 	obs.Assemblies(namespaces.Assemblies)
 	adminOpts := inst.AdminOptions(common)
 	adminOpts.Sessions = namespaces.Sessions
@@ -135,6 +160,10 @@ func serve(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
+	certs, err := common.TLS.Load(obs, log)
+	if err != nil {
+		return fail(err)
+	}
 	var clients *node.Server
 	if clientFlags.Enabled() {
 		var auth yws.Clients
@@ -150,18 +179,18 @@ func serve(args []string, cio cli.IO) int {
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)
 		}
-		clientLn, err := node.Listen("client-listen", clientFlags.Listen)
+		clientLn, err := node.ListenTLS("client-listen", clientFlags.Listen, certs)
 		if err != nil {
 			return fail(err)
 		}
 		clients = &node.Server{Name: "client", Listener: clientLn, Handler: gateEditors(nodeReady(clusterNode), node.ClientHandler(editors, log))}
 		cleanup = append(cleanup, func() { clientLn.Close() })
 	}
-	replLn, err := node.Listen("listen", *listen)
+	replLn, err := node.ListenTLS("listen", *listen, certs)
 	if err != nil {
 		return fail(err)
 	}
-	adminLn, err := node.Listen("admin-listen", *adminListen)
+	adminLn, err := node.ListenTLS("admin-listen", *adminListen, certs)
 	if err != nil {
 		replLn.Close()
 		return fail(err)
@@ -179,6 +208,7 @@ func serve(args []string, cio cli.IO) int {
 	sigs := node.NotifySignals()
 	defer sigs.Release()
 	hup := make(chan struct{}, 1)
+	stopTLS := node.WatchTLS(certs, clk, common.TLS.Poll, sigs)
 	stopReload := node.Go(func(ctx context.Context) { reloader.Run(ctx, clk, *tokensPoll, hup) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
 	failed := make(chan error, 3)
@@ -190,7 +220,7 @@ func serve(args []string, cio cli.IO) int {
 		clientListen = clients.Listener.Addr().String()
 	}
 	log.Info("hub serving", slog.String("instanceId", *instanceID), slog.String("listen", replLn.Addr().String()),
-		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen),
+		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen), slog.Bool("tls", certs != nil),
 		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data),
 		slog.String("generation", common.Protocol.Generation.String()), node.LimitAttrs(&common.Protocol),
 		slog.Int("tokens", reloader.Peers()), slog.Int("clientTokens", reloader.ClientCount()))
@@ -206,8 +236,10 @@ func serve(args []string, cio cli.IO) int {
 			err := hub.Shutdown(ctx)
 			return errors.Join(err, repl.Shutdown(ctx))
 		}},
+		{Name: "frame capture", Run: func(context.Context) error { return closeCapture() }},
 		{Name: "admin api", Run: func(ctx context.Context) error { api.Close(); return admin.Shutdown(ctx) }},
 		{Name: "tokens watcher", Run: stopReload},
+		{Name: "tls watcher", Run: stopTLS},
 		{Name: "registry", Run: reg.Close},
 		{Name: "store", Run: store.Close},
 		{Name: "cluster", Run: closeCluster(clusterNode)},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -34,7 +35,8 @@ func runPeer(args []string, cio cli.IO) int {
 			"--hub-url using the bearer token in --token-file, and serves the admin API on --admin-listen. Targets "+
 			"given with --target (or added through the admin API) are remembered in the store. Editors (stock "+
 			"y-websocket providers) edit the targets through --client-listen, with client tokens from `peer token "+
-			"add --client`. SIGINT or SIGTERM stop it in order; SIGHUP makes a blocked peer try again.")
+			"add --client`. SIGINT or SIGTERM stop it in order; SIGHUP makes a blocked peer try again and reloads "+
+			"the TLS certificate (--tls-cert).")
 	instanceID := f.String("instance-id", "peer-a", "this peer's `NAME`; its token must have been made for it (hub token add --peer)")
 	var hubURLFlag hubURLs
 	f.Var(&hubURLFlag, "hub-url", "the hub's replication endpoint, ws://HOST:PORT/v1/replication or wss://… (default "+defaultHubURL+
@@ -47,7 +49,8 @@ func runPeer(args []string, cio cli.IO) int {
 	f.Var(&targetFlags, "target", "a namespace to replicate, `ns-…[:OWNER]` (repeatable; remembered in the store)")
 	owner := f.String("owner", "default", "the local owner (storage partition) of --target replicas given without :OWNER")
 	tokenPoll := f.Duration("token-poll", time.Second, "how often a peer the hub refused checks its token file for a new token")
-	hubCA := f.String("hub-ca-file", "", "`FILE` of PEM certificates to trust for a wss:// hub (default: the system's)")
+	hubCA := f.String("hub-ca", "", "`FILE` of PEM certificates (CAs) to trust for a wss:// hub, read again when it changes (default: the system's)")
+	f.StringVar(hubCA, "hub-ca-file", "", "`FILE`: the same as --hub-ca (its earlier name)")
 	common := node.RegisterCommon(f)
 	clientFlags := node.RegisterClientFlags(f, "127.0.0.1:8791")
 	operands, code, ok := f.Parse(args, cio)
@@ -80,7 +83,13 @@ func runPeer(args []string, cio cli.IO) int {
 	}
 	dialer, err := node.HubDialer(*hubCA)
 	if err != nil {
-		return fail(err)
+		caFlag := "--hub-ca"
+		f.Visit(func(fl *flag.Flag) {
+			if fl.Name == "hub-ca-file" {
+				caFlag = "--hub-ca-file"
+			}
+		})
+		return fail(fmt.Errorf("%s: %v", caFlag, err))
 	}
 	if err := clientFlags.Check(); err != nil {
 		return fail(err)
@@ -151,15 +160,26 @@ func runPeer(args []string, cio cli.IO) int {
 		tokenSource = "the token file " + *tokenFile
 	}
 	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{TokenSource: tokenSource, Clock: clk, Logger: log})
+	tap, closeCapture, err := common.FrameTap(log, "peer "+*instanceID)
+	if err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, func() { _ = closeCapture() })
 	peer, err := ws.NewPeer(ws.PeerOptions{Config: common.Protocol, InstanceID: *instanceID, HubInstanceID: *hubID,
 		URL: hubURLList[0], FailoverURLs: hubURLList[1:], Token: tw.source, Dialer: diag.Dialer(dialer), Namespaces: tc.NewHandler, Clock: clk,
-		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(diag.Observe)), Logger: log})
+		Observer: observer.Multi(obs.Observer, observer.ObserverFunc(diag.Observe)), Logger: log, FrameTap: tap})
 	if err != nil {
 		return fail(err)
 	}
 	cleanup = append(cleanup, peer.Close)
-	obs.ReplicationLoad(peer.Load)
+	if err := obs.ReplicationLoad(peer.Load); err != nil {
+		return fail(err)
+	}
 	obs.Assemblies(tc.Assemblies)
+	certs, err := common.TLS.Load(obs, log)
+	if err != nil {
+		return fail(err)
+	}
 	localWrites, err := node.NewLocalWrites(tc, obs)
 	if err != nil {
 		return fail(err)
@@ -192,7 +212,7 @@ func runPeer(args []string, cio cli.IO) int {
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)
 		}
-		clientLn, err := node.Listen("client-listen", clientFlags.Listen)
+		clientLn, err := node.ListenTLS("client-listen", clientFlags.Listen, certs)
 		if err != nil {
 			return fail(err)
 		}
@@ -237,7 +257,7 @@ func runPeer(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
-	adminLn, err := node.Listen("admin-listen", *adminListen)
+	adminLn, err := node.ListenTLS("admin-listen", *adminListen, certs)
 	if err != nil {
 		return fail(err)
 	}
@@ -247,6 +267,7 @@ func runPeer(args []string, cio cli.IO) int {
 	sigs := node.NotifySignals()
 	defer sigs.Release()
 	hup := make(chan struct{}, 1)
+	stopTLS := node.WatchTLS(certs, clk, common.TLS.Poll, sigs)
 	stopTokenWatch := node.Go(func(ctx context.Context) { tw.run(ctx, clk, *tokenPoll, hup, peer) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
 	stopClientTokens := func(context.Context) error { return nil }
@@ -262,7 +283,7 @@ func runPeer(args []string, cio cli.IO) int {
 	}
 	peer.Start()
 	log.Info("peer running", slog.String("instanceId", *instanceID), slog.String("hubUrl", strings.Join(hubURLList, ",")),
-		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen),
+		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen), slog.Bool("tls", certs != nil),
 		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data), slog.Int("targets", len(targets)),
 		slog.String("generation", common.Protocol.Generation.String()), node.LimitAttrs(&common.Protocol))
 
@@ -286,6 +307,8 @@ func runPeer(args []string, cio cli.IO) int {
 			return err
 		}},
 		{Name: "token watcher", Run: stopTokenWatch},
+		{Name: "frame capture", Run: func(context.Context) error { return closeCapture() }},
+		{Name: "tls watcher", Run: stopTLS},
 		{Name: "admin api", Run: func(ctx context.Context) error { api.Close(); return admin.Shutdown(ctx) }},
 		{Name: "registry", Run: reg.Close},
 		{Name: "store", Run: store.Close},

@@ -32,9 +32,11 @@ func (c *CaptureFlags) check() error {
 }
 
 // frameHookAvailable says whether the replication connection layer calls a frame hook (a
-// framecap.Tap in the hub's and the peer's options) for every message it reads and writes. Until it does, --capture-frames refuses to start and --log-level debug logs
-// no per-message lines: nothing would reach them.
-const frameHookAvailable = false
+// framecap.Tap in the hub's and the peer's options, ws.HubOptions.FrameTap and
+// ws.PeerOptions.FrameTap) for every message it reads and writes. Without it,
+// --capture-frames would refuse to start and --log-level debug would log no per-message
+// lines.
+const frameHookAvailable = true
 
 // FrameTap returns what the replication connection layer should call with every message of
 // every connection: the capture file's writer when --capture-frames is set, and a DEBUG line

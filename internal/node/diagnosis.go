@@ -2,10 +2,13 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -108,7 +111,7 @@ func (d *PeerDiagnosis) dialed(url string, err error) {
 		return
 	}
 	d.log.Warn("cannot reach the hub; retrying with backoff", slog.String("hubUrl", url), slog.String("error", err.Error()),
-		slog.Int("failedDials", d.failedDials), slog.String("fix", "check that the hub runs and that --hub-url names its --listen address"))
+		slog.Int("failedDials", d.failedDials), slog.String("fix", dialFix(err)))
 	d.failing, d.failedDials, d.lastDialWarn = true, 0, now
 }
 
@@ -126,6 +129,9 @@ func (d *PeerDiagnosis) refused(url string, status int) {
 	case http.StatusNotFound:
 		cause = fmt.Sprintf("the hub has no replication endpoint at %s (HTTP 404)", url)
 		fix = "--hub-url must be ws://HOST:PORT/v1/replication (or wss://…), HOST:PORT being the hub's --listen address or its proxy"
+	case http.StatusBadRequest:
+		cause = "the hub refused the connection request (HTTP 400)"
+		fix = "a hub serving TLS (--tls-cert) answers a plain ws:// request so: use wss:// in --hub-url; otherwise check the proxy in front of the hub"
 	default:
 		cause = fmt.Sprintf("the hub refused the connection with HTTP %d", status)
 		fix = "check --hub-url, and the proxy in front of the hub if there is one"
@@ -331,4 +337,23 @@ func (d *PeerDiagnosis) explain(ts namespace.TargetStatus) (code, reason string)
 		}
 	}
 	return "", ""
+}
+
+// dialFix says what to do about a dial that did not reach the hub's replication endpoint.
+func dialFix(err error) string {
+	var unknownCA x509.UnknownAuthorityError
+	var wrongHost x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var notTLS tls.RecordHeaderError
+	switch {
+	case errors.As(err, &unknownCA):
+		return "the hub's TLS certificate is not signed by a CA this peer trusts: give --hub-ca FILE with the CA certificate that signed it (PEM)"
+	case errors.As(err, &wrongHost):
+		return "the hub's TLS certificate is not made for the host in --hub-url: use the name or address the certificate names, or have the hub's certificate reissued for this one"
+	case errors.As(err, &invalid):
+		return "the hub's TLS certificate is not valid (expired or not for a server): the hub's operator must renew it (hub --tls-cert, reloaded on SIGHUP)"
+	case errors.As(err, &notTLS) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return "the hub does not speak TLS on that port: use ws:// in --hub-url, or start the hub with --tls-cert and --tls-key"
+	}
+	return "check that the hub runs and that --hub-url names its --listen address"
 }

@@ -11,6 +11,9 @@
 //     replication events to the log and to Prometheus metrics served on /metrics;
 //   - the admin listener (Listen, CheckAdmin, Server): loopback unless an admin token is
 //     set;
+//   - TLS (TLSFlags, ListenTLS, WatchTLS): one certificate for every listener of the
+//     process, reloaded on SIGHUP and when its files change; the peer's dialer trusting
+//     --hub-ca (HubDialer);
 //   - the peer's targets (PersistentTargets): the namespaces it replicates, remembered in
 //     its store so a restart resumes them;
 //   - the peer's diagnosis (PeerDiagnosis): why it is not replicating, for its log, /readyz

@@ -23,6 +23,7 @@ type Common struct {
 	AdminTokenFile  string
 	MaxEventStreams int
 	Capture         CaptureFlags
+	TLS             TLSFlags
 	Protocol        protocol.Config
 	generation      string
 	flags           *cli.Flags
@@ -66,6 +67,7 @@ func RegisterCommon(f *cli.Flags) *Common {
 		f.IntVar(&c.MaxEventStreams, "max-event-streams", 64, "event streams (GET …/events) open at once")
 		f.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "exit with status 3 if stopping takes longer than this")
 	})
+	c.TLS.register(f)
 	p := &c.Protocol
 	intFlag := func(v *int, name, usage string) { f.IntVar(v, name, *v, usage) }
 	durFlag := func(v *time.Duration, name, usage string) { f.DurationVar(v, name, *v, usage) }
@@ -133,6 +135,9 @@ func (c *Common) Resolve() error {
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}
 	if err := c.Capture.check(); err != nil {
+		return err
+	}
+	if err := c.TLS.check(); err != nil {
 		return err
 	}
 	if c.ShutdownTimeout <= 0 {

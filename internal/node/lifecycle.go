@@ -63,6 +63,7 @@ type Signals struct {
 	Stop <-chan os.Signal // SIGINT, SIGTERM: orderly shutdown
 	Hup  <-chan os.Signal // SIGHUP: reload
 	stop func()
+	signalSubs
 }
 
 // NotifySignals subscribes to SIGINT, SIGTERM and SIGHUP.
@@ -86,6 +87,7 @@ func (s *Signals) WaitForStop(log *slog.Logger, stderr io.Writer, name string, h
 			log.Info("stopping", slog.String("signal", sig.String()))
 			return 0
 		case <-s.Hup:
+			s.notifySubscribers()
 			select {
 			case hup <- struct{}{}:
 			default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,11 +68,28 @@ func NewObservability(log *slog.Logger, side observer.Side) (*Observability, err
 
 // ReplicationLoad installs the gauges of queued bytes and in-flight updates, read from the
 // replication layer at scrape time (ws.Hub.Load or ws.Peer.Load).
-func (o *Observability) ReplicationLoad(load func() ws.Load) {
+//
+// With them go two gauges for leak checks: nomicore_connections_open, the replication
+// connections open (from the upgrade until their goroutines have exited), and
+// nomicore_goroutines, the process's goroutines.
+func (o *Observability) ReplicationLoad(load func() ws.Load) error {
 	o.Metrics.SetQueueStats(o.Side, func() (queuedBytes, inFlight float64) {
 		l := load()
 		return float64(l.QueuedBytes), float64(l.InFlight)
 	})
+	side := prometheus.Labels{"side": string(o.Side)}
+	conns := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nomicore_connections_open", ConstLabels: side,
+		Help: "Replication connections open: from the upgrade until every goroutine of the connection has exited."},
+		func() float64 { return float64(load().Connections) })
+	gs := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nomicore_goroutines", ConstLabels: side,
+		Help: "Goroutines of this process (a count that keeps growing while the load does not is a leak)."},
+		func() float64 { return float64(runtime.NumGoroutine()) })
+	for _, c := range []prometheus.Collector{conns, gs} {
+		if err := o.Registry.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Assemblies installs the gauge of chunked transfers being received, read from the namespace

@@ -2,13 +2,10 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -17,6 +14,7 @@ import (
 	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/internal/dashboard"
+	"github.com/nomicore/nomicore/internal/tlsconf"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
@@ -174,24 +172,12 @@ func CheckAdmin(addr, token string) error {
 
 // HubDialer returns the peer's WebSocket dialer, speaking HTTP/1.1 only (the upgrade needs
 // it; a TLS proxy must not negotiate HTTP/2 for it). With caFile, a wss:// hub must present a
-// certificate signed by one of its PEM certificates (TLS ends at the hub's proxy, §2);
-// without, the system roots are trusted.
+// certificate signed by one of its PEM certificates (the file is read again when it changes:
+// HubDialerCA); without, the system roots are trusted.
 func HubDialer(caFile string) (ws.Dialer, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("--hub-ca-file: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--hub-ca-file %s holds no PEM certificate", caFile)
-		}
-		cfg.RootCAs = pool
+	ca, err := tlsconf.NewCAFile(caFile)
+	if err != nil {
+		return nil, err
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.ForceAttemptHTTP2 = false
-	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-	tr.TLSClientConfig = cfg
-	return ws.WebSocketDialer{HTTPClient: &http.Client{Transport: tr}}, nil
+	return HubDialerCA(ca, 0), nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/internal/cli"
+	"github.com/nomicore/nomicore/internal/tlsconf"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/yjs"
 )
@@ -33,7 +34,8 @@ func runWrite(prog, defaultAdmin string, args []string, cio cli.IO) int {
 		"Sets KEY to VALUE in the root map ROOT of a namespace, through the admin API at URL: the change is applied "+
 			"like any other local write and replicates. A VALUE that parses as JSON is stored as that JSON value "+
 			"(42, true, {\"a\":1}), anything else as a string.")
-	admin := f.String("admin-url", defaultAdmin, "the admin API to write through, http://HOST:PORT")
+	admin := f.String("admin-url", defaultAdmin, "the admin API to write through, http://HOST:PORT (https://… when it serves TLS)")
+	caFile := f.String("ca-file", "", "`FILE` of PEM certificates (CAs) to trust for an https:// admin URL (default: the system's)")
 	token := f.String("admin-token", "", "the admin API's bearer token, if it requires one (or NOMICORE_ADMIN_TOKEN)")
 	ns := f.String("namespace", "", "the `namespace` to write to, ns- and 32 hex digits (required)")
 	root := f.String("map", "notes", "the root map to set keys in, by `NAME`")
@@ -75,8 +77,15 @@ func runWrite(prog, defaultAdmin string, args []string, cio cli.IO) int {
 		fmt.Fprintf(stderr, "%s write: %v\n", name, err)
 		return 1
 	}
+	ca, err := tlsconf.NewCAFile(*caFile)
+	if err != nil {
+		return fail(fmt.Errorf("--ca-file: %v", err))
+	}
+	pool, _, _ := ca.Pool()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsconf.ClientConfig(pool), Proxy: http.ProxyFromEnvironment}}
+	defer client.CloseIdleConnections()
 	base := strings.TrimRight(*admin, "/") + "/v1/namespaces/" + *ns + "/update"
-	state, err := call(ctx, http.MethodGet, base, *token, nil)
+	state, err := call(ctx, client, http.MethodGet, base, *token, nil)
 	if err != nil {
 		return fail(err)
 	}
@@ -102,7 +111,7 @@ func runWrite(prog, defaultAdmin string, args []string, cio cli.IO) int {
 	if update == nil {
 		return fail(errors.New("the change produced no update"))
 	}
-	if _, err := call(ctx, http.MethodPost, base, *token, update); err != nil {
+	if _, err := call(ctx, client, http.MethodPost, base, *token, update); err != nil {
 		return fail(err)
 	}
 	fmt.Fprintf(stdout, "wrote %d key(s) to %s/%s\n", len(sets), *ns, *root)
@@ -111,7 +120,7 @@ func runWrite(prog, defaultAdmin string, args []string, cio cli.IO) int {
 
 // call does one admin API request and returns the body of a 2xx answer; any other answer is
 // an error carrying the API's code and message.
-func call(ctx context.Context, method, url, token string, body []byte) ([]byte, error) {
+func call(ctx context.Context, client *http.Client, method, url, token string, body []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -122,7 +131,7 @@ func call(ctx context.Context, method, url, token string, body []byte) ([]byte, 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,8 @@ type Metrics struct {
 	assembliesDesc                *prometheus.Desc
 	assemblies                    [2]atomic.Pointer[Gauge] // by sideIndex
 
+	frames [2][numFrameKinds]frameSeries // per-frame series bound at first use (frames.go)
+
 	all []prometheus.Collector
 }
 
@@ -257,6 +259,9 @@ func (m *Metrics) Observe(e observer.Event) {
 		return
 	}
 	side := label(e.Side, e.Side.Valid())
+	if si, ok := sideIndex(e.Side); ok && m.observeFrame(si, side, e) {
+		return
+	}
 	typ := string(e.Type())
 	m.events.WithLabelValues(side, typ).Inc()
 	observeMs := func(h *prometheus.HistogramVec, o observer.Opt[float64], labels ...string) {

@@ -406,3 +406,26 @@ func BenchmarkObserveUpdateApplied(b *testing.B) {
 		m.Observe(ev)
 	}
 }
+
+// TestPerFrameEventsAllocateNothing: once a side and type have been seen, a per-frame event
+// (every one of them, with every optional field set) is recorded without allocating — the
+// series are bound, not looked up by label.
+func TestPerFrameEventsAllocateNothing(t *testing.T) {
+	m, _ := newMetrics(t)
+	for _, s := range observertest.Samples() {
+		if !s.Type.PerFrame() {
+			continue
+		}
+		for _, side := range o.Sides() {
+			if !s.Type.EmittedBy(side) {
+				continue
+			}
+			ev := s.Full
+			ev.Side = side
+			m.Observe(ev) // binds the series
+			if n := testing.AllocsPerRun(100, func() { m.Observe(ev) }); n != 0 {
+				t.Errorf("%s on the %s: %v allocations per event", s.Type, side, n)
+			}
+		}
+	}
+}

@@ -41,6 +41,8 @@ type channel struct {
 	bulkStarted bool // a chunked snapshot or diff of this side is in progress (its slot reserved)
 	bulkOut     bulkOut
 	ackTimer    seam.Timer
+	// queuedMerged is the size of the merged update waiting in the queue, if any (coalesce).
+	queuedMerged int
 
 	receiving int // inbound UPDATEs admitted and not yet acknowledged
 	applying  int // applies admitted to the sequencer and not yet settled

@@ -33,8 +33,8 @@ var connStateNames = [...]observer.ConnectionState{
 }
 
 // inboundQueue is the capacity of the reader→owner channel. When it is full the reader stops
-// reading, and TCP pushes back on the remote.
-const inboundQueue = 16
+// reading, and TCP pushes back on the remote. Every connection holds it, idle or not.
+const inboundQueue = 8
 
 // connParams is everything a connection needs from its hub or peer. It is fixed when the
 // connection is made, except connID on the peer (see there).
@@ -61,6 +61,8 @@ type connParams struct {
 	onExit    func(*conn)                 // after every goroutine of the connection exited
 	onGoAway  func(*conn, seam.Drain)     // peer: GOAWAY received (owner goroutine)
 	onUpgrade func(observer.AuthRejectReason)
+	// tap, when set, sees every message read and every frame written (FrameTap).
+	tap func(connectionID string, sent bool, msg []byte)
 }
 
 // conn is one connection, on either side. Three goroutines share it: the owner (run), which
@@ -74,47 +76,56 @@ type conn struct {
 
 	inbound  chan inboundMsg // reader → owner
 	stopRead chan struct{}   // closed at the close decision: the reader stops posting
-	done     chan struct{}   // closed when the owner goroutine exits
-	ioCtx    context.Context // reads and pings; cancelled when the connection is gone
-	ioCancel context.CancelFunc
-	wctx     context.Context // writes; cancelled by an aborting close or the close timer
-	wcancel  context.CancelFunc
-	admitted atomic.Bool // handshake done: the reader stops counting early frames
-	pubState atomic.Uint32
+	done     chan struct{}   // closed when the owner goroutine exits for good
+
+	ownerRunning atomic.Bool     // an owner goroutine runs (kick)
+	runFn        func()          // c.run, made once: starting it allocates nothing
+	ioCtx        context.Context // reads and pings; cancelled when the connection is gone
+	ioCancel     context.CancelFunc
+	wctx         context.Context // writes; cancelled by an aborting close or the close timer
+	wcancel      context.CancelFunc
+	admitted     atomic.Bool // handshake done: the reader stops counting early frames
+	pubState     atomic.Uint32
+	tapID        atomic.Pointer[string] // connID for the tap, readable by the reader and writer
+	// progress counts the bytes read and written, the transport's own count included
+	// when it keeps one: liveness reads it to tell a slow link from a dead one.
+	progress atomic.Int64
 
 	box mailbox // functions posted to the owner goroutine
 
 	w writer
 
 	// Owned by the owner goroutine.
-	state      connState
-	closing    bool
-	exited     bool
-	in         *protocol.Inbound
-	out        *protocol.Outbound
-	negotiated protocol.Negotiated
-	handler    seam.Handler
-	session    session
-	timers     map[*timer]struct{}
-	helloTimer *timer
-	drainTimer *timer
-	closeTimer clock.Timer
-	drain      *seam.Drain
-	goAwayRecv *seam.Drain
-	info       seam.CloseInfo
-	readerDone bool
-	writerDone bool
-	pinger     liveness
-	deferred   []func()
-	opens      openAdmission
-	awaiting   map[uint32]ackKey // frames sent that expect an acknowledgement
-	late       map[uint32]ackKey // given up by this side, still acceptable once (see forgetOnTerminal)
-	lateOrder  []uint32          // late's sequences, oldest first: bounds late to maxLateAcks
-	sched      scheduler
-	queues     map[protocol.NamespaceID]*nsQueue
-	tids       protocol.TransferIDs
-	inFlight   int                                 // entries of awaiting acknowledged by UPDATE_ACK: live UPDATEs in flight
-	flows      map[protocol.NamespaceID]*flowCount // live UPDATEs sent and acknowledged, per namespace
+	beginPending bool        // the first run calls begin
+	lingerT      *time.Timer // the idle owner's wait before it exits (step)
+	state        connState
+	closing      bool
+	exited       bool
+	in           *protocol.Inbound
+	out          *protocol.Outbound
+	negotiated   protocol.Negotiated
+	handler      seam.Handler
+	session      session
+	timers       map[*timer]struct{}
+	helloTimer   *timer
+	drainTimer   *timer
+	closeTimer   clock.Timer
+	drain        *seam.Drain
+	goAwayRecv   *seam.Drain
+	info         seam.CloseInfo
+	readerDone   bool
+	writerDone   bool
+	pinger       liveness
+	deferred     []func()
+	opens        openAdmission
+	awaiting     map[uint32]ackKey // frames sent that expect an acknowledgement
+	late         map[uint32]ackKey // given up by this side, still acceptable once (see forgetOnTerminal)
+	lateOrder    []uint32          // late's sequences, oldest first: bounds late to maxLateAcks
+	sched        scheduler
+	queues       map[protocol.NamespaceID]*nsQueue
+	tids         protocol.TransferIDs
+	inFlight     int                                 // entries of awaiting acknowledged by UPDATE_ACK: live UPDATEs in flight
+	flows        map[protocol.NamespaceID]*flowCount // live UPDATEs sent and acknowledged, per namespace
 
 	// Published by the owner goroutine after every event, for Hub.Load and Peer.Load.
 	pubQueued, pubInFlight atomic.Int64
@@ -152,38 +163,119 @@ func newConn(p connParams) *conn {
 	c.in = protocol.NewInbound(codec)
 	c.out = protocol.NewOutbound(codec)
 	c.w.init(c)
+	c.runFn = c.run
 	c.pinger.c = c
+	c.publishConnID()
 	return c
 }
 
-// start launches the owner, reader and writer goroutines.
-func (c *conn) start() {
-	c.setState(stHandshaking)
-	go c.run()
-	go c.readLoop()
-	go c.w.loop()
+// publishConnID makes connID readable by the reader and the writer, for the frame tap: on
+// the hub at once, on the peer when HELLO_ACK has told it (owner goroutine).
+func (c *conn) publishConnID() {
+	if c.tap != nil && c.connID != "" {
+		id := c.connID
+		c.tapID.Store(&id)
+	}
 }
 
-// run is the owner goroutine: it takes inbound messages and posted functions one at a time,
-// and after each runs what was deferred and the data pump, until the connection has closed
-// and its other goroutines are gone.
+// tapConnectionID is the connection id the frame tap reports: "" on the peer until the
+// handshake has told it.
+func (c *conn) tapConnectionID() string {
+	if p := c.tapID.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// start launches the reader goroutine and the owner's first run (begin); the writer's
+// starts with the first frame to write.
+func (c *conn) start() {
+	c.setState(stHandshaking)
+	c.beginPending = true
+	c.kick()
+	go c.readLoop()
+}
+
+// kick makes sure an owner goroutine runs to take the work just queued (an inbound message
+// or a posted function). The owner runs only while there is work: an idle connection holds
+// no owner stack. At most one runs at a time (ownerRunning), so the owner's fields still
+// have one goroutine at a time touching them, in order.
+func (c *conn) kick() {
+	if c.ownerRunning.CompareAndSwap(false, true) {
+		go c.runFn()
+	}
+}
+
+// run is the owner goroutine: it takes inbound messages and posted functions one at a
+// time, and after each runs what was deferred and the data pump. When there is nothing
+// left it lingers for a moment (goroutineLinger) and then exits — the next message or post
+// starts another (kick) — and exits for good once the connection has closed and its other
+// goroutines are gone.
 func (c *conn) run() {
-	defer close(c.done)
-	c.begin()
-	c.settle()
-	for !c.exited {
+	if c.beginPending {
+		c.beginPending = false
+		c.begin()
+		c.settle()
+		c.publishLoad()
+		c.w.release()
+	}
+	for {
+		for !c.exited && c.step(true) {
+		}
+		if c.exited {
+			c.pubQueued.Store(0)
+			c.pubInFlight.Store(0)
+			close(c.done)
+			return
+		}
+		// Idle. Work queued before the flag is cleared is seen by the check below; work
+		// queued after it starts a new owner. The linger timer goes too: an idle
+		// connection holds none.
+		c.lingerT = nil
+		c.ownerRunning.Store(false)
+		if len(c.inbound) == 0 && len(c.box.wake) == 0 || !c.ownerRunning.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// goroutineLinger is how long an owner or writer goroutine without work waits for more
+// before it exits: under load it stays (starting a goroutine and growing its stack again
+// for every message costs more than waiting), and an idle connection gives its stacks
+// back soon after its last message.
+const goroutineLinger = 2 * time.Millisecond
+
+// step handles one inbound message or the posted functions and reports whether there was
+// something; with linger it waits up to goroutineLinger for them.
+func (c *conn) step(linger bool) bool {
+	select {
+	case m := <-c.inbound:
+		c.handleInbound(m)
+	case <-c.box.wake:
+		c.runPosted()
+	default:
+		if !linger {
+			return false
+		}
+		if c.lingerT == nil {
+			c.lingerT = time.NewTimer(goroutineLinger)
+		} else {
+			c.lingerT.Reset(goroutineLinger)
+		}
 		select {
 		case m := <-c.inbound:
 			c.handleInbound(m)
 		case <-c.box.wake:
 			c.runPosted()
+		case <-c.lingerT.C:
+			return false
 		}
-		c.settle()
-		c.publishLoad()
-		c.maybeExit()
 	}
-	c.pubQueued.Store(0)
-	c.pubInFlight.Store(0)
+	c.settle()
+	c.publishLoad()
+	c.w.release()
+	c.maybeExit()
+	return true
 }
 
 // runPosted runs the functions posted to the owner, settling after each.
@@ -194,6 +286,7 @@ func (c *conn) runPosted() {
 		f()
 		c.settle()
 	}
+	c.box.recycle(fs)
 }
 
 // settle runs deferred notifications and the data pump until neither has work: it runs
@@ -219,7 +312,13 @@ func (c *conn) settle() {
 func (c *conn) defer_(f func()) { c.deferred = append(c.deferred, f) }
 
 // post queues f for the owner goroutine without blocking; false once the owner has exited.
-func (c *conn) post(f func()) bool { return c.box.post(f) }
+func (c *conn) post(f func()) bool {
+	if !c.box.post(f) {
+		return false
+	}
+	c.kick()
+	return true
+}
 
 // maybeExit ends the owner goroutine once the connection is closed and its reader, writer
 // and pinger are gone. Posted functions that arrived before run first.
@@ -305,6 +404,7 @@ func (c *conn) beginWork() func() {
 
 // publishLoad makes the outbound accounting readable from other goroutines (Load).
 func (c *conn) publishLoad() {
+	c.w.collect()
 	c.pubQueued.Store(int64(c.sched.queued + c.sched.queuedBulk + c.sched.unflushed()))
 	c.pubInFlight.Store(int64(c.inFlight))
 }
@@ -316,9 +416,15 @@ func (c *conn) publishLoad() {
 type Load struct {
 	QueuedBytes int64
 	InFlight    int64
+	// Connections counts the connections open: from the upgrade until every goroutine of
+	// the connection has exited (leak checks read it).
+	Connections int64
 }
 
 func (l *Load) add(c *conn) {
-	l.QueuedBytes += c.pubQueued.Load()
+	// Bytes the writer wrote since the owner last published leave the figure at once,
+	// without waking the owner to collect them.
+	l.QueuedBytes += max(0, c.pubQueued.Load()-c.w.flushedData.Load()-c.w.flushedControl.Load())
 	l.InFlight += c.pubInFlight.Load()
+	l.Connections++
 }

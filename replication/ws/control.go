@@ -43,6 +43,7 @@ func (c *conn) sendControl(m protocol.Message) (uint32, error) {
 		}
 		return 0, err
 	}
+	c.w.collect()
 	if c.sched.unflushedControl+len(b) > c.cfg.MaxQueuedControlBytes {
 		c.failWith(&protocol.Error{Code: protocol.CodeConnectionBackpressure, Scope: protocol.ScopeConnection,
 			Detail: "unflushed control bytes over maxQueuedControlBytes"}, seam.CauseBackpressure)

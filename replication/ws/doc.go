@@ -38,32 +38,39 @@
 //
 // # One connection, three goroutines
 //
-// Every connection, on either side, has three goroutines:
+// Every connection, on either side, has three goroutines, two of which run only while they
+// have work — an idle connection is one parked reader:
 //
 //   - the owner, which holds all connection state — the state machine, the negotiated
 //     capabilities, both sequence directions, the timers, the outbound queues and their
 //     accounting, OPEN admission — and calls the namespace layer's Handler, one call at a
-//     time;
+//     time. An inbound message or a posted function starts it when none runs; it exits
+//     after a short linger without work. At most one runs at a time;
 //   - the reader, which reads whole messages (at most maxFrameBytes, never more into
 //     memory) and hands them to the owner through a bounded channel: when the owner falls
 //     behind, the reader stops and TCP pushes back on the remote;
-//   - the writer, which writes the frames the owner hands it, in order. The owner stamps
-//     each frame's sequence when it hands it over, so sequence order is write order, and it
-//     counts the bytes handed over and not yet written ("unflushed"; coder/websocket has no
-//     bufferedAmount).
+//   - the writer, which writes the frames the owner hands it, in order, and runs while it
+//     has frames to write. The owner stamps each frame's sequence when it hands it over,
+//     so sequence order is write order, and it counts the bytes handed over and not yet
+//     written ("unflushed"; coder/websocket has no bufferedAmount). The writer writes
+//     every frame it has into one batch and flushes it with one write(2): the socket under
+//     coder/websocket is corked while it writes (cork.go).
 //
 // Each WebSocket ping runs in a short-lived goroutine of its own. Timers run on the
 // injected clock and only post to the owner. Closing is one decision, on the owner: the
 // connection's epoch ends (no timer, pong or frame acts afterwards), the namespace layer is
 // told, and the writer sends a best-effort ERROR frame and closes the transport with the
-// code the error registry gives.
+// code the error registry gives. A pong late behind data on a link that is still moving
+// bytes gets more time; a link on which nothing moves for pongTimeoutMs is closed
+// (liveness.go).
 //
 // The files follow that design: conn.go (the connection and its owner goroutine), read.go
 // (the reader and the routing of inbound frames), ack.go (acknowledgements), admission.go
 // (the hub's admission control and OPEN_NAMESPACE admission), handshake.go, drain.go,
 // close.go, control.go (control frames), scheduler.go (the data queues), write.go (the
-// writer), liveness.go (pings), session.go (the namespace layer's handle on a connection);
-// hub.go is the hub, peer.go and backoff.go the peer's controller.
+// writer), cork.go (the batching socket), liveness.go (pings), session.go (the namespace
+// layer's handle on a connection); hub.go is the hub, peer.go and backoff.go the peer's
+// controller.
 //
 // # Checks on every inbound frame
 //

@@ -59,6 +59,7 @@ func (c *conn) acceptHelloAck(a *protocol.HelloAck) {
 	}
 	c.negotiated = n
 	c.connID = a.ConnectionID
+	c.publishConnID()
 	c.becomeReady()
 }
 

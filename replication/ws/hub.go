@@ -40,6 +40,13 @@ type HubOptions struct {
 	MaxHandshakes       int
 	MaxOpening          int
 	AdmissionRetryAfter time.Duration
+
+	// FrameTap, when set, is called with every message of every connection: by the reader
+	// right after a message is read (sent false, before it is decoded) and by the writer
+	// after a frame is written (sent true). It runs on those goroutines and must not keep
+	// msg or block for long. connectionID is the hub's id of the connection. nil costs
+	// nothing.
+	FrameTap func(connectionID string, sent bool, msg []byte)
 }
 
 // Hub accepts peer connections on /v1/replication (§2, §15.2). It is an http.Handler: the
@@ -201,12 +208,14 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, http.StatusInternalServerError, observer.AuthInvalidInstanceID)
 		return
 	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	// The socket is corked by the connection's writer (batched writes, cork.go).
+	cw := &corkingResponseWriter{ResponseWriter: w}
+	c, err := websocket.Accept(cw, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return // Accept wrote the HTTP error
 	}
 	reserved = false // the connection holds the slot now, until its handshake ends
-	if err := h.accept(NewWebSocketTransport(c, h.cfg.CloseTimeout), id); err != nil {
+	if err := h.accept(newWSTransport(c, cw.conn, h.cfg.CloseTimeout), id); err != nil {
 		_ = c.Close(websocket.StatusGoingAway, "") // best effort: the upgrade is refused either way
 		if errors.Is(err, ErrHubShutdown) && h.em.Enabled() {
 			h.em.Emit(observer.AuthUpgradeRejected{Reason: observer.AuthHubShutdown})
@@ -247,7 +256,7 @@ func (h *Hub) accept(t Transport, id Identity) error {
 	c := newConn(connParams{
 		side: observer.SideHub, cfg: h.cfg, clock: h.opts.Clock, em: h.em, log: h.log, t: t,
 		factory: h.opts.Namespaces, auth: h.opts.Auth, peerID: id.PeerInstanceID, hubID: h.opts.InstanceID,
-		connID: connID, work: &h.work,
+		connID: connID, work: &h.work, tap: h.opts.FrameTap,
 		onReady: func(*conn) { endHandshake() },
 		onClosed: func(c *conn, _ seam.CloseInfo) {
 			endHandshake()

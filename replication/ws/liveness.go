@@ -14,6 +14,17 @@ import (
 // nil (a pong echoing the outstanding ping's payload) clears the timeout. Its fields are the
 // owner goroutine's; each Ping runs in a short-lived goroutine of its own that posts its
 // result back.
+//
+// A pong travels behind whatever data was written before it, in both directions: on a
+// slow link that is busy (100 KB/s with megabytes queued) it can take longer than
+// pongTimeoutMs although the link is delivering all along. So when the pong timeout fires
+// and bytes have moved on the connection since the ping left (or since the last such
+// check) — read from the remote or taken by the socket — the link is alive and the timeout
+// is armed again for another pongTimeoutMs; only a window in which nothing moved at all
+// closes the connection. An idle link moves nothing but the ping, so there the rule is
+// the contract's as written; a stall is detected within pingIntervalMs + pongTimeoutMs, or
+// 2 × pongTimeoutMs after the last byte moved when a ping was already out. See
+// docs/decisions.md, "Liveness on slow links".
 type liveness struct {
 	c         *conn
 	running   bool // a Ping call is out
@@ -22,6 +33,7 @@ type liveness struct {
 	pongTimer *timer
 	planned   observer.Opt[time.Time]
 	cancel    context.CancelFunc
+	moved     int64 // c.movedBytes() when the ping left or the timeout was last extended
 }
 
 // arm schedules the next ping.
@@ -51,7 +63,8 @@ func (l *liveness) fire() {
 	gen := l.gen
 	ctx, cancel := context.WithCancel(c.ioCtx)
 	l.cancel, l.running = cancel, true
-	l.pongTimer = c.after(c.cfg.PongTimeout, l.timedOut)
+	l.moved = c.movedBytes()
+	l.pongTimer = c.after(c.cfg.PongTimeout, l.pongDue)
 	sent := c.clock.Now()
 	go func() {
 		err := c.t.Ping(ctx)
@@ -64,6 +77,29 @@ func (l *liveness) fire() {
 			}
 		})
 	}()
+}
+
+// pongDue runs when the pong is pongTimeoutMs late: a link that moved bytes meanwhile gets
+// another pongTimeoutMs; one that moved nothing has timed out.
+func (l *liveness) pongDue() {
+	c := l.c
+	if m := c.movedBytes(); m != l.moved && !c.closing {
+		l.moved = m
+		l.pongTimer = c.after(c.cfg.PongTimeout, l.pongDue)
+		return
+	}
+	l.timedOut()
+}
+
+// movedBytes counts every byte this connection has read or written: the transport's count
+// of socket bytes when it keeps one (it sees a large frame move piece by piece), plus whole
+// messages read and, on a transport that keeps no count, frames handed to it.
+func (c *conn) movedBytes() int64 {
+	n := c.progress.Load()
+	if p, ok := c.t.(interface{ socketBytes() int64 }); ok {
+		n += p.socketBytes()
+	}
+	return n
 }
 
 // timedOut handles a pong timeout as a temporary failure: liveness stops first, then the

@@ -9,8 +9,9 @@ import "sync"
 type mailbox struct {
 	wake chan struct{} // capacity 1: "something was posted"
 
-	mu     sync.Mutex // guards posted, closed
+	mu     sync.Mutex // guards posted, spare, closed
 	posted []func()
+	spare  []func() // a taken slice given back (recycle), reused for the next posts
 	closed bool
 }
 
@@ -37,8 +38,19 @@ func (m *mailbox) take() []func() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	fs := m.posted
-	m.posted = nil
+	m.posted, m.spare = m.spare, nil
 	return fs
+}
+
+// recycle gives back a slice take returned, once its functions have run, so that posting
+// allocates nothing in the steady state.
+func (m *mailbox) recycle(fs []func()) {
+	clear(fs)
+	m.mu.Lock()
+	if m.spare == nil {
+		m.spare = fs[:0]
+	}
+	m.mu.Unlock()
 }
 
 // shut refuses later posts and returns what was posted before.

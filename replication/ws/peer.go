@@ -75,6 +75,8 @@ type PeerOptions struct {
 	Nonce        io.Reader   // HELLO connectionNonce; nil: crypto/rand
 	Observer     observer.Observer
 	Logger       *slog.Logger
+	// FrameTap, as HubOptions.FrameTap: connectionID is "" until HELLO_ACK has told it.
+	FrameTap func(connectionID string, sent bool, msg []byte)
 	// SlowAfter is the number of consecutive 1011 closes after which the backoff switches
 	// to the slow cadence and warns; 0 means 5.
 	SlowAfter int
@@ -408,6 +410,7 @@ func (p *Peer) dialed(gen uint64, tr Transport, err error) {
 	c := newConn(connParams{
 		side: observer.SidePeer, cfg: p.cfg, clock: p.opts.Clock, em: p.em, log: p.log, t: tr,
 		factory: p.opts.Namespaces, peerID: p.opts.InstanceID, hubID: p.opts.HubInstanceID, nonce: nonce,
+		tap:       p.opts.FrameTap,
 		onReady:   func(c *conn) { id := c.connID; p.post(func() { p.connReady(gen, id) }) },
 		onWorking: func(c *conn) { p.post(func() { p.connWorking(gen) }) },
 		onGoAway:  func(c *conn, d seam.Drain) { p.post(func() { p.goAway(gen) }) },

@@ -17,13 +17,20 @@ func (c *conn) readLoop() {
 	early := 0
 	for {
 		msg, err := c.t.Read(c.ioCtx, c.cfg.MaxFrameBytes)
-		if err == nil && !c.admitted.Load() {
-			if early++; early > 1+c.cfg.MaxEarlyFrames {
-				err = errEarlyFrames
+		if err == nil {
+			c.progress.Add(int64(len(msg)))
+			if tap := c.tap; tap != nil {
+				tap(c.tapConnectionID(), false, msg)
+			}
+			if !c.admitted.Load() {
+				if early++; early > 1+c.cfg.MaxEarlyFrames {
+					err = errEarlyFrames
+				}
 			}
 		}
 		select {
 		case c.inbound <- inboundMsg{msg, err}:
+			c.kick()
 		case <-c.stopRead:
 			return
 		}

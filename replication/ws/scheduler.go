@@ -24,6 +24,10 @@ import (
 // maxConcurrentAssembliesPerConnection chunked transfers are in progress on the connection
 // at once, the most the receiver assembles.
 
+// frameOverhead is room for a data frame's envelope and fields around its payload (an
+// UPDATE_CHUNK's are the largest).
+const frameOverhead = 96
+
 // scheduler is the outbound accounting of one connection.
 type scheduler struct {
 	ring             []*nsQueue // namespaces with queued data, in round-robin order
@@ -122,6 +126,7 @@ func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 		c.clearQueue(q)
 		return seam.ErrQueueOverflow
 	}
+	c.w.collect()
 	if s.queued+s.unflushed()+n > c.cfg.MaxQueuedBytesPerConnection {
 		if c.shed(q, n) {
 			return seam.ErrConnectionShed
@@ -273,7 +278,11 @@ func (c *conn) removeFromRing(q *nsQueue) {
 // frame, and reports whether it sent anything.
 func (c *conn) pump() bool {
 	s := &c.sched
-	if c.closing || c.state != stReady || s.paused {
+	if c.closing || c.state != stReady {
+		return false
+	}
+	c.w.collect()
+	if s.paused {
 		return false
 	}
 	sent, idle := false, 0
@@ -331,6 +340,7 @@ func (c *conn) sendOne(q *nsQueue) bool {
 	}
 	var m protocol.Message
 	last := true
+	payload := len(it.Bytes)
 	if !chunked {
 		m = &protocol.Update{NamespaceID: q.ns, Update: it.Bytes}
 	} else {
@@ -353,9 +363,11 @@ func (c *conn) sendOne(q *nsQueue) bool {
 			return false
 		}
 		m = chunk
+		payload = len(chunk.Bytes) + len(chunk.ReplicationID)
 		last = it.split.Remaining() == 0
 	}
-	b, seq, err := c.out.AppendFrame(nil, m)
+	// Sized for the payload and the envelope, so that encoding allocates once.
+	b, seq, err := c.out.AppendFrame(make([]byte, 0, frameOverhead+payload), m)
 	if err != nil {
 		c.sequenceExhausted()
 		return false
@@ -368,6 +380,7 @@ func (c *conn) sendOne(q *nsQueue) bool {
 		if c.em.Enabled() {
 			c.em.Emit(observer.SendPaused{ConnectionID: c.connIDOpt(), BufferedAmount: s.unflushed()})
 		}
+		c.w.wantReports(true) // the pump resumes when the writer has written enough
 	}
 	if !last {
 		return true
@@ -382,7 +395,11 @@ func (c *conn) sendOne(q *nsQueue) bool {
 		s.queuedBulk -= len(it.Bytes)
 	} else {
 		q.items[0] = nil
-		q.items = q.items[1:]
+		if len(q.items) == 1 {
+			q.items = q.items[:0] // the same array serves the next items
+		} else {
+			q.items = q.items[1:]
+		}
 		q.bytes -= len(it.Bytes)
 		s.queued -= len(it.Bytes)
 	}
@@ -431,6 +448,7 @@ func (c *conn) flushed(data, control int) {
 	s.unflushedControl -= control
 	if s.paused && s.unflushed() <= c.cfg.LowWaterBytes {
 		s.paused = false
+		c.w.reportWanted.Store(false)
 		if c.em.Enabled() && !c.closing {
 			c.em.Emit(observer.SendResumed{ConnectionID: c.connIDOpt(), BufferedAmount: s.unflushed()})
 		}

@@ -45,6 +45,7 @@ func (s session) Draining() (seam.Drain, bool) {
 }
 
 func (s session) Stats() seam.QueueStats {
+	s.c.w.collect()
 	sc := &s.c.sched
 	return seam.QueueStats{QueuedBytes: sc.queued, QueuedTransferBytes: sc.queuedBulk, UnflushedData: sc.unflushedData,
 		UnflushedControl: sc.unflushedControl, Paused: sc.paused, Namespaces: len(sc.ring)}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -74,10 +76,31 @@ var ErrTextMessage = errors.New("ws: text message on a binary-only connection")
 // ErrTransportClosed is returned by Read, Write and Ping of a transport closed locally.
 var ErrTransportClosed = net.ErrClosed
 
+// batchTransport is a Transport that can batch writes: after BeginBatch, Write may hold
+// messages until Flush writes everything held in one go. The writer uses it to turn the
+// frames that are ready into one write(2). Messages the transport writes by itself (pongs,
+// pings, the close frame) during a batch leave with that batch's Flush.
+type batchTransport interface {
+	Transport
+	BeginBatch()
+	// Flush writes what is held and ends the batch; when ctx ends first the transport is
+	// closed.
+	Flush(ctx context.Context) error
+}
+
 // wsTransport adapts a coder/websocket Conn.
 type wsTransport struct {
 	c            *websocket.Conn
+	cork         *corkConn // the socket under c, when it can be corked; nil otherwise
 	closeTimeout time.Duration
+
+	// Each context given to Write closes the transport when it ends (as coder/websocket
+	// does for the context of each call), watched once rather than per message:
+	// coder/websocket arms a timer per call for a context that can end. Write is called by
+	// the writer only. Read's context is checked when Read is called; a Read in progress
+	// ends when the transport closes (the connection cancels its read and write contexts
+	// together, and the write context's end closes the transport).
+	writeCtx context.Context
 }
 
 // NewWebSocketTransport adapts an established coder/websocket connection. closeTimeout bounds
@@ -85,48 +108,134 @@ type wsTransport struct {
 // incoming pings with their payload, and its Conn.Ping matches a pong to the outstanding ping
 // by exact payload (a decimal counter; see docs/decisions.md).
 func NewWebSocketTransport(c *websocket.Conn, closeTimeout time.Duration) Transport {
-	c.SetReadLimit(-1) // Read enforces the frame limit itself, without buffering the excess
-	return &wsTransport{c: c, closeTimeout: closeTimeout}
+	return newWSTransport(c, nil, closeTimeout)
 }
 
+func newWSTransport(c *websocket.Conn, cork *corkConn, closeTimeout time.Duration) *wsTransport {
+	c.SetReadLimit(-1) // Read enforces the frame limit itself, without buffering the excess
+	return &wsTransport{c: c, cork: cork, closeTimeout: closeTimeout}
+}
+
+// watch makes the end of ctx close the transport, once per distinct context.
+func (t *wsTransport) watch(ctx context.Context, last *context.Context) {
+	if ctx == *last || ctx.Done() == nil {
+		return
+	}
+	*last = ctx
+	context.AfterFunc(ctx, func() { _ = t.c.CloseNow() })
+}
+
+// readBufPool holds the scratch buffers messages are read into before they are copied out
+// at their exact size: one allocation per message, none for growing, and no buffer held by
+// an idle connection.
+var readBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// readBufKeep is the largest scratch buffer returned to the pool.
+const readBufKeep = 64 << 10
+
 func (t *wsTransport) Read(ctx context.Context, max int) ([]byte, error) {
-	typ, r, err := t.c.Reader(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	typ, r, err := t.c.Reader(context.Background())
 	if err != nil {
-		return nil, t.mapErr(err)
+		return nil, t.mapErr(ctx, err)
 	}
 	// Read at most max+1 bytes: one more than allowed proves the message too large
 	// without reading (or allocating for) the rest. The buffer grows with the bytes that
 	// actually arrive, never from a declared length.
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(r, int64(max)+1))
-	if err != nil {
-		return nil, t.mapErr(err)
-	}
-	if n > int64(max) {
-		return nil, &MessageTooLargeError{Limit: max}
+	bp := readBufPool.Get().(*[]byte)
+	buf := (*bp)[:0]
+	defer func() {
+		if cap(buf) <= readBufKeep {
+			*bp = buf[:0]
+			readBufPool.Put(bp)
+		}
+	}()
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(cap(buf), max+1-len(buf)))
+		}
+		n, err := r.Read(buf[len(buf):min(cap(buf), max+1)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > max {
+			return nil, &MessageTooLargeError{Limit: max}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, t.mapErr(ctx, err)
+		}
 	}
 	if typ != websocket.MessageBinary {
 		return nil, ErrTextMessage
 	}
-	return buf.Bytes(), nil
+	return bytes.Clone(buf), nil
 }
 
-func (t *wsTransport) mapErr(err error) error {
+func (t *wsTransport) mapErr(ctx context.Context, err error) error {
 	if code := websocket.CloseStatus(err); code != -1 {
 		var ce websocket.CloseError
 		errors.As(err, &ce)
 		return &CloseError{Code: protocol.CloseCode(code), Reason: ce.Reason}
 	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	return err
 }
 
 func (t *wsTransport) Write(ctx context.Context, msg []byte) error {
-	return t.c.Write(ctx, websocket.MessageBinary, msg)
+	t.watch(ctx, &t.writeCtx)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := t.c.Write(context.Background(), websocket.MessageBinary, msg); err != nil {
+		return t.mapErr(ctx, err)
+	}
+	return nil
+}
+
+// socketBytes counts the bytes read from and written to the socket, when it is corkable.
+func (t *wsTransport) socketBytes() int64 {
+	if t.cork == nil {
+		return 0
+	}
+	return t.cork.moved.Load()
+}
+
+// BeginBatch implements batchTransport.
+func (t *wsTransport) BeginBatch() {
+	if t.cork != nil {
+		t.cork.cork()
+	}
+}
+
+// Flush implements batchTransport.
+func (t *wsTransport) Flush(ctx context.Context) error {
+	if t.cork == nil {
+		return nil
+	}
+	if err := t.cork.uncork(ctx); err != nil {
+		_ = t.c.CloseNow()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	return nil
 }
 
 func (t *wsTransport) Ping(ctx context.Context) error { return t.c.Ping(ctx) }
 
 func (t *wsTransport) Close(code protocol.CloseCode, reason string) error {
+	if t.cork != nil {
+		// Nothing stays held once the transport closes; the close frame writes through.
+		ctx, cancel := context.WithTimeout(context.Background(), t.closeTimeout)
+		_ = t.cork.uncork(ctx)
+		cancel()
+	}
 	done := make(chan error, 1)
 	go func() { done <- t.c.Close(websocket.StatusCode(code), reason) }()
 	timer := time.NewTimer(t.closeTimeout)
@@ -170,10 +279,13 @@ type WebSocketDialer struct {
 	CloseTimeout time.Duration // bounds each transport's close handshake; 0 means 5s
 }
 
-// Dial implements Dialer.
+// Dial implements Dialer. The socket is corked by the connection's writer (batched writes)
+// when the client's transport is an *http.Transport whose plain dial can be wrapped (no
+// DialTLSContext): the dial then goes through a clone of it, for this connection alone.
 func (d WebSocketDialer) Dial(ctx context.Context, url string, header http.Header) (Transport, error) {
+	client, slot := d.corkingClient()
 	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
-		HTTPClient:      d.HTTPClient,
+		HTTPClient:      client,
 		HTTPHeader:      header,
 		CompressionMode: websocket.CompressionDisabled,
 	})
@@ -187,5 +299,50 @@ func (d WebSocketDialer) Dial(ctx context.Context, url string, header http.Heade
 	if ct <= 0 {
 		ct = 5 * time.Second
 	}
-	return NewWebSocketTransport(c, ct), nil
+	var cork *corkConn
+	if slot != nil {
+		cork = slot.conn
+	}
+	return newWSTransport(c, cork, ct), nil
+}
+
+// dialSlot receives the corkable socket of one dial.
+type dialSlot struct{ conn *corkConn }
+
+// corkingClient returns the HTTP client of one dial, and the slot its socket lands in; a
+// nil slot when the configured client's transport cannot be wrapped.
+func (d WebSocketDialer) corkingClient() (*http.Client, *dialSlot) {
+	base := d.HTTPClient
+	if base == nil {
+		base = http.DefaultClient
+	}
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	ht, ok := rt.(*http.Transport)
+	//lint:ignore SA1019 http.Transport still dials with DialTLS when it is set
+	if !ok || ht.DialTLSContext != nil || ht.DialTLS != nil {
+		return d.HTTPClient, nil
+	}
+	slot := &dialSlot{}
+	t := ht.Clone()
+	dial := t.DialContext
+	if dial == nil {
+		var nd net.Dialer
+		dial = nd.DialContext
+	}
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		slot.conn = newCorkConn(nc, nil)
+		return slot.conn, nil
+	}
+	// The socket becomes the WebSocket's: it is never returned to an idle pool.
+	t.DisableKeepAlives = true
+	c := *base
+	c.Transport = t
+	return &c, slot
 }

@@ -1,0 +1,41 @@
+package promobs
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	o "github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/observer/observertest"
+)
+
+// TestPerFrameSeriesBoundOnce: the first per-frame event of a side and type binds its series;
+// the next ones go through the bound series (still counted in the vectors the exposition
+// reads), and other sides and types stay unbound.
+func TestPerFrameSeriesBoundOnce(t *testing.T) {
+	m, err := New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := o.Event{Side: o.SideHub, Payload: o.UpdateSent{NamespaceID: observertest.SampleNamespaceID, Bytes: 100, Sequence: 1, SendQueueMs: o.Some(2.0)}}
+	m.Observe(ev)
+	fs := &m.frames[0][fkUpdateSent]
+	if fs.events.p.Load() == nil || fs.size.p.Load() == nil || fs.extra.p.Load() == nil {
+		t.Fatal("update-sent series not bound after its first event")
+	}
+	if fs.latency.p.Load() != nil {
+		t.Fatal("a latency series bound for an event without one")
+	}
+	bound := *fs.events.p.Load()
+	m.Observe(ev)
+	if *fs.events.p.Load() != bound {
+		t.Fatal("rebound")
+	}
+	if got := testutil.ToFloat64(m.events.WithLabelValues("hub", "update-sent")); got != 2 {
+		t.Fatalf("events_total{hub,update-sent} = %v, want 2", got)
+	}
+	if m.frames[1][fkUpdateSent].events.p.Load() != nil || m.frames[0][fkUpdateAcked].events.p.Load() != nil {
+		t.Fatal("series bound for events never seen")
+	}
+}

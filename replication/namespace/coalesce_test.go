@@ -1,0 +1,197 @@
+package namespace_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/replication/namespace"
+	"github.com/nomicore/nomicore/replication/protocol"
+)
+
+// mergeCounter replaces the merge of coalescing for a test and counts what it merges.
+type mergeCounter struct {
+	mu     sync.Mutex // guards calls, inputs
+	calls  int
+	inputs int // updates merged, summed over the calls
+}
+
+func countMerges(t *testing.T) *mergeCounter {
+	mc := &mergeCounter{}
+	orig := *namespace.MergeUpdates
+	*namespace.MergeUpdates = func(us [][]byte) ([]byte, error) {
+		mc.mu.Lock()
+		mc.calls++
+		mc.inputs += len(us)
+		mc.mu.Unlock()
+		return orig(us)
+	}
+	t.Cleanup(func() { *namespace.MergeUpdates = orig })
+	return mc
+}
+
+func (mc *mergeCounter) get() (calls, inputs int) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return mc.calls, mc.inputs
+}
+
+// TestS10_1_CoalesceWhenTheWindowOpens: while the window is full, updates wait unmerged
+// (merging at every new update would merge the merged one again and again); the
+// acknowledgement that opens a slot merges them once into one UPDATE. A long backlog is
+// merged only to keep the queue's count bounded, each update a bounded number of times,
+// and never overflows the queue.
+func TestS10_1_CoalesceWhenTheWindowOpens(t *testing.T) {
+	cfg := nsConfig(t)
+	cfg.MaxQueuedUpdateCount = 64
+	must(t, cfg.Validate())
+	mc := countMerges(t)
+	f := newNSHub(t, cfg, persistence.Options{})
+	w := f.dial(peerID)
+	ns, doc := f.liveNS(w, 200)
+	local := newYDoc(t, 100)
+	write := func(i int) { must(t, writeLocal(t, f.reg, ns, local.set("k", float64(i)))) }
+
+	// Fill the window.
+	var window []uint32
+	for i := range cfg.MaxInFlightUpdates {
+		write(i)
+		up, seq := expect[*protocol.Update](w)
+		doc.apply(up.Update)
+		window = append(window, seq)
+	}
+	// Twelve more wait behind the full window, unmerged.
+	for i := range 12 {
+		write(100 + i)
+	}
+	w.quiet()
+	if calls, _ := mc.get(); calls != 0 {
+		t.Fatalf("%d merges while the window was full", calls)
+	}
+	// One acknowledgement: the twelve leave as one UPDATE, merged once.
+	w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: window[0]})
+	up, seq := expect[*protocol.Update](w)
+	doc.apply(up.Update)
+	if got := doc.app()["k"]; got != float64(111) {
+		t.Fatalf("k = %v after the merged UPDATE, want 111", got)
+	}
+	if calls, inputs := mc.get(); calls != 1 || inputs != 12 {
+		t.Fatalf("%d merges of %d updates, want 1 of 12", calls, inputs)
+	}
+	window = append(window[1:], seq)
+	w.quiet()
+
+	// A backlog of 60 behind the full window: merged only under count pressure, each
+	// update at most twice, and the queue never overflows.
+	const backlog = 60
+	for i := range backlog {
+		write(200 + i)
+	}
+	w.quiet()
+	calls, inputs := mc.get()
+	calls, inputs = calls-1, inputs-12
+	if calls == 0 || inputs > 2*backlog {
+		t.Fatalf("backlog of %d: %d merges of %d updates in all, want some and at most %d", backlog, calls, inputs, 2*backlog)
+	}
+	for _, e := range f.rec.OfType(observer.TypeResyncRequired) {
+		t.Fatalf("resync during the backlog: %+v", e)
+	}
+	// Acknowledge everything: what waited arrives, the document converges.
+	for len(window) > 0 {
+		w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: window[0]})
+		window = window[1:]
+		for _, fr := range w.barrier() {
+			up, ok := fr.Message.(*protocol.Update)
+			if !ok {
+				t.Fatalf("unexpected %s", fr.Type())
+			}
+			doc.apply(up.Update)
+			window = append(window, fr.Sequence)
+		}
+	}
+	if got := doc.app()["k"]; got != float64(200+backlog-1) {
+		t.Fatalf("k = %v at the end, want %d", got, 200+backlog-1)
+	}
+}
+
+// TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight: with a wide window, small updates
+// leave one by one only until a few UPDATEs are unacknowledged; the rest wait and leave as
+// one merged UPDATE when an acknowledgement comes back — far fewer frames to write and to
+// acknowledge. Large updates (merging costs more than it saves) use the whole window.
+func TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight(t *testing.T) {
+	cfg := nsConfig(t)
+	cfg.MaxInFlightUpdates = 16
+	cfg.MaxUpdateBytes, cfg.MaxFrameBytes, cfg.MaxQueuedUpdateBytes = 4096, 8192, 64<<10
+	cfg.MaxQueuedUpdateCount = 64
+	must(t, cfg.Validate())
+	f := newNSHub(t, cfg, persistence.Options{})
+	w := f.dial(peerID)
+	ns, doc := f.liveNS(w, 200)
+	local := newYDoc(t, 100)
+
+	for i := range 10 {
+		must(t, writeLocal(t, f.reg, ns, local.set("k", float64(i))))
+	}
+	var window []uint32
+	for _, fr := range w.barrier() {
+		up, ok := fr.Message.(*protocol.Update)
+		if !ok {
+			t.Fatalf("unexpected %s", fr.Type())
+		}
+		doc.apply(up.Update)
+		window = append(window, fr.Sequence)
+	}
+	if len(window) > 4 {
+		t.Fatalf("%d UPDATEs for 10 small writes before any acknowledgement, want at most 4", len(window))
+	}
+	// One acknowledgement: what waited leaves merged (a write whose fan-out was still on its
+	// way when the acknowledgement came may follow in a second UPDATE).
+	w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: window[0]})
+	after := 0
+	for quiet := 0; doc.app()["k"] != float64(9) && quiet < 20; {
+		fs := w.barrier()
+		if len(fs) == 0 {
+			quiet++
+			time.Sleep(5 * time.Millisecond)
+		}
+		for _, fr := range fs {
+			up, ok := fr.Message.(*protocol.Update)
+			if !ok {
+				t.Fatalf("unexpected %s", fr.Type())
+			}
+			doc.apply(up.Update)
+			after++
+		}
+	}
+	if got := doc.app()["k"]; got != float64(9) || after > 2 {
+		t.Fatalf("k = %v after %d UPDATEs following one acknowledgement, want 9 in one merged UPDATE", got, after)
+	}
+
+	// Large updates fill the window one by one.
+	for i := range 6 {
+		must(t, writeLocal(t, f.reg, ns, local.set(fmt.Sprintf("big%d", i), strings.Repeat("x", 2000))))
+	}
+	// The last writes' fan-out may still be on its way when a barrier comes back: read
+	// until the six arrived (or a few barriers brought nothing more).
+	n := 0
+	for quiet := 0; n < 6 && quiet < 20; {
+		got := 0
+		for _, fr := range w.barrier() {
+			if _, ok := fr.Message.(*protocol.Update); ok {
+				got++
+			}
+		}
+		if got == 0 {
+			quiet++
+			time.Sleep(5 * time.Millisecond)
+		}
+		n += got
+	}
+	if n != 6 {
+		t.Fatalf("%d UPDATEs for 6 large writes with room in the window, want 6", n)
+	}
+}

@@ -69,7 +69,17 @@
 // it refuses writes (PERSISTENCE_DEGRADED to peers, 503 from the admin API, /readyz not
 // ready) and serves reads of what it has loaded; it accepts writes again by itself once a
 // probe succeeds. Every JetStream call has a deadline; running into it is an
-// *UnavailableError (persistence.ErrUnavailable), never a hang. A restarted node catches
-// up from JetStream: its replicas by the NATS cluster's own means, its namespaces by
-// loading them again.
+// *UnavailableError (persistence.ErrUnavailable), never a hang; reads are repeated through
+// an election (a stream whose leader's node died answers nothing for 4 to 9 seconds). A
+// restarted node catches up from JetStream: its replicas by the NATS cluster's own means,
+// its namespaces by loading them again. Node.Ready says when a node can serve — quorum now,
+// and its replicas caught up since it started — and the hub refuses peer connections until
+// then.
+//
+// # Sizes
+//
+// A write is one record, applied whole on every node: the node's largest update
+// (Config.MaxUpdateBytes, the hub's largest write under its replication limits) must fit in
+// one NATS message. The embedded server is sized for it; Node.MaxUpdateBytes says what an
+// existing NATS cluster's max_payload allows. Snapshots are chunked by the object store.
 package cluster

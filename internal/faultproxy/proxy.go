@@ -200,15 +200,19 @@ func (p *Proxy) Close() error {
 	for l := range p.links {
 		list = append(list, l)
 	}
+	p.mu.Unlock()
+	err := p.ln.Close()
+	// Reset every link before lifting a stall: lifted first, a forwarder could pass on
+	// bytes it held back, and the client would read them from a proxy being closed.
+	for _, l := range list {
+		l.reset()
+	}
+	p.mu.Lock()
 	if p.stallCh != nil {
 		close(p.stallCh)
 		p.stallCh = nil
 	}
 	p.mu.Unlock()
-	err := p.ln.Close()
-	for _, l := range list {
-		l.reset()
-	}
 	p.wg.Wait()
 	return err
 }

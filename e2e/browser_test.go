@@ -7,18 +7,34 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 )
 
-// chromiumPath is Debian's chromium (apt-get install chromium; .ci/run installs it).
+// The browser tests drive Debian's chromium (apt-get install chromium; .ci/run installs it),
+// headless, through chromedp. One browser serves the whole test binary: the first test that
+// asks for one starts it, TestMain stops it after the last test. Each test has a browser
+// context of its own (its own cookies, storage and cache, as a separate profile would), and
+// each page a tab in it; the test's end closes them.
 const chromiumPath = "/usr/bin/chromium"
 
-// startBrowser starts a headless Chromium driven by chromedp, or skips the test loudly
-// when it is not installed (fails instead under NOMICORE_REQUIRE_ORACLE=1, as in CI).
-func startBrowser(t *testing.T) context.Context {
+// theBrowser is the test binary's one Chromium.
+var theBrowser struct {
+	mu      sync.Mutex      // guards the fields below; held while the browser starts
+	ctx     context.Context // the browser's first context, nil until it started
+	stop    func()          // stops the browser and removes its profile
+	err     error           // why it did not start: every test that asks fails with it
+	started bool            // a start was tried
+}
+
+// browserFor returns a browser context of the test's own in the test binary's Chromium
+// (starting it on first use), closed when the test ends; chromedp.NewContext on it opens a
+// tab. Without chromium the test is skipped loudly (fails under NOMICORE_REQUIRE_ORACLE=1,
+// as in CI).
+func browserFor(t *testing.T) context.Context {
 	t.Helper()
 	if _, err := exec.LookPath(chromiumPath); err != nil {
 		msg := "chromium is not installed (apt-get install -y chromium): " + err.Error()
@@ -27,22 +43,67 @@ func startBrowser(t *testing.T) context.Context {
 		}
 		t.Skip("SKIPPED LOUDLY: " + msg)
 	}
+	browser, err := sharedBrowser()
+	if err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	// The first run creates the browser context and its first tab, which live as long as
+	// this run's context: no timeout here.
+	if err := chromedp.Do(ctx); err != nil {
+		cancel()
+		t.Fatalf("opening a browser context: %v", err)
+	}
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// sharedBrowser starts the test binary's Chromium once and returns its first context.
+func sharedBrowser() (context.Context, error) {
+	b := &theBrowser
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.started {
+		return b.ctx, b.err
+	}
+	b.started = true
+	profile, err := os.MkdirTemp("", "nomicore-e2e-chromium-")
+	if err != nil {
+		b.err = err
+		return nil, err
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.NoSandbox, // as root there is no sandbox to use
+		chromedp.UserDataDir(profile), // a fresh profile
+		chromedp.NoSandbox,            // as root there is no sandbox to use
 		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
-		chromedp.WindowSize(1000, 800),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.WindowSize(1280, 800),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
+	stop := func() { cancel(); cancelAlloc(); os.RemoveAll(profile) }
 	if err := chromedp.Do(ctx); err != nil { // starts the browser
-		t.Fatalf("starting chromium: %v", err)
+		stop()
+		b.err = err
+		return nil, err
 	}
-	return ctx
+	b.ctx, b.stop = ctx, stop
+	return ctx, nil
+}
+
+// stopBrowser stops the test binary's Chromium, if a test started it (TestMain, at the end).
+func stopBrowser() {
+	b := &theBrowser
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stop != nil {
+		b.stop()
+		b.ctx, b.stop = nil, nil
+	}
 }
 
 // artifactDir is where a failing browser test leaves its screenshots: $NOMICORE_ARTIFACTS
@@ -85,7 +146,7 @@ func screenshotsOnFailure(t *testing.T, tabs map[string]context.Context) {
 // A real browser opens the editor page on two peers; what is typed in one appears in the
 // other (through the hub), and in both peers' documents.
 func TestE2E_Browser_EditorPageOnTwoPeers(t *testing.T) {
-	browser := startBrowser(t)
+	browser := browserFor(t)
 	_, ns, _, a, b, tok := editorCluster(t)
 	tabA, cancelA := chromedp.NewContext(browser)
 	t.Cleanup(cancelA)

@@ -5,56 +5,34 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/nomicore/nomicore/internal/faultproxy"
 )
 
-// The dashboard in a real browser: Debian's chromium, headless, driven by chromedp. One
-// browser serves every subtest (each in a tab of its own); the hub and peers are the built
-// binaries. Screenshots go to $NOMICORE_ARTIFACTS (every one) or, when a subtest fails, to
+// The dashboard in a real browser: Debian's chromium, headless, driven by chromedp. The
+// test has a browser context of its own in the test binary's one browser (browserFor); every
+// subtest opens its pages in tabs of it; the hub and peers are the built binaries.
+// Screenshots go to $NOMICORE_ARTIFACTS (every one) or, when a subtest fails, to
 // e2e/artifacts; NOMICORE_DASHBOARD_DOCS=1 (make dashboard-screenshots) also writes the
 // README's screenshots into docs/.
 
-const dashChromium = "/usr/bin/chromium"
-
-// dashBrowser is the one browser of TestE2E_Dashboard.
+// dashBrowser is TestE2E_Dashboard's browser context.
 type dashBrowser struct {
 	ctx context.Context
 }
 
 func startDashBrowser(t *testing.T) *dashBrowser {
 	t.Helper()
-	if _, err := exec.LookPath(dashChromium); err != nil {
-		msg := "chromium is not installed (apt-get install -y chromium): " + err.Error()
-		if os.Getenv("NOMICORE_REQUIRE_ORACLE") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip("SKIPPED LOUDLY: " + msg)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(dashChromium),
-		chromedp.UserDataDir(t.TempDir()), // a fresh profile
-		chromedp.NoSandbox,                // as root there is no sandbox to use
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.WindowSize(1280, 800),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	return &dashBrowser{ctx: ctx}
+	return &dashBrowser{ctx: browserFor(t)}
 }
 
 // tab is one page of the browser, with the console messages it wrote.
@@ -371,6 +349,81 @@ func TestE2E_Dashboard(t *testing.T) {
 		tb.noConsoleErrors()
 	})
 
+	t.Run("PeerShowsChunkedBootstrapProgress", func(t *testing.T) {
+		// A document of 4 MiB, eight times what one frame may carry (512 KiB): a fresh peer
+		// bootstraps it as a chunked snapshot. peer-e reaches the hub through a link capped at
+		// 1 MiB/s, so the bootstrap takes about four seconds, and its dashboard shows it
+		// advancing, then live. Later, while peer-e is cut off, the hub takes 3 MiB more: the
+		// catch-up is a chunked difference, shown as such on peer-e's page of the namespace.
+		const snapshotBytes, catchUpBytes = 4 << 20, 3 << 20
+		big := hub.api().createNamespace()
+		writeText(t, hub, big, snapshotBytes, 4<<20, 's')
+		link, err := faultproxy.New(c.hubRepl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { link.Close() })
+		link.SetBandwidth(1 << 20)
+		p := c.startPeer("peer-e", c.tokenFile("peer-e", c.token("peer-e")), "--hub-url", "ws://"+link.Addr()+"/v1/replication")
+		t.Cleanup(p.stop) // after the tab closes (cleanups run last first)
+
+		tb := browser.newTab(t, "peer-e")
+		tb.do("open peer-e's dashboard", chromedp.Navigate(p.admin+"/"))
+		tb.waitFor("the hub connection ready", `document.querySelector('#link-facts [data-state]') && document.querySelector('#link-facts [data-state]').dataset.state === 'ready'`, 20*time.Second)
+		p.api().json("POST", "/v1/targets", []byte(`{"namespaceId":"`+big+`"}`), 201, nil)
+
+		row := `document.querySelector('#namespaces tbody tr[data-key=` + jsString(big) + `]')`
+		boot := watchTransfer(t, tb, row, "live", 60*time.Second)
+		var values []float64
+		for _, s := range boot {
+			if s.State != "bootstrapping" || !s.Bar {
+				continue
+			}
+			s.check(t, "bootstrap", "snapshot", snapshotBytes)
+			if len(values) > 0 && s.Value < values[len(values)-1] {
+				t.Errorf("the bar went back from %v to %v bytes", values[len(values)-1], s.Value)
+			}
+			if len(values) == 0 || s.Value != values[len(values)-1] {
+				values = append(values, s.Value)
+			}
+		}
+		if len(values) < 2 {
+			t.Fatalf("the page showed the bootstrap's bar at %d value(s) %v; want it growing. What it showed:\n%s", len(values), values, samplesText(boot))
+		}
+		t.Logf("the bootstrap's bar went through %d values: %v", len(values), values)
+		if last := boot[len(boot)-1]; last.Bar {
+			t.Errorf("live, the row still shows a transfer: %q", last.Text)
+		}
+		sameState(t, big, 30*time.Second, hub, p)
+		tb.screenshot("peer-bootstrapped")
+
+		// The catch-up, on the peer's page of the namespace.
+		tb.do("open the namespace's page", chromedp.Click(chromedp.CSS(`#namespaces a[href="#/ns/`+big+`"]`)))
+		tb.waitFor("the namespace page, live", `document.querySelector('#ns-facts [data-state]') && document.querySelector('#ns-facts [data-state]').dataset.state === 'live'`, 20*time.Second)
+		link.SetDown(true)
+		link.Cut()
+		tb.waitFor("not live while cut off", `document.querySelector('#ns-facts [data-state]').dataset.state !== 'live'`, 20*time.Second)
+		writeText(t, hub, big, catchUpBytes, 4<<20, 'c')
+		link.SetDown(false)
+		state := `document.querySelector('#ns-facts [data-state]')`
+		catchUp := watchTransfer(t, tb, `(`+state+` && `+state+`.closest('dd'))`, "live", 60*time.Second)
+		seen := 0
+		for _, s := range catchUp {
+			if s.Bar {
+				s.check(t, "catch-up", "catch-up", catchUpBytes)
+				seen++
+			}
+		}
+		if seen == 0 {
+			t.Fatalf("the page never showed the catch-up's bar; it showed:\n%s", samplesText(catchUp))
+		}
+		if last := catchUp[len(catchUp)-1]; last.Bar {
+			t.Errorf("live, the page still shows a transfer: %q", last.Text)
+		}
+		sameState(t, big, 30*time.Second, hub, p)
+		tb.noConsoleErrors()
+	})
+
 	t.Run("PeerSaysWhyItIsNotConnected", func(t *testing.T) {
 		// A peer whose hub address answers nothing: the page shows the backoff and the problem.
 		p := c.startPeer("peer-d", c.tokenFile("peer-d", c.token("peer-d")), "--hub-url", "ws://"+freeAddr(t)+"/v1/replication")
@@ -474,6 +527,83 @@ func TestE2E_Dashboard(t *testing.T) {
 		tb.waitFor("the dialog closed", `!document.getElementById('confirm').open`, 5*time.Second)
 		tb.noConsoleErrors()
 	})
+}
+
+// transferSample is what the page showed of a target at one moment: its state word and, while
+// a transfer is received, its progress bar and the words beside it.
+type transferSample struct {
+	State      string
+	Bar        bool
+	Value, Max float64
+	Text       string
+}
+
+// bytesOfTotal reads "1.5 MiB of 4.0 MiB" (sizes in B, KiB or MiB).
+var bytesOfTotal = regexp.MustCompile(`(\d+(?:\.\d+)?) (B|KiB|MiB) of (\d+(?:\.\d+)?) (B|KiB|MiB)`)
+
+// check fails unless the sample shows a transfer of about total bytes (the encoded update
+// has a few bytes more than its text), named by word, whose text says the bar's bytes of
+// the bar's total.
+func (s transferSample) check(t *testing.T, what, word string, total int) {
+	t.Helper()
+	if s.Max < float64(total) || s.Max > float64(total+64<<10) || s.Value <= 0 || s.Value >= s.Max {
+		t.Errorf("%s: a bar at %v of %v bytes; want part of about %d", what, s.Value, s.Max, total)
+	}
+	if !strings.Contains(strings.ToLower(s.Text), word) {
+		t.Errorf("%s: the transfer is shown as %q, which does not say %q", what, s.Text, word)
+	}
+	m := bytesOfTotal.FindStringSubmatch(s.Text)
+	if m == nil {
+		t.Errorf("%s: %q does not name the bytes received of the total", what, s.Text)
+		return
+	}
+	unit := map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20}
+	got, _ := strconv.ParseFloat(m[1], 64)
+	of, _ := strconv.ParseFloat(m[3], 64)
+	// The page rounds to one decimal (or to whole units from 10 up).
+	if d := got*unit[m[2]] - s.Value; d > 0.51*unit[m[2]] || d < -0.51*unit[m[2]] {
+		t.Errorf("%s: %q says %s %s received; the bar says %v bytes", what, s.Text, m[1], m[2], s.Value)
+	}
+	if d := of*unit[m[4]] - s.Max; d > 0.51*unit[m[4]] || d < -0.51*unit[m[4]] {
+		t.Errorf("%s: %q says a total of %s %s; the bar says %v bytes", what, s.Text, m[3], m[4], s.Max)
+	}
+}
+
+// watchTransfer samples, every 50 ms, the state word and the progress bar within the
+// element el (a JavaScript expression) until the state is want, and returns the samples.
+func watchTransfer(t *testing.T, tb *tab, el, want string, timeout time.Duration) []transferSample {
+	t.Helper()
+	expr := `(el => { if (!el) return null; const s = el.querySelector('[data-state]'); const bar = el.querySelector('progress');
+		return {state: s ? s.dataset.state : '', bar: !!bar, value: bar ? bar.value : 0, max: bar ? bar.max : 0,
+			text: bar ? bar.parentElement.textContent : ''}; })(` + el + `)`
+	var samples []transferSample
+	deadline := time.Now().Add(timeout)
+	for {
+		var s *transferSample
+		if err := tb.eval(expr, &s); err == nil && s != nil {
+			samples = append(samples, *s)
+			if s.State == want {
+				return samples
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not %s within %v; the page showed:\n%s", tb.name, want, timeout, samplesText(samples))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// samplesText lists the distinct samples, in order.
+func samplesText(samples []transferSample) string {
+	var b strings.Builder
+	var last transferSample
+	for i, s := range samples {
+		if i == 0 || s != last {
+			fmt.Fprintf(&b, "%s bar=%v %v/%v %q\n", s.State, s.Bar, s.Value, s.Max, s.Text)
+		}
+		last = s
+	}
+	return b.String()
 }
 
 // asksForTheToken: on an API with an admin token the page asks for it, keeps it in

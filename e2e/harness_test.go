@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
+		defer stopBrowser() // the browser tests' one Chromium, if one of them started it
 		bin.dir, bin.hub, bin.peer, bin.nmcr = dir, filepath.Join(dir, "hub"), filepath.Join(dir, "peer"), filepath.Join(dir, "nmcr")
 		args := []string{"build", "-o", dir + string(filepath.Separator)}
 		if raceEnabled {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,9 +23,28 @@ import (
 
 func runHub(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errb bytes.Buffer
+	var out, errb lockedBuffer
 	code := run(args, func(k string) string { return env[k] }, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// lockedBuffer is a bytes.Buffer that goroutines may write at once, as they may os.Stderr:
+// the hub's logger (a cluster node's goroutine among others) and its own error lines.
+type lockedBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestTokenCommands(t *testing.T) {

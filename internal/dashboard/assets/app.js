@@ -474,11 +474,19 @@
     return n.loaded ? 'active' : 'idle';
   }
 
+  // transferWords names what a chunked transfer brings, in the operator's words: the hub's
+  // snapshot (a bootstrap), the difference of a catch-up, or one large live update.
+  const transferWords = { 'snapshot': 'Bootstrap snapshot', 'sync-diff': 'Catch-up', 'update': 'Large update' };
+
+  // progressEl shows a transfer being received: a bar, what it is, and the bytes so far of
+  // the total (on a line of its own under the state).
   function progressEl(p) {
     if (!p || !p.totalBytes) return null;
-    const pct = Math.min(100, Math.round((p.bytesReceived / p.totalBytes) * 100));
-    return h('span', null, h('progress', { max: p.totalBytes, value: p.bytesReceived,
-      'aria-label': (p.kind === 'snapshot' ? 'bootstrap ' : p.kind === 'sync-diff' ? 'catch-up ' : 'update ') + pct + ' percent' }), ' ', fmtBytes(p.bytesReceived) + ' of ' + fmtBytes(p.totalBytes));
+    const pct = Math.min(100, Math.floor((p.bytesReceived / p.totalBytes) * 100));
+    const what = transferWords[p.kind] || ('Transfer (' + p.kind + ')');
+    return h('span', { class: 'transfer', 'data-kind': p.kind },
+      h('progress', { max: p.totalBytes, value: p.bytesReceived, 'aria-label': what + ', ' + pct + ' percent' }),
+      ' ', h('span', { class: 'transfer-text' }, what + ': ' + fmtBytes(p.bytesReceived) + ' of ' + fmtBytes(p.totalBytes) + ' (' + pct + '%)'));
   }
 
   function targetStateCell(n) {

@@ -717,6 +717,12 @@ func (f *nsPeer) bootstrapOn(w *wire, ns protocol.NamespaceID, id registry.Ident
 func (f *nsPeer) hubRound(w *wire, ns protocol.NamespaceID, doc *ydoc) uint32 {
 	f.t.Helper()
 	s1, s1seq := expect[*protocol.SyncStep1](w)
+	return f.answerRound(w, ns, doc, s1, s1seq)
+}
+
+// answerRound plays the hub's part of the round the peer opened with s1 (received at s1seq).
+func (f *nsPeer) answerRound(w *wire, ns protocol.NamespaceID, doc *ydoc, s1 *protocol.SyncStep1, s1seq uint32) uint32 {
+	f.t.Helper()
 	if s1.NamespaceID != ns {
 		f.t.Fatalf("Step1 for %s, want %s", s1.NamespaceID, ns)
 	}

@@ -38,6 +38,8 @@ const (
 	// stall, bandwidth): at most queueChunks × chunkBytes (2 MiB) buffered per direction;
 	// beyond it the proxy stops reading and TCP pushes back on the sender.
 	queueChunks = 64
+	// receiveBuffer is the kernel receive buffer asked for on each of the proxy's sockets.
+	receiveBuffer = 64 << 10
 	// dialTimeout bounds the connection to the upstream.
 	dialTimeout = 5 * time.Second
 )
@@ -271,6 +273,13 @@ func (p *Proxy) forward(c net.Conn) {
 		resetConn(c)
 		return
 	}
+	// Small receive buffers on the proxy's sockets: otherwise the kernel takes megabytes
+	// ahead of a bandwidth cap and acknowledges them to the sender as delivered.
+	for _, conn := range []net.Conn{c, s} {
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.SetReadBuffer(receiveBuffer)
+		}
+	}
 	l := &link{client: c, server: s, done: make(chan struct{})}
 	p.mu.Lock()
 	if p.closed {
@@ -306,16 +315,29 @@ type chunk struct {
 func (p *Proxy) pipe(l *link, src, dst net.Conn, lim *limiter, delivered *atomic.Int64) {
 	queue := make(chan chunk, queueChunks)
 	readerDone := make(chan struct{})
+	var queued atomic.Int64 // bytes read from src and not yet written to dst
 	go func() {
 		defer close(readerDone)
 		defer close(queue)
 		for {
+			// Under a bandwidth cap the link holds what it drains in a quarter second,
+			// as a bottleneck's queue does; beyond it the proxy stops reading and TCP
+			// pushes back on the sender, which then sees its data leave at the capped
+			// rate rather than vanish into megabytes of buffer.
+			for b := lim.backlog(); b > 0 && queued.Load() >= b; b = lim.backlog() {
+				select {
+				case <-l.done:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
 			buf := make([]byte, chunkBytes)
 			n, err := src.Read(buf)
 			if n > 0 {
 				if l.silent.Load() {
 					p.dropped.Add(int64(n))
 				} else {
+					queued.Add(int64(n))
 					select {
 					case queue <- chunk{data: buf[:n], due: time.Now().Add(p.currentLatency())}:
 					case <-l.done:
@@ -362,6 +384,7 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn, lim *limiter, delivered *atomic
 			}
 			if l.silent.Load() {
 				p.dropped.Add(int64(len(c.data)))
+				queued.Add(-int64(len(c.data)))
 				break
 			}
 			n := min(len(c.data), lim.slice())
@@ -372,6 +395,7 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn, lim *limiter, delivered *atomic
 				return
 			}
 			delivered.Add(int64(n))
+			queued.Add(-int64(n))
 			c.data = c.data[n:]
 		}
 	}
@@ -480,6 +504,17 @@ func (l *limiter) slice() int {
 		return chunkBytes
 	}
 	return int(min(max(l.rate/20, 512), chunkBytes))
+}
+
+// backlog is how many bytes the link may hold undelivered in this direction: what the cap
+// drains in a quarter second (at least 16 KiB); 0, no bound but the queue's, without a cap.
+func (l *limiter) backlog() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rate == 0 {
+		return 0
+	}
+	return max(l.rate/4, 16<<10)
 }
 
 // reserve books n bytes and returns when they may be written.

@@ -91,13 +91,20 @@ func (l *liveness) pongDue() {
 	l.timedOut()
 }
 
-// movedBytes counts every byte this connection has read or written: the transport's count
-// of socket bytes when it keeps one (it sees a large frame move piece by piece), plus whole
-// messages read and, on a transport that keeps no count, frames handed to it.
+// movedBytes is the connection's measure of progress; it changes whenever something moved.
+// It counts every byte this connection has read or written — the transport's count of
+// socket bytes when it keeps one (it sees a large frame move piece by piece), plus whole
+// messages read and, on a transport that keeps no count, frames handed to it — and the
+// bytes the remote's TCP has acknowledged, when the transport can tell: written bytes
+// still in the kernel's send buffer count when they are delivered, not only when the
+// socket took them.
 func (c *conn) movedBytes() int64 {
 	n := c.progress.Load()
 	if p, ok := c.t.(interface{ socketBytes() int64 }); ok {
 		n += p.socketBytes()
+	}
+	if p, ok := c.t.(interface{ ackedBytes() int64 }); ok {
+		n += p.ackedBytes()
 	}
 	return n
 }

@@ -37,6 +37,9 @@ type corkConn struct {
 	roff   int
 
 	moved atomic.Int64 // bytes read from and written to the socket (liveness)
+
+	tcp   syscall.RawConn // the TCP socket under Conn (under TLS too), when there is one
+	acked atomic.Int64    // the most bytes the remote's TCP was seen to have acknowledged
 }
 
 const (
@@ -62,7 +65,49 @@ func newCorkConn(c net.Conn, pre []byte) *corkConn {
 			cc.raw = raw
 		}
 	}
+	cc.tcp = tcpRawConn(c)
 	return cc
+}
+
+// tcpRawConn finds the TCP socket under c, through TLS and other wrappers that name the
+// connection they wrap (NetConn); nil when there is none.
+func tcpRawConn(c net.Conn) syscall.RawConn {
+	for range 4 {
+		switch x := c.(type) {
+		case *net.TCPConn:
+			raw, err := x.SyscallConn()
+			if err != nil {
+				return nil
+			}
+			return raw
+		case interface{ NetConn() net.Conn }:
+			c = x.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// ackedBytes reports how many of the bytes written to the socket the remote's TCP has
+// acknowledged, as far as the system tells (Linux; 0 elsewhere and for a socket that is not
+// TCP). It never goes down, so a socket that stops answering after it closed reads as no
+// progress. One getsockopt(2) per call: liveness reads it only when a ping leaves and when
+// its pong timeout fires.
+func (c *corkConn) ackedBytes() int64 {
+	if c.tcp == nil {
+		return 0
+	}
+	n, ok := tcpAckedBytes(c.tcp)
+	if !ok {
+		return c.acked.Load()
+	}
+	for {
+		old := c.acked.Load()
+		if n <= old || c.acked.CompareAndSwap(old, n) {
+			return max(n, old)
+		}
+	}
 }
 
 // readBufBytes is the size of the pooled buffers the socket is read into: a burst of small

@@ -19,12 +19,19 @@ import (
 // slow link that is busy (100 KB/s with megabytes queued) it can take longer than
 // pongTimeoutMs although the link is delivering all along. So when the pong timeout fires
 // and bytes have moved on the connection since the ping left (or since the last such
-// check) — read from the remote or taken by the socket — the link is alive and the timeout
-// is armed again for another pongTimeoutMs; only a window in which nothing moved at all
-// closes the connection. An idle link moves nothing but the ping, so there the rule is
-// the contract's as written; a stall is detected within pingIntervalMs + pongTimeoutMs, or
-// 2 × pongTimeoutMs after the last byte moved when a ping was already out. See
-// docs/decisions.md, "Liveness on slow links".
+// check), the link is alive and the timeout is armed again for another pongTimeoutMs; only
+// a window in which nothing moved at all closes the connection. Moved means read from the
+// remote, taken by the socket, or — on Linux, over TCP — acknowledged by the remote's TCP
+// (movedBytes). The last matters once the last bytes have been written: the kernel's send
+// buffer, which Linux grows to megabytes on a fast-to-fill slow link, may hold many pong
+// timeouts' worth of data that nothing else would show leaving. A link buffering more than
+// pongTimeoutMs of data beyond the sender's socket (in a router or a userspace proxy) still
+// shows nothing while that drains, and can time out.
+//
+// An idle link moves nothing but the ping, so there the rule is the contract's as written;
+// a stall (nothing read, nothing taken, nothing acknowledged) is detected within
+// pingIntervalMs + pongTimeoutMs, or 2 × pongTimeoutMs after the last byte moved when a ping
+// was already out. See docs/decisions.md, "Liveness on slow links".
 type liveness struct {
 	c         *conn
 	running   bool // a Ping call is out
@@ -91,13 +98,20 @@ func (l *liveness) pongDue() {
 	l.timedOut()
 }
 
-// movedBytes counts every byte this connection has read or written: the transport's count
-// of socket bytes when it keeps one (it sees a large frame move piece by piece), plus whole
-// messages read and, on a transport that keeps no count, frames handed to it.
+// movedBytes is the connection's measure of progress; it changes whenever something moved.
+// It counts every byte this connection has read or written — the transport's count of
+// socket bytes when it keeps one (it sees a large frame move piece by piece), plus whole
+// messages read and, on a transport that keeps no count, frames handed to it — and the
+// bytes the remote's TCP has acknowledged, when the transport can tell: written bytes
+// still in the kernel's send buffer count when they are delivered, not only when the
+// socket took them.
 func (c *conn) movedBytes() int64 {
 	n := c.progress.Load()
 	if p, ok := c.t.(interface{ socketBytes() int64 }); ok {
 		n += p.socketBytes()
+	}
+	if p, ok := c.t.(interface{ ackedBytes() int64 }); ok {
+		n += p.ackedBytes()
 	}
 	return n
 }

@@ -205,6 +205,15 @@ func (t *wsTransport) socketBytes() int64 {
 	return t.cork.moved.Load()
 }
 
+// ackedBytes counts the bytes written to the socket that the remote's TCP has acknowledged,
+// when the socket is corkable and the system tells (see corkConn.ackedBytes).
+func (t *wsTransport) ackedBytes() int64 {
+	if t.cork == nil {
+		return 0
+	}
+	return t.cork.ackedBytes()
+}
+
 // BeginBatch implements batchTransport.
 func (t *wsTransport) BeginBatch() {
 	if t.cork != nil {

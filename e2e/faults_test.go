@@ -53,6 +53,17 @@ func TestE2E_Faults(t *testing.T) {
 		f.noReconnectSince(t0)
 	})
 
+	// A peer that only receives: nothing comes back from it while a transfer of several
+	// seconds crosses a capped link, so the hub can tell the link is alive only by its own
+	// data being delivered (acknowledged by the peer's TCP), long after its last write left
+	// it for the kernel's buffer. The connection stays up and the transfer completes once.
+	t.Run("bandwidth, silent peer, transfer far beyond the pong timeout", func(t *testing.T) {
+		f := newFaultEnv(t, "--ping-interval", "2s", "--pong-timeout", "1500ms")
+		t0 := time.Now()
+		f.bigWriteOverCappedLink(256<<10, 2<<20)
+		f.noReconnectSince(t0)
+	})
+
 	t.Run("bandwidth, small writes", func(t *testing.T) {
 		f := newFaultEnv(t, "--ping-interval", "5s", "--pong-timeout", "4s")
 		f.startWriters()

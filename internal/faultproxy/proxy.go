@@ -38,8 +38,6 @@ const (
 	// stall, bandwidth): at most queueChunks × chunkBytes (2 MiB) buffered per direction;
 	// beyond it the proxy stops reading and TCP pushes back on the sender.
 	queueChunks = 64
-	// receiveBuffer is the kernel receive buffer asked for on each of the proxy's sockets.
-	receiveBuffer = 64 << 10
 	// dialTimeout bounds the connection to the upstream.
 	dialTimeout = 5 * time.Second
 )
@@ -273,13 +271,6 @@ func (p *Proxy) forward(c net.Conn) {
 		resetConn(c)
 		return
 	}
-	// Small receive buffers on the proxy's sockets: otherwise the kernel takes megabytes
-	// ahead of a bandwidth cap and acknowledges them to the sender as delivered.
-	for _, conn := range []net.Conn{c, s} {
-		if tc, ok := conn.(*net.TCPConn); ok {
-			tc.SetReadBuffer(receiveBuffer)
-		}
-	}
 	l := &link{client: c, server: s, done: make(chan struct{})}
 	p.mu.Lock()
 	if p.closed {
@@ -320,8 +311,8 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn, lim *limiter, delivered *atomic
 		defer close(readerDone)
 		defer close(queue)
 		for {
-			// Under a bandwidth cap the link holds what it drains in a quarter second,
-			// as a bottleneck's queue does; beyond it the proxy stops reading and TCP
+			// Under a bandwidth cap the link holds what it drains in an eighth of a
+			// second, as a bottleneck's queue does; beyond it the proxy stops reading and TCP
 			// pushes back on the sender, which then sees its data leave at the capped
 			// rate rather than vanish into megabytes of buffer.
 			for b := lim.backlog(); b > 0 && queued.Load() >= b; b = lim.backlog() {
@@ -507,14 +498,15 @@ func (l *limiter) slice() int {
 }
 
 // backlog is how many bytes the link may hold undelivered in this direction: what the cap
-// drains in a quarter second (at least 16 KiB); 0, no bound but the queue's, without a cap.
+// drains in an eighth of a second (at least 8 KiB); 0, no bound but the queue's, without a
+// cap.
 func (l *limiter) backlog() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.rate == 0 {
 		return 0
 	}
-	return max(l.rate/4, 16<<10)
+	return max(l.rate/8, 8<<10)
 }
 
 // reserve books n bytes and returns when they may be written.

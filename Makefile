@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-cluster bench-large bench-reconnect editor-bundle dashboard-screenshots lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-cluster bench-large bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -151,6 +151,11 @@ bench-large: build
 ## 5 s for 120 s; each with the default reconnect policy and with the contract's backoff
 bench-reconnect:
 	$(GO) run ./cmd/benchrepl -workload storm,crashloop,linkcut
+
+## bench-slowlink: 6 MB toward a live peer over a 100 KB/s link with the shipped liveness
+## timers (about a minute): the connection stays up; prints the time it took
+bench-slowlink:
+	NOMICORE_E2E_LONG=1 $(GO) test -count=1 -timeout 10m -run TestE2E_SlowLinkLong -v ./e2e/
 
 ## lint: gofmt check, go vet and staticcheck (the version pinned as a tool in go.mod,
 ## fetched from the module proxy on first use)

@@ -111,6 +111,18 @@ func TestCluster_WriteOnOneNodeVisibleOnAll(t *testing.T) {
 	if _, err := tc.nodes[1].reg.Open(ctxT(t, 5*time.Second), "other", ns); !errors.Is(err, registry.ErrNotFound) {
 		t.Fatalf("open as another owner: %v", err)
 	}
+	// Every node follows the namespace's log and, converged, is not behind it.
+	for _, tn := range tc.nodes {
+		eventually(t, 10*time.Second, tn.name+" follows the log", func() error {
+			if st, ok := tn.node.LogStatus(ns); !ok || st.LagRecords != 0 {
+				return fmt.Errorf("log status %+v, followed %v", st, ok)
+			}
+			return nil
+		})
+		if _, ok := tn.node.LogStatus("ns-00000000000000000000000000000000"); ok {
+			t.Fatalf("%s follows a namespace nobody opened", tn.name)
+		}
+	}
 }
 
 // TestCluster_FanOutAcrossNodes: an update a peer session submits on one node is

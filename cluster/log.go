@@ -506,3 +506,26 @@ func (n *Node) Leading(ctx context.Context) ([]string, error) {
 	})
 	return out, err
 }
+
+// LogStatus is how this node follows one namespace's log.
+type LogStatus struct {
+	// LagRecords counts the records of the log after the last one this node handed to its
+	// sequencer, as of the last delivery.
+	LagRecords uint64
+	// Compacting: this node holds the namespace's compaction lease and is folding the log
+	// into a snapshot now.
+	Compacting bool
+}
+
+// LogStatus reports how this node follows the log of namespace ns; false when it does not
+// (the namespace is not loaded here).
+func (n *Node) LogStatus(ns string) (LogStatus, bool) {
+	n.logsMu.Lock()
+	defer n.logsMu.Unlock()
+	for l := range n.logs {
+		if l.ns == ns && l.ctx.Err() == nil {
+			return LogStatus{LagRecords: l.lag.Load(), Compacting: l.compacting.Load()}, true
+		}
+	}
+	return LogStatus{}, false
+}

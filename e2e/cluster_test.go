@@ -190,9 +190,11 @@ func TestE2E_Cluster_ServedByAllNodes(t *testing.T) {
 		var st struct {
 			ReplicationEpoch uint64
 			Sessions         []struct{ PeerInstanceID string }
+			Log              *struct{ LagRecords *uint64 } // how far behind the log this node is
 		}
 		h.api().json("GET", "/v1/namespaces/"+ns, nil, 200, &st)
-		if st.ReplicationEpoch != 1 || len(st.Sessions) != 1 || st.Sessions[0].PeerInstanceID != fmt.Sprintf("peer-%d", i+1) {
+		if st.ReplicationEpoch != 1 || len(st.Sessions) != 1 || st.Sessions[0].PeerInstanceID != fmt.Sprintf("peer-%d", i+1) ||
+			st.Log == nil || st.Log.LagRecords == nil {
 			t.Fatalf("%s: %+v", h.name, st)
 		}
 	}

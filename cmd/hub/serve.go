@@ -156,6 +156,12 @@ func serve(args []string, cio cli.IO) int {
 		}
 		return editors.Editors(ns), true
 	}
+	if clusterNode != nil {
+		adminOpts.Log = func(ns string) (adminapi.LogJSON, bool) {
+			st, ok := clusterNode.LogStatus(ns)
+			return adminapi.LogJSON{LagRecords: st.LagRecords, Compacting: st.Compacting}, ok
+		}
+	}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)

@@ -145,6 +145,9 @@ type Options struct {
 	// Editors counts the editors connected to a namespace (false when the process serves
 	// no editors).
 	Editors func(namespaceID string) (int, bool)
+	// Log reports how this node of a hub cluster follows a namespace's log (false when the
+	// process is not a cluster node or does not have the namespace loaded).
+	Log func(namespaceID string) (LogJSON, bool)
 	// UI, when set, serves the dashboard at GET / and GET /ui/…: pages and assets anyone
 	// may load (they hold no data; the data routes they call require the token).
 	UI http.Handler

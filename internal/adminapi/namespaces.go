@@ -135,6 +135,16 @@ type Status struct {
 	// Editors counts the editors connected to the namespace, on a node with a client
 	// listener.
 	Editors *int `json:"editors,omitempty"`
+	// Log (a node of a hub cluster that has the namespace loaded) is how far behind the
+	// cluster's log of the namespace this node is.
+	Log *LogJSON `json:"log,omitempty"`
+}
+
+// LogJSON is how a node of a hub cluster follows a namespace's log: the records it has not
+// applied yet, as of the last delivery, and whether it is compacting the log now.
+type LogJSON struct {
+	LagRecords uint64 `json:"lagRecords"`
+	Compacting bool   `json:"compacting"`
 }
 
 // ProgressJSON is an inbound chunked transfer in progress: the bytes received so far of
@@ -289,6 +299,11 @@ func (a *API) namespaceStatus(ctx context.Context, id string) (Status, *Error) {
 		st.State = StateActive
 		st.Sessions = a.hubSessions(ns.id)
 		a.addFlows(ctx, ns.id, st.Sessions)
+		if a.opts.Log != nil {
+			if lj, ok := a.opts.Log(ns.id); ok {
+				st.Log = &lj
+			}
+		}
 		if ns.archived {
 			st.State = StateArchived
 			return st, nil

@@ -542,3 +542,30 @@ func TestRootsAndDocLimit(t *testing.T) {
 	e.wantError("GET", path+"/doc?maxBytes=-1", nil, 400, CodeBadRequest)
 	e.wantError("GET", "/v1/namespaces/ns-dddddddddddddddddddddddddddddddd/roots", nil, 404, CodeNamespaceNotFound)
 }
+
+// TestNamespaceLogOfAClusterNode: on a hub cluster node, GET /v1/namespaces/{id} says how far
+// behind the namespace's log the node is; a single hub (no Log) and a namespace the node
+// does not follow say nothing of it.
+func TestNamespaceLogOfAClusterNode(t *testing.T) {
+	var followed string
+	e := newEnv(t, Options{Side: observer.SideHub, Log: func(ns string) (LogJSON, bool) {
+		return LogJSON{LagRecords: 7, Compacting: true}, ns == followed
+	}})
+	a, b := e.create(), e.create()
+	followed = a.NamespaceID
+	_, body := e.do("GET", "/v1/namespaces/"+a.NamespaceID, nil)
+	if st := decode[Status](t, body); st.Log == nil || *st.Log != (LogJSON{LagRecords: 7, Compacting: true}) {
+		t.Fatalf("followed namespace: %s", body)
+	}
+	if !strings.Contains(string(body), `"log":{"lagRecords":7,"compacting":true}`) {
+		t.Fatalf("log JSON: %s", body)
+	}
+	if _, body := e.do("GET", "/v1/namespaces/"+b.NamespaceID, nil); strings.Contains(string(body), `"log"`) {
+		t.Fatalf("a namespace the node does not follow: %s", body)
+	}
+	single := newEnv(t, Options{Side: observer.SideHub})
+	c := single.create()
+	if _, body := single.do("GET", "/v1/namespaces/"+c.NamespaceID, nil); strings.Contains(string(body), `"log"`) {
+		t.Fatalf("a single hub: %s", body)
+	}
+}

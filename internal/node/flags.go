@@ -97,7 +97,7 @@ func RegisterCommon(f *cli.Flags) *Common {
 		durFlag(&p.HelloTimeout, "hello-timeout", "time a new connection has to introduce itself")
 		durFlag(&p.AuthTimeout, "auth-timeout", "time the token check may take before the connection is refused")
 		durFlag(&p.OpenTimeout, "open-timeout", "time a namespace has to open")
-		durFlag(&p.BootstrapTimeout, "bootstrap-timeout", "time a new replica has to receive its document")
+		durFlag(&p.BootstrapTimeout, "bootstrap-timeout", "time a new replica has to receive its document (extended while a large one keeps arriving)")
 		durFlag(&p.ReconcileTimeout, "reconcile-timeout", "time a catch-up exchange may take")
 		durFlag(&p.ReconcileInterval, "reconcile-interval", "how often a live namespace compares its state with the other side, to catch anything missed")
 		durFlag(&p.CloseTimeout, "close-timeout", "time a closing namespace or connection waits for the other side")

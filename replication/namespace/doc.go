@@ -93,10 +93,12 @@
 // is discarded: a live update or a diff then resyncs (RESYNC_REQUIRED with
 // UPDATE_TRANSFER_EXPIRED or SYNC_TRANSFER_EXPIRED — the round of an expired diff is given up
 // and the peer starts another), a snapshot fails the bootstrap like its timer and the peer
-// reconnects. A close, an epoch fence, a resync, a drain or a lost connection discards the
-// partial assemblies it concerns. Without the capability (a v1 side) the payload over its
-// cap fails its namespace with BOOTSTRAP_TOO_LARGE or SYNC_DIFF_TOO_LARGE, or a live update is
-// repaired by the next round, as the v1 generation does.
+// reconnects. A snapshot that keeps moving is not ended by the bootstrap timer, however long
+// it takes: the timer is armed again while its chunks arrive (peer) or leave (hub). A close,
+// an epoch fence, a resync, a drain or a lost connection discards the partial assemblies it
+// concerns. Without the capability (a v1 side) the payload over its cap fails its namespace
+// with BOOTSTRAP_TOO_LARGE or SYNC_DIFF_TOO_LARGE, or a live update is repaired by the next
+// round, as the v1 generation does.
 //
 // A resync this side finds during a round is declared when the round ends: a
 // RESYNC_REQUIRED makes the remote discard every partial assembly of the namespace, a diff

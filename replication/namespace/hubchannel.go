@@ -193,6 +193,7 @@ func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st regis
 				return false
 			}
 			c.snapSeq = seq
+			c.armBootstrapTimer() // the peer has bootstrapTimeoutMs from the last chunk
 			return true
 		}) {
 			return
@@ -210,10 +211,29 @@ func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st regis
 		}
 	}
 	c.setState(observer.ChannelBootstrapping)
-	c.timer = hc.s.AfterFunc(hc.cfg.BootstrapTimeout, func() {
+	c.armBootstrapTimer()
+}
+
+// armBootstrapTimer (re)arms the bootstrap timer (§18): the peer has bootstrapTimeoutMs to
+// acknowledge the snapshot, or the namespace fails (bootstrap-timeout, no wire frame). While
+// a chunked snapshot is being sent (its first chunk has left, its last not yet) the timer
+// does not end the bootstrap but is armed again, and its last chunk arms it afresh: a large
+// snapshot on a slow link may take longer than bootstrapTimeoutMs to leave. This layer sees
+// only the first and the last chunk leave, not the ones between; a transfer that stops
+// moving is ended by the connection's liveness (nothing moves on it) or by the peer, whose
+// assembly times out and rebuilds the connection. A single-frame snapshot, or a chunked one
+// not started, times out as queued.
+func (c *hubChannel) armBootstrapTimer() {
+	stopTimer(&c.timer)
+	d := c.n.cfg.BootstrapTimeout
+	c.timer = c.n.s.AfterFunc(d, func() {
 		c.timer = nil
-		if c.state == observer.ChannelBootstrapping {
-			c.failed(protocol.CodeNamespaceTimeout, observer.FailedBootstrapTimeout, hc.cfg.BootstrapTimeout)
+		switch {
+		case c.state != observer.ChannelBootstrapping:
+		case c.snapSeq == 0 && c.bulkStarted:
+			c.armBootstrapTimer() // the snapshot is still leaving
+		default:
+			c.failed(protocol.CodeNamespaceTimeout, observer.FailedBootstrapTimeout, d)
 		}
 	})
 }

@@ -22,6 +22,7 @@ type peerChannel struct {
 	openSent       bool
 	closeAfterOpen string // a CLOSE reason to send as soon as OPEN_OK arrives
 	gotSnapshot    bool
+	snapChunks     int           // chunks of the chunked snapshot received (the bootstrap timer slides)
 	snapSeq        uint32        // the BOOTSTRAP_SNAPSHOT sequence, acknowledged once imported
 	opDone         chan struct{} // closed when the registry call off the connection goroutine is done
 	periodic       seam.Timer    // the periodic reconciliation
@@ -231,7 +232,7 @@ func (c *peerChannel) openOK(f protocol.Frame, m *protocol.OpenOK) {
 	}
 	if m.Mode == protocol.ModeBootstrap {
 		c.setState(observer.ChannelBootstrapping)
-		pc.armTimer(c, observer.FailedBootstrapTimeout, pc.cfg.BootstrapTimeout)
+		pc.armBootstrapTimer(c)
 		return
 	}
 	c.setState(observer.ChannelReconciling)
@@ -311,6 +312,7 @@ func (c *peerChannel) snapshotStarted() { c.gotSnapshot = true }
 // snapshotAssembled imports a chunked snapshot received whole; BOOTSTRAP_ACK names its last
 // chunk.
 func (c *peerChannel) snapshotAssembled(t protocol.Transfer, in *inboundTransfer) {
+	c.snapChunks++
 	c.importSnapshot(t.AckSequence, t.Data, in)
 }
 
@@ -323,8 +325,14 @@ func (c *peerChannel) snapshotExpired() {
 	}
 }
 
-// progress shows the transfer being received on the target.
-func (c *peerChannel) progress(p *TransferProgress) { c.pc.tc.setProgress(c.target, p) }
+// progress shows the transfer being received on the target; a chunk of the snapshot also
+// counts for the bootstrap timer.
+func (c *peerChannel) progress(p *TransferProgress) {
+	if p != nil && p.Kind == protocol.KindSnapshot {
+		c.snapChunks++
+	}
+	c.pc.tc.setProgress(c.target, p)
+}
 
 // importSnapshot imports snap (acknowledged as seq) through the registry, off the connection
 // goroutine. The snapshot's bytes are the only copy this side holds of it until the import
@@ -392,6 +400,28 @@ func (c *peerChannel) identityChanged() {
 // armReconcileTimer arms the reconcile timeout of a round.
 func (pc *peerConn) armReconcileTimer(c *peerChannel) {
 	pc.armTimer(c, observer.FailedReconcileTimeout, pc.cfg.ReconcileTimeout)
+}
+
+// armBootstrapTimer arms the bootstrap timer (§18), which slides while a chunked snapshot
+// moves: when it fires and chunks of the snapshot arrived since it was armed, it is armed
+// again for bootstrapTimeoutMs, since a large snapshot on a slow link may take longer than
+// that to arrive. A bootstrap in which nothing arrived for a whole bootstrapTimeoutMs times
+// out (bootstrap-timeout); a snapshot that stalls is ended sooner by its assembly's sliding
+// timeout (snapshotExpired). The import after the last chunk has at least
+// bootstrapTimeoutMs.
+func (pc *peerConn) armBootstrapTimer(c *peerChannel) {
+	stopTimer(&c.timer)
+	seen, d := c.snapChunks, pc.cfg.BootstrapTimeout
+	c.timer = pc.s.AfterFunc(d, func() {
+		c.timer = nil
+		switch {
+		case c.state != observer.ChannelBootstrapping:
+		case c.snapChunks != seen:
+			pc.armBootstrapTimer(c)
+		default:
+			pc.timedOut(c, observer.FailedBootstrapTimeout, d)
+		}
+	})
 }
 
 // armTimer (re)arms the channel's timer for its current state (§18): if the channel is still

@@ -110,7 +110,7 @@ func (h *Hub) NamespaceFlows(ctx context.Context, ns string) []Flow {
 			return
 		}
 		ch := make(chan answer, 1)
-		if c.box.post(func() { f, ok := c.flowOf(id); ch <- answer{f, ok} }) {
+		if c.post(func() { f, ok := c.flowOf(id); ch <- answer{f, ok} }) {
 			waits, conns = append(waits, ch), append(conns, c)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
+	"github.com/nomicore/nomicore/replication/ws"
 )
 
 // The operator's view of a hub connection: since when it is ready, the round trip of its
@@ -48,6 +49,8 @@ func TestIntrospection(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
+	// Asked of an idle connection (its owner goroutine gone), the question starts one.
+	eventually(t, "the owner idle", func() bool { return ws.OwnersIdle(f.hub) })
 	flows := f.hub.NamespaceFlows(ctx, ns1.String())
 	if len(flows) != 1 || flows[0].UpdatesSent != 2 || flows[0].UpdatesAcked != 0 || flows[0].InFlight != 2 || flows[0].PeerInstanceID != peerID {
 		t.Fatalf("two sent: %+v", flows)
@@ -55,6 +58,7 @@ func TestIntrospection(t *testing.T) {
 	eventually(t, "the published load", func() bool { return f.hub.Connections()[0].InFlight == 2 })
 	p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: seqs[0]})
 	eventually(t, "the ACK delivered", func() bool { return len(h.framesOf(protocol.TypeUpdateAck)) == 1 })
+	eventually(t, "the owner idle", func() bool { return ws.OwnersIdle(f.hub) })
 	flows = f.hub.NamespaceFlows(ctx, ns1.String())
 	if len(flows) != 1 || flows[0].UpdatesSent != 2 || flows[0].UpdatesAcked != 1 || flows[0].InFlight != 1 {
 		t.Fatalf("one acknowledged: %+v", flows)

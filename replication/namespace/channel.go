@@ -114,6 +114,7 @@ func (c *channel) setState(to observer.ChannelState) {
 		return
 	}
 	c.state = to
+	c.wakeOutbox()
 	if c.n.em.Enabled() {
 		c.n.em.Emit(observer.ChannelStateChanged{ConnectionID: c.n.connID(), NamespaceID: c.id, From: from, To: to})
 	}

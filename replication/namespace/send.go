@@ -113,12 +113,22 @@ func (c *channel) room() bool { return c.canSend() && !c.holdForMerge() }
 
 // gate is the Outbox gate. An item it admits is framed at once, but the connection reports
 // it (Sent) only after its pump pass, so the gate reserves the item's window slot until then.
+// Once it refuses, the connection asks again only after wakeOutbox (or a change of the
+// queue), so whatever may open it — a slot freed, the state changed — calls wakeOutbox.
 func (c *channel) gate() bool {
 	if !c.room() {
 		return false
 	}
 	c.reserved++
 	return true
+}
+
+// wakeOutbox tells the connection that the gates may admit what they refused (seam
+// Outbox.Wake): a window slot was freed, or the state changed.
+func (c *channel) wakeOutbox() {
+	if c.out != nil {
+		c.out.Wake()
+	}
 }
 
 // enqueue queues one update, pulled after the local write count read mark; false when the
@@ -304,6 +314,7 @@ func (c *channel) sent(si seam.SentInfo, n int, mark int64) {
 		c.reserved--
 	}
 	if c.ended() {
+		c.wakeOutbox()
 		return
 	}
 	in := inflight{seq: si.Sequence, bytes: n, deadline: c.n.s.Clock().Now().Add(c.n.cfg.AckTimeout), chunked: si.Chunked, mark: mark}
@@ -346,6 +357,7 @@ func (c *channel) ackTimerFired() {
 func (c *channel) ackTimeout() {
 	rel := c.window[0].seq
 	c.window = nil
+	c.wakeOutbox()
 	c.lost()
 	if c.n.sendError(c.ns, protocol.CodeAckTimeout, rel) {
 		c.n.emitNsError(c.ns, string(protocol.CodeAckTimeout), observer.DirectionSent)
@@ -363,6 +375,7 @@ func (c *channel) updateAck(m *protocol.UpdateAck) {
 			continue
 		}
 		c.window = append(c.window[:i], c.window[i+1:]...)
+		c.wakeOutbox()
 		if i == 0 && !c.lossy {
 			// Every earlier update was acknowledged: the hub holds the local writes this
 			// one's pull had counted.

@@ -32,6 +32,7 @@ const frameOverhead = 96
 type scheduler struct {
 	ring             []*nsQueue // namespaces with queued data, in round-robin order
 	next             int        // ring index of the next turn
+	parked           int        // queues of ring whose gate refused their next item (nsQueue.parked)
 	queued           int        // bytes of every namespace's live updates: the shed ledger
 	queuedBulk       int        // bytes of every namespace's snapshots and sync diffs
 	transfers        int        // chunked transfers whose first chunk left and last has not
@@ -53,7 +54,12 @@ type nsQueue struct {
 	bulk      []*queuedItem // snapshots and sync diffs, in order
 	bulkBytes int
 	inRing    bool
-	closed    bool
+	// parked: the gate refused the queue's next item, so the pump skips the queue until
+	// something the gate reads may have changed — an Enqueue, a Coalesce, or the namespace
+	// layer's Wake. Without it, a connection carrying many namespaces whose windows are
+	// closed would ask every gate again after every event.
+	parked bool
+	closed bool
 }
 
 // empty reports whether q holds nothing to send.
@@ -118,6 +124,7 @@ func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 		q.bulkBytes += n
 		s.queuedBulk += n
 		c.addToRing(q)
+		c.unpark(q)
 		return nil
 	}
 	// Over either limit of the namespace's queue, every unsent item is dropped: the
@@ -140,7 +147,16 @@ func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 	q.bytes += n
 	s.queued += n
 	c.addToRing(q)
+	c.unpark(q) // the gate may read the queue (its length, its bytes)
 	return nil
+}
+
+// unpark gives q its turns again (Outbox.Wake).
+func (c *conn) unpark(q *nsQueue) {
+	if q.parked {
+		q.parked = false
+		c.sched.parked--
+	}
 }
 
 // addToRing puts q in the round-robin, if it is not there.
@@ -191,6 +207,7 @@ func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent f
 	q.items = out
 	q.bytes += len(m) - total
 	c.sched.queued += len(m) - total
+	c.unpark(q)
 	return nil
 }
 
@@ -263,6 +280,7 @@ func (c *conn) removeFromRing(q *nsQueue) {
 	if !q.inRing {
 		return
 	}
+	c.unpark(q)
 	s := &c.sched
 	i := slices.Index(s.ring, q)
 	s.ring = slices.Delete(s.ring, i, i+1)
@@ -273,9 +291,9 @@ func (c *conn) removeFromRing(q *nsQueue) {
 }
 
 // pump hands data frames to the writer: round-robin over the namespaces with queued data,
-// one frame per namespace per turn, skipping a namespace whose gate is closed, while the
-// connection is ready and below the high watermark. It stops after a whole round without a
-// frame, and reports whether it sent anything.
+// one frame per namespace per turn, skipping a namespace whose gate is closed (parked, until
+// it may have opened), while the connection is ready and below the high watermark. It stops
+// after a whole round without a frame, and reports whether it sent anything.
 func (c *conn) pump() bool {
 	s := &c.sched
 	if c.closing || c.state != stReady {
@@ -286,13 +304,13 @@ func (c *conn) pump() bool {
 		return false
 	}
 	sent, idle := false, 0
-	for len(s.ring) > 0 && idle < len(s.ring) && !s.paused && !c.closing {
+	for len(s.ring) > s.parked && idle < len(s.ring) && !s.paused && !c.closing {
 		if s.next >= len(s.ring) {
 			s.next = 0
 		}
 		q := s.ring[s.next]
 		s.next++
-		if c.sendOne(q) {
+		if !q.parked && c.sendOne(q) {
 			sent, idle = true, 0
 		} else {
 			idle++
@@ -335,6 +353,8 @@ func (c *conn) sendOne(q *nsQueue) bool {
 			gate = it.Gate
 		}
 		if gate != nil && !gate() {
+			q.parked = true
+			c.sched.parked++
 			return false
 		}
 	}

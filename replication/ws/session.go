@@ -106,6 +106,7 @@ func (t *timer) Stop() bool {
 func (q *nsQueue) Enqueue(item seam.DataItem) error { return q.c.enqueue(q, item) }
 func (q *nsQueue) Len() (items, bytes int)          { return len(q.items), q.bytes }
 func (q *nsQueue) Clear() seam.ShedInfo             { return q.c.clearQueue(q) }
+func (q *nsQueue) Wake()                            { q.c.unpark(q) }
 
 func (q *nsQueue) Coalesce(merge func(updates [][]byte) ([]byte, error), sent func(seam.SentInfo)) error {
 	return q.c.coalesce(q, merge, sent)

@@ -48,7 +48,7 @@ func (s session) Stats() seam.QueueStats {
 	s.c.w.collect()
 	sc := &s.c.sched
 	return seam.QueueStats{QueuedBytes: sc.queued, QueuedTransferBytes: sc.queuedBulk, UnflushedData: sc.unflushedData,
-		UnflushedControl: sc.unflushedControl, Paused: sc.paused, Namespaces: len(sc.ring)}
+		UnflushedControl: sc.unflushedControl, Paused: sc.paused, Namespaces: len(sc.ring) + len(sc.parked)}
 }
 
 func (s session) Send(m protocol.NamespaceMessage) (uint32, error) {

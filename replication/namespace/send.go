@@ -29,6 +29,9 @@ type inflight struct {
 
 // sessionOptions are the options of the channel's replication session.
 func (c *channel) sessionOptions() registry.SessionOptions {
+	if c.pullFn == nil {
+		c.pullFn = c.pull // once, before the first session exists (notify reads it)
+	}
 	return registry.SessionOptions{
 		Peer:                 c.n.remote,
 		ReadOnly:             c.readOnly,
@@ -44,7 +47,7 @@ func (c *channel) sessionOptions() registry.SessionOptions {
 // notify runs on the registry's sequencer goroutine: it posts one pull at a time.
 func (c *channel) notify() {
 	if c.pullScheduled.CompareAndSwap(false, true) {
-		c.n.s.Post(c.pull)
+		c.n.s.Post(c.pullFn)
 	}
 }
 
@@ -140,11 +143,18 @@ func (c *channel) enqueue(u []byte, mark int64) bool {
 		return c.tooLarge(len(u))
 	}
 	err := c.out.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: u, Sent: c.sentFunc(len(u), mark)})
-	var pe *protocol.Error
-	switch {
-	case err == nil:
+	if err == nil {
 		c.lastMark = max(c.lastMark, mark)
 		return true
+	}
+	return c.enqueueFailed(err, len(u))
+}
+
+// enqueueFailed handles an update of n bytes the Outbox refused (enqueue); false when the
+// queue was dropped or cannot take more.
+func (c *channel) enqueueFailed(err error, n int) bool {
+	var pe *protocol.Error
+	switch {
 	case errors.Is(err, seam.ErrQueueOverflow):
 		c.recountReserved()
 		c.needResync(observer.ResyncQueueOverflow, observer.None[observer.SendFailure]())
@@ -152,10 +162,10 @@ func (c *channel) enqueue(u []byte, mark int64) bool {
 		c.recountReserved()
 		c.needResync(observer.ResyncConnectionShed, observer.None[observer.SendFailure]())
 	case errors.As(err, &pe) && pe.Code == protocol.CodeUpdateTransferTooLarge:
-		return c.tooLarge(len(u)) // more chunks than maxChunksPerUpdate
+		return c.tooLarge(n) // more chunks than maxChunksPerUpdate
 	case errors.Is(err, seam.ErrDraining), errors.Is(err, seam.ErrClosed):
 	case c.state == observer.ChannelLive:
-		c.needResync(observer.ResyncSendFailed, c.sendFailure(observer.SendFrameRejected, len(u)))
+		c.needResync(observer.ResyncSendFailed, c.sendFailure(observer.SendFrameRejected, n))
 	case c.round.active:
 		c.lost()
 		c.resyncPending = true

@@ -110,3 +110,44 @@ func TestSpliceMergeRelaysConcurrentAppends(t *testing.T) {
 		t.Fatal("a malformed update merged")
 	}
 }
+
+// BenchmarkMergeRelayedAppends: what a hub merges for one receiver under fan-out — 32 small
+// appends of 19 other clients to one text, in arrival order.
+func BenchmarkMergeRelayedAppends(b *testing.B) {
+	const clients = 19
+	docs := make([]*Doc, clients)
+	var all [][]byte
+	for i := range docs {
+		docs[i] = NewDoc(WithClientID(uint32(1000 + i)))
+		docs[i].OnUpdate(func(u []byte, origin any) {
+			if origin == nil {
+				all = append(all, u)
+			}
+		})
+	}
+	for k := range 64 {
+		d := docs[k%clients]
+		txt := d.GetText("t")
+		must(b, txt.Insert(txt.Len(), "abcdefghijklmnopqrst", nil))
+		st, err := EncodeStateAsUpdate(d, nil)
+		must(b, err)
+		for _, o := range docs {
+			must(b, ApplyUpdate(o, st, "sync"))
+		}
+	}
+	win := all[len(all)-32:]
+	for _, path := range []struct {
+		name  string
+		merge func([][]byte) ([]byte, error)
+	}{{"MergeUpdates", MergeUpdates}, {"full", mergeInFull}} {
+		b.Run(path.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := path.merge(win); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(win)), "ns/update")
+		})
+	}
+}

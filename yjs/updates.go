@@ -225,6 +225,12 @@ type splicedBlock struct {
 	raw                []byte // the encoded structs, as they are in the update
 }
 
+// spliceKey places a splicedBlock (blocks[i]) in the merge's order.
+type spliceKey struct {
+	client, clock uint64
+	i             int
+}
+
 // spliceMerge is MergeUpdates in the common case of concurrent edits relayed as they come:
 // every struct is an item of text, bytes or deleted content (spliceable), and the blocks of one client follow one another without gap or
 // overlap (each update of a client is the next after its previous one). The merge is then
@@ -274,16 +280,22 @@ func spliceMerge(updates [][]byte) (out []byte, ok bool) {
 			return nil, false
 		}
 	}
-	slices.SortStableFunc(blocks, func(a, b splicedBlock) int {
+	// The blocks in merge order, through keys without pointers (cheap to move). Two blocks
+	// of a client at one clock overlap, and are refused below: no tie to keep.
+	order := make([]spliceKey, len(blocks))
+	for i, b := range blocks {
+		order[i] = spliceKey{b.client, b.clock, i}
+	}
+	slices.SortFunc(order, func(a, b spliceKey) int {
 		if a.client != b.client {
 			return cmp.Compare(b.client, a.client)
 		}
 		return cmp.Compare(a.clock, b.clock)
 	})
 	clients := 0
-	for i := range blocks {
-		if i > 0 && blocks[i].client == blocks[i-1].client {
-			if blocks[i].clock != blocks[i-1].end {
+	for i, k := range order {
+		if i > 0 && k.client == order[i-1].client {
+			if k.clock != blocks[order[i-1].i].end {
 				return nil, false // a gap (a Skip in the full merge) or an overlap (a slice)
 			}
 			continue
@@ -293,16 +305,16 @@ func spliceMerge(updates [][]byte) (out []byte, ok bool) {
 	ds := mergeDeleteSets(sets)
 	e := lib0.NewEncoder(size + 32*clients + 16)
 	e.WriteVarUint(uint64(clients))
-	for i := 0; i < len(blocks); {
+	for i := 0; i < len(order); {
 		j, n := i, 0
-		for ; j < len(blocks) && blocks[j].client == blocks[i].client; j++ {
-			n += blocks[j].structs
+		for ; j < len(order) && order[j].client == order[i].client; j++ {
+			n += blocks[order[j].i].structs
 		}
 		e.WriteVarUint(uint64(n))
-		e.WriteVarUint(blocks[i].client)
-		e.WriteVarUint(blocks[i].clock)
-		for _, b := range blocks[i:j] {
-			e.WriteRaw(b.raw)
+		e.WriteVarUint(order[i].client)
+		e.WriteVarUint(order[i].clock)
+		for _, k := range order[i:j] {
+			e.WriteRaw(blocks[k.i].raw)
 		}
 		i = j
 	}

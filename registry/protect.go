@@ -55,17 +55,9 @@ func checkProtectedParsed(live *yjs.Doc, p *yjs.ParsedUpdate) error {
 	return nil
 }
 
-// touchesMeta reports whether update would integrate or delete anything under the `meta`
-// root (a peer applying its hub's update: meta.schema may change and must be re-armed).
-func touchesMeta(live *yjs.Doc, update []byte) (bool, error) {
-	p, err := parseUpdate(update)
-	if err != nil {
-		return false, err
-	}
-	return touchesMetaParsed(live, p)
-}
-
-// touchesMetaParsed is touchesMeta of an update parsed already (parseUpdate).
+// touchesMetaParsed reports whether a parsed update (parseUpdate) would integrate or delete
+// anything under the `meta` root (a peer applying its hub's update: meta.schema may change and
+// must be re-armed).
 func touchesMetaParsed(live *yjs.Doc, p *yjs.ParsedUpdate) (bool, error) {
 	eff, err := inspectParsed(live, p)
 	return eff.Inserts || eff.Deletes, err

@@ -30,7 +30,17 @@ import (
 // which the peer cannot name: a local write waiting for that client's next meta write is not
 // refused here (the hub refuses it when it arrives there).
 func checkProtected(live *yjs.Doc, update []byte) error {
-	eff, err := inspectMeta(live, update)
+	p, err := parseUpdate(update)
+	if err != nil {
+		return err
+	}
+	return checkProtectedParsed(live, p)
+}
+
+// checkProtectedParsed is checkProtected of an update parsed already (parseUpdate), which the
+// live apply then uses without decoding it again.
+func checkProtectedParsed(live *yjs.Doc, p *yjs.ParsedUpdate) error {
+	eff, err := inspectParsed(live, p)
 	if err != nil {
 		return err
 	}
@@ -45,29 +55,40 @@ func checkProtected(live *yjs.Doc, update []byte) error {
 	return nil
 }
 
-// touchesMeta reports whether update would integrate or delete anything under the `meta`
-// root (a peer applying its hub's update: meta.schema may change and must be re-armed).
-func touchesMeta(live *yjs.Doc, update []byte) (bool, error) {
-	eff, err := inspectMeta(live, update)
+// touchesMetaParsed reports whether a parsed update (parseUpdate) would integrate or delete
+// anything under the `meta` root (a peer applying its hub's update: meta.schema may change and
+// must be re-armed).
+func touchesMetaParsed(live *yjs.Doc, p *yjs.ParsedUpdate) (bool, error) {
+	eff, err := inspectParsed(live, p)
 	return eff.Inserts || eff.Deletes, err
 }
 
-// inspectMeta is yjs.InspectUpdate of update on the `meta` root, at a cost proportional to
-// the update: a malformed update is ErrApplyFailed, any other failure (a panic included)
-// ErrInternal.
-func inspectMeta(live *yjs.Doc, update []byte) (eff yjs.RootEffect, err error) {
+// parseUpdate decodes update once for the inspection and the apply (yjs.ParseUpdate): a
+// malformed update is ErrApplyFailed, any other failure (a panic included) ErrInternal.
+func parseUpdate(update []byte) (p *yjs.ParsedUpdate, err error) {
 	defer func() {
-		if p := recover(); p != nil {
-			eff, err = yjs.RootEffect{}, ErrInternal.with("meta inspection failed", fmt.Errorf("%v", p))
+		if r := recover(); r != nil {
+			p, err = nil, ErrInternal.with("update decoding failed", fmt.Errorf("%v", r))
 		}
 	}()
-	eff, err = yjs.InspectUpdate(live, update, MetaRoot)
+	p, err = yjs.ParseUpdate(update)
 	if err != nil {
 		var de *yjs.DecodeError
 		if errors.As(err, &de) {
-			return yjs.RootEffect{}, ErrApplyFailed.with("", err)
+			return nil, ErrApplyFailed.with("", err)
 		}
-		return yjs.RootEffect{}, ErrInternal.with("meta inspection failed", err)
+		return nil, ErrInternal.with("update decoding failed", err)
 	}
-	return eff, nil
+	return p, nil
+}
+
+// inspectParsed is yjs.InspectParsed on the `meta` root, at a cost proportional to the
+// update: any failure (a panic) is ErrInternal.
+func inspectParsed(live *yjs.Doc, p *yjs.ParsedUpdate) (eff yjs.RootEffect, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			eff, err = yjs.RootEffect{}, ErrInternal.with("meta inspection failed", fmt.Errorf("%v", r))
+		}
+	}()
+	return yjs.InspectParsed(live, p, MetaRoot), nil
 }

@@ -458,14 +458,18 @@ func (rt *runtime) applyFrom(s *slot, update []byte, kind applyKind, local *loca
 	// meta.schema, which is then re-armed (rearmSchema). Whether they touch meta is found at a
 	// cost proportional to the update; structs released from pending by the apply may land
 	// anywhere, so a transaction that released some counts as touching meta too.
+	// The update is decoded once, for the check and the apply.
+	parsed, err := parseUpdate(update)
+	if err != nil {
+		return ApplyResult{}, err
+	}
 	touched := false
 	if hub || kind == applyLocal {
-		if err := checkProtected(rt.doc, update); err != nil {
+		if err := checkProtectedParsed(rt.doc, parsed); err != nil {
 			return ApplyResult{}, err
 		}
 	} else {
-		var err error
-		if touched, err = touchesMeta(rt.doc, update); err != nil {
+		if touched, err = touchesMetaParsed(rt.doc, parsed); err != nil {
 			return ApplyResult{}, err
 		}
 	}
@@ -473,7 +477,7 @@ func (rt *runtime) applyFrom(s *slot, update []byte, kind applyKind, local *loca
 	rt.hadPending = rt.doc.HasPending()
 	touched = touched || rt.hadPending
 	rt.txUpdate = nil
-	err := yjs.ApplyUpdate(rt.doc, update, origin)
+	err = yjs.ApplyParsed(rt.doc, parsed, origin)
 	rt.hadPending = false
 	if err != nil {
 		var de *yjs.DecodeError

@@ -481,9 +481,13 @@ func (rt *runtime) applyLoggedUpdate(rec Record, p *pendingOp) (ApplyResult, err
 	// The check of admission again, on the state at this log position. Not the part about
 	// the live document's own client id: no process writes with it in a cluster, and that
 	// id differs from process to process.
-	if eff, err := inspectMeta(rt.doc, rec.Update); err != nil {
+	parsed, err := parseUpdate(rec.Update)
+	if err != nil {
 		return ApplyResult{}, err
-	} else if eff.Inserts || eff.Deletes {
+	}
+	if touched, err := touchesMetaParsed(rt.doc, parsed); err != nil {
+		return ApplyResult{}, err
+	} else if touched {
 		return ApplyResult{}, ErrProtected.with("update touches meta", nil)
 	}
 	var origin any = originCluster
@@ -492,7 +496,7 @@ func (rt *runtime) applyLoggedUpdate(rec Record, p *pendingOp) (ApplyResult, err
 	}
 	rt.hadPending = rt.doc.HasPending()
 	rt.txUpdate = nil
-	err := yjs.ApplyUpdate(rt.doc, rec.Update, origin)
+	err = yjs.ApplyParsed(rt.doc, parsed, origin)
 	rt.hadPending = false
 	if err != nil {
 		var de *yjs.DecodeError

@@ -1,6 +1,7 @@
 package yjs
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -124,20 +125,56 @@ func ApplyUpdate(doc *Doc, update []byte, origin any) (err error) {
 	if err != nil {
 		return err
 	}
+	return doc.applyWhole(u, origin)
+}
+
+// ParsedUpdate is a v1 update decoded and validated once (ParseUpdate), so that it can be
+// inspected (InspectParsed) and then applied (ApplyParsed) without decoding it again. Applying
+// it consumes it: it is applied at most once.
+type ParsedUpdate struct {
+	u       *decodedUpdate
+	applied bool
+}
+
+// ParseUpdate decodes and validates update (a malformed one returns a *DecodeError). The
+// parsed update does not refer to update's bytes.
+func ParseUpdate(update []byte) (*ParsedUpdate, error) {
+	u, err := decodeUpdate(update)
+	if err != nil {
+		return nil, err
+	}
+	return &ParsedUpdate{u: u}, nil
+}
+
+// ErrParsedApplied: a ParsedUpdate was applied already (ApplyParsed).
+var ErrParsedApplied = errors.New("yjs: parsed update applied already")
+
+// ApplyParsed is ApplyUpdate of a parsed update; a second apply of p is ErrParsedApplied and
+// changes nothing.
+func ApplyParsed(doc *Doc, p *ParsedUpdate, origin any) error {
+	if p.applied {
+		return ErrParsedApplied
+	}
+	p.applied = true
+	return doc.applyWhole(p.u, origin)
+}
+
+// applyWhole integrates a decoded update in a transaction of its own (ApplyUpdate).
+func (d *Doc) applyWhole(u *decodedUpdate, origin any) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &InternalError{Op: "ApplyUpdate", Cause: r}
 		}
 	}()
-	doc.transact(origin, false, func(tx *Transaction) {
+	d.transact(origin, false, func(tx *Transaction) {
 		defer func() {
 			if r := recover(); r != nil {
 				tx.broken = true // nothing of a broken integration is cleaned up or emitted
 				panic(r)
 			}
 		}()
-		doc.attachRoots(u)
-		doc.applyDecoded(tx, u, false)
+		d.attachRoots(u)
+		d.applyDecoded(tx, u, false)
 	})
 	return nil
 }

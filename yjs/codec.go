@@ -66,6 +66,9 @@ type structReader struct {
 	blocks      int // blocks read so far
 	clock       uint64
 	copy        bool // copy string and binary contents out of the input
+	// skim: a string content is checked and measured but not kept (the struct's content is
+	// nil), for readers that only need the structs' places and lengths.
+	skim bool
 }
 
 func newStructReader(d *lib0.Decoder, copyContent bool) *structReader {
@@ -189,8 +192,12 @@ func (r *structReader) next(s *rawStruct) bool {
 				s.sub = d.ReadVarString()
 			}
 		}
-		s.content = readContent(d, ref, r.copy)
-		s.length = s.content.len()
+		if r.skim && ref == refString {
+			s.length = uint64(utf16LenBytes(d.ReadVarStringBytes()))
+		} else {
+			s.content = readContent(d, ref, r.copy)
+			s.length = s.content.len()
+		}
 	default:
 		d.Fail(ErrContentRef)
 		return false

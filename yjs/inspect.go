@@ -39,6 +39,17 @@ func InspectUpdate(doc *Doc, update []byte, root string) (RootEffect, error) {
 	if err != nil {
 		return RootEffect{}, err
 	}
+	return inspectDecoded(doc, u, root), nil
+}
+
+// InspectParsed is InspectUpdate of an update parsed already (ParseUpdate); it leaves p as it
+// was, so p can be applied afterwards.
+func InspectParsed(doc *Doc, p *ParsedUpdate, root string) RootEffect {
+	return inspectDecoded(doc, p.u, root)
+}
+
+// inspectDecoded is InspectUpdate of a decoded update; it reads u and never changes it.
+func inspectDecoded(doc *Doc, u *decodedUpdate, root string) RootEffect {
 	in := &inspector{doc: doc, u: u, root: root, memo: map[*structRef]placement{}, waiting: map[uint64]bool{}}
 	for _, l := range u.clients {
 		in.structs += len(l.refs)
@@ -60,7 +71,7 @@ func InspectUpdate(doc *Doc, update []byte, root string) (RootEffect, error) {
 		eff.Waiting = append(eff.Waiting, c)
 	}
 	slices.Sort(eff.Waiting)
-	return eff, nil
+	return eff
 }
 
 type placement uint8

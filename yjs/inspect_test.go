@@ -3,7 +3,9 @@ package yjs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -225,5 +227,48 @@ func TestIncludedAgreesWithApplying(t *testing.T) {
 	hub, _ := hubAndPeer(t)
 	if _, err := Included(hub, []byte{1, 2, 3}); err == nil {
 		t.Fatal("malformed update accepted")
+	}
+}
+
+// TestParsedUpdateInspectsAndAppliesAsBytes: on random histories applied in random order
+// (pending structs included), an update parsed once, inspected and then applied, gives the
+// inspection of InspectUpdate and leaves the document byte for byte as ApplyUpdate of the
+// same bytes does on a twin document; a second ApplyParsed is refused and changes nothing; a
+// malformed update does not parse.
+func TestParsedUpdateInspectsAndAppliesAsBytes(t *testing.T) {
+	for seed := uint64(1); seed <= 60; seed++ {
+		g := threeClientHistory(t, seed, 0x15, 60, true)
+		viaBytes := newRootedDoc(t, true, historyRoots)
+		viaParsed := newRootedDoc(t, true, historyRoots)
+		for k, i := range g.rng.Perm(len(g.updates)) {
+			u := g.updates[i]
+			want, err := InspectUpdate(viaBytes, u, "map")
+			must(t, err)
+			must(t, ApplyUpdate(viaBytes, u, nil))
+			p, err := ParseUpdate(u)
+			must(t, err)
+			got := InspectParsed(viaParsed, p, "map")
+			if got.Inserts != want.Inserts || got.Deletes != want.Deletes || !slices.Equal(got.Waiting, want.Waiting) {
+				t.Fatalf("seed %d, update %d: parsed inspection %+v, from bytes %+v", seed, k, got, want)
+			}
+			must(t, ApplyParsed(viaParsed, p, nil))
+			a, err := EncodeStateAsUpdate(viaBytes, nil)
+			must(t, err)
+			b, err := EncodeStateAsUpdate(viaParsed, nil)
+			must(t, err)
+			if !bytes.Equal(a, b) || viaBytes.HasPending() != viaParsed.HasPending() {
+				t.Fatalf("seed %d, update %d: applying the parsed update differs from applying its bytes", seed, k)
+			}
+			if err := ApplyParsed(viaParsed, p, nil); !errors.Is(err, ErrParsedApplied) {
+				t.Fatalf("second apply: %v", err)
+			}
+			if c, _ := EncodeStateAsUpdate(viaParsed, nil); !bytes.Equal(c, b) {
+				t.Fatalf("seed %d, update %d: a refused second apply changed the document", seed, k)
+			}
+		}
+	}
+	var de *DecodeError
+	if _, err := ParseUpdate([]byte{1, 2, 3}); !errors.As(err, &de) {
+		t.Fatalf("malformed update: %v", err)
 	}
 }

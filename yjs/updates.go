@@ -1,7 +1,9 @@
 package yjs
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"github.com/nomicore/nomicore/lib0"
 )
@@ -210,6 +212,130 @@ func MergeUpdates(updates [][]byte) ([]byte, error) {
 		}
 		return append([]byte(nil), updates[0]...), nil
 	}
+	if out, ok := spliceMerge(updates); ok {
+		return out, nil
+	}
+	return mergeInFull(updates)
+}
+
+// splicedBlock is one client block of an update, for spliceMerge.
+type splicedBlock struct {
+	client, clock, end uint64 // its client, and the clocks [clock, end) its structs cover
+	structs            int
+	raw                []byte // the encoded structs, as they are in the update
+}
+
+// spliceKey places a splicedBlock (blocks[i]) in the merge's order.
+type spliceKey struct {
+	client, clock uint64
+	i             int
+}
+
+// spliceMerge is MergeUpdates in the common case of concurrent edits relayed as they come:
+// every struct is an item of text, bytes or deleted content (spliceable), and the blocks of one client follow one another without gap or
+// overlap (each update of a client is the next after its previous one). The merge is then
+// the blocks as they are, in MergeUpdates's order — client descending, then clock — with the
+// blocks of one client joined into one, and the delete sets merged as MergeUpdates merges
+// them: the same bytes as the full merge, without decoding and encoding every struct again.
+// Every struct is still read and checked as MergeUpdates reads it (its contents measured, not
+// kept). ok is false when the case does not hold or an update is malformed: MergeUpdates
+// then merges in full (and reports the error).
+func spliceMerge(updates [][]byte) (out []byte, ok bool) {
+	blocks := make([]splicedBlock, 0, len(updates))
+	var sets []deleteSet
+	var d lib0.Decoder
+	var s rawStruct
+	var seen [8]uint64
+	size := 0
+	for _, u := range updates {
+		d.Reset(u)
+		r := structReader{d: &d, descending: true, skim: true, seen: seen[:0]}
+		r.clientsLeft = d.ReadCount(math.MaxInt32, 3)
+		for r.nextBlock() {
+			b := splicedBlock{client: r.client, clock: r.clock, structs: r.structsLeft}
+			start := d.Pos()
+			for {
+				at := d.Pos()
+				if !r.next(&s) {
+					break
+				}
+				if s.kind != structItem || !spliceable(u[at]) {
+					return nil, false
+				}
+			}
+			if d.Err() != nil || b.structs == 0 {
+				return nil, false
+			}
+			b.end, b.raw = r.clock, u[start:d.Pos()]
+			blocks = append(blocks, b)
+			size += len(b.raw)
+		}
+		if d.Err() != nil {
+			return nil, false
+		}
+		if ds := readDeleteSet(&d); len(ds.entries) > 0 {
+			sets = append(sets, ds)
+		}
+		if d.Finish() != nil {
+			return nil, false
+		}
+	}
+	// The blocks in merge order, through keys without pointers (cheap to move). Two blocks
+	// of a client at one clock overlap, and are refused below: no tie to keep.
+	order := make([]spliceKey, len(blocks))
+	for i, b := range blocks {
+		order[i] = spliceKey{b.client, b.clock, i}
+	}
+	slices.SortFunc(order, func(a, b spliceKey) int {
+		if a.client != b.client {
+			return cmp.Compare(b.client, a.client)
+		}
+		return cmp.Compare(a.clock, b.clock)
+	})
+	clients := 0
+	for i, k := range order {
+		if i > 0 && k.client == order[i-1].client {
+			if k.clock != blocks[order[i-1].i].end {
+				return nil, false // a gap (a Skip in the full merge) or an overlap (a slice)
+			}
+			continue
+		}
+		clients++
+	}
+	ds := mergeDeleteSets(sets)
+	e := lib0.NewEncoder(size + 32*clients + 16)
+	e.WriteVarUint(uint64(clients))
+	for i := 0; i < len(order); {
+		j, n := i, 0
+		for ; j < len(order) && order[j].client == order[i].client; j++ {
+			n += blocks[order[j].i].structs
+		}
+		e.WriteVarUint(uint64(n))
+		e.WriteVarUint(order[i].client)
+		e.WriteVarUint(order[i].clock)
+		for _, k := range order[i:j] {
+			e.WriteRaw(blocks[k.i].raw)
+		}
+		i = j
+	}
+	ds.write(e)
+	return e.Bytes(), true
+}
+
+// spliceable reports whether an item with this info byte is encoded by the full merge as it
+// was read, so that copying its bytes gives the full merge's bytes: string, binary and
+// deleted contents (a JSON or Any content may be written back in another form), and no
+// parentSub flag beside an origin (the full merge drops that flag, which readers ignore).
+func spliceable(info byte) bool {
+	switch info & 0x1f {
+	case refString, refBinary, refDeleted:
+		return info&0xc0 == 0 || info&0x20 == 0
+	}
+	return false
+}
+
+// mergeInFull is MergeUpdates of any updates: struct by struct, as JS mergeUpdates.
+func mergeInFull(updates [][]byte) ([]byte, error) {
 	readers := make([]lazyReader, len(updates))
 	size := 0
 	h := &mergeHeap{es: make([]mergeEntry, 0, len(updates))}

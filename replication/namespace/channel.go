@@ -17,7 +17,8 @@ import (
 // peerChannel embed it and add what only their side keeps (channelRole).
 //
 // Its fields belong to the connection's owner goroutine, except pullScheduled, which the
-// registry's sequencer goroutine sets (notify).
+// registry's sequencer goroutine sets (notify), and pullFn, which it reads (set once, before
+// the first session exists).
 type channel struct {
 	n     *nsConn
 	role  channelRole // the hubChannel or peerChannel this channel is part of
@@ -58,6 +59,7 @@ type channel struct {
 	staleRound    uint32 // a round this side gave up: the remote's frames of it are dropped
 
 	pullScheduled atomic.Bool // a pull of the session's fan-out is posted
+	pullFn        func()      // c.pull, made once (sessionOptions): notify posts it without allocating
 
 	// The close handshake.
 	closeSent, closeRecv, closeAnswered, closeOKRecv bool
@@ -114,6 +116,7 @@ func (c *channel) setState(to observer.ChannelState) {
 		return
 	}
 	c.state = to
+	c.wakeOutbox()
 	if c.n.em.Enabled() {
 		c.n.em.Emit(observer.ChannelStateChanged{ConnectionID: c.n.connID(), NamespaceID: c.id, From: from, To: to})
 	}

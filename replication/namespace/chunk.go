@@ -388,6 +388,7 @@ func (c *channel) queueBulk(k protocol.ChunkKind, b []byte, bind protocol.Bindin
 		}
 		c.bulkStarted = false
 		if c.ended() || !sent(si.Sequence) {
+			c.wakeOutbox()
 			return
 		}
 		c.bulkOut = bulkOut{pending: true, seq: si.Sequence, bytes: n}
@@ -409,6 +410,7 @@ func (c *channel) bulkAcked(seq uint32) (b bulkOut, ok bool) {
 		return bulkOut{}, false
 	}
 	b, c.bulkOut = c.bulkOut, bulkOut{}
+	c.wakeOutbox()
 	return b, true
 }
 

@@ -16,7 +16,12 @@ import (
 // (replication/ws): identities, configurations, waiting, and frames on a test's end of a
 // connection.
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines, and has every connection check that no gate of the
+// channels opens without waking its queue (ws.AuditParkedGates).
+func TestMain(m *testing.M) {
+	ws.AuditParkedGates(true)
+	goleak.VerifyTestMain(m)
+}
 
 const (
 	hubID  = "hub"

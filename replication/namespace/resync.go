@@ -135,6 +135,7 @@ func (c *channel) recountReserved() {
 	if c.bulkStarted {
 		c.reserved = 1
 	}
+	c.wakeOutbox()
 }
 
 // emitResync reports resync-required.

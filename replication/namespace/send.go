@@ -29,6 +29,9 @@ type inflight struct {
 
 // sessionOptions are the options of the channel's replication session.
 func (c *channel) sessionOptions() registry.SessionOptions {
+	if c.pullFn == nil {
+		c.pullFn = c.pull // once, before the first session exists (notify reads it)
+	}
 	return registry.SessionOptions{
 		Peer:                 c.n.remote,
 		ReadOnly:             c.readOnly,
@@ -44,7 +47,7 @@ func (c *channel) sessionOptions() registry.SessionOptions {
 // notify runs on the registry's sequencer goroutine: it posts one pull at a time.
 func (c *channel) notify() {
 	if c.pullScheduled.CompareAndSwap(false, true) {
-		c.n.s.Post(c.pull)
+		c.n.s.Post(c.pullFn)
 	}
 }
 
@@ -113,12 +116,22 @@ func (c *channel) room() bool { return c.canSend() && !c.holdForMerge() }
 
 // gate is the Outbox gate. An item it admits is framed at once, but the connection reports
 // it (Sent) only after its pump pass, so the gate reserves the item's window slot until then.
+// Once it refuses, the connection asks again only after wakeOutbox (or a change of the
+// queue), so whatever may open it — a slot freed, the state changed — calls wakeOutbox.
 func (c *channel) gate() bool {
 	if !c.room() {
 		return false
 	}
 	c.reserved++
 	return true
+}
+
+// wakeOutbox tells the connection that the gates may admit what they refused (seam
+// Outbox.Wake): a window slot was freed, or the state changed.
+func (c *channel) wakeOutbox() {
+	if c.out != nil {
+		c.out.Wake()
+	}
 }
 
 // enqueue queues one update, pulled after the local write count read mark; false when the
@@ -130,11 +143,18 @@ func (c *channel) enqueue(u []byte, mark int64) bool {
 		return c.tooLarge(len(u))
 	}
 	err := c.out.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: u, Sent: c.sentFunc(len(u), mark)})
-	var pe *protocol.Error
-	switch {
-	case err == nil:
+	if err == nil {
 		c.lastMark = max(c.lastMark, mark)
 		return true
+	}
+	return c.enqueueFailed(err, len(u))
+}
+
+// enqueueFailed handles an update of n bytes the Outbox refused (enqueue); false when the
+// queue was dropped or cannot take more.
+func (c *channel) enqueueFailed(err error, n int) bool {
+	var pe *protocol.Error
+	switch {
 	case errors.Is(err, seam.ErrQueueOverflow):
 		c.recountReserved()
 		c.needResync(observer.ResyncQueueOverflow, observer.None[observer.SendFailure]())
@@ -142,10 +162,10 @@ func (c *channel) enqueue(u []byte, mark int64) bool {
 		c.recountReserved()
 		c.needResync(observer.ResyncConnectionShed, observer.None[observer.SendFailure]())
 	case errors.As(err, &pe) && pe.Code == protocol.CodeUpdateTransferTooLarge:
-		return c.tooLarge(len(u)) // more chunks than maxChunksPerUpdate
+		return c.tooLarge(n) // more chunks than maxChunksPerUpdate
 	case errors.Is(err, seam.ErrDraining), errors.Is(err, seam.ErrClosed):
 	case c.state == observer.ChannelLive:
-		c.needResync(observer.ResyncSendFailed, c.sendFailure(observer.SendFrameRejected, len(u)))
+		c.needResync(observer.ResyncSendFailed, c.sendFailure(observer.SendFrameRejected, n))
 	case c.round.active:
 		c.lost()
 		c.resyncPending = true
@@ -304,6 +324,7 @@ func (c *channel) sent(si seam.SentInfo, n int, mark int64) {
 		c.reserved--
 	}
 	if c.ended() {
+		c.wakeOutbox()
 		return
 	}
 	in := inflight{seq: si.Sequence, bytes: n, deadline: c.n.s.Clock().Now().Add(c.n.cfg.AckTimeout), chunked: si.Chunked, mark: mark}
@@ -346,6 +367,7 @@ func (c *channel) ackTimerFired() {
 func (c *channel) ackTimeout() {
 	rel := c.window[0].seq
 	c.window = nil
+	c.wakeOutbox()
 	c.lost()
 	if c.n.sendError(c.ns, protocol.CodeAckTimeout, rel) {
 		c.n.emitNsError(c.ns, string(protocol.CodeAckTimeout), observer.DirectionSent)
@@ -363,6 +385,7 @@ func (c *channel) updateAck(m *protocol.UpdateAck) {
 			continue
 		}
 		c.window = append(c.window[:i], c.window[i+1:]...)
+		c.wakeOutbox()
 		if i == 0 && !c.lossy {
 			// Every earlier update was acknowledged: the hub holds the local writes this
 			// one's pull had counted.

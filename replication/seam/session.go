@@ -113,6 +113,11 @@ type Outbox interface {
 	// (§10.1). Nothing changes when fewer than two qualify, or when merge fails or yields an
 	// item that cannot be framed; that error is returned.
 	Coalesce(merge func(updates [][]byte) ([]byte, error), sent func(SentInfo)) error
+	// Wake tells the connection that the gate (the Outbox's, or an item's Gate) may admit
+	// the item it refused: once a gate refuses, the queue is passed over until Wake, an
+	// Enqueue or a Coalesce. Call it whenever something the gate reads may have changed in
+	// its favour (a slot of the window freed, the state it waits for reached).
+	Wake()
 	// Clear drops every unsent live update (a declared resync); the rest of an update's
 	// transfer in progress is not sent. Snapshots and sync diffs stay. It returns what was
 	// dropped.

@@ -91,7 +91,7 @@ func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info seam.Clos
 	for _, q := range c.queues {
 		q.items = nil
 		q.bytes = 0
-		q.inRing = false
+		q.inRing, q.parked = false, false
 	}
 	c.sched = scheduler{}
 	if h := c.handler; h != nil {

@@ -302,6 +302,9 @@ func (c *conn) settle() {
 			continue
 		}
 		if !c.pump() {
+			if len(c.sched.parked) > 0 && parkAudit.Load() {
+				c.auditParked()
+			}
 			return
 		}
 	}

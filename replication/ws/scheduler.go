@@ -1,8 +1,10 @@
 package ws
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nomicore/nomicore/observer"
@@ -30,8 +32,9 @@ const frameOverhead = 96
 
 // scheduler is the outbound accounting of one connection.
 type scheduler struct {
-	ring             []*nsQueue // namespaces with queued data, in round-robin order
+	ring             []*nsQueue // namespaces with queued data and a turn, in round-robin order
 	next             int        // ring index of the next turn
+	parked           []*nsQueue // namespaces with queued data whose gate refused: no turn until woken
 	queued           int        // bytes of every namespace's live updates: the shed ledger
 	queuedBulk       int        // bytes of every namespace's snapshots and sync diffs
 	transfers        int        // chunked transfers whose first chunk left and last has not
@@ -52,8 +55,14 @@ type nsQueue struct {
 	bytes     int           // their bytes
 	bulk      []*queuedItem // snapshots and sync diffs, in order
 	bulkBytes int
-	inRing    bool
-	closed    bool
+	inRing    bool // in scheduler.ring
+	// parked: the gate refused the queue's next item, so the queue is out of the ring (in
+	// scheduler.parked, at parkedAt) until something the gate reads may have changed — an
+	// Enqueue, a Coalesce, or the namespace layer's Wake. Without it, a connection carrying
+	// many namespaces whose windows are closed would ask every gate again after every event.
+	parked   bool
+	parkedAt int
+	closed   bool
 }
 
 // empty reports whether q holds nothing to send.
@@ -118,6 +127,7 @@ func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 		q.bulkBytes += n
 		s.queuedBulk += n
 		c.addToRing(q)
+		c.unpark(q)
 		return nil
 	}
 	// Over either limit of the namespace's queue, every unsent item is dropped: the
@@ -140,12 +150,67 @@ func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 	q.bytes += n
 	s.queued += n
 	c.addToRing(q)
+	c.unpark(q) // the gate may read the queue (its length, its bytes)
 	return nil
 }
 
-// addToRing puts q in the round-robin, if it is not there.
+// unpark gives a parked q its turns again (Outbox.Wake).
+func (c *conn) unpark(q *nsQueue) {
+	if q.parked {
+		c.dropParked(q)
+		c.addToRing(q)
+	}
+}
+
+// park takes q out of the round-robin until it is woken (unpark): its gate refused.
+func (c *conn) park(q *nsQueue) {
+	c.removeFromRing(q)
+	s := &c.sched
+	q.parked, q.parkedAt = true, len(s.parked)
+	s.parked = append(s.parked, q)
+}
+
+// parkAudit: see AuditParkedGates.
+var parkAudit atomic.Bool
+
+// AuditParkedGates is for tests of the layers above: while on, after every owner event that
+// ends with data still queued, each connection asks the gate of every parked namespace again
+// and panics if one would admit its next item — a gate that opened without Outbox.Wake,
+// whose namespace would otherwise wait for an unrelated event. The gate that admits is
+// called for real (its side effects happen), so only a failing test may see it do so.
+func AuditParkedGates(on bool) { parkAudit.Store(on) }
+
+// auditParked is AuditParkedGates's check.
+func (c *conn) auditParked() {
+	if c.closing || c.state != stReady {
+		return
+	}
+	for _, q := range c.sched.parked {
+		it, _ := q.next()
+		gate := q.gate
+		if it.Gate != nil {
+			gate = it.Gate
+		}
+		if it.split == nil && gate != nil && gate() {
+			panic(fmt.Sprintf("replication/ws: namespace %s: its gate opened but nothing woke its queue (Outbox.Wake)", q.ns))
+		}
+	}
+}
+
+// dropParked takes a parked q out of scheduler.parked.
+func (c *conn) dropParked(q *nsQueue) {
+	s := &c.sched
+	last := len(s.parked) - 1
+	moved := s.parked[last]
+	s.parked[q.parkedAt], moved.parkedAt = moved, q.parkedAt
+	s.parked[last] = nil
+	s.parked = s.parked[:last]
+	q.parked = false
+}
+
+// addToRing puts q in the round-robin, if it is neither there nor parked.
 func (c *conn) addToRing(q *nsQueue) {
-	if !q.inRing {
+	if !q.inRing && !q.parked {
 		q.inRing = true
 		c.sched.ring = append(c.sched.ring, q)
 	}
@@ -191,6 +256,7 @@ func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent f
 	q.items = out
 	q.bytes += len(m) - total
 	c.sched.queued += len(m) - total
+	c.unpark(q)
 	return nil
 }
 
@@ -204,7 +270,7 @@ func (c *conn) shed(q *nsQueue, n int) bool {
 	qShed := false
 	for s.queued > c.cfg.LowWaterBytes {
 		var big *nsQueue
-		for _, r := range s.ring {
+		for _, r := range slices.Concat(s.ring, s.parked) {
 			if big == nil || r.bytes > big.bytes || r.bytes == big.bytes && r.ns.String() < big.ns.String() {
 				big = r
 			}
@@ -258,8 +324,13 @@ func (c *conn) closeQueue(q *nsQueue) {
 	c.removeFromRing(q)
 }
 
-// removeFromRing takes q out of the round-robin, keeping the turn where it was.
+// removeFromRing takes q out of the round-robin (or out of the parked queues), keeping the
+// turn where it was.
 func (c *conn) removeFromRing(q *nsQueue) {
+	if q.parked {
+		c.dropParked(q)
+		return
+	}
 	if !q.inRing {
 		return
 	}
@@ -273,9 +344,9 @@ func (c *conn) removeFromRing(q *nsQueue) {
 }
 
 // pump hands data frames to the writer: round-robin over the namespaces with queued data,
-// one frame per namespace per turn, skipping a namespace whose gate is closed, while the
-// connection is ready and below the high watermark. It stops after a whole round without a
-// frame, and reports whether it sent anything.
+// one frame per namespace per turn, skipping a namespace whose gate is closed (parked, until
+// it may have opened), while the connection is ready and below the high watermark. It stops
+// after a whole round without a frame, and reports whether it sent anything.
 func (c *conn) pump() bool {
 	s := &c.sched
 	if c.closing || c.state != stReady {
@@ -292,9 +363,10 @@ func (c *conn) pump() bool {
 		}
 		q := s.ring[s.next]
 		s.next++
-		if c.sendOne(q) {
+		switch {
+		case c.sendOne(q):
 			sent, idle = true, 0
-		} else {
+		case q.inRing: // a queue that left the ring (parked, emptied) was no idle turn
 			idle++
 		}
 	}
@@ -335,6 +407,7 @@ func (c *conn) sendOne(q *nsQueue) bool {
 			gate = it.Gate
 		}
 		if gate != nil && !gate() {
+			c.park(q)
 			return false
 		}
 	}

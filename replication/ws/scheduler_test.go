@@ -65,14 +65,15 @@ func TestS17_RoundRobin(t *testing.T) {
 	}
 }
 
-// TestS17_WindowGate: a namespace whose window is full is skipped; others go on.
+// TestS17_WindowGate: a namespace whose window is full is skipped; others go on. A gate that
+// refused is not asked again until Wake (or a change of its queue).
 func TestS17_WindowGate(t *testing.T) {
 	f := newHubFixture(t, smallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
-	open := false
+	open, asked := false, 0
 	h.do(t, func(s seam.Session) {
-		a := s.Outbox(ns1, func() bool { return open })
+		a := s.Outbox(ns1, func() bool { asked++; return open })
 		b := s.Outbox(ns2, nil)
 		_ = a.Enqueue(seam.DataItem{Bytes: upd(5, 1)})
 		_ = b.Enqueue(seam.DataItem{Bytes: upd(5, 2)})
@@ -87,7 +88,14 @@ func TestS17_WindowGate(t *testing.T) {
 		if n, _ := s.Outbox(ns1, nil).Len(); n != 1 {
 			t.Fatalf("gated queue holds %d", n)
 		}
-		open = true // the window opened (an ACK arrived); the pump runs after this callback
+		open = true // the window opened, but nobody said so: the gate is not asked again
+	})
+	h.do(t, func(s seam.Session) {})
+	h.do(t, func(s seam.Session) {
+		if asked != 1 {
+			t.Fatalf("the refusing gate was asked %d times", asked)
+		}
+		s.Outbox(ns1, nil).Wake() // the window opened (an ACK arrived); the pump runs after this callback
 	})
 	if fr := p.recv(); frameNS(fr) != ns1 {
 		t.Fatalf("got %v", frameNS(fr))
@@ -420,7 +428,7 @@ func TestS8_1_BulkItems(t *testing.T) {
 		live = true // the live gate is open, the snapshot's own is not: nothing leaves
 	})
 	// Nothing left while the snapshot's gate was closed: its first chunk comes first.
-	h.do(t, func(seam.Session) { bulkOpen = true })
+	h.do(t, func(s seam.Session) { bulkOpen = true; s.Outbox(ns1, nil).Wake() })
 	// The snapshot leaves before the update queued before it, one chunk per turn.
 	for i := range 5 {
 		fr := p.recv()

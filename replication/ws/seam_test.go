@@ -19,7 +19,7 @@ import (
 
 // echoNS is a minimal namespace layer over the seam, enough to drive it end to end: the
 // peer opens namespaces and sends updates through its Outbox with a window of maxInFlight
-// (the gate), the hub answers OPEN with OPEN_OK and every UPDATE with UPDATE_ACK and sends
+// (the gate, woken by each ACK), the hub answers OPEN with OPEN_OK and every UPDATE with UPDATE_ACK and sends
 // its own updates back; ACKs free the window. It records what arrived.
 type echoNS struct {
 	s        seam.Session
@@ -70,6 +70,7 @@ func (e *echoNS) HandleFrame(f protocol.Frame) {
 		}
 	case *protocol.UpdateAck:
 		delete(e.inFlight[m.NamespaceID], m.AckedSequence)
+		e.s.Outbox(m.NamespaceID, nil).Wake() // a slot of the window is free
 		e.mu.Lock()
 		e.acked++
 		e.mu.Unlock()

@@ -48,7 +48,7 @@ func (s session) Stats() seam.QueueStats {
 	s.c.w.collect()
 	sc := &s.c.sched
 	return seam.QueueStats{QueuedBytes: sc.queued, QueuedTransferBytes: sc.queuedBulk, UnflushedData: sc.unflushedData,
-		UnflushedControl: sc.unflushedControl, Paused: sc.paused, Namespaces: len(sc.ring)}
+		UnflushedControl: sc.unflushedControl, Paused: sc.paused, Namespaces: len(sc.ring) + len(sc.parked)}
 }
 
 func (s session) Send(m protocol.NamespaceMessage) (uint32, error) {
@@ -106,6 +106,7 @@ func (t *timer) Stop() bool {
 func (q *nsQueue) Enqueue(item seam.DataItem) error { return q.c.enqueue(q, item) }
 func (q *nsQueue) Len() (items, bytes int)          { return len(q.items), q.bytes }
 func (q *nsQueue) Clear() seam.ShedInfo             { return q.c.clearQueue(q) }
+func (q *nsQueue) Wake()                            { q.c.unpark(q) }
 
 func (q *nsQueue) Coalesce(merge func(updates [][]byte) ([]byte, error), sent func(seam.SentInfo)) error {
 	return q.c.coalesce(q, merge, sent)

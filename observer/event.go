@@ -118,7 +118,7 @@ func (e Event) Validate() error {
 		return &InvalidEventError{Type: t, Key: "side", Problem: fmt.Sprintf("%q is neither hub nor peer", e.Side)}
 	}
 	if !t.EmittedBy(e.Side) {
-		return &InvalidEventError{Type: t, Key: "side", Problem: fmt.Sprintf("%s does not emit this type (§23.1)", e.Side)}
+		return &InvalidEventError{Type: t, Key: "side", Problem: fmt.Sprintf("the %s side does not emit this type of event", e.Side)}
 	}
 	c := checker{t: t, side: e.Side}
 	e.Payload.check(&c)

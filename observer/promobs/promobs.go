@@ -104,7 +104,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		return v
 	}
 
-	m.events = counter("events_total", "Replication events observed, by side and §23.1 type.", "side", "type")
+	m.events = counter("events_total", "Replication events observed, by side and event type.", "side", "type")
 	m.backoffs = counter("connection_backoffs_total", "Peer reconnect backoffs scheduled, by reason.", "side", "reason")
 	m.goaways = counter("goaways_received_total", "GOAWAY frames received, by reason code (unknown codes as other).", "side", "reason")
 	m.connectionFailures = counter("connection_failures_total", "Connections closed on an error, by stable connection code.", "side", "code")

@@ -124,7 +124,7 @@ func TestS23_6_GoldenExposition(t *testing.T) {
 	emit(peer, o.GoAwayReceived{ReasonCode: "MAINTENANCE", DrainTimeoutMs: 1000})
 
 	const want = `
-# HELP nomicore_events_total Replication events observed, by side and §23.1 type.
+# HELP nomicore_events_total Replication events observed, by side and event type.
 # TYPE nomicore_events_total counter
 nomicore_events_total{side="hub",type="connection-state-changed"} 3
 nomicore_events_total{side="peer",type="connection-state-changed"} 2

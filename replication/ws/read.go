@@ -112,7 +112,7 @@ func (c *conn) rejectAdmission(r observer.AuthRejectReason) {
 // layer.
 func (c *conn) dispatch(f protocol.Frame) {
 	if !f.Type().Rule().Direction.SentBy(c.local.Remote()) {
-		c.fail(frameErr(protocol.CodeUnsupportedMessageType, f, "message not sent in this direction (§5)"))
+		c.fail(frameErr(protocol.CodeUnsupportedMessageType, f, "this message type may not be sent in this direction"))
 		return
 	}
 	if protocol.ScopeOf(f.Message) == protocol.ScopeConnection {
@@ -120,7 +120,7 @@ func (c *conn) dispatch(f protocol.Frame) {
 		return
 	}
 	if c.state == stHandshaking {
-		c.fail(frameErr(protocol.CodeHelloRequired, f, "namespace frame before HELLO_ACK (§2)"))
+		c.fail(frameErr(protocol.CodeHelloRequired, f, "a namespace message came before the handshake finished (HELLO_ACK)"))
 		return
 	}
 	if !c.checkAck(f) {

@@ -84,55 +84,39 @@ func (n *Node) read(ctx context.Context, what string, f func(ctx context.Context
 	if err != nil {
 		return err
 	}
-	backoff := 25 * time.Millisecond
-	for {
+	return retry(ctx, func() error {
 		actx, acancel := context.WithTimeout(ctx, n.cfg.OpTimeout)
-		err := classify(what, n.cfg.OpTimeout, f(actx, r))
-		acancel()
+		defer acancel()
+		return classify(what, n.cfg.OpTimeout, f(actx, r))
+	}, func(err error) bool {
 		var ue *UnavailableError
-		if err == nil || !errors.As(err, &ue) || ctx.Err() != nil {
-			return err
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 400*time.Millisecond)
-	}
+		return errors.As(err, &ue)
+	})
 }
 
 // retryUntil calls f again, with a short backoff, after any error until ctx ends (for
 // operations that may be repeated whatever happened to the first attempt).
 func retryUntil(ctx context.Context, f func() error) error {
-	backoff := 25 * time.Millisecond
-	for {
-		err := f()
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 400*time.Millisecond)
-	}
+	return retry(ctx, f, func(error) bool { return true })
 }
 
 // retryUnanswered calls f again, with a short backoff, while it fails because nobody
 // answered (never a timeout: a request that timed out may have been carried out), until
 // ctx ends; then the last error stands.
 func retryUnanswered(ctx context.Context, f func() error) error {
+	return retry(ctx, f, func(err error) bool {
+		var ue *UnavailableError
+		return errors.As(err, &ue) && ue.Deadline == 0 && unanswered(ue.Err)
+	})
+}
+
+// retry calls f until it succeeds, fails with an error again does not accept, or ctx ends,
+// waiting between attempts from 25 ms doubling to 400 ms; the last error stands.
+func retry(ctx context.Context, f func() error, again func(error) bool) error {
 	backoff := 25 * time.Millisecond
 	for {
 		err := f()
-		var ue *UnavailableError
-		if err == nil || !errors.As(err, &ue) || ue.Deadline != 0 || !unanswered(ue.Err) {
+		if err == nil || !again(err) || ctx.Err() != nil {
 			return err
 		}
 		t := time.NewTimer(backoff)

@@ -474,22 +474,11 @@ func (rt *runtime) applyFrom(s *slot, update []byte, kind applyKind, local *loca
 		}
 	}
 	st.mark() // live apply start
-	rt.hadPending = rt.doc.HasPending()
-	touched = touched || rt.hadPending
-	rt.txUpdate = nil
-	err = yjs.ApplyParsed(rt.doc, parsed, origin)
-	rt.hadPending = false
+	changed, hadPending, err := rt.integrate(parsed, origin)
 	if err != nil {
-		var de *yjs.DecodeError
-		if errors.As(err, &de) {
-			return ApplyResult{}, ErrApplyFailed.with("", err)
-		}
-		e := ErrInternal.with("live apply failed", err)
-		rt.breakDoc(e)
-		return ApplyResult{}, e
+		return ApplyResult{}, err
 	}
-	changed := rt.txUpdate != nil
-	rt.txUpdate = nil
+	touched = touched || hadPending
 	var rearmed *SchemaRearm
 	if changed && touched && !hub {
 		// Only a transaction that touched meta can have changed the identity or the schema.
@@ -843,4 +832,29 @@ func readClock(c StageClock) (t time.Time, ok bool) {
 		}
 	}()
 	return c.Now(), true
+}
+
+// integrate applies a parsed live update to the document in one transaction and reports
+// whether the document changed and whether it held pending structs before (which the
+// update may have completed). A malformed update is ErrApplyFailed; any other failure
+// breaks the document (ErrInternal). The hub's own path and a cluster node's path apply
+// through it alike.
+func (rt *runtime) integrate(parsed *yjs.ParsedUpdate, origin any) (changed, hadPending bool, err error) {
+	hadPending = rt.doc.HasPending()
+	rt.hadPending = hadPending
+	rt.txUpdate = nil
+	err = yjs.ApplyParsed(rt.doc, parsed, origin)
+	rt.hadPending = false
+	if err != nil {
+		var de *yjs.DecodeError
+		if errors.As(err, &de) {
+			return false, hadPending, ErrApplyFailed.with("", err)
+		}
+		e := ErrInternal.with("live apply failed", err)
+		rt.breakDoc(e)
+		return false, hadPending, e
+	}
+	changed = rt.txUpdate != nil
+	rt.txUpdate = nil
+	return changed, hadPending, nil
 }

@@ -494,21 +494,10 @@ func (rt *runtime) applyLoggedUpdate(rec Record, p *pendingOp) (ApplyResult, err
 	if p != nil {
 		origin = p.origin
 	}
-	rt.hadPending = rt.doc.HasPending()
-	rt.txUpdate = nil
-	err = yjs.ApplyParsed(rt.doc, parsed, origin)
-	rt.hadPending = false
+	changed, _, err := rt.integrate(parsed, origin)
 	if err != nil {
-		var de *yjs.DecodeError
-		if errors.As(err, &de) {
-			return ApplyResult{}, ErrApplyFailed.with("", err)
-		}
-		e := ErrInternal.with("live apply failed", err)
-		rt.breakDoc(e)
-		return ApplyResult{}, e
+		return ApplyResult{}, err
 	}
-	changed := rt.txUpdate != nil
-	rt.txUpdate = nil
 	return ApplyResult{Changed: changed}, nil
 }
 

@@ -133,8 +133,8 @@ func (tb *tab) screenshot(name string, docs ...string) {
 	if dir == "" && tb.t.Failed() {
 		dir = "artifacts"
 	}
-	toDocs := len(docs) > 0 && os.Getenv("NOMICORE_DASHBOARD_DOCS") == "1"
-	if dir == "" && !toDocs {
+	writeDocs := len(docs) > 0 && os.Getenv("NOMICORE_DASHBOARD_DOCS") == "1"
+	if dir == "" && !writeDocs {
 		return
 	}
 	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
@@ -153,7 +153,7 @@ func (tb *tab) screenshot(name string, docs ...string) {
 			tb.t.Logf("screenshot: %s", p)
 		}
 	}
-	if toDocs {
+	if writeDocs {
 		p := filepath.Join("..", "docs", docs[0])
 		if err := os.WriteFile(p, png, 0o644); err != nil {
 			tb.t.Errorf("writing %s: %v", p, err)

@@ -48,12 +48,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	rc := startEventStream(w)
 	var buf []byte
 	send := func(event string, data []byte) bool {
 		buf = buf[:0]
@@ -115,4 +110,15 @@ func (a *API) write(w http.ResponseWriter, rc *http.ResponseController, b []byte
 		return false
 	}
 	return rc.Flush() == nil
+}
+
+// startEventStream answers 200 with the headers of a Server-Sent Events stream (no caching,
+// no buffering by a proxy in front) and returns the controller that flushes its events.
+func startEventStream(w http.ResponseWriter) *http.ResponseController {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return http.NewResponseController(w)
 }

@@ -122,19 +122,7 @@ type Status struct {
 	Writes      *uint64    `json:"writes,omitempty"`
 	WriteBytes  *uint64    `json:"writeBytes,omitempty"`
 	LastWriteAt *time.Time `json:"lastWriteAt,omitempty"`
-	// Code and Reason (peer) say why the target is not replicating.
-	Code   string `json:"code,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	// Retry (peer) says when a target that failed is tried again.
-	Retry *RetryJSON `json:"retry,omitempty"`
-	// UnreplicatedBytes (peer) counts the bytes of local writes the hub has not confirmed.
-	UnreplicatedBytes int64 `json:"unreplicatedBytes,omitempty"`
-	// Progress (peer) is the snapshot, catch-up difference or live update being received
-	// from the hub in chunks, while one is.
-	Progress *ProgressJSON `json:"progress,omitempty"`
-	// Editors counts the editors connected to the namespace, on a node with a client
-	// listener.
-	Editors *int `json:"editors,omitempty"`
+	TargetFacts
 	// Log (a node of a hub cluster that has the namespace loaded) is how far behind the
 	// cluster's log of the namespace this node is.
 	Log *LogJSON `json:"log,omitempty"`
@@ -315,10 +303,7 @@ func (a *API) namespaceStatus(ctx context.Context, id string) (Status, *Error) {
 	default:
 		st.State = string(observer.ChannelClosed)
 	}
-	var sum NamespaceSummary
-	sum.NamespaceID = ns.id
-	a.peerExtras(&sum)
-	st.Progress, st.Editors = sum.Progress, sum.Editors
+	a.peerExtras(ns.id, &st.TargetFacts)
 	l, err := a.leases.open(ctx, ns.owner, ns.id)
 	if errors.Is(err, registry.ErrNotFound) && ns.target != nil {
 		return st, nil // a target not bootstrapped yet: its state only
@@ -334,6 +319,7 @@ func (a *API) namespaceStatus(ctx context.Context, id string) (Status, *Error) {
 	ident := l.Identity()
 	st.ReplicationID, st.ReplicationEpoch, st.StateVector = ident.ReplicationID, ident.Epoch, hex.EncodeToString(sv)
 	st.Schema = schemaJSON(l)
+	sum := NamespaceSummary{NamespaceID: ns.id}
 	a.activity(&sum)
 	st.DocumentBytes, st.Writes, st.WriteBytes, st.LastWriteAt = sum.DocumentBytes, &sum.Writes, &sum.WriteBytes, sum.LastWriteAt
 	return st, nil

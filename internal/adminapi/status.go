@@ -157,6 +157,13 @@ type NamespaceSummary struct {
 	LastWriteAt *time.Time `json:"lastWriteAt,omitempty"`
 	// Peers (hub) counts the peers' channels on the namespace by state.
 	Peers map[string]int `json:"peers,omitempty"`
+	TargetFacts
+}
+
+// TargetFacts is what a node says of a namespace beyond its state, in GET /v1/status and
+// GET /v1/namespaces/{id} alike: on a peer why its target is not replicating and what it is
+// receiving; on any node with a client listener its editors.
+type TargetFacts struct {
 	// Code and Reason (peer) say why a target is not replicating.
 	Code   string `json:"code,omitempty"`
 	Reason string `json:"reason,omitempty"`
@@ -207,15 +214,15 @@ func (a *API) activity(s *NamespaceSummary) {
 }
 
 // peerExtras adds a namespace's transfer progress and editors, when the process knows them.
-func (a *API) peerExtras(s *NamespaceSummary) {
+func (a *API) peerExtras(ns string, f *TargetFacts) {
 	if a.opts.Targets != nil {
-		if t, ok := a.opts.Targets.Target(s.NamespaceID); ok {
-			s.Progress = progressJSON(t.Progress)
+		if t, ok := a.opts.Targets.Target(ns); ok {
+			f.Progress = progressJSON(t.Progress)
 		}
 	}
 	if a.opts.Editors != nil {
-		if n, ok := a.opts.Editors(s.NamespaceID); ok {
-			s.Editors = &n
+		if n, ok := a.opts.Editors(ns); ok {
+			f.Editors = &n
 		}
 	}
 }
@@ -300,7 +307,7 @@ func (a *API) status(ctx context.Context, limit int) (NodeStatus, *Error) {
 				}
 			}
 			if a.opts.Editors != nil {
-				a.peerExtras(&s)
+				a.peerExtras(s.NamespaceID, &s.TargetFacts)
 			}
 			list = append(list, s)
 		}
@@ -316,7 +323,7 @@ func (a *API) status(ctx context.Context, limit int) (NodeStatus, *Error) {
 			}
 			tj := a.targetJSON(t)
 			s.Code, s.Reason, s.Retry, s.UnreplicatedBytes = tj.Code, tj.Reason, tj.Retry, tj.UnreplicatedBytes
-			a.peerExtras(&s)
+			a.peerExtras(s.NamespaceID, &s.TargetFacts)
 			list = append(list, s)
 		}
 		for _, e := range entries {
@@ -500,12 +507,7 @@ func (a *API) statusStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	rc := startEventStream(w)
 	var buf []byte
 	send := func(event string, id uint64, v any) bool {
 		b, err := json.Marshal(v)

@@ -17,6 +17,7 @@ package timeline
 
 import (
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -333,9 +334,7 @@ func (t *Timeline) Latest(n int, ns string) []Record {
 			out = append(out, r)
 		}
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
+	slices.Reverse(out)
 	return out
 }
 

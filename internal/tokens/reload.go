@@ -73,11 +73,12 @@ func (r *Reloader) Clients() yws.Clients { return reloadingClients{r} }
 type reloadingClients struct{ r *Reloader }
 
 func (c reloadingClients) LookupClient(sum [sha256.Size]byte) (yws.Grant, bool) {
-	if g, ok := clientTable(*c.r.clients.Load()).lookup(sum); ok || !c.r.statChanged() {
+	if g, ok := clientTable(*c.r.clients.Load()).lookup(sum); ok {
 		return g, ok
 	}
-	if changed, _ := c.r.reload(context.Background(), ByUnknownToken); !changed {
-		return yws.Grant{}, false
+	// As for peers (reloadingAuth): look again after a reload this call made or waited for.
+	if c.r.statChanged() {
+		_, _ = c.r.reload(context.Background(), ByUnknownToken)
 	}
 	return clientTable(*c.r.clients.Load()).lookup(sum)
 }
@@ -127,11 +128,11 @@ func (a reloadingAuth) Authenticate(ctx context.Context, token string) (ws.Ident
 	if !errors.Is(err, ws.ErrUnauthenticated) || token == "" {
 		return id, err
 	}
-	if !a.r.statChanged() {
-		return id, err
-	}
-	if changed, _ := a.r.reload(ctx, ByUnknownToken); !changed {
-		return id, err
+	// statChanged waits for a reload already under way (another peer's unknown token, or the
+	// poll) and then reports no change, so the table is asked again either way: the token
+	// may be in what that reload installed.
+	if a.r.statChanged() {
+		_, _ = a.r.reload(ctx, ByUnknownToken)
 	}
 	return a.r.table.Authenticate(ctx, token)
 }

@@ -524,6 +524,66 @@ func TestAuthenticatorReloadsOnUnknownToken(t *testing.T) {
 	}
 }
 
+// Peers and editors whose tokens were added together, connecting at once, are all accepted: the first
+// unknown token reloads the file while the others wait for it, and each of those must then
+// look its token up in the reloaded table rather than give up because the file no longer
+// differs from what was last read.
+func TestAuthenticatorConcurrentNewTokens(t *testing.T) {
+	const peers = 8
+	for round := range 20 {
+		path := filepath.Join(t.TempDir(), FileName)
+		r, err := NewReloader(ReloaderOptions{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		auth := r.Authenticator()
+		toks := make([]string, peers)
+		for i := range toks {
+			toks[i], err = Add(path, Grant{PeerInstanceID: fmt.Sprintf("peer-%d", i), Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		editors := make([]string, peers)
+		for i := range editors {
+			editors[i], err = AddClient(path, ClientGrant{Name: fmt.Sprintf("editor-%d", i), Namespaces: []string{"*"}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		errs := make(chan error, 2*peers)
+		start := make(chan struct{})
+		for i := range peers {
+			go func() {
+				<-start
+				id, err := auth.Authenticate(context.Background(), toks[i])
+				if err == nil && id.PeerInstanceID != fmt.Sprintf("peer-%d", i) {
+					err = fmt.Errorf("authenticated as %q", id.PeerInstanceID)
+				}
+				errs <- err
+			}()
+			go func() {
+				<-start
+				g, ok := r.Clients().LookupClient(sha256.Sum256([]byte(editors[i])))
+				switch {
+				case !ok:
+					errs <- fmt.Errorf("editor-%d's token is unknown", i)
+				case g.Name != fmt.Sprintf("editor-%d", i):
+					errs <- fmt.Errorf("editor-%d's token names %q", i, g.Name)
+				default:
+					errs <- nil
+				}
+			}()
+		}
+		close(start)
+		for range 2 * peers {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: a token added before its peer or editor connected was refused: %v", round, err)
+			}
+		}
+	}
+}
+
 func TestParseFile(t *testing.T) {
 	h := "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 	f, err := ParseFile([]byte(`{"peers":[{"instanceId":"peer-a","tokenSha256":"` + h + `","owner":"default","namespaces":["*"],"read":true,"submit":false}]}`))

@@ -33,13 +33,19 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A free loopback port (nothing answers on it).
-free_port() {
-  local port
-  while :; do
-    port=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return; fi
+# Every server listens on 127.0.0.1:0 and the kernel picks its port: a port chosen ahead
+# by the script could be taken (by another program, or as an outgoing connection's local
+# port) before the server binds it. The address each server got is read back from its
+# start-up log line ("hub serving" / "peer running"), field by field.
+bound_addr() {
+  local log=$1 msg=$2 key=$3 addr
+  for _ in $(seq 200); do
+    addr=$(grep -F "\"msg\":\"$msg\"" "$log" 2>/dev/null | sed -n "s/.*\"$key\":\"\([^\"]*\)\".*/\1/p" | head -n 1)
+    if [ -n "$addr" ]; then echo "$addr"; return 0; fi
+    sleep 0.1
   done
+  echo "demo: no $key in $log after ~20 s" >&2
+  return 1
 }
 # Poll a URL until its body matches a pattern (or give up after ~20 s).
 wait_for() {
@@ -58,13 +64,14 @@ step "building hub, peer and nmcr"
 go build -o "$work/bin/" ./cmd/hub ./cmd/peer ./cmd/nmcr
 hub="$work/bin/hub"; peer="$work/bin/peer"; nmcr="$work/bin/nmcr"
 
-HUB=127.0.0.1:$(free_port); HUB_ADMIN=127.0.0.1:$(free_port); HUB_CLIENTS=127.0.0.1:$(free_port)
-A_ADMIN=127.0.0.1:$(free_port); B_ADMIN=127.0.0.1:$(free_port)
-A_CLIENTS=127.0.0.1:$(free_port); B_CLIENTS=127.0.0.1:$(free_port)
-
-step "starting the hub (replication $HUB, admin $HUB_ADMIN)"
-"$hub" serve --listen "$HUB" --admin-listen "$HUB_ADMIN" --client-listen "$HUB_CLIENTS" --data "$work/hub" 2>"$work/hub.log" &
+any=127.0.0.1:0
+step "starting the hub"
+"$hub" serve --listen "$any" --admin-listen "$any" --client-listen "$any" --data "$work/hub" 2>"$work/hub.log" &
 pids+=($!)
+HUB=$(bound_addr "$work/hub.log" "hub serving" listen)
+HUB_ADMIN=$(bound_addr "$work/hub.log" "hub serving" adminListen)
+HUB_CLIENTS=$(bound_addr "$work/hub.log" "hub serving" clientListen)
+echo "replication $HUB, admin $HUB_ADMIN, editors $HUB_CLIENTS"
 wait_for "http://$HUB_ADMIN/healthz" ok
 
 step "adding a token for each peer (the hub keeps only its SHA-256)"
@@ -81,11 +88,15 @@ ns=$(printf '%s' "$created" | sed -n 's/.*"namespaceId":"\(ns-[0-9a-f]*\)".*/\1/
 
 step "starting peer-a and peer-b replicating $ns"
 "$peer" run --instance-id peer-a --hub-url "ws://$HUB/v1/replication" --token-file "$work/peer-a.token" \
-  --admin-listen "$A_ADMIN" --client-listen "$A_CLIENTS" --data "$work/peer-a" --target "$ns" 2>"$work/peer-a.log" &
+  --admin-listen "$any" --client-listen "$any" --data "$work/peer-a" --target "$ns" 2>"$work/peer-a.log" &
 pids+=($!)
 "$peer" run --instance-id peer-b --hub-url "ws://$HUB/v1/replication" --token-file "$work/peer-b.token" \
-  --admin-listen "$B_ADMIN" --client-listen "$B_CLIENTS" --data "$work/peer-b" --target "$ns" 2>"$work/peer-b.log" &
+  --admin-listen "$any" --client-listen "$any" --data "$work/peer-b" --target "$ns" 2>"$work/peer-b.log" &
 pids+=($!)
+A_ADMIN=$(bound_addr "$work/peer-a.log" "peer running" adminListen)
+A_CLIENTS=$(bound_addr "$work/peer-a.log" "peer running" clientListen)
+B_ADMIN=$(bound_addr "$work/peer-b.log" "peer running" adminListen)
+B_CLIENTS=$(bound_addr "$work/peer-b.log" "peer running" clientListen)
 wait_for "http://$A_ADMIN/v1/targets" '"state":"live"'
 wait_for "http://$B_ADMIN/v1/targets" '"state":"live"'
 curl -fsS "http://$A_ADMIN/v1/targets"

@@ -33,10 +33,12 @@ type nodes struct {
 	hubs []*hubProc
 }
 
-// freeRoute returns a loopback address whose port was free a moment ago, below the
-// kernel's ephemeral range, where the random client port each embedded NATS server opens
-// comes from.
-func freeRoute() (string, error) {
+// freeAddr returns a loopback address whose port was free a moment ago, for a child process
+// to listen on (and listen on again after a restart). It is picked below the kernel's
+// ephemeral range (Linux: 32768–60999), where the ports of outgoing connections and of
+// listeners on port 0 (each embedded NATS server's client port) come from, so that nothing
+// else takes it before the child binds it.
+func freeAddr() (string, error) {
 	for range 100 {
 		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(10000+rand.IntN(22000)))
 		if err == nil {
@@ -44,7 +46,12 @@ func freeRoute() (string, error) {
 			return ln.Addr().String(), nil
 		}
 	}
-	return freePort()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // startNodes starts n cluster nodes (peers tokens on each; namespaces created through the
@@ -57,7 +64,7 @@ func startNodes(name string, n, peers, namespaces int) (*nodes, error) {
 	c := &nodes{dir: dir}
 	var listen, routes []string
 	for range n {
-		a, err := freeRoute()
+		a, err := freeAddr()
 		if err != nil {
 			c.stop()
 			return nil, err

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -169,15 +168,6 @@ type binProc struct {
 	done  chan struct{}
 }
 
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // start runs a binary whose admin API listens on admin, and waits for it.
 func (b *binCluster) start(exe, admin, name string, args ...string) (*binProc, error) {
 	logf, err := os.Create(filepath.Join(b.dir, name+".log"))
@@ -232,11 +222,11 @@ func (b *binCluster) startHub(peers int) error {
 		}
 		b.tokens = append(b.tokens, strings.TrimSpace(string(out)))
 	}
-	repl, err := freePort()
+	repl, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	admin, err := freePort()
+	admin, err := freeAddr()
 	if err != nil {
 		return err
 	}
@@ -264,7 +254,7 @@ func (b *binCluster) startPeer(targets ...string) (*binProc, error) {
 	if err := os.WriteFile(tok, []byte(b.tokens[i]+"\n"), 0o600); err != nil {
 		return nil, err
 	}
-	admin, err := freePort()
+	admin, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}

@@ -72,8 +72,8 @@ func RegisterCommon(f *cli.Flags) *Common {
 	})
 	c.TLS.register(f)
 	f.Define("processors", func() {
-		f.StringVar(&c.procs, "procs", "auto", "processors the process runs on: auto (one while that is enough, every core as soon as one is saturated: "+
-			"the least CPU for a light load), all (every core, always), or a number (GOMAXPROCS in the environment overrides it)")
+		f.StringVar(&c.procs, "procs", "auto", "processors to run on, `MODE`: auto (one while that is enough, every core as soon as it is saturated: "+
+			"the least CPU for a light load), all (every core, always), or a number; GOMAXPROCS in the environment overrides it")
 	})
 	p := &c.Protocol
 	intFlag := func(v *int, name, usage string) { f.IntVar(v, name, *v, usage) }

@@ -28,8 +28,12 @@ type subscription struct {
 	wake     chan struct{} // cap 1, never blocks the runtime
 	notify   func()        // optional extra wake-up; must not block
 
-	mu         sync.Mutex // guards the fields below up to fencedFlag
-	items      [][]byte
+	mu    sync.Mutex // guards the fields below up to fencedFlag
+	items [][]byte
+	// spare is the array the last Poll returned: its consumer is done with it when it polls
+	// again, so that poll takes it (emptied) for the next items, and a steady stream of
+	// updates does not grow a new slice from nothing after every Poll.
+	spare      [][]byte
 	bytes      int
 	overflowed bool // dropping until re-armed
 	resync     bool // needs-resync not yet reported by Poll
@@ -125,7 +129,8 @@ func (s *subscription) signal() {
 // Poll is what a subscription has for its consumer.
 type Poll struct {
 	// Updates are the applied updates queued since the last Poll, in sequencer order. The
-	// slices are shared and must not be modified.
+	// slices are shared and must not be modified; the list itself is valid until the next
+	// Poll, which reuses its array.
 	Updates [][]byte
 	// NeedsResync reports that updates were dropped because the queue overflowed: the
 	// consumer must start a state-vector round; the session's next Diff re-arms the queue.
@@ -142,11 +147,20 @@ type Poll struct {
 	Closed bool
 }
 
+// maxSpareUpdates bounds the array a subscription keeps between polls (a burst's larger one
+// is left to the collector).
+const maxSpareUpdates = 256
+
 func (s *subscription) poll() Poll {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := Poll{Updates: s.items, NeedsResync: s.resync, Fenced: s.fenced, Failed: s.failed, Closed: s.closed}
-	s.items, s.bytes, s.resync = nil, 0, false
+	next := s.spare
+	clear(next) // the updates it held are no longer this queue's to keep alive
+	if cap(next) > maxSpareUpdates {
+		next = nil
+	}
+	s.items, s.spare, s.bytes, s.resync = next[:0], s.items, 0, false
 	return p
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -559,5 +560,42 @@ func TestGuardedMetaChanges(t *testing.T) {
 	must(t, l.ReplaceSchemaFrom(ctxT(t), first.Fingerprint, "t2", map[string]any{"x": "y"}))
 	if s, _ := l.ActiveSchema(); s.UpdatedAt != "t2" {
 		t.Fatalf("the replacement expecting the active schema was not made: %+v", s)
+	}
+}
+
+// A Poll's list stays as it was until the next Poll (which reuses its array for the updates
+// that follow): what arrives in between, and later, is delivered whole and in order.
+func TestSubscriptionPollListsStayIntact(t *testing.T) {
+	s := newSubscription(true, 1, 1<<20, 1024, nil)
+	u := func(i int) []byte { return []byte{byte(i)} }
+	next := 0
+	push := func(n int) (want [][]byte) {
+		for range n {
+			s.push(u(next))
+			want = append(want, u(next))
+			next++
+		}
+		return want
+	}
+	same := func(what string, got, want [][]byte) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d updates, want %d", what, len(got), len(want))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("%s: update %d is %v, want %v", what, i, got[i], want[i])
+			}
+		}
+	}
+	var held, wantHeld [][]byte
+	for round, n := range []int{3, 5, 1, 0, 40, 2, 300, 7} {
+		want := push(n)
+		if held != nil {
+			same(fmt.Sprintf("round %d: the previous poll's list after more pushes", round), held, wantHeld)
+		}
+		p := s.poll()
+		same(fmt.Sprintf("round %d", round), p.Updates, want)
+		held, wantHeld = p.Updates, want
 	}
 }

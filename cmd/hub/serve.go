@@ -225,6 +225,7 @@ func serve(args []string, cio cli.IO) int {
 		clients.Start(log, failed)
 		clientListen = clients.Listener.Addr().String()
 	}
+	stopProcs := common.StartProcs(log)
 	log.Info("hub serving", slog.String("instanceId", *instanceID), slog.String("listen", replLn.Addr().String()),
 		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen), slog.Bool("tls", certs != nil),
 		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data),
@@ -250,6 +251,7 @@ func serve(args []string, cio cli.IO) int {
 		{Name: "store", Run: store.Close},
 		{Name: "cluster", Run: closeCluster(clusterNode)},
 		{Name: "observer", Run: stopFlush},
+		{Name: "processors", Run: stopProcs},
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "hub: shutdown: %s\n", node.OneLine(err))

@@ -282,6 +282,7 @@ func runPeer(args []string, cio cli.IO) int {
 		clientListen = clients.Listener.Addr().String()
 	}
 	peer.Start()
+	stopProcs := common.StartProcs(log)
 	log.Info("peer running", slog.String("instanceId", *instanceID), slog.String("hubUrl", strings.Join(hubURLList, ",")),
 		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen), slog.Bool("tls", certs != nil),
 		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data), slog.Int("targets", len(targets)),
@@ -313,6 +314,7 @@ func runPeer(args []string, cio cli.IO) int {
 		{Name: "registry", Run: reg.Close},
 		{Name: "store", Run: store.Close},
 		{Name: "observer", Run: stopFlush},
+		{Name: "processors", Run: stopProcs},
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "peer: shutdown: %s\n", node.OneLine(err))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/internal/cli"
+	"github.com/nomicore/nomicore/internal/procs"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
@@ -25,7 +26,9 @@ type Common struct {
 	Capture         CaptureFlags
 	TLS             TLSFlags
 	Protocol        protocol.Config
+	Procs           procs.Mode // --procs, set by Resolve
 	generation      string
+	procs           string
 	flags           *cli.Flags
 }
 
@@ -68,6 +71,10 @@ func RegisterCommon(f *cli.Flags) *Common {
 		f.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "exit with status 3 if stopping takes longer than this")
 	})
 	c.TLS.register(f)
+	f.Define("processors", func() {
+		f.StringVar(&c.procs, "procs", "auto", "processors to run on, `MODE`: auto (one while that is enough, every core as soon as it is saturated: "+
+			"the least CPU for a light load), all (every core, always), or a number; GOMAXPROCS in the environment overrides it")
+	})
 	p := &c.Protocol
 	intFlag := func(v *int, name, usage string) { f.IntVar(v, name, *v, usage) }
 	durFlag := func(v *time.Duration, name, usage string) { f.DurationVar(v, name, *v, usage) }
@@ -112,7 +119,7 @@ func RegisterCommon(f *cli.Flags) *Common {
 	return c
 }
 
-// Resolve finishes the flags after parsing: the generation, every start-up constraint of the
+// Resolve finishes the flags after parsing: the generation, the processors, every start-up constraint of the
 // limits and timeouts (protocol.Config.Validate, in flag names), the log level and format,
 // the capture flags and the admin token file. The error is one line naming every problem.
 func (c *Common) Resolve() error {
@@ -124,6 +131,11 @@ func (c *Common) Resolve() error {
 	default:
 		return fmt.Errorf("--generation %q: want v1 or v2", c.generation)
 	}
+	mode, err := procs.ParseMode(c.procs)
+	if err != nil {
+		return err
+	}
+	c.Procs = mode
 	c.followChunkedCaps()
 	if err := c.Protocol.Validate(); err != nil {
 		return errors.New(ConfigProblems(err))

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/procs"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
@@ -187,4 +188,14 @@ func Go(loop func(ctx context.Context)) func(ctx context.Context) error {
 			return stepCtx.Err()
 		}
 	}
+}
+
+// StartProcs sets the processor count --procs asks for and, for auto, starts the loop that
+// adapts it to the load (package procs); the step it returns stops that loop.
+func (c *Common) StartProcs(log *slog.Logger) func(ctx context.Context) error {
+	run := procs.Apply(c.Procs, log)
+	if run == nil {
+		return func(context.Context) error { return nil }
+	}
+	return Go(run)
 }

@@ -56,6 +56,9 @@ func TestFlagsFromEnvironmentAndCommandLine(t *testing.T) {
 	if c.Protocol.Generation != protocol.GenerationV2 {
 		t.Fatalf("default generation %v", c.Protocol.Generation)
 	}
+	if !c.Procs.Auto {
+		t.Fatalf("default --procs %v, want auto", c.Procs)
+	}
 	// The shipped chunked caps, not given, follow the lowered --max-update-bytes down.
 	if want := 64 * 100000; c.Protocol.MaxChunkedBootstrapBytes != want || c.Protocol.MaxChunkedSyncDiffBytes != want || c.Protocol.MaxChunkedUpdateBytes != 4<<20 {
 		t.Fatalf("chunked caps %d %d %d", c.Protocol.MaxChunkedBootstrapBytes, c.Protocol.MaxChunkedSyncDiffBytes, c.Protocol.MaxChunkedUpdateBytes)
@@ -89,6 +92,7 @@ func TestS17_BadConfigurationIsOneLine(t *testing.T) {
 		{[]string{"--max-update-bytes", "100000", "--max-chunked-bootstrap-bytes", "33554432"},
 			"--max-chunked-bootstrap-bytes <= --max-chunks-per-update * --max-update-bytes does not hold (33554432 > 64 * 100000)"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--procs", "0"}, "--procs \"0\": want auto, all, or a number of processors"},
 	} {
 		c, _, ok := parse(t, tc.args, nil)
 		if !ok {

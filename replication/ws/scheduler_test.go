@@ -386,6 +386,58 @@ func TestS10_1_CoalesceUnsent(t *testing.T) {
 	}
 }
 
+// TestS10_1_CoalesceBehindATransfer: a live update whose chunks are leaving is not merged
+// with the updates queued behind it; those are merged into one UPDATE that follows its last
+// chunk.
+func TestS10_1_CoalesceBehindATransfer(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(1)
+	h := f.handshake(p)
+	var sent []seam.SentInfo
+	h.do(t, func(s seam.Session) {
+		if err := s.Outbox(ns2, nil).Enqueue(seam.DataItem{Bytes: upd(5000, 8), Sent: func(si seam.SentInfo) { sent = append(sent, si) }}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Four of its five chunks are handed over before the high watermark pauses the pump.
+	eventually(t, "send-paused", func() bool { return f.rec.Count(observer.TypeSendPaused) == 1 })
+	h.do(t, func(s seam.Session) {
+		o := s.Outbox(ns2, nil)
+		for i := range 3 {
+			_ = o.Enqueue(seam.DataItem{Bytes: []byte{byte(i)}, Sent: func(seam.SentInfo) { t.Error("a merged item's own Sent ran") }})
+		}
+		if err := o.Coalesce(func(u [][]byte) ([]byte, error) { return bytes.Join(u, nil), nil }, func(si seam.SentInfo) { sent = append(sent, si) }); err != nil {
+			t.Fatal(err)
+		}
+		if n, b := o.Len(); n != 2 || b != 5003 {
+			t.Fatalf("after coalescing: %d items, %d bytes; want the transfer and one merged update", n, b)
+		}
+	})
+	asm := protocol.NewAssembler(&f.cfg, clock.NewFake(epoch))
+	for i := range 5 {
+		fr := p.recv()
+		c, ok := fr.Message.(*protocol.UpdateChunk)
+		if !ok || c.ChunkIndex != uint32(i) {
+			t.Fatalf("frame %d: %v, want chunk %d", i, fr.Type(), i)
+		}
+		whole, err := asm.Add(c, fr.Sequence, protocol.Binding{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 4 && (!whole.Complete || !bytes.Equal(whole.Data, upd(5000, 8))) {
+			t.Fatal("the transfer did not reassemble to its update")
+		}
+	}
+	fr := p.recv()
+	if u, ok := fr.Message.(*protocol.Update); !ok || !bytes.Equal(u.Update, []byte{0, 1, 2}) {
+		t.Fatalf("after the transfer: %v %+v", fr.Type(), fr.Message)
+	}
+	h.do(t, func(seam.Session) {})
+	if len(sent) != 2 || !sent[0].Chunked || sent[1].Chunked || sent[1].Sequence != fr.Sequence {
+		t.Fatalf("sent %+v", sent)
+	}
+}
+
 // TestS8_1_BulkItems: snapshots and sync diffs go ahead of the live updates that have not
 // started, with their own gate; they are outside the live-update limits and the shed ledger,
 // so an overflow or a Clear drops the updates and keeps them; Close drops them too, and the

@@ -1,0 +1,19 @@
+//go:build unix
+
+package procs
+
+import (
+	"syscall"
+	"time"
+)
+
+const cpuTimeAvailable = true
+
+// processCPU returns the user and system CPU time of every thread of the process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

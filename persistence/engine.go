@@ -29,6 +29,7 @@ type engine struct {
 	healthy  atomic.Bool
 
 	kick          chan struct{} // cap 1: the queue became non-empty, or a batch filled up
+	hurry         chan struct{} // cap 1: something began to wait for the queue to commit
 	stop          chan struct{} // closed by Close: stop accepting work and drain
 	abandon       chan struct{} // closed by Close when its context ends: give up the queue
 	committerDone chan struct{}
@@ -41,6 +42,7 @@ type engine struct {
 	q         []op // the commit queue, oldest first
 	qAppends  int  // appends in q (control operations do not count against the bound)
 	qBytes    int  // bytes of the appends in q
+	waiting   int  // WaitFlushed calls blocked
 	abandoned int  // appends Close gave up on
 
 	// life is held for reading by every transaction started outside the committer, and for
@@ -119,6 +121,7 @@ func newEngine(be backend, opts Options) *engine {
 		opts:     opts,
 		readOnly: opts.ReadOnly,
 		kick:     make(chan struct{}, 1),
+		hurry:    make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		abandon:  make(chan struct{}),
 		res:      make(map[docKey]*resident),
@@ -394,6 +397,15 @@ func (e *engine) wake() {
 	}
 }
 
+// hurryUp tells the committer that something now waits for the queue to commit: a group
+// waiting UnawaitedCommitDelay is cut to CommitDelay.
+func (e *engine) hurryUp() {
+	select {
+	case e.hurry <- struct{}{}:
+	default:
+	}
+}
+
 func (e *engine) Flushed(owner, ns string) uint64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -428,11 +440,20 @@ func (e *engine) WaitFlushed(ctx context.Context, owner, ns string, seq uint64) 
 			r.wait = make(chan struct{})
 		}
 		w := r.wait
+		e.waiting++
 		e.mu.Unlock()
+		e.hurryUp()
+		var err error
 		select {
 		case <-w:
 		case <-ctx.Done():
-			return ctx.Err()
+			err = ctx.Err()
+		}
+		e.mu.Lock()
+		e.waiting--
+		e.mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -583,6 +604,7 @@ func (e *engine) control(ctx context.Context, kind opKind, c *control) error {
 	e.q = append(e.q, op{kind: kind, ctl: c})
 	e.mu.Unlock()
 	e.wake()
+	e.hurryUp()
 	select {
 	case <-c.done:
 		return c.err
@@ -638,9 +660,9 @@ func (e *engine) commitLoop() {
 		case <-e.kick:
 		case <-e.stop:
 		}
-		// Group commit: the first append to an idle queue waits CommitDelay for others to
-		// join its transaction, unless a batch fills up or Close starts.
-		if e.opts.CommitDelay > 0 && !e.stopping() {
+		// Group commit: the first append to an idle queue waits for others to join its
+		// transaction (groupDelay), unless a batch fills up or Close starts.
+		if e.opts.UnawaitedCommitDelay > 0 && !e.stopping() {
 			e.groupDelay()
 		}
 		if !e.drain() {
@@ -666,22 +688,45 @@ func (e *engine) stopping() bool {
 	}
 }
 
+// groupDelay is the wait of a group commit: UnawaitedCommitDelay while nothing waits for the
+// queue to commit — its appends were acknowledged already, so waiting longer costs nothing
+// anyone sees and puts more appends in each transaction and fsync — and CommitDelay from
+// the start of the wait once something does (WaitFlushed, an operation queued behind the
+// appends), unless a batch fills up or Close starts.
 func (e *engine) groupDelay() {
 	e.mu.Lock()
-	n := e.qAppends
+	n, awaited := e.qAppends, e.waiting > 0
 	e.mu.Unlock()
 	if n == 0 || n >= e.opts.MaxBatch {
 		return
 	}
+	start := e.opts.Clock.Now()
+	delay := e.opts.UnawaitedCommitDelay
+	if awaited {
+		delay = e.opts.CommitDelay
+	}
 	fired := make(chan struct{})
-	t := e.opts.Clock.AfterFunc(e.opts.CommitDelay, func() { close(fired) })
-	defer t.Stop()
+	t := e.opts.Clock.AfterFunc(delay, func() { close(fired) })
+	defer func() { t.Stop() }()
 	for {
 		select {
 		case <-fired:
 			return
 		case <-e.stop:
 			return
+		case <-e.hurry:
+			if delay == e.opts.CommitDelay {
+				continue
+			}
+			delay = e.opts.CommitDelay
+			left := delay - e.opts.Clock.Now().Sub(start)
+			if left <= 0 {
+				return
+			}
+			t.Stop()
+			f := make(chan struct{})
+			fired = f
+			t = e.opts.Clock.AfterFunc(left, func() { close(f) })
 		case <-e.kick:
 			e.mu.Lock()
 			n := e.qAppends
@@ -693,8 +738,6 @@ func (e *engine) groupDelay() {
 	}
 }
 
-// drain commits the queue until it is empty. It returns false when Close abandoned the
-// queue.
 func (e *engine) drain() bool {
 	backoff := e.opts.RetryMin
 	for {

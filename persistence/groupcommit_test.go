@@ -61,6 +61,66 @@ func TestGroupCommitDelayAndBatch(t *testing.T) {
 	}
 }
 
+// TestGroupCommitUnawaited: while nothing waits for the queue to commit, a group waits
+// UnawaitedCommitDelay; something starting to wait (WaitFlushed) cuts the wait to
+// CommitDelay, counted from the group's start.
+func TestGroupCommitUnawaited(t *testing.T) {
+	clk := fakeClock()
+	st := openMemory(t, persistence.Options{Clock: clk, CommitDelay: 2 * time.Millisecond, UnawaitedCommitDelay: 20 * time.Millisecond})
+	ctx := context.Background()
+	id := nsID(1)
+	if err := st.CreateEntry(ctx, persistence.Entry{NamespaceID: id, Owner: owner}, nil); err != nil {
+		t.Fatal(err)
+	}
+	appendOne := func(seq uint64) {
+		t.Helper()
+		if _, err := st.Append(owner, id, persistencetest.Update(id, seq)); err != nil {
+			t.Fatal(err)
+		}
+		if !clk.WaitForTimers(1, 10*time.Second) {
+			t.Fatal("the committer armed no commit-delay timer")
+		}
+	}
+
+	// Nothing waits: past CommitDelay the group still waits (its timer is still pending:
+	// one of 2 ms would have fired inside Advance), and it commits at 20 ms.
+	appendOne(1)
+	clk.Advance(2 * time.Millisecond)
+	if n, got := clk.Pending(), st.Flushed(owner, id); n != 1 || got != 0 {
+		t.Fatalf("2 ms into an unawaited group: %d timers pending, Flushed = %d; want the group still waiting", n, got)
+	}
+	clk.Advance(18 * time.Millisecond)
+	if err := st.WaitFlushed(ctx, owner, id, 1); err != nil {
+		t.Fatal(err)
+	}
+	if c := st.Stats().Commits; c != 1 {
+		t.Fatalf("%d commits, want 1", c)
+	}
+
+	// A waiter arrives at once: the group commits at 2 ms, long before 20.
+	appendOne(2)
+	done := make(chan error, 1)
+	go func() { done <- st.WaitFlushed(ctx, owner, id, 2) }()
+	for waited := time.Duration(0); ; waited += time.Millisecond {
+		if waited >= 19*time.Millisecond {
+			t.Fatal("a waiter did not shorten the group's wait to CommitDelay")
+		}
+		clk.Advance(time.Millisecond)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(200 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if c := st.Stats().Commits; c != 2 {
+		t.Fatalf("%d commits, want 2", c)
+	}
+}
+
 // TestRetryBackoff: after a failed commit the committer retries after RetryMin, doubling up
 // to RetryMax, on the injected clock; the appends stay queued and commit once it succeeds.
 func TestRetryBackoff(t *testing.T) {

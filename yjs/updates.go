@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/nomicore/nomicore/lib0"
 )
@@ -225,6 +226,30 @@ type splicedBlock struct {
 	raw                []byte // the encoded structs, as they are in the update
 }
 
+// spliceScratch holds a spliceMerge's working lists between calls (a relay merges the
+// queue of every receiver, many times a second): spliceScratchPool keeps them, emptied.
+type spliceScratch struct {
+	blocks []splicedBlock
+	order  []spliceKey
+}
+
+var spliceScratchPool = sync.Pool{New: func() any { return new(spliceScratch) }}
+
+// maxSpliceScratch bounds the lists a spliceScratch keeps (a larger merge's are left to the
+// collector).
+const maxSpliceScratch = 1024
+
+// put empties sc — its blocks point into the merged updates, which it must not keep alive —
+// and returns it to the pool.
+func (sc *spliceScratch) put() {
+	if cap(sc.blocks) > maxSpliceScratch || cap(sc.order) > maxSpliceScratch {
+		return
+	}
+	clear(sc.blocks[:cap(sc.blocks)])
+	sc.blocks, sc.order = sc.blocks[:0], sc.order[:0]
+	spliceScratchPool.Put(sc)
+}
+
 // spliceKey places a splicedBlock (blocks[i]) in the merge's order.
 type spliceKey struct {
 	client, clock uint64
@@ -241,7 +266,10 @@ type spliceKey struct {
 // kept). ok is false when the case does not hold or an update is malformed: MergeUpdates
 // then merges in full (and reports the error).
 func spliceMerge(updates [][]byte) (out []byte, ok bool) {
-	blocks := make([]splicedBlock, 0, len(updates))
+	sc := spliceScratchPool.Get().(*spliceScratch)
+	defer sc.put()
+	blocks := sc.blocks[:0]
+	defer func() { sc.blocks = blocks }()
 	var sets []deleteSet
 	var d lib0.Decoder
 	var s rawStruct
@@ -282,10 +310,11 @@ func spliceMerge(updates [][]byte) (out []byte, ok bool) {
 	}
 	// The blocks in merge order, through keys without pointers (cheap to move). Two blocks
 	// of a client at one clock overlap, and are refused below: no tie to keep.
-	order := make([]spliceKey, len(blocks))
+	order := sc.order[:0]
 	for i, b := range blocks {
-		order[i] = spliceKey{b.client, b.clock, i}
+		order = append(order, spliceKey{b.client, b.clock, i})
 	}
+	sc.order = order
 	slices.SortFunc(order, func(a, b spliceKey) int {
 		if a.client != b.client {
 			return cmp.Compare(b.client, a.client)

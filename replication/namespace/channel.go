@@ -58,8 +58,9 @@ type channel struct {
 	resyncReason  string // ... and this side declares it with this reasonCode when the round ends
 	staleRound    uint32 // a round this side gave up: the remote's frames of it are dropped
 
-	pullScheduled atomic.Bool // a pull of the session's fan-out is posted
-	pullFn        func()      // c.pull, made once (sessionOptions): notify posts it without allocating
+	pullScheduled atomic.Bool         // a pull of the session's fan-out is posted
+	pullFn        func()              // c.pull, made once (sessionOptions): notify posts it without allocating
+	sentUpdateFn  func(seam.SentInfo) // c.sentUpdate, made once (enqueue): every queued update's Sent
 
 	// The close handshake.
 	closeSent, closeRecv, closeAnswered, closeOKRecv bool

@@ -142,7 +142,10 @@ func (c *channel) enqueue(u []byte, mark int64) bool {
 	if len(u) > c.maxUpdate() {
 		return c.tooLarge(len(u))
 	}
-	err := c.out.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: u, Sent: c.sentFunc(len(u), mark)})
+	if c.sentUpdateFn == nil {
+		c.sentUpdateFn = c.sentUpdate // once: every queued update shares it
+	}
+	err := c.out.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: u, Sent: c.sentUpdateFn, Tag: mark})
 	if err == nil {
 		c.lastMark = max(c.lastMark, mark)
 		return true
@@ -312,10 +315,9 @@ func (c *channel) coalesce(opened bool) {
 	}
 }
 
-// sentFunc is the Sent callback of an update of n bytes pulled after local write count mark.
-func (c *channel) sentFunc(n int, mark int64) func(seam.SentInfo) {
-	return func(si seam.SentInfo) { c.sent(si, n, mark) }
-}
+// sentUpdate is the Sent callback of a queued update: its Tag is the local write count
+// pulled after (enqueue).
+func (c *channel) sentUpdate(si seam.SentInfo) { c.sent(si, si.Bytes, si.Tag) }
 
 // sent records an UPDATE in the window and arms the ACK timer for the oldest one:
 // ackTimeoutMs from the frame's sent time.

@@ -142,6 +142,9 @@ type DataItem struct {
 	// Sent, if set, is called on the owner goroutine once the item's last frame has been
 	// handed to the writer.
 	Sent func(SentInfo)
+	// Tag is the caller's, handed back in SentInfo.Tag: one Sent callback made once can
+	// then serve every item (no closure per item).
+	Tag int64
 }
 
 // SentInfo reports a sent data item.
@@ -152,6 +155,8 @@ type SentInfo struct {
 	Chunked    bool
 	TransferID uint32 // when Chunked
 	ChunkCount uint32 // when Chunked; 1 otherwise
+	Bytes      int    // the item's bytes
+	Tag        int64  // the item's DataItem.Tag (zero for a merged item)
 }
 
 // QueueStats is a snapshot of a connection's outbound accounting.

@@ -485,7 +485,7 @@ func (c *conn) sendOne(q *nsQueue) bool {
 	if q.empty() {
 		c.removeFromRing(q)
 	}
-	info := seam.SentInfo{Sequence: seq, ChunkCount: 1}
+	info := seam.SentInfo{Sequence: seq, ChunkCount: 1, Bytes: len(it.Bytes), Tag: it.Tag}
 	if chunked {
 		info.Chunked, info.TransferID, info.ChunkCount = true, it.tid, it.split.ChunkCount()
 	}

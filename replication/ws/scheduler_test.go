@@ -386,6 +386,30 @@ func TestS10_1_CoalesceUnsent(t *testing.T) {
 	}
 }
 
+// TestSentInfoCarriesTheItem: an item's Sent hears of its bytes and its Tag (one callback
+// serves every item), and a merged item's of the merge's bytes and no tag.
+func TestSentInfoCarriesTheItem(t *testing.T) {
+	f := newHubFixture(t, smallConfig(t), nil)
+	p := f.connect(64)
+	h := f.handshake(p)
+	var sent []seam.SentInfo
+	record := func(si seam.SentInfo) { sent = append(sent, si) }
+	h.do(t, func(s seam.Session) {
+		o := s.Outbox(ns1, nil)
+		for i, n := range []int{5, 7} {
+			if err := o.Enqueue(seam.DataItem{Bytes: upd(n, byte(i)), Sent: record, Tag: int64(40 + i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	p.recv()
+	p.recv()
+	h.do(t, func(seam.Session) {})
+	if len(sent) != 2 || sent[0].Bytes != 5 || sent[0].Tag != 40 || sent[1].Bytes != 7 || sent[1].Tag != 41 {
+		t.Fatalf("sent %+v", sent)
+	}
+}
+
 // TestS10_1_CoalesceBehindATransfer: a live update whose chunks are leaving is not merged
 // with the updates queued behind it; those are merged into one UPDATE that follows its last
 // chunk.

@@ -355,11 +355,7 @@ func TestDifferentialGoHistories(t *testing.T) {
 		for i := 1 + g.pick(4); i > 0; i-- {
 			d := NewDoc(WithClientID(g.rng.Uint32()), WithGC(gc), WithRandom(zeroReader{}))
 			defineRoots(t, d, historyRoots)
-			d.OnUpdate(func(u []byte, origin any) {
-				if origin == nil {
-					g.updates = append(g.updates, u)
-				}
-			})
+			recordLocalUpdates(d, &g.updates)
 			g.docs = append(g.docs, d)
 		}
 		steps := 5 + g.pick(60)

@@ -114,11 +114,7 @@ func threeClientHistory(t *testing.T, seed, stream uint64, firstClient uint32, g
 	for i := range uint32(3) {
 		d := NewDoc(WithClientID(firstClient+i), WithRandom(zeroReader{}), WithGC(gc))
 		defineRoots(t, d, historyRoots)
-		d.OnUpdate(func(u []byte, origin any) {
-			if origin == nil {
-				g.updates = append(g.updates, u)
-			}
-		})
+		recordLocalUpdates(d, &g.updates)
 		g.docs = append(g.docs, d)
 	}
 	for range 30 {
@@ -161,6 +157,16 @@ func TestInspectUpdateRejectsMalformed(t *testing.T) {
 	if _, err := InspectUpdate(hub, []byte{1, 2, 3}, "meta"); err == nil {
 		t.Fatal("malformed update accepted")
 	}
+}
+
+// recordLocalUpdates appends to *into every update d emits for its own changes (origin nil),
+// in the order they are made.
+func recordLocalUpdates(d *Doc, into *[][]byte) {
+	d.OnUpdate(func(u []byte, origin any) {
+		if origin == nil {
+			*into = append(*into, u)
+		}
+	})
 }
 
 func must(t testing.TB, err error) {

@@ -65,11 +65,7 @@ func TestSpliceMergeRelaysConcurrentAppends(t *testing.T) {
 	var all [][]byte
 	for i := range docs {
 		docs[i] = NewDoc(WithClientID(uint32(100 + i)))
-		docs[i].OnUpdate(func(u []byte, origin any) {
-			if origin == nil {
-				all = append(all, u)
-			}
-		})
+		recordLocalUpdates(docs[i], &all)
 	}
 	for range 200 {
 		d := docs[rng.IntN(clients)]
@@ -119,11 +115,7 @@ func BenchmarkMergeRelayedAppends(b *testing.B) {
 	var all [][]byte
 	for i := range docs {
 		docs[i] = NewDoc(WithClientID(uint32(1000 + i)))
-		docs[i].OnUpdate(func(u []byte, origin any) {
-			if origin == nil {
-				all = append(all, u)
-			}
-		})
+		recordLocalUpdates(docs[i], &all)
 	}
 	for k := range 64 {
 		d := docs[k%clients]

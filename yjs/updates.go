@@ -267,9 +267,8 @@ type spliceKey struct {
 // then merges in full (and reports the error).
 func spliceMerge(updates [][]byte) (out []byte, ok bool) {
 	sc := spliceScratchPool.Get().(*spliceScratch)
-	defer sc.put()
-	blocks := sc.blocks[:0]
-	defer func() { sc.blocks = blocks }()
+	blocks, order := sc.blocks[:0], sc.order[:0]
+	defer func() { sc.blocks, sc.order = blocks, order; sc.put() }()
 	var sets []deleteSet
 	var d lib0.Decoder
 	var s rawStruct
@@ -310,11 +309,9 @@ func spliceMerge(updates [][]byte) (out []byte, ok bool) {
 	}
 	// The blocks in merge order, through keys without pointers (cheap to move). Two blocks
 	// of a client at one clock overlap, and are refused below: no tie to keep.
-	order := sc.order[:0]
 	for i, b := range blocks {
 		order = append(order, spliceKey{b.client, b.clock, i})
 	}
-	sc.order = order
 	slices.SortFunc(order, func(a, b spliceKey) int {
 		if a.client != b.client {
 			return cmp.Compare(b.client, a.client)

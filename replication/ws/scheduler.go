@@ -271,9 +271,11 @@ func (c *conn) shed(q *nsQueue, n int) bool {
 	qShed := false
 	for s.queued > c.cfg.LowWaterBytes {
 		var big *nsQueue
-		for _, r := range slices.Concat(s.ring, s.parked) {
-			if big == nil || r.bytes > big.bytes || r.bytes == big.bytes && r.ns.String() < big.ns.String() {
-				big = r
+		for _, list := range [...][]*nsQueue{s.ring, s.parked} {
+			for _, r := range list {
+				if big == nil || r.bytes > big.bytes || r.bytes == big.bytes && r.ns.String() < big.ns.String() {
+					big = r
+				}
 			}
 		}
 		if big == nil || big.bytes == 0 {
@@ -462,17 +464,14 @@ func (c *conn) sendOne(q *nsQueue) bool {
 	if chunked {
 		s.transfers--
 	}
-	if !bulk {
-		// The item's slot in the queue is reused: what follows reads a copy.
-		left := *it
-		it = &left
-	}
 	if bulk {
 		q.bulk[0] = nil
 		q.bulk = q.bulk[1:]
 		q.bulkBytes -= len(it.Bytes)
 		s.queuedBulk -= len(it.Bytes)
 	} else {
+		left := *it // the item's slot in the queue is reused: what follows reads a copy
+		it = &left
 		q.items[0] = queuedItem{}
 		if len(q.items) == 1 {
 			q.items = q.items[:0] // the same array serves the next items

@@ -386,8 +386,8 @@ func TestS10_1_CoalesceUnsent(t *testing.T) {
 	}
 }
 
-// TestSentInfoCarriesTheItem: an item's Sent hears of its bytes and its Tag (one callback
-// serves every item), and a merged item's of the merge's bytes and no tag.
+// TestSentInfoCarriesTheItem: an item's Sent hears of its bytes and its Tag, so one callback
+// serves every item.
 func TestSentInfoCarriesTheItem(t *testing.T) {
 	f := newHubFixture(t, smallConfig(t), nil)
 	p := f.connect(64)

@@ -143,16 +143,25 @@ func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 			return seam.ErrConnectionShed
 		}
 	}
-	qi := queuedItem{DataItem: it}
-	if c.em.Enabled() {
-		qi.enqueued = c.em.Now()
-	}
+	qi := queuedItem{DataItem: it, enqueued: c.enqueueTime()}
 	q.items = append(q.items, qi)
 	q.bytes += n
 	s.queued += n
 	c.addToRing(q)
 	c.unpark(q) // the gate may read the queue (its length, its bytes)
 	return nil
+}
+
+// enqueueTime is the time an item queued now is stamped with, for the observer's send-queue
+// wait: one clock read per event (conn.eventNow).
+func (c *conn) enqueueTime() observer.Opt[time.Time] {
+	if !c.em.Enabled() {
+		return observer.None[time.Time]()
+	}
+	if !c.eventNow.Present() {
+		c.eventNow = c.em.Now()
+	}
+	return c.eventNow
 }
 
 // unpark gives a parked q its turns again (Outbox.Wake).

@@ -24,7 +24,7 @@
 // namespace is appended from inside that namespace's write sequencer slot. It never touches
 // the disk: it numbers the update (1, 2, … per namespace, continuing after Load) and queues it.
 // One committer goroutine writes the queue in group-commit transactions: the first append to
-// an idle queue waits for company — Options.UnawaitedCommitDelay (8 ms) while nothing waits
+// an idle queue waits for company — Options.UnawaitedCommitDelay (20 ms) while nothing waits
 // for the queue to be durable, Options.CommitDelay (2 ms) once something does (WaitFlushed, a
 // snapshot or archive operation) — a batch carries at most Options.MaxBatch appends, and the
 // batch is durable (fsynced) when its transaction commits.

@@ -15,7 +15,7 @@ func TestCommitDelayDefaults(t *testing.T) {
 		{0, 0, DefaultCommitDelay, DefaultUnawaitedCommitDelay},
 		{-1, 0, 0, 0},                    // at once stays at once
 		{-1, 5 * ms, 0, 5 * ms},          // unless asked otherwise
-		{10 * ms, 0, 10 * ms, 10 * ms},   // the default unawaited delay is never below CommitDelay
+		{30 * ms, 0, 30 * ms, 30 * ms},   // the default unawaited delay is never below CommitDelay
 		{3 * ms, 1 * ms, 3 * ms, 3 * ms}, // nor a given one
 		{1 * ms, 30 * ms, 1 * ms, 30 * ms},
 	} {

@@ -41,7 +41,7 @@ func Example() {
 	app.GetText("notes").Insert(0, "hello", nil)
 	peerLease.WriteLocal(ctx, update)
 	for _, u := range toHub.Poll().Updates {
-		res, err := toPeer.Apply(ctx, u) // the hub applies what the peer sent
+		res, err := toPeer.Apply(ctx, u.Bytes()) // the hub applies what the peer sent
 		fmt.Println("hub applied:", res.Changed, err)
 	}
 	doc, _ := hubLease.JSON(ctx, registry.Root{Name: "notes", Kind: yjs.KindText})

@@ -137,7 +137,7 @@ func (e *replica) fromHub(t testing.TB) []ApplyResult {
 	t.Helper()
 	var out []ApplyResult
 	for _, u := range e.hubSess.Poll().Updates {
-		r, err := e.ps.Apply(ctxT(t), u)
+		r, err := e.ps.Apply(ctxT(t), u.Bytes())
 		must(t, err)
 		out = append(out, r)
 	}
@@ -270,4 +270,13 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// updateBytes returns the bytes of polled updates.
+func updateBytes(us []*yjs.Shared) [][]byte {
+	out := make([][]byte, len(us))
+	for i, u := range us {
+		out[i] = u.Bytes()
+	}
+	return out
 }

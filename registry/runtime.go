@@ -300,11 +300,15 @@ func (rt *runtime) onUpdate(update []byte, origin any) {
 }
 
 func (rt *runtime) fanOut(update []byte, skip *subscription, watchersOnly bool) {
+	var shared *yjs.Shared
 	for _, sub := range rt.subscribers() {
 		if sub == skip || (watchersOnly && sub.session) {
 			continue
 		}
-		sub.push(update)
+		if shared == nil {
+			shared = yjs.Share(update)
+		}
+		sub.push(shared)
 	}
 }
 

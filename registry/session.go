@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/nomicore/nomicore/yjs"
 )
 
 // Default bounds of a subscription queue (GUIDE §6: maxQueuedUpdateBytes,
@@ -15,10 +17,11 @@ const (
 )
 
 // subscription is the bounded queue of applied updates the runtime fans out to one session or
-// watcher. Items are the immutable update slices of the document observer, shared by every
-// subscription. Overflow policy (§17; the observer reports it with the cause
-// session-fanout-overflow): drop every queued update, signal needs-resync, and queue nothing
-// more until the next Diff of the session re-arms it (that diff contains everything dropped).
+// watcher. Items are the immutable updates of the document observer, one yjs.Shared per
+// update shared by every subscription (their consumers' merges read each once). Overflow
+// policy (§17; the observer reports it with the cause session-fanout-overflow): drop every
+// queued update, signal needs-resync, and queue nothing more until the next Diff of the
+// session re-arms it (that diff contains everything dropped).
 type subscription struct {
 	session  bool   // a replication session (fenced by epoch bumps), not a watcher
 	peer     string // SessionOptions.Peer
@@ -29,11 +32,11 @@ type subscription struct {
 	notify   func()        // optional extra wake-up; must not block
 
 	mu    sync.Mutex // guards the fields below up to fencedFlag
-	items [][]byte
+	items []*yjs.Shared
 	// spare is the array the last Poll returned: its consumer is done with it when it polls
 	// again, so that poll takes it (emptied) for the next items, and a steady stream of
 	// updates does not grow a new slice from nothing after every Poll.
-	spare      [][]byte
+	spare      []*yjs.Shared
 	bytes      int
 	overflowed bool // dropping until re-armed
 	resync     bool // needs-resync not yet reported by Poll
@@ -62,19 +65,20 @@ func newSubscription(session bool, epoch uint64, maxBytes, maxCount int, notify 
 }
 
 // push queues one update (runtime goroutine).
-func (s *subscription) push(update []byte) {
+func (s *subscription) push(update *yjs.Shared) {
 	s.mu.Lock()
 	if s.closed || s.overflowed || s.fenced != nil || s.failed {
 		s.mu.Unlock()
 		return
 	}
-	if len(s.items)+1 > s.maxCount || s.bytes+len(update) > s.maxBytes {
+	n := len(update.Bytes())
+	if len(s.items)+1 > s.maxCount || s.bytes+n > s.maxBytes {
 		clear(s.items)
 		s.items, s.bytes = nil, 0
 		s.overflowed, s.resync = true, true
 	} else {
 		s.items = append(s.items, update)
-		s.bytes += len(update)
+		s.bytes += n
 	}
 	s.mu.Unlock()
 	s.signal()
@@ -128,10 +132,11 @@ func (s *subscription) signal() {
 
 // Poll is what a subscription has for its consumer.
 type Poll struct {
-	// Updates are the applied updates queued since the last Poll, in sequencer order. The
-	// slices are shared and must not be modified; the list itself is valid until the next
-	// Poll, which reuses its array.
-	Updates [][]byte
+	// Updates are the applied updates queued since the last Poll, in sequencer order. They
+	// are shared with every other subscriber and must not be modified (yjs.MergeShared
+	// merges them reading each once for all); the list itself is valid until the next Poll,
+	// which reuses its array.
+	Updates []*yjs.Shared
 	// NeedsResync reports that updates were dropped because the queue overflowed: the
 	// consumer must start a state-vector round; the session's next Diff re-arms the queue.
 	// It is reported once.

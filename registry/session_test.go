@@ -55,13 +55,13 @@ func TestS10_1_FanOutToOthersNotToOrigin(t *testing.T) {
 		t.Fatalf("fan-out counts %d %d %d", len(pb.Updates), len(pc.Updates), len(pw.Updates))
 	}
 	for i := range 5 {
-		// One immutable slice shared by every subscriber.
-		if &pb.Updates[i][0] != &pc.Updates[i][0] || &pb.Updates[i][0] != &pw.Updates[i][0] {
-			t.Fatal("subscribers got different slices")
+		// One immutable update shared by every subscriber.
+		if pb.Updates[i] != pc.Updates[i] || pb.Updates[i] != pw.Updates[i] {
+			t.Fatal("subscribers got different updates")
 		}
 	}
 	// In sequencer order: applied in order they rebuild the client's text.
-	got := docOf(t, pb.Updates...)
+	got := docOf(t, updateBytes(pb.Updates)...)
 	if got.GetText("text").String() != "xxxxx" {
 		t.Fatalf("fan-out replays to %q", got.GetText("text").String())
 	}
@@ -159,7 +159,7 @@ func TestGuide4_ReleasedPendingStructsReachTheOriginSession(t *testing.T) {
 	}
 	// What the hub lacks (L) is in it: the hub, which has H, converges by applying it.
 	hubDoc := docOf(t, start.Snapshot, h)
-	must(t, yjs.ApplyUpdate(hubDoc, p.Updates[0], nil))
+	must(t, yjs.ApplyUpdate(hubDoc, p.Updates[0].Bytes(), nil))
 	if got := hubDoc.GetText("text").String(); got != "hello world" {
 		t.Fatalf("hub side after the forwarded update: %q", got)
 	}
@@ -335,7 +335,7 @@ func TestSchemaReplaceReachesPeers(t *testing.T) {
 	defer pl.Release()
 	ps, _, err := openSession(t, pl, SessionOptions{Expect: &start.Identity})
 	must(t, err)
-	_, err = ps.Apply(ctxT(t), p.Updates[0])
+	_, err = ps.Apply(ctxT(t), p.Updates[0].Bytes())
 	must(t, err)
 	ps2, ok, err := pl.Schema(ctxT(t))
 	must(t, err)
@@ -454,7 +454,7 @@ func TestSessionSnapshotIsConsistentWithTheStream(t *testing.T) {
 		t.Fatalf("%d updates queued after the snapshot, want 100", len(p.Updates))
 	}
 	for _, u := range p.Updates {
-		must(t, yjs.ApplyUpdate(d, u, nil))
+		must(t, yjs.ApplyUpdate(d, u.Bytes(), nil))
 	}
 	sameDoc(t, d, leaseDoc(t, l))
 }
@@ -571,24 +571,25 @@ func TestSubscriptionPollListsStayIntact(t *testing.T) {
 	next := 0
 	push := func(n int) (want [][]byte) {
 		for range n {
-			s.push(u(next))
+			s.push(yjs.Share(u(next)))
 			want = append(want, u(next))
 			next++
 		}
 		return want
 	}
-	same := func(what string, got, want [][]byte) {
+	same := func(what string, got []*yjs.Shared, want [][]byte) {
 		t.Helper()
 		if len(got) != len(want) {
 			t.Fatalf("%s: %d updates, want %d", what, len(got), len(want))
 		}
 		for i := range got {
-			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("%s: update %d is %v, want %v", what, i, got[i], want[i])
+			if !bytes.Equal(got[i].Bytes(), want[i]) {
+				t.Fatalf("%s: update %d is %v, want %v", what, i, got[i].Bytes(), want[i])
 			}
 		}
 	}
-	var held, wantHeld [][]byte
+	var held []*yjs.Shared
+	var wantHeld [][]byte
 	for round, n := range []int{3, 5, 1, 0, 40, 2, 300, 7} {
 		want := push(n)
 		if held != nil {

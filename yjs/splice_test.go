@@ -26,7 +26,7 @@ func TestSpliceMergeIsTheFullMerge(t *testing.T) {
 			}
 			full, err := mergeInFull(win)
 			must(t, err)
-			got, ok := spliceMerge(win)
+			got, ok := spliceMerge(win, nil)
 			if !ok {
 				continue
 			}
@@ -43,7 +43,7 @@ func TestSpliceMergeIsTheFullMerge(t *testing.T) {
 	for k := range 3 {
 		must(t, a.GetText("t").Insert(k, "x", nil))
 	}
-	if _, ok := spliceMerge([][]byte{us[0], us[2]}); ok {
+	if _, ok := spliceMerge([][]byte{us[0], us[2]}, nil); ok {
 		gaps++
 	}
 	if gaps != 0 {
@@ -81,7 +81,7 @@ func TestSpliceMergeRelaysConcurrentAppends(t *testing.T) {
 	}
 	for start := 0; start < len(all); start += 37 {
 		win := all[start:min(start+37, len(all))]
-		got, ok := spliceMerge(win)
+		got, ok := spliceMerge(win, nil)
 		if !ok {
 			t.Fatalf("window at %d: the splice path refused concurrent appends", start)
 		}

@@ -213,7 +213,7 @@ func MergeUpdates(updates [][]byte) ([]byte, error) {
 		}
 		return append([]byte(nil), updates[0]...), nil
 	}
-	if out, ok := spliceMerge(updates); ok {
+	if out, ok := spliceMerge(updates, nil); ok {
 		return out, nil
 	}
 	return mergeInFull(updates)
@@ -263,54 +263,38 @@ type spliceKey struct {
 // blocks of one client joined into one, and the delete sets merged as MergeUpdates merges
 // them: the same bytes as the full merge, without decoding and encoding every struct again.
 // Every struct is still read and checked as MergeUpdates reads it (its contents measured, not
-// kept). ok is false when the case does not hold or an update is malformed: MergeUpdates
-// then merges in full (and reports the error).
-func spliceMerge(updates [][]byte) (out []byte, ok bool) {
+// kept) — for a shared update (shared[i] when shared is given), once for all the merges it
+// goes into (Shared). ok is false when the case does not hold or an update is malformed:
+// MergeUpdates then merges in full (and reports the error).
+func spliceMerge(updates [][]byte, shared []*Shared) (out []byte, ok bool) {
 	sc := spliceScratchPool.Get().(*spliceScratch)
 	blocks, order := sc.blocks[:0], sc.order[:0]
 	defer func() { sc.blocks, sc.order = blocks, order; sc.put() }()
 	var sets []deleteSet
 	var d lib0.Decoder
-	var s rawStruct
 	var seen [8]uint64
-	size := 0
-	for _, u := range updates {
-		d.Reset(u)
-		r := structReader{d: &d, descending: true, skim: true, seen: seen[:0]}
-		r.clientsLeft = d.ReadCount(math.MaxInt32, 3)
-		for r.nextBlock() {
-			b := splicedBlock{client: r.client, clock: r.clock, structs: r.structsLeft}
-			start := d.Pos()
-			for {
-				at := d.Pos()
-				if !r.next(&s) {
-					break
-				}
-				if s.kind != structItem || !spliceable(u[at]) {
-					return nil, false
-				}
-			}
-			if d.Err() != nil || b.structs == 0 {
+	for i, u := range updates {
+		var deletes deleteSet
+		if shared != nil && shared[i] != nil {
+			l := shared[i].splice()
+			if !l.ok {
 				return nil, false
 			}
-			b.end, b.raw = r.clock, u[start:d.Pos()]
-			blocks = append(blocks, b)
-			size += len(b.raw)
-		}
-		if d.Err() != nil {
+			blocks = append(blocks, l.blocks...)
+			deletes = l.deletes
+		} else if blocks, deletes, ok = readSplice(u, blocks, &d, &seen); !ok {
 			return nil, false
 		}
-		if ds := readDeleteSet(&d); len(ds.entries) > 0 {
-			sets = append(sets, ds)
-		}
-		if d.Finish() != nil {
-			return nil, false
+		if len(deletes.entries) > 0 {
+			sets = append(sets, deletes)
 		}
 	}
 	// The blocks in merge order, through keys without pointers (cheap to move). Two blocks
 	// of a client at one clock overlap, and are refused below: no tie to keep.
+	size := 0
 	for i, b := range blocks {
 		order = append(order, spliceKey{b.client, b.clock, i})
+		size += len(b.raw)
 	}
 	slices.SortFunc(order, func(a, b spliceKey) int {
 		if a.client != b.client {
@@ -346,6 +330,51 @@ func spliceMerge(updates [][]byte) (out []byte, ok bool) {
 	}
 	ds.write(e)
 	return e.Bytes(), true
+}
+
+// spliceLayout is what spliceMerge reads of one update: its client blocks and its delete
+// set, or that it cannot be spliced (ok false: a struct that is not spliceable, or a
+// malformed update).
+type spliceLayout struct {
+	blocks  []splicedBlock
+	deletes deleteSet
+	ok      bool
+}
+
+// readSplice reads update u as spliceMerge needs it, appending its blocks to blocks; ok is
+// false when u cannot be spliced. d and seen are the caller's scratch (one of each for all
+// the updates of a merge).
+func readSplice(u []byte, blocks []splicedBlock, d *lib0.Decoder, seen *[8]uint64) (_ []splicedBlock, deletes deleteSet, ok bool) {
+	var s rawStruct
+	d.Reset(u)
+	r := structReader{d: d, descending: true, skim: true, seen: seen[:0]}
+	r.clientsLeft = d.ReadCount(math.MaxInt32, 3)
+	for r.nextBlock() {
+		b := splicedBlock{client: r.client, clock: r.clock, structs: r.structsLeft}
+		start := d.Pos()
+		for {
+			at := d.Pos()
+			if !r.next(&s) {
+				break
+			}
+			if s.kind != structItem || !spliceable(u[at]) {
+				return blocks, deleteSet{}, false
+			}
+		}
+		if d.Err() != nil || b.structs == 0 {
+			return blocks, deleteSet{}, false
+		}
+		b.end, b.raw = r.clock, u[start:d.Pos()]
+		blocks = append(blocks, b)
+	}
+	if d.Err() != nil {
+		return blocks, deleteSet{}, false
+	}
+	deletes = readDeleteSet(d)
+	if d.Finish() != nil {
+		return blocks, deleteSet{}, false
+	}
+	return blocks, deletes, true
 }
 
 // spliceable reports whether an item with this info byte is encoded by the full merge as it

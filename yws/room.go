@@ -211,14 +211,18 @@ func (rm *room) pump() {
 		if len(p.Updates) > 0 {
 			var msg []byte
 			if len(p.Updates) > 1 {
-				msg = rm.mergedMessage(p.Updates)
+				updates := make([][]byte, len(p.Updates))
+				for i, u := range p.Updates {
+					updates[i] = u.Bytes()
+				}
+				msg = rm.mergedMessage(updates, p.Updates)
 			}
 			rm.mu.Lock()
 			if msg != nil {
 				rm.broadcastLocked(msg, nil)
 			} else {
 				for _, u := range p.Updates {
-					rm.broadcastLocked(AppendSync(nil, SyncUpdate, u), nil)
+					rm.broadcastLocked(AppendSync(nil, SyncUpdate, u.Bytes()), nil)
 				}
 			}
 			rm.mu.Unlock()
@@ -356,7 +360,7 @@ func (rm *room) broadcastUpdates(items []relayItem) {
 	for i, it := range items {
 		updates[i] = it.update
 	}
-	msg := rm.mergedMessage(updates)
+	msg := rm.mergedMessage(updates, nil)
 	rm.mu.Lock()
 	if msg != nil {
 		rm.broadcastLocked(msg, nil)
@@ -368,11 +372,11 @@ func (rm *room) broadcastUpdates(items []relayItem) {
 	rm.mu.Unlock()
 }
 
-// mergedMessage returns one sync Update message carrying the merge of updates, or nil when
-// they do not merge (they were all applied, so this does not happen; the caller then sends
-// them one by one).
-func (rm *room) mergedMessage(updates [][]byte) []byte {
-	merged, err := yjs.MergeUpdates(updates)
+// mergedMessage returns one sync Update message carrying the merge of updates (shared, if
+// not nil, holds their yjs.Shared: see yjs.MergeShared), or nil when they do not merge
+// (they were all applied, so this does not happen; the caller then sends them one by one).
+func (rm *room) mergedMessage(updates [][]byte, shared []*yjs.Shared) []byte {
+	merged, err := yjs.MergeShared(updates, shared)
 	if err != nil {
 		rm.srv.log.Warn("editor updates did not merge; relayed one by one", slog.String("namespaceId", rm.ns),
 			slog.String("error", err.Error()))

@@ -88,7 +88,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		}
 		p := watch.Poll()
 		for _, u := range p.Updates {
-			if !send("", u) {
+			if !send("", u.Bytes()) {
 				return
 			}
 		}

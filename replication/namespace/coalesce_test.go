@@ -11,27 +11,40 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/yjs"
 )
 
 // mergeCounter replaces the merge of coalescing for a test and counts what it merges.
 type mergeCounter struct {
-	mu     sync.Mutex // guards calls, inputs
+	mu     sync.Mutex // guards calls, inputs, shared
 	calls  int
 	inputs int // updates merged, summed over the calls
+	shared int // of those, the ones that came with their yjs.Shared
 }
 
 func countMerges(t *testing.T) *mergeCounter {
 	mc := &mergeCounter{}
 	orig := *namespace.MergeUpdates
-	*namespace.MergeUpdates = func(us [][]byte) ([]byte, error) {
+	*namespace.MergeUpdates = func(us [][]byte, shared []*yjs.Shared) ([]byte, error) {
 		mc.mu.Lock()
 		mc.calls++
 		mc.inputs += len(us)
+		for i, s := range shared {
+			if s != nil && &s.Bytes()[0] == &us[i][0] {
+				mc.shared++
+			}
+		}
 		mc.mu.Unlock()
-		return orig(us)
+		return orig(us, shared)
 	}
 	t.Cleanup(func() { *namespace.MergeUpdates = orig })
 	return mc
+}
+
+func (mc *mergeCounter) sharedInputs() int {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return mc.shared
 }
 
 func (mc *mergeCounter) get() (calls, inputs int) {
@@ -81,6 +94,11 @@ func TestS10_1_CoalesceWhenTheWindowOpens(t *testing.T) {
 	}
 	if calls, inputs := mc.get(); calls != 1 || inputs != 12 {
 		t.Fatalf("%d merges of %d updates, want 1 of 12", calls, inputs)
+	}
+	// Each came with the registry's yjs.Shared, which every receiver's merge reads once
+	// for all.
+	if n := mc.sharedInputs(); n != 12 {
+		t.Fatalf("%d of the 12 merged updates came with their yjs.Shared", n)
 	}
 	window = append(window[1:], seq)
 	w.quiet()

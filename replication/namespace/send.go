@@ -138,19 +138,20 @@ func (c *channel) wakeOutbox() {
 // queue was dropped (the channel needs a resync) or cannot take more. An update over
 // maxUpdateBytes is sent chunked (§10.3) when the connection negotiated it, up to
 // maxChunkedUpdateBytes.
-func (c *channel) enqueue(u []byte, mark int64) bool {
-	if len(u) > c.maxUpdate() {
-		return c.tooLarge(len(u))
+func (c *channel) enqueue(u *yjs.Shared, mark int64) bool {
+	n := len(u.Bytes())
+	if n > c.maxUpdate() {
+		return c.tooLarge(n)
 	}
 	if c.sentUpdateFn == nil {
 		c.sentUpdateFn = c.sentUpdate // once: every queued update shares it
 	}
-	err := c.out.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: u, Sent: c.sentUpdateFn, Tag: mark})
+	err := c.out.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: u.Bytes(), Sent: c.sentUpdateFn, Tag: mark, Shared: u})
 	if err == nil {
 		c.lastMark = max(c.lastMark, mark)
 		return true
 	}
-	return c.enqueueFailed(err, len(u))
+	return c.enqueueFailed(err, n)
 }
 
 // enqueueFailed handles an update of n bytes the Outbox refused (enqueue); false when the
@@ -253,8 +254,8 @@ const (
 	coalesceBacklogShare = 4
 )
 
-// mergeUpdates is yjs.MergeUpdates; tests count its calls.
-var mergeUpdates = yjs.MergeUpdates
+// mergeUpdates is yjs.MergeShared; tests count its calls.
+var mergeUpdates = yjs.MergeShared
 
 // coalesce merges the unsent updates into one (§10.1: updates that have no sequence yet
 // may be merged with yjs.MergeUpdates, never after), when it pays:
@@ -292,8 +293,8 @@ func (c *channel) coalesce(opened bool) {
 		}
 	}
 	merged, mark := 0, c.lastMark // the merge holds the newest queued updates
-	err := c.out.Coalesce(func(us [][]byte) ([]byte, error) {
-		m, err := mergeUpdates(us)
+	err := c.out.Coalesce(func(us [][]byte, shared []*yjs.Shared) ([]byte, error) {
+		m, err := mergeUpdates(us, shared)
 		merged = len(m)
 		return m, err
 	}, func(si seam.SentInfo) {

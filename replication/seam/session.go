@@ -7,6 +7,7 @@ import (
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/yjs"
 )
 
 // Session is the namespace layer's handle on one ready connection. Post and BeginWork may be
@@ -108,11 +109,12 @@ type Outbox interface {
 	// counts whole until its last frame is sent). Snapshots and sync diffs are not counted.
 	Len() (items, bytes int)
 	// Coalesce replaces the queue's unsent live updates (those whose first frame has not
-	// left) by one, merge(their bytes in queue order), at the place of the first of them,
+	// left) by one, merge(their bytes in queue order, their DataItem.Shared in the same
+	// order), at the place of the first of them,
 	// with sent as its Sent callback: updates that have no sequence yet may be merged
 	// (§10.1). Nothing changes when fewer than two qualify, or when merge fails or yields an
 	// item that cannot be framed; that error is returned.
-	Coalesce(merge func(updates [][]byte) ([]byte, error), sent func(SentInfo)) error
+	Coalesce(merge func(updates [][]byte, shared []*yjs.Shared) ([]byte, error), sent func(SentInfo)) error
 	// Wake tells the connection that the gate (the Outbox's, or an item's Gate) may admit
 	// the item it refused: once a gate refuses, the queue is passed over until Wake, an
 	// Enqueue or a Coalesce. Call it whenever something the gate reads may have changed in
@@ -145,6 +147,10 @@ type DataItem struct {
 	// Tag is the caller's, handed back in SentInfo.Tag: one Sent callback made once can
 	// then serve every item (no closure per item).
 	Tag int64
+	// Shared, for a live update, is Bytes as the registry fanned it out to every receiver,
+	// if so: Coalesce hands it to merge, which reads each shared update once for all the
+	// connections' queues it waits in (yjs.MergeShared).
+	Shared *yjs.Shared
 }
 
 // SentInfo reports a sent data item.

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
@@ -148,5 +149,55 @@ func TestBatchedWritesAccounting(t *testing.T) {
 			t.Fatalf("frame %d: sequence %d after %d", i, fr.Sequence, last)
 		}
 		last = fr.Sequence
+	}
+}
+
+// TestWriterLingersPastAStaleWake: a writer that took frames pushed while it was flushing
+// finds their wake-up still pending when it goes idle; that wake must not end its linger,
+// or a busy connection starts a writer goroutine (and grows its stack) for nearly every
+// batch.
+func TestWriterLingersPastAStaleWake(t *testing.T) {
+	defer ws.SetGoroutineLinger(time.Hour)()
+	cfg := smallConfig(t)
+	f := newHubFixture(t, cfg, nil)
+	a, b := wstest.Pair(64)
+	be := newBatchEnd(b)
+	if err := f.hub.Accept(be, ws.Identity{PeerInstanceID: peerID}); err != nil {
+		t.Fatal(err)
+	}
+	codec := protocol.NewCodec(cfg.Limits(), protocol.CapChunkedUpdate)
+	p := &rawPeer{t: t, end: a, hub: b, out: protocol.NewOutbound(codec), in: protocol.NewInbound(codec)}
+	h := f.handshake(p)
+
+	// The first UPDATE's flush is held; the second is pushed while the writer waits in it,
+	// which signals the running writer.
+	be.hold()
+	h.do(t, func(s seam.Session) {
+		if err := s.Outbox(ns1, nil).Enqueue(seam.DataItem{Bytes: upd(100, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	eventually(t, "first batch flushing", func() bool { return be.flushes.Load() == 2 })
+	h.do(t, func(s seam.Session) {
+		if err := s.Outbox(ns1, nil).Enqueue(seam.DataItem{Bytes: upd(100, 1)}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	eventually(t, "second frame handed to the writer", func() bool {
+		var st seam.QueueStats
+		h.do(t, func(s seam.Session) { st = s.Stats() })
+		return st.QueuedBytes == 0
+	})
+	be.release()
+	for range 2 {
+		if fr := p.recv(); fr.Type() != protocol.TypeUpdate {
+			t.Fatalf("got %v, want UPDATE", fr.Type())
+		}
+	}
+	// Both written: the writer is idle, lingering for an hour. A writer that took the stale
+	// wake for new work would find nothing and exit at once.
+	time.Sleep(50 * time.Millisecond)
+	if n := ws.WritersRunning(f.hub); n != 1 {
+		t.Fatalf("%d writers running after the batch, want 1 lingering", n)
 	}
 }

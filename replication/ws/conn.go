@@ -80,6 +80,7 @@ type conn struct {
 
 	ownerRunning atomic.Bool     // an owner goroutine runs (kick)
 	runFn        func()          // c.run, made once: starting it allocates nothing
+	linger       time.Duration   // goroutineLinger when the connection was made (owner and writer read it)
 	ioCtx        context.Context // reads and pings; cancelled when the connection is gone
 	ioCancel     context.CancelFunc
 	wctx         context.Context // writes; cancelled by an aborting close or the close timer
@@ -126,6 +127,10 @@ type conn struct {
 	tids         protocol.TransferIDs
 	inFlight     int                                 // entries of awaiting acknowledged by UPDATE_ACK: live UPDATEs in flight
 	flows        map[protocol.NamespaceID]*flowCount // live UPDATEs sent and acknowledged, per namespace
+	// eventNow is the observer's time of the event being handled, read at its first use
+	// (enqueueTime) and forgotten when the event is settled: the items one event queues
+	// share one clock read.
+	eventNow observer.Opt[time.Time]
 
 	// Published by the owner goroutine after every event, for Hub.Load and Peer.Load.
 	pubQueued, pubInFlight atomic.Int64
@@ -156,6 +161,7 @@ func newConn(p connParams) *conn {
 		late:       make(map[uint32]ackKey),
 		queues:     make(map[protocol.NamespaceID]*nsQueue),
 		flows:      make(map[protocol.NamespaceID]*flowCount),
+		linger:     goroutineLinger,
 	}
 	c.ioCtx, c.ioCancel = context.WithCancel(context.Background())
 	c.wctx, c.wcancel = context.WithCancel(context.Background())
@@ -241,9 +247,11 @@ func (c *conn) run() {
 
 // goroutineLinger is how long an owner or writer goroutine without work waits for more
 // before it exits: under load it stays (starting a goroutine and growing its stack again
-// for every message costs more than waiting), and an idle connection gives its stacks
-// back soon after its last message.
-const goroutineLinger = 2 * time.Millisecond
+// costs more than waiting — a relayed update reaches a receiver every few milliseconds
+// when its window is full and it waits for acknowledgements), and an idle connection gives
+// its stacks back soon after its last message. A connection reads it once, when it is made
+// (conn.linger); tests change it before they make theirs.
+var goroutineLinger = 20 * time.Millisecond
 
 // step handles one inbound message or the posted functions and reports whether there was
 // something; with linger it waits up to goroutineLinger for them.
@@ -258,9 +266,9 @@ func (c *conn) step(linger bool) bool {
 			return false
 		}
 		if c.lingerT == nil {
-			c.lingerT = time.NewTimer(goroutineLinger)
+			c.lingerT = time.NewTimer(c.linger)
 		} else {
-			c.lingerT.Reset(goroutineLinger)
+			c.lingerT.Reset(c.linger)
 		}
 		select {
 		case m := <-c.inbound:
@@ -305,6 +313,7 @@ func (c *conn) settle() {
 			if len(c.sched.parked) > 0 && parkAudit.Load() {
 				c.auditParked()
 			}
+			c.eventNow = observer.None[time.Time]()
 			return
 		}
 	}

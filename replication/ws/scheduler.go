@@ -10,6 +10,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
+	"github.com/nomicore/nomicore/yjs"
 )
 
 // This file is the data lane (§17): one unsent queue per namespace (seam.Outbox), sent
@@ -42,6 +43,8 @@ type scheduler struct {
 	unflushedControl int        // control frame bytes handed to the writer, not yet written
 	paused           bool       // above the high watermark, until the low one
 	mergeScratch     [][]byte   // coalesce's list of the updates it merges, reused
+
+	sharedScratch []*yjs.Shared // coalesce's list of their DataItem.Shared, reused
 }
 
 // unflushed is every byte handed to the writer and not yet written.
@@ -143,16 +146,25 @@ func (c *conn) enqueue(q *nsQueue, it seam.DataItem) error {
 			return seam.ErrConnectionShed
 		}
 	}
-	qi := queuedItem{DataItem: it}
-	if c.em.Enabled() {
-		qi.enqueued = c.em.Now()
-	}
+	qi := queuedItem{DataItem: it, enqueued: c.enqueueTime()}
 	q.items = append(q.items, qi)
 	q.bytes += n
 	s.queued += n
 	c.addToRing(q)
 	c.unpark(q) // the gate may read the queue (its length, its bytes)
 	return nil
+}
+
+// enqueueTime is the time an item queued now is stamped with, for the observer's send-queue
+// wait: one clock read per event (conn.eventNow).
+func (c *conn) enqueueTime() observer.Opt[time.Time] {
+	if !c.em.Enabled() {
+		return observer.None[time.Time]()
+	}
+	if !c.eventNow.Present() {
+		c.eventNow = c.em.Now()
+	}
+	return c.eventNow
 }
 
 // unpark gives a parked q its turns again (Outbox.Wake).
@@ -221,7 +233,7 @@ func (c *conn) addToRing(q *nsQueue) {
 const maxMergeScratch = 256
 
 // coalesce is seam.Outbox.Coalesce.
-func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent func(seam.SentInfo)) error {
+func (c *conn) coalesce(q *nsQueue, merge func([][]byte, []*yjs.Shared) ([]byte, error), sent func(seam.SentInfo)) error {
 	if c.closing || q.closed {
 		return seam.ErrClosed
 	}
@@ -233,16 +245,18 @@ func (c *conn) coalesce(q *nsQueue, merge func([][]byte) ([]byte, error), sent f
 	if len(q.items)-first < 2 {
 		return nil
 	}
-	ups := c.sched.mergeScratch[:0]
+	ups, shared := c.sched.mergeScratch[:0], c.sched.sharedScratch[:0]
 	total := 0
 	for _, it := range q.items[first:] {
 		ups = append(ups, it.Bytes)
+		shared = append(shared, it.Shared)
 		total += len(it.Bytes)
 	}
-	m, err := merge(ups)
-	clear(ups) // the scratch list keeps no update alive
-	if cap(ups) <= maxMergeScratch {
-		c.sched.mergeScratch = ups[:0]
+	m, err := merge(ups, shared)
+	clear(ups) // the scratch lists keep no update alive
+	clear(shared)
+	if cap(ups) <= maxMergeScratch && cap(shared) <= maxMergeScratch {
+		c.sched.mergeScratch, c.sched.sharedScratch = ups[:0], shared[:0]
 	}
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
+	"github.com/nomicore/nomicore/yjs"
 )
 
 func upd(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
@@ -367,7 +368,7 @@ func TestS10_1_CoalesceUnsent(t *testing.T) {
 		for i := range 3 {
 			_ = o.Enqueue(seam.DataItem{Bytes: []byte{byte(i)}, Sent: func(si seam.SentInfo) { t.Error("a merged item's own Sent ran") }})
 		}
-		err := o.Coalesce(func(u [][]byte) ([]byte, error) { return bytes.Join(u, nil), nil }, func(si seam.SentInfo) { sent = append(sent, si) })
+		err := o.Coalesce(func(u [][]byte, _ []*yjs.Shared) ([]byte, error) { return bytes.Join(u, nil), nil }, func(si seam.SentInfo) { sent = append(sent, si) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,7 +431,7 @@ func TestS10_1_CoalesceBehindATransfer(t *testing.T) {
 		for i := range 3 {
 			_ = o.Enqueue(seam.DataItem{Bytes: []byte{byte(i)}, Sent: func(seam.SentInfo) { t.Error("a merged item's own Sent ran") }})
 		}
-		if err := o.Coalesce(func(u [][]byte) ([]byte, error) { return bytes.Join(u, nil), nil }, func(si seam.SentInfo) { sent = append(sent, si) }); err != nil {
+		if err := o.Coalesce(func(u [][]byte, _ []*yjs.Shared) ([]byte, error) { return bytes.Join(u, nil), nil }, func(si seam.SentInfo) { sent = append(sent, si) }); err != nil {
 			t.Fatal(err)
 		}
 		if n, b := o.Len(); n != 2 || b != 5003 {

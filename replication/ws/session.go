@@ -7,6 +7,7 @@ import (
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
+	"github.com/nomicore/nomicore/yjs"
 )
 
 // session is the seam.Session of a ready connection: the namespace layer's handle on it.
@@ -108,7 +109,7 @@ func (q *nsQueue) Len() (items, bytes int)          { return len(q.items), q.byt
 func (q *nsQueue) Clear() seam.ShedInfo             { return q.c.clearQueue(q) }
 func (q *nsQueue) Wake()                            { q.c.unpark(q) }
 
-func (q *nsQueue) Coalesce(merge func(updates [][]byte) ([]byte, error), sent func(seam.SentInfo)) error {
+func (q *nsQueue) Coalesce(merge func(updates [][]byte, shared []*yjs.Shared) ([]byte, error), sent func(seam.SentInfo)) error {
 	return q.c.coalesce(q, merge, sent)
 }
 

@@ -120,13 +120,13 @@ func (w *writer) signal() {
 	}
 }
 
-// linger waits up to goroutineLinger for a push to the running writer; false when none
+// linger waits up to goroutineLinger (conn.linger) for a push to the running writer; false when none
 // came.
 func (w *writer) linger() bool {
 	if w.lingerT == nil {
-		w.lingerT = time.NewTimer(goroutineLinger)
+		w.lingerT = time.NewTimer(w.c.linger)
 	} else {
-		w.lingerT.Reset(goroutineLinger)
+		w.lingerT.Reset(w.c.linger)
 	}
 	select {
 	case <-w.wake:
@@ -264,15 +264,17 @@ func (w *writer) loop() {
 		w.written(batchData, batchControl)
 		batchData, batchControl = 0, 0
 	}
-	lingered := false
+	// idle: the writer lingered for goroutineLinger and nothing came. A wake with nothing
+	// to take (a signal for frames an earlier pass already wrote) is not the end of the
+	// linger: it waits again.
+	idle := false
 	for {
 		w.mu.Lock()
 		batch, closing, errFrame, code := w.queue, w.closing, w.errFrame, w.code
 		if len(batch) == 0 && !closing {
-			if !lingered {
+			if !idle {
 				w.mu.Unlock()
-				lingered = true
-				w.linger()
+				idle = !w.linger()
 				continue
 			}
 			w.running = false // idle: the next push starts a writer again
@@ -280,7 +282,7 @@ func (w *writer) loop() {
 			w.mu.Unlock()
 			return
 		}
-		lingered = false
+		idle = false
 		w.queue, w.spare = w.spare, nil
 		w.mu.Unlock()
 		for _, f := range batch {

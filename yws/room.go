@@ -122,8 +122,8 @@ func (rm *room) remove(c *conn) {
 	}
 	delete(rm.conns, c)
 	if gone := rm.aware.removeConn(c, rm.srv.opts.Clock.Now()); len(gone) > 0 {
-		rm.broadcastAwarenessLocked(gone, nil)
 		rm.srv.m.awarenessChanged(-len(gone))
+		rm.broadcastAwarenessLocked(gone, nil)
 	}
 }
 
@@ -167,16 +167,17 @@ func (rm *room) broadcastAwarenessLocked(entries []AwarenessEntry, except *conn)
 }
 
 // applyAwareness takes an awareness update from c and relays what it changed to the other
-// editors.
+// editors. The gauge of awareness states moves before the relay, so that whoever sees a
+// relayed state sees it counted.
 func (rm *room) applyAwareness(c *conn, entries []AwarenessEntry) (dropped int) {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	before := len(rm.aware.states)
 	taken, dropped := rm.aware.apply(c, entries, rm.srv.opts.Clock.Now())
+	rm.srv.m.awarenessChanged(len(rm.aware.states) - before)
 	if len(taken) > 0 {
 		rm.broadcastAwarenessLocked(taken, c)
 	}
-	rm.srv.m.awarenessChanged(len(rm.aware.states) - before)
 	return dropped
 }
 
@@ -200,8 +201,8 @@ func (rm *room) pump() {
 		case <-tick.C:
 			rm.mu.Lock()
 			if gone := rm.aware.expire(rm.srv.opts.Clock.Now(), rm.srv.opts.AwarenessTimeout); len(gone) > 0 {
-				rm.broadcastAwarenessLocked(gone, nil)
 				rm.srv.m.awarenessChanged(-len(gone))
+				rm.broadcastAwarenessLocked(gone, nil)
 			}
 			rm.mu.Unlock()
 			continue

@@ -738,6 +738,8 @@ func (e *engine) groupDelay() {
 	}
 }
 
+// drain commits the queue until it is empty. It returns false when Close abandoned the
+// queue.
 func (e *engine) drain() bool {
 	backoff := e.opts.RetryMin
 	for {

@@ -33,10 +33,10 @@ func (s *Shared) splice() *spliceLayout {
 	var d lib0.Decoder
 	var seen [8]uint64
 	blocks, deletes, ok := readSplice(s.bytes, nil, &d, &seen)
-	l := &spliceLayout{blocks: blocks, deletes: deletes, ok: ok}
 	if !ok {
-		l.blocks, l.deletes = nil, deleteSet{}
+		blocks = nil // what was read before the refusal is of no use
 	}
+	l := &spliceLayout{blocks: blocks, deletes: deletes, ok: ok}
 	s.layout.Store(l)
 	return l
 }
@@ -45,10 +45,14 @@ func (s *Shared) splice() *spliceLayout {
 // ones: shared, if not nil, has one entry per update, the update's Shared (whose Bytes are
 // that update) or nil. The bytes are MergeUpdates's.
 func MergeShared(updates [][]byte, shared []*Shared) ([]byte, error) {
-	if len(updates) > 1 {
-		if out, ok := spliceMerge(updates, shared); ok {
-			return out, nil
+	if len(updates) == 1 {
+		if err := validateUpdate(updates[0], true); err != nil {
+			return nil, err
 		}
+		return append([]byte(nil), updates[0]...), nil
 	}
-	return MergeUpdates(updates)
+	if out, ok := spliceMerge(updates, shared); ok {
+		return out, nil
+	}
+	return mergeInFull(updates)
 }

@@ -206,18 +206,7 @@ func (h *mergeHeap) popTop() {
 
 // MergeUpdates merges v1 updates into one (JS mergeUpdates), in time linear in the input
 // (times log of the number of updates).
-func MergeUpdates(updates [][]byte) ([]byte, error) {
-	if len(updates) == 1 {
-		if err := validateUpdate(updates[0], true); err != nil {
-			return nil, err
-		}
-		return append([]byte(nil), updates[0]...), nil
-	}
-	if out, ok := spliceMerge(updates, nil); ok {
-		return out, nil
-	}
-	return mergeInFull(updates)
-}
+func MergeUpdates(updates [][]byte) ([]byte, error) { return MergeShared(updates, nil) }
 
 // splicedBlock is one client block of an update, for spliceMerge.
 type splicedBlock struct {

@@ -119,9 +119,10 @@ func RegisterCommon(f *cli.Flags) *Common {
 	return c
 }
 
-// Resolve finishes the flags after parsing: the generation, the processors, every start-up constraint of the
-// limits and timeouts (protocol.Config.Validate, in flag names), the log level and format,
-// the capture flags and the admin token file. The error is one line naming every problem.
+// Resolve finishes the flags after parsing: the generation, the processors, every start-up
+// constraint of the limits and timeouts (protocol.Config.Validate, in flag names), the log
+// level and format, the capture flags and the admin token file. The error is one line
+// naming every problem.
 func (c *Common) Resolve() error {
 	switch c.generation {
 	case "v1":

@@ -154,6 +154,13 @@ func TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight(t *testing.T) {
 	for i := range 10 {
 		must(t, writeLocal(t, f.reg, ns, local.set("k", float64(i))))
 	}
+	// Every write has reached the connection — sent, or queued behind the UPDATEs in
+	// flight — before the frames are collected and acknowledged (a write's fan-out reaches
+	// the channel after the write returns).
+	eventually(t, "the ten writes at the connection", func() bool {
+		fl := f.hub.NamespaceFlows(ctxT(t), ns.String())
+		return len(fl) == 1 && fl[0].UpdatesSent+uint64(fl[0].QueuedUpdates) == 10
+	})
 	var window []uint32
 	for _, fr := range w.barrier() {
 		up, ok := fr.Message.(*protocol.Update)
@@ -166,8 +173,7 @@ func TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight(t *testing.T) {
 	if len(window) > 4 {
 		t.Fatalf("%d UPDATEs for 10 small writes before any acknowledgement, want at most 4", len(window))
 	}
-	// One acknowledgement: what waited leaves merged (a write whose fan-out was still on its
-	// way when the acknowledgement came may follow in a second UPDATE).
+	// One acknowledgement: what waited leaves merged.
 	w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: window[0]})
 	after := 0
 	for quiet := 0; doc.app()["k"] != float64(9) && quiet < 20; {

@@ -84,19 +84,20 @@ func (b *batchEnd) Flush(ctx context.Context) error {
 	return nil
 }
 
+// batchedConnection is a hub fixture with one connection whose hub end batches (batchEnd).
+func batchedConnection(t *testing.T) (*hubFixture, *batchEnd, *rawPeer) {
+	t.Helper()
+	f := newHubFixture(t, smallConfig(t), nil)
+	var be *batchEnd
+	p := f.connectVia(64, func(e *wstest.End) ws.Transport { be = newBatchEnd(e); return be })
+	return f, be, p
+}
+
 // TestBatchedWritesAccounting: the writer puts every frame that is ready into one batch and
 // flushes it once; bytes written into a batch count as unflushed until its flush returns,
 // so the watermark accounting is exact (§17), and the frames arrive in sequence order.
 func TestBatchedWritesAccounting(t *testing.T) {
-	cfg := smallConfig(t)
-	f := newHubFixture(t, cfg, nil)
-	a, b := wstest.Pair(64)
-	be := newBatchEnd(b)
-	if err := f.hub.Accept(be, ws.Identity{PeerInstanceID: peerID}); err != nil {
-		t.Fatal(err)
-	}
-	codec := protocol.NewCodec(cfg.Limits(), protocol.CapChunkedUpdate)
-	p := &rawPeer{t: t, end: a, hub: b, out: protocol.NewOutbound(codec), in: protocol.NewInbound(codec)}
+	f, be, p := batchedConnection(t)
 	h := f.handshake(p)
 	if n := be.flushes.Load(); n != 1 {
 		t.Fatalf("%d flushes for HELLO_ACK, want 1", n)
@@ -158,15 +159,7 @@ func TestBatchedWritesAccounting(t *testing.T) {
 // batch.
 func TestWriterLingersPastAStaleWake(t *testing.T) {
 	defer ws.SetGoroutineLinger(time.Hour)()
-	cfg := smallConfig(t)
-	f := newHubFixture(t, cfg, nil)
-	a, b := wstest.Pair(64)
-	be := newBatchEnd(b)
-	if err := f.hub.Accept(be, ws.Identity{PeerInstanceID: peerID}); err != nil {
-		t.Fatal(err)
-	}
-	codec := protocol.NewCodec(cfg.Limits(), protocol.CapChunkedUpdate)
-	p := &rawPeer{t: t, end: a, hub: b, out: protocol.NewOutbound(codec), in: protocol.NewInbound(codec)}
+	f, be, p := batchedConnection(t)
 	h := f.handshake(p)
 
 	// The first UPDATE's flush is held; the second is pushed while the writer waits in it,

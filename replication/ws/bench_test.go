@@ -131,12 +131,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 			}
 			// Idle: the hub's owner and writer goroutines of every connection have exited
 			// after their linger.
-			for deadline := time.Now().Add(5 * time.Second); !ws.OwnersIdle(hub) || ws.WritersRunning(hub) > 0; {
-				if time.Now().After(deadline) {
-					b.Fatal("the connections' goroutines did not go idle")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			eventually(b, "idle connections", func() bool { return ws.OwnersIdle(hub) && ws.WritersRunning(hub) == 0 })
 			after := heap()
 			// A client end costs about what a hub socket costs; measure clients alone.
 			perConn = float64(after-before) / n

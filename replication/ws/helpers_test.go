@@ -268,8 +268,14 @@ type rawPeer struct {
 
 func (f *hubFixture) connect(capacity int) *rawPeer {
 	f.t.Helper()
+	return f.connectVia(capacity, func(e *wstest.End) ws.Transport { return e })
+}
+
+// connectVia is connect with the hub's end of the pair wrapped as the hub's transport.
+func (f *hubFixture) connectVia(capacity int, wrap func(*wstest.End) ws.Transport) *rawPeer {
+	f.t.Helper()
 	a, b := wstest.Pair(capacity)
-	if err := f.hub.Accept(b, ws.Identity{PeerInstanceID: peerID}); err != nil {
+	if err := f.hub.Accept(wrap(b), ws.Identity{PeerInstanceID: peerID}); err != nil {
 		f.t.Fatal(err)
 	}
 	codec := protocol.NewCodec(f.cfg.Limits(), protocol.CapChunkedUpdate)

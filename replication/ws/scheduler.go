@@ -42,9 +42,14 @@ type scheduler struct {
 	unflushedData    int        // data frame bytes handed to the writer, not yet written
 	unflushedControl int        // control frame bytes handed to the writer, not yet written
 	paused           bool       // above the high watermark, until the low one
-	mergeScratch     [][]byte   // coalesce's list of the updates it merges, reused
+	merging          mergeLists // coalesce's lists, reused
+}
 
-	sharedScratch []*yjs.Shared // coalesce's list of their DataItem.Shared, reused
+// mergeLists are the lists coalesce hands to its merge: the queued updates and their
+// DataItem.Shared.
+type mergeLists struct {
+	updates [][]byte
+	shared  []*yjs.Shared
 }
 
 // unflushed is every byte handed to the writer and not yet written.
@@ -229,7 +234,7 @@ func (c *conn) addToRing(q *nsQueue) {
 	}
 }
 
-// maxMergeScratch bounds the merge list a connection keeps for its next coalesce.
+// maxMergeScratch bounds the merge lists a connection keeps for its next coalesce.
 const maxMergeScratch = 256
 
 // coalesce is seam.Outbox.Coalesce.
@@ -245,7 +250,7 @@ func (c *conn) coalesce(q *nsQueue, merge func([][]byte, []*yjs.Shared) ([]byte,
 	if len(q.items)-first < 2 {
 		return nil
 	}
-	ups, shared := c.sched.mergeScratch[:0], c.sched.sharedScratch[:0]
+	ups, shared := c.sched.merging.updates[:0], c.sched.merging.shared[:0]
 	total := 0
 	for _, it := range q.items[first:] {
 		ups = append(ups, it.Bytes)
@@ -256,7 +261,7 @@ func (c *conn) coalesce(q *nsQueue, merge func([][]byte, []*yjs.Shared) ([]byte,
 	clear(ups) // the scratch lists keep no update alive
 	clear(shared)
 	if cap(ups) <= maxMergeScratch && cap(shared) <= maxMergeScratch {
-		c.sched.mergeScratch, c.sched.sharedScratch = ups[:0], shared[:0]
+		c.sched.merging = mergeLists{ups[:0], shared[:0]}
 	}
 	if err != nil {
 		return err

@@ -356,6 +356,19 @@ func TestS10_2_AckCorrelation(t *testing.T) {
 	}
 }
 
+// coalesceThree queues the one-byte updates 0, 1 and 2 on o, whose own Sent must never run,
+// and coalesces them by joining their bytes; the merged item's Sent appends to *sent.
+func coalesceThree(t *testing.T, o seam.Outbox, sent *[]seam.SentInfo) {
+	t.Helper()
+	for i := range 3 {
+		_ = o.Enqueue(seam.DataItem{Bytes: []byte{byte(i)}, Sent: func(seam.SentInfo) { t.Error("a merged item's own Sent ran") }})
+	}
+	join := func(u [][]byte, _ []*yjs.Shared) ([]byte, error) { return bytes.Join(u, nil), nil }
+	if err := o.Coalesce(join, func(si seam.SentInfo) { *sent = append(*sent, si) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestS10_1_CoalesceUnsent: unsent updates may be merged into one frame (§10.1).
 func TestS10_1_CoalesceUnsent(t *testing.T) {
 	f := newHubFixture(t, smallConfig(t), nil)
@@ -365,13 +378,7 @@ func TestS10_1_CoalesceUnsent(t *testing.T) {
 	var sent []seam.SentInfo
 	h.do(t, func(s seam.Session) {
 		o := s.Outbox(ns1, func() bool { return open })
-		for i := range 3 {
-			_ = o.Enqueue(seam.DataItem{Bytes: []byte{byte(i)}, Sent: func(si seam.SentInfo) { t.Error("a merged item's own Sent ran") }})
-		}
-		err := o.Coalesce(func(u [][]byte, _ []*yjs.Shared) ([]byte, error) { return bytes.Join(u, nil), nil }, func(si seam.SentInfo) { sent = append(sent, si) })
-		if err != nil {
-			t.Fatal(err)
-		}
+		coalesceThree(t, o, &sent)
 		if n, b := o.Len(); n != 1 || b != 3 {
 			t.Fatalf("after coalescing: %d items, %d bytes", n, b)
 		}
@@ -428,12 +435,7 @@ func TestS10_1_CoalesceBehindATransfer(t *testing.T) {
 	eventually(t, "send-paused", func() bool { return f.rec.Count(observer.TypeSendPaused) == 1 })
 	h.do(t, func(s seam.Session) {
 		o := s.Outbox(ns2, nil)
-		for i := range 3 {
-			_ = o.Enqueue(seam.DataItem{Bytes: []byte{byte(i)}, Sent: func(seam.SentInfo) { t.Error("a merged item's own Sent ran") }})
-		}
-		if err := o.Coalesce(func(u [][]byte, _ []*yjs.Shared) ([]byte, error) { return bytes.Join(u, nil), nil }, func(si seam.SentInfo) { sent = append(sent, si) }); err != nil {
-			t.Fatal(err)
-		}
+		coalesceThree(t, o, &sent)
 		if n, b := o.Len(); n != 2 || b != 5003 {
 			t.Fatalf("after coalescing: %d items, %d bytes; want the transfer and one merged update", n, b)
 		}

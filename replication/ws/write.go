@@ -120,8 +120,8 @@ func (w *writer) signal() {
 	}
 }
 
-// linger waits up to goroutineLinger (conn.linger) for a push to the running writer; false when none
-// came.
+// linger waits up to goroutineLinger (conn.linger) for a push to the running writer; false
+// when none came.
 func (w *writer) linger() bool {
 	if w.lingerT == nil {
 		w.lingerT = time.NewTimer(w.c.linger)

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"testing"
@@ -317,5 +319,29 @@ func TestClusterQuorumTimeoutFlag(t *testing.T) {
 	}
 	if i, to, n := probe(defaultQuorumTimeout); i != cluster.DefaultProbeInterval || to != cluster.DefaultProbeTimeout || n != cluster.DefaultProbeFailures {
 		t.Fatalf("the default quorum timeout probes every %v for %v, %d times; want the cluster package's defaults", i, to, n)
+	}
+}
+
+// gogc reads the GOGC the runtime is using.
+func gogc() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
+}
+
+func TestServePacesTheCollectorUnlessGOGCIsSet(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+
+	paceGC(func(k string) string { return map[string]string{"GOGC": "100"}[k] })()
+	if got := gogc(); got != 100 {
+		t.Fatalf("with GOGC set, GOGC changed to %d", got)
+	}
+
+	// The test's live heap is well under gcpace.DefaultFloor: the pacer gives it more
+	// than GOGC 100 at once.
+	stop := paceGC(func(string) string { return "" })
+	defer stop()
+	if got := gogc(); got <= 100 {
+		t.Fatalf("without GOGC, GOGC is %d, want the pacer's (over 100 for a small heap)", got)
 	}
 }

@@ -24,16 +24,16 @@ import (
 	"github.com/nomicore/nomicore/yws"
 )
 
-// paceGC starts the hub's pacing of the garbage collector unless GOGC is set, and returns
-// what stops it. The hub's live heap is often small next to what relaying allocates: at
+// paceGC starts the hub's pacing of the garbage collector unless GOGC is set (then it
+// returns nil). The hub's live heap is often small next to what relaying allocates: at
 // GOGC 100 the collector ran so often it took a quarter of the hub's CPU under fan-out. The
 // pacer lets the heap grow by at least gcpace.DefaultFloor between collections, and by its
-// live size (GOGC 100) once that is larger. GOGC in the environment overrides it.
-func paceGC(getenv func(string) string) (stop func()) {
+// live size (GOGC 100) once that is larger.
+func paceGC(getenv func(string) string) *gcpace.Pacer {
 	if getenv("GOGC") != "" {
-		return func() {}
+		return nil
 	}
-	return gcpace.Start(gcpace.DefaultFloor).Stop
+	return gcpace.Start(gcpace.DefaultFloor)
 }
 
 // serve runs the hub until SIGINT or SIGTERM, then shuts down in order: the editors first,
@@ -90,7 +90,9 @@ func serve(args []string, cio cli.IO) int {
 	}
 	log := node.NewLogger(stderr, common.LogLevel, common.LogFormat, "hub")
 	clk := clock.Real()
-	defer paceGC(os.Getenv)() // the process's environment: the runtime read GOGC from it
+	if p := paceGC(os.Getenv); p != nil { // the process's environment: the runtime read GOGC from it
+		defer p.Stop()
+	}
 
 	// Everything that can refuse the configuration is checked before anything is served.
 	inst, clusterNode, err := openHub(*data, clusterOpts, &common.Protocol, clk, log)

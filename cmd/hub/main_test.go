@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"testing"
@@ -317,5 +319,38 @@ func TestClusterQuorumTimeoutFlag(t *testing.T) {
 	}
 	if i, to, n := probe(defaultQuorumTimeout); i != cluster.DefaultProbeInterval || to != cluster.DefaultProbeTimeout || n != cluster.DefaultProbeFailures {
 		t.Fatalf("the default quorum timeout probes every %v for %v, %d times; want the cluster package's defaults", i, to, n)
+	}
+}
+
+// gogc reads the GOGC the runtime is using.
+func gogc() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
+}
+
+func TestServePacesTheCollectorUnlessGOGCIsSet(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+
+	if p := paceGC(func(k string) string { return map[string]string{"GOGC": "100"}[k] }); p != nil {
+		p.Stop()
+		t.Fatal("with GOGC set, the collector is paced")
+	}
+	if got := gogc(); got != 100 {
+		t.Fatalf("with GOGC set, GOGC changed to %d", got)
+	}
+
+	p := paceGC(func(string) string { return "" })
+	if p == nil {
+		t.Fatal("without GOGC, the collector is not paced")
+	}
+	defer p.Stop()
+	// The pacer's GOGC is in force (a collection in between may have changed it: read again).
+	deadline := time.Now().Add(10 * time.Second)
+	for gogc() != p.Percent() {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC is %d, the pacer set %d", gogc(), p.Percent())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

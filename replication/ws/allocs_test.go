@@ -31,7 +31,8 @@ func (a *ackCounter) HandleClosed(seam.CloseInfo)                    {}
 
 // allocBudgetPerUpdate is the most heap allocations one delivered update may cost on the
 // hub's connection: the update handed to a namespace's Outbox, framed, written, and its
-// UPDATE_ACK read, decoded, checked and handed to the namespace layer. The count is 7: the
+// UPDATE_ACK read, decoded, checked and handed to the namespace layer, and the update's Sent
+// callback called. The count is 7: the
 // frame's bytes, the UPDATE message and the decoded UPDATE_ACK — and four of the fake
 // transport's own (a copy and a wake-up channel per message it carries). Queuing the item
 // (held by value in the namespace's queue), posting to the owner and handing frames to the
@@ -78,7 +79,13 @@ func TestAllocsPerDeliveredUpdate(t *testing.T) {
 	update := []byte{0, 0} // an empty Yjs update: the connection does not look inside
 	var box seam.Outbox
 	s.Post(func() { box = s.Outbox(ns1, nil) })
-	enqueue := func() { _ = box.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: update}) }
+	// Each update has a Sent callback, as the namespace layer's live updates do: calling it
+	// back costs nothing.
+	var sent atomic.Int64
+	sentFn := func(seam.SentInfo) { sent.Add(1) }
+	enqueue := func() {
+		_ = box.Enqueue(seam.DataItem{Kind: protocol.KindLiveUpdate, Bytes: update, Sent: sentFn})
+	}
 	next := 0
 	deliver := func() {
 		s.Post(enqueue)
@@ -96,6 +103,9 @@ func TestAllocsPerDeliveredUpdate(t *testing.T) {
 	}
 	deliver() // warm up: the queue, the ring and the writer exist
 	allocs := testing.AllocsPerRun(runs, deliver)
+	if got := sent.Load(); got != runs+2 { // the warm-up's and AllocsPerRun's own first run
+		t.Fatalf("Sent called back %d times for %d updates", got, runs+2)
+	}
 	t.Logf("%.1f allocations per delivered update (budget %d)", allocs, allocBudgetPerUpdate)
 	if allocs > allocBudgetPerUpdate {
 		t.Fatalf("%.1f allocations per delivered update, over the budget of %d", allocs, allocBudgetPerUpdate)

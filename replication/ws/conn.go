@@ -117,7 +117,8 @@ type conn struct {
 	readerDone   bool
 	writerDone   bool
 	pinger       liveness
-	deferred     []func()
+	deferred     []deferredCall
+	deferSpare   []deferredCall // the list settle ran last, emptied: the next one's array
 	opens        openAdmission
 	awaiting     map[uint32]ackKey // frames sent that expect an acknowledgement
 	late         map[uint32]ackKey // given up by this side, still acceptable once (see forgetOnTerminal)
@@ -235,9 +236,9 @@ func (c *conn) run() {
 			return
 		}
 		// Idle. Work queued before the flag is cleared is seen by the check below; work
-		// queued after it starts a new owner. The linger timer goes too: an idle
-		// connection holds none.
-		c.lingerT = nil
+		// queued after it starts a new owner. The linger timer and the spare list of
+		// deferred calls go too: an idle connection holds neither.
+		c.lingerT, c.deferSpare = nil, nil
 		c.ownerRunning.Store(false)
 		if len(c.inbound) == 0 && len(c.box.wake) == 0 || !c.ownerRunning.CompareAndSwap(false, true) {
 			return
@@ -302,10 +303,15 @@ func (c *conn) runPosted() {
 func (c *conn) settle() {
 	for {
 		if len(c.deferred) > 0 {
+			// What the calls defer goes to the other list, run on the next turn.
 			d := c.deferred
-			c.deferred = nil
-			for _, f := range d {
-				f()
+			c.deferred = c.deferSpare[:0]
+			for i := range d {
+				d[i].run()
+				d[i] = deferredCall{}
+			}
+			if cap(d) <= maxDeferSpare {
+				c.deferSpare = d[:0]
 			}
 			continue
 		}
@@ -321,7 +327,31 @@ func (c *conn) settle() {
 
 // defer_ runs f on the owner goroutine once the current callback has returned, so that a
 // handler is never called from inside another.
-func (c *conn) defer_(f func()) { c.deferred = append(c.deferred, f) }
+func (c *conn) defer_(f func()) { c.deferred = append(c.deferred, deferredCall{f: f}) }
+
+// deferSent calls sent(info) as defer_ would call a function: a DataItem's Sent callback,
+// one per data frame, queued without a closure.
+func (c *conn) deferSent(sent func(seam.SentInfo), info seam.SentInfo) {
+	c.deferred = append(c.deferred, deferredCall{sent: sent, info: info})
+}
+
+// deferredCall is a call settle makes: f, or sent(info).
+type deferredCall struct {
+	f    func()
+	sent func(seam.SentInfo)
+	info seam.SentInfo
+}
+
+func (d *deferredCall) run() {
+	if d.sent != nil {
+		d.sent(d.info)
+		return
+	}
+	d.f()
+}
+
+// maxDeferSpare bounds the array settle keeps for the next deferred calls.
+const maxDeferSpare = 256
 
 // post queues f for the owner goroutine without blocking; false once the owner has exited.
 func (c *conn) post(f func()) bool {
@@ -346,7 +376,7 @@ func (c *conn) maybeExit() {
 	for _, f := range c.box.shut() {
 		f()
 	}
-	c.deferred = nil
+	c.deferred, c.deferSpare = nil, nil
 	c.exited = true
 	if c.onExit != nil {
 		c.onExit(c)

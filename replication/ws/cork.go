@@ -30,11 +30,17 @@ type corkConn struct {
 	corked bool
 	buf    *[]byte // pooled; nil when empty
 
-	readMu sync.Mutex      // guards pre, rbuf and roff, and orders reads
+	readMu sync.Mutex      // guards pre, rbuf, roff and the fill fields, and orders reads
 	pre    []byte          // bytes read before the hijack, returned first
 	raw    syscall.RawConn // the socket's, when it has one: reads wait for data without a buffer
 	rbuf   *[]byte         // pooled; holds what the last read(2) brought, from roff on
 	roff   int
+	// fill's read(2), bound once (raw.Read takes a func: a closure per read would cost
+	// allocations), and what it brought.
+	readReady func(fd uintptr) bool
+	fillBuf   *[]byte
+	fillN     int
+	fillErr   error
 
 	moved atomic.Int64 // bytes read from and written to the socket (liveness)
 
@@ -63,6 +69,7 @@ func newCorkConn(c net.Conn, pre []byte) *corkConn {
 	if sc, ok := c.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			cc.raw = raw
+			cc.readReady = cc.readSocket
 		}
 	}
 	cc.tcp = tcpRawConn(c)
@@ -156,29 +163,13 @@ func (c *corkConn) Read(p []byte) (int, error) {
 // fill waits until the socket has data and reads it into a pooled buffer. The caller
 // holds readMu.
 func (c *corkConn) fill() error {
-	var (
-		got  *[]byte
-		n    int
-		rerr error
-	)
-	err := c.raw.Read(func(fd uintptr) bool {
-		b := readPool.Get().(*[]byte)
-		for {
-			n, rerr = syscall.Read(int(fd), (*b)[:cap(*b)])
-			if rerr != syscall.EINTR {
-				break
-			}
-		}
-		if rerr == syscall.EAGAIN {
-			readPool.Put(b) // nothing yet: wait for readiness without the buffer
-			return false
-		}
-		got = b
-		return true
-	})
+	c.fillBuf, c.fillN, c.fillErr = nil, 0, nil
+	err := c.raw.Read(c.readReady)
+	got, n := c.fillBuf, c.fillN
 	if err == nil {
-		err = rerr
+		err = c.fillErr
 	}
+	c.fillBuf, c.fillErr = nil, nil
 	if err != nil || n <= 0 {
 		if got != nil {
 			readPool.Put(got)
@@ -192,6 +183,25 @@ func (c *corkConn) fill() error {
 	*got = (*got)[:n]
 	c.rbuf, c.roff = got, 0
 	return nil
+}
+
+// readSocket is fill's read(2) once the socket is readable (syscall.RawConn.Read): it
+// reads into a pooled buffer, or reports that there was nothing yet (EAGAIN) without
+// keeping one. The caller holds readMu.
+func (c *corkConn) readSocket(fd uintptr) bool {
+	b := readPool.Get().(*[]byte)
+	for {
+		c.fillN, c.fillErr = syscall.Read(int(fd), (*b)[:cap(*b)])
+		if c.fillErr != syscall.EINTR {
+			break
+		}
+	}
+	if c.fillErr == syscall.EAGAIN {
+		readPool.Put(b) // nothing yet: wait for readiness without the buffer
+		return false
+	}
+	c.fillBuf = b
+	return true
 }
 
 // socketWritePiece is the most one write(2) is given: a large batch or frame is written in

@@ -228,7 +228,9 @@ func TestDialedTransportBatches(t *testing.T) {
 // buffer, then one read(2) takes the whole burst into a pooled buffer that small reads are
 // served from; once consumed the buffer goes back (an idle connection holds none); the end
 // of the stream is io.EOF.
-func TestCorkConnReadsThroughPooledBuffer(t *testing.T) {
+// tcpPair connects two TCP sockets on loopback; both are closed when the test ends.
+func tcpPair(t *testing.T) (client, srv net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -241,13 +243,22 @@ func TestCorkConnReadsThroughPooledBuffer(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	client, err := net.Dial("tcp", ln.Addr().String())
+	client, err = net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	srv := <-accepted
-	defer srv.Close()
+	t.Cleanup(func() { client.Close() })
+	select {
+	case srv = <-accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener accepted nothing in ten seconds")
+	}
+	t.Cleanup(func() { srv.Close() })
+	return client, srv
+}
+
+func TestCorkConnReadsThroughPooledBuffer(t *testing.T) {
+	client, srv := tcpPair(t)
 	c := newCorkConn(srv, []byte("pre:"))
 	if c.raw == nil {
 		t.Fatal("a TCP socket without a RawConn")
@@ -280,6 +291,30 @@ func TestCorkConnReadsThroughPooledBuffer(t *testing.T) {
 	client.Close()
 	if n, err := c.Read(p); n != 0 || err != io.EOF {
 		t.Fatalf("at the end: %d, %v", n, err)
+	}
+}
+
+// TestCorkConnReadOfTheSocketAllocatesNothing: a read that has to wait for the socket and
+// read(2) it allocates nothing (the buffer is pooled, the readiness callback bound once):
+// each run below is one such read.
+func TestCorkConnReadOfTheSocketAllocatesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation count: not in -short")
+	}
+	client, srv := tcpPair(t)
+	c := newCorkConn(srv, nil)
+	one, p := []byte{1}, make([]byte, 64)
+	read := func() {
+		if _, err := client.Write(one); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.Read(p); n != 1 || err != nil {
+			t.Fatalf("read %d bytes, %v", n, err)
+		}
+	}
+	read() // warm up: the pool has a buffer
+	if allocs := testing.AllocsPerRun(100, read); allocs > 0 {
+		t.Fatalf("%.1f allocations per read of the socket, want none", allocs)
 	}
 }
 

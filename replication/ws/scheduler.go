@@ -72,6 +72,15 @@ type nsQueue struct {
 	parked   bool
 	parkedAt int
 	closed   bool
+	name     string // ns.String() once an event has needed it (eventName)
+}
+
+// eventName is the namespace id as the observer's events carry it, formatted once.
+func (q *nsQueue) eventName() string {
+	if q.name == "" {
+		q.name = q.ns.String()
+	}
+	return q.name
 }
 
 // empty reports whether q holds nothing to send.
@@ -508,33 +517,33 @@ func (c *conn) sendOne(q *nsQueue) bool {
 		info.Chunked, info.TransferID, info.ChunkCount = true, it.tid, it.split.ChunkCount()
 	}
 	c.await(seq, ackKey{q.ns, it.Kind.AckedBy()})
-	c.emitSent(q.ns, it, info)
-	if sent := it.Sent; sent != nil {
-		c.defer_(func() { sent(info) })
+	c.emitSent(q, it, info)
+	if it.Sent != nil {
+		c.deferSent(it.Sent, info)
 	}
 	return true
 }
 
 // emitSent reports a data item leaving (§23.1): update-sent for an UPDATE frame (with the
 // sequence only the connection knows), chunked-*-sent when a transfer's last chunk leaves.
-func (c *conn) emitSent(ns protocol.NamespaceID, it *queuedItem, info seam.SentInfo) {
+func (c *conn) emitSent(q *nsQueue, it *queuedItem, info seam.SentInfo) {
 	if !c.em.Enabled() {
 		return
 	}
-	id := c.connIDOpt()
+	id, ns := c.connIDOpt(), q.eventName()
 	if !info.Chunked {
-		c.em.Emit(observer.UpdateSent{ConnectionID: id, NamespaceID: ns.String(), Bytes: len(it.Bytes),
+		c.em.Emit(observer.UpdateSent{ConnectionID: id, NamespaceID: ns, Bytes: len(it.Bytes),
 			Sequence: info.Sequence, SendQueueMs: c.em.SinceMs(it.enqueued)})
 		return
 	}
 	total := uint32(len(it.Bytes))
 	switch it.Kind {
 	case protocol.KindSnapshot:
-		c.em.Emit(observer.ChunkedSnapshotSent{ConnectionID: id, NamespaceID: ns.String(), TransferID: info.TransferID, ChunkCount: info.ChunkCount, TotalBytes: total})
+		c.em.Emit(observer.ChunkedSnapshotSent{ConnectionID: id, NamespaceID: ns, TransferID: info.TransferID, ChunkCount: info.ChunkCount, TotalBytes: total})
 	case protocol.KindSyncDiff:
-		c.em.Emit(observer.ChunkedSyncSent{ConnectionID: id, NamespaceID: ns.String(), TransferID: info.TransferID, ChunkCount: info.ChunkCount, TotalBytes: total, SyncRoundID: it.Binding.SyncRoundID})
+		c.em.Emit(observer.ChunkedSyncSent{ConnectionID: id, NamespaceID: ns, TransferID: info.TransferID, ChunkCount: info.ChunkCount, TotalBytes: total, SyncRoundID: it.Binding.SyncRoundID})
 	default:
-		c.em.Emit(observer.ChunkedUpdateSent{ConnectionID: id, NamespaceID: ns.String(), TransferID: info.TransferID, ChunkCount: info.ChunkCount, TotalBytes: total})
+		c.em.Emit(observer.ChunkedUpdateSent{ConnectionID: id, NamespaceID: ns, TransferID: info.TransferID, ChunkCount: info.ChunkCount, TotalBytes: total})
 	}
 }
 

@@ -94,10 +94,10 @@ type wsTransport struct {
 	cork         *corkConn // the socket under c, when it can be corked; nil otherwise
 	closeTimeout time.Duration
 
-	// Each context given to Write closes the transport when it ends (as coder/websocket
-	// does for the context of each call), watched once rather than per message:
-	// coder/websocket arms a timer per call for a context that can end. Write is called by
-	// the writer only. Read's context is checked when Read is called; a Read in progress
+	// Each context given to Write or Flush closes the transport when it ends (as
+	// coder/websocket does for the context of each call), watched once rather than per
+	// message or batch: coder/websocket arms a timer per call for a context that can end.
+	// Write and Flush are called by the writer only. Read's context is checked when Read is called; a Read in progress
 	// ends when the transport closes (the connection cancels its read and write contexts
 	// together, and the write context's end closes the transport).
 	writeCtx context.Context
@@ -226,7 +226,10 @@ func (t *wsTransport) Flush(ctx context.Context) error {
 	if t.cork == nil {
 		return nil
 	}
-	if err := t.cork.uncork(ctx); err != nil {
+	// The end of ctx closes the socket (watch, once per context: not a registration per
+	// batch), which ends a write that blocks.
+	t.watch(ctx, &t.writeCtx)
+	if err := t.cork.uncork(context.Background()); err != nil {
 		_ = t.c.CloseNow()
 		if ctx.Err() != nil {
 			return ctx.Err()

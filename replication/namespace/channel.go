@@ -44,6 +44,11 @@ type channel struct {
 	ackTimer    seam.Timer
 	// queuedMerged is the size of the merged update waiting in the queue, if any (coalesce).
 	queuedMerged int
+	// ackRTT is the smoothed time from an UPDATE leaving to its acknowledgement, once one
+	// was acknowledged (ackRTTKnown): it sets how many small UPDATEs may be in flight
+	// before the rest wait to leave merged (mergeAfterInFlight).
+	ackRTT      time.Duration
+	ackRTTKnown bool
 
 	receiving int // inbound UPDATEs admitted and not yet acknowledged
 	applying  int // applies admitted to the sequencer and not yet settled

@@ -53,12 +53,22 @@ func (mc *mergeCounter) get() (calls, inputs int) {
 	return mc.calls, mc.inputs
 }
 
+// slowAcks makes every acknowledgement count as slow for the test: small updates fill
+// coalesceInFlight slots of the window (4, the whole window of nsConfig) before they wait,
+// as on a link with a long round trip, whatever the fake clock says.
+func slowAcks(t *testing.T) {
+	orig := *namespace.CoalesceQuickAck
+	*namespace.CoalesceQuickAck = 0
+	t.Cleanup(func() { *namespace.CoalesceQuickAck = orig })
+}
+
 // TestS10_1_CoalesceWhenTheWindowOpens: while the window is full, updates wait unmerged
 // (merging at every new update would merge the merged one again and again); the
 // acknowledgement that opens a slot merges them once into one UPDATE. A long backlog is
 // merged only to keep the queue's count bounded, each update a bounded number of times,
 // and never overflows the queue.
 func TestS10_1_CoalesceWhenTheWindowOpens(t *testing.T) {
+	slowAcks(t)
 	cfg := nsConfig(t)
 	cfg.MaxQueuedUpdateCount = 64
 	must(t, cfg.Validate())
@@ -141,6 +151,7 @@ func TestS10_1_CoalesceWhenTheWindowOpens(t *testing.T) {
 // one merged UPDATE when an acknowledgement comes back — far fewer frames to write and to
 // acknowledge. Large updates (merging costs more than it saves) use the whole window.
 func TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight(t *testing.T) {
+	slowAcks(t)
 	cfg := nsConfig(t)
 	cfg.MaxInFlightUpdates = 16
 	cfg.MaxUpdateBytes, cfg.MaxFrameBytes, cfg.MaxQueuedUpdateBytes = 4096, 8192, 64<<10
@@ -218,4 +229,95 @@ func TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight(t *testing.T) {
 	if n != 6 {
 		t.Fatalf("%d UPDATEs for 6 large writes with room in the window, want 6", n)
 	}
+}
+
+// TestS10_1_QuickAcksKeepOneSmallUpdateInFlight: once UPDATEs are acknowledged quickly (the
+// fake clock does not move: a round trip of zero), small updates wait behind a single one
+// in flight and leave merged when it is acknowledged; after a slow acknowledgement (the
+// clock moved a second between the UPDATE and its ACK) the average (an eighth of it: 125
+// ms) is over the threshold and a few go out again before the rest wait.
+func TestS10_1_QuickAcksKeepOneSmallUpdateInFlight(t *testing.T) {
+	cfg := nsConfig(t)
+	cfg.MaxInFlightUpdates = 16
+	cfg.MaxUpdateBytes, cfg.MaxFrameBytes, cfg.MaxQueuedUpdateBytes = 4096, 8192, 64<<10
+	cfg.MaxQueuedUpdateCount = 64
+	must(t, cfg.Validate())
+	f := newNSHub(t, cfg, persistence.Options{})
+	w := f.dial(peerID)
+	ns, doc := f.liveNS(w, 200)
+	local := newYDoc(t, 100)
+	write := func(i int) { must(t, writeLocal(t, f.reg, ns, local.set("k", float64(i)))) }
+	// burst writes n small updates and returns the UPDATEs sent before any is acknowledged.
+	sentSoFar := func() uint64 {
+		fl := f.hub.NamespaceFlows(ctxT(t), ns.String())
+		if len(fl) != 1 {
+			t.Fatalf("%d connections carry the namespace", len(fl))
+		}
+		return fl[0].UpdatesSent
+	}
+	burst := func(from, n int) []uint32 {
+		before := sentSoFar()
+		for i := range n {
+			write(from + i)
+		}
+		// Each write has reached the connection: sent, or queued (nothing is merged
+		// before an acknowledgement).
+		eventually(t, "the burst at the connection", func() bool {
+			fl := f.hub.NamespaceFlows(ctxT(t), ns.String())
+			return len(fl) == 1 && fl[0].UpdatesSent-before+uint64(fl[0].QueuedUpdates) >= uint64(n)
+		})
+		var seqs []uint32
+		for _, fr := range w.barrier() {
+			doc.apply(expectUpdate(t, fr).Update)
+			seqs = append(seqs, fr.Sequence)
+		}
+		return seqs
+	}
+	// ack acknowledges seq after the fake clock moved by rtt, and returns what it released.
+	ack := func(seq uint32, rtt time.Duration) []uint32 {
+		f.clk.Advance(rtt)
+		w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq})
+		var seqs []uint32
+		for _, fr := range w.barrier() {
+			doc.apply(expectUpdate(t, fr).Update)
+			seqs = append(seqs, fr.Sequence)
+		}
+		return seqs
+	}
+
+	// The first UPDATE and its quick acknowledgement.
+	first := burst(0, 1)
+	if len(first) != 1 {
+		t.Fatalf("%d UPDATEs for one write", len(first))
+	}
+	if got := ack(first[0], 0); len(got) != 0 {
+		t.Fatalf("%d UPDATEs released by the acknowledgement of the only one", len(got))
+	}
+	// Quick: one small UPDATE in flight, the other five wait.
+	sent := burst(1, 6)
+	if len(sent) != 1 {
+		t.Fatalf("%d UPDATEs for 6 small writes after quick acknowledgements, want 1", len(sent))
+	}
+	// Its acknowledgement releases the five as one merged UPDATE; this one is slow.
+	merged := ack(sent[0], time.Second)
+	if len(merged) != 1 || doc.app()["k"] != float64(6) {
+		t.Fatalf("%d UPDATEs after the acknowledgement, k = %v: want the five merged into one, k = 6", len(merged), doc.app()["k"])
+	}
+	// Slow now: four go before the rest wait.
+	if got := ack(merged[0], time.Second); len(got) != 0 {
+		t.Fatalf("%d UPDATEs released with nothing queued", len(got))
+	}
+	if sent := burst(7, 6); len(sent) != 4 {
+		t.Fatalf("%d UPDATEs for 6 small writes after slow acknowledgements, want 4", len(sent))
+	}
+}
+
+// expectUpdate returns fr's UPDATE, or fails the test.
+func expectUpdate(t *testing.T, fr protocol.Frame) *protocol.Update {
+	t.Helper()
+	up, ok := fr.Message.(*protocol.Update)
+	if !ok {
+		t.Fatalf("unexpected %s", fr.Type())
+	}
+	return up
 }

@@ -110,6 +110,7 @@ func TestS8_S9_S10_HubBootstrapRoundLive(t *testing.T) {
 // (merging the waiting ones, §10.1) while another namespace on the same connection keeps
 // sending; each ACK lets one more frame go (§10.2, §17).
 func TestS10_2_HubWindowPausesOnlyThatNamespace(t *testing.T) {
+	slowAcks(t) // one acknowledgement opens one slot of the window
 	cfg := nsConfig(t)
 	f := newNSHub(t, cfg, persistence.Options{})
 	w := f.dial(peerID)
@@ -825,6 +826,7 @@ func TestS13_HubRemoteErrors(t *testing.T) {
 // update-dropped, no resync, the channel stays live, the queued updates still go, and the
 // next reconciliation repairs it.
 func TestS23_1_OverCapLiveUpdate(t *testing.T) {
+	slowAcks(t) // one acknowledgement opens one slot of the window
 	cfg := nsConfig(t)
 	cfg.MaxSyncDiffBytes, cfg.MaxBootstrapBytes, cfg.MaxFrameBytes = 16<<10, 16<<10, 17<<10
 	cfg.MaxQueuedControlBytes = 64 << 10

@@ -100,15 +100,44 @@ func (c *channel) canSend() bool {
 	return c.state == observer.ChannelLive && len(c.window)+c.reserved+c.bulkSlots() < c.n.cfg.MaxInFlightUpdates
 }
 
-// holdForMerge: once coalesceInFlight UPDATEs are unacknowledged, small updates wait for
+// holdForMerge: once mergeAfterInFlight UPDATEs are unacknowledged, small updates wait for
 // an acknowledgement and leave merged (coalesce) instead of filling the rest of the window
 // one by one; larger ones use the whole window.
 func (c *channel) holdForMerge() bool {
-	if len(c.window)+c.reserved < coalesceInFlight || c.out == nil {
+	if len(c.window)+c.reserved < c.mergeAfterInFlight() || c.out == nil {
 		return false
 	}
 	items, bytes := c.out.Len()
 	return items > 0 && bytes <= coalesceMaxAvgBytes*items
+}
+
+// coalesceQuickAck: while UPDATEs are acknowledged within less than this (smoothed), small
+// updates wait behind a single one in flight. The wait is about one round trip, short enough
+// not to be noticed; it only happens when updates come faster than one per round trip, and
+// it sends each receiver fewer, larger UPDATEs (fewer frames to write, read and acknowledge
+// on both sides). On a slower link, waiting a round trip would show: coalesceInFlight go
+// out first. A variable for tests of the slow case.
+var coalesceQuickAck = 25 * time.Millisecond
+
+// mergeAfterInFlight is how many UPDATEs of small updates may be unacknowledged before
+// the rest wait to leave merged: one while acknowledgements come back within less than
+// coalesceQuickAck, else (or before the first) coalesceInFlight. When it drops to one with
+// more in flight, what waits leaves once those are acknowledged.
+func (c *channel) mergeAfterInFlight() int {
+	if c.ackRTTKnown && c.ackRTT < coalesceQuickAck {
+		return 1
+	}
+	return coalesceInFlight
+}
+
+// sampleAckRTT folds the round trip of one acknowledged UPDATE into ackRTT: a moving
+// average in which the newest sample weighs an eighth (as TCP smooths its round-trip time).
+func (c *channel) sampleAckRTT(rtt time.Duration) {
+	if !c.ackRTTKnown {
+		c.ackRTT, c.ackRTTKnown = rtt, true
+		return
+	}
+	c.ackRTT += (rtt - c.ackRTT) / 8
 }
 
 // room: an UPDATE may leave now.
@@ -245,7 +274,7 @@ const (
 	// them costs more than the frames it saves.
 	coalesceMaxAvgBytes = 1 << 10
 	// coalesceInFlight: how many UPDATEs of small updates may be unacknowledged before the
-	// rest wait to leave merged (holdForMerge).
+	// rest wait to leave merged (holdForMerge), unless acknowledgements come back quickly.
 	coalesceInFlight = 4
 	// coalesceBacklogShare: while the window is full, queued updates are merged only when
 	// they reach this share of maxQueuedUpdateCount (so the queue never overflows on its
@@ -388,6 +417,9 @@ func (c *channel) updateAck(m *protocol.UpdateAck) {
 			continue
 		}
 		c.window = append(c.window[:i], c.window[i+1:]...)
+		if !in.chunked {
+			c.sampleAckRTT(c.n.s.Clock().Now().Sub(in.deadline.Add(-c.n.cfg.AckTimeout)))
+		}
 		c.wakeOutbox()
 		if i == 0 && !c.lossy {
 			// Every earlier update was acknowledged: the hub holds the local writes this

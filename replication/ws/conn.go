@@ -303,9 +303,10 @@ func (c *conn) runPosted() {
 func (c *conn) settle() {
 	for {
 		if len(c.deferred) > 0 {
-			// What the calls defer goes to the other list, run on the next turn.
+			// What the calls defer goes to the other list, run on the next turn; the two
+			// never share an array.
 			d := c.deferred
-			c.deferred = c.deferSpare[:0]
+			c.deferred, c.deferSpare = c.deferSpare[:0], nil
 			for i := range d {
 				d[i].run()
 				d[i] = deferredCall{}

@@ -24,11 +24,8 @@ import (
 	"github.com/nomicore/nomicore/yws"
 )
 
-// paceGC starts the hub's pacing of the garbage collector unless GOGC is set (then it
-// returns nil). The hub's live heap is often small next to what relaying allocates: at
-// GOGC 100 the collector ran so often it took a quarter of the hub's CPU under fan-out. The
-// pacer lets the heap grow by at least gcpace.DefaultFloor between collections, and by its
-// live size (GOGC 100) once that is larger.
+// paceGC starts the hub's pacing of the garbage collector (gcpace, with its DefaultFloor)
+// unless GOGC is set; then it returns nil.
 func paceGC(getenv func(string) string) *gcpace.Pacer {
 	if getenv("GOGC") != "" {
 		return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -146,12 +147,19 @@ func TestS10_1_CoalesceWhenTheWindowOpens(t *testing.T) {
 	}
 }
 
-// TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight: with a wide window, small updates
-// leave one by one only until a few UPDATEs are unacknowledged; the rest wait and leave as
-// one merged UPDATE when an acknowledgement comes back — far fewer frames to write and to
-// acknowledge. Large updates (merging costs more than it saves) use the whole window.
-func TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight(t *testing.T) {
-	slowAcks(t)
+// wideWindow is a hub with a live namespace whose window (16) is wider than
+// coalesceInFlight, a peer's end w and document doc on it, and local, a document the hub
+// side writes from.
+type wideWindow struct {
+	t     *testing.T
+	f     *nsHub
+	w     *wire
+	ns    protocol.NamespaceID
+	doc   *ydoc
+	local *ydoc
+}
+
+func newWideWindow(t *testing.T) *wideWindow {
 	cfg := nsConfig(t)
 	cfg.MaxInFlightUpdates = 16
 	cfg.MaxUpdateBytes, cfg.MaxFrameBytes, cfg.MaxQueuedUpdateBytes = 4096, 8192, 64<<10
@@ -160,27 +168,62 @@ func TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight(t *testing.T) {
 	f := newNSHub(t, cfg, persistence.Options{})
 	w := f.dial(peerID)
 	ns, doc := f.liveNS(w, 200)
-	local := newYDoc(t, 100)
+	return &wideWindow{t: t, f: f, w: w, ns: ns, doc: doc, local: newYDoc(t, 100)}
+}
+
+// flow is the namespace's flow on its one connection.
+func (ww *wideWindow) flow() ws.Flow {
+	ww.t.Helper()
+	fl := ww.f.hub.NamespaceFlows(ctxT(ww.t), ww.ns.String())
+	if len(fl) != 1 {
+		ww.t.Fatalf("%d connections carry the namespace", len(fl))
+	}
+	return fl[0]
+}
+
+// reached waits until n writes made after sentBefore UPDATEs had left have reached the
+// connection — sent, or queued behind the UPDATEs in flight (a write's fan-out reaches
+// the channel after the write returns).
+func (ww *wideWindow) reached(sentBefore uint64, n int) {
+	ww.t.Helper()
+	eventually(ww.t, "the writes at the connection", func() bool {
+		fl := ww.flow()
+		return fl.UpdatesSent-sentBefore+uint64(fl.QueuedUpdates) >= uint64(n)
+	})
+}
+
+// updates applies to doc every UPDATE a barrier brings back and returns their sequences;
+// any other frame fails the test.
+func (ww *wideWindow) updates() []uint32 {
+	ww.t.Helper()
+	var seqs []uint32
+	for _, fr := range ww.w.barrier() {
+		up, ok := fr.Message.(*protocol.Update)
+		if !ok {
+			ww.t.Fatalf("unexpected %s", fr.Type())
+		}
+		ww.doc.apply(up.Update)
+		seqs = append(seqs, fr.Sequence)
+	}
+	return seqs
+}
+
+// TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight: with a wide window, small updates
+// leave one by one only until a few UPDATEs are unacknowledged; the rest wait and leave as
+// one merged UPDATE when an acknowledgement comes back — far fewer frames to write and to
+// acknowledge. Large updates (merging costs more than it saves) use the whole window.
+func TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight(t *testing.T) {
+	slowAcks(t)
+	ww := newWideWindow(t)
+	f, w, ns, doc, local := ww.f, ww.w, ww.ns, ww.doc, ww.local
 
 	for i := range 10 {
 		must(t, writeLocal(t, f.reg, ns, local.set("k", float64(i))))
 	}
-	// Every write has reached the connection — sent, or queued behind the UPDATEs in
-	// flight — before the frames are collected and acknowledged (a write's fan-out reaches
-	// the channel after the write returns).
-	eventually(t, "the ten writes at the connection", func() bool {
-		fl := f.hub.NamespaceFlows(ctxT(t), ns.String())
-		return len(fl) == 1 && fl[0].UpdatesSent+uint64(fl[0].QueuedUpdates) == 10
-	})
-	var window []uint32
-	for _, fr := range w.barrier() {
-		up, ok := fr.Message.(*protocol.Update)
-		if !ok {
-			t.Fatalf("unexpected %s", fr.Type())
-		}
-		doc.apply(up.Update)
-		window = append(window, fr.Sequence)
-	}
+	// Every write has reached the connection before the frames are collected and
+	// acknowledged.
+	ww.reached(0, 10)
+	window := ww.updates()
 	if len(window) > 4 {
 		t.Fatalf("%d UPDATEs for 10 small writes before any acknowledgement, want at most 4", len(window))
 	}
@@ -188,19 +231,12 @@ func TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight(t *testing.T) {
 	w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: window[0]})
 	after := 0
 	for quiet := 0; doc.app()["k"] != float64(9) && quiet < 20; {
-		fs := w.barrier()
-		if len(fs) == 0 {
+		got := ww.updates()
+		if len(got) == 0 {
 			quiet++
 			time.Sleep(5 * time.Millisecond)
 		}
-		for _, fr := range fs {
-			up, ok := fr.Message.(*protocol.Update)
-			if !ok {
-				t.Fatalf("unexpected %s", fr.Type())
-			}
-			doc.apply(up.Update)
-			after++
-		}
+		after += len(got)
 	}
 	if got := doc.app()["k"]; got != float64(9) || after > 2 {
 		t.Fatalf("k = %v after %d UPDATEs following one acknowledgement, want 9 in one merged UPDATE", got, after)
@@ -237,52 +273,22 @@ func TestS10_1_SmallUpdatesLeaveMergedPastAFewInFlight(t *testing.T) {
 // clock moved a second between the UPDATE and its ACK) the average (an eighth of it: 125
 // ms) is over the threshold and a few go out again before the rest wait.
 func TestS10_1_QuickAcksKeepOneSmallUpdateInFlight(t *testing.T) {
-	cfg := nsConfig(t)
-	cfg.MaxInFlightUpdates = 16
-	cfg.MaxUpdateBytes, cfg.MaxFrameBytes, cfg.MaxQueuedUpdateBytes = 4096, 8192, 64<<10
-	cfg.MaxQueuedUpdateCount = 64
-	must(t, cfg.Validate())
-	f := newNSHub(t, cfg, persistence.Options{})
-	w := f.dial(peerID)
-	ns, doc := f.liveNS(w, 200)
-	local := newYDoc(t, 100)
-	write := func(i int) { must(t, writeLocal(t, f.reg, ns, local.set("k", float64(i)))) }
+	ww := newWideWindow(t)
+	f, w, ns, doc, local := ww.f, ww.w, ww.ns, ww.doc, ww.local
 	// burst writes n small updates and returns the UPDATEs sent before any is acknowledged.
-	sentSoFar := func() uint64 {
-		fl := f.hub.NamespaceFlows(ctxT(t), ns.String())
-		if len(fl) != 1 {
-			t.Fatalf("%d connections carry the namespace", len(fl))
-		}
-		return fl[0].UpdatesSent
-	}
 	burst := func(from, n int) []uint32 {
-		before := sentSoFar()
+		before := ww.flow().UpdatesSent
 		for i := range n {
-			write(from + i)
+			must(t, writeLocal(t, f.reg, ns, local.set("k", float64(from+i))))
 		}
-		// Each write has reached the connection: sent, or queued (nothing is merged
-		// before an acknowledgement).
-		eventually(t, "the burst at the connection", func() bool {
-			fl := f.hub.NamespaceFlows(ctxT(t), ns.String())
-			return len(fl) == 1 && fl[0].UpdatesSent-before+uint64(fl[0].QueuedUpdates) >= uint64(n)
-		})
-		var seqs []uint32
-		for _, fr := range w.barrier() {
-			doc.apply(expectUpdate(t, fr).Update)
-			seqs = append(seqs, fr.Sequence)
-		}
-		return seqs
+		ww.reached(before, n)
+		return ww.updates()
 	}
 	// ack acknowledges seq after the fake clock moved by rtt, and returns what it released.
 	ack := func(seq uint32, rtt time.Duration) []uint32 {
 		f.clk.Advance(rtt)
 		w.send(&protocol.UpdateAck{NamespaceID: ns, AckedSequence: seq})
-		var seqs []uint32
-		for _, fr := range w.barrier() {
-			doc.apply(expectUpdate(t, fr).Update)
-			seqs = append(seqs, fr.Sequence)
-		}
-		return seqs
+		return ww.updates()
 	}
 
 	// The first UPDATE and its quick acknowledgement.
@@ -310,14 +316,4 @@ func TestS10_1_QuickAcksKeepOneSmallUpdateInFlight(t *testing.T) {
 	if sent := burst(7, 6); len(sent) != 4 {
 		t.Fatalf("%d UPDATEs for 6 small writes after slow acknowledgements, want 4", len(sent))
 	}
-}
-
-// expectUpdate returns fr's UPDATE, or fails the test.
-func expectUpdate(t *testing.T, fr protocol.Frame) *protocol.Update {
-	t.Helper()
-	up, ok := fr.Message.(*protocol.Update)
-	if !ok {
-		t.Fatalf("unexpected %s", fr.Type())
-	}
-	return up
 }

@@ -19,12 +19,12 @@ import (
 
 // inflight is one UPDATE sent and not yet acknowledged.
 type inflight struct {
-	seq      uint32
-	bytes    int
-	deadline time.Time               // sent + ackTimeoutMs
-	sentAt   observer.Opt[time.Time] // for update-acked's ackLatencyMs
-	chunked  bool                    // sent as a chunked transfer: seq is its last chunk's
-	mark     int64                   // the local write count its acknowledgement confirms (see lastMark)
+	seq     uint32
+	bytes   int
+	sent    time.Time               // when it left (the session's clock); see ackDeadline
+	sentAt  observer.Opt[time.Time] // for update-acked's ackLatencyMs
+	chunked bool                    // sent as a chunked transfer: seq is its last chunk's
+	mark    int64                   // the local write count its acknowledgement confirms (see lastMark)
 }
 
 // sessionOptions are the options of the channel's replication session.
@@ -359,7 +359,7 @@ func (c *channel) sent(si seam.SentInfo, n int, mark int64) {
 		c.wakeOutbox()
 		return
 	}
-	in := inflight{seq: si.Sequence, bytes: n, deadline: c.n.s.Clock().Now().Add(c.n.cfg.AckTimeout), chunked: si.Chunked, mark: mark}
+	in := inflight{seq: si.Sequence, bytes: n, sent: c.n.s.Clock().Now(), chunked: si.Chunked, mark: mark}
 	if c.n.em.Enabled() {
 		in.sentAt = c.n.em.Now()
 	}
@@ -369,13 +369,16 @@ func (c *channel) sent(si seam.SentInfo, n int, mark int64) {
 	}
 }
 
+// ackDeadline is when in times out unacknowledged: ackTimeoutMs after it was sent.
+func (c *channel) ackDeadline(in inflight) time.Time { return in.sent.Add(c.n.cfg.AckTimeout) }
+
 // armAckTimer arms the ACK timer for the oldest UPDATE in the window.
 func (c *channel) armAckTimer() {
 	if len(c.window) == 0 {
 		c.ackTimer = nil
 		return
 	}
-	d := c.window[0].deadline.Sub(c.n.s.Clock().Now())
+	d := c.ackDeadline(c.window[0]).Sub(c.n.s.Clock().Now())
 	c.ackTimer = c.n.s.AfterFunc(max(d, 0), c.ackTimerFired)
 }
 
@@ -386,7 +389,7 @@ func (c *channel) ackTimerFired() {
 	if len(c.window) == 0 || c.ended() {
 		return
 	}
-	if c.n.s.Clock().Now().Before(c.window[0].deadline) {
+	if c.n.s.Clock().Now().Before(c.ackDeadline(c.window[0])) {
 		c.armAckTimer() // the oldest was acknowledged; wait for the next one
 		return
 	}
@@ -418,7 +421,7 @@ func (c *channel) updateAck(m *protocol.UpdateAck) {
 		}
 		c.window = append(c.window[:i], c.window[i+1:]...)
 		if !in.chunked {
-			c.sampleAckRTT(c.n.s.Clock().Now().Sub(in.deadline.Add(-c.n.cfg.AckTimeout)))
+			c.sampleAckRTT(c.n.s.Clock().Now().Sub(in.sent))
 		}
 		c.wakeOutbox()
 		if i == 0 && !c.lossy {

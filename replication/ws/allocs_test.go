@@ -32,11 +32,10 @@ func (a *ackCounter) HandleClosed(seam.CloseInfo)                    {}
 // allocBudgetPerUpdate is the most heap allocations one delivered update may cost on the
 // hub's connection: the update handed to a namespace's Outbox, framed, written, and its
 // UPDATE_ACK read, decoded, checked and handed to the namespace layer, and the update's Sent
-// callback called. The count is 7: the
-// frame's bytes, the UPDATE message and the decoded UPDATE_ACK — and four of the fake
-// transport's own (a copy and a wake-up channel per message it carries). Queuing the item
-// (held by value in the namespace's queue), posting to the owner and handing frames to the
-// writer allocate nothing in the steady state.
+// callback called. The count is 7: the frame's bytes, the UPDATE message and the decoded
+// UPDATE_ACK — and four of the fake transport's own (a copy and a wake-up channel per
+// message it carries). Queuing the item (held by value in the namespace's queue), posting
+// to the owner and handing frames to the writer allocate nothing in the steady state.
 const allocBudgetPerUpdate = 7
 
 // TestAllocsPerDeliveredUpdate is a benchmark-style check (allocations, never time): the

@@ -117,8 +117,7 @@ type conn struct {
 	readerDone   bool
 	writerDone   bool
 	pinger       liveness
-	deferred     []deferredCall
-	deferSpare   []deferredCall // the list settle ran last, emptied: the next one's array
+	deferred     []deferredCall // run by settle, in order; the array is kept for the next ones
 	opens        openAdmission
 	awaiting     map[uint32]ackKey // frames sent that expect an acknowledgement
 	late         map[uint32]ackKey // given up by this side, still acceptable once (see forgetOnTerminal)
@@ -236,9 +235,9 @@ func (c *conn) run() {
 			return
 		}
 		// Idle. Work queued before the flag is cleared is seen by the check below; work
-		// queued after it starts a new owner. The linger timer and the spare list of
-		// deferred calls go too: an idle connection holds neither.
-		c.lingerT, c.deferSpare = nil, nil
+		// queued after it starts a new owner. The linger timer and the array of deferred
+		// calls go too: an idle connection holds neither.
+		c.lingerT, c.deferred = nil, nil
 		c.ownerRunning.Store(false)
 		if len(c.inbound) == 0 && len(c.box.wake) == 0 || !c.ownerRunning.CompareAndSwap(false, true) {
 			return
@@ -303,16 +302,17 @@ func (c *conn) runPosted() {
 func (c *conn) settle() {
 	for {
 		if len(c.deferred) > 0 {
-			// What the calls defer goes to the other list, run on the next turn; the two
-			// never share an array.
-			d := c.deferred
-			c.deferred, c.deferSpare = c.deferSpare[:0], nil
-			for i := range d {
-				d[i].run()
-				d[i] = deferredCall{}
+			// What the calls defer joins the end of the list and runs in this pass, after
+			// what was deferred before it.
+			for i := 0; i < len(c.deferred); i++ {
+				call := c.deferred[i]
+				c.deferred[i] = deferredCall{}
+				call.run()
 			}
-			if cap(d) <= maxDeferSpare {
-				c.deferSpare = d[:0]
+			if cap(c.deferred) <= maxDeferKept {
+				c.deferred = c.deferred[:0]
+			} else {
+				c.deferred = nil
 			}
 			continue
 		}
@@ -351,8 +351,8 @@ func (d *deferredCall) run() {
 	d.f()
 }
 
-// maxDeferSpare bounds the array settle keeps for the next deferred calls.
-const maxDeferSpare = 256
+// maxDeferKept bounds the array settle keeps for the next deferred calls.
+const maxDeferKept = 256
 
 // post queues f for the owner goroutine without blocking; false once the owner has exited.
 func (c *conn) post(f func()) bool {
@@ -377,7 +377,7 @@ func (c *conn) maybeExit() {
 	for _, f := range c.box.shut() {
 		f()
 	}
-	c.deferred, c.deferSpare = nil, nil
+	c.deferred = nil
 	c.exited = true
 	if c.onExit != nil {
 		c.onExit(c)

@@ -2,13 +2,13 @@ package ws
 
 import "testing"
 
-// TestSettleRunsEveryDeferredCallOnce: the calls that deferred calls defer run on the next
-// turn, each once and in order, whatever the lists' sizes — past maxDeferSpare too, where
-// settle does not keep the list it ran for the next turn.
+// TestSettleRunsEveryDeferredCallOnce: the calls that deferred calls defer run after the
+// ones deferred before them, each once and in order, whatever the list's size — past
+// maxDeferKept too, where settle does not keep the list's array.
 func TestSettleRunsEveryDeferredCallOnce(t *testing.T) {
 	c := &conn{closing: true} // the pump has nothing to do
 	var ran []int
-	for _, n := range []int{3, maxDeferSpare + 50, 5, maxDeferSpare + 1, 2, 40, maxDeferSpare + 7} {
+	for _, n := range []int{3, maxDeferKept + 50, 5, maxDeferKept + 1, 2, 40, maxDeferKept + 7} {
 		ran = ran[:0]
 		for i := range n {
 			c.defer_(func() {

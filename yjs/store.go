@@ -7,9 +7,9 @@ import (
 
 // The struct store keeps, per client, its structs ordered by clock without gaps from 0. A
 // client's list is chunked so that a struct is found by clock in O(log n) and inserting a
-// split part in the middle costs O(chunk), not O(n).
-
-const chunkMax = 512 // a chunk splits in two when it grows beyond this
+// split part in the middle costs O(chunk), not O(n). A chunk splits in two when it grows
+// beyond chunkMax structs: 512 (chunk.go), or 4 in a build with the tag yjs_smallchunks
+// (chunk_small.go), which the tests use to put every list operation across chunk edges.
 
 // structList is the struct list of one client.
 type structList struct {

@@ -28,6 +28,19 @@ func fullChunkText(t *testing.T) (d *Doc, want []byte) {
 	return d, want
 }
 
+// splitCandidates are the structs k of fullChunkText whose range [2k, 2k+3) the split tests
+// delete: every one in a small-chunk build, else the first, those around the middle of the
+// chunk (where the chunk splits) and some beyond it, up to the last with a successor.
+func splitCandidates() []int {
+	var ks []int
+	for k := 0; k <= chunkMax-2; k++ {
+		if chunkMax <= 64 || k == 0 || k == chunkMax-2 || (k >= chunkMax/2-2 && k <= chunkMax/2+2) || k%61 == 0 {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
 // deleteUpdate is a v1 update holding no structs and one delete range of client.
 func deleteUpdate(client, clock, length uint64) []byte {
 	e := lib0.NewEncoder(16)
@@ -45,7 +58,7 @@ func deleteUpdate(client, clock, length uint64) []byte {
 // delete exactly its range; the walk over the range used to go on from a stale position and
 // deleted the live structs between the chunk's middle and the range.
 func TestDeleteRangeEndSplitsFullChunk(t *testing.T) {
-	for _, k := range []int{0, chunkMax/2 - 2, chunkMax/2 + 1, chunkMax * 3 / 4, chunkMax - 2} {
+	for _, k := range splitCandidates() {
 		d, want := fullChunkText(t)
 		// struct k whole, and the first character of struct k+1
 		clock := uint64(2 * k)
@@ -71,7 +84,7 @@ func TestDeleteRangeEndSplitsFullChunk(t *testing.T) {
 // TestIterateStructsEndSplitsFullChunk: iterateStructs over a range whose end splits a
 // struct of a full chunk visits exactly the structs of the range.
 func TestIterateStructsEndSplitsFullChunk(t *testing.T) {
-	for _, k := range []int{0, chunkMax/2 + 1, chunkMax - 2} {
+	for _, k := range splitCandidates() {
 		d, _ := fullChunkText(t)
 		l := d.store.clients[1]
 		start, end := uint64(2*k), uint64(2*k+3)

@@ -475,9 +475,13 @@ func (d *Doc) applyDeleteBlocks(tx *Transaction, blocks []delBlock) *deleteSet {
 					if end < it.endClock() {
 						l.insertAfter(p, splitItem(tx, it, end-it.id.Clock))
 						it.delete(tx)
-						break
+						if !d.olderDeleteWalk {
+							break
+						}
+						// ReplayAsOlderVersions: go on from p, which may be stale
+					} else {
+						it.delete(tx)
 					}
-					it.delete(tx)
 				}
 				np, ok := l.next(p)
 				if !ok {

@@ -73,11 +73,39 @@ func TestDeleteRangeEndSplitsFullChunk(t *testing.T) {
 			t.Fatalf("delete [%d,%d): text has %d characters, want %d (%d live characters deleted)", clock, clock+3, len(got), len(exp), len(exp)-len(got))
 		}
 		checkStructList(t, d.store.clients[1])
+		if n := d.StructCounts()[1]; n != chunkMax+1 {
+			t.Fatalf("StructCounts: client 1 owns %d structs, want %d", n, chunkMax+1)
+		}
 		// the deleted units and nothing else
 		ds := deleteSetFromStore(&d.store)
 		if en := ds.entry(1); len(en.ranges) != 1 || en.ranges[0] != (delRange{clock, 3}) {
 			t.Fatalf("delete [%d,%d): deleted ranges %v", clock, clock+3, en.ranges)
 		}
+	}
+}
+
+// TestReplayAsOlderVersions: the replay that stands for older versions deletes, besides the
+// range, the live structs from the middle of the split chunk up to the range, as those
+// versions did (checked against them when the fix was made: 1019, 933, 733 and 513
+// characters for ranges from structs 257, 300, 400 and 510 of a 512-struct chunk).
+func TestReplayAsOlderVersions(t *testing.T) {
+	for _, k := range splitCandidates() {
+		src, _ := fullChunkText(t)
+		state, err := EncodeStateAsUpdate(src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := ReplayAsOlderVersions([][]byte{state, deleteUpdate(1, uint64(2*k), 3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost := max(0, k-(chunkMax+1)/2) // structs (chunkMax+1)/2 … k-1 of the 513-struct chunk
+		if got, want := d.GetText("text").Len(), 2*chunkMax-3-2*lost; got != want {
+			t.Fatalf("range from struct %d: %d characters, want %d", k, got, want)
+		}
+	}
+	if _, err := ReplayAsOlderVersions([][]byte{{0xff}}); err == nil {
+		t.Fatal("a malformed update replayed")
 	}
 }
 

@@ -766,6 +766,10 @@ func (d *Doc) iterateStructs(tx *Transaction, l *structList, clock, length uint6
 		return
 	}
 	end := clock + length
+	if d.olderDeleteWalk {
+		d.iterateStructsAsOlderVersions(tx, l, clock, end, f)
+		return
+	}
 	it := l.at(d.store.cleanStart(tx, l, clock))
 	for {
 		if end < it.endClock() {

@@ -73,7 +73,8 @@ test-short: js-deps
 
 ## test-yjs-long: the yjs differential tests on YJS_LONG_COUNT (3) JS histories of about
 ## 20 MiB each (3 to 6 authors, hundreds of thousands of structs), every path; the histories
-## are made once by node and kept under $$TMPDIR/nomicore-yjs-histories (some 150 MiB each)
+## are made once by node (about 10 minutes each) and kept under $$TMPDIR/nomicore-yjs-histories
+## (about 180 MiB each)
 YJS_LONG_COUNT ?= 3
 test-yjs-long: js-deps
 	set -o pipefail; NOMICORE_YJS_LARGE=long NOMICORE_YJS_LARGE_COUNT=$(YJS_LONG_COUNT) $(GO) test -count=1 -timeout 240m -run TestLargeJSHistories -v ./yjs/ | grep -E -v '^=== (RUN|PAUSE|CONT)'

@@ -320,9 +320,9 @@ func (d *Doc) mergeWithLefts(l *structList, p spos) spos {
 	return cur
 }
 
-// gcDeleteSet replaces the content of the deleted items in ds. The walk of each range holds
-// a position while items are collected: gc changes a struct in place (its content and flags),
-// never the list, so the position stays valid.
+// gcDeleteSet replaces the content of the deleted items in ds. The walk over each range keeps
+// its list position while it collects: gc changes structs in place (content, flags and
+// links), never a list, so the position stays valid.
 func (d *Doc) gcDeleteSet(ds *deleteSet) {
 	for _, en := range ds.entries {
 		l := d.store.clients[en.client]

@@ -1,24 +1,25 @@
 // largehist.mjs: large, reproducible multi-author Yjs histories made by the real JavaScript
 // yjs, with every expectation the Go differential tests at scale compare against
-// (yjs/large_test.go, through internal/oracle.LargeHistory). Nothing here is computed by Go.
+// (yjs/large_test.go, through internal/oracle.Large). Nothing here is computed by Go.
 //
 //   node largehist.mjs CONFIG_JSON OUT_DIR
 //
-// CONFIG_JSON: {"seed": N, "mib": M, "authors": A, "updates": K, "refGC": bool}. The history
-// grows until its encoded state holds about M MiB. OUT_DIR must not exist; it is written
-// whole (manifest.json and blobs/) and is the same, byte for byte, for equal configs.
+// CONFIG_JSON: {"seed": N, "mib": M, "authors": A, "updates": K, "refGC": bool, "keep": bool}.
+// The history grows until its encoded state holds about M MiB. OUT_DIR must not exist; it is
+// written whole (manifest.json and blobs/) and is the same, byte for byte, for equal configs.
 //
 // The history. A authors (Y.Doc, gc on, client ids drawn from the seed) edit in rounds. In a
-// round each author runs a few hundred transactions of one operation each on the roots
-// "text" (Y.Text), "map" (Y.Map) and "list" (Y.Array) and on the types nested in them:
+// round each author runs 150 transactions of one operation each on the roots "text" and
+// "rich" (Y.Text), "map" (Y.Map) and "list" (Y.Array) and on the types nested in them:
 //
-//   text: inserts at random positions (mostly short, some of 256-1024 characters, some
-//         formatted, a few embeds), range deletions (some across hundreds of structs),
-//         formatting and removing formatting of ranges;
+//   text: inserts near the author's cursor, which now and then jumps (mostly 1-24
+//         characters, some of 64-1024), range deletions (some across hundreds of structs);
+//   rich: the same, fewer, and formatting and removing formatting of ranges, formatted
+//         inserts, embeds;
 //   map:  sets of about 600 keys (so most sets overwrite), values plain or nested Y.Text,
 //         Y.Array or Y.Map; deletions;
 //   list: inserts of values and nested Y.Map at random positions, range deletions;
-//   nested: the same edits inside the nested types.
+//   nested: the same edits inside the nested types, formatted texts included.
 //
 // At the end of a round every author applies what the others did in it, so the next round's
 // edits are concurrent with each other but build on everything before. Each author owns
@@ -34,20 +35,22 @@
 //   b: every local transaction of every author (doc.on('update') / 'updateV2'), in the
 //      order they were made.
 //
-// The paths. For GC on and off, a fresh Y.Doc with the roots declared applies:
-// a in order, a shuffled (pending structs and deletions, with a look at the state halfway),
-// a reversed, mergeUpdates(a), mergeUpdates(a shuffled), a prefix then diffUpdate(merged,
-// its state vector), a v2 in order and reversed, mergeUpdatesV2(a v2), the reference's state
-// in v1 and in v2, b in order, b v2 in order. For each path the manifest holds what JS yjs
-// then has: the JSON of the roots, encodeStateVector, encodeStateAsUpdate, whether anything
-// is pending, and (for some) encodeStateAsUpdate against state vectors taken at checkpoints
-// and drawn at random. Update functions: mergeUpdates, diffUpdate of the merged update
-// against every state vector, encodeStateVectorFromUpdate, convertUpdateFormatV2ToV1 of
-// every update of a v2.
+// The paths. For GC on and off, a fresh Y.Doc with the roots declared applies: a in order,
+// a shuffled and a reversed (structs and deletions wait as pending; with a look at the state
+// halfway), mergeUpdates(a), mergeUpdates(a shuffled), a prefix then diffUpdate(merged, its
+// state vector), a v2 in order and shuffled, mergeUpdatesV2(a v2), the reference's state in
+// v1 and in v2, b in order, and b v2 in order (GC on only). For each path the manifest holds
+// what JS yjs then has: the JSON of the roots, encodeStateVector, encodeStateAsUpdate,
+// whether anything is pending, and (for some) encodeStateAsUpdate against state vectors
+// taken at checkpoints and drawn at random. Update functions: mergeUpdates, diffUpdate of the
+// merged update against every state vector, encodeStateVectorFromUpdate,
+// convertUpdateFormatV2ToV1 of every update of a v2. The script checks that every author and
+// every path converged to the reference document's JSON.
 //
-// manifest.json names byte strings by the SHA-256 of their content (hex, 32 characters);
-// blobs/<name> holds them. A list of updates is one blob of frames: a 4-byte little-endian
-// length, then the bytes.
+// manifest.json names inputs by the SHA-256 of their content (hex, 32 characters); blobs/
+// <name> holds them. A list of updates is one blob of frames: a 4-byte little-endian length,
+// then the bytes. Expected results are named by SHA-256 and length only (the states of every
+// path would take tens of times the history's size), and kept as blobs too with "keep".
 
 import * as Y from 'yjs'
 import { createHash } from 'node:crypto'

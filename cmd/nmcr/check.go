@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -77,8 +78,8 @@ type checkLine struct {
 
 // storeCheck checks every document of the store (or the one of ns), and with archives the
 // archived ones too, writing the report to w. It returns the exit status: 0 when every
-// document is ok, 3 when one needs attention (served-damaged, unverified or reset), 1 when one does not load
-// or loads two ways that disagree.
+// document is ok, 3 when one needs attention (served-damaged, unverified or reset), 1 when
+// one does not load or loads two ways that disagree.
 func storeCheck(ctx context.Context, st *persistence.BoltStore, ns string, archives, asJSON bool, w io.Writer) (int, error) {
 	docs, err := st.Docs(ctx)
 	if err != nil {
@@ -314,6 +315,9 @@ func writeCheckLine(w io.Writer, l checkLine) error {
 			fmt.Fprintf(&b, " (an older version: %d)", o)
 		}
 		b.WriteString("\n")
+	}
+	if l.OlderRoots != nil && maps.Equal(l.OlderRoots, l.Roots) {
+		b.WriteString("  an older version rebuilt other content of the same sizes\n")
 	}
 	if l.OlderError != "" {
 		fmt.Fprintf(&b, "  an older version fails to load it: %s\n", l.OlderError)

@@ -125,7 +125,13 @@ func serve(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
-	namespaces, err := namespace.NewHub(namespace.HubOptions{Registry: reg, Logger: log})
+	namespaces, err := namespace.NewHub(namespace.HubOptions{Registry: reg, Logger: log,
+		OwnerMismatch: func(peer, ns, grantOwner, nsOwner string) {
+			log.Warn("a peer asked for a namespace of another owner; it was answered as for a missing namespace (NAMESPACE_NOT_FOUND)",
+				slog.String("peer", peer), slog.String("namespaceId", ns),
+				slog.String("tokenOwner", grantOwner), slog.String("namespaceOwner", nsOwner),
+				slog.String("fix", ownerMismatchFix(peer, grantOwner, nsOwner, *tokensFile)))
+		}})
 	if err != nil {
 		return fail(err)
 	}
@@ -264,3 +270,12 @@ func serve(args []string, cio cli.IO) int {
 }
 
 var _ persistence.Store = (*persistence.BoltStore)(nil)
+
+// ownerMismatchFix says what to do when peer's token gives it the namespaces of grantOwner
+// and it asked for one of nsOwner.
+func ownerMismatchFix(peer, grantOwner, nsOwner, tokensFile string) string {
+	return fmt.Sprintf("the namespace belongs to owner %q and %s's token to owner %q, and a peer replicates the namespaces "+
+		"of its token's owner only: either set \"owner\":%q in %s's entry of %s (the hub applies it within a second; "+
+		"%s's namespaces of owner %q then stop replicating), or have %s replicate a namespace of owner %q instead",
+		nsOwner, peer, grantOwner, nsOwner, peer, tokensFile, peer, grantOwner, peer, grantOwner)
+}

@@ -229,7 +229,9 @@ func (d *PeerDiagnosis) connectionFailed(code string) {
 func namespaceReason(ns, code string, dir observer.Direction) string {
 	switch protocol.ErrorCode(code) {
 	case protocol.CodeNamespaceNotFound:
-		return fmt.Sprintf("the hub has no namespace %s: create it on the hub, or remove the target (DELETE /v1/targets/%s)", ns, ns)
+		return fmt.Sprintf("the hub has no namespace %s for this peer: either it does not exist there (create it on the hub, "+
+			"or remove the target: DELETE /v1/targets/%s), or it belongs to another owner than the one this peer's token "+
+			"is for — the hub's log then names both owners and the fix (\"a peer asked for a namespace of another owner\")", ns, ns)
 	case protocol.CodeNamespaceUnauthorized:
 		return "this peer's token does not allow this namespace: widen its grant in the hub's tokens file (hub token list shows it), then restart the peer or send it SIGHUP"
 	case protocol.CodeBootstrapTooLarge:

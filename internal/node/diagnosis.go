@@ -104,14 +104,16 @@ func (d *PeerDiagnosis) dialed(url string, err error) {
 		d.refused(url, de.StatusCode)
 		return
 	}
-	d.connProblem = fmt.Sprintf("cannot reach the hub at %s: %v", url, err)
+	// The fix travels with the problem, so /readyz and GET /v1/targets say what the log says.
+	fix := dialFix(err)
+	d.connProblem = fmt.Sprintf("cannot reach the hub at %s: %v: %s", url, err, fix)
 	d.failedDials++
 	now := d.opts.Clock.Now()
 	if d.failing && now.Sub(d.lastDialWarn) < DialWarnEvery {
 		return
 	}
 	d.log.Warn("cannot reach the hub; retrying with backoff", slog.String("hubUrl", url), slog.String("error", err.Error()),
-		slog.Int("failedDials", d.failedDials), slog.String("fix", dialFix(err)))
+		slog.Int("failedDials", d.failedDials), slog.String("fix", fix))
 	d.failing, d.failedDials, d.lastDialWarn = true, 0, now
 }
 

@@ -2,8 +2,11 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -90,6 +93,26 @@ func TestDiagnosisDialFailuresAreRateLimited(t *testing.T) {
 	}
 	if p := d.ConnectionProblem(); p != "" {
 		t.Fatalf("problem after a successful dial: %q", p)
+	}
+}
+
+// A hub whose TLS certificate the peer does not trust: the problem /readyz and the waiting
+// targets give names the error and the flag that fixes it, as the log line does.
+func TestDiagnosisUntrustedHubNamesHubCA(t *testing.T) {
+	var logs jsonLines
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{TokenSource: "the token file t", Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	untrusted := fmt.Errorf("failed to WebSocket dial: %w", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}})
+	d.Dialer(&fakeDialer{errs: []error{untrusted}}).Dial(context.Background(), "wss://hub.example:8787/v1/replication", nil)
+	if got := logs.take(); len(got) != 1 || !strings.Contains(fmt.Sprint(got[0]["fix"]), "--hub-ca") {
+		t.Fatalf("log: %v", got)
+	}
+	problem := d.ConnectionProblem()
+	if !strings.Contains(problem, "unknown authority") || !strings.Contains(problem, "give --hub-ca FILE") {
+		t.Fatalf("problem %q", problem)
+	}
+	_, reason := d.ExplainTarget(namespace.TargetStatus{Target: namespace.Target{NamespaceID: "ns-0123456789abcdef0123456789abcdef"}, State: observer.ChannelTargeted})
+	if !strings.Contains(reason, "give --hub-ca FILE") {
+		t.Fatalf("target reason %q", reason)
 	}
 }
 

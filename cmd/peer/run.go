@@ -159,7 +159,7 @@ func runPeer(args []string, cio cli.IO) int {
 	if *tokenFile != "" {
 		tokenSource = "the token file " + *tokenFile
 	}
-	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{TokenSource: tokenSource, Clock: clk, Logger: log})
+	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{TokenSource: tokenSource, InstanceID: *instanceID, Clock: clk, Logger: log})
 	tap, closeCapture, err := common.FrameTap(log, "peer "+*instanceID)
 	if err != nil {
 		return fail(err)

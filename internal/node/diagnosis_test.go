@@ -123,12 +123,12 @@ func TestDiagnosisRefusalsNameCauseAndFix(t *testing.T) {
 		status     int
 		cause, fix string
 	}{
-		{401, "refused this peer's token (HTTP 401)", "hub token add --peer"},
-		{403, "does not let it replicate (HTTP 403)", "hub token list"},
+		{401, "refused this peer's token (HTTP 401)", "hub token add --data DIR --peer peer-a (DIR: the hub's data directory"},
+		{403, "does not let it replicate (HTTP 403)", "hub token list --data DIR"},
 		{404, "no replication endpoint at " + hubURL + " (HTTP 404)", "/v1/replication"},
 	} {
 		var logs jsonLines
-		d := NewPeerDiagnosis(PeerDiagnosisOptions{TokenSource: "the token file t", Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		d := NewPeerDiagnosis(PeerDiagnosisOptions{TokenSource: "the token file t", InstanceID: "peer-a", Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 		d.Dialer(&fakeDialer{errs: []error{&ws.DialError{StatusCode: tc.status, Err: errors.New("x")}}}).Dial(context.Background(), hubURL, nil)
 		got := logs.take()
 		if len(got) != 1 || got[0]["level"] != "ERROR" || !strings.Contains(got[0]["cause"].(string), tc.cause) || !strings.Contains(got[0]["fix"].(string), tc.fix) {

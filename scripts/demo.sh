@@ -134,7 +134,7 @@ step "reading the hub's copy as a Yjs update, through nmcr"
 curl -fsS "http://$HUB_ADMIN/v1/namespaces/$ns/update" | "$nmcr" doc json
 
 step "a few hub metrics"
-curl -fsS "http://$HUB_ADMIN/metrics" | grep -E '^nomicore_(connections_ready|live_namespaces|events_total\{side="hub",type="update-applied"\})' || true
+curl -fsS "http://$HUB_ADMIN/metrics" | grep -E '^nomicore_(connections_ready|live_sessions|events_total\{side="hub",type="update-applied"\})' || true
 
 if [ "$doc_a" != "$doc_b" ]; then
   echo "demo: the peers did not converge" >&2

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,6 +236,13 @@ func TestE2E_Browser_ReadOnlyEditorPage(t *testing.T) {
 	cancel()
 	if err != nil {
 		t.Fatalf("opening the editor page: %v", err)
+	}
+	// The page has an icon, served (browsers ask for one).
+	if resp, err := http.Get(fmt.Sprint(eval(`document.querySelector('link[rel=icon]').href`))); err != nil ||
+		resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/svg+xml" {
+		t.Errorf("the editor page's icon: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	// From the start, before the document arrived.
 	if ro := eval(`document.getElementById('body').readOnly`); ro != true {

@@ -47,6 +47,8 @@ func TestEditorPageAndAssets(t *testing.T) {
 		"/edit/assets/editor.js":     "new WebsocketProvider(",
 		"/edit/assets/yjs-bundle.js": "var NomicoreYjs=",
 		"/edit/assets/editor.css":    "textarea",
+		"/edit/assets/favicon.svg":   "<svg", // the page's icon, which it links to
+		"/favicon.ico":               "<svg", // the same, where browsers look without a link
 	} {
 		resp, err := e.http.Client().Get(e.http.URL + path)
 		if err != nil {

@@ -26,6 +26,18 @@ func assetHandler() http.Handler {
 	})
 }
 
+// GET /favicon.ico: the page's icon (editor/favicon.svg, which the page links to), for what
+// asks a site for its icon without reading the page.
+func serveFavicon(w http.ResponseWriter, _ *http.Request) {
+	b, err := editorFS.ReadFile("editor/favicon.svg")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Write(b)
+}
+
 var pageTemplate = template.Must(template.ParseFS(editorFS, "editor/index.html"))
 
 // GET /edit/{id}: a minimal collaborative editor of the namespace's Y.Text("body"). The

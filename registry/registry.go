@@ -373,6 +373,24 @@ func (r *Registry) Open(ctx context.Context, owner, namespaceID string) (*Lease,
 	return r.install(rt)
 }
 
+// OwnerOf returns the owner of the active namespace namespaceID (ok false when there is
+// none: never created, archived, or not a namespace id). It is for diagnoses only: Open
+// answers another owner's namespace as it answers a missing one (§19), and the hub's
+// operator, told that a peer was refused, needs to know which of the two it was.
+func (r *Registry) OwnerOf(ctx context.Context, namespaceID string) (owner string, ok bool, err error) {
+	if !ValidNamespaceID(namespaceID) {
+		return "", false, nil
+	}
+	ent, err := r.cfg.Store.Entry(ctx, namespaceID)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, storeErr("reading the entry", err)
+	}
+	return ent.Owner, ent.State == persistence.StateActive, nil
+}
+
 // openLoaded returns a lease on a loaded runtime, or nil.
 func (r *Registry) openLoaded(owner, ns string) (*Lease, error) {
 	r.mu.Lock()

@@ -58,7 +58,8 @@ type Metrics struct {
 	syncDiffEffects    *prometheus.CounterVec
 
 	connectionsReady *prometheus.GaugeVec
-	liveNamespaces   *prometheus.GaugeVec
+	liveSessions     *prometheus.GaugeVec
+	liveNamespaces   *prometheus.GaugeVec // the same count as liveSessions, under its earlier, misleading name
 
 	updateBytes   *prometheus.HistogramVec
 	syncBytes     *prometheus.HistogramVec
@@ -123,7 +124,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m.syncDiffEffects = counter("sync_diff_effects_total", "Single-frame sync diffs applied with a known effect on the state vector.", "side", "apply_effect")
 
 	m.connectionsReady = gauge("connections_ready", "Connections currently in the ready state.", "side")
-	m.liveNamespaces = gauge("live_namespaces", "Namespace channels currently live.", "side")
+	m.liveSessions = gauge("live_sessions", "Namespace sessions currently live: on the hub one per peer and namespace, on a peer one per target.", "side")
+	m.liveNamespaces = gauge("live_namespaces", "Deprecated: the same count as nomicore_live_sessions, kept for existing dashboards. "+
+		"It counts sessions, not namespaces (on the hub, a namespace with three live peers counts 3).", "side")
 
 	m.updateBytes = histogram("update_bytes", "Sizes of live updates sent, applied and acknowledged (chunked: whole transfer).", byteBuckets, "side", "type")
 	m.syncBytes = histogram("sync_diff_bytes", "Sizes of reconciliation diffs sent, applied and acknowledged.", byteBuckets, "side", "type")
@@ -301,9 +304,11 @@ func (m *Metrics) Observe(e observer.Event) {
 		m.loopDelay.WithLabelValues(side).Observe(seconds(p.DelayMs))
 	case observer.ChannelStateChanged:
 		if p.From == observer.ChannelLive {
+			m.liveSessions.WithLabelValues(side).Dec()
 			m.liveNamespaces.WithLabelValues(side).Dec()
 		}
 		if p.To == observer.ChannelLive {
+			m.liveSessions.WithLabelValues(side).Inc()
 			m.liveNamespaces.WithLabelValues(side).Inc()
 		}
 

@@ -435,6 +435,9 @@ func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, e
 // applyFrom is apply with the origin of a local write (originLocal, or one that skips the
 // writer's watch).
 func (rt *runtime) applyFrom(s *slot, update []byte, kind applyKind, local *localOrigin) (ApplyResult, error) {
+	if rt.sh != nil {
+		return ApplyResult{}, errSingleProcessPath
+	}
 	st := newStageTimer(rt.reg.cfg.StageClock, s.admitted)
 	st.mark() // slot start
 	hub := rt.reg.cfg.Role == RoleHub
@@ -512,8 +515,18 @@ func (rt *runtime) refreshIdentity() {
 	}
 }
 
+// errSingleProcessPath refuses a write that reached the single hub's path (apply, the
+// registry's own meta write) in a hub cluster, where every write goes through the shared
+// log: the cluster's store takes no appends, so the write would be applied here and saved
+// nowhere. Every caller chooses the cluster's path, so this is a broken invariant, refused
+// to the writer rather than lost.
+var errSingleProcessPath = ErrInternal.with("a write took the single hub's path in a hub cluster; it was refused, nothing was applied", nil)
+
 // writeMeta makes a registry transaction on meta and saves its update.
 func (rt *runtime) writeMeta(origin any, kv ...any) (uint64, error) {
+	if rt.sh != nil {
+		return 0, errSingleProcessPath
+	}
 	rt.txUpdate = nil
 	if err := writeMeta(rt.doc, origin, kv...); err != nil {
 		e := ErrInternal.with("meta write failed", err)
@@ -682,8 +695,13 @@ func (rt *runtime) markSaved(gen uint64) {
 // unsavedFlag reports (from any goroutine) that changes wait for a snapshot.
 func (rt *runtime) unsavedFlag() bool { return rt.dirty.Load() }
 
-// kickSaver asks the saver goroutine to write a snapshot (starting it on first use).
+// kickSaver asks the saver goroutine to write a snapshot (starting it on first use). In a
+// hub cluster there is no saver: the log keeps every write and the nodes compact it, and
+// the cluster's store takes no snapshot from the registry.
 func (rt *runtime) kickSaver() {
+	if rt.sh != nil {
+		return
+	}
 	if !rt.saverStarted {
 		rt.saverStarted = true
 		ctx, cancel := context.WithCancel(rt.reg.life)

@@ -117,6 +117,8 @@ type Registry struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // runtime goroutines
 
+	saveTransient, savePermanent atomic.Uint64 // failed snapshot saves (SaveFailures)
+
 	mu        sync.Mutex // guards closed, loaded, unloading, locks and every runtime's refs
 	closed    bool
 	loaded    map[string]*runtime // by namespace id: runtimes with leases
@@ -195,6 +197,12 @@ func (r *Registry) snapshotOnUnload(appends int) bool {
 func (r *Registry) logError(msg, ns string, err error) {
 	if r.cfg.Logger != nil {
 		r.cfg.Logger.Error(msg, "namespaceId", ns, "err", err)
+	}
+}
+
+func (r *Registry) logInfo(msg, ns string, attrs ...any) {
+	if r.cfg.Logger != nil {
+		r.cfg.Logger.Info(msg, append([]any{"namespaceId", ns}, attrs...)...)
 	}
 }
 

@@ -835,22 +835,22 @@ func (rt *runtime) saveLoop(ctx context.Context) {
 				return
 			}
 			if permanentSaveFailure(err) {
-				// Recorded in the sequence first: a write admitted after the count moved
-				// is refused with this cause.
+				// Recorded in the sequence, then logged, then counted: whoever sees the
+				// count finds the line, and a write admitted after it the refusal.
 				rt.submitInternal(&slot{run: func(rt *runtime, _ *slot) { rt.saveFailed = err }, fail: func(error) {}})
-				rt.reg.savePermanent.Add(1)
 				rt.reg.logError("saving the namespace failed, and trying again cannot help: it is not retried. "+
 					"Its unsaved changes are kept in memory only and it refuses writes until it is loaded again; "+
 					"remove the cause below, then restart the node", rt.ns, err)
+				rt.reg.savePermanent.Add(1)
 				return
 			}
-			rt.reg.saveTransient.Add(1)
 			failures++
 			if cause := err.Error(); cause != lastCause {
 				lastCause = cause
 				rt.reg.logError("saving the namespace failed; the node tries again (with growing pauses, up to "+
 					cfg.SaveRetryMax.String()+") until the store takes it, and says when it did", rt.ns, err)
 			}
+			rt.reg.saveTransient.Add(1)
 			fired := make(chan struct{})
 			t := cfg.Clock.AfterFunc(backoff, func() { close(fired) })
 			select {

@@ -158,12 +158,13 @@ func TestSaver_TransientFailuresAreRetriedAndLoggedOnce(t *testing.T) {
 	if res.Seq != 0 || !l.Degraded() {
 		t.Fatalf("a write the store refused to append: %+v, degraded %v", res, l.Degraded())
 	}
-	for i := 1; i <= 3; i++ {
-		waitFor(t, fmt.Sprintf("attempt %d", i), func() bool { return st.calls() == i })
+	// Each pause is the one armed after the failure, so that an advance fires one retry.
+	for i, pause := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		waitFor(t, fmt.Sprintf("attempt %d", i+1), func() bool { return st.calls() == i+1 })
 		if !fc.WaitForTimers(1, 10*time.Second) {
-			t.Fatalf("no retry armed after failure %d", i)
+			t.Fatalf("no retry armed after failure %d", i+1)
 		}
-		fc.Advance(5 * time.Second)
+		fc.Advance(pause)
 	}
 	waitFor(t, "the snapshot to be saved", func() bool { return !l.Degraded() })
 	if got := e.reg.SaveFailures(); got != (SaveFailures{Transient: 3}) {

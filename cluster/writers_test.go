@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -57,7 +58,8 @@ func writeExcept(t *testing.T, l *registry.Lease, except *registry.Watch, update
 // quorum, at the position it is answered with, and applied on the writing node, so the
 // node's Flushed covers it — every node applies it, its own watch does not get it back
 // while every other subscriber does, and it survives a restart of the node. No store
-// operation the cluster does not offer is called (nothing is logged as unsupported).
+// operation the cluster does not offer is called (nothing is logged as unsupported; an
+// archive is refused by the registry).
 func TestCluster_WriterWatchWritesThroughTheLog(t *testing.T) {
 	t.Parallel()
 	var logs lockedBuffer
@@ -145,6 +147,10 @@ func TestCluster_WriterWatchWritesThroughTheLog(t *testing.T) {
 	back := tc.nodes[0].open(t, ns)
 	if got := notes(t, back); got["editor"] != "first" || got["admin"] != "second" {
 		t.Fatalf("after a restart node 1 has %v", got)
+	}
+	// Archiving, which the cluster's store does not offer, is refused by the registry.
+	if _, err := tc.nodes[1].reg.Archive(ctxT(t, 5*time.Second), "default", ns); !errors.Is(err, registry.ErrRoleViolation) {
+		t.Fatalf("archiving in a cluster: %v", err)
 	}
 	if s := logs.String(); strings.Contains(s, "not supported") {
 		t.Fatalf("a node called a store operation the cluster does not offer:\n%s", s)

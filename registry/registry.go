@@ -525,12 +525,17 @@ func (r *Registry) Reset(ctx context.Context, owner, namespaceID string) (persis
 }
 
 // Archive (hub) marks the namespace archived and moves its document into an archive; opening
-// it is then ErrNotFound. ErrInUse while loaded.
+// it is then ErrNotFound. ErrInUse while loaded; ErrRoleViolation in a hub cluster, which
+// keeps no archives.
 func (r *Registry) Archive(ctx context.Context, owner, namespaceID string) (persistence.ArchiveInfo, error) {
 	return r.archive(ctx, owner, namespaceID, r.cfg.Store.Archive)
 }
 
 func (r *Registry) archive(ctx context.Context, owner, ns string, op func(context.Context, string, string) (persistence.ArchiveInfo, error)) (persistence.ArchiveInfo, error) {
+	if r.cfg.Shared != nil {
+		// The cluster's store keeps no archives: refused here rather than by the store.
+		return persistence.ArchiveInfo{}, ErrRoleViolation.with("archiving or resetting a namespace is not offered in a hub cluster", nil)
+	}
 	if !ValidNamespaceID(ns) {
 		return persistence.ArchiveInfo{}, ErrNotFound.with("", nil)
 	}

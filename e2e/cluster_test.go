@@ -67,11 +67,19 @@ func startHubCluster(c *hubCluster, n int) *hubCluster {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, p := range c.hubs {
-				t.Logf("--- log of %s:\n%s", p.name, tail(p.log, 40))
-			}
+			procs := append([]*proc{}, c.hubs...)
 			for _, p := range c.peers {
+				procs = append(procs, p)
+			}
+			keep := os.Getenv("NOMICORE_E2E_LOGS") // a directory to keep the whole logs of a failed test in
+			for _, p := range procs {
 				t.Logf("--- log of %s:\n%s", p.name, tail(p.log, 40))
+				if keep != "" {
+					dir := filepath.Join(keep, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+					if b, err := os.ReadFile(p.log); err == nil && os.MkdirAll(dir, 0o755) == nil {
+						os.WriteFile(filepath.Join(dir, p.name+".log"), b, 0o644)
+					}
+				}
 			}
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,10 +30,22 @@ type doorNode struct {
 
 // writeDoor is one way to write: write puts text into Y.Text("body") of ns through node n.
 // It returns once the door counts the write as made (for the admin API: answered 204; for
-// an editor: the node's document holds it and the editor has left).
+// an editor: the node's document holds it and the editor has left). attach sets up a writer
+// of the door on a node that is about to lose its quorum (see refusedWriter).
 type writeDoor struct {
-	name  string
-	write func(t *testing.T, m *doorMatrix, n doorNode, ns, text string)
+	name   string
+	write  func(t *testing.T, m *doorMatrix, n doorNode, ns, text string)
+	attach func(t *testing.T, m *doorMatrix, n doorNode, ns string) refusedWriter
+}
+
+// refusedWriter is a writer of one door on a node that cannot store writes for a while.
+// write makes the write then and checks that the door refuses it to the writer in its own
+// way; retry is what the writer does once the node can store again (an application writes
+// again; a y-websocket provider resends by itself when it reconnects) and returns once the
+// node holds the write.
+type refusedWriter struct {
+	write func(t *testing.T, text string)
+	retry func(t *testing.T)
 }
 
 // nodeKind is one kind of node: which node of the matrix is written to, which serve the same
@@ -45,8 +58,8 @@ type nodeKind struct {
 }
 
 var writeDoors = []writeDoor{
-	{"admin-api", writeThroughAdminAPI},
-	{"y-websocket", writeThroughEditor},
+	{"admin-api", writeThroughAdminAPI, adminAPIWriter},
+	{"y-websocket", writeThroughEditor, editorWriter},
 }
 
 var nodeKinds = []nodeKind{
@@ -76,6 +89,7 @@ type doorMatrix struct {
 	nodes        []doorNode
 	clusterPeer  doorNode
 	namespaces   map[string]string // cell name → namespace id
+	refusals     map[string]string // door name → namespace id of its refusal on a cluster node
 
 	mu      sync.Mutex // guards editors
 	editors int        // numbers the agent's editors
@@ -86,7 +100,7 @@ func cellName(d writeDoor, k nodeKind) string { return d.name + "@" + k.name }
 // newDoorMatrix starts every process and creates a namespace per cell, on the hub or node 3
 // (not the node the cluster cells write to), which both peers replicate.
 func newDoorMatrix(t *testing.T, ag *agent) *doorMatrix {
-	m := &doorMatrix{t: t, ag: ag, namespaces: map[string]string{}}
+	m := &doorMatrix{t: t, ag: ag, namespaces: map[string]string{}, refusals: map[string]string{}}
 	m.single = newCluster(t)
 	hubTok := m.single.clientToken("hub", "matrix")
 	m.single.hub = &proc{t: t, name: "hub", admin: "http://" + freeAddr(t), client: freeAddr(t), log: filepath.Join(m.single.dir, "hub.log")}
@@ -134,6 +148,11 @@ func newDoorMatrix(t *testing.T, ag *agent) *doorMatrix {
 			}
 			m.namespaces[cellName(d, k)] = ns
 		}
+	}
+	for _, d := range writeDoors {
+		ns := m.nodes[2].p.api().createNamespace()
+		clustered = append(clustered, ns)
+		m.refusals[d.name] = ns
 	}
 	m.hubPeer = m.startPeer("peer-h", m.single.dir, m.single.token("peer-h"),
 		[]string{"ws://" + m.single.hubRepl + "/v1/replication"}, single)
@@ -284,6 +303,96 @@ func writeThroughEditor(t *testing.T, m *doorMatrix, n doorNode, ns, text string
 	m.agentCall(t, "close", map[string]any{"name": name}, nil)
 }
 
+// textUpdate returns an update that inserts text at the start of Y.Text("body") of a
+// document in state.
+func textUpdate(t *testing.T, state []byte, text string) []byte {
+	t.Helper()
+	doc := yjs.NewDoc()
+	if err := yjs.ApplyUpdate(doc, state, nil); err != nil {
+		t.Fatal(err)
+	}
+	var update []byte
+	unsub := doc.OnUpdate(func(u []byte, _ any) { update = append([]byte(nil), u...) })
+	err := doc.GetText("body").Insert(0, text, nil)
+	unsub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return update
+}
+
+// adminAPIWriter: an application that read the document (GET …/update) while the node was
+// ready makes its change; POST …/update on a node that cannot store it is answered 503
+// PERSISTENCE_DEGRADED, and the application posts it again later.
+func adminAPIWriter(t *testing.T, _ *doorMatrix, n doorNode, ns string) refusedWriter {
+	t.Helper()
+	status, state := api{t: t, base: n.p.admin, client: n.p.httpClient()}.do("GET", "/v1/namespaces/"+ns+"/update", nil)
+	if status != 200 {
+		t.Fatalf("GET update on %s: %d %s", n.p.name, status, state)
+	}
+	var update []byte
+	return refusedWriter{
+		write: func(t *testing.T, text string) {
+			t.Helper()
+			update = textUpdate(t, state, text)
+			a := api{t: t, base: n.p.admin, client: n.p.httpClient()}
+			if status, b := a.do("POST", "/v1/namespaces/"+ns+"/update", update); status != 503 || !strings.Contains(string(b), "PERSISTENCE_DEGRADED") {
+				t.Fatalf("POST update on %s without quorum: %d %s, want 503 PERSISTENCE_DEGRADED", n.p.name, status, b)
+			}
+		},
+		retry: func(t *testing.T) {
+			t.Helper()
+			a := api{t: t, base: n.p.admin, client: n.p.httpClient()}
+			eventually(t, 30*time.Second, "the application's write taken again", func() error {
+				if status, b := a.do("POST", "/v1/namespaces/"+ns+"/update", update); status != 204 {
+					return fmt.Errorf("%d %s", status, b)
+				}
+				return nil
+			})
+		},
+	}
+}
+
+// editorWriter: an editor connected while the node was ready (without quorum the node
+// refuses new editors before the upgrade) types; the node closes its connection with 1013
+// (try again later) and applies nothing; the provider keeps the change and resends it in
+// its resync once it can connect again.
+func editorWriter(t *testing.T, m *doorMatrix, n doorNode, ns string) refusedWriter {
+	t.Helper()
+	name := m.editorName("refused")
+	m.openEditor(t, name, n, ns)
+	var text string
+	return refusedWriter{
+		write: func(t *testing.T, s string) {
+			t.Helper()
+			text = s
+			m.agentCall(t, "insert", map[string]any{"name": name, "index": 0, "text": text}, nil)
+			var ev agentEvent
+			m.agentCall(t, "waitEvent", map[string]any{"name": name, "type": "close", "timeoutMs": 30000}, &ev)
+			if ev.Code != 1013 {
+				t.Fatalf("the editor's connection closed with %d %q, want 1013", ev.Code, ev.Reason)
+			}
+		},
+		retry: func(t *testing.T) {
+			t.Helper()
+			waitAdminBody(t, n, ns, text, 60*time.Second)
+			m.agentCall(t, "close", map[string]any{"name": name}, nil)
+		},
+	}
+}
+
+// waitReadyz waits until p's /readyz answers want.
+func waitReadyz(t *testing.T, p *proc, want int, timeout time.Duration) {
+	t.Helper()
+	a := api{t: t, base: p.admin, client: p.httpClient()}
+	eventually(t, timeout, fmt.Sprintf("%s /readyz %d", p.name, want), func() error {
+		if status, b := a.do("GET", "/readyz", nil); status != want {
+			return fmt.Errorf("%d %s", status, b)
+		}
+		return nil
+	})
+}
+
 // readBack checks that every node serving ns has text: through its admin API and in a
 // fresh editor attached to it.
 func (m *doorMatrix) readBack(t *testing.T, serving []doorNode, ns, text string) {
@@ -302,9 +411,11 @@ func (m *doorMatrix) readBack(t *testing.T, serving []doorNode, ns, text string)
 	}
 }
 
-// TestE2E_WriteDoors runs the write-door matrix (see writeDoors and nodeKinds), then kills
-// the single hub and cluster node 1 (SIGKILL) and restarts them: each still has every
-// write of its namespaces. No node logged a store operation it does not support.
+// TestE2E_WriteDoors runs the write-door matrix (see writeDoors and nodeKinds). Then, on a
+// cluster node that lost its quorum, each door refuses its write to the writer, and the
+// writer's retry reaches every node once the quorum is back. Then the single hub and
+// cluster node 1 are killed (SIGKILL) and restarted: each still has every write of its
+// namespaces. No node logged a store operation it does not support.
 func TestE2E_WriteDoors(t *testing.T) {
 	t.Parallel()
 	ag := startAgent(t)
@@ -323,8 +434,57 @@ func TestE2E_WriteDoors(t *testing.T) {
 		}
 	}
 
+	// Without quorum (nodes 2 and 3 stopped) node 1 cannot store a write: each door refuses
+	// it to its writer and node 1 does not apply it; once the nodes are back, the writer's
+	// retry reaches every node.
+	refusedTexts := map[string]string{}
+	for _, d := range writeDoors {
+		refusedTexts[d.name] = fmt.Sprintf("written through %s on a cluster node without quorum", d.name)
+	}
+	t.Run("refused-without-quorum", func(t *testing.T) {
+		n1 := m.nodes[0]
+		writers := map[string]refusedWriter{}
+		for _, d := range writeDoors {
+			writers[d.name] = d.attach(t, m, n1, m.refusals[d.name])
+		}
+		signal := func(sig syscall.Signal) {
+			for _, n := range m.nodes[1:] {
+				if err := syscall.Kill(-n.p.cmd.Process.Pid, sig); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		signal(syscall.SIGSTOP)
+		stopped := true
+		defer func() {
+			if stopped {
+				signal(syscall.SIGCONT)
+			}
+		}()
+		waitReadyz(t, n1.p, 503, 60*time.Second)
+		texts := refusedTexts
+		for _, d := range writeDoors {
+			writers[d.name].write(t, texts[d.name])
+			// Node 1 does not serve what it refused (a read of a namespace it no longer has
+			// loaded is refused too, without quorum).
+			if got := adminBody(t, n1, m.refusals[d.name]); strings.Contains(got, texts[d.name]) {
+				t.Fatalf("%s: node 1 applied a write it refused: %q", d.name, got)
+			}
+		}
+		signal(syscall.SIGCONT)
+		stopped = false
+		for _, n := range m.nodes {
+			waitReadyz(t, n.p, 200, 60*time.Second)
+		}
+		serving := append(append([]doorNode{}, m.nodes...), m.clusterPeer)
+		for _, d := range writeDoors {
+			writers[d.name].retry(t)
+			m.readBack(t, serving, m.refusals[d.name], texts[d.name])
+		}
+	})
+
 	// Every write is durable where it was made: the single hub and cluster node 1 are
-	// killed (SIGKILL) and restarted, and still read it.
+	// killed (SIGKILL) and restarted, and still read it — the retried ones too.
 	m.hub.p.kill()
 	m.hc.hubs[0].kill()
 	if err := m.hub.p.start(); err != nil {
@@ -342,6 +502,11 @@ func TestE2E_WriteDoors(t *testing.T) {
 			if got := adminBodyEventually(t, restarted, m.namespaces[cell], texts[cell]); got != texts[cell] {
 				t.Errorf("%s: after a restart %s reads %q, want %q", cell, restarted.p.name, got, texts[cell])
 			}
+		}
+	}
+	for _, d := range writeDoors {
+		if got := adminBodyEventually(t, m.nodes[0], m.refusals[d.name], refusedTexts[d.name]); got != refusedTexts[d.name] {
+			t.Errorf("%s, retried after a refusal: after a restart %s reads %q, want %q", d.name, m.nodes[0].p.name, got, refusedTexts[d.name])
 		}
 	}
 

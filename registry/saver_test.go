@@ -71,7 +71,7 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
-// count returns the number of lines containing s.
+// count returns how often s occurs in the log.
 func (l *logBuffer) count(s string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

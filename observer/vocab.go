@@ -1,10 +1,14 @@
 package observer
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // The closed vocabularies of the event keys (§23.1). Each is a named string type
 // whose values are the contract's literals, listed once, in order, in its vocab;
-// its list function, its Valid method and its fold all read that table. The lists are
+// its list function, its Valid method, and the validation, rendering and metric
+// labels of every event key that holds it all read that table. The lists are
 // append-only: event types, reason, cause and via values and stable codes are
 // added, never changed or removed, so dashboards and alerts keep working.
 
@@ -38,10 +42,19 @@ func (v *vocab[T]) fold(s string) T {
 	return v.other
 }
 
+// The describer reads every vocabulary through words (describe.go).
+
+func (v *vocab[T]) contains(_ Side, s string) bool { return v.has(T(s)) }
+func (v *vocab[T]) foldWord(s string) string       { return string(v.fold(s)) }
+func (v *vocab[T]) problem(_ Side, s string) string {
+	return fmt.Sprintf("%q is not in the closed vocabulary", s)
+}
+
 // sidedVocab is a vocabulary whose members depend on the side that emits the
 // event: the connection and channel states.
 type sidedVocab[T ~string] struct {
 	hub, peer *vocab[T]
+	noun      string // what a member is, for validation problems
 }
 
 func (v *sidedVocab[T]) forSide(side Side) *vocab[T] {
@@ -66,6 +79,12 @@ func (v *sidedVocab[T]) list(side Side) []T {
 		return v.hub.list()
 	}
 	return v.peer.list()
+}
+
+func (v *sidedVocab[T]) contains(side Side, s string) bool { return v.validFor(side, T(s)) }
+func (v *sidedVocab[T]) foldWord(s string) string          { return s }
+func (v *sidedVocab[T]) problem(side Side, s string) string {
+	return fmt.Sprintf("%q is not a %s %s", s, side, v.noun)
 }
 
 // Side is the envelope key `side`: which end emitted the event.
@@ -104,7 +123,8 @@ const (
 var connectionStates = &sidedVocab[ConnectionState]{
 	peer: vocabOf(ConnStopped, ConnDisconnected, ConnConnecting, ConnHandshaking, ConnReady,
 		ConnDraining, ConnBackoff, ConnBlocked),
-	hub: vocabOf(ConnHandshaking, ConnReady, ConnDraining, ConnClosed),
+	hub:  vocabOf(ConnHandshaking, ConnReady, ConnDraining, ConnClosed),
+	noun: "connection state",
 }
 
 // ConnectionStates lists the connection states an event of the given side may
@@ -142,6 +162,7 @@ var channelStates = &sidedVocab[ChannelState]{
 		ChannelFailed, ChannelDisconnected),
 	hub: vocabOf(ChannelOpening, ChannelBootstrapping, ChannelReconciling, ChannelLive,
 		ChannelNeedsResync, ChannelClosing, ChannelClosed, ChannelConflicted, ChannelFailed),
+	noun: "channel state",
 }
 
 // ChannelStates lists the channel states an event of the given side may carry.

@@ -89,7 +89,7 @@ func (c Codec) decodePayload(h Header, payload []byte) (Message, *Error) {
 	var r reader
 	r.Reset(payload)
 	var m Message
-	switch h.Type { // UPDATE, UPDATE_ACK and HELLO are also written out by hand (fields.go)
+	switch h.Type { // UPDATE, UPDATE_ACK, UPDATE_CHUNK and HELLO are also written out by hand (fields.go)
 	case TypeUpdate:
 		u := new(Update)
 		u.decodeFast(&r)
@@ -102,6 +102,10 @@ func (c Codec) decodePayload(h Header, payload []byte) (Message, *Error) {
 		hello := new(Hello)
 		hello.decodeFast(&r)
 		m = hello
+	case TypeUpdateChunk:
+		c := new(UpdateChunk)
+		c.decodeFast(&r)
+		m = c
 	default:
 		m = messageRules[h.Type].new() // parseHeader let only registered types through
 		decodeFields(m, &r)
@@ -139,12 +143,14 @@ func (c Codec) AppendFrame(dst []byte, seq uint32, m Message) ([]byte, error) {
 		return dst, e.withHeader(h)
 	}
 	start := len(dst)
-	switch m := m.(type) { // UPDATE, UPDATE_ACK and HELLO are also written out by hand (fields.go)
+	switch m := m.(type) { // UPDATE, UPDATE_ACK, UPDATE_CHUNK and HELLO are also written out by hand (fields.go)
 	case *Update:
 		dst = m.appendFast(appendHeader(slices.Grow(dst, HeaderLen+m.sizeFast()), t, seq))
 	case *UpdateAck:
 		dst = m.appendFast(appendHeader(slices.Grow(dst, HeaderLen+m.sizeFast()), t, seq))
 	case *Hello:
+		dst = m.appendFast(appendHeader(slices.Grow(dst, HeaderLen+m.sizeFast()), t, seq))
+	case *UpdateChunk:
 		dst = m.appendFast(appendHeader(slices.Grow(dst, HeaderLen+m.sizeFast()), t, seq))
 	default:
 		dst = appendPayload(appendHeader(slices.Grow(dst, HeaderLen+sizeHint(m)), t, seq), m)

@@ -88,10 +88,11 @@ func walk(m Message, w *walker) {
 }
 
 // The walks the codec and the tests use. The messages the codec benchmarks time — UPDATE and
-// UPDATE_ACK, which carry every live edit, and HELLO — have their binary form written out by
-// hand as well (appendFast, sizeFast and decodeFast, next to their field lists), which
-// Codec.AppendFrame and Codec.Decode take instead: walking a list costs a call and a
-// dispatch per field, measurably more than code written for one message.
+// UPDATE_ACK, which carry every live edit, UPDATE_CHUNK, which carries every large one, and
+// HELLO — have their binary form written out by hand as well (appendFast, sizeFast and
+// decodeFast, next to their field lists), which Codec.AppendFrame and Codec.Decode take
+// instead: walking a list costs a call and a dispatch per field, measurably more than code
+// written for one message.
 // TestS5_FastPathsFollowFieldLists holds each hand-written form to its list, so a field added
 // to the list and not to the fast path fails it. The frame JSON always walks the list.
 

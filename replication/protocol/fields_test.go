@@ -34,6 +34,7 @@ func fieldListInputs(t *testing.T) []Message {
 		&Hello{PeerInstanceID: "p", ExpectedHubInstanceID: "h", ProtocolVersions: []uint64{1 << 52, 1 << 30, 300, 128, 127, 1}, RequiredCapabilities: 0xffffffff, ConnectionNonce: nonce},
 		&Update{NamespaceID: nsB, Update: bytes.Repeat([]byte{0x80}, 20000)},
 		&UpdateAck{NamespaceID: nsB, AckedSequence: 1<<32 - 1},
+		&UpdateChunk{Kind: KindSnapshot, NamespaceID: nsB, TransferID: 1 << 31, ChunkIndex: 0, ChunkCount: 300, TotalBytes: 1 << 30, ReplicationID: replID, ReplicationEpoch: 1 << 50, Bytes: bytes.Repeat([]byte{0xfe}, 300)},
 	)
 	return out
 }
@@ -59,8 +60,8 @@ func decodeBoth(m handCoded, payload []byte) (fast, walked Message, fastErr, wal
 	return fm, wm, outcome(&fr), outcome(&wr)
 }
 
-// TestS5_FastPathsFollowFieldLists: the hand-written binary forms of UPDATE, UPDATE_ACK and
-// HELLO do exactly what walking their field lists does — the same bytes, room for them, and
+// TestS5_FastPathsFollowFieldLists: the hand-written binary forms of UPDATE, UPDATE_ACK,
+// UPDATE_CHUNK and HELLO do exactly what walking their field lists does — the same bytes, room for them, and
 // the same message or the same failure (field and offset) for every prefix and every
 // single-byte corruption of a payload. A field added to a list and not to its fast path
 // changes the encoding, so this fails.
@@ -103,7 +104,7 @@ func TestS5_FastPathsFollowFieldLists(t *testing.T) {
 			t.Fatalf("%s: decodes to %#v (%s)", name, fm, fe)
 		}
 	}
-	for _, typ := range []MessageType{TypeHello, TypeUpdate, TypeUpdateAck} {
+	for _, typ := range []MessageType{TypeHello, TypeUpdate, TypeUpdateAck, TypeUpdateChunk} {
 		if !seen[typ] {
 			t.Errorf("no %v among the inputs", typ)
 		}

@@ -119,15 +119,25 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.all = append(m.all, v)
 		return v
 	}
-	// countBy makes vec count the events of the types by their word key; the word
-	// is vec's last label, after side (and type when byType).
-	countBy := func(vec *prometheus.CounterVec, key string, when observer.Word, byType bool, types ...observer.Type) {
+	// countBy makes vec, labelled by side and a word, count the events of the types
+	// by their word key; countByType is the same for a vec labelled by side, type
+	// and the word; countWhen counts only the events whose word whenKey is
+	// whenValue.
+	count := func(vec *prometheus.CounterVec, key string, when observer.Word, byType bool, types ...observer.Type) {
 		for _, t := range types {
 			tm := byName[t]
 			tm.counts = append(tm.counts, wordCounter{key: key, when: when, vec: vec, byType: byType})
 		}
 	}
-	all := observer.Word{}
+	countBy := func(vec *prometheus.CounterVec, key string, types ...observer.Type) {
+		count(vec, key, observer.Word{}, false, types...)
+	}
+	countByType := func(vec *prometheus.CounterVec, key string, types ...observer.Type) {
+		count(vec, key, observer.Word{}, true, types...)
+	}
+	countWhen := func(vec *prometheus.CounterVec, key, whenKey, whenValue string, t observer.Type) {
+		count(vec, key, observer.Word{Key: whenKey, Value: whenValue}, false, t)
+	}
 	// follow makes vec follow how many things are in state, from the state changes of t.
 	follow := func(vec *prometheus.GaugeVec, t observer.Type, state string) {
 		byName[t].gauges = append(byName[t].gauges, stateGauge{state: state, vec: vec})
@@ -135,35 +145,35 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 
 	m.events = counter("events_total", "Replication events observed, by side and event type.", "side", "type")
 	countBy(counter("connection_backoffs_total", "Peer reconnect backoffs scheduled, by reason.", "side", "reason"),
-		"reason", all, false, observer.TypeConnectionBackoffScheduled)
+		"reason", observer.TypeConnectionBackoffScheduled)
 	countBy(counter("goaways_received_total", "GOAWAY frames received, by reason code (unknown codes as other).", "side", "reason"),
-		"reasonCode", all, false, observer.TypeGoAwayReceived)
+		"reasonCode", observer.TypeGoAwayReceived)
 	countBy(counter("connection_failures_total", "Connections closed on an error, by stable connection code.", "side", "code"),
-		"code", all, false, observer.TypeConnectionFailed)
+		"code", observer.TypeConnectionFailed)
 	countBy(counter("auth_upgrade_rejections_total", "WebSocket upgrades refused before a connection existed, by reason.", "side", "reason"),
-		"reason", all, false, observer.TypeAuthUpgradeRejected)
+		"reason", observer.TypeAuthUpgradeRejected)
 	countBy(counter("resync_required_total", "Namespaces whose incremental continuity was declared void, by cause.", "side", "cause"),
-		"cause", all, false, observer.TypeResyncRequired)
+		"cause", observer.TypeResyncRequired)
 	countBy(counter("resync_send_failures_total", "Resyncs caused by a failed UPDATE send, by reason.", "side", "reason"),
-		"reason", all, false, observer.TypeResyncRequired)
+		"reason", observer.TypeResyncRequired)
 	countBy(counter("updates_dropped_total", "Oversized UPDATEs dropped without a resync, by reason.", "side", "reason"),
-		"reason", all, false, observer.TypeUpdateDropped)
-	countBy(counter("namespace_errors_sent_total", "Namespace ERROR frames sent, by stable namespace code.", "side", "code"),
-		"code", observer.Word{Key: "direction", Value: string(observer.DirectionSent)}, false, observer.TypeNamespaceError)
-	countBy(counter("namespace_errors_received_total", "Namespace ERROR frames received, by stable namespace code.", "side", "code"),
-		"code", observer.Word{Key: "direction", Value: string(observer.DirectionReceived)}, false, observer.TypeNamespaceError)
+		"reason", observer.TypeUpdateDropped)
+	countWhen(counter("namespace_errors_sent_total", "Namespace ERROR frames sent, by stable namespace code.", "side", "code"),
+		"code", "direction", string(observer.DirectionSent), observer.TypeNamespaceError)
+	countWhen(counter("namespace_errors_received_total", "Namespace ERROR frames received, by stable namespace code.", "side", "code"),
+		"code", "direction", string(observer.DirectionReceived), observer.TypeNamespaceError)
 	countBy(counter("namespace_failures_total", "Namespace channels that entered the failed state, by cause.", "side", "cause"),
-		"cause", all, false, observer.TypeNamespaceFailed)
+		"cause", observer.TypeNamespaceFailed)
 	countBy(counter("identity_conflicts_total", "Namespace channels that entered conflicted, by route (identity-conflicted via).", "side", "cause"),
-		"via", all, false, observer.TypeIdentityConflicted)
-	countBy(counter("chunked_transfer_aborts_total", "Partial chunked transfers discarded, by event type and reason.", "side", "type", "reason"),
-		"reason", all, true, observer.TypeChunkedUpdateAborted, observer.TypeChunkedSnapshotAborted, observer.TypeChunkedSyncAborted)
+		"via", observer.TypeIdentityConflicted)
+	countByType(counter("chunked_transfer_aborts_total", "Partial chunked transfers discarded, by event type and reason.", "side", "type", "reason"),
+		"reason", observer.TypeChunkedUpdateAborted, observer.TypeChunkedSnapshotAborted, observer.TypeChunkedSyncAborted)
 	m.chunkedTransfers = counter("chunked_transfers_total", "Chunked transfers sent, applied and acknowledged, by event type (chunked-update-sent, chunked-snapshot-applied, …).", "side", "type")
 	m.chunkedBytes = counter("chunked_transfer_bytes_total", "Bytes of the chunked transfers sent, applied and acknowledged, by event type.", "side", "type")
 	countBy(counter("schema_rearm_failures_total", "Schema re-arms that failed fatally, by code.", "side", "code"),
-		"code", all, false, observer.TypeSchemaRearmFailed)
+		"code", observer.TypeSchemaRearmFailed)
 	countBy(counter("sync_diff_effects_total", "Single-frame sync diffs applied with a known effect on the state vector.", "side", "apply_effect"),
-		"applyEffect", all, false, observer.TypeSyncDiffApplied)
+		"applyEffect", observer.TypeSyncDiffApplied)
 
 	follow(gauge("connections_ready", "Connections currently in the ready state.", "side"),
 		observer.TypeConnectionStateChanged, string(observer.ConnReady))

@@ -40,3 +40,22 @@ func TestPerFrameSeriesBoundOnce(t *testing.T) {
 		t.Fatal("series bound for events never seen")
 	}
 }
+
+// TestEveryDurationHasAHistogram: a latency or delay of any kind has a histogram
+// to go to, and every type's size a histogram when the type has a content.
+func TestEveryDurationHasAHistogram(t *testing.T) {
+	m, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := range o.NumDurations {
+		if m.durations[d].vec == nil {
+			t.Errorf("duration %d has no histogram", d)
+		}
+	}
+	for i, typ := range o.Types() {
+		if (typ.Content() != o.ContentNone) != (m.types[i].size != nil) {
+			t.Errorf("%s: content %d, size histogram %v", typ, typ.Content(), m.types[i].size)
+		}
+	}
+}

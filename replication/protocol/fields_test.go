@@ -24,8 +24,9 @@ func fieldListInputs(t *testing.T) []Message {
 	}
 	for _, v := range loadGolden(t) {
 		f, err := ParseFrameJSON(v.Frame)
-		if err != nil {
-			t.Fatalf("%s: %v", v.Name, err)
+		if err != nil { // the golden tests say more; go on with the other inputs
+			t.Errorf("golden %s: %v", v.Name, err)
+			continue
 		}
 		out = append(out, f.Message)
 	}

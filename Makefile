@@ -36,9 +36,13 @@ run:
 	@set -m; $(BIN)/hub serve; exit $$?
 
 ## demo: the README walkthrough, automated: a hub, two tokens, a namespace, two peers, a
-## write through one peer read from the other; exits 0 only if both peers converged
+## write through one peer read from the other; exits 0 only if both peers converged. Then,
+## so that its editor pages can be opened, it keeps running: until Enter on a terminal,
+## until Ctrl-C with KEEP=1; KEEP=0 (or no terminal, as in CI) stops it at once. As for
+## run, `set -m` gives the script the terminal's foreground, so Ctrl-C stops the demo,
+## which exits 0, and not make.
 demo:
-	./scripts/demo.sh
+	@set -m; ./scripts/demo.sh; exit $$?
 
 ## js-deps: install the pinned JS oracle packages (skipped loudly without node/npm)
 js-deps: $(JS_STAMPS)

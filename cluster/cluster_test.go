@@ -458,10 +458,10 @@ func TestCluster_LargeUpdates(t *testing.T) {
 	check(tc.nodes[2].name, tc.nodes[2].open(t, ns))
 }
 
-// TestCluster_NoQuorum: a node whose siblings are gone refuses writes (ErrDegraded, which
-// the namespace layer sends as PERSISTENCE_DEGRADED and the admin API as 503), keeps
-// serving reads of what it has loaded, and accepts writes again by itself once a sibling
-// is back.
+// TestCluster_NoQuorum: a node whose siblings are gone refuses writes — local ones, an
+// editor's (ErrDegraded: the editor endpoint closes with 1013, the admin API answers 503)
+// and a peer's (PERSISTENCE_DEGRADED) — keeps serving reads of what it has loaded, and
+// accepts writes again by itself once a sibling is back.
 func TestCluster_NoQuorum(t *testing.T) {
 	t.Parallel()
 	tc := newTestCluster(t, 3, func(c *Config) { c.ProbeFailures = 2 })
@@ -490,6 +490,14 @@ func TestCluster_NoQuorum(t *testing.T) {
 	if _, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "during", true)); !errors.Is(err, registry.ErrDegraded) {
 		t.Fatalf("local write without quorum: %v", err)
 	}
+	w, err := l.Watch(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := writeExcept(t, l, w, mapUpdate(t, nil, "during-editor", true)); !errors.Is(err, registry.ErrDegraded) {
+		t.Fatalf("an editor's write without quorum: %v", err)
+	}
 	if _, err := sess.Apply(ctxT(t, 10*time.Second), mapUpdate(t, nil, "during-peer", true)); !errors.Is(err, registry.ErrDegraded) {
 		t.Fatalf("peer update without quorum: %v", err)
 	}
@@ -517,7 +525,7 @@ func TestCluster_NoQuorum(t *testing.T) {
 		_, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "after", true))
 		return err
 	})
-	if n := notes(t, l); n["after"] != true || n["during"] != nil {
+	if n := notes(t, l); n["after"] != true || n["during"] != nil || n["during-editor"] != nil {
 		t.Fatalf("after recovery: %v", n)
 	}
 }

@@ -29,15 +29,17 @@
 // # The write path
 //
 // The registry (registry.SharedLog is the seam; this package implements it) runs an
-// update that arrives at node X — from a peer session, or the admin API — through the
-// gates of the namespace's write sequencer on X (fenced session, role, quorum, the
-// protected meta check) and then, instead of applying it, publishes it as a record. Every
-// node that has the namespace loaded follows its subject in log order with a consumer of
-// its own and applies each record through its own sequencer, fanning it out to its local
-// sessions; X recognises its own records and does not send them back to the session they
-// came from. The caller on X is answered (UPDATE_ACK, or the admin API's 204) only in the
-// slot that applies the record there: by then it is stored on a quorum (a consumer only
-// sees committed messages) and applied in log order under the epoch it was admitted for.
+// update that arrives at node X — from a peer session, the admin API or an editor —
+// through the gates of the namespace's write sequencer on X (fenced session, role, quorum,
+// the protected meta check) and then, instead of applying it, publishes it as a record.
+// Every node that has the namespace loaded follows its subject in log order with a
+// consumer of its own and applies each record through its own sequencer, fanning it out to
+// its local sessions; X recognises its own records and does not send them back to the
+// session they came from (nor an editor's to the watch of its room, which relays it). The
+// caller on X is answered (UPDATE_ACK, the admin API's 204, an editor's update relayed to
+// the room's other editors) only in the slot that applies the record there: by then it is
+// stored on a quorum (a consumer only sees committed messages) and applied in log order
+// under the epoch it was admitted for.
 //
 // Every decision of that slot depends only on the log before the record, so every node
 // decides the same: an update admitted under an epoch older than the current one is

@@ -195,3 +195,58 @@ func TestE2E_SighupReloadsTokens(t *testing.T) {
 	targetState(t, a, ns1, "failed")
 	targetState(t, a, ns2, "live")
 }
+
+// A namespace of owner alice, asked for by a peer whose token is for owner default: the peer
+// gets NAMESPACE_NOT_FOUND, as for a missing namespace (§19), and its reason says that this
+// may be an owner mismatch and where to look; the hub's log names the peer, both owners and
+// the fix. Following the fix (the token's owner set to alice in the tokens file) lets the
+// peer replicate it without a restart.
+func TestE2E_OwnerMismatchNamesBothOwners(t *testing.T) {
+	c := newCluster(t)
+	hub := c.startHub()
+	var created struct{ NamespaceID string }
+	hub.api().json("POST", "/v1/namespaces", []byte(`{"owner":"alice"}`), http.StatusCreated, &created)
+	ns := created.NamespaceID
+	a := c.startPeer("peer-a", c.tokenFile("peer-a", c.token("peer-a")), "--target", ns)
+	targetState(t, a, ns, "failed")
+	tg := a.api().target(ns)
+	if tg["code"] != "NAMESPACE_NOT_FOUND" || !strings.Contains(fmt.Sprint(tg["reason"]), "another owner") {
+		t.Fatalf("the peer's target: %v", tg)
+	}
+	tokens := filepath.Join(c.hubData(), "tokens.json")
+	var line map[string]any
+	eventually(t, 10*time.Second, "the hub's log line", func() error {
+		for _, l := range strings.Split(tail(hub.log, 400), "\n") {
+			if strings.Contains(l, `"msg":"a peer asked for a namespace of another owner`) {
+				return json.Unmarshal([]byte(l), &line)
+			}
+		}
+		return fmt.Errorf("not logged")
+	})
+	fix := fmt.Sprint(line["fix"])
+	if line["peer"] != "peer-a" || line["namespaceId"] != ns || line["tokenOwner"] != "default" || line["namespaceOwner"] != "alice" ||
+		!strings.Contains(fix, `set "owner":"alice" in peer-a's entry of `+tokens) {
+		t.Fatalf("the hub's log line: %v", line)
+	}
+
+	// The fix, as it says: the owner of peer-a's entry becomes alice.
+	b, err := os.ReadFile(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]any
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	file["peers"].([]any)[0].(map[string]any)["owner"] = "alice"
+	b, _ = json.Marshal(file)
+	if err := os.WriteFile(tokens+".tmp", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tokens+".tmp", tokens); err != nil {
+		t.Fatal(err)
+	}
+	hub.api().set(ns, map[string]any{"greeting": "for alice"})
+	targetState(t, a, ns, "live")
+	converged(t, ns, map[string]any{"greeting": "for alice"}, hub, a)
+}

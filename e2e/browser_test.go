@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,5 +203,80 @@ func TestE2E_Browser_EditorPageOnTwoPeers(t *testing.T) {
 	defer cancel()
 	if status, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("status"))); err != nil || status != "synced" {
 		t.Errorf("peer-b's page status %q (%v)", status, err)
+	}
+}
+
+// The editor page of a read-only client token shows that it is read-only and cannot be
+// typed into from the moment it loads — not "synced" and editable until the first
+// keystroke is refused. The text the others write still shows.
+func TestE2E_Browser_ReadOnlyEditorPage(t *testing.T) {
+	browser := browserFor(t)
+	c := newCluster(t)
+	hub := c.startHub()
+	ns := hub.api().createNamespace()
+	reader := c.clientToken("hub", "reader", "--read-only")
+	tab, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatalf("opening a tab: %v", err)
+	}
+	screenshotsOnFailure(t, map[string]context.Context{"reader": tab})
+	eval := func(expr string) (v any) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(tab, 10*time.Second)
+		defer cancel()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
+	err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("http://%s/edit/%s?token=%s", hub.client, ns, reader)))
+	cancel()
+	if err != nil {
+		t.Fatalf("opening the editor page: %v", err)
+	}
+	// The page has an icon, served (browsers ask for one).
+	if resp, err := http.Get(fmt.Sprint(eval(`document.querySelector('link[rel=icon]').href`))); err != nil ||
+		resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/svg+xml" {
+		t.Errorf("the editor page's icon: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	// From the start, before the document arrived.
+	if ro := eval(`document.getElementById('body').readOnly`); ro != true {
+		t.Fatalf("the text area of a read-only token is not read-only when the page loads (readOnly %v)", ro)
+	}
+	written := strings.Repeat("w", 20)
+	writeText(t, hub, ns, len(written), 8192, 'w') // by someone else, through the admin API
+	deadline := time.Now().Add(30 * time.Second)
+	for eval(`document.getElementById('body').value`) != written {
+		if time.Now().After(deadline) {
+			t.Fatalf("the read-only page shows %q", eval(`document.getElementById('body').value`))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	status := fmt.Sprint(eval(`document.getElementById('status').textContent`))
+	notice := fmt.Sprint(eval(`(n => n.hidden ? '' : n.textContent)(document.getElementById('notice'))`))
+	if !strings.Contains(status, "synced") || !strings.Contains(status, "read-only") || !strings.Contains(strings.ToLower(notice), "read-only") {
+		t.Fatalf("the page says %q, notice %q; want both to say read-only", status, notice)
+	}
+	// Keys change nothing: not on the page, not in the document.
+	ctx, cancel = context.WithTimeout(tab, 30*time.Second)
+	err = chromedp.Do(ctx, chromedp.Click(chromedp.ID("body")), chromedp.SendKeys(chromedp.ID("body"), "typed anyway"))
+	cancel()
+	if err != nil {
+		t.Fatalf("typing: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if v := eval(`document.getElementById('body').value`); v != written {
+		t.Fatalf("the read-only page took keys: %q", v)
+	}
+	if got := bodyText(t, hub, ns); got != written {
+		t.Fatalf("the document reads %q", got)
+	}
+	if v := hub.api().metric(`nomicore_client_refused_updates_total{reason="read-only",side="hub"}`); v != 0 {
+		t.Fatalf("the page sent %v updates the hub refused: it should not have let them be typed", v)
 	}
 }

@@ -30,25 +30,56 @@ type hubCluster struct {
 	hubs   []*proc
 	peers  map[string]*proc
 	extra  []string // further flags of every node
+	// shipped: every node runs with the shipped defaults but for its addresses, its data
+	// directory and the cluster's membership — the client listener on, no faster timers.
+	shipped bool
+	// prepare, when set, runs before the nodes start (to write their tokens files).
+	prepare func(c *hubCluster)
 }
 
 // newHubCluster starts n nodes, each with the flags extra too, and waits until each is
 // ready.
 func newHubCluster(t *testing.T, n int, extra ...string) *hubCluster {
-	c := &hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, extra: extra}
+	return startHubCluster(&hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, extra: extra}, n)
+}
+
+// newShippedHubCluster starts n nodes as a user would, with the shipped defaults but for
+// addresses, data directories and membership (see hubCluster.shipped); prepare runs before
+// they start.
+func newShippedHubCluster(t *testing.T, n int, prepare func(c *hubCluster)) *hubCluster {
+	return startHubCluster(&hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, shipped: true, prepare: prepare}, n)
+}
+
+func startHubCluster(c *hubCluster, n int) *hubCluster {
+	t := c.t
 	for i := range n {
 		c.routes = append(c.routes, freeAddr(t))
 		c.repl = append(c.repl, freeAddr(t))
-		c.hubs = append(c.hubs, &proc{t: t, name: fmt.Sprintf("hub-n%d", i+1), admin: "http://" + freeAddr(t),
-			log: filepath.Join(c.dir, fmt.Sprintf("hub-n%d.log", i+1))})
+		p := &proc{t: t, name: fmt.Sprintf("hub-n%d", i+1), admin: "http://" + freeAddr(t),
+			log: filepath.Join(c.dir, fmt.Sprintf("hub-n%d.log", i+1))}
+		if c.shipped {
+			p.client = freeAddr(t)
+		}
+		c.hubs = append(c.hubs, p)
+	}
+	if c.prepare != nil {
+		c.prepare(c)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, p := range c.hubs {
-				t.Logf("--- log of %s:\n%s", p.name, tail(p.log, 40))
-			}
+			procs := append([]*proc{}, c.hubs...)
 			for _, p := range c.peers {
+				procs = append(procs, p)
+			}
+			keep := os.Getenv("NOMICORE_E2E_LOGS") // a directory to keep the whole logs of a failed test in
+			for _, p := range procs {
 				t.Logf("--- log of %s:\n%s", p.name, tail(p.log, 40))
+				if keep != "" {
+					dir := filepath.Join(keep, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+					if b, err := os.ReadFile(p.log); err == nil && os.MkdirAll(dir, 0o755) == nil {
+						os.WriteFile(filepath.Join(dir, p.name+".log"), b, 0o644)
+					}
+				}
 			}
 		}
 	})
@@ -71,10 +102,14 @@ func (c *hubCluster) startHub(i int) {
 		routes = append(routes, "nats://"+r)
 	}
 	p := c.hubs[i]
-	p.args = append([]string{"serve", "--instance-id", "hub", "--node-name", fmt.Sprintf("n%d", i+1),
+	p.args = []string{"serve", "--node-name", fmt.Sprintf("n%d", i+1),
 		"--cluster-name", "e2e", "--cluster-listen", c.routes[i], "--cluster-routes", strings.Join(routes, ","),
-		"--listen", c.repl[i], "--admin-listen", strings.TrimPrefix(p.admin, "http://"), "--data", c.data(i),
-		"--tokens-poll", "200ms", "--client-listen", "off"}, append(c.extra, fast...)...)
+		"--listen", c.repl[i], "--admin-listen", strings.TrimPrefix(p.admin, "http://"), "--data", c.data(i)}
+	if c.shipped {
+		p.args = append(p.args, "--client-listen", p.client)
+	} else {
+		p.args = append(append(p.args, "--instance-id", "hub", "--tokens-poll", "200ms", "--client-listen", "off"), append(c.extra, fast...)...)
+	}
 	if err := p.start(); err != nil {
 		c.t.Fatalf("%s: %v", p.name, err)
 	}

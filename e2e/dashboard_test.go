@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,7 +191,8 @@ func TestE2E_Dashboard(t *testing.T) {
 			`Array.from(document.querySelectorAll('#connections tbody tr[data-key]')).some(r => r.cells[0].textContent === 'peer-a' && r.querySelector('[data-state=ready]'))`,
 			20*time.Second)
 		tb.waitFor("the namespace listed, live on one peer", rowStateExpr("namespaces", ns)+` === 'live'`, 20*time.Second)
-		tb.waitFor("the hub's identity", `document.getElementById('node-title').textContent === 'Hub hub'`, 5*time.Second)
+		// A hub named hub is "Hub", not "Hub hub"; the tab says which process it shows.
+		tb.waitFor("the hub's identity", `document.getElementById('node-title').textContent === 'Hub' && document.title === 'Hub · Nomicore'`, 5*time.Second)
 
 		// A second peer connects: the page shows it without a reload.
 		var marker string
@@ -622,7 +625,7 @@ func asksForTheToken(t *testing.T, browser *dashBrowser) {
 	tb.waitFor("the token form", `!document.getElementById('auth').hidden && document.activeElement.id === 'token'`, 10*time.Second)
 	tb.do("give the token", chromedp.SendKeys(chromedp.CSS(`#token`), "admin-secret-for-the-dashboard"),
 		chromedp.Click(chromedp.CSS(`#auth-form button[type=submit]`)))
-	tb.waitFor("the dashboard", `document.getElementById('auth').hidden && document.getElementById('node-title').textContent === 'Hub hub'`, 10*time.Second)
+	tb.waitFor("the dashboard", `document.getElementById('auth').hidden && document.getElementById('node-title').textContent === 'Hub'`, 10*time.Second)
 	tb.waitFor("live", `document.getElementById('live').textContent.startsWith('Live')`, 10*time.Second)
 	var where struct {
 		Stored string
@@ -634,8 +637,72 @@ func asksForTheToken(t *testing.T, browser *dashBrowser) {
 	}
 	// A reload keeps the session; forgetting the token asks again.
 	tb.do("reload", chromedp.Reload())
-	tb.waitFor("the dashboard after a reload", `document.getElementById('auth').hidden && document.getElementById('node-title').textContent === 'Hub hub'`, 10*time.Second)
+	tb.waitFor("the dashboard after a reload", `document.getElementById('auth').hidden && document.getElementById('node-title').textContent === 'Hub'`, 10*time.Second)
 	tb.do("forget the token", chromedp.Click(chromedp.CSS(`#forget`)))
 	tb.waitFor("the token form again", `!document.getElementById('auth').hidden && sessionStorage.getItem('nomicore.adminToken') === null`, 5*time.Second)
+	tb.noConsoleErrors()
+}
+
+// A hub with more namespaces than one page: the overview's table shows a page of them with
+// the count and buttons to the others, and a search box selects namespaces by id or owner —
+// also those on no page yet. The page stays short (103 namespaces made it 4,457 pixels
+// long). Its icon is served.
+func TestE2E_DashboardNamespaceSearchAndPages(t *testing.T) {
+	browser := startDashBrowser(t)
+	c := newCluster(t)
+	hub := c.startHub()
+	var ids []string
+	for range 102 {
+		ids = append(ids, hub.api().createNamespace())
+	}
+	var alice struct{ NamespaceID string }
+	hub.api().json("POST", "/v1/namespaces", []byte(`{"owner":"alice"}`), 201, &alice)
+	ids = append(ids, alice.NamespaceID)
+	slices.Sort(ids) // none loaded: the table's order is by id
+
+	tb := browser.newTab(t, "pages")
+	tb.do("open the hub's dashboard", chromedp.Navigate(hub.admin+"/"))
+	rows := `Array.from(document.querySelectorAll('#namespaces tbody tr[data-key]')).map(r => r.dataset.key)`
+	count := `document.getElementById('ns-count').textContent`
+	tb.waitFor("the first page", count+` === '1–25 of 103 (the loaded ones first)' && `+rows+`.length === 25`, 20*time.Second)
+	var shown []string
+	tb.eval(rows, &shown)
+	if !slices.Equal(shown, ids[:25]) {
+		t.Fatalf("the first page shows %v, want %v", shown, ids[:25])
+	}
+	var height float64
+	tb.eval(`document.documentElement.scrollHeight`, &height)
+	if height > 2200 {
+		t.Errorf("the overview is %v pixels high with 103 namespaces", height)
+	}
+	tb.screenshot("first-page")
+
+	tb.do("next page", chromedp.Click(chromedp.CSS(`#ns-next`)))
+	tb.waitFor("the second page", count+` === '26–50 of 103 (the loaded ones first)'`, 10*time.Second)
+	tb.eval(rows, &shown)
+	if !slices.Equal(shown, ids[25:50]) {
+		t.Fatalf("the second page shows %v, want %v", shown, ids[25:50])
+	}
+	for range 3 {
+		tb.do("next page", chromedp.Click(chromedp.CSS(`#ns-next`)))
+	}
+	tb.waitFor("the last page", count+` === '101–103 of 103 (the loaded ones first)' && document.getElementById('ns-next').disabled`, 10*time.Second)
+
+	// A namespace of the first page, found from the last one by a piece of its id.
+	tb.do("search an id", chromedp.SendKeys(chromedp.CSS(`#ns-search`), ids[7][3:15]))
+	tb.waitFor("one namespace found", rows+`.join() === `+jsString(ids[7])+` && `+count+`.includes('of the 1 matching')`, 10*time.Second)
+	tb.do("search an owner", chromedp.SetValue(chromedp.CSS(`#ns-search`), "ALICE"), chromedp.SendKeys(chromedp.CSS(`#ns-search`), " "))
+	tb.waitFor("alice's namespace", rows+`.join() === `+jsString(alice.NamespaceID), 10*time.Second)
+	tb.do("search nothing there", chromedp.SetValue(chromedp.CSS(`#ns-search`), "no-such-namespace"), chromedp.SendKeys(chromedp.CSS(`#ns-search`), "x"))
+	tb.waitFor("none found, said so", rows+`.length === 0 && `+count+`.startsWith('None of the 103 namespaces matches')`, 10*time.Second)
+	tb.screenshot("search")
+
+	var icon string
+	tb.eval(`document.querySelector('link[rel=icon]').href`, &icon)
+	if resp, err := http.Get(icon); err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/svg+xml" {
+		t.Errorf("the dashboard's icon %q: %v %v", icon, resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	tb.noConsoleErrors()
 }

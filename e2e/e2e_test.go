@@ -146,7 +146,8 @@ func TestE2E_ReplicationLifecycle(t *testing.T) {
 	for _, s := range []string{
 		`nomicore_events_total{side="hub",type="update-applied"}`,
 		`nomicore_events_total{side="hub",type="bootstrap-snapshot-sent"}`,
-		`nomicore_live_namespaces{side="hub"} 2`,
+		`nomicore_live_sessions{side="hub"} 2`,   // one namespace, two peers: two sessions
+		`nomicore_live_namespaces{side="hub"} 2`, // the same count under its earlier name, for existing dashboards
 		`nomicore_update_bytes_bucket{side="hub",type="update-applied",le=`,
 		`nomicore_apply_latency_seconds_count{side="hub",type="update-applied"}`,
 		`nomicore_store_healthy{side="hub"} 1`,
@@ -158,7 +159,7 @@ func TestE2E_ReplicationLifecycle(t *testing.T) {
 			t.Errorf("hub /metrics lacks %s", s)
 		}
 	}
-	for _, s := range []string{`nomicore_connections_ready{side="peer"} 1`, `nomicore_live_namespaces{side="peer"} 1`,
+	for _, s := range []string{`nomicore_connections_ready{side="peer"} 1`, `nomicore_live_sessions{side="peer"} 1`,
 		`nomicore_events_total{side="peer",type="update-sent"}`, `nomicore_connection_backoffs_total{reason=`,
 		`nomicore_queued_bytes{side="peer"}`, `nomicore_in_flight_updates{side="peer"}`} {
 		if !strings.Contains(a.api().metricsText(), s) {

@@ -26,12 +26,21 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
+// docWalkthroughEnv tells the test binary, started again in a private network namespace,
+// which walkthrough of the documentation to run there (TestDocs_ShellBlocks).
+const docWalkthroughEnv = "NOMICORE_DOCTEST_WALKTHROUGH"
+
 var bin struct {
 	dir             string
 	hub, peer, nmcr string
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(docWalkthroughEnv) != "" {
+		// This binary, started again by TestDocs_ShellBlocks to run a walkthrough of the
+		// documentation in private namespaces: the walkthrough builds its own binaries.
+		os.Exit(m.Run())
+	}
 	os.Exit(func() int {
 		dir, err := os.MkdirTemp("", "nomicore-e2e-bin-")
 		if err != nil {

@@ -72,3 +72,28 @@ func TestE2E_StartupRefusals(t *testing.T) {
 		}
 	}
 }
+
+// Without a tokens file yet, each binary warns once at start, naming who is refused and the
+// command that creates the file: on the hub peers and editors; on a peer, which has no peers
+// of its own, editors only.
+func TestE2E_StartWarningsNameWhoIsRefused(t *testing.T) {
+	c := newCluster(t)
+	hub := c.startHub() // before any token: no tokens file
+	a := c.startPeer("peer-a", c.tokenFile("peer-a", c.token("peer-a")))
+	warning := func(p *proc) string {
+		for _, line := range strings.Split(tail(p.log, 400), "\n") {
+			if strings.Contains(line, `"msg":"no tokens file yet`) {
+				return line
+			}
+		}
+		t.Fatalf("%s did not warn about its missing tokens file:\n%s", p.name, tail(p.log, 20))
+		return ""
+	}
+	if w := warning(hub); !strings.Contains(w, "every peer and editor is refused until `hub token add --data "+c.hubData()+" --peer NAME`") {
+		t.Errorf("the hub's warning: %s", w)
+	}
+	if w := warning(a); !strings.Contains(w, "every editor is refused until `peer token add --data "+filepath.Join(c.dir, "peer-a")+" --client NAME`") ||
+		strings.Contains(w, "peer and") {
+		t.Errorf("the peer's warning: %s", w)
+	}
+}

@@ -68,8 +68,13 @@ func TestE2E_NativeTLS(t *testing.T) {
 		}
 		return nil
 	})
-	if status, b := x.api().do("GET", "/readyz", nil); status == http.StatusOK || !strings.Contains(string(b), "unknown authority") {
+	// Its log, /readyz and GET /v1/targets all say why and name the flag that fixes it.
+	if status, b := x.api().do("GET", "/readyz", nil); status == http.StatusOK || !strings.Contains(string(b), "unknown authority") ||
+		!strings.Contains(string(b), "--hub-ca") {
 		t.Fatalf("readyz of a peer that does not trust the hub: %d %s", status, b)
+	}
+	if reason := fmt.Sprint(x.api().target(ns)["reason"]); !strings.Contains(reason, "unknown authority") || !strings.Contains(reason, "--hub-ca") {
+		t.Fatalf("the target of a peer that does not trust the hub: %q", reason)
 	}
 	x.stop()
 	if !strings.Contains(tail(x.log, 200), "give --hub-ca FILE") {

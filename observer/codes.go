@@ -1,7 +1,5 @@
 package observer
 
-import "slices"
-
 // ConnectionCode is the closed set of codes connection-failed.code may hold (the
 // stable code unions of §23.2): the 17 codes of the connection error registry
 // plus two local codes that never travel in a frame (PONG_TIMEOUT,
@@ -36,28 +34,25 @@ const (
 	ConnErrOutboundSequenceExhausted ConnectionCode = "OUTBOUND_SEQUENCE_EXHAUSTED"
 )
 
-var connectionCodes = []ConnectionCode{ConnErrBadMagic, ConnErrUnsupportedEnvelopeVersion,
-	ConnErrMalformedFrame, ConnErrFrameLengthMismatch, ConnErrFrameTooLarge, ConnErrUnsupportedFlags,
-	ConnErrUnsupportedMessageType, ConnErrSequenceViolation, ConnErrHelloRequired, ConnErrHelloTimeout,
-	ConnErrUnsupportedProtocolVersion, ConnErrUnsupportedCapability, ConnErrInstanceIdentityMismatch,
-	ConnErrConnectionPolicyViolation, ConnErrAckStateViolation, ConnErrConnectionBackpressure,
-	ConnErrInternalError, ConnErrPongTimeout, ConnErrOutboundSequenceExhausted}
+var connectionCodes = foldingVocab(ConnErrInternalError, ConnErrBadMagic,
+	ConnErrUnsupportedEnvelopeVersion, ConnErrMalformedFrame, ConnErrFrameLengthMismatch,
+	ConnErrFrameTooLarge, ConnErrUnsupportedFlags, ConnErrUnsupportedMessageType,
+	ConnErrSequenceViolation, ConnErrHelloRequired, ConnErrHelloTimeout,
+	ConnErrUnsupportedProtocolVersion, ConnErrUnsupportedCapability,
+	ConnErrInstanceIdentityMismatch, ConnErrConnectionPolicyViolation, ConnErrAckStateViolation,
+	ConnErrConnectionBackpressure, ConnErrInternalError, ConnErrPongTimeout,
+	ConnErrOutboundSequenceExhausted)
 
 // ConnectionCodes lists the 19 members of the union in registry order, the two
 // local codes last.
-func ConnectionCodes() []ConnectionCode { return slices.Clone(connectionCodes) }
+func ConnectionCodes() []ConnectionCode { return connectionCodes.list() }
 
 // Valid reports membership in the union.
-func (c ConnectionCode) Valid() bool { return slices.Contains(connectionCodes, c) }
+func (c ConnectionCode) Valid() bool { return connectionCodes.has(c) }
 
 // FoldConnectionCode maps any string to the union: members map to themselves,
 // everything else to INTERNAL_ERROR.
-func FoldConnectionCode(s string) ConnectionCode {
-	if c := ConnectionCode(s); c.Valid() {
-		return c
-	}
-	return ConnErrInternalError
-}
+func FoldConnectionCode(s string) ConnectionCode { return connectionCodes.fold(s) }
 
 // NamespaceCode is the closed set of codes namespace-error.code may hold: the 26
 // codes of the namespace error registry plus IDENTITY_CHANGED (the frame that
@@ -99,11 +94,11 @@ const (
 // frame.
 const NsErrIdentityChanged NamespaceCode = "IDENTITY_CHANGED"
 
-// namespaceCodes holds each union member with the terminal state the namespace
+// namespaceTerminal gives each union member the terminal state the namespace
 // error registry (§13.2) gives it, already clamped for events (ACK_TIMEOUT's
 // needs-resync → failed). IDENTITY_CHANGED leads to conflicted: the fenced peer
 // enters conflicted.
-var namespaceCodes = []struct {
+var namespaceTerminal = []struct {
 	code     NamespaceCode
 	terminal TerminalState
 }{
@@ -136,37 +131,30 @@ var namespaceCodes = []struct {
 	{NsErrIdentityChanged, TerminalConflicted},
 }
 
+// namespaceCodes is the union, in the order of namespaceTerminal.
+var namespaceCodes = func() *vocab[NamespaceCode] {
+	codes := make([]NamespaceCode, len(namespaceTerminal))
+	for i, e := range namespaceTerminal {
+		codes[i] = e.code
+	}
+	return foldingVocab(NsErrInternalError, codes...)
+}()
+
 // NamespaceCodes lists the 27 members of the union in registry order,
 // IDENTITY_CHANGED last.
-func NamespaceCodes() []NamespaceCode {
-	out := make([]NamespaceCode, len(namespaceCodes))
-	for i, e := range namespaceCodes {
-		out[i] = e.code
-	}
-	return out
-}
+func NamespaceCodes() []NamespaceCode { return namespaceCodes.list() }
 
 // Valid reports membership in the union.
-func (c NamespaceCode) Valid() bool {
-	_, ok := c.lookup()
-	return ok
-}
-
-func (c NamespaceCode) lookup() (TerminalState, bool) {
-	for _, e := range namespaceCodes {
-		if e.code == c {
-			return e.terminal, true
-		}
-	}
-	return "", false
-}
+func (c NamespaceCode) Valid() bool { return namespaceCodes.has(c) }
 
 // TerminalState is the namespace-error.terminalState for this code: the
 // registry's terminal state with needs-resync clamped to failed. It is absent for
 // a code outside the union.
 func (c NamespaceCode) TerminalState() Opt[TerminalState] {
-	if t, ok := c.lookup(); ok {
-		return Some(t)
+	for _, e := range namespaceTerminal {
+		if e.code == c {
+			return Some(e.terminal)
+		}
 	}
 	return None[TerminalState]()
 }
@@ -174,9 +162,4 @@ func (c NamespaceCode) TerminalState() Opt[TerminalState] {
 // FoldNamespaceCode maps any string to the union: members map to themselves,
 // everything else — including the schema re-arm codes, which are a domain of
 // their own — to INTERNAL_ERROR.
-func FoldNamespaceCode(s string) NamespaceCode {
-	if c := NamespaceCode(s); c.Valid() {
-		return c
-	}
-	return NsErrInternalError
-}
+func FoldNamespaceCode(s string) NamespaceCode { return namespaceCodes.fold(s) }

@@ -28,6 +28,15 @@
 // sets (FoldConnectionCode, FoldNamespaceCode, FoldGoAwayReason), so a remote
 // cannot invent new values.
 //
+// Each event type describes its keys once — name, kind, safety rule and what it
+// measures — and every use walks that description: Attrs, Validate, and what
+// the sinks aggregate, Event.Measure (size, latency, apply stages) and
+// Event.Words (the closed-vocabulary values to count and label by). The type
+// itself says who emits it, whether it is per-frame, whether it reports a
+// failure, what its size measures and whether it is a step of a chunked
+// transfer (Type.EmittedBy, PerFrame, Failure, Content, Chunked). So slogobs
+// and promobs hold no code per event type.
+//
 // # Emitting
 //
 // A layer holds an *Emitter (NewEmitter(side, observer, clock)) and guards event

@@ -29,13 +29,13 @@ func (e Event) Type() Type {
 // payload's documented keys (absent optionals left out). JSON and slog renderings
 // are both derived from this list.
 func (e Event) Attrs() []slog.Attr {
-	f := fields{a: make([]slog.Attr, 0, 24)}
-	f.str("type", string(e.Type()))
-	f.str("side", string(e.Side))
+	d := describer{op: opRender, side: e.Side, attrs: make([]slog.Attr, 0, 24)}
+	d.put(slog.String("type", string(e.Type())))
+	d.put(slog.String("side", string(e.Side)))
 	if e.Payload != nil {
-		e.Payload.render(&f)
+		d.walk(e.Payload)
 	}
-	return f.a
+	return d.attrs
 }
 
 // Keys returns the rendered key names in order.
@@ -120,10 +120,10 @@ func (e Event) Validate() error {
 	if !t.EmittedBy(e.Side) {
 		return &InvalidEventError{Type: t, Key: "side", Problem: fmt.Sprintf("the %s side does not emit this type of event", e.Side)}
 	}
-	c := checker{t: t, side: e.Side}
-	e.Payload.check(&c)
-	if c.err != nil {
-		return c.err
+	d := describer{op: opCheck, side: e.Side, t: t}
+	d.walk(e.Payload)
+	if d.err != nil {
+		return d.err
 	}
 	return nil
 }

@@ -2,14 +2,16 @@ package observer
 
 // Payload is the body of an event: one of the 36 structs below, one per event
 // type of the vocabulary (§23.1; the side that emits it is in parentheses on
-// each). Each renders exactly its documented keys in documented order; optional
-// keys (Opt fields, and the conditional groups) are left out when absent. The
-// set is closed: only this package implements Payload.
+// each). Each describes exactly its documented keys in documented order, once,
+// in its describe method (see describer); optional keys (Opt fields, and the
+// conditional groups) are left out when absent. The set is closed: only this
+// package implements Payload.
 type Payload interface {
 	// Type is the event's type.
 	Type() Type
-	render(f *fields)
-	check(c *checker)
+	// describe walks the event's keys: the one description rendering, validation
+	// and the sinks' measures all read.
+	describe(d *describer)
 }
 
 // ---- Connection domain --------------------------------------------------------
@@ -23,15 +25,10 @@ type ConnectionStateChanged struct {
 }
 
 func (ConnectionStateChanged) Type() Type { return TypeConnectionStateChanged }
-func (e ConnectionStateChanged) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.str("from", string(e.From))
-	f.str("to", string(e.To))
-}
-func (e ConnectionStateChanged) check(c *checker) {
-	c.connID(e.ConnectionID)
-	c.connState("from", e.From)
-	c.connState("to", e.To)
+func (e ConnectionStateChanged) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.word("from", string(e.From), connectionStates)
+	d.word("to", string(e.To), connectionStates)
 }
 
 // ConnectionBackoffScheduled is `connection-backoff-scheduled` (peer): the
@@ -43,15 +40,10 @@ type ConnectionBackoffScheduled struct {
 }
 
 func (ConnectionBackoffScheduled) Type() Type { return TypeConnectionBackoffScheduled }
-func (e ConnectionBackoffScheduled) render(f *fields) {
-	f.int("attempt", e.Attempt)
-	f.ms("delayMs", e.DelayMs)
-	f.str("reason", string(e.Reason))
-}
-func (e ConnectionBackoffScheduled) check(c *checker) {
-	c.count("attempt", e.Attempt)
-	c.ms("delayMs", e.DelayMs)
-	c.member("reason", e.Reason)
+func (e ConnectionBackoffScheduled) describe(d *describer) {
+	d.count("attempt", e.Attempt)
+	d.duration("delayMs", e.DelayMs, BackoffDelay)
+	d.word("reason", string(e.Reason), backoffReasons)
 }
 
 // GoAwayReceived is `goaway-received` (peer). Build ReasonCode with
@@ -64,15 +56,11 @@ type GoAwayReceived struct {
 }
 
 func (GoAwayReceived) Type() Type { return TypeGoAwayReceived }
-func (e GoAwayReceived) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.str("reasonCode", string(e.ReasonCode))
-	f.u64("drainTimeoutMs", e.DrainTimeoutMs)
-	f.optU64("retryAfterMs", e.RetryAfterMs)
-}
-func (e GoAwayReceived) check(c *checker) {
-	c.connID(e.ConnectionID)
-	c.member("reasonCode", e.ReasonCode)
+func (e GoAwayReceived) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.word("reasonCode", string(e.ReasonCode), goAwayReasons)
+	d.u64("drainTimeoutMs", e.DrainTimeoutMs)
+	d.optU64("retryAfterMs", e.RetryAfterMs)
 }
 
 // EventLoopDelaySampled is `event-loop-delay-sampled` (hub/peer): how late the
@@ -83,13 +71,9 @@ type EventLoopDelaySampled struct {
 }
 
 func (EventLoopDelaySampled) Type() Type { return TypeEventLoopDelaySampled }
-func (e EventLoopDelaySampled) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.ms("delayMs", e.DelayMs)
-}
-func (e EventLoopDelaySampled) check(c *checker) {
-	c.connID(e.ConnectionID)
-	c.ms("delayMs", e.DelayMs)
+func (e EventLoopDelaySampled) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.duration("delayMs", e.DelayMs, LoopDelay)
 }
 
 // ---- Channel domain -----------------------------------------------------------
@@ -103,17 +87,11 @@ type ChannelStateChanged struct {
 }
 
 func (ChannelStateChanged) Type() Type { return TypeChannelStateChanged }
-func (e ChannelStateChanged) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.str("namespaceId", e.NamespaceID)
-	f.str("from", string(e.From))
-	f.str("to", string(e.To))
-}
-func (e ChannelStateChanged) check(c *checker) {
-	c.connID(e.ConnectionID)
-	c.namespaceID(e.NamespaceID)
-	c.chanState("from", e.From)
-	c.chanState("to", e.To)
+func (e ChannelStateChanged) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.word("from", string(e.From), channelStates)
+	d.word("to", string(e.To), channelStates)
 }
 
 // ---- Bootstrap, reconcile, updates (per frame) ---------------------------------
@@ -127,21 +105,18 @@ type Stages struct {
 	DirtyNotifyMs    float64 // dirtyDone − dirtyStart
 }
 
-func renderStages(f *fields, o Opt[Stages]) {
-	if s, ok := o.Get(); ok {
-		f.ms("queueWaitMs", s.QueueWaitMs)
-		f.ms("protectedCheckMs", s.ProtectedCheckMs)
-		f.ms("liveApplyMs", s.LiveApplyMs)
-		f.ms("dirtyNotifyMs", s.DirtyNotifyMs)
+// stages describes the group: all four durations or none, which the sinks
+// measure as the group.
+func (d *describer) stages(o Opt[Stages]) {
+	if d.op == opMeasure {
+		d.m.Stages = o
+		return
 	}
-}
-
-func checkStages(c *checker, o Opt[Stages]) {
 	if s, ok := o.Get(); ok {
-		c.ms("queueWaitMs", s.QueueWaitMs)
-		c.ms("protectedCheckMs", s.ProtectedCheckMs)
-		c.ms("liveApplyMs", s.LiveApplyMs)
-		c.ms("dirtyNotifyMs", s.DirtyNotifyMs)
+		d.stage("queueWaitMs", s.QueueWaitMs)
+		d.stage("protectedCheckMs", s.ProtectedCheckMs)
+		d.stage("liveApplyMs", s.LiveApplyMs)
+		d.stage("dirtyNotifyMs", s.DirtyNotifyMs)
 	}
 }
 
@@ -154,11 +129,10 @@ type BootstrapSnapshotSent struct {
 }
 
 func (BootstrapSnapshotSent) Type() Type { return TypeBootstrapSnapshotSent }
-func (e BootstrapSnapshotSent) render(f *fields) {
-	renderNsBytes(f, e.ConnectionID, e.NamespaceID, e.Bytes)
-}
-func (e BootstrapSnapshotSent) check(c *checker) {
-	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
+func (e BootstrapSnapshotSent) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
 }
 
 // BootstrapImported is `bootstrap-imported` (peer): the length of the snapshot
@@ -170,23 +144,10 @@ type BootstrapImported struct {
 }
 
 func (BootstrapImported) Type() Type { return TypeBootstrapImported }
-func (e BootstrapImported) render(f *fields) {
-	renderNsBytes(f, e.ConnectionID, e.NamespaceID, e.Bytes)
-}
-func (e BootstrapImported) check(c *checker) {
-	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
-}
-
-func renderNsBytes(f *fields, conn Opt[string], ns string, bytes int) {
-	f.connID(conn)
-	f.str("namespaceId", ns)
-	f.int("bytes", bytes)
-}
-
-func checkNsBytes(c *checker, conn Opt[string], ns string, bytes int) {
-	c.connID(conn)
-	c.namespaceID(ns)
-	c.count("bytes", bytes)
+func (e BootstrapImported) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
 }
 
 // SyncStep2Sent is `sync-step2-sent` (hub/peer): an outbound single-frame Step2.
@@ -200,13 +161,12 @@ type SyncStep2Sent struct {
 }
 
 func (SyncStep2Sent) Type() Type { return TypeSyncStep2Sent }
-func (e SyncStep2Sent) render(f *fields) {
-	renderNsBytes(f, e.ConnectionID, e.NamespaceID, e.Bytes)
-	f.u32("syncRoundId", e.SyncRoundID)
-	f.int("encodedUpdateBytes", e.Bytes)
-}
-func (e SyncStep2Sent) check(c *checker) {
-	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
+func (e SyncStep2Sent) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
+	d.u32("syncRoundId", e.SyncRoundID)
+	d.count("encodedUpdateBytes", e.Bytes)
 }
 
 // SyncDiffApplied is `sync-diff-applied` (hub/peer): a single-frame Step2 diff
@@ -226,28 +186,21 @@ type SyncDiffApplied struct {
 }
 
 func (SyncDiffApplied) Type() Type { return TypeSyncDiffApplied }
-func (e SyncDiffApplied) render(f *fields) {
-	renderNsBytes(f, e.ConnectionID, e.NamespaceID, e.Bytes)
-	f.optMs("applyLatencyMs", e.ApplyLatencyMs)
-	f.u32("syncRoundId", e.SyncRoundID)
-	f.int("encodedUpdateBytes", e.Bytes)
+func (e SyncDiffApplied) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
+	d.optDuration("applyLatencyMs", e.ApplyLatencyMs, ApplyLatency)
+	d.u32("syncRoundId", e.SyncRoundID)
+	d.count("encodedUpdateBytes", e.Bytes)
 	if g, ok := e.Effect.Get(); ok {
-		f.bool("stateVectorChanged", g.Changed())
-		f.str("applyEffect", string(g.ApplyEffect()))
-		f.str("stateVectorBeforeHash", g.BeforeHash())
-		f.str("stateVectorAfterHash", g.AfterHash())
+		d.boolean("stateVectorChanged", g.Changed())
+		d.word("applyEffect", string(g.ApplyEffect()), applyEffects)
+		d.text("stateVectorBeforeHash", g.BeforeHash(), validDigest, "effect group not built with NewSVEffect")
+		d.text("stateVectorAfterHash", g.AfterHash(), validDigest, "effect group not built with NewSVEffect")
 	}
-	f.u32("sequence", e.Sequence)
-	renderStages(f, e.Stages)
-}
-func (e SyncDiffApplied) check(c *checker) {
-	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
-	c.optMs("applyLatencyMs", e.ApplyLatencyMs)
-	if g, ok := e.Effect.Get(); ok && (!validDigest(g.BeforeHash()) || !validDigest(g.AfterHash())) {
-		c.fail("stateVectorBeforeHash", "effect group not built with NewSVEffect")
-	}
-	checkStages(c, e.Stages)
-	c.positive("sequence", e.Sequence)
+	d.positive("sequence", e.Sequence)
+	d.stages(e.Stages)
 }
 
 // UpdateSent is `update-sent` (hub/peer): an outbound UPDATE frame (a merged
@@ -262,15 +215,12 @@ type UpdateSent struct {
 }
 
 func (UpdateSent) Type() Type { return TypeUpdateSent }
-func (e UpdateSent) render(f *fields) {
-	renderNsBytes(f, e.ConnectionID, e.NamespaceID, e.Bytes)
-	f.u32("sequence", e.Sequence)
-	f.optMs("sendQueueMs", e.SendQueueMs)
-}
-func (e UpdateSent) check(c *checker) {
-	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
-	c.optMs("sendQueueMs", e.SendQueueMs)
-	c.positive("sequence", e.Sequence)
+func (e UpdateSent) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
+	d.positive("sequence", e.Sequence)
+	d.optDuration("sendQueueMs", e.SendQueueMs, SendQueueWait)
 }
 
 // UpdateApplied is `update-applied` (hub/peer): an inbound UPDATE applied (not in
@@ -285,17 +235,13 @@ type UpdateApplied struct {
 }
 
 func (UpdateApplied) Type() Type { return TypeUpdateApplied }
-func (e UpdateApplied) render(f *fields) {
-	renderNsBytes(f, e.ConnectionID, e.NamespaceID, e.Bytes)
-	f.optMs("applyLatencyMs", e.ApplyLatencyMs)
-	f.u32("sequence", e.Sequence)
-	renderStages(f, e.Stages)
-}
-func (e UpdateApplied) check(c *checker) {
-	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
-	c.optMs("applyLatencyMs", e.ApplyLatencyMs)
-	checkStages(c, e.Stages)
-	c.positive("sequence", e.Sequence)
+func (e UpdateApplied) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
+	d.optDuration("applyLatencyMs", e.ApplyLatencyMs, ApplyLatency)
+	d.positive("sequence", e.Sequence)
+	d.stages(e.Stages)
 }
 
 // UpdateAcked is `update-acked` (hub/peer): an UPDATE_ACK settled an outbound
@@ -309,15 +255,12 @@ type UpdateAcked struct {
 }
 
 func (UpdateAcked) Type() Type { return TypeUpdateAcked }
-func (e UpdateAcked) render(f *fields) {
-	renderNsBytes(f, e.ConnectionID, e.NamespaceID, e.Bytes)
-	f.optMs("ackLatencyMs", e.AckLatencyMs)
-	f.u32("sequence", e.Sequence)
-}
-func (e UpdateAcked) check(c *checker) {
-	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
-	c.optMs("ackLatencyMs", e.AckLatencyMs)
-	c.positive("sequence", e.Sequence)
+func (e UpdateAcked) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
+	d.optDuration("ackLatencyMs", e.AckLatencyMs, AckLatency)
+	d.positive("sequence", e.Sequence)
 }
 
 // DegradedBypassApplied is `degraded-bypass-applied` (peer): a hub→peer apply to
@@ -330,13 +273,11 @@ type DegradedBypassApplied struct {
 }
 
 func (DegradedBypassApplied) Type() Type { return TypeDegradedBypassApplied }
-func (e DegradedBypassApplied) render(f *fields) {
-	renderNsBytes(f, e.ConnectionID, e.NamespaceID, e.Bytes)
-	f.u32("sequence", e.Sequence)
-}
-func (e DegradedBypassApplied) check(c *checker) {
-	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
-	c.positive("sequence", e.Sequence)
+func (e DegradedBypassApplied) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
+	d.positive("sequence", e.Sequence)
 }
 
 // ChunkedUpdateSent is `chunked-update-sent` (hub/peer): the last chunk of an
@@ -350,11 +291,12 @@ type ChunkedUpdateSent struct {
 }
 
 func (ChunkedUpdateSent) Type() Type { return TypeChunkedUpdateSent }
-func (e ChunkedUpdateSent) render(f *fields) {
-	renderChunkedSent(f, e.ConnectionID, e.NamespaceID, e.TransferID, e.ChunkCount, e.TotalBytes)
-}
-func (e ChunkedUpdateSent) check(c *checker) {
-	checkChunkedSent(c, e.ConnectionID, e.NamespaceID, e.TransferID, e.ChunkCount)
+func (e ChunkedUpdateSent) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.positive("transferId", e.TransferID)
+	d.positive("chunkCount", e.ChunkCount)
+	d.totalBytes(e.TotalBytes)
 }
 
 // ChunkedUpdateApplied is `chunked-update-applied` (hub/peer): a reassembled
@@ -368,15 +310,12 @@ type ChunkedUpdateApplied struct {
 }
 
 func (ChunkedUpdateApplied) Type() Type { return TypeChunkedUpdateApplied }
-func (e ChunkedUpdateApplied) render(f *fields) {
-	renderNsBytes(f, e.ConnectionID, e.NamespaceID, e.Bytes)
-	f.u32("chunkCount", e.ChunkCount)
-	f.optMs("applyLatencyMs", e.ApplyLatencyMs)
-}
-func (e ChunkedUpdateApplied) check(c *checker) {
-	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
-	c.optMs("applyLatencyMs", e.ApplyLatencyMs)
-	c.positive("chunkCount", e.ChunkCount)
+func (e ChunkedUpdateApplied) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
+	d.positive("chunkCount", e.ChunkCount)
+	d.optDuration("applyLatencyMs", e.ApplyLatencyMs, ApplyLatency)
 }
 
 // ChunkedUpdateAcked is `chunked-update-acked` (hub/peer): the single UPDATE_ACK
@@ -389,11 +328,11 @@ type ChunkedUpdateAcked struct {
 }
 
 func (ChunkedUpdateAcked) Type() Type { return TypeChunkedUpdateAcked }
-func (e ChunkedUpdateAcked) render(f *fields) {
-	renderChunkedAcked(f, e.ConnectionID, e.NamespaceID, e.Bytes, e.AckLatencyMs)
-}
-func (e ChunkedUpdateAcked) check(c *checker) {
-	checkChunkedAcked(c, e.ConnectionID, e.NamespaceID, e.Bytes, e.AckLatencyMs)
+func (e ChunkedUpdateAcked) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
+	d.optDuration("ackLatencyMs", e.AckLatencyMs, AckLatency)
 }
 
 // ChunkedSnapshotSent is `chunked-snapshot-sent` (hub): the last chunk of a
@@ -407,11 +346,12 @@ type ChunkedSnapshotSent struct {
 }
 
 func (ChunkedSnapshotSent) Type() Type { return TypeChunkedSnapshotSent }
-func (e ChunkedSnapshotSent) render(f *fields) {
-	renderChunkedSent(f, e.ConnectionID, e.NamespaceID, e.TransferID, e.ChunkCount, e.TotalBytes)
-}
-func (e ChunkedSnapshotSent) check(c *checker) {
-	checkChunkedSent(c, e.ConnectionID, e.NamespaceID, e.TransferID, e.ChunkCount)
+func (e ChunkedSnapshotSent) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.positive("transferId", e.TransferID)
+	d.positive("chunkCount", e.ChunkCount)
+	d.totalBytes(e.TotalBytes)
 }
 
 // ChunkedSnapshotApplied is `chunked-snapshot-applied` (peer): a reassembled
@@ -425,15 +365,12 @@ type ChunkedSnapshotApplied struct {
 }
 
 func (ChunkedSnapshotApplied) Type() Type { return TypeChunkedSnapshotApplied }
-func (e ChunkedSnapshotApplied) render(f *fields) {
-	renderNsBytes(f, e.ConnectionID, e.NamespaceID, e.Bytes)
-	f.u32("chunkCount", e.ChunkCount)
-	f.optMs("applyLatencyMs", e.ApplyLatencyMs)
-}
-func (e ChunkedSnapshotApplied) check(c *checker) {
-	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
-	c.optMs("applyLatencyMs", e.ApplyLatencyMs)
-	c.positive("chunkCount", e.ChunkCount)
+func (e ChunkedSnapshotApplied) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
+	d.positive("chunkCount", e.ChunkCount)
+	d.optDuration("applyLatencyMs", e.ApplyLatencyMs, ApplyLatency)
 }
 
 // ChunkedSnapshotAcked is `chunked-snapshot-acked` (hub): the BOOTSTRAP_ACK of a
@@ -446,11 +383,11 @@ type ChunkedSnapshotAcked struct {
 }
 
 func (ChunkedSnapshotAcked) Type() Type { return TypeChunkedSnapshotAcked }
-func (e ChunkedSnapshotAcked) render(f *fields) {
-	renderChunkedAcked(f, e.ConnectionID, e.NamespaceID, e.Bytes, e.AckLatencyMs)
-}
-func (e ChunkedSnapshotAcked) check(c *checker) {
-	checkChunkedAcked(c, e.ConnectionID, e.NamespaceID, e.Bytes, e.AckLatencyMs)
+func (e ChunkedSnapshotAcked) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
+	d.optDuration("ackLatencyMs", e.AckLatencyMs, AckLatency)
 }
 
 // ChunkedSyncSent is `chunked-sync-sent` (hub/peer): the last chunk of a kind=2
@@ -465,12 +402,13 @@ type ChunkedSyncSent struct {
 }
 
 func (ChunkedSyncSent) Type() Type { return TypeChunkedSyncSent }
-func (e ChunkedSyncSent) render(f *fields) {
-	renderChunkedSent(f, e.ConnectionID, e.NamespaceID, e.TransferID, e.ChunkCount, e.TotalBytes)
-	f.u32("syncRoundId", e.SyncRoundID)
-}
-func (e ChunkedSyncSent) check(c *checker) {
-	checkChunkedSent(c, e.ConnectionID, e.NamespaceID, e.TransferID, e.ChunkCount)
+func (e ChunkedSyncSent) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.positive("transferId", e.TransferID)
+	d.positive("chunkCount", e.ChunkCount)
+	d.totalBytes(e.TotalBytes)
+	d.u32("syncRoundId", e.SyncRoundID)
 }
 
 // ChunkedSyncApplied is `chunked-sync-applied` (hub/peer): a reassembled kind=2
@@ -485,16 +423,13 @@ type ChunkedSyncApplied struct {
 }
 
 func (ChunkedSyncApplied) Type() Type { return TypeChunkedSyncApplied }
-func (e ChunkedSyncApplied) render(f *fields) {
-	renderNsBytes(f, e.ConnectionID, e.NamespaceID, e.Bytes)
-	f.u32("chunkCount", e.ChunkCount)
-	f.u32("syncRoundId", e.SyncRoundID)
-	f.optMs("applyLatencyMs", e.ApplyLatencyMs)
-}
-func (e ChunkedSyncApplied) check(c *checker) {
-	checkNsBytes(c, e.ConnectionID, e.NamespaceID, e.Bytes)
-	c.optMs("applyLatencyMs", e.ApplyLatencyMs)
-	c.positive("chunkCount", e.ChunkCount)
+func (e ChunkedSyncApplied) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
+	d.positive("chunkCount", e.ChunkCount)
+	d.u32("syncRoundId", e.SyncRoundID)
+	d.optDuration("applyLatencyMs", e.ApplyLatencyMs, ApplyLatency)
 }
 
 // ChunkedSyncAcked is `chunked-sync-acked` (hub/peer): the SYNC_APPLIED of a
@@ -507,40 +442,11 @@ type ChunkedSyncAcked struct {
 }
 
 func (ChunkedSyncAcked) Type() Type { return TypeChunkedSyncAcked }
-func (e ChunkedSyncAcked) render(f *fields) {
-	renderChunkedAcked(f, e.ConnectionID, e.NamespaceID, e.Bytes, e.AckLatencyMs)
-}
-func (e ChunkedSyncAcked) check(c *checker) {
-	checkChunkedAcked(c, e.ConnectionID, e.NamespaceID, e.Bytes, e.AckLatencyMs)
-}
-
-func renderChunkedSent(f *fields, conn Opt[string], ns string, transferID, chunkCount, totalBytes uint32) {
-	f.connID(conn)
-	f.str("namespaceId", ns)
-	f.u32("transferId", transferID)
-	f.u32("chunkCount", chunkCount)
-	f.u32("totalBytes", totalBytes)
-}
-
-func renderChunkedAcked(f *fields, conn Opt[string], ns string, bytes int, ack Opt[float64]) {
-	renderNsBytes(f, conn, ns, bytes)
-	f.optMs("ackLatencyMs", ack)
-}
-
-func checkChunkedAcked(c *checker, conn Opt[string], ns string, bytes int, ack Opt[float64]) {
-	checkNsBytes(c, conn, ns, bytes)
-	c.optMs("ackLatencyMs", ack)
-}
-
-func checkChunkedSent(c *checker, conn Opt[string], ns string, transferID, chunkCount uint32) {
-	checkConnNs(c, conn, ns)
-	c.positive("transferId", transferID)
-	c.positive("chunkCount", chunkCount)
-}
-
-func checkConnNs(c *checker, conn Opt[string], ns string) {
-	c.connID(conn)
-	c.namespaceID(ns)
+func (e ChunkedSyncAcked) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.bytes(e.Bytes)
+	d.optDuration("ackLatencyMs", e.AckLatencyMs, AckLatency)
 }
 
 // ---- Auth, backpressure, resync -------------------------------------------------
@@ -551,9 +457,10 @@ type AuthUpgradeRejected struct {
 	Reason AuthRejectReason
 }
 
-func (AuthUpgradeRejected) Type() Type         { return TypeAuthUpgradeRejected }
-func (e AuthUpgradeRejected) render(f *fields) { f.str("reason", string(e.Reason)) }
-func (e AuthUpgradeRejected) check(c *checker) { c.member("reason", e.Reason) }
+func (AuthUpgradeRejected) Type() Type { return TypeAuthUpgradeRejected }
+func (e AuthUpgradeRejected) describe(d *describer) {
+	d.word("reason", string(e.Reason), authRejectReasons)
+}
 
 // QueueSample is the send-path context sampled when an UPDATE could not be sent:
 // the update's length, the limit, the queue and window at that moment, and the
@@ -570,28 +477,16 @@ type QueueSample struct {
 	BufferedAmount    Opt[int]
 }
 
-func (s QueueSample) render(f *fields) {
-	f.int("updateBytes", s.UpdateBytes)
-	f.int("maxUpdateBytes", s.MaxUpdateBytes)
-	f.int("queuedUpdateCount", s.QueuedUpdateCount)
-	f.int("queuedUpdateBytes", s.QueuedUpdateBytes)
-	f.int("inFlightCount", s.InFlightCount)
-	f.str("channelState", string(s.ChannelState))
-	f.str("connectionState", string(s.ConnectionState))
-	f.optInt("bufferedAmount", s.BufferedAmount)
-}
-
-func (s QueueSample) check(c *checker, channel ChannelState) {
-	c.count("updateBytes", s.UpdateBytes)
-	c.count("maxUpdateBytes", s.MaxUpdateBytes)
-	c.count("queuedUpdateCount", s.QueuedUpdateCount)
-	c.count("queuedUpdateBytes", s.QueuedUpdateBytes)
-	c.count("inFlightCount", s.InFlightCount)
-	if s.ChannelState != channel {
-		c.fail("channelState", "must be %q in this event, got %q", channel, s.ChannelState)
-	}
-	c.connState("connectionState", s.ConnectionState)
-	c.optCount("bufferedAmount", s.BufferedAmount)
+// describe describes the sample, whose channel state the event fixes to channel.
+func (s QueueSample) describe(d *describer, channel ChannelState) {
+	d.count("updateBytes", s.UpdateBytes)
+	d.count("maxUpdateBytes", s.MaxUpdateBytes)
+	d.count("queuedUpdateCount", s.QueuedUpdateCount)
+	d.count("queuedUpdateBytes", s.QueuedUpdateBytes)
+	d.count("inFlightCount", s.InFlightCount)
+	d.equal("channelState", string(s.ChannelState), string(channel))
+	d.word("connectionState", string(s.ConnectionState), connectionStates)
+	d.optCount("bufferedAmount", s.BufferedAmount)
 }
 
 // SendFailure is the group resync-required carries only with cause send-failed:
@@ -612,25 +507,17 @@ type ResyncRequired struct {
 }
 
 func (ResyncRequired) Type() Type { return TypeResyncRequired }
-func (e ResyncRequired) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.str("namespaceId", e.NamespaceID)
-	f.str("cause", string(e.Cause))
-	if g, ok := e.SendFailure.Get(); ok {
-		f.str("reason", string(g.Reason))
-		g.QueueSample.render(f)
-	}
-}
-func (e ResyncRequired) check(c *checker) {
-	checkConnNs(c, e.ConnectionID, e.NamespaceID)
-	c.member("cause", e.Cause)
+func (e ResyncRequired) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.word("cause", string(e.Cause), resyncCauses)
 	g, ok := e.SendFailure.Get()
-	switch {
-	case ok != (e.Cause == ResyncSendFailed):
-		c.fail("reason", "the send-failed group must be present exactly when cause is send-failed")
-	case ok:
-		c.member("reason", g.Reason)
-		g.QueueSample.check(c, ChannelNeedsResync)
+	if d.checking() && ok != (e.Cause == ResyncSendFailed) {
+		d.fail("reason", "the send-failed group must be present exactly when cause is send-failed")
+	}
+	if ok {
+		d.word("reason", string(g.Reason), sendFailureReasons)
+		g.QueueSample.describe(d, ChannelNeedsResync)
 	}
 }
 
@@ -645,16 +532,11 @@ type UpdateDropped struct {
 }
 
 func (UpdateDropped) Type() Type { return TypeUpdateDropped }
-func (e UpdateDropped) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.str("namespaceId", e.NamespaceID)
-	f.str("reason", string(e.Reason))
-	e.QueueSample.render(f)
-}
-func (e UpdateDropped) check(c *checker) {
-	checkConnNs(c, e.ConnectionID, e.NamespaceID)
-	c.member("reason", e.Reason)
-	e.QueueSample.check(c, ChannelLive)
+func (e UpdateDropped) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.word("reason", string(e.Reason), dropReasons)
+	e.QueueSample.describe(d, ChannelLive)
 }
 
 // SendPaused is `send-paused` (hub/peer): bufferedAmount crossed the high water
@@ -665,13 +547,9 @@ type SendPaused struct {
 }
 
 func (SendPaused) Type() Type { return TypeSendPaused }
-func (e SendPaused) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.int("bufferedAmount", e.BufferedAmount)
-}
-func (e SendPaused) check(c *checker) {
-	c.connID(e.ConnectionID)
-	c.count("bufferedAmount", e.BufferedAmount)
+func (e SendPaused) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.count("bufferedAmount", e.BufferedAmount)
 }
 
 // SendResumed is `send-resumed` (hub/peer): bufferedAmount fell to the low water
@@ -682,13 +560,9 @@ type SendResumed struct {
 }
 
 func (SendResumed) Type() Type { return TypeSendResumed }
-func (e SendResumed) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.int("bufferedAmount", e.BufferedAmount)
-}
-func (e SendResumed) check(c *checker) {
-	c.connID(e.ConnectionID)
-	c.count("bufferedAmount", e.BufferedAmount)
+func (e SendResumed) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.count("bufferedAmount", e.BufferedAmount)
 }
 
 // ---- Stable error counts ------------------------------------------------------
@@ -702,17 +576,10 @@ type ConnectionFailed struct {
 }
 
 func (ConnectionFailed) Type() Type { return TypeConnectionFailed }
-func (e ConnectionFailed) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.str("code", string(e.Code))
-	f.int("wsCloseCode", e.WSCloseCode)
-}
-func (e ConnectionFailed) check(c *checker) {
-	c.connID(e.ConnectionID)
-	c.member("code", e.Code)
-	if e.WSCloseCode < 1000 || e.WSCloseCode > 4999 {
-		c.fail("wsCloseCode", "%d is not a WebSocket close code", e.WSCloseCode)
-	}
+func (e ConnectionFailed) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.word("code", string(e.Code), connectionCodes)
+	d.closeCode("wsCloseCode", e.WSCloseCode)
 }
 
 // NamespaceError is `namespace-error` (hub/peer): a namespace ERROR frame sent or
@@ -727,21 +594,13 @@ type NamespaceError struct {
 }
 
 func (NamespaceError) Type() Type { return TypeNamespaceError }
-func (e NamespaceError) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.str("namespaceId", e.NamespaceID)
-	f.str("code", string(e.Code))
-	f.str("direction", string(e.Direction))
+func (e NamespaceError) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.word("code", string(e.Code), namespaceCodes)
+	d.word("direction", string(e.Direction), directions)
 	if t, ok := e.TerminalState.Get(); ok {
-		f.str("terminalState", string(t))
-	}
-}
-func (e NamespaceError) check(c *checker) {
-	checkConnNs(c, e.ConnectionID, e.NamespaceID)
-	c.member("code", e.Code)
-	c.member("direction", e.Direction)
-	if t, ok := e.TerminalState.Get(); ok {
-		c.member("terminalState", t)
+		d.word("terminalState", string(t), terminalStates)
 	}
 }
 
@@ -756,18 +615,14 @@ type NamespaceFailed struct {
 }
 
 func (NamespaceFailed) Type() Type { return TypeNamespaceFailed }
-func (e NamespaceFailed) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.str("namespaceId", e.NamespaceID)
-	f.str("cause", string(e.Cause))
-	f.optU64("timeoutMs", e.TimeoutMs)
-}
-func (e NamespaceFailed) check(c *checker) {
-	checkConnNs(c, e.ConnectionID, e.NamespaceID)
-	c.member("cause", e.Cause)
-	if e.TimeoutMs.Present() && !e.Cause.Timer() {
-		c.fail("timeoutMs", "only the timer causes carry timeoutMs, not %q", e.Cause)
+func (e NamespaceFailed) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.word("cause", string(e.Cause), failedCauses)
+	if d.checking() && e.TimeoutMs.Present() && !e.Cause.Timer() {
+		d.fail("timeoutMs", "only the timer causes carry timeoutMs, not %q", e.Cause)
 	}
+	d.optU64("timeoutMs", e.TimeoutMs)
 }
 
 // IdentityConflicted is `identity-conflicted` (hub/peer): a namespace entered
@@ -779,14 +634,10 @@ type IdentityConflicted struct {
 }
 
 func (IdentityConflicted) Type() Type { return TypeIdentityConflicted }
-func (e IdentityConflicted) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.str("namespaceId", e.NamespaceID)
-	f.str("via", string(e.Via))
-}
-func (e IdentityConflicted) check(c *checker) {
-	checkConnNs(c, e.ConnectionID, e.NamespaceID)
-	c.member("via", e.Via)
+func (e IdentityConflicted) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.word("via", string(e.Via), conflictVias)
 }
 
 // ChunkedUpdateAborted is `chunked-update-aborted` (hub/peer): the side that
@@ -800,11 +651,12 @@ type ChunkedUpdateAborted struct {
 }
 
 func (ChunkedUpdateAborted) Type() Type { return TypeChunkedUpdateAborted }
-func (e ChunkedUpdateAborted) render(f *fields) {
-	renderAborted(f, e.NamespaceID, e.TransferID, e.Reason, e.ReceivedChunks, e.ReceivedBytes)
-}
-func (e ChunkedUpdateAborted) check(c *checker) {
-	checkAborted(c, e.NamespaceID, e.TransferID, e.Reason, e.ReceivedChunks, e.ReceivedBytes)
+func (e ChunkedUpdateAborted) describe(d *describer) {
+	d.namespaceID(e.NamespaceID)
+	d.positive("transferId", e.TransferID)
+	d.word("reason", string(e.Reason), abortReasons)
+	d.count("receivedChunks", e.ReceivedChunks)
+	d.count("receivedBytes", e.ReceivedBytes)
 }
 
 // ChunkedSnapshotAborted is `chunked-snapshot-aborted` (hub/peer): as
@@ -818,11 +670,12 @@ type ChunkedSnapshotAborted struct {
 }
 
 func (ChunkedSnapshotAborted) Type() Type { return TypeChunkedSnapshotAborted }
-func (e ChunkedSnapshotAborted) render(f *fields) {
-	renderAborted(f, e.NamespaceID, e.TransferID, e.Reason, e.ReceivedChunks, e.ReceivedBytes)
-}
-func (e ChunkedSnapshotAborted) check(c *checker) {
-	checkAborted(c, e.NamespaceID, e.TransferID, e.Reason, e.ReceivedChunks, e.ReceivedBytes)
+func (e ChunkedSnapshotAborted) describe(d *describer) {
+	d.namespaceID(e.NamespaceID)
+	d.positive("transferId", e.TransferID)
+	d.word("reason", string(e.Reason), abortReasons)
+	d.count("receivedChunks", e.ReceivedChunks)
+	d.count("receivedBytes", e.ReceivedBytes)
 }
 
 // ChunkedSyncAborted is `chunked-sync-aborted` (hub/peer): as
@@ -836,27 +689,12 @@ type ChunkedSyncAborted struct {
 }
 
 func (ChunkedSyncAborted) Type() Type { return TypeChunkedSyncAborted }
-func (e ChunkedSyncAborted) render(f *fields) {
-	renderAborted(f, e.NamespaceID, e.TransferID, e.Reason, e.ReceivedChunks, e.ReceivedBytes)
-}
-func (e ChunkedSyncAborted) check(c *checker) {
-	checkAborted(c, e.NamespaceID, e.TransferID, e.Reason, e.ReceivedChunks, e.ReceivedBytes)
-}
-
-func renderAborted(f *fields, ns string, transferID uint32, reason AbortReason, chunks, bytes int) {
-	f.str("namespaceId", ns)
-	f.u32("transferId", transferID)
-	f.str("reason", string(reason))
-	f.int("receivedChunks", chunks)
-	f.int("receivedBytes", bytes)
-}
-
-func checkAborted(c *checker, ns string, transferID uint32, reason AbortReason, chunks, bytes int) {
-	c.namespaceID(ns)
-	c.member("reason", reason)
-	c.count("receivedChunks", chunks)
-	c.count("receivedBytes", bytes)
-	c.positive("transferId", transferID)
+func (e ChunkedSyncAborted) describe(d *describer) {
+	d.namespaceID(e.NamespaceID)
+	d.positive("transferId", e.TransferID)
+	d.word("reason", string(e.Reason), abortReasons)
+	d.count("receivedChunks", e.ReceivedChunks)
+	d.count("receivedBytes", e.ReceivedBytes)
 }
 
 // ---- Schema re-arm domain ------------------------------------------------------
@@ -873,20 +711,11 @@ type SchemaRearmApplied struct {
 }
 
 func (SchemaRearmApplied) Type() Type { return TypeSchemaRearmApplied }
-func (e SchemaRearmApplied) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.str("namespaceId", e.NamespaceID)
-	f.str("semanticFingerprint", e.SemanticFingerprint)
-	f.nullableStr("updatedAt", e.UpdatedAt)
-}
-func (e SchemaRearmApplied) check(c *checker) {
-	checkConnNs(c, e.ConnectionID, e.NamespaceID)
-	if !ValidSemanticFingerprint(e.SemanticFingerprint) {
-		c.fail("semanticFingerprint", "must match sha256:v1:<64 lowercase hex>")
-	}
-	if v, ok := e.UpdatedAt.Get(); ok && !validUpdatedAt(v) {
-		c.fail("updatedAt", "not a timestamp (build it with SchemaUpdatedAt)")
-	}
+func (e SchemaRearmApplied) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.text("semanticFingerprint", e.SemanticFingerprint, ValidSemanticFingerprint, "must match sha256:v1:<64 lowercase hex>")
+	d.nullableText("updatedAt", e.UpdatedAt, validUpdatedAt, "not a timestamp (build it with SchemaUpdatedAt)")
 }
 
 // SchemaRearmFailed is `schema-rearm-failed` (peer): a schema re-arm failed
@@ -898,12 +727,8 @@ type SchemaRearmFailed struct {
 }
 
 func (SchemaRearmFailed) Type() Type { return TypeSchemaRearmFailed }
-func (e SchemaRearmFailed) render(f *fields) {
-	f.connID(e.ConnectionID)
-	f.str("namespaceId", e.NamespaceID)
-	f.str("code", string(e.Code))
-}
-func (e SchemaRearmFailed) check(c *checker) {
-	checkConnNs(c, e.ConnectionID, e.NamespaceID)
-	c.member("code", e.Code)
+func (e SchemaRearmFailed) describe(d *describer) {
+	d.connID(e.ConnectionID)
+	d.namespaceID(e.NamespaceID)
+	d.word("code", string(e.Code), schemaRearmCodes)
 }

@@ -49,69 +49,106 @@ const (
 	TypeSchemaRearmFailed  Type = "schema-rearm-failed"
 )
 
-// typeInfo says which sides may emit a type and whether it is a per-frame event.
+// typeInfo is what a type says about all its events: which sides emit them,
+// whether they are per-frame, whether they report a failure, what their size
+// measures and whether they are a step of a chunked transfer.
 type typeInfo struct {
 	t         Type
 	hub, peer bool
 	perFrame  bool
+	failure   bool
+	content   Content
+	chunked   bool
 }
+
+type emitters uint8
 
 const (
-	both     = 0
-	hubOnly  = 1
-	peerOnly = 2
+	both emitters = iota
+	hubOnly
+	peerOnly
 )
 
-func info(t Type, sides int, perFrame bool) typeInfo {
-	return typeInfo{t: t, hub: sides != peerOnly, peer: sides != hubOnly, perFrame: perFrame}
+// info is a row of typeTable; flags are the per-type attributes after the sides.
+func info(t Type, s emitters, flags ...typeFlag) typeInfo {
+	ti := typeInfo{t: t, hub: s != peerOnly, peer: s != hubOnly}
+	for _, f := range flags {
+		f(&ti)
+	}
+	return ti
 }
 
-// typeTable says, for each type, which sides emit it and whether it is a
-// per-frame event that log adapters aggregate (§23.6).
+type typeFlag func(*typeInfo)
+
+var (
+	perFrame typeFlag = func(ti *typeInfo) { ti.perFrame = true }
+	failure  typeFlag = func(ti *typeInfo) { ti.failure = true }
+	chunked  typeFlag = func(ti *typeInfo) { ti.chunked = true }
+)
+
+func content(c Content) typeFlag { return func(ti *typeInfo) { ti.content = c } }
+
+var (
+	updates   = content(ContentUpdate)
+	syncDiffs = content(ContentSyncDiff)
+	snapshots = content(ContentSnapshot)
+)
+
+// typeTable says, for each type in the contract's order, which sides emit it,
+// whether it is a per-frame event that log adapters aggregate (§23.6), whether
+// it reports a failure (logged as a warning), what its size measures, and
+// whether it reports a step of a chunked transfer.
 var typeTable = []typeInfo{
-	info(TypeConnectionStateChanged, both, false),
-	info(TypeConnectionBackoffScheduled, peerOnly, false),
-	info(TypeGoAwayReceived, peerOnly, false),
-	info(TypeEventLoopDelaySampled, both, true),
-	info(TypeChannelStateChanged, both, false),
-	info(TypeBootstrapSnapshotSent, hubOnly, false),
-	info(TypeBootstrapImported, peerOnly, false),
-	info(TypeSyncStep2Sent, both, true),
-	info(TypeSyncDiffApplied, both, true),
-	info(TypeUpdateSent, both, true),
-	info(TypeUpdateApplied, both, true),
-	info(TypeUpdateAcked, both, true),
-	info(TypeDegradedBypassApplied, peerOnly, true),
-	info(TypeChunkedUpdateSent, both, true),
-	info(TypeChunkedUpdateApplied, both, true),
-	info(TypeChunkedUpdateAcked, both, true),
-	info(TypeChunkedSnapshotSent, hubOnly, true),
-	info(TypeChunkedSnapshotApplied, peerOnly, true),
-	info(TypeChunkedSnapshotAcked, hubOnly, true),
-	info(TypeChunkedSyncSent, both, true),
-	info(TypeChunkedSyncApplied, both, true),
-	info(TypeChunkedSyncAcked, both, true),
-	info(TypeAuthUpgradeRejected, hubOnly, false),
-	info(TypeResyncRequired, both, false),
-	info(TypeUpdateDropped, both, false),
-	info(TypeSendPaused, both, true),
-	info(TypeSendResumed, both, true),
-	info(TypeConnectionFailed, both, false),
-	info(TypeNamespaceError, both, false),
-	info(TypeNamespaceFailed, both, false),
-	info(TypeIdentityConflicted, both, false),
-	info(TypeChunkedUpdateAborted, both, false),
-	info(TypeChunkedSnapshotAborted, both, false),
-	info(TypeChunkedSyncAborted, both, false),
-	info(TypeSchemaRearmApplied, peerOnly, false),
-	info(TypeSchemaRearmFailed, peerOnly, false),
+	info(TypeConnectionStateChanged, both),
+	info(TypeConnectionBackoffScheduled, peerOnly),
+	info(TypeGoAwayReceived, peerOnly),
+	info(TypeEventLoopDelaySampled, both, perFrame),
+	info(TypeChannelStateChanged, both),
+	info(TypeBootstrapSnapshotSent, hubOnly, snapshots),
+	info(TypeBootstrapImported, peerOnly, snapshots),
+	info(TypeSyncStep2Sent, both, perFrame, syncDiffs),
+	info(TypeSyncDiffApplied, both, perFrame, syncDiffs),
+	info(TypeUpdateSent, both, perFrame, updates),
+	info(TypeUpdateApplied, both, perFrame, updates),
+	info(TypeUpdateAcked, both, perFrame, updates),
+	info(TypeDegradedBypassApplied, peerOnly, perFrame, updates),
+	info(TypeChunkedUpdateSent, both, perFrame, updates, chunked),
+	info(TypeChunkedUpdateApplied, both, perFrame, updates, chunked),
+	info(TypeChunkedUpdateAcked, both, perFrame, updates, chunked),
+	info(TypeChunkedSnapshotSent, hubOnly, perFrame, snapshots, chunked),
+	info(TypeChunkedSnapshotApplied, peerOnly, perFrame, snapshots, chunked),
+	info(TypeChunkedSnapshotAcked, hubOnly, perFrame, snapshots, chunked),
+	info(TypeChunkedSyncSent, both, perFrame, syncDiffs, chunked),
+	info(TypeChunkedSyncApplied, both, perFrame, syncDiffs, chunked),
+	info(TypeChunkedSyncAcked, both, perFrame, syncDiffs, chunked),
+	info(TypeAuthUpgradeRejected, hubOnly, failure),
+	info(TypeResyncRequired, both, failure),
+	info(TypeUpdateDropped, both, failure),
+	info(TypeSendPaused, both, perFrame),
+	info(TypeSendResumed, both, perFrame),
+	info(TypeConnectionFailed, both, failure),
+	info(TypeNamespaceError, both, failure),
+	info(TypeNamespaceFailed, both, failure),
+	info(TypeIdentityConflicted, both, failure),
+	info(TypeChunkedUpdateAborted, both, failure),
+	info(TypeChunkedSnapshotAborted, both, failure),
+	info(TypeChunkedSyncAborted, both, failure),
+	info(TypeSchemaRearmApplied, peerOnly),
+	info(TypeSchemaRearmFailed, peerOnly, failure),
 }
+
+// typeIndex finds a type's row; the sinks ask on every event.
+var typeIndex = func() map[Type]int {
+	m := make(map[Type]int, len(typeTable))
+	for i, ti := range typeTable {
+		m[ti.t] = i
+	}
+	return m
+}()
 
 func (t Type) info() (typeInfo, bool) {
-	for _, ti := range typeTable {
-		if ti.t == t {
-			return ti, true
-		}
+	if i, ok := typeIndex[t]; ok {
+		return typeTable[i], true
 	}
 	return typeInfo{}, false
 }
@@ -127,7 +164,7 @@ func Types() []Type {
 
 // Valid reports whether t is one of the 36 types.
 func (t Type) Valid() bool {
-	_, ok := t.info()
+	_, ok := typeIndex[t]
 	return ok
 }
 
@@ -151,4 +188,36 @@ func (t Type) EmittedBy(side Side) bool {
 func (t Type) PerFrame() bool {
 	ti, _ := t.info()
 	return ti.perFrame
+}
+
+// Failure reports whether t reports something that went wrong — a failure, a
+// refusal, a conflict, a loss of continuity or of data — rather than progress.
+// Log adapters write these as warnings.
+func (t Type) Failure() bool {
+	ti, _ := t.info()
+	return ti.failure
+}
+
+// Content is what the size of an event measures (Measures.Size).
+type Content uint8
+
+// The contents of event sizes.
+const (
+	ContentNone     Content = iota // the event has no size
+	ContentUpdate                  // a live update, whole or chunked
+	ContentSyncDiff                // a reconciliation diff, whole or chunked
+	ContentSnapshot                // a bootstrap snapshot, whole or chunked
+)
+
+// Content is what the size of t's events measures.
+func (t Type) Content() Content {
+	ti, _ := t.info()
+	return ti.content
+}
+
+// Chunked reports whether t reports a step of a chunked transfer: its last chunk
+// sent, the reassembled transfer applied, or its acknowledgement.
+func (t Type) Chunked() bool {
+	ti, _ := t.info()
+	return ti.chunked
 }

@@ -1,11 +1,91 @@
 package observer
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // The closed vocabularies of the event keys (§23.1). Each is a named string type
-// whose values are the contract's literals; Valid reports membership. The lists
-// are append-only: event types, reason, cause and via values and stable codes are
+// whose values are the contract's literals, listed once, in order, in its vocab;
+// its list function, its Valid method, and the validation, rendering and metric
+// labels of every event key that holds it all read that table. The lists are
+// append-only: event types, reason, cause and via values and stable codes are
 // added, never changed or removed, so dashboards and alerts keep working.
+
+// vocab is one closed vocabulary: its values in the contract's order and, for a
+// vocabulary whose values come from the wire, the member every other string folds
+// to, so that a remote cannot invent new values.
+type vocab[T ~string] struct {
+	values []T
+	other  T // what an unknown string folds to; "" when the vocabulary does not fold
+}
+
+func vocabOf[T ~string](values ...T) *vocab[T] { return &vocab[T]{values: values} }
+
+// foldingVocab is a vocabulary whose unknown strings fold to other, one of values.
+func foldingVocab[T ~string](other T, values ...T) *vocab[T] {
+	return &vocab[T]{values: values, other: other}
+}
+
+// list returns a copy of the values, in order.
+func (v *vocab[T]) list() []T { return slices.Clone(v.values) }
+
+// has reports membership.
+func (v *vocab[T]) has(x T) bool { return slices.Contains(v.values, x) }
+
+// fold maps s to the vocabulary: a member to itself, anything else to the fold
+// value (a vocabulary without one leaves s as it is).
+func (v *vocab[T]) fold(s string) T {
+	if x := T(s); v.other == "" || v.has(x) {
+		return x
+	}
+	return v.other
+}
+
+// The describer reads every vocabulary through words (describe.go).
+
+func (v *vocab[T]) contains(_ Side, s string) bool { return v.has(T(s)) }
+func (v *vocab[T]) foldWord(s string) string       { return string(v.fold(s)) }
+func (v *vocab[T]) problem(_ Side, s string) string {
+	return fmt.Sprintf("%q is not in the closed vocabulary", s)
+}
+
+// sidedVocab is a vocabulary whose members depend on the side that emits the
+// event: the connection and channel states.
+type sidedVocab[T ~string] struct {
+	hub, peer *vocab[T]
+	noun      string // what a member is, for validation problems
+}
+
+func (v *sidedVocab[T]) forSide(side Side) *vocab[T] {
+	switch side {
+	case SideHub:
+		return v.hub
+	case SidePeer:
+		return v.peer
+	}
+	return nil
+}
+
+// validFor reports whether x is a member for side.
+func (v *sidedVocab[T]) validFor(side Side, x T) bool {
+	s := v.forSide(side)
+	return s != nil && s.has(x)
+}
+
+// list returns the members for side: the hub's for SideHub, the peer's otherwise.
+func (v *sidedVocab[T]) list(side Side) []T {
+	if side == SideHub {
+		return v.hub.list()
+	}
+	return v.peer.list()
+}
+
+func (v *sidedVocab[T]) contains(side Side, s string) bool { return v.validFor(side, T(s)) }
+func (v *sidedVocab[T]) foldWord(s string) string          { return s }
+func (v *sidedVocab[T]) problem(side Side, s string) string {
+	return fmt.Sprintf("%q is not a %s %s", s, side, v.noun)
+}
 
 // Side is the envelope key `side`: which end emitted the event.
 type Side string
@@ -15,13 +95,13 @@ const (
 	SidePeer Side = "peer"
 )
 
-var sides = []Side{SideHub, SidePeer}
+var sides = vocabOf(SideHub, SidePeer)
 
 // Sides lists both sides.
-func Sides() []Side { return slices.Clone(sides) }
+func Sides() []Side { return sides.list() }
 
 // Valid reports whether s is hub or peer.
-func (s Side) Valid() bool { return slices.Contains(sides, s) }
+func (s Side) Valid() bool { return sides.has(s) }
 
 // ConnectionState is a connection state machine state: the 8 states of the peer's
 // connection (§15.1) or the hub's (§15.2, of which events report only
@@ -40,31 +120,19 @@ const (
 	ConnClosed       ConnectionState = "closed" // hub only
 )
 
-var (
-	peerConnectionStates = []ConnectionState{ConnStopped, ConnDisconnected, ConnConnecting,
-		ConnHandshaking, ConnReady, ConnDraining, ConnBackoff, ConnBlocked}
-	hubConnectionStates = []ConnectionState{ConnHandshaking, ConnReady, ConnDraining, ConnClosed}
-)
+var connectionStates = &sidedVocab[ConnectionState]{
+	peer: vocabOf(ConnStopped, ConnDisconnected, ConnConnecting, ConnHandshaking, ConnReady,
+		ConnDraining, ConnBackoff, ConnBlocked),
+	hub:  vocabOf(ConnHandshaking, ConnReady, ConnDraining, ConnClosed),
+	noun: "connection state",
+}
 
 // ConnectionStates lists the connection states an event of the given side may
 // carry.
-func ConnectionStates(side Side) []ConnectionState {
-	if side == SideHub {
-		return slices.Clone(hubConnectionStates)
-	}
-	return slices.Clone(peerConnectionStates)
-}
+func ConnectionStates(side Side) []ConnectionState { return connectionStates.list(side) }
 
 // ValidFor reports whether s is a connection state of the given side.
-func (s ConnectionState) ValidFor(side Side) bool {
-	switch side {
-	case SideHub:
-		return slices.Contains(hubConnectionStates, s)
-	case SidePeer:
-		return slices.Contains(peerConnectionStates, s)
-	}
-	return false
-}
+func (s ConnectionState) ValidFor(side Side) bool { return connectionStates.validFor(side, s) }
 
 // Valid reports whether s is a connection state of either side.
 func (s ConnectionState) Valid() bool { return s.ValidFor(SideHub) || s.ValidFor(SidePeer) }
@@ -88,33 +156,20 @@ const (
 	ChannelDisconnected  ChannelState = "disconnected" // peer only
 )
 
-var (
-	peerChannelStates = []ChannelState{ChannelTargeted, ChannelOpening, ChannelBootstrapping,
-		ChannelReconciling, ChannelLive, ChannelNeedsResync, ChannelClosing, ChannelClosed,
-		ChannelConflicted, ChannelFailed, ChannelDisconnected}
-	hubChannelStates = []ChannelState{ChannelOpening, ChannelBootstrapping, ChannelReconciling,
+var channelStates = &sidedVocab[ChannelState]{
+	peer: vocabOf(ChannelTargeted, ChannelOpening, ChannelBootstrapping, ChannelReconciling,
 		ChannelLive, ChannelNeedsResync, ChannelClosing, ChannelClosed, ChannelConflicted,
-		ChannelFailed}
-)
+		ChannelFailed, ChannelDisconnected),
+	hub: vocabOf(ChannelOpening, ChannelBootstrapping, ChannelReconciling, ChannelLive,
+		ChannelNeedsResync, ChannelClosing, ChannelClosed, ChannelConflicted, ChannelFailed),
+	noun: "channel state",
+}
 
 // ChannelStates lists the channel states an event of the given side may carry.
-func ChannelStates(side Side) []ChannelState {
-	if side == SideHub {
-		return slices.Clone(hubChannelStates)
-	}
-	return slices.Clone(peerChannelStates)
-}
+func ChannelStates(side Side) []ChannelState { return channelStates.list(side) }
 
 // ValidFor reports whether s is a channel state of the given side.
-func (s ChannelState) ValidFor(side Side) bool {
-	switch side {
-	case SideHub:
-		return slices.Contains(hubChannelStates, s)
-	case SidePeer:
-		return slices.Contains(peerChannelStates, s)
-	}
-	return false
-}
+func (s ChannelState) ValidFor(side Side) bool { return channelStates.validFor(side, s) }
 
 // Valid reports whether s is a channel state of either side.
 func (s ChannelState) Valid() bool { return s.ValidFor(SidePeer) }
@@ -133,15 +188,15 @@ const (
 	BackoffNamespaceRecovery      BackoffReason = "namespace-recovery"
 )
 
-var backoffReasons = []BackoffReason{BackoffDialFailed, BackoffSocketClosed, BackoffHelloTimeout,
+var backoffReasons = vocabOf(BackoffDialFailed, BackoffSocketClosed, BackoffHelloTimeout,
 	BackoffPongTimeout, BackoffConnectionBackpressure, BackoffGoAwayClosed, BackoffGoAwayRetryHint,
-	BackoffNamespaceRecovery}
+	BackoffNamespaceRecovery)
 
 // BackoffReasons lists the backoff reasons.
-func BackoffReasons() []BackoffReason { return slices.Clone(backoffReasons) }
+func BackoffReasons() []BackoffReason { return backoffReasons.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (r BackoffReason) Valid() bool { return slices.Contains(backoffReasons, r) }
+func (r BackoffReason) Valid() bool { return backoffReasons.has(r) }
 
 // GoAwayReason is goaway-received.reasonCode: the GOAWAY reason codes of the
 // contract, every other wire string folded to `other`, so a remote cannot inject
@@ -155,25 +210,19 @@ const (
 	GoAwayOther              GoAwayReason = "other"
 )
 
-var goAwayReasons = []GoAwayReason{GoAwayServerRestarting, GoAwayServerShuttingDown,
-	GoAwayReauthRequired, GoAwayOther}
+var goAwayReasons = foldingVocab(GoAwayOther, GoAwayServerRestarting, GoAwayServerShuttingDown,
+	GoAwayReauthRequired, GoAwayOther)
 
 // GoAwayReasons lists the goaway reason codes, `other` last.
-func GoAwayReasons() []GoAwayReason { return slices.Clone(goAwayReasons) }
+func GoAwayReasons() []GoAwayReason { return goAwayReasons.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (r GoAwayReason) Valid() bool { return slices.Contains(goAwayReasons, r) }
+func (r GoAwayReason) Valid() bool { return goAwayReasons.has(r) }
 
 // FoldGoAwayReason maps a wire GOAWAY reasonCode to the event vocabulary: the
 // three known codes map to themselves, anything else (including "other") to
 // GoAwayOther.
-func FoldGoAwayReason(wire string) GoAwayReason {
-	switch r := GoAwayReason(wire); r {
-	case GoAwayServerRestarting, GoAwayServerShuttingDown, GoAwayReauthRequired:
-		return r
-	}
-	return GoAwayOther
-}
+func FoldGoAwayReason(wire string) GoAwayReason { return goAwayReasons.fold(wire) }
 
 // AuthRejectReason is auth-upgrade-rejected.reason: the contract's 9 values and hub-busy,
 // the hub's admission control (docs/decisions.md).
@@ -192,15 +241,15 @@ const (
 	AuthHubBusy            AuthRejectReason = "hub-busy" // an upgrade refused with 503 and Retry-After
 )
 
-var authRejectReasons = []AuthRejectReason{AuthHubShutdown, AuthMissingToken, AuthVerifierMissing,
+var authRejectReasons = vocabOf(AuthHubShutdown, AuthMissingToken, AuthVerifierMissing,
 	AuthFrameTooLarge, AuthEarlyFrameLimit, AuthTimeout, AuthInvalidCredentials,
-	AuthInvalidInstanceID, AuthPeerDisconnected, AuthHubBusy}
+	AuthInvalidInstanceID, AuthPeerDisconnected, AuthHubBusy)
 
 // AuthRejectReasons lists the upgrade rejection reasons.
-func AuthRejectReasons() []AuthRejectReason { return slices.Clone(authRejectReasons) }
+func AuthRejectReasons() []AuthRejectReason { return authRejectReasons.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (r AuthRejectReason) Valid() bool { return slices.Contains(authRejectReasons, r) }
+func (r AuthRejectReason) Valid() bool { return authRejectReasons.has(r) }
 
 // ResyncCause is resync-required.cause (6 values).
 type ResyncCause string
@@ -214,14 +263,14 @@ const (
 	ResyncRemoteDeclared        ResyncCause = "remote-declared"
 )
 
-var resyncCauses = []ResyncCause{ResyncQueueOverflow, ResyncSendFailed, ResyncConnectionShed,
-	ResyncAckTimeout, ResyncSessionFanoutOverflow, ResyncRemoteDeclared}
+var resyncCauses = vocabOf(ResyncQueueOverflow, ResyncSendFailed, ResyncConnectionShed,
+	ResyncAckTimeout, ResyncSessionFanoutOverflow, ResyncRemoteDeclared)
 
 // ResyncCauses lists the resync causes.
-func ResyncCauses() []ResyncCause { return slices.Clone(resyncCauses) }
+func ResyncCauses() []ResyncCause { return resyncCauses.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (c ResyncCause) Valid() bool { return slices.Contains(resyncCauses, c) }
+func (c ResyncCause) Valid() bool { return resyncCauses.has(c) }
 
 // SendFailureReason is resync-required.reason, present only with cause
 // send-failed.
@@ -232,26 +281,26 @@ const (
 	SendFrameRejected  SendFailureReason = "send-frame-rejected"
 )
 
-var sendFailureReasons = []SendFailureReason{SendUpdateTooLarge, SendFrameRejected}
+var sendFailureReasons = vocabOf(SendUpdateTooLarge, SendFrameRejected)
 
 // SendFailureReasons lists the send-failed sub-reasons.
-func SendFailureReasons() []SendFailureReason { return slices.Clone(sendFailureReasons) }
+func SendFailureReasons() []SendFailureReason { return sendFailureReasons.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (r SendFailureReason) Valid() bool { return slices.Contains(sendFailureReasons, r) }
+func (r SendFailureReason) Valid() bool { return sendFailureReasons.has(r) }
 
 // DropReason is update-dropped.reason (one value today).
 type DropReason string
 
 const DropUpdateTooLarge DropReason = "update-too-large"
 
-var dropReasons = []DropReason{DropUpdateTooLarge}
+var dropReasons = vocabOf(DropUpdateTooLarge)
 
 // DropReasons lists the drop reasons.
-func DropReasons() []DropReason { return slices.Clone(dropReasons) }
+func DropReasons() []DropReason { return dropReasons.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (r DropReason) Valid() bool { return slices.Contains(dropReasons, r) }
+func (r DropReason) Valid() bool { return dropReasons.has(r) }
 
 // FailedCause is namespace-failed.cause (13 values).
 type FailedCause string
@@ -272,16 +321,16 @@ const (
 	FailedInternalError       FailedCause = "internal-error"
 )
 
-var failedCauses = []FailedCause{FailedOpenTimeout, FailedBootstrapTimeout, FailedReconcileTimeout,
+var failedCauses = vocabOf(FailedOpenTimeout, FailedBootstrapTimeout, FailedReconcileTimeout,
 	FailedOpenFailed, FailedSessionOpenFailed, FailedReplicationDisabled, FailedSessionMissing,
 	FailedProtocolViolation, FailedApplyRefused, FailedApplyRejected, FailedRemoteError,
-	FailedSendFailed, FailedInternalError}
+	FailedSendFailed, FailedInternalError)
 
 // FailedCauses lists the namespace-failed causes.
-func FailedCauses() []FailedCause { return slices.Clone(failedCauses) }
+func FailedCauses() []FailedCause { return failedCauses.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (c FailedCause) Valid() bool { return slices.Contains(failedCauses, c) }
+func (c FailedCause) Valid() bool { return failedCauses.has(c) }
 
 // Timer reports whether c is one of the timer causes (the local mapping of
 // NAMESPACE_TIMEOUT), the only causes that may carry timeoutMs.
@@ -298,13 +347,13 @@ const (
 	ViaIdentityChangedFrame ConflictVia = "identity-changed-frame"
 )
 
-var conflictVias = []ConflictVia{ViaOpenMismatch, ViaFence, ViaIdentityChangedFrame}
+var conflictVias = vocabOf(ViaOpenMismatch, ViaFence, ViaIdentityChangedFrame)
 
 // ConflictVias lists the identity-conflicted routes.
-func ConflictVias() []ConflictVia { return slices.Clone(conflictVias) }
+func ConflictVias() []ConflictVia { return conflictVias.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (v ConflictVia) Valid() bool { return slices.Contains(conflictVias, v) }
+func (v ConflictVia) Valid() bool { return conflictVias.has(v) }
 
 // AbortReason is the reason of the chunked-*-aborted events (6 values, shared by
 // all three transfer kinds).
@@ -319,14 +368,14 @@ const (
 	AbortEpochFence         AbortReason = "epoch-fence"
 )
 
-var abortReasons = []AbortReason{AbortTimeout, AbortShed, AbortResyncDeclared,
-	AbortChannelTeardown, AbortConnectionTeardown, AbortEpochFence}
+var abortReasons = vocabOf(AbortTimeout, AbortShed, AbortResyncDeclared,
+	AbortChannelTeardown, AbortConnectionTeardown, AbortEpochFence)
 
 // AbortReasons lists the chunked abort reasons.
-func AbortReasons() []AbortReason { return slices.Clone(abortReasons) }
+func AbortReasons() []AbortReason { return abortReasons.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (r AbortReason) Valid() bool { return slices.Contains(abortReasons, r) }
+func (r AbortReason) Valid() bool { return abortReasons.has(r) }
 
 // Direction is namespace-error.direction: whether this side sent or received the
 // ERROR frame.
@@ -337,13 +386,13 @@ const (
 	DirectionReceived Direction = "received"
 )
 
-var directions = []Direction{DirectionSent, DirectionReceived}
+var directions = vocabOf(DirectionSent, DirectionReceived)
 
 // Directions lists both directions.
-func Directions() []Direction { return slices.Clone(directions) }
+func Directions() []Direction { return directions.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (d Direction) Valid() bool { return slices.Contains(directions, d) }
+func (d Direction) Valid() bool { return directions.has(d) }
 
 // TerminalState is namespace-error.terminalState: failed, conflicted or closed
 // (the registry's needs-resync is clamped to failed, see ClampTerminalState).
@@ -355,22 +404,22 @@ const (
 	TerminalClosed     TerminalState = "closed"
 )
 
-var terminalStates = []TerminalState{TerminalFailed, TerminalConflicted, TerminalClosed}
+var terminalStates = vocabOf(TerminalFailed, TerminalConflicted, TerminalClosed)
 
 // TerminalStates lists the event terminal states.
-func TerminalStates() []TerminalState { return slices.Clone(terminalStates) }
+func TerminalStates() []TerminalState { return terminalStates.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (s TerminalState) Valid() bool { return slices.Contains(terminalStates, s) }
+func (s TerminalState) Valid() bool { return terminalStates.has(s) }
 
 // ClampTerminalState maps a terminal state of the namespace error registry to the
 // event vocabulary (§23.2): needs-resync clamps to failed; failed, conflicted and
 // closed map to themselves; anything else is absent.
 func ClampTerminalState(registry string) Opt[TerminalState] {
-	switch s := TerminalState(registry); s {
-	case TerminalFailed, TerminalConflicted, TerminalClosed:
+	if s := TerminalState(registry); s.Valid() {
 		return Some(s)
-	case "needs-resync":
+	}
+	if registry == "needs-resync" {
 		return Some(TerminalFailed)
 	}
 	return None[TerminalState]()
@@ -385,13 +434,13 @@ const (
 	EffectNoop    ApplyEffect = "noop"
 )
 
-var applyEffects = []ApplyEffect{EffectChanged, EffectNoop}
+var applyEffects = vocabOf(EffectChanged, EffectNoop)
 
 // ApplyEffects lists both effects.
-func ApplyEffects() []ApplyEffect { return slices.Clone(applyEffects) }
+func ApplyEffects() []ApplyEffect { return applyEffects.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (e ApplyEffect) Valid() bool { return slices.Contains(applyEffects, e) }
+func (e ApplyEffect) Valid() bool { return applyEffects.has(e) }
 
 // SchemaRearmCode is schema-rearm-failed.code: the two stable codes of a failed
 // schema re-arm (the definition is invalid, or installing failed), a domain of
@@ -403,10 +452,10 @@ const (
 	SchemaRearmInternal SchemaRearmCode = "NSRT-FATAL-SCHEMA-REARM-INTERNAL"
 )
 
-var schemaRearmCodes = []SchemaRearmCode{SchemaRearmInvalid, SchemaRearmInternal}
+var schemaRearmCodes = vocabOf(SchemaRearmInvalid, SchemaRearmInternal)
 
 // SchemaRearmCodes lists both codes.
-func SchemaRearmCodes() []SchemaRearmCode { return slices.Clone(schemaRearmCodes) }
+func SchemaRearmCodes() []SchemaRearmCode { return schemaRearmCodes.list() }
 
 // Valid reports membership in the closed vocabulary.
-func (c SchemaRearmCode) Valid() bool { return slices.Contains(schemaRearmCodes, c) }
+func (c SchemaRearmCode) Valid() bool { return schemaRearmCodes.has(c) }

@@ -79,7 +79,11 @@
 // serving reads, diffs and snapshots; a peer refuses local writes but still applies its
 // hub's updates in memory. A change the store refused is saved later by a snapshot, which a
 // per-runtime saver keeps trying to write; when the store commits again and nothing waits
-// for a snapshot, the namespace is healthy again.
+// for a snapshot, the namespace is healthy again. A snapshot the store refuses for a reason
+// trying again cannot cure (it offers no snapshots, is read-only, closed or corrupt) is
+// reported once, with its cause, and not tried again: the namespace then refuses writes,
+// naming that cause, until it is loaded again (Registry.SaveFailures counts both kinds).
+// A hub cluster has no saver: the shared log keeps every write.
 //
 // # Shutdown
 //

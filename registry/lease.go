@@ -46,8 +46,9 @@ func (l *Lease) Failed() bool { return l.rt.failed.Load() }
 
 // Flushed returns the highest append sequence number of the namespace known to be durable
 // (compare with ApplyResult.Seq).
-// In a hub cluster every write is applied from the shared log, so it is durable once
-// applied: Flushed is the last log position applied.
+// In a hub cluster every write is applied from the shared log, which delivers only records
+// a quorum of the cluster has stored, so it is durable once applied: Flushed is the last
+// log position applied, and a write is answered only after that position covers it.
 func (l *Lease) Flushed() uint64 {
 	if l.rt.sh != nil {
 		return l.rt.applied.Load()
@@ -55,11 +56,14 @@ func (l *Lease) Flushed() uint64 {
 	return l.reg.cfg.Store.Flushed(l.rt.owner, l.rt.ns)
 }
 
-// WaitFlushed waits until append seq is durable, or ctx ends. In a hub cluster a write is
-// durable (in the log, on a quorum) before it is applied, so it returns at once.
+// WaitFlushed waits until append seq is durable, or ctx ends. In a hub cluster it waits
+// until this node applied the log through position seq (see Flushed).
 func (l *Lease) WaitFlushed(ctx context.Context, seq uint64) error {
 	if l.rt.sh != nil {
-		return nil
+		if l.rt.applied.Load() >= seq {
+			return nil
+		}
+		return l.rt.waitApplied(ctx, seq)
 	}
 	return l.reg.cfg.Store.WaitFlushed(ctx, l.rt.owner, l.rt.ns, seq)
 }
@@ -268,17 +272,7 @@ func (l *Lease) Watch(maxQueuedBytes, maxQueuedCount int) (*Watch, error) {
 // sequencer goroutine and must not block; it is not called when WriteLocalAsync returns an
 // error.
 func (l *Lease) WriteLocalAsync(update []byte, done func(ApplyResult, error)) error {
-	if l.rt.sh != nil {
-		if err := l.check(); err != nil {
-			return err
-		}
-		return enqueueAsync(l.rt, nil, func(rt *runtime, sl *slot, finish func(ApplyResult, error)) {
-			rt.admitShared(sl, update, applyLocal, finish)
-		}, done)
-	}
-	return leaseOp(l, func(rt *runtime, sl *slot) (ApplyResult, error) {
-		return rt.apply(sl, update, applyLocal)
-	}, done)
+	return l.writeLocal(originLocal, update, done)
 }
 
 // WriteLocalExceptAsync is WriteLocalAsync for a writer that relays its own update to its
@@ -286,8 +280,24 @@ func (l *Lease) WriteLocalAsync(update []byte, done func(ApplyResult, error)) er
 // lease — unless the document held pending structs before the apply, when the transaction
 // may carry earlier structs the writer's audience lacks (GUIDE §4), and except gets it too.
 func (l *Lease) WriteLocalExceptAsync(except *Watch, update []byte, done func(ApplyResult, error)) error {
-	origin := &localOrigin{skip: except.sub}
-	return leaseOp(l, func(rt *runtime, sl *slot) (ApplyResult, error) {
+	return l.writeLocal(&localOrigin{skip: except.sub}, update, done)
+}
+
+// writeLocal is the one path of every local write, whoever makes it: on a single hub or a
+// peer, apply in one slot (the store's append is the dirty notification); in a hub cluster,
+// admitShared — the update is published to the namespace log and done runs once it came
+// back from the log (stored on a quorum) and was applied in log order, so that ApplyResult.Seq
+// is its log position and Flushed covers it.
+func (l *Lease) writeLocal(origin *localOrigin, update []byte, done func(ApplyResult, error)) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	if l.rt.sh != nil {
+		return enqueueAsync(l.rt, nil, func(rt *runtime, sl *slot, finish func(ApplyResult, error)) {
+			rt.admitShared(sl, update, applyLocal, origin, finish)
+		}, done)
+	}
+	return enqueue(l.rt, nil, func(rt *runtime, sl *slot) (ApplyResult, error) {
 		return rt.applyFrom(sl, update, applyLocal, origin)
 	}, done)
 }

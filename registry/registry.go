@@ -117,6 +117,8 @@ type Registry struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // runtime goroutines
 
+	saveTransient, savePermanent atomic.Uint64 // failed snapshot saves (SaveFailures)
+
 	mu        sync.Mutex // guards closed, loaded, unloading, locks and every runtime's refs
 	closed    bool
 	loaded    map[string]*runtime // by namespace id: runtimes with leases
@@ -195,6 +197,12 @@ func (r *Registry) snapshotOnUnload(appends int) bool {
 func (r *Registry) logError(msg, ns string, err error) {
 	if r.cfg.Logger != nil {
 		r.cfg.Logger.Error(msg, "namespaceId", ns, "err", err)
+	}
+}
+
+func (r *Registry) logInfo(msg, ns string, attrs ...any) {
+	if r.cfg.Logger != nil {
+		r.cfg.Logger.Info(msg, append([]any{"namespaceId", ns}, attrs...)...)
 	}
 }
 
@@ -373,6 +381,24 @@ func (r *Registry) Open(ctx context.Context, owner, namespaceID string) (*Lease,
 	return r.install(rt)
 }
 
+// OwnerOf returns the owner of the active namespace namespaceID (ok false when there is
+// none: never created, archived, or not a namespace id). It is for diagnoses only: Open
+// answers another owner's namespace as it answers a missing one (§19), and the hub's
+// operator, told that a peer was refused, needs to know which of the two it was.
+func (r *Registry) OwnerOf(ctx context.Context, namespaceID string) (owner string, ok bool, err error) {
+	if !ValidNamespaceID(namespaceID) {
+		return "", false, nil
+	}
+	ent, err := r.cfg.Store.Entry(ctx, namespaceID)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, storeErr("reading the entry", err)
+	}
+	return ent.Owner, ent.State == persistence.StateActive, nil
+}
+
 // openLoaded returns a lease on a loaded runtime, or nil.
 func (r *Registry) openLoaded(owner, ns string) (*Lease, error) {
 	r.mu.Lock()
@@ -517,12 +543,17 @@ func (r *Registry) Reset(ctx context.Context, owner, namespaceID string) (persis
 }
 
 // Archive (hub) marks the namespace archived and moves its document into an archive; opening
-// it is then ErrNotFound. ErrInUse while loaded.
+// it is then ErrNotFound. ErrInUse while loaded; ErrRoleViolation in a hub cluster, which
+// keeps no archives.
 func (r *Registry) Archive(ctx context.Context, owner, namespaceID string) (persistence.ArchiveInfo, error) {
 	return r.archive(ctx, owner, namespaceID, r.cfg.Store.Archive)
 }
 
 func (r *Registry) archive(ctx context.Context, owner, ns string, op func(context.Context, string, string) (persistence.ArchiveInfo, error)) (persistence.ArchiveInfo, error) {
+	if r.cfg.Shared != nil {
+		// The cluster's store keeps no archives: refused here rather than by the store.
+		return persistence.ArchiveInfo{}, ErrRoleViolation.with("archiving or resetting a namespace is not offered in a hub cluster", nil)
+	}
 	if !ValidNamespaceID(ns) {
 		return persistence.ArchiveInfo{}, ErrNotFound.with("", nil)
 	}

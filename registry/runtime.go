@@ -64,6 +64,7 @@ type runtime struct {
 	saverKick     chan struct{}
 	saverCancel   context.CancelFunc
 	saverDone     chan struct{}
+	saveFailed    error // the saver gave up for this cause (permanentSaveFailure)
 	unsubscribeFn func()
 
 	act activity // counters for Registry.Activity
@@ -363,6 +364,9 @@ func (rt *runtime) degraded() bool {
 // retries (an archive, a compaction) would otherwise leave the store unhealthy — and a hub,
 // which then accepts no write, degraded — for good.
 func (rt *runtime) refuseDegraded() error {
+	if rt.saveFailed != nil {
+		return ErrDegraded.with("the store cannot save this namespace's changes; it takes writes again once loaded again", rt.saveFailed)
+	}
 	if rt.sh == nil && !rt.reg.cfg.Store.Healthy() {
 		rt.kickSaver()
 	}
@@ -435,6 +439,9 @@ func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, e
 // applyFrom is apply with the origin of a local write (originLocal, or one that skips the
 // writer's watch).
 func (rt *runtime) applyFrom(s *slot, update []byte, kind applyKind, local *localOrigin) (ApplyResult, error) {
+	if rt.sh != nil {
+		return ApplyResult{}, errSingleProcessPath
+	}
 	st := newStageTimer(rt.reg.cfg.StageClock, s.admitted)
 	st.mark() // slot start
 	hub := rt.reg.cfg.Role == RoleHub
@@ -512,8 +519,18 @@ func (rt *runtime) refreshIdentity() {
 	}
 }
 
+// errSingleProcessPath refuses a write that reached the single hub's path (apply, the
+// registry's own meta write) in a hub cluster, where every write goes through the shared
+// log: the cluster's store takes no appends, so the write would be applied here and saved
+// nowhere. Every caller chooses the cluster's path, so this is a broken invariant, refused
+// to the writer rather than lost.
+var errSingleProcessPath = ErrInternal.with("a write took the single hub's path in a hub cluster; it was refused, nothing was applied", nil)
+
 // writeMeta makes a registry transaction on meta and saves its update.
 func (rt *runtime) writeMeta(origin any, kv ...any) (uint64, error) {
+	if rt.sh != nil {
+		return 0, errSingleProcessPath
+	}
 	rt.txUpdate = nil
 	if err := writeMeta(rt.doc, origin, kv...); err != nil {
 		e := ErrInternal.with("meta write failed", err)
@@ -682,8 +699,14 @@ func (rt *runtime) markSaved(gen uint64) {
 // unsavedFlag reports (from any goroutine) that changes wait for a snapshot.
 func (rt *runtime) unsavedFlag() bool { return rt.dirty.Load() }
 
-// kickSaver asks the saver goroutine to write a snapshot (starting it on first use).
+// kickSaver asks the saver goroutine to write a snapshot (starting it on first use). In a
+// hub cluster there is no saver: the log keeps every write and the nodes compact it, and
+// the cluster's store takes no snapshot from the registry. Once the saver gave up (a
+// failure trying again cannot cure), it is not started again until the namespace reloads.
 func (rt *runtime) kickSaver() {
+	if rt.sh != nil || rt.saveFailed != nil {
+		return
+	}
 	if !rt.saverStarted {
 		rt.saverStarted = true
 		ctx, cancel := context.WithCancel(rt.reg.life)
@@ -705,16 +728,52 @@ func (rt *runtime) stopSaver() {
 	}
 }
 
+// permanentSaveFailure reports a failed snapshot save that trying again cannot cure: the
+// store offers no snapshots (a hub cluster's store), is read-only, closed or corrupt,
+// refuses the snapshot as invalid, or no longer holds the namespace. Anything else — a
+// failing disk, a full commit queue, a store that cannot answer now — may pass.
+func permanentSaveFailure(err error) bool {
+	for _, kind := range []error{persistence.ErrUnsupported, persistence.ErrReadOnly, persistence.ErrClosed,
+		persistence.ErrCorrupt, persistence.ErrInvalid, persistence.ErrNotLoaded, persistence.ErrNotFound,
+		persistence.ErrArchived} {
+		if errors.Is(err, kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// SaveFailures counts the snapshot saves that failed since the registry started (the saver's
+// attempts, §20).
+type SaveFailures struct {
+	// Transient failures were tried again (with backoff, until the store takes the
+	// snapshot or the namespace unloads).
+	Transient uint64
+	// Permanent failures cannot be cured by trying again (see the log line for the cause):
+	// the saver stopped; the namespace keeps its unsaved changes in memory only and refuses
+	// writes until it is loaded again.
+	Permanent uint64
+}
+
+// SaveFailures returns the counts of failed snapshot saves.
+func (r *Registry) SaveFailures() SaveFailures {
+	return SaveFailures{Transient: r.saveTransient.Load(), Permanent: r.savePermanent.Load()}
+}
+
 // saveLoop keeps trying to save a namespace whose changes the store refused (a degraded peer
 // must keep trying, §20), or whose write was refused while the store is unhealthy (the
 // snapshot is then the probe that finds the store healthy again): it takes a consistent
 // snapshot in a slot, writes it outside the sequencer, and retries with backoff on the
 // registry clock until it succeeds or the runtime unloads (which then makes a last attempt
-// itself if changes are unsaved).
+// itself if changes are unsaved). A run of failures is logged once when it starts (and again
+// if its cause changes) and once when a save succeeds after it. A failure that trying again
+// cannot cure (permanentSaveFailure) is logged once with its cause and ends the saver: the
+// namespace stays degraded, refusing writes with that cause, until it is loaded again.
 func (rt *runtime) saveLoop(ctx context.Context) {
 	defer close(rt.saverDone)
 	cfg := rt.reg.cfg
 	backoff := cfg.SaveRetryMin
+	failures, lastCause := 0, ""
 	for {
 		select {
 		case <-rt.saverKick:
@@ -759,6 +818,10 @@ func (rt *runtime) saveLoop(ctx context.Context) {
 			err := cfg.Store.ReplaceSnapshot(ctx, rt.owner, rt.ns, sn.data, sn.through)
 			if err == nil {
 				backoff = cfg.SaveRetryMin
+				if failures > 0 {
+					rt.reg.logInfo("the namespace's snapshot was saved after failed attempts", rt.ns, "failedAttempts", failures)
+					failures, lastCause = 0, ""
+				}
 				done := &slot{
 					run:  func(rt *runtime, _ *slot) { rt.markSaved(sn.gen) },
 					fail: func(error) {},
@@ -771,7 +834,23 @@ func (rt *runtime) saveLoop(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			rt.reg.logError("saving a snapshot failed; retrying", rt.ns, err)
+			if permanentSaveFailure(err) {
+				// Recorded in the sequence, then logged, then counted: whoever sees the
+				// count finds the line, and a write admitted after it the refusal.
+				rt.submitInternal(&slot{run: func(rt *runtime, _ *slot) { rt.saveFailed = err }, fail: func(error) {}})
+				rt.reg.logError("saving the namespace failed, and trying again cannot help: it is not retried. "+
+					"Its unsaved changes are kept in memory only and it refuses writes until it is loaded again; "+
+					"remove the cause below, then restart the node", rt.ns, err)
+				rt.reg.savePermanent.Add(1)
+				return
+			}
+			failures++
+			if cause := err.Error(); cause != lastCause {
+				lastCause = cause
+				rt.reg.logError("saving the namespace failed; the node tries again (with growing pauses, up to "+
+					cfg.SaveRetryMax.String()+") until the store takes it, and says when it did", rt.ns, err)
+			}
+			rt.reg.saveTransient.Add(1)
 			fired := make(chan struct{})
 			t := cfg.Clock.AfterFunc(backoff, func() { close(fired) })
 			select {

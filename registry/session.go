@@ -309,7 +309,7 @@ func (s *Session) ApplyAsync(update []byte, done func(ApplyResult, error)) error
 		// A hub cluster: done runs once the update came back from the shared log and was
 		// applied in log order (or it failed to).
 		return sessionOpAsync(s, func(rt *runtime, sl *slot, finish func(ApplyResult, error)) {
-			rt.admitShared(sl, update, applyRemote, finish)
+			rt.admitShared(sl, update, applyRemote, nil, finish)
 		}, done)
 	}
 	return sessionOp(s, func(rt *runtime, sl *slot) (ApplyResult, error) {

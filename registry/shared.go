@@ -277,6 +277,7 @@ func (r *Registry) openShared(ctx context.Context, owner, ns string) (*Lease, er
 		nl.Close()
 		return nil, err
 	}
+	rt.applied.Store(st.Through)
 	rt.sh = &sharedState{
 		log:     nl,
 		pending: make(map[uint64]*pendingOp),
@@ -354,9 +355,11 @@ func (rt *runtime) fireWaiters() {
 // admitShared is the cluster form of apply (§10.1, §20): the gates and the protected check
 // run in this slot against the live state, then the update is published to the log with
 // the epoch it was admitted under. finish runs later, in the slot that applies it from the
-// log in log order — or with the error if the log did not take it in time.
-func (rt *runtime) admitShared(s *slot, update []byte, kind applyKind, finish func(ApplyResult, error)) {
-	var origin any = originLocal
+// log in log order — or with the error if the log did not take it in time. A local write
+// is applied with local as its origin (originLocal, or one that skips the writer's watch);
+// a remote one with its session.
+func (rt *runtime) admitShared(s *slot, update []byte, kind applyKind, local *localOrigin, finish func(ApplyResult, error)) {
+	var origin any = local
 	var epoch uint64
 	if kind == applyRemote {
 		origin = s.sess

@@ -5,8 +5,19 @@
 # if both peers converged. Like the walkthrough it writes only under nomicore-data/ (ignored
 # by git), in a directory of its own with the token files readable by the user only; every
 # child process is stopped and that directory removed on exit, whatever happens.
+#
+# Then, so that the editor pages it prints can be opened: on a terminal it keeps running
+# until Enter; with KEEP=1 it keeps running until Ctrl-C or SIGTERM (status 0), terminal or
+# not; with KEEP=0, or when stdin is not a terminal (CI), it stops at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+case "${KEEP:-}" in
+  1) keep=signal ;;
+  0) keep=no ;;
+  "") if [ -t 0 ]; then keep=enter; else keep=no; fi ;;
+  *) echo "demo: KEEP=$KEEP: want KEEP=1 (keep running until Ctrl-C) or KEEP=0 (stop at once)" >&2; exit 2 ;;
+esac
 
 for tool in go curl; do
   command -v "$tool" >/dev/null || { echo "demo: $tool is required" >&2; exit 1; }
@@ -112,6 +123,7 @@ echo "peer-a: $doc_a"
 echo "peer-b: $doc_b"
 
 step "the editor page on each peer (a client token each; open them in a browser while the demo runs)"
+[ "$keep" = no ] && echo "(this demo stops at once: make demo KEEP=1 keeps it running so that they can be opened)"
 tok_a=$("$peer" token add --data "$work/peer-a" --client demo 2>/dev/null)
 tok_b=$("$peer" token add --data "$work/peer-b" --client demo 2>/dev/null)
 echo "peer-a: http://$A_CLIENTS/edit/$ns?token=$tok_a"
@@ -122,10 +134,23 @@ step "reading the hub's copy as a Yjs update, through nmcr"
 curl -fsS "http://$HUB_ADMIN/v1/namespaces/$ns/update" | "$nmcr" doc json
 
 step "a few hub metrics"
-curl -fsS "http://$HUB_ADMIN/metrics" | grep -E '^nomicore_(connections_ready|live_namespaces|events_total\{side="hub",type="update-applied"\})' || true
+curl -fsS "http://$HUB_ADMIN/metrics" | grep -E '^nomicore_(connections_ready|live_sessions|events_total\{side="hub",type="update-applied"\})' || true
 
 if [ "$doc_a" != "$doc_b" ]; then
   echo "demo: the peers did not converge" >&2
   exit 1
 fi
 step "converged: both peers hold the same document"
+
+trap 'exit 0' INT TERM # from here on, stopping the demo is the end the user asked for
+case "$keep" in
+  enter)
+    step "the demo keeps running: open the editor pages above, or the hub's dashboard at http://$HUB_ADMIN/"
+    read -r -p "Press Enter to stop it. " _ || true
+    ;;
+  signal)
+    step "the demo keeps running (KEEP=1): open the editor pages above, or the hub's dashboard at http://$HUB_ADMIN/"
+    echo "Ctrl-C stops it."
+    while :; do sleep 1 & wait $! || true; done
+    ;;
+esac

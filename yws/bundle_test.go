@@ -2,6 +2,7 @@ package yws
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,8 @@ func TestEditorPageAndAssets(t *testing.T) {
 		"/edit/assets/editor.js":     "new WebsocketProvider(",
 		"/edit/assets/yjs-bundle.js": "var NomicoreYjs=",
 		"/edit/assets/editor.css":    "textarea",
+		"/edit/assets/favicon.svg":   "<svg", // the page's icon, which it links to
+		"/favicon.ico":               "<svg", // the same, where browsers look without a link
 	} {
 		resp, err := e.http.Client().Get(e.http.URL + path)
 		if err != nil {
@@ -65,5 +68,41 @@ func TestEditorPageAndAssets(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 404 {
 		t.Errorf("page of a bad id: %d", resp.StatusCode)
+	}
+}
+
+// The page says what its token allows on the namespace, so that a read-only editor is
+// read-only from the start; a token it does not know, or one for other namespaces, says
+// nothing (the WebSocket refuses it with the reason). --client-auth none writes.
+func TestEditorPageSaysWhatTheTokenAllows(t *testing.T) {
+	e := newEnv(t, nil)
+	open := newEnv(t, func(o *Options) { o.Clients = nil })
+	for _, tc := range []struct {
+		env          *env
+		query, want  string
+		bearerHeader bool
+	}{
+		{e, "?token=reader", `data-access="read-only"`, false},
+		{e, "", `data-access="read-only"`, true}, // Authorization: Bearer reader
+		{e, "?token=writer", `data-access="read-write"`, false},
+		{e, "?token=other", `data-access=""`, false},
+		{e, "?token=nobody", `data-access=""`, false},
+		{e, "", `data-access=""`, false},
+		{open, "", `data-access="read-write"`, false},
+	} {
+		req, _ := http.NewRequest("GET", tc.env.http.URL+"/edit/"+tc.env.ns+tc.query, nil)
+		if tc.bearerHeader {
+			req.Header.Set("Authorization", "Bearer reader")
+		}
+		resp, err := tc.env.http.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !bytes.Contains(b.Bytes(), []byte(tc.want)) {
+			t.Errorf("%q (bearer %v): %d, want %s in:\n%s", tc.query, tc.bearerHeader, resp.StatusCode, tc.want, b.Bytes())
+		}
 	}
 }

@@ -26,10 +26,12 @@
 //
 // An editor's update goes through the namespace's write sequencer exactly like an admin
 // API write (registry.Lease.WriteLocalExceptAsync): the protected `meta` check, the live
-// apply, the store, and so replication to the hub and its peers. One write per connection
+// apply, the store, and so replication to the hub and its peers — on a node of a hub
+// cluster, the namespace's log, which every node applies. One write per connection
 // is in flight at a time, so a refusal is known before the next update, which may build on
 // it. Accepted updates are relayed to the namespace's other editors on this node once the
-// store has them on disk, so what an editor sees survives a crash of the node; the updates
+// store has them on disk (in a cluster: once the log stored them on a quorum and this node
+// applied them), so what an editor sees survives a crash of the node; the updates
 // that become durable together go out merged into one message (the sender then gets its
 // own update back within the merge, a no-op for Yjs, as with other relays). Updates
 // that reach the namespace from elsewhere (replication, the admin API) are relayed as the

@@ -1,6 +1,7 @@
 package yws
 
 import (
+	"crypto/sha256"
 	"embed"
 	"html/template"
 	"io/fs"
@@ -25,20 +26,56 @@ func assetHandler() http.Handler {
 	})
 }
 
+// GET /favicon.ico: the page's icon (editor/favicon.svg, which the page links to), for what
+// asks a site for its icon without reading the page.
+func serveFavicon(w http.ResponseWriter, _ *http.Request) {
+	b, err := editorFS.ReadFile("editor/favicon.svg")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Write(b)
+}
+
 var pageTemplate = template.Must(template.ParseFS(editorFS, "editor/index.html"))
 
 // GET /edit/{id}: a minimal collaborative editor of the namespace's Y.Text("body"). The
-// page reads ?token= from its own address and passes it to the WebSocket.
+// page reads ?token= from its own address and passes it to the WebSocket. The page says
+// from the start what the token allows on the namespace (data-access), so that a read-only
+// editor's text area is read-only before anything is typed: the y-websocket protocol has no
+// message that tells a provider so, only the refusal of its first update.
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	ns := r.PathValue("id")
 	if !validNamespaceID(ns) {
 		writeError(w, http.StatusNotFound, "NAMESPACE_NOT_FOUND", "not a namespace id (ns- and 32 hex digits)")
 		return
 	}
+	access := s.pageAccess(presentedToken(r), ns)
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer") // the address may carry ?token=
 	h.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self' ws: wss:; style-src 'self' 'unsafe-inline'")
-	pageTemplate.Execute(w, struct{ Namespace string }{ns})
+	pageTemplate.Execute(w, struct{ Namespace, Access string }{ns, access})
+}
+
+// pageAccess says what token allows on ns: "read-write", "read-only", or "" when this node
+// does not know the token or it does not grant ns (the WebSocket's refusal then says why).
+// With --client-auth none every editor may write.
+func (s *Server) pageAccess(token, ns string) string {
+	if s.opts.Clients == nil {
+		return "read-write"
+	}
+	if token == "" {
+		return ""
+	}
+	g, ok := s.opts.Clients.LookupClient(sha256.Sum256([]byte(token)))
+	switch {
+	case !ok || !g.Allows(ns):
+		return ""
+	case g.ReadOnly:
+		return "read-only"
+	}
+	return "read-write"
 }

@@ -28,8 +28,9 @@ const (
 //   - updates applied from elsewhere (replication, the admin API), as the watch delivers
 //     them — by the pump goroutine;
 //   - each editor's own accepted updates to the other editors, once the store has made them
-//     durable — by the relay goroutine (so whatever an editor sees survives a crash of the
-//     node); the writer's watch skips them (registry.Lease.WriteLocalExceptAsync);
+//     durable (on a hub cluster node: stored on a quorum and applied from the log) — by the
+//     relay goroutine (so whatever an editor sees survives a crash of the node); the
+//     writer's watch skips them (registry.Lease.WriteLocalExceptAsync);
 //   - awareness among its editors (node-local).
 type room struct {
 	srv   *Server

@@ -201,6 +201,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/yjs/{id}", s.serveEditor)
 	s.mux.HandleFunc("GET /edit/{id}", s.servePage)
 	s.mux.Handle("GET /edit/assets/", http.StripPrefix("/edit/assets/", assetHandler()))
+	s.mux.HandleFunc("GET /favicon.ico", serveFavicon)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte("{\"status\":\"ok\"}\n"))

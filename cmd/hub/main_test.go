@@ -93,14 +93,21 @@ func TestTokenAddTwiceAndRotate(t *testing.T) {
 		t.Fatalf("token add: %d", code)
 	}
 	code, out, errOut := runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a")
-	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "peer-a already has a token (sha256:") ||
-		!strings.Contains(errOut, "hub token rotate --peer peer-a") || !strings.Contains(errOut, "--additional") {
+	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "peer-a already has a token (sha256:") {
 		t.Fatalf("second token add: %d %q %q", code, out, errOut)
 	}
 	if entries, _, _ := tokens.Read(file); len(entries) != 1 {
 		t.Fatalf("%d entries after a refused add", len(entries))
 	}
-	code, out, errOut = runHub(t, nil, "token", "rotate", "--data", data, "--peer", "peer-a")
+	// The refusal names the two ways on, each a whole command; the rotation is run as printed.
+	rotate, additional := suggested(t, errOut, "hub token rotate"), suggested(t, errOut, "hub token add --")
+	if want := "hub token rotate --data " + data + " --peer peer-a"; strings.Join(rotate, " ") != want {
+		t.Fatalf("the rotation suggested: %q, want %q", rotate, want)
+	}
+	if want := "hub token add --data " + data + " --peer peer-a --additional"; strings.Join(additional, " ") != want {
+		t.Fatalf("the second token suggested: %q, want %q", additional, want)
+	}
+	code, out, errOut = runHub(t, nil, rotate[1:]...)
 	fresh := strings.TrimSpace(out)
 	if code != 0 || len(fresh) != 43 || fresh == old || strings.Contains(errOut, fresh) || !strings.Contains(errOut, "no longer valid") {
 		t.Fatalf("token rotate: %d %q %q", code, out, errOut)
@@ -113,8 +120,28 @@ func TestTokenAddTwiceAndRotate(t *testing.T) {
 	if id, err := table.Authenticate(context.Background(), fresh); err != nil || id.PeerInstanceID != "peer-a" {
 		t.Fatalf("the new token: %v %v", id, err)
 	}
-	if code, _, errOut := runHub(t, nil, "token", "rotate", "--data", data, "--peer", "peer-z"); code != 1 || !strings.Contains(errOut, "peer-z has no token") {
+	if code, _, errOut := runHub(t, nil, "token", "rotate", "--data", data, "--peer", "peer-z"); code != 1 || !strings.Contains(errOut, "peer-z has no token") ||
+		!strings.Contains(errOut, "hub token list --data "+data+" shows the tokens; hub token add --data "+data+" --peer peer-z creates one") {
 		t.Fatalf("rotating a peer without a token: %d %q", code, errOut)
+	}
+	if code, _, errOut := runHub(t, nil, "token", "remove", "--data", data, "--peer", "peer-z"); code != 1 ||
+		!strings.Contains(errOut, "hub token list --data "+data+" shows the tokens") {
+		t.Fatalf("removing a peer without a token: %d %q", code, errOut)
+	}
+	// An editor's name has one token too; the way on is a whole command, run as printed.
+	if code, _, _ := runHub(t, nil, "token", "add", "--data", data, "--client", "me"); code != 0 {
+		t.Fatal("token add --client")
+	}
+	code, _, errOut = runHub(t, nil, "token", "add", "--data", data, "--client", "me")
+	remove := suggested(t, errOut, "hub token remove")
+	if want := "hub token remove --data " + data + " --client me"; code != 1 || strings.Join(remove, " ") != want {
+		t.Fatalf("second client token add: %d %q; want it to suggest %q", code, errOut, want)
+	}
+	if code, _, errOut := runHub(t, nil, remove[1:]...); code != 0 {
+		t.Fatalf("the suggested %q: %d %q", remove, code, errOut)
+	}
+	if code, _, errOut := runHub(t, nil, "token", "add", "--data", data, "--client", "me"); code != 0 {
+		t.Fatalf("adding the client again after the suggested removal: %d %q", code, errOut)
 	}
 	code, out, _ = runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a", "--additional")
 	if code != 0 || len(strings.TrimSpace(out)) != 43 {
@@ -199,7 +226,7 @@ func TestMistakesAreOneLine(t *testing.T) {
 		{[]string{"serve", "--listen"}, `hub serve: flag --listen needs a value; see "hub serve -h"`},
 		{[]string{"serve", "--max-frame-bytes", "lots"}, `hub serve: invalid value "lots" for --max-frame-bytes`},
 		{[]string{"serve", "extra"}, `hub serve: unexpected argument "extra" (hub serve takes flags only); see "hub serve -h"`},
-		{[]string{"frobnicate"}, `hub: unknown command "frobnicate" (want serve, token or write); see "hub -h"`},
+		{[]string{"frobnicate"}, `hub: unknown command "frobnicate" (want serve, token, write or version); see "hub -h"`},
 		{[]string{"token"}, `hub token: a command is required; see "hub token -h"`},
 		{[]string{"token", "frob"}, `hub token: unknown command "frob" (want add, list, rotate or remove); see "hub token -h"`},
 		{[]string{"token", "add"}, `hub token add: --peer (or --client) is required; see "hub token add -h"`},
@@ -218,7 +245,7 @@ func TestMistakesAreOneLine(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	for _, args := range [][]string{{"--version"}, {"version"}} {
+	for _, args := range [][]string{{"--version"}, {"version"}, {"-v"}} {
 		code, out, _ := runHub(t, nil, args...)
 		if code != 0 || !strings.HasPrefix(out, "hub ") || !strings.Contains(out, "go1.") || strings.Count(out, "\n") != 1 {
 			t.Errorf("%v: %d %q", args, code, out)
@@ -353,4 +380,19 @@ func TestServePacesTheCollectorUnlessGOGCIsSet(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// suggested returns the command a message suggests, starting with prefix and ending at the
+// next quote, semicolon or parenthesis, split into words; it fails the test when there is none.
+func suggested(t *testing.T, msg, prefix string) []string {
+	t.Helper()
+	i := strings.Index(msg, prefix)
+	if i < 0 {
+		t.Fatalf("%q suggests no %q", msg, prefix)
+	}
+	cmd := msg[i:]
+	if j := strings.IndexAny(cmd, "\";)\n"); j >= 0 {
+		cmd = cmd[:j]
+	}
+	return strings.Fields(cmd)
 }

@@ -82,8 +82,11 @@ func serve(args []string, cio cli.IO) int {
 	if err := clientFlags.Check(); err != nil {
 		return fail(err)
 	}
+	where := "--data " + *data // how the token commands name the tokens file
 	if *tokensFile == "" {
 		*tokensFile = filepath.Join(*data, tokens.FileName)
+	} else {
+		where = "--tokens " + *tokensFile
 	}
 	log := node.NewLogger(stderr, common.LogLevel, common.LogFormat, "hub")
 	clk := clock.Real()
@@ -106,6 +109,7 @@ func serve(args []string, cio cli.IO) int {
 	var editors *yws.Server // the client listener's endpoint, when enabled
 	reloader, err := tokens.NewReloader(tokens.ReloaderOptions{
 		Path:     *tokensFile,
+		Missing:  missingTokensWarning(where, clientFlags.Enabled() && clientFlags.Auth == "token"),
 		OnReload: obs.TokenReload,
 		OnChange: func() {
 			if editors != nil {
@@ -125,7 +129,13 @@ func serve(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
-	namespaces, err := namespace.NewHub(namespace.HubOptions{Registry: reg, Logger: log})
+	namespaces, err := namespace.NewHub(namespace.HubOptions{Registry: reg, Logger: log,
+		OwnerMismatch: func(peer, ns, grantOwner, nsOwner string) {
+			log.Warn("a peer asked for a namespace of another owner; it was answered as for a missing namespace (NAMESPACE_NOT_FOUND)",
+				slog.String("peer", peer), slog.String("namespaceId", ns),
+				slog.String("tokenOwner", grantOwner), slog.String("namespaceOwner", nsOwner),
+				slog.String("fix", ownerMismatchFix(peer, grantOwner, nsOwner, *tokensFile)))
+		}})
 	if err != nil {
 		return fail(err)
 	}
@@ -264,3 +274,22 @@ func serve(args []string, cio cli.IO) int {
 }
 
 var _ persistence.Store = (*persistence.BoltStore)(nil)
+
+// ownerMismatchFix says what to do when peer's token gives it the namespaces of grantOwner
+// and it asked for one of nsOwner.
+func ownerMismatchFix(peer, grantOwner, nsOwner, tokensFile string) string {
+	return fmt.Sprintf("the namespace belongs to owner %q and %s's token to owner %q, and a peer replicates the namespaces "+
+		"of its token's owner only: either set \"owner\":%q in %s's entry of %s (the hub applies it within a second; "+
+		"%s's namespaces of owner %q then stop replicating), or have %s replicate a namespace of owner %q instead",
+		nsOwner, peer, grantOwner, nsOwner, peer, tokensFile, peer, grantOwner, peer, grantOwner)
+}
+
+// missingTokensWarning finishes the hub's warning at start without a tokens file: who is
+// refused until one exists (peers, and editors when they need client tokens), and the
+// command that creates it; where is how that command names the file (--data DIR).
+func missingTokensWarning(where string, editors bool) string {
+	if editors {
+		return fmt.Sprintf("every peer and editor is refused until `hub token add %s --peer NAME` (or `--client NAME` for an editor) creates one", where)
+	}
+	return fmt.Sprintf("every peer is refused until `hub token add %s --peer NAME` creates one", where)
+}

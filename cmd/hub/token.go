@@ -88,8 +88,9 @@ func tokenAdd(args []string, cio cli.IO) int {
 		Read: true, Submit: !*readOnly}, nil)
 	var existing *tokens.ExistingTokenError
 	if errors.As(err, &existing) {
-		return tokenFail(cio, "add", fmt.Errorf("%v: to replace it run \"hub token rotate --peer %s\"; to give it a second token while the first stays valid, add --additional",
-			err, *peer))
+		who := node.TokensFileFlags(path()) + " --peer " + cli.ShellArg(*peer)
+		return tokenFail(cio, "add", fmt.Errorf("%v: to replace it run \"hub token rotate %s\"; to give it a second token while the first stays valid, run \"hub token add %s --additional\"",
+			err, who, who))
 	}
 	if err != nil {
 		return tokenFail(cio, "add", err)
@@ -137,7 +138,9 @@ func tokenRotate(args []string, cio cli.IO) int {
 	}
 	tok, err := tokens.Rotate(path(), *peer, *prefix, nil)
 	if errors.Is(err, tokens.ErrNoToken) {
-		return tokenFail(cio, "rotate", fmt.Errorf("%v (hub token list shows the tokens; hub token add creates one)", err))
+		file := node.TokensFileFlags(path())
+		return tokenFail(cio, "rotate", fmt.Errorf("%v (hub token list %s shows the tokens; hub token add %s --peer %s creates one)",
+			err, file, file, cli.ShellArg(*peer)))
 	}
 	if err != nil {
 		return tokenFail(cio, "rotate", err)
@@ -170,7 +173,7 @@ func tokenRemove(args []string, cio cli.IO) int {
 		return tokenFail(cio, "remove", err)
 	}
 	if n == 0 {
-		return tokenFail(cio, "remove", fmt.Errorf("no token of %s matched (hub token list shows the tokens)", *peer))
+		return tokenFail(cio, "remove", fmt.Errorf("no token of %s matched (hub token list %s shows the tokens)", *peer, node.TokensFileFlags(path())))
 	}
 	fmt.Fprintf(cio.Stderr, "hub token remove: removed %d token(s) of %s; a running hub revokes them within a second\n", n, *peer)
 	return 0

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/yjs"
 )
@@ -80,7 +81,7 @@ type checkLine struct {
 // archived ones too, writing the report to w. It returns the exit status: 0 when every
 // document is ok, 3 when one needs attention (served-damaged, unverified or reset), 1 when
 // one does not load or loads two ways that disagree.
-func storeCheck(ctx context.Context, st *persistence.BoltStore, ns string, archives, asJSON bool, w io.Writer) (int, error) {
+func storeCheck(ctx context.Context, st *persistence.BoltStore, path, ns string, archives, asJSON bool, w io.Writer) (int, error) {
 	docs, err := st.Docs(ctx)
 	if err != nil {
 		return 1, err
@@ -120,7 +121,7 @@ func storeCheck(ctx context.Context, st *persistence.BoltStore, ns string, archi
 		}
 	}
 	if ns != "" && len(jobs) == 0 {
-		return 1, fmt.Errorf("no document %s in this store (see nmcr store ls)", ns)
+		return 1, fmt.Errorf("no document %s (nmcr store ls %s lists what the store holds)", ns, cli.ShellArg(path))
 	}
 	status := 0
 	enc := json.NewEncoder(w)

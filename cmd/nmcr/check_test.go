@@ -183,7 +183,8 @@ func TestStoreCheckErrors(t *testing.T) {
 	if l := checkLines(t, out)["ns-bad"]; code != 1 || l.Verdict != verdictBroken || !strings.Contains(l.Reason, "logged update 1 does not apply") {
 		t.Fatalf("exit %d, ns-bad %+v\n%s", code, l, out)
 	}
-	if code, _, errOut := runCmd(t, "store", "check", dir, "ns-none"); code != 1 || !strings.Contains(errOut, "no document ns-none") {
+	if code, _, errOut := runCmd(t, "store", "check", dir, "ns-none"); code != 1 || !strings.Contains(errOut, "no document ns-none") ||
+		!strings.Contains(errOut, "nmcr store ls "+dir+" lists") {
 		t.Fatalf("unknown namespace: exit %d, %q", code, errOut)
 	}
 	for _, args := range [][]string{{"store", "check"}, {"store", "check", dir, "ns-a", "ns-b"}, {"store", "check", dir, "--bogus"}} {

@@ -155,7 +155,7 @@ func TestCommandLine(t *testing.T) {
 		want string
 	}{
 		{[]string{"doc", "json", "--bogus"}, `nmcr doc json: unknown flag --bogus; see "nmcr doc json -h"`},
-		{[]string{"frobnicate"}, `nmcr: unknown command "frobnicate" (want frame, doc or store); see "nmcr -h"`},
+		{[]string{"frobnicate"}, `nmcr: unknown command "frobnicate" (want frame, doc, store or version); see "nmcr -h"`},
 		{[]string{"store", "ls"}, `nmcr store ls: the store's PATH is required; see "nmcr store ls -h"`},
 		{[]string{"store", "export", "x"}, `nmcr store export: the NAMESPACE to export is required`},
 		{[]string{"frame", "decode", "x"}, `unexpected argument "x"`},
@@ -166,8 +166,10 @@ func TestCommandLine(t *testing.T) {
 			t.Errorf("%v: %d %q %q, want one line %q", tc.args, code, out, errs, tc.want)
 		}
 	}
-	if code, out, _ := runCmd(t, "--version"); code != 0 || !strings.HasPrefix(out, "nmcr ") || !strings.Contains(out, "go1") {
-		t.Errorf("--version: %d %q", code, out)
+	for _, arg := range []string{"--version", "-v", "version"} {
+		if code, out, _ := runCmd(t, arg); code != 0 || !strings.HasPrefix(out, "nmcr ") || !strings.Contains(out, "go1") {
+			t.Errorf("%s: %d %q", arg, code, out)
+		}
 	}
 }
 

@@ -81,7 +81,11 @@ func runStore(sub string, args []string, cio cli.IO) int {
 
 	st, err := openStoreReadOnly(pos[0])
 	if errors.Is(err, persistence.ErrLocked) {
-		fmt.Fprintf(stderr, "nmcr store %s: %s is in use by a running hub or peer, which keeps it locked; stop it first, or read a namespace through its admin API: curl -s http://<its --admin-listen>/v1/namespaces/<NAMESPACE>/update | nmcr doc json\n", sub, pos[0])
+		ns := "<NAMESPACE>"
+		if len(pos) > 1 {
+			ns = pos[1]
+		}
+		fmt.Fprintf(stderr, "nmcr store %s: %s is in use by a running hub or peer, which keeps it locked; stop it first, or read a namespace through its admin API: curl -s http://<its --admin-listen>/v1/namespaces/%s/update | nmcr doc json\n", sub, pos[0], ns)
 		return 1
 	}
 	if err != nil {
@@ -95,13 +99,13 @@ func runStore(sub string, args []string, cio cli.IO) int {
 	case "ls":
 		err = storeList(ctx, st, stdout)
 	case "export":
-		err = storeExport(ctx, st, pos[1], *archive, *owner, stdout)
+		err = storeExport(ctx, st, pos[0], pos[1], *archive, *owner, stdout)
 	case "check":
 		ns := ""
 		if len(pos) > 1 {
 			ns = pos[1]
 		}
-		status, err = storeCheck(ctx, st, ns, *archives, *asJSON, stdout)
+		status, err = storeCheck(ctx, st, pos[0], ns, *archives, *asJSON, stdout)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "nmcr store %s: %v\n", sub, err)
@@ -195,7 +199,7 @@ func storeList(ctx context.Context, st *persistence.BoltStore, w io.Writer) erro
 }
 
 // storeExport prints a document (or an archived one) as hex lines.
-func storeExport(ctx context.Context, st *persistence.BoltStore, ns string, archive uint64, owner string, w io.Writer) error {
+func storeExport(ctx context.Context, st *persistence.BoltStore, path, ns string, archive uint64, owner string, w io.Writer) error {
 	var doc persistence.Doc
 	var err error
 	switch {
@@ -216,9 +220,9 @@ func storeExport(ctx context.Context, st *persistence.BoltStore, ns string, arch
 	}
 	if errors.Is(err, persistence.ErrNotFound) {
 		if archive > 0 {
-			return fmt.Errorf("no archive %d of %s", archive, ns)
+			return fmt.Errorf("no archive %d of %s (nmcr store ls %s lists the archives)", archive, ns, cli.ShellArg(path))
 		}
-		return fmt.Errorf("no document %s of owner %s (archived or reset? see nmcr store ls)", ns, owner)
+		return fmt.Errorf("no document %s of owner %s (archived or reset? nmcr store ls %s lists what the store holds)", ns, owner, cli.ShellArg(path))
 	}
 	if err != nil {
 		return err

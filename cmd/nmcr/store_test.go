@@ -134,6 +134,9 @@ func TestStoreExport(t *testing.T) {
 		if code != 1 || out != "" || !strings.Contains(errOut, "no ") {
 			t.Fatalf("export %v: exit %d, %q, stderr %q; want exit 1 and a reason", args, code, out, errOut)
 		}
+		if args[0] != "ns-zz" && !strings.Contains(errOut, "nmcr store ls "+dir+" lists") {
+			t.Fatalf("export %v: %q does not give the command that lists the store", args, errOut)
+		}
 	}
 }
 

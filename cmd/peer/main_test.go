@@ -21,7 +21,7 @@ func TestUsageAndRefusals(t *testing.T) {
 	if code, out, _ := runPeerCmd(t, nil, "help"); code != 0 || !strings.Contains(out, "\n  write ") || !strings.Contains(out, "\n  run ") {
 		t.Fatalf("help: %d %q", code, out)
 	}
-	if code, _, errOut := runPeerCmd(t, nil, "frobnicate"); code != 2 || errOut != "peer: unknown command \"frobnicate\" (want run, write or token); see \"peer -h\"\n" {
+	if code, _, errOut := runPeerCmd(t, nil, "frobnicate"); code != 2 || errOut != "peer: unknown command \"frobnicate\" (want run, write, token or version); see \"peer -h\"\n" {
 		t.Fatalf("unknown command: %d %q", code, errOut)
 	}
 	for _, args := range [][]string{{"-h"}, {"run", "-h"}, {"--help"}, {"write", "-h"}, {"token", "-h"}, {"token", "add", "-h"}} {
@@ -33,8 +33,10 @@ func TestUsageAndRefusals(t *testing.T) {
 	if code, _, errOut := runPeerCmd(t, nil, "--bogus"); code != 2 || errOut != "peer run: unknown flag --bogus; see \"peer run -h\"\n" {
 		t.Errorf("unknown flag: %d %q", code, errOut)
 	}
-	if code, out, _ := runPeerCmd(t, nil, "--version"); code != 0 || !strings.HasPrefix(out, "peer ") {
-		t.Errorf("--version: %d %q", code, out)
+	for _, arg := range []string{"--version", "-v", "version"} {
+		if code, out, _ := runPeerCmd(t, nil, arg); code != 0 || !strings.HasPrefix(out, "peer ") {
+			t.Errorf("%s: %d %q", arg, code, out)
+		}
 	}
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -52,6 +54,31 @@ func TestUsageAndRefusals(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%v: %d %q; want one line naming %s", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// A second client token for a name is refused with the whole command that removes the
+// first — run as printed, it works, and the name can be added again.
+func TestClientTokenSuggestionsRun(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "peer a") // a path the suggestion must quote
+	if code, _, errOut := runPeerCmd(t, nil, "token", "add", "--data", data, "--client", "me"); code != 0 {
+		t.Fatalf("token add: %d %q", code, errOut)
+	}
+	code, _, errOut := runPeerCmd(t, nil, "token", "add", "--data", data, "--client", "me")
+	want := "peer token remove --data '" + data + "' --client me"
+	if code != 1 || !strings.Contains(errOut, "("+want+";") {
+		t.Fatalf("second token add: %d %q; want it to suggest %q", code, errOut, want)
+	}
+	// The suggestion, as a shell would split it.
+	if code, _, errOut := runPeerCmd(t, nil, "token", "remove", "--data", data, "--client", "me"); code != 0 {
+		t.Fatalf("%s: %d %q", want, code, errOut)
+	}
+	if code, _, errOut := runPeerCmd(t, nil, "token", "add", "--data", data, "--client", "me"); code != 0 {
+		t.Fatalf("adding it again: %d %q", code, errOut)
+	}
+	code, _, errOut = runPeerCmd(t, nil, "token", "remove", "--data", data, "--client", "nobody")
+	if code != 1 || !strings.Contains(errOut, "(peer token list --data '"+data+"' shows them)") {
+		t.Fatalf("removing an unknown client: %d %q", code, errOut)
 	}
 }
 

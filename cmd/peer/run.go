@@ -159,7 +159,7 @@ func runPeer(args []string, cio cli.IO) int {
 	if *tokenFile != "" {
 		tokenSource = "the token file " + *tokenFile
 	}
-	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{TokenSource: tokenSource, Clock: clk, Logger: log})
+	diag := node.NewPeerDiagnosis(node.PeerDiagnosisOptions{TokenSource: tokenSource, InstanceID: *instanceID, Clock: clk, Logger: log})
 	tap, closeCapture, err := common.FrameTap(log, "peer "+*instanceID)
 	if err != nil {
 		return fail(err)
@@ -193,6 +193,7 @@ func runPeer(args []string, cio cli.IO) int {
 		var auth yws.Clients
 		if clientFlags.Auth == "token" {
 			clientTokens, err = tokens.NewReloader(tokens.ReloaderOptions{Path: filepath.Join(*data, tokens.FileName),
+				Missing:  fmt.Sprintf("every editor is refused until `peer token add --data %s --client NAME` creates one", *data),
 				OnReload: obs.TokenReload, Logger: log, OnChange: func() {
 					if editors != nil {
 						editors.Revalidate() // a removed client token closes its editors

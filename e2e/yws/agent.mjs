@@ -54,10 +54,16 @@ const ops = {
     class WS extends WebSocket {
       constructor (address, protocols) {
         super(address, protocols, bearer ? { headers: { Authorization: 'Bearer ' + token } } : {})
+        // Listening for the refusal takes over ending the handshake from ws: once the body
+        // is read, terminate() fails the connection as ws would (error, then close 1006),
+        // so the provider reconnects after a refused upgrade as it does in a browser.
         this.on('unexpected-response', (_req, res) => {
           let body = ''
           res.on('data', (c) => { body += c })
-          res.on('end', () => events.push({ type: 'refused', status: res.statusCode, body }))
+          res.on('end', () => {
+            events.push({ type: 'refused', status: res.statusCode, body })
+            this.terminate()
+          })
         })
       }
     }

@@ -298,6 +298,7 @@ func (a *API) routes() {
 	if a.opts.UI != nil {
 		m.Handle("GET /{$}", a.opts.UI)
 		m.Handle("GET /ui/", a.opts.UI)
+		m.Handle("GET /favicon.ico", a.opts.UI)
 	}
 	if a.opts.Side == observer.SideHub {
 		m.HandleFunc("GET /v1/connections", a.getConnections)
@@ -367,7 +368,7 @@ func (a *API) public(r *http.Request) bool {
 	switch p := r.URL.Path; {
 	case p == "/healthz" || p == "/readyz":
 		return true
-	case a.opts.UI != nil && (p == "/" || strings.HasPrefix(p, "/ui/")):
+	case a.opts.UI != nil && (p == "/" || p == "/favicon.ico" || strings.HasPrefix(p, "/ui/")):
 		return true
 	}
 	return false

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -300,6 +301,24 @@ func TestArchivedNamespace(t *testing.T) {
 		t.Fatalf("archived status: %d %s", status, b)
 	}
 	e.wantError("GET", "/v1/namespaces/"+c.NamespaceID+"/doc", nil, 404, CodeNamespaceNotFound)
+}
+
+// unreachableEntries is a store that cannot read entries now, as a hub cluster node
+// without quorum cannot read one it has not read before.
+type unreachableEntries struct{ persistence.Store }
+
+func (unreachableEntries) Entry(context.Context, string) (persistence.Entry, error) {
+	return persistence.Entry{}, fmt.Errorf("reading a namespace entry: %w", persistence.ErrUnavailable)
+}
+
+// A namespace whose entry the store cannot read now is answered 503 PERSISTENCE_DEGRADED —
+// reads and writes alike, at once — not as an internal error.
+func TestUnreachableStoreIsDegraded(t *testing.T) {
+	st, reg := newRegistry(t, registry.RoleHub)
+	e := newEnv(t, Options{Side: observer.SideHub, Registry: reg, Store: unreachableEntries{st}})
+	const ns = "/v1/namespaces/ns-0123456789abcdef0123456789abcdef"
+	e.wantError("GET", ns+"/update", nil, 503, CodeDegraded)
+	e.wantError("POST", ns+"/update", []byte{0, 0}, 503, CodeDegraded)
 }
 
 func TestAdminToken(t *testing.T) {

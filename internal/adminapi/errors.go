@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
 )
@@ -92,6 +93,10 @@ func (a *API) fromErr(err error) *Error {
 		return &Error{http.StatusBadRequest, CodeApplyFailed, err.Error()}
 	case errors.Is(err, registry.ErrDegraded):
 		return &Error{http.StatusServiceUnavailable, CodeDegraded, "persistence is degraded; writes are refused until the store commits again"}
+	case errors.Is(err, persistence.ErrUnavailable):
+		// The store itself (a namespace's entry read before the registry is asked) cannot
+		// answer now: a hub cluster node without quorum.
+		return &Error{http.StatusServiceUnavailable, CodeDegraded, "the store cannot be reached now (a hub cluster node without quorum); retry later"}
 	case errors.Is(err, registry.ErrOverloaded):
 		return &Error{http.StatusServiceUnavailable, CodeOverloaded, "the namespace's write queue is full; retry later"}
 	case errors.Is(err, registry.ErrRoleViolation):

@@ -74,9 +74,50 @@ type NodeStatus struct {
 	Connections []ConnectionStatus `json:"connections,omitzero"`
 	// Hub (peer) is the connection to the hub.
 	Hub *HubLinkStatus `json:"hub,omitempty"`
-	// Namespaces are at most ?namespaces=N of the NamespacesTotal namespaces.
-	Namespaces      []NamespaceSummary `json:"namespaces"`
-	NamespacesTotal int                `json:"namespacesTotal"`
+	// Namespaces are one page of the namespaces: of the NamespacesMatched that ?match=
+	// selects (all NamespacesTotal without it), in order — the loaded ones first, then by
+	// id —, at most ?namespaces=N from ?offset=K (NamespacesOffset).
+	Namespaces        []NamespaceSummary `json:"namespaces"`
+	NamespacesTotal   int                `json:"namespacesTotal"`
+	NamespacesMatched int                `json:"namespacesMatched"`
+	NamespacesOffset  int                `json:"namespacesOffset"`
+	// Writes sums the Writes of every namespace, listed or not.
+	Writes uint64 `json:"writes"`
+}
+
+// namespacePage is the part of the namespaces GET /v1/status lists: ?namespaces=N from
+// ?offset=K of those whose id or owner contains ?match= (any case).
+type namespacePage struct {
+	limit, offset int
+	match         string
+}
+
+// MaxStatusMatch bounds ?match= of the status routes.
+const MaxStatusMatch = 100
+
+// namespacePageParams reads ?namespaces=, ?offset= and ?match=.
+func namespacePageParams(r *http.Request) (namespacePage, *Error) {
+	limit, e := intParam(r, "namespaces", DefaultStatusNamespaces, MaxStatusNamespaces)
+	if e != nil {
+		return namespacePage{}, e
+	}
+	p := namespacePage{limit: limit, match: strings.ToLower(strings.TrimSpace(r.URL.Query().Get("match")))}
+	if len(p.match) > MaxStatusMatch {
+		return p, &Error{http.StatusBadRequest, CodeBadRequest, "match must be at most " + strconv.Itoa(MaxStatusMatch) + " bytes"}
+	}
+	if v := r.URL.Query().Get("offset"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 1<<30 {
+			return p, &Error{http.StatusBadRequest, CodeBadRequest, "offset must be a whole number from 0"}
+		}
+		p.offset = n
+	}
+	return p, nil
+}
+
+// matches reports whether the page's ?match= selects s.
+func (p namespacePage) matches(s *NamespaceSummary) bool {
+	return p.match == "" || strings.Contains(s.NamespaceID, p.match) || strings.Contains(strings.ToLower(s.Owner), p.match)
 }
 
 // StoreStatus are the store's counters.
@@ -227,8 +268,8 @@ func (a *API) peerExtras(ns string, f *TargetFacts) {
 	}
 }
 
-// status builds the answer of GET /v1/status, listing at most limit namespaces.
-func (a *API) status(ctx context.Context, limit int) (NodeStatus, *Error) {
+// status builds the answer of GET /v1/status, listing the namespaces of page.
+func (a *API) status(ctx context.Context, page namespacePage) (NodeStatus, *Error) {
 	now := a.opts.Clock.Now()
 	st := NodeStatus{Side: string(a.opts.Side), InstanceID: a.opts.InstanceID, Version: a.opts.Version,
 		Now: now.UTC(), Ready: true, Persistence: "healthy", Listeners: a.opts.Listeners}
@@ -336,6 +377,15 @@ func (a *API) status(ctx context.Context, limit int) (NodeStatus, *Error) {
 		}
 	}
 	st.NamespacesTotal = len(list)
+	matched := list[:0]
+	for i := range list {
+		st.Writes += list[i].Writes
+		if page.matches(&list[i]) {
+			matched = append(matched, list[i])
+		}
+	}
+	list = matched
+	st.NamespacesMatched, st.NamespacesOffset = len(list), page.offset
 	slices.SortStableFunc(list, func(x, y NamespaceSummary) int {
 		if x.Loaded != y.Loaded {
 			if x.Loaded {
@@ -345,8 +395,9 @@ func (a *API) status(ctx context.Context, limit int) (NodeStatus, *Error) {
 		}
 		return strings.Compare(x.NamespaceID, y.NamespaceID)
 	})
-	if len(list) > limit {
-		list = list[:limit]
+	list = list[min(page.offset, len(list)):]
+	if len(list) > page.limit {
+		list = list[:page.limit]
 	}
 	st.Namespaces = append([]NamespaceSummary{}, list...)
 	return st, nil
@@ -392,14 +443,14 @@ func intParam(r *http.Request, name string, def, max int) (int, *Error) {
 	return n, nil
 }
 
-// GET /v1/status[?namespaces=N]
+// GET /v1/status[?namespaces=N][&offset=K][&match=TEXT]
 func (a *API) getStatus(w http.ResponseWriter, r *http.Request) {
-	limit, e := intParam(r, "namespaces", DefaultStatusNamespaces, MaxStatusNamespaces)
+	page, e := namespacePageParams(r)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	st, e := a.status(r.Context(), limit)
+	st, e := a.status(r.Context(), page)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -409,7 +460,7 @@ func (a *API) getStatus(w http.ResponseWriter, r *http.Request) {
 
 // GET /v1/connections (hub): the peers' connections, as in GET /v1/status.
 func (a *API) getConnections(w http.ResponseWriter, r *http.Request) {
-	st, e := a.status(r.Context(), 1)
+	st, e := a.status(r.Context(), namespacePage{limit: 1})
 	if e != nil {
 		writeError(w, e)
 		return
@@ -468,7 +519,7 @@ func eventsQuery(r *http.Request) (ns string, after uint64, e *Error) {
 	return ns, after, nil
 }
 
-// GET /v1/status/stream[?namespace=ID][&interval=MS][&after=SEQ][&namespaces=N]:
+// GET /v1/status/stream[?namespace=ID][&interval=MS][&after=SEQ][&namespaces=N][&offset=K][&match=TEXT]:
 // Server-Sent Events — `event: status` (GET /v1/status) at once and every interval; with
 // ?namespace=, `event: namespace` (GET /v1/namespaces/{id}) with it; `event: event` for
 // each replication event as it happens (only the namespace's with ?namespace=), starting
@@ -482,7 +533,7 @@ func (a *API) statusStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, hasAfter := r.URL.Query()["after"]
-	limit, e := intParam(r, "namespaces", DefaultStatusNamespaces, MaxStatusNamespaces)
+	page, e := namespacePageParams(r)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -524,7 +575,7 @@ func (a *API) statusStream(w http.ResponseWriter, r *http.Request) {
 		return a.write(w, rc, buf)
 	}
 	tick := func() bool {
-		st, e := a.status(r.Context(), limit)
+		st, e := a.status(r.Context(), page)
 		if e != nil {
 			return send("error", 0, errorBody(e))
 		}

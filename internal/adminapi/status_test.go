@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -182,6 +185,74 @@ func TestHubStatus(t *testing.T) {
 	if sb := st.Sessions[1]; sb.UpdatesSent != nil || sb.InFlightUpdates != nil {
 		t.Fatalf("session on cb: %s", b)
 	}
+}
+
+// The namespaces of GET /v1/status come in pages (?namespaces=N&offset=K) that together list
+// each namespace once, in order, and ?match= selects those whose id or owner contains a
+// text, in any case; the totals say how many there are and how many match.
+func TestStatusPagesAndSearch(t *testing.T) {
+	e, _, _ := clockedEnv(t, Options{Side: observer.SideHub})
+	var ids []string
+	for range 7 {
+		ids = append(ids, e.create().NamespaceID)
+	}
+	status, b := e.do("POST", "/v1/namespaces", []byte(`{"owner":"Alice"}`))
+	if status != http.StatusCreated {
+		t.Fatalf("create: %d %s", status, b)
+	}
+	alice := decode[Created](t, b).NamespaceID
+	ids = append(ids, alice)
+	slices.Sort(ids) // none is loaded: the order is by id
+	page := func(q string) NodeStatus {
+		t.Helper()
+		status, b := e.do("GET", "/v1/status?"+q, nil)
+		if status != 200 {
+			t.Fatalf("%s: %d %s", q, status, b)
+		}
+		return decode[NodeStatus](t, b)
+	}
+	var listed []string
+	for offset := 0; offset < 10; offset += 3 {
+		st := page("namespaces=3&offset=" + strconv.Itoa(offset))
+		if st.NamespacesTotal != 8 || st.NamespacesMatched != 8 || st.NamespacesOffset != offset || len(st.Namespaces) != min(3, max(0, 8-offset)) {
+			t.Fatalf("offset %d: total %d, matched %d, offset %d, %d listed", offset, st.NamespacesTotal, st.NamespacesMatched, st.NamespacesOffset, len(st.Namespaces))
+		}
+		for _, n := range st.Namespaces {
+			listed = append(listed, n.NamespaceID)
+		}
+	}
+	if !slices.Equal(listed, ids) {
+		t.Fatalf("the pages listed %v, want %v", listed, ids)
+	}
+	var defaults []string // the namespaces of owner default, in order
+	for _, id := range ids {
+		if id != alice {
+			defaults = append(defaults, id)
+		}
+	}
+	for _, tc := range []struct {
+		query   string
+		want    []string
+		matched int
+	}{
+		{"match=alice", []string{alice}, 1}, // the owner, in any case
+		{"match=" + strings.ToUpper(ids[2][3:20]), []string{ids[2]}, 1},
+		{"match=" + url.QueryEscape(" "+ids[5][3:]+" "), []string{ids[5]}, 1}, // blanks around it do not count
+		{"match=default&namespaces=2&offset=6", defaults[6:], 7},
+		{"match=no-such-thing", nil, 0},
+	} {
+		st := page(tc.query)
+		var got []string
+		for _, n := range st.Namespaces {
+			got = append(got, n.NamespaceID)
+		}
+		if !slices.Equal(got, tc.want) || st.NamespacesMatched != tc.matched || st.NamespacesTotal != 8 {
+			t.Errorf("%s: listed %v (matched %d of %d), want %v (matched %d)", tc.query, got, st.NamespacesMatched, st.NamespacesTotal, tc.want, tc.matched)
+		}
+	}
+	e.wantError("GET", "/v1/status?offset=-1", nil, 400, CodeBadRequest)
+	e.wantError("GET", "/v1/status?match="+strings.Repeat("x", MaxStatusMatch+1), nil, 400, CodeBadRequest)
+	e.wantError("GET", "/v1/status/stream?offset=x", nil, 400, CodeBadRequest)
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {

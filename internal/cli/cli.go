@@ -4,7 +4,8 @@
 //   - `hub -h` (or `hub help`) lists the subcommands with one line each; `hub help token`
 //     and `hub token -h` explain one; every subcommand answers -h with its flags, on stdout,
 //     exit status 0;
-//   - `hub --version` prints the module version and the VCS revision it was built from;
+//   - `hub --version` (or `hub -v`, `hub version`) prints the module version and the VCS
+//     revision it was built from;
 //   - a mistake is one line on stderr saying what is wrong and which help to read, exit
 //     status 2: an unknown command, an unknown flag, a bad or missing argument;
 //   - every flag can also be set as an environment variable NOMICORE_<FLAG> (package
@@ -51,7 +52,8 @@ type Group struct {
 	// Default is the command that runs when the arguments are empty or start with a flag
 	// (`hub` alone means `hub serve`); empty means a subcommand is required.
 	Default string
-	// Version makes `--version` and `version` print the build's version (top level only).
+	// Version makes `--version`, `-v` and `version` print the build's version (top level
+	// only); `version` is listed with the commands.
 	Version bool
 	// Footer ends the help (where to read more).
 	Footer string
@@ -83,8 +85,13 @@ func (g Group) Run(args []string, io IO) int {
 		if c := g.find(args[1]); c != nil {
 			return c.Run(append([]string{"-h"}, args[2:]...), io)
 		}
+		if g.Version && args[1] == "version" {
+			fmt.Fprintf(io.Stdout, "usage: %s version (or %s --version, %s -v)\n\nPrints the version and the revision this binary was built from.\n",
+				g.Path, g.Path, g.Path)
+			return 0
+		}
 		return g.unknown(args[1], io)
-	case g.Version && (a == "--version" || a == "-version" || a == "version"):
+	case g.Version && (a == "--version" || a == "-version" || a == "-v" || a == "version"):
 		fmt.Fprintln(io.Stdout, Version(g.Path))
 		return 0
 	case strings.HasPrefix(a, "-") && g.Default != "":
@@ -108,10 +115,17 @@ func (g Group) find(name string) *Command {
 	return nil
 }
 
+// versionSummary is the line `version` has in a group's help.
+const versionSummary = "print the version and the revision this binary was built from"
+
+// unknown refuses a command name, listing every command the group has (version included).
 func (g Group) unknown(name string, io IO) int {
-	names := make([]string, len(g.Commands))
-	for i, c := range g.Commands {
-		names[i] = c.Name
+	names := make([]string, 0, len(g.Commands)+1)
+	for _, c := range g.Commands {
+		names = append(names, c.Name)
+	}
+	if g.Version {
+		names = append(names, "version")
 	}
 	fmt.Fprintf(io.Stderr, "%s: unknown command %q (want %s); see \"%s -h\"\n", g.Path, name, orList(names), g.Path)
 	return 2
@@ -139,7 +153,7 @@ func (g Group) Help(w io.Writer) {
 		fmt.Fprintf(&b, "  %-*s  %s\n", width, c.Name, summary)
 	}
 	if g.Version {
-		fmt.Fprintf(&b, "  %-*s  %s\n", width, "version", "print the version and the revision this binary was built from")
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, "version", versionSummary+" (also --version, -v)")
 	}
 	b.WriteString("\n" + wrap(fmt.Sprintf("Run \"%s <command> -h\" for a command's flags. %s", g.Path, g.Footer), 0) + "\n")
 	io.WriteString(w, b.String())
@@ -366,4 +380,13 @@ func orList(names []string) string {
 		return strings.Join(names, "")
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// ShellArg quotes s for a shell command line, when it needs quoting, so that a command a
+// message suggests runs as printed.
+func ShellArg(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -87,7 +87,33 @@ func TestGroupDispatch(t *testing.T) {
 		t.Fatalf("group without a command: %d %q", code, errb)
 	}
 	io, _, errb = testIO(nil)
-	if code := g.Run([]string{"nope"}, io); code != 2 || errb.String() != "x: unknown command \"nope\" (want serve or tok); see \"x -h\"\n" {
+	if code := g.Run([]string{"nope"}, io); code != 2 || errb.String() != "x: unknown command \"nope\" (want serve, tok or version); see \"x -h\"\n" {
 		t.Fatalf("unknown: %d %q", code, errb)
+	}
+	io, _, errb = testIO(nil)
+	if code := g.Run([]string{"help", "nope"}, io); code != 2 || !strings.Contains(errb.String(), "(want serve, tok or version)") {
+		t.Fatalf("help of an unknown command: %d %q", code, errb)
+	}
+	io, out, _ = testIO(nil)
+	if code := g.Run([]string{"help", "version"}, io); code != 0 || !strings.HasPrefix(out.String(), "usage: x version (or x --version, x -v)\n") {
+		t.Fatalf("help version: %d %q", code, out)
+	}
+}
+
+// --version, -version, -v and version print the version, at the top level only; -v in a
+// subcommand is that subcommand's mistake.
+func TestVersionSpellings(t *testing.T) {
+	ran := false
+	g := Group{Path: "x", Commands: []Command{{Name: "serve", Run: func([]string, IO) int { ran = true; return 0 }}}, Default: "serve", Version: true}
+	for _, arg := range []string{"--version", "-version", "-v", "version"} {
+		io, out, errb := testIO(nil)
+		if code := g.Run([]string{arg}, io); code != 0 || !strings.HasPrefix(out.String(), "x ") || errb.Len() != 0 || ran {
+			t.Errorf("%s: %d %q %q (the default command ran: %v)", arg, code, out, errb, ran)
+		}
+	}
+	inner := Group{Path: "x tok", Commands: []Command{{Name: "add"}}}
+	io, out, errb := testIO(nil)
+	if code := inner.Run([]string{"-v"}, io); code != 2 || out.Len() != 0 || errb.String() != "x tok: -v before a command; see \"x tok -h\"\n" {
+		t.Errorf("-v in a group without a version: %d %q", code, errb)
 	}
 }

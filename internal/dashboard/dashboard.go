@@ -42,7 +42,8 @@ type file struct {
 	etag        string
 }
 
-// Handler serves the page at GET / and its assets at GET /ui/NAME.
+// Handler serves the page at GET / and its assets at GET /ui/NAME; its icon also at GET
+// /favicon.ico.
 func Handler(opts Options) http.Handler {
 	files := map[string]file{}
 	types := map[string]string{".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
@@ -65,7 +66,10 @@ func Handler(opts Options) http.Handler {
 	files["session.json"] = newFile(append(session, '\n'), types[".json"])
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := "index.html"
-		if r.URL.Path != "/" {
+		switch {
+		case r.URL.Path == "/favicon.ico": // for what asks the site for its icon without reading the page
+			name = "favicon.svg"
+		case r.URL.Path != "/":
 			name = strings.TrimPrefix(r.URL.Path, "/ui/")
 		}
 		f, ok := files[name]

@@ -37,6 +37,8 @@ func TestServesThePageAndItsAssets(t *testing.T) {
 		{"/ui/app.js", "text/javascript; charset=utf-8", "ROUTES"},
 		{"/ui/app.css", "text/css; charset=utf-8", ".state.good"},
 		{"/ui/session.json", "application/json", `{"tokenRequired":false}`},
+		{"/ui/favicon.svg", "image/svg+xml", "<svg"}, // the page's icon, which it links to
+		{"/favicon.ico", "image/svg+xml", "<svg"},    // the same, where browsers look without a link
 	} {
 		r := get(t, h, c.path)
 		b := body(t, r)

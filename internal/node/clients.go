@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/nomicore/nomicore/internal/accesslog"
@@ -123,12 +124,18 @@ func RunClientToken(name, sub, path string, client string, namespaces StringList
 		fmt.Fprintf(stderr, "%s %s: %s\n", name, sub, OneLine(err))
 		return 1
 	}
+	file := TokensFileFlags(path)
 	switch sub {
 	case "add":
 		if len(namespaces) == 0 {
 			namespaces = StringList{tokens.AllNamespaces}
 		}
 		tok, err := tokens.AddClient(path, tokens.ClientGrant{Name: client, Namespaces: namespaces, ReadOnly: readOnly}, nil)
+		var existing *tokens.ExistingClientError
+		if errors.As(err, &existing) {
+			return fail(fmt.Errorf("%v: a name has one token; to replace it, remove the old one first (%s remove %s --client %s; "+
+				"its editors are closed), then add it again, or pick another name", err, name, file, cli.ShellArg(client)))
+		}
 		if err != nil {
 			return fail(err)
 		}
@@ -141,12 +148,21 @@ func RunClientToken(name, sub, path string, client string, namespaces StringList
 			return fail(err)
 		}
 		if n == 0 {
-			return fail(fmt.Errorf("no client token of %s matched", client))
+			return fail(fmt.Errorf("no client token of %s matched (%s list %s shows them)", client, name, file))
 		}
 		fmt.Fprintf(stderr, "%s remove: removed %d client token(s) of %s; a running node closes their editors within a second\n", name, n, client)
 		return 0
 	}
 	return fail(fmt.Errorf("unknown command %q", sub))
+}
+
+// TokensFileFlags is how the token commands name the tokens file at path, for a command
+// suggested to the operator: --data DIR when it is DIR's tokens file, else --tokens FILE.
+func TokensFileFlags(path string) string {
+	if filepath.Base(path) == tokens.FileName {
+		return "--data " + cli.ShellArg(filepath.Dir(path))
+	}
+	return "--tokens " + cli.ShellArg(path)
 }
 
 // ListClientTokens prints the client entries of a tokens file, one per line.

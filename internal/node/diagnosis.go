@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/cli"
 	"github.com/nomicore/nomicore/internal/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/namespace"
@@ -28,8 +29,10 @@ type PeerDiagnosisOptions struct {
 	// TokenSource names where the token comes from, for the fixes it suggests: "the token
 	// file FILE" or "NOMICORE_TOKEN".
 	TokenSource string
-	Clock       clock.Clock
-	Logger      *slog.Logger
+	// InstanceID is the peer's --instance-id, for the hub commands it suggests.
+	InstanceID string
+	Clock      clock.Clock
+	Logger     *slog.Logger
 }
 
 // PeerDiagnosis says, in an operator's words, why a peer is not replicating and what to do:
@@ -104,14 +107,16 @@ func (d *PeerDiagnosis) dialed(url string, err error) {
 		d.refused(url, de.StatusCode)
 		return
 	}
-	d.connProblem = fmt.Sprintf("cannot reach the hub at %s: %v", url, err)
+	// The fix travels with the problem, so /readyz and GET /v1/targets say what the log says.
+	fix := dialFix(err)
+	d.connProblem = fmt.Sprintf("cannot reach the hub at %s: %v: %s", url, err, fix)
 	d.failedDials++
 	now := d.opts.Clock.Now()
 	if d.failing && now.Sub(d.lastDialWarn) < DialWarnEvery {
 		return
 	}
 	d.log.Warn("cannot reach the hub; retrying with backoff", slog.String("hubUrl", url), slog.String("error", err.Error()),
-		slog.Int("failedDials", d.failedDials), slog.String("fix", dialFix(err)))
+		slog.Int("failedDials", d.failedDials), slog.String("fix", fix))
 	d.failing, d.failedDials, d.lastDialWarn = true, 0, now
 }
 
@@ -122,10 +127,14 @@ func (d *PeerDiagnosis) refused(url string, status int) {
 	switch status {
 	case http.StatusUnauthorized:
 		cause = "the hub refused this peer's token (HTTP 401)"
-		fix = fmt.Sprintf("the token in %s is not in the hub's tokens file: on the hub, run hub token add --peer <this peer's --instance-id> (or hub token rotate) and put the printed token there; the peer tries again when it changes", d.opts.TokenSource)
+		peer := cli.ShellArg(d.opts.InstanceID)
+		fix = fmt.Sprintf("the token in %s is not in the hub's tokens file: on the hub, run hub token add --data DIR --peer %s "+
+			"(DIR: the hub's data directory; hub token rotate --data DIR --peer %s if it has a token already) and put the printed "+
+			"token there; the peer tries again when it changes", d.opts.TokenSource, peer, peer)
 	case http.StatusForbidden:
 		cause = "the hub knows this peer's token but does not let it replicate (HTTP 403)"
-		fix = "its entry in the hub's tokens file grants no namespace: check hub token list on the hub and give it namespaces (hub token rotate keeps the grant, hub token add --namespace sets one)"
+		fix = "its entry in the hub's tokens file grants no namespace: on the hub, hub token list --data DIR (DIR: the hub's data " +
+			"directory) shows it; give it namespaces in that file (the hub applies the change within a second)"
 	case http.StatusNotFound:
 		cause = fmt.Sprintf("the hub has no replication endpoint at %s (HTTP 404)", url)
 		fix = "--hub-url must be ws://HOST:PORT/v1/replication (or wss://…), HOST:PORT being the hub's --listen address or its proxy"
@@ -229,7 +238,9 @@ func (d *PeerDiagnosis) connectionFailed(code string) {
 func namespaceReason(ns, code string, dir observer.Direction) string {
 	switch protocol.ErrorCode(code) {
 	case protocol.CodeNamespaceNotFound:
-		return fmt.Sprintf("the hub has no namespace %s: create it on the hub, or remove the target (DELETE /v1/targets/%s)", ns, ns)
+		return fmt.Sprintf("the hub has no namespace %s for this peer: either it does not exist there (create it on the hub, "+
+			"or remove the target: DELETE /v1/targets/%s), or it belongs to another owner than the one this peer's token "+
+			"is for — the hub's log then names both owners and the fix (\"a peer asked for a namespace of another owner\")", ns, ns)
 	case protocol.CodeNamespaceUnauthorized:
 		return "this peer's token does not allow this namespace: widen its grant in the hub's tokens file (hub token list shows it), then restart the peer or send it SIGHUP"
 	case protocol.CodeBootstrapTooLarge:

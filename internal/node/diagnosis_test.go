@@ -2,8 +2,11 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -93,6 +96,26 @@ func TestDiagnosisDialFailuresAreRateLimited(t *testing.T) {
 	}
 }
 
+// A hub whose TLS certificate the peer does not trust: the problem /readyz and the waiting
+// targets give names the error and the flag that fixes it, as the log line does.
+func TestDiagnosisUntrustedHubNamesHubCA(t *testing.T) {
+	var logs jsonLines
+	d := NewPeerDiagnosis(PeerDiagnosisOptions{TokenSource: "the token file t", Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	untrusted := fmt.Errorf("failed to WebSocket dial: %w", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}})
+	d.Dialer(&fakeDialer{errs: []error{untrusted}}).Dial(context.Background(), "wss://hub.example:8787/v1/replication", nil)
+	if got := logs.take(); len(got) != 1 || !strings.Contains(fmt.Sprint(got[0]["fix"]), "--hub-ca") {
+		t.Fatalf("log: %v", got)
+	}
+	problem := d.ConnectionProblem()
+	if !strings.Contains(problem, "unknown authority") || !strings.Contains(problem, "give --hub-ca FILE") {
+		t.Fatalf("problem %q", problem)
+	}
+	_, reason := d.ExplainTarget(namespace.TargetStatus{Target: namespace.Target{NamespaceID: "ns-0123456789abcdef0123456789abcdef"}, State: observer.ChannelTargeted})
+	if !strings.Contains(reason, "give --hub-ca FILE") {
+		t.Fatalf("target reason %q", reason)
+	}
+}
+
 // A refusal that waiting will not heal is one ERROR line naming the cause and the fix, and
 // the reason /readyz and waiting targets give.
 func TestDiagnosisRefusalsNameCauseAndFix(t *testing.T) {
@@ -100,12 +123,12 @@ func TestDiagnosisRefusalsNameCauseAndFix(t *testing.T) {
 		status     int
 		cause, fix string
 	}{
-		{401, "refused this peer's token (HTTP 401)", "hub token add --peer"},
-		{403, "does not let it replicate (HTTP 403)", "hub token list"},
+		{401, "refused this peer's token (HTTP 401)", "hub token add --data DIR --peer peer-a (DIR: the hub's data directory"},
+		{403, "does not let it replicate (HTTP 403)", "hub token list --data DIR"},
 		{404, "no replication endpoint at " + hubURL + " (HTTP 404)", "/v1/replication"},
 	} {
 		var logs jsonLines
-		d := NewPeerDiagnosis(PeerDiagnosisOptions{TokenSource: "the token file t", Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		d := NewPeerDiagnosis(PeerDiagnosisOptions{TokenSource: "the token file t", InstanceID: "peer-a", Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 		d.Dialer(&fakeDialer{errs: []error{&ws.DialError{StatusCode: tc.status, Err: errors.New("x")}}}).Dial(context.Background(), hubURL, nil)
 		got := logs.take()
 		if len(got) != 1 || got[0]["level"] != "ERROR" || !strings.Contains(got[0]["cause"].(string), tc.cause) || !strings.Contains(got[0]["fix"].(string), tc.fix) {

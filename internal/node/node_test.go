@@ -319,7 +319,8 @@ func TestObservabilityMetricsLintAndNames(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	o.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	for _, series := range []string{"nomicore_events_total{", "nomicore_store_healthy{side=\"peer\"} 1", "nomicore_token_reloads_total{"} {
+	for _, series := range []string{"nomicore_events_total{", "nomicore_store_healthy{side=\"peer\"} 1", "nomicore_token_reloads_total{",
+		`nomicore_snapshot_save_failures_total{reason="permanent",side="peer"} 0`} {
 		if !strings.Contains(rec.Body.String(), series) {
 			t.Errorf("/metrics lacks %s", series)
 		}

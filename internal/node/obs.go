@@ -138,6 +138,10 @@ var (
 	descCompactions  = prometheus.NewDesc("nomicore_store_compactions_total", "Update logs folded into snapshots.", []string{"side"}, nil)
 	descHealthy      = prometheus.NewDesc("nomicore_store_healthy", "1 when the last commit succeeded, 0 while persistence is degraded (writes refused).", []string{"side"}, nil)
 	descLoaded       = prometheus.NewDesc("nomicore_namespaces_loaded", "Namespaces whose document is loaded in memory.", []string{"side"}, nil)
+	descSaveFailures = prometheus.NewDesc("nomicore_snapshot_save_failures_total",
+		"Snapshots of namespaces with unsaved changes that the store refused, by reason: transient (tried again until saved) or "+
+			"permanent (not tried again: the namespace refuses writes until it is loaded again; the log names the cause).",
+		[]string{"side", "reason"}, nil)
 )
 
 type storeCollector struct {
@@ -148,7 +152,7 @@ type storeCollector struct {
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQueued, descQueuedBytes, descCommits, descCommitted, descCommitErrors,
-		descBackpressure, descCompactions, descHealthy, descLoaded} {
+		descBackpressure, descCompactions, descHealthy, descLoaded, descSaveFailures} {
 		ch <- d
 	}
 }
@@ -176,4 +180,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	} {
 		ch <- prometheus.MustNewConstMetric(m.d, m.t, m.v, c.side)
 	}
+	f := c.reg.SaveFailures()
+	ch <- prometheus.MustNewConstMetric(descSaveFailures, prometheus.CounterValue, float64(f.Transient), c.side, "transient")
+	ch <- prometheus.MustNewConstMetric(descSaveFailures, prometheus.CounterValue, float64(f.Permanent), c.side, "permanent")
 }

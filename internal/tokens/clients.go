@@ -86,7 +86,7 @@ func AddClient(path string, g ClientGrant, r io.Reader) (string, error) {
 	err = updateFile(path, func(f *File) error {
 		for _, c := range f.Clients {
 			if c.Name == g.Name {
-				return fmt.Errorf("client %s already has a token (sha256:%s…): remove it first (token remove --client %s), or pick another name", g.Name, HashPrefix(c.TokenSHA256), g.Name)
+				return &ExistingClientError{Name: g.Name, HashPrefix: HashPrefix(c.TokenSHA256)}
 			}
 		}
 		f.Clients = append(f.Clients, entry)
@@ -96,6 +96,16 @@ func AddClient(path string, g ClientGrant, r io.Reader) (string, error) {
 		return "", err
 	}
 	return token, nil
+}
+
+// ExistingClientError is AddClient's refusal for a name that already has a client token.
+type ExistingClientError struct {
+	Name       string
+	HashPrefix string // the short hash of its token
+}
+
+func (e *ExistingClientError) Error() string {
+	return fmt.Sprintf("client %s already has a token (sha256:%s…)", e.Name, e.HashPrefix)
 }
 
 // RemoveClient deletes the client entries named name from the tokens file at path; with

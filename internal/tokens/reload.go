@@ -38,6 +38,10 @@ type ReloaderOptions struct {
 	OnChange func()
 	// Logger receives reload results: peer ids and counts, never tokens or their hashes.
 	Logger *slog.Logger
+	// Missing finishes the warning logged when the file does not exist yet: who is refused
+	// until it does and the command that creates it ("every editor is refused until `peer
+	// token add --data DIR --client NAME` creates one"). Empty: a hub's words.
+	Missing string
 }
 
 // Reloader keeps a ws.TokenTable in step with the tokens file: Reload re-reads the file, and
@@ -107,7 +111,11 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 		return nil, err
 	}
 	if !exists {
-		log.Warn("no tokens file yet: every peer and editor is refused until `token add` creates one", slog.String("path", opts.Path))
+		missing := opts.Missing
+		if missing == "" {
+			missing = "every peer and editor is refused until `hub token add` creates one"
+		}
+		log.Warn("no tokens file yet: "+missing, slog.String("path", opts.Path))
 	}
 	st, _ := os.Stat(opts.Path)
 	r := &Reloader{opts: opts, table: table, log: log, entries: f.Peers, sum: sha256.Sum256(data), exists: exists, stat: st}

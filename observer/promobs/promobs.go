@@ -11,6 +11,11 @@
 // syncRoundId, sequence, digests, tokens and owners never become labels. Counters
 // end in _total; byte sizes and latencies go to histograms (seconds).
 //
+// The metrics know no event type by itself: each event's description gives its
+// size and durations (Event.Measure) and its closed-vocabulary words
+// (Event.Words), and every metric is declared by what it records — sizes by content,
+// durations by what they time, a counter by the event key it counts.
+//
 // A Metrics is safe for concurrent use; Observe takes no lock of its own beyond
 // those of the client library.
 package promobs
@@ -39,48 +44,53 @@ type QueueStats func() (queuedBytes, inFlight float64)
 // Metrics is an observer.Observer that records events as Prometheus metrics. It
 // is itself a prometheus.Collector.
 type Metrics struct {
-	events             *prometheus.CounterVec
-	backoffs           *prometheus.CounterVec
-	goaways            *prometheus.CounterVec
-	connectionFailures *prometheus.CounterVec
-	authRejections     *prometheus.CounterVec
-	resyncs            *prometheus.CounterVec
-	sendFailures       *prometheus.CounterVec
-	updatesDropped     *prometheus.CounterVec
-	nsErrorsSent       *prometheus.CounterVec
-	nsErrorsReceived   *prometheus.CounterVec
-	nsFailures         *prometheus.CounterVec
-	identityConflicts  *prometheus.CounterVec
-	chunkedAborts      *prometheus.CounterVec
-	chunkedTransfers   *prometheus.CounterVec
-	chunkedBytes       *prometheus.CounterVec
-	schemaRearmFails   *prometheus.CounterVec
-	syncDiffEffects    *prometheus.CounterVec
+	events           *prometheus.CounterVec
+	chunkedTransfers *prometheus.CounterVec
+	chunkedBytes     *prometheus.CounterVec
+	durations        [observer.NumDurations]durationMetric
+	stages           [4]*prometheus.HistogramVec // the apply stages, in the order of observer.Stages's fields
 
-	connectionsReady *prometheus.GaugeVec
-	liveNamespaces   *prometheus.GaugeVec
-
-	updateBytes   *prometheus.HistogramVec
-	syncBytes     *prometheus.HistogramVec
-	snapshotBytes *prometheus.HistogramVec
-	applyLatency  *prometheus.HistogramVec
-	ackLatency    *prometheus.HistogramVec
-	sendQueue     *prometheus.HistogramVec
-	stageQueue    *prometheus.HistogramVec
-	stageCheck    *prometheus.HistogramVec
-	stageApply    *prometheus.HistogramVec
-	stageDirty    *prometheus.HistogramVec
-	loopDelay     *prometheus.HistogramVec
-	backoffDelay  *prometheus.HistogramVec
+	// types holds the metrics of every event type, in the order of observer.Types;
+	// built by New, read-only after.
+	types []*typeMetrics
 
 	queuedBytesDesc, inFlightDesc *prometheus.Desc
 	queue                         [2]atomic.Pointer[QueueStats] // by sideIndex
 	assembliesDesc                *prometheus.Desc
 	assemblies                    [2]atomic.Pointer[Gauge] // by sideIndex
 
-	frames [2][numFrameKinds]frameSeries // per-frame series bound at first use (frames.go)
-
 	all []prometheus.Collector
+}
+
+// durationMetric is the histogram of one kind of duration.
+type durationMetric struct {
+	vec    *prometheus.HistogramVec
+	byType bool // labelled by side and event type; otherwise by side alone
+}
+
+// typeMetrics are the metrics one event type feeds.
+type typeMetrics struct {
+	typ     string
+	size    *prometheus.HistogramVec // the histogram of its content's sizes; nil when it has none
+	chunked bool                     // its size also feeds the chunked transfer counters
+	counts  []wordCounter
+	gauges  []stateGauge
+	bound   [numSideLabels]boundSeries // its series labelled by side and type alone (series.go)
+}
+
+// wordCounter counts the events of one type by one of their words.
+type wordCounter struct {
+	key    string
+	when   observer.Word // counts only the events whose word when.Key is when.Value; zero: all
+	vec    *prometheus.CounterVec
+	byType bool // labelled by type too, between side and the word
+}
+
+// stateGauge follows how many things are in one state, from the from and to
+// words of a state change.
+type stateGauge struct {
+	state string
+	vec   *prometheus.GaugeVec
 }
 
 // New builds the metrics and registers them on reg (when reg is nil the caller
@@ -88,6 +98,12 @@ type Metrics struct {
 // for example because another Metrics is already registered there.
 func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{}
+	byName := map[observer.Type]*typeMetrics{}
+	for _, t := range observer.Types() {
+		tm := &typeMetrics{typ: string(t), chunked: t.Chunked()}
+		m.types = append(m.types, tm)
+		byName[t] = tm
+	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_" + name, Help: help}, labels)
 		m.all = append(m.all, v)
@@ -103,40 +119,98 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.all = append(m.all, v)
 		return v
 	}
+	// countBy makes vec, labelled by side and a word, count the events of the types
+	// by their word key; countByType is the same for a vec labelled by side, type
+	// and the word; countWhen counts only the events whose word whenKey is
+	// whenValue.
+	count := func(vec *prometheus.CounterVec, key string, when observer.Word, byType bool, types ...observer.Type) {
+		for _, t := range types {
+			tm := byName[t]
+			tm.counts = append(tm.counts, wordCounter{key: key, when: when, vec: vec, byType: byType})
+		}
+	}
+	countBy := func(vec *prometheus.CounterVec, key string, types ...observer.Type) {
+		count(vec, key, observer.Word{}, false, types...)
+	}
+	countByType := func(vec *prometheus.CounterVec, key string, types ...observer.Type) {
+		count(vec, key, observer.Word{}, true, types...)
+	}
+	countWhen := func(vec *prometheus.CounterVec, key, whenKey, whenValue string, t observer.Type) {
+		count(vec, key, observer.Word{Key: whenKey, Value: whenValue}, false, t)
+	}
+	// follow makes vec follow how many things are in state, from the state changes of t.
+	follow := func(vec *prometheus.GaugeVec, t observer.Type, state string) {
+		byName[t].gauges = append(byName[t].gauges, stateGauge{state: state, vec: vec})
+	}
 
 	m.events = counter("events_total", "Replication events observed, by side and event type.", "side", "type")
-	m.backoffs = counter("connection_backoffs_total", "Peer reconnect backoffs scheduled, by reason.", "side", "reason")
-	m.goaways = counter("goaways_received_total", "GOAWAY frames received, by reason code (unknown codes as other).", "side", "reason")
-	m.connectionFailures = counter("connection_failures_total", "Connections closed on an error, by stable connection code.", "side", "code")
-	m.authRejections = counter("auth_upgrade_rejections_total", "WebSocket upgrades refused before a connection existed, by reason.", "side", "reason")
-	m.resyncs = counter("resync_required_total", "Namespaces whose incremental continuity was declared void, by cause.", "side", "cause")
-	m.sendFailures = counter("resync_send_failures_total", "Resyncs caused by a failed UPDATE send, by reason.", "side", "reason")
-	m.updatesDropped = counter("updates_dropped_total", "Oversized UPDATEs dropped without a resync, by reason.", "side", "reason")
-	m.nsErrorsSent = counter("namespace_errors_sent_total", "Namespace ERROR frames sent, by stable namespace code.", "side", "code")
-	m.nsErrorsReceived = counter("namespace_errors_received_total", "Namespace ERROR frames received, by stable namespace code.", "side", "code")
-	m.nsFailures = counter("namespace_failures_total", "Namespace channels that entered the failed state, by cause.", "side", "cause")
-	m.identityConflicts = counter("identity_conflicts_total", "Namespace channels that entered conflicted, by route (identity-conflicted via).", "side", "cause")
-	m.chunkedAborts = counter("chunked_transfer_aborts_total", "Partial chunked transfers discarded, by event type and reason.", "side", "type", "reason")
+	countBy(counter("connection_backoffs_total", "Peer reconnect backoffs scheduled, by reason.", "side", "reason"),
+		"reason", observer.TypeConnectionBackoffScheduled)
+	countBy(counter("goaways_received_total", "GOAWAY frames received, by reason code (unknown codes as other).", "side", "reason"),
+		"reasonCode", observer.TypeGoAwayReceived)
+	countBy(counter("connection_failures_total", "Connections closed on an error, by stable connection code.", "side", "code"),
+		"code", observer.TypeConnectionFailed)
+	countBy(counter("auth_upgrade_rejections_total", "WebSocket upgrades refused before a connection existed, by reason.", "side", "reason"),
+		"reason", observer.TypeAuthUpgradeRejected)
+	countBy(counter("resync_required_total", "Namespaces whose incremental continuity was declared void, by cause.", "side", "cause"),
+		"cause", observer.TypeResyncRequired)
+	countBy(counter("resync_send_failures_total", "Resyncs caused by a failed UPDATE send, by reason.", "side", "reason"),
+		"reason", observer.TypeResyncRequired)
+	countBy(counter("updates_dropped_total", "Oversized UPDATEs dropped without a resync, by reason.", "side", "reason"),
+		"reason", observer.TypeUpdateDropped)
+	countWhen(counter("namespace_errors_sent_total", "Namespace ERROR frames sent, by stable namespace code.", "side", "code"),
+		"code", "direction", string(observer.DirectionSent), observer.TypeNamespaceError)
+	countWhen(counter("namespace_errors_received_total", "Namespace ERROR frames received, by stable namespace code.", "side", "code"),
+		"code", "direction", string(observer.DirectionReceived), observer.TypeNamespaceError)
+	countBy(counter("namespace_failures_total", "Namespace channels that entered the failed state, by cause.", "side", "cause"),
+		"cause", observer.TypeNamespaceFailed)
+	countBy(counter("identity_conflicts_total", "Namespace channels that entered conflicted, by route (identity-conflicted via).", "side", "cause"),
+		"via", observer.TypeIdentityConflicted)
+	countByType(counter("chunked_transfer_aborts_total", "Partial chunked transfers discarded, by event type and reason.", "side", "type", "reason"),
+		"reason", observer.TypeChunkedUpdateAborted, observer.TypeChunkedSnapshotAborted, observer.TypeChunkedSyncAborted)
 	m.chunkedTransfers = counter("chunked_transfers_total", "Chunked transfers sent, applied and acknowledged, by event type (chunked-update-sent, chunked-snapshot-applied, …).", "side", "type")
 	m.chunkedBytes = counter("chunked_transfer_bytes_total", "Bytes of the chunked transfers sent, applied and acknowledged, by event type.", "side", "type")
-	m.schemaRearmFails = counter("schema_rearm_failures_total", "Schema re-arms that failed fatally, by code.", "side", "code")
-	m.syncDiffEffects = counter("sync_diff_effects_total", "Single-frame sync diffs applied with a known effect on the state vector.", "side", "apply_effect")
+	countBy(counter("schema_rearm_failures_total", "Schema re-arms that failed fatally, by code.", "side", "code"),
+		"code", observer.TypeSchemaRearmFailed)
+	countBy(counter("sync_diff_effects_total", "Single-frame sync diffs applied with a known effect on the state vector.", "side", "apply_effect"),
+		"applyEffect", observer.TypeSyncDiffApplied)
 
-	m.connectionsReady = gauge("connections_ready", "Connections currently in the ready state.", "side")
-	m.liveNamespaces = gauge("live_namespaces", "Namespace channels currently live.", "side")
+	follow(gauge("connections_ready", "Connections currently in the ready state.", "side"),
+		observer.TypeConnectionStateChanged, string(observer.ConnReady))
+	follow(gauge("live_sessions", "Namespace sessions currently live: on the hub one per peer and namespace, on a peer one per target.", "side"),
+		observer.TypeChannelStateChanged, string(observer.ChannelLive))
+	follow(gauge("live_namespaces", "Deprecated: the same count as nomicore_live_sessions, kept for existing dashboards. "+
+		"It counts sessions, not namespaces (on the hub, a namespace with three live peers counts 3).", "side"),
+		observer.TypeChannelStateChanged, string(observer.ChannelLive))
 
-	m.updateBytes = histogram("update_bytes", "Sizes of live updates sent, applied and acknowledged (chunked: whole transfer).", byteBuckets, "side", "type")
-	m.syncBytes = histogram("sync_diff_bytes", "Sizes of reconciliation diffs sent, applied and acknowledged.", byteBuckets, "side", "type")
-	m.snapshotBytes = histogram("snapshot_bytes", "Sizes of bootstrap snapshots sent, imported and acknowledged.", byteBuckets, "side", "type")
-	m.applyLatency = histogram("apply_latency_seconds", "Time from entering apply to apply settled, including sequencer wait.", latencyBuckets, "side", "type")
-	m.ackLatency = histogram("ack_latency_seconds", "Time from sending to receiving the acknowledgement.", latencyBuckets, "side", "type")
-	m.sendQueue = histogram("send_queue_seconds", "Time the oldest update of an outbound UPDATE frame waited in the send queue.", latencyBuckets, "side")
-	m.stageQueue = histogram("apply_queue_wait_seconds", "Apply stage: waiting for the namespace write sequencer slot.", latencyBuckets, "side", "type")
-	m.stageCheck = histogram("apply_protected_check_seconds", "Apply stage: protected-field check on a scratch copy.", latencyBuckets, "side", "type")
-	m.stageApply = histogram("apply_live_apply_seconds", "Apply stage: applying to the live document.", latencyBuckets, "side", "type")
-	m.stageDirty = histogram("apply_dirty_notify_seconds", "Apply stage: dirty notification to persistence.", latencyBuckets, "side", "type")
-	m.loopDelay = histogram("event_loop_delay_seconds", "How late the liveness ping timer fired.", latencyBuckets, "side")
-	m.backoffDelay = histogram("backoff_delay_seconds", "Reconnect backoff delays scheduled.", latencyBuckets, "side")
+	sizes := map[observer.Content]*prometheus.HistogramVec{
+		observer.ContentUpdate:   histogram("update_bytes", "Sizes of live updates sent, applied and acknowledged (chunked: whole transfer).", byteBuckets, "side", "type"),
+		observer.ContentSyncDiff: histogram("sync_diff_bytes", "Sizes of reconciliation diffs sent, applied and acknowledged.", byteBuckets, "side", "type"),
+		observer.ContentSnapshot: histogram("snapshot_bytes", "Sizes of bootstrap snapshots sent, imported and acknowledged.", byteBuckets, "side", "type"),
+	}
+	for t, tm := range byName {
+		tm.size = sizes[t.Content()]
+	}
+
+	byType := func(name, help string) durationMetric {
+		return durationMetric{vec: histogram(name, help, latencyBuckets, "side", "type"), byType: true}
+	}
+	bySide := func(name, help string) durationMetric {
+		return durationMetric{vec: histogram(name, help, latencyBuckets, "side")}
+	}
+	m.durations = [observer.NumDurations]durationMetric{
+		observer.ApplyLatency:  byType("apply_latency_seconds", "Time from entering apply to apply settled, including sequencer wait."),
+		observer.AckLatency:    byType("ack_latency_seconds", "Time from sending to receiving the acknowledgement."),
+		observer.SendQueueWait: bySide("send_queue_seconds", "Time the oldest update of an outbound UPDATE frame waited in the send queue."),
+		observer.LoopDelay:     bySide("event_loop_delay_seconds", "How late the liveness ping timer fired."),
+		observer.BackoffDelay:  bySide("backoff_delay_seconds", "Reconnect backoff delays scheduled."),
+	}
+	m.stages = [4]*prometheus.HistogramVec{
+		histogram("apply_queue_wait_seconds", "Apply stage: waiting for the namespace write sequencer slot.", latencyBuckets, "side", "type"),
+		histogram("apply_protected_check_seconds", "Apply stage: protected-field check on a scratch copy.", latencyBuckets, "side", "type"),
+		histogram("apply_live_apply_seconds", "Apply stage: applying to the live document.", latencyBuckets, "side", "type"),
+		histogram("apply_dirty_notify_seconds", "Apply stage: dirty notification to persistence.", latencyBuckets, "side", "type"),
+	}
 
 	m.queuedBytesDesc = prometheus.NewDesc("nomicore_queued_bytes", "Bytes queued for sending, summed over connections.", []string{"side"}, nil)
 	m.inFlightDesc = prometheus.NewDesc("nomicore_in_flight_updates", "UPDATEs sent and awaiting acknowledgement, summed over connections.", []string{"side"}, nil)
@@ -242,153 +316,99 @@ func callQueueStats(f QueueStats) (queued, inFlight float64, ok bool) {
 	return queued, inFlight, true
 }
 
-// label returns v when it is in its closed vocabulary, else "invalid", keeping
-// label values bounded even if a layer emits an unchecked value.
-func label[T ~string](v T, valid bool) string {
-	if valid {
-		return string(v)
-	}
-	return "invalid"
-}
-
 func seconds(ms float64) float64 { return ms / 1000 }
 
-// Observe records e.
+// Observe records e: its count, its size and durations through the series bound
+// for its side and type, then the counters and gauges that read its words.
 func (m *Metrics) Observe(e observer.Event) {
 	if e.Payload == nil {
 		return
 	}
-	side := label(e.Side, e.Side.Valid())
-	if si, ok := sideIndex(e.Side); ok && m.observeFrame(si, side, e) {
-		return
-	}
-	typ := string(e.Type())
-	m.events.WithLabelValues(side, typ).Inc()
-	observeMs := func(h *prometheus.HistogramVec, o observer.Opt[float64], labels ...string) {
-		if v, ok := o.Get(); ok {
-			h.WithLabelValues(labels...).Observe(seconds(v))
-		}
-	}
-	stages := func(o observer.Opt[observer.Stages]) {
-		if s, ok := o.Get(); ok {
-			m.stageQueue.WithLabelValues(side, typ).Observe(seconds(s.QueueWaitMs))
-			m.stageCheck.WithLabelValues(side, typ).Observe(seconds(s.ProtectedCheckMs))
-			m.stageApply.WithLabelValues(side, typ).Observe(seconds(s.LiveApplyMs))
-			m.stageDirty.WithLabelValues(side, typ).Observe(seconds(s.DirtyNotifyMs))
-		}
-	}
-	size := func(h *prometheus.HistogramVec, n float64) { h.WithLabelValues(side, typ).Observe(n) }
-	transfer := func(h *prometheus.HistogramVec, n float64) {
-		size(h, n)
-		m.chunkedTransfers.WithLabelValues(side, typ).Inc()
-		m.chunkedBytes.WithLabelValues(side, typ).Add(n)
-	}
+	var ms observer.Measures
+	e.Measure(&ms)
+	tm := m.types[ms.TypeIndex]
+	si := sideLabelIndex(e.Side)
+	side := sideLabels[si]
+	b := &tm.bound[si]
 
-	switch p := e.Payload.(type) {
-	case observer.ConnectionStateChanged:
-		if p.From == observer.ConnReady {
-			m.connectionsReady.WithLabelValues(side).Dec()
+	b.events.get(func() prometheus.Counter { return m.events.WithLabelValues(side, tm.typ) }).Inc()
+	if n, ok := ms.Size.Get(); ok && tm.size != nil {
+		b.size.get(func() prometheus.Observer { return tm.size.WithLabelValues(side, tm.typ) }).Observe(float64(n))
+		if tm.chunked {
+			b.transfers.get(func() prometheus.Counter { return m.chunkedTransfers.WithLabelValues(side, tm.typ) }).Inc()
+			b.transferBytes.get(func() prometheus.Counter { return m.chunkedBytes.WithLabelValues(side, tm.typ) }).Add(float64(n))
 		}
-		if p.To == observer.ConnReady {
-			m.connectionsReady.WithLabelValues(side).Inc()
-		}
-	case observer.ConnectionBackoffScheduled:
-		m.backoffs.WithLabelValues(side, label(p.Reason, p.Reason.Valid())).Inc()
-		m.backoffDelay.WithLabelValues(side).Observe(seconds(p.DelayMs))
-	case observer.GoAwayReceived:
-		m.goaways.WithLabelValues(side, string(observer.FoldGoAwayReason(string(p.ReasonCode)))).Inc()
-	case observer.EventLoopDelaySampled:
-		m.loopDelay.WithLabelValues(side).Observe(seconds(p.DelayMs))
-	case observer.ChannelStateChanged:
-		if p.From == observer.ChannelLive {
-			m.liveNamespaces.WithLabelValues(side).Dec()
-		}
-		if p.To == observer.ChannelLive {
-			m.liveNamespaces.WithLabelValues(side).Inc()
-		}
-
-	case observer.BootstrapSnapshotSent:
-		size(m.snapshotBytes, float64(p.Bytes))
-	case observer.BootstrapImported:
-		size(m.snapshotBytes, float64(p.Bytes))
-	case observer.SyncStep2Sent:
-		size(m.syncBytes, float64(p.Bytes))
-	case observer.SyncDiffApplied:
-		size(m.syncBytes, float64(p.Bytes))
-		observeMs(m.applyLatency, p.ApplyLatencyMs, side, typ)
-		if g, ok := p.Effect.Get(); ok {
-			m.syncDiffEffects.WithLabelValues(side, string(g.ApplyEffect())).Inc()
-		}
-		stages(p.Stages)
-	case observer.UpdateSent:
-		size(m.updateBytes, float64(p.Bytes))
-		observeMs(m.sendQueue, p.SendQueueMs, side)
-	case observer.UpdateApplied:
-		size(m.updateBytes, float64(p.Bytes))
-		observeMs(m.applyLatency, p.ApplyLatencyMs, side, typ)
-		stages(p.Stages)
-	case observer.UpdateAcked:
-		size(m.updateBytes, float64(p.Bytes))
-		observeMs(m.ackLatency, p.AckLatencyMs, side, typ)
-	case observer.DegradedBypassApplied:
-		size(m.updateBytes, float64(p.Bytes))
-	case observer.ChunkedUpdateSent:
-		transfer(m.updateBytes, float64(p.TotalBytes))
-	case observer.ChunkedUpdateApplied:
-		transfer(m.updateBytes, float64(p.Bytes))
-		observeMs(m.applyLatency, p.ApplyLatencyMs, side, typ)
-	case observer.ChunkedUpdateAcked:
-		transfer(m.updateBytes, float64(p.Bytes))
-		observeMs(m.ackLatency, p.AckLatencyMs, side, typ)
-	case observer.ChunkedSnapshotSent:
-		transfer(m.snapshotBytes, float64(p.TotalBytes))
-	case observer.ChunkedSnapshotApplied:
-		transfer(m.snapshotBytes, float64(p.Bytes))
-		observeMs(m.applyLatency, p.ApplyLatencyMs, side, typ)
-	case observer.ChunkedSnapshotAcked:
-		transfer(m.snapshotBytes, float64(p.Bytes))
-		observeMs(m.ackLatency, p.AckLatencyMs, side, typ)
-	case observer.ChunkedSyncSent:
-		transfer(m.syncBytes, float64(p.TotalBytes))
-	case observer.ChunkedSyncApplied:
-		transfer(m.syncBytes, float64(p.Bytes))
-		observeMs(m.applyLatency, p.ApplyLatencyMs, side, typ)
-	case observer.ChunkedSyncAcked:
-		transfer(m.syncBytes, float64(p.Bytes))
-		observeMs(m.ackLatency, p.AckLatencyMs, side, typ)
-
-	case observer.AuthUpgradeRejected:
-		m.authRejections.WithLabelValues(side, label(p.Reason, p.Reason.Valid())).Inc()
-	case observer.ResyncRequired:
-		m.resyncs.WithLabelValues(side, label(p.Cause, p.Cause.Valid())).Inc()
-		if g, ok := p.SendFailure.Get(); ok {
-			m.sendFailures.WithLabelValues(side, label(g.Reason, g.Reason.Valid())).Inc()
-		}
-	case observer.UpdateDropped:
-		m.updatesDropped.WithLabelValues(side, label(p.Reason, p.Reason.Valid())).Inc()
-
-	case observer.ConnectionFailed:
-		m.connectionFailures.WithLabelValues(side, string(observer.FoldConnectionCode(string(p.Code)))).Inc()
-	case observer.NamespaceError:
-		code := string(observer.FoldNamespaceCode(string(p.Code)))
-		switch p.Direction {
-		case observer.DirectionSent:
-			m.nsErrorsSent.WithLabelValues(side, code).Inc()
-		case observer.DirectionReceived:
-			m.nsErrorsReceived.WithLabelValues(side, code).Inc()
-		}
-	case observer.NamespaceFailed:
-		m.nsFailures.WithLabelValues(side, label(p.Cause, p.Cause.Valid())).Inc()
-	case observer.IdentityConflicted:
-		m.identityConflicts.WithLabelValues(side, label(p.Via, p.Via.Valid())).Inc()
-	case observer.ChunkedUpdateAborted:
-		m.chunkedAborts.WithLabelValues(side, typ, label(p.Reason, p.Reason.Valid())).Inc()
-	case observer.ChunkedSnapshotAborted:
-		m.chunkedAborts.WithLabelValues(side, typ, label(p.Reason, p.Reason.Valid())).Inc()
-	case observer.ChunkedSyncAborted:
-		m.chunkedAborts.WithLabelValues(side, typ, label(p.Reason, p.Reason.Valid())).Inc()
-	case observer.SchemaRearmFailed:
-		m.schemaRearmFails.WithLabelValues(side, label(p.Code, p.Code.Valid())).Inc()
 	}
-	// send-paused/resumed and schema-rearm-applied are counted by events_total only.
+	if v, ok := ms.Latency.Get(); ok {
+		dm := m.durations[ms.Timed]
+		b.durations[ms.Timed].get(func() prometheus.Observer { return dm.series(side, tm.typ) }).Observe(seconds(v))
+	}
+	if s, ok := ms.Stages.Get(); ok {
+		for i, v := range [4]float64{s.QueueWaitMs, s.ProtectedCheckMs, s.LiveApplyMs, s.DirtyNotifyMs} {
+			b.stages[i].get(func() prometheus.Observer { return m.stages[i].WithLabelValues(side, tm.typ) }).Observe(seconds(v))
+		}
+	}
+	if len(tm.counts) > 0 || len(tm.gauges) > 0 {
+		var buf [8]observer.Word
+		words := e.Words(buf[:0])
+		for _, c := range tm.counts {
+			c.count(side, tm.typ, words)
+		}
+		for _, g := range tm.gauges {
+			g.follow(side, words)
+		}
+	}
+}
+
+func (d durationMetric) series(side, typ string) prometheus.Observer {
+	if d.byType {
+		return d.vec.WithLabelValues(side, typ)
+	}
+	return d.vec.WithLabelValues(side)
+}
+
+// count counts one event whose words are words.
+func (c wordCounter) count(side, typ string, words []observer.Word) {
+	var value string
+	found, matches := false, c.when.Key == ""
+	for _, w := range words {
+		switch w.Key {
+		case c.key:
+			value, found = label(w), true
+		case c.when.Key:
+			matches = w.Value == c.when.Value
+		}
+	}
+	switch {
+	case !found || !matches:
+	case c.byType:
+		c.vec.WithLabelValues(side, typ, value).Inc()
+	default:
+		c.vec.WithLabelValues(side, value).Inc()
+	}
+}
+
+// follow moves the gauge by one state change: down when it leaves the state, up
+// when it enters it.
+func (g stateGauge) follow(side string, words []observer.Word) {
+	for _, w := range words {
+		if w.Value != g.state {
+			continue
+		}
+		switch w.Key {
+		case "from":
+			g.vec.WithLabelValues(side).Dec()
+		case "to":
+			g.vec.WithLabelValues(side).Inc()
+		}
+	}
+}
+
+// label is a word's value when it is in its closed vocabulary, else "invalid",
+// keeping label values bounded even if a layer emits an unchecked value.
+func label(w observer.Word) string {
+	if w.Known {
+		return w.Value
+	}
+	return "invalid"
 }

@@ -139,7 +139,10 @@ nomicore_events_total{side="peer",type="goaway-received"} 1
 # TYPE nomicore_connections_ready gauge
 nomicore_connections_ready{side="hub"} 1
 nomicore_connections_ready{side="peer"} 1
-# HELP nomicore_live_namespaces Namespace channels currently live.
+# HELP nomicore_live_sessions Namespace sessions currently live: on the hub one per peer and namespace, on a peer one per target.
+# TYPE nomicore_live_sessions gauge
+nomicore_live_sessions{side="peer"} 1
+# HELP nomicore_live_namespaces Deprecated: the same count as nomicore_live_sessions, kept for existing dashboards. It counts sessions, not namespaces (on the hub, a namespace with three live peers counts 3).
 # TYPE nomicore_live_namespaces gauge
 nomicore_live_namespaces{side="peer"} 1
 # HELP nomicore_namespace_failures_total Namespace channels that entered the failed state, by cause.
@@ -184,7 +187,7 @@ nomicore_apply_latency_seconds_bucket{side="peer",type="update-applied",le="+Inf
 nomicore_apply_latency_seconds_sum{side="peer",type="update-applied"} 1.75
 nomicore_apply_latency_seconds_count{side="peer",type="update-applied"} 2
 `
-	names := []string{"nomicore_events_total", "nomicore_connections_ready", "nomicore_live_namespaces",
+	names := []string{"nomicore_events_total", "nomicore_connections_ready", "nomicore_live_sessions", "nomicore_live_namespaces",
 		"nomicore_namespace_failures_total", "nomicore_namespace_errors_sent_total",
 		"nomicore_namespace_errors_received_total", "nomicore_connection_failures_total",
 		"nomicore_resync_required_total", "nomicore_resync_send_failures_total",
@@ -346,11 +349,14 @@ func TestS23_6_GaugesFollowTransitions(t *testing.T) {
 # HELP nomicore_connections_ready Connections currently in the ready state.
 # TYPE nomicore_connections_ready gauge
 nomicore_connections_ready{side="hub"} 2
-# HELP nomicore_live_namespaces Namespace channels currently live.
+# HELP nomicore_live_sessions Namespace sessions currently live: on the hub one per peer and namespace, on a peer one per target.
+# TYPE nomicore_live_sessions gauge
+nomicore_live_sessions{side="hub"} 1
+# HELP nomicore_live_namespaces Deprecated: the same count as nomicore_live_sessions, kept for existing dashboards. It counts sessions, not namespaces (on the hub, a namespace with three live peers counts 3).
 # TYPE nomicore_live_namespaces gauge
 nomicore_live_namespaces{side="hub"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nomicore_connections_ready", "nomicore_live_namespaces"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nomicore_connections_ready", "nomicore_live_sessions", "nomicore_live_namespaces"); err != nil {
 		t.Error(err)
 	}
 }

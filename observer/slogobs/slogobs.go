@@ -6,8 +6,8 @@
 // Policy. Every event that is not per-frame (state changes, failures, resyncs,
 // drops, aborts, schema re-arms, backoff, goaway, auth rejections) is one line:
 // message = the event type, attributes = the event's keys (type, side, then the
-// payload's keys; absent optionals stay absent). Failure-class events log at
-// Warn, the rest at Info. Per-frame events (observer.Type.PerFrame: update-sent/
+// payload's keys; absent optionals stay absent). Events that report a failure
+// (observer.Type.Failure) log at Warn, the rest at Info. Per-frame events (observer.Type.PerFrame: update-sent/
 // applied/acked, sync-step2-sent, sync-diff-applied, the chunked sent/applied/
 // acked events, degraded-bypass-applied, send-paused/resumed,
 // event-loop-delay-sampled) are never logged one by one: they are counted per
@@ -76,15 +76,22 @@ func New(log *slog.Logger, opts Options) *Logger {
 
 // Observe logs e (one line) or adds it to the per-frame window.
 func (l *Logger) Observe(e observer.Event) {
-	t := e.Type()
-	if !t.PerFrame() {
-		level := levelOf(t)
+	var m observer.Measures
+	e.Measure(&m)
+	i := m.TypeIndex // -1 for an event without a payload, logged as a line
+	if i < 0 || !typeFacts[i].perFrame {
+		level := slog.LevelInfo
+		if i >= 0 && typeFacts[i].failure {
+			level = slog.LevelWarn
+		}
 		if l.log.Enabled(context.Background(), level) {
-			l.log.LogAttrs(context.Background(), level, string(t), e.Attrs()...)
+			l.log.LogAttrs(context.Background(), level, string(e.Type()), e.Attrs()...)
 		}
 		return
 	}
-	bytes, hasB, ms, hasMs := frameFigures(e.Payload)
+	t := e.Type()
+	bytes, hasB := m.Size.Get()
+	ms, hasMs := m.Latency.Get() // apply, ack, send-queue or loop: per-frame events carry no other
 	l.mu.Lock()
 	k := frameKey{e.Side, t}
 	s := l.window[k]
@@ -158,66 +165,13 @@ func (l *Logger) write(window map[frameKey]*frameStats) {
 	}
 }
 
-// frameFigures extracts what a summary aggregates from a per-frame event: its
-// byte length (bytes, or totalBytes for a chunked send) and its latency (apply,
-// ack, send-queue or loop delay), each only when the event has one.
-func frameFigures(p observer.Payload) (bytes int, hasB bool, ms float64, hasMs bool) {
-	switch e := p.(type) {
-	case observer.UpdateSent:
-		ms, hasMs = e.SendQueueMs.Get()
-		return e.Bytes, true, ms, hasMs
-	case observer.UpdateApplied:
-		ms, hasMs = e.ApplyLatencyMs.Get()
-		return e.Bytes, true, ms, hasMs
-	case observer.UpdateAcked:
-		ms, hasMs = e.AckLatencyMs.Get()
-		return e.Bytes, true, ms, hasMs
-	case observer.SyncStep2Sent:
-		return e.Bytes, true, 0, false
-	case observer.SyncDiffApplied:
-		ms, hasMs = e.ApplyLatencyMs.Get()
-		return e.Bytes, true, ms, hasMs
-	case observer.DegradedBypassApplied:
-		return e.Bytes, true, 0, false
-	case observer.ChunkedUpdateSent:
-		return int(e.TotalBytes), true, 0, false
-	case observer.ChunkedSnapshotSent:
-		return int(e.TotalBytes), true, 0, false
-	case observer.ChunkedSyncSent:
-		return int(e.TotalBytes), true, 0, false
-	case observer.ChunkedUpdateApplied:
-		ms, hasMs = e.ApplyLatencyMs.Get()
-		return e.Bytes, true, ms, hasMs
-	case observer.ChunkedSnapshotApplied:
-		ms, hasMs = e.ApplyLatencyMs.Get()
-		return e.Bytes, true, ms, hasMs
-	case observer.ChunkedSyncApplied:
-		ms, hasMs = e.ApplyLatencyMs.Get()
-		return e.Bytes, true, ms, hasMs
-	case observer.ChunkedUpdateAcked:
-		ms, hasMs = e.AckLatencyMs.Get()
-		return e.Bytes, true, ms, hasMs
-	case observer.ChunkedSnapshotAcked:
-		ms, hasMs = e.AckLatencyMs.Get()
-		return e.Bytes, true, ms, hasMs
-	case observer.ChunkedSyncAcked:
-		ms, hasMs = e.AckLatencyMs.Get()
-		return e.Bytes, true, ms, hasMs
-	case observer.EventLoopDelaySampled:
-		return 0, false, e.DelayMs, true
+// typeFacts are what the logger needs of each event type, in the order of
+// observer.Types, which Measures.TypeIndex indexes.
+var typeFacts = func() []struct{ perFrame, failure bool } {
+	types := observer.Types()
+	facts := make([]struct{ perFrame, failure bool }, len(types))
+	for i, t := range types {
+		facts[i].perFrame, facts[i].failure = t.PerFrame(), t.Failure()
 	}
-	return 0, false, 0, false // send-paused/resumed: counted only
-}
-
-// levelOf is Warn for the failure class of events, Info otherwise.
-func levelOf(t observer.Type) slog.Level {
-	switch t {
-	case observer.TypeConnectionFailed, observer.TypeNamespaceError, observer.TypeNamespaceFailed,
-		observer.TypeIdentityConflicted, observer.TypeResyncRequired, observer.TypeUpdateDropped,
-		observer.TypeAuthUpgradeRejected, observer.TypeChunkedUpdateAborted,
-		observer.TypeChunkedSnapshotAborted, observer.TypeChunkedSyncAborted,
-		observer.TypeSchemaRearmFailed:
-		return slog.LevelWarn
-	}
-	return slog.LevelInfo
-}
+	return facts
+}()

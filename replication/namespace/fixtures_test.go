@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -400,6 +401,9 @@ type nsHub struct {
 	hub   *ws.Hub
 	nsl   *namespace.Hub
 	table *ws.TokenTable
+
+	mu         sync.Mutex // guards mismatches
+	mismatches []string   // the hub's OwnerMismatch calls: "peer ns grantOwner namespaceOwner"
 }
 
 const (
@@ -435,7 +439,11 @@ func newNSHubWrapped(t *testing.T, cfg protocol.Config, storeOpts persistence.Op
 		{PeerInstanceID: limitedPeer, TokenSHA256: ws.HashToken("secret-limited"), Owner: owner, Namespaces: []string{limitedNS.String()}, Read: true, Submit: true},
 	})
 	must(t, err)
-	f.nsl, err = namespace.NewHub(namespace.HubOptions{Registry: f.reg})
+	f.nsl, err = namespace.NewHub(namespace.HubOptions{Registry: f.reg, OwnerMismatch: func(peer, ns, grantOwner, nsOwner string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.mismatches = append(f.mismatches, strings.Join([]string{peer, ns, grantOwner, nsOwner}, " "))
+	}})
 	must(t, err)
 	f.hub, err = ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: f.table, Namespaces: f.nsl.NewHandler,
 		Clock: f.clk, Random: bytes.NewReader(bytes.Repeat([]byte{7}, 1<<16)), Observer: obs})

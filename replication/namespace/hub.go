@@ -19,6 +19,12 @@ type HubOptions struct {
 	Registry *registry.Registry
 	// Logger receives internal failures (never tokens, owners or bytes); nil discards them.
 	Logger *slog.Logger
+	// OwnerMismatch, when set, is told of an OPEN refused as NAMESPACE_NOT_FOUND for a
+	// namespace that exists, active, under another owner than the one the peer's grant
+	// gives: the peer's instance id, the namespace, the grant's owner and the namespace's.
+	// The peer learns nothing of it (§19); the hub's operator needs both owners to fix
+	// the grant or the namespace. Called off the connection's goroutine.
+	OwnerMismatch func(peerInstanceID, namespaceID, grantOwner, namespaceOwner string)
 }
 
 // Hub is the hub's namespace layer: for every ready connection its NewHandler (the hub's
@@ -44,8 +50,9 @@ type HubOptions struct {
 // A connection's channels live on that connection's owner goroutine; Sessions may be called
 // from any goroutine.
 type Hub struct {
-	reg *registry.Registry
-	log *slog.Logger
+	reg           *registry.Registry
+	log           *slog.Logger
+	ownerMismatch func(peerInstanceID, namespaceID, grantOwner, namespaceOwner string) // HubOptions.OwnerMismatch
 
 	mu       sync.Mutex                            // guards sessions
 	sessions map[string]map[*hubChannel]HubSession // namespaceId → channel → status
@@ -71,7 +78,7 @@ func NewHub(opts HubOptions) (*Hub, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{reg: opts.Registry, log: log, sessions: make(map[string]map[*hubChannel]HubSession)}, nil
+	return &Hub{reg: opts.Registry, log: log, ownerMismatch: opts.OwnerMismatch, sessions: make(map[string]map[*hubChannel]HubSession)}, nil
 }
 
 // Sessions lists the channels peers have on the namespace now, by peer and connection.

@@ -240,6 +240,37 @@ func TestS7_1_HubOpenOutcomes(t *testing.T) {
 		})
 	}
 
+	t.Run("another owner's namespace", func(t *testing.T) {
+		// The peer learns what it learns of a missing namespace; the hub's operator is told
+		// which owner the peer's grant gives and which the namespace has.
+		c, err := f.reg.Create(ctxT(t), "alice")
+		must(t, err)
+		theirs := protocol.MustNamespaceID(c.NamespaceID)
+		missing := nsN(0xfeed)
+		var answers []*protocol.ErrorMessage
+		for _, target := range []protocol.NamespaceID{theirs, missing} {
+			seq := w.send(&protocol.OpenNamespace{NamespaceID: target})
+			e := w.expectError(target, protocol.CodeNamespaceNotFound)
+			if e.RelatedSequence != seq {
+				t.Fatalf("related %d, want %d", e.RelatedSequence, seq)
+			}
+			answers = append(answers, e)
+			waitFailed(t, f.rec, observer.SideHub, target, observer.FailedOpenFailed)
+		}
+		a, b := *answers[0], *answers[1]
+		a.NamespaceID, b.NamespaceID, a.RelatedSequence, b.RelatedSequence = protocol.NamespaceID{}, protocol.NamespaceID{}, 0, 0
+		if a != b {
+			t.Fatalf("the peer can tell another owner's namespace from a missing one: %+v vs %+v", a, b)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		want := []string{peerID + " " + theirs.String() + " " + owner + " alice"}
+		if !slices.Equal(f.mismatches, want) {
+			t.Fatalf("owner mismatches told to the hub: %q, want %q", f.mismatches, want)
+		}
+		w.quiet()
+	})
+
 	t.Run("unauthorized reveals nothing", func(t *testing.T) {
 		lw := f.dial(limitedPeer)
 		missing := nsN(0xbeef)

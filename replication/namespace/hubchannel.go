@@ -91,6 +91,11 @@ func (hc *hubConn) startOpen(c *hubChannel) {
 	go func() {
 		defer end()
 		lease, err := reg.Open(ctx, owner, ns)
+		if errors.Is(err, registry.ErrNotFound) && hc.h.ownerMismatch != nil {
+			if other, ok, _ := reg.OwnerOf(ctx, ns); ok && other != owner {
+				hc.h.ownerMismatch(hc.s.PeerInstanceID(), ns, owner, other)
+			}
+		}
 		if !hc.s.Post(func() { hc.opened(c, lease, err) }) && lease != nil {
 			lease.Release()
 		}

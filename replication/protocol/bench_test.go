@@ -34,6 +34,30 @@ func BenchmarkDecodeUpdate1KiB(b *testing.B) {
 	}
 }
 
+func BenchmarkEncodeUpdateAck(b *testing.B) {
+	m := &UpdateAck{NamespaceID: nsA, AckedSequence: 1 << 20}
+	c := chunkedCodec()
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = c.AppendFrame(buf[:0], 1, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeUpdateAck(b *testing.B) {
+	wire := encode(b, 1, &UpdateAck{NamespaceID: nsA, AckedSequence: 1 << 20})
+	c := chunkedCodec()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Decode(wire); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func benchHello() *Hello {
 	return &Hello{PeerInstanceID: "peer-a", ExpectedHubInstanceID: "hub", ProtocolVersions: []uint64{1}, OptionalCapabilities: CapChunkedUpdate, ConnectionNonce: nonce}
 }

@@ -88,7 +88,28 @@ func (c Codec) Decode(msg []byte) (Frame, error) {
 func (c Codec) decodePayload(h Header, payload []byte) (Message, *Error) {
 	var r reader
 	r.Reset(payload)
-	m := decodeMessage(h.Type, &r)
+	var m Message
+	switch h.Type { // UPDATE, UPDATE_ACK, UPDATE_CHUNK and HELLO are also written out by hand (fields.go)
+	case TypeUpdate:
+		u := new(Update)
+		u.decodeFast(&r)
+		m = u
+	case TypeUpdateAck:
+		a := new(UpdateAck)
+		a.decodeFast(&r)
+		m = a
+	case TypeHello:
+		hello := new(Hello)
+		hello.decodeFast(&r)
+		m = hello
+	case TypeUpdateChunk:
+		c := new(UpdateChunk)
+		c.decodeFast(&r)
+		m = c
+	default:
+		m = messageRules[h.Type].new() // parseHeader let only registered types through
+		decodeFields(m, &r)
+	}
 	if err := r.Finish(); err != nil {
 		detail := h.Type.String() + "." + r.field
 		if errors.Is(err, lib0.ErrTrailing) {
@@ -122,95 +143,22 @@ func (c Codec) AppendFrame(dst []byte, seq uint32, m Message) ([]byte, error) {
 		return dst, e.withHeader(h)
 	}
 	start := len(dst)
-	dst = slices.Grow(dst, HeaderLen+m.sizeHint())
-	dst = appendHeader(dst, t, seq)
-	dst = m.appendPayload(dst)
+	switch m := m.(type) { // UPDATE, UPDATE_ACK, UPDATE_CHUNK and HELLO are also written out by hand (fields.go)
+	case *Update:
+		dst = m.appendFast(appendHeader(slices.Grow(dst, HeaderLen+m.sizeFast()), t, seq))
+	case *UpdateAck:
+		dst = m.appendFast(appendHeader(slices.Grow(dst, HeaderLen+m.sizeFast()), t, seq))
+	case *Hello:
+		dst = m.appendFast(appendHeader(slices.Grow(dst, HeaderLen+m.sizeFast()), t, seq))
+	case *UpdateChunk:
+		dst = m.appendFast(appendHeader(slices.Grow(dst, HeaderLen+m.sizeFast()), t, seq))
+	default:
+		dst = appendPayload(appendHeader(slices.Grow(dst, HeaderLen+sizeHint(m)), t, seq), m)
+	}
 	n := len(dst) - start
 	if n > c.lim.MaxFrameBytes {
 		return dst[:start], connErr(CodeFrameTooLarge, fmt.Sprintf("frame of %d bytes over maxFrameBytes %d", n, c.lim.MaxFrameBytes)).withHeader(h)
 	}
 	setPayloadLength(dst[start:], uint32(n-HeaderLen))
 	return dst, nil
-}
-
-// decodeMessage reads the payload of a registered type. It is the one list of message types
-// outside the rules table (rules.go), on purpose: each case calls decode on the concrete
-// type, so the reader stays on the caller's stack; a call through the table's constructor
-// would move it to the heap and cost an UPDATE decode a second allocation.
-func decodeMessage(t MessageType, r *reader) Message {
-	switch t {
-	case TypeHello:
-		m := new(Hello)
-		m.decode(r)
-		return m
-	case TypeHelloAck:
-		m := new(HelloAck)
-		m.decode(r)
-		return m
-	case TypeGoAway:
-		m := new(GoAway)
-		m.decode(r)
-		return m
-	case TypeError:
-		m := new(ErrorMessage)
-		m.decode(r)
-		return m
-	case TypeOpenNamespace:
-		m := new(OpenNamespace)
-		m.decode(r)
-		return m
-	case TypeOpenOK:
-		m := new(OpenOK)
-		m.decode(r)
-		return m
-	case TypeCloseNamespace:
-		m := new(CloseNamespace)
-		m.decode(r)
-		return m
-	case TypeCloseOK:
-		m := new(CloseOK)
-		m.decode(r)
-		return m
-	case TypeBootstrapSnapshot:
-		m := new(BootstrapSnapshot)
-		m.decode(r)
-		return m
-	case TypeBootstrapAck:
-		m := new(BootstrapAck)
-		m.decode(r)
-		return m
-	case TypeIdentityChanged:
-		m := new(IdentityChanged)
-		m.decode(r)
-		return m
-	case TypeSyncStep1:
-		m := new(SyncStep1)
-		m.decode(r)
-		return m
-	case TypeSyncStep2:
-		m := new(SyncStep2)
-		m.decode(r)
-		return m
-	case TypeSyncApplied:
-		m := new(SyncApplied)
-		m.decode(r)
-		return m
-	case TypeResyncRequired:
-		m := new(ResyncRequired)
-		m.decode(r)
-		return m
-	case TypeUpdate:
-		m := new(Update)
-		m.decode(r)
-		return m
-	case TypeUpdateAck:
-		m := new(UpdateAck)
-		m.decode(r)
-		return m
-	case TypeUpdateChunk:
-		m := new(UpdateChunk)
-		m.decode(r)
-		return m
-	}
-	panic("protocol: decodeMessage of unregistered type " + t.String()) // parseHeader rejects these
 }

@@ -28,8 +28,10 @@
 // whether a draining connection still takes it, whether it waits in a namespace's data
 // queue, whether it ends its namespace's lifecycle on the connection, and the error that
 // answers it out of place. Chunk kinds have their own rows (KindRule). A new message type is
-// described there, given a Go type in messages.go (with its JSON form in json.go and a case
-// in the decoder's switch in codec.go), and handled where the layers handle messages.
+// described there, given a Go type in messages.go whose fields method lists its payload
+// fields once, in wire order (the binary codec, the size hint and the frame JSON all walk
+// that list; see fields.go, where walk needs a case for the type), and handled where the
+// layers handle messages.
 //
 // # Decoding
 //

@@ -219,7 +219,7 @@ func TestS10_3_ChunkSingleFrameRules(t *testing.T) {
 		}
 		c := base
 		k.mut(&c)
-		raw := frameWith(TypeUpdateChunk, 1, c.appendPayload(nil))
+		raw := frameWith(TypeUpdateChunk, 1, appendPayload(nil, &c))
 		if _, err := chunkedCodec().Decode(raw); codeOf(err) != CodeMalformedFrame {
 			t.Errorf("decode %s: %v", k.name, err)
 		}
@@ -227,7 +227,7 @@ func TestS10_3_ChunkSingleFrameRules(t *testing.T) {
 	// The namespace-scope cap names the namespace.
 	c := base
 	c.Bytes, c.TotalBytes = make([]byte, 600<<10), 1<<20
-	raw := frameWith(TypeUpdateChunk, 9, c.appendPayload(nil))
+	raw := frameWith(TypeUpdateChunk, 9, appendPayload(nil, &c))
 	lim := testLimits()
 	lim.MaxFrameBytes = 1 << 21
 	_, err := NewCodec(lim, CapChunkedUpdate).Decode(raw)

@@ -18,7 +18,7 @@ import (
 //	{"type":"HELLO","sequence":1,"payload":{…}}
 //
 // type is the contract's message name; payload keys are the contract's field names, in the
-// contract's order; bytes are lowercase hex strings; absent optionals are omitted; bools are
+// contract's order (the message's field list, fields.go); bytes are lowercase hex strings; absent optionals are omitted; bools are
 // JSON bools; list(varUint) is an array of numbers; capability bitsets and u8 enums are
 // numbers. UPDATE_CHUNK's binding fields are replicationId, replicationEpoch and syncRoundId.
 
@@ -29,9 +29,9 @@ func AppendFrameJSON(dst []byte, f Frame) []byte {
 	dst = append(dst, `,"sequence":`...)
 	dst = strconv.AppendUint(dst, uint64(f.Sequence), 10)
 	dst = append(dst, `,"payload":`...)
-	w := jsonWriter{b: append(dst, '{')}
-	f.Message.writeJSON(&w)
-	return append(w.b, '}', '}')
+	w := walker{op: opWriteJSON, buf: append(dst, '{')}
+	walk(f.Message, &w)
+	return append(w.buf, '}', '}')
 }
 
 var messageTypesByName = func() map[string]MessageType {
@@ -76,7 +76,8 @@ func ParseFrameJSON(b []byte) (Frame, error) {
 		return Frame{}, jsonErr("%v payload: not an object", t)
 	}
 	m := newMessage(t)
-	m.readJSON(&r)
+	w := walker{op: opReadJSON, jr: &r}
+	walk(m, &w)
 	if r.err == nil && r.used != len(r.fields) {
 		for k := range r.fields {
 			if !r.seen[k] {
@@ -97,48 +98,49 @@ func jsonErr(format string, args ...any) *Error {
 
 // ---- writing ----
 
-type jsonWriter struct {
-	b []byte
-	n int
-}
+// The frame JSON writer: walker methods that append one payload key and its value to w.buf,
+// counting the keys in w.n for the commas.
 
-func (w *jsonWriter) key(k string) {
+func (w *walker) jsonKey(k string) {
 	if w.n > 0 {
-		w.b = append(w.b, ',')
+		w.buf = append(w.buf, ',')
 	}
 	w.n++
-	w.b = appendJSONString(w.b, k)
-	w.b = append(w.b, ':')
+	w.buf = appendJSONString(w.buf, k)
+	w.buf = append(w.buf, ':')
 }
 
-func (w *jsonWriter) str(k, v string) { w.key(k); w.b = appendJSONString(w.b, v) }
-func (w *jsonWriter) num(k string, v uint64) {
-	w.key(k)
-	w.b = strconv.AppendUint(w.b, v, 10)
-}
-func (w *jsonWriter) boolean(k string, v bool) { w.key(k); w.b = strconv.AppendBool(w.b, v) }
-func (w *jsonWriter) ns(k string, v NamespaceID) {
-	w.key(k)
-	w.b = append(append(append(w.b, '"'), v.text[:]...), '"')
+func (w *walker) jsonStr(k, v string) { w.jsonKey(k); w.buf = appendJSONString(w.buf, v) }
+
+func (w *walker) jsonNum(k string, v uint64) {
+	w.jsonKey(k)
+	w.buf = strconv.AppendUint(w.buf, v, 10)
 }
 
-func (w *jsonWriter) hex(k string, v []byte) {
-	w.key(k)
-	w.b = append(w.b, '"')
-	w.b = hex.AppendEncode(w.b, v)
-	w.b = append(w.b, '"')
+func (w *walker) jsonBool(k string, v bool) { w.jsonKey(k); w.buf = strconv.AppendBool(w.buf, v) }
+
+func (w *walker) jsonNS(k string, v NamespaceID) {
+	w.jsonKey(k)
+	w.buf = append(append(append(w.buf, '"'), v.text[:]...), '"')
 }
 
-func (w *jsonWriter) nums(k string, v []uint64) {
-	w.key(k)
-	w.b = append(w.b, '[')
+func (w *walker) jsonHex(k string, v []byte) {
+	w.jsonKey(k)
+	w.buf = append(w.buf, '"')
+	w.buf = hex.AppendEncode(w.buf, v)
+	w.buf = append(w.buf, '"')
+}
+
+func (w *walker) jsonNums(k string, v []uint64) {
+	w.jsonKey(k)
+	w.buf = append(w.buf, '[')
 	for i, x := range v {
 		if i > 0 {
-			w.b = append(w.b, ',')
+			w.buf = append(w.buf, ',')
 		}
-		w.b = strconv.AppendUint(w.b, x, 10)
+		w.buf = strconv.AppendUint(w.buf, x, 10)
 	}
-	w.b = append(w.b, ']')
+	w.buf = append(w.buf, ']')
 }
 
 // appendJSONString quotes s as JSON does (RFC 8259), like JSON.stringify: only '"', '\' and
@@ -340,279 +342,4 @@ func parseJSONUint(v json.RawMessage, max uint64) (uint64, error) {
 		return 0, fmt.Errorf("%s is over %d", s, max)
 	}
 	return n, nil
-}
-
-// ---- per message ----
-
-func (m *Hello) writeJSON(w *jsonWriter) {
-	w.str("peerInstanceId", m.PeerInstanceID)
-	w.str("expectedHubInstanceId", m.ExpectedHubInstanceID)
-	w.nums("protocolVersions", m.ProtocolVersions)
-	w.num("requiredCapabilities", uint64(m.RequiredCapabilities))
-	w.num("optionalCapabilities", uint64(m.OptionalCapabilities))
-	w.hex("connectionNonce", m.ConnectionNonce[:])
-}
-
-func (m *Hello) readJSON(r *jsonReader) {
-	m.PeerInstanceID = r.str("peerInstanceId")
-	m.ExpectedHubInstanceID = r.str("expectedHubInstanceId")
-	m.ProtocolVersions = r.nums("protocolVersions")
-	m.RequiredCapabilities = Capability(r.u32("requiredCapabilities"))
-	m.OptionalCapabilities = Capability(r.u32("optionalCapabilities"))
-	m.ConnectionNonce = r.nonce("connectionNonce")
-}
-
-func (m *HelloAck) writeJSON(w *jsonWriter) {
-	w.str("hubInstanceId", m.HubInstanceID)
-	w.num("protocolVersion", m.ProtocolVersion)
-	w.num("selectedCapabilities", uint64(m.SelectedCapabilities))
-	w.hex("connectionNonce", m.ConnectionNonce[:])
-	w.str("connectionId", m.ConnectionID)
-}
-
-func (m *HelloAck) readJSON(r *jsonReader) {
-	m.HubInstanceID = r.str("hubInstanceId")
-	m.ProtocolVersion = r.num("protocolVersion")
-	m.SelectedCapabilities = Capability(r.u32("selectedCapabilities"))
-	m.ConnectionNonce = r.nonce("connectionNonce")
-	m.ConnectionID = r.str("connectionId")
-}
-
-func (m *GoAway) writeJSON(w *jsonWriter) {
-	w.str("reasonCode", m.ReasonCode)
-	w.num("drainTimeoutMs", m.DrainTimeoutMs)
-	if m.HasRetryAfter {
-		w.num("retryAfterMs", m.RetryAfterMs)
-	}
-}
-
-func (m *GoAway) readJSON(r *jsonReader) {
-	m.ReasonCode = r.str("reasonCode")
-	m.DrainTimeoutMs = r.num("drainTimeoutMs")
-	m.RetryAfterMs, m.HasRetryAfter = r.uintMax("retryAfterMs", lib0.MaxSafeInteger, true)
-}
-
-func (m *ErrorMessage) writeJSON(w *jsonWriter) {
-	w.num("scope", uint64(m.Scope))
-	w.str("code", string(m.Code))
-	w.boolean("fatal", m.Fatal)
-	w.boolean("retryable", m.Retryable)
-	if m.HasRelatedSequence {
-		w.num("relatedSequence", uint64(m.RelatedSequence))
-	}
-	if !m.NamespaceID.IsZero() {
-		w.ns("namespaceId", m.NamespaceID)
-	}
-	w.str("safeMessage", m.SafeMessage)
-}
-
-func (m *ErrorMessage) readJSON(r *jsonReader) {
-	m.Scope = Scope(r.u8("scope"))
-	m.Code = ErrorCode(r.str("code"))
-	m.Fatal = r.boolean("fatal")
-	m.Retryable = r.boolean("retryable")
-	var seq uint64
-	seq, m.HasRelatedSequence = r.uintMax("relatedSequence", math.MaxUint32, true)
-	m.RelatedSequence = uint32(seq)
-	if _, ok := r.fields["namespaceId"]; ok {
-		m.NamespaceID = r.ns("namespaceId")
-	}
-	m.SafeMessage = r.str("safeMessage")
-}
-
-func (m *OpenNamespace) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.boolean("hasLocalReplica", m.HasLocalReplica)
-	if m.HasLocalReplica {
-		w.str("replicationId", m.ReplicationID)
-		w.num("replicationEpoch", m.ReplicationEpoch)
-	}
-}
-
-func (m *OpenNamespace) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.HasLocalReplica = r.boolean("hasLocalReplica")
-	_, hasID := r.fields["replicationId"]
-	_, hasEpoch := r.fields["replicationEpoch"]
-	if r.err == nil && (hasID != m.HasLocalReplica || hasEpoch != m.HasLocalReplica) {
-		r.fail("replicationId", "identity fields must be present exactly when hasLocalReplica")
-	}
-	if m.HasLocalReplica {
-		m.ReplicationID = r.str("replicationId")
-		m.ReplicationEpoch = r.num("replicationEpoch")
-	}
-}
-
-func (m *OpenOK) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.num("mode", uint64(m.Mode))
-	w.str("replicationId", m.ReplicationID)
-	w.num("replicationEpoch", m.ReplicationEpoch)
-}
-
-func (m *OpenOK) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.Mode = OpenMode(r.u8("mode"))
-	m.ReplicationID = r.str("replicationId")
-	m.ReplicationEpoch = r.num("replicationEpoch")
-}
-
-func (m *CloseNamespace) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.str("reasonCode", m.ReasonCode)
-}
-
-func (m *CloseNamespace) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.ReasonCode = r.str("reasonCode")
-}
-
-func (m *CloseOK) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.num("ackedSequence", uint64(m.AckedSequence))
-}
-
-func (m *CloseOK) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.AckedSequence = r.u32("ackedSequence")
-}
-
-func (m *BootstrapSnapshot) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.str("replicationId", m.ReplicationID)
-	w.num("replicationEpoch", m.ReplicationEpoch)
-	w.hex("snapshot", m.Snapshot)
-}
-
-func (m *BootstrapSnapshot) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.ReplicationID = r.str("replicationId")
-	m.ReplicationEpoch = r.num("replicationEpoch")
-	m.Snapshot = r.hex("snapshot")
-}
-
-func (m *BootstrapAck) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.num("ackedSequence", uint64(m.AckedSequence))
-}
-
-func (m *BootstrapAck) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.AckedSequence = r.u32("ackedSequence")
-}
-
-func (m *IdentityChanged) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.str("replicationId", m.ReplicationID)
-	w.num("replicationEpoch", m.ReplicationEpoch)
-}
-
-func (m *IdentityChanged) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.ReplicationID = r.str("replicationId")
-	m.ReplicationEpoch = r.num("replicationEpoch")
-}
-
-func (m *SyncStep1) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.num("syncRoundId", uint64(m.SyncRoundID))
-	w.hex("stateVector", m.StateVector)
-}
-
-func (m *SyncStep1) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.SyncRoundID = r.u32("syncRoundId")
-	m.StateVector = r.hex("stateVector")
-}
-
-func (m *SyncStep2) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.num("syncRoundId", uint64(m.SyncRoundID))
-	w.num("relatedStep1Sequence", uint64(m.RelatedStep1Sequence))
-	w.hex("update", m.Update)
-}
-
-func (m *SyncStep2) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.SyncRoundID = r.u32("syncRoundId")
-	m.RelatedStep1Sequence = r.u32("relatedStep1Sequence")
-	m.Update = r.hex("update")
-}
-
-func (m *SyncApplied) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.num("syncRoundId", uint64(m.SyncRoundID))
-	w.num("ackedSequence", uint64(m.AckedSequence))
-}
-
-func (m *SyncApplied) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.SyncRoundID = r.u32("syncRoundId")
-	m.AckedSequence = r.u32("ackedSequence")
-}
-
-func (m *ResyncRequired) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.str("reasonCode", m.ReasonCode)
-}
-
-func (m *ResyncRequired) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.ReasonCode = r.str("reasonCode")
-}
-
-func (m *Update) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.hex("update", m.Update)
-}
-
-func (m *Update) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.Update = r.hex("update")
-}
-
-func (m *UpdateAck) writeJSON(w *jsonWriter) {
-	w.ns("namespaceId", m.NamespaceID)
-	w.num("ackedSequence", uint64(m.AckedSequence))
-}
-
-func (m *UpdateAck) readJSON(r *jsonReader) {
-	m.NamespaceID = r.ns("namespaceId")
-	m.AckedSequence = r.u32("ackedSequence")
-}
-
-func (m *UpdateChunk) writeJSON(w *jsonWriter) {
-	w.num("kind", uint64(m.Kind))
-	w.ns("namespaceId", m.NamespaceID)
-	w.num("transferId", uint64(m.TransferID))
-	w.num("chunkIndex", uint64(m.ChunkIndex))
-	w.num("chunkCount", uint64(m.ChunkCount))
-	w.num("totalBytes", uint64(m.TotalBytes))
-	if m.HasBinding() {
-		if m.Kind == KindSnapshot {
-			w.str("replicationId", m.ReplicationID)
-			w.num("replicationEpoch", m.ReplicationEpoch)
-		} else {
-			w.num("syncRoundId", uint64(m.SyncRoundID))
-		}
-	}
-	w.hex("bytes", m.Bytes)
-}
-
-func (m *UpdateChunk) readJSON(r *jsonReader) {
-	m.Kind = ChunkKind(r.u8("kind"))
-	m.NamespaceID = r.ns("namespaceId")
-	m.TransferID = r.u32("transferId")
-	m.ChunkIndex = r.u32("chunkIndex")
-	m.ChunkCount = r.u32("chunkCount")
-	m.TotalBytes = r.u32("totalBytes")
-	if r.err == nil && m.HasBinding() {
-		if m.Kind == KindSnapshot {
-			m.ReplicationID = r.str("replicationId")
-			m.ReplicationEpoch = r.num("replicationEpoch")
-		} else {
-			m.SyncRoundID = r.u32("syncRoundId")
-		}
-	}
-	m.Bytes = r.hex("bytes")
 }

@@ -19,11 +19,9 @@ type Message interface {
 	Type() MessageType
 	// check applies the field rules that the wire grammar alone does not enforce.
 	check(lim Limits) *Error
-	appendPayload(dst []byte) []byte
-	decode(r *reader)
-	sizeHint() int
-	writeJSON(w *jsonWriter)
-	readJSON(r *jsonReader)
+	// fields lists the payload's fields in wire order (see walker): the one list the
+	// encoder, the decoder, the size hint and the frame JSON all walk.
+	fields(w *walker)
 }
 
 // NamespaceMessage is a message addressed to one namespace: every namespace-scope message,
@@ -139,7 +137,19 @@ func (m *Hello) check(Limits) *Error {
 	return nil
 }
 
-func (m *Hello) appendPayload(dst []byte) []byte {
+func (m *Hello) fields(w *walker) {
+	w.str("peerInstanceId", &m.PeerInstanceID)
+	w.str("expectedHubInstanceId", &m.ExpectedHubInstanceID)
+	w.versions("protocolVersions", &m.ProtocolVersions)
+	w.caps("requiredCapabilities", &m.RequiredCapabilities)
+	w.caps("optionalCapabilities", &m.OptionalCapabilities)
+	w.nonce("connectionNonce", &m.ConnectionNonce)
+}
+
+// appendFast, sizeFast and decodeFast are the field list above written out by hand for the
+// binary codec, whose benchmarks time this message (see fields.go);
+// TestS5_FastPathsFollowFieldLists holds them to the list.
+func (m *Hello) appendFast(dst []byte) []byte {
 	dst = lib0.AppendVarString(dst, m.PeerInstanceID)
 	dst = lib0.AppendVarString(dst, m.ExpectedHubInstanceID)
 	dst = lib0.AppendVarUint(dst, uint64(len(m.ProtocolVersions)))
@@ -151,24 +161,19 @@ func (m *Hello) appendPayload(dst []byte) []byte {
 	return lib0.AppendVarUint8Array(dst, m.ConnectionNonce[:])
 }
 
-func (m *Hello) decode(r *reader) {
+// sizeFast is at least the payload's size, once check has passed (instance ids under 128
+// bytes, at most 16 versions of at most 8 bytes each).
+func (m *Hello) sizeFast() int {
+	return 2 + len(m.PeerInstanceID) + len(m.ExpectedHubInstanceID) + 1 + 8*len(m.ProtocolVersions) + 8 + 17
+}
+
+func (m *Hello) decodeFast(r *reader) {
 	m.PeerInstanceID = r.str("peerInstanceId")
 	m.ExpectedHubInstanceID = r.str("expectedHubInstanceId")
-	if r.at("protocolVersions") {
-		if n := r.ReadCount(MaxProtocolVersions, 1); n > 0 {
-			m.ProtocolVersions = make([]uint64, n)
-			for i := range m.ProtocolVersions {
-				m.ProtocolVersions[i] = r.ReadVarUint()
-			}
-		}
-	}
+	m.ProtocolVersions = r.versions("protocolVersions")
 	m.RequiredCapabilities = r.caps("requiredCapabilities")
 	m.OptionalCapabilities = r.caps("optionalCapabilities")
 	m.ConnectionNonce = r.nonce("connectionNonce")
-}
-
-func (m *Hello) sizeHint() int {
-	return 2 + len(m.PeerInstanceID) + len(m.ExpectedHubInstanceID) + 1 + 8*len(m.ProtocolVersions) + 8 + 17
 }
 
 // ---- HELLO_ACK 0x02 ----
@@ -197,24 +202,12 @@ func (m *HelloAck) check(Limits) *Error {
 	return nil
 }
 
-func (m *HelloAck) appendPayload(dst []byte) []byte {
-	dst = lib0.AppendVarString(dst, m.HubInstanceID)
-	dst = lib0.AppendVarUint(dst, m.ProtocolVersion)
-	dst = appendU32BE(dst, uint32(m.SelectedCapabilities))
-	dst = lib0.AppendVarUint8Array(dst, m.ConnectionNonce[:])
-	return lib0.AppendVarString(dst, m.ConnectionID)
-}
-
-func (m *HelloAck) decode(r *reader) {
-	m.HubInstanceID = r.str("hubInstanceId")
-	m.ProtocolVersion = r.uint("protocolVersion")
-	m.SelectedCapabilities = r.caps("selectedCapabilities")
-	m.ConnectionNonce = r.nonce("connectionNonce")
-	m.ConnectionID = r.str("connectionId")
-}
-
-func (m *HelloAck) sizeHint() int {
-	return 1 + len(m.HubInstanceID) + 8 + 4 + 17 + 5 + len(m.ConnectionID)
+func (m *HelloAck) fields(w *walker) {
+	w.str("hubInstanceId", &m.HubInstanceID)
+	w.uint("protocolVersion", &m.ProtocolVersion)
+	w.caps("selectedCapabilities", &m.SelectedCapabilities)
+	w.nonce("connectionNonce", &m.ConnectionNonce)
+	w.str("connectionId", &m.ConnectionID)
 }
 
 // ---- GOAWAY 0x03 ----
@@ -247,25 +240,13 @@ func (m *GoAway) check(Limits) *Error {
 	)
 }
 
-func (m *GoAway) appendPayload(dst []byte) []byte {
-	dst = lib0.AppendVarString(dst, m.ReasonCode)
-	dst = lib0.AppendVarUint(dst, m.DrainTimeoutMs)
-	dst = appendOptionalMarker(dst, m.HasRetryAfter)
-	if m.HasRetryAfter {
-		dst = lib0.AppendVarUint(dst, m.RetryAfterMs)
-	}
-	return dst
-}
-
-func (m *GoAway) decode(r *reader) {
-	m.ReasonCode = r.str("reasonCode")
-	m.DrainTimeoutMs = r.uint("drainTimeoutMs")
-	if m.HasRetryAfter = r.optional("retryAfterMs"); m.HasRetryAfter {
-		m.RetryAfterMs = r.uint("retryAfterMs")
+func (m *GoAway) fields(w *walker) {
+	w.str("reasonCode", &m.ReasonCode)
+	w.uint("drainTimeoutMs", &m.DrainTimeoutMs)
+	if w.optional("retryAfterMs", &m.HasRetryAfter) {
+		w.uint("retryAfterMs", &m.RetryAfterMs)
 	}
 }
-
-func (m *GoAway) sizeHint() int { return 1 + len(m.ReasonCode) + 18 }
 
 // ---- ERROR 0x04 ----
 
@@ -338,38 +319,18 @@ func (m *ErrorMessage) check(Limits) *Error {
 	return checkText(TypeError, "safeMessage", m.SafeMessage)
 }
 
-func (m *ErrorMessage) appendPayload(dst []byte) []byte {
-	dst = append(dst, byte(m.Scope))
-	dst = lib0.AppendVarString(dst, string(m.Code))
-	dst = appendBool(dst, m.Fatal)
-	dst = appendBool(dst, m.Retryable)
-	dst = appendOptionalMarker(dst, m.HasRelatedSequence)
-	if m.HasRelatedSequence {
-		dst = lib0.AppendVarUint(dst, uint64(m.RelatedSequence))
+func (m *ErrorMessage) fields(w *walker) {
+	w.u8("scope", (*uint8)(&m.Scope))
+	w.str("code", (*string)(&m.Code))
+	w.boolean("fatal", &m.Fatal)
+	w.boolean("retryable", &m.Retryable)
+	if w.optional("relatedSequence", &m.HasRelatedSequence) {
+		w.u32("relatedSequence", &m.RelatedSequence)
 	}
-	dst = appendOptionalMarker(dst, !m.NamespaceID.IsZero())
-	if !m.NamespaceID.IsZero() {
-		dst = m.NamespaceID.appendTo(dst)
+	if hasNamespace := !m.NamespaceID.IsZero(); w.optional("namespaceId", &hasNamespace) {
+		w.namespace("namespaceId", &m.NamespaceID)
 	}
-	return lib0.AppendVarString(dst, m.SafeMessage)
-}
-
-func (m *ErrorMessage) decode(r *reader) {
-	m.Scope = Scope(r.u8("scope"))
-	m.Code = ErrorCode(r.str("code"))
-	m.Fatal = r.boolean("fatal")
-	m.Retryable = r.boolean("retryable")
-	if m.HasRelatedSequence = r.optional("relatedSequence"); m.HasRelatedSequence {
-		m.RelatedSequence = r.u32("relatedSequence")
-	}
-	if r.optional("namespaceId") {
-		m.NamespaceID = r.namespace("namespaceId")
-	}
-	m.SafeMessage = r.str("safeMessage")
-}
-
-func (m *ErrorMessage) sizeHint() int {
-	return 1 + 2 + len(m.Code) + 2 + 6 + 1 + namespaceLen + 2 + len(m.SafeMessage)
+	w.str("safeMessage", &m.SafeMessage)
 }
 
 // ---- OPEN_NAMESPACE 0x10 ----
@@ -399,40 +360,18 @@ func (m *OpenNamespace) check(Limits) *Error {
 	return nil
 }
 
-func (m *OpenNamespace) appendPayload(dst []byte) []byte {
-	dst = m.NamespaceID.appendTo(dst)
-	dst = appendBool(dst, m.HasLocalReplica)
-	dst = appendOptionalMarker(dst, m.HasLocalReplica)
-	if m.HasLocalReplica {
-		dst = lib0.AppendVarString(dst, m.ReplicationID)
-	}
-	dst = appendOptionalMarker(dst, m.HasLocalReplica)
-	if m.HasLocalReplica {
-		dst = lib0.AppendVarUint(dst, m.ReplicationEpoch)
-	}
-	return dst
-}
-
-func (m *OpenNamespace) decode(r *reader) {
-	m.NamespaceID = r.namespace("namespaceId")
-	m.HasLocalReplica = r.boolean("hasLocalReplica")
+func (m *OpenNamespace) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.boolean("hasLocalReplica", &m.HasLocalReplica)
 	// The two identity fields are both present or both absent: present exactly with a local
 	// replica.
-	if r.optional("replicationId") != m.HasLocalReplica {
-		r.fail("replicationId presence differs from hasLocalReplica")
+	if w.presentWith("replicationId", "hasLocalReplica", m.HasLocalReplica) {
+		w.str("replicationId", &m.ReplicationID)
 	}
-	if m.HasLocalReplica {
-		m.ReplicationID = r.str("replicationId")
-	}
-	if r.optional("replicationEpoch") != m.HasLocalReplica {
-		r.fail("replicationEpoch presence differs from hasLocalReplica")
-	}
-	if m.HasLocalReplica {
-		m.ReplicationEpoch = r.uint("replicationEpoch")
+	if w.presentWith("replicationEpoch", "hasLocalReplica", m.HasLocalReplica) {
+		w.uint("replicationEpoch", &m.ReplicationEpoch)
 	}
 }
-
-func (m *OpenNamespace) sizeHint() int { return namespaceLen + 3 + 33 + 8 }
 
 // ---- OPEN_OK 0x11 ----
 
@@ -457,21 +396,12 @@ func (m *OpenOK) check(Limits) *Error {
 	return checkIdentity(TypeOpenOK, m.ReplicationID, m.ReplicationEpoch)
 }
 
-func (m *OpenOK) appendPayload(dst []byte) []byte {
-	dst = m.NamespaceID.appendTo(dst)
-	dst = append(dst, byte(m.Mode))
-	dst = lib0.AppendVarString(dst, m.ReplicationID)
-	return lib0.AppendVarUint(dst, m.ReplicationEpoch)
+func (m *OpenOK) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.u8("mode", (*uint8)(&m.Mode))
+	w.str("replicationId", &m.ReplicationID)
+	w.uint("replicationEpoch", &m.ReplicationEpoch)
 }
-
-func (m *OpenOK) decode(r *reader) {
-	m.NamespaceID = r.namespace("namespaceId")
-	m.Mode = OpenMode(r.u8("mode"))
-	m.ReplicationID = r.str("replicationId")
-	m.ReplicationEpoch = r.uint("replicationEpoch")
-}
-
-func (m *OpenOK) sizeHint() int { return namespaceLen + 1 + 33 + 8 }
 
 // ---- CLOSE_NAMESPACE 0x12 ----
 
@@ -488,16 +418,10 @@ func (m *CloseNamespace) check(Limits) *Error {
 	return firstErr(checkNamespace(TypeCloseNamespace, m.NamespaceID), checkText(TypeCloseNamespace, "reasonCode", m.ReasonCode))
 }
 
-func (m *CloseNamespace) appendPayload(dst []byte) []byte {
-	return lib0.AppendVarString(m.NamespaceID.appendTo(dst), m.ReasonCode)
+func (m *CloseNamespace) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.str("reasonCode", &m.ReasonCode)
 }
-
-func (m *CloseNamespace) decode(r *reader) {
-	m.NamespaceID = r.namespace("namespaceId")
-	m.ReasonCode = r.str("reasonCode")
-}
-
-func (m *CloseNamespace) sizeHint() int { return namespaceLen + 2 + len(m.ReasonCode) }
 
 // ---- CLOSE_OK 0x13 ----
 
@@ -515,16 +439,10 @@ func (m *CloseOK) Acknowledges() uint32 { return m.AckedSequence }
 
 func (m *CloseOK) check(Limits) *Error { return checkNamespace(TypeCloseOK, m.NamespaceID) }
 
-func (m *CloseOK) appendPayload(dst []byte) []byte {
-	return lib0.AppendVarUint(m.NamespaceID.appendTo(dst), uint64(m.AckedSequence))
+func (m *CloseOK) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.u32("ackedSequence", &m.AckedSequence)
 }
-
-func (m *CloseOK) decode(r *reader) {
-	m.NamespaceID = r.namespace("namespaceId")
-	m.AckedSequence = r.u32("ackedSequence")
-}
-
-func (m *CloseOK) sizeHint() int { return namespaceLen + 5 }
 
 // ---- BOOTSTRAP_SNAPSHOT 0x20 ----
 
@@ -550,21 +468,12 @@ func (m *BootstrapSnapshot) check(lim Limits) *Error {
 	return nil
 }
 
-func (m *BootstrapSnapshot) appendPayload(dst []byte) []byte {
-	dst = m.NamespaceID.appendTo(dst)
-	dst = lib0.AppendVarString(dst, m.ReplicationID)
-	dst = lib0.AppendVarUint(dst, m.ReplicationEpoch)
-	return lib0.AppendVarUint8Array(dst, m.Snapshot)
+func (m *BootstrapSnapshot) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.str("replicationId", &m.ReplicationID)
+	w.uint("replicationEpoch", &m.ReplicationEpoch)
+	w.bytes("snapshot", &m.Snapshot)
 }
-
-func (m *BootstrapSnapshot) decode(r *reader) {
-	m.NamespaceID = r.namespace("namespaceId")
-	m.ReplicationID = r.str("replicationId")
-	m.ReplicationEpoch = r.uint("replicationEpoch")
-	m.Snapshot = r.bytes("snapshot")
-}
-
-func (m *BootstrapSnapshot) sizeHint() int { return namespaceLen + 33 + 8 + 5 + len(m.Snapshot) }
 
 // ---- BOOTSTRAP_ACK 0x21 ----
 
@@ -582,16 +491,10 @@ func (m *BootstrapAck) Acknowledges() uint32 { return m.AckedSequence }
 
 func (m *BootstrapAck) check(Limits) *Error { return checkNamespace(TypeBootstrapAck, m.NamespaceID) }
 
-func (m *BootstrapAck) appendPayload(dst []byte) []byte {
-	return lib0.AppendVarUint(m.NamespaceID.appendTo(dst), uint64(m.AckedSequence))
+func (m *BootstrapAck) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.u32("ackedSequence", &m.AckedSequence)
 }
-
-func (m *BootstrapAck) decode(r *reader) {
-	m.NamespaceID = r.namespace("namespaceId")
-	m.AckedSequence = r.u32("ackedSequence")
-}
-
-func (m *BootstrapAck) sizeHint() int { return namespaceLen + 5 }
 
 // ---- IDENTITY_CHANGED 0x22 ----
 
@@ -609,19 +512,11 @@ func (m *IdentityChanged) check(Limits) *Error {
 	return firstErr(checkNamespace(TypeIdentityChanged, m.NamespaceID), checkIdentity(TypeIdentityChanged, m.ReplicationID, m.ReplicationEpoch))
 }
 
-func (m *IdentityChanged) appendPayload(dst []byte) []byte {
-	dst = m.NamespaceID.appendTo(dst)
-	dst = lib0.AppendVarString(dst, m.ReplicationID)
-	return lib0.AppendVarUint(dst, m.ReplicationEpoch)
+func (m *IdentityChanged) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.str("replicationId", &m.ReplicationID)
+	w.uint("replicationEpoch", &m.ReplicationEpoch)
 }
-
-func (m *IdentityChanged) decode(r *reader) {
-	m.NamespaceID = r.namespace("namespaceId")
-	m.ReplicationID = r.str("replicationId")
-	m.ReplicationEpoch = r.uint("replicationEpoch")
-}
-
-func (m *IdentityChanged) sizeHint() int { return namespaceLen + 33 + 8 }
 
 // ---- SYNC_STEP1 0x30 ----
 
@@ -636,19 +531,11 @@ func (*SyncStep1) Type() MessageType        { return TypeSyncStep1 }
 func (m *SyncStep1) Namespace() NamespaceID { return m.NamespaceID }
 func (m *SyncStep1) check(Limits) *Error    { return checkNamespace(TypeSyncStep1, m.NamespaceID) }
 
-func (m *SyncStep1) appendPayload(dst []byte) []byte {
-	dst = m.NamespaceID.appendTo(dst)
-	dst = lib0.AppendVarUint(dst, uint64(m.SyncRoundID))
-	return lib0.AppendVarUint8Array(dst, m.StateVector)
+func (m *SyncStep1) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.u32("syncRoundId", &m.SyncRoundID)
+	w.bytes("stateVector", &m.StateVector)
 }
-
-func (m *SyncStep1) decode(r *reader) {
-	m.NamespaceID = r.namespace("namespaceId")
-	m.SyncRoundID = r.u32("syncRoundId")
-	m.StateVector = r.bytes("stateVector")
-}
-
-func (m *SyncStep1) sizeHint() int { return namespaceLen + 5 + 5 + len(m.StateVector) }
 
 // ---- SYNC_STEP2 0x31 ----
 
@@ -674,21 +561,12 @@ func (m *SyncStep2) check(lim Limits) *Error {
 	return nil
 }
 
-func (m *SyncStep2) appendPayload(dst []byte) []byte {
-	dst = m.NamespaceID.appendTo(dst)
-	dst = lib0.AppendVarUint(dst, uint64(m.SyncRoundID))
-	dst = lib0.AppendVarUint(dst, uint64(m.RelatedStep1Sequence))
-	return lib0.AppendVarUint8Array(dst, m.Update)
+func (m *SyncStep2) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.u32("syncRoundId", &m.SyncRoundID)
+	w.u32("relatedStep1Sequence", &m.RelatedStep1Sequence)
+	w.bytes("update", &m.Update)
 }
-
-func (m *SyncStep2) decode(r *reader) {
-	m.NamespaceID = r.namespace("namespaceId")
-	m.SyncRoundID = r.u32("syncRoundId")
-	m.RelatedStep1Sequence = r.u32("relatedStep1Sequence")
-	m.Update = r.bytes("update")
-}
-
-func (m *SyncStep2) sizeHint() int { return namespaceLen + 10 + 5 + len(m.Update) }
 
 // ---- SYNC_APPLIED 0x32 ----
 
@@ -707,19 +585,11 @@ func (m *SyncApplied) Acknowledges() uint32 { return m.AckedSequence }
 
 func (m *SyncApplied) check(Limits) *Error { return checkNamespace(TypeSyncApplied, m.NamespaceID) }
 
-func (m *SyncApplied) appendPayload(dst []byte) []byte {
-	dst = m.NamespaceID.appendTo(dst)
-	dst = lib0.AppendVarUint(dst, uint64(m.SyncRoundID))
-	return lib0.AppendVarUint(dst, uint64(m.AckedSequence))
+func (m *SyncApplied) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.u32("syncRoundId", &m.SyncRoundID)
+	w.u32("ackedSequence", &m.AckedSequence)
 }
-
-func (m *SyncApplied) decode(r *reader) {
-	m.NamespaceID = r.namespace("namespaceId")
-	m.SyncRoundID = r.u32("syncRoundId")
-	m.AckedSequence = r.u32("ackedSequence")
-}
-
-func (m *SyncApplied) sizeHint() int { return namespaceLen + 10 }
 
 // ---- RESYNC_REQUIRED 0x33 ----
 
@@ -743,16 +613,10 @@ func (m *ResyncRequired) check(Limits) *Error {
 	return firstErr(checkNamespace(TypeResyncRequired, m.NamespaceID), checkText(TypeResyncRequired, "reasonCode", m.ReasonCode))
 }
 
-func (m *ResyncRequired) appendPayload(dst []byte) []byte {
-	return lib0.AppendVarString(m.NamespaceID.appendTo(dst), m.ReasonCode)
+func (m *ResyncRequired) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.str("reasonCode", &m.ReasonCode)
 }
-
-func (m *ResyncRequired) decode(r *reader) {
-	m.NamespaceID = r.namespace("namespaceId")
-	m.ReasonCode = r.str("reasonCode")
-}
-
-func (m *ResyncRequired) sizeHint() int { return namespaceLen + 2 + len(m.ReasonCode) }
 
 // ---- UPDATE 0x40 ----
 
@@ -775,16 +639,25 @@ func (m *Update) check(lim Limits) *Error {
 	return nil
 }
 
-func (m *Update) appendPayload(dst []byte) []byte {
+func (m *Update) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.bytes("update", &m.Update)
+}
+
+// appendFast, sizeFast and decodeFast are the field list above written out by hand for the
+// binary codec, whose benchmarks time this message (see fields.go);
+// TestS5_FastPathsFollowFieldLists holds them to the list.
+func (m *Update) appendFast(dst []byte) []byte {
 	return lib0.AppendVarUint8Array(m.NamespaceID.appendTo(dst), m.Update)
 }
 
-func (m *Update) decode(r *reader) {
+// sizeFast is at least the payload's size.
+func (m *Update) sizeFast() int { return namespaceLen + 5 + len(m.Update) }
+
+func (m *Update) decodeFast(r *reader) {
 	m.NamespaceID = r.namespace("namespaceId")
 	m.Update = r.bytes("update")
 }
-
-func (m *Update) sizeHint() int { return namespaceLen + 5 + len(m.Update) }
 
 // ---- UPDATE_ACK 0x41 ----
 
@@ -802,16 +675,25 @@ func (m *UpdateAck) Acknowledges() uint32 { return m.AckedSequence }
 
 func (m *UpdateAck) check(Limits) *Error { return checkNamespace(TypeUpdateAck, m.NamespaceID) }
 
-func (m *UpdateAck) appendPayload(dst []byte) []byte {
+func (m *UpdateAck) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.u32("ackedSequence", &m.AckedSequence)
+}
+
+// appendFast, sizeFast and decodeFast are the field list above written out by hand for the
+// binary codec, whose benchmarks time this message (see fields.go);
+// TestS5_FastPathsFollowFieldLists holds them to the list.
+func (m *UpdateAck) appendFast(dst []byte) []byte {
 	return lib0.AppendVarUint(m.NamespaceID.appendTo(dst), uint64(m.AckedSequence))
 }
 
-func (m *UpdateAck) decode(r *reader) {
+// sizeFast is at least the payload's size.
+func (m *UpdateAck) sizeFast() int { return namespaceLen + 5 }
+
+func (m *UpdateAck) decodeFast(r *reader) {
 	m.NamespaceID = r.namespace("namespaceId")
 	m.AckedSequence = r.u32("ackedSequence")
 }
-
-func (m *UpdateAck) sizeHint() int { return namespaceLen + 5 }
 
 // ---- UPDATE_CHUNK 0x42 ----
 
@@ -885,7 +767,30 @@ func (m *UpdateChunk) check(lim Limits) *Error {
 	return nil
 }
 
-func (m *UpdateChunk) appendPayload(dst []byte) []byte {
+// fields: the binding block has no presence marker of its own; the kind and the chunk index,
+// read before it, decide whether it is there.
+func (m *UpdateChunk) fields(w *walker) {
+	w.chunkKind("kind", &m.Kind)
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.u32("transferId", &m.TransferID)
+	w.u32("chunkIndex", &m.ChunkIndex)
+	w.u32("chunkCount", &m.ChunkCount)
+	w.u32("totalBytes", &m.TotalBytes)
+	if m.HasBinding() {
+		if m.Kind == KindSnapshot {
+			w.str("replicationId", &m.ReplicationID)
+			w.uint("replicationEpoch", &m.ReplicationEpoch)
+		} else {
+			w.u32("syncRoundId", &m.SyncRoundID)
+		}
+	}
+	w.bytes("bytes", &m.Bytes)
+}
+
+// appendFast, sizeFast and decodeFast are the field list above written out by hand for the
+// binary codec, whose benchmarks time this message (see fields.go);
+// TestS5_FastPathsFollowFieldLists holds them to the list.
+func (m *UpdateChunk) appendFast(dst []byte) []byte {
 	dst = lib0.AppendVarUint(dst, uint64(m.Kind))
 	dst = m.NamespaceID.appendTo(dst)
 	dst = lib0.AppendVarUint(dst, uint64(m.TransferID))
@@ -903,9 +808,12 @@ func (m *UpdateChunk) appendPayload(dst []byte) []byte {
 	return lib0.AppendVarUint8Array(dst, m.Bytes)
 }
 
-func (m *UpdateChunk) decode(r *reader) {
+// sizeFast is at least the payload's size, once check has passed (a replicationId of 32
+// bytes).
+func (m *UpdateChunk) sizeFast() int { return 1 + namespaceLen + 20 + 33 + 8 + 5 + len(m.Bytes) }
+
+func (m *UpdateChunk) decodeFast(r *reader) {
 	if r.at("kind") {
-		// The kind decides the layout of what follows, so an unknown kind stops here.
 		if k := r.ReadVarUint(); k <= uint64(KindSyncDiff) {
 			m.Kind = ChunkKind(k)
 		} else if r.Err() == nil {
@@ -917,7 +825,7 @@ func (m *UpdateChunk) decode(r *reader) {
 	m.ChunkIndex = r.u32("chunkIndex")
 	m.ChunkCount = r.u32("chunkCount")
 	m.TotalBytes = r.u32("totalBytes")
-	if r.Err() == nil && m.HasBinding() {
+	if m.HasBinding() {
 		if m.Kind == KindSnapshot {
 			m.ReplicationID = r.str("replicationId")
 			m.ReplicationEpoch = r.uint("replicationEpoch")
@@ -927,5 +835,3 @@ func (m *UpdateChunk) decode(r *reader) {
 	}
 	m.Bytes = r.bytes("bytes")
 }
-
-func (m *UpdateChunk) sizeHint() int { return 1 + namespaceLen + 20 + 33 + 8 + 5 + len(m.Bytes) }

@@ -104,6 +104,23 @@ func (r *reader) namespace(field string) NamespaceID {
 	return id
 }
 
+// versions reads HELLO's protocolVersions: a count of at most MaxProtocolVersions, checked
+// against the remaining input before the list is allocated, then the entries.
+func (r *reader) versions(field string) []uint64 {
+	if !r.at(field) {
+		return nil
+	}
+	n := r.ReadCount(MaxProtocolVersions, 1)
+	if n == 0 {
+		return nil
+	}
+	list := make([]uint64, n)
+	for i := range list {
+		list[i] = r.ReadVarUint()
+	}
+	return list
+}
+
 // nonce reads a varUint8Array that must be exactly 16 bytes.
 func (r *reader) nonce(field string) (n [16]byte) {
 	if !r.at(field) {

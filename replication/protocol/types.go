@@ -6,26 +6,27 @@ import "fmt"
 // message registry (§5). Its rules are in rules.go.
 type MessageType uint8
 
-// The message types. The comment on each gives its payload fields in wire order.
+// The message types. The comment on each names its Go type, whose fields method lists the
+// payload fields in wire order.
 const (
-	TypeHello             MessageType = 0x01 // peerInstanceId, expectedHubInstanceId, protocolVersions, requiredCapabilities, optionalCapabilities, connectionNonce
-	TypeHelloAck          MessageType = 0x02 // hubInstanceId, protocolVersion, selectedCapabilities, connectionNonce, connectionId
-	TypeGoAway            MessageType = 0x03 // reasonCode, drainTimeoutMs, retryAfterMs?
-	TypeError             MessageType = 0x04 // scope, code, fatal, retryable, relatedSequence?, namespaceId?, safeMessage
-	TypeOpenNamespace     MessageType = 0x10 // namespaceId, hasLocalReplica, replicationId?, replicationEpoch?
-	TypeOpenOK            MessageType = 0x11 // namespaceId, mode, replicationId, replicationEpoch
-	TypeCloseNamespace    MessageType = 0x12 // namespaceId, reasonCode
-	TypeCloseOK           MessageType = 0x13 // namespaceId, ackedSequence
-	TypeBootstrapSnapshot MessageType = 0x20 // namespaceId, replicationId, replicationEpoch, snapshot
-	TypeBootstrapAck      MessageType = 0x21 // namespaceId, ackedSequence
-	TypeIdentityChanged   MessageType = 0x22 // namespaceId, replicationId, replicationEpoch
-	TypeSyncStep1         MessageType = 0x30 // namespaceId, syncRoundId, stateVector
-	TypeSyncStep2         MessageType = 0x31 // namespaceId, syncRoundId, relatedStep1Sequence, update
-	TypeSyncApplied       MessageType = 0x32 // namespaceId, syncRoundId, ackedSequence
-	TypeResyncRequired    MessageType = 0x33 // namespaceId, reasonCode
-	TypeUpdate            MessageType = 0x40 // namespaceId, update
-	TypeUpdateAck         MessageType = 0x41 // namespaceId, ackedSequence
-	TypeUpdateChunk       MessageType = 0x42 // kind, namespaceId, transferId, chunkIndex, chunkCount, totalBytes, [binding], bytes
+	TypeHello             MessageType = 0x01 // Hello
+	TypeHelloAck          MessageType = 0x02 // HelloAck
+	TypeGoAway            MessageType = 0x03 // GoAway
+	TypeError             MessageType = 0x04 // ErrorMessage
+	TypeOpenNamespace     MessageType = 0x10 // OpenNamespace
+	TypeOpenOK            MessageType = 0x11 // OpenOK
+	TypeCloseNamespace    MessageType = 0x12 // CloseNamespace
+	TypeCloseOK           MessageType = 0x13 // CloseOK
+	TypeBootstrapSnapshot MessageType = 0x20 // BootstrapSnapshot
+	TypeBootstrapAck      MessageType = 0x21 // BootstrapAck
+	TypeIdentityChanged   MessageType = 0x22 // IdentityChanged
+	TypeSyncStep1         MessageType = 0x30 // SyncStep1
+	TypeSyncStep2         MessageType = 0x31 // SyncStep2
+	TypeSyncApplied       MessageType = 0x32 // SyncApplied
+	TypeResyncRequired    MessageType = 0x33 // ResyncRequired
+	TypeUpdate            MessageType = 0x40 // Update
+	TypeUpdateAck         MessageType = 0x41 // UpdateAck
+	TypeUpdateChunk       MessageType = 0x42 // UpdateChunk
 )
 
 // String returns the contract's message name, or UNKNOWN_MESSAGE_TYPE_0x.. for a code

@@ -36,7 +36,29 @@
   provider.awareness.on('change', showPeers)
   showPeers()
 
-  const setStatus = (s, ok) => { status.textContent = s; status.className = ok ? 'ok' : 'bad' }
+  // The status line: the provider's state, and "read-only" when the page may not write.
+  let readOnly = false
+  let state = { text: 'connecting…', ok: false }
+  const showStatus = () => {
+    status.textContent = state.text + (readOnly ? ' · read-only' : '')
+    status.className = state.ok ? 'ok' : 'bad'
+  }
+  const setStatus = (text, ok) => { state = { text, ok }; showStatus() }
+
+  // A read-only token (the node says so in data-access) reads but cannot type: the text
+  // area is read-only from the start, and the page says so.
+  const setReadOnly = (why) => {
+    readOnly = true
+    area.readOnly = true
+    area.placeholder = 'Read-only: this editor may read the text but not change it.'
+    notice.hidden = false
+    notice.textContent = why
+    showStatus()
+  }
+  if (document.body.dataset.access === 'read-only') {
+    setReadOnly('Read-only: the token of this page may read this namespace but not change it.')
+  }
+
   provider.on('status', (e) => setStatus(e.status, e.status === 'connected'))
   provider.on('sync', (synced) => {
     if (synced) { setStatus('synced', true); area.disabled = false }
@@ -46,11 +68,18 @@
     area.disabled = true
   })
   // y-websocket reports auth PermissionDenied with console.warn only; show it on the page.
+  // A write refused as read-only (the token was made read-only while the page was open)
+  // makes the text area read-only too.
   const warn = console.warn
   console.warn = function (...args) {
     if (typeof args[0] === 'string' && args[0].startsWith('Permission denied')) {
-      notice.hidden = false
-      notice.textContent = args[0].split('\n').slice(1).join(' ') || args[0]
+      const reason = args[0].split('\n').slice(1).join(' ') || args[0]
+      if (/read-only/.test(reason)) {
+        setReadOnly('Read-only: ' + reason)
+      } else {
+        notice.hidden = false
+        notice.textContent = reason
+      }
     }
     return warn.apply(console, args)
   }

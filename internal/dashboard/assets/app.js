@@ -24,6 +24,7 @@
   };
   const DOC_MAX_BYTES = 256 * 1024; // the largest document JSON the page shows
   const HISTORY = 60;               // samples kept per sparkline
+  const PAGE = 25;                  // namespaces per page of the overview's table
 
   const app = {
     token: sessionStorage.getItem(TOKEN_KEY) || '',
@@ -37,6 +38,8 @@
     events: [],        // newest last
     series: {},        // name -> Series
     nsSeries: new Map(),
+    nsQuery: { match: '', offset: 0 }, // the overview's namespace table: its search and page
+    nsSearchTimer: null,
     doc: { roots: null, chosen: null, writes: -1, loading: false, lastLoad: 0, pending: null },
   };
 
@@ -219,6 +222,11 @@
   function streamPath() {
     let q = 'interval=1000';
     if (app.route.page === 'namespace') q += '&namespace=' + encodeURIComponent(app.route.id);
+    else {
+      // One page of the namespaces, searched on the server: a hub may have thousands.
+      q += '&namespaces=' + PAGE + '&offset=' + app.nsQuery.offset;
+      if (app.nsQuery.match) q += '&match=' + encodeURIComponent(app.nsQuery.match);
+    }
     if (app.lastSeq > 0) q += '&after=' + app.lastSeq;
     return route('stream', '', q)[1];
   }
@@ -532,10 +540,10 @@
       side.appendChild(section('Namespaces', 'nss',
         h('div', { class: 'actions' }, h('button', { type: 'button', id: 'create-ns', onclick: onCreateNamespace }, 'New namespace'),
           h('span', { id: 'create-msg', class: 'note', role: 'status' })),
-        table('namespaces', hubNsColumns), h('p', { class: 'note', id: 'ns-count' })));
+        nsSearch(), table('namespaces', hubNsColumns), nsPager()));
     } else {
       side.appendChild(section('Connection to the hub', 'link', h('dl', { class: 'facts', id: 'link-facts' })));
-      side.appendChild(section('Replication targets', 'nss', table('namespaces', peerNsColumns), h('p', { class: 'note', id: 'ns-count' }),
+      side.appendChild(section('Replication targets', 'nss', nsSearch(), table('namespaces', peerNsColumns), nsPager(),
         h('form', { class: 'inline', id: 'add-target', onsubmit: onAddTarget },
           h('label', { for: 'add-ns' }, 'Add a target'),
           h('input', { id: 'add-ns', type: 'text', placeholder: 'ns-…', pattern: 'ns-[0-9a-f]{32}', size: 38, required: true, spellcheck: 'false' }),
@@ -544,6 +552,65 @@
           h('button', { type: 'submit' }, 'Add'),
           h('span', { id: 'add-msg', class: 'note', role: 'status' }))));
     }
+  }
+
+  // nsSearch is the search box above the namespace table: the server selects the namespaces
+  // whose id or owner contains the text, a moment after the last key.
+  function nsSearch() {
+    return h('form', { class: 'inline search', role: 'search', onsubmit: (ev) => { ev.preventDefault(); searchNow(); } },
+      h('label', { for: 'ns-search' }, 'Search'),
+      h('input', { id: 'ns-search', type: 'search', placeholder: 'namespace id or owner', size: 30, spellcheck: 'false',
+        autocomplete: 'off', value: app.nsQuery.match, oninput: () => {
+          clearTimeout(app.nsSearchTimer);
+          app.nsSearchTimer = setTimeout(searchNow, 250);
+        } }));
+  }
+
+  function searchNow() {
+    clearTimeout(app.nsSearchTimer);
+    const match = $('ns-search').value.trim();
+    if (match === app.nsQuery.match) return;
+    app.nsQuery = { match, offset: 0 };
+    startStream();
+  }
+
+  // nsPager is the line under the namespace table: which of how many it shows, and the
+  // buttons to the pages before and after.
+  function nsPager() {
+    return h('div', { class: 'pager' },
+      h('button', { type: 'button', id: 'ns-prev', onclick: () => turnPage(-PAGE) }, '← Previous'),
+      h('span', { class: 'note', id: 'ns-count', role: 'status' }),
+      h('button', { type: 'button', id: 'ns-next', onclick: () => turnPage(PAGE) }, 'Next →'));
+  }
+
+  function turnPage(by) {
+    app.nsQuery = { match: app.nsQuery.match, offset: Math.max(0, app.nsQuery.offset + by) };
+    startStream();
+  }
+
+  // renderPager says which namespaces the table shows; a page emptied meanwhile (namespaces
+  // gone) moves to the last page there is.
+  function renderPager(st) {
+    const shown = st.namespaces.length, matched = st.namespacesMatched, total = st.namespacesTotal;
+    const offset = st.namespacesOffset || 0;
+    if (offset !== app.nsQuery.offset || (st.namespacesMatched === undefined)) return; // an answer to an older query
+    if (shown === 0 && offset > 0 && matched > 0) {
+      app.nsQuery = { match: app.nsQuery.match, offset: Math.floor((matched - 1) / PAGE) * PAGE };
+      startStream();
+      return;
+    }
+    const what = st.side === 'hub' ? 'namespaces' : 'replicas';
+    let text;
+    if (app.nsQuery.match) {
+      text = matched === 0 ? 'None of the ' + total + ' ' + what + ' matches “' + app.nsQuery.match + '”.'
+        : (offset + 1) + '–' + (offset + shown) + ' of the ' + matched + ' matching “' + app.nsQuery.match + '” (' + total + ' in all)';
+    } else {
+      text = total <= PAGE ? '' : (offset + 1) + '–' + (offset + shown) + ' of ' + total + ' (the loaded ones first)';
+    }
+    $('ns-count').textContent = text;
+    $('ns-prev').disabled = offset === 0;
+    $('ns-next').disabled = offset + shown >= matched;
+    $('ns-prev').hidden = $('ns-next').hidden = matched <= PAGE && offset === 0; // one page: nothing to turn
   }
 
   // facts fills a list of [name, value, wide] (wide: the whole row, for long text).
@@ -569,9 +636,10 @@
       if (!app.nsSeries.has(n.namespaceId)) app.nsSeries.set(n.namespaceId, new Series());
       app.nsSeries.get(n.namespaceId).push(t, n.writes);
     }
-    series('writes').push(t, writes);
-    $('who').textContent = st.side + ' ' + (st.instanceId || '');
-    document.title = 'Nomicore ' + st.side + ' ' + (st.instanceId || '');
+    series('writes').push(t, st.writes !== undefined ? st.writes : writes); // st.writes: every namespace, not only this page's
+    const name = nodeTitle(st.side, st.instanceId);
+    $('who').textContent = name;
+    document.title = name + ' · Nomicore';
     setLive('Live · ' + fmtTime(st.now));
     render(st);
   }
@@ -580,7 +648,7 @@
     if (app.route.page === 'namespace') { renderNamespaceFromStatus(st); return; }
     const title = $('node-title');
     if (!title) return;
-    title.textContent = (st.side === 'hub' ? 'Hub ' : 'Peer ') + (st.instanceId || '');
+    title.textContent = nodeTitle(st.side, st.instanceId);
     facts($('node-facts'), [
       ['Ready', st.ready ? stateEl('ready') : h('span', null, stateEl('not ready'), h('span', { class: 'reason' }, st.notReadyReason || '')), !st.ready],
       ['Persistence', stateEl(st.persistence)],
@@ -599,13 +667,23 @@
     buildSide(st);
     if (st.side === 'hub') {
       syncRows($('connections').tBodies[0], st.connections || [], (c) => c.connectionId, hubConnColumns, 'No peer is connected.');
-      syncRows($('namespaces').tBodies[0], st.namespaces, (n) => n.namespaceId, hubNsColumns, 'No namespace yet.');
+      syncRows($('namespaces').tBodies[0], st.namespaces, (n) => n.namespaceId, hubNsColumns,
+        app.nsQuery.match ? 'No namespace matches.' : 'No namespace yet.');
     } else {
       renderLink(st.hub);
-      syncRows($('namespaces').tBodies[0], st.namespaces, (n) => n.namespaceId, peerNsColumns, 'No replication target yet.');
+      syncRows($('namespaces').tBodies[0], st.namespaces, (n) => n.namespaceId, peerNsColumns,
+        app.nsQuery.match ? 'No replica matches.' : 'No replication target yet.');
     }
-    const shown = st.namespaces.length, total = st.namespacesTotal;
-    $('ns-count').textContent = shown < total ? 'Showing ' + shown + ' of ' + total + ' namespaces (the loaded ones first).' : '';
+    renderPager(st);
+  }
+
+  // nodeTitle names the process: "Hub main", "Peer laptop" — or only the instance id when it
+  // says what the process is already ("peer-a", "hub-eu"), and "Hub" for a hub named hub.
+  function nodeTitle(side, id) {
+    const kind = side === 'hub' ? 'Hub' : 'Peer';
+    if (!id || id.toLowerCase() === side) return kind;
+    if (id.toLowerCase().startsWith(side)) return id;
+    return kind + ' ' + id;
   }
 
   function renderLink(l) {

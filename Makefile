@@ -17,7 +17,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all build run demo test test-race test-short soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-cluster bench-large bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
+.PHONY: all build run demo test test-race test-short test-yjs-long soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-cluster bench-large bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -56,13 +56,17 @@ js-deps: $(JS_STAMPS)
 
 ## test: the whole suite with the race detector (what .ci/run runs), then the store
 ## corruption tests without it (-race's pointer checks turn a damaged bbolt page into a
-## fatal error instead of the recoverable panic the store contains), and the large-document
-## e2e tests at full size (32 MiB with the shipped defaults, 64 MiB with raised flags), which
-## the race detector makes minutes long
+## fatal error instead of the recoverable panic the store contains), the large-document
+## e2e tests at full size (32 MiB with the shipped defaults, 64 MiB with raised flags) and
+## the yjs differential tests on JS histories of several MiB, which the race detector makes
+## minutes long, and every yjs test again with struct lists chunked by 4 structs (the build
+## tag yjs_smallchunks; 500 random JS histories instead of 2,000)
 test: js-deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(GO) test -count=1 -run Corrupt ./persistence/
 	$(GO) test -count=1 -run 'TestE2E_(LargeDocuments|64MiB)' ./e2e/
+	$(GO) test -count=1 -run TestLargeJSHistories ./yjs/
+	NOMICORE_YJS_HISTORIES=500 $(GO) test -count=1 -tags yjs_smallchunks ./yjs/
 
 ## test-race: same as test (kept as an explicit name)
 test-race: test
@@ -70,6 +74,14 @@ test-race: test
 ## test-short: a quick loop for development (no race detector, -short)
 test-short: js-deps
 	$(GO) test -short -count=1 ./...
+
+## test-yjs-long: the yjs differential tests on YJS_LONG_COUNT (3) JS histories of about
+## 20 MiB each (3 to 6 authors, hundreds of thousands of structs), every path; the histories
+## are made once by node (about 10 minutes each) and kept under $$TMPDIR/nomicore-yjs-histories
+## (about 180 MiB each)
+YJS_LONG_COUNT ?= 3
+test-yjs-long: js-deps
+	set -o pipefail; NOMICORE_YJS_LARGE=long NOMICORE_YJS_LARGE_COUNT=$(YJS_LONG_COUNT) $(GO) test -count=1 -timeout 240m -run TestLargeJSHistories -v ./yjs/ | grep -E -v '^=== (RUN|PAUSE|CONT)'
 
 ## soak-cluster: the hub cluster's tests over and over (three embedded NATS servers in one
 ## process, and three hub processes with peers: kills, stops, epoch races), CLUSTER_COUNT times

@@ -462,6 +462,10 @@ func (d *Doc) applyDeleteBlocks(tx *Transaction, blocks []delBlock) *deleteSet {
 			if it := l.at(p); !it.deleted() && it.id.Clock < r.clock {
 				p = l.insertAfter(p, splitItem(tx, it, r.clock-it.id.Clock))
 			}
+			// The walk holds p across deletions only: deleting changes no list. A split
+			// inserts into the list, which may split p's chunk and move the struct at p; the
+			// only split inside the walk is the one at end, after which nothing is left of
+			// the range, so p is never used after it.
 			for {
 				it := l.at(p)
 				if it.id.Clock >= end {
@@ -470,8 +474,14 @@ func (d *Doc) applyDeleteBlocks(tx *Transaction, blocks []delBlock) *deleteSet {
 				if !it.deleted() {
 					if end < it.endClock() {
 						l.insertAfter(p, splitItem(tx, it, end-it.id.Clock))
+						it.delete(tx)
+						if !d.olderDeleteWalk {
+							break
+						}
+						// ReplayAsOlderVersions: go on from p, which may be stale
+					} else {
+						it.delete(tx)
 					}
-					it.delete(tx)
 				}
 				np, ok := l.next(p)
 				if !ok {

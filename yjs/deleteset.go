@@ -208,7 +208,7 @@ func mergeDeleteSets(sets []deleteSet) deleteSet {
 }
 
 // deleteSetFromStore collects the deleted ranges of the store (consecutive deleted structs
-// form one range).
+// form one range). The walks only read the lists.
 func deleteSetFromStore(s *structStore) deleteSet {
 	var ds deleteSet
 	for c, l := range s.clients {

@@ -87,6 +87,10 @@ type Doc struct {
 	autoLoad   bool
 	meta       any // nil when unset
 
+	// olderDeleteWalk makes remote deletions walk their ranges the way versions of this
+	// package before the struct-list fix did (ReplayAsOlderVersions).
+	olderDeleteWalk bool
+
 	yata          yataScratch
 	scratch       lib0.Encoder // reused for transaction updates
 	stateSizeHint int          // size of the last full state encoded
@@ -230,6 +234,16 @@ func (d *Doc) StateVector() StateVector { return d.store.stateVector() }
 
 // HasPending reports whether structs or deletions wait for missing dependencies.
 func (d *Doc) HasPending() bool { return d.pending != nil || d.pendingDels != nil }
+
+// StructCounts returns, per client, how many structs of the document's store it owns (after
+// merging): a measure of how fragmented the document is, which operators' tools report.
+func (d *Doc) StructCounts() map[uint64]int {
+	out := make(map[uint64]int, len(d.store.clients))
+	for c, l := range d.store.clients {
+		out[c] = l.n
+	}
+	return out
+}
 
 // PendingBytes returns the encoded size of the structs and deletions waiting for missing
 // dependencies. JS yjs does not bound them; a caller that applies updates from untrusted

@@ -87,7 +87,8 @@ func sortStarts(starts []clientClock) {
 	})
 }
 
-// writeStructsFrom writes the structs of each listed client from its clock.
+// writeStructsFrom writes the structs of each listed client from its clock. Writing changes
+// nothing, so the position found stays valid through the walk.
 func (d *Doc) writeStructsFrom(e *lib0.Encoder, starts []clientClock) {
 	e.WriteVarUint(uint64(len(starts)))
 	for _, s := range starts {

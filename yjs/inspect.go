@@ -319,6 +319,7 @@ func Included(doc *Doc, update []byte) (bool, error) {
 				return false, nil // it would wait as a pending delete
 			}
 			deleted := true
+			// the walk only reads: its position stays valid
 			l.each(l.find(r.clock), func(it *item) bool {
 				if it.id.Clock >= r.clock+r.len {
 					return false

@@ -7,9 +7,9 @@ import (
 
 // The struct store keeps, per client, its structs ordered by clock without gaps from 0. A
 // client's list is chunked so that a struct is found by clock in O(log n) and inserting a
-// split part in the middle costs O(chunk), not O(n).
-
-const chunkMax = 512 // a chunk splits in two when it grows beyond this
+// split part in the middle costs O(chunk), not O(n). A chunk splits in two when it grows
+// beyond chunkMax structs: 512 (chunk.go), or 4 in a build with the tag yjs_smallchunks
+// (chunk_small.go), which the tests use to put every list operation across chunk edges.
 
 // structList is the struct list of one client.
 type structList struct {
@@ -17,7 +17,12 @@ type structList struct {
 	n      int
 }
 
-// spos is a position in a structList: chunk c, index i.
+// spos is a position in a structList: chunk c, index i. A position is valid until the list
+// changes. insertAfter may split a chunk in two, which moves the structs of its right half to
+// a new chunk and shifts the chunks after it; remove shifts the structs after the removed one
+// and drops a chunk it empties. Code that keeps a position across either re-derives it (from
+// what insertAfter returns, or with find) or only ever uses positions that the change cannot
+// have moved; each such place says which.
 type spos struct{ c, i int }
 
 func (l *structList) at(p spos) *item { return l.chunks[p.c][p.i] }
@@ -195,7 +200,8 @@ func (s *structStore) find(id ID) *item {
 }
 
 // cleanStart returns the position of the struct starting at clock, splitting an Item that
-// contains it (a GC struct is returned as is).
+// contains it (a GC struct is returned as is). The position is the one insertAfter returns
+// after the split, so it is valid whether or not the chunk was split.
 func (s *structStore) cleanStart(tx *Transaction, l *structList, clock uint64) spos {
 	p := l.find(clock)
 	it := l.at(p)
@@ -211,7 +217,8 @@ func (s *structStore) itemCleanStart(tx *Transaction, id ID) *item {
 	return l.at(s.cleanStart(tx, l, id.Clock))
 }
 
-// itemCleanEnd returns the struct ending at id, splitting if needed.
+// itemCleanEnd returns the struct ending at id, splitting if needed. It returns the struct,
+// not its position: the split may have moved it.
 func (s *structStore) itemCleanEnd(tx *Transaction, id ID) *item {
 	l := s.clients[id.Client]
 	p := l.find(id.Clock)

@@ -721,6 +721,7 @@ func (d *Doc) cleanupFormattingAfter(tx *Transaction) {
 		if l.state() == b.clock {
 			continue
 		}
+		// the walk only reads: its position stays valid
 		l.each(l.find(b.clock), func(it *item) bool {
 			if !it.isGC() && !it.deleted() && isFormat(it) && !has(it.parent) {
 				needFull = append(needFull, it.parent)
@@ -758,24 +759,28 @@ func (d *Doc) cleanupFormattingAfter(tx *Transaction) {
 }
 
 // iterateStructs calls f for the structs covering [clock, clock+length), splitting at both
-// ends (JS iterateStructs).
+// ends (JS iterateStructs). Each struct is found by its clock: a split at the end inserts into
+// the list, which may move the structs of a chunk, and f may delete items.
 func (d *Doc) iterateStructs(tx *Transaction, l *structList, clock, length uint64, f func(*item)) {
 	if length == 0 {
 		return
 	}
 	end := clock + length
-	p := d.store.cleanStart(tx, l, clock)
+	if d.olderDeleteWalk {
+		d.iterateStructsAsOlderVersions(tx, l, clock, end, f)
+		return
+	}
+	it := l.at(d.store.cleanStart(tx, l, clock))
 	for {
-		it := l.at(p)
 		if end < it.endClock() {
 			d.store.cleanStart(tx, l, end)
 		}
+		next := it.endClock()
 		f(it)
-		np, ok := l.next(p)
-		if !ok || l.at(np).id.Clock >= end {
+		if next >= end || next >= l.state() {
 			return
 		}
-		p = np
+		it = l.at(l.find(next))
 	}
 }
 

@@ -225,6 +225,10 @@ func (d *Doc) cleanupTransaction(tx *Transaction) {
 	for _, t := range tx.changed {
 		t.changed = false
 	}
+	// The merge loops below hold list positions across mergeWithLefts, which removes structs
+	// only after the position it returns: every position at or before that one (first
+	// included while the loop goes on, and what prev returns) stays valid. Nothing in them
+	// inserts.
 	for _, b := range tx.before {
 		before := b.clock
 		l := d.store.clients[b.client]
@@ -253,8 +257,9 @@ func (d *Doc) cleanupTransaction(tx *Transaction) {
 		if np, ok := l.next(p); ok {
 			q := d.mergeWithLefts(l, np)
 			if posLess(q, p) {
-				continue // both merged already
+				continue // both merged already (p may be stale now: not used)
 			}
+			// q is p or np: the removals were after p
 		}
 		if !l.isFirst(p) {
 			d.mergeWithLefts(l, p)
@@ -284,7 +289,10 @@ func (d *Doc) cleanupTransaction(tx *Transaction) {
 func posLess(a, b spos) bool { return a.c < b.c || (a.c == b.c && a.i < b.i) }
 
 // mergeWithLefts merges the struct at p into its left neighbours as far as possible and
-// returns the position of the struct that absorbed it (p when nothing merged).
+// returns the position of the struct that absorbed it (p when nothing merged). It removes the
+// absorbed structs, which all lie after the returned position: positions up to it stay valid,
+// later ones do not. Each removal is at next(cur) of a cur that no removal moves (a removal
+// after cur shifts nothing before it, and the chunk it may drop is after cur's).
 func (d *Doc) mergeWithLefts(l *structList, p spos) spos {
 	right := l.at(p)
 	cur := p
@@ -312,7 +320,9 @@ func (d *Doc) mergeWithLefts(l *structList, p spos) spos {
 	return cur
 }
 
-// gcDeleteSet replaces the content of the deleted items in ds.
+// gcDeleteSet replaces the content of the deleted items in ds. The walk over each range keeps
+// its list position while it collects: gc changes structs in place (content, flags and
+// links), never a list, so the position stays valid.
 func (d *Doc) gcDeleteSet(ds *deleteSet) {
 	for _, en := range ds.entries {
 		l := d.store.clients[en.client]
@@ -332,7 +342,8 @@ func (d *Doc) gcDeleteSet(ds *deleteSet) {
 	}
 }
 
-// mergeDeleteSet merges the structs around the ranges of ds.
+// mergeDeleteSet merges the structs around the ranges of ds. Each range is found afresh, and
+// the walk goes left from what mergeWithLefts returns, which its removals do not move.
 func (d *Doc) mergeDeleteSet(ds *deleteSet) {
 	for _, en := range ds.entries {
 		l := d.store.clients[en.client]

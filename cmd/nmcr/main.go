@@ -8,6 +8,7 @@
 //	nmcr doc state [--sv HEX]                             # hex of encodeStateAsUpdate(doc, sv)
 //	nmcr doc merge                                        # hex of mergeUpdates(all inputs)
 //	nmcr store ls PATH | nmcr store export PATH NAMESPACE # inspect a bbolt store offline
+//	nmcr store check PATH [NAMESPACE]                     # rebuild documents, say which may be damaged
 //
 // The frame commands read lines of hex (or a capture file written by --capture-frames); the
 // doc commands read updates as hex lines, base64 lines, Server-Sent Events or raw binary
@@ -34,7 +35,7 @@ var nmcr = cli.Group{
 	Commands: []cli.Command{
 		frameCommands.Command("frame", "decode replication messages to JSON lines, or encode them (decode, encode)"),
 		docCommands.Command("doc", "read Yjs updates: the document as JSON, its state vector, state or merge (json, sv, state, merge)"),
-		storeCommands.Command("store", "look into a stopped hub's or peer's store (ls, export)"),
+		storeCommands.Command("store", "look into a stopped hub's or peer's store (ls, export, check)"),
 	},
 	Version: true,
 	Footer:  "Every flag can also be set as NOMICORE_<FLAG>.",

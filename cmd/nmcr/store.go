@@ -15,7 +15,7 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 )
 
-// storeCommands is `nmcr store ls|export` (GUIDE §7): an offline look into a bbolt store.
+// storeCommands is `nmcr store ls|export|check` (GUIDE §7): an offline look into a bbolt store.
 var storeCommands = cli.Group{
 	Path: "nmcr store",
 	About: "Looks into the store of a stopped hub or peer (its DATA/nomicore.db), read-only. A running hub or " +
@@ -25,40 +25,54 @@ var storeCommands = cli.Group{
 			Run: func(args []string, io cli.IO) int { return runStore("ls", args, io) }},
 		{Name: "export", Summary: "a namespace's document (or an archive of it) as hex lines, for nmcr doc",
 			Run: func(args []string, io cli.IO) int { return runStore("export", args, io) }},
+		{Name: "check", Summary: "rebuild every document and say whether an older version may have damaged it",
+			Run: func(args []string, io cli.IO) int { return runStore("check", args, io) }},
 	},
 }
 
-const storeAbout = `PATH is a store file or an instance's data directory (holding nomicore.db). The store is ` +
+const storePathAbout = `PATH is a store file or an instance's data directory (holding nomicore.db). The store is ` +
 	`opened read-only; the store of a running hub or peer is locked and refused: read a namespace from its ` +
-	`admin API instead (curl -s http://127.0.0.1:8788/v1/namespaces/NAMESPACE/update | nmcr doc json). ` +
-	`Exit status: 0 done, 1 the store could not be read, 2 bad usage.`
+	`admin API instead (curl -s http://127.0.0.1:8788/v1/namespaces/NAMESPACE/update | nmcr doc json).`
+
+const storeAbout = storePathAbout + ` Exit status: 0 done, 1 the store could not be read, 2 bad usage.`
 
 // runStore runs `nmcr store SUB`.
 func runStore(sub string, args []string, cio cli.IO) int {
 	synopsis := "nmcr store ls PATH"
 	about := "Prints one JSON line per namespace entry (with the size of its document), per document that has no " +
 		"entry, and per archive (a reset or archived replica). " + storeAbout
-	if sub == "export" {
+	switch sub {
+	case "export":
 		synopsis = "nmcr store export PATH NAMESPACE [--archive N] [--owner OWNER]"
 		about = "Prints a namespace's document as lines of hex: its snapshot, then each logged update in order (an " +
 			"empty document is the one line 0000) — input for nmcr doc json and the other doc commands. " + storeAbout
+	case "check":
+		synopsis = "nmcr store check PATH [NAMESPACE] [--archives] [--json]"
+		about = checkAbout + " " + storePathAbout + " Exit status: 0 every document is ok, 3 some need attention " +
+			"(unverified or reset), 1 one does not load or loads two ways that disagree, or the store could not be " +
+			"read, 2 bad usage."
 	}
 	f := cli.NewFlags("nmcr store "+sub, synopsis, about)
 	var archive *uint64
 	var owner *string
-	if sub == "export" {
+	var archives, asJSON *bool
+	switch sub {
+	case "export":
 		archive = f.Uint64("archive", 0, "export archive `N` of the namespace (see nmcr store ls) instead of its live document")
 		owner = f.String("owner", "", "the `OWNER` of a document that has no entry")
+	case "check":
+		archives = f.Bool("archives", false, "check the archived documents too (with NAMESPACE, its archives are always checked)")
+		asJSON = f.Bool("json", false, "one JSON line per document instead of the report for people")
 	}
 	pos, code, ok := f.Parse(args, cio)
 	if !ok {
 		return code
 	}
-	want := map[string]int{"ls": 1, "export": 2}[sub]
+	want := map[string]int{"ls": 1, "export": 2, "check": 2}[sub]
 	switch {
 	case len(pos) == 0:
 		return f.Mistake(cio, "the store's PATH is required")
-	case len(pos) < want:
+	case len(pos) < want && sub == "export":
 		return f.Mistake(cio, "the NAMESPACE to export is required")
 	case len(pos) > want:
 		return f.Mistake(cio, "unexpected argument %q", pos[want])
@@ -68,7 +82,7 @@ func runStore(sub string, args []string, cio cli.IO) int {
 	st, err := openStoreReadOnly(pos[0])
 	if errors.Is(err, persistence.ErrLocked) {
 		ns := "<NAMESPACE>"
-		if sub == "export" {
+		if len(pos) > 1 {
 			ns = pos[1]
 		}
 		fmt.Fprintf(stderr, "nmcr store %s: %s is in use by a running hub or peer, which keeps it locked; stop it first, or read a namespace through its admin API: curl -s http://<its --admin-listen>/v1/namespaces/%s/update | nmcr doc json\n", sub, pos[0], ns)
@@ -80,16 +94,24 @@ func runStore(sub string, args []string, cio cli.IO) int {
 	}
 	defer st.Close(context.Background())
 	ctx := context.Background()
-	if sub == "ls" {
+	status := 0
+	switch sub {
+	case "ls":
 		err = storeList(ctx, st, stdout)
-	} else {
+	case "export":
 		err = storeExport(ctx, st, pos[0], pos[1], *archive, *owner, stdout)
+	case "check":
+		ns := ""
+		if len(pos) > 1 {
+			ns = pos[1]
+		}
+		status, err = storeCheck(ctx, st, pos[0], ns, *archives, *asJSON, stdout)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "nmcr store %s: %v\n", sub, err)
 		return 1
 	}
-	return 0
+	return status
 }
 
 func openStoreReadOnly(path string) (*persistence.BoltStore, error) {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package yjs
+
+const raceEnabled = false

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/clock"
 )
 
 // Config configures one hub node of a cluster. Either the node embeds a NATS server

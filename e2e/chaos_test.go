@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/faultproxy"
+	"github.com/nomicore/nomicore/internal/testkit/faultproxy"
 )
 
 // The long fault-injection run, `make chaos` (skipped unless NOMICORE_CHAOS=1):

@@ -17,7 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/nomicore/nomicore/internal/faultproxy"
+	"github.com/nomicore/nomicore/internal/testkit/faultproxy"
 )
 
 // The dashboard in a real browser: Debian's chromium, headless, driven by chromedp. The

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/faultproxy"
+	"github.com/nomicore/nomicore/internal/testkit/faultproxy"
 	"github.com/nomicore/nomicore/yjs"
 )
 

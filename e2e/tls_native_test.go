@@ -19,8 +19,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/nomicore/nomicore/internal/tlsconf"
-	"github.com/nomicore/nomicore/internal/tlsconf/tlstest"
+	"github.com/nomicore/nomicore/node/tlsconf"
+	"github.com/nomicore/nomicore/node/tlsconf/tlstest"
 )
 
 // Native TLS on every listener: the hub serves wss:// replication and an https admin API

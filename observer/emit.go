@@ -1,6 +1,10 @@
 package observer
 
-import "time"
+import (
+	"time"
+
+	"github.com/nomicore/nomicore/clock"
+)
 
 // Observer receives events. Delivery is synchronous, on the goroutine of the
 // layer that emitted; an observer used by a hub or peer is called from many
@@ -61,13 +65,6 @@ func deliver(o Observer, e Event) {
 	o.Observe(e)
 }
 
-// Clock is the monotonic time source events measure latencies with. Any project
-// clock with a Now method satisfies it; only differences of its readings enter
-// events, never the readings themselves.
-type Clock interface {
-	Now() time.Time
-}
-
 // Emitter is how a replication layer reports events, by the delivery rules of
 // §23.4. It is immutable and safe for concurrent use; a nil *Emitter is valid and
 // disabled. With no observer there are no events, no state read for an event and
@@ -82,13 +79,13 @@ type Clock interface {
 type Emitter struct {
 	side  Side
 	obs   Observer
-	clock Clock
+	clock clock.Reader
 }
 
 // NewEmitter returns an emitter that stamps side on every event and delivers to
 // obs (nil: disabled), measuring latencies with clock (nil: latency fields
 // absent). It panics if side is neither SideHub nor SidePeer — a wiring bug.
-func NewEmitter(side Side, obs Observer, clock Clock) *Emitter {
+func NewEmitter(side Side, obs Observer, clock clock.Reader) *Emitter {
 	if !side.Valid() {
 		panic("observer: NewEmitter: side must be hub or peer, got " + string(side))
 	}
@@ -147,7 +144,7 @@ func (em *Emitter) SinceMs(start Opt[time.Time]) Opt[float64] {
 
 // SafeNow reads c, folding a nil clock or a panic into absent. The registry uses
 // it for its stage clock.
-func SafeNow(c Clock) (t Opt[time.Time]) {
+func SafeNow(c clock.Reader) (t Opt[time.Time]) {
 	if c == nil {
 		return None[time.Time]()
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/clock"
 )
 
 // Defaults of Options.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/persistence"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/persistence/persistencetest"
 	"github.com/nomicore/nomicore/yjs"

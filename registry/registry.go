@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/yjs"
 )
@@ -61,7 +61,7 @@ type Config struct {
 	// Without it the sequencer reads no clock. A clock.Clock will do; pass the same one the
 	// replication layer's observer seam uses, so the stage durations and its latencies are
 	// comparable.
-	StageClock StageClock
+	StageClock clock.Reader
 	// MaxQueuedSlots bounds each namespace's slot queue; past it operations are refused at
 	// once with ErrOverloaded. Zero means the default.
 	MaxQueuedSlots int
@@ -85,10 +85,6 @@ type Config struct {
 	// completes it. Zero means the defaults.
 	SharedApplyTimeout, SharedLoadTimeout, SharedStaleClaim time.Duration
 }
-
-// StageClock is a monotonic time source for stage timings. A reading that panics counts as
-// no reading: the stages of that slot are left out.
-type StageClock interface{ Now() time.Time }
 
 // Compactor returns the store Compactor the registry needs (persistence.Options.Compactor):
 // it folds the update log into the snapshot with yjs.MergeUpdates.

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 	"weak"
 
+	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/yjs"
@@ -869,13 +870,13 @@ func (rt *runtime) saveLoop(ctx context.Context) {
 // stageTimer reads the stage clock at the stage boundaries (Stages); without a clock it reads
 // nothing.
 type stageTimer struct {
-	c     StageClock
+	c     clock.Reader
 	marks [5]time.Time
 	n     int
 	bad   bool
 }
 
-func newStageTimer(c StageClock, admitted time.Time) *stageTimer {
+func newStageTimer(c clock.Reader, admitted time.Time) *stageTimer {
 	if c == nil {
 		return nil
 	}
@@ -908,7 +909,7 @@ func (st *stageTimer) stages() *Stages {
 
 // readClock reads c; a clock that panics counts as absent, so a broken clock costs the
 // timings of one slot, never the slot.
-func readClock(c StageClock) (t time.Time, ok bool) {
+func readClock(c clock.Reader) (t time.Time, ok bool) {
 	defer func() {
 		if recover() != nil {
 			t, ok = time.Time{}, false

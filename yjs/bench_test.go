@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/nomicore/nomicore/internal/oracle"
+	"github.com/nomicore/nomicore/internal/testkit/oracle"
 	"testing"
 )
 

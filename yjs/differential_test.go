@@ -10,10 +10,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nomicore/nomicore/internal/oracle"
+	"github.com/nomicore/nomicore/internal/testkit/oracle"
 )
 
-// Differential tests against the JavaScript yjs reference (internal/oracle). Each history
+// Differential tests against the JavaScript yjs reference (internal/testkit/oracle). Each history
 // runs as a subtest named by its seed, so a failure replays with
 //
 //	go test ./yjs -run 'TestDifferentialJSHistories/seed=123$'

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf16"
 
-	"github.com/nomicore/nomicore/internal/oracle"
+	"github.com/nomicore/nomicore/internal/testkit/oracle"
 	"github.com/nomicore/nomicore/lib0"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/oracle"
+	"github.com/nomicore/nomicore/internal/testkit/oracle"
 )
 
 // Differential tests at the sizes users reach: multi-author histories of several MiB made

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nomicore/nomicore/internal/oracle"
+	"github.com/nomicore/nomicore/internal/testkit/oracle"
 )
 
 func TestMain(m *testing.M) { os.Exit(oracle.Run(m)) }

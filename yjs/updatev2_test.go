@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nomicore/nomicore/internal/oracle"
+	"github.com/nomicore/nomicore/internal/testkit/oracle"
 	"github.com/nomicore/nomicore/lib0"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/yjs"
 )

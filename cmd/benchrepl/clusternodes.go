@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/node"
+	"github.com/nomicore/nomicore/node"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/ws"
 )

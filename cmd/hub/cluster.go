@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/cluster"
-	"github.com/nomicore/nomicore/internal/cli"
-	"github.com/nomicore/nomicore/internal/clock"
-	"github.com/nomicore/nomicore/internal/node"
+	"github.com/nomicore/nomicore/node"
+	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"

@@ -20,8 +20,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/nomicore/nomicore/internal/cli"
-	"github.com/nomicore/nomicore/internal/node"
+	"github.com/nomicore/nomicore/node"
+	"github.com/nomicore/nomicore/node/cli"
 )
 
 func main() {

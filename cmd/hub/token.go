@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/nomicore/nomicore/internal/cli"
-	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/internal/tokens"
+	"github.com/nomicore/nomicore/node"
+	"github.com/nomicore/nomicore/node/cli"
 )
 
 // tokenCommands is `hub token add|list|rotate|remove`: edits of the tokens file, which a

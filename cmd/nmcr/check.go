@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/nomicore/nomicore/internal/cli"
+	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/yjs"
 )
@@ -45,7 +45,7 @@ const checkAbout = `Rebuilds each stored document (or NAMESPACE's, and its archi
 const exposedStructs = 256
 
 // peerTargetPrefix is where a peer keeps its replication targets in the store's
-// configuration (internal/node): a namespace with a target there is a peer's replica.
+// configuration (package node): a namespace with a target there is a peer's replica.
 const peerTargetPrefix = "peer/targets/"
 
 // Verdicts of `nmcr store check`.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/framecap"
+	"github.com/nomicore/nomicore/node/framecap"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/yjs"

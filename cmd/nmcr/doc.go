@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nomicore/nomicore/internal/cli"
+	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/yjs"
 )
 

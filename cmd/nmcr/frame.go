@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/nomicore/nomicore/internal/cli"
-	"github.com/nomicore/nomicore/internal/framecap"
+	"github.com/nomicore/nomicore/node/cli"
+	"github.com/nomicore/nomicore/node/framecap"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 

@@ -20,7 +20,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/nomicore/nomicore/internal/cli"
+	"github.com/nomicore/nomicore/node/cli"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/cli"
+	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/persistence"
 )
 

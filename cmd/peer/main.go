@@ -22,8 +22,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/nomicore/nomicore/internal/cli"
-	"github.com/nomicore/nomicore/internal/node"
+	"github.com/nomicore/nomicore/node"
+	"github.com/nomicore/nomicore/node/cli"
 )
 
 func main() {

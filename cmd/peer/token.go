@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/nomicore/nomicore/internal/cli"
-	"github.com/nomicore/nomicore/internal/node"
 	"github.com/nomicore/nomicore/internal/tokens"
+	"github.com/nomicore/nomicore/node"
+	"github.com/nomicore/nomicore/node/cli"
 )
 
 // tokenCommands is `peer token add|list|remove`: the client tokens of the peer's client

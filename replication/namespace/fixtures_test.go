@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/persistence"
@@ -617,7 +617,7 @@ func newNSPeerWith(t *testing.T, cfg protocol.Config, storeOpts persistence.Opti
 type nsPeerOptions struct {
 	store      persistence.Options
 	unobserved bool                // no observer (f.rec stays empty)
-	stageClock registry.StageClock // the peer registry's stage clock
+	stageClock clock.Reader // the peer registry's stage clock
 }
 
 func newNSPeerOpts(t *testing.T, cfg protocol.Config, o nsPeerOptions) *nsPeer {

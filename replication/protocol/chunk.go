@@ -6,14 +6,9 @@ import (
 	"math"
 	"slices"
 	"time"
-)
 
-// Clock is the time source of the assembler's sliding deadline: the Now half of the
-// project's injected clock (internal/clock.Clock satisfies it). Tests drive a fake one; this
-// package never reads the wall clock itself.
-type Clock interface {
-	Now() time.Time
-}
+	"github.com/nomicore/nomicore/clock"
+)
 
 // Binding is what a transfer's first chunk binds it to: the replication identity of a
 // snapshot or the sync round of a sync diff. Live updates have none.
@@ -112,21 +107,21 @@ type Assembler struct {
 	maxChunks      int
 	maxActive      int
 	timeout        time.Duration
-	clock          Clock
+	clock          clock.Reader
 
 	active map[transferKey]*assembly
 	lastID map[NamespaceID]uint32 // highest transferId started per namespace
 }
 
 // NewAssembler returns an empty assembler with cfg's limits (cfg must be valid).
-func NewAssembler(cfg *Config, clock Clock) *Assembler {
+func NewAssembler(cfg *Config, clk clock.Reader) *Assembler {
 	return &Assembler{
 		maxUpdateBytes: cfg.MaxUpdateBytes,
 		maxTotal:       [3]int{cfg.MaxChunkedUpdateBytes, cfg.MaxChunkedBootstrapBytes, cfg.MaxChunkedSyncDiffBytes},
 		maxChunks:      cfg.MaxChunksPerUpdate,
 		maxActive:      cfg.MaxConcurrentAssembliesPerConnection,
 		timeout:        cfg.AssemblyTimeout,
-		clock:          clock,
+		clock:          clk,
 		active:         make(map[transferKey]*assembly),
 		lastID:         make(map[NamespaceID]uint32),
 	}

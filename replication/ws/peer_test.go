@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"

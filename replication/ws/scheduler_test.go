@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/clock"
+	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"

@@ -1,6 +1,6 @@
 // largehist.mjs: large, reproducible multi-author Yjs histories made by the real JavaScript
 // yjs, with every expectation the Go differential tests at scale compare against
-// (yjs/large_test.go, through internal/oracle.Large). Nothing here is computed by Go.
+// (yjs/large_test.go, through internal/testkit/oracle.Large). Nothing here is computed by Go.
 //
 //   node largehist.mjs CONFIG_JSON OUT_DIR
 //

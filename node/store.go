@@ -1,0 +1,183 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/node/adminapi"
+	"github.com/nomicore/nomicore/node/cli"
+	"github.com/nomicore/nomicore/node/dashboard"
+	"github.com/nomicore/nomicore/node/tlsconf"
+	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/replication/ws"
+)
+
+// Instance is what a serving binary opens before it serves anything: its store, the
+// registry over it, and its observer with the store's counters registered.
+type Instance struct {
+	Store    persistence.Store
+	Registry *registry.Registry
+	Obs      *Observability
+	// Ready, when set, reports readiness beyond the store's (a hub node of a cluster is
+	// ready only with quorum); nil when the instance is always ready.
+	Ready func() error
+	// Started is when the instance opened (the uptime the dashboard shows).
+	Started time.Time
+
+	clock      clock.Clock
+	log        *slog.Logger
+	closeExtra func() // closes what NewInstance's caller opened under the store, if anything
+}
+
+// OpenInstance opens the store in dir (OpenStore), the registry of role over it, and the
+// observability of side. On an error it closes what it had opened.
+func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.Clock, log *slog.Logger) (*Instance, error) {
+	store, err := OpenStore(dir, log)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := registry.New(registry.Config{Role: role, Store: store, Clock: clk, StageClock: clk, Logger: log})
+	if err != nil {
+		store.Close(context.Background())
+		return nil, err
+	}
+	return NewInstance(store, reg, side, clk, log, nil)
+}
+
+// NewInstance is OpenInstance over a store and registry the caller opened (a hub node of a
+// cluster, whose store is the cluster's): it registers the observability of side. closeExtra,
+// when set, runs after the store closes in Close. On an error it closes everything.
+func NewInstance(store persistence.Store, reg *registry.Registry, side observer.Side, clk clock.Clock, log *slog.Logger, closeExtra func()) (*Instance, error) {
+	in := &Instance{Store: store, Registry: reg, Started: clk.Now(), clock: clk, log: log, closeExtra: closeExtra}
+	var err error
+	if in.Obs, err = NewObservability(log, side); err == nil {
+		err = in.Obs.RegisterStore(store, reg)
+	}
+	if err != nil {
+		in.Close()
+		return nil, err
+	}
+	return in, nil
+}
+
+// Close closes the registry, then the store (and what NewInstance was given to close): for a
+// start-up that fails before the orderly shutdown owns them.
+func (in *Instance) Close() {
+	in.Registry.Close(context.Background())
+	in.Store.Close(context.Background())
+	if in.closeExtra != nil {
+		in.closeExtra()
+	}
+}
+
+// AdminOptions returns the admin API options the binaries share: the instance's side,
+// registry, store, metrics, clock and logger, the admin flags of c, and the dashboard with
+// what its status routes show (the timeline, the start time, the version). The caller adds
+// its side's own (the hub's Sessions and Connections; the peer's Targets, Ready and Link;
+// the instance id, listeners and load).
+func (in *Instance) AdminOptions(c *Common) adminapi.Options {
+	return adminapi.Options{Side: in.Obs.Side, Registry: in.Registry, Store: in.Store, Metrics: in.Obs.Handler(),
+		Ready: in.Ready, Token: c.AdminToken, MaxUpdateBytes: maxLocalWrite(&c.Protocol),
+		MaxUpdateFlag: maxLocalWriteFlag(&c.Protocol), MaxEventStreams: c.MaxEventStreams,
+		Clock: in.clock, Logger: in.log,
+		Timeline: in.Obs.Timeline, StartedAt: in.Started, Version: cli.Version(string(in.Obs.Side)),
+		UI: dashboard.Handler(dashboard.Options{TokenRequired: c.AdminToken != ""})}
+}
+
+// CheckInstanceID refuses a flag value that is not an instance id (§6.1).
+func CheckInstanceID(flagName, v string) error {
+	if !protocol.ValidInstanceID(v) {
+		return fmt.Errorf("--%s %q does not match ^[a-z][a-z0-9-]{0,62}$", flagName, v)
+	}
+	return nil
+}
+
+// OpenStore opens the instance's bbolt store DIR/nomicore.db (creating DIR with mode 0700),
+// with the registry's compactor. A store locked by another process is the error "data dir
+// DIR is in use by another process"; store health changes are logged (§20).
+func OpenStore(dir string, log *slog.Logger) (*persistence.BoltStore, error) {
+	if dir == "" {
+		return nil, errors.New("--data must name a directory")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	st, err := persistence.OpenDataDir(dir, persistence.Options{
+		Compactor: registry.Compactor(),
+		OnHealthChange: func(healthy bool, err error) {
+			if healthy {
+				log.Info("persistence healthy again")
+			} else {
+				log.Error("persistence degraded: writes are refused while the store fails to commit; it keeps retrying", slog.String("error", err.Error()))
+			}
+		},
+		OnCompactionError: func(_, ns string, err error) {
+			log.Warn("compaction failed", slog.String("namespaceId", ns), slog.String("error", err.Error()))
+		},
+	})
+	switch {
+	case errors.Is(err, persistence.ErrLocked):
+		return nil, fmt.Errorf("data dir %s is in use by another process", dir)
+	case errors.Is(err, persistence.ErrCorrupt):
+		return nil, fmt.Errorf("data dir %s: the store is damaged: %v (inspect it with nmcr store ls)", dir, err)
+	case err != nil:
+		return nil, fmt.Errorf("data dir %s: %v", dir, err)
+	}
+	return st, nil
+}
+
+// Listen opens a TCP listener, naming the flag in its error.
+func Listen(flagName, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %s: %v", flagName, addr, err)
+	}
+	return ln, nil
+}
+
+// IsLoopback reports whether a listen address binds only loopback interfaces (an empty host
+// binds every interface).
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckAdmin refuses an admin listener beyond loopback without an admin token (GUIDE §8).
+func CheckAdmin(addr, token string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("--admin-listen %q: %v", addr, err)
+	}
+	if !IsLoopback(addr) && token == "" {
+		return fmt.Errorf("--admin-listen %s is not loopback: set --admin-token-file (or NOMICORE_ADMIN_TOKEN) so the admin API requires a bearer token", addr)
+	}
+	return nil
+}
+
+// HubDialer returns the peer's WebSocket dialer, speaking HTTP/1.1 only (the upgrade needs
+// it; a TLS proxy must not negotiate HTTP/2 for it). With caFile, a wss:// hub must present a
+// certificate signed by one of its PEM certificates (the file is read again when it changes:
+// HubDialerCA); without, the system roots are trusted.
+func HubDialer(caFile string) (ws.Dialer, error) {
+	ca, err := tlsconf.NewCAFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	return HubDialerCA(ca, 0), nil
+}

@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"context"
 	"os"
-	goruntime "runtime"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -217,10 +217,10 @@ func benchApply1000(b *testing.B, opts persistence.Options) {
 }
 
 func heapInUse() uint64 {
-	goruntime.GC()
-	goruntime.GC()
-	var m goruntime.MemStats
-	goruntime.ReadMemStats(&m)
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
 
@@ -256,7 +256,7 @@ func BenchmarkNamespaceMemory(b *testing.B) {
 		b.StopTimer()
 		waitIdle(b, reg, st)
 		idle = heapInUse()
-		g0 = goruntime.NumGoroutine()
+		g0 = runtime.NumGoroutine()
 		b.StartTimer()
 		for i, id := range ids {
 			var err error
@@ -265,7 +265,7 @@ func BenchmarkNamespaceMemory(b *testing.B) {
 		}
 		b.StopTimer()
 		loaded = heapInUse()
-		g1 = goruntime.NumGoroutine()
+		g1 = runtime.NumGoroutine()
 		b.StartTimer()
 		for i, l := range leases {
 			l.Release()

@@ -242,7 +242,7 @@ func block(t testing.TB, l *Lease) (unblock func()) {
 	t.Helper()
 	running := make(chan struct{})
 	release := make(chan struct{})
-	err := enqueue(l.rt, nil, func(*runtime, *slot) (struct{}, error) {
+	err := enqueue(l.rt, nil, func(*nsRuntime, *slot) (struct{}, error) {
 		close(running)
 		<-release
 		return struct{}{}, nil

@@ -117,9 +117,9 @@ type Registry struct {
 
 	mu        sync.Mutex // guards closed, loaded, unloading, locks and every runtime's refs
 	closed    bool
-	loaded    map[string]*runtime // by namespace id: runtimes with leases
-	unloading map[string]*runtime // runtimes finishing their last slots
-	locks     map[string]*keyLock // serialise load, import, reset and archive of one id
+	loaded    map[string]*nsRuntime // by namespace id: runtimes with leases
+	unloading map[string]*nsRuntime // runtimes finishing their last slots
+	locks     map[string]*keyLock   // serialise load, import, reset and archive of one id
 
 	closeOnce sync.Once
 	closeErr  error
@@ -177,8 +177,8 @@ func New(cfg Config) (*Registry, error) {
 		random:    &lockedReader{r: cfg.Random},
 		life:      ctx,
 		cancel:    cancel,
-		loaded:    make(map[string]*runtime),
-		unloading: make(map[string]*runtime),
+		loaded:    make(map[string]*nsRuntime),
+		unloading: make(map[string]*nsRuntime),
 		locks:     make(map[string]*keyLock),
 	}, nil
 }
@@ -414,7 +414,7 @@ func (r *Registry) openLoaded(owner, ns string) (*Lease, error) {
 }
 
 // loadRuntime builds the live document from a stored one.
-func (r *Registry) loadRuntime(owner, ns string, sd persistence.Doc) (*runtime, error) {
+func (r *Registry) loadRuntime(owner, ns string, sd persistence.Doc) (*nsRuntime, error) {
 	doc := r.newDoc()
 	if len(sd.Snapshot) > 0 {
 		if err := yjs.ApplyUpdate(doc, sd.Snapshot, nil); err != nil {
@@ -431,7 +431,7 @@ func (r *Registry) loadRuntime(owner, ns string, sd persistence.Doc) (*runtime, 
 
 // install registers a loaded runtime with one lease and starts its goroutine (caller holds
 // the key lock).
-func (r *Registry) install(rt *runtime) (*Lease, error) {
+func (r *Registry) install(rt *nsRuntime) (*Lease, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -447,7 +447,7 @@ func (r *Registry) install(rt *runtime) (*Lease, error) {
 }
 
 // release drops one lease of rt; the last one unloads it.
-func (r *Registry) release(rt *runtime) {
+func (r *Registry) release(rt *nsRuntime) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rt.refs--
@@ -460,7 +460,7 @@ func (r *Registry) release(rt *runtime) {
 }
 
 // unloaded is called by a runtime goroutine when it has released the namespace.
-func (r *Registry) unloaded(rt *runtime) {
+func (r *Registry) unloaded(rt *nsRuntime) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.unloading[rt.ns] == rt {

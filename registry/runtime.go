@@ -16,11 +16,11 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// runtime is one loaded namespace: its live document and the single write sequencer that every
-// apply of the namespace enters (§1). One goroutine — loop — runs the slots in admission order
+// nsRuntime is the runtime of one loaded namespace: its live document and the single write
+// sequencer that every apply of the namespace enters (§1). One goroutine — loop — runs the slots in admission order
 // (FIFO); it alone touches the document. Slots never wait on the network, a session, a lease
 // or the registry; the only waits in the goroutine are at unload, after the last slot.
-type runtime struct {
+type nsRuntime struct {
 	reg   *Registry
 	owner string
 	ns    string
@@ -75,7 +75,7 @@ type runtime struct {
 type slot struct {
 	admitted time.Time // stage-clock reading at admission (zero without a stage clock)
 	sess     *Session  // the submitting session, nil for lease and registry work
-	run      func(rt *runtime, s *slot)
+	run      func(rt *nsRuntime, s *slot)
 	fail     func(err error) // settles the slot with err when run cannot (closed, panic)
 }
 
@@ -98,12 +98,12 @@ type localOrigin struct {
 
 var originLocal = &localOrigin{}
 
-func newRuntime(reg *Registry, owner, ns string, doc *yjs.Doc, through uint64, appends int) (*runtime, error) {
+func newRuntime(reg *Registry, owner, ns string, doc *yjs.Doc, through uint64, appends int) (*nsRuntime, error) {
 	id, err := readIdentity(doc)
 	if err != nil {
 		return nil, ErrInternal.with("namespace document has no valid identity", err)
 	}
-	rt := &runtime{
+	rt := &nsRuntime{
 		reg:     reg,
 		owner:   owner,
 		ns:      ns,
@@ -120,10 +120,10 @@ func newRuntime(reg *Registry, owner, ns string, doc *yjs.Doc, through uint64, a
 }
 
 // identity returns the current identity.
-func (rt *runtime) identity() Identity { return *rt.ident.Load() }
+func (rt *nsRuntime) identity() Identity { return *rt.ident.Load() }
 
 // submit admits s into the slot queue without blocking.
-func (rt *runtime) submit(s *slot) error {
+func (rt *nsRuntime) submit(s *slot) error {
 	if sc := rt.reg.cfg.StageClock; sc != nil {
 		s.admitted, _ = readClock(sc)
 	}
@@ -149,7 +149,7 @@ func (rt *runtime) submit(s *slot) error {
 // settlement of a write waiting for it) until the goroutine exits — while stopping too,
 // and outside Config.MaxQueuedSlots: such slots are bounded by their sources (records
 // waiting, writes waiting). It reports whether the slot was admitted.
-func (rt *runtime) submitInternal(s *slot) bool {
+func (rt *nsRuntime) submitInternal(s *slot) bool {
 	rt.mu.Lock()
 	if rt.exited {
 		rt.mu.Unlock()
@@ -164,7 +164,7 @@ func (rt *runtime) submitInternal(s *slot) bool {
 	return true
 }
 
-func (rt *runtime) signal() {
+func (rt *nsRuntime) signal() {
 	select {
 	case rt.wake <- struct{}{}:
 	default:
@@ -172,20 +172,20 @@ func (rt *runtime) signal() {
 }
 
 // stop makes the goroutine finish the admitted slots and unload. It does not wait.
-func (rt *runtime) stop() {
+func (rt *nsRuntime) stop() {
 	rt.mu.Lock()
 	rt.stopping = true
 	rt.mu.Unlock()
 	rt.signal()
 }
 
-func (rt *runtime) isStopping() bool {
+func (rt *nsRuntime) isStopping() bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.stopping
 }
 
-func (rt *runtime) start() {
+func (rt *nsRuntime) start() {
 	rt.reg.wg.Add(1)
 	go rt.loop()
 }
@@ -194,7 +194,7 @@ func (rt *runtime) start() {
 // buffers) and runs them in order; once stopping is set, the queue is empty — no slot is
 // admitted after stopping but the registry's own — and, in a cluster, no write waits for
 // the log any more, it unloads.
-func (rt *runtime) loop() {
+func (rt *nsRuntime) loop() {
 	defer rt.reg.wg.Done()
 	defer rt.unload()
 	for {
@@ -229,12 +229,12 @@ func (rt *runtime) loop() {
 // drained reports that nothing keeps a stopping runtime: in a cluster, the writes waiting
 // for the log (each settles within Config.SharedApplyTimeout), unless the registry's Close
 // gave up waiting.
-func (rt *runtime) drained() bool {
+func (rt *nsRuntime) drained() bool {
 	return rt.sh == nil || len(rt.sh.pending) == 0 || rt.reg.life.Err() != nil
 }
 
 // runSlot runs one slot. A panic breaks the document: the namespace then refuses all work.
-func (rt *runtime) runSlot(s *slot) {
+func (rt *nsRuntime) runSlot(s *slot) {
 	defer func() {
 		if p := recover(); p != nil {
 			err := ErrInternal.with("sequencer slot panicked", fmt.Errorf("%v", p))
@@ -247,7 +247,7 @@ func (rt *runtime) runSlot(s *slot) {
 }
 
 // breakDoc marks the document unusable: every later slot fails, and every session is told.
-func (rt *runtime) breakDoc(err error) {
+func (rt *nsRuntime) breakDoc(err error) {
 	if rt.failErr != nil {
 		return
 	}
@@ -261,7 +261,7 @@ func (rt *runtime) breakDoc(err error) {
 
 // gate is the check at the start of every slot: a broken document refuses everything; a
 // fenced session is refused at the start of any later slot.
-func (rt *runtime) gate(s *slot) error {
+func (rt *nsRuntime) gate(s *slot) error {
 	if rt.failErr != nil {
 		return ErrInternal.with("namespace document failed", rt.failErr)
 	}
@@ -277,7 +277,7 @@ func (rt *runtime) gate(s *slot) error {
 // document held pending structs before the apply: then the transaction may have integrated
 // earlier structs released by it, which the origin may lack (GUIDE §4), so it gets the whole
 // transaction update too.
-func (rt *runtime) onUpdate(update []byte, origin any) {
+func (rt *nsRuntime) onUpdate(update []byte, origin any) {
 	rt.txUpdate = update
 	rt.act.wrote(len(update))
 	rt.changes++
@@ -301,7 +301,7 @@ func (rt *runtime) onUpdate(update []byte, origin any) {
 	rt.fanOut(update, skip, false)
 }
 
-func (rt *runtime) fanOut(update []byte, skip *subscription, watchersOnly bool) {
+func (rt *nsRuntime) fanOut(update []byte, skip *subscription, watchersOnly bool) {
 	var shared *yjs.Shared
 	for _, sub := range rt.subscribers() {
 		if sub == skip || (watchersOnly && sub.session) {
@@ -315,14 +315,14 @@ func (rt *runtime) fanOut(update []byte, skip *subscription, watchersOnly bool) 
 }
 
 // subscribers returns the current fan-out targets (an immutable slice).
-func (rt *runtime) subscribers() []*subscription {
+func (rt *nsRuntime) subscribers() []*subscription {
 	if p := rt.subs.Load(); p != nil {
 		return *p
 	}
 	return nil
 }
 
-func (rt *runtime) addSub(sub *subscription) {
+func (rt *nsRuntime) addSub(sub *subscription) {
 	rt.subsMu.Lock()
 	defer rt.subsMu.Unlock()
 	if rt.gone {
@@ -336,7 +336,7 @@ func (rt *runtime) addSub(sub *subscription) {
 	rt.subs.Store(&next)
 }
 
-func (rt *runtime) removeSub(sub *subscription) {
+func (rt *nsRuntime) removeSub(sub *subscription) {
 	rt.subsMu.Lock()
 	defer rt.subsMu.Unlock()
 	old := rt.subscribers()
@@ -353,7 +353,7 @@ func (rt *runtime) removeSub(sub *subscription) {
 
 // degraded reports whether persistence is degraded: the store's last commit failed, or a
 // change of this namespace was refused by the store and is not yet saved by a snapshot.
-func (rt *runtime) degraded() bool {
+func (rt *nsRuntime) degraded() bool {
 	if rt.sh != nil {
 		return !rt.reg.cfg.Shared.Healthy()
 	}
@@ -364,7 +364,7 @@ func (rt *runtime) degraded() bool {
 // failed commit, the saver writes a snapshot as a probe: a failed operation that nothing
 // retries (an archive, a compaction) would otherwise leave the store unhealthy — and a hub,
 // which then accepts no write, degraded — for good.
-func (rt *runtime) refuseDegraded() error {
+func (rt *nsRuntime) refuseDegraded() error {
 	if rt.saveFailed != nil {
 		return ErrDegraded.with("the store cannot save this namespace's changes; it takes writes again once loaded again", rt.saveFailed)
 	}
@@ -377,7 +377,7 @@ func (rt *runtime) refuseDegraded() error {
 // persist is the dirty notification: it hands the change to the store's group
 // committer without waiting for disk. When the store refuses it (backpressure), the change
 // stays only in memory: the namespace is degraded until the saver has written a snapshot.
-func (rt *runtime) persist(update []byte) uint64 {
+func (rt *nsRuntime) persist(update []byte) uint64 {
 	seq, err := rt.reg.cfg.Store.Append(rt.owner, rt.ns, update)
 	if err != nil {
 		rt.unsaved++
@@ -433,13 +433,13 @@ const (
 
 // apply runs an update through the gates, the protected check, the live apply and the dirty
 // notification, in this slot (§10.1, §20).
-func (rt *runtime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, error) {
+func (rt *nsRuntime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, error) {
 	return rt.applyFrom(s, update, kind, originLocal)
 }
 
 // applyFrom is apply with the origin of a local write (originLocal, or one that skips the
 // writer's watch).
-func (rt *runtime) applyFrom(s *slot, update []byte, kind applyKind, local *localOrigin) (ApplyResult, error) {
+func (rt *nsRuntime) applyFrom(s *slot, update []byte, kind applyKind, local *localOrigin) (ApplyResult, error) {
 	if rt.sh != nil {
 		return ApplyResult{}, errSingleProcessPath
 	}
@@ -509,7 +509,7 @@ func (rt *runtime) applyFrom(s *slot, update []byte, kind applyKind, local *loca
 }
 
 // refreshIdentity re-reads meta after a trusted update may have changed it (a peer).
-func (rt *runtime) refreshIdentity() {
+func (rt *nsRuntime) refreshIdentity() {
 	id, err := readIdentity(rt.doc)
 	if err != nil {
 		rt.reg.logError("hub update left meta without a valid identity; keeping the previous one", rt.ns, err)
@@ -528,7 +528,7 @@ func (rt *runtime) refreshIdentity() {
 var errSingleProcessPath = ErrInternal.with("a write took the single hub's path in a hub cluster; it was refused, nothing was applied", nil)
 
 // writeMeta makes a registry transaction on meta and saves its update.
-func (rt *runtime) writeMeta(origin any, kv ...any) (uint64, error) {
+func (rt *nsRuntime) writeMeta(origin any, kv ...any) (uint64, error) {
 	if rt.sh != nil {
 		return 0, errSingleProcessPath
 	}
@@ -548,7 +548,7 @@ func (rt *runtime) writeMeta(origin any, kv ...any) (uint64, error) {
 
 // bumpEpoch is the §11 epoch bump: one slot, after every update admitted before it; the new
 // epoch is written, then every session of the old epoch is fenced before any later slot.
-func (rt *runtime) bumpEpoch() (Identity, error) {
+func (rt *nsRuntime) bumpEpoch() (Identity, error) {
 	if rt.reg.cfg.Role != RoleHub {
 		return Identity{}, ErrRoleViolation.with("only the hub bumps the epoch", nil)
 	}
@@ -573,7 +573,7 @@ func (rt *runtime) bumpEpoch() (Identity, error) {
 }
 
 // replaceSchema writes meta.schema (hub).
-func (rt *runtime) replaceSchema(updatedAt string, definition any) error {
+func (rt *nsRuntime) replaceSchema(updatedAt string, definition any) error {
 	if rt.reg.cfg.Role != RoleHub {
 		return ErrRoleViolation.with("only the hub replaces the schema", nil)
 	}
@@ -623,7 +623,7 @@ type fullState struct {
 
 // encodeState returns the document as an update for a remote state vector (nil or empty:
 // the whole document). The bytes may be shared with other callers: never modify them.
-func (rt *runtime) encodeState(sv []byte) ([]byte, error) {
+func (rt *nsRuntime) encodeState(sv []byte) ([]byte, error) {
 	// Every change that integrates something is a transaction (onUpdate counts it); structs
 	// pending for missing dependencies change the encoding without one, so a document
 	// holding some is encoded afresh each time.
@@ -652,7 +652,7 @@ func (rt *runtime) encodeState(sv []byte) ([]byte, error) {
 // unload runs when the goroutine has finished every slot: it writes a fresh snapshot when
 // changes are unsaved or the log grew long, detaches the sessions and releases the
 // namespace in the store. Only here does the goroutine wait on disk.
-func (rt *runtime) unload() {
+func (rt *nsRuntime) unload() {
 	rt.stopSaver()
 	if rt.sh != nil {
 		rt.sharedUnload() // the log keeps the document: nothing to save here
@@ -677,7 +677,7 @@ func (rt *runtime) unload() {
 
 // writeSnapshot encodes the document and stores it as the snapshot through the last append
 // (runtime goroutine only).
-func (rt *runtime) writeSnapshot(ctx context.Context) error {
+func (rt *nsRuntime) writeSnapshot(ctx context.Context) error {
 	snap, err := yjs.EncodeStateAsUpdate(rt.doc, nil)
 	if err != nil {
 		return err
@@ -691,20 +691,20 @@ func (rt *runtime) writeSnapshot(ctx context.Context) error {
 }
 
 // markSaved records that a snapshot saved every change up to generation gen.
-func (rt *runtime) markSaved(gen uint64) {
+func (rt *nsRuntime) markSaved(gen uint64) {
 	rt.saved = max(rt.saved, gen)
 	rt.appends = 0
 	rt.dirty.Store(rt.saved < rt.unsaved)
 }
 
 // unsavedFlag reports (from any goroutine) that changes wait for a snapshot.
-func (rt *runtime) unsavedFlag() bool { return rt.dirty.Load() }
+func (rt *nsRuntime) unsavedFlag() bool { return rt.dirty.Load() }
 
 // kickSaver asks the saver goroutine to write a snapshot (starting it on first use). In a
 // hub cluster there is no saver: the log keeps every write and the nodes compact it, and
 // the cluster's store takes no snapshot from the registry. Once the saver gave up (a
 // failure trying again cannot cure), it is not started again until the namespace reloads.
-func (rt *runtime) kickSaver() {
+func (rt *nsRuntime) kickSaver() {
 	if rt.sh != nil || rt.saveFailed != nil {
 		return
 	}
@@ -722,7 +722,7 @@ func (rt *runtime) kickSaver() {
 	}
 }
 
-func (rt *runtime) stopSaver() {
+func (rt *nsRuntime) stopSaver() {
 	if rt.saverStarted {
 		rt.saverCancel()
 		<-rt.saverDone
@@ -770,7 +770,7 @@ func (r *Registry) SaveFailures() SaveFailures {
 // if its cause changes) and once when a save succeeds after it. A failure that trying again
 // cannot cure (permanentSaveFailure) is logged once with its cause and ends the saver: the
 // namespace stays degraded, refusing writes with that cause, until it is loaded again.
-func (rt *runtime) saveLoop(ctx context.Context) {
+func (rt *nsRuntime) saveLoop(ctx context.Context) {
 	defer close(rt.saverDone)
 	cfg := rt.reg.cfg
 	backoff := cfg.SaveRetryMin
@@ -790,7 +790,7 @@ func (rt *runtime) saveLoop(ctx context.Context) {
 			}
 			res := make(chan snap, 1)
 			s := &slot{
-				run: func(rt *runtime, _ *slot) {
+				run: func(rt *nsRuntime, _ *slot) {
 					if rt.failErr != nil || (rt.saved >= rt.unsaved && cfg.Store.Healthy()) {
 						res <- snap{}
 						return
@@ -824,7 +824,7 @@ func (rt *runtime) saveLoop(ctx context.Context) {
 					failures, lastCause = 0, ""
 				}
 				done := &slot{
-					run:  func(rt *runtime, _ *slot) { rt.markSaved(sn.gen) },
+					run:  func(rt *nsRuntime, _ *slot) { rt.markSaved(sn.gen) },
 					fail: func(error) {},
 				}
 				if rt.submit(done) != nil {
@@ -838,7 +838,7 @@ func (rt *runtime) saveLoop(ctx context.Context) {
 			if permanentSaveFailure(err) {
 				// Recorded in the sequence, then logged, then counted: whoever sees the
 				// count finds the line, and a write admitted after it the refusal.
-				rt.submitInternal(&slot{run: func(rt *runtime, _ *slot) { rt.saveFailed = err }, fail: func(error) {}})
+				rt.submitInternal(&slot{run: func(rt *nsRuntime, _ *slot) { rt.saveFailed = err }, fail: func(error) {}})
 				rt.reg.logError("saving the namespace failed, and trying again cannot help: it is not retried. "+
 					"Its unsaved changes are kept in memory only and it refuses writes until it is loaded again; "+
 					"remove the cause below, then restart the node", rt.ns, err)
@@ -923,7 +923,7 @@ func readClock(c clock.Reader) (t time.Time, ok bool) {
 // update may have completed). A malformed update is ErrApplyFailed; any other failure
 // breaks the document (ErrInternal). The hub's own path and a cluster node's path apply
 // through it alike.
-func (rt *runtime) integrate(parsed *yjs.ParsedUpdate, origin any) (changed, hadPending bool, err error) {
+func (rt *nsRuntime) integrate(parsed *yjs.ParsedUpdate, origin any) (changed, hadPending bool, err error) {
 	hadPending = rt.doc.HasPending()
 	rt.hadPending = hadPending
 	rt.txUpdate = nil

@@ -233,7 +233,7 @@ func newPeerRegistry(t *testing.T) (persistence.Store, *registry.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{Role: registry.RolePeer, Store: st})
+	reg, err := registry.New(registry.Config{Role: registry.RolePeer, Catalog: st, Documents: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func TestWriteCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st})
 	if err != nil {
 		t.Fatal(err)
 	}

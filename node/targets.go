@@ -18,7 +18,7 @@ import (
 const targetKeyPrefix = "peer/targets/"
 
 // LoadTargets reads the targets a peer remembered.
-func LoadTargets(ctx context.Context, store persistence.Store) ([]namespace.Target, error) {
+func LoadTargets(ctx context.Context, store persistence.Catalog) ([]namespace.Target, error) {
 	keys, err := store.ConfigKeys(ctx, targetKeyPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("reading the remembered targets: %w", err)
@@ -41,7 +41,7 @@ func LoadTargets(ctx context.Context, store persistence.Store) ([]namespace.Targ
 }
 
 // RememberTarget stores a target so that the next start restores it.
-func RememberTarget(ctx context.Context, store persistence.Store, t namespace.Target) error {
+func RememberTarget(ctx context.Context, store persistence.Catalog, t namespace.Target) error {
 	v, _ := json.Marshal(struct {
 		Owner string `json:"owner"`
 	}{t.Owner})
@@ -66,7 +66,7 @@ func ParseTarget(v, defaultOwner string) (namespace.Target, error) {
 // the same targets from their stored replicas (reconcile, not re-bootstrap).
 type PersistentTargets struct {
 	TC    *namespace.TargetController
-	Store persistence.Store
+	Store persistence.Catalog
 	// Unload, when set, is called before a target's replica is dropped or reset: the
 	// editors of the namespace are closed, so that nothing else holds it loaded.
 	Unload func(namespaceID string)

@@ -25,7 +25,7 @@ func (rt *nsRuntime) degraded() bool {
 	if rt.sh != nil {
 		return !rt.reg.cfg.Shared.Healthy()
 	}
-	return !rt.reg.cfg.Store.Healthy() || rt.saved < rt.unsaved
+	return rt.store.degraded()
 }
 
 // refuseDegraded is called when a write is refused as degraded. If the store reports a
@@ -33,11 +33,13 @@ func (rt *nsRuntime) degraded() bool {
 // retries (an archive, a compaction) would otherwise leave the store unhealthy — and a hub,
 // which then accepts no write, degraded — for good.
 func (rt *nsRuntime) refuseDegraded() error {
-	if rt.saveFailed != nil {
-		return ErrDegraded.with("the store cannot save this namespace's changes; it takes writes again once loaded again", rt.saveFailed)
-	}
-	if rt.sh == nil && !rt.reg.cfg.Store.Healthy() {
-		rt.kickSaver()
+	if st := rt.store; st != nil {
+		if st.saveFailed != nil {
+			return ErrDegraded.with("the store cannot save this namespace's changes; it takes writes again once loaded again", st.saveFailed)
+		}
+		if !st.docs.Healthy() {
+			rt.kickSaver()
+		}
 	}
 	return ErrDegraded.with("", nil)
 }

@@ -40,7 +40,7 @@ var compactionModes = []struct {
 
 func benchRegistry(b *testing.B, st persistence.Store) *Registry {
 	b.Helper()
-	reg, err := New(Config{Role: RoleHub, Store: st})
+	reg, err := New(Config{Role: RoleHub, Catalog: st, Documents: st})
 	must(b, err)
 	return reg
 }
@@ -324,7 +324,7 @@ func BenchmarkLoad10MBDocument(b *testing.B) {
 	must(b, err)
 	_, err = l.WriteLocal(ctxT(b), merged)
 	must(b, err)
-	must(b, l.rt.reg.cfg.Store.Compact(ctxT(b), owner, c.NamespaceID)) // the text as the snapshot
+	must(b, l.rt.reg.cfg.Documents.Compact(ctxT(b), owner, c.NamespaceID)) // the text as the snapshot
 	var last ApplyResult
 	for _, u := range ups[chunks:] {
 		last, err = l.WriteLocal(ctxT(b), u)

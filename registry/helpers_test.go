@@ -72,7 +72,7 @@ func newEnv(t testing.TB, role Role, cfg Config, opts persistence.Options) *env 
 func newEnvOn(t testing.TB, role Role, cfg Config, st persistence.Store, closeStore bool) *env {
 	t.Helper()
 	cfg.Role = role
-	cfg.Store = st
+	cfg.Catalog, cfg.Documents = st, st
 	reg, err := New(cfg)
 	must(t, err)
 	t.Cleanup(func() {

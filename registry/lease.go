@@ -37,7 +37,7 @@ func (l *Lease) Identity() Identity { return l.rt.identity() }
 // Degraded reports whether persistence is degraded for this namespace now (the store's last
 // commit failed, or a change of this namespace waits for a snapshot).
 func (l *Lease) Degraded() bool {
-	return !l.reg.cfg.Store.Healthy() || l.rt.unsavedFlag()
+	return !l.reg.cfg.Catalog.Healthy() || l.rt.unsavedFlag()
 }
 
 // Failed reports that the document broke; operations answer INTERNAL_ERROR until every
@@ -53,7 +53,7 @@ func (l *Lease) Flushed() uint64 {
 	if l.rt.sh != nil {
 		return l.rt.applied.Load()
 	}
-	return l.reg.cfg.Store.Flushed(l.rt.owner, l.rt.ns)
+	return l.rt.store.docs.Flushed(l.rt.owner, l.rt.ns)
 }
 
 // WaitFlushed waits until append seq is durable, or ctx ends. In a hub cluster it waits
@@ -65,7 +65,7 @@ func (l *Lease) WaitFlushed(ctx context.Context, seq uint64) error {
 		}
 		return l.rt.waitApplied(ctx, seq)
 	}
-	return l.reg.cfg.Store.WaitFlushed(ctx, l.rt.owner, l.rt.ns, seq)
+	return l.rt.store.docs.WaitFlushed(ctx, l.rt.owner, l.rt.ns, seq)
 }
 
 // SessionInfo describes an open replication session of a namespace.

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -12,9 +11,20 @@ import (
 )
 
 // nsRuntime is the runtime of one loaded namespace: its live document and the single write
-// sequencer that every apply of the namespace enters (§1). One goroutine — loop — runs the slots in admission order
-// (FIFO); it alone touches the document. Slots never wait on the network, a session, a lease
-// or the registry; the only waits in the goroutine are at unload, after the last slot.
+// sequencer that every apply of the namespace enters (§1). One goroutine — loop — runs the
+// slots in admission order (FIFO); it alone touches the document. Slots never wait on the
+// network, a session, a lease or the registry; the only waits in the goroutine are at
+// unload, after the last slot.
+//
+// A runtime keeps its writes in one of two places, fixed before its goroutine starts: the
+// document store of this process (store: a single hub or a peer) or the shared log of a hub
+// cluster (sh). Exactly one of the two is set; only the first can reach a
+// persistence.Documents.
+//
+// Its code is filed by concern: sequencer.go (slots and the goroutine), apply.go (the gates
+// and the apply of one update), fanout.go (the document observer and the subscriptions it
+// feeds), saver.go (the document store: appends and the snapshot saver), shared.go (the
+// shared log), stages.go (the stage timings of an apply).
 type nsRuntime struct {
 	reg   *Registry
 	owner string
@@ -32,10 +42,12 @@ type nsRuntime struct {
 	ident  atomic.Pointer[Identity]     // the current identity, readable without a slot
 	schema atomic.Pointer[ActiveSchema] // the active schema, readable without a slot (nil: none)
 	failed atomic.Bool                  // the document broke (an internal apply failure)
-	dirty  atomic.Bool                  // saved < unsaved, for readers outside the goroutine
+	dirty  atomic.Bool                  // store.saved < store.unsaved, for readers outside the goroutine
 
-	// sh is the runtime's part in a hub cluster (Config.Shared), nil otherwise; set before
-	// the goroutine starts and never replaced.
+	// store is the runtime's part in the document store of this process (Config.Documents),
+	// nil in a hub cluster; sh is its part in a hub cluster (Config.Shared), nil otherwise.
+	// Set before the goroutine starts and never replaced.
+	store   *storeState
 	sh      *sharedState
 	applied atomic.Uint64 // cluster: the last log position applied, for readers outside the goroutine
 
@@ -45,10 +57,7 @@ type nsRuntime struct {
 
 	// Owned by the runtime goroutine.
 	doc           *yjs.Doc
-	through       uint64 // the last append sequence number of this namespace
-	appends       int    // appends since load (or since the last snapshot the registry wrote)
-	unsaved       uint64 // generation of changes the store did not accept (backpressure)
-	saved         uint64 // the generation the last snapshot covered; degraded while saved < unsaved
+	through       uint64 // the last append sequence number (cluster: log position) of this namespace
 	failErr       error
 	spare         []*slot // the other queue buffer, reused
 	txUpdate      []byte  // set by onUpdate: the update of the last transaction
@@ -56,17 +65,14 @@ type nsRuntime struct {
 	full          fullState
 	hadPending    bool // the document held pending structs before the apply in progress
 	schemaSeen    schemaState
-	saverStarted  bool
-	saverKick     chan struct{}
-	saverCancel   context.CancelFunc
-	saverDone     chan struct{}
-	saveFailed    error // the saver gave up for this cause (permanentSaveFailure)
 	unsubscribeFn func()
 
 	act activity // counters for Registry.Activity
 }
 
-func newRuntime(reg *Registry, owner, ns string, doc *yjs.Doc, through uint64, appends int) (*nsRuntime, error) {
+// newRuntime makes the runtime of a loaded document, through the given append sequence
+// number (or log position). The caller sets store or sh before starting it.
+func newRuntime(reg *Registry, owner, ns string, doc *yjs.Doc, through uint64) (*nsRuntime, error) {
 	id, err := readIdentity(doc)
 	if err != nil {
 		return nil, ErrInternal.with("namespace document has no valid identity", err)
@@ -79,7 +85,6 @@ func newRuntime(reg *Registry, owner, ns string, doc *yjs.Doc, through uint64, a
 		done:    make(chan struct{}),
 		doc:     doc,
 		through: through,
-		appends: appends,
 	}
 	rt.ident.Store(&id)
 	rt.loadSchema()
@@ -130,13 +135,15 @@ func (rt *nsRuntime) encodeState(sv []byte) ([]byte, error) {
 // changes are unsaved or the log grew long, detaches the sessions and releases the
 // namespace in the store. Only here does the goroutine wait on disk.
 func (rt *nsRuntime) unload() {
-	rt.stopSaver()
-	if rt.sh != nil {
-		rt.sharedUnload() // the log keeps the document: nothing to save here
-	} else if rt.failErr == nil && (rt.saved < rt.unsaved || rt.reg.snapshotOnUnload(rt.appends)) {
-		if err := rt.writeSnapshot(rt.reg.life); err != nil {
-			rt.reg.logError("snapshot at unload failed", rt.ns, err)
+	if st := rt.store; st != nil {
+		st.stopSaver()
+		if rt.failErr == nil && (st.saved < st.unsaved || rt.reg.snapshotOnUnload(st.appends)) {
+			if err := rt.writeSnapshot(rt.reg.life); err != nil {
+				rt.reg.logError("snapshot at unload failed", rt.ns, err)
+			}
 		}
+	} else {
+		rt.sharedUnload() // the log keeps the document: nothing to save here
 	}
 	rt.unsubscribeFn()
 	rt.subsMu.Lock()
@@ -147,7 +154,9 @@ func (rt *nsRuntime) unload() {
 	for _, sub := range subs {
 		sub.signalClosed()
 	}
-	rt.reg.cfg.Store.Release(rt.owner, rt.ns)
+	if rt.store != nil {
+		rt.store.docs.Release(rt.owner, rt.ns)
+	}
 	rt.reg.unloaded(rt)
 	close(rt.done)
 }

@@ -273,7 +273,7 @@ func openSession(t testing.TB, l *Lease, opts SessionOptions) (*Session, Session
 func TestCloseIsIdempotentAndRefusesWork(t *testing.T) {
 	st := newMemStore(t, persistence.Options{})
 	defer st.Close(context.Background())
-	reg, err := New(Config{Role: RoleHub, Store: st})
+	reg, err := New(Config{Role: RoleHub, Catalog: st, Documents: st})
 	must(t, err)
 	c, err := reg.Create(ctxT(t), owner)
 	must(t, err)

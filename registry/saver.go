@@ -8,13 +8,39 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
+// storeState is a runtime's part in the document store of this process (Config.Documents:
+// a single hub or a peer); a runtime of a hub cluster has a sharedState instead. The store
+// takes each change as an append (persist); when it refuses one, the change is unsaved and
+// the saver goroutine keeps trying to write a snapshot of the document until the store
+// takes it.
+type storeState struct {
+	docs persistence.Documents
+
+	// Owned by the runtime goroutine.
+	appends      int    // appends since load (or since the last snapshot the registry wrote)
+	unsaved      uint64 // generation of changes the store did not accept (backpressure)
+	saved        uint64 // the generation the last snapshot covered; degraded while saved < unsaved
+	saverStarted bool
+	saverKick    chan struct{}
+	saverCancel  context.CancelFunc
+	saverDone    chan struct{}
+	saveFailed   error // the saver gave up for this cause (permanentSaveFailure)
+}
+
+// degraded reports whether the store's last commit failed, or a change the store refused
+// is not yet saved by a snapshot.
+func (st *storeState) degraded() bool {
+	return !st.docs.Healthy() || st.saved < st.unsaved
+}
+
 // persist is the dirty notification: it hands the change to the store's group
 // committer without waiting for disk. When the store refuses it (backpressure), the change
 // stays only in memory: the namespace is degraded until the saver has written a snapshot.
 func (rt *nsRuntime) persist(update []byte) uint64 {
-	seq, err := rt.reg.cfg.Store.Append(rt.owner, rt.ns, update)
+	st := rt.store
+	seq, err := st.docs.Append(rt.owner, rt.ns, update)
 	if err != nil {
-		rt.unsaved++
+		st.unsaved++
 		rt.dirty.Store(true)
 		rt.kickSaver()
 		if !errors.Is(err, persistence.ErrBackpressure) {
@@ -23,7 +49,7 @@ func (rt *nsRuntime) persist(update []byte) uint64 {
 		return 0
 	}
 	rt.through = seq
-	rt.appends++
+	st.appends++
 	return seq
 }
 
@@ -34,8 +60,8 @@ func (rt *nsRuntime) writeSnapshot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	gen := rt.unsaved
-	if err := rt.reg.cfg.Store.ReplaceSnapshot(ctx, rt.owner, rt.ns, snap, rt.through); err != nil {
+	gen := rt.store.unsaved
+	if err := rt.store.docs.ReplaceSnapshot(ctx, rt.owner, rt.ns, snap, rt.through); err != nil {
 		return err
 	}
 	rt.markSaved(gen)
@@ -44,45 +70,48 @@ func (rt *nsRuntime) writeSnapshot(ctx context.Context) error {
 
 // markSaved records that a snapshot saved every change up to generation gen.
 func (rt *nsRuntime) markSaved(gen uint64) {
-	rt.saved = max(rt.saved, gen)
-	rt.appends = 0
-	rt.dirty.Store(rt.saved < rt.unsaved)
+	st := rt.store
+	st.saved = max(st.saved, gen)
+	st.appends = 0
+	rt.dirty.Store(st.saved < st.unsaved)
 }
 
 // unsavedFlag reports (from any goroutine) that changes wait for a snapshot.
 func (rt *nsRuntime) unsavedFlag() bool { return rt.dirty.Load() }
 
-// kickSaver asks the saver goroutine to write a snapshot (starting it on first use). In a
-// hub cluster there is no saver: the log keeps every write and the nodes compact it, and
-// the cluster's store takes no snapshot from the registry. Once the saver gave up (a
-// failure trying again cannot cure), it is not started again until the namespace reloads.
+// kickSaver asks the saver goroutine to write a snapshot (starting it on first use). Only a
+// runtime over the document store has a saver: in a hub cluster the log keeps every write
+// and the nodes compact it. Once the saver gave up (a failure trying again cannot cure), it
+// is not started again until the namespace reloads.
 func (rt *nsRuntime) kickSaver() {
-	if rt.sh != nil || rt.saveFailed != nil {
+	st := rt.store
+	if st == nil || st.saveFailed != nil {
 		return
 	}
-	if !rt.saverStarted {
-		rt.saverStarted = true
+	if !st.saverStarted {
+		st.saverStarted = true
 		ctx, cancel := context.WithCancel(rt.reg.life)
-		rt.saverKick = make(chan struct{}, 1)
-		rt.saverCancel = cancel
-		rt.saverDone = make(chan struct{})
+		st.saverKick = make(chan struct{}, 1)
+		st.saverCancel = cancel
+		st.saverDone = make(chan struct{})
 		go rt.saveLoop(ctx)
 	}
 	select {
-	case rt.saverKick <- struct{}{}:
+	case st.saverKick <- struct{}{}:
 	default:
 	}
 }
 
-func (rt *nsRuntime) stopSaver() {
-	if rt.saverStarted {
-		rt.saverCancel()
-		<-rt.saverDone
+// stopSaver stops the saver goroutine, if it was started, and waits for it.
+func (st *storeState) stopSaver() {
+	if st.saverStarted {
+		st.saverCancel()
+		<-st.saverDone
 	}
 }
 
 // permanentSaveFailure reports a failed snapshot save that trying again cannot cure: the
-// store offers no snapshots (a hub cluster's store), is read-only, closed or corrupt,
+// store offers no snapshots, is read-only, closed or corrupt,
 // refuses the snapshot as invalid, or no longer holds the namespace. Anything else — a
 // failing disk, a full commit queue, a store that cannot answer now — may pass.
 func permanentSaveFailure(err error) bool {
@@ -123,13 +152,14 @@ func (r *Registry) SaveFailures() SaveFailures {
 // cannot cure (permanentSaveFailure) is logged once with its cause and ends the saver: the
 // namespace stays degraded, refusing writes with that cause, until it is loaded again.
 func (rt *nsRuntime) saveLoop(ctx context.Context) {
-	defer close(rt.saverDone)
+	st := rt.store
+	defer close(st.saverDone)
 	cfg := rt.reg.cfg
 	backoff := cfg.SaveRetryMin
 	failures, lastCause := 0, ""
 	for {
 		select {
-		case <-rt.saverKick:
+		case <-st.saverKick:
 		case <-ctx.Done():
 			return
 		}
@@ -143,7 +173,7 @@ func (rt *nsRuntime) saveLoop(ctx context.Context) {
 			res := make(chan snap, 1)
 			s := &slot{
 				run: func(rt *nsRuntime, _ *slot) {
-					if rt.failErr != nil || (rt.saved >= rt.unsaved && cfg.Store.Healthy()) {
+					if rt.failErr != nil || (st.saved >= st.unsaved && st.docs.Healthy()) {
 						res <- snap{}
 						return
 					}
@@ -152,7 +182,7 @@ func (rt *nsRuntime) saveLoop(ctx context.Context) {
 						res <- snap{}
 						return
 					}
-					res <- snap{b, rt.through, rt.unsaved, true}
+					res <- snap{b, rt.through, st.unsaved, true}
 				},
 				fail: func(error) { res <- snap{} },
 			}
@@ -168,7 +198,7 @@ func (rt *nsRuntime) saveLoop(ctx context.Context) {
 			if !sn.ok {
 				break
 			}
-			err := cfg.Store.ReplaceSnapshot(ctx, rt.owner, rt.ns, sn.data, sn.through)
+			err := st.docs.ReplaceSnapshot(ctx, rt.owner, rt.ns, sn.data, sn.through)
 			if err == nil {
 				backoff = cfg.SaveRetryMin
 				if failures > 0 {
@@ -190,7 +220,7 @@ func (rt *nsRuntime) saveLoop(ctx context.Context) {
 			if permanentSaveFailure(err) {
 				// Recorded in the sequence, then logged, then counted: whoever sees the
 				// count finds the line, and a write admitted after it the refusal.
-				rt.submitInternal(&slot{run: func(rt *nsRuntime, _ *slot) { rt.saveFailed = err }, fail: func(error) {}})
+				rt.submitInternal(&slot{run: func(rt *nsRuntime, _ *slot) { rt.store.saveFailed = err }, fail: func(error) {}})
 				rt.reg.logError("saving the namespace failed, and trying again cannot help: it is not retried. "+
 					"Its unsaved changes are kept in memory only and it refuses writes until it is loaded again; "+
 					"remove the cause below, then restart the node", rt.ns, err)

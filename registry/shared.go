@@ -18,7 +18,7 @@ import (
 // implements it on NATS JetStream. With Config.Shared set, the registry (RoleHub only)
 // keeps no document data of its own: a namespace loads from the log's start (a snapshot,
 // or the namespace's first document) and every write is a record of the log, applied by
-// every process in log order. Config.Store is then the cluster's store of entries.
+// every process in log order. Config.Catalog is then the cluster's catalog of entries.
 type SharedLog interface {
 	// OpenLog opens the log of (owner, namespaceID) for this process: where the document
 	// starts and how far the log went when it was opened. Records are delivered to host
@@ -272,7 +272,7 @@ func (r *Registry) openShared(ctx context.Context, owner, ns string) (*Lease, er
 		nl.Close()
 		return nil, ErrInternal.with("the namespace's stored start does not apply", err)
 	}
-	rt, err := newRuntime(r, owner, ns, doc, st.Through, 0)
+	rt, err := newRuntime(r, owner, ns, doc, st.Through)
 	if err != nil {
 		nl.Close()
 		return nil, err

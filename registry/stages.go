@@ -12,7 +12,7 @@ type Stages struct {
 	QueueWait      time.Duration // admission → slot start
 	ProtectedCheck time.Duration // slot start → live apply start (gates and protected check)
 	LiveApply      time.Duration // the live apply (including fan-out)
-	DirtyNotify    time.Duration // the dirty notification (Store.Append)
+	DirtyNotify    time.Duration // the dirty notification (Documents.Append)
 }
 
 // stageTimer reads the stage clock at the stage boundaries (Stages); without a clock it reads

@@ -618,7 +618,7 @@ func newNSPeerWith(t *testing.T, cfg protocol.Config, storeOpts persistence.Opti
 // nsPeerOptions are the less common settings of a test peer.
 type nsPeerOptions struct {
 	store      persistence.Options
-	unobserved bool                // no observer (f.rec stays empty)
+	unobserved bool         // no observer (f.rec stays empty)
 	stageClock clock.Reader // the peer registry's stage clock
 }
 

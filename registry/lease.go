@@ -337,34 +337,6 @@ func (l *Lease) EncodeState(ctx context.Context, sv []byte) ([]byte, error) {
 	})
 }
 
-// Root names a root type and the kind to read it as (GUIDE §7 `--root NAME:TYPE`).
-type Root struct {
-	Name string
-	Kind yjs.Kind
-}
-
-// JSON returns the document as JSON values (yjs Doc.ToJSON). With roots, only those roots,
-// typed as given (like JS doc.get, this types a root the document had only seen untyped; a
-// root of another concrete kind is ErrApplyFailed with yjs.ErrKindMismatch as cause).
-func (l *Lease) JSON(ctx context.Context, roots ...Root) (map[string]any, error) {
-	return leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (map[string]any, error) {
-		for _, r := range roots {
-			if _, err := rt.doc.Get(r.Name, r.Kind); err != nil {
-				return nil, ErrApplyFailed.with("root "+r.Name+" has another type", err)
-			}
-		}
-		all := rt.doc.ToJSON()
-		if len(roots) == 0 {
-			return all, nil
-		}
-		out := make(map[string]any, len(roots))
-		for _, r := range roots {
-			out[r.Name] = all[r.Name]
-		}
-		return out, nil
-	})
-}
-
 // ActiveSchema returns the namespace's active schema: the meta.schema installed when the
 // namespace loaded, by the hub's last ReplaceSchema, or by the last re-arm of a peer applying
 // its hub's updates. It is false when there is none — no schema set, or the last one was

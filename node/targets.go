@@ -79,7 +79,9 @@ func (p *PersistentTargets) Targets() []namespace.TargetStatus { return p.TC.Tar
 // Target returns one target.
 func (p *PersistentTargets) Target(id string) (namespace.TargetStatus, bool) { return p.TC.Target(id) }
 
-// AddTarget remembers and adds t; it reports whether it was new.
+// AddTarget remembers and adds t; it reports whether it was new. A target the controller
+// refuses is forgotten again; if the store fails to forget it, the error says so too (the
+// next start would find it remembered).
 func (p *PersistentTargets) AddTarget(ctx context.Context, t namespace.Target) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -93,7 +95,9 @@ func (p *PersistentTargets) AddTarget(ctx context.Context, t namespace.Target) (
 		return false, err
 	}
 	if err := p.TC.AddTarget(t); err != nil {
-		_ = p.Store.DeleteConfig(ctx, targetKeyPrefix+t.NamespaceID)
+		if derr := p.Store.DeleteConfig(ctx, targetKeyPrefix+t.NamespaceID); derr != nil {
+			return false, fmt.Errorf("%w; forgetting the refused target in the store failed too, so the next start finds it remembered: %w", err, derr)
+		}
 		return false, err
 	}
 	return true, nil

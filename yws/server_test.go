@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/registry"
@@ -347,14 +348,14 @@ func TestAdmission_RefusedBeforeUpgrade(t *testing.T) {
 // turned read-only applies at once.
 func TestRevalidate_RemovedAndNarrowedTokens(t *testing.T) {
 	e := newEnv(t, nil)
-	e.tokens.set("t1", Grant{Name: "one", Namespaces: []string{"*"}})
-	e.tokens.set("t2", Grant{Name: "two", Namespaces: []string{"*"}})
-	e.tokens.set("t3", Grant{Name: "three", Namespaces: []string{"*"}})
+	e.tokens.set("t1", auth.ClientGrant{Name: "one", Namespaces: []string{"*"}})
+	e.tokens.set("t2", auth.ClientGrant{Name: "two", Namespaces: []string{"*"}})
+	e.tokens.set("t3", auth.ClientGrant{Name: "three", Namespaces: []string{"*"}})
 	c1, c2, c3 := e.dial("t1"), e.dial("t2"), e.dial("t3")
 	c3.sync()
 	e.tokens.remove("t1")
-	e.tokens.set("t2", Grant{Name: "two", Namespaces: []string{"ns-00000000000000000000000000000001"}})
-	e.tokens.set("t3", Grant{Name: "three", Namespaces: []string{"*"}, ReadOnly: true})
+	e.tokens.set("t2", auth.ClientGrant{Name: "two", Namespaces: []string{"ns-00000000000000000000000000000001"}})
+	e.tokens.set("t3", auth.ClientGrant{Name: "three", Namespaces: []string{"*"}, ReadOnly: true})
 	e.srv.Revalidate()
 	if code := c1.waitClosed(); code != 4401 {
 		t.Errorf("removed token: close %d, want 4401", code)

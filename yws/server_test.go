@@ -3,6 +3,7 @@ package yws
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -341,6 +342,33 @@ func TestAdmission_RefusedBeforeUpgrade(t *testing.T) {
 	ws.Close(websocket.StatusNormalClosure, "")
 	if got := e.metric("nomicore_client_rejections_total", "reason", "unknown-token"); got != 2 {
 		t.Errorf("unknown-token rejections %v", got)
+	}
+}
+
+// failingClients is an authenticator that cannot answer (its service is down).
+type failingClients struct{}
+
+func (failingClients) AuthenticateClient(context.Context, auth.ClientCredential) (auth.ClientGrant, error) {
+	return auth.ClientGrant{}, errors.New("the credential service does not answer")
+}
+
+func (failingClients) RecheckClient(auth.ClientGrant) (auth.ClientGrant, error) {
+	return auth.ClientGrant{}, errors.New("the credential service does not answer")
+}
+
+// A credential that cannot be checked now (not an unknown one) is refused before the
+// upgrade with 503, counted apart, and the editor page grants nothing.
+func TestAdmission_CredentialCannotBeChecked(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Clients = failingClients{} })
+	status, body := e.status(e.ns, "writer", nil)
+	if status != 503 || !strings.Contains(body, `"code":"UNAVAILABLE"`) {
+		t.Fatalf("got %d %s, want 503 UNAVAILABLE", status, body)
+	}
+	if got := e.metric("nomicore_client_rejections_total", "reason", "auth-unavailable"); got != 1 {
+		t.Errorf("auth-unavailable rejections %v", got)
+	}
+	if got := e.srv.pageAccess(context.Background(), auth.ClientCredential{Token: "writer", NamespaceID: e.ns}); got != "" {
+		t.Errorf("page access %q, want none", got)
 	}
 }
 

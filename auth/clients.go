@@ -107,11 +107,11 @@ func (t *ClientTable) lookup(sum [sha256.Size]byte) (ClientGrant, error) {
 		tokenSHA256: sum}, nil
 }
 
-// AddClient draws a new client token for g from r (crypto/rand when nil), appends its hash
-// and grant to the tokens file at path (creating it), and returns the token — the only
-// time it exists outside the editor that will present it. A name has one token: a name
-// that already has one is refused (like a peer's, so that running the command twice does
-// not leave two valid tokens behind).
+// AddClient draws a new client token for g (its name, namespaces and read-only flag) from r
+// (crypto/rand when nil), appends its hash and grant to the tokens file at path (creating
+// it), and returns the token — the only time it exists outside the editor that will
+// present it. A name has one token: a name that already has one is refused (like a peer's,
+// so that running the command twice does not leave two valid tokens behind).
 func AddClient(path string, g ClientGrant, r io.Reader) (string, error) {
 	entry := ClientEntry{Name: g.Name, Namespaces: g.Namespaces, ReadOnly: g.ReadOnly}
 	if err := checkClients([]ClientEntry{entry}); err != nil {

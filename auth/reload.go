@@ -71,24 +71,25 @@ type Reloader struct {
 // AuthenticateClient is the client table's, reloading the file first when the token is
 // unknown and the file changed.
 func (r *Reloader) AuthenticateClient(ctx context.Context, c ClientCredential) (ClientGrant, error) {
-	return r.lookupClient(ctx, func() (ClientGrant, error) { return r.clients.AuthenticateClient(ctx, c) })
+	return r.lookupClient(func() (ClientGrant, error) { return r.clients.AuthenticateClient(ctx, c) })
 }
 
 // RecheckClient is the client table's, reloading the file first when the token is unknown
 // and the file changed.
 func (r *Reloader) RecheckClient(g ClientGrant) (ClientGrant, error) {
-	return r.lookupClient(context.Background(), func() (ClientGrant, error) { return r.clients.RecheckClient(g) })
+	return r.lookupClient(func() (ClientGrant, error) { return r.clients.RecheckClient(g) })
 }
 
 // lookupClient answers with lookup, and when it does not know the token and the file
-// changed, reloads it and answers with lookup again.
-func (r *Reloader) lookupClient(ctx context.Context, lookup func() (ClientGrant, error)) (ClientGrant, error) {
+// changed, reloads it and answers with lookup again. The reload is not the editor's: it
+// runs to its end even when the editor goes away.
+func (r *Reloader) lookupClient(lookup func() (ClientGrant, error)) (ClientGrant, error) {
 	if g, err := lookup(); err == nil {
 		return g, nil
 	}
 	// As for peers (Authenticate): look again after a reload this call made or waited for.
 	if r.statChanged() {
-		_, _ = r.reload(ctx, ByUnknownToken)
+		_, _ = r.reload(context.Background(), ByUnknownToken)
 	}
 	return lookup()
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// FileName is the tokens file inside the hub's data directory: DATA/tokens.json.
+// FileName is the tokens file inside a node's data directory: DATA/tokens.json.
 const FileName = "tokens.json"
 
 // TokenBytes is how many random bytes a token carries (256 bits).

@@ -2,7 +2,6 @@ package yws
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/yjs"
@@ -34,8 +34,7 @@ type conn struct {
 	srv      *Server
 	room     *room
 	ws       *websocket.Conn
-	grant    Grant
-	tokenSum [sha256.Size]byte
+	grant    auth.ClientGrant // as checked before the upgrade (its name is the logs'; RecheckClient takes it)
 	remote   string
 	started  time.Time
 	readOnly atomic.Bool
@@ -65,8 +64,8 @@ type applyOutcome struct {
 	err error
 }
 
-func newConn(s *Server, rm *room, ws *websocket.Conn, g Grant, sum [sha256.Size]byte, remote string) *conn {
-	c := &conn{srv: s, room: rm, ws: ws, grant: g, tokenSum: sum, remote: remote, started: s.opts.Clock.Now(),
+func newConn(s *Server, rm *room, ws *websocket.Conn, g auth.ClientGrant, remote string) *conn {
+	c := &conn{srv: s, room: rm, ws: ws, grant: g, remote: remote, started: s.opts.Clock.Now(),
 		wake: make(chan struct{}, 1), writerDone: make(chan struct{}), result: make(chan applyOutcome, 1)}
 	c.readOnly.Store(g.ReadOnly)
 	c.ctx, c.cancel = context.WithCancel(context.Background())

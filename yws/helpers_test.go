@@ -2,11 +2,12 @@ package yws
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
@@ -25,29 +27,27 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// tokenTable is a Clients of fixed tokens (tests).
+// tokenTable is the node's static client-token table (auth.ClientTable), whose tokens a
+// test sets and removes by hand.
 type tokenTable struct {
-	mu     sync.Mutex
-	grants map[[sha256.Size]byte]Grant
+	auth.ClientTable
+
+	mu      sync.Mutex // guards entries
+	entries map[string]auth.ClientEntry
 }
 
-func (tt *tokenTable) LookupClient(sum [sha256.Size]byte) (Grant, bool) {
+func (tt *tokenTable) set(token string, g auth.ClientGrant) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
-	g, ok := tt.grants[sum]
-	return g, ok
-}
-
-func (tt *tokenTable) set(token string, g Grant) {
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	tt.grants[sha256.Sum256([]byte(token))] = g
+	tt.entries[token] = auth.ClientEntry{Name: g.Name, TokenSHA256: auth.HashToken(token), Namespaces: g.Namespaces, ReadOnly: g.ReadOnly}
+	tt.Replace(slices.Collect(maps.Values(tt.entries)))
 }
 
 func (tt *tokenTable) remove(token string) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
-	delete(tt.grants, sha256.Sum256([]byte(token)))
+	delete(tt.entries, token)
+	tt.Replace(slices.Collect(maps.Values(tt.entries)))
 }
 
 // env is a hub registry over a memory store, one namespace, and the editor endpoint on a
@@ -76,11 +76,11 @@ func newEnv(t *testing.T, tweak func(*Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, reg: reg, ns: created.NamespaceID, tokens: &tokenTable{grants: map[[sha256.Size]byte]Grant{}},
+	e := &env{t: t, reg: reg, ns: created.NamespaceID, tokens: &tokenTable{entries: map[string]auth.ClientEntry{}},
 		prom: prometheus.NewRegistry()}
-	e.tokens.set("writer", Grant{Name: "writer", Namespaces: []string{"*"}})
-	e.tokens.set("reader", Grant{Name: "reader", Namespaces: []string{"*"}, ReadOnly: true})
-	e.tokens.set("other", Grant{Name: "other", Namespaces: []string{"ns-00000000000000000000000000000000"}})
+	e.tokens.set("writer", auth.ClientGrant{Name: "writer", Namespaces: []string{"*"}})
+	e.tokens.set("reader", auth.ClientGrant{Name: "reader", Namespaces: []string{"*"}, ReadOnly: true})
+	e.tokens.set("other", auth.ClientGrant{Name: "other", Namespaces: []string{"ns-00000000000000000000000000000000"}})
 	m, err := NewMetrics(e.prom, "hub")
 	if err != nil {
 		t.Fatal(err)

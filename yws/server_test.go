@@ -3,6 +3,7 @@ package yws
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/registry"
@@ -343,18 +345,45 @@ func TestAdmission_RefusedBeforeUpgrade(t *testing.T) {
 	}
 }
 
+// failingClients is an authenticator that cannot answer (its service is down).
+type failingClients struct{}
+
+func (failingClients) AuthenticateClient(context.Context, auth.ClientCredential) (auth.ClientGrant, error) {
+	return auth.ClientGrant{}, errors.New("the credential service does not answer")
+}
+
+func (failingClients) RecheckClient(auth.ClientGrant) (auth.ClientGrant, error) {
+	return auth.ClientGrant{}, errors.New("the credential service does not answer")
+}
+
+// A credential that cannot be checked now (not an unknown one) is refused before the
+// upgrade with 503, counted apart, and the editor page grants nothing.
+func TestAdmission_CredentialCannotBeChecked(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Clients = failingClients{} })
+	status, body := e.status(e.ns, "writer", nil)
+	if status != 503 || !strings.Contains(body, `"code":"UNAVAILABLE"`) {
+		t.Fatalf("got %d %s, want 503 UNAVAILABLE", status, body)
+	}
+	if got := e.metric("nomicore_client_rejections_total", "reason", "auth-unavailable"); got != 1 {
+		t.Errorf("auth-unavailable rejections %v", got)
+	}
+	if got := e.srv.pageAccess(context.Background(), auth.ClientCredential{Token: "writer", NamespaceID: e.ns}); got != "" {
+		t.Errorf("page access %q, want none", got)
+	}
+}
+
 // A removed token closes its sockets (4401); a narrowed grant closes with 4403; a grant
 // turned read-only applies at once.
 func TestRevalidate_RemovedAndNarrowedTokens(t *testing.T) {
 	e := newEnv(t, nil)
-	e.tokens.set("t1", Grant{Name: "one", Namespaces: []string{"*"}})
-	e.tokens.set("t2", Grant{Name: "two", Namespaces: []string{"*"}})
-	e.tokens.set("t3", Grant{Name: "three", Namespaces: []string{"*"}})
+	e.tokens.set("t1", auth.ClientGrant{Name: "one", Namespaces: []string{"*"}})
+	e.tokens.set("t2", auth.ClientGrant{Name: "two", Namespaces: []string{"*"}})
+	e.tokens.set("t3", auth.ClientGrant{Name: "three", Namespaces: []string{"*"}})
 	c1, c2, c3 := e.dial("t1"), e.dial("t2"), e.dial("t3")
 	c3.sync()
 	e.tokens.remove("t1")
-	e.tokens.set("t2", Grant{Name: "two", Namespaces: []string{"ns-00000000000000000000000000000001"}})
-	e.tokens.set("t3", Grant{Name: "three", Namespaces: []string{"*"}, ReadOnly: true})
+	e.tokens.set("t2", auth.ClientGrant{Name: "two", Namespaces: []string{"ns-00000000000000000000000000000001"}})
+	e.tokens.set("t3", auth.ClientGrant{Name: "three", Namespaces: []string{"*"}, ReadOnly: true})
 	e.srv.Revalidate()
 	if code := c1.waitClosed(); code != 4401 {
 		t.Errorf("removed token: close %d, want 4401", code)

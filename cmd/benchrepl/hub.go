@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	hubcluster "github.com/nomicore/nomicore/cluster"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
@@ -96,12 +97,12 @@ func runHubChild(specJSON string) error {
 	if err != nil {
 		return err
 	}
-	var entries []ws.TokenEntry
+	var entries []auth.PeerEntry
 	for i := range spec.Peers {
-		entries = append(entries, ws.TokenEntry{PeerInstanceID: peerName(i), TokenSHA256: ws.HashToken(tokenOf(i)),
+		entries = append(entries, auth.PeerEntry{PeerInstanceID: peerName(i), TokenSHA256: auth.HashToken(tokenOf(i)),
 			Owner: hubOwner, Namespaces: []string{"*"}, Read: true, Submit: true})
 	}
-	table, err := ws.NewTokenTable(entries)
+	table, err := auth.NewPeerTable(entries)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
@@ -61,7 +62,7 @@ type cluster struct {
 	t     testing.TB
 	cfg   protocol.Config
 	rec   *observertest.Recorder
-	table *ws.TokenTable
+	table *auth.PeerTable
 	srv   *httptest.Server
 	url   string
 
@@ -96,17 +97,17 @@ func storeOptions() persistence.Options {
 func newCluster(t testing.TB, cfg protocol.Config, peers int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, cfg: cfg, rec: &observertest.Recorder{}, hubDir: filepath.Join(t.TempDir(), "hub")}
-	var entries []ws.TokenEntry
+	var entries []auth.PeerEntry
 	for i := range peers + 1 {
 		id := fmt.Sprintf("peer-%d", i)
 		if i == peers {
 			id = rawPeerID // a hand-played peer (dialWire)
 		}
-		entries = append(entries, ws.TokenEntry{PeerInstanceID: id, TokenSHA256: ws.HashToken("token-" + id), Owner: hubOwner,
+		entries = append(entries, auth.PeerEntry{PeerInstanceID: id, TokenSHA256: auth.HashToken("token-" + id), Owner: hubOwner,
 			Namespaces: []string{"*"}, Read: true, Submit: true})
 	}
 	var err error
-	c.table, err = ws.NewTokenTable(entries)
+	c.table, err = auth.NewPeerTable(entries)
 	must(t, err)
 	c.startHub()
 	mux := http.NewServeMux()

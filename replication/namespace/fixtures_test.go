@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
@@ -402,7 +403,7 @@ type nsHub struct {
 	store persistence.Store
 	hub   *ws.Hub
 	nsl   *namespace.Hub
-	table *ws.TokenTable
+	table *auth.PeerTable
 
 	mu         sync.Mutex // guards mismatches
 	mismatches []string   // the hub's OwnerMismatch calls: "peer ns grantOwner namespaceOwner"
@@ -435,10 +436,10 @@ func newNSHubWrapped(t *testing.T, cfg protocol.Config, storeOpts persistence.Op
 	f := &nsHub{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: rec}
 	f.reg, f.store = newRegistryWrapped(t, registry.Config{Role: registry.RoleHub}, storeOpts, wrap)
 	var err error
-	f.table, err = ws.NewTokenTable([]ws.TokenEntry{
-		{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Owner: owner, Namespaces: []string{"*"}, Read: true, Submit: true},
-		{PeerInstanceID: readOnlyPeer, TokenSHA256: ws.HashToken("secret-ro"), Owner: owner, Namespaces: []string{"*"}, Read: true},
-		{PeerInstanceID: limitedPeer, TokenSHA256: ws.HashToken("secret-limited"), Owner: owner, Namespaces: []string{limitedNS.String()}, Read: true, Submit: true},
+	f.table, err = auth.NewPeerTable([]auth.PeerEntry{
+		{PeerInstanceID: peerID, TokenSHA256: auth.HashToken("secret-a"), Owner: owner, Namespaces: []string{"*"}, Read: true, Submit: true},
+		{PeerInstanceID: readOnlyPeer, TokenSHA256: auth.HashToken("secret-ro"), Owner: owner, Namespaces: []string{"*"}, Read: true},
+		{PeerInstanceID: limitedPeer, TokenSHA256: auth.HashToken("secret-limited"), Owner: owner, Namespaces: []string{limitedNS.String()}, Read: true, Submit: true},
 	})
 	must(t, err)
 	f.nsl, err = namespace.NewHub(namespace.HubOptions{Registry: f.reg, OwnerMismatch: func(peer, ns, grantOwner, nsOwner string) {
@@ -481,7 +482,7 @@ func (f *nsHub) dial(peer string) *wire {
 func (f *nsHub) dialEnds(peer string, capacity int) (*wire, *wstest.End) {
 	f.t.Helper()
 	a, b := wstest.Pair(capacity)
-	must(f.t, f.hub.Accept(b, ws.Identity{PeerInstanceID: peer}))
+	must(f.t, f.hub.Accept(b, auth.PeerIdentity{PeerInstanceID: peer}))
 	w := newWire(f.t, a, f.cfg)
 	h := hello()
 	h.PeerInstanceID = peer

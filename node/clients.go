@@ -116,7 +116,7 @@ func ShutdownClients(ed *yws.Server, srv *Server) func(ctx context.Context) erro
 
 // HubNamespaces is the hub's namespace lookup for editors: every active namespace of its
 // store.
-func HubNamespaces(store persistence.Store) yws.Namespaces {
+func HubNamespaces(store persistence.Catalog) yws.Namespaces {
 	return func(ctx context.Context, id string) (string, error) {
 		e, err := store.Entry(ctx, id)
 		switch {

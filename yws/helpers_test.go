@@ -68,7 +68,7 @@ func newEnv(t *testing.T, tweak func(*Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,7 +182,8 @@ func (rm *room) applyAwareness(c *conn, entries []AwarenessEntry) (dropped int) 
 	return dropped
 }
 
-// awarenessStates returns every awareness state as an awareness message (queryAwareness).
+// awarenessMessage returns every awareness state of the room as one awareness message: the
+// answer to an editor's queryAwareness.
 func (rm *room) awarenessMessage() []byte {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()

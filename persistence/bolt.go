@@ -156,8 +156,12 @@ func (b *boltBackend) checkFormat() error {
 		if err != nil {
 			return b.corrupt("meta/format", err)
 		}
-		if string(p) != formatName {
-			return b.corrupt("meta/format", fmt.Errorf("format %q, want %q", p, formatName))
+		if err := parseFormat(b.path, p); err != nil {
+			var fe *FormatError
+			if errors.As(err, &fe) {
+				return fe
+			}
+			return b.corrupt("meta/format", err)
 		}
 		for _, name := range topBuckets {
 			if tx.Bucket(name) == nil {

@@ -87,15 +87,17 @@ const (
 	opReplace        // ReplaceSnapshot
 	opFold           // a compaction result
 	opArchive        // Archive or Reset
+	opConfig         // QueueConfig: a configuration value written with the appends
 )
 
 // op is one element of the commit queue.
 type op struct {
 	kind opKind
-	r    *resident // opAppend
-	seq  uint64    // opAppend
-	data []byte    // opAppend: the update
-	ctl  *control  // other kinds
+	r    *resident    // opAppend
+	seq  uint64       // opAppend
+	data []byte       // opAppend: the update; opConfig: the value (nil: remove the key)
+	ctl  *control     // opReplace, opFold, opArchive
+	cfg  *ConfigWrite // opConfig
 }
 
 // control is a synchronous operation; its caller waits on done.

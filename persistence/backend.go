@@ -53,4 +53,7 @@ type writer interface {
 	archiveDoc(owner, ns string, info ArchiveInfo) (ArchiveInfo, error)
 	putConfig(key string, value []byte) error
 	deleteConfig(key string) error
+	// probe writes something and removes it again, for a commit that changes nothing but
+	// needs pages like any write (probe.go).
+	probe() error
 }

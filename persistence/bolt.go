@@ -87,6 +87,7 @@ var (
 	keySnapshot = []byte("snapshot")
 	keyLog      = []byte("log")
 	keyInfo     = []byte("info")
+	keyProbe    = []byte("probe")
 )
 
 // logFill: log keys only ever grow, so pages are filled before they split.
@@ -236,9 +237,13 @@ func (b *boltBackend) update(fn func(w writer) error) error {
 	if b.readOnly {
 		return ErrReadOnly
 	}
-	return b.guard(true, func() error {
+	err := b.guard(true, func() error {
 		return b.db.Update(func(tx *bolt.Tx) error { return fn(&boltTx{b: b, tx: tx}) })
 	})
+	if noSpace(err) {
+		return &NoSpaceError{Path: b.path, Err: err}
+	}
+	return err
 }
 
 // releaseFile unlocks and closes bbolt's file without bbolt, which is stuck after a panic
@@ -736,3 +741,12 @@ func (t *boltTx) putConfig(key string, value []byte) error {
 }
 
 func (t *boltTx) deleteConfig(key string) error { return t.top(bucketConfig).Delete([]byte(key)) }
+
+// probe writes a record under meta/probe and removes it in the same transaction.
+func (t *boltTx) probe() error {
+	meta := t.top(bucketMeta)
+	if err := meta.Put(keyProbe, make([]byte, 512)); err != nil {
+		return err
+	}
+	return meta.Delete(keyProbe)
+}

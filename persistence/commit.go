@@ -73,6 +73,9 @@ func (e *engine) commitLoop() {
 		if !e.drain() {
 			return
 		}
+		if !e.healthy.Load() && !e.stopping() {
+			e.probeUntilHealthy()
+		}
 		if e.stopping() {
 			e.mu.Lock()
 			empty := len(e.q) == 0
@@ -310,6 +313,7 @@ func (e *engine) hook() error {
 
 func (e *engine) failed(err error) {
 	e.lastErr = err
+	e.lastNoSpace.Store(noSpace(err))
 	e.commitErrors.Add(1)
 	if e.healthy.Swap(false) && e.opts.OnHealthChange != nil {
 		notify(func() { e.opts.OnHealthChange(false, err) })
@@ -318,6 +322,7 @@ func (e *engine) failed(err error) {
 
 func (e *engine) succeeded() {
 	e.lastErr = nil
+	e.lastNoSpace.Store(false)
 	if !e.healthy.Swap(true) && e.opts.OnHealthChange != nil {
 		notify(func() { e.opts.OnHealthChange(true, nil) })
 	}

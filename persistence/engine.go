@@ -30,6 +30,8 @@ type engine struct {
 	opts     Options
 	readOnly bool
 	healthy  atomic.Bool
+	// lastNoSpace: the last failed write failed for lack of space (probe.go).
+	lastNoSpace atomic.Bool
 
 	kick          chan struct{} // cap 1: the queue became non-empty, or a batch filled up
 	hurry         chan struct{} // cap 1: something began to wait for the queue to commit
@@ -172,7 +174,11 @@ func (e *engine) direct(ctx context.Context, write bool, fn func() error) error 
 	if e.isClosed() {
 		return ErrClosed
 	}
-	return fn()
+	err := fn()
+	if write && err != nil {
+		e.writeFailed(err)
+	}
+	return err
 }
 
 func (e *engine) isClosed() bool {

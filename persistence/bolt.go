@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
@@ -93,6 +94,19 @@ var (
 // logFill: log keys only ever grow, so pages are filled before they split.
 const logFill = 0.9
 
+// initialMmapSize is how much of the file bbolt maps at once from the start: a commit that
+// needs more mapped must wait until every read transaction ends, and a backup is a read
+// transaction as long as the copy. Mapping 1 GiB of address space (not memory: only the
+// pages read are loaded) from the start means a store below 1 GiB never waits for a backup;
+// above, bbolt maps 1 GiB more at a time. Not on Windows, where bbolt grows the file itself
+// to the mapped size, nor with 32-bit addresses.
+var initialMmapSize = func() int {
+	if runtime.GOOS == "windows" || strconv.IntSize < 64 {
+		return 0
+	}
+	return 1 << 30
+}()
+
 type boltBackend struct {
 	db       *bolt.DB
 	file     *os.File // bbolt's file, to release it when bbolt cannot
@@ -107,9 +121,10 @@ func openBackend(path string, opts Options) (b *boltBackend, err error) {
 	b = &boltBackend{path: path, readOnly: opts.ReadOnly}
 	err = b.guard(true, func() error {
 		db, err := bolt.Open(path, 0o600, &bolt.Options{
-			Timeout:      opts.LockTimeout,
-			ReadOnly:     opts.ReadOnly,
-			FreelistType: bolt.FreelistMapType,
+			Timeout:         opts.LockTimeout,
+			ReadOnly:        opts.ReadOnly,
+			InitialMmapSize: initialMmapSize,
+			FreelistType:    bolt.FreelistMapType,
 			// The freelist is synced: rebuilding it on open would walk every page on a
 			// goroutine of bbolt's where a damaged page cannot be recovered from.
 			NoFreelistSync: false,

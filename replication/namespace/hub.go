@@ -26,6 +26,12 @@ type HubOptions struct {
 	// The peer learns nothing of it (§19); the hub's operator needs both owners to fix
 	// the grant or the namespace. Called off the connection's goroutine.
 	OwnerMismatch func(peerInstanceID, namespaceID, grantOwner, namespaceOwner string)
+	// Missing, when set, is told of an OPEN refused as NAMESPACE_NOT_FOUND for a namespace
+	// the hub does not have under any owner: the peer's instance id, the namespace, and
+	// whether the peer holds a replica of it (a hub restored from an older backup lacks the
+	// namespaces created since, which their peers still hold). Called off the connection's
+	// goroutine.
+	Missing func(peerInstanceID, namespaceID string, peerHasReplica bool)
 }
 
 // Hub is the hub's namespace layer: for every ready connection its NewHandler (the hub's
@@ -54,6 +60,7 @@ type Hub struct {
 	reg           *registry.Registry
 	log           *slog.Logger
 	ownerMismatch func(peerInstanceID, namespaceID, grantOwner, namespaceOwner string) // HubOptions.OwnerMismatch
+	missing       func(peerInstanceID, namespaceID string, peerHasReplica bool)        // HubOptions.Missing
 
 	mu       sync.Mutex                            // guards sessions
 	sessions map[string]map[*hubChannel]HubSession // namespaceId → channel → status
@@ -79,7 +86,8 @@ func NewHub(opts HubOptions) (*Hub, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{reg: opts.Registry, log: log, ownerMismatch: opts.OwnerMismatch, sessions: make(map[string]map[*hubChannel]HubSession)}, nil
+	return &Hub{reg: opts.Registry, log: log, ownerMismatch: opts.OwnerMismatch, missing: opts.Missing,
+		sessions: make(map[string]map[*hubChannel]HubSession)}, nil
 }
 
 // Sessions lists the channels peers have on the namespace now, by peer and connection.

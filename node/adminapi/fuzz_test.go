@@ -58,6 +58,8 @@ var fuzzStatuses = map[string][]int{
 	CodeUnavailable:          {http.StatusServiceUnavailable},
 	CodeTooManyStreams:       {http.StatusServiceUnavailable},
 	CodeTimeout:              {http.StatusGatewayTimeout},
+	CodeTokenRequired:        {http.StatusForbidden},
+	CodeNamespaceExists:      {http.StatusConflict},
 }
 
 var (
@@ -291,6 +293,10 @@ func FuzzAdminAPI(f *testing.F) {
 			{1, "/v1/namespaces/{id}/epoch", "", 1, []byte(`{"expectedEpoch":-1}`)},
 			{2, "/v1/namespaces/{id}/schema", "", 1, []byte(`{"definition":{"type":"object"},"expectedFingerprint":""}`)},
 			{2, "/v1/namespaces/{id}/schema", "", 1, []byte(`{"definition":[],"expectedFingerprint":"x"}`)},
+			{0, "/v1/backup", "", 0, nil},
+			{1, "/v1/namespaces/{id}/recreate", "", 2, notes},
+			{1, "/v1/namespaces/{other}/recreate", "owner=default", 2, notes},
+			{1, "/v1/namespaces/{other}/recreate", "", 2, nil},
 			{0, "/v1/targets", "", 0, nil},
 			{1, "/v1/targets", "", 1, []byte(`{"namespaceId":"{other}","owner":"default"}`)},
 			{1, "/v1/targets", "", 1, []byte(`{"namespaceId":"{id}","owner":"someone"}`)},

@@ -117,11 +117,14 @@ var (
 
 // DamagedError says how a backup is damaged. It unwraps to ErrDamaged.
 type DamagedError struct {
-	Offset int64 // where the problem was found
+	Offset int64 // where the problem was found; -1 for the file as a whole (its checksum)
 	Reason string
 }
 
 func (e *DamagedError) Error() string {
+	if e.Offset < 0 {
+		return "the backup is damaged: " + e.Reason
+	}
 	return fmt.Sprintf("the backup is damaged (at byte %d): %s", e.Offset, e.Reason)
 }
 
@@ -356,7 +359,8 @@ func (r *Reader) Next() (Kind, int64, io.Reader, error) {
 			return 0, 0, nil, err
 		}
 		if !bytes.Equal(stored, digest) {
-			return 0, 0, nil, r.damaged("its checksum does not match its content (stored %x…, computed %x…)", stored[:6], digest[:6])
+			return 0, 0, nil, &DamagedError{Offset: -1, Reason: fmt.Sprintf("its checksum does not match its content "+
+				"(stored %x…, computed %x…): a byte changed since it was written", stored[:6], digest[:6])}
 		}
 		var one [1]byte
 		if n, _ := r.r.Read(one[:]); n > 0 {

@@ -95,7 +95,15 @@ func serve(args []string, cio cli.IO) int {
 	}
 
 	// Everything that can refuse the configuration is checked before anything is served.
+	restored, err := readRestored(*data, log)
+	if err != nil {
+		return fail(err)
+	}
 	inst, clusterNode, err := openHub(*data, clusterOpts, &common.Protocol, clk, log)
+	var damaged *node.DamagedStoreError
+	if errors.As(err, &damaged) {
+		return fail(fmt.Errorf("%v: %s", err, node.HubDamagedFix(*data)))
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -130,6 +138,7 @@ func serve(args []string, cio cli.IO) int {
 		return fail(err)
 	}
 	namespaces, err := namespace.NewHub(namespace.HubOptions{Registry: reg, Logger: log,
+		Missing: missingNamespaces(restored, *adminListen, common.AdminToken != "", clk, log),
 		OwnerMismatch: func(peer, ns, grantOwner, nsOwner string) {
 			log.Warn("a peer asked for a namespace of another owner; it was answered as for a missing namespace (NAMESPACE_NOT_FOUND)",
 				slog.String("peer", peer), slog.String("namespaceId", ns),
@@ -156,6 +165,7 @@ func serve(args []string, cio cli.IO) int {
 	}
 	obs.Assemblies(namespaces.Assemblies)
 	adminOpts := inst.AdminOptions(common)
+	adminOpts.Backup = hubBackup(inst, clusterNode, *tokensFile, *instanceID, clk)
 	adminOpts.Sessions = namespaces.Sessions
 	adminOpts.InstanceID, adminOpts.Connections, adminOpts.Flows, adminOpts.Load = *instanceID, hub.Connections, hub.NamespaceFlows, hub.Load
 	adminOpts.Listeners = map[string]string{"admin": *adminListen, "replication": *listen}

@@ -49,6 +49,8 @@ func runPeer(args []string, cio cli.IO) int {
 	f.Var(&targetFlags, "target", "a namespace to replicate, `ns-…[:OWNER]` (repeatable; remembered in the store)")
 	owner := f.String("owner", "default", "the local owner (storage partition) of --target replicas given without :OWNER")
 	tokenPoll := f.Duration("token-poll", time.Second, "how often a peer the hub refused checks its token file for a new token")
+	rebuild := f.Bool("rebuild-damaged-store", false, "when the store is damaged, move it aside (kept as nomicore.db.damaged-TIME for nmcr) "+
+		"and start with a new one: the targets are read back from it where they can be (and --target adds them) and bootstrap again from the hub")
 	hubCA := f.String("hub-ca", "", "`FILE` of PEM certificates (CAs) to trust for a wss:// hub, read again when it changes (default: the system's)")
 	f.StringVar(hubCA, "hub-ca-file", "", "`FILE`: the same as --hub-ca (its earlier name)")
 	common := node.RegisterCommon(f)
@@ -130,6 +132,19 @@ func runPeer(args []string, cio cli.IO) int {
 	log := node.NewLogger(stderr, common.LogLevel, common.LogFormat, "peer")
 	clk := clock.Real()
 	inst, err := node.OpenInstance(*data, registry.RolePeer, observer.SidePeer, clk, log)
+	var damaged *node.DamagedStoreError
+	var rebuilt *node.Rebuilt
+	if errors.As(err, &damaged) {
+		if !*rebuild {
+			return fail(fmt.Errorf("%v: %s", err, node.PeerDamagedFix()))
+		}
+		rb, rerr := node.RebuildDamagedStore(*data, clk.Now(), log)
+		if rerr != nil {
+			return fail(fmt.Errorf("%v; %v", err, rerr))
+		}
+		rebuilt = &rb
+		inst, err = node.OpenInstance(*data, registry.RolePeer, observer.SidePeer, clk, log)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -141,6 +156,9 @@ func runPeer(args []string, cio cli.IO) int {
 		}
 	}()
 	ctx := context.Background()
+	if rebuilt != nil {
+		flagTargets = append(rebuilt.Targets, flagTargets...)
+	}
 	for _, t := range flagTargets {
 		if err := node.RememberTarget(ctx, store, t); err != nil {
 			return fail(err)
@@ -150,7 +168,21 @@ func runPeer(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
-	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log})
+	// The counts of local writes the hub does not hold yet, as the last run left them.
+	ids := make([]string, len(targets))
+	for i, t := range targets {
+		ids[i] = t.NamespaceID
+	}
+	unreplicated, err := node.LoadLedger(ctx, store, ids)
+	if err != nil {
+		return fail(err)
+	}
+	ledger := node.NewDurableLedger(store, log)
+	tcOpts := namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log, Unreplicated: unreplicated}
+	if ledger != nil {
+		tcOpts.Ledger = ledger
+	}
+	tc, err := namespace.NewTargetController(tcOpts)
 	if err != nil {
 		return fail(err)
 	}
@@ -184,6 +216,7 @@ func runPeer(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
+	localWrites.Ledger = ledger
 	// The client listener: editors of the peer's targets, with the client tokens of
 	// DATA/tokens.json (peer token add --client).
 	var editors *yws.Server

@@ -1,0 +1,272 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The operations docs/operations.md describes, run as an operator runs them: backups of a
+// running hub and restore drills, a full disk, a damaged store, upgrades, the peers'
+// durable count of local writes.
+
+// bearer is an HTTP client that sends an admin token.
+func bearer(token string) *http.Client {
+	return &http.Client{Transport: bearerTransport{token}}
+}
+
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// adminTokenFile writes an admin token into a file of dir and returns both.
+func adminTokenFile(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	const token = "an-admin-token-for-the-test"
+	f := filepath.Join(dir, "admin.token")
+	if err := os.WriteFile(f, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return token, f
+}
+
+// writeLoad writes keys into a namespace through processes, one writer each, until stop,
+// and keeps the keys whose writes were acknowledged (204): what must never be lost.
+type writeLoad struct {
+	t    *testing.T
+	ns   string
+	stop chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	// acked holds the acknowledged keys, with the value written.
+	acked map[string]any
+	tried int
+}
+
+func startLoad(t *testing.T, ns string, procs ...*proc) *writeLoad {
+	l := &writeLoad{t: t, ns: ns, stop: make(chan struct{}), acked: map[string]any{}}
+	for _, p := range procs {
+		l.wg.Add(1)
+		go func(p *proc) {
+			defer l.wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("%s-%d", p.name, i)
+				ok := setOnce(p, ns, key, float64(i))
+				l.mu.Lock()
+				l.tried++
+				if ok {
+					l.acked[key] = float64(i)
+				}
+				l.mu.Unlock()
+				if !ok {
+					time.Sleep(50 * time.Millisecond)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}(p)
+	}
+	return l
+}
+
+// end stops the writers and returns the acknowledged keys.
+func (l *writeLoad) end() map[string]any {
+	close(l.stop)
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t.Logf("write load on %s: %d writes acknowledged of %d tried", l.ns, len(l.acked), l.tried)
+	if len(l.acked) == 0 {
+		l.t.Fatal("no write of the load was acknowledged")
+	}
+	return l.acked
+}
+
+// hasAll waits until every process holds every key of want in the namespace's notes.
+func hasAll(t *testing.T, ns string, want map[string]any, timeout time.Duration, procs ...*proc) {
+	t.Helper()
+	eventually(t, timeout, fmt.Sprintf("%d acknowledged writes everywhere", len(want)), func() error {
+		for _, p := range procs {
+			n, status := p.api().notes(ns)
+			if status != 200 {
+				return fmt.Errorf("%s: doc status %d", p.name, status)
+			}
+			missing := 0
+			var some string
+			for k, v := range want {
+				if fmt.Sprint(n[k]) != fmt.Sprint(v) {
+					missing++
+					some = k
+				}
+			}
+			if missing > 0 {
+				return fmt.Errorf("%s lacks %d acknowledged writes (%s, …)", p.name, missing, some)
+			}
+		}
+		return nil
+	})
+}
+
+// takeBackup runs hub backup against a hub and returns the file it wrote.
+func takeBackup(t *testing.T, admin, tokenFile, out string) {
+	t.Helper()
+	b, err := exec.Command(bin.hub, "backup", "--admin", admin, "--admin-token-file", tokenFile, "--out", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hub backup: %v\n%s", err, b)
+	}
+	if !strings.Contains(string(b), "checked, written to "+out) {
+		t.Fatalf("hub backup said: %s", b)
+	}
+}
+
+// restore runs hub restore and returns its output.
+func restore(t *testing.T, from, data string, extra ...string) string {
+	t.Helper()
+	b, err := exec.Command(bin.hub, append([]string{"restore", "--from", from, "--data", data}, extra...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hub restore: %v\n%s", err, b)
+	}
+	return string(b)
+}
+
+// TestE2E_RestoreDrill: the restore drill of docs/operations.md. A hub and two peers under
+// write load; a backup taken while they write (hub backup, through the admin API, with its
+// token); a namespace created after it; the hub lost (SIGKILL) while the peers keep
+// writing; the backup restored into a new data directory and the hub started on it. The
+// peers reconnect and every write they had acknowledged — before the backup, after it,
+// while the hub was away — is on the restored hub and on both peers. The namespace created
+// after the backup is reported — the peer's target failed NAMESPACE_NOT_FOUND saying the
+// hub may have been restored, the hub's log naming the namespace and the way back — and
+// re-created from the peer's replica, after which its writes are on the hub too. Restored
+// again with --restore-fence, the hub fences the peers instead: their targets are
+// conflicted, and after a reset they hold the backup's content, without what was written
+// since.
+func TestE2E_RestoreDrill(t *testing.T) {
+	c := newCluster(t)
+	token, tokenFile := adminTokenFile(t, c.dir)
+	tokA := c.tokenFile("peer-a", c.token("peer-a"))
+	tokB := c.tokenFile("peer-b", c.token("peer-b"))
+	hub := c.startHub("--admin-token-file", tokenFile)
+	hub.adminHTTP = bearer(token)
+	ns := hub.api().createNamespace()
+	hub.api().set(ns, map[string]any{"before": "the backup"})
+	a := c.startPeer("peer-a", tokA, "--target", ns)
+	b := c.startPeer("peer-b", tokB, "--target", ns)
+	targetState(t, a, ns, "live")
+	targetState(t, b, ns, "live")
+
+	load := startLoad(t, ns, a, b)
+	time.Sleep(time.Second)
+	backupFile := filepath.Join(c.dir, "hub.backup")
+	takeBackup(t, hub.admin, tokenFile, backupFile)
+	if status, body := hub.api().do("GET", "/v1/backup", nil); status != 200 || len(body) < 100 {
+		t.Fatalf("GET /v1/backup with the token: %d, %d bytes", status, len(body))
+	}
+	if status, _ := a.api().do("GET", "/v1/backup", nil); status != 404 {
+		t.Fatalf("a peer's GET /v1/backup: %d", status)
+	}
+
+	// A namespace created after the backup, written through peer-a.
+	ns2 := hub.api().createNamespace()
+	a.api().json("POST", "/v1/targets", []byte(`{"namespaceId":"`+ns2+`","owner":"default"}`), 201, nil)
+	targetState(t, a, ns2, "live")
+	late := map[string]any{}
+	for i := range 5 {
+		k := fmt.Sprintf("late-%d", i)
+		if !setOnce(a, ns2, k, float64(i)) {
+			t.Fatalf("write %s to the new namespace was not acknowledged", k)
+		}
+		late[k] = float64(i)
+	}
+	hasAll(t, ns2, late, 30*time.Second, hub)
+	time.Sleep(500 * time.Millisecond)
+
+	// The hub is lost; the peers keep writing; it comes back from the backup.
+	hub.kill()
+	time.Sleep(time.Second)
+	restored := filepath.Join(c.dir, "restored")
+	out := restore(t, backupFile, restored)
+	if !strings.Contains(out, "1 namespaces") { // the one created after the backup is not in it
+		t.Fatalf("hub restore said: %s", out)
+	}
+	c.startHub("--admin-token-file", tokenFile, "--data", restored)
+	targetState(t, a, ns, "live")
+	targetState(t, b, ns, "live")
+	time.Sleep(time.Second)
+	acked := load.end()
+	acked["before"] = "the backup"
+	hasAll(t, ns, acked, 60*time.Second, hub, a, b)
+	sameState(t, ns, 30*time.Second, hub, a, b)
+
+	// The namespace created after the backup: reported, then re-created from the replica.
+	targetFailed(t, a, ns2, "NAMESPACE_NOT_FOUND")
+	if reason, _ := a.api().target(ns2)["reason"].(string); !strings.Contains(reason, "restored") || !strings.Contains(reason, "/recreate") {
+		t.Fatalf("peer-a's reason for the missing namespace: %q", reason)
+	}
+	eventually(t, 20*time.Second, "the hub's report of the missing namespace", func() error {
+		log, _ := os.ReadFile(hub.log)
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(line, ns2) && strings.Contains(line, "restored from a backup taken before the namespace was created") &&
+				strings.Contains(line, "/v1/namespaces/"+ns2+"/recreate") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no such line in the hub's log")
+	})
+	status, state := a.api().do("GET", "/v1/namespaces/"+ns2+"/update", nil)
+	if status != 200 {
+		t.Fatalf("peer-a's replica of %s: %d", ns2, status)
+	}
+	var created map[string]any
+	hub.api().json("POST", "/v1/namespaces/"+ns2+"/recreate?owner=default", state, 201, &created)
+	targetState(t, a, ns2, "live")
+	hasAll(t, ns2, late, 30*time.Second, hub, a)
+	if status, _ := hub.api().do("POST", "/v1/namespaces/"+ns2+"/recreate?owner=default", state); status != 409 {
+		t.Fatalf("re-creating it twice: %d", status)
+	}
+
+	// The same backup restored with --restore-fence: the peers are fenced, and a reset
+	// gives them the backup's content.
+	a.api().set(ns, map[string]any{"after": "the restore"})
+	hasAll(t, ns, map[string]any{"after": "the restore"}, 30*time.Second, hub)
+	hub.stop()
+	fenced := filepath.Join(c.dir, "fenced")
+	if out := restore(t, backupFile, fenced, "--restore-fence"); !strings.Contains(out, "fenced") {
+		t.Fatalf("hub restore --restore-fence said: %s", out)
+	}
+	c.startHub("--admin-token-file", tokenFile, "--data", fenced)
+	targetState(t, a, ns, "conflicted")
+	targetState(t, b, ns, "conflicted")
+	if status, body := a.api().do("POST", "/v1/namespaces/"+ns+"/update", mapUpdateOn(t, a, ns, "x", 1.0)); status != 409 ||
+		!strings.Contains(string(body), "REPLICA_CONFLICTED") {
+		t.Fatalf("a write to a fenced replica: %d %s", status, body)
+	}
+	for _, p := range []*proc{a, b} {
+		p.api().json("POST", "/v1/targets/"+ns+"/reset", nil, 200, nil)
+		targetState(t, p, ns, "live")
+	}
+	sameState(t, ns, 30*time.Second, hub, a, b)
+	n, _ := a.api().notes(ns)
+	if n["before"] != "the backup" || n["after"] != nil {
+		t.Fatalf("after the fenced restore and a reset: before=%v after=%v", n["before"], n["after"])
+	}
+	var info struct{ ReplicationEpoch uint64 }
+	hub.api().json("GET", "/v1/namespaces/"+ns, nil, 200, &info)
+	if info.ReplicationEpoch != 2 {
+		t.Fatalf("the fenced namespace's epoch: %d", info.ReplicationEpoch)
+	}
+}

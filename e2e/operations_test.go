@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nomicore/nomicore/internal/testkit/smallfs"
 )
 
 // The operations docs/operations.md describes, run as an operator runs them: backups of a
@@ -269,4 +271,93 @@ func TestE2E_RestoreDrill(t *testing.T) {
 	if info.ReplicationEpoch != 2 {
 		t.Fatalf("the fenced namespace's epoch: %d", info.ReplicationEpoch)
 	}
+}
+
+// TestE2E_DiskFull: a hub whose data directory is on a small filesystem that fills up (a
+// tmpfs made by the test). Writes a peer sends then fail to commit: the hub turns degraded
+// — /readyz 503 saying the disk is full, one log line saying what to free, its own admin
+// writes refused with 503 PERSISTENCE_DEGRADED, the peer's further updates refused (its
+// target failed, retried by itself, its local writes still taken) — and keeps serving
+// reads. Once space is given back it recovers by itself, within seconds, without a
+// restart: ready, the peer's writes flow in, admin writes work; and nothing acknowledged is
+// lost, as a restart of the hub shows.
+func TestE2E_DiskFull(t *testing.T) {
+	fs := smallfs.Mount(t, 48<<20)
+	c := newCluster(t)
+	tok := c.tokenFile("peer-a", c.token("peer-a"))
+	data := filepath.Join(fs, "hub")
+	tokens := []string{"--data", data, "--tokens", filepath.Join(c.hubData(), "tokens.json")}
+	hub := c.startHub(tokens...)
+	ns := hub.api().createNamespace()
+	a := c.startPeer("peer-a", tok, "--target", ns)
+	targetState(t, a, ns, "live")
+	a.api().set(ns, map[string]any{"before": "full"})
+	hasAll(t, ns, map[string]any{"before": "full"}, 30*time.Second, hub)
+
+	filler := smallfs.Fill(t, fs)
+	big := strings.Repeat("x", 256<<10)
+	acked := map[string]any{"before": "full"}
+	for i := 0; ; i++ {
+		if i == 200 {
+			t.Fatal("the hub never turned degraded on a full disk")
+		}
+		k := fmt.Sprintf("big-%d", i)
+		if setOnce(a, ns, k, big) { // a peer takes local writes whatever the hub does
+			acked[k] = big
+		}
+		if status, _ := readyz(hub); status == 503 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	status, body := readyz(hub)
+	t.Logf("the hub on a full disk after %d large writes: /readyz %d %s", len(acked)-1, status, body)
+	if status != 503 || !strings.Contains(body, `"persistence":"degraded"`) || !strings.Contains(body, "the disk holding "+data+" is full") {
+		t.Fatalf("hub readyz on a full disk: %d %s", status, body)
+	}
+	eventually(t, 10*time.Second, "the log line saying what to free", func() error {
+		log, _ := os.ReadFile(hub.log)
+		if !strings.Contains(string(log), "the disk holding the data directory is full") || !strings.Contains(string(log), "Free space on that filesystem") {
+			return fmt.Errorf("not in the hub's log")
+		}
+		return nil
+	})
+	if status, b := hub.api().do("POST", "/v1/namespaces/"+ns+"/update", mapUpdateOn(t, hub, ns, "refused", true)); status != 503 ||
+		!strings.Contains(string(b), "PERSISTENCE_DEGRADED") {
+		t.Fatalf("an admin write on a full disk: %d %s", status, b)
+	}
+	if _, status := hub.api().notes(ns); status != 200 {
+		t.Fatalf("a read on a full disk: %d", status)
+	}
+	for i := range 3 {
+		k := fmt.Sprintf("meanwhile-%d", i)
+		if !setOnce(a, ns, k, float64(i)) {
+			t.Fatalf("peer-a refused a local write while the hub's disk is full")
+		}
+		acked[k] = float64(i)
+	}
+	eventually(t, 30*time.Second, "peer-a's target failed with PERSISTENCE_DEGRADED", func() error {
+		tg := a.api().target(ns)
+		if tg["code"] != "PERSISTENCE_DEGRADED" {
+			return fmt.Errorf("target %v", tg)
+		}
+		return nil
+	})
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the hub ready again by itself", func() error {
+		if status, body := readyz(hub); status != 200 {
+			return fmt.Errorf("%d %s", status, body)
+		}
+		return nil
+	})
+	targetState(t, a, ns, "live")
+	hasAll(t, ns, acked, 60*time.Second, hub, a)
+	hub.api().set(ns, map[string]any{"after": "space"})
+	acked["after"] = "space"
+	hub.stop()
+	c.startHub(tokens...)
+	hasAll(t, ns, acked, 30*time.Second, hub)
 }

@@ -573,11 +573,15 @@ func (t *boltTx) verify() error {
 			errs = append(errs, err)
 		}
 	}
-	entries, err := t.entries("")
-	note(err)
-	docs, err := t.docs()
-	note(err)
-	// An active entry and its document are created and removed together.
+	entries, entriesErr := t.entries("")
+	note(entriesErr)
+	docs, docsErr := t.docs()
+	note(docsErr)
+	// An active entry and its document are created and removed together (compared only
+	// when both lists read whole: a damaged one would make up differences).
+	if entriesErr != nil || docsErr != nil {
+		entries, docs = nil, nil
+	}
 	hasDoc := map[docKey]bool{}
 	for _, d := range docs {
 		hasDoc[docKey{d.Owner, d.NamespaceID}] = true
@@ -597,7 +601,7 @@ func (t *boltTx) verify() error {
 			note(t.b.corrupt(docWhere(d.Owner, d.NamespaceID), errors.New("document without an active entry")))
 		}
 	}
-	_, err = t.archives("")
+	_, err := t.archives("")
 	note(err)
 	note(t.top(bucketConfig).ForEach(func(k, v []byte) error {
 		_, err := t.config(string(k))

@@ -28,15 +28,22 @@ type DamagedStoreError struct {
 }
 
 func (e *DamagedStoreError) Error() string {
-	first, more := e.Cause.Error(), 0
+	first, more := e.Cause, 0
 	var multi interface{ Unwrap() []error }
 	if errors.As(e.Cause, &multi) {
 		if errs := multi.Unwrap(); len(errs) > 0 {
-			first, more = errs[0].Error(), len(errs)-1
+			first, more = errs[0], len(errs)-1
 		}
 	}
-	first = strings.TrimPrefix(first, "persistence: ")
-	msg := fmt.Sprintf("data dir %s: the store file %s is damaged: %s", e.Dir, e.File, first)
+	what := ": " + strings.TrimPrefix(first.Error(), "persistence: ")
+	var ce *persistence.CorruptError
+	switch {
+	case errors.As(first, &ce) && ce.Where != "":
+		what = " at " + ce.Where + ": " + ce.Reason
+	case errors.As(first, &ce):
+		what = ": " + ce.Reason
+	}
+	msg := fmt.Sprintf("data dir %s: the store file %s is damaged%s", e.Dir, e.File, what)
 	if more > 0 {
 		msg += fmt.Sprintf(" (and %d more problems: nmcr store check %s lists them)", more, e.Dir)
 	}

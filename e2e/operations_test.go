@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/internal/testkit/smallfs"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/persistence/persistencetest"
 )
 
 // The operations docs/operations.md describes, run as an operator runs them: backups of a
@@ -360,4 +363,188 @@ func TestE2E_DiskFull(t *testing.T) {
 	hub.stop()
 	c.startHub(tokens...)
 	hasAll(t, ns, acked, 30*time.Second, hub)
+}
+
+// runToExit runs a binary that should refuse to start, and returns its exit status and
+// output.
+func runToExit(t *testing.T, exe string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(exe, args...)
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s %s did not exit:\n%s", exe, strings.Join(args, " "), out)
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+// TestE2E_DamagedStore: stores damaged while the node was stopped. A hub whose store file
+// was cut short refuses to start, naming the file and the way out (restore a backup), and
+// nmcr store check reports the damage; with its store back it starts. A peer whose store
+// has a record that no longer matches its checksum refuses to start, naming the file and
+// --rebuild-damaged-store; with that flag it moves the file aside (kept), reads its target
+// back from it, bootstraps again from the hub and is live with the hub's content. A store
+// of a newer format than this version reads is refused by both as such — not as damage:
+// the peer's rebuild leaves it alone.
+func TestE2E_DamagedStore(t *testing.T) {
+	c := newCluster(t)
+	tok := c.tokenFile("peer-a", c.token("peer-a"))
+	hub := c.startHub()
+	ns := hub.api().createNamespace()
+	hub.api().set(ns, map[string]any{"from": "hub"})
+	a := c.startPeer("peer-a", tok, "--target", ns)
+	targetState(t, a, ns, "live")
+	a.api().set(ns, map[string]any{"peer": "peer-marker-41aa5c"})
+	converged(t, ns, map[string]any{"from": "hub", "peer": "peer-marker-41aa5c"}, hub, a)
+	a.stop()
+	hub.stop()
+	hubFile := filepath.Join(c.hubData(), persistence.FileName)
+	peerData := filepath.Join(c.dir, "peer-a")
+	peerFile := filepath.Join(peerData, persistence.FileName)
+	pristine, err := os.ReadFile(hubFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubArgs := []string{"serve", "--data", c.hubData(), "--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--client-listen", "off"}
+
+	// The hub's store, cut short.
+	if err := persistencetest.Truncate(hubFile, 3*persistencetest.PageSize); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runToExit(t, bin.hub, hubArgs...)
+	if code != 1 || !strings.Contains(out, "the store file "+hubFile+" is damaged") || !strings.Contains(out, "hub restore --from BACKUP") {
+		t.Fatalf("the hub on a store cut short: exit %d\n%s", code, out)
+	}
+	code, out = runToExit(t, bin.nmcr, "store", "check", c.hubData())
+	if code != 1 || !strings.Contains(out, hubFile+": DAMAGED") {
+		t.Fatalf("nmcr store check on it: exit %d\n%s", code, out)
+	}
+	if err := os.WriteFile(hubFile, pristine, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.startHub()
+
+	// The peer's store: a record that no longer matches its checksum.
+	if err := persistencetest.FlipIn(peerFile, []byte("peer-marker-41aa5c")); err != nil {
+		t.Fatal(err)
+	}
+	peerArgs := []string{"run", "--instance-id", "peer-a", "--hub-url", "ws://" + c.hubRepl + "/v1/replication", "--token-file", tok,
+		"--data", peerData, "--admin-listen", freeAddr(t), "--client-listen", "off"}
+	code, out = runToExit(t, bin.peer, peerArgs...)
+	if code != 1 || !strings.Contains(out, "the store file "+peerFile+" is damaged at docs/default/"+ns+"/log/") ||
+		!strings.Contains(out, "--rebuild-damaged-store") {
+		t.Fatalf("the peer on a damaged record: exit %d\n%s", code, out)
+	}
+	code, out = runToExit(t, bin.nmcr, "store", "check", peerData)
+	if code != 1 || !strings.Contains(out, "DAMAGED at docs/default/"+ns+"/log/") || !strings.Contains(out, "a peer's store: start the peer with --rebuild-damaged-store") {
+		t.Fatalf("nmcr store check on the peer's store: exit %d\n%s", code, out)
+	}
+	a.args = nil
+	c.startPeer("peer-a", tok, "--rebuild-damaged-store") // no --target: it is read back from the damaged store
+	targetState(t, a, ns, "live")
+	converged(t, ns, map[string]any{"from": "hub", "peer": "peer-marker-41aa5c"}, hub, a)
+	moved, _ := filepath.Glob(peerFile + ".damaged-*")
+	if len(moved) != 1 {
+		t.Fatalf("the damaged store was not kept: %v", moved)
+	}
+	if log, _ := os.ReadFile(a.log); !strings.Contains(string(log), "the store was damaged: it was moved aside") {
+		t.Fatal("the peer did not log the rebuild")
+	}
+	a.stop()
+	hub.stop()
+
+	// A store of a newer format: refused as such, and left alone.
+	if err := persistencetest.SetFormat(hubFile, persistence.FormatVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runToExit(t, bin.hub, hubArgs...)
+	if code != 1 || !strings.Contains(out, "newer version of Nomicore") || strings.Contains(out, "damaged") {
+		t.Fatalf("the hub on a store of a newer format: exit %d\n%s", code, out)
+	}
+	if err := persistencetest.SetFormat(peerFile, persistence.FormatVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runToExit(t, bin.peer, append(peerArgs, "--rebuild-damaged-store")...)
+	if code != 1 || !strings.Contains(out, "newer version of Nomicore") {
+		t.Fatalf("the peer on a store of a newer format: exit %d\n%s", code, out)
+	}
+	if moved, _ := filepath.Glob(peerFile + ".damaged-*"); len(moved) != 1 {
+		t.Fatalf("a store of a newer format was moved aside: %v", moved)
+	}
+	if err := persistencetest.SetFormat(hubFile, persistence.FormatVersion); err != nil {
+		t.Fatal(err)
+	}
+	c.startHub()
+	hasAll(t, ns, map[string]any{"from": "hub", "peer": "peer-marker-41aa5c"}, 10*time.Second, hub)
+}
+
+// TestE2E_LedgerSurvivesRestarts: a peer's count of local writes the hub does not hold yet
+// survives a kill -9 right after the write was acknowledged, and an orderly restart: the
+// restarted peer is not ready, and /v1/targets and the metric count the bytes — until the
+// hub is back and has them.
+func TestE2E_LedgerSurvivesRestarts(t *testing.T) {
+	c := newCluster(t)
+	tok := c.tokenFile("peer-a", c.token("peer-a"))
+	hub := c.startHub()
+	ns := hub.api().createNamespace()
+	a := c.startPeer("peer-a", tok, "--target", ns)
+	targetState(t, a, ns, "live")
+	hub.stop()
+	const n = 300 << 10
+	writeText(t, a, ns, n, 100<<10, 'w') // three writes, each acknowledged (204)
+	a.kill()
+
+	unreplicated := func(what string) {
+		t.Helper()
+		tg := a.api().target(ns)
+		if b, _ := tg["unreplicatedBytes"].(float64); b < n {
+			t.Fatalf("%s: unreplicatedBytes %v, want at least %d: %v", what, tg["unreplicatedBytes"], n, tg)
+		}
+		if got := a.api().metric(`nomicore_local_writes_unreplicated_bytes{side="peer"}`); got < n {
+			t.Fatalf("%s: nomicore_local_writes_unreplicated_bytes = %v", what, got)
+		}
+		status, body := readyz(a)
+		if status != 503 || !strings.Contains(body, "bytes of local writes to 1 namespace(s) not replicated") {
+			t.Fatalf("%s: readyz %d %s", what, status, body)
+		}
+		t.Logf("%s: unreplicatedBytes %v; readyz %d %s", what, tg["unreplicatedBytes"], status, strings.TrimSpace(body))
+	}
+	c.startPeer("peer-a", tok)
+	unreplicated("after kill -9")
+	a.stop()
+	c.startPeer("peer-a", tok)
+	unreplicated("after an orderly restart")
+
+	c.startHub()
+	targetState(t, a, ns, "live")
+	eventually(t, 30*time.Second, "the hub holds the writes", func() error {
+		if tg := a.api().target(ns); tg["unreplicatedBytes"] != nil {
+			return fmt.Errorf("target %v", tg)
+		}
+		if status, body := readyz(a); status != 200 {
+			return fmt.Errorf("readyz %d %s", status, body)
+		}
+		return nil
+	})
+	if got := textLen(t, hub, ns); got != n {
+		t.Fatalf("the hub's text: %d bytes, want %d", got, n)
+	}
+	a.stop()
+	c.startPeer("peer-a", tok)
+	if status, body := readyz(a); status != 200 && strings.Contains(body, "local writes") {
+		t.Fatalf("after a restart with nothing unreplicated: %d %s", status, body)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/internal/testkit/smallfs"
+	"github.com/nomicore/nomicore/node"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/persistence/persistencetest"
 )
@@ -546,5 +547,76 @@ func TestE2E_LedgerSurvivesRestarts(t *testing.T) {
 	c.startPeer("peer-a", tok)
 	if status, body := readyz(a); status != 200 && strings.Contains(body, "local writes") {
 		t.Fatalf("after a restart with nothing unreplicated: %d %s", status, body)
+	}
+}
+
+// TestE2E_Cluster_BackupRestore: a backup of a hub cluster taken from one node (hub backup;
+// one namespace written past a compaction, so its log starts at a snapshot, and a small one),
+// restored (hub restore) into the data directory of one node of a new cluster: that node
+// loads it once the new cluster has quorum and is not ready until then; afterwards every
+// node of the new cluster serves both namespaces with every write, and takes new ones.
+func TestE2E_Cluster_BackupRestore(t *testing.T) {
+	t.Parallel()
+	token, tokenFile := adminTokenFile(t, t.TempDir())
+	old := newHubCluster(t, 3, "--admin-token-file", tokenFile)
+	for _, p := range old.hubs {
+		p.adminHTTP = bearer(token)
+	}
+	ns := old.hubs[0].api().createNamespace()
+	small := old.hubs[1].api().createNamespace()
+	old.hubs[2].api().set(small, map[string]any{"small": "namespace"})
+	want := map[string]any{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 3 { // a few more than the 1,000 records after which a log is compacted
+		wg.Add(1)
+		go func(p *proc) {
+			defer wg.Done()
+			for i := range 350 {
+				k := fmt.Sprintf("%s-%d", p.name, i)
+				if setOnce(p, ns, k, float64(i)) {
+					mu.Lock()
+					want[k] = float64(i)
+					mu.Unlock()
+				}
+			}
+		}(old.hubs[w])
+	}
+	wg.Wait()
+	if len(want) < 1000 {
+		t.Fatalf("only %d writes acknowledged", len(want))
+	}
+	hasAll(t, ns, want, 30*time.Second, old.hubs...)
+	eventually(t, 30*time.Second, "the namespace's log compacted into a snapshot", func() error {
+		for _, p := range old.hubs {
+			if log, _ := os.ReadFile(p.log); strings.Contains(string(log), "namespace log compacted") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no node compacted it")
+	})
+	backupFile := filepath.Join(t.TempDir(), "cluster.backup")
+	takeBackup(t, old.hubs[1].admin, tokenFile, backupFile)
+
+	restoreOut := ""
+	fresh := startHubCluster(&hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, extra: []string{"--admin-token-file", tokenFile},
+		prepare: func(c *hubCluster) {
+			restoreOut = restore(t, backupFile, c.data(0))
+			for _, p := range c.hubs {
+				p.adminHTTP = bearer(token)
+			}
+		}}, 3)
+	if !strings.Contains(restoreOut, "2 namespaces") || !strings.Contains(restoreOut, "a new cluster") {
+		t.Fatalf("hub restore of a cluster's backup said: %s", restoreOut)
+	}
+	hasAll(t, ns, want, 60*time.Second, fresh.hubs...)
+	hasAll(t, small, map[string]any{"small": "namespace"}, 30*time.Second, fresh.hubs...)
+	fresh.hubs[2].api().set(ns, map[string]any{"in the new": "cluster"})
+	hasAll(t, ns, map[string]any{"in the new": "cluster"}, 30*time.Second, fresh.hubs...)
+	if log, _ := os.ReadFile(fresh.hubs[0].log); !strings.Contains(string(log), "the backup is loaded into the cluster") {
+		t.Fatal("node n1 did not log the load")
+	}
+	if _, err := os.Stat(filepath.Join(fresh.data(0), node.ClusterRestoreFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the loaded backup is still pending: %v", err)
 	}
 }

@@ -140,7 +140,11 @@ func Restore(ctx context.Context, o RestoreOptions) (Restored, error) {
 			return Restored{}, err
 		}
 	case backup.KindHubCluster:
-		if note.Namespaces, err = stageClusterRestore(f, o.Data); err != nil {
+		var tokens []byte
+		if note.Namespaces, tokens, err = stageClusterRestore(f, o.Data); err != nil {
+			return Restored{}, err
+		}
+		if err := restoreTokens(o, tokens); err != nil {
 			return Restored{}, err
 		}
 		note.Pending = true
@@ -215,15 +219,23 @@ func restoreHub(ctx context.Context, f io.Reader, o RestoreOptions) (int, error)
 	if err := os.Rename(tmp, storePath); err != nil {
 		return 0, err
 	}
-	if tokens != nil {
-		tokensPath := filepath.Join(o.Data, auth.FileName)
-		if _, err := os.Stat(tokensPath); err == nil {
-			o.Log.Warn("the data directory has a tokens file already; it is kept, and the backup's is not restored", slog.String("tokens", tokensPath))
-		} else if err := writeFileAtomic(tokensPath, tokens, 0o600); err != nil {
-			return 0, err
-		}
+	if err := restoreTokens(o, tokens); err != nil {
+		return 0, err
 	}
 	return n, syncDir(o.Data)
+}
+
+// restoreTokens writes the backup's tokens file into the data directory, unless it has one.
+func restoreTokens(o RestoreOptions, tokens []byte) error {
+	if tokens == nil {
+		return nil
+	}
+	tokensPath := filepath.Join(o.Data, auth.FileName)
+	if _, err := os.Stat(tokensPath); err == nil {
+		o.Log.Warn("the data directory has a tokens file already; it is kept, and the backup's is not restored", slog.String("tokens", tokensPath))
+		return nil
+	}
+	return writeFileAtomic(tokensPath, tokens, 0o600)
 }
 
 // writeRestoredStore writes the store section to path and syncs it.
@@ -295,39 +307,45 @@ func FenceAll(ctx context.Context, reg *registry.Registry, log *slog.Logger) (in
 }
 
 // stageClusterRestore copies a hub cluster's backup into dir for the node to load, and
-// returns how many namespaces it holds.
-func stageClusterRestore(f io.Reader, dir string) (int, error) {
+// returns how many namespaces it holds and its tokens file.
+func stageClusterRestore(f io.Reader, dir string) (int, []byte, error) {
 	dst := filepath.Join(dir, ClusterRestoreFile)
 	tmp := dst + ".tmp"
 	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer os.Remove(tmp)
 	r, err := backup.NewReader(io.TeeReader(f, out))
 	n := 0
+	var tokens []byte
 	for err == nil {
 		var kind backup.Kind
-		kind, _, _, err = r.Next()
-		if kind == backup.KindNamespace {
+		var size int64
+		kind, size, _, err = r.Next()
+		switch {
+		case err != nil:
+		case kind == backup.KindNamespace:
 			n++
+		case kind == backup.KindTokens:
+			tokens, err = r.ReadAll(size)
 		}
 	}
 	if !errors.Is(err, io.EOF) {
 		out.Close()
-		return 0, err
+		return 0, nil, err
 	}
 	if err := out.Sync(); err != nil {
 		out.Close()
-		return 0, err
+		return 0, nil, err
 	}
 	if err := out.Close(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := os.Rename(tmp, dst); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return n, syncDir(dir)
+	return n, tokens, syncDir(dir)
 }
 
 // syncDir syncs a directory, so that the names just written in it survive a crash.

@@ -289,7 +289,7 @@ func TestClusterGate(t *testing.T) {
 			t.Fatalf("%s when ready: %d, handler reached %d times", c.path, rec.Code, reached[c.path])
 		}
 	}
-	single := gateCluster(nodeReady(nil), h)
+	single := gateCluster(nil, h)
 	if rec := get(single, "/v1/replication"); rec.Code != http.StatusOK || reached["/v1/replication"] != 2 {
 		t.Fatalf("a single hub's endpoint: %d", rec.Code)
 	}

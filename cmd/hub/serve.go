@@ -99,7 +99,7 @@ func serve(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
-	inst, clusterNode, err := openHub(*data, clusterOpts, &common.Protocol, clk, log)
+	inst, clusterNode, err := openHub(*data, clusterOpts, &common.Protocol, restored, clk, log)
 	var damaged *node.DamagedStoreError
 	if errors.As(err, &damaged) {
 		return fail(fmt.Errorf("%v: %s", err, node.HubDamagedFix(*data)))
@@ -211,7 +211,7 @@ func serve(args []string, cio cli.IO) int {
 		if err != nil {
 			return fail(err)
 		}
-		clients = &node.Server{Name: "client", Listener: clientLn, Handler: gateEditors(nodeReady(clusterNode), node.ClientHandler(editors, log))}
+		clients = &node.Server{Name: "client", Listener: clientLn, Handler: gateEditors(inst.Ready, node.ClientHandler(editors, log))}
 		cleanup = append(cleanup, func() { clientLn.Close() })
 	}
 	replLn, err := node.ListenTLS("listen", *listen, certs)
@@ -226,7 +226,7 @@ func serve(args []string, cio cli.IO) int {
 	cleanup = nil // from here on the shutdown sequence owns everything
 
 	replMux := http.NewServeMux()
-	replMux.Handle("/v1/replication", gateCluster(nodeReady(clusterNode), hub))
+	replMux.Handle("/v1/replication", gateCluster(inst.Ready, hub))
 	replMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, "{\"status\":\"ok\"}\n")

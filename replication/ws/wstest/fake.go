@@ -120,8 +120,9 @@ func (e *End) Write(ctx context.Context, msg []byte) error {
 	return nil
 }
 
-// Ping implements ws.Transport with the contract's ping payload (§17): an 8-byte big-endian
-// counter. It returns nil only when a pong with exactly the outstanding payload arrives.
+// Ping implements ws.Transport with the protocol's ping payload (docs/protocol.md#liveness):
+// an 8-byte big-endian counter. It returns nil only when a pong with exactly the outstanding
+// payload arrives.
 func (e *End) Ping(ctx context.Context) error {
 	e.mu.Lock()
 	e.pingSeq++

@@ -45,6 +45,9 @@ func TestGoCitationsResolve(t *testing.T) {
 			return
 		}
 		for n, line := range readLines(t, path) {
+			if !strings.Contains(line, ".md") {
+				continue
+			}
 			for _, m := range docRef.FindAllStringSubmatch(line, -1) {
 				file, anchor := m[1], m[2]
 				target, ok := resolve(path, file)

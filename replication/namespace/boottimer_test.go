@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/replication/namespace"
@@ -95,7 +96,7 @@ func TestS8_1_HubTimesOutASnapshotThatNeverStarts(t *testing.T) {
 	expect[*protocol.OpenOK](w)
 	frames := []protocol.Frame{w.recv()} // the first chunk: the transfer is under way
 	w.send(&protocol.OpenNamespace{NamespaceID: waiting})
-	eventually(t, "the second bootstrap", func() bool {
+	testkit.Eventually(t, wait, "the second bootstrap", func() bool {
 		return slices.Contains(channelPath(f.rec, observer.SideHub, waiting), observer.ChannelBootstrapping)
 	})
 	frames = append(frames, w.barrier()...) // both timers are armed
@@ -194,7 +195,7 @@ func sendChunk(t *testing.T, f *nsPeer, w *wire, ns protocol.NamespaceID, sp *pr
 		return seq
 	}
 	want := namespace.TransferProgress{Kind: protocol.KindSnapshot, BytesReceived: int(c.ChunkIndex+1) * f.cfg.MaxUpdateBytes, TotalBytes: total}
-	eventually(t, "the chunk received", func() bool {
+	testkit.Eventually(t, wait, "the chunk received", func() bool {
 		st, _ := f.tc.Target(ns.String())
 		return st.Progress != nil && *st.Progress == want
 	})

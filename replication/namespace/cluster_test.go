@@ -20,6 +20,7 @@ import (
 
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/persistence"
@@ -27,6 +28,7 @@ import (
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -457,7 +459,7 @@ func writeAll(t testing.TB, ws []*writer, n int) {
 // waitProgress waits until the writers applied n writes in all.
 func waitProgress(t testing.TB, ws []*writer, n int64) {
 	t.Helper()
-	eventually(t, "writes applied", func() bool {
+	testkit.Eventually(t, wait, "writes applied", func() bool {
 		var sum int64
 		for _, w := range ws {
 			sum += w.progress.Load()
@@ -581,7 +583,7 @@ func (c *cluster) dialWire(id string) *wire {
 	conn.SetReadLimit(int64(c.cfg.MaxFrameBytes))
 	c.t.Cleanup(func() { _ = conn.CloseNow() })
 	w := newWire(c.t, wsMessenger{conn}, c.cfg)
-	h := hello()
+	h := wstest.Hello(peerID, hubID)
 	h.PeerInstanceID = id
 	h.OptionalCapabilities = 0
 	w.send(h)

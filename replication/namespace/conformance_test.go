@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/persistence/persistencetest"
@@ -53,7 +54,7 @@ func TestS23_1_PeerDegradedStep2IsOneBypassEvent(t *testing.T) {
 	defer faults.Fail(false)
 	w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("first", 1.0)})
 	expect[*protocol.UpdateAck](w)
-	eventually(t, "the store failing", func() bool { return !f.store.Healthy() })
+	testkit.Eventually(t, wait, "the store failing", func() bool { return !f.store.Healthy() })
 
 	// A round whose hub diff carries a change the peer lacks.
 	hubDoc.set("in-diff", 2.0)
@@ -82,7 +83,7 @@ func TestS23_1_PeerDegradedStep2IsOneBypassEvent(t *testing.T) {
 		t.Fatal("the hub diff was not applied")
 	}
 	var bypass []uint32
-	eventually(t, "degraded-bypass-applied for the Step2", func() bool {
+	testkit.Eventually(t, wait, "degraded-bypass-applied for the Step2", func() bool {
 		bypass = nil
 		for _, e := range eventsOf[observer.DegradedBypassApplied](f.rec, observer.SidePeer) {
 			if e.Sequence == step2 {
@@ -145,7 +146,7 @@ func TestS12_S23_1_ApplySettledAfterOwnCloseIsReported(t *testing.T) {
 		t.Fatalf("CLOSE_NAMESPACE %+v", closeNS)
 	}
 	close(gate.release)
-	eventually(t, "update-applied of the held apply", func() bool {
+	testkit.Eventually(t, wait, "update-applied of the held apply", func() bool {
 		for _, e := range eventsOf[observer.UpdateApplied](f.rec, observer.SidePeer) {
 			if e.NamespaceID == ns.String() && e.Sequence == seq {
 				return true

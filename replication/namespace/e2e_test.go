@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -24,7 +25,7 @@ func TestE2E_ConvergenceUnderDropsOfflineWritesAndHubRestart(t *testing.T) {
 	c := newCluster(t, clusterConfig(t), 3)
 	nss := c.create(4)
 	c.waitStates(nss, observer.ChannelLive)
-	eventually(t, "the hub's sessions listed live", func() bool {
+	testkit.Eventually(t, wait, "the hub's sessions listed live", func() bool {
 		ss := c.hub.Load().nsl.Sessions(nss[0].String())
 		if len(ss) != len(c.peers) {
 			return false
@@ -61,7 +62,7 @@ func TestE2E_ConvergenceUnderDropsOfflineWritesAndHubRestart(t *testing.T) {
 	c.peers[0].net.drop()
 	wg.Wait()
 	c.converged(nss)
-	eventually(t, "a reconnection after the dropped socket", func() bool { return backoffs(c, observer.BackoffSocketClosed) > 0 })
+	testkit.Eventually(t, wait, "a reconnection after the dropped socket", func() bool { return backoffs(c, observer.BackoffSocketClosed) > 0 })
 
 	// 2. peer-1 goes offline and keeps writing; the others write too; it comes back.
 	p1 := c.peers[1]
@@ -85,7 +86,7 @@ func TestE2E_ConvergenceUnderDropsOfflineWritesAndHubRestart(t *testing.T) {
 	for _, w := range hubWriters {
 		w.reg = c.hubReg()
 	}
-	eventually(t, "every peer reconnecting after the hub restart", func() bool {
+	testkit.Eventually(t, wait, "every peer reconnecting after the hub restart", func() bool {
 		return backoffs(c, observer.BackoffSocketClosed) >= 1+len(c.peers)
 	})
 	wg.Wait()

@@ -9,6 +9,7 @@ import (
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 // FuzzHubNamespaces drives the hub's namespace layer (a real registry behind it) with
@@ -32,7 +33,7 @@ func FuzzHubNamespaces(f *testing.F) {
 		}
 		h := newNSHub(t, chunkConfig(t), persistence.Options{})
 		ns, id := h.create()
-		missing := nsN(0xf00d)
+		missing := wstest.NamespaceID(0xf00d)
 		w := h.dial(peerID)
 		doc := newYDoc(t, 200)
 		pick := func(b byte) protocol.NamespaceID {
@@ -140,7 +141,7 @@ func fuzzFrame(b, arg byte, target protocol.NamespaceID, id registry.Identity, l
 // (checking its close code and connection ERROR).
 func drain(w *wire) []protocol.Frame {
 	w.barriers++
-	barrier := nsN(0xbabe0000 + w.barriers)
+	barrier := wstest.NamespaceID(0xbabe0000 + w.barriers)
 	b, _, err := w.out.AppendFrame(nil, &protocol.ResyncRequired{NamespaceID: barrier, ReasonCode: "x"})
 	if err != nil {
 		return nil

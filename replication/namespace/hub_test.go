@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/auth"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
@@ -84,7 +85,7 @@ func TestS8_S9_S10_HubBootstrapRoundLive(t *testing.T) {
 	w.quiet()
 
 	// Events: one of each per frame, with the sequences of the wire.
-	eventually(t, "update-acked", func() bool { return len(eventsOf[observer.UpdateAcked](f.rec, observer.SideHub)) == 1 })
+	testkit.Eventually(t, wait, "update-acked", func() bool { return len(eventsOf[observer.UpdateAcked](f.rec, observer.SideHub)) == 1 })
 	if ev := eventsOf[observer.UpdateAcked](f.rec, observer.SideHub)[0]; ev.Sequence != upSeq || ev.NamespaceID != ns.String() {
 		t.Fatalf("update-acked %+v", ev)
 	}
@@ -201,7 +202,7 @@ func TestS7_1_HubOpenOutcomes(t *testing.T) {
 		{"not found", protocol.OpenNamespace{}, protocol.CodeNamespaceNotFound, observer.FailedOpenFailed, observer.ChannelFailed, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			target := nsN(0xdead)
+			target := wstest.NamespaceID(0xdead)
 			if tc.created {
 				target, _ = f.create()
 			}
@@ -223,7 +224,7 @@ func TestS7_1_HubOpenOutcomes(t *testing.T) {
 			if tc.end == observer.ChannelConflicted {
 				// identity-conflicted follows the state change on the hub's goroutine.
 				var via []observer.ConflictVia
-				eventually(t, "identity-conflicted", func() bool {
+				testkit.Eventually(t, wait, "identity-conflicted", func() bool {
 					via = nil
 					for _, ic := range eventsOf[observer.IdentityConflicted](f.rec, observer.SideHub) {
 						if ic.NamespaceID == target.String() {
@@ -246,7 +247,7 @@ func TestS7_1_HubOpenOutcomes(t *testing.T) {
 		c, err := f.reg.Create(ctxT(t), "alice")
 		must(t, err)
 		theirs := protocol.MustNamespaceID(c.NamespaceID)
-		missing := nsN(0xfeed)
+		missing := wstest.NamespaceID(0xfeed)
 		var answers []*protocol.ErrorMessage
 		for _, target := range []protocol.NamespaceID{theirs, missing} {
 			seq := w.send(&protocol.OpenNamespace{NamespaceID: target})
@@ -273,7 +274,7 @@ func TestS7_1_HubOpenOutcomes(t *testing.T) {
 
 	t.Run("unauthorized reveals nothing", func(t *testing.T) {
 		lw := f.dial(limitedPeer)
-		missing := nsN(0xbeef)
+		missing := wstest.NamespaceID(0xbeef)
 		var answers []*protocol.ErrorMessage
 		for _, target := range []protocol.NamespaceID{ns, missing} {
 			seq := lw.send(&protocol.OpenNamespace{NamespaceID: target})
@@ -429,7 +430,7 @@ func TestS9_3_HubSyncViolations(t *testing.T) {
 		})
 	}
 	t.Run("sync frame for a namespace not opened", func(t *testing.T) {
-		ns := nsN(0x5eed)
+		ns := wstest.NamespaceID(0x5eed)
 		seq := w.send(&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: 1, StateVector: []byte{0}})
 		if e := w.expectError(ns, protocol.CodeSyncStateViolation); e.RelatedSequence != seq {
 			t.Fatalf("related %d", e.RelatedSequence)
@@ -537,7 +538,7 @@ func TestS20_DegradedHubKeepsStateExchange(t *testing.T) {
 	defer faults.Fail(false)
 	other, _ := f.create()
 	_ = writeLocal(t, f.reg, other, newYDoc(t, 1).set("pre", 1.0))
-	eventually(t, "degraded", func() bool { return !f.store.Healthy() })
+	testkit.Eventually(t, wait, "degraded", func() bool { return !f.store.Healthy() })
 
 	f.round(w, ns, doc, 2)
 	w.quiet()
@@ -590,7 +591,7 @@ func TestS20_HubRefusesPeerUpdates(t *testing.T) {
 				// A write the store cannot commit (to another namespace) makes it unhealthy.
 				other, _ := f.create()
 				_ = writeLocal(t, f.reg, other, newYDoc(t, 1).set("pre", 1.0))
-				eventually(t, "degraded", func() bool { return !f.store.Healthy() })
+				testkit.Eventually(t, wait, "degraded", func() bool { return !f.store.Healthy() })
 			}
 			before := appOf(t, f.reg, ns)
 			seq := w.send(&protocol.Update{NamespaceID: ns, Update: tc.update(doc)})
@@ -672,7 +673,7 @@ func TestS12_HubCloseAfterAdmittedApplies(t *testing.T) {
 	}
 	waitPath(t, f.rec, observer.SideHub, ns, observer.ChannelOpening, observer.ChannelBootstrapping,
 		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelClosing, observer.ChannelClosed)
-	eventually(t, "no session left", func() bool { return len(f.lease(ns).Sessions()) == 0 })
+	testkit.Eventually(t, wait, "no session left", func() bool { return len(f.lease(ns).Sessions()) == 0 })
 	// Writes after the close reach no one.
 	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("after", 1.0)))
 	w.quiet()
@@ -900,7 +901,7 @@ func TestS23_1_OverCapLiveUpdate(t *testing.T) {
 		}
 		must(t, writeLocal(t, f.reg, ns, hub.set("queued", 1.0)))
 		must(t, writeLocal(t, f.reg, ns, newYDoc(t, 101).set("big", big)))
-		eventually(t, "update-dropped", func() bool { return len(eventsOf[observer.UpdateDropped](f.rec, observer.SideHub)) == 1 })
+		testkit.Eventually(t, wait, "update-dropped", func() bool { return len(eventsOf[observer.UpdateDropped](f.rec, observer.SideHub)) == 1 })
 		d := eventsOf[observer.UpdateDropped](f.rec, observer.SideHub)[0]
 		if d.Reason != observer.DropUpdateTooLarge || d.QueuedUpdateCount != 1 || d.InFlightCount != cfg.MaxInFlightUpdates || d.ChannelState != observer.ChannelLive {
 			t.Fatalf("update-dropped %+v", d)

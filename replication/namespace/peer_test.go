@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/persistence/persistencetest"
@@ -118,7 +119,7 @@ func TestS16_PeerReconnectReconciles(t *testing.T) {
 
 	w.end.(*wstest.End).Drop()
 	f.waitState(ns, observer.ChannelDisconnected)
-	eventually(t, "the replica unloaded", func() bool { return f.reg.Loaded() == 0 })
+	testkit.Eventually(t, wait, "the replica unloaded", func() bool { return f.reg.Loaded() == 0 })
 	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 400).set("offline", 1.0)))
 	w = f.reconnect()
 	open, _ := expect[*protocol.OpenNamespace](w)
@@ -212,7 +213,7 @@ func TestS18_PeerTimeoutsRebuildTheConnection(t *testing.T) {
 			if len(nsErrors(f.rec, observer.SidePeer, ns)) != 0 {
 				t.Fatal("a timeout sent a namespace ERROR")
 			}
-			eventually(t, "namespace-recovery backoff", func() bool {
+			testkit.Eventually(t, wait, "namespace-recovery backoff", func() bool {
 				return slices.Contains(f.backoffReasons(), observer.BackoffNamespaceRecovery)
 			})
 			w = f.reconnect()
@@ -439,7 +440,7 @@ func TestS16_PeerRemoveTargetAndAddBack(t *testing.T) {
 	}
 	w.send(&protocol.CloseOK{NamespaceID: ns, AckedSequence: cseq})
 	must(t, <-removed)
-	eventually(t, "the replica unloaded", func() bool { return f.reg.Loaded() == 0 })
+	testkit.Eventually(t, wait, "the replica unloaded", func() bool { return f.reg.Loaded() == 0 })
 	waitPath(t, f.rec, observer.SidePeer, ns, observer.ChannelTargeted, observer.ChannelOpening, observer.ChannelBootstrapping,
 		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelClosing, observer.ChannelClosed)
 
@@ -452,7 +453,7 @@ func TestS16_PeerRemoveTargetAndAddBack(t *testing.T) {
 	if !open.HasLocalReplica {
 		t.Fatal("the replica was lost by the removal")
 	}
-	if err := f.tc.RemoveTarget(ctxT(t), nsN(0x404).String()); !errors.Is(err, namespace.ErrUnknownTarget) {
+	if err := f.tc.RemoveTarget(ctxT(t), wstest.NamespaceID(0x404).String()); !errors.Is(err, namespace.ErrUnknownTarget) {
 		t.Fatalf("removing an unknown target: %v", err)
 	}
 }
@@ -486,7 +487,7 @@ func TestS20_PeerDegradedAppliesHubUpdatesInMemory(t *testing.T) {
 	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {
 		t.Fatalf("first ack %d, want %d", ack.AckedSequence, seq)
 	}
-	eventually(t, "the store failing", func() bool { return !f.store.Healthy() })
+	testkit.Eventually(t, wait, "the store failing", func() bool { return !f.store.Healthy() })
 	seq = w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("during", 2.0)})
 	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {
 		t.Fatalf("ack %d", ack.AckedSequence)

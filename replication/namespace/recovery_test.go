@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/persistence"
@@ -44,7 +45,7 @@ func (f *nsPeer) failure(ns protocol.NamespaceID) namespace.TargetFailure {
 // waitAttempts waits until the target's failure counts n attempts, and returns it.
 func (f *nsPeer) waitAttempts(ns protocol.NamespaceID, n int) namespace.TargetFailure {
 	f.t.Helper()
-	eventually(f.t, fmt.Sprintf("failure attempt %d", n), func() bool {
+	testkit.Eventually(f.t, wait, fmt.Sprintf("failure attempt %d", n), func() bool {
 		st, _ := f.tc.Target(ns.String())
 		return st.State == observer.ChannelFailed && st.Failure != nil && st.Failure.Attempts == n
 	})
@@ -63,7 +64,7 @@ func (f *nsPeer) expectRebuildAfter(w *wire, d time.Duration) {
 	if code, ec := w.expectClose(); code != protocol.CloseGoingAway || ec != "" {
 		f.t.Fatalf("close %d %q, want 1001 without ERROR", code, ec)
 	}
-	eventually(f.t, "namespace-recovery backoff", func() bool {
+	testkit.Eventually(f.t, wait, "namespace-recovery backoff", func() bool {
 		r := f.backoffReasons()
 		return len(r) > before && r[len(r)-1] == observer.BackoffNamespaceRecovery
 	})
@@ -253,7 +254,7 @@ func (f *nsPeer) unreplicated(ns protocol.NamespaceID) int64 {
 
 func (f *nsPeer) waitUnreplicated(ns protocol.NamespaceID, want int64) {
 	f.t.Helper()
-	eventually(f.t, fmt.Sprintf("%d bytes unreplicated (now %d)", want, f.unreplicated(ns)), func() bool { return f.unreplicated(ns) == want })
+	testkit.Eventually(f.t, wait, fmt.Sprintf("%d bytes unreplicated (now %d)", want, f.unreplicated(ns)), func() bool { return f.unreplicated(ns) == want })
 }
 
 // TestLocalWritesCountedUntilTheHubHasThem: the ledger of local writes counts a write until
@@ -383,7 +384,7 @@ func TestLocalWriteAdmission(t *testing.T) {
 		refused.Chunked || !strings.Contains(err.Error(), fmt.Sprint(limit)) || !strings.Contains(err.Error(), "v1") {
 		t.Fatalf("over the v1 limit: %v", err)
 	}
-	if err := f.tc.AdmitLocalWrite(nsN(77).String(), 1<<30); err != nil {
+	if err := f.tc.AdmitLocalWrite(wstest.NamespaceID(77).String(), 1<<30); err != nil {
 		t.Fatalf("not a target: %v", err)
 	}
 	w.send(&protocol.IdentityChanged{NamespaceID: ns, ReplicationID: id.ReplicationID, ReplicationEpoch: 2})
@@ -392,7 +393,7 @@ func TestLocalWriteAdmission(t *testing.T) {
 		t.Fatalf("conflicted: %v", err)
 	}
 
-	cfg := smallConfig(t) // the v2 generation
+	cfg := wstest.SmallConfig(t) // the v2 generation
 	f2 := newNSPeer(t, cfg)
 	ns2, id2, snap2 := f2.create()
 	f2.target(ns2)

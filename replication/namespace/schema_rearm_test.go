@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
@@ -52,7 +53,7 @@ func rearmEvents(f *nsPeer, ns protocol.NamespaceID) ([]observer.SchemaRearmAppl
 // checks that there are exactly n and no schema-rearm-failed.
 func settledRearms(t *testing.T, f *nsPeer, w *wire, ns protocol.NamespaceID, n int) []observer.SchemaRearmApplied {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d schema-rearm-applied", n), func() bool {
+	testkit.Eventually(t, wait, fmt.Sprintf("%d schema-rearm-applied", n), func() bool {
 		applied, _ := rearmEvents(f, ns)
 		return len(applied) >= n
 	})
@@ -322,7 +323,7 @@ func TestE2E_S23_1_HubReplaceSchemaRearmsEveryPeer(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, "one schema-rearm-applied per peer", func() bool { return len(byConn()) == len(c.peers) })
+	testkit.Eventually(t, wait, "one schema-rearm-applied per peer", func() bool { return len(byConn()) == len(c.peers) })
 	for _, p := range c.peers {
 		as, ok := activeSchema(t, p.reg, peerOwner, ns)
 		if !ok || as.Fingerprint != hubSchema.Fingerprint || as.UpdatedAt != updatedAt {

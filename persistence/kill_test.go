@@ -166,13 +166,6 @@ func TestS21_KillNineLeavesAPrefix(t *testing.T) {
 func runKilledChild(t *testing.T, dir string, it int, rng *rand.Rand, mode int, durable []uint64) (atCompaction bool) {
 	t.Helper()
 	child := persistencetest.StartChild(t, killChildEnv+"="+dir, killSeedEnv+"="+strconv.Itoa(it))
-	note := func(line string) {
-		var i int
-		var seq uint64
-		if _, err := fmt.Sscanf(line, "flushed %d %d", &i, &seq); err == nil && i >= 0 && i < killNamespaces {
-			durable[i] = max(durable[i], seq)
-		}
-	}
 	timeout := time.After(30 * time.Second)
 	var fire <-chan time.Time
 	ready := false
@@ -184,7 +177,7 @@ wait:
 			if !ok {
 				break wait
 			}
-			note(line)
+			persistencetest.NoteFlushed(durable, line)
 			switch {
 			case line == "ready":
 				ready = true

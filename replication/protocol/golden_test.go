@@ -8,6 +8,8 @@ import (
 	"os"
 	"reflect"
 	"testing"
+
+	"github.com/nomicore/nomicore/internal/testkit"
 )
 
 // The golden vectors of testdata/golden come from an independent JS generator written against
@@ -85,21 +87,6 @@ func (v goldenVector) codec() Codec {
 	return NewCodec(testLimits(), 0)
 }
 
-// sameJSON compares two JSON texts as values, numbers exactly.
-func sameJSON(t testing.TB, got, want []byte) bool {
-	t.Helper()
-	parse := func(b []byte) any {
-		d := json.NewDecoder(bytes.NewReader(b))
-		d.UseNumber()
-		var v any
-		if err := d.Decode(&v); err != nil {
-			t.Fatalf("parse %s: %v", b, err)
-		}
-		return v
-	}
-	return reflect.DeepEqual(parse(got), parse(want))
-}
-
 // TestS22_GoldenFrames: decode(hex) == fields and encode(fields) == hex for every vector.
 func TestS22_GoldenFrames(t *testing.T) {
 	types := map[MessageType]bool{}
@@ -111,7 +98,7 @@ func TestS22_GoldenFrames(t *testing.T) {
 			if err != nil {
 				t.Fatalf("decode: %v", err)
 			}
-			if got := AppendFrameJSON(nil, f); !sameJSON(t, got, v.Frame) {
+			if got := AppendFrameJSON(nil, f); !testkit.SameJSON(t, got, v.Frame) {
 				t.Fatalf("decoded %s\nwant    %s", got, v.Frame)
 			}
 			// Encode direction: the vector's fields encode to its bytes (also for the

@@ -13,10 +13,11 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// The bootstrap timer (bootstrapTimeoutMs, §18) while a chunked snapshot (§8.1) moves: it
-// does not end a bootstrap whose snapshot keeps moving, however long the transfer takes; a
-// snapshot that stops moving, or never starts, still ends it. The single-frame cases are
-// TestS8_HubBootstrapTimeout and TestS18_PeerTimeoutsRebuildTheConnection.
+// The bootstrap timer (bootstrapTimeoutMs, docs/protocol.md#timeouts) while a chunked snapshot
+// (docs/protocol.md#bootstrap-steps) moves: it does not end a bootstrap whose snapshot keeps
+// moving, however long the transfer takes; a snapshot that stops moving, or never starts,
+// still ends it. The single-frame cases are TestS8_HubBootstrapTimeout and
+// TestS18_PeerTimeoutsRebuildTheConnection.
 
 // slowSnapshotConfig is chunkConfig with room for snapshots of up to 48 chunks, and no ping
 // for an hour: these tests move the fake clock by minutes faster than a ping's answer,

@@ -16,10 +16,11 @@ import (
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
-// Chunked transfers (§8.1, §9.2, §10.3) through the namespace layer, frame by frame: the
-// hub's and the peer's sending and receiving of snapshots, sync diffs and live updates too
-// large for one frame, the contract's codes for bad chunks, the assembly timeout, and the
-// partial assemblies a close, a fence, a revocation or a lost connection discards.
+// Chunked transfers (docs/protocol.md#bootstrap-steps, docs/protocol.md#sync_step2,
+// docs/protocol.md#chunked-transfers) through the namespace layer, frame by frame: the hub's
+// and the peer's sending and receiving of snapshots, sync diffs and live updates too large for
+// one frame, the contract's codes for bad chunks, the assembly timeout, and the partial
+// assemblies a close, a fence, a revocation or a lost connection discards.
 
 // chunkConfig is the v2 generation with the small limits: chunks of 1 KiB, live updates of
 // up to 8 KiB, snapshots and diffs of up to 16 KiB (as the binaries, larger than a live
@@ -121,7 +122,8 @@ func hubAnswer(w *wire, id uint32) (diff []byte, diffSeq uint32, chunked bool, h
 
 // TestS8_1_HubSendsAChunkedSnapshot: a snapshot over maxBootstrapBytes leaves as UPDATE_CHUNK
 // frames of kind snapshot, the first carrying the OPEN_OK identity; BOOTSTRAP_ACK names the
-// last chunk; chunked-snapshot-sent and -acked replace bootstrap-snapshot-sent (§8.1, §23.1).
+// last chunk; chunked-snapshot-sent and -acked replace bootstrap-snapshot-sent
+// (docs/protocol.md#bootstrap-steps, docs/protocol.md#events).
 func TestS8_1_HubSendsAChunkedSnapshot(t *testing.T) {
 	f := newNSHub(t, chunkConfig(t), persistence.Options{})
 	ns, id := f.create()
@@ -229,9 +231,10 @@ func TestS10_3_HubChunkedLiveUpdates(t *testing.T) {
 	}
 }
 
-// TestS10_3_HubRefusesBadChunks: every first-chunk and follow-up rule of §10.3 with the
-// contract's code per kind; the namespace fails and the connection goes on. Declared sizes
-// over the caps are refused before anything is allocated for them.
+// TestS10_3_HubRefusesBadChunks: every first-chunk and follow-up rule of
+// docs/protocol.md#chunked-transfers with the contract's code per kind; the namespace fails
+// and the connection goes on. Declared sizes over the caps are refused before anything is
+// allocated for them.
 func TestS10_3_HubRefusesBadChunks(t *testing.T) {
 	cfg := chunkConfig(t)
 	f := newNSHub(t, cfg, persistence.Options{})
@@ -344,7 +347,7 @@ func TestS17_AssembliesPerConnection(t *testing.T) {
 // discarded (chunked-update-aborted{timeout}) and declared with
 // RESYNC_REQUIRED{UPDATE_TRANSFER_EXPIRED}, non-terminal: the rest of its chunks are dropped
 // and the next round repairs. A stalled diff gives up its round with SYNC_TRANSFER_EXPIRED
-// and the peer's next round completes (§18).
+// and the peer's next round completes (docs/protocol.md#timeouts).
 func TestS18_HubAssemblyTimeout(t *testing.T) {
 	cfg := chunkConfig(t)
 	f := newNSHub(t, cfg, persistence.Options{})

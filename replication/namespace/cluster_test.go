@@ -36,7 +36,7 @@ import (
 // with its own bbolt store in a temporary directory, the real clock, and one recorder for
 // every event of every instance.
 
-// Sentinels: none of these may appear in any event (§23.3).
+// Sentinels: none of these may appear in any event (docs/protocol.md#safe-fields).
 const (
 	hubOwner  = "tenant-hub-owner"
 	peerOwner = "tenant-peer-owner"
@@ -154,7 +154,8 @@ func (c *cluster) startHub() {
 	c.hub.Store(&hubNode{store: st, reg: reg, nsl: nsl, hub: hub})
 }
 
-// stopHub shuts the hub down in the §21 order: replication, registry, store.
+// stopHub shuts the hub down in the docs/protocol.md#restart-and-shutdown order: replication,
+// registry, store.
 func (c *cluster) stopHub() {
 	c.t.Helper()
 	h := c.hub.Swap(nil)
@@ -194,8 +195,8 @@ func (p *peerNode) start(targets ...namespace.Target) {
 	p.peer.Start()
 }
 
-// stop shuts the peer down in the §21 order: connection, namespace layer, registry, store.
-// It returns the targets, for a restart.
+// stop shuts the peer down in the docs/protocol.md#restart-and-shutdown order: connection,
+// namespace layer, registry, store. It returns the targets, for a restart.
 func (p *peerNode) stop() []namespace.Target {
 	if p.peer == nil {
 		return nil

@@ -132,10 +132,11 @@ func backoffs(c *cluster, reason observer.BackoffReason) int {
 }
 
 // TestE2E_S11_EpochBumpConflictsWithoutMerging: an epoch bump on the hub fences every
-// session of the namespace (§11): the peers get IDENTITY_CHANGED and go conflicted, the
-// other namespace on the same connections stays live, and no data crosses the epochs in
-// either direction. A peer that restarts stays conflicted (its OPEN declares the old
-// epoch: REPLICATION_EPOCH_MISMATCH); a reset bootstraps the new epoch and converges.
+// session of the namespace (docs/protocol.md#identity-fencing): the peers get IDENTITY_CHANGED
+// and go conflicted, the other namespace on the same connections stays live, and no data
+// crosses the epochs in either direction. A peer that restarts stays conflicted (its OPEN
+// declares the old epoch: REPLICATION_EPOCH_MISMATCH); a reset bootstraps the new epoch and
+// converges.
 func TestE2E_S11_EpochBumpConflictsWithoutMerging(t *testing.T) {
 	c := newCluster(t, clusterConfig(t), 2)
 	nss := c.create(2)
@@ -210,7 +211,7 @@ func TestE2E_S11_EpochBumpConflictsWithoutMerging(t *testing.T) {
 
 // TestE2E_S20_ProtectedWriteFromPeerRefused: a peer UPDATE that touches meta is refused with
 // PROTECTED_FIELD_MUTATION and changes nothing on the hub or on the other peers, which keep
-// replicating (§20, GUIDE §4).
+// replicating (docs/protocol.md#protected-apply, docs/protocol.md#document-layout).
 func TestE2E_S20_ProtectedWriteFromPeerRefused(t *testing.T) {
 	c := newCluster(t, clusterConfig(t), 2)
 	nss := c.create(1)
@@ -294,7 +295,7 @@ func TestE2E_HundredNamespacesOnOneConnection(t *testing.T) {
 		t.Fatalf("%d hub connections for %d peers", n, len(c.peers))
 	}
 	// A restart restores all 100 targets at once; the peer paces its OPENs to the hub's
-	// admission (GUIDE §6) and every namespace reconciles.
+	// admission (docs/protocol.md#limits-and-defaults) and every namespace reconciles.
 	p := c.peers[0]
 	targets := p.stop()
 	p.start(targets...)

@@ -48,7 +48,8 @@ func ctxT(t testing.TB) context.Context { return testkit.Context(t, 30*time.Seco
 var must = testkit.Must
 
 // newRegistry returns a registry of role over a memory store (store options opts), closed
-// at cleanup after everything registered later (§21 order: registry, then store).
+// at cleanup after everything registered later (docs/protocol.md#restart-and-shutdown order:
+// registry, then store).
 func newRegistry(t testing.TB, role registry.Role, opts persistence.Options) (*registry.Registry, persistence.Store) {
 	t.Helper()
 	return newRegistryWith(t, registry.Config{Role: role}, opts)
@@ -523,7 +524,7 @@ func peerRound(w *wire, ns protocol.NamespaceID, doc *ydoc, id uint32) {
 			}
 			doc.apply(m.Update)
 			s2seq, gotDiff = f.Sequence, true
-		case *protocol.UpdateChunk: // a diff over maxSyncDiffBytes, chunked (§9.2)
+		case *protocol.UpdateChunk: // a diff over maxSyncDiffBytes, chunked (docs/protocol.md#sync_step2)
 			tr, err := w.assembler().Add(m, f.Sequence, protocol.Binding{SyncRoundID: id})
 			must(w.t, err)
 			if tr.Complete {

@@ -18,9 +18,10 @@ import (
 // updates (valid Yjs, meta writes, garbage), chunks of every kind (first or follow-up,
 // consistent or not), acknowledgements, resyncs, errors and closes, on a namespace that exists
 // and one that does not. Whatever arrives, the layer never
-// panics or blocks, every namespace ERROR it sends has a §13.2 code, the connection closes
-// only with a §14 code after a §13.1 ERROR, and the hub shuts down with nothing left
-// running (goleak).
+// panics or blocks, every namespace ERROR it sends has a docs/protocol.md#namespace-errors
+// code, the connection closes only with a docs/protocol.md#close-codes code after a
+// docs/protocol.md#connection-errors ERROR, and the hub shuts down with nothing left running
+// (goleak).
 func FuzzHubNamespaces(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8})
 	f.Add([]byte{0x10, 0x02, 0x03, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c})

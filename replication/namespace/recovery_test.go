@@ -18,7 +18,8 @@ import (
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
-// Recovery of failed targets (§16, §13.2's retry column) and the ledger of local writes.
+// Recovery of failed targets (docs/protocol.md#namespace-states,
+// docs/protocol.md#namespace-errors's retry column) and the ledger of local writes.
 
 // failOpen answers the peer's next OPEN_NAMESPACE, for ns, with a namespace ERROR of code.
 func failOpen(w *wire, ns protocol.NamespaceID, code protocol.ErrorCode) {
@@ -107,8 +108,9 @@ func TestS16_FailedTargetRetriesWithBackoff(t *testing.T) {
 	}
 }
 
-// TestS18_RepeatedTimeoutsBackOff: an open timeout rebuilds the connection at once (§16), a
-// second one in a row only after the backoff's second step (2 s).
+// TestS18_RepeatedTimeoutsBackOff: an open timeout rebuilds the connection at once
+// (docs/protocol.md#namespace-states), a second one in a row only after the backoff's second
+// step (2 s).
 func TestS18_RepeatedTimeoutsBackOff(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)
@@ -173,7 +175,8 @@ func TestS16_ConfigFailureRetriesSlowlyAndOnEveryConnection(t *testing.T) {
 
 // TestS16_FailureThatCannotHealWaitsForANewConnection: a protocol violation (retry no) is
 // not retried by itself, however long it waits; its target refuses local writes and opens
-// again only when the connection is rebuilt for another reason (§16).
+// again only when the connection is rebuilt for another reason
+// (docs/protocol.md#namespace-states).
 func TestS16_FailureThatCannotHealWaitsForANewConnection(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
 	ns, id, _ := f.create()

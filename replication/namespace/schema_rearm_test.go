@@ -124,7 +124,8 @@ func TestS23_1_PeerSchemaRearmApplied(t *testing.T) {
 	if applied, _ := rearmEvents(f, ns); len(applied) != len(steps) {
 		t.Fatalf("%d applied events after updates that kept the schema, want %d", len(applied), len(steps))
 	}
-	// The key set is frozen: no latency or timestamp of this side (§23.4: no clock read).
+	// The key set is frozen: no latency or timestamp of this side
+	// (docs/protocol.md#delivery-and-clocks: no clock read).
 	for _, e := range f.rec.OfType(observer.TypeSchemaRearmApplied) {
 		if got, want := strings.Join(e.Keys(), ","), "type,side,connectionId,namespaceId,semanticFingerprint,updatedAt"; got != want {
 			t.Fatalf("schema-rearm-applied keys %s, want %s", got, want)

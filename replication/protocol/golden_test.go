@@ -13,8 +13,8 @@ import (
 )
 
 // The golden vectors of testdata/golden come from an independent JS generator written against
-// lib0 0.2.120 from the contract's field tables (GUIDE §10); these tests check the Go codec
-// against them in both directions.
+// lib0 0.2.120 from the contract's field tables (docs/protocol.md#conformance); these tests
+// check the Go codec against them in both directions.
 
 type goldenVector struct {
 	Name       string          `json:"name"`
@@ -117,7 +117,8 @@ func TestS22_GoldenFrames(t *testing.T) {
 			if !bytes.Equal(enc, wire) {
 				t.Fatalf("encoded %x\nwant    %x", enc, wire)
 			}
-			// §10.3: without CAP_CHUNKED_UPDATE the same 0x42 frame is refused before its payload.
+			// docs/protocol.md#chunked-transfers: without CAP_CHUNKED_UPDATE the same 0x42
+			// frame is refused before its payload.
 			if v.Chunked {
 				if _, err := NewCodec(testLimits(), 0).Decode(wire); codeOf(err) != CodeUnsupportedMessageType {
 					t.Fatalf("0x42 without the capability: %v", err)

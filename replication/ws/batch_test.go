@@ -96,7 +96,8 @@ func batchedConnection(t *testing.T) (*hubFixture, *batchEnd, *rawPeer) {
 
 // TestBatchedWritesAccounting: the writer puts every frame that is ready into one batch and
 // flushes it once; bytes written into a batch count as unflushed until its flush returns,
-// so the watermark accounting is exact (§17), and the frames arrive in sequence order.
+// so the watermark accounting is exact (docs/protocol.md#backpressure), and the frames arrive
+// in sequence order.
 func TestBatchedWritesAccounting(t *testing.T) {
 	f, be, p := batchedConnection(t)
 	h := f.handshake(p)

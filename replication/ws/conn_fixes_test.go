@@ -91,11 +91,12 @@ func TestS17_OutboxCloseAfterConnectionClose(t *testing.T) {
 	p.expectClose()
 }
 
-// TestS18_GivenUpAcksAreBounded: after this side declares ACK_TIMEOUT (§18: no resend), the
-// UPDATEs it gave up may still be acknowledged, once each and without reaching the namespace
-// layer — but only the newest 1,024 of them, so that a remote that never acknowledges cannot
-// grow the connection's bookkeeping without limit; an older acknowledgement is then unknown
-// (ACK_STATE_VIOLATION, §10.2).
+// TestS18_GivenUpAcksAreBounded: after this side declares ACK_TIMEOUT
+// (docs/protocol.md#timeouts: no resend), the UPDATEs it gave up may still be acknowledged,
+// once each and without reaching the namespace layer — but only the newest 1,024 of them, so
+// that a remote that never acknowledges cannot grow the connection's bookkeeping without
+// limit; an older acknowledgement is then unknown (ACK_STATE_VIOLATION,
+// docs/protocol.md#the-ack-window).
 func TestS18_GivenUpAcksAreBounded(t *testing.T) {
 	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)

@@ -13,8 +13,9 @@ import (
 
 // FuzzHubConnection feeds arbitrary messages to a ready hub connection (after a valid
 // HELLO): whatever arrives, the connection never panics, and when it closes it closes with a
-// §14 close code, after an ERROR of the §13.1 registry if it sent one. The input is a list
-// of messages, each prefixed by a 2-byte big-endian length.
+// docs/protocol.md#close-codes close code, after an ERROR of the
+// docs/protocol.md#connection-errors registry if it sent one. The input is a list of messages,
+// each prefixed by a 2-byte big-endian length.
 func FuzzHubConnection(f *testing.F) {
 	cfg := protocol.DefaultConfig()
 	codec := protocol.NewCodec(cfg.Limits(), protocol.CapChunkedUpdate)

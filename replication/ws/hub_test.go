@@ -57,7 +57,8 @@ func TestS6_GenerationV1OffersNoChunking(t *testing.T) {
 	if ack := p.recv().Message.(*protocol.HelloAck); ack.SelectedCapabilities != 0 {
 		t.Fatalf("v1 hub selected %v", ack.SelectedCapabilities)
 	}
-	// §10.3: a 0x42 frame on a connection without CAP_CHUNKED_UPDATE is connection fatal.
+	// docs/protocol.md#chunked-transfers: a 0x42 frame on a connection without
+	// CAP_CHUNKED_UPDATE is connection fatal.
 	f.hs.next(t)
 	p.send(&protocol.UpdateChunk{Kind: protocol.KindLiveUpdate, NamespaceID: ns1, TransferID: 1, ChunkCount: 1, TotalBytes: 1, Bytes: []byte{1}})
 	if code, ec := p.expectClose(); code != protocol.CloseProtocolError || ec != protocol.CodeUnsupportedMessageType {
@@ -79,8 +80,9 @@ func rawFrame(t *testing.T, seq uint32, m protocol.Message, mutate func([]byte) 
 	return b
 }
 
-// TestS13_1_ConnectionErrors drives every connection error of §13.1 against the hub and
-// checks the ERROR frame (when framing is trusted) and the close code of §14.
+// TestS13_1_ConnectionErrors drives every connection error of
+// docs/protocol.md#connection-errors against the hub and checks the ERROR frame (when framing
+// is trusted) and the close code of docs/protocol.md#close-codes.
 func TestS13_1_ConnectionErrors(t *testing.T) {
 	open := &protocol.OpenNamespace{NamespaceID: ns1}
 	cases := []struct {
@@ -216,7 +218,7 @@ func TestS13_1_ConnectionErrors(t *testing.T) {
 	}
 	for _, spec := range protocol.ConnectionErrors() {
 		if !seen[spec.Code] {
-			t.Errorf("§13.1 code %s not exercised", spec.Code)
+			t.Errorf("connection error code %s not exercised", spec.Code)
 		}
 	}
 }
@@ -360,8 +362,9 @@ func TestS19_RevokeNamespaces(t *testing.T) {
 	}
 }
 
-// TestS21_ShutdownClosesWithoutGoAway: the hub's service close (§21): 1001 without GOAWAY, and Shutdown
-// waits for admitted work.
+// TestS21_ShutdownClosesWithoutGoAway: the hub's service close
+// (docs/protocol.md#restart-and-shutdown): 1001 without GOAWAY, and Shutdown waits for
+// admitted work.
 func TestS21_ShutdownClosesWithoutGoAway(t *testing.T) {
 	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)

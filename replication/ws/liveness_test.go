@@ -44,7 +44,8 @@ func TestS17_PongEchoClearsTimeout(t *testing.T) {
 }
 
 // TestS17_IgnoredPongs: empty, wrong, duplicate-of-an-old and unsolicited pongs do not clear
-// the timeout; the pong timeout closes with 1001 after invalidating the epoch (§18).
+// the timeout; the pong timeout closes with 1001 after invalidating the epoch
+// (docs/protocol.md#timeouts).
 func TestS17_IgnoredPongs(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -94,8 +95,8 @@ func TestS17_IgnoredPongs(t *testing.T) {
 }
 
 // TestS17_EventLoopDelaySampled: each ping timer firing reports actual − planned
-// (event-loop-delay-sampled, §23.1). The owner goroutine is held busy while the clock moves 250 ms past the due
-// time, as a long synchronous task would.
+// (event-loop-delay-sampled, docs/protocol.md#events). The owner goroutine is held busy while
+// the clock moves 250 ms past the due time, as a long synchronous task would.
 func TestS17_EventLoopDelaySampled(t *testing.T) {
 	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)

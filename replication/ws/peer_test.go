@@ -177,7 +177,8 @@ func TestS15_1_StartToReady(t *testing.T) {
 	if th.s.ConnectionID() != "c-test" || th.s.HubInstanceID() != hubID {
 		t.Fatalf("session %q %q", th.s.ConnectionID(), th.s.HubInstanceID())
 	}
-	// connectionId appears in state events only from the handshake on (§23.3).
+	// connectionId appears in state events only from the handshake on
+	// (docs/protocol.md#safe-fields).
 	evs := f.rec.OfType(observer.TypeConnectionStateChanged)
 	if len(evs) != len(want) {
 		t.Fatalf("%d connection-state-changed events, want %d", len(evs), len(want))
@@ -339,7 +340,8 @@ func TestS15_1_CloseOutcomes(t *testing.T) {
 				}
 			}
 			if tc.name == "GOAWAY SERVER_RESTARTING with retryAfter" {
-				// §15.1: retryAfterMs + jitter (jitter = the attempt-0 cap with maxRand).
+				// docs/protocol.md#peer-connection-states: retryAfterMs + jitter (jitter = the
+				// attempt-0 cap with maxRand).
 				if b := f.lastBackoff(); b.DelayMs != 7000+250 {
 					t.Fatalf("delay %v, want 7250", b.DelayMs)
 				}
@@ -349,9 +351,9 @@ func TestS15_1_CloseOutcomes(t *testing.T) {
 }
 
 // TestS15_1_BackoffSequence: delay = random(0, min(maxBackoff, base·2^attempt)), with exact
-// values for a scripted and for a seeded random source — as §15.1 writes it
-// (ContractBackoff), and by default also never more than half the time the peer has been
-// without a connection (but at least base).
+// values for a scripted and for a seeded random source — as
+// docs/protocol.md#peer-connection-states writes it (ContractBackoff), and by default also
+// never more than half the time the peer has been without a connection (but at least base).
 func TestS15_1_BackoffSequence(t *testing.T) {
 	cfg := wstest.SmallConfig(t)
 	for _, tc := range []struct {

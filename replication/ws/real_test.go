@@ -192,7 +192,8 @@ func TestS2_AuthBeforeUpgrade(t *testing.T) {
 	if fmt.Sprint(reasons) != fmt.Sprint(want) {
 		t.Fatalf("reasons %v, want %v", reasons, want)
 	}
-	// The peer's dialer sees the status and blocks (§15.1 permanent-config-failure).
+	// The peer's dialer sees the status and blocks (docs/protocol.md#peer-connection-states
+	// permanent-config-failure).
 	if _, err := l.dialClient(t, "secret-forbidden"); err == nil {
 		t.Fatal("dial with a forbidden token succeeded")
 	} else if de := new(ws.DialError); !errors.As(err, &de) || de.StatusCode != 403 {

@@ -61,7 +61,7 @@ func TestS17_RoundRobin(t *testing.T) {
 	if len(sent) != 6 || sent[0].Sequence != 3 || sent[5].Sequence != 8 {
 		t.Fatalf("sent %+v", sent)
 	}
-	// update-sent carries the stamped sequence (§23.1).
+	// update-sent carries the stamped sequence (docs/protocol.md#events).
 	evs := f.rec.OfType(observer.TypeUpdateSent)
 	if len(evs) != 6 || evs[0].Payload.(observer.UpdateSent).Sequence != 3 || evs[0].Payload.(observer.UpdateSent).Bytes != 10 {
 		t.Fatalf("update-sent %v", evs)
@@ -292,8 +292,10 @@ func TestS17_WatermarksAndShedding(t *testing.T) {
 }
 
 // TestS10_2_AckCorrelation: each acknowledgement must name an unacknowledged frame of the
-// matching type and namespace (§10.2, §8.2, §9.3, §12); anything else is
-// ACK_STATE_VIOLATION. A chunked snapshot is acknowledged by its last chunk's sequence.
+// matching type and namespace (docs/protocol.md#the-ack-window,
+// docs/protocol.md#bootstrap_ack, docs/protocol.md#round-rules,
+// docs/protocol.md#closing-a-namespace); anything else is ACK_STATE_VIOLATION. A chunked
+// snapshot is acknowledged by its last chunk's sequence.
 func TestS10_2_AckCorrelation(t *testing.T) {
 	const rid = "0123456789abcdef0123456789abcdef"
 	type sent struct{ step2, closeNS, snapshot uint32 }
@@ -371,7 +373,8 @@ func coalesceThree(t *testing.T, o seam.Outbox, sent *[]seam.SentInfo) {
 	}
 }
 
-// TestS10_1_CoalesceUnsent: unsent updates may be merged into one frame (§10.1).
+// TestS10_1_CoalesceUnsent: unsent updates may be merged into one frame
+// (docs/protocol.md#sending-and-relaying).
 func TestS10_1_CoalesceUnsent(t *testing.T) {
 	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)

@@ -110,10 +110,11 @@ func killChild(dir string) int {
 	return 0
 }
 
-// TestS21_KillNineLeavesAPrefix: after kill -9 at any moment (§21 crash and restart),
-// reopening the store yields, for every namespace, exactly a prefix of the appends (in order,
-// no gap, no duplicate, no torn record) at least as long as the last position the child saw
-// reported durable. Some kills are aimed at compactions under way.
+// TestS21_KillNineLeavesAPrefix: after kill -9 at any moment
+// (docs/protocol.md#restart-and-shutdown crash and restart), reopening the store yields, for
+// every namespace, exactly a prefix of the appends (in order, no gap, no duplicate, no torn
+// record) at least as long as the last position the child saw reported durable. Some kills are
+// aimed at compactions under way.
 func TestS21_KillNineLeavesAPrefix(t *testing.T) {
 	iterations := 24
 	if *long {

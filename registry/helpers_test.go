@@ -55,7 +55,7 @@ func newMemStore(t testing.TB, opts persistence.Options) persistence.Store {
 }
 
 // newEnv returns a registry of role over a fresh memory store; both are closed at cleanup
-// in the §21 order (registry, then store).
+// in the docs/protocol.md#restart-and-shutdown order (registry, then store).
 func newEnv(t testing.TB, role Role, cfg Config, opts persistence.Options) *env {
 	t.Helper()
 	st := newMemStore(t, opts)

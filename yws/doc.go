@@ -60,7 +60,9 @@
 // Awareness (cursors, names) is relayed among the editors of one namespace on one node,
 // following y-protocols' rules, bounded in states per namespace and bytes per state; a
 // closing connection's states are removed (announced as a null state with clock + 1), and
-// so is a state not renewed within 30 s. Awareness is node-local: the replication
+// so is a state not renewed within 30 s. A room relays awareness at most every 50 ms:
+// changes that come faster go out together, each client's latest only — a provider
+// repeats every change it hears, so this also bounds what editors send back. Awareness is node-local: the replication
 // contract carries documents only, so editors attached to different nodes share the text
 // but not their presence.
 //

@@ -161,6 +161,45 @@ func TestAwareness_RelayGreetQueryAndRemoveOnClose(t *testing.T) {
 	waitMetric(t, e, "nomicore_client_awareness_states", 0)
 }
 
+// Awareness changes that come faster than awarenessRelayInterval go out together, each
+// client's latest only; one that comes after a quiet interval goes out at once.
+func TestAwareness_RelayCoalesced(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	e := newEnv(t, func(o *Options) { o.Clock = clk })
+	a := e.dial("writer")
+	b := e.dial("writer")
+	a.sync()
+	b.sync()
+	set := func(c *client, id, clk uint64, state string) {
+		c.write(AppendAwareness(nil, AppendAwarenessUpdate(nil, []AwarenessEntry{{ClientID: id, Clock: clk, State: []byte(state)}})))
+	}
+	awareness := func(c *client) int {
+		return c.count(func(m Message) bool { return m.Type == TypeAwareness && len(m.Payload) > 1 })
+	}
+	set(a, 1, 1, `{"n":1}`)
+	b.waitFor("the first change, at once", func() bool { return hasAwareness(b, 1, 1, `{"n":1}`) })
+	for i := 2; i <= 50; i++ {
+		set(a, 1, uint64(i), `{"n":1}`)
+	}
+	set(b, 2, 1, `{"m":1}`)
+	waitMetric(t, e, "nomicore_client_messages_received_total", 51, "type", "awareness")
+	time.Sleep(20 * time.Millisecond)
+	if hasAwareness(b, 1, 50, `{"n":1}`) {
+		t.Fatal("a change within the interval went out at once")
+	}
+	clk.Advance(awarenessRelayInterval)
+	b.waitFor("the latest change", func() bool { return hasAwareness(b, 1, 50, `{"n":1}`) })
+	a.waitFor("b's change", func() bool { return hasAwareness(a, 2, 1, `{"m":1}`) })
+	if n := awareness(b); n != 2 {
+		t.Fatalf("b heard %d awareness messages for 50 changes of a, want 2", n)
+	}
+	for i := 2; i < 50; i++ {
+		if hasAwareness(b, 1, uint64(i), `{"n":1}`) {
+			t.Fatalf("an overtaken change (clock %d) was relayed", i)
+		}
+	}
+}
+
 func hasAwareness(c *client, id, clk uint64, state string) bool {
 	for _, m := range c.messages() {
 		if m.Type != TypeAwareness {

@@ -73,10 +73,12 @@
 // 409 REPLICA_FAILED a replica that waits for an operator, 503 not bootstrapped yet, over
 // MaxClients, shutting down, or a credential that cannot be checked now. After the
 // upgrade: a message over MaxMessageBytes closes with 1009, an unknown type with 1003,
-// bytes that do not decode with 1007 — each with a log line, never a panic; a client whose
-// send queue is full is dropped (its socket closed at once) and resyncs when it
-// reconnects; a removed token closes its sockets with 4401, a narrowed grant with 4403 (the
-// provider does not retry 44xx).
+// bytes that do not decode with 1007 — each with a log line, never a panic; going over one
+// of the Limits (connections per user, messages, bytes and awareness updates per second of
+// a connection, bytes of an awareness state) closes with 1008 and a reason naming it; a
+// client whose send queue is full is dropped (its socket closed at once) and resyncs when
+// it reconnects; a removed token closes its sockets with 4401, a narrowed grant with 4403
+// (the provider does not retry 44xx).
 //
 // # The editor page
 //

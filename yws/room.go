@@ -76,7 +76,7 @@ type relayItem struct {
 
 func newRoom(s *Server, ns, owner string) *room {
 	return &room{srv: s, ns: ns, owner: owner, ready: make(chan struct{}), conns: map[*conn]struct{}{},
-		aware:     newAwareness(s.opts.MaxAwarenessStates, s.opts.MaxAwarenessStateBytes),
+		aware:     newAwareness(s.opts.MaxAwarenessStates, s.opts.Limits.AwarenessStatesPerConnection),
 		relayWake: make(chan struct{}, 1), relaySpace: make(chan struct{}, 1)}
 }
 

@@ -255,24 +255,39 @@ func TestAwareness_TimeoutAndKeepAlive(t *testing.T) {
 	}
 }
 
-// Bounds: states per namespace and bytes per state.
+// Bounds: states per namespace and per connection; an entry beyond either is dropped and
+// counted, and the connection stays open.
 func TestAwareness_Bounds(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.MaxAwarenessStates = 2; o.MaxAwarenessStateBytes = 20 })
+	e := newEnv(t, func(o *Options) { o.MaxAwarenessStates = 3; o.Limits.AwarenessStatesPerConnection = 2 })
 	a := e.dial("writer")
 	b := e.dial("writer")
 	a.sync()
 	b.sync()
 	a.write(AppendAwareness(nil, AppendAwarenessUpdate(nil, []AwarenessEntry{
 		{ClientID: 1, Clock: 1, State: []byte(`{"a":1}`)},
-		{ClientID: 2, Clock: 1, State: []byte(`{"b":"` + strings.Repeat("x", 30) + `"}`)}, // too large
-		{ClientID: 3, Clock: 1, State: []byte(`{"c":1}`)},
-		{ClientID: 4, Clock: 1, State: []byte(`{"d":1}`)}, // over the two states
+		{ClientID: 2, Clock: 1, State: []byte(`{"b":1}`)},
+		{ClientID: 3, Clock: 1, State: []byte(`{"c":1}`)}, // over a's two states
 	})))
-	b.waitFor("states", func() bool { return hasAwareness(b, 3, 1, `{"c":1}`) })
-	if hasAwareness(b, 2, 1, `{"b":"`+strings.Repeat("x", 30)+`"}`) || hasAwareness(b, 4, 1, `{"d":1}`) {
+	b.waitFor("a's states", func() bool { return hasAwareness(b, 2, 1, `{"b":1}`) })
+	b.write(AppendAwareness(nil, AppendAwarenessUpdate(nil, []AwarenessEntry{
+		{ClientID: 4, Clock: 1, State: []byte(`{"d":1}`)},
+		{ClientID: 5, Clock: 1, State: []byte(`{"e":1}`)}, // over the namespace's three states
+	})))
+	a.waitFor("b's state", func() bool { return hasAwareness(a, 4, 1, `{"d":1}`) })
+	waitMetric(t, e, "nomicore_client_awareness_dropped_total", 2)
+	// A removal frees a place of its connection and of the namespace.
+	a.write(AppendAwareness(nil, AppendAwarenessUpdate(nil, []AwarenessEntry{
+		{ClientID: 1, Clock: 2, State: []byte(`null`)},
+		{ClientID: 3, Clock: 2, State: []byte(`{"c":2}`)},
+	})))
+	b.waitFor("a's third client", func() bool { return hasAwareness(b, 3, 2, `{"c":2}`) })
+	if hasAwareness(b, 3, 1, `{"c":1}`) || hasAwareness(a, 5, 1, `{"e":1}`) {
 		t.Fatal("an entry beyond the bounds was relayed")
 	}
-	waitMetric(t, e, "nomicore_client_awareness_dropped_total", 2)
+	if a.closed() != nil || b.closed() != nil {
+		t.Fatalf("a bound closed a connection: %v, %v", a.closed(), b.closed())
+	}
+	waitMetric(t, e, "nomicore_client_awareness_states", 3)
 }
 
 // A read-only editor syncs and receives, its changes are not applied: PermissionDenied
@@ -474,7 +489,10 @@ func TestBadInput_Closes(t *testing.T) {
 // A client that does not read is dropped once its send queue is full, and a new
 // connection resyncs everything.
 func TestSlowClient_DroppedBeyondItsQueue(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.SendQueueMessages = 8; o.SendQueueBytes = 1 << 20 })
+	e := newEnv(t, func(o *Options) {
+		o.SendQueueMessages, o.SendQueueBytes = 8, 1<<20
+		o.Limits.BytesPerSecond = 64 << 20 // the writer's 13 MiB at once are not what this test is about
+	})
 	w := e.dial("writer")
 	w.sync()
 	// A raw socket that never reads.

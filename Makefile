@@ -2,6 +2,13 @@
 SHELL := /bin/bash
 GO    ?= go
 
+# Every target builds with the Go release go.mod names on its toolchain line (the latest
+# patch release: govulncheck in `make lint` fails on the standard library of an older one),
+# fetched from the module proxy when the installed Go is another, even where its go.env
+# says GOTOOLCHAIN=local. GOTOOLCHAIN=local in the environment builds with the installed Go.
+GOTOOLCHAIN ?= auto
+export GOTOOLCHAIN
+
 # The B4 editing trace for the yjs benchmarks (GUIDE §10). Read in place, never copied.
 B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json)))
 export B4_TRACE

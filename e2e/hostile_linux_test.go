@@ -495,8 +495,10 @@ func floodAwareness(t *testing.T, p *proc, ns, token string, rate int, d time.Du
 			ws.CloseNow()
 		}
 	}()
-	during()
-	<-done
+	func() {
+		defer func() { <-done }() // also when during fails the test
+		during()
+	}()
 	mu.Lock()
 	defer mu.Unlock()
 	return res

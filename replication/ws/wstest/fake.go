@@ -1,7 +1,10 @@
 // Package wstest provides an in-memory duplex transport for the replication connection
 // layer, so state-machine tests run without sockets: each End is a ws.Transport; tests can
 // hold back pongs, inject pongs of their choice, block writes to play a slow reader, and
-// observe what was written and how the end was closed.
+// observe what was written and how the end was closed. It also holds what the tests of the
+// connection and namespace layers share: frames on a test's end of a connection
+// (SendFrame, RecvFrame, RecvClose, Hello), namespace ids, a small configuration and a
+// random source for backoff.
 package wstest
 
 import (

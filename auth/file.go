@@ -14,7 +14,7 @@ type File struct {
 	Clients []ClientEntry
 }
 
-// ParseFile decodes a tokens file (GUIDE §7):
+// ParseFile decodes a tokens file (docs/operations.md#tokens-and-rotation):
 //
 //	{"peers":[{"instanceId":"peer-a","tokenSha256":"<64 hex>","owner":"default",
 //	           "namespaces":["*"],"read":true,"submit":true}],

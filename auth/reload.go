@@ -44,7 +44,7 @@ type ReloaderOptions struct {
 // replication listener and a ClientTable for the client listener, and it is the
 // authenticator of both (ws.Authenticator and ws.RevocationSource; ClientAuthenticator).
 // Reload re-reads the file, and when its content changed installs the new entries and then
-// revokes what the change took away (§19): every live connection of a peer one of whose
+// revokes what the change took away: every live connection of a peer one of whose
 // tokens disappeared (the hub drains it with GOAWAY REAUTH_REQUIRED and the peer must
 // authenticate again), and, for a peer whose tokens all remain, every namespace whose grant
 // was withdrawn or narrowed (lost read or submit, or another owner) — those namespaces end
@@ -340,10 +340,11 @@ func (r *Reloader) Run(ctx context.Context, clk clock.Clock, interval time.Durat
 	}
 }
 
-// Revocations computes what a change of the tokens file from old to new withdraws (§19):
-// a whole-peer revocation for every peer one of whose token hashes is gone, and otherwise,
-// per peer, the namespaces (among known and the ids old lists) that old granted and new
-// denies or grants with less (no read, no submit, or another owner).
+// Revocations computes what a change of the tokens file from old to new withdraws (see
+// “Authorization” in docs/protocol.md): a whole-peer revocation for every peer one of whose
+// token hashes is gone, and otherwise, per peer, the namespaces (among known and the ids old
+// lists) that old granted and new denies or grants with less (no read, no submit, or another
+// owner).
 func Revocations(old, new []PeerEntry, known []string) []PeerRevocation {
 	oldT, _ := NewPeerTable(old)
 	newT, _ := NewPeerTable(new)

@@ -110,7 +110,7 @@ func TestCluster_WriteOnOneNodeVisibleOnAll(t *testing.T) {
 			t.Fatalf("%s: entries %+v, %v", tn.name, list, err)
 		}
 	}
-	// Another owner does not find it (§19).
+	// Another owner does not find it (docs/protocol.md#authorization).
 	if _, err := tc.nodes[1].reg.Open(ctxT(t, 5*time.Second), "other", ns); !errors.Is(err, registry.ErrNotFound) {
 		t.Fatalf("open as another owner: %v", err)
 	}

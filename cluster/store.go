@@ -25,7 +25,8 @@ import (
 // persistence.Documents (and no archives: archiving is not offered in a cluster yet).
 //
 // Healthy is the node's quorum. Entries read once are kept in memory, so a node without
-// quorum still answers Entry for the namespaces it knows (reads go on, §20).
+// quorum still answers Entry for the namespaces it knows: reads go on while writes are
+// refused (docs/protocol.md#degraded-persistence).
 type Store struct {
 	n *Node
 
@@ -379,7 +380,7 @@ func (s *Store) ConfigKeys(ctx context.Context, prefix string) ([]string, error)
 	return out, err
 }
 
-// Healthy reports the node's quorum (§20: without it writes are refused).
+// Healthy reports the node's quorum (without it writes are refused).
 func (s *Store) Healthy() bool { return s.n.Healthy() }
 
 // Stats has nothing of a local store to count; Resident is the namespaces this node

@@ -297,7 +297,8 @@ func TestE2E_Cluster_ServedByAllNodes(t *testing.T) {
 	if !raced {
 		t.Fatal("in 10 rounds the two bumps never both reached the cluster's compare-and-set")
 	}
-	// Every peer's session of epoch 1 was fenced (§11): the replicas are conflicted.
+	// Every peer's session of epoch 1 was fenced (docs/protocol.md#identity-fencing): the
+	// replicas are conflicted.
 	for _, p := range peers {
 		targetState(t, p, ns, "conflicted")
 	}
@@ -467,9 +468,9 @@ func TestE2E_Cluster_MinorityRefusesWrites(t *testing.T) {
 	stopped = false
 	c.waitReady(0, 60*time.Second)
 	n1.set(ns, map[string]any{"after": true})
-	// PERSISTENCE_DEGRADED failed the peer's namespace (§13.2: fatal, retry after recovery);
-	// the peer retries it by itself, with backoff, and its write, kept in its store, reaches
-	// every node.
+	// PERSISTENCE_DEGRADED failed the peer's namespace (docs/protocol.md#namespace-errors:
+	// fatal, retry after recovery); the peer retries it by itself, with backoff, and its
+	// write, kept in its store, reaches every node.
 	converged(t, ns, map[string]any{"before": true, "from-peer": true, "after": true}, append([]*proc{peer}, c.hubs...)...)
 }
 

@@ -34,7 +34,8 @@ func paceGC(getenv func(string) string) *gcpace.Pacer {
 }
 
 // serve runs the hub until SIGINT or SIGTERM, then shuts down in order: the editors first,
-// then replication, the admin API, the tokens watcher, the registry, the store (§21).
+// then replication, the admin API, the tokens watcher, the registry, the store
+// (docs/protocol.md#restart-and-shutdown).
 func serve(args []string, cio cli.IO) int {
 	f := cli.NewFlags("hub serve", "hub [serve] [flags]",
 		"Runs the hub: peers connect to --listen (WebSocket /v1/replication, with a bearer token from the tokens "+

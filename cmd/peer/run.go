@@ -28,7 +28,7 @@ import (
 
 // runPeer runs the peer until SIGINT or SIGTERM, then shuts down in order: the editors
 // first, then the replication connection drains, then the admin API, the registry, the
-// store (§21).
+// store (docs/protocol.md#restart-and-shutdown).
 func runPeer(args []string, cio cli.IO) int {
 	f := cli.NewFlags("peer run", "peer [run] [flags]",
 		"Runs a peer: it keeps a replica of each target namespace under --data, replicates it with the hub at "+
@@ -325,11 +325,11 @@ func runPeer(args []string, cio cli.IO) int {
 	return exit
 }
 
-// tokenWatch lets a blocked peer (§15.1) come back when its credentials change: refused
-// with 401/403 (after a rotation the peer authenticates again once at once, with the token
-// it has then — see ws.Peer), it stays blocked until the token file holds a different token
-// than the one last presented, or SIGHUP. The token itself is never logged or kept beyond
-// its hash.
+// tokenWatch lets a blocked peer (docs/protocol.md#peer-connection-states) come back when
+// its credentials change: refused with 401/403 (after a rotation the peer authenticates
+// again once at once, with the token it has then — see ws.Peer), it stays blocked until the
+// token file holds a different token than the one last presented, or SIGHUP. The token
+// itself is never logged or kept beyond its hash.
 type tokenWatch struct {
 	inner ws.TokenSource
 	file  string

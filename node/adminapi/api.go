@@ -47,7 +47,8 @@ import (
 )
 
 // Targets is the peer's target list as the admin API manages it: the namespace layer's
-// TargetController behind a store that remembers the targets across restarts (§21).
+// TargetController behind a store that remembers the targets across restarts
+// (docs/protocol.md#restart-and-shutdown).
 type Targets interface {
 	Targets() []namespace.TargetStatus
 	Target(namespaceID string) (namespace.TargetStatus, bool)

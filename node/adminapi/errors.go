@@ -12,8 +12,9 @@ import (
 	"github.com/nomicore/nomicore/replication/namespace"
 )
 
-// Error codes of the admin API. Registry outcomes keep their §13.2 names (GUIDE §8); the
-// others name the HTTP-level condition.
+// Error codes of the admin API (README.md#admin-api). Registry outcomes keep the names of
+// their namespace errors (docs/protocol.md#namespace-errors); the others name the HTTP-level
+// condition.
 const (
 	CodeBadRequest        = "BAD_REQUEST"
 	CodeUnauthorized      = "UNAUTHORIZED"

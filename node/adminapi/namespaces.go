@@ -21,7 +21,7 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// Hub namespace states in the admin API (GUIDE §8).
+// Hub namespace states in the admin API (README.md#admin-api).
 const (
 	StateActive   = "active"
 	StateArchived = "archived"
@@ -97,8 +97,8 @@ func (a *API) lookupOpen(w http.ResponseWriter, r *http.Request) (requestedNames
 	return ns, nil, false
 }
 
-// Status is a namespace status object (GUIDE §8), with what the process knows of the
-// namespace's activity.
+// Status is a namespace status object (README.md#admin-api), with what the process knows of
+// the namespace's activity.
 type Status struct {
 	NamespaceID      string `json:"namespaceId"`
 	Owner            string `json:"owner,omitempty"`
@@ -575,8 +575,9 @@ type SchemaRequest struct {
 }
 
 // PUT /v1/namespaces/{id}/schema (hub): replace meta.schema; every peer re-arms it as the
-// namespace's active schema (§23.1). The body names the schema it replaces; a mismatch is 409
-// SCHEMA_MISMATCH (someone replaced it since it was read). Answers the new active schema.
+// namespace's active schema (docs/protocol.md#document-layout). The body names the schema it
+// replaces; a mismatch is 409 SCHEMA_MISMATCH (someone replaced it since it was read).
+// Answers the new active schema.
 func (a *API) replaceSchema(w http.ResponseWriter, r *http.Request) {
 	var req SchemaRequest
 	if e := readJSON(r, &req); e != nil {
@@ -638,10 +639,10 @@ type EpochRequest struct {
 	ExpectedEpoch *uint64 `json:"expectedEpoch"`
 }
 
-// POST /v1/namespaces/{id}/epoch (hub): the §11 epoch bump; every peer session of the old
-// epoch is fenced and its replica becomes conflicted until it is reset. The body must name
-// the current epoch ({"expectedEpoch":N}): a bump is never one stray request, and of two
-// operators bumping at once one gets 409 EPOCH_MISMATCH.
+// POST /v1/namespaces/{id}/epoch (hub): the epoch bump of docs/protocol.md#identity-fencing;
+// every peer session of the old epoch is fenced and its replica becomes conflicted until it
+// is reset. The body must name the current epoch ({"expectedEpoch":N}): a bump is never one
+// stray request, and of two operators bumping at once one gets 409 EPOCH_MISMATCH.
 func (a *API) bumpEpoch(w http.ResponseWriter, r *http.Request) {
 	var req EpochRequest
 	if e := readJSON(r, &req); e != nil {

@@ -134,7 +134,10 @@ func (t *ClientTable) lookup(sum [sha256.Size]byte) (ClientGrant, error) {
 // is still valid is refused (like a peer's, so that running the command twice does not
 // leave two valid tokens behind); one whose token expired gets the new token in its place.
 func AddClient(path string, g ClientGrant, r io.Reader) (string, error) {
-	entry := ClientEntry{Name: g.Name, Namespaces: g.Namespaces, ReadOnly: g.ReadOnly, ExpiresAt: g.Expires}
+	entry := ClientEntry{Name: g.Name, Namespaces: g.Namespaces, ReadOnly: g.ReadOnly, ExpiresAt: g.Expires.UTC().Truncate(time.Second)}
+	if !g.Expires.IsZero() && !g.Expires.After(time.Now()) {
+		return "", errors.New("the expiry is already past")
+	}
 	if err := checkClients([]ClientEntry{entry}); err != nil {
 		return "", errors.New(strings.TrimPrefix(err.Error(), "client entry 0 ("+g.Name+"): "))
 	}

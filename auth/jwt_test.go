@@ -190,10 +190,18 @@ func TestJWT_Checks(t *testing.T) {
 		// HS256 "signed" with the RSA public key's PEM as the secret (key confusion): the kid
 		// names the RSA key, which verifies RS256 only.
 		{"HS256 with the RSA public key, by kid", CheckAlgorithm, rawToken(map[string]any{"alg": "HS256", "kid": "rs-1"}, claimsFor("a"),
-			func(in []byte) []byte { m := hmac.New(sha256.New, pemPublic(t, &rs.PublicKey)); m.Write(in); return m.Sum(nil) })},
+			func(in []byte) []byte {
+				m := hmac.New(sha256.New, pemPublic(t, &rs.PublicKey))
+				m.Write(in)
+				return m.Sum(nil)
+			})},
 		// Without kid it is checked with the secret only, and fails there.
 		{"HS256 with the RSA public key, no kid", CheckSignature, rawToken(map[string]any{"alg": "HS256"}, claimsFor("a"),
-			func(in []byte) []byte { m := hmac.New(sha256.New, pemPublic(t, &rs.PublicKey)); m.Write(in); return m.Sum(nil) })},
+			func(in []byte) []byte {
+				m := hmac.New(sha256.New, pemPublic(t, &rs.PublicKey))
+				m.Write(in)
+				return m.Sum(nil)
+			})},
 		{"not a JWT", CheckMalformed, "a.b.c"},
 		{"crit header", CheckMalformed, rawToken(map[string]any{"alg": "HS256", "crit": []string{"exp"}}, claimsFor("a"), func([]byte) []byte { return nil })},
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nomicore/nomicore/clock"
@@ -33,6 +34,10 @@ const (
 	DefaultMaxRevocations = 100_000
 	DefaultRevocationPoll = 250 * time.Millisecond
 )
+
+// ErrInvalidRevocation refuses a revocation that names neither a user nor a token id, both,
+// or one that is too long or not printable.
+var ErrInvalidRevocation = errors.New("auth: not a revocation")
 
 // ErrTooManyRevocations refuses a revocation beyond RevocationOptions.Max.
 var ErrTooManyRevocations = errors.New("auth: the revocation list is full; entries leave it once the tokens they refuse have expired")
@@ -59,6 +64,9 @@ type RevocationOptions struct {
 	// OnChange is called after the list changed — a revocation made here, or one another
 	// node made, seen by Run (the client listener re-checks its editors then).
 	OnChange func()
+	// Deferred leaves the first read to Run (a hub cluster node whose store answers once the
+	// cluster has quorum): NewRevocationList does not wait for the store.
+	Deferred bool
 	// Clock stamps revocations and paces Run; nil: the real clock.
 	Clock clock.Clock
 	// Logger receives load failures and the revocations (users and ids, never tokens).
@@ -76,13 +84,18 @@ type RevocationList struct {
 	clk  clock.Clock
 	log  *slog.Logger
 
+	loaded atomic.Bool // the store was read once: until then a credential it might refuse cannot be checked
+
 	mu      sync.RWMutex          // guards entries, bySub and byJTI
 	entries map[string]Revocation // by configuration key
 	bySub   map[string]time.Time  // the latest revocation of each user
 	byJTI   map[string]bool
 }
 
-// NewRevocationList loads the list from the store.
+// NewRevocationList loads the list from the store. A store that cannot be read now (a hub
+// cluster without quorum yet) is not an error: the list is read by Run, and until it was
+// read once the credentials it may refuse cannot be checked (UnavailableError: editors
+// retry).
 func NewRevocationList(ctx context.Context, opts RevocationOptions) (*RevocationList, error) {
 	if opts.Store == nil || opts.Lifetime <= 0 {
 		return nil, errors.New("auth: a revocation list needs a store and a lifetime")
@@ -98,8 +111,12 @@ func NewRevocationList(ctx context.Context, opts RevocationOptions) (*Revocation
 		l.log = slog.New(slog.DiscardHandler)
 	}
 	l.index()
+	if opts.Deferred {
+		return l, nil
+	}
 	if _, err := l.Load(ctx); err != nil {
-		return nil, fmt.Errorf("reading the revocation list: %w", err)
+		l.log.Warn("the revocation list cannot be read yet; signed tokens and webhook answers are refused until it is",
+			slog.String("error", err.Error()))
 	}
 	return l, nil
 }
@@ -120,11 +137,11 @@ func revocationKey(r Revocation) string {
 func (l *RevocationList) Revoke(ctx context.Context, sub, jti string) (Revocation, error) {
 	switch {
 	case (sub == "") == (jti == ""):
-		return Revocation{}, errors.New("give the user (sub) or the token id (jti) to revoke, one of them")
+		return Revocation{}, fmt.Errorf("%w: give the user (sub) or the token id (jti) to revoke, one of them", ErrInvalidRevocation)
 	case len(sub) > maxSubBytes || !printable(sub):
-		return Revocation{}, fmt.Errorf("sub must be 1 to %d printable bytes", maxSubBytes)
+		return Revocation{}, fmt.Errorf("%w: sub must be 1 to %d printable bytes", ErrInvalidRevocation, maxSubBytes)
 	case len(jti) > maxJTIBytes || !printable(jti):
-		return Revocation{}, fmt.Errorf("jti must be 1 to %d printable bytes", maxJTIBytes)
+		return Revocation{}, fmt.Errorf("%w: jti must be 1 to %d printable bytes", ErrInvalidRevocation, maxJTIBytes)
 	}
 	now := l.clk.Now()
 	r := Revocation{Sub: sub, JTI: jti, At: now.UTC().Truncate(time.Millisecond).Add(time.Millisecond), Until: now.Add(l.opts.Lifetime).UTC()}
@@ -205,21 +222,24 @@ func (l *RevocationList) Load(ctx context.Context) (bool, error) {
 		l.indexLocked()
 		l.mu.Unlock()
 	}
+	l.loaded.Store(true)
 	return changed, nil
 }
 
-// Run loads the list every interval until ctx ends, calling OnChange when it changed: how a
-// revocation made on another node of a hub cluster reaches this one (and how expired entries
-// leave).
+// Run loads the list every interval (at once when it was never read) until ctx ends, calling
+// OnChange when it changed: how a revocation made on another node of a hub cluster reaches
+// this one (and how expired entries leave).
 func (l *RevocationList) Run(ctx context.Context, interval time.Duration) {
 	tick := clock.NewTicker(l.clk, interval)
 	defer tick.Stop()
 	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	for first := !l.loaded.Load(); ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
 		changed, err := l.Load(ctx)
 		switch {
@@ -270,6 +290,9 @@ func (l *RevocationList) indexLocked() {
 func (l *RevocationList) check(g ClientGrant) error {
 	if l == nil {
 		return nil
+	}
+	if !l.loaded.Load() {
+		return &UnavailableError{What: "the revocation list has not been read yet", RetryAfter: 2 * time.Second}
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()

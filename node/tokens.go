@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"time"
 
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/node/cli"
@@ -15,7 +16,7 @@ import (
 
 // RunClientToken serves `token add|list|remove` for client tokens in the tokens file at
 // path (name is "hub token" or "peer token"). The token is printed once, on stdout.
-func RunClientToken(name, sub, path string, client string, namespaces StringList, readOnly bool,
+func RunClientToken(name, sub, path string, client string, namespaces StringList, readOnly bool, expires time.Duration,
 	prefix string, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "%s %s: %s\n", name, sub, OneLine(err))
@@ -27,7 +28,14 @@ func RunClientToken(name, sub, path string, client string, namespaces StringList
 		if len(namespaces) == 0 {
 			namespaces = StringList{auth.AllNamespaces}
 		}
-		tok, err := auth.AddClient(path, auth.ClientGrant{Name: client, Namespaces: namespaces, ReadOnly: readOnly}, nil)
+		g := auth.ClientGrant{Name: client, Namespaces: namespaces, ReadOnly: readOnly}
+		if expires < 0 {
+			return fail(errors.New("--expires must be positive (24h, 90m)"))
+		}
+		if expires > 0 {
+			g.Expires = time.Now().Add(expires)
+		}
+		tok, err := auth.AddClient(path, g, nil)
 		var existing *auth.ExistingClientError
 		if errors.As(err, &existing) {
 			return fail(fmt.Errorf("%v: a name has one token; to replace it, remove the old one first (%s remove %s --client %s; "+
@@ -37,7 +45,11 @@ func RunClientToken(name, sub, path string, client string, namespaces StringList
 			return fail(err)
 		}
 		fmt.Fprintln(stdout, tok)
-		fmt.Fprintf(stderr, "%s add: client token for %s stored in %s (only its SHA-256); the token was printed once, on stdout; editors present it as ?token=… or Authorization: Bearer\n", name, client, path)
+		until := ""
+		if !g.Expires.IsZero() {
+			until = "; it expires at " + g.Expires.UTC().Truncate(time.Second).Format(time.RFC3339)
+		}
+		fmt.Fprintf(stderr, "%s add: client token for %s stored in %s (only its SHA-256); the token was printed once, on stdout; editors present it as ?token=… or Authorization: Bearer%s\n", name, client, path, until)
 		return 0
 	case "remove":
 		n, err := auth.RemoveClient(path, client, prefix)
@@ -69,6 +81,14 @@ func ListClientTokens(f auth.File, stdout io.Writer) {
 		if c.ReadOnly {
 			perm = "read-only"
 		}
-		fmt.Fprintf(stdout, "client:%s\tsha256:%s…\t%s\t%v\n", c.Name, auth.HashPrefix(c.TokenSHA256), perm, c.Namespaces)
+		exp := ""
+		switch {
+		case c.ExpiresAt.IsZero():
+		case time.Now().Before(c.ExpiresAt):
+			exp = "\texpires " + c.ExpiresAt.UTC().Format(time.RFC3339)
+		default:
+			exp = "\texpired " + c.ExpiresAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(stdout, "client:%s\tsha256:%s…\t%s\t%v%s\n", c.Name, auth.HashPrefix(c.TokenSHA256), perm, c.Namespaces, exp)
 	}
 }

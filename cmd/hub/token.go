@@ -53,12 +53,13 @@ func parseTokenFlags(f *cli.Flags, args []string, cio cli.IO) (int, bool) {
 }
 
 func tokenAdd(args []string, cio cli.IO) int {
-	f, path := tokenFlags("add", "--peer PEER_ID|--client NAME [--data DIR] [--owner default] [--namespace ns-…|*]... [--read-only] [--additional]",
+	f, path := tokenFlags("add", "--peer PEER_ID|--client NAME [--data DIR] [--owner default] [--namespace ns-…|*]... [--read-only] [--additional] [--expires 24h]",
 		"Creates a random token for a peer, stores only its SHA-256 in the tokens file and prints the token once, on "+
 			"stdout: write it to the peer's --token-file. A peer has one token: for a peer that already has one, "+
 			"use hub token rotate, or --additional to give it a second token on purpose. With --client NAME instead, "+
 			"the token is an editor's, for the client listener (ws://HOST:8789/v1/yjs/{namespaceId}?token=…): "+
-			"--namespace and --read-only narrow it.")
+			"--namespace and --read-only narrow it, --expires makes it stop working after a while; a name whose token "+
+			"expired may be given a new one.")
 	peer := f.String("peer", "", "the peer's `NAME`, its --instance-id (this or --client is required)")
 	client := f.String("client", "", "an editor's `NAME` (a client token; the name shows in the hub's logs)")
 	owner := f.String("owner", "default", "the hub's local owner (storage partition) of the peer's namespaces")
@@ -66,6 +67,7 @@ func tokenAdd(args []string, cio cli.IO) int {
 	f.Var(&namespaces, "namespace", "a `namespace` the peer may replicate (ns-…), or * for all (repeatable or comma-separated; default *)")
 	readOnly := f.Bool("read-only", false, "the peer may read but not send updates")
 	additional := f.Bool("additional", false, "give a peer that already has a token a second one; both stay valid (to rotate with an overlap)")
+	expires := f.Duration("expires", 0, "with --client: the token stops working after this `DURATION` (24h, 90m); default never; open editors are closed then")
 	if code, ok := parseTokenFlags(f, args, cio); !ok {
 		return code
 	}
@@ -73,7 +75,9 @@ func tokenAdd(args []string, cio cli.IO) int {
 	case *client != "" && *peer != "":
 		return f.Mistake(cio, "give --peer or --client, not both")
 	case *client != "":
-		return node.RunClientToken("hub token", "add", path(), *client, namespaces, *readOnly, "", cio.Stdout, cio.Stderr)
+		return node.RunClientToken("hub token", "add", path(), *client, namespaces, *readOnly, *expires, "", cio.Stdout, cio.Stderr)
+	case *expires != 0:
+		return f.Mistake(cio, "--expires is for client tokens (--client); a peer's token is replaced with hub token rotate")
 	case *peer == "":
 		return f.Mistake(cio, "--peer (or --client) is required")
 	}
@@ -164,7 +168,7 @@ func tokenRemove(args []string, cio cli.IO) int {
 	case *client != "" && *peer != "":
 		return f.Mistake(cio, "give --peer or --client, not both")
 	case *client != "":
-		return node.RunClientToken("hub token", "remove", path(), *client, nil, false, *prefix, cio.Stdout, cio.Stderr)
+		return node.RunClientToken("hub token", "remove", path(), *client, nil, false, 0, *prefix, cio.Stdout, cio.Stderr)
 	case *peer == "":
 		return f.Mistake(cio, "--peer (or --client) is required")
 	}

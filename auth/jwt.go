@@ -103,7 +103,7 @@ type JWTVerifier struct {
 	fileChecked time.Time
 
 	fetching    chan struct{} // cap 1: held by the one JWKS fetch under way
-	lastFetch   atomic.Int64  // unix nanoseconds of the last fetch attempt
+	lastKidTry  time.Time     // the last fetch an unknown kid made (guarded by holding fetching)
 	lastFetchOK atomic.Bool
 }
 
@@ -205,7 +205,6 @@ func (v *JWTVerifier) fetch(ctx context.Context, why string) bool {
 }
 
 func (v *JWTVerifier) fetchLocked(ctx context.Context, why string) bool {
-	v.lastFetch.Store(v.clk.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(ctx, v.opts.JWKSFetchTimeout)
 	defer cancel()
 	keys, err := v.get(ctx)
@@ -393,8 +392,9 @@ func (v *JWTVerifier) AuthenticateClient(ctx context.Context, c ClientCredential
 	return v.grant(payload)
 }
 
-// fetchForKid fetches the JWKS URL for a kid the node does not know, at most once per
-// JWKSUnknownKid; it waits for a fetch under way. An error is an *UnavailableError when the
+// fetchForKid fetches the JWKS URL for a kid the node does not know — such fetches at most
+// once per JWKSUnknownKid (the regular refresh does not count); it waits for a fetch under
+// way. An error is an *UnavailableError when the
 // node has never had the URL's keys.
 func (v *JWTVerifier) fetchForKid(ctx context.Context, kid string) error {
 	if v.opts.JWKSURL == "" {
@@ -409,8 +409,8 @@ func (v *JWTVerifier) fetchForKid(ctx context.Context, kid string) error {
 	if len(v.candidates("", kid)) > 0 {
 		return nil // a fetch this call waited for brought it
 	}
-	last := time.Unix(0, v.lastFetch.Load())
-	if v.lastFetch.Load() == 0 || v.clk.Now().Sub(last) >= v.opts.JWKSUnknownKid {
+	if now := v.clk.Now(); v.lastKidTry.IsZero() || now.Sub(v.lastKidTry) >= v.opts.JWKSUnknownKid {
+		v.lastKidTry = now
 		v.fetchLocked(ctx, "unknown-kid")
 	}
 	if v.urlKeys.Load() == nil {

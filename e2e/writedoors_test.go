@@ -62,9 +62,7 @@ var writeDoors = []writeDoor{
 	{"y-websocket", writeThroughEditor, editorWriter},
 	// The same door with another credential: a signed token (jose, HS256) every node of the
 	// matrix accepts, being configured with the same secret.
-	{"y-websocket-jwt",
-		func(t *testing.T, m *doorMatrix, n doorNode, ns, text string) { writeThroughEditor(t, m, m.signed(n), ns, text) },
-		func(t *testing.T, m *doorMatrix, n doorNode, ns string) refusedWriter { return editorWriter(t, m, m.signed(n), ns) }},
+	{"y-websocket-jwt", writeThroughSignedEditor, signedEditorWriter},
 }
 
 var nodeKinds = []nodeKind{
@@ -323,6 +321,18 @@ func writeThroughEditor(t *testing.T, m *doorMatrix, n doorNode, ns, text string
 	m.agentCall(t, "insert", map[string]any{"name": name, "index": 0, "text": text}, nil)
 	waitAdminBody(t, n, ns, text, 30*time.Second)
 	m.agentCall(t, "close", map[string]any{"name": name}, nil)
+}
+
+// writeThroughSignedEditor is writeThroughEditor presenting the matrix's signed token.
+func writeThroughSignedEditor(t *testing.T, m *doorMatrix, n doorNode, ns, text string) {
+	t.Helper()
+	writeThroughEditor(t, m, m.signed(n), ns, text)
+}
+
+// signedEditorWriter is editorWriter presenting the matrix's signed token.
+func signedEditorWriter(t *testing.T, m *doorMatrix, n doorNode, ns string) refusedWriter {
+	t.Helper()
+	return editorWriter(t, m, m.signed(n), ns)
 }
 
 // textUpdate returns an update that inserts text at the start of Y.Text("body") of a

@@ -26,6 +26,18 @@ type ConfigStore interface {
 	ConfigKeys(ctx context.Context, prefix string) ([]string, error)
 }
 
+// ConfigWatcher is a ConfigStore that tells of changes made by other processes (a hub
+// cluster's shared map: cluster.Store). A revocation list over one learns of another node's
+// revocation as it is stored, instead of at its next poll.
+type ConfigWatcher interface {
+	// WatchConfig calls changed after each change of a key starting with prefix, until ctx
+	// ends; it returns once the watch is set up.
+	WatchConfig(ctx context.Context, prefix string, changed func()) error
+}
+
+// watchedPoll is how often Run reads a watched store anyway (a missed notification).
+const watchedPoll = 5 * time.Second
+
 // revocationPrefix starts the configuration keys of revocations.
 const revocationPrefix = "client-revocation/"
 
@@ -228,19 +240,53 @@ func (l *RevocationList) Load(ctx context.Context) (bool, error) {
 
 // Run loads the list every interval (at once when it was never read) until ctx ends, calling
 // OnChange when it changed: how a revocation made on another node of a hub cluster reaches
-// this one (and how expired entries leave).
+// this one (and how expired entries leave). Over a ConfigWatcher it loads when the store
+// says the list changed, and every watchedPoll besides.
 func (l *RevocationList) Run(ctx context.Context, interval time.Duration) {
+	wake := make(chan struct{}, 1)
+	var watching atomic.Bool
+	watchDone := make(chan struct{})
+	defer func() { <-watchDone }()
+	if w, ok := l.opts.Store.(ConfigWatcher); !ok {
+		close(watchDone)
+	} else {
+		go func() {
+			defer close(watchDone)
+			for ctx.Err() == nil {
+				err := w.WatchConfig(ctx, revocationPrefix, func() {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				})
+				if err == nil {
+					watching.Store(true)
+					return
+				}
+				select { // the store is not reachable yet (a cluster without quorum)
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		}()
+	}
 	tick := clock.NewTicker(l.clk, interval)
 	defer tick.Stop()
 	failing := false
+	var last time.Time
 	for first := !l.loaded.Load(); ; first = false {
 		if !first {
 			select {
 			case <-ctx.Done():
 				return
+			case <-wake:
 			case <-tick.C:
+				if watching.Load() && l.loaded.Load() && l.clk.Now().Sub(last) < watchedPoll {
+					continue
+				}
 			}
 		}
+		last = l.clk.Now()
 		changed, err := l.Load(ctx)
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:

@@ -173,6 +173,59 @@ func TestRevocations(t *testing.T) {
 	}
 }
 
+// watchedConfig is a memConfig that tells its watchers of every put, as a hub cluster's
+// shared map does.
+type watchedConfig struct {
+	memConfig
+	mu       sync.Mutex
+	watchers []func()
+}
+
+func (s *watchedConfig) WatchConfig(ctx context.Context, prefix string, changed func()) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchers = append(s.watchers, changed)
+	return nil
+}
+
+func (s *watchedConfig) PutConfig(ctx context.Context, k string, v []byte) error {
+	err := s.memConfig.PutConfig(ctx, k, v)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.watchers {
+		w()
+	}
+	return err
+}
+
+// Over a store that tells of changes, another node's revocation is loaded when it is
+// stored, not at the next poll (the fake clock never reaches it here).
+func TestRevocations_Watched(t *testing.T) {
+	store := &watchedConfig{}
+	clk := clock.NewFake(testNow)
+	ctx := context.Background()
+	a, _ := NewRevocationList(ctx, RevocationOptions{Store: store, Lifetime: time.Hour, Clock: clk})
+	changed := make(chan struct{}, 4)
+	b, _ := NewRevocationList(ctx, RevocationOptions{Store: store, Lifetime: time.Hour, Clock: clk, OnChange: func() { changed <- struct{}{} }})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { b.Run(runCtx, time.Hour); close(done) }()
+	waitFor(t, func() bool { store.mu.Lock(); defer store.mu.Unlock(); return len(store.watchers) == 1 })
+	if _, err := a.Revoke(ctx, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the other list did not load the revocation")
+	}
+	if l := b.List(); len(l) != 1 || l[0].Sub != "alice" {
+		t.Fatalf("b's list: %+v", l)
+	}
+	cancel()
+	<-done
+}
+
 // The webhook: its answer decides (allow, read-only, user), is cached for its TTL by token
 // and namespace, a denial is 403-like (ErrForbidden), and a webhook that times out or fails
 // refuses with UnavailableError without holding up other checks.

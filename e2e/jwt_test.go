@@ -419,3 +419,51 @@ func TestE2E_AuthWebhook(t *testing.T) {
 		t.Fatalf("editors %+v", st.EditorList)
 	}
 }
+
+// In a hub cluster every node accepts a signed token made with the key they share, and a
+// revocation made through one node's admin API reaches every node: the user's editors on
+// the other nodes are closed (4401) and its token refused there, while another user's
+// editors go on.
+func TestE2E_Cluster_SignedTokensAndRevocation(t *testing.T) {
+	t.Parallel()
+	ag := startAgent(t)
+	keys := newAppKeys(t)
+	c := startHubCluster(&hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, shipped: true, extra: keys.flags()}, 3)
+	ns := c.hubs[0].api().createNamespace()
+	ecJWK := privateJWK(t, keys.ec)
+	mint := func(user string) string {
+		return ag.joseMint(map[string]any{"alg": "ES256", "jwk": ecJWK, "kid": "app-ec-1", "claims": claims(user, []string{ns}, nil), "expiresIn": "1h"})
+	}
+	carl, dora := mint("carl"), mint("dora")
+	for i, h := range c.hubs {
+		ag.open(fmt.Sprintf("carl-%d", i+1), h, ns, carl)
+	}
+	ag.open("dora-3", c.hubs[2], ns, dora)
+	ag.insert("carl-1", 0, "one token, three nodes")
+	ag.waitText("dora-3", "one token, three nodes")
+	start := time.Now()
+	c.hubs[0].api().json("POST", "/v1/clients/revoke", []byte(`{"sub":"carl"}`), 200, nil)
+	for i := range c.hubs {
+		if ev := ag.waitEvent(fmt.Sprintf("carl-%d", i+1), "closed"); ev.Code != 4401 {
+			t.Fatalf("carl's editor on node %d: %+v", i+1, ev)
+		}
+	}
+	t.Logf("carl's editors on three nodes closed %v after the revocation on node 1", time.Since(start))
+	for _, h := range c.hubs[1:] {
+		eventually(t, 10*time.Second, "the revoked token refused on "+h.name, func() error {
+			if s, body := upgradeRefusal(t, h, ns, carl); s != 401 || body["check"] != "revoked" {
+				return fmt.Errorf("%d %v", s, body)
+			}
+			return nil
+		})
+	}
+	ag.insert("dora-3", 0, "still here: ")
+	eventually(t, 30*time.Second, "dora's write on every node", func() error {
+		for _, h := range c.hubs {
+			if got := bodyText(t, h, ns); got != "still here: one token, three nodes" {
+				return fmt.Errorf("%s: %q", h.name, got)
+			}
+		}
+		return nil
+	})
+}

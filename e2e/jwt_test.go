@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 )
@@ -466,4 +467,73 @@ func TestE2E_Cluster_SignedTokensAndRevocation(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// goMint signs claims with the application's ES256 key (go-jose), valid for an hour.
+func (k *appKeys) goMint(t *testing.T, c map[string]any) string {
+	t.Helper()
+	sg, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k.ec}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "app-ec-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	c["iat"], c["exp"] = now.Unix(), now.Add(time.Hour).Unix()
+	tok, err := jwt.Signed(sg).Claims(c).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// The editor page in a real browser with signed tokens: what a read-write token's page types
+// reaches the document; a read-only scope's page is read-only from the start.
+func TestE2E_Browser_EditorPageWithSignedToken(t *testing.T) {
+	browser := browserFor(t)
+	keys := newAppKeys(t)
+	c := newCluster(t)
+	hub := c.startHub(keys.flags()...)
+	ns := hub.api().createNamespace()
+	writer := keys.goMint(t, claims("wendy", []string{ns}, nil))
+	reader := keys.goMint(t, claims("rita", []string{ns}, map[string]any{"scope": "read-only"}))
+	tab, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatalf("opening a tab: %v", err)
+	}
+	screenshotsOnFailure(t, map[string]context.Context{"signed": tab})
+	ctx, cancelNav := context.WithTimeout(tab, 30*time.Second)
+	err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("http://%s/edit/%s?token=%s", hub.client, ns, writer)),
+		chromedp.WaitEnabled(chromedp.ID("body")), chromedp.Click(chromedp.ID("body")), chromedp.SendKeys(chromedp.ID("body"), "typed with a JWT"))
+	cancelNav()
+	if err != nil {
+		t.Fatalf("the read-write page: %v", err)
+	}
+	waitBody(t, ns, "typed with a JWT", hub)
+	var st struct {
+		EditorList []struct{ User, Credential string } `json:"editorList"`
+	}
+	hub.api().json("GET", "/v1/namespaces/"+ns, nil, 200, &st)
+	if len(st.EditorList) != 1 || st.EditorList[0].User != "wendy" || st.EditorList[0].Credential != "jwt" {
+		t.Fatalf("the page's editor: %+v", st.EditorList)
+	}
+	ctx, cancelNav = context.WithTimeout(tab, 30*time.Second)
+	defer cancelNav()
+	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("http://%s/edit/%s?token=%s", hub.client, ns, reader))); err != nil {
+		t.Fatalf("the read-only page: %v", err)
+	}
+	ro, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('body').readOnly`))
+	if err != nil || !ro {
+		t.Fatalf("the read-only scope's page is not read-only (%v, %v)", ro, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("body")))
+		if err == nil && v == "typed with a JWT" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the read-only page shows %q (%v)", v, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

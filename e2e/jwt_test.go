@@ -536,4 +536,16 @@ func TestE2E_Browser_EditorPageWithSignedToken(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// The dashboard's namespace page names the editor by its user, never the token.
+	dash := (&dashBrowser{ctx: browser}).newTab(t, "dashboard")
+	dash.do("open the namespace page", chromedp.Navigate(hub.admin+"/#/ns/"+ns))
+	dash.waitFor("rita listed as a read-only signed-token editor",
+		`Array.from(document.querySelectorAll('#editor-list tbody tr[data-key]')).some(r => r.cells[0].textContent === 'rita' && r.cells[1].textContent === 'signed token' && r.cells[2].textContent === 'read-only')`,
+		20*time.Second)
+	var page string
+	dash.eval(`document.body.innerText`, &page)
+	if strings.Contains(page, reader) || strings.Contains(page, writer) {
+		t.Fatal("the dashboard shows a token")
+	}
+	dash.noConsoleErrors()
 }

@@ -17,7 +17,12 @@
 // A ClientAuthenticator is declared here, not in yws, because checks of several kinds
 // compose behind it: a node answers from its static client tokens today (ClientTable,
 // Reloader), and signed tokens or an application's webhook are further implementations of
-// the same interface, tried in turn by one that chains them.
+// the same interface, tried in turn by one that chains them: ClientChain over the
+// static tokens (Reloader), the signed tokens (JWTVerifier: JWT checked with an HS256
+// secret or public keys, each key pinned to its algorithm) and the application's webhook
+// (Webhook), with a RevocationList they share (revoked users and token ids, kept in the
+// node's store). A refusal is a ClientRefusal naming the check that failed; a credential
+// that cannot be checked now is an UnavailableError.
 //
 // # The tokens file
 //

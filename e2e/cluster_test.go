@@ -45,10 +45,10 @@ func newHubCluster(t *testing.T, n int, extra ...string) *hubCluster {
 }
 
 // newShippedHubCluster starts n nodes as a user would, with the shipped defaults but for
-// addresses, data directories and membership (see hubCluster.shipped); prepare runs before
-// they start.
-func newShippedHubCluster(t *testing.T, n int, prepare func(c *hubCluster)) *hubCluster {
-	return startHubCluster(&hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, shipped: true, prepare: prepare}, n)
+// addresses, data directories, membership and the flags extra (see hubCluster.shipped);
+// prepare, when set, runs before they start.
+func newShippedHubCluster(t *testing.T, n int, prepare func(c *hubCluster), extra ...string) *hubCluster {
+	return startHubCluster(&hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, shipped: true, prepare: prepare, extra: extra}, n)
 }
 
 func startHubCluster(c *hubCluster, n int) *hubCluster {

@@ -429,7 +429,7 @@ func TestE2E_Cluster_SignedTokensAndRevocation(t *testing.T) {
 	t.Parallel()
 	ag := startAgent(t)
 	keys := newAppKeys(t)
-	c := startHubCluster(&hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, shipped: true, extra: keys.flags()}, 3)
+	c := newShippedHubCluster(t, 3, nil, keys.flags()...)
 	ns := c.hubs[0].api().createNamespace()
 	ecJWK := privateJWK(t, keys.ec)
 	mint := func(user string) string {

@@ -130,7 +130,7 @@ func newDoorMatrix(t *testing.T, ag *agent) *doorMatrix {
 		t.Fatalf("hub: %v", err)
 	}
 	m.hub = doorNode{p: m.single.hub, token: hubTok}
-	m.hc = startHubCluster(&hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, shipped: true, extra: m.jwtFlags, prepare: func(c *hubCluster) {
+	m.hc = newShippedHubCluster(t, 3, func(c *hubCluster) {
 		for i := range c.hubs {
 			if err := os.MkdirAll(c.data(i), 0o700); err != nil {
 				t.Fatal(err)
@@ -153,7 +153,7 @@ func newDoorMatrix(t *testing.T, ag *agent) *doorMatrix {
 		for _, p := range c.hubs {
 			m.nodes = append(m.nodes, doorNode{p: p, token: clientTok})
 		}
-	}}, 3)
+	}, m.jwtFlags...)
 
 	var single, clustered []string
 	for _, k := range nodeKinds {

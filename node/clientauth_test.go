@@ -232,7 +232,7 @@ func TestClientAdmin_MintListChangeRemoveRevoke(t *testing.T) {
 	if code != 101 {
 		t.Fatalf("signed token: %d", code)
 	}
-	status, st = n.do("GET", "/v1/namespaces/"+n.ns, nil)
+	_, st = n.do("GET", "/v1/namespaces/"+n.ns, nil)
 	eds, _ = json.Marshal(st["editorList"])
 	if !strings.Contains(string(eds), `"user":"bob@example"`) || !strings.Contains(string(eds), `"credential":"jwt"`) || strings.Contains(string(eds), signed) {
 		t.Fatalf("the signed token's editor: %s", eds)

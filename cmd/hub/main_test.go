@@ -142,6 +142,19 @@ func TestTokenAddTwiceAndRotate(t *testing.T) {
 	if code, _, errOut := runHub(t, nil, "token", "add", "--data", data, "--client", "me"); code != 0 {
 		t.Fatalf("adding the client again after the suggested removal: %d %q", code, errOut)
 	}
+	// A client token that expires: the list says until when; --expires is for clients only.
+	if code, out, errOut := runHub(t, nil, "token", "add", "--data", data, "--client", "guest", "--expires", "24h"); code != 0 ||
+		len(strings.TrimSpace(out)) != 43 || !strings.Contains(errOut, "it expires at") {
+		t.Fatalf("token add --expires: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ := runHub(t, nil, "token", "list", "--data", data); code != 0 || !strings.Contains(out, "client:guest") ||
+		!strings.Contains(out, "\texpires "+time.Now().Add(24*time.Hour).UTC().Format("2006-01-02")) {
+		t.Fatalf("token list: %d %q", code, out)
+	}
+	if code, _, errOut := runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-q", "--expires", "1h"); code != 2 ||
+		!strings.Contains(errOut, "--expires is for client tokens") {
+		t.Fatalf("--expires with --peer: %d %q", code, errOut)
+	}
 	code, out, _ = runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a", "--additional")
 	if code != 0 || len(strings.TrimSpace(out)) != 43 {
 		t.Fatalf("token add --additional: %d %q", code, out)

@@ -44,7 +44,10 @@ const revocationPrefix = "client-revocation/"
 // Defaults of RevocationOptions.
 const (
 	DefaultMaxRevocations = 100_000
-	DefaultRevocationPoll = 250 * time.Millisecond
+	// DefaultRevocationPoll paces Run over a store that does not tell of changes: a single
+	// node's, whose list changes only through its own Revoke (the poll drops expired
+	// entries). A hub cluster's store is watched.
+	DefaultRevocationPoll = 10 * time.Second
 )
 
 // ErrInvalidRevocation refuses a revocation that names neither a user nor a token id, both,
@@ -238,7 +241,8 @@ func (l *RevocationList) Load(ctx context.Context) (bool, error) {
 	return changed, nil
 }
 
-// Run loads the list every interval (at once when it was never read) until ctx ends, calling
+// Run loads the list every interval (at once when it was never read, then every second until
+// it was) until ctx ends, calling
 // OnChange when it changed: how a revocation made on another node of a hub cluster reaches
 // this one (and how expired entries leave). Over a ConfigWatcher it loads when the store
 // says the list changed, and every watchedPoll besides.
@@ -270,7 +274,9 @@ func (l *RevocationList) Run(ctx context.Context, interval time.Duration) {
 			}
 		}()
 	}
-	tick := clock.NewTicker(l.clk, interval)
+	// The ticker beats every second (at most interval): a list never read yet is tried again
+	// at each beat; once read, it is read again after interval (watchedPoll when watched).
+	tick := clock.NewTicker(l.clk, min(interval, time.Second))
 	defer tick.Stop()
 	failing := false
 	var last time.Time
@@ -281,7 +287,11 @@ func (l *RevocationList) Run(ctx context.Context, interval time.Duration) {
 				return
 			case <-wake:
 			case <-tick.C:
-				if watching.Load() && l.loaded.Load() && l.clk.Now().Sub(last) < watchedPoll {
+				due := interval
+				if watching.Load() {
+					due = watchedPoll
+				}
+				if l.loaded.Load() && l.clk.Now().Sub(last) < due {
 					continue
 				}
 			}

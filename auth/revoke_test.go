@@ -173,6 +173,33 @@ func TestRevocations(t *testing.T) {
 	}
 }
 
+// A list that could not be read yet fails closed: signed tokens are refused as "cannot be
+// checked now" (503) until Run has read it.
+func TestRevocations_NotReadYet(t *testing.T) {
+	store := &memConfig{fail: true}
+	clk := clock.NewFake(testNow)
+	ctx := context.Background()
+	l, err := NewRevocationList(ctx, RevocationOptions{Store: store, Lifetime: time.Hour, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := NewJWTVerifier(JWTOptions{Secret: testSecret, Revocations: l, Clock: clk})
+	tok := signer{alg: jose.HS256, key: testSecret}.mint(t, claimsFor("alice"))
+	var ue *UnavailableError
+	if _, err := v.AuthenticateClient(ctx, ClientCredential{Token: tok}); !errors.As(err, &ue) {
+		t.Fatalf("before the list was read: %v", err)
+	}
+	store.mu.Lock()
+	store.fail = false
+	store.mu.Unlock()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { l.Run(runCtx, time.Hour); close(done) }()
+	waitFor(t, func() bool { _, err := v.AuthenticateClient(ctx, ClientCredential{Token: tok}); return err == nil })
+	cancel()
+	<-done
+}
+
 // watchedConfig is a memConfig that tells its watchers of every put, as a hub cluster's
 // shared map does.
 type watchedConfig struct {

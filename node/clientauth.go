@@ -81,8 +81,9 @@ func (c *ClientFlags) NewClientAuth(ctx context.Context, o ClientAuthOptions) (*
 }
 
 // Run keeps the chain current until ctx ends: the JWKS URL fetched and refreshed, the
-// revocation list read again every auth.DefaultRevocationPoll (how a revocation made on
-// another node of a hub cluster reaches this one, and how expired entries leave).
+// revocation list read again when a hub cluster's shared map says it changed (how a
+// revocation made on another node reaches this one) and every auth.DefaultRevocationPoll
+// (how expired entries leave).
 func (a *ClientAuth) Run(ctx context.Context) {
 	done := make(chan struct{})
 	if a.Signed != nil {

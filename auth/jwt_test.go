@@ -37,7 +37,7 @@ type signer struct {
 	kid string
 }
 
-func (s signer) mint(t *testing.T, claims map[string]any) string {
+func (s signer) mint(t testing.TB, claims map[string]any) string {
 	t.Helper()
 	opts := (&jose.SignerOptions{}).WithType("JWT")
 	if s.kid != "" {
@@ -403,4 +403,38 @@ func TestJWT_JWKSURL(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// FuzzSignedToken: whatever a client presents as a signed token, the verifier answers a
+// classified refusal (or, for a token signed with the secret, a grant that holds its
+// claims) and never panics.
+func FuzzSignedToken(f *testing.F) {
+	hs := signer{alg: jose.HS256, key: testSecret}
+	f.Add(hs.mint(f, claimsFor("alice")))
+	f.Add(hs.mint(f, claimsFor("bob", set("ns", []string{"*"}), set("scope", "read-only"), set("jti", "x"))))
+	f.Add(rawToken(map[string]any{"alg": "none"}, claimsFor("a"), func([]byte) []byte { return nil }))
+	f.Add(rawToken(map[string]any{"alg": "ES256", "kid": "k"}, claimsFor("a"), func([]byte) []byte { return []byte{1, 2, 3} }))
+	f.Add("a.b.c")
+	f.Add("..")
+	f.Add("eyJhbGciOiJIUzI1NiJ9.e30.")
+	v, err := NewJWTVerifier(JWTOptions{Secret: testSecret, Clock: clock.NewFake(testNow)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, tok string) {
+		g, err := v.AuthenticateClient(context.Background(), ClientCredential{Token: tok, NamespaceID: nsA})
+		if err != nil {
+			var r *ClientRefusal
+			if !errors.As(err, &r) || r.Check == "" || r.Reason == "" {
+				t.Fatalf("an unclassified refusal: %v", err)
+			}
+			if len(tok) > 8 && strings.Contains(r.Reason, tok) {
+				t.Fatalf("the refusal repeats the token")
+			}
+			return
+		}
+		if g.Kind != CredentialJWT || g.Name == "" || len(g.Namespaces) == 0 || !g.Expires.After(testNow) {
+			t.Fatalf("a grant that does not hold its claims: %+v", g)
+		}
+	})
 }

@@ -21,6 +21,7 @@ var tokenCommands = cli.Group{
 		{Name: "add", Summary: "create a peer's (or, with --client, an editor's) token, print it once (the hub keeps only its hash)", Run: tokenAdd},
 		{Name: "list", Summary: "list the peers and editors with their token hashes and grants", Run: tokenList},
 		{Name: "rotate", Summary: "replace a peer's token with a new one, printed once; the old one stops working", Run: tokenRotate},
+		{Name: "change", Summary: "give an editor's client token other namespaces or access; the token stays the same", Run: tokenChange},
 		{Name: "remove", Summary: "remove a peer's (or an editor's) tokens; its connections end", Run: tokenRemove},
 	},
 }
@@ -181,4 +182,16 @@ func tokenRemove(args []string, cio cli.IO) int {
 	}
 	fmt.Fprintf(cio.Stderr, "hub token remove: removed %d token(s) of %s; a running hub revokes them within a second\n", n, *peer)
 	return 0
+}
+
+func tokenChange(args []string, cio cli.IO) int {
+	f, path := tokenFlags("change", "[--data DIR] --client NAME [--namespace ns-…|*]... [--read-only|--read-write]",
+		"Gives an editor's client token other namespaces (the list replaces the old one) or another access, and keeps "+
+			"the token: an editor given a second namespace goes on with the token it has. A running hub applies the "+
+			"change within a second; editors of namespaces the token no longer opens are closed.")
+	c := node.RegisterClientChange(f)
+	if code, ok := parseTokenFlags(f, args, cio); !ok {
+		return code
+	}
+	return node.RunClientChange("hub token", path(), c, f, cio)
 }

@@ -19,6 +19,7 @@ var tokenCommands = cli.Group{
 	Commands: []cli.Command{
 		{Name: "add", Summary: "create an editor's client token, print it once (the peer keeps only its hash)", Run: tokenAdd},
 		{Name: "list", Summary: "list the editors with their token hashes and grants", Run: tokenList},
+		{Name: "change", Summary: "give an editor's client token other namespaces or access; the token stays the same", Run: tokenChange},
 		{Name: "remove", Summary: "remove an editor's client tokens; its editors are closed", Run: tokenRemove},
 	},
 }
@@ -92,4 +93,16 @@ func tokenRemove(args []string, cio cli.IO) int {
 		return f.Mistake(cio, "--client is required")
 	}
 	return node.RunClientToken("peer token", "remove", path(), *client, nil, false, 0, *prefix, cio.Stdout, cio.Stderr)
+}
+
+func tokenChange(args []string, cio cli.IO) int {
+	f, path := tokenFlags("change", "--data DIR --client NAME [--namespace ns-…|*]... [--read-only|--read-write]",
+		"Gives an editor's client token other namespaces (the list replaces the old one) or another access, and keeps "+
+			"the token: an editor given a second namespace goes on with the token it has. A running peer applies the "+
+			"change within a second; editors of namespaces the token no longer opens are closed.")
+	c := node.RegisterClientChange(f)
+	if code, ok := parseTokenFlags(f, args, cio); !ok {
+		return code
+	}
+	return node.RunClientChange("peer token", path(), c, f, cio)
 }

@@ -30,6 +30,7 @@ type ClientFlags struct {
 	MaxState   int
 	SendQueue  int
 	KeepAlive  time.Duration
+	Limits     yws.Limits // per user and per connection (clientlimits.go)
 
 	// Signed tokens (JWT) and the auth webhook, beside the static client tokens.
 	JWTSecretFile  string
@@ -52,9 +53,10 @@ func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 		f.IntVar(&c.MaxClients, "max-clients", yws.DefaultMaxClients, "editor connections this node serves at once (503 beyond)")
 		f.Var(&c.Origins, "client-origin", "a browser `ORIGIN` host pattern allowed to open editor WebSockets besides the node's own pages (app.example.com, *.example.com or *; repeatable). Default: any with --client-auth token (the token is the credential), none with --client-auth none")
 		f.IntVar(&c.MaxStates, "max-awareness-states", yws.DefaultMaxAwarenessStates, "editors' presence states kept per namespace on this node")
-		f.IntVar(&c.MaxState, "max-awareness-state-bytes", yws.DefaultMaxAwarenessStateBytes, "bytes of one editor's presence state")
+		f.IntVar(&c.MaxState, "max-awareness-state-bytes", yws.DefaultMaxAwarenessStateBytes, "bytes of one editor's presence state; a larger one closes its connection with 1008")
 		f.IntVar(&c.SendQueue, "client-send-queue-bytes", yws.DefaultSendQueueBytes, "bytes waiting to be sent to one editor before it is dropped as too slow (it catches up when it reconnects)")
 		f.DurationVar(&c.KeepAlive, "client-keepalive", yws.DefaultKeepAlive, "longest an editor goes without hearing from the node (providers reconnect after 30s of silence)")
+		registerClientLimitFlags(f, &c.Limits)
 	})
 	f.Define("editors' credentials from the application (beside the client tokens of the tokens file; with --client-auth token)", func() {
 		f.StringVar(&c.JWTSecretFile, "client-jwt-secret-file", "", "accept signed tokens (JWT) made with the HS256 secret in `FILE` (at least 32 bytes; the application signs with the same)")
@@ -93,6 +95,9 @@ func (c *ClientFlags) Check() error {
 	if c.MaxClients <= 0 || c.MaxStates <= 0 || c.MaxState <= 0 || c.SendQueue <= 0 || c.KeepAlive <= 0 {
 		return errors.New("--max-clients, --max-awareness-states, --max-awareness-state-bytes, --client-send-queue-bytes and --client-keepalive must be positive")
 	}
+	if err := checkClientLimits(c.Limits); err != nil {
+		return err
+	}
 	if c.KeepAlive >= 30*time.Second {
 		return fmt.Errorf("--client-keepalive %v: must stay under 30s (y-websocket providers reconnect after 30s of silence)", c.KeepAlive)
 	}
@@ -129,7 +134,7 @@ func (c *ClientFlags) Options(in *Instance, common *Common, clients auth.ClientA
 	}
 	return yws.Options{Registry: in.Registry, Clients: clients, OriginPatterns: origins, MaxClients: c.MaxClients,
 		MaxMessageBytes: common.Protocol.MaxChunkedUpdateBytes + 64, SendQueueBytes: c.SendQueue,
-		MaxAwarenessStates: c.MaxStates, MaxAwarenessStateBytes: c.MaxState, KeepAlive: c.KeepAlive,
+		MaxAwarenessStates: c.MaxStates, MaxAwarenessStateBytes: c.MaxState, KeepAlive: c.KeepAlive, Limits: c.Limits,
 		Clock: in.clock, Logger: in.log}
 }
 
@@ -158,7 +163,7 @@ func ShutdownClients(ed *yws.Server, srv *Server) func(ctx context.Context) erro
 
 // HubNamespaces is the hub's namespace lookup for editors: every active namespace of its
 // store.
-func HubNamespaces(store persistence.Store) yws.Namespaces {
+func HubNamespaces(store persistence.Catalog) yws.Namespaces {
 	return func(ctx context.Context, id string) (string, error) {
 		e, err := store.Entry(ctx, id)
 		switch {

@@ -27,7 +27,7 @@ import (
 var jwtSecret = []byte("a-secret-of-more-than-32-bytes-for-hs256")
 
 // mint signs claims as an application's server would (go-jose).
-func mint(t *testing.T, alg jose.SignatureAlgorithm, key any, kid string, claims map[string]any) string {
+func mint(t testing.TB, alg jose.SignatureAlgorithm, key any, kid string, claims map[string]any) string {
 	t.Helper()
 	opts := (&jose.SignerOptions{}).WithType("JWT")
 	if kid != "" {

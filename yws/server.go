@@ -96,8 +96,9 @@ type Options struct {
 	// SendQueueBytes and SendQueueMessages bound what waits to be sent to one client;
 	// beyond either, the client is dropped and resyncs when it reconnects.
 	SendQueueBytes, SendQueueMessages int
-	// MaxAwarenessStates bounds the awareness states of one namespace on this node, and
-	// MaxAwarenessStateBytes the JSON of one state.
+	// MaxAwarenessStates bounds the awareness states of one namespace on this node (a
+	// state beyond it is dropped), and MaxAwarenessStateBytes the JSON of one state (a
+	// larger one closes the connection with 1008, like the Limits).
 	MaxAwarenessStates, MaxAwarenessStateBytes int
 	// AwarenessTimeout removes a state not renewed for that long (y-protocols: 30 s).
 	AwarenessTimeout time.Duration
@@ -112,6 +113,8 @@ type Options struct {
 	// RelayQueueBytes bounds, per namespace, the accepted editor updates waiting to be
 	// durable before they are relayed (readers wait beyond it).
 	RelayQueueBytes int
+	// Limits bound each user's connections and each connection's rates (see Limits).
+	Limits Limits
 	// Metrics receives the counters and gauges; nil counts nothing.
 	Metrics *Metrics
 	// Clock paces keep-alives and awareness timeouts; nil means clock.Real().
@@ -143,6 +146,7 @@ func (o *Options) fill() {
 	fillDur(&o.AwarenessTimeout, DefaultAwarenessTimeout)
 	fillDur(&o.KeepAlive, DefaultKeepAlive)
 	fillDur(&o.WriteTimeout, DefaultWriteTimeout)
+	o.Limits.fill()
 	if o.Clock == nil {
 		o.Clock = clock.Real()
 	}
@@ -160,6 +164,7 @@ type Server struct {
 	mux  *http.ServeMux
 
 	clients  atomic.Int64 // admitted connections (MaxClients)
+	users    userConns    // open connections per user (Limits.ConnectionsPerUser)
 	handlers sync.WaitGroup
 
 	mu       sync.Mutex // guards rooms and closing

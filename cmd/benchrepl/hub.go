@@ -185,13 +185,13 @@ func runHubChild(specJSON string) error {
 // openChildHub opens the child hub's store and registry: its own bbolt store, or — with
 // spec.Node — one node of a hub cluster, ready (quorum, replicas current) before it
 // returns.
-func openChildHub(spec hubSpec) (persistence.Store, *registry.Registry, *hubcluster.Node, error) {
+func openChildHub(spec hubSpec) (persistence.Catalog, *registry.Registry, *hubcluster.Node, error) {
 	if spec.Node == nil {
 		st, err := persistence.OpenDataDir(spec.Dir, persistence.Options{Compactor: registry.Compactor()})
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
+		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st})
 		return st, reg, nil, err
 	}
 	node, err := hubcluster.Start(hubcluster.Config{NodeName: spec.Node.Name, DataDir: spec.Dir, ClusterName: "bench",
@@ -200,7 +200,7 @@ func openChildHub(spec hubSpec) (persistence.Store, *registry.Registry, *hubclus
 		return nil, nil, nil, err
 	}
 	st := node.Store()
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st, Shared: node})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Shared: node})
 	if err != nil {
 		node.Close(context.Background())
 		return nil, nil, nil, err

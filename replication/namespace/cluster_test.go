@@ -143,7 +143,7 @@ func (c *cluster) startHub() {
 	c.t.Helper()
 	st, err := persistence.OpenDataDir(c.hubDir, storeOptions())
 	must(c.t, err)
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st, StageClock: clock.Real()})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st, StageClock: clock.Real()})
 	must(c.t, err)
 	nsl, err := namespace.NewHub(namespace.HubOptions{Registry: reg})
 	must(c.t, err)
@@ -181,7 +181,7 @@ func (p *peerNode) start(targets ...namespace.Target) {
 	var err error
 	p.store, err = persistence.OpenDataDir(p.dir, storeOptions())
 	must(t, err)
-	p.reg, err = registry.New(registry.Config{Role: registry.RolePeer, Store: p.store, StageClock: clock.Real()})
+	p.reg, err = registry.New(registry.Config{Role: registry.RolePeer, Catalog: p.store, Documents: p.store, StageClock: clock.Real()})
 	must(t, err)
 	p.tc, err = namespace.NewTargetController(namespace.TargetControllerOptions{Registry: p.reg, Targets: targets})
 	must(t, err)

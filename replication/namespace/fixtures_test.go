@@ -61,7 +61,8 @@ func newRegistry(t testing.TB, role registry.Role, opts persistence.Options) (*r
 	return newRegistryWith(t, registry.Config{Role: role}, opts)
 }
 
-// newRegistryWith is newRegistry with the registry's configuration (its Store is set here).
+// newRegistryWith is newRegistry with the registry's configuration (its Catalog and
+// Documents are set here).
 func newRegistryWith(t testing.TB, cfg registry.Config, opts persistence.Options) (*registry.Registry, persistence.Store) {
 	t.Helper()
 	return newRegistryWrapped(t, cfg, opts, nil)
@@ -77,10 +78,11 @@ func newRegistryWrapped(t testing.TB, cfg registry.Config, opts persistence.Opti
 	}
 	st, err := persistence.NewMemoryStore(opts)
 	must(t, err)
-	cfg.Store = st
+	var wrapped persistence.Store = st
 	if wrap != nil {
-		cfg.Store = wrap(st)
+		wrapped = wrap(st)
 	}
+	cfg.Catalog, cfg.Documents = wrapped, wrapped
 	reg, err := registry.New(cfg)
 	must(t, err)
 	t.Cleanup(func() {

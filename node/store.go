@@ -107,7 +107,8 @@ func (in *Instance) AdminOptions(c *Common) adminapi.Options {
 		UI: dashboard.Handler(dashboard.Options{TokenRequired: c.AdminToken != ""})}
 }
 
-// CheckInstanceID refuses a flag value that is not an instance id (§6.1).
+// CheckInstanceID refuses a flag value that is not an instance id
+// (docs/protocol.md#field-rules).
 func CheckInstanceID(flagName, v string) error {
 	if !protocol.ValidInstanceID(v) {
 		return fmt.Errorf("--%s %q does not match ^[a-z][a-z0-9-]{0,62}$", flagName, v)
@@ -120,7 +121,8 @@ func CheckInstanceID(flagName, v string) error {
 // checksum) before anything is served. A store locked by another process is the error "data
 // dir DIR is in use by another process"; a damaged one a *DamagedStoreError (the caller says
 // what to do: HubDamagedFix, PeerDamagedFix); one of a newer format names the version to
-// run. Store health changes are logged, a full disk with what to free (§20).
+// run. Store health changes are logged, a full disk with what to free
+// (docs/protocol.md#degraded-persistence).
 func OpenStore(dir string, log *slog.Logger) (*persistence.BoltStore, error) {
 	st, _, err := openStore(dir, log)
 	return st, err
@@ -192,7 +194,8 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// CheckAdmin refuses an admin listener beyond loopback without an admin token (GUIDE §8).
+// CheckAdmin refuses an admin listener beyond loopback without an admin token
+// (docs/operations.md#the-admin-api-beyond-loopback).
 func CheckAdmin(addr, token string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("--admin-listen %q: %v", addr, err)

@@ -53,7 +53,7 @@ func (tt *tokenTable) remove(token string) {
 // env is a hub registry over a memory store, one namespace, and the editor endpoint on a
 // loopback test server.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	reg    *registry.Registry
 	srv    *Server
 	http   *httptest.Server
@@ -62,7 +62,7 @@ type env struct {
 	prom   *prometheus.Registry
 }
 
-func newEnv(t *testing.T, tweak func(*Options)) *env {
+func newEnv(t testing.TB, tweak func(*Options)) *env {
 	t.Helper()
 	st, err := persistence.NewMemoryStore(persistence.Options{Compactor: registry.Compactor()})
 	if err != nil {
@@ -126,9 +126,15 @@ func (e *env) url(ns, token string) string {
 // metric reads one series of the endpoint's metrics.
 func (e *env) metric(name string, labels ...string) float64 {
 	e.t.Helper()
+	return e.metricFor(e.t, name, labels...)
+}
+
+// metricFor is metric failing t (a fuzz target's, not the env's) on an error.
+func (e *env) metricFor(t testing.TB, name string, labels ...string) float64 {
+	t.Helper()
 	mfs, err := e.prom.Gather()
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	for _, mf := range mfs {
 		if mf.GetName() != name {
@@ -160,7 +166,7 @@ var _ = testutil.ToFloat64
 
 // client is an in-process editor: a Yjs document synced over the y-websocket protocol.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	ws   *websocket.Conn
 	doc  *yjs.Doc
 	mu   sync.Mutex // guards doc, msgs and err: the read loop and the test use them

@@ -200,10 +200,23 @@ func (n *Node) copyNamespace(ctx context.Context, res *resources, ns string) (ns
 	}
 }
 
-// readLog reads the records of subject from position from through head, in order.
+// readLog reads the records of subject from position from through head, in order; again,
+// from the start, while nobody answers a request of the read (the consumer just made may
+// not be known yet where the pull request goes), for up to ten operation timeouts.
 func (n *Node) readLog(ctx context.Context, res *resources, subject string, from, head uint64) ([]backupRecord, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*n.cfg.OpTimeout)
 	defer cancel()
+	var out []backupRecord
+	err := retryUnanswered(ctx, func() error {
+		var err error
+		out, err = n.readLogOnce(ctx, res, subject, from, head)
+		return err
+	})
+	return out, err
+}
+
+// readLogOnce is one attempt of readLog, through an ordered consumer of its own.
+func (n *Node) readLogOnce(ctx context.Context, res *resources, subject string, from, head uint64) ([]backupRecord, error) {
 	cons, err := res.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject},
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
 	if err != nil {

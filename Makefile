@@ -168,7 +168,7 @@ bench-cluster:
 bench-large: build
 	$(GO) run ./cmd/benchrepl -workload large -bin $(BIN)
 
-## bench-backup: a hub on a store of BACKUP_STORE_MIB (1024 MiB) written to through its admin
+## bench-backup: a hub whose store holds BACKUP_STORE_MIB (1024 MiB) of documents, written to through its admin
 ## API while hub backup copies it (a few minutes, about 3 GiB of disk under $$TMPDIR): the
 ## store's and the backup's size, the backup's time, and the writes' latency without a backup
 ## and during it — the longest is the pause a backup causes

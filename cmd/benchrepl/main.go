@@ -16,7 +16,7 @@
 //     propagation p50/p99 and the hub processes' CPU per delivery;
 //   - failover: peers given the three nodes' URLs, all attached to the first, which is
 //     killed: how long until each has all its targets live again on another node;
-//   - backup: a hub binary on a store of -store-mib (1 GiB), written to through its admin
+//   - backup: a hub binary whose store holds -store-mib (1 GiB) of documents, written to through its admin
 //     API while `hub backup` copies it: the store's and the backup's size, the backup's
 //     time, and the writes' latency without a backup and during it (the longest is the
 //     pause a backup causes);
@@ -112,7 +112,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cutEvery := fs.Duration("cut-every", 5*time.Second, "linkcut: time between cuts")
 	cutFor := fs.Duration("cut-for", 120*time.Second, "linkcut: how long the links flap")
 	policies := fs.String("policies", "adaptive,contract", "fault workloads: the policies to run, adaptive and/or contract (the baseline)")
-	storeMiB := fs.Int("store-mib", 1024, "backup: the size of the hub's store in MiB")
+	storeMiB := fs.Int("store-mib", 1024, "backup: MiB of documents in the hub's store")
 	asJSON := fs.Bool("json", false, "print one JSON object per workload")
 	if err := fs.Parse(args); err != nil {
 		return 2

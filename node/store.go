@@ -128,6 +128,10 @@ func OpenStore(dir string, log *slog.Logger) (*persistence.BoltStore, error) {
 	return st, err
 }
 
+// slowStoreCheck is how long the check of the store at start may take before it is logged
+// at info level.
+const slowStoreCheck = time.Second
+
 func openStore(dir string, log *slog.Logger) (*persistence.BoltStore, *storeHealth, error) {
 	if dir == "" {
 		return nil, nil, errors.New("--data must name a directory")
@@ -166,8 +170,14 @@ func openStore(dir string, log *slog.Logger) (*persistence.BoltStore, *storeHeal
 	if fi, err := os.Stat(file); err == nil {
 		size = fi.Size()
 	}
-	log.Info("store checked", slog.String("file", file), slog.Int64("bytes", size),
-		slog.Float64("tookMs", float64(time.Since(t0).Microseconds())/1000))
+	// At debug level unless it took long enough for an operator to wonder what the node is
+	// doing: a start-up refusal that follows (a bad tokens file, say) stays one line.
+	level, took := slog.LevelDebug, time.Since(t0)
+	if took >= slowStoreCheck {
+		level = slog.LevelInfo
+	}
+	log.Log(context.Background(), level, "store checked", slog.String("file", file), slog.Int64("bytes", size),
+		slog.Float64("tookMs", float64(took.Microseconds())/1000))
 	return st, health, nil
 }
 

@@ -1,0 +1,236 @@
+package registry
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nomicore/nomicore/lib0"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/yjs"
+)
+
+// Deleting a namespace, and its name and labels.
+//
+// A delete runs in three steps. First a slot of the namespace's sequencer — after every
+// write admitted before it — checks the caller's expectation (the hub's epoch) and marks
+// the runtime deleted: every later slot is refused with ErrDeleted, and every session and
+// watch is told (Poll.Deleted, then Closed) so that the replication layer ends its peers'
+// channels and the editors' rooms close their sockets. Then the runtime is unloaded at once,
+// whoever still holds leases (they become unusable, as at Registry.Close), without saving
+// anything. Last, under the namespace's lifecycle lock, the catalog turns the entry into a
+// tombstone and the document is removed (on a peer, kept in an archive when asked).
+// Registry.Open of a tombstone is ErrDeleted; the id is never created or imported again.
+//
+// Name and labels live in the catalog (indexed, for listing) and, on a hub, in the
+// document's meta map (MetaName, MetaLabels), written by the registry like the schema, so
+// that they replicate to peers with the namespace.
+
+// Meta keys of a namespace's name and labels (a string; a map of strings). Absent when the
+// namespace has none.
+const (
+	MetaName   = "name"
+	MetaLabels = "labels"
+)
+
+var (
+	originNames  = &registryOrigin{"names"}
+	originDelete = &registryOrigin{"delete"}
+)
+
+// CreateOptions are the optional parts of a new namespace.
+type CreateOptions struct {
+	Name   string
+	Labels map[string]string
+}
+
+// namesMeta is the meta write of a name and labels.
+func namesMeta(name string, labels map[string]string) []any {
+	l := make(map[string]any, len(labels))
+	for k, v := range labels {
+		l[k] = v
+	}
+	return []any{MetaName, name, MetaLabels, l}
+}
+
+// Delete (hub) deletes the namespace (owner, namespaceID) everywhere this process keeps it:
+// its sessions and watches are told and closed, its document removed, its entry a tombstone.
+// expectedEpoch must be the namespace's replication epoch (else ErrChanged, nothing done):
+// a delete is never one stray request. A namespace that is missing or another owner's is
+// ErrNotFound; one deleted already ErrDeleted.
+func (r *Registry) Delete(ctx context.Context, owner, namespaceID string, expectedEpoch uint64) error {
+	if r.cfg.Role != RoleHub {
+		return ErrRoleViolation.with("only the hub deletes namespaces; a peer deletes its replica when the hub says so", nil)
+	}
+	if r.cfg.Shared != nil && !r.cfg.Shared.Healthy() {
+		return ErrDegraded.with("the cluster has no quorum", nil)
+	}
+	return r.deleteNamespace(ctx, owner, namespaceID, func(id Identity) error { return expectEpoch(id, expectedEpoch) },
+		func(ctx context.Context) error {
+			return r.cfg.Catalog.DeleteEntry(ctx, owner, namespaceID)
+		})
+}
+
+// DeleteReplica (peer) deletes the local replica of (owner, namespaceID) because the hub
+// deleted the namespace: like Delete, with the document moved under an archive first when
+// keepArchive is set (the replica may hold writes the hub never had). It returns the
+// archive (zero without keepArchive). A missing replica is ErrNotFound, one deleted
+// already ErrDeleted; a peer then remembers the id as deleted all the same.
+func (r *Registry) DeleteReplica(ctx context.Context, owner, namespaceID string, keepArchive bool) (persistence.ArchiveInfo, error) {
+	docs := r.cfg.Documents
+	if docs == nil || r.cfg.Role != RolePeer {
+		return persistence.ArchiveInfo{}, ErrRoleViolation.with("only a peer deletes a replica", nil)
+	}
+	var info persistence.ArchiveInfo
+	err := r.deleteNamespace(ctx, owner, namespaceID, nil, func(ctx context.Context) error {
+		var err error
+		info, err = docs.Delete(ctx, owner, namespaceID, keepArchive)
+		return err
+	})
+	return info, err
+}
+
+// deleteNamespace runs the three steps of a delete; check, when set, runs in the marking
+// slot against the current identity; remove is the catalog's part.
+func (r *Registry) deleteNamespace(ctx context.Context, owner, ns string, check func(Identity) error, remove func(context.Context) error) error {
+	if !ValidNamespaceID(ns) {
+		return ErrNotFound.with("", nil)
+	}
+	l, err := r.Open(ctx, owner, ns)
+	if err != nil {
+		return err
+	}
+	rt := l.rt
+	_, err = leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (struct{}, error) {
+		if rt.deleted.Load() {
+			return struct{}{}, ErrDeleted.with("", nil)
+		}
+		if check != nil {
+			if err := check(rt.identity()); err != nil {
+				return struct{}{}, err
+			}
+		}
+		rt.deleted.Store(true)
+		for _, sub := range rt.subscribers() {
+			sub.signalDeleted()
+		}
+		return struct{}{}, nil
+	})
+	if err != nil {
+		l.Release()
+		return err
+	}
+	unlock, err := r.lock(context.WithoutCancel(ctx), ns)
+	if err != nil {
+		l.Release()
+		return err
+	}
+	defer unlock()
+	r.mu.Lock()
+	if r.loaded[ns] == rt {
+		delete(r.loaded, ns)
+		r.unloading[ns] = rt
+		rt.stop()
+	}
+	r.mu.Unlock()
+	l.Release()
+	if err := r.waitUnloaded(context.WithoutCancel(ctx), ns); err != nil {
+		return err
+	}
+	r.past.forget(ns)
+	// From here on the delete completes whatever the caller's context does: the namespace
+	// is already closed everywhere in this process.
+	if err := remove(context.WithoutCancel(ctx)); err != nil {
+		if errors.Is(err, persistence.ErrNotFound) {
+			return ErrDeleted.with("", err)
+		}
+		return storeErr("deleting the namespace", err)
+	}
+	return nil
+}
+
+// Relabel (hub) changes the name and labels of the namespace (nil fields of change are kept)
+// in the catalog, and, on a single hub, in the document's meta map, so that they replicate
+// to peers. A name the owner already gives another namespace is ErrNameTaken.
+func (r *Registry) Relabel(ctx context.Context, owner, namespaceID string, change persistence.EntryChange) (persistence.Entry, error) {
+	if r.cfg.Role != RoleHub {
+		return persistence.Entry{}, ErrRoleViolation.with("only the hub names namespaces", nil)
+	}
+	l, err := r.Open(ctx, owner, namespaceID)
+	if err != nil {
+		return persistence.Entry{}, err
+	}
+	defer l.Release()
+	ent, err := r.cfg.Catalog.Relabel(ctx, owner, namespaceID, change)
+	if err != nil {
+		return persistence.Entry{}, catalogErr("naming the namespace", err)
+	}
+	if r.cfg.Shared == nil {
+		_, err = leaseWait(ctx, l, func(rt *nsRuntime, sl *slot) (struct{}, error) {
+			if err := rt.gate(sl); err != nil {
+				return struct{}{}, err
+			}
+			_, err := rt.writeMeta(originNames, namesMeta(ent.Name, ent.Labels)...)
+			return struct{}{}, err
+		})
+		if err != nil {
+			return ent, err
+		}
+	}
+	return ent, nil
+}
+
+// CreateWith (hub) is Create with a name and labels: in the catalog (ErrNameTaken when the
+// owner already has the name) and in the new document's meta.
+func (r *Registry) CreateWith(ctx context.Context, owner string, opts CreateOptions) (Created, error) {
+	return r.create(ctx, owner, opts)
+}
+
+// catalogErr classifies a catalog failure of names and labels.
+func catalogErr(msg string, err error) error {
+	switch {
+	case errors.Is(err, persistence.ErrNameTaken):
+		return ErrNameTaken.with(err.Error(), err)
+	case errors.Is(err, persistence.ErrInvalid):
+		return ErrInvalid.with(err.Error(), err)
+	}
+	return storeErr(msg, err)
+}
+
+// Names reads the name and labels the document's meta holds (on a peer: as the hub
+// replicated them).
+func (l *Lease) Names(ctx context.Context) (name string, labels map[string]string, err error) {
+	type nl struct {
+		name   string
+		labels map[string]string
+	}
+	v, err := leaseWait(ctx, l, func(rt *nsRuntime, sl *slot) (nl, error) {
+		if err := rt.gate(sl); err != nil {
+			return nl{}, err
+		}
+		n, ls := readNames(rt.doc)
+		return nl{n, ls}, nil
+	})
+	return v.name, v.labels, err
+}
+
+func readNames(doc *yjs.Doc) (string, map[string]string) {
+	t, err := doc.Get(MetaRoot, yjs.KindMap)
+	if err != nil {
+		return "", nil
+	}
+	m := (*yjs.Map)(t)
+	name, _ := m.Get(MetaName)
+	s, _ := name.(string)
+	var labels map[string]string
+	if v, _ := m.Get(MetaLabels); v != nil {
+		if o, ok := v.(lib0.Object); ok && len(o) > 0 {
+			labels = make(map[string]string, len(o))
+			for _, f := range o {
+				if str, ok := f.Value.(string); ok {
+					labels[f.Key] = str
+				}
+			}
+		}
+	}
+	return s, labels
+}

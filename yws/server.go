@@ -298,6 +298,8 @@ func (s *Server) serveEditor(w http.ResponseWriter, r *http.Request) {
 	rm, err := s.join(r.Context(), ns, owner)
 	if err != nil {
 		switch {
+		case errors.Is(err, registry.ErrDeleted):
+			writeError(w, http.StatusNotFound, "NAMESPACE_DELETED", "the namespace was deleted")
 		case errors.Is(err, registry.ErrNotFound):
 			writeError(w, http.StatusServiceUnavailable, "NOT_BOOTSTRAPPED", "the namespace is not available on this node yet; retry shortly")
 		case errors.Is(err, errClosing):

@@ -16,6 +16,7 @@ import (
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/node"
+	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/node/accesslog"
 	"github.com/nomicore/nomicore/node/adminapi"
 	"github.com/nomicore/nomicore/node/cli"
@@ -150,7 +151,11 @@ func runPeer(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
-	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log})
+	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log,
+		// A namespace the hub deleted is no target any more: a restart must not bring it back.
+		OnHubDeleted: func(t namespace.Target, _ persistence.ArchiveInfo, _ error) {
+			node.ForgetTarget(context.Background(), store, t.NamespaceID)
+		}})
 	if err != nil {
 		return fail(err)
 	}

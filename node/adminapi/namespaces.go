@@ -56,6 +56,9 @@ func (a *API) lookupID(ctx context.Context, id string) (requestedNamespace, *Err
 	if errors.Is(err, persistence.ErrNotFound) {
 		return requestedNamespace{}, &Error{http.StatusNotFound, CodeNamespaceNotFound, "namespace not found"}
 	}
+	if err == nil && e.State == persistence.StateDeleted {
+		return requestedNamespace{}, a.fromErr(registry.ErrDeleted)
+	}
 	if err != nil {
 		return requestedNamespace{}, a.fromErr(err)
 	}
@@ -108,8 +111,11 @@ type Status struct {
 	// State: on the hub active or archived; on a peer the replication state of its target
 	// (targeted, opening, live, conflicted, failed, …; a local replica that is no longer a
 	// target is closed).
-	State    string          `json:"state"`
-	Sessions []SessionStatus `json:"sessions,omitempty"`
+	State string `json:"state"`
+	// Name and Labels: on the hub from its catalog, on a peer as the hub replicated them.
+	Name     string            `json:"name,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Sessions []SessionStatus   `json:"sessions,omitempty"`
 	Loaded   *bool           `json:"loaded,omitempty"` // hub list: a runtime holds it now
 	// Schema is the namespace's active schema, if it has one.
 	Schema *SchemaJSON `json:"schema,omitempty"`
@@ -224,6 +230,10 @@ func (a *API) addFlows(ctx context.Context, id string, sessions []SessionStatus)
 // GET /v1/namespaces: the namespaces without loading their documents (identity and state
 // vector are in GET /v1/namespaces/{id}); on a peer every target and every local replica.
 func (a *API) listNamespaces(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Side == observer.SideHub && pagedQuery(r) {
+		a.listPage(w, r)
+		return
+	}
 	entries, err := a.opts.Registry.Entries(r.Context(), "")
 	if err != nil {
 		writeError(w, a.fromErr(err))
@@ -318,6 +328,9 @@ func (a *API) namespaceStatus(ctx context.Context, id string) (Status, *Error) {
 	ident := l.Identity()
 	st.ReplicationID, st.ReplicationEpoch, st.StateVector = ident.ReplicationID, ident.Epoch, hex.EncodeToString(sv)
 	st.Schema = schemaJSON(l)
+	if st.Name, st.Labels, err = l.Names(ctx); err != nil {
+		return Status{}, a.fromErr(err)
+	}
 	sum := NamespaceSummary{NamespaceID: ns.id}
 	a.activity(&sum)
 	st.DocumentBytes, st.Writes, st.WriteBytes, st.LastWriteAt = sum.DocumentBytes, &sum.Writes, &sum.WriteBytes, sum.LastWriteAt
@@ -533,6 +546,9 @@ func (a *API) refused(id string, err error) *Error {
 // CreateRequest is the body of POST /v1/namespaces.
 type CreateRequest struct {
 	Owner string `json:"owner"`
+	// Name (unique per owner) and Labels are optional.
+	Name   string            `json:"name,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Created is the answer of POST /v1/namespaces.
@@ -553,7 +569,7 @@ func (a *API) createNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	c, err := a.opts.Registry.Create(r.Context(), req.Owner)
+	c, err := a.opts.Registry.CreateWith(r.Context(), req.Owner, registry.CreateOptions{Name: req.Name, Labels: req.Labels})
 	if err != nil {
 		writeError(w, a.fromErr(err))
 		return

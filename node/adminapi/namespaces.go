@@ -116,7 +116,7 @@ type Status struct {
 	Name     string            `json:"name,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
 	Sessions []SessionStatus   `json:"sessions,omitempty"`
-	Loaded   *bool           `json:"loaded,omitempty"` // hub list: a runtime holds it now
+	Loaded   *bool             `json:"loaded,omitempty"` // hub list: a runtime holds it now
 	// Schema is the namespace's active schema, if it has one.
 	Schema *SchemaJSON `json:"schema,omitempty"`
 	// DocumentBytes is the document's size as one Yjs update, when it was measured (it is

@@ -98,6 +98,10 @@ func (p *PersistentTargets) AddTarget(ctx context.Context, t namespace.Target) (
 		}
 		return false, nil
 	}
+	// A namespace the hub deleted stays deleted: its tombstone refuses it as a target.
+	if e, err := p.Store.Entry(ctx, t.NamespaceID); err == nil && e.State == persistence.StateDeleted {
+		return false, registry.ErrDeleted
+	}
 	if err := RememberTarget(ctx, p.Store, t); err != nil {
 		return false, err
 	}

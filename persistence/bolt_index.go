@@ -118,7 +118,8 @@ func (t *boltTx) deleteDoc(owner, ns string) error {
 
 // FreeBytes returns the bytes of the store file's free pages: pages of removed data that the
 // next writes reuse before the file grows (a deleted namespace's document lands here once no
-// read transaction needs it any more), and the file's size.
+// read transaction needs it any more), and the file's size. A store opened read-only does
+// not read bbolt's freelist and reports 0 free bytes.
 func (s *BoltStore) FreeBytes() (free, file int64, err error) {
 	err = s.b.guard(false, func() error {
 		st := s.b.db.Stats()

@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/yjs"
+)
+
+// TestE2E_DeleteNamespace deletes a named, labelled namespace on the hub while one of its
+// two peers is live and the other is offline and writing: the live peer deletes its replica
+// at once without an archive (it knows the hub held everything), the offline one learns it
+// when it reconnects and keeps its offline write in an archive, nothing resurrects the
+// namespace, later requests are 404 everywhere, and the document's pages are free in the
+// hub's and the peers' store files.
+func TestE2E_DeleteNamespace(t *testing.T) {
+	c := newCluster(t)
+	hub := c.startHub()
+	h := hub.api()
+	var created struct{ NamespaceID string }
+	h.json("POST", "/v1/namespaces", []byte(`{"owner":"default","name":"plan","labels":{"team":"red"}}`), 201, &created)
+	ns := created.NamespaceID
+	// A second namespace of the same name and owner is refused.
+	h.json("POST", "/v1/namespaces", []byte(`{"owner":"default","name":"plan"}`), 409, nil)
+
+	a := c.startPeer("peer-a", c.tokenFile("peer-a", c.token("peer-a")), "--target", ns)
+	btok := c.tokenFile("peer-b", c.token("peer-b"))
+	b := c.startPeer("peer-b", btok, "--target", ns)
+	targetState(t, a, ns, "live")
+	targetState(t, b, ns, "live")
+	big := strings.Repeat("x", 1<<20)
+	h.set(ns, map[string]any{"k": "v", "big": big})
+	converged(t, ns, map[string]any{"k": "v"}, hub, a, b)
+
+	// Names and labels replicate with the namespace, and change with PATCH.
+	h.json("PATCH", "/v1/namespaces/"+ns, []byte(`{"name":"plan-2","labels":{"team":"blue"}}`), 200, nil)
+	eventually(t, 30*time.Second, "names on the peer", func() error {
+		var st struct {
+			Name   string
+			Labels map[string]string
+		}
+		a.api().json("GET", "/v1/namespaces/"+ns, nil, 200, &st)
+		if st.Name != "plan-2" || st.Labels["team"] != "blue" {
+			return fmt.Errorf("peer-a shows %+v", st)
+		}
+		return nil
+	})
+	var page []map[string]any
+	h.json("GET", "/v1/namespaces?label=team=blue&owner=default", nil, 200, &page)
+	if len(page) != 1 || page[0]["namespaceId"] != ns {
+		t.Fatalf("list by label: %v", page)
+	}
+
+	// peer-b goes offline (its hub is unreachable) and writes there.
+	b.stop()
+	b = c.startPeer("peer-b", btok, "--hub-url", "ws://127.0.0.1:9/v1/replication")
+	b.api().set(ns, map[string]any{"offline": "kept"})
+
+	// The delete needs the epoch; a wrong one is refused.
+	h.json("DELETE", "/v1/namespaces/"+ns, nil, 400, nil)
+	h.json("DELETE", "/v1/namespaces/"+ns+"?expectedEpoch=2", nil, 409, nil)
+	h.json("DELETE", "/v1/namespaces/"+ns+"?expectedEpoch=1", nil, 204, nil)
+	for _, path := range []string{"", "/doc", "/update"} {
+		if status, body := h.do("GET", "/v1/namespaces/"+ns+path, nil); status != 404 || !strings.Contains(string(body), "NAMESPACE_DELETED") {
+			t.Fatalf("GET %s after the delete: %d %s", path, status, body)
+		}
+	}
+	h.json("DELETE", "/v1/namespaces/"+ns+"?expectedEpoch=1", nil, 404, nil)
+	h.json("GET", "/v1/namespaces?name=plan-2", nil, 200, &page)
+	if len(page) != 0 {
+		t.Fatalf("a deleted namespace is listed: %v", page)
+	}
+
+	// The live peer learns it at once.
+	eventually(t, 30*time.Second, "peer-a drops the target", func() error {
+		if tg := a.api().target(ns); tg != nil {
+			return fmt.Errorf("target %v", tg["state"])
+		}
+		if status, body := a.api().do("GET", "/v1/namespaces/"+ns, nil); status != 404 {
+			return fmt.Errorf("GET on peer-a: %d %s", status, body)
+		}
+		return nil
+	})
+
+	// The offline peer reconnects: it learns it too and keeps its offline write.
+	b.stop()
+	b = c.startPeer("peer-b", btok)
+	eventually(t, 30*time.Second, "peer-b drops the target", func() error {
+		if tg := b.api().target(ns); tg != nil {
+			return fmt.Errorf("target %v", tg["state"])
+		}
+		if status, body := b.api().do("GET", "/v1/namespaces/"+ns, nil); status != 404 {
+			return fmt.Errorf("GET on peer-b: %d %s", status, body)
+		}
+		return nil
+	})
+	// Adding the target again does not bring it back.
+	if status, body := b.api().do("POST", "/v1/targets", []byte(fmt.Sprintf(`{"namespaceId":%q,"owner":"default"}`, ns))); status != 404 ||
+		!strings.Contains(string(body), "NAMESPACE_DELETED") {
+		t.Fatalf("re-adding a deleted namespace as a target: %d %s", status, body)
+	}
+	if status, _ := h.do("GET", "/v1/namespaces/"+ns, nil); status != 404 {
+		t.Fatalf("the namespace came back on the hub: %d", status)
+	}
+
+	for _, p := range []*proc{a, b, hub} {
+		p.stop()
+	}
+	checkStore := func(name, dir string, wantArchive string) {
+		t.Helper()
+		st, err := persistence.OpenDataDir(dir, persistence.Options{}) // read-write: bbolt reads its freelist only then
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		defer st.Close(context.Background())
+		ent, err := st.Entry(context.Background(), ns)
+		if err != nil || ent.State != persistence.StateDeleted {
+			t.Fatalf("%s: entry %+v %v, want a tombstone", name, ent, err)
+		}
+		free, file, err := st.FreeBytes()
+		if err != nil || free < int64(len(big)) {
+			t.Fatalf("%s: %d free bytes of %d (%v); the deleted document had more than %d", name, free, file, err, len(big))
+		}
+		archives, err := st.Archives(context.Background(), ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var deleted []persistence.ArchiveInfo
+		for _, ai := range archives {
+			if ai.Reason == persistence.ReasonDelete {
+				deleted = append(deleted, ai)
+			}
+		}
+		if wantArchive == "" {
+			if len(deleted) != 0 {
+				t.Fatalf("%s kept an archive of a replica the hub held entirely: %+v", name, deleted)
+			}
+			return
+		}
+		if len(deleted) != 1 {
+			t.Fatalf("%s: archives %+v, want one of the delete", name, archives)
+		}
+		doc, err := st.LoadArchive(context.Background(), ns, deleted[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := docNotes(t, doc); got["offline"] != wantArchive {
+			t.Fatalf("%s: the archive holds %v, want the offline write", name, got)
+		}
+	}
+	checkStore("hub", c.hubData(), "")
+	checkStore("peer-a", filepath.Join(c.dir, "peer-a"), "")
+	// peer-b's pages stay in its archive: what it held that the hub may not have had.
+	func() {
+		st, err := persistence.OpenDataDir(filepath.Join(c.dir, "peer-b"), persistence.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close(context.Background())
+		archives, _ := st.Archives(context.Background(), ns)
+		for _, ai := range archives {
+			if ai.Reason == persistence.ReasonDelete {
+				doc, err := st.LoadArchive(context.Background(), ns, ai.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := docNotes(t, doc); got["offline"] != "kept" {
+					t.Fatalf("peer-b's archive holds %v", got)
+				}
+				return
+			}
+		}
+		t.Fatalf("peer-b kept no archive of its offline write: %+v", archives)
+	}()
+}
+
+// docNotes reads the notes map of a stored document.
+func docNotes(t *testing.T, doc persistence.Doc) map[string]any {
+	t.Helper()
+	d := yjs.NewDoc()
+	for _, u := range append([][]byte{doc.Snapshot}, doc.Updates...) {
+		if len(u) == 0 {
+			continue
+		}
+		if err := yjs.ApplyUpdate(d, u, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _ := d.GetMap("notes").ToJSON().(map[string]any)
+	return out
+}

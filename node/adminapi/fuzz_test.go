@@ -48,6 +48,7 @@ var fuzzStatuses = map[string][]int{
 	CodeNameTaken:            {http.StatusConflict},
 	CodeSchemaMismatch:       {http.StatusConflict},
 	CodeConflict:             {http.StatusConflict},
+	CodeClientExists:         {http.StatusConflict},
 	CodeDocumentTooLarge:     {http.StatusRequestEntityTooLarge},
 	CodeCrossOrigin:          {http.StatusForbidden},
 	CodeHostNotAllowed:       {http.StatusForbidden},

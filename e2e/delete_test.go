@@ -194,3 +194,37 @@ func docNotes(t *testing.T, doc persistence.Doc) map[string]any {
 	out, _ := d.GetMap("notes").ToJSON().(map[string]any)
 	return out
 }
+
+// Stock y-websocket editors of a namespace, one on the hub and one on a peer, are closed
+// with 4404 when the namespace is deleted (y-websocket then stops reconnecting), and a
+// later connection to either node is refused with 404 NAMESPACE_DELETED.
+func TestE2E_DeleteClosesEditors(t *testing.T) {
+	ag := startAgent(t)
+	_, ns, hub, a, _, tok := editorCluster(t)
+	ag.open("h", hub, ns, tok["hub"])
+	ag.open("a", a, ns, tok["peer-a"])
+	ag.insert("h", 0, "written before the delete")
+	ag.waitText("a", "written before the delete")
+
+	hub.api().json("DELETE", "/v1/namespaces/"+ns+"?expectedEpoch=1", nil, 204, nil)
+	for _, e := range []string{"h", "a"} {
+		if ev := ag.waitEvent(e, "closed"); ev.Code != 4404 {
+			t.Errorf("editor %s closed with %d %q, want 4404", e, ev.Code, ev.Reason)
+		}
+	}
+	eventually(t, 30*time.Second, "peer-a drops the target", func() error {
+		if tg := a.api().target(ns); tg != nil {
+			return fmt.Errorf("target %v", tg["state"])
+		}
+		return nil
+	})
+	for _, node := range []*proc{hub, a} {
+		name := "late-" + node.name
+		ag.must("open", map[string]any{"name": name, "url": "ws://" + node.client + "/v1/yjs", "ns": ns, "token": tok[node.name], "wait": false}, nil)
+		ev := ag.waitEvent(name, "refused")
+		if ev.Status != 404 || !strings.Contains(ev.Body, "NAMESPACE_DELETED") {
+			t.Errorf("a later editor on %s: %d %s, want 404 NAMESPACE_DELETED", node.name, ev.Status, ev.Body)
+		}
+		ag.must("close", map[string]any{"name": name}, nil)
+	}
+}

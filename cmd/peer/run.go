@@ -221,7 +221,7 @@ func runPeer(args []string, cio cli.IO) int {
 			return fail(err)
 		}
 		opts := clientFlags.Options(inst, common, checks)
-		opts.Namespaces, opts.Metrics, opts.Writes = node.PeerNamespaces(tc), m, localWrites.Editors()
+		opts.Namespaces, opts.Metrics, opts.Writes = node.PeerNamespaces(tc, store), m, localWrites.Editors()
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)
 		}

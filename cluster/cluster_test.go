@@ -904,3 +904,98 @@ func TestCluster_WatchConfig(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+// TestCluster_DeleteEverywhere: a namespace deleted through one node is closed on every
+// node that has it loaded (their sessions are told: Poll.Deleted), later opens are
+// ErrDeleted on every node, nothing of its document stays in JetStream (its log holds the
+// deletion record alone, its snapshot is gone), a lease still held elsewhere writes
+// nothing, its id is never created again, and its name is the owner's to give again.
+func TestCluster_DeleteEverywhere(t *testing.T) {
+	t.Parallel()
+	const every = 20
+	tc := newTestCluster(t, 3, func(c *Config) { c.CompactAfterRecords = every })
+	created, err := tc.nodes[0].reg.CreateWith(ctxT(t, 10*time.Second), "default",
+		registry.CreateOptions{Name: "minutes", Labels: map[string]string{"team": "red"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := created.NamespaceID
+	if _, err := tc.nodes[1].reg.CreateWith(ctxT(t, 10*time.Second), "default", registry.CreateOptions{Name: "minutes"}); !errors.Is(err, registry.ErrNameTaken) {
+		t.Fatalf("the same name through another node: %v, want ErrNameTaken", err)
+	}
+	var leases []*registry.Lease
+	var sessions []*registry.Session
+	for i := range 3 {
+		l := tc.nodes[i].open(t, ns)
+		leases = append(leases, l)
+		s, _, err := l.OpenSession(ctxT(t, 5*time.Second), registry.SessionOptions{Peer: "peer"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		sessions = append(sessions, s)
+	}
+	for i := range 3 * every {
+		if _, err := leases[i%2].WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, fmt.Sprintf("k%d", i), float64(i))); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	js := tc.nodes[0].node.res
+	eventually(t, 20*time.Second, "a snapshot", func() error {
+		_, err := js.snaps.GetInfo(ctxT(t, 5*time.Second), ns)
+		return err
+	})
+
+	if err := tc.nodes[2].reg.Delete(ctxT(t, 10*time.Second), "default", ns, 2); !errors.Is(err, registry.ErrChanged) {
+		t.Fatalf("a delete expecting another epoch: %v, want ErrChanged", err)
+	}
+	if err := tc.nodes[2].reg.Delete(ctxT(t, 30*time.Second), "default", ns, 1); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	for i, s := range sessions {
+		eventually(t, 10*time.Second, fmt.Sprintf("the session on %s told", tc.nodes[i].name), func() error {
+			if p := s.Poll(); !p.Deleted || !p.Closed {
+				return fmt.Errorf("poll %+v", p)
+			}
+			return nil
+		})
+	}
+	for _, tn := range tc.nodes {
+		eventually(t, 10*time.Second, tn.name+" refuses it", func() error {
+			if _, err := tn.reg.Open(ctxT(t, 10*time.Second), "default", ns); !errors.Is(err, registry.ErrDeleted) {
+				return fmt.Errorf("open: %v, want ErrDeleted", err)
+			}
+			return nil
+		})
+	}
+	if _, err := leases[1].WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "late", "write")); err == nil {
+		t.Fatal("a lease held on another node wrote to the deleted namespace")
+	}
+	subject := logSubject("default", ns)
+	info, err := js.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[subject]; n != 1 {
+		t.Fatalf("%d records stay in the deleted namespace's log, want the deletion record alone", n)
+	}
+	if _, err := js.snaps.GetInfo(ctxT(t, 5*time.Second), ns); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Fatalf("the deleted namespace's snapshot: %v, want it gone", err)
+	}
+	if err := tc.nodes[1].reg.Delete(ctxT(t, 10*time.Second), "default", ns, 1); !errors.Is(err, registry.ErrDeleted) {
+		t.Fatalf("a second delete: %v, want ErrDeleted", err)
+	}
+	err = tc.nodes[1].store.CreateEntry(ctxT(t, 10*time.Second),
+		persistence.Entry{NamespaceID: ns, Owner: "default", State: persistence.StateActive, CreatedAt: time.Now()}, []byte{0, 0})
+	if !errors.Is(err, persistence.ErrExists) {
+		t.Fatalf("creating the deleted id again: %v, want ErrExists", err)
+	}
+	again, err := tc.nodes[1].reg.CreateWith(ctxT(t, 10*time.Second), "default", registry.CreateOptions{Name: "minutes"})
+	if err != nil || again.NamespaceID == ns {
+		t.Fatalf("the freed name: %+v, %v", again, err)
+	}
+	page, err := tc.nodes[0].store.ListEntries(ctxT(t, 10*time.Second), persistence.EntryQuery{Name: "minutes"})
+	if err != nil || len(page.Entries) != 1 || page.Entries[0].NamespaceID != again.NamespaceID {
+		t.Fatalf("listing by name: %+v, %v", page, err)
+	}
+}

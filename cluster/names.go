@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/registry"
 )
 
 // Names, labels, listing and deletion in the cluster's catalog.
@@ -51,8 +52,12 @@ func (s *Store) claimName(ctx context.Context, owner, name, ns string) error {
 // releaseName gives up ns's claim of name (best effort: a claim left behind names a
 // namespace that no longer has that name, and is taken over by the next claim of it).
 func (s *Store) releaseName(ctx context.Context, owner, name, ns string) {
+	s.n.releaseName(ctx, owner, name, ns)
+}
+
+func (n *Node) releaseName(ctx context.Context, owner, name, ns string) {
 	key := nameClaimKey(owner, name)
-	_ = s.n.op(ctx, "releasing a namespace name", func(ctx context.Context, r *resources) error {
+	_ = n.op(ctx, "releasing a namespace name", func(ctx context.Context, r *resources) error {
 		kve, err := r.entries.Get(ctx, key)
 		if err != nil || string(kve.Value()) != ns {
 			return nil
@@ -178,6 +183,59 @@ func (s *Store) Relabel(ctx context.Context, owner, ns string, change persistenc
 	return v.entry(ns), nil
 }
 
+// ClaimDelete makes the entry a tombstone if its revision is still prev's, and frees its
+// name (registry.NamespaceLog).
+func (l *nsLog) ClaimDelete(ctx context.Context, prev registry.MetaState) error {
+	var name string
+	err := l.n.op(ctx, "deleting a namespace entry", func(ctx context.Context, r *resources) error {
+		cur, se, err := l.n.getEntry(ctx, l.ns)
+		if err != nil {
+			return err
+		}
+		if cur.State == persistence.StateDeleted {
+			return persistence.ErrNotFound
+		}
+		if se.Revision != prev.Revision {
+			return fmt.Errorf("%w: another node changed it first", registry.ErrConflict)
+		}
+		name = cur.Name
+		b, err := json.Marshal(tombstone(cur))
+		if err != nil {
+			return err
+		}
+		_, err = r.entries.Update(ctx, l.ns, b, prev.Revision)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("%w: another node changed it first", registry.ErrConflict)
+		}
+		return err
+	})
+	if err == nil && name != "" {
+		l.n.releaseName(ctx, l.owner, name, l.ns)
+	}
+	return err
+}
+
+// RemoveBefore purges the namespace's records before seq and deletes its snapshot
+// (registry.NamespaceLog).
+func (l *nsLog) RemoveBefore(ctx context.Context, seq uint64) error {
+	return l.n.op(ctx, "removing a deleted namespace's log and snapshot", func(ctx context.Context, r *resources) error {
+		if err := r.stream.Purge(ctx, jetstream.WithPurgeSubject(l.subject), jetstream.WithPurgeSequence(seq)); err != nil {
+			return err
+		}
+		err := r.snaps.Delete(ctx, l.ns)
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return nil
+		}
+		return err
+	})
+}
+
+// tombstone is what stays of a deleted namespace's entry: its owner, creation time and
+// meta record (so the id is never created again), nothing of its document.
+func tombstone(v entryValue) entryValue {
+	return entryValue{Owner: v.Owner, State: persistence.StateDeleted, CreatedAt: v.CreatedAt, Gen: v.Gen, Epoch: v.Epoch}
+}
+
 // DeleteEntry makes the entry a tombstone and removes the namespace's log and snapshot.
 func (s *Store) DeleteEntry(ctx context.Context, owner, ns string) error {
 	var name string
@@ -186,7 +244,7 @@ func (s *Store) DeleteEntry(ctx context.Context, owner, ns string) error {
 			return persistence.ErrNotFound
 		}
 		name = v.Name
-		*v = entryValue{Owner: v.Owner, State: persistence.StateDeleted, CreatedAt: v.CreatedAt, Gen: v.Gen, Epoch: v.Epoch}
+		*v = tombstone(*v)
 		return nil
 	})
 	if err != nil {

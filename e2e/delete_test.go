@@ -228,3 +228,86 @@ func TestE2E_DeleteClosesEditors(t *testing.T) {
 		ag.must("close", map[string]any{"name": name}, nil)
 	}
 }
+
+// TestE2E_Cluster_DeleteNamespace: a hub cluster of three nodes with the shipped defaults
+// (editors on every node). A named namespace is created through node 1, renamed through
+// node 3 (every node lists it by its new name), replicated by a peer attached to node 2 and
+// one attached to node 3, and edited by a y-websocket editor on each node. Deleted through
+// node 1: every node's editor is closed with 4404, both peers drop it, every node answers
+// 404 NAMESPACE_DELETED (admin API and editors), the name is free again and the id is not.
+func TestE2E_Cluster_DeleteNamespace(t *testing.T) {
+	t.Parallel()
+	ag := startAgent(t)
+	keys := newAppKeys(t)
+	c := newShippedHubCluster(t, 3, nil, keys.flags()...)
+	var created struct{ NamespaceID string }
+	c.hubs[0].api().json("POST", "/v1/namespaces", []byte(`{"owner":"default","name":"board","labels":{"team":"red"}}`), 201, &created)
+	ns := created.NamespaceID
+	c.hubs[1].api().json("POST", "/v1/namespaces", []byte(`{"owner":"default","name":"board"}`), 409, nil)
+	c.hubs[2].api().json("PATCH", "/v1/namespaces/"+ns, []byte(`{"name":"board-2"}`), 200, nil)
+	for _, h := range c.hubs {
+		var page []map[string]any
+		h.api().json("GET", "/v1/namespaces?name=board-2&label=team=red", nil, 200, &page)
+		if len(page) != 1 || page[0]["namespaceId"] != ns {
+			t.Fatalf("%s lists %v by the new name", h.name, page)
+		}
+	}
+	a := c.startPeerOnly("peer-a", 1, ns)
+	b := c.startPeerOnly("peer-b", 2, ns)
+	targetState(t, a, ns, "live")
+	targetState(t, b, ns, "live")
+	// The new name replicated with the document (its meta), through either node.
+	for _, p := range []*proc{a, b} {
+		eventually(t, 30*time.Second, p.name+" shows the new name", func() error {
+			var st struct{ Name string }
+			p.api().json("GET", "/v1/namespaces/"+ns, nil, 200, &st)
+			if st.Name != "board-2" {
+				return fmt.Errorf("name %q", st.Name)
+			}
+			return nil
+		})
+	}
+	tok := ag.joseMint(map[string]any{"alg": "ES256", "jwk": privateJWK(t, keys.ec), "kid": "app-ec-1",
+		"claims": claims("erin", []string{ns}, nil), "expiresIn": "1h"})
+	for i, h := range c.hubs {
+		ag.open(fmt.Sprintf("e%d", i+1), h, ns, tok)
+	}
+	ag.insert("e1", 0, "on every node")
+	for i := range c.hubs {
+		ag.waitText(fmt.Sprintf("e%d", i+1), "on every node")
+	}
+	waitBody(t, ns, "on every node", a, b)
+
+	c.hubs[0].api().json("DELETE", "/v1/namespaces/"+ns+"?expectedEpoch=2", nil, 409, nil)
+	c.hubs[0].api().json("DELETE", "/v1/namespaces/"+ns+"?expectedEpoch=1", nil, 204, nil)
+	for i := range c.hubs {
+		if ev := ag.waitEvent(fmt.Sprintf("e%d", i+1), "closed"); ev.Code != 4404 {
+			t.Errorf("the editor on node %d closed with %d %q, want 4404", i+1, ev.Code, ev.Reason)
+		}
+	}
+	for _, p := range []*proc{a, b} {
+		eventually(t, 30*time.Second, p.name+" drops the target", func() error {
+			if tg := p.api().target(ns); tg != nil {
+				return fmt.Errorf("target %v", tg["state"])
+			}
+			return nil
+		})
+	}
+	for i, h := range c.hubs {
+		if status, body := h.api().do("GET", "/v1/namespaces/"+ns, nil); status != 404 || !strings.Contains(string(body), "NAMESPACE_DELETED") {
+			t.Errorf("%s after the delete: %d %s", h.name, status, body)
+		}
+		name := fmt.Sprintf("late-%d", i+1)
+		ag.must("open", map[string]any{"name": name, "url": "ws://" + h.client + "/v1/yjs", "ns": ns, "token": tok, "wait": false}, nil)
+		if ev := ag.waitEvent(name, "refused"); ev.Status != 404 || !strings.Contains(ev.Body, "NAMESPACE_DELETED") {
+			t.Errorf("a later editor on %s: %d %s", h.name, ev.Status, ev.Body)
+		}
+		ag.must("close", map[string]any{"name": name}, nil)
+	}
+	var again struct{ NamespaceID string }
+	c.hubs[1].api().json("POST", "/v1/namespaces", []byte(`{"owner":"default","name":"board-2"}`), 201, &again)
+	if again.NamespaceID == ns {
+		t.Fatal("the deleted id was given out again")
+	}
+	c.hubs[2].api().json("DELETE", "/v1/namespaces/"+ns+"?expectedEpoch=1", nil, 404, nil)
+}

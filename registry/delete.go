@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/persistence"
@@ -61,8 +62,11 @@ func (r *Registry) Delete(ctx context.Context, owner, namespaceID string, expect
 	if r.cfg.Role != RoleHub {
 		return ErrRoleViolation.with("only the hub deletes namespaces; a peer deletes its replica when the hub says so", nil)
 	}
-	if r.cfg.Shared != nil && !r.cfg.Shared.Healthy() {
-		return ErrDegraded.with("the cluster has no quorum", nil)
+	if r.cfg.Shared != nil {
+		if !r.cfg.Shared.Healthy() {
+			return ErrDegraded.with("the cluster has no quorum", nil)
+		}
+		return r.deleteShared(ctx, owner, namespaceID, expectedEpoch)
 	}
 	return r.deleteNamespace(ctx, owner, namespaceID, func(id Identity) error { return expectEpoch(id, expectedEpoch) },
 		func(ctx context.Context) error {
@@ -148,9 +152,101 @@ func (r *Registry) deleteNamespace(ctx context.Context, owner, ns string, check 
 	return nil
 }
 
+// deleteShared is Delete in a hub cluster. This process catches up with the namespace's
+// log and checks the expected epoch against what it applied and against the cluster's meta
+// record; the entry becomes a tombstone by compare-and-set on that record's revision (so an
+// epoch bump or another delete racing it on any node makes one of them fail, and nothing
+// loads the namespace anywhere after it); then a deletion record is published, which every
+// process that has the namespace loaded applies in log order — telling its sessions and
+// watches and unloading it (applyLoggedDeleted); once this process applied it, the records
+// before it and the snapshot are removed. What stays in the log is the deletion record
+// alone, for the processes still reading towards it.
+func (r *Registry) deleteShared(ctx context.Context, owner, ns string, expected uint64) error {
+	if !ValidNamespaceID(ns) {
+		return ErrNotFound.with("", nil)
+	}
+	l, err := r.Open(ctx, owner, ns)
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	rt := l.rt
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.SharedApplyTimeout)
+	defer cancel()
+	head, err := rt.sh.log.Head(ctx)
+	if err != nil {
+		return sharedErr("reading the log head", err)
+	}
+	if err := rt.waitApplied(ctx, head); err != nil {
+		return sharedErr("catching up with the log", err)
+	}
+	at, err := leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (Identity, error) {
+		if rt.deleted.Load() {
+			return Identity{}, ErrDeleted.with("", nil)
+		}
+		return rt.identity(), nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := expectEpoch(at, expected); err != nil {
+		return err
+	}
+	cur, err := rt.sh.log.Meta(ctx)
+	if err != nil {
+		return sharedErr("reading the meta record", err)
+	}
+	if cur.Epoch != expected {
+		return ErrChanged.with(fmt.Sprintf("the epoch is %d, not %d", cur.Epoch, expected), nil)
+	}
+	if err := rt.sh.log.ClaimDelete(ctx, cur); err != nil {
+		if errors.Is(err, persistence.ErrNotFound) {
+			return ErrDeleted.with("", err)
+		}
+		return sharedErr("deleting the namespace", err)
+	}
+	// From here on the namespace is deleted: it loads nowhere. What follows tells the
+	// processes that have it loaded, and frees the log.
+	ctx = context.WithoutCancel(ctx)
+	type published struct {
+		seq uint64
+		err error
+	}
+	ch := make(chan published, 1)
+	_, err = leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (struct{}, error) {
+		rt.publish(Record{Kind: RecordDeleted}, &pendingOp{origin: originDelete, finish: func(res ApplyResult, err error) {
+			ch <- published{res.Seq, err}
+		}})
+		return struct{}{}, nil
+	})
+	var p published
+	if err == nil {
+		p = <-ch // settles within SharedApplyTimeout
+	} else {
+		p.err = err
+	}
+	if p.err != nil {
+		r.logError("a deleted namespace could not be closed on the other hub nodes (they close it when they unload it)", ns, p.err)
+		return nil
+	}
+	rctx, rcancel := context.WithTimeout(ctx, r.cfg.SharedApplyTimeout)
+	defer rcancel()
+	select { // the runtime unloads once it applied the deletion
+	case <-rt.done:
+	case <-rctx.Done():
+	}
+	rctx, rcancel = context.WithTimeout(ctx, r.cfg.SharedApplyTimeout)
+	defer rcancel()
+	if err := rt.sh.log.RemoveBefore(rctx, p.seq); err != nil {
+		r.logError("a deleted namespace's log and snapshot could not be removed", ns, err)
+	}
+	return nil
+}
+
 // Relabel (hub) changes the name and labels of the namespace (nil fields of change are kept)
-// in the catalog, and, on a single hub, in the document's meta map, so that they replicate
-// to peers. A name the owner already gives another namespace is ErrNameTaken.
+// in the catalog, and in the document's meta map, so that they replicate to peers (in a hub
+// cluster as a meta change of the log, like a schema replacement). A name the owner already
+// gives another namespace is ErrNameTaken.
 func (r *Registry) Relabel(ctx context.Context, owner, namespaceID string, change persistence.EntryChange) (persistence.Entry, error) {
 	if r.cfg.Role != RoleHub {
 		return persistence.Entry{}, ErrRoleViolation.with("only the hub names namespaces", nil)
@@ -164,19 +260,20 @@ func (r *Registry) Relabel(ctx context.Context, owner, namespaceID string, chang
 	if err != nil {
 		return persistence.Entry{}, catalogErr("naming the namespace", err)
 	}
-	if r.cfg.Shared == nil {
-		_, err = leaseWait(ctx, l, func(rt *nsRuntime, sl *slot) (struct{}, error) {
-			if err := rt.gate(sl); err != nil {
-				return struct{}{}, err
-			}
-			_, err := rt.writeMeta(originNames, namesMeta(ent.Name, ent.Labels)...)
-			return struct{}{}, err
+	if r.cfg.Shared != nil {
+		_, err = l.sharedMeta(ctx, func(cur MetaState, _ metaView) (MetaState, []any, error) {
+			return cur, namesMeta(ent.Name, ent.Labels), nil
 		})
-		if err != nil {
-			return ent, err
-		}
+		return ent, err
 	}
-	return ent, nil
+	_, err = leaseWait(ctx, l, func(rt *nsRuntime, sl *slot) (struct{}, error) {
+		if err := rt.gate(sl); err != nil {
+			return struct{}{}, err
+		}
+		_, err := rt.writeMeta(originNames, namesMeta(ent.Name, ent.Labels)...)
+		return struct{}{}, err
+	})
+	return ent, err
 }
 
 // CreateWith (hub) is Create with a name and labels: in the catalog (ErrNameTaken when the

@@ -510,7 +510,9 @@ func (r *Registry) unloaded(rt *nsRuntime) {
 	if r.unloading[rt.ns] == rt {
 		delete(r.unloading, rt.ns)
 	}
-	r.past.keep(rt.activitySnapshot())
+	if !rt.deleted.Load() {
+		r.past.keep(rt.activitySnapshot())
+	}
 }
 
 // LocalReplica reports whether (owner, namespaceID) has a local replica and its identity —

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,7 +119,12 @@ func TestE2E_DeleteNamespace(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		defer st.Close(context.Background())
+		closed := false
+		defer func() {
+			if !closed {
+				st.Close(context.Background())
+			}
+		}()
 		ent, err := st.Entry(context.Background(), ns)
 		if err != nil || ent.State != persistence.StateDeleted {
 			t.Fatalf("%s: entry %+v %v, want a tombstone", name, ent, err)
@@ -125,6 +132,23 @@ func TestE2E_DeleteNamespace(t *testing.T) {
 		free, file, err := st.FreeBytes()
 		if err != nil || free < int64(len(big)) {
 			t.Fatalf("%s: %d free bytes of %d (%v); the deleted document had more than %d", name, free, file, err, len(big))
+		}
+		if wantArchive == "" {
+			// The operator gives the space back to the file system.
+			st.Close(context.Background())
+			closed = true
+			out, err := exec.Command(bin.nmcr, "store", "compact", dir, "--in-place", "--yes").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: nmcr store compact: %v %s", name, err, out)
+			}
+			fi, err := os.Stat(filepath.Join(dir, persistence.FileName))
+			if err != nil || file-fi.Size() < int64(len(big)) {
+				t.Fatalf("%s: compacted from %d bytes to %d (%v); the deleted document had %d", name, file, fi.Size(), err, len(big))
+			}
+			if st, err = persistence.OpenDataDir(dir, persistence.Options{ReadOnly: true}); err != nil {
+				t.Fatalf("%s: the compacted store: %v", name, err)
+			}
+			closed = false
 		}
 		archives, err := st.Archives(context.Background(), ns)
 		if err != nil {

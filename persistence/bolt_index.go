@@ -106,7 +106,8 @@ func (t *boltTx) indexClear() error {
 
 // deleteDoc removes the document of (owner, ns). bbolt frees the pages of the removed
 // buckets when the transaction commits: later writes reuse them (FreeBytes counts them);
-// the file itself shrinks only when it is compacted into a new one (CompactFile).
+// the file itself shrinks only when it is compacted into a new one (CompactFile,
+// CompactInPlace; nmcr store compact).
 func (t *boltTx) deleteDoc(owner, ns string) error {
 	ob := t.top(bucketDocs).Bucket([]byte(owner))
 	if ob == nil || ob.Bucket([]byte(ns)) == nil {
@@ -130,25 +131,4 @@ func (s *BoltStore) FreeBytes() (free, file int64, err error) {
 		})
 	})
 	return free, file, err
-}
-
-// CompactFile copies the store file at src into a new file at dst, leaving out free pages:
-// the way to give the disk space of deleted namespaces back to the file system. The store
-// must not be open (stop the process first); dst must not exist. Replace src with dst
-// afterwards (keep src until the new store opened).
-func CompactFile(src, dst string) error {
-	from, err := bolt.Open(src, 0o600, &bolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
-	if err != nil {
-		return err
-	}
-	defer from.Close()
-	to, err := bolt.Open(dst, 0o600, &bolt.Options{Timeout: DefaultLockTimeout, FreelistType: bolt.FreelistMapType})
-	if err != nil {
-		return err
-	}
-	if err := bolt.Compact(to, from, 64<<20); err != nil {
-		to.Close()
-		return err
-	}
-	return to.Close()
 }

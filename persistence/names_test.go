@@ -338,7 +338,7 @@ func TestDeleteFreesPages(t *testing.T) {
 	}
 	st.Close(ctx)
 	compacted := filepath.Join(dir, "compacted.db")
-	if err := CompactFile(path, compacted); err != nil {
+	if _, err := CompactFile(path, compacted); err != nil {
 		t.Fatal(err)
 	}
 	st2, err := OpenBolt(compacted, Options{})

@@ -180,6 +180,10 @@ func TestListPagesThroughManyNamespaces(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills a catalog of 100,000 namespaces")
 	}
+	if raceEnabled {
+		t.Skip("SKIPPED under -race: filling a catalog of 100,000 namespaces takes minutes there; make test runs it " +
+			"without -race: go test -run TestListPagesThroughManyNamespaces ./persistence")
+	}
 	st, err := OpenBolt(filepath.Join(t.TempDir(), FileName), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -999,3 +999,57 @@ func TestCluster_DeleteEverywhere(t *testing.T) {
 		t.Fatalf("listing by name: %+v, %v", page, err)
 	}
 }
+
+// TestCluster_DeleteRacesAnEpochBump: a delete through one node and an epoch bump through
+// another, both expecting the same epoch at the same moment: exactly one of them is made,
+// however they are timed — the delete's tombstone and the bump's claim are both
+// compare-and-set on the namespace's meta record. When the bump wins, the namespace is
+// still there at the new epoch; when the delete wins, it is gone everywhere.
+func TestCluster_DeleteRacesAnEpochBump(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t, 3, nil)
+	outcomes := map[string]int{}
+	for round := range 6 {
+		ns := tc.nodes[0].create(t)
+		bumper := tc.nodes[1].open(t, ns)
+		tc.nodes[0].open(t, ns).Release() // loaded and caught up on the deleting node too
+		var wg sync.WaitGroup
+		var delErr, bumpErr error
+		start := make(chan struct{})
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			delErr = tc.nodes[0].reg.Delete(ctxT(t, 20*time.Second), "default", ns, 1)
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, bumpErr = bumper.BumpEpochFrom(ctxT(t, 20*time.Second), 1)
+		}()
+		close(start)
+		wg.Wait()
+		l, openErr := tc.nodes[2].reg.Open(ctxT(t, 20*time.Second), "default", ns)
+		if openErr == nil {
+			l.Release()
+		}
+		switch {
+		case delErr == nil && bumpErr != nil:
+			outcomes["delete won"]++
+			if !errors.Is(openErr, registry.ErrDeleted) {
+				t.Fatalf("round %d: the delete won (the bump: %v), yet node 3 opens the namespace: %v", round, bumpErr, openErr)
+			}
+		case bumpErr == nil && delErr != nil:
+			outcomes["bump won"]++
+			if !errors.Is(delErr, registry.ErrChanged) && !errors.Is(delErr, registry.ErrConflict) {
+				t.Fatalf("round %d: the bump won; the delete failed with %v, want ErrChanged or ErrConflict", round, delErr)
+			}
+			if openErr != nil {
+				t.Fatalf("round %d: the bump won, yet node 3 cannot open the namespace: %v", round, openErr)
+			}
+		default:
+			t.Fatalf("round %d: delete %v, bump %v: want exactly one made", round, delErr, bumpErr)
+		}
+	}
+	t.Logf("outcomes: %v", outcomes)
+}

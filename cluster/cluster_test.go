@@ -1053,3 +1053,60 @@ func TestCluster_DeleteRacesAnEpochBump(t *testing.T) {
 	}
 	t.Logf("outcomes: %v", outcomes)
 }
+
+// TestCluster_InterruptedDeleteIsCompleted: a delete interrupted after its tombstone (the
+// deleting node died before publishing the deletion record) leaves the namespace open on a
+// node that had it loaded; the next delete of it, through any node, answers ErrDeleted and
+// completes it: that node's session is told, and the log keeps the deletion record alone.
+func TestCluster_InterruptedDeleteIsCompleted(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t, 3, nil)
+	ns := tc.nodes[0].create(t)
+	l := tc.nodes[1].open(t, ns)
+	s, _, err := l.OpenSession(ctxT(t, 5*time.Second), registry.SessionOptions{Peer: "peer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for i := range 5 {
+		if _, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, fmt.Sprintf("k%d", i), float64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The tombstone alone, as a node that died right after it leaves it.
+	if _, err := tc.nodes[0].store.updateEntry(ctxT(t, 10*time.Second), ns, func(v *entryValue) error {
+		*v = tombstone(*v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if p := s.Poll(); p.Deleted || p.Closed {
+		t.Fatalf("the session was told before any delete completed: %+v", p)
+	}
+	if err := tc.nodes[2].reg.Delete(ctxT(t, 20*time.Second), "default", ns, 1); !errors.Is(err, registry.ErrDeleted) {
+		t.Fatalf("deleting it again: %v, want ErrDeleted", err)
+	}
+	eventually(t, 10*time.Second, "the session on n2 told", func() error {
+		if p := s.Poll(); !p.Deleted {
+			return fmt.Errorf("poll %+v", p)
+		}
+		return nil
+	})
+	subject := logSubject("default", ns)
+	info, err := tc.nodes[0].node.res.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[subject]; n != 1 {
+		t.Fatalf("%d records stay in the log, want the deletion record alone", n)
+	}
+	// Once completed, another delete changes nothing.
+	if err := tc.nodes[1].reg.Delete(ctxT(t, 20*time.Second), "default", ns, 1); !errors.Is(err, registry.ErrDeleted) {
+		t.Fatalf("a third delete: %v", err)
+	}
+	info, err = tc.nodes[0].node.res.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
+	if err != nil || info.State.Subjects[subject] != 1 {
+		t.Fatalf("after a third delete: %v records (%v)", info.State.Subjects[subject], err)
+	}
+}

@@ -69,7 +69,9 @@
 // with NAMESPACE_DELETED, its editors are closed with 4404, writes still waiting are
 // refused — and unloads it. Once the deleting node applied it, it purges the subject's
 // records before the deletion record and removes the snapshot object; a compaction that
-// wrote a snapshot meanwhile removes it itself when it finds the tombstone.
+// wrote a snapshot meanwhile removes it itself when it finds the tombstone. A delete
+// interrupted after the tombstone is completed by the next delete of the namespace
+// (Node.FinishDelete).
 //
 // # Compaction
 //

@@ -230,6 +230,52 @@ func (l *nsLog) RemoveBefore(ctx context.Context, seq uint64) error {
 	})
 }
 
+var _ registry.DeleteFinisher = (*Node)(nil)
+
+// FinishDelete completes the delete of (owner, ns) if it was interrupted after its
+// tombstone (registry.DeleteFinisher): unless the namespace's log ends with a deletion
+// record, one is published — every node that still has the namespace loaded closes it —
+// then the records before it and the snapshot are removed. A namespace that is not a
+// tombstone of owner is left alone (persistence.ErrNotFound).
+func (n *Node) FinishDelete(ctx context.Context, owner, ns string) error {
+	v, _, err := n.getEntry(ctx, ns)
+	if err != nil {
+		return err
+	}
+	if v.Owner != owner || v.State != persistence.StateDeleted {
+		return persistence.ErrNotFound
+	}
+	subject := logSubject(owner, ns)
+	var seq uint64
+	err = n.op(ctx, "finishing a namespace's delete", func(ctx context.Context, r *resources) error {
+		last, err := r.stream.GetLastMsgForSubject(ctx, subject)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return err
+		default:
+			if rec, _, derr := decodeRecord(last.Data); derr == nil && rec.Kind == registry.RecordDeleted {
+				seq = last.Sequence
+				return nil
+			}
+		}
+		// Its own message id: the first deletion record may still be in the stream's window
+		// of duplicates, with records after it.
+		data := encodeRecord(registry.Record{Kind: registry.RecordDeleted}, n.incarnation)
+		ack, err := n.js.Publish(ctx, subject, data, jetstream.WithMsgID(fmt.Sprintf("deleted-%s-%s-%d", ns, n.incarnation, n.cfg.Clock.Now().UnixNano())))
+		if err != nil {
+			return err
+		}
+		seq = ack.Sequence
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	l := &nsLog{n: n, owner: owner, ns: ns, subject: subject}
+	return l.RemoveBefore(ctx, seq)
+}
+
 // tombstone is what stays of a deleted namespace's entry: its owner, creation time and
 // meta record (so the id is never created again), nothing of its document.
 func tombstone(v entryValue) entryValue {

@@ -66,7 +66,15 @@ func (r *Registry) Delete(ctx context.Context, owner, namespaceID string, expect
 		if !r.cfg.Shared.Healthy() {
 			return ErrDegraded.with("the cluster has no quorum", nil)
 		}
-		return r.deleteShared(ctx, owner, namespaceID, expectedEpoch)
+		err := r.deleteShared(ctx, owner, namespaceID, expectedEpoch)
+		if f, ok := r.cfg.Shared.(DeleteFinisher); ok && errors.Is(err, ErrDeleted) {
+			// Deleted already: by a delete that may have been interrupted after its
+			// tombstone. Complete it (nothing to do when it was not), and answer ErrDeleted.
+			if ferr := f.FinishDelete(context.WithoutCancel(ctx), owner, namespaceID); ferr != nil && !errors.Is(ferr, persistence.ErrNotFound) {
+				r.logError("completing an interrupted delete failed; the next delete of the namespace tries again", namespaceID, ferr)
+			}
+		}
+		return err
 	}
 	return r.deleteNamespace(ctx, owner, namespaceID, func(id Identity) error { return expectEpoch(id, expectedEpoch) },
 		func(ctx context.Context) error {
@@ -152,6 +160,14 @@ func (r *Registry) deleteNamespace(ctx context.Context, owner, ns string, check 
 	return nil
 }
 
+// DeleteFinisher is a SharedLog that can complete a delete interrupted after the namespace's
+// entry became a tombstone — before its deletion record was published, or before the log
+// was purged: the nodes that still have the namespace loaded are told, and the log and
+// snapshot removed. Delete calls it when asked to delete a namespace deleted already.
+type DeleteFinisher interface {
+	FinishDelete(ctx context.Context, owner, namespaceID string) error
+}
+
 // deleteShared is Delete in a hub cluster. This process catches up with the namespace's
 // log and checks the expected epoch against what it applied and against the cluster's meta
 // record; the entry becomes a tombstone by compare-and-set on that record's revision (so an
@@ -226,7 +242,7 @@ func (r *Registry) deleteShared(ctx context.Context, owner, ns string, expected 
 		p.err = err
 	}
 	if p.err != nil {
-		r.logError("a deleted namespace could not be closed on the other hub nodes (they close it when they unload it)", ns, p.err)
+		r.logError("a deleted namespace could not be closed on the other hub nodes yet; the next delete of it completes this one", ns, p.err)
 		return nil
 	}
 	rctx, rcancel := context.WithTimeout(ctx, r.cfg.SharedApplyTimeout)
@@ -238,7 +254,7 @@ func (r *Registry) deleteShared(ctx context.Context, owner, ns string, expected 
 	rctx, rcancel = context.WithTimeout(ctx, r.cfg.SharedApplyTimeout)
 	defer rcancel()
 	if err := rt.sh.log.RemoveBefore(rctx, p.seq); err != nil {
-		r.logError("a deleted namespace's log and snapshot could not be removed", ns, err)
+		r.logError("a deleted namespace's log and snapshot could not be removed; the next delete of it removes them", ns, err)
 	}
 	return nil
 }

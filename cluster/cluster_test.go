@@ -1056,8 +1056,9 @@ func TestCluster_DeleteRacesAnEpochBump(t *testing.T) {
 
 // TestCluster_InterruptedDeleteIsCompleted: a delete interrupted after its tombstone (the
 // deleting node died before publishing the deletion record) leaves the namespace open on a
-// node that had it loaded; the next delete of it, through any node, answers ErrDeleted and
-// completes it: that node's session is told, and the log keeps the deletion record alone.
+// node that had it loaded; the next delete of it, through any node's admin API, answers 404
+// NAMESPACE_DELETED and completes it: that node's session is told, and the log keeps the
+// deletion record alone.
 func TestCluster_InterruptedDeleteIsCompleted(t *testing.T) {
 	t.Parallel()
 	tc := newTestCluster(t, 3, nil)
@@ -1084,8 +1085,9 @@ func TestCluster_InterruptedDeleteIsCompleted(t *testing.T) {
 	if p := s.Poll(); p.Deleted || p.Closed {
 		t.Fatalf("the session was told before any delete completed: %+v", p)
 	}
-	if err := tc.nodes[2].reg.Delete(ctxT(t, 20*time.Second), "default", ns, 1); !errors.Is(err, registry.ErrDeleted) {
-		t.Fatalf("deleting it again: %v, want ErrDeleted", err)
+	if status, body := send(t, "DELETE", adminServer(t, tc.nodes[2])+"/v1/namespaces/"+ns+"?expectedEpoch=1", ""); status != 404 ||
+		!strings.Contains(body, "NAMESPACE_DELETED") {
+		t.Fatalf("deleting it again: %d %s, want 404 NAMESPACE_DELETED", status, body)
 	}
 	eventually(t, 10*time.Second, "the session on n2 told", func() error {
 		if p := s.Poll(); !p.Deleted {

@@ -786,7 +786,8 @@ func TestE2E_DashboardDeleteNeedsTheNameTyped(t *testing.T) {
 			deletes = append(deletes, l)
 		}
 	}
-	if len(deletes) != 1 || deletes[0]["namespaceId"] != ns || deletes[0]["replicationEpoch"] != 1.0 || deletes[0]["level"] != "INFO" {
+	if len(deletes) != 1 || deletes[0]["namespaceId"] != ns || deletes[0]["name"] != "minutes" || deletes[0]["replicationEpoch"] != 1.0 ||
+		deletes[0]["level"] != "INFO" {
 		t.Fatalf("audit lines of the delete: %v", deletes)
 	}
 	tb.noConsoleErrors()

@@ -149,6 +149,9 @@ func (a *API) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 	}
 	ns, e := a.lookup(r)
 	if e != nil {
+		if e.Code == CodeNamespaceDeleted {
+			a.finishDelete(r, expected)
+		}
 		writeError(w, e)
 		return
 	}
@@ -162,6 +165,23 @@ func (a *API) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a.fromErr(err))
 		return
 	}
-	a.audit(r, "namespace-deleted", slog.String("namespaceId", ns.id), slog.Uint64("replicationEpoch", expected))
+	attrs := []slog.Attr{slog.String("namespaceId", ns.id), slog.Uint64("replicationEpoch", expected)}
+	if ns.name != "" {
+		attrs = append(attrs, slog.String("name", ns.name))
+	}
+	a.audit(r, "namespace-deleted", attrs...)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// finishDelete hands a delete of a namespace deleted already to the registry, which answers
+// it deleted — and, in a hub cluster, completes a delete that was interrupted half-way
+// (registry.DeleteFinisher). The request is answered 404 NAMESPACE_DELETED all the same.
+func (a *API) finishDelete(r *http.Request, expected uint64) {
+	id, bad := pathID(r)
+	if bad != nil {
+		return
+	}
+	if e, err := a.opts.Store.Entry(r.Context(), id); err == nil && e.State == persistence.StateDeleted {
+		_ = a.opts.Registry.Delete(r.Context(), e.Owner, id, expected)
+	}
 }

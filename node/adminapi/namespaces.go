@@ -31,6 +31,7 @@ const (
 type requestedNamespace struct {
 	id       string
 	owner    string
+	name     string // hub: the namespace's name, if it has one
 	archived bool
 	target   *namespace.TargetStatus // peer: the target serving it, if any
 }
@@ -62,7 +63,7 @@ func (a *API) lookupID(ctx context.Context, id string) (requestedNamespace, *Err
 	if err != nil {
 		return requestedNamespace{}, a.fromErr(err)
 	}
-	return requestedNamespace{id: id, owner: e.Owner, archived: e.State == persistence.StateArchived}, nil
+	return requestedNamespace{id: id, owner: e.Owner, name: e.Name, archived: e.State == persistence.StateArchived}, nil
 }
 
 // open takes a lease on the namespace for the request; give it back with a.release.

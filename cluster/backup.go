@@ -224,32 +224,44 @@ func (n *Node) readLogOnce(ctx context.Context, res *resources, subject string, 
 	}
 	var out []backupRecord
 	for {
-		batch, err := cons.Fetch(followBatch, jetstream.FetchMaxWait(n.cfg.OpTimeout))
-		if err != nil {
-			return nil, classify("reading a namespace log", n.cfg.OpTimeout, err)
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				return nil, err
-			}
-			if md.Sequence.Stream > head {
-				return out, nil
-			}
-			out = append(out, backupRecord{seq: md.Sequence.Stream, data: bytes.Clone(m.Data())})
-			if md.Sequence.Stream == head {
-				return out, nil
-			}
-		}
-		if err := batch.Error(); err != nil {
-			return nil, classify("reading a namespace log", n.cfg.OpTimeout, err)
+		done, got, err := n.fetchLog(ctx, cons, head, &out)
+		if err != nil || done {
+			return out, err
 		}
 		if got == 0 {
 			return nil, fmt.Errorf("the log ended at %d records before position %d", len(out), head)
 		}
 	}
+}
+
+// fetchLog reads one batch of cons into out: done once it reached head. The batch's request
+// ends with the call (its context), so that no fetch outlives a read that stopped at head
+// before the batch was full.
+func (n *Node) fetchLog(ctx context.Context, cons jetstream.Consumer, head uint64, out *[]backupRecord) (done bool, got int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.OpTimeout)
+	defer cancel()
+	batch, err := cons.Fetch(followBatch, jetstream.FetchContext(ctx))
+	if err != nil {
+		return false, 0, classify("reading a namespace log", n.cfg.OpTimeout, err)
+	}
+	for m := range batch.Messages() {
+		got++
+		md, err := m.Metadata()
+		if err != nil {
+			return false, got, err
+		}
+		if md.Sequence.Stream > head {
+			return true, got, nil
+		}
+		*out = append(*out, backupRecord{seq: md.Sequence.Stream, data: bytes.Clone(m.Data())})
+		if md.Sequence.Stream == head {
+			return true, got, nil
+		}
+	}
+	if err := batch.Error(); err != nil && !(got > 0 && errors.Is(err, context.DeadlineExceeded)) {
+		return false, got, classify("reading a namespace log", n.cfg.OpTimeout, err)
+	}
+	return false, got, nil
 }
 
 // backupConfig writes every key of the configuration map.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/backup"
+	"github.com/nomicore/nomicore/registry"
 )
 
 // A backup of a cluster — a namespace whose log was compacted into a snapshot and whose
@@ -103,5 +104,54 @@ func TestCluster_BackupAndRestore(t *testing.T) {
 	r, _ = backup.NewReader(bytes.NewReader(buf.Bytes()))
 	if _, err := b.nodes[0].node.Restore(ctxT(t, 30*time.Second), r, slog.New(slog.DiscardHandler)); !errors.Is(err, ErrNotEmpty) {
 		t.Fatalf("a second restore: %v", err)
+	}
+}
+
+// A backup of a cluster in which a namespace was deleted: the tombstone goes with it, so in
+// the new cluster the namespace is deleted too (its id not served again), and the backup of
+// the other namespace loads as usual.
+func TestCluster_BackupKeepsADeletedNamespaceDeleted(t *testing.T) {
+	t.Parallel()
+	a := newTestCluster(t, 3, nil)
+	kept, gone := a.nodes[0].create(t), a.nodes[1].create(t)
+	for _, ns := range []string{kept, gone} {
+		l := a.nodes[0].open(t, ns)
+		if _, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "k", ns)); err != nil {
+			t.Fatal(err)
+		}
+		l.Release()
+	}
+	if err := a.nodes[1].reg.Delete(ctxT(t, 30*time.Second), "default", gone, 1); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	bw, err := backup.NewWriter(&buf, backup.Header{Kind: backup.KindHubCluster, CreatedAt: time.Now(), InstanceID: "hub", Node: "n3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.nodes[2].node.Backup(ctxT(t, 30*time.Second), bw); err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := newTestCluster(t, 3, nil)
+	r, err := backup.NewReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.nodes[1].node.Restore(ctxT(t, 60*time.Second), r, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	for _, tn := range b.nodes {
+		if got := notes(t, tn.open(t, kept)); got["k"] != kept {
+			t.Fatalf("%s: the kept namespace: %v", tn.name, got)
+		}
+		if l, err := tn.reg.Open(ctxT(t, 20*time.Second), "default", gone); !errors.Is(err, registry.ErrDeleted) {
+			if err == nil {
+				l.Release()
+			}
+			t.Fatalf("%s: opening the deleted namespace: %v, want it deleted", tn.name, err)
+		}
 	}
 }

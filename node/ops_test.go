@@ -165,6 +165,14 @@ func TestRestoreHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A namespace deleted before the backup: it stays deleted, and is not fenced.
+	gone, err := in.Registry.Create(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Registry.Delete(ctx, "default", gone.NamespaceID, gone.Identity.Epoch); err != nil {
+		t.Fatal(err)
+	}
 	tokens := filepath.Join(src, "tokens.json")
 	os.WriteFile(tokens, []byte(`{"peers":[]}`), 0o600)
 	var buf bytes.Buffer
@@ -206,6 +214,12 @@ func TestRestoreHub(t *testing.T) {
 			t.Fatalf("fence %v: identity %v, want %v", fence, got, want)
 		}
 		l.Release()
+		if l, err := in.Registry.Open(ctx, "default", gone.NamespaceID); !errors.Is(err, registry.ErrDeleted) {
+			if err == nil {
+				l.Release()
+			}
+			t.Fatalf("fence %v: the deleted namespace: %v", fence, err)
+		}
 		in.Close()
 		if _, err := Restore(ctx, RestoreOptions{From: file, Data: data, Clock: clock.Real(), Log: log}); err == nil || !strings.Contains(err.Error(), "already holds") {
 			t.Fatalf("a restore over a store: %v", err)

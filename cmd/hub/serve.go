@@ -19,6 +19,7 @@ import (
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/node/gcpace"
 	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/presence"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/yws"
@@ -189,6 +190,11 @@ func serve(args []string, cio cli.IO) int {
 		return editors.Editors(ns), true
 	}
 	adminOpts.EditorList = node.EditorList(&editors)
+	nodeName := *instanceID
+	if clusterNode != nil {
+		nodeName = clusterNode.Name()
+	}
+	adminOpts.PresenceList = node.PresenceList(&editors, nodeName)
 	if clientAuth != nil {
 		adminOpts.Clients = &node.ClientAdmin{Path: *tokensFile, Static: reloader, Revoked: clientAuth.Revocations}
 	}
@@ -218,6 +224,16 @@ func serve(args []string, cio cli.IO) int {
 		}
 		opts := clientFlags.Options(inst, common, checks)
 		opts.Namespaces, opts.Metrics = node.HubNamespaces(store), m
+		if clusterNode != nil && clientFlags.RelayPresence() {
+			pm, err := presence.NewMetrics(obs.Registry)
+			if err != nil {
+				return fail(err)
+			}
+			if opts.Presence, err = presence.NewCluster(clusterNode.Conn(), presence.ClusterOptions{Node: clusterNode.Name(),
+				MaxStates: opts.MaxAwarenessStates, MaxStateBytes: opts.MaxAwarenessStateBytes, Metrics: pm, Clock: clk, Logger: log}); err != nil {
+				return fail(err)
+			}
+		}
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)
 		}

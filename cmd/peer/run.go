@@ -254,6 +254,7 @@ func runPeer(args []string, cio cli.IO) int {
 	adminOpts.InstanceID, adminOpts.Load = *instanceID, peer.Load
 	adminOpts.Listeners = map[string]string{"admin": *adminListen}
 	adminOpts.EditorList = node.EditorList(&editors)
+	adminOpts.PresenceList = node.PresenceList(&editors, *instanceID)
 	if clientAuth != nil {
 		adminOpts.Clients = &node.ClientAdmin{Path: filepath.Join(*data, auth.FileName), Static: clientTokens, Revoked: clientAuth.Revocations}
 	}

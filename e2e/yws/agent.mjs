@@ -110,6 +110,22 @@ const ops = {
     editor(name).provider.awareness.getStates().forEach((state, clientID) => out.push({ clientID, state }))
     return out
   },
+  // waitPresence: wait until the editor's awareness holds a state whose user.name is user
+  // (and, when state is given, whose whole state equals it as JSON) — or, with gone, until
+  // it holds none; it resolves with the milliseconds waited.
+  async waitPresence ({ name, user, state, gone, timeoutMs }) {
+    const aw = editor(name).provider.awareness
+    const want = state === undefined ? undefined : JSON.stringify(state)
+    const start = Date.now()
+    const holds = () => {
+      for (const s of aw.getStates().values()) {
+        if (s && s.user && s.user.name === user && (want === undefined || JSON.stringify(s) === want)) return true
+      }
+      return false
+    }
+    await waitUntil(name + (gone ? ' loses ' : ' sees ') + user, timeoutMs, () => gone ? !holds() : holds())
+    return Date.now() - start
+  },
   async events ({ name }) { return editor(name).events },
   async waitEvent ({ name, type, timeoutMs }) {
     const e = editor(name)

@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// presenceOf is an editor's awareness state naming user (y-protocols' convention:
+// user.name), with a cursor position.
+func presenceOf(user string, cursor int) map[string]any {
+	return map[string]any{"user": map[string]any{"name": user}, "cursor": cursor}
+}
+
+// setPresence sets an editor's own awareness state.
+func (a *agent) setPresence(name string, state map[string]any) {
+	a.t.Helper()
+	a.must("setAwareness", map[string]any{"name": name, "state": state}, nil)
+}
+
+// waitPresence waits until editor name holds user's state (exactly state, when not nil) and
+// returns how long that took as the agent measured it.
+func (a *agent) waitPresence(name, user string, state map[string]any) time.Duration {
+	a.t.Helper()
+	args := map[string]any{"name": name, "user": user, "timeoutMs": 20000}
+	if state != nil {
+		args["state"] = state
+	}
+	var ms int
+	a.must("waitPresence", args, &ms)
+	return time.Duration(ms) * time.Millisecond
+}
+
+// waitPresenceGone waits until editor name holds no state of user, within timeout.
+func (a *agent) waitPresenceGone(name, user string, timeout time.Duration) time.Duration {
+	a.t.Helper()
+	var ms int
+	a.must("waitPresence", map[string]any{"name": name, "user": user, "gone": true, "timeoutMs": timeout.Milliseconds()}, &ms)
+	return time.Duration(ms) * time.Millisecond
+}
+
+// Three nodes of a hub cluster as shipped (client listener on, presence relay on by
+// default), one stock y-websocket editor on each: each sees the other two's presence; a
+// change propagates; an editor that closes is removed everywhere; a node killed takes its
+// editors' presence with it within the awareness timeout; a node that shuts down cleanly at
+// once (it says so).
+// The times are measured and logged (the target is a second on loopback), not asserted.
+func TestE2E_Cluster_PresenceAcrossNodes(t *testing.T) {
+	t.Parallel()
+	ag := startAgent(t)
+	var clientTok string
+	c := newShippedHubCluster(t, 3, func(c *hubCluster) {
+		for i := range c.hubs {
+			if err := os.MkdirAll(c.data(i), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clientTok = runToken(t, bin.hub, c.data(0), "--client", "editors")
+		b, err := os.ReadFile(filepath.Join(c.data(0), "tokens.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(c.hubs); i++ {
+			if err := os.WriteFile(filepath.Join(c.data(i), "tokens.json"), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	ns := c.hubs[0].api().createNamespace()
+	users := []string{"ada", "bea", "cyd"}
+	for i, u := range users {
+		ag.open(u, c.hubs[i], ns, clientTok)
+	}
+	for i, u := range users {
+		ag.setPresence(u, presenceOf(u, i))
+	}
+	var worst time.Duration
+	for _, viewer := range users {
+		for i, u := range users {
+			if u != viewer {
+				worst = max(worst, ag.waitPresence(viewer, u, presenceOf(u, i)))
+			}
+		}
+	}
+	t.Logf("every editor saw the other two nodes' editors %v after the last state was set", worst)
+
+	// A change on node 1 reaches nodes 2 and 3.
+	start := time.Now()
+	ag.setPresence("ada", presenceOf("ada", 42))
+	for _, viewer := range []string{"bea", "cyd"} {
+		ag.waitPresence(viewer, "ada", presenceOf("ada", 42))
+	}
+	t.Logf("a cursor move on node 1 reached nodes 2 and 3 in %v", time.Since(start))
+
+	// Every node lists every editor present, with its node.
+	eventually(t, 10*time.Second, "every node lists the three editors present", func() error {
+		for _, h := range c.hubs {
+			var st struct {
+				Presence []struct {
+					User string `json:"user"`
+					Node string `json:"node"`
+				} `json:"presence"`
+			}
+			h.api().json("GET", "/v1/namespaces/"+ns, nil, 200, &st)
+			got := map[string]string{}
+			for _, p := range st.Presence {
+				got[p.User] = p.Node
+			}
+			for i, u := range users {
+				if got[u] != fmt.Sprintf("n%d", i+1) {
+					return fmt.Errorf("%s lists %v", h.name, st.Presence)
+				}
+			}
+		}
+		return nil
+	})
+
+	// An editor that closes is removed on the other nodes.
+	start = time.Now()
+	ag.must("close", map[string]any{"name": "bea"}, nil)
+	for _, viewer := range []string{"ada", "cyd"} {
+		ag.waitPresenceGone(viewer, "bea", 10*time.Second)
+	}
+	t.Logf("a closed editor on node 2 was removed on nodes 1 and 3 in %v", time.Since(start))
+	if v := c.hubs[0].api().metric(`nomicore_presence_relayed_total{direction="in"}`); v < 3 {
+		t.Errorf("node 1 counts %v presence entries received from the others", v)
+	}
+
+	// A node that dies (kill -9) says nothing: its editor's presence goes on the others when
+	// it is not renewed within the awareness timeout (30 s; the provider renewed it at most
+	// 15 s before).
+	ag.open("dee", c.hubs[1], ns, clientTok)
+	ag.setPresence("dee", presenceOf("dee", 1))
+	ag.waitPresence("ada", "dee", presenceOf("dee", 1))
+	ag.waitPresence("cyd", "dee", presenceOf("dee", 1))
+	start = time.Now()
+	c.signal(1, syscall.SIGKILL)
+	ag.waitPresenceGone("ada", "dee", 45*time.Second)
+	ag.waitPresenceGone("cyd", "dee", 5*time.Second)
+	t.Logf("node 2's editor was removed on nodes 1 and 3 %v after node 2 was killed", time.Since(start))
+	ag.must("close", map[string]any{"name": "dee"}, nil)
+
+	// A node that shuts down cleanly: its editor's presence goes at once (well within the
+	// 30 s awareness timeout), and the survivors still see each other.
+	start = time.Now()
+	c.signal(2, syscall.SIGTERM)
+	ag.waitPresenceGone("ada", "cyd", 10*time.Second)
+	t.Logf("node 3's editor was removed on node 1 %v after node 3 was asked to stop", time.Since(start))
+}

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // presenceOf is an editor's awareness state naming user (y-protocols' convention:
@@ -117,6 +119,15 @@ func TestE2E_Cluster_PresenceAcrossNodes(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The dashboard's namespace page of node 1 shows them, with their nodes.
+	dash := (&dashBrowser{ctx: browserFor(t)}).newTab(t, "dashboard")
+	dash.do("open the namespace page", chromedp.Navigate(c.hubs[0].admin+"/#/ns/"+ns))
+	dash.waitFor("the three editors present, each with its node",
+		`(() => { const rows = Array.from(document.querySelectorAll('#presence-list tbody tr[data-key]')).map(r => r.cells[0].textContent + '@' + r.cells[1].textContent);
+		  return rows.includes('ada@n1 (this node)') && rows.includes('bea@n2') && rows.includes('cyd@n3') })()`,
+		20*time.Second)
+	dash.noConsoleErrors()
 
 	// An editor that closes is removed on the other nodes.
 	start = time.Now()

@@ -131,8 +131,8 @@ func (l *clusterLink) Close() {
 }
 
 func (l *clusterLink) sendUpdate(entries []yws.AwarenessEntry) {
-	if l.publish(kindUpdate, yws.AppendAwarenessUpdate(nil, entries)) {
-		l.c.opts.Metrics.out(len(entries))
+	if body := yws.AppendAwarenessUpdate(nil, entries); l.publish(kindUpdate, body) {
+		l.c.opts.Metrics.out(len(entries), len(body))
 	} else {
 		l.c.opts.Metrics.drop(DropSendFailed, len(entries))
 	}
@@ -178,7 +178,7 @@ func (l *clusterLink) receive(m *nats.Msg) {
 		}
 		dropped := l.remote.Apply(from, kept)
 		l.c.opts.Metrics.drop(DropBounds, dropped)
-		l.c.opts.Metrics.in(len(kept) - dropped)
+		l.c.opts.Metrics.in(len(kept)-dropped, len(m.Data))
 	case kindQuery:
 		if local := l.remote.Local(); len(local) > 0 {
 			l.sendUpdate(local)

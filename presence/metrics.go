@@ -23,6 +23,7 @@ var dropReasons = []string{DropSuperseded, DropTooLarge, DropBounds, DropMalform
 // Metrics are the presence relay's Prometheus series. A nil *Metrics counts nothing.
 type Metrics struct {
 	relayed *prometheus.CounterVec
+	bytes   *prometheus.CounterVec
 	dropped *prometheus.CounterVec
 }
 
@@ -32,17 +33,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		relayed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_presence_relayed_total",
 			Help: "Awareness entries (one editor's state, or its removal) sent to or received from other nodes, by direction (out, in)."},
 			[]string{"direction"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_presence_relayed_bytes_total",
+			Help: "Bytes of the presence messages sent to or received from other nodes, by direction (out, in)."},
+			[]string{"direction"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_presence_dropped_total",
 			Help: "Awareness entries not relayed, by reason (superseded, too-large, bounds, malformed, send-failed)."},
 			[]string{"reason"}),
 	}
 	for _, d := range []string{"out", "in"} {
 		m.relayed.WithLabelValues(d)
+		m.bytes.WithLabelValues(d)
 	}
 	for _, r := range dropReasons {
 		m.dropped.WithLabelValues(r)
 	}
-	for _, c := range []prometheus.Collector{m.relayed, m.dropped} {
+	for _, c := range []prometheus.Collector{m.relayed, m.bytes, m.dropped} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -50,15 +55,19 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) out(n int) {
-	if m != nil && n > 0 {
+// out counts n entries sent in a message of size bytes.
+func (m *Metrics) out(n, size int) {
+	if m != nil {
 		m.relayed.WithLabelValues("out").Add(float64(n))
+		m.bytes.WithLabelValues("out").Add(float64(size))
 	}
 }
 
-func (m *Metrics) in(n int) {
-	if m != nil && n > 0 {
+// in counts n entries taken from a message of size bytes.
+func (m *Metrics) in(n, size int) {
+	if m != nil {
 		m.relayed.WithLabelValues("in").Add(float64(n))
+		m.bytes.WithLabelValues("in").Add(float64(size))
 	}
 }
 

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cpuSeconds is the CPU time (user + system) process pid has used so far.
+func cpuSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command (which may hold spaces) start at ") ": utime and stime are
+	// the 14th and 15th fields of the line, in clock ticks (100 a second on Linux).
+	rest := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, err1 := strconv.ParseFloat(rest[11], 64)
+	st, err2 := strconv.ParseFloat(rest[12], 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	return (ut + st) / 100
+}
+
+type benchLatency struct {
+	Count int      `json:"count"`
+	P50   *float64 `json:"p50"`
+	P99   *float64 `json:"p99"`
+}
+
+func (l benchLatency) String() string {
+	if l.P50 == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f / %.0f ms (%d changes heard)", *l.P50, *l.P99, l.Count)
+}
+
+// TestBench_PresenceCluster (make bench-presence): editors on one document of a hub cluster
+// of three nodes, each moving its cursor rate times a second, spread over the three nodes,
+// then all on one node: presence latency (move → heard by an editor of the same node, and of
+// another node) p50/p99, the hubs' CPU and the bytes of presence between the nodes. Reported,
+// not asserted. NOMICORE_BENCH_PRESENCE_EDITORS (100), _RATE (5), _SECONDS (60) resize it.
+func TestBench_PresenceCluster(t *testing.T) {
+	if os.Getenv("NOMICORE_BENCH_PRESENCE") == "" {
+		t.Skip("a benchmark: make bench-presence")
+	}
+	env := func(name string, def int) int {
+		if v, err := strconv.Atoi(os.Getenv("NOMICORE_BENCH_PRESENCE_" + name)); err == nil && v > 0 {
+			return v
+		}
+		return def
+	}
+	editors, rate, seconds := env("EDITORS", 100), env("RATE", 5), env("SECONDS", 60)
+	ag := startAgent(t)
+	var clientTok string
+	c := newShippedHubCluster(t, 3, func(c *hubCluster) {
+		for i := range c.hubs {
+			if err := os.MkdirAll(c.data(i), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clientTok = runToken(t, bin.hub, c.data(0), "--client", "bench")
+		b, err := os.ReadFile(filepath.Join(c.data(0), "tokens.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(c.hubs); i++ {
+			if err := os.WriteFile(filepath.Join(c.data(i), "tokens.json"), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, "--max-connections-per-user", "1000")
+	ns := c.hubs[0].api().createNamespace()
+	type result struct {
+		Moves  int          `json:"moves"`
+		Local  benchLatency `json:"local"`
+		Remote benchLatency `json:"remote"`
+	}
+	run := func(nodes int) (result, []float64, float64) {
+		var urls []string
+		for _, h := range c.hubs[:nodes] {
+			urls = append(urls, "ws://"+h.client+"/v1/yjs")
+		}
+		cpu0 := make([]float64, len(c.hubs))
+		bytes0 := 0.0
+		for i, h := range c.hubs {
+			cpu0[i] = cpuSeconds(t, h.cmd.Process.Pid)
+			bytes0 += h.api().metric(`nomicore_presence_relayed_bytes_total{direction="out"}`)
+		}
+		var r result
+		ag.must("presenceBench", map[string]any{"urls": urls, "ns": ns, "token": clientTok, "editors": editors,
+			"rate": rate, "seconds": seconds, "timeoutMs": (seconds + 90) * 1000}, &r)
+		cpu := make([]float64, len(c.hubs))
+		bytes := -bytes0
+		for i, h := range c.hubs {
+			cpu[i] = (cpuSeconds(t, h.cmd.Process.Pid) - cpu0[i]) / float64(seconds)
+			bytes += h.api().metric(`nomicore_presence_relayed_bytes_total{direction="out"}`)
+		}
+		time.Sleep(2 * time.Second) // the editors' removals settle before the next run
+		return r, cpu, bytes
+	}
+	spread, spreadCPU, spreadBytes := run(3)
+	one, oneCPU, oneBytes := run(1)
+	t.Logf("presence: %d editors on one document, each moving its cursor %d times a second for %d s", editors, rate, seconds)
+	t.Logf("| editors on | moves | latency, same node p50 / p99 | latency, other node p50 / p99 | hub CPU n1, n2, n3 (cores) | presence bytes between nodes |")
+	t.Logf("|---|---|---|---|---|---|")
+	t.Logf("| three nodes | %d | %v | %v | %.2f, %.2f, %.2f | %.1f MB (%.0f KB/s) |", spread.Moves, spread.Local, spread.Remote,
+		spreadCPU[0], spreadCPU[1], spreadCPU[2], spreadBytes/1e6, spreadBytes/1e3/float64(seconds))
+	t.Logf("| one node (n1) | %d | %v | %v | %.2f, %.2f, %.2f | %.1f MB |", one.Moves, one.Local, one.Remote,
+		oneCPU[0], oneCPU[1], oneCPU[2], oneBytes/1e6)
+	if spread.Remote.Count == 0 {
+		t.Fatal("no editor heard a move made on another node")
+	}
+}

@@ -52,6 +52,9 @@ func (r remoteStates) Apply(origin string, entries []AwarenessEntry) int {
 	rm := r.rm
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
+	if rm.closed {
+		return 0
+	}
 	before := len(rm.aware.states)
 	taken, dropped := rm.aware.apply(holder{origin: origin}, entries, rm.srv.opts.Clock.Now())
 	rm.srv.m.awarenessChanged(len(rm.aware.states) - before)

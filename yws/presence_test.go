@@ -129,6 +129,9 @@ func TestPresence_RoomSeam(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// Another node's state held when the last editor leaves goes with the room.
+	rs.Apply("n3", []AwarenessEntry{{ClientID: 7, Clock: 1, State: []byte(`{"user":{"name":"eve"}}`)}})
+	b.waitFor("n3's state", func() bool { return hasAwareness(b, 7, 1, `{"user":{"name":"eve"}}`) })
 	b.ws.Close(websocket.StatusNormalClosure, "")
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		p.mu.Lock()
@@ -140,5 +143,9 @@ func TestPresence_RoomSeam(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the link was not closed after the last editor left")
 		}
+	}
+	waitMetric(t, e, "nomicore_client_awareness_states", 0)
+	if rs.Apply("n3", []AwarenessEntry{{ClientID: 8, Clock: 1, State: []byte(`{}`)}}); e.metric("nomicore_client_awareness_states") != 0 {
+		t.Fatal("a closed room took another node's state")
 	}
 }

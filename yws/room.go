@@ -52,6 +52,7 @@ type room struct {
 	conns    map[*conn]struct{}
 	aware    *awareness
 	presence PresenceLink // nil without Options.Presence, and once closed
+	closed   bool         // the room closed: other nodes' states are no longer taken
 	// The awareness relay: changes wait in awarePending while a relay went out less than
 	// awarenessRelayInterval ago, and go out together when awareTimer fires.
 	awarePending map[uint64]AwarenessEntry // by client id: its latest change
@@ -124,6 +125,13 @@ func (rm *room) close() {
 	if link != nil {
 		link.Close()
 	}
+	// Other nodes' states stay in the table after the last editor left: they leave with the
+	// room (and the gauge), and nothing is taken any more.
+	rm.mu.Lock()
+	rm.closed = true
+	rm.srv.m.awarenessChanged(-len(rm.aware.states))
+	clear(rm.aware.states)
+	rm.mu.Unlock()
 	rm.cancel()
 	rm.wg.Wait()
 	rm.watch.Load().Close()

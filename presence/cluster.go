@@ -1,7 +1,9 @@
 package presence
 
 import (
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"sync"
@@ -18,6 +20,7 @@ const (
 	clusterSubjectRoot = "nomicore.presence"
 	headerNode         = "Nomicore-Presence-Node"
 	headerKind         = "Nomicore-Presence-Kind"
+	headerLink         = "Nomicore-Presence-Link"
 
 	kindUpdate = "update"
 	kindQuery  = "query"
@@ -81,7 +84,7 @@ func Subject(owner, ns string) string {
 
 // Join subscribes to the namespace's subject and asks the other nodes for their states.
 func (c *Cluster) Join(owner, ns string, remote yws.RemoteStates) yws.PresenceLink {
-	l := &clusterLink{c: c, subject: Subject(owner, ns), ns: ns, remote: remote}
+	l := &clusterLink{c: c, subject: Subject(owner, ns), ns: ns, remote: remote, id: newLinkID()}
 	l.out = newCoalescer(c.opts.Clock, c.opts.RelayInterval, c.opts.Metrics, l.sendUpdate)
 	sub, err := c.nc.Subscribe(l.subject, l.receive)
 	if err != nil {
@@ -95,9 +98,23 @@ func (c *Cluster) Join(owner, ns string, remote yws.RemoteStates) yws.PresenceLi
 	}
 	l.mu.Lock()
 	l.sub = sub
+	l.requery = c.opts.Clock.AfterFunc(requeryAfter, func() { l.publish(kindQuery, nil) })
 	l.mu.Unlock()
 	l.publish(kindQuery, nil)
 	return l
+}
+
+// requeryAfter is when a link asks again for the other nodes' states after it joined: a
+// subscription's interest reaches the other NATS servers of the cluster asynchronously, so a
+// node that joined a moment before may not have heard the first query (nor this node its
+// answer).
+const requeryAfter = time.Second
+
+// newLinkID returns a random mark for a link's messages.
+func newLinkID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
 }
 
 // clusterLink is one namespace's relay on this node.
@@ -107,9 +124,11 @@ type clusterLink struct {
 	ns      string
 	remote  yws.RemoteStates
 	out     *coalescer
+	id      string // this link's mark on its messages: the others' Origin.Link
 
-	mu  sync.Mutex // guards sub
-	sub *nats.Subscription
+	mu      sync.Mutex // guards sub and requery
+	sub     *nats.Subscription
+	requery clock.Timer
 }
 
 // Publish takes changes of this node's editors; they go out with the next relay.
@@ -123,6 +142,9 @@ func (l *clusterLink) Close() {
 	l.mu.Lock()
 	sub := l.sub
 	l.sub = nil
+	if l.requery != nil {
+		l.requery.Stop()
+	}
 	l.mu.Unlock()
 	if sub != nil {
 		_ = sub.Unsubscribe()
@@ -143,6 +165,7 @@ func (l *clusterLink) publish(kind string, body []byte) bool {
 	m := nats.NewMsg(l.subject)
 	m.Header.Set(headerNode, l.c.opts.Node)
 	m.Header.Set(headerKind, kind)
+	m.Header.Set(headerLink, l.id)
 	m.Data = body
 	if err := l.c.nc.PublishMsg(m); err != nil {
 		l.c.log.Debug("presence message not sent", slog.String("namespaceId", l.ns), slog.String("kind", kind),
@@ -155,16 +178,16 @@ func (l *clusterLink) publish(kind string, body []byte) bool {
 // receive handles one message of another node (NATS calls it on the subscription's own
 // goroutine, one message at a time).
 func (l *clusterLink) receive(m *nats.Msg) {
-	from := m.Header.Get(headerNode)
-	if from == "" || from == l.c.opts.Node {
-		return // our own message, or not one of ours
+	from := yws.Origin{Node: m.Header.Get(headerNode), Link: m.Header.Get(headerLink)}
+	if from.Node == "" || from.Node == l.c.opts.Node {
+		return // this node's own message, or not one of ours
 	}
 	switch m.Header.Get(headerKind) {
 	case kindUpdate:
 		entries, err := yws.DecodeAwareness(m.Data, l.c.opts.MaxStates, l.c.opts.MaxStateBytes)
 		if err != nil {
 			l.c.opts.Metrics.drop(DropMalformed, 1)
-			l.c.log.Warn("presence update from another node does not decode; dropped", slog.String("node", from),
+			l.c.log.Warn("presence update from another node does not decode; dropped", slog.String("node", from.Node),
 				slog.String("namespaceId", l.ns), slog.String("error", err.Error()))
 			return
 		}

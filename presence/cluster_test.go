@@ -21,17 +21,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fakeRoom struct {
 	mu      sync.Mutex // guards the fields below
 	local   []yws.AwarenessEntry
-	states  map[uint64]string // client id → state, from other nodes
-	origins map[uint64]string // client id → the node that announced it
-	removed []string
+	states  map[uint64]string     // client id → state, from other nodes
+	origins map[uint64]yws.Origin // client id → who announced it
+	removed []yws.Origin
 	bound   int
 }
 
 func newFakeRoom(bound int, local ...yws.AwarenessEntry) *fakeRoom {
-	return &fakeRoom{local: local, states: map[uint64]string{}, origins: map[uint64]string{}, bound: bound}
+	return &fakeRoom{local: local, states: map[uint64]string{}, origins: map[uint64]yws.Origin{}, bound: bound}
 }
 
-func (r *fakeRoom) Apply(origin string, entries []yws.AwarenessEntry) int {
+func (r *fakeRoom) Apply(origin yws.Origin, entries []yws.AwarenessEntry) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	dropped := 0
@@ -45,7 +45,7 @@ func (r *fakeRoom) Apply(origin string, entries []yws.AwarenessEntry) int {
 	return dropped
 }
 
-func (r *fakeRoom) RemoveOrigin(origin string) {
+func (r *fakeRoom) RemoveOrigin(origin yws.Origin) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.removed = append(r.removed, origin)
@@ -66,7 +66,7 @@ func (r *fakeRoom) Local() []yws.AwarenessEntry {
 func (r *fakeRoom) state(id uint64) (string, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.states[id], r.origins[id]
+	return r.states[id], r.origins[id].Node
 }
 
 func natsServer(t *testing.T) string {
@@ -174,10 +174,25 @@ func TestCluster_RelayBetweenNodes(t *testing.T) {
 		t.Fatal("a state over the size bound was taken")
 	}
 
-	// n2 leaves: n1 removes its states.
+	// n2's namespace opens again while the first link is still closing: the first link's
+	// leave removes what it announced, not what the second one announces.
+	l2b := n2.rel.Join("default", testNS, newFakeRoom(3))
+	l2b.Publish([]yws.AwarenessEntry{{ClientID: 30, Clock: 1, State: []byte(`{"user":{"name":"bea"}}`)}})
+	testkit.Eventually(t, 10*time.Second, "n1 hears the second link", func() bool {
+		s, _ := r1.state(30)
+		return s != ""
+	})
 	l2.Close()
-	testkit.Eventually(t, 10*time.Second, "n2's states removed on n1", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the first link's states removed on n1", func() bool {
 		s, _ := r1.state(20)
+		return s == ""
+	})
+	if s, _ := r1.state(30); s == "" {
+		t.Fatal("the first link's leave removed the second link's state")
+	}
+	l2b.Close()
+	testkit.Eventually(t, 10*time.Second, "n2's states removed on n1", func() bool {
+		s, _ := r1.state(30)
 		return s == ""
 	})
 	if s, _ := r1.state(10); s != "" {

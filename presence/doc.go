@@ -11,13 +11,17 @@
 //
 //	nomicore.presence.<owner, base64url>.<namespaceId>
 //
-// Each message carries a header naming the node it comes from and its kind:
+// Each message carries headers naming the node it comes from, the link of that node (a
+// node's namespace may close and open again: a leave removes only what its own link
+// announced) and its kind:
 //
 //	update  a y-protocols awareness update of that node's editors' states (a null state
 //	        removes one); at most one per namespace every RelayInterval, each client's latest
 //	        state only
-//	query   a node that just got its first editor of the namespace asks for every state;
-//	        each other node answers with an update of its editors' states
+//	query   a node that just got its first editor of the namespace asks for every state,
+//	        and once more a second later (a subscription reaches the cluster's other NATS
+//	        servers asynchronously: a node that joined a moment before may have missed the
+//	        first); each other node answers with an update of its editors' states
 //	leave   the node has no editor of the namespace any more (its last one left, or it is
 //	        shutting down): the others remove every state it announced
 //

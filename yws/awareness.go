@@ -44,7 +44,7 @@ type awarenessState struct {
 // node (origin, as the room's Presence link names it). It is comparable: a map key.
 type holder struct {
 	conn   *conn
-	origin string
+	origin Origin
 }
 
 // local reports whether the state belongs to an editor of this node.

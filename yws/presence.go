@@ -32,15 +32,24 @@ type PresenceLink interface {
 	Close()
 }
 
+// Origin names who announced remote states: the node (as the dashboard shows it) and the
+// link of that node that carried them — a node's room may close and open again while the
+// others still hold what the first one announced, and its leave must not remove what the
+// second one announces.
+type Origin struct {
+	Node string
+	Link string
+}
+
 // RemoteStates is what a room offers its PresenceLink. Each method takes the room's lock:
 // the link calls them from its own goroutine, never from inside Publish.
 type RemoteStates interface {
 	// Apply takes awareness entries origin (another node) announced, under y-protocols'
 	// rules, and relays what changed to this node's editors; entries beyond the room's
 	// bounds are dropped (counted in dropped).
-	Apply(origin string, entries []AwarenessEntry) (dropped int)
+	Apply(origin Origin, entries []AwarenessEntry) (dropped int)
 	// RemoveOrigin removes every state origin announced: it left, or it is gone.
-	RemoveOrigin(origin string)
+	RemoveOrigin(origin Origin)
 	// Local returns the states of this node's editors (to answer another node's query).
 	Local() []AwarenessEntry
 }
@@ -48,7 +57,7 @@ type RemoteStates interface {
 // remoteStates is a room's RemoteStates.
 type remoteStates struct{ rm *room }
 
-func (r remoteStates) Apply(origin string, entries []AwarenessEntry) int {
+func (r remoteStates) Apply(origin Origin, entries []AwarenessEntry) int {
 	rm := r.rm
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
@@ -67,7 +76,7 @@ func (r remoteStates) Apply(origin string, entries []AwarenessEntry) int {
 	return dropped
 }
 
-func (r remoteStates) RemoveOrigin(origin string) {
+func (r remoteStates) RemoveOrigin(origin Origin) {
 	rm := r.rm
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
@@ -115,7 +124,7 @@ func (s *Server) PresentIn(ns string) []Present {
 	rm.mu.Lock()
 	out := make([]Present, 0, len(rm.aware.states))
 	for id, st := range rm.aware.states {
-		p := Present{ClientID: id, User: stateUserName(st.state), Node: st.owner.origin, Updated: st.updated}
+		p := Present{ClientID: id, User: stateUserName(st.state), Node: st.owner.origin.Node, Updated: st.updated}
 		if st.owner.conn != nil {
 			p.Client = st.owner.conn.grant.Name
 		}

@@ -86,7 +86,7 @@ func TestPresence_RoomSeam(t *testing.T) {
 	}
 
 	// Another node's editors: relayed to a, not published back, bounded by the namespace.
-	dropped := rs.Apply("n2", []AwarenessEntry{
+	dropped := rs.Apply(Origin{Node: "n2", Link: "1"}, []AwarenessEntry{
 		{ClientID: 2, Clock: 4, State: []byte(`{"user":{"name":"bea"}}`)},
 		{ClientID: 3, Clock: 1, State: []byte(`{"user":{"name":"cyd"}}`)},
 		{ClientID: 4, Clock: 1, State: []byte(`{"user":{"name":"dee"}}`)}, // over the three states
@@ -102,7 +102,7 @@ func TestPresence_RoomSeam(t *testing.T) {
 		t.Fatalf("local states %d, want 1 (a remote state counted as local)", got)
 	}
 	// A stale remote clock changes nothing.
-	rs.Apply("n2", []AwarenessEntry{{ClientID: 2, Clock: 3, State: []byte(`{"old":1}`)}})
+	rs.Apply(Origin{Node: "n2", Link: "1"}, []AwarenessEntry{{ClientID: 2, Clock: 3, State: []byte(`{"old":1}`)}})
 	b := e.dial("writer")
 	b.waitFor("greeting with the other node's state", func() bool { return hasAwareness(b, 2, 4, `{"user":{"name":"bea"}}`) })
 	if hasAwareness(b, 2, 3, `{"old":1}`) {
@@ -115,7 +115,12 @@ func TestPresence_RoomSeam(t *testing.T) {
 	}
 
 	// The other node leaves: its states go, announced as removals.
-	rs.RemoveOrigin("n2")
+	rs.RemoveOrigin(Origin{Node: "n2", Link: "0"}) // another link of n2: nothing goes
+	time.Sleep(20 * time.Millisecond)
+	if hasAwareness(a, 2, 5, "null") {
+		t.Fatal("the leave of another link of n2 removed this one's states")
+	}
+	rs.RemoveOrigin(Origin{Node: "n2", Link: "1"})
 	a.waitFor("the other node's states removed", func() bool {
 		return hasAwareness(a, 2, 5, "null") && hasAwareness(a, 3, 2, "null")
 	})
@@ -130,7 +135,7 @@ func TestPresence_RoomSeam(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// Another node's state held when the last editor leaves goes with the room.
-	rs.Apply("n3", []AwarenessEntry{{ClientID: 7, Clock: 1, State: []byte(`{"user":{"name":"eve"}}`)}})
+	rs.Apply(Origin{Node: "n3", Link: "1"}, []AwarenessEntry{{ClientID: 7, Clock: 1, State: []byte(`{"user":{"name":"eve"}}`)}})
 	b.waitFor("n3's state", func() bool { return hasAwareness(b, 7, 1, `{"user":{"name":"eve"}}`) })
 	b.ws.Close(websocket.StatusNormalClosure, "")
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -145,7 +150,7 @@ func TestPresence_RoomSeam(t *testing.T) {
 		}
 	}
 	waitMetric(t, e, "nomicore_client_awareness_states", 0)
-	if rs.Apply("n3", []AwarenessEntry{{ClientID: 8, Clock: 1, State: []byte(`{}`)}}); e.metric("nomicore_client_awareness_states") != 0 {
+	if rs.Apply(Origin{Node: "n3", Link: "1"}, []AwarenessEntry{{ClientID: 8, Clock: 1, State: []byte(`{}`)}}); e.metric("nomicore_client_awareness_states") != 0 {
 		t.Fatal("a closed room took another node's state")
 	}
 }

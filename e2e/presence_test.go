@@ -161,3 +161,59 @@ func TestE2E_Cluster_PresenceAcrossNodes(t *testing.T) {
 	ag.waitPresenceGone("ada", "cyd", 10*time.Second)
 	t.Logf("node 3's editor was removed on node 1 %v after node 3 was asked to stop", time.Since(start))
 }
+
+// A hub and two peers as shipped (presence relay on), a stock y-websocket editor on each:
+// each sees the other two's presence — the hub relays between the peers over the presence
+// extension of the replication connections — a change propagates, a closed editor goes
+// everywhere; a peer killed with -9 takes its editor's presence off the hub and the other
+// peer (the hub removes what a lost connection announced), and it comes back when the peer
+// returns. The times are logged, not asserted.
+func TestE2E_Editors_PresenceAcrossHubAndPeers(t *testing.T) {
+	ag := startAgent(t)
+	c, ns, hub, a, b, tok := editorCluster(t)
+	ag.open("hal", hub, ns, tok["hub"])
+	ag.open("amy", a, ns, tok["peer-a"])
+	ag.open("bob", b, ns, tok["peer-b"])
+	users := []string{"hal", "amy", "bob"}
+	for i, u := range users {
+		ag.setPresence(u, presenceOf(u, i))
+	}
+	var worst time.Duration
+	for _, viewer := range users {
+		for i, u := range users {
+			if u != viewer {
+				worst = max(worst, ag.waitPresence(viewer, u, presenceOf(u, i)))
+			}
+		}
+	}
+	t.Logf("every editor saw the other two nodes' editors %v after the last state was set", worst)
+	start := time.Now()
+	ag.setPresence("amy", presenceOf("amy", 42))
+	ag.waitPresence("bob", "amy", presenceOf("amy", 42))
+	ag.waitPresence("hal", "amy", presenceOf("amy", 42))
+	t.Logf("a cursor move on peer-a reached peer-b and the hub in %v", time.Since(start))
+	if v := hub.api().metric(`nomicore_presence_relayed_total{direction="in"}`); v < 2 {
+		t.Errorf("the hub counts %v presence entries received", v)
+	}
+
+	// Closing an editor on peer-b removes it on the hub and on peer-a.
+	start = time.Now()
+	ag.must("close", map[string]any{"name": "bob"}, nil)
+	ag.waitPresenceGone("hal", "bob", 10*time.Second)
+	ag.waitPresenceGone("amy", "bob", 10*time.Second)
+	t.Logf("a closed editor on peer-b was removed on the hub and peer-a in %v", time.Since(start))
+
+	// kill -9 of peer-a: its editor goes on the hub and on peer-b, and comes back.
+	ag.open("bea", b, ns, tok["peer-b"])
+	ag.setPresence("bea", presenceOf("bea", 1))
+	ag.waitPresence("amy", "bea", presenceOf("bea", 1))
+	start = time.Now()
+	a.kill()
+	ag.waitPresenceGone("hal", "amy", 45*time.Second)
+	ag.waitPresenceGone("bea", "amy", 45*time.Second)
+	t.Logf("peer-a's editor was removed on the hub and peer-b %v after peer-a was killed", time.Since(start))
+	c.startPeer("peer-a", filepath.Join(c.dir, "peer-a.token"), "--target", ns)
+	ag.setPresence("amy", presenceOf("amy", 43)) // the provider reconnects by itself and announces it
+	ag.waitPresence("hal", "amy", presenceOf("amy", 43))
+	ag.waitPresence("bea", "amy", presenceOf("amy", 43))
+}

@@ -16,9 +16,12 @@ const (
 	// DropSendFailed: a message that could not be handed to the transport (the connection
 	// is down); the states go out with the next change or renewal.
 	DropSendFailed = "send-failed"
+	// DropRate: a PRESENCE frame beyond what one connection may send per second for one
+	// namespace.
+	DropRate = "rate"
 )
 
-var dropReasons = []string{DropSuperseded, DropTooLarge, DropBounds, DropMalformed, DropSendFailed}
+var dropReasons = []string{DropSuperseded, DropTooLarge, DropBounds, DropMalformed, DropSendFailed, DropRate}
 
 // Metrics are the presence relay's Prometheus series. A nil *Metrics counts nothing.
 type Metrics struct {

@@ -20,8 +20,10 @@ import (
 	"github.com/nomicore/nomicore/node/adminapi"
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/presence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
+	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/yws"
 )
@@ -150,7 +152,27 @@ func runPeer(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
-	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log})
+	// Presence with the hub (the presence extension, offered with --presence-relay on by a
+	// peer whose editors it would serve; never by --generation v1).
+	var relay *presence.Replication
+	if clientFlags.RelayPresence() && common.Protocol.Generation != protocol.GenerationV1 {
+		pm, err := presence.NewMetrics(obs.Registry)
+		if err != nil {
+			return fail(err)
+		}
+		if relay, err = presence.NewReplication(presence.ReplicationOptions{MaxStates: clientFlags.MaxStates,
+			MaxStateBytes: clientFlags.MaxState, UpdatesPerSecond: clientFlags.Limits.AwarenessUpdatesPerSecond,
+			Metrics: pm, Clock: clk, Logger: log}); err != nil {
+			return fail(err)
+		}
+		cleanup = append(cleanup, relay.Close)
+		common.Protocol.Presence = true
+	}
+	tcOpts := namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log}
+	if relay != nil {
+		tcOpts.Presence = relay
+	}
+	tc, err := namespace.NewTargetController(tcOpts)
 	if err != nil {
 		return fail(err)
 	}
@@ -217,6 +239,9 @@ func runPeer(args []string, cio cli.IO) int {
 		}
 		opts := clientFlags.Options(inst, common, checks)
 		opts.Namespaces, opts.Metrics, opts.Writes = node.PeerNamespaces(tc), m, localWrites.Editors()
+		if relay != nil {
+			opts.Presence = relay
+		}
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)
 		}

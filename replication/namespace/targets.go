@@ -67,6 +67,9 @@ type TargetControllerOptions struct {
 	// Rand draws the jitter of the retries of failed targets; nil: a generator seeded from
 	// crypto/rand. Tests inject their own.
 	Rand Rand
+	// Presence, when set, relays this implementation's presence extension on the
+	// connections that negotiated it (see PresenceRelay).
+	Presence PresenceRelay
 }
 
 // Rand is a source of random numbers: Int64N returns one in [0, n).
@@ -97,9 +100,10 @@ type Rand interface{ Int64N(n int64) int64 }
 // Its methods may be called from any goroutine; a connection's channels live on that
 // connection's owner goroutine.
 type TargetController struct {
-	reg *registry.Registry
-	log *slog.Logger
-	wg  sync.WaitGroup // registry calls made off the connection goroutine
+	reg      *registry.Registry
+	log      *slog.Logger
+	presence PresenceRelay  // TargetControllerOptions.Presence
+	wg       sync.WaitGroup // registry calls made off the connection goroutine
 
 	mu      sync.Mutex // guards targets, conn, closed, rand, the live cap and the fields of every target
 	targets map[protocol.NamespaceID]*target
@@ -160,7 +164,8 @@ func NewTargetController(opts TargetControllerOptions) (*TargetController, error
 		_, _ = crand.Read(seed[:])
 		rnd = mrand.New(mrand.NewChaCha8(seed))
 	}
-	tc := &TargetController{reg: opts.Registry, log: log, targets: make(map[protocol.NamespaceID]*target), rand: rnd}
+	tc := &TargetController{reg: opts.Registry, log: log, targets: make(map[protocol.NamespaceID]*target), rand: rnd,
+		presence: opts.Presence}
 	for _, t := range opts.Targets {
 		if err := tc.AddTarget(t); err != nil {
 			return nil, err

@@ -22,6 +22,9 @@ type Negotiated struct {
 // Chunked reports whether UPDATE_CHUNK may be used on the connection.
 func (n Negotiated) Chunked() bool { return n.Capabilities.Has(CapChunkedUpdate) }
 
+// Presence reports whether PRESENCE (the presence extension) may be used on the connection.
+func (n Negotiated) Presence() bool { return n.Capabilities.Has(CapPresence) }
+
 // HubHandshake answers a peer's HELLO (docs/protocol.md#handshake).
 type HubHandshake struct {
 	HubInstanceID string // this hub

@@ -27,6 +27,9 @@ const (
 	TypeUpdate            MessageType = 0x40 // Update
 	TypeUpdateAck         MessageType = 0x41 // UpdateAck
 	TypeUpdateChunk       MessageType = 0x42 // UpdateChunk
+	// TypePresence is this implementation's presence extension, sent and accepted only with
+	// CapPresence negotiated (docs/protocol.md#presence-extension).
+	TypePresence MessageType = 0x43 // Presence
 )
 
 // String returns the contract's message name, or UNKNOWN_MESSAGE_TYPE_0x.. for a code
@@ -73,8 +76,12 @@ type Capability uint32
 // CapChunkedUpdate (bit 0): the endpoint sends and accepts UPDATE_CHUNK (0x42) frames.
 const CapChunkedUpdate Capability = 0x00000001
 
+// CapPresence (bit 1): this implementation's presence extension — the endpoint sends and
+// accepts PRESENCE (0x43) frames carrying editors' awareness (docs/protocol.md#presence-extension).
+const CapPresence Capability = 0x00000002
+
 // KnownCapabilities are the bits this implementation knows.
-const KnownCapabilities = CapChunkedUpdate
+const KnownCapabilities = CapChunkedUpdate | CapPresence
 
 // Has reports whether every bit of c2 is set in c.
 func (c Capability) Has(c2 Capability) bool { return c&c2 == c2 }
@@ -87,6 +94,12 @@ func (c Capability) String() string {
 	s := ""
 	if c.Has(CapChunkedUpdate) {
 		s = "CAP_CHUNKED_UPDATE"
+	}
+	if c.Has(CapPresence) {
+		if s != "" {
+			s += "|"
+		}
+		s += "CAP_PRESENCE"
 	}
 	if rest := c &^ KnownCapabilities; rest != 0 {
 		if s != "" {

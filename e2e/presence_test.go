@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -216,4 +220,117 @@ func TestE2E_Editors_PresenceAcrossHubAndPeers(t *testing.T) {
 	ag.setPresence("amy", presenceOf("amy", 43)) // the provider reconnects by itself and announces it
 	ag.waitPresence("hal", "amy", presenceOf("amy", 43))
 	ag.waitPresence("bea", "amy", presenceOf("amy", 43))
+}
+
+// decodeCaptureJSON runs `nmcr frame decode --chunked --presence` on a capture file and
+// returns each frame as JSON.
+func decodeCaptureJSON(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	in, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin.nmcr, "frame", "decode", "--chunked", "--presence")
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("nmcr frame decode %s: %v: %s", path, err, stderr.String())
+	}
+	var frames []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		var f map[string]any
+		if err := json.Unmarshal(line, &f); err != nil {
+			t.Fatalf("decode output line %q: %v", line, err)
+		}
+		frames = append(frames, f)
+	}
+	return frames
+}
+
+// Interop: against a hub with the presence relay on (and editors moving on it and on a peer
+// that relays), a peer with --presence-relay off and a --generation v1 peer negotiate
+// exactly what they did before the extension — their HELLO offers, and the hub's HELLO_ACK
+// selects, CAP_CHUNKED_UPDATE and nothing respectively — and no PRESENCE frame crosses their
+// connections; their documents replicate, and their editors see the presence of their own
+// node only.
+func TestE2E_Editors_PresenceInterop(t *testing.T) {
+	ag := startAgent(t)
+	c := newCluster(t)
+	hubCap := filepath.Join(c.dir, "hub.frames")
+	hub := c.startHub("--capture-frames", hubCap)
+	ns := hub.api().createNamespace()
+	tok := map[string]string{"hub": c.clientToken("hub", "alice"), "peer-on": c.clientToken("peer-on", "bob"),
+		"peer-off": c.clientToken("peer-off", "carol"), "peer-v1": c.clientToken("peer-v1", "dan")}
+	caps := map[string]string{}
+	peers := map[string]*proc{}
+	for _, p := range []struct {
+		name  string
+		extra []string
+	}{{"peer-on", nil}, {"peer-off", []string{"--presence-relay", "off"}}, {"peer-v1", []string{"--generation", "v1"}}} {
+		caps[p.name] = filepath.Join(c.dir, p.name+".frames")
+		args := append([]string{"--target", ns, "--capture-frames", caps[p.name]}, p.extra...)
+		peers[p.name] = c.startPeer(p.name, c.tokenFile(p.name, c.token(p.name)), args...)
+		targetState(t, peers[p.name], ns, "live")
+	}
+	ag.open("hal", hub, ns, tok["hub"])
+	ag.open("oni", peers["peer-on"], ns, tok["peer-on"])
+	ag.open("ofa", peers["peer-off"], ns, tok["peer-off"])
+	ag.open("ofb", peers["peer-off"], ns, tok["peer-off"])
+	ag.open("vee", peers["peer-v1"], ns, tok["peer-v1"])
+	for i, u := range []string{"hal", "oni", "ofa", "ofb", "vee"} {
+		ag.setPresence(u, presenceOf(u, i))
+	}
+	ag.waitPresence("hal", "oni", nil) // the relay works where it is on
+	ag.waitPresence("oni", "hal", nil)
+	ag.waitPresence("ofb", "ofa", nil) // local presence works where it is off
+	ag.insert("ofa", 0, "off ")
+	ag.insert("vee", 0, "v1 ")
+	for _, e := range []string{"hal", "oni", "ofa", "vee"} {
+		ag.must("waitLength", map[string]any{"name": e, "length": 7, "timeoutMs": 30000}, nil)
+	}
+	time.Sleep(time.Second) // presence that would cross has had time to
+	var states []struct {
+		State map[string]any `json:"state"`
+	}
+	for viewer, foreign := range map[string][]string{"ofa": {"hal", "oni", "vee"}, "vee": {"hal", "oni", "ofa", "ofb"}, "hal": {"ofa", "ofb", "vee"}} {
+		ag.must("states", map[string]any{"name": viewer}, &states)
+		for _, s := range states {
+			if u, ok := s.State["user"].(map[string]any); ok && slices.Contains(foreign, u["name"].(string)) {
+				t.Errorf("%s sees %v across a connection without the presence extension", viewer, u["name"])
+			}
+		}
+	}
+	for _, p := range peers {
+		p.stop()
+	}
+	hub.stop()
+
+	// CAP_CHUNKED_UPDATE is 1, CAP_PRESENCE 2.
+	want := map[string]string{"peer-on": "3", "peer-off": "1", "peer-v1": "0"}
+	for name, path := range caps {
+		var hello, ack string
+		presence := 0
+		for _, f := range decodeCaptureJSON(t, path) {
+			m, _ := f["payload"].(map[string]any)
+			switch f["type"] {
+			case "HELLO":
+				hello = fmt.Sprint(m["optionalCapabilities"])
+			case "HELLO_ACK":
+				ack = fmt.Sprint(m["selectedCapabilities"])
+			case "PRESENCE":
+				presence++
+			}
+		}
+		if hello != want[name] || ack != want[name] {
+			t.Errorf("%s: HELLO offers %q, HELLO_ACK selects %q; want %q", name, hello, ack, want[name])
+		}
+		if (presence > 0) != (name == "peer-on") {
+			t.Errorf("%s: %d PRESENCE frames", name, presence)
+		}
+	}
+	if n := len(decodeCaptureJSON(t, hubCap)); n == 0 {
+		t.Error("the hub's capture is empty")
+	}
 }

@@ -175,6 +175,21 @@ const ops = {
       remote: { count: remote.length, p50: pct(remote, 0.5), p99: pct(remote, 0.99) }
     }
   },
+  // flood: each named editor sets a state of about bytes bytes every 1000/rate ms for
+  // seconds, in the background (it resolves at once).
+  async flood ({ names, bytes, rate, seconds }) {
+    const pad = 'x'.repeat(bytes)
+    const end = Date.now() + seconds * 1000
+    for (const name of names) {
+      const aw = editor(name).provider.awareness
+      let n = 0
+      const timer = setInterval(() => {
+        if (Date.now() >= end || !editors.has(name)) { clearInterval(timer); return }
+        aw.setLocalState({ user: { name }, n: n++, pad })
+      }, 1000 / rate)
+    }
+    return null
+  },
   async events ({ name }) { return editor(name).events },
   async waitEvent ({ name, type, timeoutMs }) {
     const e = editor(name)

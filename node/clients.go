@@ -60,7 +60,7 @@ func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 		f.IntVar(&c.SendQueue, "client-send-queue-bytes", yws.DefaultSendQueueBytes, "bytes waiting to be sent to one editor before it is dropped as too slow (it catches up when it reconnects)")
 		f.DurationVar(&c.KeepAlive, "client-keepalive", yws.DefaultKeepAlive, "longest an editor goes without hearing from the node (providers reconnect after 30s of silence)")
 		registerClientLimitFlags(f, &c.Limits)
-		f.StringVar(&c.PresenceRelay, "presence-relay", "on", "on: in a hub cluster, editors see the presence (cursors, names) of the editors attached to the other nodes; off: only of those attached to this node")
+		f.StringVar(&c.PresenceRelay, "presence-relay", "on", "on: editors see the presence (cursors, names) of the editors attached to other nodes — between a hub and its peers (an extension of the replication connection, negotiated), and among the nodes of a hub cluster; off: only of those attached to this node")
 	})
 	f.Define("editors' credentials from the application (beside the client tokens of the tokens file; with --client-auth token)", func() {
 		f.StringVar(&c.JWTSecretFile, "client-jwt-secret-file", "", "accept signed tokens (JWT) made with the HS256 secret in `FILE` (at least 32 bytes; the application signs with the same)")

@@ -114,7 +114,7 @@ type linkState struct {
 type space struct {
 	ns string
 
-	mu      sync.Mutex // guards the fields below
+	mu      sync.Mutex       // guards the fields below
 	room    yws.RemoteStates // nil without editors on this node
 	links   map[*namespace.PresenceLink]*linkState
 	table   map[uint64]*held

@@ -328,6 +328,12 @@ func serve(args []string, cio cli.IO) int {
 			err := hub.Shutdown(ctx)
 			return errors.Join(err, repl.Shutdown(ctx))
 		}},
+		{Name: "presence relay", Run: func(context.Context) error {
+			if relay != nil {
+				relay.Close()
+			}
+			return nil
+		}},
 		{Name: "frame capture", Run: func(context.Context) error { return closeCapture() }},
 		{Name: "admin api", Run: func(ctx context.Context) error { api.Close(); return admin.Shutdown(ctx) }},
 		{Name: "tokens watcher", Run: stopReload},

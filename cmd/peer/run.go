@@ -350,6 +350,12 @@ func runPeer(args []string, cio cli.IO) int {
 			tc.Close()
 			return err
 		}},
+		{Name: "presence relay", Run: func(context.Context) error {
+			if relay != nil {
+				relay.Close()
+			}
+			return nil
+		}},
 		{Name: "token watcher", Run: stopTokenWatch},
 		{Name: "frame capture", Run: func(context.Context) error { return closeCapture() }},
 		{Name: "tls watcher", Run: stopTLS},

@@ -131,12 +131,14 @@ const ops = {
   // move); the first editor of each node measures, for every state change it hears, the time
   // from the move to its arrival, apart for moves made on its own node and on others. It
   // resolves with the latencies' percentiles and counts, then closes the editors.
-  async presenceBench ({ urls, ns, token, editors: n, rate, seconds }) {
+  // (tokens, when given, is each node's token instead of one token for all.)
+  async presenceBench ({ urls, ns, token, tokens, editors: n, rate, seconds }) {
     const eds = []
     for (let i = 0; i < n; i++) {
       const node = i % urls.length
       const doc = new Y.Doc()
-      const provider = new WebsocketProvider(urls[node], ns, doc, { params: { token }, WebSocketPolyfill: WebSocket, disableBc: true })
+      const params = { token: tokens ? tokens[node] : token }
+      const provider = new WebsocketProvider(urls[node], ns, doc, { params, WebSocketPolyfill: WebSocket, disableBc: true })
       eds.push({ i, node, doc, provider })
     }
     await waitUntil('bench editors synced', 60000, () => eds.every((e) => e.provider.synced))

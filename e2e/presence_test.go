@@ -308,8 +308,8 @@ func TestE2E_Editors_PresenceInterop(t *testing.T) {
 	}
 	hub.stop()
 
-	// CAP_CHUNKED_UPDATE is 1, CAP_PRESENCE 2.
-	want := map[string]string{"peer-on": "3", "peer-off": "1", "peer-v1": "0"}
+	// CAP_CHUNKED_UPDATE is 1, CAP_NAMESPACE_DELETED 2, CAP_PRESENCE 4.
+	want := map[string]string{"peer-on": "7", "peer-off": "3", "peer-v1": "0"}
 	for name, path := range caps {
 		var hello, ack string
 		presence := 0

@@ -20,6 +20,7 @@ import (
 	"github.com/nomicore/nomicore/node/adminapi"
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/presence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
@@ -168,7 +169,11 @@ func runPeer(args []string, cio cli.IO) int {
 		cleanup = append(cleanup, relay.Close)
 		common.Protocol.Presence = true
 	}
-	tcOpts := namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log}
+	tcOpts := namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log,
+		// A namespace the hub deleted is no target any more: a restart must not bring it back.
+		OnHubDeleted: func(t namespace.Target, _ persistence.ArchiveInfo, _ error) {
+			node.ForgetTarget(context.Background(), store, t.NamespaceID)
+		}}
 	if relay != nil {
 		tcOpts.Presence = relay
 	}
@@ -238,7 +243,7 @@ func runPeer(args []string, cio cli.IO) int {
 			return fail(err)
 		}
 		opts := clientFlags.Options(inst, common, checks)
-		opts.Namespaces, opts.Metrics, opts.Writes = node.PeerNamespaces(tc), m, localWrites.Editors()
+		opts.Namespaces, opts.Metrics, opts.Writes = node.PeerNamespaces(tc, store), m, localWrites.Editors()
 		if relay != nil {
 			opts.Presence = relay
 		}

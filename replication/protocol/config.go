@@ -280,9 +280,9 @@ func (c *Config) Capabilities() Capability {
 		return 0
 	}
 	if c.Presence {
-		return CapChunkedUpdate | CapPresence
+		return CapChunkedUpdate | CapNamespaceDeleted | CapPresence
 	}
-	return CapChunkedUpdate
+	return CapChunkedUpdate | CapNamespaceDeleted
 }
 
 // Offer returns the handshake offer of this configuration.

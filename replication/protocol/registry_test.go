@@ -81,7 +81,12 @@ func TestS13_RegistriesMatchTheContract(t *testing.T) {
 		}
 	}
 	check(contractConnectionTable, ConnectionErrors(), ScopeConnection)
-	check(contractNamespaceTable, NamespaceErrors(), ScopeNamespace)
+	// The contract's codes first; the extensions' codes after them.
+	ns := NamespaceErrors()
+	check(contractNamespaceTable, ns[:len(ns)-1], ScopeNamespace)
+	if ext := ns[len(ns)-1]; ext != (ErrorSpec{ScopeNamespace, CodeNamespaceDeleted, true, RetryNo, 0, TerminalClosed}) {
+		t.Errorf("the namespace-deletion extension's row: %+v", ext)
+	}
 	if _, ok := LookupError(ScopeConnection, CodeUpdateTooLarge); ok {
 		t.Error("UPDATE_TOO_LARGE is not a connection code")
 	}
@@ -118,8 +123,8 @@ func TestS5_NamedTypesPrintUnknownValues(t *testing.T) {
 		{ChunkKind(3).String(), "UNKNOWN_CHUNK_KIND_0x03"},
 		{KindSyncDiff.String(), "sync-diff"},
 		{CloseCode(4000).String(), "UNKNOWN_CLOSE_CODE_4000"},
-		{(CapChunkedUpdate | 4).String(), "CAP_CHUNKED_UPDATE|0x00000004"},
-		{(CapChunkedUpdate | CapPresence | 8).String(), "CAP_CHUNKED_UPDATE|CAP_PRESENCE|0x00000008"},
+		{(CapChunkedUpdate | 8).String(), "CAP_CHUNKED_UPDATE|0x00000008"},
+		{(CapChunkedUpdate | CapNamespaceDeleted | CapPresence | 16).String(), "CAP_CHUNKED_UPDATE|CAP_NAMESPACE_DELETED|CAP_PRESENCE|0x00000010"},
 		{Capability(0).String(), "0"},
 	} {
 		if c.got != c.want {

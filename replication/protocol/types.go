@@ -76,17 +76,22 @@ type Capability uint32
 // CapChunkedUpdate (bit 0): the endpoint sends and accepts UPDATE_CHUNK (0x42) frames.
 const CapChunkedUpdate Capability = 0x00000001
 
-// CapPresence (bit 1): this implementation's presence extension — the endpoint sends and
+// CapNamespaceDeleted (bit 1): the endpoint knows the namespace error NAMESPACE_DELETED
+// (docs/protocol.md#namespace-deletion). The hub sends it, instead of NAMESPACE_NOT_FOUND,
+// only on a connection that selected this bit; it adds no message type.
+const CapNamespaceDeleted Capability = 0x00000002
+
+// CapPresence (bit 2): this implementation's presence extension — the endpoint sends and
 // accepts PRESENCE (0x43) frames carrying editors' awareness (docs/protocol.md#presence-extension).
-const CapPresence Capability = 0x00000002
+const CapPresence Capability = 0x00000004
 
 // KnownCapabilities are the bits this implementation knows.
-const KnownCapabilities = CapChunkedUpdate | CapPresence
+const KnownCapabilities = CapChunkedUpdate | CapNamespaceDeleted | CapPresence
 
 // Has reports whether every bit of c2 is set in c.
 func (c Capability) Has(c2 Capability) bool { return c&c2 == c2 }
 
-// String lists the set bits by name ("CAP_CHUNKED_UPDATE|0x00000004"), or "0".
+// String lists the set bits by name ("CAP_CHUNKED_UPDATE|0x00000008"), or "0".
 func (c Capability) String() string {
 	if c == 0 {
 		return "0"
@@ -94,6 +99,12 @@ func (c Capability) String() string {
 	s := ""
 	if c.Has(CapChunkedUpdate) {
 		s = "CAP_CHUNKED_UPDATE"
+	}
+	if c.Has(CapNamespaceDeleted) {
+		if s != "" {
+			s += "|"
+		}
+		s += "CAP_NAMESPACE_DELETED"
 	}
 	if c.Has(CapPresence) {
 		if s != "" {

@@ -221,6 +221,22 @@ func TestE2E_Editors_PresenceAcrossHubAndPeers(t *testing.T) {
 	ag.setPresence("amy", presenceOf("amy", 43)) // the provider reconnects by itself and announces it
 	ag.waitPresence("hal", "amy", presenceOf("amy", 43))
 	ag.waitPresence("bea", "amy", presenceOf("amy", 43))
+
+	// The hub goes away: a peer keeps what the hub relayed until it expires (30 s without
+	// renewal), then removes it; its own editors' presence stays.
+	ag.open("ann", c.peers["peer-a"], ns, tok["peer-a"])
+	ag.setPresence("ann", presenceOf("ann", 1))
+	ag.waitPresence("amy", "ann", presenceOf("ann", 1))
+	ag.waitPresence("amy", "bea", nil)
+	hub.kill()
+	start = time.Now()
+	ag.waitPresence("amy", "bea", nil) // kept for now
+	gone := ag.waitPresenceGone("amy", "bea", 50*time.Second)
+	t.Logf("peer-a removed peer-b's editor %v after the hub was killed (kept %v)", time.Since(start), gone)
+	if gone < 10*time.Second {
+		t.Errorf("peer-a dropped what its hub relayed %v after losing it, before the awareness timeout", gone)
+	}
+	ag.waitPresence("amy", "ann", presenceOf("ann", 1))
 }
 
 // decodeCaptureJSON runs `nmcr frame decode --chunked --presence` on a capture file and

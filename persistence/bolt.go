@@ -133,6 +133,9 @@ func openBackend(path string, opts Options) (b *boltBackend, err error) {
 	if err == nil {
 		err = b.checkFormat()
 	}
+	if err == nil {
+		err = b.addBuckets()
+	}
 	if err != nil {
 		if b.db != nil {
 			b.db.Close()
@@ -189,7 +192,7 @@ func (b *boltBackend) checkFormat() error {
 			if k, _ := tx.Cursor().First(); k != nil {
 				return check(tx)
 			}
-			for _, name := range topBuckets {
+			for _, name := range append(topBuckets, addedBuckets...) {
 				if _, err := tx.CreateBucket(name); err != nil {
 					return err
 				}
@@ -575,6 +578,7 @@ func (t *boltTx) verify() error {
 	}
 	_, err = t.archives("")
 	note(err)
+	note(t.verifyFeed())
 	note(t.top(bucketConfig).ForEach(func(k, v []byte) error {
 		_, err := t.config(string(k))
 		note(err)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // RestoreUpdate returns the update that makes a document whose state is current hold what
@@ -51,6 +53,18 @@ func RestoreUpdate(current, version []byte, skipRoots ...string) ([]byte, error)
 		sorted = append(sorted, n)
 	}
 	slices.Sort(sorted)
+	same := true
+	for _, n := range sorted {
+		if contentKey(d.root(n)) != contentKey(v.root(n)) {
+			same = false
+			break
+		}
+	}
+	if same {
+		// Equal content made by other items (an earlier restore of the same version
+		// inserted copies): nothing to change.
+		return nil, nil
+	}
 	d.Transact(restoreOrigin{}, func(tx *Transaction) {
 		r := &restorer{tx: tx, d: d, v: v}
 		for _, n := range sorted {
@@ -269,4 +283,87 @@ func (r *restorer) copyContent(c content, off, n uint64) content {
 		return &contentType{t: t}
 	}
 	panic(fmt.Sprintf("yjs: restoring content of ref %d, which is never visible", c.ref()))
+}
+
+// contentKey renders what a type shows — its visible items in order (text runs, values,
+// formatting marks, embeds, nested types) and its entries by key — as one string, so that
+// two types compare equal exactly when they show the same content, whoever made it and
+// however its items are split.
+func contentKey(t *Type) string {
+	var b strings.Builder
+	type frame struct {
+		t    *Type
+		open bool
+	}
+	stack := []frame{{t: t}}
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if f.open {
+			b.WriteString(")")
+			continue
+		}
+		b.WriteString("(" + f.t.kind.String() + ":" + f.t.nodeName + "[")
+		var nested []*Type
+		inText := false
+		for it := f.t.start; it != nil; it = it.right {
+			if it.deleted() {
+				continue
+			}
+			if cs, ok := it.content.(*contentString); ok {
+				if !inText {
+					b.WriteString("s\"")
+					inText = true
+				}
+				b.Write(cs.b)
+				continue
+			}
+			if inText {
+				b.WriteString("\"")
+				inText = false
+			}
+			nested = contentKeyOf(&b, it.content, nested)
+		}
+		if inText {
+			b.WriteString("\"")
+		}
+		b.WriteString("]{")
+		for _, k := range f.t.sortedKeys() {
+			it := f.t.entries[k]
+			if it.deleted() {
+				continue
+			}
+			b.WriteString(strconv.Quote(k) + "=")
+			nested = contentKeyOf(&b, it.content, nested)
+		}
+		b.WriteString("}")
+		// Nested types are rendered after their parent, in order, each bracketed.
+		stack = append(stack, frame{t: f.t, open: true})
+		for i := len(nested) - 1; i >= 0; i-- {
+			stack = append(stack, frame{t: nested[i]})
+		}
+	}
+	return b.String()
+}
+
+// contentKeyOf writes one visible content (not a string run) and collects a nested type.
+func contentKeyOf(b *strings.Builder, c content, nested []*Type) []*Type {
+	switch x := c.(type) {
+	case *contentFormat:
+		b.WriteString("f" + strconv.Quote(x.key) + ":" + jsonStringify(x.val) + ";")
+	case *contentEmbed:
+		b.WriteString("e" + jsonStringify(x.v) + ";")
+	case *contentType:
+		b.WriteString("t;")
+		nested = append(nested, x.t)
+	case *contentDoc:
+		b.WriteString("d" + strconv.Quote(x.doc.guid) + ";")
+	case *contentBinary:
+		b.WriteString("b" + strconv.Quote(string(x.b)) + ";")
+	default:
+		for _, v := range c.appendValues(nil) {
+			b.WriteString("v" + jsonStringify(v) + ";")
+		}
+	}
+	return nested
 }

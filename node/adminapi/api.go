@@ -37,6 +37,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nomicore/nomicore/changefeed"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/node/timeline"
 	"github.com/nomicore/nomicore/observer"
@@ -44,6 +45,7 @@ import (
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/versions"
 )
 
 // Targets is the peer's target list as the admin API manages it: the namespace layer's
@@ -149,6 +151,13 @@ type Options struct {
 	// Log reports how this node of a hub cluster follows a namespace's log (false when the
 	// process is not a cluster node or does not have the namespace loaded).
 	Log func(namespaceID string) (LogJSON, bool)
+	// Changes, when set (hub), serves the change feed: GET /v1/changes and
+	// /v1/changes/latest; ChangesServed, when set, counts the changes sent on its streams.
+	Changes       changefeed.Source
+	ChangesServed func(n int)
+	// Versions, when set (hub), serves the versions of each namespace:
+	// /v1/namespaces/{id}/versions….
+	Versions *versions.Service
 	// UI, when set, serves the dashboard at GET / and GET /ui/…: pages and assets anyone
 	// may load (they hold no data; the data routes they call require the token).
 	UI http.Handler
@@ -306,6 +315,7 @@ func (a *API) routes() {
 		m.HandleFunc("POST /v1/namespaces", a.createNamespace)
 		m.HandleFunc("POST /v1/namespaces/{id}/epoch", a.bumpEpoch)
 		m.HandleFunc("PUT /v1/namespaces/{id}/schema", a.replaceSchema)
+		a.feedRoutes(m)
 	} else {
 		m.HandleFunc("GET /v1/targets", a.listTargets)
 		m.HandleFunc("POST /v1/targets", a.addTarget)

@@ -34,6 +34,8 @@ type ReloaderOptions struct {
 	OnChange func()
 	// Logger receives reload results: peer ids and counts, never tokens or their hashes.
 	Logger *slog.Logger
+	// Clock judges client tokens' expiry; nil: the real clock.
+	Clock clock.Reader
 	// Missing finishes the warning logged when the file does not exist yet: who is refused
 	// until it does and the command that creates it ("every editor is refused until `peer
 	// token add --data DIR --client NAME` creates one"). Empty: a hub's words.
@@ -125,7 +127,9 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 		log.Warn("no tokens file yet: "+missing, slog.String("path", opts.Path))
 	}
 	st, _ := os.Stat(opts.Path)
-	return &Reloader{opts: opts, table: table, clients: NewClientTable(f.Clients), log: log, entries: f.Peers,
+	clients := &ClientTable{clock: opts.Clock}
+	clients.Replace(f.Clients)
+	return &Reloader{opts: opts, table: table, clients: clients, log: log, entries: f.Peers,
 		sum: sha256.Sum256(data), exists: exists, stat: st}, nil
 }
 

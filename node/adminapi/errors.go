@@ -58,6 +58,8 @@ const (
 	CodeDocumentTooLarge = "DOCUMENT_TOO_LARGE"
 	// CodeCrossOrigin: a request that changes something, sent by a page of another origin.
 	CodeCrossOrigin = "CROSS_ORIGIN"
+	// CodeClientExists: POST /v1/clients for a name that has a valid client token.
+	CodeClientExists = "CLIENT_EXISTS"
 	// CodeHostNotAllowed: a request to a token-less API addressed to a name that is not
 	// loopback.
 	CodeHostNotAllowed = "HOST_NOT_ALLOWED"

@@ -46,6 +46,7 @@ var fuzzStatuses = map[string][]int{
 	CodeEpochMismatch:        {http.StatusConflict},
 	CodeSchemaMismatch:       {http.StatusConflict},
 	CodeConflict:             {http.StatusConflict},
+	CodeClientExists:         {http.StatusConflict},
 	CodeDocumentTooLarge:     {http.StatusRequestEntityTooLarge},
 	CodeCrossOrigin:          {http.StatusForbidden},
 	CodeHostNotAllowed:       {http.StatusForbidden},

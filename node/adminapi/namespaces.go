@@ -122,6 +122,9 @@ type Status struct {
 	WriteBytes  *uint64    `json:"writeBytes,omitempty"`
 	LastWriteAt *time.Time `json:"lastWriteAt,omitempty"`
 	TargetFacts
+	// EditorList names the editors connected to the namespace on this node (GET
+	// /v1/namespaces/{id}, on a node with a client listener): who, never a token.
+	EditorList []EditorJSON `json:"editorList,omitempty"`
 	// Log (a node of a hub cluster that has the namespace loaded) is how far behind the
 	// cluster's log of the namespace this node is.
 	Log *LogJSON `json:"log,omitempty"`
@@ -303,6 +306,9 @@ func (a *API) namespaceStatus(ctx context.Context, id string) (Status, *Error) {
 		st.State = string(observer.ChannelClosed)
 	}
 	a.peerExtras(ns.id, &st.TargetFacts)
+	if a.opts.EditorList != nil {
+		st.EditorList = a.opts.EditorList(ns.id)
+	}
 	l, err := a.leases.open(ctx, ns.owner, ns.id)
 	if errors.Is(err, registry.ErrNotFound) && ns.target != nil {
 		return st, nil // a target not bootstrapped yet: its state only

@@ -141,6 +141,11 @@ func (s *Service) prune(ctx context.Context, ns string) {
 	}
 }
 
+// DeleteAll drops every version of a deleted namespace.
+func (s *Service) DeleteAll(ctx context.Context, ns string) error {
+	return s.opts.Store.DeleteVersions(ctx, ns)
+}
+
 // List lists the versions of a namespace, oldest first.
 func (s *Service) List(ctx context.Context, ns string) ([]persistence.Version, error) {
 	return s.opts.Store.Versions(ctx, ns)

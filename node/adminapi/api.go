@@ -46,6 +46,7 @@ import (
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/versions"
+	"github.com/nomicore/nomicore/webhook"
 )
 
 // Targets is the peer's target list as the admin API manages it: the namespace layer's
@@ -158,6 +159,9 @@ type Options struct {
 	// Versions, when set (hub), serves the versions of each namespace:
 	// /v1/namespaces/{id}/versions….
 	Versions *versions.Service
+	// Webhooks, when set (hub with --webhook-url), reports each endpoint's delivery state
+	// (GET /v1/webhooks, GET /v1/status and the dashboard).
+	Webhooks func() []webhook.Status
 	// Clients, when set, manages the editors' credentials (/v1/clients): a node whose
 	// client listener checks them (--client-auth token).
 	Clients Clients

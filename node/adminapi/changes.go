@@ -5,12 +5,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/nomicore/nomicore/changefeed"
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/webhook"
 )
 
 // The change feed routes (hub): GET /v1/changes and GET /v1/changes/latest.
@@ -288,4 +291,34 @@ func (a *API) writeExpired(w http.ResponseWriter, r *http.Request, cause error) 
 		Message string `json:"message"`
 		latestJSON
 	}{CodeCursorExpired, cause.Error() + "; start over: read the namespaces below (each as of its newest change), then follow the feed after the cursor given here", l})
+}
+
+// GET /v1/webhooks (hub): each --webhook-url endpoint's delivery state ([] without any).
+func (a *API) getWebhooks(w http.ResponseWriter, _ *http.Request) {
+	out := struct {
+		Webhooks []webhook.Status `json:"webhooks"`
+	}{Webhooks: []webhook.Status{}}
+	if a.opts.Webhooks != nil {
+		out.Webhooks = append(out.Webhooks, a.opts.Webhooks()...)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// NamespaceDeleted is what the change feed and the versions do when a namespace is
+// deleted: a "deleted" change in the feed (readers and webhooks learn it), and the
+// namespace's versions dropped. The delete itself is done and acknowledged by then; a
+// failure here is logged, not returned (the namespace is gone either way).
+func (a *API) NamespaceDeleted(ctx context.Context, owner, ns string) {
+	if src := a.opts.Changes; src != nil {
+		if err := src.Record(ctx, changefeed.Event{Kind: persistence.ChangeDeleted, Owner: owner, NamespaceID: ns}); err != nil {
+			a.log.Warn("the namespace was deleted, but the change feed has no \"deleted\" change for it",
+				slog.String("namespaceId", ns), slog.String("error", err.Error()))
+		}
+	}
+	if v := a.opts.Versions; v != nil {
+		if err := v.DeleteAll(ctx, ns); err != nil {
+			a.log.Warn("the namespace was deleted, but dropping its versions failed",
+				slog.String("namespaceId", ns), slog.String("error", err.Error()))
+		}
+	}
 }

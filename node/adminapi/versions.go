@@ -246,6 +246,7 @@ func (a *API) feedRoutes(m *http.ServeMux) {
 	if a.opts.Changes != nil {
 		m.HandleFunc("GET /v1/changes", a.getChanges)
 		m.HandleFunc("GET /v1/changes/latest", a.getLatestChanges)
+		m.HandleFunc("GET /v1/webhooks", a.getWebhooks)
 	}
 	if a.opts.Versions != nil {
 		m.HandleFunc("POST /v1/namespaces/{id}/versions", a.createVersion)

@@ -87,11 +87,19 @@ func (f clusterFeed) Open(ctx context.Context, after uint64) (changefeed.Reader,
 	if err != nil {
 		return nil, classify("reading the change feed", f.n.cfg.OpTimeout, err)
 	}
+	// What the feed holds after the cursor now: Next waits for it (a long poll that must
+	// not wait gets what there is, not what the consumer happened to fetch yet).
+	caughtUp := after == head
+	if !caughtUp {
+		if info, err := cons.Info(ctx); err == nil {
+			caughtUp = info.NumPending == 0
+		}
+	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(256), jetstream.PullHeartbeat(time.Second), jetstream.PullExpiry(5*time.Second))
 	if err != nil {
 		return nil, classify("reading the change feed", f.n.cfg.OpTimeout, err)
 	}
-	r := &clusterReader{n: f.n, it: it, done: make(chan struct{}), stop: make(chan struct{}), space: make(chan struct{}, 1)}
+	r := &clusterReader{n: f.n, it: it, done: make(chan struct{}), stop: make(chan struct{}), space: make(chan struct{}, 1), caughtUp: caughtUp}
 	go r.read()
 	return r, nil
 }
@@ -147,10 +155,12 @@ type clusterReader struct {
 	stop  chan struct{} // closed by Close
 	space chan struct{} // cap 1: Next made room in buf
 
-	mu    sync.Mutex // guards buf, err and wake
-	buf   []changefeed.Event
-	err   error
-	wake  chan struct{}
+	mu   sync.Mutex // guards buf, err, wake and caughtUp
+	buf  []changefeed.Event
+	err  error
+	wake chan struct{}
+	// caughtUp: the reader got every message the stream held when it opened (or later).
+	caughtUp bool
 	close sync.Once
 }
 
@@ -165,6 +175,19 @@ func (r *clusterReader) read() {
 			return
 		}
 		ev, ok := r.event(m)
+		if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+			r.mu.Lock()
+			w := r.wake
+			if !r.caughtUp {
+				r.caughtUp, r.wake = true, nil
+			} else {
+				w = nil
+			}
+			r.mu.Unlock()
+			if w != nil {
+				close(w)
+			}
+		}
 		if !ok {
 			continue
 		}
@@ -236,9 +259,38 @@ func (r *clusterReader) fail(err error) {
 	}
 }
 
+// catchUpWait bounds how long Next waits for the messages the stream held when the reader
+// opened.
+const catchUpWait = 5 * time.Second
+
 func (r *clusterReader) Next(ctx context.Context, limit int) ([]changefeed.Event, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.buf) == 0 && r.err == nil && !r.caughtUp {
+		deadline := time.NewTimer(catchUpWait)
+		defer deadline.Stop()
+		for len(r.buf) == 0 && r.err == nil && !r.caughtUp {
+			if r.wake == nil {
+				r.wake = make(chan struct{})
+			}
+			w := r.wake
+			r.mu.Unlock()
+			expired := false
+			select {
+			case <-w:
+			case <-ctx.Done():
+			case <-deadline.C:
+				expired = true
+			}
+			r.mu.Lock()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if expired {
+				r.caughtUp = true // the rest comes as it arrives
+			}
+		}
+	}
 	if len(r.buf) == 0 {
 		if r.err != nil {
 			return nil, r.err

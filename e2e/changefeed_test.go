@@ -373,3 +373,96 @@ func TestE2E_ChangeFeed_StreamResumeAndRetention(t *testing.T) {
 		t.Fatalf("an idle long poll: %+v after %v", page, time.Since(t0))
 	}
 }
+
+// moveTo makes the consumer follow another node's feed, with the cursor it has.
+func (f *feedConsumer) moveTo(base string) {
+	f.mu.Lock()
+	f.base = base
+	f.mu.Unlock()
+}
+
+// feedCursors reads a node's whole feed after cursor 0 up to its head (long polls until
+// one comes back empty) and returns what must be the same on every node whatever the
+// pages were (a page coalesces the updates of a namespace into its last): the cursor of
+// every namespace's creation and of its last update.
+func feedCursors(t *testing.T, p *proc) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	after := "0"
+	for {
+		var page changesPage
+		p.api().json("GET", "/v1/changes?after="+after+"&wait=0s", nil, 200, &page)
+		if len(page.Changes) == 0 {
+			return out
+		}
+		for _, c := range page.Changes {
+			out[c.Kind+" "+c.NamespaceID] = c.Cursor
+		}
+		after = page.Cursor
+	}
+}
+
+// TestE2E_ChangeFeed_ClusterResume: on a hub cluster of three nodes, a consumer follows
+// node 1's feed while both node 1 and node 2 take writes; node 1 is killed (SIGKILL), and
+// the consumer goes on with the cursor it had on node 3 while node 2 takes more writes: it
+// receives a change for every acknowledged write, and the nodes give the same cursors for
+// the same changes.
+func TestE2E_ChangeFeed_ClusterResume(t *testing.T) {
+	t.Parallel()
+	c := newHubCluster(t, 3)
+	nss := []string{c.hubs[0].api().createNamespace(), c.hubs[1].api().createNamespace()}
+	consumer := newFeedConsumer(t, c.hubs[0].admin, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { consumer.run(ctx) })
+	defer wg.Wait()
+	defer cancel()
+	var acks []ackedWrite
+	writeSome := func(w *feedWriter, n int) {
+		for i := range n {
+			wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+			a, ok := w.write(wctx, w.nss[i%len(w.nss)], i)
+			wcancel()
+			if !ok {
+				t.Fatalf("write %d to %s was not acknowledged within 30s", i, w.base)
+			}
+			acks = append(acks, a)
+		}
+	}
+	w1, w2 := newFeedWriter(c.hubs[0].admin, 2000, nss), newFeedWriter(c.hubs[1].admin, 3000, nss)
+	writeSome(w1, 40)
+	writeSome(w2, 40)
+	eventually(t, 30*time.Second, "node 1's feed has every write", func() error {
+		if m := consumer.missing(acks); len(m) > 0 {
+			return fmt.Errorf("%d of %d writes have no change yet", len(m), len(acks))
+		}
+		return nil
+	})
+	t.Logf("node 1's feed has the first %d writes", len(acks))
+	c.hubs[0].kill()
+	consumer.moveTo(c.hubs[2].admin)
+	writeSome(w2, 60)
+	t.Logf("node 2 took 60 more")
+	eventually(t, 60*time.Second, "node 3's feed goes on with every write after the cursor", func() error {
+		if m := consumer.missing(acks); len(m) > 0 {
+			return fmt.Errorf("%d of %d writes have no change yet (first %+v)", len(m), len(acks), m[0])
+		}
+		return nil
+	})
+	cancel()
+	wg.Wait()
+	consumer.mu.Lock()
+	bad, kinds := consumer.bad, consumer.kinds
+	consumer.mu.Unlock()
+	if bad != nil {
+		t.Fatal(bad)
+	}
+	if kinds["created"] != 2 {
+		t.Errorf("changes received: %v; want the 2 creations among them", kinds)
+	}
+	on2, on3 := feedCursors(t, c.hubs[1]), feedCursors(t, c.hubs[2])
+	if fmt.Sprint(on2) != fmt.Sprint(on3) || len(on2) != 4 {
+		t.Fatalf("nodes 2 and 3 give different feeds:\n%v\n%v", on2, on3)
+	}
+}

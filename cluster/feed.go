@@ -161,7 +161,7 @@ type clusterReader struct {
 	wake chan struct{}
 	// caughtUp: the reader got every message the stream held when it opened (or later).
 	caughtUp bool
-	close sync.Once
+	close    sync.Once
 }
 
 func (r *clusterReader) read() {

@@ -34,6 +34,7 @@ type feedFlags struct {
 	webhookURLs       node.StringList
 	webhookSecretFile string
 	webhookDebounce   time.Duration
+	webhookMaxBackoff time.Duration
 
 	secret []byte // read from webhookSecretFile by check
 }
@@ -47,6 +48,7 @@ func registerFeedFlags(f *cli.Flags) *feedFlags {
 		f.IntVar(&c.keepVersions, "keep-versions", versions.DefaultKeep, "how many automatic versions of each namespace are kept (the newest; versions taken by request are kept until the namespace goes)")
 		f.Var(&c.webhookURLs, "webhook-url", "POST every change of the change feed to `URL` (http:// or https://; repeatable), signed with the secret of --webhook-secret-file")
 		f.StringVar(&c.webhookSecretFile, "webhook-secret-file", "", "`FILE` holding the secret that signs the webhooks (header Nomicore-Signature); required with --webhook-url")
+		f.DurationVar(&c.webhookMaxBackoff, "webhook-max-backoff", webhook.DefaultMaxBackoff, "the longest wait between two attempts at a change an endpoint refuses (the waits double from 1s up to this)")
 		f.DurationVar(&c.webhookDebounce, "webhook-debounce", webhook.DefaultDebounce, "how long a webhook waits after the first change of a burst for more (updates of one namespace within it are sent once); 0 sends at once")
 	})
 	return c
@@ -71,6 +73,9 @@ func (c *feedFlags) check(clustered bool) error {
 	}
 	if clustered && c.autoVersionEvery > 0 {
 		return errors.New("--auto-version-every: versions are kept by a single hub; a hub cluster does not keep them yet")
+	}
+	if c.webhookMaxBackoff < time.Second {
+		return errors.New("--webhook-max-backoff must be at least 1s")
 	}
 	if c.webhookDebounce < 0 {
 		return errors.New("--webhook-debounce must not be negative")
@@ -154,7 +159,7 @@ func (c *feedFlags) start(inst *node.Instance, clusterNode *cluster.Node, p *adm
 	if err != nil {
 		return nil, err
 	}
-	wd, err := webhook.New(webhook.Options{URLs: c.webhookURLs, Secret: c.secret, Debounce: c.debounce(), Feed: out.source,
+	wd, err := webhook.New(webhook.Options{URLs: c.webhookURLs, Secret: c.secret, Debounce: c.debounce(), MaxBackoff: c.webhookMaxBackoff, Feed: out.source,
 		Config: inst.Store, Clock: clk, Logger: log, Observe: m.Observe})
 	if err != nil {
 		return nil, err

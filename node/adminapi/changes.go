@@ -18,9 +18,6 @@ import (
 
 // The change feed routes (hub): GET /v1/changes and GET /v1/changes/latest.
 const (
-	// CodeCursorExpired: a change-feed cursor the feed cannot resume after (older than it
-	// keeps, or not one of its cursors). The answer carries the list to start over with.
-	CodeCursorExpired = "CURSOR_EXPIRED"
 	// DefaultChangesLimit and MaxChangesLimit bound the changes of one answer (?limit=).
 	DefaultChangesLimit = 1000
 	MaxChangesLimit     = 10000

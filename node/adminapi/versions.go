@@ -14,14 +14,6 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// The version routes (hub): /v1/namespaces/{id}/versions….
-const (
-	// CodeVersionNotFound: no such version of the namespace.
-	CodeVersionNotFound = "VERSION_NOT_FOUND"
-	// CodeRestoreTooLarge: the change a restore needs is larger than the largest write.
-	CodeRestoreTooLarge = "RESTORE_TOO_LARGE"
-)
-
 // VersionJSON is a version as the API shows it.
 type VersionJSON struct {
 	VersionID   string `json:"versionId"`

@@ -153,7 +153,7 @@ func (r *webhookReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	if err := r.checkSignature(req.Header.Get("Nomicore-Signature"), body); err != nil {
 		r.badSig = append(r.badSig, err.Error())
-		http.Error(w, err.Error(), 401)
+		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

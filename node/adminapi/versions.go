@@ -233,6 +233,11 @@ func (a *API) restoreVersion(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// noVersions answers the version routes of a hub that keeps no versions.
+func (a *API) noVersions(w http.ResponseWriter, _ *http.Request) {
+	writeError(w, &Error{http.StatusNotFound, CodeNotFound, "this hub keeps no versions: versions are kept by a single hub; a hub cluster does not keep them yet"})
+}
+
 // feedRoutes adds the change feed's and the versions' routes (hub), when configured.
 func (a *API) feedRoutes(m *http.ServeMux) {
 	if a.opts.Changes != nil {
@@ -240,12 +245,16 @@ func (a *API) feedRoutes(m *http.ServeMux) {
 		m.HandleFunc("GET /v1/changes/latest", a.getLatestChanges)
 		m.HandleFunc("GET /v1/webhooks", a.getWebhooks)
 	}
-	if a.opts.Versions != nil {
-		m.HandleFunc("POST /v1/namespaces/{id}/versions", a.createVersion)
-		m.HandleFunc("GET /v1/namespaces/{id}/versions", a.listVersions)
-		m.HandleFunc("GET /v1/namespaces/{id}/versions/{v}", a.getVersion)
-		m.HandleFunc("GET /v1/namespaces/{id}/versions/{v}/doc", a.getVersionDoc)
-		m.HandleFunc("GET /v1/namespaces/{id}/versions/{v}/update", a.getVersionUpdate)
-		m.HandleFunc("POST /v1/namespaces/{id}/versions/{v}/restore", a.restoreVersion)
+	if a.opts.Versions == nil {
+		// A hub cluster's node: say why rather than a bare 404.
+		m.HandleFunc("/v1/namespaces/{id}/versions/", a.noVersions)
+		m.HandleFunc("/v1/namespaces/{id}/versions", a.noVersions)
+		return
 	}
+	m.HandleFunc("POST /v1/namespaces/{id}/versions", a.createVersion)
+	m.HandleFunc("GET /v1/namespaces/{id}/versions", a.listVersions)
+	m.HandleFunc("GET /v1/namespaces/{id}/versions/{v}", a.getVersion)
+	m.HandleFunc("GET /v1/namespaces/{id}/versions/{v}/doc", a.getVersionDoc)
+	m.HandleFunc("GET /v1/namespaces/{id}/versions/{v}/update", a.getVersionUpdate)
+	m.HandleFunc("POST /v1/namespaces/{id}/versions/{v}/restore", a.restoreVersion)
 }

@@ -25,7 +25,7 @@ import (
 //
 //	nomicore.log.feed.<kind>.<owner>.<namespaceId>   header Nomicore-State-Vector: hex
 //
-// (one kept per namespace and kind: a marker rolls up the previous one). The cursor of a
+// (a creation or deletion marker rolls up an earlier one of its namespace; every restore is kept). The cursor of a
 // change is the stream position of its message, which is the same on every node; a reader
 // follows the stream with an ordered consumer of its own that reads headers only, so the
 // updates' bytes do not travel. Compaction purges a namespace's records only up to its
@@ -135,7 +135,11 @@ func (f clusterFeed) Record(ctx context.Context, e changefeed.Event) error {
 // publishMarker writes a change-feed marker and waits until the stream holds it.
 func (n *Node) publishMarker(ctx context.Context, kind persistence.ChangeKind, owner, ns string, sv []byte) error {
 	m := nats.NewMsg(feedSubject + "." + kind.String() + "." + ownerToken(owner) + "." + ns)
-	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	if kind != persistence.ChangeRestored {
+		// A namespace is created and deleted once: a marker replaces an earlier one (of an
+		// attempt that was retried). Restores are kept, each: a reader behind gets every one.
+		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	}
 	if len(sv) > 0 {
 		m.Header.Set(headerSV, hex.EncodeToString(sv))
 	}

@@ -173,3 +173,62 @@ func TestE2E_Versions_Automatic(t *testing.T) {
 		t.Fatalf("the newest automatic version holds i=%v; want one of the last writes", doc["notes"]["i"])
 	}
 }
+
+// TestE2E_Versions_Cluster: on a hub cluster of three nodes, a version taken on node 1 is
+// listed and read on node 3; restored on node 2, the document of every node is the
+// version's; the version taken before the restore, restored on node 3, undoes it; the
+// change feed of node 1 has both restores.
+func TestE2E_Versions_Cluster(t *testing.T) {
+	t.Parallel()
+	c := newHubCluster(t, 3)
+	n1, n2, n3 := c.hubs[0].api(), c.hubs[1].api(), c.hubs[2].api()
+	ns := n1.createNamespace()
+	n1.set(ns, map[string]any{"title": "draft"})
+	var v1 versionJSON
+	n1.json("POST", "/v1/namespaces/"+ns+"/versions", []byte(`{"label":"draft"}`), 201, &v1)
+	n2.set(ns, map[string]any{"title": "pasted", "extra": "x"})
+	var list struct{ Versions []versionJSON }
+	n3.json("GET", "/v1/namespaces/"+ns+"/versions", nil, 200, &list)
+	if len(list.Versions) != 1 || list.Versions[0].VersionID != v1.VersionID || list.Versions[0].Label != "draft" {
+		t.Fatalf("versions on node 3: %+v", list.Versions)
+	}
+	var doc map[string]map[string]any
+	n3.json("GET", "/v1/namespaces/"+ns+"/versions/"+v1.VersionID+"/doc?root=notes:map", nil, 200, &doc)
+	if fmt.Sprint(doc["notes"]) != "map[title:draft]" {
+		t.Fatalf("the version read on node 3: %v", doc)
+	}
+	var r1 restoreJSON
+	n2.json("POST", "/v1/namespaces/"+ns+"/versions/"+v1.VersionID+"/restore", nil, 200, &r1)
+	if !r1.Changed || r1.Before == nil {
+		t.Fatalf("the restore on node 2: %+v", r1)
+	}
+	converged(t, ns, map[string]any{"title": "draft"}, c.hubs...)
+	var r2 restoreJSON
+	n3.json("POST", "/v1/namespaces/"+ns+"/versions/"+r1.Before.VersionID+"/restore", nil, 200, &r2)
+	if !r2.Changed {
+		t.Fatalf("the restore of the restore on node 3: %+v", r2)
+	}
+	converged(t, ns, map[string]any{"title": "pasted", "extra": "x"}, c.hubs...)
+	n1.json("GET", "/v1/namespaces/"+ns+"/versions", nil, 200, &list)
+	if len(list.Versions) != 3 {
+		t.Fatalf("versions after two restores: %+v", list.Versions)
+	}
+	restored := 0
+	after := "0"
+	for {
+		var page changesPage
+		n1.json("GET", "/v1/changes?after="+after+"&wait=0s", nil, 200, &page)
+		if len(page.Changes) == 0 {
+			break
+		}
+		for _, ch := range page.Changes {
+			if ch.Kind == "restored" && ch.NamespaceID == ns {
+				restored++
+			}
+		}
+		after = page.Cursor
+	}
+	if restored != 2 {
+		t.Fatalf("%d restored changes in node 1's feed, want 2", restored)
+	}
+}

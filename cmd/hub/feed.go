@@ -72,7 +72,7 @@ func (c *feedFlags) check(clustered bool) error {
 		return errors.New("--keep-versions must be at least 1")
 	}
 	if clustered && c.autoVersionEvery > 0 {
-		return errors.New("--auto-version-every: versions are kept by a single hub; a hub cluster does not keep them yet")
+		return errors.New("--auto-version-every: a hub cluster takes versions on request and before restores, not automatically yet; give it to a single hub")
 	}
 	if c.webhookMaxBackoff < time.Second {
 		return errors.New("--webhook-max-backoff must be at least 1s")
@@ -127,6 +127,10 @@ func (c *feedFlags) start(inst *node.Instance, clusterNode *cluster.Node, p *adm
 			defer l.Release()
 			return l.StateVectorAt(ctx, pos)
 		})
+		// Versions taken on request and before restores; automatic versions need one node
+		// to take them, and are refused on a cluster (check).
+		out.versions = versions.New(versions.Options{Registry: inst.Registry, Store: clusterNode.Versions(), Feed: out.source,
+			Config: inst.Store, MaxUpdateBytes: p.MaxUpdateBytes, Clock: clk, Logger: log})
 	} else {
 		st, ok := inst.Store.(interface {
 			persistence.ChangeFeed

@@ -235,7 +235,7 @@ func (a *API) restoreVersion(w http.ResponseWriter, r *http.Request) {
 
 // noVersions answers the version routes of a hub that keeps no versions.
 func (a *API) noVersions(w http.ResponseWriter, _ *http.Request) {
-	writeError(w, &Error{http.StatusNotFound, CodeNotFound, "this hub keeps no versions: versions are kept by a single hub; a hub cluster does not keep them yet"})
+	writeError(w, &Error{http.StatusNotFound, CodeNotFound, "this hub keeps no versions"})
 }
 
 // feedRoutes adds the change feed's and the versions' routes (hub), when configured.
@@ -246,7 +246,7 @@ func (a *API) feedRoutes(m *http.ServeMux) {
 		m.HandleFunc("GET /v1/webhooks", a.getWebhooks)
 	}
 	if a.opts.Versions == nil {
-		// A hub cluster's node: say why rather than a bare 404.
+		// Say why rather than a bare 404.
 		m.HandleFunc("/v1/namespaces/{id}/versions/", a.noVersions)
 		m.HandleFunc("/v1/namespaces/{id}/versions", a.noVersions)
 		return

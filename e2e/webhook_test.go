@@ -345,3 +345,85 @@ func TestE2E_Webhooks_DownThenUpAndKill(t *testing.T) {
 	}
 	t.Logf("%d requests, %d deliveries (%v), %d delivered again after the kill", rcv.requests, len(rcv.firstSeen), rcv.kinds, rcv.dupes)
 }
+
+// TestE2E_Webhooks_Cluster: every node of a hub cluster is given the same webhook flags;
+// one delivers (the others show standby), every write made on any node reaches the
+// receiver in cursor order, signed; when the delivering node is killed (SIGKILL) another
+// takes over from the endpoint's saved cursor, and nothing is lost.
+func TestE2E_Webhooks_Cluster(t *testing.T) {
+	t.Parallel()
+	secret := []byte("e2e-cluster-webhook-secret-0123456789")
+	secretFile := filepath.Join(t.TempDir(), "webhook.secret")
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rcv := newWebhookReceiver(t, secret)
+	c := newHubCluster(t, 3, "--webhook-url", rcv.url(), "--webhook-secret-file", secretFile, "--webhook-debounce", "100ms",
+		"--webhook-max-backoff", "2s")
+	type hookState struct{ Webhooks []struct{ State string } }
+	leader := func() (int, error) {
+		lead, states := -1, []string{}
+		for i, h := range c.hubs {
+			var st hookState
+			h.api().json("GET", "/v1/webhooks", nil, 200, &st)
+			if len(st.Webhooks) != 1 {
+				return -1, fmt.Errorf("node %d: %+v", i+1, st)
+			}
+			states = append(states, st.Webhooks[0].State)
+			if st.Webhooks[0].State != "standby" {
+				if lead >= 0 {
+					return -1, fmt.Errorf("two nodes deliver: %v", states)
+				}
+				lead = i
+			}
+		}
+		if lead < 0 {
+			return -1, fmt.Errorf("no node delivers: %v", states)
+		}
+		return lead, nil
+	}
+	var lead int
+	eventually(t, 30*time.Second, "one node delivering, two on standby", func() (err error) {
+		lead, err = leader()
+		return err
+	})
+	other := (lead + 1) % 3
+	nss := []string{c.hubs[other].api().createNamespace(), c.hubs[lead].api().createNamespace()}
+	w := newFeedWriter(c.hubs[other].admin, 7000, nss)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	acks := writeFor(ctx, w, 30*time.Millisecond)
+	cancel()
+	eventually(t, 30*time.Second, "every write delivered", func() error {
+		if m := rcv.missing(acks); len(m) > 0 {
+			return fmt.Errorf("%d of %d writes not delivered", len(m), len(acks))
+		}
+		return nil
+	})
+	rcv.check()
+	c.hubs[lead].kill()
+	before := len(acks)
+	ctx, cancel = context.WithTimeout(context.Background(), 60*time.Second)
+	for len(acks) < before+30 && ctx.Err() == nil {
+		wctx, wcancel := context.WithTimeout(ctx, time.Second)
+		acks = append(acks, writeFor(wctx, w, 30*time.Millisecond)...)
+		wcancel()
+	}
+	cancel()
+	if len(acks) < before+30 {
+		t.Fatalf("only %d writes acknowledged after node %d was killed", len(acks)-before, lead+1)
+	}
+	t.Logf("node %d delivered and was killed; %d writes after", lead+1, len(acks)-before)
+	eventually(t, 90*time.Second, "every write delivered by another node", func() error {
+		if m := rcv.missing(acks); len(m) > 0 {
+			return fmt.Errorf("%d of %d writes not delivered", len(m), len(acks))
+		}
+		return nil
+	})
+	rcv.check()
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if rcv.kinds["created"] != 2 {
+		t.Fatalf("creations delivered: %v", rcv.kinds)
+	}
+	t.Logf("%d deliveries (%v), %d delivered twice", len(rcv.firstSeen), rcv.kinds, rcv.dupes)
+}

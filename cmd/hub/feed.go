@@ -55,7 +55,7 @@ func registerFeedFlags(f *cli.Flags) *feedFlags {
 }
 
 // check validates the flags and reads the webhook secret.
-func (c *feedFlags) check(clustered bool) error {
+func (c *feedFlags) check() error {
 	if c.changesMaxAge <= 0 {
 		return errors.New("--changes-max-age must be positive, e.g. 168h")
 	}
@@ -70,9 +70,6 @@ func (c *feedFlags) check(clustered bool) error {
 	}
 	if c.keepVersions < 1 {
 		return errors.New("--keep-versions must be at least 1")
-	}
-	if clustered && c.autoVersionEvery > 0 {
-		return errors.New("--auto-version-every: a hub cluster takes versions on request and before restores, not automatically yet; give it to a single hub")
 	}
 	if c.webhookMaxBackoff < time.Second {
 		return errors.New("--webhook-max-backoff must be at least 1s")
@@ -111,6 +108,8 @@ type feedParts struct {
 	source   changefeed.Source
 	versions *versions.Service
 	webhooks *webhook.Deliverer
+	// webhookLeader: on a hub cluster, whether this node delivers the webhooks now.
+	webhookLeader func(endpoint string) bool
 }
 
 // startFeed builds the change feed's source of the hub (its store's, or the cluster's log's)
@@ -127,10 +126,15 @@ func (c *feedFlags) start(inst *node.Instance, clusterNode *cluster.Node, p *adm
 			defer l.Release()
 			return l.StateVectorAt(ctx, pos)
 		})
-		// Versions taken on request and before restores; automatic versions need one node
-		// to take them, and are refused on a cluster (check).
+		// One node of the cluster takes the automatic versions, and one delivers the
+		// webhooks: each job's leader (cluster.Node.Lead).
 		out.versions = versions.New(versions.Options{Registry: inst.Registry, Store: clusterNode.Versions(), Feed: out.source,
-			Config: inst.Store, MaxUpdateBytes: p.MaxUpdateBytes, Clock: clk, Logger: log})
+			Config: inst.Store, AutoEvery: c.autoVersionEvery, Keep: c.keepVersions, MaxUpdateBytes: p.MaxUpdateBytes,
+			Leader: clusterNode.Lead("auto-versions"), Clock: clk, Logger: log})
+		if len(c.webhookURLs) > 0 {
+			lead := clusterNode.Lead("webhooks")
+			out.webhookLeader = func(string) bool { return lead() }
+		}
 	} else {
 		st, ok := inst.Store.(interface {
 			persistence.ChangeFeed
@@ -164,7 +168,7 @@ func (c *feedFlags) start(inst *node.Instance, clusterNode *cluster.Node, p *adm
 		return nil, err
 	}
 	wd, err := webhook.New(webhook.Options{URLs: c.webhookURLs, Secret: c.secret, Debounce: c.debounce(), MaxBackoff: c.webhookMaxBackoff, Feed: out.source,
-		Config: inst.Store, Clock: clk, Logger: log, Observe: m.Observe})
+		Config: inst.Store, Leader: out.webhookLeader, Clock: clk, Logger: log, Observe: m.Observe})
 	if err != nil {
 		return nil, err
 	}

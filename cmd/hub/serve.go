@@ -84,11 +84,7 @@ func serve(args []string, cio cli.IO) int {
 	if err := clientFlags.Check(); err != nil {
 		return fail(err)
 	}
-	clustered, err := clusterOpts.enabled()
-	if err != nil {
-		return fail(err)
-	}
-	if err := feedOpts.check(clustered); err != nil {
+	if err := feedOpts.check(); err != nil {
 		return fail(err)
 	}
 	where := "--data " + *data // how the token commands name the tokens file

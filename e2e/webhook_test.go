@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -286,7 +288,7 @@ func TestE2E_Webhooks_DownThenUpAndKill(t *testing.T) {
 	}
 	api.json("GET", "/v1/webhooks", nil, 200, &st)
 	if len(st.Webhooks) != 1 || st.Webhooks[0].State != "retrying" || st.Webhooks[0].Failed == 0 || st.Webhooks[0].LastError == "" ||
-		strings.Contains(st.Webhooks[0].URL, "src=e2e") {
+		strings.Contains(st.Webhooks[0].URL, "src=e2e") || strings.Contains(st.Webhooks[0].LastError, "src=e2e") {
 		t.Fatalf("the endpoint's state while its receiver is down: %+v", st.Webhooks)
 	}
 	if f := api.metric(`nomicore_webhook_endpoints_failing`); f != 1 {
@@ -426,4 +428,28 @@ func TestE2E_Webhooks_Cluster(t *testing.T) {
 		t.Fatalf("creations delivered: %v", rcv.kinds)
 	}
 	t.Logf("%d deliveries (%v), %d delivered twice", len(rcv.firstSeen), rcv.kinds, rcv.dupes)
+}
+
+// TestE2E_Webhooks_Dashboard: the hub's overview shows each webhook endpoint's delivery
+// state — its URL without the query, and, with the receiver down, "retrying" with why.
+func TestE2E_Webhooks_Dashboard(t *testing.T) {
+	browser := startDashBrowser(t)
+	secret := []byte("e2e-dashboard-webhook-secret-0123")
+	c := newCluster(t)
+	secretFile := filepath.Join(c.dir, "webhook.secret")
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rcv := newWebhookReceiver(t, secret)
+	hub := c.startHub("--webhook-url", rcv.url(), "--webhook-secret-file", secretFile, "--webhook-debounce", "0s")
+	tb := browser.newTab(t, "hub")
+	tb.do("open the hub's dashboard", chromedp.Navigate(hub.admin+"/"))
+	url := strings.TrimSuffix(rcv.url(), "?src=e2e")
+	tb.waitFor("the endpoint, idle", `Array.from(document.querySelectorAll('ul.webhooks li')).some(li =>
+		li.querySelector('code').textContent === `+jsString(url)+` && li.querySelector('[data-state=idle]'))`, 20*time.Second)
+	rcv.down()
+	hub.api().createNamespace()
+	tb.waitFor("the endpoint retrying, with the error", `Array.from(document.querySelectorAll('ul.webhooks li')).some(li =>
+		li.querySelector('[data-state=retrying]') && li.querySelector('.reason') && !li.textContent.includes('src=e2e'))`, 20*time.Second)
+	tb.noConsoleErrors()
 }

@@ -456,7 +456,13 @@ func (ep *endpoint) post(ctx context.Context, e changefeed.Event) error {
 	req.Header.Set(SignatureHeader, Sign(opts.Secret, b, opts.Clock.Now()))
 	resp, err := opts.Client.Do(req)
 	if err != nil {
-		return err
+		// Without the URL, which may hold a secret in its query or user information (the
+		// status, the dashboard and the logs show the redacted one).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("the endpoint could not be reached: %w", err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()

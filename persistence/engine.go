@@ -88,6 +88,7 @@ const (
 	opReplace        // ReplaceSnapshot
 	opFold           // a compaction result
 	opArchive        // Archive or Reset
+	opDelete         // Delete, DeleteEntry
 )
 
 // op is one element of the commit queue.
@@ -109,6 +110,7 @@ type control struct {
 	reason  ArchiveReason // opArchive
 	noted   bool          // opReplace: the snapshot saves changes no append holds (a change-feed record)
 	sv      []byte        // opReplace with noted: the snapshot's state vector
+	keep    bool          // opDelete: archive the document rather than drop it
 
 	abandoned atomic.Bool // the caller stopped waiting before it ran
 

@@ -466,3 +466,73 @@ func TestE2E_ChangeFeed_ClusterResume(t *testing.T) {
 		t.Fatalf("nodes 2 and 3 give different feeds:\n%v\n%v", on2, on3)
 	}
 }
+
+// readFeed reads a node's feed after cursor after up to its head.
+func readFeed(t *testing.T, p *proc, after string) []changeJSON {
+	t.Helper()
+	var out []changeJSON
+	for {
+		var page changesPage
+		p.api().json("GET", "/v1/changes?after="+after+"&wait=0s", nil, 200, &page)
+		if len(page.Changes) == 0 {
+			return out
+		}
+		out = append(out, page.Changes...)
+		after = page.Cursor
+	}
+}
+
+// TestE2E_ChangeFeed_Deleted: deleting a namespace (DELETE …?expectedEpoch=N) is a
+// "deleted" change of the feed, after its creation and writes, on a single hub and on
+// every node of a hub cluster; its versions go with it.
+func TestE2E_ChangeFeed_Deleted(t *testing.T) {
+	t.Parallel()
+	check := func(t *testing.T, writeTo, deleteOn *proc, readers ...*proc) {
+		ns := writeTo.api().createNamespace()
+		writeTo.api().set(ns, map[string]any{"k": "v"})
+		writeTo.api().json("POST", "/v1/namespaces/"+ns+"/versions", []byte(`{}`), 201, nil)
+		if status, b := deleteOn.api().do("DELETE", "/v1/namespaces/"+ns+"?expectedEpoch=1", nil); status != 204 {
+			t.Fatalf("DELETE: %d %s", status, b)
+		}
+		for _, r := range readers {
+			eventually(t, 20*time.Second, r.name+"'s feed has the deletion", func() error {
+				var kinds []string
+				for _, c := range readFeed(t, r, "0") {
+					if c.NamespaceID == ns {
+						kinds = append(kinds, c.Kind)
+					}
+				}
+				if len(kinds) < 3 || kinds[0] != "created" || kinds[len(kinds)-1] != "deleted" || slicesCount(kinds, "deleted") != 1 {
+					return fmt.Errorf("changes of %s: %v; want created, updated…, deleted", ns, kinds)
+				}
+				return nil
+			})
+		}
+		if status, b := deleteOn.api().do("GET", "/v1/namespaces/"+ns+"/versions", nil); status != 404 {
+			t.Fatalf("the versions of a deleted namespace: %d %s", status, b)
+		}
+		vs, body := deleteOn.api().do("GET", "/v1/namespaces/"+ns+"/versions/1/doc", nil)
+		if vs != 404 {
+			t.Fatalf("a version of a deleted namespace: %d %s", vs, body)
+		}
+	}
+	t.Run("SingleHub", func(t *testing.T) {
+		c := newCluster(t)
+		hub := c.startHub()
+		check(t, hub, hub, hub)
+	})
+	t.Run("Cluster", func(t *testing.T) {
+		c := newHubCluster(t, 3)
+		check(t, c.hubs[0], c.hubs[1], c.hubs...)
+	})
+}
+
+func slicesCount(s []string, v string) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}

@@ -136,6 +136,8 @@ func openBackend(path string, opts Options) (b *boltBackend, err error) {
 	}
 	if err == nil {
 		err = b.addBuckets()
+	}
+	if err == nil {
 		err = b.ensureIndex()
 	}
 	if err != nil {

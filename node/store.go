@@ -49,7 +49,13 @@ type Instance struct {
 // OpenInstance opens the store in dir (OpenStore), the registry of role over it, and the
 // observability of side. On an error it closes what it had opened.
 func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.Clock, log *slog.Logger) (*Instance, error) {
-	store, health, err := openStore(dir, log)
+	return OpenInstanceFeed(dir, role, side, clk, log, nil)
+}
+
+// OpenInstanceFeed is OpenInstance with a store that keeps a change feed (a single hub's:
+// GET /v1/changes, webhooks and automatic versions read it) when feed is set.
+func OpenInstanceFeed(dir string, role registry.Role, side observer.Side, clk clock.Clock, log *slog.Logger, feed *persistence.ChangeFeedOptions) (*Instance, error) {
+	store, health, err := openStore(dir, log, feed)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +130,12 @@ func CheckInstanceID(flagName, v string) error {
 // run. Store health changes are logged, a full disk with what to free
 // (docs/protocol.md#degraded-persistence).
 func OpenStore(dir string, log *slog.Logger) (*persistence.BoltStore, error) {
-	st, _, err := openStore(dir, log)
+	return OpenStoreFeed(dir, log, nil)
+}
+
+// OpenStoreFeed is OpenStore keeping a change feed when feed is set.
+func OpenStoreFeed(dir string, log *slog.Logger, feed *persistence.ChangeFeedOptions) (*persistence.BoltStore, error) {
+	st, _, err := openStore(dir, log, feed)
 	return st, err
 }
 
@@ -132,7 +143,7 @@ func OpenStore(dir string, log *slog.Logger) (*persistence.BoltStore, error) {
 // at info level.
 const slowStoreCheck = time.Second
 
-func openStore(dir string, log *slog.Logger) (*persistence.BoltStore, *storeHealth, error) {
+func openStore(dir string, log *slog.Logger, feed *persistence.ChangeFeedOptions) (*persistence.BoltStore, *storeHealth, error) {
 	if dir == "" {
 		return nil, nil, errors.New("--data must name a directory")
 	}
@@ -143,6 +154,7 @@ func openStore(dir string, log *slog.Logger) (*persistence.BoltStore, *storeHeal
 	file := filepath.Join(dir, persistence.FileName)
 	st, err := persistence.OpenDataDir(dir, persistence.Options{
 		Compactor:      registry.Compactor(),
+		ChangeFeed:     feed,
 		OnHealthChange: health.changed,
 		OnCompactionError: func(_, ns string, err error) {
 			log.Warn("compaction failed", slog.String("namespaceId", ns), slog.String("error", err.Error()))

@@ -33,6 +33,9 @@ type HubOptions struct {
 	// namespaces created since, which their peers still hold). Called off the connection's
 	// goroutine.
 	Missing func(peerInstanceID, namespaceID string, peerHasReplica bool)
+	// Presence, when set, relays this implementation's presence extension on the
+	// connections that negotiated it (see PresenceRelay).
+	Presence PresenceRelay
 }
 
 // Hub is the hub's namespace layer: for every ready connection its NewHandler (the hub's
@@ -62,6 +65,7 @@ type Hub struct {
 	log           *slog.Logger
 	ownerMismatch func(peerInstanceID, namespaceID, grantOwner, namespaceOwner string) // HubOptions.OwnerMismatch
 	missing       func(peerInstanceID, namespaceID string, peerHasReplica bool)        // HubOptions.Missing
+	presence      PresenceRelay                                                        // HubOptions.Presence
 
 	mu       sync.Mutex                            // guards sessions
 	sessions map[string]map[*hubChannel]HubSession // namespaceId → channel → status
@@ -87,7 +91,7 @@ func NewHub(opts HubOptions) (*Hub, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{reg: opts.Registry, log: log, ownerMismatch: opts.OwnerMismatch, missing: opts.Missing,
+	return &Hub{reg: opts.Registry, log: log, ownerMismatch: opts.OwnerMismatch, missing: opts.Missing, presence: opts.Presence,
 		sessions: make(map[string]map[*hubChannel]HubSession)}, nil
 }
 
@@ -141,7 +145,7 @@ func (h *Hub) untrack(c *hubChannel) {
 // connection.
 func (h *Hub) NewHandler(s seam.Session) seam.Handler {
 	hc := &hubConn{h: h, channels: make(map[protocol.NamespaceID]*hubChannel)}
-	hc.nsConn = newNSConn(s, hc, h.log, s.PeerInstanceID(), &h.assemblies)
+	hc.nsConn = newNSConn(s, hc, h.log, s.PeerInstanceID(), &h.assemblies, h.presence)
 	return hc
 }
 

@@ -67,38 +67,34 @@ func decodeUpdate(b []byte) (*decodedUpdate, error) {
 }
 
 func refFromRaw(s *rawStruct) *structRef {
-	var it *item
-	if cs, ok := s.content.(*contentString); ok {
-		it, s.content = stringItemFrom(cs.b)
-	} else {
-		it = &item{}
-	}
-	it.id, it.length = s.id, s.length
+	it := &item{}
+	it.setID(s.id)
 	ref := &structRef{it: it}
 	switch s.kind {
 	case structGC:
 		it.flags = flagGC | flagDeleted
+		it.setLen(s.length)
 		return ref
 	case structSkip:
 		it.flags = flagGC | flagDeleted
+		it.setLen(s.length)
 		ref.skip = true
 		return ref
 	}
-	it.content = s.content
-	if s.content.countable() {
-		it.flags |= flagCountable
+	c := s.content
+	if cs, ok := c.(*contentString); ok {
+		// the decoded string aliases the update: keep a copy
+		c = &contentString{b: append(make([]byte, 0, len(cs.b)), cs.b...), u16: cs.u16}
 	}
+	it.setContent(c)
 	if s.hasOrigin {
-		it.origin = s.origin
-		it.flags |= flagOrigin
+		it.setOrigin(s.origin)
 	}
 	if s.hasRight {
-		it.rightOrigin = s.rightOrigin
-		it.flags |= flagRightOrigin
+		it.setRightOrigin(s.rightOrigin)
 	}
 	if s.hasSub {
-		it.parentSub = s.sub
-		it.flags |= flagParentSub
+		it.setParentSub(s.sub, true)
 	}
 	ref.parent, ref.parentKey, ref.parentID = s.parent, s.parentKey, s.parentID
 	return ref
@@ -309,7 +305,7 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 			rest = map[uint64][]*structRef{}
 		}
 		for _, ref := range stack {
-			client := ref.it.id.Client
+			client := ref.it.client()
 			if l, ok := clients[client]; ok {
 				// the struct on the stack was the last one taken from its list
 				l.i--
@@ -339,11 +335,11 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 	for {
 		if !head.skip {
 			it := head.it
-			local := localState(it.id.Client)
-			if local < it.id.Clock {
+			local := localState(it.client())
+			if local < it.clock() {
 				// an earlier struct of the same client is missing
 				stack = append(stack, head)
-				updateMissing(it.id.Client, it.id.Clock-1)
+				updateMissing(it.client(), it.clock()-1)
 				addStackToRest()
 			} else if missing, ok := d.missingDependency(tx, head); ok {
 				stack = append(stack, head)
@@ -357,9 +353,9 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 					l.i++
 					continue
 				}
-			} else if offset := local - it.id.Clock; offset == 0 || offset < it.length {
+			} else if offset := local - it.clock(); offset == 0 || offset < it.len() {
 				it.integrate(tx, offset)
-				state[it.id.Client] = it.id.Clock + it.length
+				state[it.client()] = it.endClock()
 			}
 		}
 		switch {
@@ -390,22 +386,27 @@ func (d *Doc) missingDependency(tx *Transaction, ref *structRef) (uint64, bool) 
 		return 0, false
 	}
 	store := &d.store
-	if it.hasOrigin() && it.origin.Client != it.id.Client && it.origin.Clock >= store.state(it.origin.Client) {
-		return it.origin.Client, true
+	client := it.client()
+	if it.hasOrigin() {
+		if o := it.origin(); o.Client != client && o.Clock >= store.state(o.Client) {
+			return o.Client, true
+		}
 	}
-	if it.hasRight() && it.rightOrigin.Client != it.id.Client && it.rightOrigin.Clock >= store.state(it.rightOrigin.Client) {
-		return it.rightOrigin.Client, true
+	if it.hasRight() {
+		if r := it.rightOrigin(); r.Client != client && r.Clock >= store.state(r.Client) {
+			return r.Client, true
+		}
 	}
-	if ref.parent == parentItem && ref.parentID.Client != it.id.Client && ref.parentID.Clock >= store.state(ref.parentID.Client) {
+	if ref.parent == parentItem && ref.parentID.Client != client && ref.parentID.Clock >= store.state(ref.parentID.Client) {
 		return ref.parentID.Client, true
 	}
 	if it.hasOrigin() {
-		it.left = store.itemCleanEnd(tx, it.origin)
-		it.origin = it.left.lastID()
+		it.left = store.itemCleanEnd(tx, it.origin())
+		it.setOrigin(it.left.lastID())
 	}
 	if it.hasRight() {
-		it.right = store.itemCleanStart(tx, it.rightOrigin)
-		it.rightOrigin = it.right.id
+		it.right = store.itemCleanStart(tx, it.rightOrigin())
+		it.setRightOrigin(it.right.id())
 	}
 	switch {
 	case (it.left != nil && it.left.isGC()) || (it.right != nil && it.right.isGC()):
@@ -418,16 +419,13 @@ func (d *Doc) missingDependency(tx *Transaction, ref *structRef) (uint64, bool) 
 		}
 		if src != nil {
 			it.parent = src.parent
-			it.parentSub = src.parentSub
-			it.flags = it.flags&^flagParentSub | src.flags&flagParentSub
+			it.setParentSub(src.parentSub(), src.hasSub())
 		}
 	case ref.parent == parentItem:
 		p := store.find(ref.parentID)
 		it.parent = nil
 		if !p.isGC() {
-			if ct, ok := p.content.(*contentType); ok {
-				it.parent = ct.t
-			}
+			it.parent = p.childType()
 		}
 	}
 	return 0, false
@@ -459,8 +457,8 @@ func (d *Doc) applyDeleteBlocks(tx *Transaction, blocks []delBlock) *deleteSet {
 				addUnapplied(b.client, state, end-state)
 			}
 			p := l.find(r.clock)
-			if it := l.at(p); !it.deleted() && it.id.Clock < r.clock {
-				p = l.insertAfter(p, splitItem(tx, it, r.clock-it.id.Clock))
+			if it := l.at(p); !it.deleted() && it.clock() < r.clock {
+				p = l.insertAfter(p, splitItem(tx, it, r.clock-it.clock()))
 			}
 			// The walk holds p across deletions only: deleting changes no list. A split
 			// inserts into the list, which may split p's chunk and move the struct at p; the
@@ -468,12 +466,12 @@ func (d *Doc) applyDeleteBlocks(tx *Transaction, blocks []delBlock) *deleteSet {
 			// the range, so p is never used after it.
 			for {
 				it := l.at(p)
-				if it.id.Clock >= end {
+				if it.clock() >= end {
 					break
 				}
 				if !it.deleted() {
 					if end < it.endClock() {
-						l.insertAfter(p, splitItem(tx, it, end-it.id.Clock))
+						l.insertAfter(p, splitItem(tx, it, end-it.clock()))
 						it.delete(tx)
 						if !d.olderDeleteWalk {
 							break
@@ -504,7 +502,7 @@ func encodeRefs(rest map[uint64][]*structRef) []byte {
 		refs := rest[clients[i]]
 		e.WriteVarUint(uint64(len(refs)))
 		e.WriteVarUint(clients[i])
-		e.WriteVarUint(refs[0].it.id.Clock)
+		e.WriteVarUint(refs[0].it.clock())
 		for _, ref := range refs {
 			ref.write(e)
 		}
@@ -516,7 +514,7 @@ func encodeRefs(rest map[uint64][]*structRef) []byte {
 // write encodes a struct that was decoded but not integrated, as it was read.
 func (ref *structRef) write(e *lib0.Encoder) {
 	it := ref.it
-	s := rawStruct{id: it.id, length: it.length}
+	s := rawStruct{id: it.id(), length: it.len()}
 	switch {
 	case ref.skip:
 		s.kind = structSkip
@@ -524,11 +522,16 @@ func (ref *structRef) write(e *lib0.Encoder) {
 		s.kind = structGC
 	default:
 		s.kind = structItem
-		s.hasOrigin, s.origin = it.hasOrigin(), it.origin
-		s.hasRight, s.rightOrigin = it.hasRight(), it.rightOrigin
+		s.hasOrigin, s.hasRight, s.hasSub = it.hasOrigin(), it.hasRight(), it.hasSub()
+		if s.hasOrigin {
+			s.origin = it.origin()
+		}
+		if s.hasRight {
+			s.rightOrigin = it.rightOrigin()
+		}
 		s.parent, s.parentKey, s.parentID = ref.parent, ref.parentKey, ref.parentID
-		s.hasSub, s.sub = it.hasSub(), it.parentSub
-		s.content = it.content
+		s.sub = it.parentSub()
+		s.content = it.detached()
 	}
 	s.write(e, 0)
 }

@@ -324,3 +324,104 @@ func utf16Offset(b []byte, u uint64) (at int, inPair bool) {
 	}
 	return at, false
 }
+
+// The content of an item is read and changed through the methods below.
+
+// contentRef is the content ref of the item (refGC for a GC struct).
+func (it *item) contentRef() uint8 {
+	if it.isGC() {
+		return refGC
+	}
+	return it.xcontent.ref()
+}
+
+// setContent gives a new item its content c (which it keeps) and the length of c.
+func (it *item) setContent(c content) {
+	it.xcontent = c
+	it.setLen(c.len())
+	if c.countable() {
+		it.flags |= flagCountable
+	} else {
+		it.flags &^= flagCountable
+	}
+}
+
+// detached returns the content of an Item as a content value (sharing the item's data: the
+// caller only reads it).
+func (it *item) detached() content { return it.xcontent }
+
+// dropContent replaces the content by deleted content of the same length (JS
+// ContentDeleted); a GC struct is left without content.
+func (it *item) dropContent() {
+	it.flags &^= flagCountable
+	if it.isGC() {
+		it.xcontent = nil
+		return
+	}
+	it.xcontent = &contentDeleted{n: it.len()}
+}
+
+// str returns the UTF-8 of a string item (nil for other contents).
+func (it *item) str() []byte {
+	if c, ok := it.xcontent.(*contentString); ok {
+		return c.b
+	}
+	return nil
+}
+
+// isString reports whether the item holds a string.
+func (it *item) isString() bool { return !it.isGC() && it.xcontent.ref() == refString }
+
+// format returns the formatting mark of the item, or nil.
+func (it *item) format() *contentFormat {
+	f, _ := it.xcontent.(*contentFormat)
+	return f
+}
+
+// childType returns the nested type the item holds, or nil.
+func (it *item) childType() *Type {
+	if c, ok := it.xcontent.(*contentType); ok {
+		return c.t
+	}
+	return nil
+}
+
+// subdoc returns the subdocument the item holds, or nil.
+func (it *item) subdoc() *Doc {
+	if c, ok := it.xcontent.(*contentDoc); ok {
+		return c.doc
+	}
+	return nil
+}
+
+// values appends the values of the content (JS getContent) to dst.
+func (it *item) values(dst []any) []any { return it.xcontent.appendValues(dst) }
+
+// writeContent encodes the content from offset on.
+func (it *item) writeContent(e *lib0.Encoder, offset uint64) { it.xcontent.write(e, offset) }
+
+// spliceContent moves the content from offset on to right (a new item), and sets the
+// lengths of both.
+func (it *item) spliceContent(right *item, offset uint64) {
+	n := it.len()
+	right.xcontent = it.xcontent.splice(offset)
+	right.setLen(n - offset)
+	it.setLen(offset)
+}
+
+// cutContent drops the content before offset (the units known already when an item is
+// integrated from offset on).
+func (it *item) cutContent(offset uint64) {
+	it.xcontent = it.xcontent.splice(offset)
+	it.setLen(it.len() - offset)
+}
+
+// mergeContent appends the content of right (of the same ref) and its length, and reports
+// whether it could.
+func (it *item) mergeContent(right *item) bool {
+	if !it.xcontent.merge(right.xcontent) {
+		return false
+	}
+	it.setLen(it.len() + right.len())
+	return true
+}

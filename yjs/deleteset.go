@@ -217,9 +217,9 @@ func deleteSetFromStore(s *structStore) deleteSet {
 		l.each(spos{}, func(it *item) bool {
 			if it.deleted() {
 				if open {
-					rs[len(rs)-1].len += it.length
+					rs[len(rs)-1].len += it.len()
 				} else {
-					rs = append(rs, delRange{it.id.Clock, it.length})
+					rs = append(rs, delRange{it.clock(), it.len()})
 					open = true
 				}
 			} else {

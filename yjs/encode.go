@@ -101,7 +101,7 @@ func (d *Doc) writeStructsFrom(e *lib0.Encoder, starts []clientClock) {
 		l.each(p, func(it *item) bool {
 			off := uint64(0)
 			if first {
-				off = s.clock - it.id.Clock
+				off = s.clock - it.clock()
 				first = false
 			}
 			it.write(e, off)

@@ -58,7 +58,7 @@ func inspectDecoded(doc *Doc, u *decodedUpdate, root string) RootEffect {
 	for _, c := range sortedKeys(u.clients) {
 		state := doc.store.state(c)
 		for _, ref := range u.clients[c].refs {
-			if ref.skip || ref.it.isGC() || ref.it.id.Clock+ref.it.length <= state {
+			if ref.skip || ref.it.isGC() || ref.it.clock()+ref.it.len() <= state {
 				continue // nothing to integrate
 			}
 			if in.place(ref) == placedUnder {
@@ -115,9 +115,9 @@ func (in *inspector) lookup(id ID) (ref *structRef, it *item, ok bool) {
 	if l := in.u.clients[id.Client]; l != nil {
 		i, found := slices.BinarySearchFunc(l.refs, id.Clock, func(r *structRef, c uint64) int {
 			switch {
-			case r.it.id.Clock+r.it.length <= c:
+			case r.it.clock()+r.it.len() <= c:
 				return -1
-			case r.it.id.Clock > c:
+			case r.it.clock() > c:
 				return 1
 			}
 			return 0
@@ -179,12 +179,12 @@ func (in *inspector) step(ref *structRef) (*structRef, placement) {
 			in.waiting[ref.parentID.Client] = true
 			return nil, placedWaiting
 		case pit != nil:
-			if ct, isType := pit.content.(*contentType); isType && !pit.isGC() {
-				return nil, in.typePlacement(ct.t)
+			if ct := pit.childType(); ct != nil && !pit.isGC() {
+				return nil, in.typePlacement(ct)
 			}
 			return nil, placedElsewhere
 		}
-		if _, isType := r.it.content.(*contentType); !isType || r.skip || r.it.isGC() {
+		if r.skip || r.it.isGC() || r.it.childType() == nil {
 			return nil, placedElsewhere
 		}
 		// the parent is a type created by this update: it sits where its item sits
@@ -196,7 +196,7 @@ func (in *inspector) step(ref *structRef) (*structRef, placement) {
 	for _, o := range []struct {
 		id ID
 		ok bool
-	}{{it.origin, it.hasOrigin()}, {it.rightOrigin, it.hasRight()}} {
+	}{{it.origin(), it.hasOrigin()}, {it.rightOrigin(), it.hasRight()}} {
 		if !o.ok {
 			continue
 		}
@@ -241,14 +241,14 @@ func (in *inspector) deletesUnderRoot() bool {
 	}
 	hit := false
 	walkLive(t, func(it *item) bool {
-		rs := ds.ranges(it.id.Client)
-		i, _ := slices.BinarySearchFunc(rs, it.id.Clock, func(r delRange, c uint64) int {
+		rs := ds.ranges(it.client())
+		i, _ := slices.BinarySearchFunc(rs, it.clock(), func(r delRange, c uint64) int {
 			if r.clock+r.len <= c {
 				return -1
 			}
 			return 1
 		})
-		if i < len(rs) && rs[i].clock < it.id.Clock+it.length {
+		if i < len(rs) && rs[i].clock < it.clock()+it.len() {
 			hit = true
 		}
 		return !hit
@@ -270,8 +270,8 @@ func walkLive(t *Type, f func(*item) bool) {
 			if !f(it) {
 				return false
 			}
-			if ct, ok := it.content.(*contentType); ok {
-				stack = append(stack, ct.t)
+			if ct := it.childType(); ct != nil {
+				stack = append(stack, ct)
 			}
 			return true
 		}
@@ -304,7 +304,7 @@ func Included(doc *Doc, update []byte) (bool, error) {
 	for c, l := range u.clients {
 		state := doc.store.state(c)
 		for _, ref := range l.refs {
-			if !ref.skip && ref.it.id.Clock+ref.it.length > state {
+			if !ref.skip && ref.it.clock()+ref.it.len() > state {
 				return false, nil
 			}
 		}
@@ -321,7 +321,7 @@ func Included(doc *Doc, update []byte) (bool, error) {
 			deleted := true
 			// the walk only reads: its position stays valid
 			l.each(l.find(r.clock), func(it *item) bool {
-				if it.id.Clock >= r.clock+r.len {
+				if it.clock() >= r.clock+r.len {
 					return false
 				}
 				deleted = it.deleted()

@@ -17,80 +17,62 @@ const (
 // item is one struct of the store: either a GC struct (flagGC: only id and length mean
 // anything) or a Yjs Item — content placed in a parent type between origin and rightOrigin.
 // left and right link the items of one parent sequence (or the history of one map key) in
-// document order.
+// document order. Its fields are read and written through the accessors below.
 type item struct {
-	id          ID
-	length      uint64
-	left, right *item
-	origin      ID // the item left of this one at creation (valid with flagOrigin)
-	rightOrigin ID // the item right of this one at creation (valid with flagRightOrigin)
-	parent      *Type
-	parentSub   string // the map key (valid with flagParentSub)
-	content     content
-	flags       uint16
+	xid          ID
+	xlength      uint64
+	left, right  *item
+	xorigin      ID // the item left of this one at creation (valid with flagOrigin)
+	xrightOrigin ID // the item right of this one at creation (valid with flagRightOrigin)
+	parent       *Type
+	xparentSub   string // the map key (valid with flagParentSub)
+	xcontent     content
+	flags        uint16
+}
+
+func (it *item) id() ID               { return it.xid }
+func (it *item) client() uint64       { return it.xid.Client }
+func (it *item) clock() uint64        { return it.xid.Clock }
+func (it *item) len() uint64          { return it.xlength }
+func (it *item) origin() ID           { return it.xorigin }
+func (it *item) rightOrigin() ID      { return it.xrightOrigin }
+func (it *item) parentSub() string    { return it.xparentSub }
+func (it *item) setID(id ID)          { it.xid = id }
+func (it *item) setLen(n uint64)      { it.xlength = n }
+func (it *item) setClock(c uint64)    { it.xid.Clock = c }
+func (it *item) setOrigin(id ID)      { it.xorigin = id; it.flags |= flagOrigin }
+func (it *item) setRightOrigin(id ID) { it.xrightOrigin = id; it.flags |= flagRightOrigin }
+
+// setParentSub sets the map key (hasSub) or clears it.
+func (it *item) setParentSub(sub string, hasSub bool) {
+	if hasSub {
+		it.xparentSub = sub
+		it.flags |= flagParentSub
+	} else {
+		it.xparentSub = ""
+		it.flags &^= flagParentSub
+	}
 }
 
 func newItem(id ID, left *item, right *item, parent *Type, parentSub string, hasSub bool, c content) *item {
-	it := &item{id: id, length: c.len(), left: left, right: right, parent: parent, content: c}
+	it := &item{left: left, right: right, parent: parent}
+	it.setID(id)
+	it.setContent(c)
 	if left != nil {
-		it.origin = left.lastID()
-		it.flags |= flagOrigin
+		it.setOrigin(left.lastID())
 	}
 	if right != nil {
-		it.rightOrigin = right.id
-		it.flags |= flagRightOrigin
+		it.setRightOrigin(right.id())
 	}
 	if hasSub {
-		it.parentSub = parentSub
-		it.flags |= flagParentSub
-	}
-	if c.countable() {
-		it.flags |= flagCountable
+		it.setParentSub(parentSub, true)
 	}
 	return it
-}
-
-// stringItem allocates an Item with its string content (and a small buffer for it) in one
-// allocation: typing creates one per character.
-type stringItem struct {
-	item
-	str contentString
-	buf [8]byte
 }
 
 // newStringItem returns a new local item holding s.
 func newStringItem(id ID, left, right *item, parent *Type, s string) *item {
-	si := &stringItem{}
-	if len(s) <= len(si.buf) {
-		si.str.b = si.buf[:copy(si.buf[:], s)]
-	} else {
-		si.str.b = []byte(s)
-	}
-	si.str.u16 = utf16Len(s)
-	it := &si.item
-	*it = item{id: id, length: si.str.u16, left: left, right: right, parent: parent, content: &si.str, flags: flagCountable}
-	if left != nil {
-		it.origin = left.lastID()
-		it.flags |= flagOrigin
-	}
-	if right != nil {
-		it.rightOrigin = right.id
-		it.flags |= flagRightOrigin
-	}
-	return it
-}
-
-// stringItemFrom returns an item holding a copy of b (valid UTF-8).
-func stringItemFrom(b []byte) (*item, *contentString) {
-	si := &stringItem{}
-	if len(b) <= len(si.buf) {
-		si.str.b = si.buf[:copy(si.buf[:], b)]
-	} else {
-		si.str.b = append(make([]byte, 0, len(b)), b...)
-	}
-	si.str.u16 = utf16LenBytes(b)
-	si.item.content = &si.str
-	return &si.item, &si.str
+	return newItem(id, left, right, parent, "", false, newContentString(s))
 }
 
 func (it *item) isGC() bool       { return it.flags&flagGC != 0 }
@@ -103,47 +85,44 @@ func (it *item) marked() bool     { return it.flags&flagMarker != 0 }
 func (it *item) visible() bool    { return it.flags&(flagCountable|flagDeleted) == flagCountable }
 func (it *item) keep() bool       { return it.flags&flagKeep != 0 }
 func (it *item) markDeleted()     { it.flags |= flagDeleted }
-func (it *item) endClock() uint64 { return it.id.Clock + it.length }
-func (it *item) lastID() ID       { return ID{it.id.Client, it.id.Clock + it.length - 1} }
+func (it *item) endClock() uint64 { return it.clock() + it.len() }
+func (it *item) lastID() ID       { return ID{it.client(), it.clock() + it.len() - 1} }
 
 func sameOpt(a ID, aok bool, b ID, bok bool) bool { return aok == bok && (!aok || a == b) }
 
 // makeGC turns the struct into a GC struct in place: its content and links are dropped.
 func (it *item) makeGC() {
 	it.flags = flagGC | flagDeleted
-	it.left, it.right, it.parent, it.content, it.parentSub = nil, nil, nil, nil, ""
+	it.left, it.right, it.parent = nil, nil, nil
+	it.dropContent()
+	it.setParentSub("", false)
 }
 
 // splitItem splits it at diff (0 < diff < length) and returns the right part, linked after
 // it. The right part's origin is the left part's last unit. The caller inserts the right
 // part into the store.
 func splitItem(tx *Transaction, it *item, diff uint64) *item {
-	var right *item
-	if cs, ok := it.content.(*contentString); ok {
-		si := &stringItem{}
-		cs.spliceInto(&si.str, diff)
-		right = &si.item
-		right.content = &si.str
-	} else {
-		right = &item{content: it.content.splice(diff)}
-	}
-	right.id = ID{it.id.Client, it.id.Clock + diff}
-	right.length = it.length - diff
+	right := &item{}
+	right.setID(ID{it.client(), it.clock() + diff})
 	right.left = it
 	right.right = it.right
-	right.origin = ID{it.id.Client, it.id.Clock + diff - 1}
-	right.rightOrigin = it.rightOrigin
 	right.parent = it.parent
-	right.parentSub = it.parentSub
-	right.flags = (it.flags &^ flagMarker) | flagOrigin
-	it.length = diff
+	right.flags = it.flags &^ (flagMarker | flagOrigin | flagRightOrigin | flagParentSub)
+	it.spliceContent(right, diff)
+	right.setOrigin(ID{it.client(), it.clock() + diff - 1})
+	if it.hasRight() {
+		right.setRightOrigin(it.rightOrigin())
+	}
+	if it.hasSub() {
+		right.setParentSub(it.parentSub(), true)
+	}
 	it.right = right
 	if right.right != nil {
 		right.right.left = right
 	}
 	tx.mergeStructs = append(tx.mergeStructs, right)
 	if right.hasSub() && right.right == nil {
-		right.parent.entries[right.parentSub] = right
+		right.parent.entries[right.parentSub()] = right
 	}
 	return right
 }
@@ -153,18 +132,18 @@ func splitItem(tx *Transaction, it *item, diff uint64) *item {
 func (it *item) tryMerge(right *item) bool {
 	if it.isGC() || right.isGC() {
 		if it.isGC() && right.isGC() {
-			it.length += right.length
+			it.setLen(it.len() + right.len())
 			return true
 		}
 		return false
 	}
-	if right.hasOrigin() && right.origin == it.lastID() &&
+	if right.hasOrigin() && right.origin() == it.lastID() &&
 		it.right == right &&
-		sameOpt(it.rightOrigin, it.hasRight(), right.rightOrigin, right.hasRight()) &&
-		it.id.Client == right.id.Client && it.id.Clock+it.length == right.id.Clock &&
+		sameOpt(it.rightOrigin(), it.hasRight(), right.rightOrigin(), right.hasRight()) &&
+		it.client() == right.client() && it.endClock() == right.clock() &&
 		it.deleted() == right.deleted() &&
-		it.content.ref() == right.content.ref() &&
-		it.content.merge(right.content) {
+		it.contentRef() == right.contentRef() &&
+		it.mergeContent(right) {
 		if right.marked() && it.parent != nil {
 			it.parent.markerMerged(it, right)
 		}
@@ -175,7 +154,6 @@ func (it *item) tryMerge(right *item) bool {
 		if it.right != nil {
 			it.right.left = it
 		}
-		it.length += right.length
 		return true
 	}
 	return false
@@ -207,7 +185,7 @@ func (it *item) delete(tx *Transaction) {
 func (it *item) deleteOne(tx *Transaction, stack *[]delFrame) {
 	p := it.parent
 	if it.countable() && !it.hasSub() {
-		p.length -= int(it.length)
+		p.length -= int(it.len())
 		if len(p.markers) > 0 && p != tx.markerOwner {
 			p.clearMarkers()
 		}
@@ -217,13 +195,12 @@ func (it *item) deleteOne(tx *Transaction, stack *[]delFrame) {
 	}
 	it.markDeleted()
 	tx.changes++
-	tx.ds.add(it.id.Client, it.id.Clock, it.length)
-	tx.addChangedType(p, it.parentSub, it.hasSub())
-	switch c := it.content.(type) {
-	case *contentType:
-		*stack = append(*stack, delFrame{t: c.t, cur: c.t.start})
-	case *contentDoc:
-		tx.subdocRemoved(c.doc)
+	tx.ds.add(it.client(), it.clock(), it.len())
+	tx.addChangedType(p, it.parentSub(), it.hasSub())
+	if t := it.childType(); t != nil {
+		*stack = append(*stack, delFrame{t: t, cur: t.start})
+	} else if d := it.subdoc(); d != nil {
+		tx.subdocRemoved(d)
 	}
 }
 
@@ -258,7 +235,7 @@ func (f *delFrame) next(tx *Transaction) (child *item, done bool) {
 	if !it.deleted() {
 		return it, false
 	}
-	if it.id.Clock < tx.beforeState(it.id.Client) {
+	if it.clock() < tx.beforeState(it.client()) {
 		// deleted earlier: merge it with its neighbours once they are gc'd too
 		tx.mergeStructs = append(tx.mergeStructs, it)
 	}
@@ -269,14 +246,13 @@ func (f *delFrame) next(tx *Transaction) (child *item, done bool) {
 // too, else its content becomes contentDeleted. The content of a nested type becomes GC
 // structs (JS ContentType.gc), iteratively.
 func (it *item) gc(parentGCd bool) {
-	if ct, ok := it.content.(*contentType); ok {
-		gcTypes([]*Type{ct.t})
+	if t := it.childType(); t != nil {
+		gcTypes([]*Type{t})
 	}
 	if parentGCd {
 		it.makeGC()
 	} else {
-		it.content = &contentDeleted{n: it.length}
-		it.flags &^= flagCountable
+		it.dropContent()
 	}
 }
 
@@ -286,8 +262,8 @@ func gcTypes(stack []*Type) {
 		t := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		gcOne := func(it *item) {
-			if ct, ok := it.content.(*contentType); ok {
-				stack = append(stack, ct.t)
+			if ct := it.childType(); ct != nil {
+				stack = append(stack, ct)
 			}
 			it.makeGC()
 		}
@@ -314,14 +290,17 @@ func gcTypes(stack []*Type) {
 func (it *item) write(e *lib0.Encoder, offset uint64) {
 	if it.isGC() {
 		e.WriteUint8(refGC)
-		e.WriteVarUint(it.length - offset)
+		e.WriteVarUint(it.len() - offset)
 		return
 	}
-	origin, hasOrigin := it.origin, it.hasOrigin()
+	hasOrigin := it.hasOrigin()
+	var origin ID
 	if offset > 0 {
-		origin, hasOrigin = ID{it.id.Client, it.id.Clock + offset - 1}, true
+		origin, hasOrigin = ID{it.client(), it.clock() + offset - 1}, true
+	} else if hasOrigin {
+		origin = it.origin()
 	}
-	info := it.content.ref()
+	info := it.contentRef()
 	if hasOrigin {
 		info |= 0x80
 	}
@@ -337,8 +316,9 @@ func (it *item) write(e *lib0.Encoder, offset uint64) {
 		e.WriteVarUint(origin.Clock)
 	}
 	if it.hasRight() {
-		e.WriteVarUint(it.rightOrigin.Client)
-		e.WriteVarUint(it.rightOrigin.Clock)
+		ro := it.rightOrigin()
+		e.WriteVarUint(ro.Client)
+		e.WriteVarUint(ro.Clock)
 	}
 	if !hasOrigin && !it.hasRight() {
 		p := it.parent
@@ -347,12 +327,12 @@ func (it *item) write(e *lib0.Encoder, offset uint64) {
 			e.WriteVarString(p.rootName)
 		} else {
 			e.WriteVarUint(0)
-			e.WriteVarUint(p.item.id.Client)
-			e.WriteVarUint(p.item.id.Clock)
+			e.WriteVarUint(p.item.client())
+			e.WriteVarUint(p.item.clock())
 		}
 		if it.hasSub() {
-			e.WriteVarString(it.parentSub)
+			e.WriteVarString(it.parentSub())
 		}
 	}
-	it.content.write(e, offset)
+	it.writeContent(e, offset)
 }

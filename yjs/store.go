@@ -81,7 +81,7 @@ func (l *structList) find(clock uint64) spos {
 	lo, hi := 0, len(l.chunks)-1
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		if l.chunks[mid][0].id.Clock <= clock {
+		if l.chunks[mid][0].clock() <= clock {
 			lo = mid
 		} else {
 			hi = mid - 1
@@ -92,8 +92,8 @@ func (l *structList) find(clock uint64) spos {
 	for a <= b {
 		mid := (a + b) / 2
 		s := ch[mid]
-		if s.id.Clock <= clock {
-			if clock < s.id.Clock+s.length {
+		if s.clock() <= clock {
+			if clock < s.clock()+s.len() {
 				return spos{lo, mid}
 			}
 			a = mid + 1
@@ -180,12 +180,12 @@ func (s *structStore) stateVector() StateVector {
 
 // add appends a struct at its client's state.
 func (s *structStore) add(it *item) {
-	l := s.clients[it.id.Client]
+	l := s.clients[it.client()]
 	if l == nil {
 		l = &structList{}
-		s.clients[it.id.Client] = l
-	} else if l.state() != it.id.Clock {
-		panic(fmt.Sprintf("yjs: struct %d:%d added at state %d", it.id.Client, it.id.Clock, l.state()))
+		s.clients[it.client()] = l
+	} else if l.state() != it.clock() {
+		panic(fmt.Sprintf("yjs: struct %d:%d added at state %d", it.client(), it.clock(), l.state()))
 	}
 	l.append(it)
 }
@@ -205,8 +205,8 @@ func (s *structStore) find(id ID) *item {
 func (s *structStore) cleanStart(tx *Transaction, l *structList, clock uint64) spos {
 	p := l.find(clock)
 	it := l.at(p)
-	if it.id.Clock < clock && !it.isGC() {
-		return l.insertAfter(p, splitItem(tx, it, clock-it.id.Clock))
+	if it.clock() < clock && !it.isGC() {
+		return l.insertAfter(p, splitItem(tx, it, clock-it.clock()))
 	}
 	return p
 }
@@ -223,8 +223,8 @@ func (s *structStore) itemCleanEnd(tx *Transaction, id ID) *item {
 	l := s.clients[id.Client]
 	p := l.find(id.Clock)
 	it := l.at(p)
-	if id.Clock != it.id.Clock+it.length-1 && !it.isGC() {
-		l.insertAfter(p, splitItem(tx, it, id.Clock-it.id.Clock+1))
+	if id.Clock != it.clock()+it.len()-1 && !it.isGC() {
+		l.insertAfter(p, splitItem(tx, it, id.Clock-it.clock()+1))
 	}
 	return it
 }

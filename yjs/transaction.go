@@ -77,7 +77,7 @@ func (tx *Transaction) beforeState(client uint64) uint64 {
 
 // addStruct appends a new struct to the store, remembering the client's earlier state.
 func (tx *Transaction) addStruct(it *item) {
-	c := it.id.Client
+	c := it.client()
 	if n := len(tx.before); (n == 0 || tx.before[n-1].client != c) && tx.beforeAt(c) < 0 {
 		tx.before = append(tx.before, clientClock{c, tx.doc.store.state(c)})
 		if tx.beforeIndex != nil {
@@ -96,7 +96,7 @@ func (tx *Transaction) addStruct(it *item) {
 // addChangedType records that t changed, when t existed before this transaction.
 func (tx *Transaction) addChangedType(t *Type, sub string, hasSub bool) {
 	it := t.item
-	if it == nil || (it.id.Clock < tx.beforeState(it.id.Client) && !it.deleted()) {
+	if it == nil || (it.clock() < tx.beforeState(it.client()) && !it.deleted()) {
 		if !t.changed {
 			t.changed = true
 			tx.changed = append(tx.changed, t)
@@ -251,7 +251,7 @@ func (d *Doc) cleanupTransaction(tx *Transaction) {
 		}
 	}
 	for i := len(tx.mergeStructs) - 1; i >= 0; i-- {
-		id := tx.mergeStructs[i].id
+		id := tx.mergeStructs[i].id()
 		l := d.store.clients[id.Client]
 		p := l.find(id.Clock)
 		if np, ok := l.next(p); ok {
@@ -306,8 +306,8 @@ func (d *Doc) mergeWithLefts(l *structList, p spos) spos {
 		if left.deleted() != right.deleted() || left.isGC() != right.isGC() || !left.tryMerge(right) {
 			break
 		}
-		if !right.isGC() && right.hasSub() && right.parent.entries[right.parentSub] == right {
-			right.parent.entries[right.parentSub] = left
+		if !right.isGC() && right.hasSub() && right.parent.entries[right.parentSub()] == right {
+			right.parent.entries[right.parentSub()] = left
 		}
 		merged++
 		right = left
@@ -330,7 +330,7 @@ func (d *Doc) gcDeleteSet(ds *deleteSet) {
 			r := en.ranges[i]
 			end := r.clock + r.len
 			l.each(l.find(r.clock), func(it *item) bool {
-				if it.id.Clock >= end {
+				if it.clock() >= end {
 					return false
 				}
 				if !it.isGC() && it.deleted() && !it.keep() {
@@ -353,7 +353,7 @@ func (d *Doc) mergeDeleteSet(ds *deleteSet) {
 			if np, ok := l.next(p); ok {
 				p = np
 			}
-			for !l.isFirst(p) && l.at(p).id.Clock >= r.clock {
+			for !l.isFirst(p) && l.at(p).clock() >= r.clock {
 				q := d.mergeWithLefts(l, p)
 				var ok bool
 				if p, ok = l.prev(q); !ok {

@@ -15,6 +15,7 @@ import (
 type structList struct {
 	chunks [][]*item
 	n      int
+	hint   spos // the position find returned last (checked before use: it may be stale)
 }
 
 // spos is a position in a structList: chunk c, index i. A position is valid until the list
@@ -63,12 +64,9 @@ func (l *structList) isFirst(p spos) bool { return p.c == 0 && p.i == 0 }
 
 func (l *structList) append(it *item) {
 	l.n++
-	if len(l.chunks) == 0 {
-		l.chunks = append(l.chunks, make([]*item, 0, 16))
-	}
 	last := len(l.chunks) - 1
-	if len(l.chunks[last]) >= chunkMax {
-		l.chunks = append(l.chunks, make([]*item, 0, chunkMax))
+	if last < 0 || len(l.chunks[last]) >= chunkMax {
+		l.chunks = append(l.chunks, make([]*item, 0, min(16, chunkMax)))
 		last++
 	}
 	l.chunks[last] = append(l.chunks[last], it)
@@ -77,52 +75,127 @@ func (l *structList) append(it *item) {
 // find returns the position of the struct containing clock. The clock must be below the
 // client's state.
 func (l *structList) find(clock uint64) spos {
-	// the chunk: the last one whose first clock is <= clock
-	lo, hi := 0, len(l.chunks)-1
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		if l.chunks[mid][0].clock() <= clock {
-			lo = mid
+	// Integration asks for the struct found last, or the one after it, or the last struct,
+	// again and again: those are tried first.
+	if h := l.hint; h.c < len(l.chunks) && h.i < len(l.chunks[h.c]) {
+		if s := l.chunks[h.c][h.i]; s.clock() <= clock {
+			if clock < s.endClock() {
+				return h
+			}
+			if n, ok := l.next(h); ok {
+				if s := l.at(n); s.clock() <= clock && clock < s.endClock() {
+					l.hint = n
+					return n
+				}
+			}
+		}
+	}
+	if last := l.lastPos(); l.at(last).clock() <= clock {
+		if clock < l.at(last).endClock() {
+			l.hint = last
+			return last
+		}
+		panic(fmt.Sprintf("yjs: clock %d not in the struct store (state %d)", clock, l.state()))
+	}
+	// the chunk: the last one whose first clock is <= clock (the hint's, often)
+	c := l.hint.c
+	if c >= len(l.chunks) || l.chunks[c][0].clock() > clock || (c+1 < len(l.chunks) && l.chunks[c+1][0].clock() <= clock) {
+		lo, hi := 0, len(l.chunks)-1
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			if l.chunks[mid][0].clock() <= clock {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		c = lo
+	}
+	l.hint = spos{c, findIn(l.chunks[c], clock)}
+	return l.hint
+}
+
+// findIn returns the index of the struct holding clock in ch, which holds it. The first probe
+// is where the clock would be if the structs were of equal length (as JS findIndexSS guesses);
+// from there the search widens its steps until it brackets the struct, then halves.
+func findIn(ch []*item, clock uint64) int {
+	n := len(ch)
+	first, end := ch[0].clock(), ch[n-1].endClock()
+	i := int(uint64(n-1) * (clock - first) / (end - first))
+	lo, hi := 0, n-1
+	switch s := ch[i]; {
+	case clock < s.clock():
+		hi = i - 1
+		for step := 1; ; step *= 2 {
+			j := i - step
+			if j <= lo {
+				break
+			}
+			if ch[j].clock() <= clock {
+				lo = j
+				break
+			}
+			hi = j - 1
+		}
+	case clock >= s.endClock():
+		lo = i + 1
+		for step := 1; ; step *= 2 {
+			j := i + step
+			if j >= hi {
+				break
+			}
+			if ch[j].clock() > clock {
+				hi = j - 1
+				break
+			}
+			lo = j
+		}
+	default:
+		return i
+	}
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		s := ch[mid]
+		if s.clock() <= clock {
+			if clock < s.endClock() {
+				return mid
+			}
+			lo = mid + 1
 		} else {
 			hi = mid - 1
 		}
 	}
-	ch := l.chunks[lo]
-	a, b := 0, len(ch)-1
-	for a <= b {
-		mid := (a + b) / 2
-		s := ch[mid]
-		if s.clock() <= clock {
-			if clock < s.clock()+s.len() {
-				return spos{lo, mid}
-			}
-			a = mid + 1
-		} else {
-			b = mid - 1
-		}
-	}
-	panic(fmt.Sprintf("yjs: clock %d not in the struct store (state %d)", clock, l.state()))
+	panic(fmt.Sprintf("yjs: clock %d not in its chunk [%d, %d)", clock, first, end))
 }
 
 // insertAfter puts it right after position p and returns its position.
 func (l *structList) insertAfter(p spos, it *item) spos {
 	l.n++
 	ch := l.chunks[p.c]
+	if len(ch) == cap(ch) {
+		ch = growChunk(ch, len(ch)+1)
+	}
 	ch = slices.Insert(ch, p.i+1, it)
 	l.chunks[p.c] = ch
 	np := spos{p.c, p.i + 1}
 	if len(ch) > chunkMax {
 		half := len(ch) / 2
-		right := make([]*item, len(ch)-half, chunkMax)
-		copy(right, ch[half:])
-		clear(ch[half:])
-		l.chunks[p.c] = ch[:half]
+		right := growChunk(ch[half:], len(ch)-half)
+		l.chunks[p.c] = growChunk(ch[:half], half)
 		l.chunks = slices.Insert(l.chunks, p.c+1, right)
 		if np.i >= half {
 			np = spos{p.c + 1, np.i - half}
 		}
 	}
 	return np
+}
+
+// growChunk returns a copy of ch with room for n structs and a little more (what fills its
+// allocation): a chunk grows by a sixteenth at a time, so that a list of many chunks holds
+// little spare room (one pointer per struct is a good part of what a document costs).
+func growChunk(ch []*item, n int) []*item {
+	out := slices.Grow([]*item(nil), min(n+n/16+1, chunkMax+1))
+	return append(out, ch...)
 }
 
 // remove deletes the struct at p.
@@ -135,6 +208,9 @@ func (l *structList) remove(p spos) {
 	if len(ch) == 0 && len(l.chunks) > 1 {
 		l.chunks = slices.Delete(l.chunks, p.c, p.c+1)
 		return
+	}
+	if cap(ch) > len(ch)+len(ch)/4+8 && p.c < len(l.chunks)-1 {
+		ch = growChunk(ch, len(ch)) // a chunk that lost a fifth of its structs gives back its room
 	}
 	l.chunks[p.c] = ch
 }

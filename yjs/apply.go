@@ -72,11 +72,11 @@ func refFromRaw(s *rawStruct) *structRef {
 	ref := &structRef{it: it}
 	switch s.kind {
 	case structGC:
-		it.flags = flagGC | flagDeleted
+		it.flags |= flagGC | flagDeleted
 		it.setLen(s.length)
 		return ref
 	case structSkip:
-		it.flags = flagGC | flagDeleted
+		it.flags |= flagGC | flagDeleted
 		it.setLen(s.length)
 		ref.skip = true
 		return ref

@@ -91,6 +91,9 @@ type Doc struct {
 	// package before the struct-list fix did (ReplayAsOlderVersions).
 	olderDeleteWalk bool
 
+	open          openString // the string that grows in place as it is typed
+	strGarbage    int        // bytes of text garbage-collected since the last compactStrings
+	strCompactAt  int        // strGarbage beyond which the strings are compacted
 	yata          yataScratch
 	scratch       lib0.Encoder // reused for transaction updates
 	stateSizeHint int          // size of the last full state encoded

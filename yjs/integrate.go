@@ -19,6 +19,9 @@ func (it *item) integrate(tx *Transaction, offset uint64) {
 	p := it.parent
 	if p == nil {
 		// The parent is gone (garbage-collected): keep only the clock range.
+		if it.ref == refString {
+			tx.doc.strGarbage += len(it.str())
+		}
 		it.makeGC()
 		tx.addStruct(it)
 		return

@@ -1,6 +1,11 @@
 package yjs
 
-import "github.com/nomicore/nomicore/lib0"
+import (
+	"math"
+	"unsafe"
+
+	"github.com/nomicore/nomicore/lib0"
+)
 
 // Item flags.
 const (
@@ -12,44 +17,183 @@ const (
 	flagRightOrigin                    // rightOrigin is set
 	flagParentSub                      // parentSub is set (a map entry)
 	flagGC                             // a GC struct: a deleted range whose content is gone
+	flagWide                           // the item's values are in an itemWide (see item)
+	flagStrHeader                      // string data starts with its byte count (content.go)
 )
 
 // item is one struct of the store: either a GC struct (flagGC: only id and length mean
 // anything) or a Yjs Item — content placed in a parent type between origin and rightOrigin.
 // left and right link the items of one parent sequence (or the history of one map key) in
-// document order. Its fields are read and written through the accessors below.
+// document order.
+//
+// A document holds one item per struct, so the layout is compact: 64 bytes. The ids,
+// length and origins are kept as 32-bit numbers, which holds them for every struct that
+// JS yjs creates (random 32-bit client ids; clocks count one client's edits). An item whose
+// values do not fit, or that has a map key, keeps them in an itemWide instead (flagWide),
+// which data then points to. data is the content's data by content ref (content.go): no
+// separate content object for strings and deleted content. Everything is read and written
+// through the accessors below.
 type item struct {
-	xid          ID
-	xlength      uint64
-	left, right  *item
-	xorigin      ID // the item left of this one at creation (valid with flagOrigin)
-	xrightOrigin ID // the item right of this one at creation (valid with flagRightOrigin)
-	parent       *Type
-	xparentSub   string // the map key (valid with flagParentSub)
-	xcontent     content
-	flags        uint16
+	left, right *item
+	parent      *Type
+	data        unsafe.Pointer // the content's data, or the *itemWide with flagWide
+
+	// with flagWide these are unused
+	idClient, idClock         uint32
+	length                    uint32
+	originClient, originClock uint32 // the item left of this one at creation (flagOrigin)
+	rightClient, rightClock   uint32 // the item right of this one at creation (flagRightOrigin)
+
+	flags uint16
+	ref   uint8 // content ref; refGC for a GC struct
 }
 
-func (it *item) id() ID               { return it.xid }
-func (it *item) client() uint64       { return it.xid.Client }
-func (it *item) clock() uint64        { return it.xid.Clock }
-func (it *item) len() uint64          { return it.xlength }
-func (it *item) origin() ID           { return it.xorigin }
-func (it *item) rightOrigin() ID      { return it.xrightOrigin }
-func (it *item) parentSub() string    { return it.xparentSub }
-func (it *item) setID(id ID)          { it.xid = id }
-func (it *item) setLen(n uint64)      { it.xlength = n }
-func (it *item) setClock(c uint64)    { it.xid.Clock = c }
-func (it *item) setOrigin(id ID)      { it.xorigin = id; it.flags |= flagOrigin }
-func (it *item) setRightOrigin(id ID) { it.xrightOrigin = id; it.flags |= flagRightOrigin }
+// itemWide holds the values of an item that do not fit its compact fields.
+type itemWide struct {
+	id          ID
+	length      uint64
+	origin      ID
+	rightOrigin ID
+	parentSub   string
+	data        unsafe.Pointer
+}
+
+func fits32(v uint64) bool { return v <= math.MaxUint32 }
+
+func (it *item) wide() *itemWide { return (*itemWide)(it.data) }
+
+// widen moves the item's values into an itemWide (once) and returns it.
+func (it *item) widen() *itemWide {
+	if it.flags&flagWide != 0 {
+		return it.wide()
+	}
+	w := &itemWide{
+		id:          it.id(),
+		length:      uint64(it.length),
+		origin:      ID{uint64(it.originClient), uint64(it.originClock)},
+		rightOrigin: ID{uint64(it.rightClient), uint64(it.rightClock)},
+		data:        it.data,
+	}
+	it.idClient, it.idClock, it.length = 0, 0, 0
+	it.originClient, it.originClock, it.rightClient, it.rightClock = 0, 0, 0, 0
+	it.data = unsafe.Pointer(w)
+	it.flags |= flagWide
+	return w
+}
+
+func (it *item) id() ID {
+	if it.flags&flagWide != 0 {
+		return it.wide().id
+	}
+	return ID{uint64(it.idClient), uint64(it.idClock)}
+}
+
+func (it *item) client() uint64 {
+	if it.flags&flagWide != 0 {
+		return it.wide().id.Client
+	}
+	return uint64(it.idClient)
+}
+
+func (it *item) clock() uint64 {
+	if it.flags&flagWide != 0 {
+		return it.wide().id.Clock
+	}
+	return uint64(it.idClock)
+}
+
+// len is the number of clock units of the struct.
+func (it *item) len() uint64 {
+	if it.flags&flagWide != 0 {
+		return it.wide().length
+	}
+	return uint64(it.length)
+}
+
+// origin is valid with hasOrigin.
+func (it *item) origin() ID {
+	if it.flags&flagWide != 0 {
+		return it.wide().origin
+	}
+	return ID{uint64(it.originClient), uint64(it.originClock)}
+}
+
+// rightOrigin is valid with hasRight.
+func (it *item) rightOrigin() ID {
+	if it.flags&flagWide != 0 {
+		return it.wide().rightOrigin
+	}
+	return ID{uint64(it.rightClient), uint64(it.rightClock)}
+}
+
+// parentSub is the map key (valid with hasSub).
+func (it *item) parentSub() string {
+	if it.flags&flagWide != 0 {
+		return it.wide().parentSub
+	}
+	return ""
+}
+
+// cdata is the content's data.
+func (it *item) cdata() unsafe.Pointer {
+	if it.flags&flagWide != 0 {
+		return it.wide().data
+	}
+	return it.data
+}
+
+func (it *item) setCData(p unsafe.Pointer) {
+	if it.flags&flagWide != 0 {
+		it.wide().data = p
+		return
+	}
+	it.data = p
+}
+
+func (it *item) setID(id ID) {
+	if it.flags&flagWide == 0 && fits32(id.Client) && fits32(id.Clock) {
+		it.idClient, it.idClock = uint32(id.Client), uint32(id.Clock)
+		return
+	}
+	it.widen().id = id
+}
+
+func (it *item) setClock(c uint64) { it.setID(ID{it.client(), c}) }
+
+func (it *item) setLen(n uint64) {
+	if it.flags&flagWide == 0 && fits32(n) {
+		it.length = uint32(n)
+		return
+	}
+	it.widen().length = n
+}
+
+func (it *item) setOrigin(id ID) {
+	it.flags |= flagOrigin
+	if it.flags&flagWide == 0 && fits32(id.Client) && fits32(id.Clock) {
+		it.originClient, it.originClock = uint32(id.Client), uint32(id.Clock)
+		return
+	}
+	it.widen().origin = id
+}
+
+func (it *item) setRightOrigin(id ID) {
+	it.flags |= flagRightOrigin
+	if it.flags&flagWide == 0 && fits32(id.Client) && fits32(id.Clock) {
+		it.rightClient, it.rightClock = uint32(id.Client), uint32(id.Clock)
+		return
+	}
+	it.widen().rightOrigin = id
+}
 
 // setParentSub sets the map key (hasSub) or clears it.
 func (it *item) setParentSub(sub string, hasSub bool) {
-	if hasSub {
-		it.xparentSub = sub
+	switch {
+	case hasSub:
+		it.widen().parentSub = sub
 		it.flags |= flagParentSub
-	} else {
-		it.xparentSub = ""
+	case it.flags&flagWide != 0:
+		it.wide().parentSub = ""
 		it.flags &^= flagParentSub
 	}
 }
@@ -70,9 +214,20 @@ func newItem(id ID, left *item, right *item, parent *Type, parentSub string, has
 	return it
 }
 
-// newStringItem returns a new local item holding s.
+// newStringItem returns a new local item holding s (not empty).
 func newStringItem(id ID, left, right *item, parent *Type, s string) *item {
-	return newItem(id, left, right, parent, "", false, newContentString(s))
+	it := &item{left: left, right: right, parent: parent, ref: refString, flags: flagCountable}
+	it.setID(id)
+	units := utf16Len(s)
+	it.setLen(units)
+	it.setStringCopy(s, units == uint64(len(s)))
+	if left != nil {
+		it.setOrigin(left.lastID())
+	}
+	if right != nil {
+		it.setRightOrigin(right.id())
+	}
+	return it
 }
 
 func (it *item) isGC() bool       { return it.flags&flagGC != 0 }
@@ -92,7 +247,7 @@ func sameOpt(a ID, aok bool, b ID, bok bool) bool { return aok == bok && (!aok |
 
 // makeGC turns the struct into a GC struct in place: its content and links are dropped.
 func (it *item) makeGC() {
-	it.flags = flagGC | flagDeleted
+	it.flags = it.flags&flagWide | flagGC | flagDeleted
 	it.left, it.right, it.parent = nil, nil, nil
 	it.dropContent()
 	it.setParentSub("", false)
@@ -107,7 +262,10 @@ func splitItem(tx *Transaction, it *item, diff uint64) *item {
 	right.left = it
 	right.right = it.right
 	right.parent = it.parent
-	right.flags = it.flags &^ (flagMarker | flagOrigin | flagRightOrigin | flagParentSub)
+	right.flags |= it.flags &^ (flagMarker | flagOrigin | flagRightOrigin | flagParentSub | flagWide | flagStrHeader)
+	if tx.doc.open.it == it {
+		tx.doc.closeOpen() // the parts share its bytes: give them no room to spare
+	}
 	it.spliceContent(right, diff)
 	right.setOrigin(ID{it.client(), it.clock() + diff - 1})
 	if it.hasRight() {
@@ -129,7 +287,7 @@ func splitItem(tx *Transaction, it *item, diff uint64) *item {
 
 // tryMerge appends right (the store successor of it) onto it when both are the same kind of
 // struct and continue each other; it reports whether it did.
-func (it *item) tryMerge(right *item) bool {
+func (it *item) tryMerge(d *Doc, right *item) bool {
 	if it.isGC() || right.isGC() {
 		if it.isGC() && right.isGC() {
 			it.setLen(it.len() + right.len())
@@ -143,7 +301,7 @@ func (it *item) tryMerge(right *item) bool {
 		it.client() == right.client() && it.endClock() == right.clock() &&
 		it.deleted() == right.deleted() &&
 		it.contentRef() == right.contentRef() &&
-		it.mergeContent(right) {
+		it.mergeContent(d, right) {
 		if right.marked() && it.parent != nil {
 			it.parent.markerMerged(it, right)
 		}

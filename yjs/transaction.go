@@ -199,7 +199,32 @@ func (d *Doc) newTransaction(origin any, local bool) *Transaction {
 
 func (d *Doc) releaseTransaction(tx *Transaction) {
 	tx.origin = nil
+	tx.trim()
 	d.spareTx = tx
+}
+
+// spareMax is the most entries a spare transaction keeps room for in each of its lists: a
+// large transaction (loading a document) must not leave its lists to every idle document.
+const spareMax = 256
+
+// trim drops the lists of tx that grew beyond spareMax.
+func (tx *Transaction) trim() {
+	if cap(tx.before) > spareMax {
+		tx.before = nil
+	}
+	if cap(tx.mergeStructs) > spareMax {
+		tx.mergeStructs = nil
+	}
+	if cap(tx.changed) > spareMax {
+		tx.changed = nil
+	}
+	n := cap(tx.ds.entries)
+	for _, en := range tx.ds.entries[:n] {
+		n += cap(en.ranges)
+	}
+	if n > spareMax {
+		tx.ds = deleteSet{}
+	}
 }
 
 // cleanupTransaction is the end of a transaction: formatting cleanup, garbage collection,
@@ -265,6 +290,9 @@ func (d *Doc) cleanupTransaction(tx *Transaction) {
 			d.mergeWithLefts(l, p)
 		}
 	}
+	if d.strGarbage > d.strCompactAt {
+		d.compactStrings()
+	}
 	if !tx.local {
 		if i := tx.beforeAt(d.clientID); i >= 0 && d.store.state(d.clientID) != tx.before[i].clock {
 			// Another client is using our id: take a new one.
@@ -303,7 +331,7 @@ func (d *Doc) mergeWithLefts(l *structList, p spos) spos {
 			break
 		}
 		left := l.at(lp)
-		if left.deleted() != right.deleted() || left.isGC() != right.isGC() || !left.tryMerge(right) {
+		if left.deleted() != right.deleted() || left.isGC() != right.isGC() || !left.tryMerge(d, right) {
 			break
 		}
 		if !right.isGC() && right.hasSub() && right.parent.entries[right.parentSub()] == right {
@@ -334,6 +362,9 @@ func (d *Doc) gcDeleteSet(ds *deleteSet) {
 					return false
 				}
 				if !it.isGC() && it.deleted() && !it.keep() {
+					if it.ref == refString {
+						d.strGarbage += len(it.str())
+					}
 					it.gc(false)
 				}
 				return true

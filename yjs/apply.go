@@ -4,22 +4,38 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/nomicore/nomicore/lib0"
 )
 
 // structRef is a struct of an update waiting to be integrated.
 type structRef struct {
-	it        *item // id, length, origins, parentSub and content
-	skip      bool
-	parent    uint8 // parentNone, parentRoot or parentItem
-	parentKey string
-	parentID  ID
+	it     *item // id, length, origins, parentSub and content
+	skip   bool
+	parent uint8        // parentNone, parentRoot or parentItem
+	named  *namedParent // the parent named by the update (parentRoot, parentItem)
+}
+
+// namedParent is the parent an update names for a struct without origins: a root type by
+// key, or the type held by the item with id.
+type namedParent struct {
+	key string
+	id  ID
+}
+
+func (ref *structRef) parentKey() string { return ref.named.key }
+func (ref *structRef) parentID() ID      { return ref.named.id }
+
+// bareString is a string of an update that decodeUpdate has yet to copy into its item.
+type bareString struct {
+	it *item
+	b  []byte // in the update
 }
 
 // refList is the structs of one client block of an update, consumed from i on.
 type refList struct {
-	refs []*structRef
+	refs []structRef
 	i    int
 }
 
@@ -34,17 +50,28 @@ type delBlock struct {
 	ranges []delRange
 }
 
-// decodeUpdate reads and validates a whole v1 update without touching any document.
+// decodeUpdate reads and validates a whole v1 update without touching any document. The
+// strings of the update are copied into one buffer that their items share.
 func decodeUpdate(b []byte) (*decodedUpdate, error) {
 	d := lib0.NewDecoder(b)
 	u := &decodedUpdate{clients: make(map[uint64]*refList)}
-	r := newStructReader(d, true) // strings are copied by refFromRaw
+	r := newStructReader(d, true)
+	r.bare = true
 	var s rawStruct
+	var strs []bareString
+	strBytes := 0
 	for r.nextBlock() {
-		l := &refList{refs: make([]*structRef, 0, r.structsLeft)}
+		l := &refList{refs: make([]structRef, 0, r.structsLeft)}
 		u.clients[r.client] = l
 		for r.next(&s) {
 			l.refs = append(l.refs, refFromRaw(&s))
+			if s.str != nil {
+				strs = append(strs, bareString{l.refs[len(l.refs)-1].it, s.str})
+				strBytes += len(s.str)
+				if uint64(len(s.str)) != s.length {
+					strBytes += lib0.VarUintLen(uint64(len(s.str)))
+				}
+			}
 		}
 	}
 	if d.Err() != nil {
@@ -63,13 +90,31 @@ func decodeUpdate(b []byte) (*decodedUpdate, error) {
 	if err := d.Finish(); err != nil {
 		return nil, decodeErr("update", err)
 	}
+	copyStrings(strs, strBytes)
 	return u, nil
 }
 
-func refFromRaw(s *rawStruct) *structRef {
+// copyStrings gives the string items of an update, which alias the update's bytes, their
+// data: one buffer of size bytes holds them all (with their byte counts, for text beyond
+// ASCII).
+func copyStrings(strs []bareString, size int) {
+	buf := make([]byte, 0, size)
+	for _, s := range strs {
+		at := len(buf)
+		if s.it.flags&flagStrHeader != 0 {
+			buf = lib0.AppendVarUint(buf, uint64(len(s.b)))
+		}
+		buf = append(buf, s.b...)
+		s.it.setCData(unsafe.Pointer(&buf[at]))
+	}
+}
+
+// refFromRaw makes the struct to integrate from a decoded one. A string item aliases the
+// update's bytes until decodeUpdate copies its strings.
+func refFromRaw(s *rawStruct) structRef {
 	it := &item{}
 	it.setID(s.id)
-	ref := &structRef{it: it}
+	ref := structRef{it: it}
 	switch s.kind {
 	case structGC:
 		it.flags |= flagGC | flagDeleted
@@ -81,12 +126,21 @@ func refFromRaw(s *rawStruct) *structRef {
 		ref.skip = true
 		return ref
 	}
-	c := s.content
-	if cs, ok := c.(*contentString); ok {
-		// the decoded string aliases the update: keep a copy
-		c = &contentString{b: append(make([]byte, 0, len(cs.b)), cs.b...), u16: cs.u16}
+	switch {
+	case s.content != nil:
+		it.setContent(s.content)
+	case s.ref == refString:
+		// the data is set by copyStrings
+		it.ref = refString
+		it.flags |= flagCountable
+		it.setLen(s.length)
+		if uint64(len(s.str)) != s.length {
+			it.flags |= flagStrHeader
+		}
+	default: // deleted content
+		it.ref = refDeleted
+		it.setLen(s.length)
 	}
-	it.setContent(c)
 	if s.hasOrigin {
 		it.setOrigin(s.origin)
 	}
@@ -96,7 +150,9 @@ func refFromRaw(s *rawStruct) *structRef {
 	if s.hasSub {
 		it.setParentSub(s.sub, true)
 	}
-	ref.parent, ref.parentKey, ref.parentID = s.parent, s.parentKey, s.parentID
+	if s.parent != parentNone {
+		ref.parent, ref.named = s.parent, &namedParent{key: s.parentKey, id: s.parentID}
+	}
 	return ref
 }
 
@@ -104,9 +160,9 @@ func refFromRaw(s *rawStruct) *structRef {
 // creates them while reading, even for structs that end up pending).
 func (d *Doc) attachRoots(u *decodedUpdate) {
 	for _, c := range sortedKeys(u.clients) {
-		for _, ref := range u.clients[c].refs {
-			if ref.parent == parentRoot {
-				ref.it.parent = d.root(ref.parentKey)
+		for i := range u.clients[c].refs {
+			if ref := &u.clients[c].refs[i]; ref.parent == parentRoot {
+				ref.it.parent = d.root(ref.parentKey())
 			}
 		}
 	}
@@ -271,7 +327,7 @@ func (d *Doc) pendingDelsApply() bool {
 // the highest id down; a struct whose dependency is missing is stacked while the structs
 // it depends on are integrated first; structs that cannot be integrated are returned as the
 // rest, with the lowest clock per client whose arrival is worth a retry.
-func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (rest map[uint64][]*structRef, missingSV StateVector) {
+func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (rest map[uint64][]structRef, missingSV StateVector) {
 	ids := sortedKeys(clients)
 	if len(ids) == 0 {
 		return nil, nil
@@ -302,7 +358,7 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 	}
 	addStackToRest := func() {
 		if rest == nil {
-			rest = map[uint64][]*structRef{}
+			rest = map[uint64][]structRef{}
 		}
 		for _, ref := range stack {
 			client := ref.it.client()
@@ -314,7 +370,7 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 				l.i = 0
 				l.refs = nil
 			} else {
-				rest[client] = []*structRef{ref}
+				rest[client] = []structRef{*ref}
 			}
 			ids = slices.DeleteFunc(ids, func(c uint64) bool { return c == client })
 		}
@@ -330,7 +386,7 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 		state[client] = s
 		return s
 	}
-	head := cur.refs[cur.i]
+	head := &cur.refs[cur.i]
 	cur.i++
 	for {
 		if !head.skip {
@@ -349,7 +405,7 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 					updateMissing(missing, store.state(missing))
 					addStackToRest()
 				} else {
-					head = l.refs[l.i]
+					head = &l.refs[l.i]
 					l.i++
 					continue
 				}
@@ -364,14 +420,14 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 			stack[len(stack)-1] = nil
 			stack = stack[:len(stack)-1]
 		case cur != nil && cur.i < len(cur.refs):
-			head = cur.refs[cur.i]
+			head = &cur.refs[cur.i]
 			cur.i++
 		default:
 			cur = next()
 			if cur == nil {
 				return rest, missingSV
 			}
-			head = cur.refs[cur.i]
+			head = &cur.refs[cur.i]
 			cur.i++
 		}
 	}
@@ -397,8 +453,10 @@ func (d *Doc) missingDependency(tx *Transaction, ref *structRef) (uint64, bool) 
 			return r.Client, true
 		}
 	}
-	if ref.parent == parentItem && ref.parentID.Client != client && ref.parentID.Clock >= store.state(ref.parentID.Client) {
-		return ref.parentID.Client, true
+	if ref.parent == parentItem {
+		if p := ref.parentID(); p.Client != client && p.Clock >= store.state(p.Client) {
+			return p.Client, true
+		}
 	}
 	if it.hasOrigin() {
 		it.left = store.itemCleanEnd(tx, it.origin())
@@ -422,7 +480,7 @@ func (d *Doc) missingDependency(tx *Transaction, ref *structRef) (uint64, bool) 
 			it.setParentSub(src.parentSub(), src.hasSub())
 		}
 	case ref.parent == parentItem:
-		p := store.find(ref.parentID)
+		p := store.find(ref.parentID())
 		it.parent = nil
 		if !p.isGC() {
 			it.parent = p.childType()
@@ -494,7 +552,7 @@ func (d *Doc) applyDeleteBlocks(tx *Transaction, blocks []delBlock) *deleteSet {
 
 // encodeRefs writes structs that could not be integrated as an update (JS writes the rest
 // structs with writeClientsStructs and an empty delete set).
-func encodeRefs(rest map[uint64][]*structRef) []byte {
+func encodeRefs(rest map[uint64][]structRef) []byte {
 	e := lib0.NewEncoder(64)
 	clients := sortedKeys(rest)
 	e.WriteVarUint(uint64(len(clients)))
@@ -503,8 +561,8 @@ func encodeRefs(rest map[uint64][]*structRef) []byte {
 		e.WriteVarUint(uint64(len(refs)))
 		e.WriteVarUint(clients[i])
 		e.WriteVarUint(refs[0].it.clock())
-		for _, ref := range refs {
-			ref.write(e)
+		for i := range refs {
+			refs[i].write(e)
 		}
 	}
 	e.WriteVarUint(0)
@@ -529,7 +587,10 @@ func (ref *structRef) write(e *lib0.Encoder) {
 		if s.hasRight {
 			s.rightOrigin = it.rightOrigin()
 		}
-		s.parent, s.parentKey, s.parentID = ref.parent, ref.parentKey, ref.parentID
+		s.parent = ref.parent
+		if ref.named != nil {
+			s.parentKey, s.parentID = ref.named.key, ref.named.id
+		}
 		s.sub = it.parentSub()
 		s.content = it.detached()
 	}

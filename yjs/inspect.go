@@ -57,7 +57,8 @@ func inspectDecoded(doc *Doc, u *decodedUpdate, root string) RootEffect {
 	var eff RootEffect
 	for _, c := range sortedKeys(u.clients) {
 		state := doc.store.state(c)
-		for _, ref := range u.clients[c].refs {
+		for i := range u.clients[c].refs {
+			ref := &u.clients[c].refs[i]
 			if ref.skip || ref.it.isGC() || ref.it.clock()+ref.it.len() <= state {
 				continue // nothing to integrate
 			}
@@ -113,7 +114,7 @@ func (in *inspector) lookup(id ID) (ref *structRef, it *item, ok bool) {
 		return nil, in.doc.store.find(id), true
 	}
 	if l := in.u.clients[id.Client]; l != nil {
-		i, found := slices.BinarySearchFunc(l.refs, id.Clock, func(r *structRef, c uint64) int {
+		i, found := slices.BinarySearchFunc(l.refs, id.Clock, func(r structRef, c uint64) int {
 			switch {
 			case r.it.clock()+r.it.len() <= c:
 				return -1
@@ -123,7 +124,7 @@ func (in *inspector) lookup(id ID) (ref *structRef, it *item, ok bool) {
 			return 0
 		})
 		if found {
-			return l.refs[i], nil, true
+			return &l.refs[i], nil, true
 		}
 	}
 	return nil, nil, false
@@ -168,15 +169,15 @@ func (in *inspector) step(ref *structRef) (*structRef, placement) {
 	}
 	switch ref.parent {
 	case parentRoot:
-		if ref.parentKey == in.root {
+		if ref.parentKey() == in.root {
 			return nil, placedUnder
 		}
 		return nil, placedElsewhere
 	case parentItem:
-		r, pit, ok := in.lookup(ref.parentID)
+		r, pit, ok := in.lookup(ref.parentID())
 		switch {
 		case !ok:
-			in.waiting[ref.parentID.Client] = true
+			in.waiting[ref.parentID().Client] = true
 			return nil, placedWaiting
 		case pit != nil:
 			if ct := pit.childType(); ct != nil && !pit.isGC() {

@@ -174,8 +174,8 @@ func stringTail(b []byte, u16, offset uint64) []byte {
 
 func (c *contentString) appendValues(dst []any) []any { return appendStringValues(dst, c.b) }
 
-// appendStringValues appends the values of a string content: JS str.split(''), one string
-// per UTF-16 code unit; halves of a pair become U+FFFD.
+// appendStringValues appends the values of a string content (JS str.split with an empty
+// separator): one string per UTF-16 code unit; halves of a pair become U+FFFD.
 func appendStringValues(dst []any, b []byte) []any {
 	for s := b; len(s) > 0; {
 		r, n := utf8.DecodeRune(s)

@@ -46,6 +46,15 @@ func (it *item) integrate(tx *Transaction, offset uint64) {
 		}
 		it.right = r
 	}
+	if it.hasSub() {
+		// the values of one key share its string
+		for _, n := range [2]*item{it.left, it.right} {
+			if n != nil && n.hasSub() && n.parentSub() == it.parentSub() {
+				it.setParentSub(n.parentSub(), true)
+				break
+			}
+		}
+	}
 	if it.right != nil {
 		it.right.left = it
 	} else if it.hasSub() {

@@ -29,10 +29,10 @@ const (
 // A document holds one item per struct, so the layout is compact: 64 bytes. The ids,
 // length and origins are kept as 32-bit numbers, which holds them for every struct that
 // JS yjs creates (random 32-bit client ids; clocks count one client's edits). An item whose
-// values do not fit, or that has a map key, keeps them in an itemWide instead (flagWide),
-// which data then points to. data is the content's data by content ref (content.go): no
-// separate content object for strings and deleted content. Everything is read and written
-// through the accessors below.
+// values do not fit keeps them in an itemWide instead (flagWide), which data then points
+// to; an item with a map key (flagParentSub) keeps the key and its data in a keyedData.
+// data is the content's data by content ref (content.go): no separate content object for
+// strings and deleted content. Everything is read and written through the accessors below.
 type item struct {
 	left, right *item
 	parent      *Type
@@ -58,9 +58,16 @@ type itemWide struct {
 	data        unsafe.Pointer
 }
 
+// keyedData is the map key of an item that has compact values, and its content's data.
+type keyedData struct {
+	key  string
+	data unsafe.Pointer
+}
+
 func fits32(v uint64) bool { return v <= math.MaxUint32 }
 
-func (it *item) wide() *itemWide { return (*itemWide)(it.data) }
+func (it *item) wide() *itemWide   { return (*itemWide)(it.data) }
+func (it *item) keyed() *keyedData { return (*keyedData)(it.data) }
 
 // widen moves the item's values into an itemWide (once) and returns it.
 func (it *item) widen() *itemWide {
@@ -73,6 +80,9 @@ func (it *item) widen() *itemWide {
 		origin:      ID{uint64(it.originClient), uint64(it.originClock)},
 		rightOrigin: ID{uint64(it.rightClient), uint64(it.rightClock)},
 		data:        it.data,
+	}
+	if it.flags&flagParentSub != 0 {
+		w.parentSub, w.data = it.keyed().key, it.keyed().data
 	}
 	it.idClient, it.idClock, it.length = 0, 0, 0
 	it.originClient, it.originClock, it.rightClient, it.rightClock = 0, 0, 0, 0
@@ -128,26 +138,35 @@ func (it *item) rightOrigin() ID {
 
 // parentSub is the map key (valid with hasSub).
 func (it *item) parentSub() string {
-	if it.flags&flagWide != 0 {
+	switch {
+	case it.flags&flagWide != 0:
 		return it.wide().parentSub
+	case it.flags&flagParentSub != 0:
+		return it.keyed().key
 	}
 	return ""
 }
 
 // cdata is the content's data.
 func (it *item) cdata() unsafe.Pointer {
-	if it.flags&flagWide != 0 {
+	switch {
+	case it.flags&flagWide != 0:
 		return it.wide().data
+	case it.flags&flagParentSub != 0:
+		return it.keyed().data
 	}
 	return it.data
 }
 
 func (it *item) setCData(p unsafe.Pointer) {
-	if it.flags&flagWide != 0 {
+	switch {
+	case it.flags&flagWide != 0:
 		it.wide().data = p
-		return
+	case it.flags&flagParentSub != 0:
+		it.keyed().data = p
+	default:
+		it.data = p
 	}
-	it.data = p
 }
 
 func (it *item) setID(id ID) {
@@ -189,11 +208,18 @@ func (it *item) setRightOrigin(id ID) {
 // setParentSub sets the map key (hasSub) or clears it.
 func (it *item) setParentSub(sub string, hasSub bool) {
 	switch {
-	case hasSub:
-		it.widen().parentSub = sub
-		it.flags |= flagParentSub
 	case it.flags&flagWide != 0:
-		it.wide().parentSub = ""
+		it.wide().parentSub = sub
+	case it.flags&flagParentSub != 0 && hasSub:
+		it.keyed().key = sub
+	case it.flags&flagParentSub != 0:
+		it.data = it.keyed().data
+	case hasSub:
+		it.data = unsafe.Pointer(&keyedData{key: sub, data: it.data})
+	}
+	if hasSub {
+		it.flags |= flagParentSub
+	} else {
 		it.flags &^= flagParentSub
 	}
 }
@@ -247,10 +273,10 @@ func sameOpt(a ID, aok bool, b ID, bok bool) bool { return aok == bok && (!aok |
 
 // makeGC turns the struct into a GC struct in place: its content and links are dropped.
 func (it *item) makeGC() {
+	it.setParentSub("", false)
 	it.flags = it.flags&flagWide | flagGC | flagDeleted
 	it.left, it.right, it.parent = nil, nil, nil
 	it.dropContent()
-	it.setParentSub("", false)
 }
 
 // splitItem splits it at diff (0 < diff < length) and returns the right part, linked after

@@ -27,11 +27,6 @@ type namedParent struct {
 func (ref *structRef) parentKey() string { return ref.named.key }
 func (ref *structRef) parentID() ID      { return ref.named.id }
 
-// bareString is a string of an update that decodeUpdate has yet to copy into its item.
-type bareString struct {
-	it *item
-	b  []byte // in the update
-}
 
 // refList is the structs of one client block of an update, consumed from i on.
 type refList struct {
@@ -58,20 +53,13 @@ func decodeUpdate(b []byte) (*decodedUpdate, error) {
 	r := newStructReader(d, true)
 	r.bare = true
 	var s rawStruct
-	var strs []bareString
-	strBytes := 0
+	hasStrings := false
 	for r.nextBlock() {
 		l := &refList{refs: make([]structRef, 0, r.structsLeft)}
 		u.clients[r.client] = l
 		for r.next(&s) {
-			l.refs = append(l.refs, refFromRaw(&s))
-			if s.str != nil {
-				strs = append(strs, bareString{l.refs[len(l.refs)-1].it, s.str})
-				strBytes += len(s.str)
-				if uint64(len(s.str)) != s.length {
-					strBytes += lib0.VarUintLen(uint64(len(s.str)))
-				}
-			}
+			l.refs = append(l.refs, refFromRaw(&s, b))
+			hasStrings = hasStrings || s.str != nil
 		}
 	}
 	if d.Err() != nil {
@@ -90,28 +78,41 @@ func decodeUpdate(b []byte) (*decodedUpdate, error) {
 	if err := d.Finish(); err != nil {
 		return nil, decodeErr("update", err)
 	}
-	copyStrings(strs, strBytes)
+	if hasStrings {
+		u.copyStrings()
+	}
 	return u, nil
 }
 
-// copyStrings gives the string items of an update, which alias the update's bytes, their
-// data: one buffer of size bytes holds them all (with their byte counts, for text beyond
-// ASCII).
-func copyStrings(strs []bareString, size int) {
-	buf := make([]byte, 0, size)
-	for _, s := range strs {
-		at := len(buf)
-		if s.it.flags&flagStrHeader != 0 {
-			buf = lib0.AppendVarUint(buf, uint64(len(s.b)))
+// copyStrings gives the string items of the update, whose data is in the update's bytes
+// (as it is encoded there: text beyond ASCII after its byte count), data of their own: one
+// buffer holds them all.
+func (u *decodedUpdate) copyStrings() {
+	size := 0
+	for _, l := range u.clients {
+		for _, ref := range l.refs {
+			if ref.it.ref == refString {
+				hdr, n := stringDataLen(ref.it)
+				size += hdr + n
+			}
 		}
-		buf = append(buf, s.b...)
-		s.it.setCData(unsafe.Pointer(&buf[at]))
+	}
+	buf := make([]byte, 0, size)
+	for _, l := range u.clients {
+		for _, ref := range l.refs {
+			if it := ref.it; it.ref == refString {
+				hdr, n := stringDataLen(it)
+				at := len(buf)
+				buf = append(buf, unsafe.Slice((*byte)(it.cdata()), hdr+n)...)
+				it.setCData(unsafe.Pointer(&buf[at]))
+			}
+		}
 	}
 }
 
-// refFromRaw makes the struct to integrate from a decoded one. A string item aliases the
-// update's bytes until decodeUpdate copies its strings.
-func refFromRaw(s *rawStruct) structRef {
+// refFromRaw makes the struct to integrate from a struct decoded from update. A string item
+// keeps its data in the update until decodeUpdate copies its strings.
+func refFromRaw(s *rawStruct, update []byte) structRef {
 	it := &item{}
 	it.setID(s.id)
 	ref := structRef{it: it}
@@ -130,11 +131,14 @@ func refFromRaw(s *rawStruct) structRef {
 	case s.content != nil:
 		it.setContent(s.content)
 	case s.ref == refString:
-		// the data is set by copyStrings
+		// the data stays in the update until copyStrings
 		it.ref = refString
 		it.flags |= flagCountable
 		it.setLen(s.length)
-		if uint64(len(s.str)) != s.length {
+		if uint64(len(s.str)) == s.length {
+			it.setCData(unsafe.Pointer(unsafe.SliceData(s.str)))
+		} else {
+			it.setCData(unsafe.Pointer(&update[s.strAt]))
 			it.flags |= flagStrHeader
 		}
 	default: // deleted content

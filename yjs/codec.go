@@ -48,10 +48,12 @@ type rawStruct struct {
 	hasSub      bool
 	sub         string
 	content     content
-	// with structReader.bare: the content ref, and a string's bytes (aliasing the input);
-	// content is nil for strings and deleted content
-	ref uint8
-	str []byte
+	// with structReader.bare: the content ref, and a string's bytes (aliasing the input)
+	// and the offset of their byte count in the input; content is nil for strings and
+	// deleted content
+	ref   uint8
+	str   []byte
+	strAt int
 }
 
 func (s *rawStruct) end() uint64 { return s.id.Clock + s.length }
@@ -203,6 +205,7 @@ func (r *structReader) next(s *rawStruct) bool {
 		case r.skim && ref == refString:
 			s.length = uint64(utf16LenBytes(d.ReadVarStringBytes()))
 		case r.bare && ref == refString:
+			s.strAt = d.Pos()
 			s.ref, s.str = ref, d.ReadVarStringBytes()
 			s.length = utf16LenBytes(s.str)
 		case r.bare && ref == refDeleted:

@@ -27,7 +27,6 @@ type namedParent struct {
 func (ref *structRef) parentKey() string { return ref.named.key }
 func (ref *structRef) parentID() ID      { return ref.named.id }
 
-
 // refList is the structs of one client block of an update, consumed from i on.
 type refList struct {
 	refs []structRef

@@ -511,13 +511,21 @@ func (it *item) values(dst []any) []any {
 	return it.detached().appendValues(dst)
 }
 
-// writeContent encodes the content from offset on.
-func (it *item) writeContent(e *lib0.Encoder, offset uint64) {
+// appendContent appends the encoding of the content from offset on. Contents other than
+// strings and deleted content are written with *ce, allocated on first use.
+func (it *item) appendContent(b []byte, offset uint64, ce **lib0.Encoder) []byte {
 	switch it.ref {
 	case refDeleted:
-		e.WriteVarUint(it.len() - offset)
+		return lib0.AppendVarUint(b, it.len()-offset)
 	case refString:
-		e.WriteVarUint8Array(stringTail(it.str(), it.len(), offset))
+		return lib0.AppendVarUint8Array(b, stringTail(it.str(), it.len(), offset))
+	}
+	if *ce == nil {
+		*ce = lib0.NewEncoder(64)
+	}
+	e := *ce
+	e.Reset()
+	switch it.ref {
 	case refType:
 		(&contentType{t: it.childType()}).write(e, offset)
 	case refDoc:
@@ -525,6 +533,7 @@ func (it *item) writeContent(e *lib0.Encoder, offset uint64) {
 	default:
 		it.detached().write(e, offset)
 	}
+	return append(b, e.Bytes()...)
 }
 
 // spliceContent moves the content from offset on (0 < offset < length) to right (a new

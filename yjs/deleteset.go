@@ -143,23 +143,25 @@ func (ds *deleteSet) byClientDesc() []*dsEntry {
 
 // write encodes the set: clients with the higher ids first, ranges in their order.
 func (ds *deleteSet) write(e *lib0.Encoder) {
-	e.WriteVarUint(uint64(len(ds.entries)))
-	if len(ds.entries) == 1 {
-		writeDsEntry(e, &ds.entries[0])
-		return
-	}
-	for _, en := range ds.byClientDesc() {
-		writeDsEntry(e, en)
-	}
+	e.AppendWith(func(b []byte) []byte {
+		b = lib0.AppendVarUint(b, uint64(len(ds.entries)))
+		if len(ds.entries) == 1 {
+			return appendDsEntry(b, &ds.entries[0])
+		}
+		for _, en := range ds.byClientDesc() {
+			b = appendDsEntry(b, en)
+		}
+		return b
+	})
 }
 
-func writeDsEntry(e *lib0.Encoder, en *dsEntry) {
-	e.WriteVarUint(en.client)
-	e.WriteVarUint(uint64(len(en.ranges)))
+func appendDsEntry(b []byte, en *dsEntry) []byte {
+	b = lib0.AppendVarUint(b, en.client)
+	b = lib0.AppendVarUint(b, uint64(len(en.ranges)))
 	for _, r := range en.ranges {
-		e.WriteVarUint(r.clock)
-		e.WriteVarUint(r.len)
+		b = lib0.AppendVarUint(lib0.AppendVarUint(b, r.clock), r.len)
 	}
+	return b
 }
 
 // readDeleteSet reads a delete set (clients with no ranges are dropped, ranges kept in
@@ -232,4 +234,51 @@ func deleteSetFromStore(s *structStore) deleteSet {
 		}
 	}
 	return ds
+}
+
+// writeStoreDeleteSet writes the delete set of the store, as deleteSetFromStore(s).write(e)
+// does, without collecting it first.
+func writeStoreDeleteSet(e *lib0.Encoder, s *structStore) {
+	clients := make([]uint64, 0, len(s.clients))
+	for c, l := range s.clients {
+		for _, ch := range l.chunks {
+			if slices.ContainsFunc(ch, (*item).deleted) {
+				clients = append(clients, c)
+				break
+			}
+		}
+	}
+	slices.Sort(clients)
+	var ranges []byte // of one client
+	e.AppendWith(func(b []byte) []byte {
+		b = lib0.AppendVarUint(b, uint64(len(clients)))
+		for i := len(clients) - 1; i >= 0; i-- {
+			n := 0
+			var clock, length uint64 // of the open range; length 0: none
+			ranges = ranges[:0]
+			for _, ch := range s.clients[clients[i]].chunks {
+				for _, it := range ch {
+					switch {
+					case !it.deleted():
+						if length > 0 {
+							ranges = lib0.AppendVarUint(lib0.AppendVarUint(ranges, clock), length)
+							n++
+							length = 0
+						}
+					case length > 0:
+						length += it.len()
+					default:
+						clock, length = it.clock(), it.len()
+					}
+				}
+			}
+			if length > 0 {
+				ranges = lib0.AppendVarUint(lib0.AppendVarUint(ranges, clock), length)
+				n++
+			}
+			b = lib0.AppendVarUint(lib0.AppendVarUint(b, clients[i]), uint64(n))
+			b = append(b, ranges...)
+		}
+		return b
+	})
 }

@@ -469,13 +469,12 @@ func gcTypes(stack []*Type) {
 	}
 }
 
-// write encodes the struct from offset on (offset > 0 writes the tail whose origin is the
-// unit before it).
-func (it *item) write(e *lib0.Encoder, offset uint64) {
+// appendTo appends the encoding of the struct from offset on (offset > 0 writes the tail
+// whose origin is the unit before it). Contents other than strings and deleted content are
+// written with ce (which it may allocate).
+func (it *item) appendTo(b []byte, offset uint64, ce **lib0.Encoder) []byte {
 	if it.isGC() {
-		e.WriteUint8(refGC)
-		e.WriteVarUint(it.len() - offset)
-		return
+		return lib0.AppendVarUint(append(b, refGC), it.len()-offset)
 	}
 	hasOrigin := it.hasOrigin()
 	var origin ID
@@ -494,29 +493,24 @@ func (it *item) write(e *lib0.Encoder, offset uint64) {
 	if it.hasSub() {
 		info |= 0x20
 	}
-	e.WriteUint8(info)
+	b = append(b, info)
 	if hasOrigin {
-		e.WriteVarUint(origin.Client)
-		e.WriteVarUint(origin.Clock)
+		b = lib0.AppendVarUint(lib0.AppendVarUint(b, origin.Client), origin.Clock)
 	}
 	if it.hasRight() {
 		ro := it.rightOrigin()
-		e.WriteVarUint(ro.Client)
-		e.WriteVarUint(ro.Clock)
+		b = lib0.AppendVarUint(lib0.AppendVarUint(b, ro.Client), ro.Clock)
 	}
 	if !hasOrigin && !it.hasRight() {
 		p := it.parent
 		if p.item == nil {
-			e.WriteVarUint(1)
-			e.WriteVarString(p.rootName)
+			b = lib0.AppendVarString(append(b, 1), p.rootName)
 		} else {
-			e.WriteVarUint(0)
-			e.WriteVarUint(p.item.client())
-			e.WriteVarUint(p.item.clock())
+			b = lib0.AppendVarUint(lib0.AppendVarUint(append(b, 0), p.item.client()), p.item.clock())
 		}
 		if it.hasSub() {
-			e.WriteVarString(it.parentSub())
+			b = lib0.AppendVarString(b, it.parentSub())
 		}
 	}
-	it.writeContent(e, offset)
+	return it.appendContent(b, offset, ce)
 }

@@ -702,12 +702,24 @@ func (d *Doc) closeOpen() {
 	d.open = openString{}
 }
 
-// compactStrings copies the text of every string item into one new buffer, in store order.
-// Items share string buffers (split parts, the strings of one decoded update), so the bytes
-// of garbage-collected text stay allocated as long as a live neighbour uses the same buffer;
-// cleanupTransaction calls this once such bytes exceed strCompactAt, which it sets to an
-// eighth of the text kept (and at least half the structs, so that the walk over the store
-// costs little per collected byte).
+// textBytes counts text to tell when compactStrings is worth its walk. Items share string
+// buffers (split parts, the strings of one decoded update), so the bytes of
+// garbage-collected text stay allocated as long as a live neighbour uses the same buffer.
+type textBytes struct {
+	kept    int // bytes of text at the last compaction
+	added   int // units of text integrated since
+	garbage int // bytes of text garbage-collected since
+	structs int // structs of the store at the last compaction
+}
+
+// compactDue reports whether the garbage exceeds an eighth of the text (and half the
+// structs, so that the walk over the store costs little per byte collected).
+func (t *textBytes) compactDue() bool {
+	return t.garbage > max(4096, (t.kept+t.added)/8, t.structs/2)
+}
+
+// compactStrings copies the text of every string item into one new buffer, in store order,
+// which frees the buffers that held garbage-collected text.
 func (d *Doc) compactStrings() {
 	d.closeOpen()
 	size, structs := 0, 0
@@ -734,8 +746,7 @@ func (d *Doc) compactStrings() {
 			return true
 		})
 	}
-	d.strGarbage = 0
-	d.strCompactAt = max(4096, size/8, structs/2)
+	d.text = textBytes{kept: size, structs: structs}
 }
 
 // isASCII reports whether b is ASCII only.

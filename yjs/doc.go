@@ -92,8 +92,7 @@ type Doc struct {
 	olderDeleteWalk bool
 
 	open          openString // the string that grows in place as it is typed
-	strGarbage    int        // bytes of text garbage-collected since the last compactStrings
-	strCompactAt  int        // strGarbage beyond which the strings are compacted
+	text          textBytes  // the bytes of text kept and dropped (compactStrings)
 	yata          yataScratch
 	scratch       lib0.Encoder // reused for transaction updates
 	stateSizeHint int          // size of the last full state encoded

@@ -20,7 +20,7 @@ func (it *item) integrate(tx *Transaction, offset uint64) {
 	if p == nil {
 		// The parent is gone (garbage-collected): keep only the clock range.
 		if it.ref == refString {
-			tx.doc.strGarbage += len(it.str())
+			tx.doc.text.garbage += len(it.str())
 		}
 		it.makeGC()
 		tx.addStruct(it)
@@ -72,6 +72,8 @@ func (it *item) integrate(tx *Transaction, offset uint64) {
 	}
 	tx.addStruct(it)
 	switch it.contentRef() {
+	case refString:
+		tx.doc.text.added += int(it.len())
 	case refType:
 		it.childType().integrate(tx, it)
 	case refDoc:

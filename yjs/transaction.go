@@ -290,7 +290,7 @@ func (d *Doc) cleanupTransaction(tx *Transaction) {
 			d.mergeWithLefts(l, p)
 		}
 	}
-	if d.strGarbage > d.strCompactAt {
+	if d.text.compactDue() {
 		d.compactStrings()
 	}
 	if !tx.local {
@@ -363,7 +363,7 @@ func (d *Doc) gcDeleteSet(ds *deleteSet) {
 				}
 				if !it.isGC() && it.deleted() && !it.keep() {
 					if it.ref == refString {
-						d.strGarbage += len(it.str())
+						d.text.garbage += len(it.str())
 					}
 					it.gc(false)
 				}

@@ -15,7 +15,7 @@ import (
 type structList struct {
 	chunks [][]*item
 	n      int
-	hint   spos // the position find returned last (checked before use: it may be stale)
+	hints  [2]spos // positions find searched for lately (checked before use: they may be stale)
 }
 
 // spos is a position in a structList: chunk c, index i. A position is valid until the list
@@ -75,31 +75,43 @@ func (l *structList) append(it *item) {
 // find returns the position of the struct containing clock. The clock must be below the
 // client's state.
 func (l *structList) find(clock uint64) spos {
-	// Integration asks for the struct found last, or the one after it, or the last struct,
-	// again and again: those are tried first.
-	if h := l.hint; h.c < len(l.chunks) && h.i < len(l.chunks[h.c]) {
-		if s := l.chunks[h.c][h.i]; s.clock() <= clock {
-			if clock < s.endClock() {
-				return h
-			}
-			if n, ok := l.next(h); ok {
-				if s := l.at(n); s.clock() <= clock && clock < s.endClock() {
-					l.hint = n
-					return n
-				}
+	// Integration asks again and again for a struct found lately (an item's origin, then
+	// its right origin), or the one after it, or the last struct: those are tried first.
+	for k, h := range l.hints {
+		if h.c >= len(l.chunks) || h.i >= len(l.chunks[h.c]) {
+			continue
+		}
+		s := l.chunks[h.c][h.i]
+		if s.clock() > clock {
+			continue
+		}
+		if clock < s.endClock() {
+			return h
+		}
+		if n, ok := l.next(h); ok {
+			if s := l.at(n); s.clock() <= clock && clock < s.endClock() {
+				l.hints[k] = n
+				return n
 			}
 		}
 	}
-	if last := l.lastPos(); l.at(last).clock() <= clock {
+	last := l.lastPos()
+	if l.at(last).clock() <= clock {
 		if clock < l.at(last).endClock() {
-			l.hint = last
 			return last
 		}
 		panic(fmt.Sprintf("yjs: clock %d not in the struct store (state %d)", clock, l.state()))
 	}
-	// the chunk: the last one whose first clock is <= clock (the hint's, often)
-	c := l.hint.c
-	if c >= len(l.chunks) || l.chunks[c][0].clock() > clock || (c+1 < len(l.chunks) && l.chunks[c+1][0].clock() <= clock) {
+	// the chunk: the last one whose first clock is <= clock (a hint's, often: then the
+	// search starts at the hint, for walks over nearby ranges)
+	c, from := -1, -1
+	for _, h := range l.hints {
+		if h.c < len(l.chunks) && l.chunks[h.c][0].clock() <= clock && (h.c+1 == len(l.chunks) || l.chunks[h.c+1][0].clock() > clock) {
+			c, from = h.c, min(h.i, len(l.chunks[h.c])-1)
+			break
+		}
+	}
+	if c < 0 {
 		lo, hi := 0, len(l.chunks)-1
 		for lo < hi {
 			mid := (lo + hi + 1) / 2
@@ -111,17 +123,22 @@ func (l *structList) find(clock uint64) spos {
 		}
 		c = lo
 	}
-	l.hint = spos{c, findIn(l.chunks[c], clock)}
-	return l.hint
+	p := spos{c, findIn(l.chunks[c], clock, from)}
+	l.hints[1], l.hints[0] = l.hints[0], p
+	return p
 }
 
 // findIn returns the index of the struct holding clock in ch, which holds it. The first probe
-// is where the clock would be if the structs were of equal length (as JS findIndexSS guesses);
-// from there the search widens its steps until it brackets the struct, then halves.
-func findIn(ch []*item, clock uint64) int {
+// is at from, or (from < 0) where the clock would be if the structs were of equal length (as
+// JS findIndexSS guesses); from there the search widens its steps until it brackets the
+// struct, then halves.
+func findIn(ch []*item, clock uint64, from int) int {
 	n := len(ch)
-	first, end := ch[0].clock(), ch[n-1].endClock()
-	i := int(uint64(n-1) * (clock - first) / (end - first))
+	i := from
+	if i < 0 {
+		first, end := ch[0].clock(), ch[n-1].endClock()
+		i = int(uint64(n-1) * (clock - first) / (end - first))
+	}
 	lo, hi := 0, n-1
 	switch s := ch[i]; {
 	case clock < s.clock():
@@ -165,7 +182,7 @@ func findIn(ch []*item, clock uint64) int {
 			hi = mid - 1
 		}
 	}
-	panic(fmt.Sprintf("yjs: clock %d not in its chunk [%d, %d)", clock, first, end))
+	panic(fmt.Sprintf("yjs: clock %d not in its chunk [%d, %d)", clock, ch[0].clock(), ch[n-1].endClock()))
 }
 
 // insertAfter puts it right after position p and returns its position.

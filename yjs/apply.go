@@ -68,6 +68,7 @@ func decodeUpdate(b []byte) (*decodedUpdate, error) {
 	for i := 0; i < n && d.Err() == nil; i++ {
 		blk := delBlock{client: d.ReadVarUint()}
 		m := d.ReadCount(1<<31-1, 2)
+		blk.ranges = make([]delRange, 0, m)
 		for j := 0; j < m && d.Err() == nil; j++ {
 			clock, length := readDelRange(d)
 			blk.ranges = append(blk.ranges, delRange{clock, length})

@@ -9,19 +9,30 @@ import (
 	"github.com/nomicore/nomicore/lib0"
 )
 
-// structRef is a struct of an update waiting to be integrated.
+// structRef is a struct of an update waiting to be integrated: its item (id, length,
+// origins, parentSub and content; a Skip struct is a GC struct whose ref is refSkip), and the
+// parent the update names for it, if any.
 type structRef struct {
-	it     *item // id, length, origins, parentSub and content
-	skip   bool
-	parent uint8        // parentNone, parentRoot or parentItem
-	named  *namedParent // the parent named by the update (parentRoot, parentItem)
+	it    *item
+	named *namedParent
 }
 
 // namedParent is the parent an update names for a struct without origins: a root type by
-// key, or the type held by the item with id.
+// key (parentRoot), or the type held by the item with id (parentItem).
 type namedParent struct {
-	key string
-	id  ID
+	kind uint8
+	key  string
+	id   ID
+}
+
+func (ref *structRef) skip() bool { return ref.it.ref == refSkip }
+
+// parent is parentNone (the parent of a neighbour), parentRoot or parentItem.
+func (ref *structRef) parent() uint8 {
+	if ref.named == nil {
+		return parentNone
+	}
+	return ref.named.kind
 }
 
 func (ref *structRef) parentKey() string { return ref.named.key }
@@ -123,8 +134,8 @@ func refFromRaw(s *rawStruct, update []byte) structRef {
 		return ref
 	case structSkip:
 		it.flags |= flagGC | flagDeleted
+		it.ref = refSkip
 		it.setLen(s.length)
-		ref.skip = true
 		return ref
 	}
 	switch {
@@ -155,7 +166,7 @@ func refFromRaw(s *rawStruct, update []byte) structRef {
 		it.setParentSub(s.sub, true)
 	}
 	if s.parent != parentNone {
-		ref.parent, ref.named = s.parent, &namedParent{key: s.parentKey, id: s.parentID}
+		ref.named = &namedParent{kind: s.parent, key: s.parentKey, id: s.parentID}
 	}
 	return ref
 }
@@ -165,7 +176,7 @@ func refFromRaw(s *rawStruct, update []byte) structRef {
 func (d *Doc) attachRoots(u *decodedUpdate) {
 	for _, c := range sortedKeys(u.clients) {
 		for i := range u.clients[c].refs {
-			if ref := &u.clients[c].refs[i]; ref.parent == parentRoot {
+			if ref := &u.clients[c].refs[i]; ref.parent() == parentRoot {
 				ref.it.parent = d.root(ref.parentKey())
 			}
 		}
@@ -393,7 +404,7 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 	head := &cur.refs[cur.i]
 	cur.i++
 	for {
-		if !head.skip {
+		if !head.skip() {
 			it := head.it
 			local := localState(it.client())
 			if local < it.clock() {
@@ -457,7 +468,7 @@ func (d *Doc) missingDependency(tx *Transaction, ref *structRef) (uint64, bool) 
 			return r.Client, true
 		}
 	}
-	if ref.parent == parentItem {
+	if ref.parent() == parentItem {
 		if p := ref.parentID(); p.Client != client && p.Clock >= store.state(p.Client) {
 			return p.Client, true
 		}
@@ -473,7 +484,7 @@ func (d *Doc) missingDependency(tx *Transaction, ref *structRef) (uint64, bool) 
 	switch {
 	case (it.left != nil && it.left.isGC()) || (it.right != nil && it.right.isGC()):
 		it.parent = nil
-	case ref.parent == parentNone:
+	case ref.parent() == parentNone:
 		// the parent (and key) of a neighbour
 		src := it.left
 		if src == nil {
@@ -483,7 +494,7 @@ func (d *Doc) missingDependency(tx *Transaction, ref *structRef) (uint64, bool) 
 			it.parent = src.parent
 			it.setParentSub(src.parentSub(), src.hasSub())
 		}
-	case ref.parent == parentItem:
+	case ref.parent() == parentItem:
 		p := store.find(ref.parentID())
 		it.parent = nil
 		if !p.isGC() {
@@ -578,7 +589,7 @@ func (ref *structRef) write(e *lib0.Encoder) {
 	it := ref.it
 	s := rawStruct{id: it.id(), length: it.len()}
 	switch {
-	case ref.skip:
+	case ref.skip():
 		s.kind = structSkip
 	case it.isGC():
 		s.kind = structGC
@@ -591,7 +602,7 @@ func (ref *structRef) write(e *lib0.Encoder) {
 		if s.hasRight {
 			s.rightOrigin = it.rightOrigin()
 		}
-		s.parent = ref.parent
+		s.parent = ref.parent()
 		if ref.named != nil {
 			s.parentKey, s.parentID = ref.named.key, ref.named.id
 		}

@@ -66,6 +66,11 @@ func (ds *deleteSet) entry(client uint64) *dsEntry {
 
 func (ds *deleteSet) add(client, clock, length uint64) {
 	e := ds.entry(client)
+	if n := len(e.ranges); n == cap(e.ranges) && n >= 256 {
+		// double: append grows a large slice by a quarter at a time, which allocates about
+		// five times its final size in all (a loaded document adds thousands of ranges)
+		e.ranges = append(make([]delRange, 0, 2*n), e.ranges...)
+	}
 	e.ranges = append(e.ranges, delRange{clock, length})
 }
 

@@ -59,7 +59,7 @@ func inspectDecoded(doc *Doc, u *decodedUpdate, root string) RootEffect {
 		state := doc.store.state(c)
 		for i := range u.clients[c].refs {
 			ref := &u.clients[c].refs[i]
-			if ref.skip || ref.it.isGC() || ref.it.clock()+ref.it.len() <= state {
+			if ref.skip() || ref.it.isGC() || ref.it.clock()+ref.it.len() <= state {
 				continue // nothing to integrate
 			}
 			if in.place(ref) == placedUnder {
@@ -164,10 +164,10 @@ func (in *inspector) place(start *structRef) placement {
 // shares.
 func (in *inspector) step(ref *structRef) (*structRef, placement) {
 	it := ref.it
-	if ref.skip || it.isGC() {
+	if ref.skip() || it.isGC() {
 		return nil, placedElsewhere
 	}
-	switch ref.parent {
+	switch ref.parent() {
 	case parentRoot:
 		if ref.parentKey() == in.root {
 			return nil, placedUnder
@@ -185,7 +185,7 @@ func (in *inspector) step(ref *structRef) (*structRef, placement) {
 			}
 			return nil, placedElsewhere
 		}
-		if r.skip || r.it.isGC() || r.it.childType() == nil {
+		if r.skip() || r.it.isGC() || r.it.childType() == nil {
 			return nil, placedElsewhere
 		}
 		// the parent is a type created by this update: it sits where its item sits
@@ -206,7 +206,7 @@ func (in *inspector) step(ref *structRef) (*structRef, placement) {
 		case !ok:
 			in.waiting[o.id.Client] = true
 			return nil, placedWaiting
-		case oit != nil && oit.isGC(), r != nil && (r.skip || r.it.isGC()):
+		case oit != nil && oit.isGC(), r != nil && (r.skip() || r.it.isGC()):
 			return nil, placedElsewhere
 		}
 		if via == nil && from == nil {
@@ -305,7 +305,7 @@ func Included(doc *Doc, update []byte) (bool, error) {
 	for c, l := range u.clients {
 		state := doc.store.state(c)
 		for _, ref := range l.refs {
-			if !ref.skip && ref.it.clock()+ref.it.len() > state {
+			if !ref.skip() && ref.it.clock()+ref.it.len() > state {
 				return false, nil
 			}
 		}

@@ -45,7 +45,7 @@ type item struct {
 	rightClient, rightClock   uint32 // the item right of this one at creation (flagRightOrigin)
 
 	flags uint16
-	ref   uint8 // content ref; refGC for a GC struct
+	ref   uint8 // content ref; refGC for a GC struct (refSkip for a Skip struct of an update)
 }
 
 // itemWide holds the values of an item that do not fit its compact fields.

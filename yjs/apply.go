@@ -392,21 +392,12 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 		clear(stack)
 		stack = stack[:0]
 	}
-	state := map[uint64]uint64{}
-	localState := func(client uint64) uint64 {
-		if s, ok := state[client]; ok {
-			return s
-		}
-		s := store.state(client)
-		state[client] = s
-		return s
-	}
 	head := &cur.refs[cur.i]
 	cur.i++
 	for {
 		if !head.skip() {
 			it := head.it
-			local := localState(it.client())
+			local := store.state(it.client())
 			if local < it.clock() {
 				// an earlier struct of the same client is missing
 				stack = append(stack, head)
@@ -426,7 +417,6 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 				}
 			} else if offset := local - it.clock(); offset == 0 || offset < it.len() {
 				it.integrate(tx, offset)
-				state[it.client()] = it.endClock()
 			}
 		}
 		switch {

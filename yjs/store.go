@@ -250,6 +250,21 @@ func (l *structList) each(p spos, f func(*item) bool) {
 // structStore is the struct store of a document.
 type structStore struct {
 	clients map[uint64]*structList
+	// the list looked up last: integration asks for the same client again and again
+	lastClient uint64
+	lastList   *structList
+}
+
+// list returns the struct list of client (nil if it has none).
+func (s *structStore) list(client uint64) *structList {
+	if s.lastList != nil && s.lastClient == client {
+		return s.lastList
+	}
+	l := s.clients[client]
+	if l != nil {
+		s.lastClient, s.lastList = client, l
+	}
+	return l
 }
 
 func newStructStore() structStore {
@@ -257,7 +272,7 @@ func newStructStore() structStore {
 }
 
 func (s *structStore) state(client uint64) uint64 {
-	if l := s.clients[client]; l != nil {
+	if l := s.list(client); l != nil {
 		return l.state()
 	}
 	return 0
@@ -273,7 +288,7 @@ func (s *structStore) stateVector() StateVector {
 
 // add appends a struct at its client's state.
 func (s *structStore) add(it *item) {
-	l := s.clients[it.client()]
+	l := s.list(it.client())
 	if l == nil {
 		l = &structList{}
 		s.clients[it.client()] = l
@@ -285,7 +300,7 @@ func (s *structStore) add(it *item) {
 
 // find returns the struct containing id (which must exist).
 func (s *structStore) find(id ID) *item {
-	l := s.clients[id.Client]
+	l := s.list(id.Client)
 	if l == nil {
 		panic(fmt.Sprintf("yjs: client %d not in the struct store", id.Client))
 	}
@@ -306,14 +321,14 @@ func (s *structStore) cleanStart(tx *Transaction, l *structList, clock uint64) s
 
 // itemCleanStart returns the struct starting at id, splitting if needed.
 func (s *structStore) itemCleanStart(tx *Transaction, id ID) *item {
-	l := s.clients[id.Client]
+	l := s.list(id.Client)
 	return l.at(s.cleanStart(tx, l, id.Clock))
 }
 
 // itemCleanEnd returns the struct ending at id, splitting if needed. It returns the struct,
 // not its position: the split may have moved it.
 func (s *structStore) itemCleanEnd(tx *Transaction, id ID) *item {
-	l := s.clients[id.Client]
+	l := s.list(id.Client)
 	p := l.find(id.Clock)
 	it := l.at(p)
 	if id.Clock != it.clock()+it.len()-1 && !it.isGC() {

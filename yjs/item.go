@@ -36,7 +36,9 @@ const (
 type item struct {
 	left, right *item
 	parent      *Type
-	data        unsafe.Pointer // the content's data, or the *itemWide with flagWide
+	// the content's data; with flagWide the *itemWide, else with flagParentSub the *keyedData,
+	// that holds it
+	data unsafe.Pointer
 
 	// with flagWide these are unused
 	idClient, idClock         uint32

@@ -171,6 +171,14 @@ func TestDifferentialWideIDs(t *testing.T) {
 	})
 }
 
+// TestItemSize: a document holds one item per struct; the layout must stay within 64 bytes
+// (the allocation size class it fills).
+func TestItemSize(t *testing.T) {
+	if n := unsafe.Sizeof(item{}); n > 64 {
+		t.Fatalf("an item takes %d bytes", n)
+	}
+}
+
 // TestItemKeepsItsValues sets an item's values one after the other, in every order, each
 // value compact or beyond 32 bits, with and without a map key, and reads them all back after
 // every step: moving to an itemWide or a keyedData must lose nothing.

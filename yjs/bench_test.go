@@ -340,7 +340,7 @@ func TestB4Report(t *testing.T) {
 	}
 	fmt.Fprintf(&sb, "; target <= 3× the state, <= 0.3× JS\n")
 	dheap := memDecoded.Extra["heap-bytes"]
-	fmt.Fprintf(&sb, "heap of the final doc loaded from its state: %.0f bytes, %.2f× the state\n", dheap, dheap/float64(len(state)))
+	fmt.Fprintf(&sb, "heap of the final doc loaded from its state: %.0f bytes, %.2f× the state", dheap, dheap/float64(len(state)))
 	t.Log("\n" + sb.String())
 }
 

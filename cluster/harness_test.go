@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/yjs"
 )
@@ -186,7 +187,7 @@ func (tc *testCluster) start(i int) *testNode {
 	}
 	store := node.Store()
 	gate := newApplyGate()
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: store, Shared: gatedShared{node, gate}, Logger: cfg.Logger,
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: store, Shared: gatedShared{node, gate}, Logger: cfg.Logger,
 		SharedApplyTimeout: 15 * time.Second, SharedLoadTimeout: 20 * time.Second, SharedStaleClaim: 3 * time.Second})
 	if err != nil {
 		tc.t.Fatal(err)
@@ -245,11 +246,8 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
 	}
 }
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is the context of a test's calls: it ends after d, or with the test.
+var ctxT = testkit.Context
 
 // mapUpdate returns an update that sets key=value in the root map "notes", made by a
 // fresh client on the given state.

@@ -7,8 +7,9 @@ import (
 )
 
 // Metrics are the node's Prometheus series, all named nomicore_cluster_… and none labelled
-// by namespace (GUIDE §9): the per-namespace consumer lag is aggregated — its sum, its
-// maximum, and how many followed namespaces are behind by more than lagBehind records.
+// by namespace (docs/protocol.md#adapters): the per-namespace consumer lag is aggregated —
+// its sum, its maximum, and how many followed namespaces are behind by more than lagBehind
+// records.
 type Metrics struct {
 	publishSeconds prometheus.Histogram
 	publishErrors  prometheus.Counter
@@ -60,7 +61,9 @@ var (
 	descBehind   = prometheus.NewDesc("nomicore_cluster_namespaces_behind", "Followed namespaces more than 100 records behind their log.", nil, nil)
 )
 
-// Register adds the node's metrics to r.
+// RegisterMetrics adds the node's metrics to r: publish latencies and errors, quorum
+// changes, compactions and compaction leases, and the quorum and the followers' lag read at
+// scrape time.
 func (n *Node) RegisterMetrics(r prometheus.Registerer) error {
 	m := n.metrics
 	for _, c := range []prometheus.Collector{m.publishSeconds, m.publishErrors, m.quorumChanges, m.compactions, m.leasesHeld, &lagCollector{n}} {

@@ -17,16 +17,16 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 )
 
-// Store is the persistence.Store of a hub node in a cluster. It keeps what every node
+// Store is the persistence.Catalog of a hub node in a cluster. It keeps what every node
 // must see alike in JetStream: the namespace entries (with each namespace's first
 // document and its meta record) in EntriesBucket, the configuration map in ConfigBucket.
-// The documents themselves are the namespace logs and snapshots (Node.OpenLog), which the
-// registry reads through registry.SharedLog: the document methods of persistence.Store
-// (Load, Append, ReplaceSnapshot, Compact) answer persistence.ErrUnsupported, and the
-// archive methods too (archiving is not offered in a cluster yet).
+// It keeps no documents: they are the namespace logs and snapshots (Node.OpenLog), which
+// the registry reads through registry.SharedLog, so a cluster node has no
+// persistence.Documents (and no archives: archiving is not offered in a cluster yet).
 //
 // Healthy is the node's quorum. Entries read once are kept in memory, so a node without
-// quorum still answers Entry for the namespaces it knows (reads go on, §20).
+// quorum still answers Entry for the namespaces it knows: reads go on while writes are
+// refused (docs/protocol.md#degraded-persistence).
 type Store struct {
 	n *Node
 
@@ -37,7 +37,7 @@ type Store struct {
 // Store returns the node's store.
 func (n *Node) Store() *Store { return &Store{n: n, cache: make(map[string]persistence.Entry)} }
 
-var _ persistence.Store = (*Store)(nil)
+var _ persistence.Catalog = (*Store)(nil)
 
 // entryValue is a namespace entry in EntriesBucket (JSON).
 type entryValue struct {
@@ -299,55 +299,6 @@ func (s *Store) Entries(ctx context.Context, owner string) ([]persistence.Entry,
 	return out, nil
 }
 
-// Load, Append, ReplaceSnapshot and Compact: the documents of a cluster live in the
-// namespace logs (registry.SharedLog).
-func (s *Store) Load(context.Context, string, string) (persistence.Doc, error) {
-	return persistence.Doc{}, fmt.Errorf("cluster: documents are read from the namespace log: %w", persistence.ErrUnsupported)
-}
-
-// Append is not used in a cluster: writes are records of the namespace log.
-func (s *Store) Append(string, string, []byte) (uint64, error) {
-	return 0, fmt.Errorf("cluster: writes go to the namespace log: %w", persistence.ErrUnsupported)
-}
-
-// Flushed is 0: the registry reports durability from the log (registry.Lease.Flushed).
-func (s *Store) Flushed(string, string) uint64 { return 0 }
-
-// WaitFlushed returns at once: a write the registry applied came from the log, where it
-// is durable on a quorum.
-func (s *Store) WaitFlushed(context.Context, string, string, uint64) error { return nil }
-
-// ReplaceSnapshot is not used in a cluster: snapshots are made by compaction.
-func (s *Store) ReplaceSnapshot(context.Context, string, string, []byte, uint64) error {
-	return fmt.Errorf("cluster: snapshots are made by compaction: %w", persistence.ErrUnsupported)
-}
-
-// Compact is not used in a cluster: the node following a namespace compacts its log.
-func (s *Store) Compact(context.Context, string, string) error {
-	return fmt.Errorf("cluster: logs are compacted by the nodes that follow them: %w", persistence.ErrUnsupported)
-}
-
-// Release has nothing to release.
-func (s *Store) Release(string, string) {}
-
-// Archive is not offered in a cluster yet.
-func (s *Store) Archive(context.Context, string, string) (persistence.ArchiveInfo, error) {
-	return persistence.ArchiveInfo{}, fmt.Errorf("cluster: archiving a namespace: %w", persistence.ErrUnsupported)
-}
-
-// Reset is a peer's operation.
-func (s *Store) Reset(context.Context, string, string) (persistence.ArchiveInfo, error) {
-	return persistence.ArchiveInfo{}, fmt.Errorf("cluster: resetting a replica: %w", persistence.ErrUnsupported)
-}
-
-// Archives lists nothing: a cluster keeps no archives.
-func (s *Store) Archives(context.Context, string) ([]persistence.ArchiveInfo, error) { return nil, nil }
-
-// LoadArchive finds nothing.
-func (s *Store) LoadArchive(context.Context, string, uint64) (persistence.Doc, error) {
-	return persistence.Doc{}, persistence.ErrNotFound
-}
-
 // configKey maps a configuration key (any UTF-8) to a bucket key.
 func configKey(key string) string { return "k" + base64.RawURLEncoding.EncodeToString([]byte(key)) }
 
@@ -429,7 +380,43 @@ func (s *Store) ConfigKeys(ctx context.Context, prefix string) ([]string, error)
 	return out, err
 }
 
-// Healthy reports the node's quorum (§20: without it writes are refused).
+// WatchConfig calls changed whenever a key of ConfigBucket that starts with prefix is put
+// or deleted, from any node, until ctx ends or the node closes: how every node learns of a
+// change another node made (the editors' revocation list). It returns once the watch is
+// set up (that waits for the node's resources, within ctx).
+func (s *Store) WatchConfig(ctx context.Context, prefix string, changed func()) error {
+	r, err := s.n.resources(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := r.config.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.MetaOnly())
+	if err != nil {
+		return classify("watching the configuration", s.n.cfg.OpTimeout, err)
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(e.Key(), "k"))
+				if err == nil && strings.HasPrefix(string(b), prefix) {
+					changed()
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Healthy reports the node's quorum (without it writes are refused).
 func (s *Store) Healthy() bool { return s.n.Healthy() }
 
 // Stats has nothing of a local store to count; Resident is the namespaces this node

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
+	"net/url"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/tokens"
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/node/accesslog"
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
@@ -31,6 +30,17 @@ type ClientFlags struct {
 	MaxState   int
 	SendQueue  int
 	KeepAlive  time.Duration
+	Limits     yws.Limits // per user and per connection (clientlimits.go)
+
+	// Signed tokens (JWT) and the auth webhook, beside the static client tokens.
+	JWTSecretFile  string
+	JWTKeysFile    string
+	JWKSURL        string
+	JWTIssuer      string
+	JWTAudience    string
+	JWTMaxLifetime time.Duration
+	Webhook        string
+	WebhookTimeout time.Duration
 }
 
 // RegisterClientFlags adds the client listener's flags with the listen default of the
@@ -43,9 +53,20 @@ func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 		f.IntVar(&c.MaxClients, "max-clients", yws.DefaultMaxClients, "editor connections this node serves at once (503 beyond)")
 		f.Var(&c.Origins, "client-origin", "a browser `ORIGIN` host pattern allowed to open editor WebSockets besides the node's own pages (app.example.com, *.example.com or *; repeatable). Default: any with --client-auth token (the token is the credential), none with --client-auth none")
 		f.IntVar(&c.MaxStates, "max-awareness-states", yws.DefaultMaxAwarenessStates, "editors' presence states kept per namespace on this node")
-		f.IntVar(&c.MaxState, "max-awareness-state-bytes", yws.DefaultMaxAwarenessStateBytes, "bytes of one editor's presence state")
+		f.IntVar(&c.MaxState, "max-awareness-state-bytes", yws.DefaultMaxAwarenessStateBytes, "bytes of one editor's presence state; a larger one closes its connection with 1008")
 		f.IntVar(&c.SendQueue, "client-send-queue-bytes", yws.DefaultSendQueueBytes, "bytes waiting to be sent to one editor before it is dropped as too slow (it catches up when it reconnects)")
 		f.DurationVar(&c.KeepAlive, "client-keepalive", yws.DefaultKeepAlive, "longest an editor goes without hearing from the node (providers reconnect after 30s of silence)")
+		registerClientLimitFlags(f, &c.Limits)
+	})
+	f.Define("editors' credentials from the application (beside the client tokens of the tokens file; with --client-auth token)", func() {
+		f.StringVar(&c.JWTSecretFile, "client-jwt-secret-file", "", "accept signed tokens (JWT) made with the HS256 secret in `FILE` (at least 32 bytes; the application signs with the same)")
+		f.StringVar(&c.JWTKeysFile, "client-jwt-keys", "", "accept signed tokens checked with the public keys in `FILE`: PEM or a JWKS document, ES256, EdDSA or RS256, chosen by the token's kid; read again when it changes")
+		f.StringVar(&c.JWKSURL, "client-jwt-jwks-url", "", "accept signed tokens checked with the public keys of the JWKS document at `URL`, fetched at start, every 10 minutes, and when a token names an unknown kid (at most every 30s)")
+		f.StringVar(&c.JWTIssuer, "client-jwt-issuer", "", "when set, a signed token's iss must be `ISSUER`")
+		f.StringVar(&c.JWTAudience, "client-jwt-audience", "", "when set, a signed token's aud must name `AUDIENCE`")
+		f.DurationVar(&c.JWTMaxLifetime, "client-jwt-max-lifetime", auth.DefaultJWTMaxLifetime, "longest a signed token may be valid (exp after iat); revocations are kept this long")
+		f.StringVar(&c.Webhook, "client-auth-webhook", "", "ask the application at `URL` about every token the node does not know itself: it POSTs {token,namespaceId,node,remoteAddr} and takes {allow,readOnly,user,ttlSeconds}; no answer refuses the editor (503)")
+		f.DurationVar(&c.WebhookTimeout, "client-auth-webhook-timeout", auth.DefaultWebhookTimeout, "how long the node waits for the auth webhook before refusing the editor")
 	})
 	return c
 }
@@ -74,22 +95,46 @@ func (c *ClientFlags) Check() error {
 	if c.MaxClients <= 0 || c.MaxStates <= 0 || c.MaxState <= 0 || c.SendQueue <= 0 || c.KeepAlive <= 0 {
 		return errors.New("--max-clients, --max-awareness-states, --max-awareness-state-bytes, --client-send-queue-bytes and --client-keepalive must be positive")
 	}
+	if err := checkClientLimits(c.Limits); err != nil {
+		return err
+	}
 	if c.KeepAlive >= 30*time.Second {
 		return fmt.Errorf("--client-keepalive %v: must stay under 30s (y-websocket providers reconnect after 30s of silence)", c.KeepAlive)
+	}
+	signed := c.JWTSecretFile != "" || c.JWTKeysFile != "" || c.JWKSURL != ""
+	if c.Auth == "none" && (signed || c.Webhook != "") {
+		return errors.New("--client-auth none checks no credential: leave out the --client-jwt-… and --client-auth-webhook flags, or use --client-auth token")
+	}
+	if !signed && (c.JWTIssuer != "" || c.JWTAudience != "") {
+		return errors.New("--client-jwt-issuer and --client-jwt-audience check signed tokens: give their key too (--client-jwt-secret-file, --client-jwt-keys or --client-jwt-jwks-url)")
+	}
+	for flag, u := range map[string]string{"--client-jwt-jwks-url": c.JWKSURL, "--client-auth-webhook": c.Webhook} {
+		if u == "" {
+			continue
+		}
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("%s %q: want an http:// or https:// URL", flag, u)
+		}
+	}
+	if c.JWTMaxLifetime < time.Minute {
+		return fmt.Errorf("--client-jwt-max-lifetime %v: give at least 1m", c.JWTMaxLifetime)
+	}
+	if c.WebhookTimeout <= 0 || c.WebhookTimeout > time.Minute {
+		return fmt.Errorf("--client-auth-webhook-timeout %v: give a positive duration of at most 1m", c.WebhookTimeout)
 	}
 	return nil
 }
 
 // Options returns the endpoint's options from the flags; the caller adds the registry, the
 // namespace lookup, the metrics and the logger. clients is nil with --client-auth none.
-func (c *ClientFlags) Options(in *Instance, common *Common, clients yws.Clients) yws.Options {
+func (c *ClientFlags) Options(in *Instance, common *Common, clients auth.ClientAuthenticator) yws.Options {
 	origins := []string(c.Origins)
 	if len(origins) == 0 && clients != nil {
 		origins = []string{"*"}
 	}
 	return yws.Options{Registry: in.Registry, Clients: clients, OriginPatterns: origins, MaxClients: c.MaxClients,
 		MaxMessageBytes: common.Protocol.MaxChunkedUpdateBytes + 64, SendQueueBytes: c.SendQueue,
-		MaxAwarenessStates: c.MaxStates, MaxAwarenessStateBytes: c.MaxState, KeepAlive: c.KeepAlive,
+		MaxAwarenessStates: c.MaxStates, MaxAwarenessStateBytes: c.MaxState, KeepAlive: c.KeepAlive, Limits: c.Limits,
 		Clock: in.clock, Logger: in.log}
 }
 
@@ -116,69 +161,9 @@ func ShutdownClients(ed *yws.Server, srv *Server) func(ctx context.Context) erro
 	}
 }
 
-// RunClientToken serves `token add|list|remove` for client tokens in the tokens file at
-// path (name is "hub token" or "peer token"). The token is printed once, on stdout.
-func RunClientToken(name, sub, path string, client string, namespaces StringList, readOnly bool,
-	prefix string, stdout, stderr io.Writer) int {
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "%s %s: %s\n", name, sub, OneLine(err))
-		return 1
-	}
-	file := TokensFileFlags(path)
-	switch sub {
-	case "add":
-		if len(namespaces) == 0 {
-			namespaces = StringList{tokens.AllNamespaces}
-		}
-		tok, err := tokens.AddClient(path, tokens.ClientGrant{Name: client, Namespaces: namespaces, ReadOnly: readOnly}, nil)
-		var existing *tokens.ExistingClientError
-		if errors.As(err, &existing) {
-			return fail(fmt.Errorf("%v: a name has one token; to replace it, remove the old one first (%s remove %s --client %s; "+
-				"its editors are closed), then add it again, or pick another name", err, name, file, cli.ShellArg(client)))
-		}
-		if err != nil {
-			return fail(err)
-		}
-		fmt.Fprintln(stdout, tok)
-		fmt.Fprintf(stderr, "%s add: client token for %s stored in %s (only its SHA-256); the token was printed once, on stdout; editors present it as ?token=… or Authorization: Bearer\n", name, client, path)
-		return 0
-	case "remove":
-		n, err := tokens.RemoveClient(path, client, prefix)
-		if err != nil {
-			return fail(err)
-		}
-		if n == 0 {
-			return fail(fmt.Errorf("no client token of %s matched (%s list %s shows them)", client, name, file))
-		}
-		fmt.Fprintf(stderr, "%s remove: removed %d client token(s) of %s; a running node closes their editors within a second\n", name, n, client)
-		return 0
-	}
-	return fail(fmt.Errorf("unknown command %q", sub))
-}
-
-// TokensFileFlags is how the token commands name the tokens file at path, for a command
-// suggested to the operator: --data DIR when it is DIR's tokens file, else --tokens FILE.
-func TokensFileFlags(path string) string {
-	if filepath.Base(path) == tokens.FileName {
-		return "--data " + cli.ShellArg(filepath.Dir(path))
-	}
-	return "--tokens " + cli.ShellArg(path)
-}
-
-// ListClientTokens prints the client entries of a tokens file, one per line.
-func ListClientTokens(f tokens.File, stdout io.Writer) {
-	for _, c := range f.Clients {
-		perm := "read,write"
-		if c.ReadOnly {
-			perm = "read-only"
-		}
-		fmt.Fprintf(stdout, "client:%s\tsha256:%s…\t%s\t%v\n", c.Name, tokens.HashPrefix(c.TokenSHA256), perm, c.Namespaces)
-	}
-}
-
 // HubNamespaces is the hub's namespace lookup for editors: every active namespace of its
 // store.
-func HubNamespaces(store persistence.Store) yws.Namespaces {
+func HubNamespaces(store persistence.Catalog) yws.Namespaces {
 	return func(ctx context.Context, id string) (string, error) {
 		e, err := store.Entry(ctx, id)
 		switch {

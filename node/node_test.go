@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/node/adminapi"
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
@@ -110,8 +112,9 @@ func TestS17_BadConfigurationIsOneLine(t *testing.T) {
 }
 
 // TestShippedDefaults: the binaries run the v2 generation with a 32 MiB document cap (64
-// chunks of 512 KiB, inside the chains of §17) and 4 MiB live updates; --generation v1 and
-// the environment still select the older behaviour and other caps.
+// chunks of 512 KiB, inside the chains of docs/protocol.md#backpressure) and 4 MiB live
+// updates; --generation v1 and the environment still select the older behaviour and other
+// caps.
 func TestShippedDefaults(t *testing.T) {
 	c, _, _ := parse(t, nil, nil)
 	must(t, c.Resolve())
@@ -233,7 +236,7 @@ func newPeerRegistry(t *testing.T) (persistence.Store, *registry.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{Role: registry.RolePeer, Store: st})
+	reg, err := registry.New(registry.Config{Role: registry.RolePeer, Catalog: st, Documents: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +244,8 @@ func newPeerRegistry(t *testing.T) (persistence.Store, *registry.Registry) {
 	return st, reg
 }
 
-// §21: the targets a peer was given survive a restart (the host configuration restores them).
+// docs/protocol.md#restart-and-shutdown: the targets a peer was given survive a restart (the
+// host configuration restores them).
 func TestS21_PersistentTargets(t *testing.T) {
 	st, reg := newPeerRegistry(t)
 	ctx := context.Background()
@@ -279,6 +283,42 @@ func TestS21_PersistentTargets(t *testing.T) {
 	}
 }
 
+// deleteFails is a store whose DeleteConfig fails.
+type deleteFails struct {
+	persistence.Catalog
+	err error
+}
+
+func (d deleteFails) DeleteConfig(context.Context, string) error { return d.err }
+
+// A target the controller refuses is not left remembered in the store; when forgetting it
+// fails, the caller hears of that too, since the next start would find it.
+func TestPersistentTargets_RefusedTargetIsForgotten(t *testing.T) {
+	st, reg := newPeerRegistry(t)
+	ctx := context.Background()
+	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	refused := namespace.Target{NamespaceID: "ns-1", Owner: "default"}
+
+	p := &PersistentTargets{TC: tc, Store: st}
+	if _, err := p.AddTarget(ctx, refused); err == nil {
+		t.Fatal("the controller took a malformed namespace id")
+	}
+	if ts, err := LoadTargets(ctx, st); err != nil || len(ts) != 0 {
+		t.Fatalf("remembered after the refusal: %v %v", ts, err)
+	}
+
+	diskFull := errors.New("disk full")
+	p = &PersistentTargets{TC: tc, Store: deleteFails{st, diskFull}}
+	_, err = p.AddTarget(ctx, refused)
+	if !errors.Is(err, diskFull) || !strings.Contains(err.Error(), "next start") {
+		t.Fatalf("a failed rollback went unreported: %v", err)
+	}
+}
+
 func TestObservabilityMetricsLintAndNames(t *testing.T) {
 	st, reg := newPeerRegistry(t)
 	o, err := NewObservability(slog.New(slog.DiscardHandler), observer.SidePeer)
@@ -312,7 +352,7 @@ func TestObservabilityMetricsLintAndNames(t *testing.T) {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if !allowed[l.GetName()] {
-					t.Errorf("metric %s has label %s outside GUIDE §9", mf.GetName(), l.GetName())
+					t.Errorf("metric %s has label %s outside the labels docs/protocol.md#adapters allows", mf.GetName(), l.GetName())
 				}
 			}
 		}
@@ -353,7 +393,7 @@ func TestWriteCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,9 +456,5 @@ func TestWriteCommand(t *testing.T) {
 	}
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must fails the test at once when err is not nil.
+var must = testkit.Must

@@ -117,7 +117,7 @@ func killChild(dir string) int {
 	if err != nil {
 		return fail("open store", err)
 	}
-	reg, err := New(Config{Role: RoleHub, Store: st})
+	reg, err := New(Config{Role: RoleHub, Catalog: st, Documents: st})
 	if err != nil {
 		return fail("registry", err)
 	}
@@ -201,7 +201,7 @@ func TestKill9_DocumentsArePrefixesOfTheWrites(t *testing.T) {
 func setUpKillStore(t *testing.T, dir string) [][]byte {
 	st, err := persistence.OpenDataDir(dir, killStoreOptions(nil))
 	must(t, err)
-	reg, err := New(Config{Role: RoleHub, Store: st})
+	reg, err := New(Config{Role: RoleHub, Catalog: st, Documents: st})
 	must(t, err)
 	var plan killPlan
 	var bases [][]byte
@@ -227,13 +227,6 @@ func setUpKillStore(t *testing.T, dir string) [][]byte {
 func runKillChild(t *testing.T, dir string, rng *rand.Rand) []uint64 {
 	child := persistencetest.StartChild(t, killChildEnv+"="+dir)
 	reported := make([]uint64, killNamespaces)
-	note := func(line string) {
-		var i int
-		var n uint64
-		if _, err := fmt.Sscanf(line, "flushed %d %d", &i, &n); err == nil && i >= 0 && i < killNamespaces {
-			reported[i] = max(reported[i], n)
-		}
-	}
 	timeout := time.After(20 * time.Second)
 	var fire <-chan time.Time
 wait:
@@ -243,7 +236,7 @@ wait:
 			if !ok {
 				break wait
 			}
-			note(line)
+			persistencetest.NoteFlushed(reported, line)
 			if line == "ready" {
 				fire = time.After(time.Duration(rng.IntN(120)) * time.Millisecond)
 			}
@@ -267,7 +260,7 @@ func checkKillStore(t *testing.T, dir string, bases [][]byte, reported []uint64)
 	st, err := persistence.OpenDataDir(dir, killStoreOptions(nil))
 	must(t, err)
 	defer func() { must(t, st.Close(ctxT(t))) }()
-	reg, err := New(Config{Role: RoleHub, Store: st})
+	reg, err := New(Config{Role: RoleHub, Catalog: st, Documents: st})
 	must(t, err)
 	defer func() { must(t, reg.Close(ctxT(t))) }()
 	found := make([]uint64, killNamespaces)

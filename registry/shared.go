@@ -18,14 +18,15 @@ import (
 // implements it on NATS JetStream. With Config.Shared set, the registry (RoleHub only)
 // keeps no document data of its own: a namespace loads from the log's start (a snapshot,
 // or the namespace's first document) and every write is a record of the log, applied by
-// every process in log order. Config.Store is then the cluster's store of entries.
+// every process in log order. Config.Catalog is then the cluster's catalog of entries.
 type SharedLog interface {
 	// OpenLog opens the log of (owner, namespaceID) for this process: where the document
 	// starts and how far the log went when it was opened. Records are delivered to host
 	// after Follow. A log that cannot be reached in time is persistence.ErrUnavailable.
 	OpenLog(ctx context.Context, owner, namespaceID string, host LogHost) (NamespaceLog, error)
 	// Healthy reports whether this process can commit records now (a quorum of the cluster
-	// is reachable). While it is false the registry refuses writes as degraded (§20).
+	// is reachable). While it is false the registry refuses writes as degraded
+	// (docs/protocol.md#degraded-persistence).
 	Healthy() bool
 }
 
@@ -163,10 +164,10 @@ type pendingOp struct {
 // logHost is the registry's LogHost of one runtime.
 type logHost struct {
 	mu sync.Mutex // guards rt until the runtime exists
-	rt *runtime
+	rt *nsRuntime
 }
 
-func (h *logHost) runtime() *runtime {
+func (h *logHost) runtime() *nsRuntime {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.rt
@@ -187,7 +188,7 @@ func (h *logHost) Apply(rec Record) bool {
 	var once sync.Once
 	release := func() { once.Do(func() { <-sh.slots }) }
 	s := &slot{
-		run: func(rt *runtime, _ *slot) {
+		run: func(rt *nsRuntime, _ *slot) {
 			defer release()
 			rt.applyRecord(rec)
 		},
@@ -209,7 +210,7 @@ func (h *logHost) Snapshot(ctx context.Context) (LogSnapshot, error) {
 	ch := make(chan LogSnapshot, 1)
 	errc := make(chan error, 1)
 	s := &slot{
-		run: func(rt *runtime, _ *slot) {
+		run: func(rt *nsRuntime, _ *slot) {
 			if rt.failErr != nil {
 				errc <- ErrInternal.with("namespace document failed", rt.failErr)
 				return
@@ -272,7 +273,7 @@ func (r *Registry) openShared(ctx context.Context, owner, ns string) (*Lease, er
 		nl.Close()
 		return nil, ErrInternal.with("the namespace's stored start does not apply", err)
 	}
-	rt, err := newRuntime(r, owner, ns, doc, st.Through, 0)
+	rt, err := newRuntime(r, owner, ns, doc, st.Through)
 	if err != nil {
 		nl.Close()
 		return nil, err
@@ -312,10 +313,10 @@ func (r *Registry) openShared(ctx context.Context, owner, ns string) (*Lease, er
 }
 
 // waitApplied waits until the runtime applied the log through seq.
-func (rt *runtime) waitApplied(ctx context.Context, seq uint64) error {
+func (rt *nsRuntime) waitApplied(ctx context.Context, seq uint64) error {
 	done := make(chan struct{})
 	s := &slot{
-		run: func(rt *runtime, _ *slot) {
+		run: func(rt *nsRuntime, _ *slot) {
 			if rt.through >= seq {
 				close(done)
 				return
@@ -337,7 +338,7 @@ func (rt *runtime) waitApplied(ctx context.Context, seq uint64) error {
 	}
 }
 
-func (rt *runtime) fireWaiters() {
+func (rt *nsRuntime) fireWaiters() {
 	w := rt.sh.waiters[:0]
 	for _, x := range rt.sh.waiters {
 		if rt.through >= x.seq {
@@ -352,13 +353,13 @@ func (rt *runtime) fireWaiters() {
 
 // ---- the write path ----
 
-// admitShared is the cluster form of apply (§10.1, §20): the gates and the protected check
+// admitShared is the cluster form of apply: the gates and the protected check
 // run in this slot against the live state, then the update is published to the log with
 // the epoch it was admitted under. finish runs later, in the slot that applies it from the
 // log in log order — or with the error if the log did not take it in time. A local write
 // is applied with local as its origin (originLocal, or one that skips the writer's watch);
 // a remote one with its session.
-func (rt *runtime) admitShared(s *slot, update []byte, kind applyKind, local *localOrigin, finish func(ApplyResult, error)) {
+func (rt *nsRuntime) admitShared(s *slot, update []byte, kind applyKind, local *localOrigin, finish func(ApplyResult, error)) {
 	var origin any = local
 	var epoch uint64
 	if kind == applyRemote {
@@ -371,7 +372,7 @@ func (rt *runtime) admitShared(s *slot, update []byte, kind applyKind, local *lo
 	}
 	// What the document already holds is in the log already: nothing to publish. Checked
 	// first so that a degraded node still takes a peer's sync diff that brings nothing new
-	// (§20: state exchange goes on).
+	// (state exchange goes on while degraded).
 	included, err := yjs.Included(rt.doc, update)
 	if err != nil {
 		finish(ApplyResult{}, ErrApplyFailed.with("", err))
@@ -394,13 +395,13 @@ func (rt *runtime) admitShared(s *slot, update []byte, kind applyKind, local *lo
 }
 
 // publish sends rec to the log and waits for it to come back (runtime goroutine).
-func (rt *runtime) publish(rec Record, p *pendingOp) {
+func (rt *nsRuntime) publish(rec Record, p *pendingOp) {
 	token := rt.reg.tokens.Add(1)
 	rec.Token = token
 	rt.sh.pending[token] = p
 	err := rt.sh.log.Publish(rec, func(err error) {
 		if err != nil {
-			rt.submitInternal(&slot{run: func(rt *runtime, _ *slot) {
+			rt.submitInternal(&slot{run: func(rt *nsRuntime, _ *slot) {
 				rt.failPending(token, sharedErr("publishing to the cluster log", err))
 			}, fail: func(error) {}})
 		}
@@ -411,7 +412,7 @@ func (rt *runtime) publish(rec Record, p *pendingOp) {
 		return
 	}
 	p.timer = rt.reg.cfg.Clock.AfterFunc(rt.reg.cfg.SharedApplyTimeout, func() {
-		rt.submitInternal(&slot{run: func(rt *runtime, _ *slot) {
+		rt.submitInternal(&slot{run: func(rt *nsRuntime, _ *slot) {
 			rt.failPending(token, ErrDegraded.with("the write did not come back from the cluster log in time", nil))
 		}, fail: func(error) {}})
 	})
@@ -419,7 +420,7 @@ func (rt *runtime) publish(rec Record, p *pendingOp) {
 
 // failPending settles a published record that will not be waited for any longer. If it
 // reaches the log after all, every process applies it as any other record.
-func (rt *runtime) failPending(token uint64, err error) {
+func (rt *nsRuntime) failPending(token uint64, err error) {
 	p := rt.sh.pending[token]
 	if p == nil {
 		return
@@ -433,9 +434,10 @@ func (rt *runtime) failPending(token uint64, err error) {
 
 // applyRecord applies one record of the log (every process, in log order). Every decision
 // depends only on the log before it, so every process decides the same: an update admitted
-// under an epoch older than the current one is refused (§11), one that touches meta is
-// refused (§20), a meta change is applied once per generation.
-func (rt *runtime) applyRecord(rec Record) {
+// under an epoch older than the current one is refused (docs/protocol.md#identity-fencing),
+// one that touches meta is refused (docs/protocol.md#protected-apply), a meta change is
+// applied once per generation.
+func (rt *nsRuntime) applyRecord(rec Record) {
 	if rec.Seq <= rt.through {
 		return // delivered again after the log reconnected
 	}
@@ -474,7 +476,7 @@ func (rt *runtime) applyRecord(rec Record) {
 	rt.fireWaiters()
 }
 
-func (rt *runtime) applyLoggedUpdate(rec Record, p *pendingOp) (ApplyResult, error) {
+func (rt *nsRuntime) applyLoggedUpdate(rec Record, p *pendingOp) (ApplyResult, error) {
 	if rt.failErr != nil {
 		return ApplyResult{}, ErrInternal.with("namespace document failed", rt.failErr)
 	}
@@ -511,8 +513,8 @@ var errMetaMadeAlready = ErrConflict.with("this meta change was made already", n
 
 // applyLoggedMeta applies a meta change of the log, once per generation: a later copy of a
 // generation (a change completed again after its claimer failed) is ignored everywhere.
-// An epoch change fences every session of an older epoch before any later slot (§11).
-func (rt *runtime) applyLoggedMeta(rec Record) error {
+// An epoch change fences every session of an older epoch before any later slot.
+func (rt *nsRuntime) applyLoggedMeta(rec Record) error {
 	if rt.failErr != nil {
 		return ErrInternal.with("namespace document failed", rt.failErr)
 	}
@@ -543,7 +545,7 @@ func (rt *runtime) applyLoggedMeta(rec Record) error {
 // read any more (compacted away): its content merges into the document like a load, its
 // meta (identity, schema, generation) is taken over, and a newer epoch fences as a meta
 // change does.
-func (rt *runtime) applyLoggedSnapshot(rec Record) error {
+func (rt *nsRuntime) applyLoggedSnapshot(rec Record) error {
 	if rt.failErr != nil {
 		return ErrInternal.with("namespace document failed", rt.failErr)
 	}
@@ -561,8 +563,8 @@ func (rt *runtime) applyLoggedSnapshot(rec Record) error {
 }
 
 // afterMetaChange re-reads identity and schema after a meta change was applied and fences
-// every session of an older epoch (§11).
-func (rt *runtime) afterMetaChange(old Identity) {
+// every session of an older epoch (docs/protocol.md#identity-fencing).
+func (rt *nsRuntime) afterMetaChange(old Identity) {
 	if id, err := readIdentity(rt.doc); err != nil {
 		rt.reg.logError("a meta change left no valid identity; keeping the previous one", rt.ns, err)
 	} else {
@@ -618,7 +620,7 @@ func (l *Lease) sharedMeta(ctx context.Context, next func(cur MetaState, at meta
 	}
 	// What this process applied is read before the cluster's record: every generation
 	// applied here was claimed before, so the record read after it is never behind it.
-	at, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (metaView, error) {
+	at, err := leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (metaView, error) {
 		return metaView{rt.sh.metaGen, rt.identity(), rt.schema.Load()}, nil
 	})
 	if err != nil {
@@ -668,7 +670,7 @@ func (l *Lease) sharedMeta(ctx context.Context, next func(cur MetaState, at meta
 // registry's meta write on a copy of the document (a fresh client id, so the copy's
 // writes never collide with anyone's), without touching the live document.
 func (l *Lease) prepareMeta(ctx context.Context, kv []any) ([]byte, error) {
-	return leaseWait(ctx, l, func(rt *runtime, _ *slot) ([]byte, error) {
+	return leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) ([]byte, error) {
 		snap, err := yjs.EncodeStateAsUpdate(rt.doc, nil)
 		if err != nil {
 			return nil, ErrInternal.with("copying the document", err)
@@ -706,7 +708,7 @@ func (l *Lease) publishPrepared(ctx context.Context, gen, epoch uint64, update [
 		err error
 	}
 	ch := make(chan result, 1)
-	_, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (struct{}, error) {
+	_, err := leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (struct{}, error) {
 		rt.publish(Record{Kind: RecordMeta, Gen: gen, Epoch: epoch, Update: update}, &pendingOp{
 			origin: originBump,
 			finish: func(_ ApplyResult, err error) {
@@ -768,7 +770,7 @@ func (l *Lease) sharedReplaceSchema(ctx context.Context, expected *string, value
 
 // sharedUnload ends the runtime's part in the cluster (runtime goroutine, after the last
 // slot): what still waits for the log is answered ErrClosed, then the log stops.
-func (rt *runtime) sharedUnload() {
+func (rt *nsRuntime) sharedUnload() {
 	for token, p := range rt.sh.pending {
 		delete(rt.sh.pending, token)
 		if p.timer != nil {

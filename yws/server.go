@@ -2,12 +2,12 @@ package yws
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,33 +15,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/registry"
 )
-
-// Grant is what a client token allows: the namespaces its editor may open and whether it
-// may change them.
-type Grant struct {
-	Name       string   // the client's name, for logs (never the token)
-	Namespaces []string // namespace ids, or "*" for every namespace
-	ReadOnly   bool
-}
-
-// Allows reports whether the grant covers namespace ns.
-func (g Grant) Allows(ns string) bool {
-	for _, n := range g.Namespaces {
-		if n == "*" || n == ns {
-			return true
-		}
-	}
-	return false
-}
-
-// Clients looks client tokens up by their SHA-256 (the node stores nothing else of them).
-// It must be safe for concurrent use; a tokens file reloader answers from its latest table.
-type Clients interface {
-	LookupClient(sum [sha256.Size]byte) (Grant, bool)
-}
 
 // Errors a Namespaces lookup returns; each is refused before the upgrade.
 var (
@@ -104,9 +81,10 @@ type Options struct {
 	// Writes, when set, admits every editor update before it is written and counts those
 	// written (a peer: see WriteGate). Nil takes every update.
 	Writes WriteGate
-	// Clients checks client tokens; nil means no authentication (--client-auth none: every
-	// editor may read and write every namespace this node serves).
-	Clients Clients
+	// Clients checks editors' credentials (the node's static client tokens: auth.Reloader);
+	// nil means no authentication (--client-auth none: every editor may read and write
+	// every namespace this node serves).
+	Clients auth.ClientAuthenticator
 	// OriginPatterns are the browser origins allowed to open a WebSocket besides the
 	// page's own host (github.com/coder/websocket AcceptOptions.OriginPatterns: host
 	// patterns such as "*" or "app.example.com:*"). Empty: same host only.
@@ -118,8 +96,9 @@ type Options struct {
 	// SendQueueBytes and SendQueueMessages bound what waits to be sent to one client;
 	// beyond either, the client is dropped and resyncs when it reconnects.
 	SendQueueBytes, SendQueueMessages int
-	// MaxAwarenessStates bounds the awareness states of one namespace on this node, and
-	// MaxAwarenessStateBytes the JSON of one state.
+	// MaxAwarenessStates bounds the awareness states of one namespace on this node (a
+	// state beyond it is dropped), and MaxAwarenessStateBytes the JSON of one state (a
+	// larger one closes the connection with 1008, like the Limits).
 	MaxAwarenessStates, MaxAwarenessStateBytes int
 	// AwarenessTimeout removes a state not renewed for that long (y-protocols: 30 s).
 	AwarenessTimeout time.Duration
@@ -134,6 +113,8 @@ type Options struct {
 	// RelayQueueBytes bounds, per namespace, the accepted editor updates waiting to be
 	// durable before they are relayed (readers wait beyond it).
 	RelayQueueBytes int
+	// Limits bound each user's connections and each connection's rates (see Limits).
+	Limits Limits
 	// Metrics receives the counters and gauges; nil counts nothing.
 	Metrics *Metrics
 	// Clock paces keep-alives and awareness timeouts; nil means clock.Real().
@@ -165,6 +146,7 @@ func (o *Options) fill() {
 	fillDur(&o.AwarenessTimeout, DefaultAwarenessTimeout)
 	fillDur(&o.KeepAlive, DefaultKeepAlive)
 	fillDur(&o.WriteTimeout, DefaultWriteTimeout)
+	o.Limits.fill()
 	if o.Clock == nil {
 		o.Clock = clock.Real()
 	}
@@ -182,6 +164,7 @@ type Server struct {
 	mux  *http.ServeMux
 
 	clients  atomic.Int64 // admitted connections (MaxClients)
+	users    userConns    // open connections per user (Limits.ConnectionsPerUser)
 	handlers sync.WaitGroup
 
 	mu       sync.Mutex // guards rooms and closing
@@ -217,13 +200,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 // writeError writes the JSON error body every refusal before the upgrade carries.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeRefusal(w, status, code, "", msg)
+}
+
+// writeRefusal is writeError naming the check of the credential that failed (empty: none
+// did), {"code","check","message"}. It never carries the token.
+func writeRefusal(w http.ResponseWriter, status int, code, check, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(struct {
 		Code    string `json:"code"`
+		Check   string `json:"check,omitempty"`
 		Message string `json:"message"`
-	}{code, msg})
+	}{code, check, msg})
 }
 
 // presentedToken returns the token of a request — ?token= (browsers cannot set headers on
@@ -248,24 +238,49 @@ func presentedToken(r *http.Request) string {
 // when the token does not grant the namespace, 404 for a namespace this node does not
 // serve, 409 for a conflicted replica, 503 when not ready, over --max-clients or shutting
 // down. On success the caller holds one of the MaxClients places.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, ns string) (Grant, [sha256.Size]byte, string, bool) {
-	var sum [sha256.Size]byte
-	refuse := func(status int, code, reason, msg string) (Grant, [sha256.Size]byte, string, bool) {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, ns string) (auth.ClientGrant, string, bool) {
+	refuse := func(status int, code, reason, msg string) (auth.ClientGrant, string, bool) {
 		s.m.refusedConnect(reason)
 		writeError(w, status, code, msg)
-		return Grant{}, sum, "", false
+		return auth.ClientGrant{}, "", false
+	}
+	// refuseCheck is refuse for a failed check of the credential, which the body names.
+	refuseCheck := func(status int, code, check, msg string) (auth.ClientGrant, string, bool) {
+		s.m.refusedConnect(check)
+		writeRefusal(w, status, code, check, msg)
+		return auth.ClientGrant{}, "", false
 	}
 	tok := presentedToken(r)
-	grant := Grant{Name: "anonymous", Namespaces: []string{"*"}}
+	grant := auth.ClientGrant{Name: "anonymous", Namespaces: []string{auth.AllNamespaces}}
 	if s.opts.Clients != nil {
 		if tok == "" {
-			return refuse(http.StatusUnauthorized, "UNAUTHORIZED", "missing-token",
-				"a client token is required: connect with ?token=TOKEN (or an Authorization: Bearer header); create one with `hub token add --client NAME` (or `peer token add`)")
+			return refuseCheck(http.StatusUnauthorized, "UNAUTHORIZED", "missing-token",
+				"a client token is required: connect with ?token=TOKEN (or an Authorization: Bearer header); create one with `hub token add --client NAME` (or `peer token add`), or have the application sign one")
 		}
-		sum = sha256.Sum256([]byte(tok))
-		g, ok := s.opts.Clients.LookupClient(sum)
-		if !ok {
-			return refuse(http.StatusUnauthorized, "UNAUTHORIZED", "unknown-token", "the client token is not known to this node")
+		g, err := s.opts.Clients.AuthenticateClient(r.Context(), auth.ClientCredential{Token: tok, NamespaceID: ns, RemoteAddr: r.RemoteAddr})
+		var refusal *auth.ClientRefusal
+		var unavailable *auth.UnavailableError
+		switch {
+		case errors.As(err, &refusal) && errors.Is(err, auth.ErrForbidden):
+			s.log.Debug("editor connection refused", slog.String("namespaceId", ns), slog.String("remote", r.RemoteAddr),
+				slog.String("check", refusal.Check))
+			return refuseCheck(http.StatusForbidden, "FORBIDDEN", refusal.Check, refusal.Reason)
+		case errors.As(err, &refusal):
+			s.log.Debug("editor connection refused", slog.String("namespaceId", ns), slog.String("remote", r.RemoteAddr),
+				slog.String("check", refusal.Check), slog.String("reason", refusal.Reason))
+			return refuseCheck(http.StatusUnauthorized, "UNAUTHORIZED", refusal.Check, refusal.Reason)
+		case errors.Is(err, auth.ErrUnauthenticated):
+			return refuseCheck(http.StatusUnauthorized, "UNAUTHORIZED", auth.CheckUnknownToken, "the client token is not known to this node")
+		case errors.As(err, &unavailable):
+			s.log.Warn("editor connection refused: the credential cannot be checked now", slog.String("namespaceId", ns),
+				slog.String("error", err.Error()))
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(unavailable.RetryAfter.Round(time.Second)/time.Second))))
+			return refuse(http.StatusServiceUnavailable, "UNAVAILABLE", "auth-unavailable", unavailable.What+"; retry shortly")
+		case err != nil:
+			s.log.Warn("editor connection refused: the client token cannot be checked", slog.String("namespaceId", ns),
+				slog.String("error", err.Error()))
+			w.Header().Set("Retry-After", "5")
+			return refuse(http.StatusServiceUnavailable, "UNAVAILABLE", "auth-unavailable", "the client token cannot be checked now; retry shortly")
 		}
 		grant = g
 	}
@@ -273,7 +288,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, ns string) (Grant
 		return refuse(http.StatusNotFound, "NAMESPACE_NOT_FOUND", "unknown-namespace", "not a namespace id (ns- and 32 hex digits)")
 	}
 	if !grant.Allows(ns) {
-		return refuse(http.StatusForbidden, "FORBIDDEN", "namespace-not-granted", "the client token does not grant this namespace")
+		return refuseCheck(http.StatusForbidden, "FORBIDDEN", "namespace-not-granted", "the credential does not grant this namespace")
 	}
 	owner, err := s.opts.Namespaces(r.Context(), ns)
 	switch {
@@ -293,7 +308,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, ns string) (Grant
 		return refuse(http.StatusServiceUnavailable, "TOO_MANY_CLIENTS",
 			"too-many-clients", fmt.Sprintf("this node serves at most %d editor connections (--max-clients)", s.opts.MaxClients))
 	}
-	return grant, sum, owner, true
+	return grant, owner, true
 }
 
 // GET /v1/yjs/{id}: the y-websocket endpoint.
@@ -305,7 +320,7 @@ func (s *Server) serveEditor(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "the node is shutting down")
 		return
 	}
-	grant, sum, owner, ok := s.admit(w, r, ns)
+	grant, owner, ok := s.admit(w, r, ns)
 	if !ok {
 		return
 	}
@@ -332,7 +347,7 @@ func (s *Server) serveEditor(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(int64(s.opts.MaxMessageBytes))
-	c := newConn(s, rm, ws, grant, sum, r.RemoteAddr)
+	c := newConn(s, rm, ws, grant, r.RemoteAddr)
 	c.run()
 }
 
@@ -428,9 +443,14 @@ func (s *Server) revalidate(c *conn) {
 	if s.opts.Clients == nil {
 		return
 	}
-	g, ok := s.opts.Clients.LookupClient(c.tokenSum)
+	g, err := s.opts.Clients.RecheckClient(c.grant)
+	var refusal *auth.ClientRefusal
 	switch {
-	case !ok:
+	case errors.As(err, &refusal) && refusal.Check == auth.CheckRevoked:
+		c.closeWith(statusTokenRevoked, "the credential was revoked", "token-revoked")
+	case errors.As(err, &refusal) && refusal.Check == auth.CheckExpired:
+		c.closeWith(statusTokenRevoked, "the token expired; reconnect with a fresh one", "token-expired")
+	case err != nil:
 		c.closeWith(statusTokenRevoked, "the client token was removed", "token-removed")
 	case !g.Allows(c.room.ns):
 		c.closeWith(statusNotGranted, "the client token no longer grants this namespace", "namespace-not-granted")

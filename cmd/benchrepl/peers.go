@@ -50,7 +50,7 @@ func startPeerWith(dir string, index int, targets []string, opts ws.PeerOptions)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := registry.New(registry.Config{Role: registry.RolePeer, Store: st})
+	reg, err := registry.New(registry.Config{Role: registry.RolePeer, Catalog: st, Documents: st})
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func startPeerWith(dir string, index int, targets []string, opts ws.PeerOptions)
 	return &peer{id: peerName(index), store: st, reg: reg, tc: tc, p: p}, nil
 }
 
-// stop shuts the peer down in the §21 order.
+// stop shuts the peer down in the order of docs/protocol.md#restart-and-shutdown.
 func (p *peer) stop() error {
 	p.p.Close()
 	p.tc.Close()

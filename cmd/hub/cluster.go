@@ -19,7 +19,8 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// clusterFlags are the cluster flags of hub serve (GUIDE §7). Without --cluster-listen and
+// clusterFlags are the cluster flags of hub serve
+// (docs/cluster.md#starting-three-nodes-on-one-machine). Without --cluster-listen and
 // --nats-url the hub is a single process over its bbolt store.
 type clusterFlags struct {
 	name, node, listen, routes, natsURL, clientListen string
@@ -115,7 +116,7 @@ func openHub(data string, cf *clusterFlags, limits *protocol.Config, clk clock.C
 			"servers to at least %d, or lower those limits on every hub node and peer", got, want, want+8<<10)
 	}
 	store := n.Store()
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: store, Shared: n, Clock: clk, StageClock: clk, Logger: log})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: store, Shared: n, Clock: clk, StageClock: clk, Logger: log})
 	if err != nil {
 		n.Close(context.Background())
 		return nil, nil, err

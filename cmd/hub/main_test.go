@@ -18,9 +18,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/cluster"
-	"github.com/nomicore/nomicore/internal/tokens"
-	"github.com/nomicore/nomicore/replication/ws"
 )
 
 func runHub(t *testing.T, env map[string]string, args ...string) (int, string, string) {
@@ -56,7 +55,7 @@ func TestTokenCommands(t *testing.T) {
 	if code != 0 || len(tok) != 43 || strings.Contains(errOut, tok) {
 		t.Fatalf("token add: %d %q %q", code, out, errOut)
 	}
-	file, _ := os.ReadFile(filepath.Join(data, tokens.FileName))
+	file, _ := os.ReadFile(filepath.Join(data, auth.FileName))
 	if strings.Contains(string(file), tok) || !strings.Contains(string(file), `"submit":false`) {
 		t.Fatalf("tokens file: %s", file)
 	}
@@ -74,7 +73,7 @@ func TestTokenCommands(t *testing.T) {
 	if code, _, _ := runHub(t, nil, "token", "remove", "--data", data, "--peer", "peer-a"); code != 0 {
 		t.Fatalf("token remove: %d", code)
 	}
-	if entries, _, _ := tokens.Read(filepath.Join(data, tokens.FileName)); len(entries) != 1 || entries[0].PeerInstanceID != "peer-b" {
+	if entries, _, _ := auth.Read(filepath.Join(data, auth.FileName)); len(entries) != 1 || entries[0].PeerInstanceID != "peer-b" {
 		t.Fatalf("left %+v", entries)
 	}
 	if code, _, errOut := runHub(t, nil, "token", "add", "--data", data, "--peer", "Bad Peer"); code != 1 || strings.Count(errOut, "\n") != 1 {
@@ -86,7 +85,7 @@ func TestTokenCommands(t *testing.T) {
 // prints a new token once and the old one no longer authenticates.
 func TestTokenAddTwiceAndRotate(t *testing.T) {
 	data := t.TempDir()
-	file := filepath.Join(data, tokens.FileName)
+	file := filepath.Join(data, auth.FileName)
 	code, out, _ := runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a")
 	old := strings.TrimSpace(out)
 	if code != 0 {
@@ -96,7 +95,7 @@ func TestTokenAddTwiceAndRotate(t *testing.T) {
 	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "peer-a already has a token (sha256:") {
 		t.Fatalf("second token add: %d %q %q", code, out, errOut)
 	}
-	if entries, _, _ := tokens.Read(file); len(entries) != 1 {
+	if entries, _, _ := auth.Read(file); len(entries) != 1 {
 		t.Fatalf("%d entries after a refused add", len(entries))
 	}
 	// The refusal names the two ways on, each a whole command; the rotation is run as printed.
@@ -112,8 +111,8 @@ func TestTokenAddTwiceAndRotate(t *testing.T) {
 	if code != 0 || len(fresh) != 43 || fresh == old || strings.Contains(errOut, fresh) || !strings.Contains(errOut, "no longer valid") {
 		t.Fatalf("token rotate: %d %q %q", code, out, errOut)
 	}
-	entries, _, _ := tokens.Read(file)
-	table, _ := ws.NewTokenTable(entries)
+	entries, _, _ := auth.Read(file)
+	table, _ := auth.NewPeerTable(entries)
 	if _, err := table.Authenticate(context.Background(), old); err == nil {
 		t.Fatal("the old token still authenticates after a rotation")
 	}
@@ -143,11 +142,44 @@ func TestTokenAddTwiceAndRotate(t *testing.T) {
 	if code, _, errOut := runHub(t, nil, "token", "add", "--data", data, "--client", "me"); code != 0 {
 		t.Fatalf("adding the client again after the suggested removal: %d %q", code, errOut)
 	}
+	// A client token that expires: the list says until when; --expires is for clients only.
+	if code, out, errOut := runHub(t, nil, "token", "add", "--data", data, "--client", "guest", "--expires", "24h"); code != 0 ||
+		len(strings.TrimSpace(out)) != 43 || !strings.Contains(errOut, "it expires at") {
+		t.Fatalf("token add --expires: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ := runHub(t, nil, "token", "list", "--data", data); code != 0 || !strings.Contains(out, "client:guest") ||
+		!strings.Contains(out, "\texpires "+time.Now().Add(24*time.Hour).UTC().Format("2006-01-02")) {
+		t.Fatalf("token list: %d %q", code, out)
+	}
+	// Another namespace for the same token, then read-only: the hash stays.
+	const nsX, nsY = "ns-0123456789abcdef0123456789abcdef", "ns-fedcba9876543210fedcba9876543210"
+	before, _, _ := auth.ReadFile(file)
+	if code, _, errOut := runHub(t, nil, "token", "change", "--data", data, "--client", "guest", "--namespace", nsX+","+nsY, "--read-only"); code != 0 ||
+		!strings.Contains(errOut, "now opens ["+nsX+" "+nsY+"], read-only") {
+		t.Fatalf("token change: %d %q", code, errOut)
+	}
+	after, _, _ := auth.ReadFile(file)
+	for i, c := range after.Clients {
+		if c.Name == "guest" && (c.TokenSHA256 != before.Clients[i].TokenSHA256 || !c.ReadOnly || len(c.Namespaces) != 2) {
+			t.Fatalf("after token change: %+v (before %+v)", c, before.Clients[i])
+		}
+	}
+	if code, _, errOut := runHub(t, nil, "token", "change", "--data", data, "--client", "nobody", "--read-only"); code != 1 ||
+		!strings.Contains(errOut, "no client token is named nobody") {
+		t.Fatalf("token change of an unknown name: %d %q", code, errOut)
+	}
+	if code, _, _ := runHub(t, nil, "token", "change", "--data", data, "--client", "guest"); code != 2 {
+		t.Fatalf("token change without a change: %d", code)
+	}
+	if code, _, errOut := runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-q", "--expires", "1h"); code != 2 ||
+		!strings.Contains(errOut, "--expires is for client tokens") {
+		t.Fatalf("--expires with --peer: %d %q", code, errOut)
+	}
 	code, out, _ = runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a", "--additional")
 	if code != 0 || len(strings.TrimSpace(out)) != 43 {
 		t.Fatalf("token add --additional: %d %q", code, out)
 	}
-	if entries, _, _ := tokens.Read(file); len(entries) != 2 {
+	if entries, _, _ := auth.Read(file); len(entries) != 2 {
 		t.Fatalf("%d entries after --additional, want 2", len(entries))
 	}
 }
@@ -228,7 +260,7 @@ func TestMistakesAreOneLine(t *testing.T) {
 		{[]string{"serve", "extra"}, `hub serve: unexpected argument "extra" (hub serve takes flags only); see "hub serve -h"`},
 		{[]string{"frobnicate"}, `hub: unknown command "frobnicate" (want serve, token, write or version); see "hub -h"`},
 		{[]string{"token"}, `hub token: a command is required; see "hub token -h"`},
-		{[]string{"token", "frob"}, `hub token: unknown command "frob" (want add, list, rotate or remove); see "hub token -h"`},
+		{[]string{"token", "frob"}, `hub token: unknown command "frob" (want add, list, rotate, change or remove); see "hub token -h"`},
 		{[]string{"token", "add"}, `hub token add: --peer (or --client) is required; see "hub token add -h"`},
 		{[]string{"token", "rotate", "--data", "x"}, `hub token rotate: --peer is required`},
 		{[]string{"write", "--namespace", "ns-bad", "a=1"}, `hub write: --namespace "ns-bad" is not a namespace id (want ns- and 32 lowercase hex digits); see "hub write -h"`},

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +21,7 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// Hub namespace states in the admin API (GUIDE §8).
+// Hub namespace states in the admin API (README.md#admin-api).
 const (
 	StateActive   = "active"
 	StateArchived = "archived"
@@ -98,8 +97,8 @@ func (a *API) lookupOpen(w http.ResponseWriter, r *http.Request) (requestedNames
 	return ns, nil, false
 }
 
-// Status is a namespace status object (GUIDE §8), with what the process knows of the
-// namespace's activity.
+// Status is a namespace status object (README.md#admin-api), with what the process knows of
+// the namespace's activity.
 type Status struct {
 	NamespaceID      string `json:"namespaceId"`
 	Owner            string `json:"owner,omitempty"`
@@ -123,6 +122,9 @@ type Status struct {
 	WriteBytes  *uint64    `json:"writeBytes,omitempty"`
 	LastWriteAt *time.Time `json:"lastWriteAt,omitempty"`
 	TargetFacts
+	// EditorList names the editors connected to the namespace on this node (GET
+	// /v1/namespaces/{id}, on a node with a client listener): who, never a token.
+	EditorList []EditorJSON `json:"editorList,omitempty"`
 	// Log (a node of a hub cluster that has the namespace loaded) is how far behind the
 	// cluster's log of the namespace this node is.
 	Log *LogJSON `json:"log,omitempty"`
@@ -304,6 +306,9 @@ func (a *API) namespaceStatus(ctx context.Context, id string) (Status, *Error) {
 		st.State = string(observer.ChannelClosed)
 	}
 	a.peerExtras(ns.id, &st.TargetFacts)
+	if a.opts.EditorList != nil {
+		st.EditorList = a.opts.EditorList(ns.id)
+	}
 	l, err := a.leases.open(ctx, ns.owner, ns.id)
 	if errors.Is(err, registry.ErrNotFound) && ns.target != nil {
 		return st, nil // a target not bootstrapped yet: its state only
@@ -371,23 +376,15 @@ func (a *API) getDoc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer a.release(l)
-	var doc map[string]any
-	if len(roots) == 0 {
-		if doc, err = l.JSON(r.Context()); err != nil {
-			writeError(w, a.fromErr(err))
-			return
-		}
-	} else {
-		state, err := l.EncodeState(r.Context(), nil)
-		if err != nil {
-			writeError(w, a.fromErr(err))
-			return
-		}
-		var e *Error
-		if doc, e = renderRoots(state, roots); e != nil {
-			writeError(w, e)
-			return
-		}
+	doc, err := l.JSON(r.Context(), roots...)
+	var rk *registry.RootKindError
+	switch {
+	case errors.As(err, &rk):
+		writeError(w, &Error{http.StatusBadRequest, CodeRootType, fmt.Sprintf("%v: ask for ?root=%s:%s", rk, rk.Name, rk.Has)})
+		return
+	case err != nil:
+		writeError(w, a.fromErr(err))
+		return
 	}
 	if maxBytes > 0 {
 		writeDocJSONAtMost(w, doc, maxBytes)
@@ -413,116 +410,17 @@ func (a *API) getRoots(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer a.release(l)
-	state, err := l.EncodeState(r.Context(), nil)
+	roots, err := l.Roots(r.Context())
 	if err != nil {
 		writeError(w, a.fromErr(err))
 		return
 	}
-	doc := yjs.NewDoc()
-	if err := yjs.ApplyUpdate(doc, state, nil); err != nil {
-		writeError(w, &Error{http.StatusInternalServerError, CodeInternal, "the document's state does not decode"})
-		return
-	}
-	out := []RootJSON{}
-	for _, name := range doc.RootNames() {
-		t, err := doc.Get(name, yjs.KindUnknown)
-		if err != nil {
-			writeError(w, &Error{http.StatusInternalServerError, CodeInternal, err.Error()})
-			return
-		}
-		kind, _ := rootFits(t, yjs.KindUnknown)
-		k, _ := parseKind(kind)
-		b, _ := json.Marshal(renderAs(t, k))
-		out = append(out, RootJSON{Name: name, Type: kind, JSONBytes: len(b)})
-	}
-	slices.SortFunc(out, func(x, y RootJSON) int { return strings.Compare(x.Name, y.Name) })
-	writeJSON(w, http.StatusOK, out)
-}
-
-// parseKind is the kind a ?root= type word names.
-func parseKind(word string) (yjs.Kind, bool) {
-	_, k, err := yjs.ParseRootSpec("x:" + word)
-	return k, err == nil
-}
-
-// renderRoots renders the declared roots of a document state. It works on a copy of the
-// document: typing a root is for good, and a request must not retype the live document's
-// roots for every later reader.
-func renderRoots(state []byte, roots []registry.Root) (map[string]any, *Error) {
-	doc := yjs.NewDoc()
-	if err := yjs.ApplyUpdate(doc, state, nil); err != nil {
-		return nil, &Error{http.StatusInternalServerError, CodeInternal, "the document's state does not decode"}
-	}
-	present := map[string]bool{}
-	for _, name := range doc.RootNames() {
-		present[name] = true
-	}
-	out := make(map[string]any, len(roots))
+	out := make([]RootJSON, 0, len(roots))
 	for _, root := range roots {
-		if present[root.Name] {
-			t, err := doc.Get(root.Name, yjs.KindUnknown)
-			if err != nil {
-				return nil, &Error{http.StatusInternalServerError, CodeInternal, err.Error()}
-			}
-			if actual, fits := rootFits(t, root.Kind); !fits {
-				return nil, &Error{http.StatusBadRequest, CodeRootType, fmt.Sprintf("root %q is a %s, not a %s: ask for ?root=%s:%s",
-					root.Name, actual, kindName(root.Kind), root.Name, actual)}
-			}
-		}
-		t, err := doc.Get(root.Name, root.Kind)
-		if err != nil {
-			return nil, &Error{http.StatusBadRequest, CodeRootType, fmt.Sprintf("root %q is a %s, not a %s", root.Name, kindName(t.Kind()), kindName(root.Kind))}
-		}
-		out[root.Name] = renderAs(t, root.Kind)
+		b, _ := json.Marshal(root.JSON)
+		out = append(out, RootJSON{Name: root.Name, Type: root.Kind, JSONBytes: len(b)})
 	}
-	return out, nil
-}
-
-// rootFits reports whether a root of the document can be read as kind, and what it holds
-// (the kind it has, or as Yjs infers it for a root no client typed: keyed entries a map,
-// text content a text, anything else an array). An empty root fits every kind; XML
-// fragments hold types, which the inference calls an array.
-func rootFits(t *yjs.Type, kind yjs.Kind) (actual string, fits bool) {
-	if t.Kind() != yjs.KindUnknown {
-		return kindName(t.Kind()), t.Kind() == kind
-	}
-	switch v := (*yjs.Map)(t).ToJSON().(type) { // an untyped root renders as its inferred kind
-	case map[string]any:
-		return "map", len(v) == 0 || kind == yjs.KindMap
-	case string:
-		return "text", v == "" || kind == yjs.KindText
-	case []any:
-		return "array", len(v) == 0 || kind == yjs.KindArray || kind == yjs.KindXmlFragment
-	}
-	return "array", true
-}
-
-// renderAs renders a typed root.
-func renderAs(t *yjs.Type, kind yjs.Kind) any {
-	switch kind {
-	case yjs.KindMap:
-		return (*yjs.Map)(t).ToJSON()
-	case yjs.KindText:
-		return (*yjs.Text)(t).ToJSON()
-	case yjs.KindXmlFragment:
-		return (*yjs.XmlFragment)(t).ToJSON()
-	}
-	return (*yjs.Array)(t).ToJSON()
-}
-
-// kindName is the word ?root= uses for a kind.
-func kindName(k yjs.Kind) string {
-	switch k {
-	case yjs.KindMap:
-		return "map"
-	case yjs.KindArray:
-		return "array"
-	case yjs.KindText:
-		return "text"
-	case yjs.KindXmlFragment:
-		return "xml"
-	}
-	return k.String()
+	writeJSON(w, http.StatusOK, out)
 }
 
 // GET /v1/namespaces/{id}/update[?sv=HEX]: Y.encodeStateAsUpdate(doc, sv).
@@ -683,8 +581,9 @@ type SchemaRequest struct {
 }
 
 // PUT /v1/namespaces/{id}/schema (hub): replace meta.schema; every peer re-arms it as the
-// namespace's active schema (§23.1). The body names the schema it replaces; a mismatch is 409
-// SCHEMA_MISMATCH (someone replaced it since it was read). Answers the new active schema.
+// namespace's active schema (docs/protocol.md#document-layout). The body names the schema it
+// replaces; a mismatch is 409 SCHEMA_MISMATCH (someone replaced it since it was read).
+// Answers the new active schema.
 func (a *API) replaceSchema(w http.ResponseWriter, r *http.Request) {
 	var req SchemaRequest
 	if e := readJSON(r, &req); e != nil {
@@ -746,10 +645,10 @@ type EpochRequest struct {
 	ExpectedEpoch *uint64 `json:"expectedEpoch"`
 }
 
-// POST /v1/namespaces/{id}/epoch (hub): the §11 epoch bump; every peer session of the old
-// epoch is fenced and its replica becomes conflicted until it is reset. The body must name
-// the current epoch ({"expectedEpoch":N}): a bump is never one stray request, and of two
-// operators bumping at once one gets 409 EPOCH_MISMATCH.
+// POST /v1/namespaces/{id}/epoch (hub): the epoch bump of docs/protocol.md#identity-fencing;
+// every peer session of the old epoch is fenced and its replica becomes conflicted until it
+// is reset. The body must name the current epoch ({"expectedEpoch":N}): a bump is never one
+// stray request, and of two operators bumping at once one gets 409 EPOCH_MISMATCH.
 func (a *API) bumpEpoch(w http.ResponseWriter, r *http.Request) {
 	var req EpochRequest
 	if e := readJSON(r, &req); e != nil {

@@ -18,7 +18,9 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/persistence"
@@ -26,6 +28,7 @@ import (
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -33,7 +36,7 @@ import (
 // with its own bbolt store in a temporary directory, the real clock, and one recorder for
 // every event of every instance.
 
-// Sentinels: none of these may appear in any event (§23.3).
+// Sentinels: none of these may appear in any event (docs/protocol.md#safe-fields).
 const (
 	hubOwner  = "tenant-hub-owner"
 	peerOwner = "tenant-peer-owner"
@@ -61,7 +64,7 @@ type cluster struct {
 	t     testing.TB
 	cfg   protocol.Config
 	rec   *observertest.Recorder
-	table *ws.TokenTable
+	table *auth.PeerTable
 	srv   *httptest.Server
 	url   string
 
@@ -96,17 +99,17 @@ func storeOptions() persistence.Options {
 func newCluster(t testing.TB, cfg protocol.Config, peers int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, cfg: cfg, rec: &observertest.Recorder{}, hubDir: filepath.Join(t.TempDir(), "hub")}
-	var entries []ws.TokenEntry
+	var entries []auth.PeerEntry
 	for i := range peers + 1 {
 		id := fmt.Sprintf("peer-%d", i)
 		if i == peers {
 			id = rawPeerID // a hand-played peer (dialWire)
 		}
-		entries = append(entries, ws.TokenEntry{PeerInstanceID: id, TokenSHA256: ws.HashToken("token-" + id), Owner: hubOwner,
+		entries = append(entries, auth.PeerEntry{PeerInstanceID: id, TokenSHA256: auth.HashToken("token-" + id), Owner: hubOwner,
 			Namespaces: []string{"*"}, Read: true, Submit: true})
 	}
 	var err error
-	c.table, err = ws.NewTokenTable(entries)
+	c.table, err = auth.NewPeerTable(entries)
 	must(t, err)
 	c.startHub()
 	mux := http.NewServeMux()
@@ -142,7 +145,7 @@ func (c *cluster) startHub() {
 	c.t.Helper()
 	st, err := persistence.OpenDataDir(c.hubDir, storeOptions())
 	must(c.t, err)
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st, StageClock: clock.Real()})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st, StageClock: clock.Real()})
 	must(c.t, err)
 	nsl, err := namespace.NewHub(namespace.HubOptions{Registry: reg})
 	must(c.t, err)
@@ -151,7 +154,8 @@ func (c *cluster) startHub() {
 	c.hub.Store(&hubNode{store: st, reg: reg, nsl: nsl, hub: hub})
 }
 
-// stopHub shuts the hub down in the §21 order: replication, registry, store.
+// stopHub shuts the hub down in the docs/protocol.md#restart-and-shutdown order: replication,
+// registry, store.
 func (c *cluster) stopHub() {
 	c.t.Helper()
 	h := c.hub.Swap(nil)
@@ -180,7 +184,7 @@ func (p *peerNode) start(targets ...namespace.Target) {
 	var err error
 	p.store, err = persistence.OpenDataDir(p.dir, storeOptions())
 	must(t, err)
-	p.reg, err = registry.New(registry.Config{Role: registry.RolePeer, Store: p.store, StageClock: clock.Real()})
+	p.reg, err = registry.New(registry.Config{Role: registry.RolePeer, Catalog: p.store, Documents: p.store, StageClock: clock.Real()})
 	must(t, err)
 	p.tc, err = namespace.NewTargetController(namespace.TargetControllerOptions{Registry: p.reg, Targets: targets})
 	must(t, err)
@@ -191,8 +195,8 @@ func (p *peerNode) start(targets ...namespace.Target) {
 	p.peer.Start()
 }
 
-// stop shuts the peer down in the §21 order: connection, namespace layer, registry, store.
-// It returns the targets, for a restart.
+// stop shuts the peer down in the docs/protocol.md#restart-and-shutdown order: connection,
+// namespace layer, registry, store. It returns the targets, for a restart.
 func (p *peerNode) stop() []namespace.Target {
 	if p.peer == nil {
 		return nil
@@ -456,7 +460,7 @@ func writeAll(t testing.TB, ws []*writer, n int) {
 // waitProgress waits until the writers applied n writes in all.
 func waitProgress(t testing.TB, ws []*writer, n int64) {
 	t.Helper()
-	eventually(t, "writes applied", func() bool {
+	testkit.Eventually(t, wait, "writes applied", func() bool {
 		var sum int64
 		for _, w := range ws {
 			sum += w.progress.Load()
@@ -580,7 +584,7 @@ func (c *cluster) dialWire(id string) *wire {
 	conn.SetReadLimit(int64(c.cfg.MaxFrameBytes))
 	c.t.Cleanup(func() { _ = conn.CloseNow() })
 	w := newWire(c.t, wsMessenger{conn}, c.cfg)
-	h := hello()
+	h := wstest.Hello(peerID, hubID)
 	h.PeerInstanceID = id
 	h.OptionalCapabilities = 0
 	w.send(h)

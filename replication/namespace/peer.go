@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
@@ -185,7 +186,7 @@ func (pc *peerConn) requested(f protocol.Frame, ns protocol.NamespaceID) *peerCh
 
 func (pc *peerConn) HandleRejected(e *protocol.Error)                    { pc.rejected(e) }
 func (pc *peerConn) HandleShed(ns protocol.NamespaceID, _ seam.ShedInfo) { pc.shed(ns) }
-func (pc *peerConn) HandleRevoked(seam.Revocation)                       {}
+func (pc *peerConn) HandleRevoked(auth.PeerRevocation)                   {}
 
 // HandleDrain closes the open namespaces; no new round or open starts.
 func (pc *peerConn) HandleDrain(seam.Drain) { pc.drain() }
@@ -234,8 +235,8 @@ func (pc *peerConn) each(f func(*channel)) {
 	}
 }
 
-// unknown answers a frame for a namespace this peer did not request (§19):
-// TARGET_NOT_REQUESTED.
+// unknown answers a frame for a namespace this peer did not request
+// (docs/protocol.md#authorization): TARGET_NOT_REQUESTED.
 func (pc *peerConn) unknown(_ protocol.MessageType, seq uint32, ns protocol.NamespaceID) {
 	if pc.sendError(ns, protocol.CodeTargetNotRequested, seq) {
 		pc.emitNsError(ns, string(protocol.CodeTargetNotRequested), observer.DirectionSent)

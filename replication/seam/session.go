@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -35,7 +36,7 @@ type Session interface {
 
 	// Authorize asks the hub's authenticator whether the peer may replicate ns. It is false
 	// on the peer.
-	Authorize(ns protocol.NamespaceID) (Grant, bool)
+	Authorize(ns protocol.NamespaceID) (auth.NamespaceGrant, bool)
 	// Closed reports whether the connection is closed.
 	Closed() bool
 	// Draining reports the drain in progress, if any.
@@ -111,7 +112,8 @@ type Outbox interface {
 	// Coalesce replaces the queue's unsent live updates (those whose first frame has not
 	// left) by one, merge(their bytes in queue order, their DataItem.Shared in the same
 	// order), at the place of the first of them, with sent as its Sent callback: updates
-	// that have no sequence yet may be merged (§10.1). Nothing changes when fewer than two qualify, or when merge fails or yields an
+	// that have no sequence yet may be merged (docs/protocol.md#sending-and-relaying).
+	// Nothing changes when fewer than two qualify, or when merge fails or yields an
 	// item that cannot be framed; that error is returned.
 	Coalesce(merge func(updates [][]byte, shared []*yjs.Shared) ([]byte, error), sent func(SentInfo)) error
 	// Wake tells the connection that the gate (the Outbox's, or an item's Gate) may admit

@@ -11,6 +11,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
@@ -20,7 +22,7 @@ import (
 // benchHub serves a hub with the default configuration on loopback.
 func benchHub(b *testing.B, factory seam.NamespaceFactory) (*ws.Hub, string, func()) {
 	b.Helper()
-	table, _ := ws.NewTokenTable([]ws.TokenEntry{{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Namespaces: []string{"*"}, Read: true, Submit: true}})
+	table, _ := auth.NewPeerTable([]auth.PeerEntry{{PeerInstanceID: peerID, TokenSHA256: auth.HashToken("secret-a"), Namespaces: []string{"*"}, Read: true, Submit: true}})
 	hub, err := ws.NewHub(ws.HubOptions{Config: protocol.DefaultConfig(), InstanceID: hubID, Auth: table, Namespaces: factory})
 	if err != nil {
 		b.Fatal(err)
@@ -81,7 +83,7 @@ func BenchmarkThroughput1KiB(b *testing.B) {
 	queued := 0
 	var feed func(seam.SentInfo)
 	enqueue := func() {
-		ns := nsN(queued%8 + 1)
+		ns := wstest.NamespaceID(queued%8 + 1)
 		queued++
 		if err := s.Outbox(ns, nil).Enqueue(seam.DataItem{Bytes: payload, Sent: feed}); err != nil {
 			b.Error(err)
@@ -131,7 +133,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 			}
 			// Idle: the hub's owner and writer goroutines of every connection have exited
 			// after their linger.
-			eventually(b, "idle connections", func() bool { return ws.OwnersIdle(hub) && ws.WritersRunning(hub) == 0 })
+			testkit.Eventually(b, wait, "idle connections", func() bool { return ws.OwnersIdle(hub) && ws.WritersRunning(hub) == 0 })
 			after := heap()
 			// A client end costs about what a hub socket costs; measure clients alone.
 			perConn = float64(after-before) / n
@@ -143,7 +145,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 		b.ReportMetric(perConn, "B/conn(hub+client)")
 	})
 	b.Run("core", func(b *testing.B) {
-		table, _ := ws.NewTokenTable(nil)
+		table, _ := auth.NewPeerTable(nil)
 		hub, err := ws.NewHub(ws.HubOptions{Config: protocol.DefaultConfig(), InstanceID: hubID, Auth: table,
 			Namespaces: func(seam.Session) seam.Handler { return nil }})
 		if err != nil {
@@ -157,12 +159,12 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 			for i := range ends {
 				a, srv := wstest.Pair(4)
 				ends[i] = a
-				if err := hub.Accept(srv, ws.Identity{PeerInstanceID: peerID}); err != nil {
+				if err := hub.Accept(srv, auth.PeerIdentity{PeerInstanceID: peerID}); err != nil {
 					b.Fatal(err)
 				}
 				cfg := protocol.DefaultConfig()
 				codec := protocol.NewCodec(cfg.Limits(), 0)
-				m, _ := codec.AppendFrame(nil, 1, hello())
+				m, _ := codec.AppendFrame(nil, 1, wstest.Hello(peerID, hubID))
 				_ = a.Send(m)
 				if _, err := a.Recv(context.Background()); err != nil {
 					b.Fatal(err)

@@ -3,13 +3,15 @@ package ws
 import (
 	"errors"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// This file is the handshake (§6): the peer sends HELLO, the hub checks identities and
-// versions and answers HELLO_ACK, and both sides become ready, within helloTimeoutMs.
+// This file is the handshake (docs/protocol.md#handshake): the peer sends HELLO, the hub
+// checks identities and versions and answers HELLO_ACK, and both sides become ready, within
+// helloTimeoutMs.
 
 // begin runs first on the owner goroutine: the handshake timer, and the peer's HELLO.
 func (c *conn) begin() {
@@ -100,5 +102,5 @@ func (nopHandler) HandleFrame(protocol.Frame)                     {}
 func (nopHandler) HandleRejected(*protocol.Error)                 {}
 func (nopHandler) HandleDrain(seam.Drain)                         {}
 func (nopHandler) HandleShed(protocol.NamespaceID, seam.ShedInfo) {}
-func (nopHandler) HandleRevoked(seam.Revocation)                  {}
+func (nopHandler) HandleRevoked(auth.PeerRevocation)              {}
 func (nopHandler) HandleClosed(seam.CloseInfo)                    {}

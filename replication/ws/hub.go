@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -49,11 +50,12 @@ type HubOptions struct {
 	FrameTap func(connectionID string, sent bool, msg []byte)
 }
 
-// Hub accepts peer connections on /v1/replication (§2, §15.2). It is an http.Handler: the
-// bearer token is verified before the WebSocket upgrade (401 missing or invalid token, 403
-// a known token that is not allowed, no WebSocket in either case). Each accepted connection
-// runs its handshake and then its namespace layer, on goroutines of its own. Its methods may
-// be called concurrently.
+// Hub accepts peer connections on /v1/replication
+// (docs/protocol.md#transport-and-authentication, docs/protocol.md#hub-connection-states).
+// It is an http.Handler: the bearer token is verified before the WebSocket upgrade (401
+// missing or invalid token, 403 a known token that is not allowed, no WebSocket in either
+// case). Each accepted connection runs its handshake and then its namespace layer, on
+// goroutines of its own. Its methods may be called concurrently.
 type Hub struct {
 	opts HubOptions
 	cfg  *protocol.Config
@@ -180,13 +182,13 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrUnauthenticated):
+	case errors.Is(err, auth.ErrUnauthenticated):
 		h.reject(w, http.StatusUnauthorized, observer.AuthInvalidCredentials)
 		return
-	case errors.Is(err, ErrForbidden):
+	case errors.Is(err, auth.ErrForbidden):
 		h.reject(w, http.StatusForbidden, observer.AuthInvalidCredentials)
 		return
-	case errors.Is(err, ErrVerifierMissing):
+	case errors.Is(err, auth.ErrVerifierMissing):
 		h.reject(w, http.StatusServiceUnavailable, observer.AuthVerifierMissing)
 		return
 	case timedOut:
@@ -227,7 +229,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // callers use ServeHTTP; tests pass a fake transport. Without a valid trusted identity it
 // logs and returns ErrNoTrustedIdentity and leaves t open.
 // Accept does not apply the admission limits, but its connections count in them.
-func (h *Hub) Accept(t Transport, id Identity) error {
+func (h *Hub) Accept(t Transport, id auth.PeerIdentity) error {
 	h.adm.handshakes.Add(1)
 	return h.accept(t, id)
 }
@@ -235,7 +237,7 @@ func (h *Hub) Accept(t Transport, id Identity) error {
 // accept runs a connection that holds a handshake slot of the admission control: the slot
 // is given back when the handshake completes or the connection closes, or at once when
 // accept fails.
-func (h *Hub) accept(t Transport, id Identity) error {
+func (h *Hub) accept(t Transport, id auth.PeerIdentity) error {
 	if !protocol.ValidInstanceID(id.PeerInstanceID) {
 		h.adm.release()
 		h.log.Error("replication accept without a trusted peer instance id")
@@ -317,10 +319,10 @@ func (h *Hub) GoAway(reason string, drainTimeout, retryAfter time.Duration, hasR
 	})
 }
 
-// revoke applies an authenticator revocation (§19): revoked namespaces go to the namespace
-// layer; a whole-peer revocation drains the peer's connections with GOAWAY REAUTH_REQUIRED
-// (closeTimeoutMs).
-func (h *Hub) revoke(r seam.Revocation) {
+// revoke applies an authenticator revocation (docs/protocol.md#authorization): revoked
+// namespaces go to the namespace layer; a whole-peer revocation drains the peer's
+// connections with GOAWAY REAUTH_REQUIRED (closeTimeoutMs).
+func (h *Hub) revoke(r auth.PeerRevocation) {
 	h.each(func(c *conn) {
 		if c.peerID != r.PeerInstanceID {
 			return
@@ -339,12 +341,12 @@ func (h *Hub) revoke(r seam.Revocation) {
 	})
 }
 
-// Shutdown stops the replication service (§21, as the contract's stated deviation for the
-// hub's service close has it): new upgrades are refused, every connection's epoch ends and
-// its output stops, and its transport closes with 1001 without a GOAWAY; Shutdown waits for
-// the connections to finish and for admitted namespace work (seam.Session.BeginWork) to
-// drain, or for ctx. It is idempotent. An observer calls it from a goroutine of its own:
-// events are delivered on the connection goroutines Shutdown waits for.
+// Shutdown stops the replication service as docs/protocol.md#restart-and-shutdown has it
+// for the hub: new upgrades are refused, every connection's epoch ends and its output stops,
+// and its transport closes with 1001 without a GOAWAY; Shutdown waits for the connections to
+// finish and for admitted namespace work (seam.Session.BeginWork) to drain, or for ctx. It
+// is idempotent. An observer calls it from a goroutine of its own: events are delivered on
+// the connection goroutines Shutdown waits for.
 func (h *Hub) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	first := !h.shutdown

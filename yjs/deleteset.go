@@ -65,13 +65,29 @@ func (ds *deleteSet) entry(client uint64) *dsEntry {
 }
 
 func (ds *deleteSet) add(client, clock, length uint64) {
-	e := ds.entry(client)
+	ds.entry(client).push(clock, length)
+}
+
+func (e *dsEntry) push(clock, length uint64) {
 	if n := len(e.ranges); n == cap(e.ranges) && n >= 256 {
 		// double: append grows a large slice by a quarter at a time, which allocates about
 		// five times its final size in all (a loaded document adds thousands of ranges)
 		e.ranges = append(make([]delRange, 0, 2*n), e.ranges...)
 	}
 	e.ranges = append(e.ranges, delRange{clock, length})
+}
+
+// addDeleted adds the range of a struct a transaction deleted. It extends the client's last
+// range when that ends where this one starts: a transaction deletes runs of neighbouring
+// structs (a loaded document's whole delete set), which then cost one range, not one each
+// (normalize would merge them anyway; gcDeleteSet and mergeDeleteSet then look up fewer).
+func (ds *deleteSet) addDeleted(client, clock, length uint64) {
+	e := ds.entry(client)
+	if n := len(e.ranges); n > 0 && e.ranges[n-1].clock+e.ranges[n-1].len == clock {
+		e.ranges[n-1].len += length
+		return
+	}
+	e.push(clock, length)
 }
 
 // ranges returns the ranges of client.

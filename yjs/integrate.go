@@ -86,7 +86,7 @@ func (it *item) integrate(tx *Transaction, offset uint64) {
 	case refFormat:
 		p.hasFormatting = true
 	case refDeleted:
-		tx.ds.add(it.client(), it.clock(), it.len())
+		tx.ds.addDeleted(it.client(), it.clock(), it.len())
 		it.markDeleted()
 	}
 	tx.addChangedType(p, it.parentSub(), it.hasSub())

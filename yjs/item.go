@@ -381,7 +381,7 @@ func (it *item) deleteOne(tx *Transaction, stack *[]delFrame) {
 	}
 	it.markDeleted()
 	tx.changes++
-	tx.ds.add(it.client(), it.clock(), it.len())
+	tx.ds.addDeleted(it.client(), it.clock(), it.len())
 	tx.addChangedType(p, it.parentSub(), it.hasSub())
 	if t := it.childType(); t != nil {
 		*stack = append(*stack, delFrame{t: t, cur: t.start})

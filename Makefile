@@ -10,7 +10,9 @@ GOTOOLCHAIN ?= auto
 export GOTOOLCHAIN
 
 # The B4 editing trace for the yjs benchmarks (GUIDE §10). Read in place, never copied.
-B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json)))
+# It lies in shared/data beside the repository, or two levels up from a worktree kept in
+# a folder beside it.
+B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json) $(abspath $(CURDIR)/../../shared/data/b4-editing-trace.json)))
 export B4_TRACE
 
 # JavaScript packages the tests use as independent oracles and real clients (npm ci).

@@ -389,8 +389,12 @@ func TestLoadedDocsMemory(t *testing.T) {
 	rss1, heap1 := measure()
 	perRSS := (float64(rss1) - float64(rss0)) / float64(n)
 	perHeap := (float64(heap1) - float64(heap0)) / float64(n)
-	t.Logf("\n%d loaded documents of a %d-byte state: RSS %.0f bytes per document (%.2f× the state), Go heap %.0f bytes per document (%.2f× the state); RSS %.0f MiB in all",
-		n, len(state), perRSS, perRSS/float64(len(state)), perHeap, perHeap/float64(len(state)), float64(rss1)/(1<<20))
+	trace := "the B4 trace"
+	if b4.path == "" {
+		trace = "the synthetic trace (B4_TRACE is not set)"
+	}
+	t.Logf("\n%d loaded documents of a %d-byte state (a prefix of %s): RSS %.0f bytes per document (%.2f× the state), Go heap %.0f bytes per document (%.2f× the state); RSS %.0f MiB in all",
+		n, len(state), trace, perRSS, perRSS/float64(len(state)), perHeap, perHeap/float64(len(state)), float64(rss1)/(1<<20))
 	runtime.KeepAlive(docs)
 }
 

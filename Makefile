@@ -14,7 +14,7 @@ B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing
 export B4_TRACE
 
 # JavaScript packages the tests use as independent oracles and real clients (npm ci).
-JS_DIRS   := testdata/golden/gen testdata/oracle e2e/yws
+JS_DIRS   := testdata/golden/gen testdata/oracle e2e/yws e2e/hocuspocus/v3 e2e/hocuspocus/v4
 JS_STAMPS := $(foreach d,$(JS_DIRS),$(if $(wildcard $(d)/package-lock.json),$(d)/node_modules/.package-lock.json))
 
 # Binaries record the VCS revision they were built from (hub --version) when git can tell it.
@@ -125,10 +125,12 @@ chaos:
 soak:
 	$(GO) test -count=1 -timeout 60m -run 'TestS21|Corrupt' ./persistence/ -args -long
 
-## golden: regenerate the golden frame and lib0 vectors with the independent JS generators
-golden:
+## golden: regenerate the golden frame and lib0 vectors with the independent JS generators,
+## and the Hocuspocus frames with the real @hocuspocus/provider and @hocuspocus/server
+golden: js-deps
 	cd testdata/golden/gen && npm ci --no-audit --no-fund --loglevel=error && node gen.mjs
 	node lib0/testdata/gen-vectors.mjs testdata/golden/gen/node_modules > lib0/testdata/vectors.json
+	node e2e/hocuspocus/golden.mjs > yws/hocuspocus/testdata/frames.json
 
 ## editor-bundle: rebuild the editor page's script (yws/editor/yjs-bundle.js) from the pinned
 ## npm packages of e2e/yws, byte for byte (TestEditorBundleIsUpToDate checks it)

@@ -5,11 +5,11 @@ import (
 )
 
 // awareness is the awareness table of one namespace on this node: the last state each
-// editor client (a Yjs clientID) announced, which connection announced it, and when. It
+// editor client (a Yjs clientID) announced, which editor announced it, and when. It
 // follows y-protocols' Awareness rules so that stock providers see a consistent picture:
 // an entry is taken when its clock is newer than the one known, or when it removes a
 // known state with the same clock; a state not renewed within the outdated timeout (30 s;
-// providers renew every 15 s) is removed; a connection's states are removed when it
+// providers renew every 15 s) is removed; an editor's states are removed when it
 // closes. Every removal this node makes is announced as a null state with clock + 1.
 //
 // Awareness is node-local: it is never replicated to other nodes (the replication
@@ -27,14 +27,14 @@ type awareness struct {
 	maxPerConn int
 
 	states  map[uint64]*awarenessState
-	held    map[*conn]int           // states per owner, for maxPerConn; an owner with none has no entry
+	held    map[editor]int          // states per owner, for maxPerConn; an owner with none has no entry
 	removed map[uint64]removedClock // clocks of removed clients, so stale entries stay out
 }
 
 type awarenessState struct {
 	clock   uint64
 	state   []byte // JSON text (a copy)
-	owner   *conn  // the connection that announced it
+	owner   editor // the editor that announced it
 	updated time.Time
 }
 
@@ -45,12 +45,12 @@ type removedClock struct {
 
 func newAwareness(maxStates, maxPerConn int) *awareness {
 	return &awareness{maxStates: maxStates, maxPerConn: maxPerConn,
-		states: map[uint64]*awarenessState{}, held: map[*conn]int{}, removed: map[uint64]removedClock{}}
+		states: map[uint64]*awarenessState{}, held: map[editor]int{}, removed: map[uint64]removedClock{}}
 }
 
 // apply takes the entries of an awareness update from c at now. It returns the entries
 // taken, to relay to the other editors, and how many were dropped by the bounds.
-func (a *awareness) apply(c *conn, entries []AwarenessEntry, now time.Time) (taken []AwarenessEntry, dropped int) {
+func (a *awareness) apply(c editor, entries []AwarenessEntry, now time.Time) (taken []AwarenessEntry, dropped int) {
 	for _, e := range entries {
 		cur, known := a.states[e.ClientID]
 		var clock uint64
@@ -118,7 +118,7 @@ func (a *awareness) delete(id uint64, s *awarenessState) {
 }
 
 // release counts one state fewer held by owner.
-func (a *awareness) release(owner *conn) {
+func (a *awareness) release(owner editor) {
 	if a.held[owner] <= 1 {
 		delete(a.held, owner)
 		return
@@ -126,8 +126,8 @@ func (a *awareness) release(owner *conn) {
 	a.held[owner]--
 }
 
-// removeConn removes every state c announced (c closed).
-func (a *awareness) removeConn(c *conn, now time.Time) []AwarenessEntry {
+// removeEditor removes every state c announced (c closed).
+func (a *awareness) removeEditor(c editor, now time.Time) []AwarenessEntry {
 	return a.remove(now, func(s *awarenessState) bool { return s.owner == c })
 }
 

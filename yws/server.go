@@ -290,6 +290,7 @@ func (s *Server) serveEditor(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "the node is shutting down")
 		return
 	}
+	stateless := r.URL.Query().Get("stateless") == "1" // the application handles stateless messages
 	grant, owner, ok := s.admit(w, r, ns)
 	if !ok {
 		return
@@ -317,7 +318,7 @@ func (s *Server) serveEditor(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(int64(s.opts.MaxMessageBytes))
-	c := newConn(s, rm, ws, grant, r.RemoteAddr)
+	c := newConn(s, rm, ws, grant, r.RemoteAddr, stateless)
 	c.run()
 }
 
@@ -376,7 +377,7 @@ func (s *Server) join(ctx context.Context, ns, owner string) (*room, error) {
 }
 
 // leave drops one reference to a room (and c from it, when set); the last one closes it.
-func (s *Server) leave(rm *room, c *conn) {
+func (s *Server) leave(rm *room, c editor) {
 	if c != nil {
 		rm.remove(c)
 	}
@@ -400,27 +401,27 @@ func (s *Server) Revalidate() {
 	if s.opts.Clients == nil {
 		return
 	}
-	for _, c := range s.conns() {
-		s.revalidate(c)
+	for _, m := range s.editors() {
+		s.revalidate(m.ed, m.ns)
 	}
 }
 
-// revalidate applies the current grant of c's token to c: closed when the token was removed
-// or no longer grants the namespace, read-only as the grant says. A connection calls it
-// once it is in its room, so that a Revalidate that ran between the token check before the
-// upgrade and that moment (it did not see the connection) is not missed.
-func (s *Server) revalidate(c *conn) {
+// revalidate applies the current grant of c's token to c, an editor of namespace ns: closed
+// when the token was removed or no longer grants the namespace, read-only as the grant
+// says. An editor calls it once it is in its room, so that a Revalidate that ran between
+// the token check and that moment (it did not see the editor) is not missed.
+func (s *Server) revalidate(c editor, ns string) {
 	if s.opts.Clients == nil {
 		return
 	}
-	g, err := s.opts.Clients.RecheckClient(c.grant)
+	g, err := s.opts.Clients.RecheckClient(c.credential())
 	switch {
 	case err != nil:
 		c.closeWith(statusTokenRevoked, "the client token was removed", "token-removed")
-	case !g.Allows(c.room.ns):
+	case !g.Allows(ns):
 		c.closeWith(statusNotGranted, "the client token no longer grants this namespace", "namespace-not-granted")
 	default:
-		c.readOnly.Store(g.ReadOnly)
+		c.setReadOnly(g.ReadOnly)
 	}
 }
 
@@ -440,17 +441,25 @@ func (s *Server) CloseNamespace(ns string) {
 	rm.waitEmpty(5 * time.Second)
 }
 
-// conns lists every open connection.
-func (s *Server) conns() []*conn {
+// roomEditor is an editor of a room, with the room's namespace.
+type roomEditor struct {
+	ed editor
+	ns string
+}
+
+// editors lists every editor of every room.
+func (s *Server) editors() []roomEditor {
 	s.mu.Lock()
 	rooms := make([]*room, 0, len(s.rooms))
 	for _, rm := range s.rooms {
 		rooms = append(rooms, rm)
 	}
 	s.mu.Unlock()
-	var out []*conn
+	var out []roomEditor
 	for _, rm := range rooms {
-		out = append(out, rm.members()...)
+		for _, ed := range rm.members() {
+			out = append(out, roomEditor{ed, rm.ns})
+		}
 	}
 	return out
 }
@@ -481,8 +490,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(s.shutdown)
 	}
 	s.mu.Unlock()
-	for _, c := range s.conns() {
-		c.closeWith(websocket.StatusGoingAway, "the node is shutting down", "shutdown")
+	for _, m := range s.editors() {
+		m.ed.closeWith(websocket.StatusGoingAway, "the node is shutting down", "shutdown")
 	}
 	done := make(chan struct{})
 	go func() { s.handlers.Wait(); close(done) }()

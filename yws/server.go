@@ -112,8 +112,11 @@ type Options struct {
 	// RelayQueueBytes bounds, per namespace, the accepted editor updates waiting to be
 	// durable before they are relayed (readers wait beyond it).
 	RelayQueueBytes int
-	// Limits bound each user's connections and each connection's rates (see Limits).
+	// Limits bound each user's connections and each connection's rates (see Limits); a
+	// Hocuspocus socket is one connection, of each user with a document open on it.
 	Limits Limits
+	// Hocuspocus bounds what one Hocuspocus socket holds (see HocuspocusOptions).
+	Hocuspocus HocuspocusOptions
 	// Metrics receives the counters and gauges; nil counts nothing.
 	Metrics *Metrics
 	// Clock paces keep-alives and awareness timeouts; nil means clock.Real().
@@ -146,6 +149,7 @@ func (o *Options) fill() {
 	fillDur(&o.KeepAlive, DefaultKeepAlive)
 	fillDur(&o.WriteTimeout, DefaultWriteTimeout)
 	o.Limits.fill()
+	o.Hocuspocus.fill()
 	if o.Clock == nil {
 		o.Clock = clock.Real()
 	}
@@ -155,7 +159,9 @@ func (o *Options) fill() {
 }
 
 // Server is the editor endpoint of one node: it serves GET /v1/yjs/{namespaceId} in the
-// y-websocket protocol and the editor page under /edit/. See the package doc.
+// y-websocket protocol, GET /v1/hocuspocus in the Hocuspocus protocol and the editor page
+// under /edit/; the editors of both protocols share one room per namespace. See the
+// package doc.
 type Server struct {
 	opts Options
 	log  *slog.Logger
@@ -181,6 +187,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, m: opts.Metrics, rooms: map[string]*room{}, shutdown: make(chan struct{})}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /v1/yjs/{id}", s.serveEditor)
+	s.mux.HandleFunc("GET "+HocuspocusPath, s.serveHocuspocus)
 	s.mux.HandleFunc("GET /edit/{id}", s.servePage)
 	s.mux.Handle("GET /edit/assets/", http.StripPrefix("/edit/assets/", assetHandler()))
 	s.mux.HandleFunc("GET /favicon.ico", serveFavicon)
@@ -189,7 +196,7 @@ func New(opts Options) (*Server, error) {
 		w.Write([]byte("{\"status\":\"ok\"}\n"))
 	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such route: editors connect to /v1/yjs/{namespaceId}; the editor page is /edit/{namespaceId}")
+		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such route: editors connect to /v1/yjs/{namespaceId} (y-websocket) or "+HocuspocusPath+" (Hocuspocus); the editor page is /edit/{namespaceId}")
 	})
 	return s, nil
 }
@@ -466,6 +473,20 @@ func (s *Server) editors() []roomEditor {
 
 // Clients returns the number of open editor connections.
 func (s *Server) Clients() int { return int(s.clients.Load()) }
+
+// BroadcastStateless sends a stateless message to the editors of namespace ns on this
+// node that take them — every Hocuspocus document, and the y-websocket connections that
+// asked (?stateless=1) — and returns how many it was sent to. Nothing is stored: an editor
+// not connected now never hears it, nor does one on another node.
+func (s *Server) BroadcastStateless(ns, payload string) int {
+	s.mu.Lock()
+	rm := s.rooms[ns]
+	s.mu.Unlock()
+	if rm == nil {
+		return 0
+	}
+	return rm.relayStateless(payload, nil)
+}
 
 // Editors counts the editors connected to namespace ns now (for the admin API's status).
 func (s *Server) Editors(ns string) int {

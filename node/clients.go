@@ -36,8 +36,8 @@ type ClientFlags struct {
 // binary (hub 127.0.0.1:8789, peer 127.0.0.1:8791).
 func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 	c := &ClientFlags{}
-	f.Define("editors (the client listener: stock y-websocket providers)", func() {
-		f.StringVar(&c.Listen, "client-listen", defaultListen, "`HOST:PORT` for editors: the y-websocket endpoint /v1/yjs/{namespaceId} and the editor page /edit/{namespaceId}; off disables it")
+	f.Define("editors (the client listener: stock y-websocket and Hocuspocus providers)", func() {
+		f.StringVar(&c.Listen, "client-listen", defaultListen, "`HOST:PORT` for editors: the y-websocket endpoint /v1/yjs/{namespaceId}, the Hocuspocus endpoint /v1/hocuspocus and the editor page /edit/{namespaceId}; off disables it")
 		f.StringVar(&c.Auth, "client-auth", "token", "token (client tokens of the tokens file, made with `token add --client NAME`) or none (any editor may read and write; only on a loopback --client-listen, for local development)")
 		f.IntVar(&c.MaxClients, "max-clients", yws.DefaultMaxClients, "editor connections this node serves at once (503 beyond)")
 		f.Var(&c.Origins, "client-origin", "a browser `ORIGIN` host pattern allowed to open editor WebSockets besides the node's own pages (app.example.com, *.example.com or *; repeatable). Default: any with --client-auth token (the token is the credential), none with --client-auth none")

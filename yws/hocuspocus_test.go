@@ -624,3 +624,25 @@ func TestHocuspocus_BroadcastStatelessWithoutEditors(t *testing.T) {
 		t.Fatalf("reached %d", n)
 	}
 }
+
+// TestHocuspocus_RetryAfterRefusal: a document refused (PermissionDenied) keeps what it
+// sent — its SyncStep1, a change typed meanwhile — and a token sent again serves it all:
+// the provider syncs and its change is saved.
+func TestHocuspocus_RetryAfterRefusal(t *testing.T) {
+	e := newEnv(t, nil)
+	h := e.dialHocus()
+	h.open(e.ns, "not-a-token")
+	h.waitFrame("PermissionDenied", isAuth(e.ns, hocuspocus.AuthPermissionDenied))
+	h.insert(e.ns, 0, "typed meanwhile")
+	time.Sleep(50 * time.Millisecond)
+	if got := e.docText(); got != "" {
+		t.Fatalf("a refused document's change was applied: %q", got)
+	}
+	h.write(authFrame(e.ns, "writer"))
+	h.waitFrame("Authenticated", isAuth(e.ns, hocuspocus.AuthAuthenticated))
+	h.waitFrame("the node's SyncStep2", isSync(e.ns, hocuspocus.SyncStep2))
+	h.waitFor("its SyncStep2 and its change saved", func() bool { return h.count(isSyncStatus(e.ns, 1)) == 2 })
+	if got := e.docText(); got != "typed meanwhile" {
+		t.Fatalf("the node reads %q", got)
+	}
+}

@@ -160,8 +160,7 @@ type hocusSocket struct {
 
 	// Owned by the loop.
 	docs          map[string]*hocusDoc   // open documents by address
-	pending       map[string]*pendingDoc // documents not open yet, by address
-	denied        map[string]struct{}    // addresses whose authentication failed: their frames are dropped until a new token
+	pending       map[string]*pendingDoc // documents not open yet, by address (a refused one too, until its next token)
 	heldBytes     int                    // over every pending document
 	heldMessages  int
 	users         map[string]int // open documents per user (each user with one holds a Limits.ConnectionsPerUser place)
@@ -188,7 +187,7 @@ func newHocusSocket(s *Server, ws *websocket.Conn, remote string) *hocusSocket {
 		wake: make(chan struct{}, 1), loopWake: make(chan struct{}, 1), writerDone: make(chan struct{}), readerDone: make(chan struct{}),
 		frames: make(chan socketFrame), answers: make(chan checkAnswer), readErr: make(chan error, 1),
 		limits: newConnLimits(&s.opts, now), aware: newConnLimits(&s.opts, now),
-		docs: map[string]*hocusDoc{}, pending: map[string]*pendingDoc{}, denied: map[string]struct{}{}, users: map[string]int{}}
+		docs: map[string]*hocusDoc{}, pending: map[string]*pendingDoc{}, users: map[string]int{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.lastRead.Store(now.UnixNano())
 	return h
@@ -354,9 +353,6 @@ func (h *hocusSocket) serveFrame(sf socketFrame) bool {
 		h.dropPending(f.Address)
 		return true
 	}
-	if _, denied := h.denied[f.Address]; denied && f.Type != hocuspocus.TypeAuth {
-		return true // its authentication failed: nothing is held for it until a new token
-	}
 	return h.hold(sf)
 }
 
@@ -379,7 +375,6 @@ func (h *hocusSocket) hold(sf socketFrame) bool {
 		h.pending[addr] = p
 	}
 	if sf.f.Type == hocuspocus.TypeAuth && !p.checking {
-		delete(h.denied, addr)
 		p.checking = true
 		h.check(addr, sf.f.Token, sf.f.Version, nil)
 		return true
@@ -518,7 +513,7 @@ func (h *hocusSocket) checked(a checkAnswer) {
 		}
 		return
 	}
-	h.dropPending(a.addr)
+	p.checking = false
 	o := &h.srv.opts
 	if a.refusal == "" && len(h.docs) >= o.Hocuspocus.MaxDocuments {
 		a.refusal, a.cause = fmt.Sprintf("too many documents on one connection: at most %d", o.Hocuspocus.MaxDocuments), "too-many-documents"
@@ -532,17 +527,18 @@ func (h *hocusSocket) checked(a checkAnswer) {
 		a.refusal, a.cause = fmt.Sprintf("too many connections: at most %d per user", o.Limits.ConnectionsPerUser), limitConnectionsPerUser
 	}
 	if a.refusal != "" {
+		// The document stays pending with what it holds (its SyncStep1, the changes made
+		// meanwhile): a provider tries again by sending a token (sendToken), and only then
+		// would they be served. Within the bounds of what pending documents hold.
 		if a.rm != nil {
 			h.srv.leave(a.rm, nil)
-		}
-		if len(h.denied) < o.Hocuspocus.PendingDocuments {
-			h.denied[a.addr] = struct{}{}
 		}
 		h.srv.log.Info("editor document refused", slog.String("remote", h.remote), slog.String("namespaceId", hocuspocus.Document(a.addr)),
 			slog.String("reason", a.cause))
 		h.send(hocuspocus.AppendPermissionDenied(nil, a.addr, a.refusal))
 		return
 	}
+	h.dropPending(a.addr)
 	if o.Clients != nil {
 		h.users[userKey(a.grant)]++
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
@@ -644,5 +645,47 @@ func TestHocuspocus_RetryAfterRefusal(t *testing.T) {
 	h.waitFor("its SyncStep2 and its change saved", func() bool { return h.count(isSyncStatus(e.ns, 1)) == 2 })
 	if got := e.docText(); got != "typed meanwhile" {
 		t.Fatalf("the node reads %q", got)
+	}
+}
+
+// TestHocuspocus_KeepAliveOfA3xProvider: a provider that announced no version (3.x cannot
+// read a Ping) hears an empty awareness update of its document on a quiet socket.
+func TestHocuspocus_KeepAliveOfA3xProvider(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.KeepAlive = 50 * time.Millisecond })
+	h := e.dialHocus()
+	auth3 := lib0.AppendVarString(nil, e.ns)
+	auth3 = append(auth3, hocuspocus.TypeAuth, hocuspocus.AuthToken)
+	auth3 = lib0.AppendVarString(auth3, "writer")
+	h.write(auth3)
+	h.waitFrame("Authenticated", isAuth(e.ns, hocuspocus.AuthAuthenticated))
+	h.waitFrame("an empty awareness update", func(f hframe) bool {
+		return f.addr == e.ns && f.typ == hocuspocus.TypeAwareness && len(f.payload) == 1 && f.payload[0] == 0
+	})
+	if _, ok := h.find(func(f hframe) bool { return f.ping }); ok {
+		t.Fatal("a provider that cannot read a Ping was sent one")
+	}
+}
+
+// TestHocuspocus_NarrowedGrantAndLimits: a token that no longer grants the namespace closes
+// its document ("Forbidden"); a socket over the editors' message rate is closed with 1008.
+func TestHocuspocus_NarrowedGrantAndLimits(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Limits.MessagesPerSecond = 20 })
+	e.tokens.set("narrow", auth.ClientGrant{Name: "narrow", Namespaces: []string{"*"}})
+	h := e.dialHocus()
+	h.open(e.ns, "narrow")
+	h.waitFrame("Authenticated", isAuth(e.ns, hocuspocus.AuthAuthenticated))
+	e.tokens.set("narrow", auth.ClientGrant{Name: "narrow", Namespaces: []string{"ns-00000000000000000000000000000000"}})
+	e.srv.Revalidate()
+	if f := h.waitFrame("CLOSE", isClose(e.ns)); f.text != "Forbidden" {
+		t.Fatalf("CLOSE reason %q", f.text)
+	}
+	for range 200 {
+		h.write(hocuspocus.Ping)
+	}
+	if code := h.waitClosed(); code != websocket.StatusPolicyViolation {
+		t.Fatalf("closed with %d, want 1008", code)
+	}
+	if got := e.metric("nomicore_client_limit_closes_total", "limit", "messages-per-second"); got != 1 {
+		t.Fatalf("limit closes %v", got)
 	}
 }

@@ -36,6 +36,8 @@ type editor interface {
 	saved()
 	// takesStateless reports whether stateless messages are relayed to the editor.
 	takesStateless() bool
+	// describe says who the editor is, for the admin API and the dashboard.
+	describe() Editor
 }
 
 // applyOutcome is the sequencer's answer to a write.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -33,7 +34,8 @@ type hocusDoc struct {
 	closeCause string
 
 	// Owned by the socket's loop.
-	door writeDoor
+	door       writeDoor
+	stopExpiry func() // stops the close at its credential's expiry
 }
 
 func newHocusDoc(h *hocusSocket, rm *room, addr string, g auth.ClientGrant) *hocusDoc {
@@ -59,6 +61,11 @@ func (d *hocusDoc) credential() auth.ClientGrant { return *d.grant.Load() }
 func (d *hocusDoc) setReadOnly(ro bool)          { d.readOnly.Store(ro) }
 func (d *hocusDoc) wantsSaved() bool             { return true }
 func (d *hocusDoc) takesStateless() bool         { return true }
+func (d *hocusDoc) describe() Editor {
+	g := d.credential()
+	return Editor{Name: g.Name, User: g.User, Credential: g.Kind, ReadOnly: d.readOnly.Load(), Remote: d.sock.remote,
+		Since: time.Unix(0, d.started), Expires: g.Expires}
+}
 
 // saved tells the provider one of its updates is durable: SyncStatus 1, which takes one
 // off its count of unsynced changes (hasUnsyncedChanges is false at none).
@@ -121,6 +128,7 @@ func (d *hocusDoc) open(held []socketFrame) {
 	}
 	d.sock.send(hocuspocus.AppendAuthenticated(nil, d.addr, scope))
 	s.revalidate(d, d.room.ns) // a token removed or narrowed since it was checked
+	d.stopExpiry = s.closeAtExpiry(d)
 	if len(greeting) > 0 {
 		d.send(AppendAwareness(nil, AppendAwarenessUpdate(nil, greeting)))
 	}
@@ -230,6 +238,10 @@ func (d *hocusDoc) refreshed(a checkAnswer) {
 	g := a.grant
 	d.grant.Store(&g)
 	d.readOnly.Store(g.ReadOnly)
+	if d.stopExpiry != nil {
+		d.stopExpiry()
+	}
+	d.stopExpiry = d.sock.srv.closeAtExpiry(d) // the fresh token's expiry
 	scope := hocuspocus.ScopeReadWrite
 	if g.ReadOnly {
 		scope = hocuspocus.ScopeReadOnly

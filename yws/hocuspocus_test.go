@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/nomicore/nomicore/auth"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
@@ -286,6 +287,7 @@ func TestHocuspocus_SyncAndSaved(t *testing.T) {
 	yw := e.dial("writer")
 	yw.sync()
 	yw.insert(0, "from y-websocket ")
+	testkit.Eventually(t, 10*time.Second, "the y-websocket editor's change on the node", func() bool { return e.docText() == "from y-websocket " })
 	h := e.dialHocus()
 	h.open(e.ns, "writer")
 	if f := h.waitFrame("Authenticated", isAuth(e.ns, hocuspocus.AuthAuthenticated)); f.text != hocuspocus.ScopeReadWrite {

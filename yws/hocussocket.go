@@ -453,12 +453,22 @@ func (s *Server) checkDocument(ctx context.Context, ns, token, remote string, jo
 	grant := auth.ClientGrant{Name: "anonymous", Namespaces: []string{auth.AllNamespaces}}
 	if s.opts.Clients != nil {
 		if token == "" {
-			return refuse("missing-token", "a client token is required: give the provider a token; create one with `hub token add --client NAME` (or `peer token add`)")
+			return refuse("missing-token", "a client token is required: give the provider a token; create one with `hub token add --client NAME` (or `peer token add`), or have the application sign one")
 		}
 		g, err := s.opts.Clients.AuthenticateClient(ctx, auth.ClientCredential{Token: token, NamespaceID: ns, RemoteAddr: remote})
+		var refusal *auth.ClientRefusal
+		var unavailable *auth.UnavailableError
 		switch {
+		case errors.As(err, &refusal):
+			s.log.Debug("editor document refused", slog.String("namespaceId", ns), slog.String("remote", remote),
+				slog.String("check", refusal.Check))
+			return refuse(refusal.Check, refusal.Reason)
 		case errors.Is(err, auth.ErrUnauthenticated):
-			return refuse("unknown-token", "the client token is not known to this node")
+			return refuse(auth.CheckUnknownToken, "the client token is not known to this node")
+		case errors.As(err, &unavailable):
+			s.log.Warn("editor document refused: the credential cannot be checked now", slog.String("namespaceId", ns),
+				slog.String("error", err.Error()))
+			return refuse("auth-unavailable", unavailable.What+"; retry shortly")
 		case err != nil:
 			s.log.Warn("editor document refused: the client token cannot be checked", slog.String("namespaceId", ns),
 				slog.String("error", err.Error()))
@@ -470,7 +480,7 @@ func (s *Server) checkDocument(ctx context.Context, ns, token, remote string, jo
 		return refuse("unknown-namespace", "not a namespace id (ns- and 32 hex digits): the document name is the namespace id")
 	}
 	if !grant.Allows(ns) {
-		return refuse("namespace-not-granted", "the client token does not grant this namespace")
+		return refuse("namespace-not-granted", "the credential does not grant this namespace")
 	}
 	if !join {
 		return checkAnswer{grant: grant}
@@ -570,6 +580,9 @@ func (h *hocusSocket) releaseClosed() {
 func (h *hocusSocket) release(d *hocusDoc) {
 	delete(h.docs, d.addr)
 	d.cancel()
+	if d.stopExpiry != nil {
+		d.stopExpiry()
+	}
 	h.srv.leave(d.room, d)
 	if h.srv.opts.Clients != nil {
 		user := userKey(d.admitted)

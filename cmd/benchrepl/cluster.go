@@ -24,7 +24,8 @@ import (
 //
 //   - ack: a peer session writes small updates one after the other; the time from submit
 //     to the settled apply. Single hub: sequenced apply + dirty notification (the append is
-//     queued, not yet on disk, §1). Cluster: gates, quorum publish, apply in log order.
+//     queued, not yet on disk: docs/protocol.md#terms-and-invariants). Cluster: gates,
+//     quorum publish, apply in log order.
 //   - durable: local writes, each waited for until durable (the admin API's 204): single
 //     hub, the group commit's fsync; cluster, the same as ack.
 //   - throughput: 20 namespaces, a session on each keeping 32 updates in flight (a peer's

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/node/adminapi"
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
@@ -232,9 +233,13 @@ func TestClientAdmin_MintListChangeRemoveRevoke(t *testing.T) {
 	if code != 101 {
 		t.Fatalf("signed token: %d", code)
 	}
-	_, st = n.do("GET", "/v1/namespaces/"+n.ns, nil)
-	eds, _ = json.Marshal(st["editorList"])
-	if !strings.Contains(string(eds), `"user":"bob@example"`) || !strings.Contains(string(eds), `"credential":"jwt"`) || strings.Contains(string(eds), signed) {
+	// The editor joins its namespace's room just after the upgrade.
+	testkit.Eventually(t, 5*time.Second, "the signed token's editor listed", func() bool {
+		_, st = n.do("GET", "/v1/namespaces/"+n.ns, nil)
+		eds, _ = json.Marshal(st["editorList"])
+		return strings.Contains(string(eds), `"user":"bob@example"`)
+	})
+	if !strings.Contains(string(eds), `"credential":"jwt"`) || strings.Contains(string(eds), signed) {
 		t.Fatalf("the signed token's editor: %s", eds)
 	}
 	if status, body := n.do("POST", "/v1/clients/revoke", map[string]any{"sub": "bob@example", "jti": "x"}); status != 400 {

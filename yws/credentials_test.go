@@ -99,7 +99,7 @@ type signedEnv struct {
 	revoked *auth.RevocationList
 }
 
-func newSignedEnv(t *testing.T, tweak func(*auth.ClientChain)) *signedEnv {
+func newSignedEnv(t *testing.T, tweak func(*auth.ClientChain, *clock.Fake)) *signedEnv {
 	t.Helper()
 	se := &signedEnv{clk: clock.NewFake(time.Date(2030, 1, 2, 15, 0, 0, 0, time.UTC))}
 	se.ec, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -122,7 +122,7 @@ func newSignedEnv(t *testing.T, tweak func(*auth.ClientChain)) *signedEnv {
 	se.env = newEnv(t, func(o *Options) {
 		chain := &auth.ClientChain{Static: o.Clients, Signed: v}
 		if tweak != nil {
-			tweak(chain)
+			tweak(chain, se.clk)
 		}
 		o.Clients, o.Clock = chain, se.clk
 	})
@@ -294,8 +294,8 @@ func TestWebhook_Admission(t *testing.T) {
 	}))
 	defer hook.Close()
 	defer close(release)
-	se := newSignedEnv(t, func(ch *auth.ClientChain) {
-		wh, err := auth.NewWebhook(auth.WebhookOptions{URL: hook.URL, Node: "hub", Timeout: 500 * time.Millisecond})
+	se := newSignedEnv(t, func(ch *auth.ClientChain, clk *clock.Fake) {
+		wh, err := auth.NewWebhook(auth.WebhookOptions{URL: hook.URL, Node: "hub", Timeout: 500 * time.Millisecond, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -132,8 +132,9 @@ golden: js-deps
 	node lib0/testdata/gen-vectors.mjs testdata/golden/gen/node_modules > lib0/testdata/vectors.json
 	node e2e/hocuspocus/golden.mjs > yws/hocuspocus/testdata/frames.json
 
-## editor-bundle: rebuild the editor page's script (yws/editor/yjs-bundle.js) from the pinned
-## npm packages of e2e/yws, byte for byte (TestEditorBundleIsUpToDate checks it)
+## editor-bundle: rebuild the editor pages' scripts (yws/editor/yjs-bundle.js, and
+## yws/editor/tiptap-bundle.js of the rich-text page) from the pinned npm packages of e2e/yws,
+## byte for byte (TestEditorBundleIsUpToDate checks it)
 editor-bundle: js-deps
 	e2e/yws/bundle/build.sh
 

@@ -190,6 +190,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/yjs/{id}", s.serveEditor)
 	s.mux.HandleFunc("GET "+HocuspocusPath, s.serveHocuspocus)
 	s.mux.HandleFunc("GET /edit/{id}", s.servePage)
+	s.mux.HandleFunc("GET /edit/rich/{id}", s.serveRichPage)
 	s.mux.Handle("GET /edit/assets/", http.StripPrefix("/edit/assets/", assetHandler()))
 	s.mux.HandleFunc("GET /favicon.ico", serveFavicon)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

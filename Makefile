@@ -153,8 +153,9 @@ bench-replication:
 	$(GO) run ./cmd/benchrepl
 
 ## bench-relay: the relay harness of ../shared/bench/relay (copied to a temporary folder,
-## npm ci there) runs fan-out and multidoc against the hub built from this tree, Hocuspocus
-## and the y-websocket server in one run, and prints the hub's ratios to them
+## npm ci there) runs fan-out and multidoc against the hub built from this tree (its
+## replication endpoint, and its Hocuspocus endpoint with the harness's Hocuspocus client),
+## Hocuspocus and the y-websocket server in one run, and prints the hub's ratios to them
 ## (scripts/benchrelay/bench.sh lists the knobs: REPEATS, SERVERS, RELAY_OVERLAY, QUIET_MAX)
 bench-relay:
 	./scripts/benchrelay/bench.sh

@@ -286,3 +286,39 @@ func TestClientFlags_Credentials(t *testing.T) {
 		}
 	}
 }
+
+// The bounds of a Hocuspocus socket are flags: their defaults are the endpoint's, a value
+// given reaches the endpoint's options, and one that is not positive is refused.
+func TestClientFlags_HocuspocusBounds(t *testing.T) {
+	parse := func(args ...string) *ClientFlags {
+		t.Helper()
+		f := cli.NewFlags("test", "test [flags]", "")
+		cf := RegisterClientFlags(f, "127.0.0.1:0")
+		if _, _, ok := f.Parse(args, cli.IO{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}); !ok {
+			t.Fatalf("%v: parse", args)
+		}
+		return cf
+	}
+	def := parse()
+	if err := def.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if h := def.Hocuspocus; h.MaxDocuments != yws.DefaultMaxDocumentsPerSocket || h.HeldBytes != yws.DefaultHeldBytes ||
+		h.HeldMessages != yws.DefaultHeldMessages || h.PendingDocuments != yws.DefaultPendingDocuments {
+		t.Fatalf("defaults %+v", h)
+	}
+	cf := parse("--hocuspocus-documents-per-socket", "3", "--hocuspocus-held-bytes", "1000", "--hocuspocus-held-messages", "7",
+		"--hocuspocus-pending-documents", "2")
+	if err := cf.Check(); err != nil {
+		t.Fatal(err)
+	}
+	o := cf.Options(&Instance{}, &Common{}, nil).Hocuspocus
+	if o.MaxDocuments != 3 || o.HeldBytes != 1000 || o.HeldMessages != 7 || o.PendingDocuments != 2 {
+		t.Fatalf("the endpoint's options %+v", o)
+	}
+	for _, flag := range []string{"--hocuspocus-documents-per-socket", "--hocuspocus-held-bytes", "--hocuspocus-held-messages", "--hocuspocus-pending-documents"} {
+		if err := parse(flag, "0").Check(); err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("%s 0: %v", flag, err)
+		}
+	}
+}

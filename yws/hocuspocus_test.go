@@ -418,6 +418,93 @@ func TestHocuspocus_HeldUntilAuthenticated(t *testing.T) {
 	if code := h.waitClosed(); code != 4205 {
 		t.Fatalf("closed with %d, want 4205", code)
 	}
+	if got := e.metric("nomicore_client_limit_closes_total", "limit", "hocuspocus-held-messages"); got != 1 {
+		t.Fatalf("limit closes %v", got)
+	}
+}
+
+// TestHocuspocus_SocketBounds: each bound of a socket by its name — the bytes held for
+// documents still authenticating and how many such documents there are close the socket
+// with 4205; a document beyond the documents per socket is refused alone (PermissionDenied
+// naming the limit) while the socket's others go on; a socket counts once against each user
+// of its documents, and a second socket of a user at the per-user limit is refused its
+// document. Each is counted in nomicore_client_limit_closes_total by name.
+func TestHocuspocus_SocketBounds(t *testing.T) {
+	t.Run("held bytes", func(t *testing.T) {
+		e := newEnv(t, func(o *Options) { o.Hocuspocus.HeldBytes = 300 })
+		h := e.dialHocus()
+		h.write(hocuspocus.AppendSync(nil, e.ns, hocuspocus.SyncStep1, []byte{0}))
+		h.write(hocuspocus.AppendStateless(nil, e.ns, strings.Repeat("x", 200)))
+		if h.closed() != nil {
+			t.Fatalf("closed under the bound: %v", h.closed())
+		}
+		h.write(hocuspocus.AppendStateless(nil, e.ns, strings.Repeat("y", 200)))
+		if code := h.waitClosed(); code != 4205 {
+			t.Fatalf("closed with %d, want 4205", code)
+		}
+		if got := e.metric("nomicore_client_limit_closes_total", "limit", "hocuspocus-held-bytes"); got != 1 {
+			t.Fatalf("limit closes %v", got)
+		}
+	})
+	t.Run("pending documents", func(t *testing.T) {
+		e := newEnv(t, func(o *Options) { o.Hocuspocus.PendingDocuments = 2 })
+		h := e.dialHocus()
+		h.open(e.ns, "writer") // a document that authenticated is not pending any more
+		h.waitFrame("Authenticated", isAuth(e.ns, hocuspocus.AuthAuthenticated))
+		for range 2 {
+			h.write(hocuspocus.AppendSync(nil, e.createNamespace(), hocuspocus.SyncStep1, []byte{0}))
+		}
+		if h.count(isClose(e.ns)) != 0 || h.closed() != nil {
+			t.Fatalf("closed at the bound: %v", h.closed())
+		}
+		h.write(hocuspocus.AppendSync(nil, e.createNamespace(), hocuspocus.SyncStep1, []byte{0}))
+		if code := h.waitClosed(); code != 4205 {
+			t.Fatalf("closed with %d, want 4205", code)
+		}
+		if got := e.metric("nomicore_client_limit_closes_total", "limit", "hocuspocus-pending-documents"); got != 1 {
+			t.Fatalf("limit closes %v", got)
+		}
+	})
+	t.Run("documents per socket", func(t *testing.T) {
+		e := newEnv(t, func(o *Options) { o.Hocuspocus.MaxDocuments = 2 })
+		a, b, c := e.ns, e.createNamespace(), e.createNamespace()
+		h := e.dialHocus()
+		h.open(a, "writer")
+		h.open(b, "writer")
+		h.waitFrame("a", isAuth(a, hocuspocus.AuthAuthenticated))
+		h.waitFrame("b", isAuth(b, hocuspocus.AuthAuthenticated))
+		h.open(c, "writer")
+		if f := h.waitFrame("c refused", isAuth(c, hocuspocus.AuthPermissionDenied)); !strings.Contains(f.text, "hocuspocus-documents-per-socket") {
+			t.Fatalf("the refusal says %q", f.text)
+		}
+		h.insert(b, 0, "b goes on")
+		h.waitFor("b saved", func() bool { return h.count(isSyncStatus(b, 1)) >= 2 })
+		h.write(hocuspocus.AppendClose(nil, a, ""))
+		h.write(authFrame(c, "writer")) // a place is free again: c's next token opens it
+		h.waitFrame("c authenticated", isAuth(c, hocuspocus.AuthAuthenticated))
+		if got := e.metric("nomicore_client_limit_closes_total", "limit", "hocuspocus-documents-per-socket"); got != 1 {
+			t.Fatalf("limit closes %v", got)
+		}
+	})
+	t.Run("connections per user", func(t *testing.T) {
+		e := newEnv(t, func(o *Options) { o.Limits.ConnectionsPerUser = 1 })
+		a, b := e.ns, e.createNamespace()
+		h := e.dialHocus()
+		h.open(a, "writer")
+		h.open(b, "writer") // the same user on the same socket: one connection
+		h.waitFrame("a", isAuth(a, hocuspocus.AuthAuthenticated))
+		h.waitFrame("b", isAuth(b, hocuspocus.AuthAuthenticated))
+		h2 := e.dialHocus()
+		h2.open(a, "writer")
+		if f := h2.waitFrame("refused", isAuth(a, hocuspocus.AuthPermissionDenied)); !strings.Contains(f.text, "per user") {
+			t.Fatalf("the refusal says %q", f.text)
+		}
+		h2.open(b, "reader") // another user
+		h2.waitFrame("the reader", isAuth(b, hocuspocus.AuthAuthenticated))
+		if got := e.metric("nomicore_client_limit_closes_total", "limit", "connections-per-user"); got != 1 {
+			t.Fatalf("limit closes %v", got)
+		}
+	})
 }
 
 // TestHocuspocus_BadInputClosesTheDocument: a frame of one document that does not decode

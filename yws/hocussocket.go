@@ -36,10 +36,11 @@ type HocuspocusOptions struct {
 	// HeldBytes, HeldMessages and PendingDocuments bound what a socket's documents whose
 	// authentication has not completed hold: the messages that came for them (bytes and
 	// count, over all of them) and how many there are. Beyond any, the socket is closed
-	// with 4205, as Hocuspocus does.
+	// with 4205, as Hocuspocus does, and the close is counted by the limit's name
+	// (hocuspocus-held-bytes, hocuspocus-held-messages, hocuspocus-pending-documents).
 	HeldBytes, HeldMessages, PendingDocuments int
 	// MaxDocuments bounds the documents open on one socket; a further one is refused
-	// (PermissionDenied).
+	// (PermissionDenied) and counted as hocuspocus-documents-per-socket.
 	MaxDocuments int
 }
 
@@ -369,7 +370,7 @@ func (h *hocusSocket) hold(sf socketFrame) bool {
 	p := h.pending[addr]
 	if p == nil {
 		if len(h.pending) >= o.PendingDocuments {
-			return h.heldTooMuch(fmt.Sprintf("more than %d documents waiting for their authentication", o.PendingDocuments))
+			return h.heldTooMuch(limitPendingDocuments, fmt.Sprintf("more than %d documents waiting for their authentication", o.PendingDocuments))
 		}
 		p = &pendingDoc{}
 		h.pending[addr] = p
@@ -381,9 +382,9 @@ func (h *hocusSocket) hold(sf socketFrame) bool {
 	}
 	switch {
 	case h.heldBytes+len(sf.raw) > o.HeldBytes:
-		return h.heldTooMuch(fmt.Sprintf("more than %d bytes held for documents waiting for their authentication", o.HeldBytes))
+		return h.heldTooMuch(limitHeldBytes, fmt.Sprintf("more than %d bytes held for documents waiting for their authentication", o.HeldBytes))
 	case h.heldMessages+1 > o.HeldMessages:
-		return h.heldTooMuch(fmt.Sprintf("more than %d messages held for documents waiting for their authentication", o.HeldMessages))
+		return h.heldTooMuch(limitHeldMessages, fmt.Sprintf("more than %d messages held for documents waiting for their authentication", o.HeldMessages))
 	}
 	p.held = append(p.held, sf)
 	p.bytes += len(sf.raw)
@@ -392,10 +393,14 @@ func (h *hocusSocket) hold(sf socketFrame) bool {
 	return true
 }
 
-func (h *hocusSocket) heldTooMuch(why string) bool {
+// heldTooMuch closes the socket (4205, Hocuspocus's Reset Connection) for going over one of
+// the bounds of what documents waiting for their authentication hold; counted and logged
+// by the limit's name.
+func (h *hocusSocket) heldTooMuch(limit, why string) bool {
+	h.srv.m.limitClosed(limit)
 	h.srv.log.Warn("hocuspocus socket held too much before authentication; closed", slog.String("remote", h.remote),
-		slog.String("reason", why))
-	h.closeWith(statusResetConnection, "Reset Connection", "held-too-much")
+		slog.String("limit", limit), slog.String("reason", why))
+	h.closeWith(statusResetConnection, "Reset Connection", "over-limit")
 	return false
 }
 
@@ -526,8 +531,8 @@ func (h *hocusSocket) checked(a checkAnswer) {
 	p.checking = false
 	o := &h.srv.opts
 	if a.refusal == "" && len(h.docs) >= o.Hocuspocus.MaxDocuments {
-		a.refusal, a.cause = fmt.Sprintf("too many documents on one connection: at most %d", o.Hocuspocus.MaxDocuments), "too-many-documents"
-		h.srv.m.refusedConnect(a.cause)
+		a.refusal, a.cause = fmt.Sprintf("too many documents on one connection: at most %d (%s)", o.Hocuspocus.MaxDocuments, limitDocumentsPerSocket), limitDocumentsPerSocket
+		h.srv.m.limitClosed(limitDocumentsPerSocket)
 	}
 	if a.refusal == "" && o.Clients != nil && h.users[userKey(a.grant)] == 0 &&
 		!h.srv.users.acquire(userKey(a.grant), o.Limits.ConnectionsPerUser) {

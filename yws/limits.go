@@ -88,8 +88,17 @@ const (
 	limitAwarenessStateBytes = "awareness-state-bytes"
 )
 
+// The bounds of one Hocuspocus socket (HocuspocusOptions), named the same way.
+const (
+	limitHeldBytes          = "hocuspocus-held-bytes"
+	limitHeldMessages       = "hocuspocus-held-messages"
+	limitPendingDocuments   = "hocuspocus-pending-documents"
+	limitDocumentsPerSocket = "hocuspocus-documents-per-socket"
+)
+
 var limitNames = []string{limitConnectionsPerUser, limitMessagesPerSecond, limitBytesPerSecond,
-	limitAwarenessPerSecond, limitAwarenessStateBytes}
+	limitAwarenessPerSecond, limitAwarenessStateBytes,
+	limitHeldBytes, limitHeldMessages, limitPendingDocuments, limitDocumentsPerSocket}
 
 // userKey is the user a connection counts against for ConnectionsPerUser: the user the
 // grant names (a signed token's sub, the webhook's user), else its name (a static client

@@ -20,11 +20,18 @@ import os from 'node:os'
 import path from 'node:path'
 import crypto from 'node:crypto'
 import { spawnSync } from 'node:child_process'
+import WebSocket from 'ws'
 import * as encoding from 'lib0/encoding'
 import * as decoding from 'lib0/decoding'
+import * as syncProtocol from 'y-protocols/sync'
 import { freePort } from './proc.mjs'
 import { PROTOCOLS, MSG_SYNC, MSG_AWARENESS, MSG_IGNORE } from './adapters.mjs'
+import { SyncClient } from './client.mjs'
 
+let adapters = 0 // made so far
+
+// The adapter; its addressOf maps the harness's document name to the address its frames
+// carry (the namespace id).
 export const nomicoreHocuspocus = () => {
   const bin = process.env.HUB_BIN ? path.resolve(process.env.HUB_BIN) : null
   let dataDir = null
@@ -45,8 +52,9 @@ export const nomicoreHocuspocus = () => {
     return { status: res.status, text: await res.text() }
   }
   // The Hocuspocus framing of the harness, with the namespace id as the document name and
-  // the client token in the Auth frame.
-  PROTOCOLS['nomicore-hocuspocus'] = {
+  // the client token in the Auth frame; a protocol of each adapter made (its namespaces).
+  const protocol = `nomicore-hocuspocus-${++adapters}`
+  PROTOCOLS[protocol] = {
     writeHeader (enc, docName) {
       encoding.writeVarString(enc, nsOf(docName))
     },
@@ -78,7 +86,7 @@ export const nomicoreHocuspocus = () => {
     }
   }
   return {
-    protocol: 'nomicore-hocuspocus',
+    protocol,
     serverNodeLabel: 'native (Go hub, Hocuspocus endpoint)',
     version: () => {
       if (!bin) return 'HUB_BIN not set'
@@ -126,8 +134,90 @@ export const nomicoreHocuspocus = () => {
     },
     // One socket per client; the document is named inside each frame.
     url: (port, _doc) => `ws://127.0.0.1:${port}/v1/hocuspocus`,
+    addressOf: nsOf,
     cleanup () {
       if (dataDir) try { fs.rmSync(dataDir, { recursive: true, force: true }) } catch {}
+    }
+  }
+}
+
+// Many documents over one socket, as HocuspocusProviderWebsocket carries them: the harness
+// client k of every document shares socket k (in multidoc, 2 sockets of 200 documents
+// each; in fanout, one document per socket as before). muxSocket is one such socket; a
+// MuxClient is the harness's SyncClient whose frames go through it, the socket routing each
+// frame it receives to the client of its address.
+class MuxSocket {
+  constructor (url) {
+    this.url = url
+    this.ws = null
+    this.clients = new Map() // address → MuxClient
+    this.opened = null
+  }
+
+  open () {
+    if (this.opened) return this.opened
+    this.opened = new Promise((resolve, reject) => {
+      const ws = new WebSocket(this.url, { perMessageDeflate: false, maxPayload: 512 * 1024 * 1024 })
+      ws.binaryType = 'nodebuffer'
+      this.ws = ws
+      ws.on('open', resolve)
+      ws.on('error', (e) => { reject(e); for (const c of this.clients.values()) c.fail(e) })
+      ws.on('close', () => {
+        for (const c of this.clients.values()) if (!c._closing) c.fail(new Error(`shared socket closed (${c.docName})`))
+      })
+      ws.on('message', (data) => {
+        const addr = decoding.readVarString(decoding.createDecoder(data))
+        const c = this.clients.get(addr)
+        if (c) c._onMessage(data)
+      })
+    })
+    return this.opened
+  }
+}
+
+// The class is made on first use: this module and the harness's client.mjs import each
+// other through adapters.mjs.
+let MuxClient = null
+const muxClient = () => (MuxClient ??= class extends SyncClient {
+  constructor (o, sock, address) {
+    super(o)
+    this.sock = sock
+    this.address = address
+    sock.clients.set(address, this)
+  }
+
+  connect (timeoutMs = 30000) {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`sync timeout ${this.url} ${this.docName}`)), timeoutMs)
+      this._syncWaiters = { resolve: () => { clearTimeout(timer); resolve() }, reject: (e) => { clearTimeout(timer); reject(e) } }
+      this.sock.open().then(() => {
+        this.ws = this.sock.ws
+        this.proto.onOpen(this)
+        this.sendSync(enc => syncProtocol.writeSyncStep1(enc, this.doc))
+      }, (e) => this.fail(e))
+    })
+  }
+
+  close () {
+    this._closing = true
+    this.sock.clients.delete(this.address)
+    if (this.sock.clients.size === 0 && this.sock.ws) this.sock.ws.close()
+  }
+})
+
+// withSharedSockets gives an adapter of Hocuspocus framing a makeClient that puts harness
+// client k of every document on socket k. The port comes from the adapter's start.
+export const withSharedSockets = (spec, addressOf) => {
+  let port = 0
+  const sockets = new Map() // member → MuxSocket
+  return {
+    ...spec,
+    version: () => spec.version() + ', many documents per socket',
+    start: (p) => { port = p; return spec.start(p) },
+    makeClient: ({ docName, clientID, member }) => {
+      const url = spec.url(port, docName)
+      if (!sockets.has(member)) sockets.set(member, new MuxSocket(url))
+      return new (muxClient())({ url, docName, protocol: spec.protocol, clientID }, sockets.get(member), addressOf(docName))
     }
   }
 }

@@ -245,6 +245,9 @@ func (w *writeDoor) failed(err error) bool {
 	switch {
 	case errors.Is(err, registry.ErrApplyFailed):
 		w.badInput(err.Error(), "malformed update")
+	case errors.Is(err, registry.ErrDeleted):
+		// Deleted while this editor wrote or read: as when the room hears of it.
+		w.ed.closeWith(statusDeleted, "the namespace was deleted", "namespace-deleted")
 	case errors.Is(err, registry.ErrDegraded):
 		w.srv.log.Warn("editor update refused: persistence is degraded; closed so the editor retries", slog.String("client", name),
 			slog.String("namespaceId", w.room.ns))

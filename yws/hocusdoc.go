@@ -101,6 +101,8 @@ func (d *hocusDoc) closeWith(code websocket.StatusCode, reason, cause string) {
 		frameReason = closeUnauthorized
 	case statusNotGranted:
 		frameReason = closeForbidden
+	case statusDeleted:
+		frameReason = closeDeleted
 	case websocket.StatusNormalClosure:
 		frameReason = ""
 	}

@@ -778,3 +778,32 @@ func TestHocuspocus_NarrowedGrantAndLimits(t *testing.T) {
 		t.Fatalf("limit closes %v", got)
 	}
 }
+
+// TestHocuspocus_DeletedNamespace: a namespace deleted while a document of it is open closes
+// that document alone (CLOSE "Namespace Deleted"; the socket's other document goes on), and
+// a document of it opened later is refused, the reason saying it was deleted.
+func TestHocuspocus_DeletedNamespace(t *testing.T) {
+	e := newEnv(t, nil)
+	gone, kept := e.ns, e.createNamespace()
+	h := e.dialHocus()
+	h.open(gone, "writer")
+	h.open(kept, "writer")
+	h.waitFrame("gone", isAuth(gone, hocuspocus.AuthAuthenticated))
+	h.waitFrame("kept", isAuth(kept, hocuspocus.AuthAuthenticated))
+	if err := e.reg.Delete(context.Background(), "default", gone, 1); err != nil {
+		t.Fatal(err)
+	}
+	if f := h.waitFrame("CLOSE of the deleted one", isClose(gone)); f.text != "Namespace Deleted" {
+		t.Fatalf("CLOSE reason %q", f.text)
+	}
+	h.insert(kept, 0, "goes on")
+	h.waitFor("kept saved", func() bool { return h.count(isSyncStatus(kept, 1)) >= 2 })
+	h2 := e.dialHocus()
+	h2.open(gone, "writer")
+	if f := h2.waitFrame("refused", isAuth(gone, hocuspocus.AuthPermissionDenied)); !strings.Contains(f.text, "deleted") {
+		t.Fatalf("the refusal says %q", f.text)
+	}
+	if h.closed() != nil {
+		t.Fatalf("the socket closed: %v", h.closed())
+	}
+}

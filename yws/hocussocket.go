@@ -16,6 +16,7 @@ import (
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/lib0"
+	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/yws/hocuspocus"
 )
 
@@ -81,9 +82,10 @@ const (
 // Reasons of a document's CLOSE frame (the socket stays open), as Hocuspocus writes them:
 // the provider reports them with onClose.
 const (
-	closeUnauthorized = "Unauthorized"     // the credential was removed, or a refresh of it failed
-	closeForbidden    = "Forbidden"        // the credential no longer grants the namespace
-	closeReset        = "Reset Connection" // the document's messages could not be taken
+	closeUnauthorized = "Unauthorized"      // the credential was removed, or a refresh of it failed
+	closeForbidden    = "Forbidden"         // the credential no longer grants the namespace
+	closeReset        = "Reset Connection"  // the document's messages could not be taken
+	closeDeleted      = "Namespace Deleted" // the namespace was deleted (our own: Hocuspocus deletes no document)
 )
 
 // GET /v1/hocuspocus: the Hocuspocus endpoint. Nothing is checked before the upgrade but
@@ -492,6 +494,8 @@ func (s *Server) checkDocument(ctx context.Context, ns, token, remote string, jo
 	}
 	owner, err := s.opts.Namespaces(ctx, ns)
 	switch {
+	case errors.Is(err, ErrNamespaceDeleted):
+		return refuse("deleted-namespace", "the namespace was deleted")
 	case errors.Is(err, ErrUnknownNamespace):
 		return refuse("unknown-namespace", "this node does not serve the namespace")
 	case errors.Is(err, ErrNotReady):
@@ -505,6 +509,8 @@ func (s *Server) checkDocument(ctx context.Context, ns, token, remote string, jo
 	}
 	rm, err := s.join(ctx, ns, owner)
 	switch {
+	case errors.Is(err, registry.ErrDeleted):
+		return refuse("deleted-namespace", "the namespace was deleted")
 	case errors.Is(err, errClosing):
 		return refuse("shutdown", "the node is shutting down")
 	case err != nil:

@@ -229,6 +229,7 @@ func (s *Store) CreateEntry(ctx context.Context, e persistence.Entry, snapshot [
 	})
 	if err == nil {
 		s.remember(e.NamespaceID, v.entry(e.NamespaceID))
+		s.n.recordCreated(ctx, e.Owner, e.NamespaceID, snapshot)
 	} else if e.Name != "" {
 		s.releaseName(ctx, e.Owner, e.Name, e.NamespaceID)
 	}

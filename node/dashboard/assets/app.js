@@ -658,6 +658,7 @@
       ['Store queue', st.store.queuedAppends + ' appends, ' + fmtBytes(st.store.queuedBytes)],
       ['Outbound', st.load ? fmtBytes(st.load.queuedBytes) + ' queued, ' + st.load.inFlightUpdates + ' in flight' : undefined],
       ['Listeners', st.listeners ? Object.entries(st.listeners).map(([k, v]) => k + ' ' + v).join(', ') : undefined],
+      ['Webhooks', st.webhooks && st.webhooks.length ? webhooksEl(st.webhooks) : undefined, true],
     ]);
     $('node-version').textContent = st.version || '';
     const sparks = $('sparks');
@@ -676,6 +677,15 @@
         app.nsQuery.match ? 'No replica matches.' : 'No replication target yet.');
     }
     renderPager(st);
+  }
+
+  // webhooksEl lists the webhook endpoints' delivery state: where each is in the change
+  // feed, what waits, and why the last attempt failed.
+  function webhooksEl(list) {
+    return h('ul', { class: 'webhooks' }, ...list.map((w) => h('li', null,
+      h('code', null, w.url), ' ', stateEl(w.state),
+      ' cursor ' + w.cursor + ', ' + w.pending + ' pending, ' + w.delivered + ' delivered, ' + w.failed + ' failed attempts',
+      w.lastError ? h('span', { class: 'reason' }, w.lastError + (w.nextAttempt ? ' (next attempt ' + fmtTime(w.nextAttempt) + ')' : '')) : null)));
   }
 
   // nodeTitle names the process: "Hub main", "Peer laptop" — or only the instance id when it

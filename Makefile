@@ -10,7 +10,9 @@ GOTOOLCHAIN ?= auto
 export GOTOOLCHAIN
 
 # The B4 editing trace for the yjs benchmarks (GUIDE §10). Read in place, never copied.
-B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json)))
+# It lies in shared/data beside the repository, or two levels up from a worktree kept in
+# a folder beside it.
+B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json) $(abspath $(CURDIR)/../../shared/data/b4-editing-trace.json)))
 export B4_TRACE
 
 # JavaScript packages the tests use as independent oracles and real clients (npm ci).
@@ -142,9 +144,11 @@ editor-bundle: js-deps
 bench: js-deps
 	$(GO) test -run='^$$' -bench=. -benchmem -timeout 60m ./...
 
-## bench-yjs: the B4 trace side by side with JS yjs in one run, and remote applies on large documents
+## bench-yjs: the B4 trace side by side with JS yjs in one run, the memory of 10,000 loaded
+## documents of about 30 KB (in a process of their own), and remote applies on large documents
 bench-yjs: js-deps
 	NOMICORE_B4_REPORT=1 $(GO) test -count=1 -timeout 30m -run TestB4Report -v ./yjs
+	NOMICORE_B4_REPORT=1 $(GO) test -count=1 -timeout 30m -run TestLoadedDocsMemory -v ./yjs
 	$(GO) test -run '^$$' -bench 'RemoteApplyLargeDoc' -benchmem ./yjs
 
 ## bench-replication: the replication workloads (fan-out 20 peers × 500 updates; 200 namespaces

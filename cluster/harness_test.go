@@ -93,9 +93,9 @@ type gatedHost struct {
 	gate *applyGate
 }
 
-func (h gatedHost) Apply(rec registry.Record) bool {
+func (h gatedHost) Apply(recs ...registry.Record) bool {
 	h.gate.wait()
-	return h.LogHost.Apply(rec)
+	return h.LogHost.Apply(recs...)
 }
 
 // freePorts returns n loopback addresses whose ports were free a moment ago. They are

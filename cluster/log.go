@@ -37,6 +37,8 @@ const (
 	followExpiry     = 5 * time.Second
 	consumerIdle     = time.Minute // an abandoned consumer is removed after this
 	maxFollowBackoff = 2 * time.Second
+	pullCheckEvery   = 20 * time.Millisecond // confirmPull
+	pullChecks       = 10
 )
 
 // nsLog is one namespace's log as this node follows it (registry.NamespaceLog). One
@@ -48,6 +50,7 @@ const (
 type nsLog struct {
 	n        *Node
 	res      *resources
+	stream   jetstream.Stream // the log stream holding the namespace's log
 	owner    string
 	ns       string
 	subject  string
@@ -83,7 +86,15 @@ func (n *Node) OpenLog(ctx context.Context, owner, ns string, host registry.LogH
 	if err != nil {
 		return nil, err
 	}
-	l := &nsLog{n: n, res: res, owner: owner, ns: ns, subject: logSubject(owner, ns),
+	k, err := n.logStreamOf(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := n.logStream(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	l := &nsLog{n: n, res: res, stream: stream, owner: owner, ns: ns, subject: logSubjectIn(k, owner, ns),
 		consumer: consumerName(n.cfg.NodeName, ns), host: host, done: make(chan struct{})}
 	if l.start, err = l.readStart(ctx); err != nil {
 		return nil, err
@@ -219,7 +230,7 @@ func (l *nsLog) Start() registry.LogStart { return l.start }
 func (l *nsLog) Head(ctx context.Context) (uint64, error) {
 	var head uint64
 	err := l.n.read(ctx, "reading the log head", func(ctx context.Context, r *resources) error {
-		m, err := r.stream.GetLastMsgForSubject(ctx, l.subject)
+		m, err := l.stream.GetLastMsgForSubject(ctx, l.subject)
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 			head = 0
@@ -241,8 +252,12 @@ func (l *nsLog) Publish(rec registry.Record, done func(error)) error {
 		return fmt.Errorf("cluster: an update of %d bytes exceeds the largest the cluster log carries in one record (%d): %w",
 			len(rec.Update), l.n.cfg.MaxUpdateBytes, registry.ErrApplyFailed)
 	}
-	data := encodeRecord(rec, l.n.incarnation)
-	return l.n.pub.submit(l.subject, msgID(l.ns, rec, l.n.incarnation), data, done)
+	rec.Update = append([]byte(nil), rec.Update...)
+	id := ""
+	if rec.Kind == registry.RecordMeta {
+		id = msgID(l.ns, rec, l.n.incarnation)
+	}
+	return l.n.pub.submit(l.subject, l.stream.CachedInfo().Config.Name, id, rec, done)
 }
 
 // Meta reads the namespace's meta record.
@@ -304,7 +319,7 @@ func (l *nsLog) Close() {
 		l.n.logsMu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), l.n.cfg.OpTimeout)
 		defer cancel()
-		_ = l.res.stream.DeleteConsumer(ctx, l.consumer) // else it expires by itself
+		_ = l.stream.DeleteConsumer(ctx, l.consumer) // else it expires by itself
 	})
 }
 
@@ -381,6 +396,9 @@ func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
 		return next, true, classify("reading a namespace log", l.n.cfg.OpTimeout, err)
 	}
 	defer it.Stop()
+	pulled := make(chan struct{})
+	defer close(pulled)
+	go l.confirmPull(cons, it, pulled)
 	var dseq uint64 // the consumer's delivery sequence of the last message
 	unacked := 0
 	for {
@@ -402,21 +420,25 @@ func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
 		if md.Sequence.Stream < next {
 			continue // delivered again
 		}
-		rec, origin, err := decodeRecord(m.Data())
+		recs, origin, err := decodeBatch(m.Data())
 		if err != nil {
 			// Every node skips it alike: the registry refuses a record of no known kind.
 			l.n.log.Error("a namespace log holds a record this node cannot read; it is skipped",
 				slog.String("namespaceId", l.ns), slog.Uint64("seq", md.Sequence.Stream), slog.String("error", err.Error()))
-			rec = registry.Record{}
+			recs = []registry.Record{{}}
 		}
-		rec.Seq = md.Sequence.Stream
-		rec.Local = origin == l.n.incarnation
-		if !l.host.Apply(rec) {
+		bytes := 0
+		for i := range recs {
+			recs[i].Seq = md.Sequence.Stream
+			recs[i].Local = origin == l.n.incarnation
+			bytes += len(recs[i].Update)
+		}
+		if !l.host.Apply(recs...) {
 			return next, false, nil
 		}
-		next = rec.Seq + 1
+		next = md.Sequence.Stream + 1
 		l.lag.Store(md.NumPending)
-		l.noteApplied(len(rec.Update))
+		l.noteApplied(len(recs), bytes)
 		unacked++
 		if unacked >= ackEvery || md.NumPending == 0 {
 			_ = m.Ack() // AckAll: everything handed on so far
@@ -425,14 +447,42 @@ func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
 	}
 }
 
+// confirmPull makes sure the first pull request of a new consumer reached it: the
+// consumer's server subscribes to its pull requests only after it answered the creation,
+// and tells the other servers a moment later, so a request sent right away may be lost
+// without an answer — and the client would notice only when the consumer's heartbeats
+// fail to come, two heartbeats later. Until the consumer reports a request waiting or a
+// message delivered it is asked again every pullCheckEvery; if it reports neither after
+// pullChecks, the reading stops (it) and the follower starts over. It ends when done is
+// closed (followOnce returned).
+func (l *nsLog) confirmPull(cons jetstream.Consumer, it jetstream.MessagesContext, done <-chan struct{}) {
+	for range pullChecks {
+		t := time.NewTimer(pullCheckEvery)
+		select {
+		case <-done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(l.ctx, l.n.cfg.OpTimeout)
+		info, err := cons.Info(ctx)
+		cancel()
+		if err != nil || info.NumWaiting > 0 || info.Delivered.Consumer > 0 {
+			return // an error here is the reading's to find
+		}
+	}
+	l.n.log.Debug("a namespace log's first pull request was lost; reading it again", slog.String("namespaceId", l.ns))
+	it.Stop()
+}
+
 // createConsumer (re)creates this node's consumer of the namespace at position next.
 func (l *nsLog) createConsumer(next uint64) (jetstream.Consumer, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.n.cfg.OpTimeout)
 	defer cancel()
-	if err := l.res.stream.DeleteConsumer(ctx, l.consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := l.stream.DeleteConsumer(ctx, l.consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, classify("replacing a log consumer", l.n.cfg.OpTimeout, err)
 	}
-	cons, err := l.res.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+	cons, err := l.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		Name:              l.consumer,
 		Description:       "Nomicore: node " + l.n.cfg.NodeName + " follows namespace " + l.ns,
 		FilterSubject:     l.subject,
@@ -462,9 +512,17 @@ type LogInfo struct {
 // LogInfo reads how much of a namespace's log is kept and what its snapshot covers.
 func (n *Node) LogInfo(ctx context.Context, owner, ns string) (LogInfo, error) {
 	var li LogInfo
-	err := n.op(ctx, "reading a namespace log's size", func(ctx context.Context, r *resources) error {
-		subject := logSubject(owner, ns)
-		info, err := r.stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+	k, err := n.logStreamOf(ctx, ns)
+	if err != nil {
+		return li, err
+	}
+	stream, err := n.logStream(ctx, k)
+	if err != nil {
+		return li, err
+	}
+	err = n.op(ctx, "reading a namespace log's size", func(ctx context.Context, r *resources) error {
+		subject := logSubjectIn(k, owner, ns)
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subject))
 		if err != nil {
 			return err
 		}
@@ -481,8 +539,8 @@ func (n *Node) LogInfo(ctx context.Context, owner, ns string) (LogInfo, error) {
 }
 
 // Leading lists what this node's server leads now of the cluster's JetStream groups: "meta"
-// (the JetStream meta layer, embedded servers only), the log stream and the buckets' streams
-// by name. A node that dies leading one of them leaves it without a leader until the
+// (the JetStream meta layer, embedded servers only), the log streams and the buckets'
+// streams by name. A node that dies leading one of them leaves it without a leader until the
 // others elect one (seconds): what it led cannot be written, or read from its leader,
 // meanwhile.
 func (n *Node) Leading(ctx context.Context) ([]string, error) {
@@ -490,7 +548,15 @@ func (n *Node) Leading(ctx context.Context) ([]string, error) {
 	if n.srv != nil && n.srv.JetStreamIsLeader() {
 		out = append(out, "meta")
 	}
-	names := []string{StreamName, "KV_" + EntriesBucket, "KV_" + ConfigBucket, "KV_" + LeasesBucket, "KV_" + NodesBucket, "OBJ_" + SnapshotBucket}
+	var names []string
+	n.streamsMu.Lock()
+	for k := range maxLogStreams {
+		if n.streams[k] != nil {
+			names = append(names, logStreamName(k))
+		}
+	}
+	n.streamsMu.Unlock()
+	names = append(names, "KV_"+EntriesBucket, "KV_"+ConfigBucket, "KV_"+LeasesBucket, "KV_"+NodesBucket, "OBJ_"+SnapshotBucket)
 	err := n.op(ctx, "reading the streams' leaders", func(ctx context.Context, r *resources) error {
 		out = out[:min(len(out), 1)]
 		for _, name := range names {

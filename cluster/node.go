@@ -67,12 +67,16 @@ type Node struct {
 	logsMu sync.Mutex // guards logs
 	logs   map[*nsLog]struct{}
 
+	streamsMu sync.Mutex               // guards streams and logOf
+	streams   map[int]jetstream.Stream // the log streams opened so far, by index
+	logOf     map[string]int           // the log stream of each namespace whose entry was read
+
 	closeOnce sync.Once
 }
 
 // resources are the JetStream handles every node uses.
 type resources struct {
-	stream  jetstream.Stream
+	stream  jetstream.Stream // log stream 0, NOMICORE_LOG (the probes' stream)
 	entries jetstream.KeyValue
 	config  jetstream.KeyValue
 	leases  jetstream.KeyValue
@@ -104,6 +108,8 @@ func Start(cfg Config) (*Node, error) {
 		cancel:      cancel,
 		ready:       make(chan struct{}),
 		logs:        make(map[*nsLog]struct{}),
+		streams:     make(map[int]jetstream.Stream),
+		logOf:       make(map[string]int),
 	}
 	if err := n.connect(); err != nil {
 		cancel()
@@ -309,31 +315,17 @@ func (n *Node) ensure() (resources, error) {
 	defer cancel()
 	r := n.cfg.Replicas
 	var err error
-	res.stream, err = n.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamName,
-		Description: "Nomicore: the update log of every namespace, one subject per namespace",
-		Subjects:    []string{subjectRoot + ".>"},
-		Storage:     jetstream.FileStorage,
-		Replicas:    r,
-		MaxMsgSize:  int32(n.maxMessageBytes()),
-		Duplicates:  duplicateWindow,
-		AllowRollup: true, // the quorum probe keeps one message per node
-		DenyDelete:  true,
-	})
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		res.stream, err = n.js.Stream(ctx, StreamName)
-	}
-	if err != nil {
-		return res, classify("creating the log stream", n.cfg.OpTimeout, err)
-	}
-	// A stream created by a node with smaller limits (before they were raised) takes the
-	// records this node may publish.
-	if cfg := res.stream.CachedInfo().Config; cfg.MaxMsgSize >= 0 && int(cfg.MaxMsgSize) < n.maxMessageBytes() {
-		cfg.MaxMsgSize = int32(n.maxMessageBytes())
-		if res.stream, err = n.js.UpdateStream(ctx, cfg); err != nil {
-			return res, classify("raising the log stream's message limit", n.cfg.OpTimeout, err)
+	for k := range n.cfg.LogStreams {
+		s, err := n.ensureLogStream(ctx, k)
+		if err != nil {
+			return res, err
 		}
-		n.log.Info("raised the log stream's message limit to this node's largest record", slog.Int("bytes", int(cfg.MaxMsgSize)))
+		n.streamsMu.Lock()
+		n.streams[k] = s
+		n.streamsMu.Unlock()
+		if k == 0 {
+			res.stream = s
+		}
 	}
 	kv := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 		cfg.Replicas, cfg.Storage = r, jetstream.FileStorage

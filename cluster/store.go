@@ -52,6 +52,9 @@ type entryValue struct {
 	Gen    uint64 `json:"gen"`
 	Epoch  uint64 `json:"epoch"`
 	Schema []byte `json:"schema,omitempty"`
+	// Log is the log stream of the namespace (streams.go; 0, or absent from entries written
+	// before the logs were spread: NOMICORE_LOG).
+	Log int `json:"log,omitempty"`
 }
 
 func (v *entryValue) entry(ns string) persistence.Entry {
@@ -150,6 +153,9 @@ func (n *Node) getEntry(ctx context.Context, ns string) (entryValue, storedEntry
 		}
 		return json.Unmarshal(se.Value, &v)
 	})
+	if err == nil {
+		n.noteLogStream(ns, v.Log)
+	}
 	return v, se, err
 }
 
@@ -205,7 +211,8 @@ func (s *Store) CreateEntry(ctx context.Context, e persistence.Entry, snapshot [
 	if e.NamespaceID == "" || len(e.NamespaceID) > persistence.MaxNameBytes || e.Owner == "" || len(e.Owner) > persistence.MaxNameBytes {
 		return persistence.ErrInvalid
 	}
-	v := entryValue{Owner: e.Owner, State: e.State, CreatedAt: e.CreatedAt.UTC(), Meta: e.Meta, Genesis: snapshot, Epoch: 1}
+	v := entryValue{Owner: e.Owner, State: e.State, CreatedAt: e.CreatedAt.UTC(), Meta: e.Meta, Genesis: snapshot, Epoch: 1,
+		Log: placeLog(e.NamespaceID, s.n.cfg.LogStreams)}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err

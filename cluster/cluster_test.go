@@ -727,7 +727,7 @@ func TestCluster_ExternalNATS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: node.Store(), Shared: node})
+		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: node.Store(), Shared: node})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -210,11 +210,10 @@ func setDefault[T int | time.Duration](v *T, d T) {
 }
 
 func hostPort(flag, s string) (int, error) {
-	host, port, err := net.SplitHostPort(s)
+	_, port, err := net.SplitHostPort(s)
 	if err != nil {
 		return 0, fmt.Errorf("%s %q is not HOST:PORT", flag, s)
 	}
-	_ = host
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 0 || p > 65535 {
 		return 0, fmt.Errorf("%s %q: bad port", flag, s)

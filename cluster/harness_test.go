@@ -188,7 +188,7 @@ func (tc *testCluster) start(i int) *testNode {
 	}
 	store := node.Store()
 	gate := newApplyGate()
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: store, Shared: gatedShared{node, gate}, Logger: cfg.Logger,
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: store, Shared: gatedShared{node, gate}, Logger: cfg.Logger,
 		SharedApplyTimeout: 15 * time.Second, SharedLoadTimeout: 20 * time.Second, SharedStaleClaim: 3 * time.Second})
 	if err != nil {
 		tc.t.Fatal(err)

@@ -66,7 +66,9 @@ var (
 	descBehind   = prometheus.NewDesc("nomicore_cluster_namespaces_behind", "Followed namespaces more than 100 records behind their log.", nil, nil)
 )
 
-// Register adds the node's metrics to r.
+// RegisterMetrics adds the node's metrics to r: publish latencies and errors, quorum
+// changes, compactions and compaction leases, and the quorum and the followers' lag read at
+// scrape time.
 func (n *Node) RegisterMetrics(r prometheus.Registerer) error {
 	m := n.metrics
 	for _, c := range []prometheus.Collector{m.publishSeconds, m.publishBatch, m.publishErrors, m.quorumChanges, m.compactions, m.leasesHeld, &lagCollector{n}} {

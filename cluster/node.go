@@ -39,7 +39,7 @@ const (
 
 // Node is one hub process in a cluster: its NATS connection (and embedded server), the
 // cluster's streams and buckets, and the quorum probe. It implements registry.SharedLog;
-// Store gives its persistence.Store of namespace entries.
+// Store gives its persistence.Catalog of namespace entries.
 type Node struct {
 	cfg         Config
 	log         *slog.Logger

@@ -17,13 +17,12 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 )
 
-// Store is the persistence.Store of a hub node in a cluster. It keeps what every node
+// Store is the persistence.Catalog of a hub node in a cluster. It keeps what every node
 // must see alike in JetStream: the namespace entries (with each namespace's first
 // document and its meta record) in EntriesBucket, the configuration map in ConfigBucket.
-// The documents themselves are the namespace logs and snapshots (Node.OpenLog), which the
-// registry reads through registry.SharedLog: the document methods of persistence.Store
-// (Load, Append, ReplaceSnapshot, Compact) answer persistence.ErrUnsupported, and the
-// archive methods too (archiving is not offered in a cluster yet).
+// It keeps no documents: they are the namespace logs and snapshots (Node.OpenLog), which
+// the registry reads through registry.SharedLog, so a cluster node has no
+// persistence.Documents (and no archives: archiving is not offered in a cluster yet).
 //
 // Healthy is the node's quorum. Entries read once are kept in memory, so a node without
 // quorum still answers Entry for the namespaces it knows (reads go on, §20).
@@ -37,7 +36,7 @@ type Store struct {
 // Store returns the node's store.
 func (n *Node) Store() *Store { return &Store{n: n, cache: make(map[string]persistence.Entry)} }
 
-var _ persistence.Store = (*Store)(nil)
+var _ persistence.Catalog = (*Store)(nil)
 
 // entryValue is a namespace entry in EntriesBucket (JSON).
 type entryValue struct {
@@ -304,55 +303,6 @@ func (s *Store) Entries(ctx context.Context, owner string) ([]persistence.Entry,
 	}
 	s.mu.Unlock()
 	return out, nil
-}
-
-// Load, Append, ReplaceSnapshot and Compact: the documents of a cluster live in the
-// namespace logs (registry.SharedLog).
-func (s *Store) Load(context.Context, string, string) (persistence.Doc, error) {
-	return persistence.Doc{}, fmt.Errorf("cluster: documents are read from the namespace log: %w", persistence.ErrUnsupported)
-}
-
-// Append is not used in a cluster: writes are records of the namespace log.
-func (s *Store) Append(string, string, []byte) (uint64, error) {
-	return 0, fmt.Errorf("cluster: writes go to the namespace log: %w", persistence.ErrUnsupported)
-}
-
-// Flushed is 0: the registry reports durability from the log (registry.Lease.Flushed).
-func (s *Store) Flushed(string, string) uint64 { return 0 }
-
-// WaitFlushed returns at once: a write the registry applied came from the log, where it
-// is durable on a quorum.
-func (s *Store) WaitFlushed(context.Context, string, string, uint64) error { return nil }
-
-// ReplaceSnapshot is not used in a cluster: snapshots are made by compaction.
-func (s *Store) ReplaceSnapshot(context.Context, string, string, []byte, uint64) error {
-	return fmt.Errorf("cluster: snapshots are made by compaction: %w", persistence.ErrUnsupported)
-}
-
-// Compact is not used in a cluster: the node following a namespace compacts its log.
-func (s *Store) Compact(context.Context, string, string) error {
-	return fmt.Errorf("cluster: logs are compacted by the nodes that follow them: %w", persistence.ErrUnsupported)
-}
-
-// Release has nothing to release.
-func (s *Store) Release(string, string) {}
-
-// Archive is not offered in a cluster yet.
-func (s *Store) Archive(context.Context, string, string) (persistence.ArchiveInfo, error) {
-	return persistence.ArchiveInfo{}, fmt.Errorf("cluster: archiving a namespace: %w", persistence.ErrUnsupported)
-}
-
-// Reset is a peer's operation.
-func (s *Store) Reset(context.Context, string, string) (persistence.ArchiveInfo, error) {
-	return persistence.ArchiveInfo{}, fmt.Errorf("cluster: resetting a replica: %w", persistence.ErrUnsupported)
-}
-
-// Archives lists nothing: a cluster keeps no archives.
-func (s *Store) Archives(context.Context, string) ([]persistence.ArchiveInfo, error) { return nil, nil }
-
-// LoadArchive finds nothing.
-func (s *Store) LoadArchive(context.Context, string, uint64) (persistence.Doc, error) {
-	return persistence.Doc{}, persistence.ErrNotFound
 }
 
 // configKey maps a configuration key (any UTF-8) to a bucket key.

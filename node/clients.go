@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"time"
 
-	"github.com/nomicore/nomicore/internal/tokens"
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/node/accesslog"
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
@@ -31,6 +29,7 @@ type ClientFlags struct {
 	MaxState   int
 	SendQueue  int
 	KeepAlive  time.Duration
+	Limits     yws.Limits // per user and per connection (clientlimits.go)
 }
 
 // RegisterClientFlags adds the client listener's flags with the listen default of the
@@ -43,9 +42,10 @@ func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 		f.IntVar(&c.MaxClients, "max-clients", yws.DefaultMaxClients, "editor connections this node serves at once (503 beyond)")
 		f.Var(&c.Origins, "client-origin", "a browser `ORIGIN` host pattern allowed to open editor WebSockets besides the node's own pages (app.example.com, *.example.com or *; repeatable). Default: any with --client-auth token (the token is the credential), none with --client-auth none")
 		f.IntVar(&c.MaxStates, "max-awareness-states", yws.DefaultMaxAwarenessStates, "editors' presence states kept per namespace on this node")
-		f.IntVar(&c.MaxState, "max-awareness-state-bytes", yws.DefaultMaxAwarenessStateBytes, "bytes of one editor's presence state")
+		f.IntVar(&c.MaxState, "max-awareness-state-bytes", yws.DefaultMaxAwarenessStateBytes, "bytes of one editor's presence state; a larger one closes its connection with 1008")
 		f.IntVar(&c.SendQueue, "client-send-queue-bytes", yws.DefaultSendQueueBytes, "bytes waiting to be sent to one editor before it is dropped as too slow (it catches up when it reconnects)")
 		f.DurationVar(&c.KeepAlive, "client-keepalive", yws.DefaultKeepAlive, "longest an editor goes without hearing from the node (providers reconnect after 30s of silence)")
+		registerClientLimitFlags(f, &c.Limits)
 	})
 	return c
 }
@@ -74,6 +74,9 @@ func (c *ClientFlags) Check() error {
 	if c.MaxClients <= 0 || c.MaxStates <= 0 || c.MaxState <= 0 || c.SendQueue <= 0 || c.KeepAlive <= 0 {
 		return errors.New("--max-clients, --max-awareness-states, --max-awareness-state-bytes, --client-send-queue-bytes and --client-keepalive must be positive")
 	}
+	if err := checkClientLimits(c.Limits); err != nil {
+		return err
+	}
 	if c.KeepAlive >= 30*time.Second {
 		return fmt.Errorf("--client-keepalive %v: must stay under 30s (y-websocket providers reconnect after 30s of silence)", c.KeepAlive)
 	}
@@ -82,14 +85,14 @@ func (c *ClientFlags) Check() error {
 
 // Options returns the endpoint's options from the flags; the caller adds the registry, the
 // namespace lookup, the metrics and the logger. clients is nil with --client-auth none.
-func (c *ClientFlags) Options(in *Instance, common *Common, clients yws.Clients) yws.Options {
+func (c *ClientFlags) Options(in *Instance, common *Common, clients auth.ClientAuthenticator) yws.Options {
 	origins := []string(c.Origins)
 	if len(origins) == 0 && clients != nil {
 		origins = []string{"*"}
 	}
 	return yws.Options{Registry: in.Registry, Clients: clients, OriginPatterns: origins, MaxClients: c.MaxClients,
 		MaxMessageBytes: common.Protocol.MaxChunkedUpdateBytes + 64, SendQueueBytes: c.SendQueue,
-		MaxAwarenessStates: c.MaxStates, MaxAwarenessStateBytes: c.MaxState, KeepAlive: c.KeepAlive,
+		MaxAwarenessStates: c.MaxStates, MaxAwarenessStateBytes: c.MaxState, KeepAlive: c.KeepAlive, Limits: c.Limits,
 		Clock: in.clock, Logger: in.log}
 }
 
@@ -116,69 +119,9 @@ func ShutdownClients(ed *yws.Server, srv *Server) func(ctx context.Context) erro
 	}
 }
 
-// RunClientToken serves `token add|list|remove` for client tokens in the tokens file at
-// path (name is "hub token" or "peer token"). The token is printed once, on stdout.
-func RunClientToken(name, sub, path string, client string, namespaces StringList, readOnly bool,
-	prefix string, stdout, stderr io.Writer) int {
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "%s %s: %s\n", name, sub, OneLine(err))
-		return 1
-	}
-	file := TokensFileFlags(path)
-	switch sub {
-	case "add":
-		if len(namespaces) == 0 {
-			namespaces = StringList{tokens.AllNamespaces}
-		}
-		tok, err := tokens.AddClient(path, tokens.ClientGrant{Name: client, Namespaces: namespaces, ReadOnly: readOnly}, nil)
-		var existing *tokens.ExistingClientError
-		if errors.As(err, &existing) {
-			return fail(fmt.Errorf("%v: a name has one token; to replace it, remove the old one first (%s remove %s --client %s; "+
-				"its editors are closed), then add it again, or pick another name", err, name, file, cli.ShellArg(client)))
-		}
-		if err != nil {
-			return fail(err)
-		}
-		fmt.Fprintln(stdout, tok)
-		fmt.Fprintf(stderr, "%s add: client token for %s stored in %s (only its SHA-256); the token was printed once, on stdout; editors present it as ?token=… or Authorization: Bearer\n", name, client, path)
-		return 0
-	case "remove":
-		n, err := tokens.RemoveClient(path, client, prefix)
-		if err != nil {
-			return fail(err)
-		}
-		if n == 0 {
-			return fail(fmt.Errorf("no client token of %s matched (%s list %s shows them)", client, name, file))
-		}
-		fmt.Fprintf(stderr, "%s remove: removed %d client token(s) of %s; a running node closes their editors within a second\n", name, n, client)
-		return 0
-	}
-	return fail(fmt.Errorf("unknown command %q", sub))
-}
-
-// TokensFileFlags is how the token commands name the tokens file at path, for a command
-// suggested to the operator: --data DIR when it is DIR's tokens file, else --tokens FILE.
-func TokensFileFlags(path string) string {
-	if filepath.Base(path) == tokens.FileName {
-		return "--data " + cli.ShellArg(filepath.Dir(path))
-	}
-	return "--tokens " + cli.ShellArg(path)
-}
-
-// ListClientTokens prints the client entries of a tokens file, one per line.
-func ListClientTokens(f tokens.File, stdout io.Writer) {
-	for _, c := range f.Clients {
-		perm := "read,write"
-		if c.ReadOnly {
-			perm = "read-only"
-		}
-		fmt.Fprintf(stdout, "client:%s\tsha256:%s…\t%s\t%v\n", c.Name, tokens.HashPrefix(c.TokenSHA256), perm, c.Namespaces)
-	}
-}
-
 // HubNamespaces is the hub's namespace lookup for editors: every active namespace of its
 // store.
-func HubNamespaces(store persistence.Store) yws.Namespaces {
+func HubNamespaces(store persistence.Catalog) yws.Namespaces {
 	return func(ctx context.Context, id string) (string, error) {
 		e, err := store.Entry(ctx, id)
 		switch {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -233,7 +234,7 @@ func newPeerRegistry(t *testing.T) (persistence.Store, *registry.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{Role: registry.RolePeer, Store: st})
+	reg, err := registry.New(registry.Config{Role: registry.RolePeer, Catalog: st, Documents: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,6 +277,42 @@ func TestS21_PersistentTargets(t *testing.T) {
 	}
 	if len(p.Targets()) != 1 {
 		t.Fatalf("targets %v", p.Targets())
+	}
+}
+
+// deleteFails is a store whose DeleteConfig fails.
+type deleteFails struct {
+	persistence.Catalog
+	err error
+}
+
+func (d deleteFails) DeleteConfig(context.Context, string) error { return d.err }
+
+// A target the controller refuses is not left remembered in the store; when forgetting it
+// fails, the caller hears of that too, since the next start would find it.
+func TestPersistentTargets_RefusedTargetIsForgotten(t *testing.T) {
+	st, reg := newPeerRegistry(t)
+	ctx := context.Background()
+	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	refused := namespace.Target{NamespaceID: "ns-1", Owner: "default"}
+
+	p := &PersistentTargets{TC: tc, Store: st}
+	if _, err := p.AddTarget(ctx, refused); err == nil {
+		t.Fatal("the controller took a malformed namespace id")
+	}
+	if ts, err := LoadTargets(ctx, st); err != nil || len(ts) != 0 {
+		t.Fatalf("remembered after the refusal: %v %v", ts, err)
+	}
+
+	diskFull := errors.New("disk full")
+	p = &PersistentTargets{TC: tc, Store: deleteFails{st, diskFull}}
+	_, err = p.AddTarget(ctx, refused)
+	if !errors.Is(err, diskFull) || !strings.Contains(err.Error(), "next start") {
+		t.Fatalf("a failed rollback went unreported: %v", err)
 	}
 }
 
@@ -353,7 +390,7 @@ func TestWriteCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st})
 	if err != nil {
 		t.Fatal(err)
 	}

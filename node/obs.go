@@ -124,7 +124,7 @@ func (o *Observability) RunFlush(ctx context.Context, clk clock.Clock, every tim
 }
 
 // RegisterStore exposes the store's and the registry's counters (side label only, GUIDE §9).
-func (o *Observability) RegisterStore(store persistence.Store, reg *registry.Registry) error {
+func (o *Observability) RegisterStore(store persistence.Catalog, reg *registry.Registry) error {
 	return o.Registry.Register(&storeCollector{side: string(o.Side), store: store, reg: reg})
 }
 
@@ -146,7 +146,7 @@ var (
 
 type storeCollector struct {
 	side  string
-	store persistence.Store
+	store persistence.Catalog
 	reg   *registry.Registry
 }
 

@@ -25,7 +25,10 @@ import (
 // Instance is what a serving binary opens before it serves anything: its store, the
 // registry over it, and its observer with the store's counters registered.
 type Instance struct {
-	Store    persistence.Store
+	// Store is the instance's store as every node has one: entries, configuration, health
+	// and counters (a hub node of a cluster has no other; on a single hub or a peer the
+	// registry keeps its documents in the same store).
+	Store    persistence.Catalog
 	Registry *registry.Registry
 	Obs      *Observability
 	// Ready, when set, reports readiness beyond the store's (a hub node of a cluster is
@@ -46,7 +49,7 @@ func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.
 	if err != nil {
 		return nil, err
 	}
-	reg, err := registry.New(registry.Config{Role: role, Store: store, Clock: clk, StageClock: clk, Logger: log})
+	reg, err := registry.New(registry.Config{Role: role, Catalog: store, Documents: store, Clock: clk, StageClock: clk, Logger: log})
 	if err != nil {
 		store.Close(context.Background())
 		return nil, err
@@ -55,9 +58,9 @@ func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.
 }
 
 // NewInstance is OpenInstance over a store and registry the caller opened (a hub node of a
-// cluster, whose store is the cluster's): it registers the observability of side. closeExtra,
+// cluster, whose store is the cluster's catalog): it registers the observability of side. closeExtra,
 // when set, runs after the store closes in Close. On an error it closes everything.
-func NewInstance(store persistence.Store, reg *registry.Registry, side observer.Side, clk clock.Clock, log *slog.Logger, closeExtra func()) (*Instance, error) {
+func NewInstance(store persistence.Catalog, reg *registry.Registry, side observer.Side, clk clock.Clock, log *slog.Logger, closeExtra func()) (*Instance, error) {
 	in := &Instance{Store: store, Registry: reg, Started: clk.Now(), clock: clk, log: log, closeExtra: closeExtra}
 	var err error
 	if in.Obs, err = NewObservability(log, side); err == nil {

@@ -18,7 +18,7 @@ import (
 const targetKeyPrefix = "peer/targets/"
 
 // LoadTargets reads the targets a peer remembered.
-func LoadTargets(ctx context.Context, store persistence.Store) ([]namespace.Target, error) {
+func LoadTargets(ctx context.Context, store persistence.Catalog) ([]namespace.Target, error) {
 	keys, err := store.ConfigKeys(ctx, targetKeyPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("reading the remembered targets: %w", err)
@@ -41,7 +41,7 @@ func LoadTargets(ctx context.Context, store persistence.Store) ([]namespace.Targ
 }
 
 // RememberTarget stores a target so that the next start restores it.
-func RememberTarget(ctx context.Context, store persistence.Store, t namespace.Target) error {
+func RememberTarget(ctx context.Context, store persistence.Catalog, t namespace.Target) error {
 	v, _ := json.Marshal(struct {
 		Owner string `json:"owner"`
 	}{t.Owner})
@@ -66,7 +66,7 @@ func ParseTarget(v, defaultOwner string) (namespace.Target, error) {
 // the same targets from their stored replicas (reconcile, not re-bootstrap).
 type PersistentTargets struct {
 	TC    *namespace.TargetController
-	Store persistence.Store
+	Store persistence.Catalog
 	// Unload, when set, is called before a target's replica is dropped or reset: the
 	// editors of the namespace are closed, so that nothing else holds it loaded.
 	Unload func(namespaceID string)
@@ -79,7 +79,9 @@ func (p *PersistentTargets) Targets() []namespace.TargetStatus { return p.TC.Tar
 // Target returns one target.
 func (p *PersistentTargets) Target(id string) (namespace.TargetStatus, bool) { return p.TC.Target(id) }
 
-// AddTarget remembers and adds t; it reports whether it was new.
+// AddTarget remembers and adds t; it reports whether it was new. A target the controller
+// refuses is forgotten again; if the store fails to forget it, the error says so too (the
+// next start would find it remembered).
 func (p *PersistentTargets) AddTarget(ctx context.Context, t namespace.Target) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -93,7 +95,9 @@ func (p *PersistentTargets) AddTarget(ctx context.Context, t namespace.Target) (
 		return false, err
 	}
 	if err := p.TC.AddTarget(t); err != nil {
-		_ = p.Store.DeleteConfig(ctx, targetKeyPrefix+t.NamespaceID)
+		if derr := p.Store.DeleteConfig(ctx, targetKeyPrefix+t.NamespaceID); derr != nil {
+			return false, fmt.Errorf("%w; forgetting the refused target in the store failed too, so the next start finds it remembered: %w", err, derr)
+		}
 		return false, err
 	}
 	return true, nil

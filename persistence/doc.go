@@ -6,8 +6,12 @@
 // instance's file with it. (The contract's rules it serves: the registry entry of §1,
 // degraded persistence in §20, restart in §21.)
 //
-// The Store interface is the API. BoltStore keeps everything in one bbolt file;
-// MemoryStore keeps it in memory for tests. Both run the same write pipeline, and the
+// The API is split by what its users need. Catalog holds the registry entries, the host
+// configuration, health and counters: every node has one, a node of a hub cluster too (the
+// cluster package keeps it in JetStream). Documents holds the documents and archives of
+// this process: a single hub and a peer have one, a cluster node none (its documents are
+// the cluster's namespace logs). Store is both. BoltStore keeps everything in one bbolt
+// file; MemoryStore keeps it in memory for tests. Both run the same write pipeline, and the
 // persistencetest package runs one conformance suite against both.
 //
 // # Model
@@ -85,7 +89,7 @@
 //
 // # Concurrency
 //
-// Every Store method is safe for concurrent use. One committer goroutine owns every write
+// Every method of a store is safe for concurrent use. One committer goroutine owns every write
 // to document data, in queue order; one compaction goroutine folds logs; registry entries
 // and configuration are written by the calling goroutine in their own transactions. The
 // Options callbacks run on the committer goroutine (OnCompactionError on the compaction

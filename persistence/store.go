@@ -8,21 +8,36 @@ import (
 	"time"
 )
 
-// Store is what the registry uses to keep namespaces across restarts (the registry entry of
-// §1, the restart rules of §21): registry entries, the document data of each namespace (a
-// compacted snapshot plus the log of updates appended since), archives, and a small host
-// configuration map. Updates and snapshots are opaque bytes: the store never decodes Yjs.
+// A store keeps what an instance needs across restarts (the registry entry of §1, the
+// restart rules of §21). Its API is split by what its users need:
 //
-// Two implementations exist: [MemoryStore] for tests and [BoltStore], one bbolt file per
-// instance. Both share the same write pipeline, so they behave alike; persistencetest runs
-// one conformance suite against both.
+//   - [Catalog]: the registry entries, a small host configuration map, health, counters and
+//     Close — what every node has, a hub cluster's node too (the cluster package keeps its
+//     catalog in JetStream).
+//   - [Documents]: the document data of each namespace kept by this process — a compacted
+//     snapshot plus the log of updates appended since — and archives. A single hub and a
+//     peer have one; a node of a hub cluster has none (its documents are the cluster's
+//     namespace logs, which the registry reads through registry.SharedLog).
 //
-// All methods are safe for concurrent use.
+// [Store] is both: what [MemoryStore] (for tests) and [BoltStore] (one bbolt file per
+// instance) implement. Both share the same write pipeline, so they behave alike;
+// persistencetest runs one conformance suite against both. Updates and snapshots are opaque
+// bytes: a store never decodes Yjs.
+//
+// All methods of every implementation are safe for concurrent use.
 type Store interface {
-	// CreateEntry stores a new registry entry for e.NamespaceID with an empty update log and
-	// the given initial snapshot (nil for an empty document), in one transaction. It fails
+	Catalog
+	Documents
+}
+
+// Catalog is the part of a store every node has: the registry entries, the host
+// configuration map, health and counters. See [Store].
+type Catalog interface {
+	// CreateEntry stores a new registry entry for e.NamespaceID with snapshot as the
+	// namespace's first document (nil for an empty document), in one transaction. It fails
 	// with ErrExists when the namespace id is taken (the registry then retries with another
-	// id) and leaves the namespace resident (see Load).
+	// id). A store that also keeps [Documents] stores the snapshot as the document, with an
+	// empty update log, and leaves the namespace resident (see Documents.Load).
 	CreateEntry(ctx context.Context, e Entry, snapshot []byte) error
 	// Entry returns the registry entry of namespaceID, or ErrNotFound.
 	Entry(ctx context.Context, namespaceID string) (Entry, error)
@@ -30,6 +45,33 @@ type Store interface {
 	// namespaceId.
 	Entries(ctx context.Context, owner string) ([]Entry, error)
 
+	// PutConfig stores value under key in the host configuration map (e.g. a peer's
+	// replication targets).
+	PutConfig(ctx context.Context, key string, value []byte) error
+	// Config returns the value of key, or ErrNotFound.
+	Config(ctx context.Context, key string) ([]byte, error)
+	// DeleteConfig removes key; removing an absent key is not an error.
+	DeleteConfig(ctx context.Context, key string) error
+	// ConfigKeys lists the keys that start with prefix, in byte order.
+	ConfigKeys(ctx context.Context, prefix string) ([]string, error)
+
+	// Healthy reports whether the store can take writes now: on a local store, whether the
+	// last commit succeeded (Options.OnHealthChange reports changes); on a hub cluster's,
+	// whether the node has quorum. While it is false the registry treats its namespaces as
+	// persistence-degraded.
+	Healthy() bool
+	// Stats returns counters for metrics and tests.
+	Stats() Stats
+	// Close stops accepting writes, commits the queued appends (giving up when ctx ends: the
+	// abandoned appends are reported failed and Close returns an error counting them), stops
+	// every goroutine of the store and releases the file. Close is idempotent; later calls
+	// return the first result.
+	Close(ctx context.Context) error
+}
+
+// Documents is the document data a store keeps for this process: the document of each
+// namespace (a snapshot plus the log of updates appended since) and archives. See [Store].
+type Documents interface {
 	// Load reads the document of (owner, namespaceID): the snapshot and the updates appended
 	// after it, in append order, including appends still queued for commit. It fails with
 	// ErrNotFound when there is no document (never created, archived or reset). Load makes
@@ -78,26 +120,10 @@ type Store interface {
 	// LoadArchive reads the document kept in an archive, or fails with ErrNotFound.
 	LoadArchive(ctx context.Context, namespaceID string, id uint64) (Doc, error)
 
-	// PutConfig stores value under key in the host configuration map (e.g. a peer's
-	// replication targets).
-	PutConfig(ctx context.Context, key string, value []byte) error
-	// Config returns the value of key, or ErrNotFound.
-	Config(ctx context.Context, key string) ([]byte, error)
-	// DeleteConfig removes key; removing an absent key is not an error.
-	DeleteConfig(ctx context.Context, key string) error
-	// ConfigKeys lists the keys that start with prefix, in byte order.
-	ConfigKeys(ctx context.Context, prefix string) ([]string, error)
-
-	// Healthy reports whether the last commit succeeded (while it is false the registry
-	// treats its namespaces as persistence-degraded). Options.OnHealthChange reports changes.
+	// Healthy reports whether the last commit of document data succeeded (the same answer
+	// as Catalog.Healthy on a store that is both): while it is false the registry refuses
+	// the writes it could not save.
 	Healthy() bool
-	// Stats returns counters for metrics and tests.
-	Stats() Stats
-	// Close stops accepting writes, commits the queued appends (giving up when ctx ends: the
-	// abandoned appends are reported failed and Close returns an error counting them), stops
-	// every goroutine of the store and releases the file. Close is idempotent; later calls
-	// return the first result.
-	Close(ctx context.Context) error
 }
 
 // State is the state of a registry entry.
@@ -142,8 +168,8 @@ type ArchiveReason uint8
 
 // Archive reasons.
 const (
-	ReasonArchive ArchiveReason = 1 // Store.Archive
-	ReasonReset   ArchiveReason = 2 // Store.Reset
+	ReasonArchive ArchiveReason = 1 // Documents.Archive
+	ReasonReset   ArchiveReason = 2 // Documents.Reset
 )
 
 func (r ArchiveReason) String() string {
@@ -223,7 +249,8 @@ var (
 	// it has no quorum, or did not answer within its deadline. Nothing was written. The
 	// registry treats it as persistence degraded (§20).
 	ErrUnavailable = errors.New("persistence: store unavailable")
-	// ErrUnsupported: the operation does not exist in this kind of store.
+	// ErrUnsupported: the operation does not exist in this kind of store. None of this
+	// package's stores answers it; a Documents that keeps no snapshots, say, would.
 	ErrUnsupported = errors.New("persistence: operation not supported by this store")
 )
 

@@ -82,7 +82,7 @@ func (r *Registry) Activity(namespaceID string, remeasure time.Duration) (Activi
 // MaxRememberedActivity bounds how many unloaded namespaces' activity the registry keeps.
 const MaxRememberedActivity = 4096
 
-func (rt *runtime) activitySnapshot() Activity {
+func (rt *nsRuntime) activitySnapshot() Activity {
 	a := Activity{NamespaceID: rt.ns, Owner: rt.owner, Loaded: true, Identity: rt.identity(),
 		Writes: rt.act.writes.Load(), WriteBytes: rt.act.writeBytes.Load(), DocumentBytes: int(rt.act.docBytes.Load())}
 	if ns := rt.act.lastWrite.Load(); ns != 0 {
@@ -100,12 +100,12 @@ func (rt *runtime) activitySnapshot() Activity {
 }
 
 // measureSoon queues one measurement of the document's encoded size, unless one is queued.
-func (rt *runtime) measureSoon() {
+func (rt *nsRuntime) measureSoon() {
 	if rt.act.measuring.Swap(true) {
 		return
 	}
 	s := &slot{}
-	s.run = func(rt *runtime, _ *slot) {
+	s.run = func(rt *nsRuntime, _ *slot) {
 		defer rt.act.measuring.Store(false)
 		if rt.failErr != nil {
 			return
@@ -182,7 +182,7 @@ func (p *pastActivity) remove(ns string) {
 // seed carries what a namespace had when it unloaded over to its new runtime: the counters
 // go on from where they were (they stay monotonic across loads), and the measured size stays
 // valid — an unloaded document does not change.
-func (p *pastActivity) seed(rt *runtime) {
+func (p *pastActivity) seed(rt *nsRuntime) {
 	a, ok := p.get(rt.ns)
 	if !ok || a.Owner != rt.owner {
 		return

@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"context"
 	"os"
-	goruntime "runtime"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,7 +40,7 @@ var compactionModes = []struct {
 
 func benchRegistry(b *testing.B, st persistence.Store) *Registry {
 	b.Helper()
-	reg, err := New(Config{Role: RoleHub, Store: st})
+	reg, err := New(Config{Role: RoleHub, Catalog: st, Documents: st})
 	must(b, err)
 	return reg
 }
@@ -217,10 +217,10 @@ func benchApply1000(b *testing.B, opts persistence.Options) {
 }
 
 func heapInUse() uint64 {
-	goruntime.GC()
-	goruntime.GC()
-	var m goruntime.MemStats
-	goruntime.ReadMemStats(&m)
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
 
@@ -256,7 +256,7 @@ func BenchmarkNamespaceMemory(b *testing.B) {
 		b.StopTimer()
 		waitIdle(b, reg, st)
 		idle = heapInUse()
-		g0 = goruntime.NumGoroutine()
+		g0 = runtime.NumGoroutine()
 		b.StartTimer()
 		for i, id := range ids {
 			var err error
@@ -265,7 +265,7 @@ func BenchmarkNamespaceMemory(b *testing.B) {
 		}
 		b.StopTimer()
 		loaded = heapInUse()
-		g1 = goruntime.NumGoroutine()
+		g1 = runtime.NumGoroutine()
 		b.StartTimer()
 		for i, l := range leases {
 			l.Release()
@@ -324,7 +324,7 @@ func BenchmarkLoad10MBDocument(b *testing.B) {
 	must(b, err)
 	_, err = l.WriteLocal(ctxT(b), merged)
 	must(b, err)
-	must(b, l.rt.reg.cfg.Store.Compact(ctxT(b), owner, c.NamespaceID)) // the text as the snapshot
+	must(b, l.rt.reg.cfg.Documents.Compact(ctxT(b), owner, c.NamespaceID)) // the text as the snapshot
 	var last ApplyResult
 	for _, u := range ups[chunks:] {
 		last, err = l.WriteLocal(ctxT(b), u)

@@ -8,7 +8,7 @@
 //
 // A typical use, on a hub (the package example runs a hub and a peer end to end):
 //
-//	reg, _ := registry.New(registry.Config{Role: registry.RoleHub, Store: store})
+//	reg, _ := registry.New(registry.Config{Role: registry.RoleHub, Catalog: store, Documents: store})
 //	created, _ := reg.Create(ctx, owner)
 //	lease, _ := reg.Open(ctx, owner, created.NamespaceID)
 //	defer lease.Release()
@@ -17,8 +17,11 @@
 //
 // # Namespaces, leases and runtimes
 //
-// A namespace is one Yjs document stored by a persistence.Store under (owner, namespace id).
-// Registry.Open checks the owner (a mismatch is ErrNotFound, like a missing namespace) and
+// A namespace is an entry in a persistence.Catalog and one Yjs document. The document is
+// kept either by a persistence.Documents of this process under (owner, namespace id) — a
+// single hub or a peer, Config.Documents — or by the shared log of a hub cluster
+// (Config.Shared, see SharedLog); a registry has exactly one of the two, and so has each of
+// its runtimes. Registry.Open checks the owner (a mismatch is ErrNotFound, like a missing namespace) and
 // returns a Lease. The first lease loads the document — snapshot plus log — into a
 // runtime; the last Release unloads it in the background, so an idle namespace costs no
 // memory. Open, Import, Reset and Archive of one id are serialised; an Open that follows an
@@ -32,7 +35,7 @@
 // schema replace — and so are the reads that must be consistent with the update stream
 // (state vectors, diffs, the bootstrap snapshot of a new session). An apply slot runs, in
 // order: the gates (broken document, fenced session, role, degraded persistence), the
-// protected check, the live apply, and the dirty notification (Store.Append, which only
+// protected check, the live apply, and the dirty notification (Documents.Append, which only
 // queues for the group committer). Nothing in a slot waits on the network, a session, a
 // lease or the registry: results go to callbacks that must not block (the asynchronous
 // forms) or to one-slot channels (the blocking forms).
@@ -74,7 +77,7 @@
 //
 // # Persistence degraded
 //
-// The store reports failed commits (Store.Healthy) and refuses appends when its queue is
+// The store reports failed commits (Documents.Healthy) and refuses appends when its queue is
 // full. Then a hub refuses peer updates and local writes with ErrDegraded but keeps
 // serving reads, diffs and snapshots; a peer refuses local writes but still applies its
 // hub's updates in memory. A change the store refused is saved later by a snapshot, which a

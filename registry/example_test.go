@@ -15,7 +15,7 @@ func Example() {
 	ctx := context.Background()
 	newRegistry := func(role registry.Role) (*registry.Registry, func()) {
 		st, _ := persistence.NewMemoryStore(persistence.Options{Compactor: registry.Compactor()})
-		reg, _ := registry.New(registry.Config{Role: role, Store: st})
+		reg, _ := registry.New(registry.Config{Role: role, Catalog: st, Documents: st})
 		return reg, func() { reg.Close(ctx); st.Close(ctx) }
 	}
 	hub, closeHub := newRegistry(registry.RoleHub)

@@ -72,7 +72,7 @@ func newEnv(t testing.TB, role Role, cfg Config, opts persistence.Options) *env 
 func newEnvOn(t testing.TB, role Role, cfg Config, st persistence.Store, closeStore bool) *env {
 	t.Helper()
 	cfg.Role = role
-	cfg.Store = st
+	cfg.Catalog, cfg.Documents = st, st
 	reg, err := New(cfg)
 	must(t, err)
 	t.Cleanup(func() {
@@ -242,7 +242,7 @@ func block(t testing.TB, l *Lease) (unblock func()) {
 	t.Helper()
 	running := make(chan struct{})
 	release := make(chan struct{})
-	err := enqueue(l.rt, nil, func(*runtime, *slot) (struct{}, error) {
+	err := enqueue(l.rt, nil, func(*nsRuntime, *slot) (struct{}, error) {
 		close(running)
 		<-release
 		return struct{}{}, nil

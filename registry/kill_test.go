@@ -117,7 +117,7 @@ func killChild(dir string) int {
 	if err != nil {
 		return fail("open store", err)
 	}
-	reg, err := New(Config{Role: RoleHub, Store: st})
+	reg, err := New(Config{Role: RoleHub, Catalog: st, Documents: st})
 	if err != nil {
 		return fail("registry", err)
 	}
@@ -201,7 +201,7 @@ func TestKill9_DocumentsArePrefixesOfTheWrites(t *testing.T) {
 func setUpKillStore(t *testing.T, dir string) [][]byte {
 	st, err := persistence.OpenDataDir(dir, killStoreOptions(nil))
 	must(t, err)
-	reg, err := New(Config{Role: RoleHub, Store: st})
+	reg, err := New(Config{Role: RoleHub, Catalog: st, Documents: st})
 	must(t, err)
 	var plan killPlan
 	var bases [][]byte
@@ -267,7 +267,7 @@ func checkKillStore(t *testing.T, dir string, bases [][]byte, reported []uint64)
 	st, err := persistence.OpenDataDir(dir, killStoreOptions(nil))
 	must(t, err)
 	defer func() { must(t, st.Close(ctxT(t))) }()
-	reg, err := New(Config{Role: RoleHub, Store: st})
+	reg, err := New(Config{Role: RoleHub, Catalog: st, Documents: st})
 	must(t, err)
 	defer func() { must(t, reg.Close(ctxT(t))) }()
 	found := make([]uint64, killNamespaces)

@@ -17,7 +17,7 @@ import (
 // operation still runs). A Lease is safe for concurrent use.
 type Lease struct {
 	reg      *Registry
-	rt       *runtime
+	rt       *nsRuntime
 	released atomic.Bool
 
 	mu       sync.Mutex // guards sessions and watches
@@ -37,7 +37,7 @@ func (l *Lease) Identity() Identity { return l.rt.identity() }
 // Degraded reports whether persistence is degraded for this namespace now (the store's last
 // commit failed, or a change of this namespace waits for a snapshot).
 func (l *Lease) Degraded() bool {
-	return !l.reg.cfg.Store.Healthy() || l.rt.unsavedFlag()
+	return !l.reg.cfg.Catalog.Healthy() || l.rt.unsavedFlag()
 }
 
 // Failed reports that the document broke; operations answer INTERNAL_ERROR until every
@@ -53,7 +53,7 @@ func (l *Lease) Flushed() uint64 {
 	if l.rt.sh != nil {
 		return l.rt.applied.Load()
 	}
-	return l.reg.cfg.Store.Flushed(l.rt.owner, l.rt.ns)
+	return l.rt.store.docs.Flushed(l.rt.owner, l.rt.ns)
 }
 
 // WaitFlushed waits until append seq is durable, or ctx ends. In a hub cluster it waits
@@ -65,7 +65,7 @@ func (l *Lease) WaitFlushed(ctx context.Context, seq uint64) error {
 		}
 		return l.rt.waitApplied(ctx, seq)
 	}
-	return l.reg.cfg.Store.WaitFlushed(ctx, l.rt.owner, l.rt.ns, seq)
+	return l.rt.store.docs.WaitFlushed(ctx, l.rt.owner, l.rt.ns, seq)
 }
 
 // SessionInfo describes an open replication session of a namespace.
@@ -128,14 +128,14 @@ func (l *Lease) check() error {
 
 // leaseOp submits fn as a slot of the lease's namespace, after checking the lease is
 // still held; done receives fn's result.
-func leaseOp[T any](l *Lease, fn func(rt *runtime, sl *slot) (T, error), done func(T, error)) error {
+func leaseOp[T any](l *Lease, fn func(rt *nsRuntime, sl *slot) (T, error), done func(T, error)) error {
 	if err := l.check(); err != nil {
 		return err
 	}
 	return enqueue(l.rt, nil, fn, done)
 }
 
-func leaseWait[T any](ctx context.Context, l *Lease, fn func(rt *runtime, sl *slot) (T, error)) (T, error) {
+func leaseWait[T any](ctx context.Context, l *Lease, fn func(rt *nsRuntime, sl *slot) (T, error)) (T, error) {
 	return wait(ctx, func(done func(T, error)) error { return leaseOp(l, fn, done) })
 }
 
@@ -178,7 +178,7 @@ func (l *Lease) openSession(opts SessionOptions, done func(*Session, SessionStar
 	}
 	l.sessions[s] = struct{}{}
 	l.mu.Unlock()
-	open := func(rt *runtime, _ *slot) (SessionStart, error) {
+	open := func(rt *nsRuntime, _ *slot) (SessionStart, error) {
 		if rt.schemaSeen.fatal && rt.reg.cfg.Role == RolePeer {
 			return SessionStart{}, ErrSchemaInvalid.with("", nil)
 		}
@@ -293,11 +293,11 @@ func (l *Lease) writeLocal(origin *localOrigin, update []byte, done func(ApplyRe
 		return err
 	}
 	if l.rt.sh != nil {
-		return enqueueAsync(l.rt, nil, func(rt *runtime, sl *slot, finish func(ApplyResult, error)) {
+		return enqueueAsync(l.rt, nil, func(rt *nsRuntime, sl *slot, finish func(ApplyResult, error)) {
 			rt.admitShared(sl, update, applyLocal, origin, finish)
 		}, done)
 	}
-	return enqueue(l.rt, nil, func(rt *runtime, sl *slot) (ApplyResult, error) {
+	return enqueue(l.rt, nil, func(rt *nsRuntime, sl *slot) (ApplyResult, error) {
 		return rt.applyFrom(sl, update, applyLocal, origin)
 	}, done)
 }
@@ -307,7 +307,7 @@ func (l *Lease) writeLocal(origin *localOrigin, update []byte, done func(ApplyRe
 // may not write can tell a sync message that brings nothing new from a refused edit. A
 // malformed update is ErrApplyFailed.
 func (l *Lease) IncludedAsync(update []byte, done func(bool, error)) error {
-	return leaseOp(l, func(rt *runtime, _ *slot) (bool, error) {
+	return leaseOp(l, func(rt *nsRuntime, _ *slot) (bool, error) {
 		ok, err := yjs.Included(rt.doc, update)
 		if err != nil {
 			return false, ErrApplyFailed.with("", err)
@@ -323,7 +323,7 @@ func (l *Lease) WriteLocal(ctx context.Context, update []byte) (ApplyResult, err
 
 // StateVector returns the encoded state vector of the document.
 func (l *Lease) StateVector(ctx context.Context) ([]byte, error) {
-	return leaseWait(ctx, l, func(rt *runtime, _ *slot) ([]byte, error) {
+	return leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) ([]byte, error) {
 		return rt.doc.EncodeStateVector(), nil
 	})
 }
@@ -332,36 +332,8 @@ func (l *Lease) StateVector(ctx context.Context) ([]byte, error) {
 // malformed sv is ErrApplyFailed. The whole document's bytes may be shared with other
 // readers of the same unchanged document: never modify them.
 func (l *Lease) EncodeState(ctx context.Context, sv []byte) ([]byte, error) {
-	return leaseWait(ctx, l, func(rt *runtime, _ *slot) ([]byte, error) {
+	return leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) ([]byte, error) {
 		return rt.encodeState(sv)
-	})
-}
-
-// Root names a root type and the kind to read it as (GUIDE §7 `--root NAME:TYPE`).
-type Root struct {
-	Name string
-	Kind yjs.Kind
-}
-
-// JSON returns the document as JSON values (yjs Doc.ToJSON). With roots, only those roots,
-// typed as given (like JS doc.get, this types a root the document had only seen untyped; a
-// root of another concrete kind is ErrApplyFailed with yjs.ErrKindMismatch as cause).
-func (l *Lease) JSON(ctx context.Context, roots ...Root) (map[string]any, error) {
-	return leaseWait(ctx, l, func(rt *runtime, _ *slot) (map[string]any, error) {
-		for _, r := range roots {
-			if _, err := rt.doc.Get(r.Name, r.Kind); err != nil {
-				return nil, ErrApplyFailed.with("root "+r.Name+" has another type", err)
-			}
-		}
-		all := rt.doc.ToJSON()
-		if len(roots) == 0 {
-			return all, nil
-		}
-		out := make(map[string]any, len(roots))
-		for _, r := range roots {
-			out[r.Name] = all[r.Name]
-		}
-		return out, nil
 	})
 }
 
@@ -382,14 +354,14 @@ func (l *Lease) Schema(ctx context.Context) (Schema, bool, error) {
 		s  Schema
 		ok bool
 	}
-	r, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (res, error) {
+	r, err := leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (res, error) {
 		s, ok := readSchema(rt.doc)
 		return res{s, ok}, nil
 	})
 	return r.s, r.ok, err
 }
 
-// BumpEpoch (hub) raises the replication epoch by one in a slot (see runtime.bumpEpoch):
+// BumpEpoch (hub) raises the replication epoch by one in a slot (see nsRuntime.bumpEpoch):
 // updates admitted before it complete first; right after the bump every session of the old
 // epoch is fenced (Poll().Fenced) and refused at the start of any later slot (ErrFenced).
 // Refused on a peer (ErrRoleViolation) and while degraded.
@@ -397,7 +369,7 @@ func (l *Lease) BumpEpoch(ctx context.Context) (Identity, error) {
 	if l.rt.sh != nil {
 		return l.sharedBumpEpoch(ctx, nil)
 	}
-	return leaseWait(ctx, l, func(rt *runtime, _ *slot) (Identity, error) {
+	return leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (Identity, error) {
 		return rt.bumpEpoch()
 	})
 }
@@ -412,7 +384,7 @@ func (l *Lease) BumpEpochFrom(ctx context.Context, expected uint64) (Identity, e
 	if l.rt.sh != nil {
 		return l.sharedBumpEpoch(ctx, &expected)
 	}
-	return leaseWait(ctx, l, func(rt *runtime, _ *slot) (Identity, error) {
+	return leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (Identity, error) {
 		if err := expectEpoch(rt.identity(), expected); err != nil {
 			return Identity{}, err
 		}
@@ -440,7 +412,7 @@ func (l *Lease) ReplaceSchemaFrom(ctx context.Context, expectedFingerprint, upda
 		}
 		return l.sharedReplaceSchema(ctx, &expectedFingerprint, value, enc)
 	}
-	_, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (struct{}, error) {
+	_, err := leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (struct{}, error) {
 		if err := expectSchema(rt.schema.Load(), expectedFingerprint); err != nil {
 			return struct{}{}, err
 		}
@@ -473,7 +445,7 @@ func (l *Lease) ReplaceSchema(ctx context.Context, updatedAt string, definition 
 		}
 		return l.sharedReplaceSchema(ctx, nil, value, enc)
 	}
-	_, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (struct{}, error) {
+	_, err := leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (struct{}, error) {
 		return struct{}{}, rt.replaceSchema(updatedAt, definition)
 	})
 	return err

@@ -49,9 +49,13 @@ const (
 type Config struct {
 	// Role is RoleHub or RolePeer.
 	Role Role
-	// Store keeps the namespaces. The registry does not close it: its owner closes it after
-	// the registry has shut down.
-	Store persistence.Store
+	// Catalog keeps the namespace entries; its health is the health Lease.Degraded reports.
+	// The registry does not close it: its owner closes it after the registry has shut down.
+	Catalog persistence.Catalog
+	// Documents keeps the documents of a single hub or a peer, in this process (usually the
+	// store that is the Catalog too: a persistence.Store is both). Set exactly one of
+	// Documents and Shared. The registry does not close it.
+	Documents persistence.Documents
 	// Clock gives entry creation times and paces the saver's retries; nil means clock.Real().
 	Clock clock.Clock
 	// Random is the source of namespace ids, replication ids and Yjs client ids; nil means
@@ -75,9 +79,9 @@ type Config struct {
 	// Logger receives internal failures (never bytes, tokens or owners); nil discards them.
 	Logger *slog.Logger
 
-	// Shared, when set, makes this registry one node of a hub cluster (RoleHub only): the
-	// namespaces live in this shared log, and Store is the cluster's store of entries (see
-	// SharedLog). Nil: a single hub over Store.
+	// Shared makes this registry one node of a hub cluster (RoleHub only): the documents
+	// live in this shared log, and Catalog is the cluster's catalog of entries (see
+	// SharedLog). Set exactly one of Documents and Shared.
 	Shared SharedLog
 	// SharedApplyTimeout bounds how long a write waits to come back from the shared log
 	// before it is answered as degraded; SharedLoadTimeout how long a load waits to catch up
@@ -117,9 +121,9 @@ type Registry struct {
 
 	mu        sync.Mutex // guards closed, loaded, unloading, locks and every runtime's refs
 	closed    bool
-	loaded    map[string]*runtime // by namespace id: runtimes with leases
-	unloading map[string]*runtime // runtimes finishing their last slots
-	locks     map[string]*keyLock // serialise load, import, reset and archive of one id
+	loaded    map[string]*nsRuntime // by namespace id: runtimes with leases
+	unloading map[string]*nsRuntime // runtimes finishing their last slots
+	locks     map[string]*keyLock   // serialise load, import, reset and archive of one id
 
 	closeOnce sync.Once
 	closeErr  error
@@ -133,13 +137,19 @@ type keyLock struct {
 	users int
 }
 
-// New returns a registry over cfg.Store.
+// New returns a registry over cfg.Catalog and either cfg.Documents or cfg.Shared.
 func New(cfg Config) (*Registry, error) {
 	if cfg.Role != RoleHub && cfg.Role != RolePeer {
 		return nil, fmt.Errorf("registry: Config.Role must be RoleHub or RolePeer")
 	}
-	if cfg.Store == nil {
-		return nil, fmt.Errorf("registry: Config.Store is required")
+	if cfg.Catalog == nil {
+		return nil, fmt.Errorf("registry: Config.Catalog is required")
+	}
+	switch {
+	case cfg.Documents == nil && cfg.Shared == nil:
+		return nil, fmt.Errorf("registry: Config.Documents (a single hub or a peer) or Config.Shared (a node of a hub cluster) is required")
+	case cfg.Documents != nil && cfg.Shared != nil:
+		return nil, fmt.Errorf("registry: Config.Documents and Config.Shared exclude each other: a node of a hub cluster keeps its documents in the shared log")
 	}
 	if cfg.Shared != nil && cfg.Role != RoleHub {
 		return nil, fmt.Errorf("registry: Config.Shared (a hub cluster) needs RoleHub")
@@ -177,8 +187,8 @@ func New(cfg Config) (*Registry, error) {
 		random:    &lockedReader{r: cfg.Random},
 		life:      ctx,
 		cancel:    cancel,
-		loaded:    make(map[string]*runtime),
-		unloading: make(map[string]*runtime),
+		loaded:    make(map[string]*nsRuntime),
+		unloading: make(map[string]*nsRuntime),
 		locks:     make(map[string]*keyLock),
 	}, nil
 }
@@ -295,14 +305,16 @@ func (r *Registry) Create(ctx context.Context, owner string) (Created, error) {
 		}
 		ns := "ns-" + h
 		e := persistence.Entry{NamespaceID: ns, Owner: owner, State: persistence.StateActive, CreatedAt: r.cfg.Clock.Now()}
-		err = r.cfg.Store.CreateEntry(ctx, e, snapshot)
+		err = r.cfg.Catalog.CreateEntry(ctx, e, snapshot)
 		if errors.Is(err, persistence.ErrExists) {
 			continue
 		}
 		if err != nil {
 			return Created{}, storeErr("creating the namespace", err)
 		}
-		r.cfg.Store.Release(owner, ns) // CreateEntry leaves it resident; nobody has it open
+		if docs := r.cfg.Documents; docs != nil {
+			docs.Release(owner, ns) // CreateEntry leaves it resident; nobody has it open
+		}
 		return Created{NamespaceID: ns, Identity: id}, nil
 	}
 	return Created{}, ErrInternal.with(fmt.Sprintf("namespace id collided %d times", MaxCreateRetries+1), nil)
@@ -355,7 +367,7 @@ func (r *Registry) Open(ctx context.Context, owner, namespaceID string) (*Lease,
 	if err := r.waitUnloaded(ctx, namespaceID); err != nil {
 		return nil, err
 	}
-	ent, err := r.cfg.Store.Entry(ctx, namespaceID)
+	ent, err := r.cfg.Catalog.Entry(ctx, namespaceID)
 	if err != nil {
 		return nil, storeErr("reading the entry", err)
 	}
@@ -365,13 +377,19 @@ func (r *Registry) Open(ctx context.Context, owner, namespaceID string) (*Lease,
 	if r.cfg.Shared != nil {
 		return r.openShared(ctx, owner, namespaceID)
 	}
-	sd, err := r.cfg.Store.Load(ctx, owner, namespaceID)
+	return r.openStored(ctx, r.cfg.Documents, owner, namespaceID)
+}
+
+// openStored loads a namespace from the document store of this process (caller holds the
+// key lock and checked the entry).
+func (r *Registry) openStored(ctx context.Context, docs persistence.Documents, owner, ns string) (*Lease, error) {
+	sd, err := docs.Load(ctx, owner, ns)
 	if err != nil {
 		return nil, storeErr("loading the document", err)
 	}
-	rt, err := r.loadRuntime(owner, namespaceID, sd)
+	rt, err := r.loadRuntime(docs, owner, ns, sd)
 	if err != nil {
-		r.cfg.Store.Release(owner, namespaceID)
+		docs.Release(owner, ns)
 		return nil, err
 	}
 	return r.install(rt)
@@ -385,7 +403,7 @@ func (r *Registry) OwnerOf(ctx context.Context, namespaceID string) (owner strin
 	if !ValidNamespaceID(namespaceID) {
 		return "", false, nil
 	}
-	ent, err := r.cfg.Store.Entry(ctx, namespaceID)
+	ent, err := r.cfg.Catalog.Entry(ctx, namespaceID)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return "", false, nil
 	}
@@ -413,8 +431,9 @@ func (r *Registry) openLoaded(owner, ns string) (*Lease, error) {
 	return &Lease{reg: r, rt: rt}, nil
 }
 
-// loadRuntime builds the live document from a stored one.
-func (r *Registry) loadRuntime(owner, ns string, sd persistence.Doc) (*runtime, error) {
+// loadRuntime builds the live document from a stored one, on a runtime that keeps its
+// writes in docs.
+func (r *Registry) loadRuntime(docs persistence.Documents, owner, ns string, sd persistence.Doc) (*nsRuntime, error) {
 	doc := r.newDoc()
 	if len(sd.Snapshot) > 0 {
 		if err := yjs.ApplyUpdate(doc, sd.Snapshot, nil); err != nil {
@@ -426,17 +445,22 @@ func (r *Registry) loadRuntime(owner, ns string, sd persistence.Doc) (*runtime, 
 			return nil, ErrInternal.with("stored update does not apply", err)
 		}
 	}
-	return newRuntime(r, owner, ns, doc, sd.Through, len(sd.Updates))
+	rt, err := newRuntime(r, owner, ns, doc, sd.Through)
+	if err != nil {
+		return nil, err
+	}
+	rt.store = &storeState{docs: docs, appends: len(sd.Updates)}
+	return rt, nil
 }
 
-// install registers a loaded runtime with one lease and starts its goroutine (caller holds
-// the key lock).
-func (r *Registry) install(rt *runtime) (*Lease, error) {
+// install registers a runtime loaded from the document store with one lease and starts its
+// goroutine (caller holds the key lock).
+func (r *Registry) install(rt *nsRuntime) (*Lease, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		rt.unsubscribeFn()
-		r.cfg.Store.Release(rt.owner, rt.ns)
+		rt.store.docs.Release(rt.owner, rt.ns)
 		return nil, ErrClosed.with("registry closed", nil)
 	}
 	rt.refs = 1
@@ -447,7 +471,7 @@ func (r *Registry) install(rt *runtime) (*Lease, error) {
 }
 
 // release drops one lease of rt; the last one unloads it.
-func (r *Registry) release(rt *runtime) {
+func (r *Registry) release(rt *nsRuntime) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rt.refs--
@@ -460,7 +484,7 @@ func (r *Registry) release(rt *runtime) {
 }
 
 // unloaded is called by a runtime goroutine when it has released the namespace.
-func (r *Registry) unloaded(rt *runtime) {
+func (r *Registry) unloaded(rt *nsRuntime) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.unloading[rt.ns] == rt {
@@ -491,6 +515,10 @@ func (r *Registry) LocalReplica(ctx context.Context, owner, namespaceID string) 
 // concurrently, is ErrBootstrapFailed and nothing is overwritten. A malformed snapshot or one
 // without identity is ErrBootstrapFailed too.
 func (r *Registry) Import(ctx context.Context, owner, namespaceID string, want Identity, snapshot []byte) (*Lease, error) {
+	docs := r.cfg.Documents
+	if docs == nil {
+		return nil, ErrRoleViolation.with("a hub cluster imports no bootstrap snapshot: its namespaces are created by its nodes", nil)
+	}
 	if !ValidNamespaceID(namespaceID) {
 		return nil, ErrBootstrapFailed.with("invalid namespace id", nil)
 	}
@@ -517,17 +545,18 @@ func (r *Registry) Import(ctx context.Context, owner, namespaceID string, want I
 		return nil, ErrBootstrapFailed.with("namespace already exists locally", nil)
 	}
 	e := persistence.Entry{NamespaceID: namespaceID, Owner: owner, State: persistence.StateActive, CreatedAt: r.cfg.Clock.Now()}
-	if err := r.cfg.Store.CreateEntry(ctx, e, snapshot); err != nil {
+	if err := r.cfg.Catalog.CreateEntry(ctx, e, snapshot); err != nil {
 		if errors.Is(err, persistence.ErrExists) {
 			return nil, ErrBootstrapFailed.with("namespace already exists locally", err)
 		}
 		return nil, storeErr("storing the snapshot", err)
 	}
-	rt, err := newRuntime(r, owner, namespaceID, doc, 0, 0)
+	rt, err := newRuntime(r, owner, namespaceID, doc, 0)
 	if err != nil {
-		r.cfg.Store.Release(owner, namespaceID)
+		docs.Release(owner, namespaceID)
 		return nil, err
 	}
+	rt.store = &storeState{docs: docs}
 	return r.install(rt)
 }
 
@@ -535,19 +564,20 @@ func (r *Registry) Import(ctx context.Context, owner, namespaceID string, want I
 // next open bootstraps again (admin reset, §16 conflicted). It is ErrInUse while the
 // namespace is loaded, ErrNotFound when there is no replica.
 func (r *Registry) Reset(ctx context.Context, owner, namespaceID string) (persistence.ArchiveInfo, error) {
-	return r.archive(ctx, owner, namespaceID, r.cfg.Store.Reset)
+	return r.archive(ctx, owner, namespaceID, persistence.Documents.Reset)
 }
 
 // Archive (hub) marks the namespace archived and moves its document into an archive; opening
 // it is then ErrNotFound. ErrInUse while loaded; ErrRoleViolation in a hub cluster, which
 // keeps no archives.
 func (r *Registry) Archive(ctx context.Context, owner, namespaceID string) (persistence.ArchiveInfo, error) {
-	return r.archive(ctx, owner, namespaceID, r.cfg.Store.Archive)
+	return r.archive(ctx, owner, namespaceID, persistence.Documents.Archive)
 }
 
-func (r *Registry) archive(ctx context.Context, owner, ns string, op func(context.Context, string, string) (persistence.ArchiveInfo, error)) (persistence.ArchiveInfo, error) {
-	if r.cfg.Shared != nil {
-		// The cluster's store keeps no archives: refused here rather than by the store.
+func (r *Registry) archive(ctx context.Context, owner, ns string, op func(persistence.Documents, context.Context, string, string) (persistence.ArchiveInfo, error)) (persistence.ArchiveInfo, error) {
+	docs := r.cfg.Documents
+	if docs == nil {
+		// A hub cluster keeps its documents in the shared log, which keeps no archives.
 		return persistence.ArchiveInfo{}, ErrRoleViolation.with("archiving or resetting a namespace is not offered in a hub cluster", nil)
 	}
 	if !ValidNamespaceID(ns) {
@@ -567,7 +597,7 @@ func (r *Registry) archive(ctx context.Context, owner, ns string, op func(contex
 	if err := r.waitUnloaded(ctx, ns); err != nil {
 		return persistence.ArchiveInfo{}, err
 	}
-	info, err := op(ctx, owner, ns)
+	info, err := op(docs, ctx, owner, ns)
 	r.past.forget(ns)
 	if errors.Is(err, persistence.ErrArchived) {
 		return info, ErrNotFound.with("", err)
@@ -589,7 +619,7 @@ type Entry struct {
 
 // Entries lists the stored namespaces of owner ("" for every owner), by namespace id.
 func (r *Registry) Entries(ctx context.Context, owner string) ([]Entry, error) {
-	list, err := r.cfg.Store.Entries(ctx, owner)
+	list, err := r.cfg.Catalog.Entries(ctx, owner)
 	if err != nil {
 		return nil, storeErr("listing entries", err)
 	}

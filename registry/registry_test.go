@@ -273,7 +273,7 @@ func openSession(t testing.TB, l *Lease, opts SessionOptions) (*Session, Session
 func TestCloseIsIdempotentAndRefusesWork(t *testing.T) {
 	st := newMemStore(t, persistence.Options{})
 	defer st.Close(context.Background())
-	reg, err := New(Config{Role: RoleHub, Store: st})
+	reg, err := New(Config{Role: RoleHub, Catalog: st, Documents: st})
 	must(t, err)
 	c, err := reg.Create(ctxT(t), owner)
 	must(t, err)
@@ -352,5 +352,45 @@ func TestCodeOf(t *testing.T) {
 	}
 	if !errors.Is(ErrFenced.with("", nil), ErrFenced) || errors.Is(ErrFenced.with("", nil), ErrEpochMismatch) {
 		t.Fatal("kinds")
+	}
+}
+
+// unreachableLog is a hub cluster's shared log that is never reached.
+type unreachableLog struct{}
+
+func (unreachableLog) OpenLog(context.Context, string, string, LogHost) (NamespaceLog, error) {
+	return nil, persistence.ErrUnavailable
+}
+
+func (unreachableLog) Healthy() bool { return true }
+
+// A registry keeps its documents in exactly one place, named by its configuration: a
+// document store of this process or a hub cluster's shared log. A cluster's registry has no
+// document store, so what needs one — importing a bootstrap snapshot, archiving, resetting —
+// is refused before anything is written.
+func TestConfig_DocumentsOrSharedLog(t *testing.T) {
+	st := newMemStore(t, persistence.Options{})
+	t.Cleanup(func() { st.Close(context.Background()) })
+	for name, cfg := range map[string]Config{
+		"no catalog":   {Role: RoleHub, Documents: st},
+		"no documents": {Role: RoleHub, Catalog: st},
+		"both":         {Role: RoleHub, Catalog: st, Documents: st, Shared: unreachableLog{}},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	reg, err := New(Config{Role: RoleHub, Catalog: st, Shared: unreachableLog{}})
+	must(t, err)
+	defer reg.Close(context.Background())
+	const ns = "ns-0123456789abcdef0123456789abcdef"
+	_, err = reg.Import(ctxT(t), owner, ns, Identity{ReplicationID: "0123456789abcdef0123456789abcdef", Epoch: 1}, []byte{0, 0})
+	wantErr(t, err, ErrRoleViolation)
+	_, err = reg.Archive(ctxT(t), owner, ns)
+	wantErr(t, err, ErrRoleViolation)
+	_, err = reg.Reset(ctxT(t), owner, ns)
+	wantErr(t, err, ErrRoleViolation)
+	if list, err := st.Entries(ctxT(t), ""); err != nil || len(list) != 0 {
+		t.Fatalf("entries written: %v %v", list, err)
 	}
 }

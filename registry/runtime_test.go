@@ -127,7 +127,7 @@ func TestBrokenDocumentRefusesWorkUntilReloaded(t *testing.T) {
 	must(t, err)
 	// A slot panics: the document is treated as broken.
 	res := make(chan error, 1)
-	must(t, enqueue(l.rt, nil, func(*runtime, *slot) (int, error) { panic("boom") }, func(_ int, err error) { res <- err }))
+	must(t, enqueue(l.rt, nil, func(*nsRuntime, *slot) (int, error) { panic("boom") }, func(_ int, err error) { res <- err }))
 	wantErr(t, <-res, ErrInternal)
 	if !l.Failed() || !s.Poll().Failed {
 		t.Fatal("failure not reported")

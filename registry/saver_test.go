@@ -85,7 +85,7 @@ func (l *logBuffer) String() string {
 }
 
 // A snapshot that the store refuses for a reason trying again cannot cure — here a store
-// that offers no snapshots, as a hub cluster's does not — is reported once, with its cause
+// that offers no snapshots — is reported once, with its cause
 // (one log line, SaveFailures.Permanent), and not tried again however long the namespace
 // stays loaded or how many writes it refuses; those writes are refused as degraded and
 // name the cause.

@@ -316,7 +316,7 @@ func encodeSchemaValue(v any) []byte {
 
 // loadSchema installs meta.schema when a runtime loads, silently (no re-arm reported); an
 // invalid value leaves no active schema.
-func (rt *runtime) loadSchema() {
+func (rt *nsRuntime) loadSchema() {
 	v, present := schemaValue(rt.doc)
 	rt.schemaSeen = schemaState{present: present}
 	rt.schema.Store(nil)
@@ -338,7 +338,7 @@ var rearmHook func()
 // rearmSchema re-arms the active schema after an apply that may have changed meta.schema
 // (a peer applying its hub's update): nil when meta.schema is as it was; else the new
 // schema installed, or the failure (and no active schema).
-func (rt *runtime) rearmSchema() (r *SchemaRearm) {
+func (rt *nsRuntime) rearmSchema() (r *SchemaRearm) {
 	defer func() {
 		if p := recover(); p != nil {
 			rt.schema.Store(nil)

@@ -217,7 +217,7 @@ type SessionStart struct {
 // Wake and Poll. A Session is safe for concurrent use.
 type Session struct {
 	lease    *Lease
-	rt       *runtime
+	rt       *nsRuntime
 	sub      *subscription
 	peer     string
 	readOnly bool
@@ -308,11 +308,11 @@ func (s *Session) ApplyAsync(update []byte, done func(ApplyResult, error)) error
 	if s.rt.sh != nil {
 		// A hub cluster: done runs once the update came back from the shared log and was
 		// applied in log order (or it failed to).
-		return sessionOpAsync(s, func(rt *runtime, sl *slot, finish func(ApplyResult, error)) {
+		return sessionOpAsync(s, func(rt *nsRuntime, sl *slot, finish func(ApplyResult, error)) {
 			rt.admitShared(sl, update, applyRemote, nil, finish)
 		}, done)
 	}
-	return sessionOp(s, func(rt *runtime, sl *slot) (ApplyResult, error) {
+	return sessionOp(s, func(rt *nsRuntime, sl *slot) (ApplyResult, error) {
 		return rt.apply(sl, update, applyRemote)
 	}, done)
 }
@@ -326,7 +326,7 @@ func (s *Session) Apply(ctx context.Context, update []byte) (ApplyResult, error)
 // slot; an empty sv gives the whole document. The same slot re-arms the update queue after an
 // overflow: the diff covers every update queued or dropped before it.
 func (s *Session) DiffAsync(sv []byte, done func([]byte, error)) error {
-	return sessionOp(s, func(rt *runtime, _ *slot) ([]byte, error) {
+	return sessionOp(s, func(rt *nsRuntime, _ *slot) ([]byte, error) {
 		b, err := rt.encodeState(sv)
 		if err == nil {
 			s.sub.rearm()
@@ -342,7 +342,7 @@ func (s *Session) Diff(ctx context.Context, sv []byte) ([]byte, error) {
 
 // StateVectorAsync encodes the document's state vector (what a SYNC_STEP1 carries) in a slot.
 func (s *Session) StateVectorAsync(done func([]byte, error)) error {
-	return sessionOp(s, func(rt *runtime, _ *slot) ([]byte, error) {
+	return sessionOp(s, func(rt *nsRuntime, _ *slot) ([]byte, error) {
 		return rt.doc.EncodeStateVector(), nil
 	}, done)
 }
@@ -353,13 +353,13 @@ func (s *Session) StateVector(ctx context.Context) ([]byte, error) {
 }
 
 // sessionOp admits fn as a slot of the session's runtime.
-func sessionOp[T any](s *Session, fn func(rt *runtime, sl *slot) (T, error), done func(T, error)) error {
+func sessionOp[T any](s *Session, fn func(rt *nsRuntime, sl *slot) (T, error), done func(T, error)) error {
 	return sessionOpAsync(s, syncSlot(fn), done)
 }
 
 // sessionOpAsync admits fn as a slot of the session's runtime; the operation counts
 // against MaxInFlight until fn's finish is called.
-func sessionOpAsync[T any](s *Session, fn func(rt *runtime, sl *slot, finish func(T, error)), done func(T, error)) error {
+func sessionOpAsync[T any](s *Session, fn func(rt *nsRuntime, sl *slot, finish func(T, error)), done func(T, error)) error {
 	if err := s.admit(); err != nil {
 		return err
 	}
@@ -374,20 +374,20 @@ func sessionOpAsync[T any](s *Session, fn func(rt *runtime, sl *slot, finish fun
 }
 
 // syncSlot turns a slot function that has its result at once into the asynchronous form.
-func syncSlot[T any](fn func(rt *runtime, sl *slot) (T, error)) func(rt *runtime, sl *slot, finish func(T, error)) {
-	return func(rt *runtime, sl *slot, finish func(T, error)) { finish(fn(rt, sl)) }
+func syncSlot[T any](fn func(rt *nsRuntime, sl *slot) (T, error)) func(rt *nsRuntime, sl *slot, finish func(T, error)) {
+	return func(rt *nsRuntime, sl *slot, finish func(T, error)) { finish(fn(rt, sl)) }
 }
 
 // enqueue submits fn as a slot; done is called exactly once with its result. The slot
 // starts with the gate (broken document, fenced session).
-func enqueue[T any](rt *runtime, sess *Session, fn func(rt *runtime, sl *slot) (T, error), done func(T, error)) error {
+func enqueue[T any](rt *nsRuntime, sess *Session, fn func(rt *nsRuntime, sl *slot) (T, error), done func(T, error)) error {
 	return enqueueAsync(rt, sess, syncSlot(fn), done)
 }
 
 // enqueueAsync submits fn as a slot that settles later: fn gets finish, which it (or
 // whatever it hands finish to) calls once; done is called exactly once with the result —
 // with the error instead when the gate refuses the slot, the slot panics or cannot run.
-func enqueueAsync[T any](rt *runtime, sess *Session, fn func(rt *runtime, sl *slot, finish func(T, error)), done func(T, error)) error {
+func enqueueAsync[T any](rt *nsRuntime, sess *Session, fn func(rt *nsRuntime, sl *slot, finish func(T, error)), done func(T, error)) error {
 	var settled atomic.Bool
 	finish := func(v T, err error) {
 		if settled.Swap(true) {
@@ -396,7 +396,7 @@ func enqueueAsync[T any](rt *runtime, sess *Session, fn func(rt *runtime, sl *sl
 		callSafely(func() { done(v, err) })
 	}
 	s := &slot{sess: sess}
-	s.run = func(rt *runtime, sl *slot) {
+	s.run = func(rt *nsRuntime, sl *slot) {
 		if err := rt.gate(sl); err != nil {
 			var zero T
 			finish(zero, err)

@@ -18,7 +18,7 @@ import (
 // implements it on NATS JetStream. With Config.Shared set, the registry (RoleHub only)
 // keeps no document data of its own: a namespace loads from the log's start (a snapshot,
 // or the namespace's first document) and every write is a record of the log, applied by
-// every process in log order. Config.Store is then the cluster's store of entries.
+// every process in log order. Config.Catalog is then the cluster's catalog of entries.
 type SharedLog interface {
 	// OpenLog opens the log of (owner, namespaceID) for this process: where the document
 	// starts and how far the log went when it was opened. Records are delivered to host
@@ -167,10 +167,10 @@ type pendingOp struct {
 // logHost is the registry's LogHost of one runtime.
 type logHost struct {
 	mu sync.Mutex // guards rt until the runtime exists
-	rt *runtime
+	rt *nsRuntime
 }
 
-func (h *logHost) runtime() *runtime {
+func (h *logHost) runtime() *nsRuntime {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.rt
@@ -192,7 +192,7 @@ func (h *logHost) Apply(recs ...Record) bool {
 	var once sync.Once
 	release := func() { once.Do(func() { <-sh.slots }) }
 	s := &slot{
-		run: func(rt *runtime, _ *slot) {
+		run: func(rt *nsRuntime, _ *slot) {
 			defer release()
 			rt.applyRecords(recs)
 		},
@@ -214,7 +214,7 @@ func (h *logHost) Snapshot(ctx context.Context) (LogSnapshot, error) {
 	ch := make(chan LogSnapshot, 1)
 	errc := make(chan error, 1)
 	s := &slot{
-		run: func(rt *runtime, _ *slot) {
+		run: func(rt *nsRuntime, _ *slot) {
 			if rt.failErr != nil {
 				errc <- ErrInternal.with("namespace document failed", rt.failErr)
 				return
@@ -277,7 +277,7 @@ func (r *Registry) openShared(ctx context.Context, owner, ns string) (*Lease, er
 		nl.Close()
 		return nil, ErrInternal.with("the namespace's stored start does not apply", err)
 	}
-	rt, err := newRuntime(r, owner, ns, doc, st.Through, 0)
+	rt, err := newRuntime(r, owner, ns, doc, st.Through)
 	if err != nil {
 		nl.Close()
 		return nil, err
@@ -317,10 +317,10 @@ func (r *Registry) openShared(ctx context.Context, owner, ns string) (*Lease, er
 }
 
 // waitApplied waits until the runtime applied the log through seq.
-func (rt *runtime) waitApplied(ctx context.Context, seq uint64) error {
+func (rt *nsRuntime) waitApplied(ctx context.Context, seq uint64) error {
 	done := make(chan struct{})
 	s := &slot{
-		run: func(rt *runtime, _ *slot) {
+		run: func(rt *nsRuntime, _ *slot) {
 			if rt.through >= seq {
 				close(done)
 				return
@@ -342,7 +342,7 @@ func (rt *runtime) waitApplied(ctx context.Context, seq uint64) error {
 	}
 }
 
-func (rt *runtime) fireWaiters() {
+func (rt *nsRuntime) fireWaiters() {
 	w := rt.sh.waiters[:0]
 	for _, x := range rt.sh.waiters {
 		if rt.through >= x.seq {
@@ -363,7 +363,7 @@ func (rt *runtime) fireWaiters() {
 // log in log order — or with the error if the log did not take it in time. A local write
 // is applied with local as its origin (originLocal, or one that skips the writer's watch);
 // a remote one with its session.
-func (rt *runtime) admitShared(s *slot, update []byte, kind applyKind, local *localOrigin, finish func(ApplyResult, error)) {
+func (rt *nsRuntime) admitShared(s *slot, update []byte, kind applyKind, local *localOrigin, finish func(ApplyResult, error)) {
 	var origin any = local
 	var epoch uint64
 	if kind == applyRemote {
@@ -399,13 +399,13 @@ func (rt *runtime) admitShared(s *slot, update []byte, kind applyKind, local *lo
 }
 
 // publish sends rec to the log and waits for it to come back (runtime goroutine).
-func (rt *runtime) publish(rec Record, p *pendingOp) {
+func (rt *nsRuntime) publish(rec Record, p *pendingOp) {
 	token := rt.reg.tokens.Add(1)
 	rec.Token = token
 	rt.sh.pending[token] = p
 	err := rt.sh.log.Publish(rec, func(err error) {
 		if err != nil {
-			rt.submitInternal(&slot{run: func(rt *runtime, _ *slot) {
+			rt.submitInternal(&slot{run: func(rt *nsRuntime, _ *slot) {
 				rt.failPending(token, sharedErr("publishing to the cluster log", err))
 			}, fail: func(error) {}})
 		}
@@ -416,7 +416,7 @@ func (rt *runtime) publish(rec Record, p *pendingOp) {
 		return
 	}
 	p.timer = rt.reg.cfg.Clock.AfterFunc(rt.reg.cfg.SharedApplyTimeout, func() {
-		rt.submitInternal(&slot{run: func(rt *runtime, _ *slot) {
+		rt.submitInternal(&slot{run: func(rt *nsRuntime, _ *slot) {
 			rt.failPending(token, ErrDegraded.with("the write did not come back from the cluster log in time", nil))
 		}, fail: func(error) {}})
 	})
@@ -424,7 +424,7 @@ func (rt *runtime) publish(rec Record, p *pendingOp) {
 
 // failPending settles a published record that will not be waited for any longer. If it
 // reaches the log after all, every process applies it as any other record.
-func (rt *runtime) failPending(token uint64, err error) {
+func (rt *nsRuntime) failPending(token uint64, err error) {
 	p := rt.sh.pending[token]
 	if p == nil {
 		return
@@ -441,7 +441,7 @@ func (rt *runtime) failPending(token uint64, err error) {
 // update admitted under an epoch older than the current one is refused (§11), one that
 // touches meta is refused (§20), a meta change is applied once per generation. The records
 // of a batch are decided one after the other, each on the state the ones before it left.
-func (rt *runtime) applyRecords(recs []Record) {
+func (rt *nsRuntime) applyRecords(recs []Record) {
 	if len(recs) == 0 || recs[0].Seq <= rt.through {
 		return // delivered again after the log reconnected
 	}
@@ -455,7 +455,7 @@ func (rt *runtime) applyRecords(recs []Record) {
 
 // applyRecord applies one record of the position being applied, settling the caller that
 // waits for it on this process.
-func (rt *runtime) applyRecord(rec Record) {
+func (rt *nsRuntime) applyRecord(rec Record) {
 	var p *pendingOp
 	if rec.Local {
 		if p = rt.sh.pending[rec.Token]; p != nil {
@@ -488,7 +488,7 @@ func (rt *runtime) applyRecord(rec Record) {
 	}
 }
 
-func (rt *runtime) applyLoggedUpdate(rec Record, p *pendingOp) (ApplyResult, error) {
+func (rt *nsRuntime) applyLoggedUpdate(rec Record, p *pendingOp) (ApplyResult, error) {
 	if rt.failErr != nil {
 		return ApplyResult{}, ErrInternal.with("namespace document failed", rt.failErr)
 	}
@@ -526,7 +526,7 @@ var errMetaMadeAlready = ErrConflict.with("this meta change was made already", n
 // applyLoggedMeta applies a meta change of the log, once per generation: a later copy of a
 // generation (a change completed again after its claimer failed) is ignored everywhere.
 // An epoch change fences every session of an older epoch before any later slot (§11).
-func (rt *runtime) applyLoggedMeta(rec Record) error {
+func (rt *nsRuntime) applyLoggedMeta(rec Record) error {
 	if rt.failErr != nil {
 		return ErrInternal.with("namespace document failed", rt.failErr)
 	}
@@ -557,7 +557,7 @@ func (rt *runtime) applyLoggedMeta(rec Record) error {
 // read any more (compacted away): its content merges into the document like a load, its
 // meta (identity, schema, generation) is taken over, and a newer epoch fences as a meta
 // change does.
-func (rt *runtime) applyLoggedSnapshot(rec Record) error {
+func (rt *nsRuntime) applyLoggedSnapshot(rec Record) error {
 	if rt.failErr != nil {
 		return ErrInternal.with("namespace document failed", rt.failErr)
 	}
@@ -576,7 +576,7 @@ func (rt *runtime) applyLoggedSnapshot(rec Record) error {
 
 // afterMetaChange re-reads identity and schema after a meta change was applied and fences
 // every session of an older epoch (§11).
-func (rt *runtime) afterMetaChange(old Identity) {
+func (rt *nsRuntime) afterMetaChange(old Identity) {
 	if id, err := readIdentity(rt.doc); err != nil {
 		rt.reg.logError("a meta change left no valid identity; keeping the previous one", rt.ns, err)
 	} else {
@@ -632,7 +632,7 @@ func (l *Lease) sharedMeta(ctx context.Context, next func(cur MetaState, at meta
 	}
 	// What this process applied is read before the cluster's record: every generation
 	// applied here was claimed before, so the record read after it is never behind it.
-	at, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (metaView, error) {
+	at, err := leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (metaView, error) {
 		return metaView{rt.sh.metaGen, rt.identity(), rt.schema.Load()}, nil
 	})
 	if err != nil {
@@ -682,7 +682,7 @@ func (l *Lease) sharedMeta(ctx context.Context, next func(cur MetaState, at meta
 // registry's meta write on a copy of the document (a fresh client id, so the copy's
 // writes never collide with anyone's), without touching the live document.
 func (l *Lease) prepareMeta(ctx context.Context, kv []any) ([]byte, error) {
-	return leaseWait(ctx, l, func(rt *runtime, _ *slot) ([]byte, error) {
+	return leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) ([]byte, error) {
 		snap, err := yjs.EncodeStateAsUpdate(rt.doc, nil)
 		if err != nil {
 			return nil, ErrInternal.with("copying the document", err)
@@ -720,7 +720,7 @@ func (l *Lease) publishPrepared(ctx context.Context, gen, epoch uint64, update [
 		err error
 	}
 	ch := make(chan result, 1)
-	_, err := leaseWait(ctx, l, func(rt *runtime, _ *slot) (struct{}, error) {
+	_, err := leaseWait(ctx, l, func(rt *nsRuntime, _ *slot) (struct{}, error) {
 		rt.publish(Record{Kind: RecordMeta, Gen: gen, Epoch: epoch, Update: update}, &pendingOp{
 			origin: originBump,
 			finish: func(_ ApplyResult, err error) {
@@ -782,7 +782,7 @@ func (l *Lease) sharedReplaceSchema(ctx context.Context, expected *string, value
 
 // sharedUnload ends the runtime's part in the cluster (runtime goroutine, after the last
 // slot): what still waits for the log is answered ErrClosed, then the log stops.
-func (rt *runtime) sharedUnload() {
+func (rt *nsRuntime) sharedUnload() {
 	for token, p := range rt.sh.pending {
 		delete(rt.sh.pending, token)
 		if p.timer != nil {

@@ -1,7 +1,7 @@
 package registry
 
 import (
-	goruntime "runtime"
+	"runtime"
 	"testing"
 
 	"github.com/nomicore/nomicore/persistence"
@@ -47,10 +47,10 @@ func TestSharedFullState(t *testing.T) {
 	}
 
 	// Nobody holds it any more: a later read may encode again, with the same content.
-	goruntime.KeepAlive(s1)
-	goruntime.KeepAlive(s2)
+	runtime.KeepAlive(s1)
+	runtime.KeepAlive(s2)
 	after, whole, s1.Snapshot, s2.Snapshot = nil, nil, nil, nil
-	goruntime.GC()
+	runtime.GC()
 	again, err := l.EncodeState(ctxT(t), nil)
 	must(t, err)
 	doc2 := newClient(300)

@@ -16,16 +16,18 @@ import (
 // contract carries document updates only), so editors see the presence of the editors
 // attached to the same node.
 //
-// Bounded: at most maxStates states (an entry for a new client beyond it is dropped, and
-// counted), each at most maxStateBytes of JSON (a larger one is dropped), and at most
-// 4 × maxStates remembered clocks of removed clients (the oldest forgotten first).
+// Bounded: at most maxStates states, at most maxPerConn of them held by one connection (an
+// entry beyond either is dropped, and counted), and at most 4 × maxStates remembered clocks
+// of removed clients (the oldest forgotten first). The bytes of one state are bounded
+// before it gets here (the connection closes on a larger one).
 //
 // It is not safe for concurrent use: its room guards it with the room's mutex.
 type awareness struct {
-	maxStates     int
-	maxStateBytes int
+	maxStates  int
+	maxPerConn int
 
 	states  map[uint64]*awarenessState
+	held    map[*conn]int           // states per owner, for maxPerConn; an owner with none has no entry
 	removed map[uint64]removedClock // clocks of removed clients, so stale entries stay out
 }
 
@@ -41,19 +43,15 @@ type removedClock struct {
 	at    time.Time
 }
 
-func newAwareness(maxStates, maxStateBytes int) *awareness {
-	return &awareness{maxStates: maxStates, maxStateBytes: maxStateBytes,
-		states: map[uint64]*awarenessState{}, removed: map[uint64]removedClock{}}
+func newAwareness(maxStates, maxPerConn int) *awareness {
+	return &awareness{maxStates: maxStates, maxPerConn: maxPerConn,
+		states: map[uint64]*awarenessState{}, held: map[*conn]int{}, removed: map[uint64]removedClock{}}
 }
 
 // apply takes the entries of an awareness update from c at now. It returns the entries
 // taken, to relay to the other editors, and how many were dropped by the bounds.
 func (a *awareness) apply(c *conn, entries []AwarenessEntry, now time.Time) (taken []AwarenessEntry, dropped int) {
 	for _, e := range entries {
-		if e.State == nil { // over maxStateBytes
-			dropped++
-			continue
-		}
 		cur, known := a.states[e.ClientID]
 		var clock uint64
 		switch {
@@ -68,12 +66,17 @@ func (a *awareness) apply(c *conn, entries []AwarenessEntry, now time.Time) (tak
 		if e.Removed() {
 			a.remember(e.ClientID, e.Clock, now)
 			if known {
-				delete(a.states, e.ClientID)
+				a.delete(e.ClientID, cur)
 				taken = append(taken, e)
 			}
 			continue
 		}
-		if !known {
+		if (!known || cur.owner != c) && a.held[c] >= a.maxPerConn {
+			dropped++
+			continue
+		}
+		switch {
+		case !known:
 			if len(a.states) >= a.maxStates {
 				dropped++
 				continue
@@ -81,6 +84,10 @@ func (a *awareness) apply(c *conn, entries []AwarenessEntry, now time.Time) (tak
 			cur = &awarenessState{}
 			a.states[e.ClientID] = cur
 			delete(a.removed, e.ClientID)
+			a.held[c]++
+		case cur.owner != c:
+			a.release(cur.owner)
+			a.held[c]++
 		}
 		cur.clock, cur.owner, cur.updated = e.Clock, c, now
 		cur.state = append([]byte(nil), e.State...)
@@ -97,11 +104,26 @@ func (a *awareness) remove(now time.Time, drop func(s *awarenessState) bool) []A
 		if !drop(s) {
 			continue
 		}
-		delete(a.states, id)
+		a.delete(id, s)
 		a.remember(id, s.clock+1, now)
 		out = append(out, AwarenessEntry{ClientID: id, Clock: s.clock + 1, State: []byte("null")})
 	}
 	return out
+}
+
+// delete removes the state of client id.
+func (a *awareness) delete(id uint64, s *awarenessState) {
+	delete(a.states, id)
+	a.release(s.owner)
+}
+
+// release counts one state fewer held by owner.
+func (a *awareness) release(owner *conn) {
+	if a.held[owner] <= 1 {
+		delete(a.held, owner)
+		return
+	}
+	a.held[owner]--
 }
 
 // removeConn removes every state c announced (c closed).

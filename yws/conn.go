@@ -2,7 +2,6 @@ package yws
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/yjs"
@@ -34,8 +34,7 @@ type conn struct {
 	srv      *Server
 	room     *room
 	ws       *websocket.Conn
-	grant    Grant
-	tokenSum [sha256.Size]byte
+	grant    auth.ClientGrant // as checked before the upgrade (its name is the logs'; RecheckClient takes it)
 	remote   string
 	started  time.Time
 	readOnly atomic.Bool
@@ -55,6 +54,7 @@ type conn struct {
 	msgsIn, msgsOut atomic.Int64
 
 	// Owned by the reader.
+	limits connLimits        // its rate limits
 	gaps   map[uint64]uint64 // Yjs client id → the first clock of a refused update of it
 	denied bool              // PermissionDenied was sent once
 	result chan applyOutcome // cap 1: the sequencer's answer to the write in flight
@@ -65,10 +65,11 @@ type applyOutcome struct {
 	err error
 }
 
-func newConn(s *Server, rm *room, ws *websocket.Conn, g Grant, sum [sha256.Size]byte, remote string) *conn {
-	c := &conn{srv: s, room: rm, ws: ws, grant: g, tokenSum: sum, remote: remote, started: s.opts.Clock.Now(),
+func newConn(s *Server, rm *room, ws *websocket.Conn, g auth.ClientGrant, remote string) *conn {
+	c := &conn{srv: s, room: rm, ws: ws, grant: g, remote: remote, started: s.opts.Clock.Now(),
 		wake: make(chan struct{}, 1), writerDone: make(chan struct{}), result: make(chan applyOutcome, 1)}
 	c.readOnly.Store(g.ReadOnly)
+	c.limits = newConnLimits(&s.opts, c.started)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
@@ -78,19 +79,9 @@ func (c *conn) run() {
 	s := c.srv
 	s.m.connected(1)
 	go c.writer()
-	greeting := c.room.add(c)
-	s.revalidate(c) // a token removed or narrowed since the check before the upgrade
-	if len(greeting) > 0 {
-		c.send(AppendAwareness(nil, AppendAwarenessUpdate(nil, greeting)))
-	}
-	s.log.Info("editor connected", slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns),
-		slog.String("remote", c.remote), slog.Bool("readOnly", c.readOnly.Load()))
-	// The node's SyncStep1 (its state vector): the provider answers with what the node lacks.
-	if sv, err := c.room.lease.StateVector(c.ctx); err != nil {
-		c.closeWith(websocket.StatusInternalError, "the document cannot be read on this node now; reconnect", "internal")
-	} else {
-		c.send(AppendSync(nil, SyncStep1, sv))
-		c.readLoop()
+	if release, ok := c.holdUserPlace(); ok {
+		c.serve()
+		release()
 	}
 	s.leave(c.room, c)
 	c.closeWith(websocket.StatusNormalClosure, "", "closed")
@@ -106,12 +97,36 @@ func (c *conn) run() {
 		slog.Int64("messagesIn", c.msgsIn.Load()), slog.Int64("messagesOut", c.msgsOut.Load()))
 }
 
-// readLoop reads and handles messages until the socket fails or closes.
+// serve joins the room, greets the editor and reads its messages until the connection
+// ends.
+func (c *conn) serve() {
+	s := c.srv
+	greeting := c.room.add(c)
+	s.revalidate(c) // a token removed or narrowed since the check before the upgrade
+	if len(greeting) > 0 {
+		c.send(AppendAwareness(nil, AppendAwarenessUpdate(nil, greeting)))
+	}
+	s.log.Info("editor connected", slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns),
+		slog.String("remote", c.remote), slog.Bool("readOnly", c.readOnly.Load()))
+	// The node's SyncStep1 (its state vector): the provider answers with what the node lacks.
+	if sv, err := c.room.lease.StateVector(c.ctx); err != nil {
+		c.closeWith(websocket.StatusInternalError, "the document cannot be read on this node now; reconnect", "internal")
+	} else {
+		c.send(AppendSync(nil, SyncStep1, sv))
+		c.readLoop()
+	}
+}
+
+// readLoop reads and handles messages until the socket fails or closes, or the editor
+// goes over one of its limits.
 func (c *conn) readLoop() {
 	for {
 		typ, b, err := c.ws.Read(c.ctx)
 		if err != nil {
 			c.readFailed(err)
+			return
+		}
+		if !c.admitMessage(len(b)) {
 			return
 		}
 		if typ != websocket.MessageBinary {
@@ -176,6 +191,9 @@ func (c *conn) handle(m Message, raw []byte) bool {
 		entries, err := DecodeAwareness(m.Payload, 2*c.srv.opts.MaxAwarenessStates+16, c.srv.opts.MaxAwarenessStateBytes)
 		if err != nil {
 			c.badInput(websocket.StatusInvalidFramePayloadData, err.Error(), "malformed awareness update")
+			return false
+		}
+		if !c.admitAwareness(entries) {
 			return false
 		}
 		if dropped := rm.applyAwareness(c, entries); dropped > 0 {

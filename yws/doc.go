@@ -7,8 +7,10 @@
 // An editor opens a WebSocket to /v1/yjs/{namespaceId} — the provider's
 // `serverUrl + "/" + room`, so serverUrl is ws://HOST:PORT/v1/yjs and the room is the
 // namespace id — with its client token as ?token= (browsers cannot set headers on a
-// WebSocket) or an Authorization: Bearer header. Each WebSocket message is one y-protocols
-// message: a varUint type, then
+// WebSocket) or an Authorization: Bearer header, which the node's authenticator
+// (Options.Clients, an auth.ClientAuthenticator) checks before the upgrade and again when
+// the node's tokens change (Revalidate). Each WebSocket message is one y-protocols message:
+// a varUint type, then
 //
 //	0 sync:            varUint sub-type — 0 SyncStep1 (a state vector), 1 SyncStep2 (an
 //	                   update), 2 Update (an update) — and varUint8Array payload
@@ -58,7 +60,9 @@
 // Awareness (cursors, names) is relayed among the editors of one namespace on one node,
 // following y-protocols' rules, bounded in states per namespace and bytes per state; a
 // closing connection's states are removed (announced as a null state with clock + 1), and
-// so is a state not renewed within 30 s. Awareness is node-local: the replication
+// so is a state not renewed within 30 s. A room relays awareness at most every 50 ms:
+// changes that come faster go out together, each client's latest only — a provider
+// repeats every change it hears, so this also bounds what editors send back. Awareness is node-local: the replication
 // contract carries documents only, so editors attached to different nodes share the text
 // but not their presence.
 //
@@ -67,11 +71,14 @@
 // Refusals before the upgrade are JSON {"code","message"}: 401 missing or unknown token,
 // 403 namespace not granted, 404 namespace unknown to this node, 409 a conflicted replica,
 // 409 REPLICA_FAILED a replica that waits for an operator, 503 not bootstrapped yet, over
-// MaxClients or shutting down. After the upgrade: a message
-// over MaxMessageBytes closes with 1009, an unknown type with 1003, bytes that do not
-// decode with 1007 — each with a log line, never a panic; a client whose send queue is
-// full is dropped (its socket closed at once) and resyncs when it reconnects; a removed token closes its
-// sockets with 4401, a narrowed grant with 4403 (the provider does not retry 44xx).
+// MaxClients, shutting down, or a credential that cannot be checked now. After the
+// upgrade: a message over MaxMessageBytes closes with 1009, an unknown type with 1003,
+// bytes that do not decode with 1007 — each with a log line, never a panic; going over one
+// of the Limits (connections per user, messages, bytes and awareness updates per second of
+// a connection, bytes of an awareness state) closes with 1008 and a reason naming it; a
+// client whose send queue is full is dropped (its socket closed at once) and resyncs when
+// it reconnects; a removed token closes its sockets with 4401, a narrowed grant with 4403
+// (the provider does not retry 44xx).
 //
 // # The editor page
 //

@@ -2,11 +2,12 @@ package yws
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
@@ -25,35 +27,33 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// tokenTable is a Clients of fixed tokens (tests).
+// tokenTable is the node's static client-token table (auth.ClientTable), whose tokens a
+// test sets and removes by hand.
 type tokenTable struct {
-	mu     sync.Mutex
-	grants map[[sha256.Size]byte]Grant
+	auth.ClientTable
+
+	mu      sync.Mutex // guards entries
+	entries map[string]auth.ClientEntry
 }
 
-func (tt *tokenTable) LookupClient(sum [sha256.Size]byte) (Grant, bool) {
+func (tt *tokenTable) set(token string, g auth.ClientGrant) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
-	g, ok := tt.grants[sum]
-	return g, ok
-}
-
-func (tt *tokenTable) set(token string, g Grant) {
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	tt.grants[sha256.Sum256([]byte(token))] = g
+	tt.entries[token] = auth.ClientEntry{Name: g.Name, TokenSHA256: auth.HashToken(token), Namespaces: g.Namespaces, ReadOnly: g.ReadOnly}
+	tt.Replace(slices.Collect(maps.Values(tt.entries)))
 }
 
 func (tt *tokenTable) remove(token string) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
-	delete(tt.grants, sha256.Sum256([]byte(token)))
+	delete(tt.entries, token)
+	tt.Replace(slices.Collect(maps.Values(tt.entries)))
 }
 
 // env is a hub registry over a memory store, one namespace, and the editor endpoint on a
 // loopback test server.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	reg    *registry.Registry
 	srv    *Server
 	http   *httptest.Server
@@ -62,13 +62,13 @@ type env struct {
 	prom   *prometheus.Registry
 }
 
-func newEnv(t *testing.T, tweak func(*Options)) *env {
+func newEnv(t testing.TB, tweak func(*Options)) *env {
 	t.Helper()
 	st, err := persistence.NewMemoryStore(persistence.Options{Compactor: registry.Compactor()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,11 +76,11 @@ func newEnv(t *testing.T, tweak func(*Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, reg: reg, ns: created.NamespaceID, tokens: &tokenTable{grants: map[[sha256.Size]byte]Grant{}},
+	e := &env{t: t, reg: reg, ns: created.NamespaceID, tokens: &tokenTable{entries: map[string]auth.ClientEntry{}},
 		prom: prometheus.NewRegistry()}
-	e.tokens.set("writer", Grant{Name: "writer", Namespaces: []string{"*"}})
-	e.tokens.set("reader", Grant{Name: "reader", Namespaces: []string{"*"}, ReadOnly: true})
-	e.tokens.set("other", Grant{Name: "other", Namespaces: []string{"ns-00000000000000000000000000000000"}})
+	e.tokens.set("writer", auth.ClientGrant{Name: "writer", Namespaces: []string{"*"}})
+	e.tokens.set("reader", auth.ClientGrant{Name: "reader", Namespaces: []string{"*"}, ReadOnly: true})
+	e.tokens.set("other", auth.ClientGrant{Name: "other", Namespaces: []string{"ns-00000000000000000000000000000000"}})
 	m, err := NewMetrics(e.prom, "hub")
 	if err != nil {
 		t.Fatal(err)
@@ -126,9 +126,15 @@ func (e *env) url(ns, token string) string {
 // metric reads one series of the endpoint's metrics.
 func (e *env) metric(name string, labels ...string) float64 {
 	e.t.Helper()
+	return e.metricFor(e.t, name, labels...)
+}
+
+// metricFor is metric failing t (a fuzz target's, not the env's) on an error.
+func (e *env) metricFor(t testing.TB, name string, labels ...string) float64 {
+	t.Helper()
 	mfs, err := e.prom.Gather()
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	for _, mf := range mfs {
 		if mf.GetName() != name {
@@ -160,7 +166,7 @@ var _ = testutil.ToFloat64
 
 // client is an in-process editor: a Yjs document synced over the y-websocket protocol.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	ws   *websocket.Conn
 	doc  *yjs.Doc
 	mu   sync.Mutex // guards doc, msgs and err: the read loop and the test use them

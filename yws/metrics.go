@@ -17,6 +17,7 @@ type Metrics struct {
 	refusedConn   *prometheus.CounterVec
 	closes        *prometheus.CounterVec
 	awarenessDrop prometheus.Counter
+	limitCloses   *prometheus.CounterVec
 }
 
 // NewMetrics registers the series on reg for side ("hub" or "peer").
@@ -42,10 +43,15 @@ func NewMetrics(reg prometheus.Registerer, side string) (*Metrics, error) {
 		closes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_client_disconnects_total", ConstLabels: l,
 			Help: "Editor connections ended, by reason."}, []string{"reason"}),
 		awarenessDrop: prometheus.NewCounter(prometheus.CounterOpts{Name: "nomicore_client_awareness_dropped_total", ConstLabels: l,
-			Help: "Awareness entries dropped by the bounds (states per namespace, bytes per state)."}),
+			Help: "Awareness entries dropped by the bounds (states per namespace, states per connection)."}),
+		limitCloses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_client_limit_closes_total", ConstLabels: l,
+			Help: "Editor connections closed (1008) for going over a limit, by limit (connections-per-user, messages-per-second, bytes-per-second, awareness-updates-per-second, awareness-state-bytes)."}, []string{"limit"}),
+	}
+	for _, name := range limitNames {
+		m.limitCloses.WithLabelValues(name) // every limit's series, at 0 until it is met
 	}
 	for _, c := range []prometheus.Collector{m.connections, m.awareness, m.msgsIn, m.bytesIn, m.msgsOut, m.bytesOut,
-		m.refusedUpd, m.refusedConn, m.closes, m.awarenessDrop} {
+		m.refusedUpd, m.refusedConn, m.closes, m.awarenessDrop, m.limitCloses} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -100,5 +106,11 @@ func (m *Metrics) refusedConnect(reason string) {
 func (m *Metrics) closed(reason string) {
 	if m != nil {
 		m.closes.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) limitClosed(limit string) {
+	if m != nil {
+		m.limitCloses.WithLabelValues(limit).Inc()
 	}
 }

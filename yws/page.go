@@ -1,11 +1,13 @@
 package yws
 
 import (
-	"crypto/sha256"
+	"context"
 	"embed"
 	"html/template"
 	"io/fs"
 	"net/http"
+
+	"github.com/nomicore/nomicore/auth"
 )
 
 // The editor page's assets, embedded in the binary: nothing is fetched at run time.
@@ -51,7 +53,7 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "NAMESPACE_NOT_FOUND", "not a namespace id (ns- and 32 hex digits)")
 		return
 	}
-	access := s.pageAccess(presentedToken(r), ns)
+	access := s.pageAccess(r.Context(), auth.ClientCredential{Token: presentedToken(r), NamespaceID: ns, RemoteAddr: r.RemoteAddr})
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -60,19 +62,19 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	pageTemplate.Execute(w, struct{ Namespace, Access string }{ns, access})
 }
 
-// pageAccess says what token allows on ns: "read-write", "read-only", or "" when this node
-// does not know the token or it does not grant ns (the WebSocket's refusal then says why).
-// With --client-auth none every editor may write.
-func (s *Server) pageAccess(token, ns string) string {
+// pageAccess says what the credential allows on its namespace: "read-write", "read-only",
+// or "" when this node does not know the token or it does not grant the namespace (the
+// WebSocket's refusal then says why). With --client-auth none every editor may write.
+func (s *Server) pageAccess(ctx context.Context, cred auth.ClientCredential) string {
 	if s.opts.Clients == nil {
 		return "read-write"
 	}
-	if token == "" {
+	if cred.Token == "" {
 		return ""
 	}
-	g, ok := s.opts.Clients.LookupClient(sha256.Sum256([]byte(token)))
+	g, err := s.opts.Clients.AuthenticateClient(ctx, cred)
 	switch {
-	case !ok || !g.Allows(ns):
+	case err != nil || !g.Allows(cred.NamespaceID):
 		return ""
 	case g.ReadOnly:
 		return "read-only"

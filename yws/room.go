@@ -47,9 +47,16 @@ type room struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex // guards conns and aware
+	mu    sync.Mutex // guards conns, aware and the awareness relay's fields
 	conns map[*conn]struct{}
 	aware *awareness
+	// The awareness relay: changes wait in awarePending while a relay went out less than
+	// awarenessRelayInterval ago, and go out together when awareTimer fires.
+	awarePending map[uint64]AwarenessEntry // by client id: its latest change
+	awareFrom    *conn                     // the connection every pending change came from, if one did
+	awareOneFrom bool                      // whether awareFrom is that connection
+	awareLast    time.Time                 // when the last relay went out
+	awareTimer   clock.Timer               // set while a relay waits
 
 	relayMu    sync.Mutex // guards relayQ and relayBytes
 	relayQ     []relayItem
@@ -69,7 +76,7 @@ type relayItem struct {
 
 func newRoom(s *Server, ns, owner string) *room {
 	return &room{srv: s, ns: ns, owner: owner, ready: make(chan struct{}), conns: map[*conn]struct{}{},
-		aware:     newAwareness(s.opts.MaxAwarenessStates, s.opts.MaxAwarenessStateBytes),
+		aware:     newAwareness(s.opts.MaxAwarenessStates, s.opts.Limits.AwarenessStatesPerConnection),
 		relayWake: make(chan struct{}, 1), relaySpace: make(chan struct{}, 1)}
 }
 
@@ -99,6 +106,11 @@ func (rm *room) close() {
 	if rm.lease == nil {
 		return
 	}
+	rm.mu.Lock()
+	if rm.awareTimer != nil {
+		rm.awareTimer.Stop()
+	}
+	rm.mu.Unlock()
 	rm.cancel()
 	rm.wg.Wait()
 	rm.watch.Load().Close()
@@ -124,7 +136,7 @@ func (rm *room) remove(c *conn) {
 	delete(rm.conns, c)
 	if gone := rm.aware.removeConn(c, rm.srv.opts.Clock.Now()); len(gone) > 0 {
 		rm.srv.m.awarenessChanged(-len(gone))
-		rm.broadcastAwarenessLocked(gone, nil)
+		rm.relayAwarenessLocked(gone, nil)
 	}
 }
 
@@ -167,6 +179,63 @@ func (rm *room) broadcastAwarenessLocked(entries []AwarenessEntry, except *conn)
 	rm.broadcastLocked(msg, except)
 }
 
+// awarenessRelayInterval is the shortest time between two awareness relays of a room:
+// changes that come faster go out together, each client's latest only. An editor
+// therefore hears at most 20 awareness messages a second from the node however many
+// editors move their cursors, or however fast one of them floods — and a provider repeats
+// every awareness change it hears, so this also bounds what the provider sends back.
+const awarenessRelayInterval = 50 * time.Millisecond
+
+// relayAwarenessLocked relays awareness changes made by from (nil: by the node) to the
+// room's editors: at once when no relay went out within awarenessRelayInterval, else with
+// the next relay. A relay goes to every editor but the one connection all its changes came
+// from (with changes of several connections, each gets its own back, which y-protocols
+// ignores: the clock is not newer).
+func (rm *room) relayAwarenessLocked(entries []AwarenessEntry, from *conn) {
+	now := rm.srv.opts.Clock.Now()
+	if rm.awareTimer == nil && now.Sub(rm.awareLast) >= awarenessRelayInterval {
+		rm.awareLast = now
+		rm.broadcastAwarenessLocked(entries, from)
+		return
+	}
+	if len(rm.awarePending) == 0 {
+		rm.awareFrom, rm.awareOneFrom = from, true
+		if rm.awarePending == nil {
+			rm.awarePending = map[uint64]AwarenessEntry{}
+		}
+	} else if from != rm.awareFrom {
+		rm.awareOneFrom = false
+	}
+	for _, e := range entries {
+		rm.awarePending[e.ClientID] = e
+	}
+	if rm.awareTimer == nil {
+		rm.awareTimer = rm.srv.opts.Clock.AfterFunc(awarenessRelayInterval-now.Sub(rm.awareLast), rm.flushAwareness)
+	}
+}
+
+// flushAwareness sends the pending awareness changes (awareTimer).
+func (rm *room) flushAwareness() {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	rm.awareTimer = nil
+	if len(rm.awarePending) == 0 {
+		return
+	}
+	entries := make([]AwarenessEntry, 0, len(rm.awarePending))
+	for _, e := range rm.awarePending {
+		entries = append(entries, e)
+	}
+	var except *conn
+	if rm.awareOneFrom {
+		except = rm.awareFrom
+	}
+	clear(rm.awarePending)
+	rm.awareFrom = nil
+	rm.awareLast = rm.srv.opts.Clock.Now()
+	rm.broadcastAwarenessLocked(entries, except)
+}
+
 // applyAwareness takes an awareness update from c and relays what it changed to the other
 // editors. The gauge of awareness states moves before the relay, so that whoever sees a
 // relayed state sees it counted.
@@ -177,12 +246,13 @@ func (rm *room) applyAwareness(c *conn, entries []AwarenessEntry) (dropped int) 
 	taken, dropped := rm.aware.apply(c, entries, rm.srv.opts.Clock.Now())
 	rm.srv.m.awarenessChanged(len(rm.aware.states) - before)
 	if len(taken) > 0 {
-		rm.broadcastAwarenessLocked(taken, c)
+		rm.relayAwarenessLocked(taken, c)
 	}
 	return dropped
 }
 
-// awarenessStates returns every awareness state as an awareness message (queryAwareness).
+// awarenessMessage returns every awareness state of the room as one awareness message: the
+// answer to an editor's queryAwareness.
 func (rm *room) awarenessMessage() []byte {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
@@ -203,7 +273,7 @@ func (rm *room) pump() {
 			rm.mu.Lock()
 			if gone := rm.aware.expire(rm.srv.opts.Clock.Now(), rm.srv.opts.AwarenessTimeout); len(gone) > 0 {
 				rm.srv.m.awarenessChanged(-len(gone))
-				rm.broadcastAwarenessLocked(gone, nil)
+				rm.relayAwarenessLocked(gone, nil)
 			}
 			rm.mu.Unlock()
 			continue

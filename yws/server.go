@@ -2,7 +2,6 @@ package yws
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,33 +14,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/registry"
 )
-
-// Grant is what a client token allows: the namespaces its editor may open and whether it
-// may change them.
-type Grant struct {
-	Name       string   // the client's name, for logs (never the token)
-	Namespaces []string // namespace ids, or "*" for every namespace
-	ReadOnly   bool
-}
-
-// Allows reports whether the grant covers namespace ns.
-func (g Grant) Allows(ns string) bool {
-	for _, n := range g.Namespaces {
-		if n == "*" || n == ns {
-			return true
-		}
-	}
-	return false
-}
-
-// Clients looks client tokens up by their SHA-256 (the node stores nothing else of them).
-// It must be safe for concurrent use; a tokens file reloader answers from its latest table.
-type Clients interface {
-	LookupClient(sum [sha256.Size]byte) (Grant, bool)
-}
 
 // Errors a Namespaces lookup returns; each is refused before the upgrade.
 var (
@@ -104,9 +80,10 @@ type Options struct {
 	// Writes, when set, admits every editor update before it is written and counts those
 	// written (a peer: see WriteGate). Nil takes every update.
 	Writes WriteGate
-	// Clients checks client tokens; nil means no authentication (--client-auth none: every
-	// editor may read and write every namespace this node serves).
-	Clients Clients
+	// Clients checks editors' credentials (the node's static client tokens: auth.Reloader);
+	// nil means no authentication (--client-auth none: every editor may read and write
+	// every namespace this node serves).
+	Clients auth.ClientAuthenticator
 	// OriginPatterns are the browser origins allowed to open a WebSocket besides the
 	// page's own host (github.com/coder/websocket AcceptOptions.OriginPatterns: host
 	// patterns such as "*" or "app.example.com:*"). Empty: same host only.
@@ -118,8 +95,9 @@ type Options struct {
 	// SendQueueBytes and SendQueueMessages bound what waits to be sent to one client;
 	// beyond either, the client is dropped and resyncs when it reconnects.
 	SendQueueBytes, SendQueueMessages int
-	// MaxAwarenessStates bounds the awareness states of one namespace on this node, and
-	// MaxAwarenessStateBytes the JSON of one state.
+	// MaxAwarenessStates bounds the awareness states of one namespace on this node (a
+	// state beyond it is dropped), and MaxAwarenessStateBytes the JSON of one state (a
+	// larger one closes the connection with 1008, like the Limits).
 	MaxAwarenessStates, MaxAwarenessStateBytes int
 	// AwarenessTimeout removes a state not renewed for that long (y-protocols: 30 s).
 	AwarenessTimeout time.Duration
@@ -134,6 +112,8 @@ type Options struct {
 	// RelayQueueBytes bounds, per namespace, the accepted editor updates waiting to be
 	// durable before they are relayed (readers wait beyond it).
 	RelayQueueBytes int
+	// Limits bound each user's connections and each connection's rates (see Limits).
+	Limits Limits
 	// Metrics receives the counters and gauges; nil counts nothing.
 	Metrics *Metrics
 	// Clock paces keep-alives and awareness timeouts; nil means clock.Real().
@@ -165,6 +145,7 @@ func (o *Options) fill() {
 	fillDur(&o.AwarenessTimeout, DefaultAwarenessTimeout)
 	fillDur(&o.KeepAlive, DefaultKeepAlive)
 	fillDur(&o.WriteTimeout, DefaultWriteTimeout)
+	o.Limits.fill()
 	if o.Clock == nil {
 		o.Clock = clock.Real()
 	}
@@ -182,6 +163,7 @@ type Server struct {
 	mux  *http.ServeMux
 
 	clients  atomic.Int64 // admitted connections (MaxClients)
+	users    userConns    // open connections per user (Limits.ConnectionsPerUser)
 	handlers sync.WaitGroup
 
 	mu       sync.Mutex // guards rooms and closing
@@ -248,24 +230,27 @@ func presentedToken(r *http.Request) string {
 // when the token does not grant the namespace, 404 for a namespace this node does not
 // serve, 409 for a conflicted replica, 503 when not ready, over --max-clients or shutting
 // down. On success the caller holds one of the MaxClients places.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, ns string) (Grant, [sha256.Size]byte, string, bool) {
-	var sum [sha256.Size]byte
-	refuse := func(status int, code, reason, msg string) (Grant, [sha256.Size]byte, string, bool) {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, ns string) (auth.ClientGrant, string, bool) {
+	refuse := func(status int, code, reason, msg string) (auth.ClientGrant, string, bool) {
 		s.m.refusedConnect(reason)
 		writeError(w, status, code, msg)
-		return Grant{}, sum, "", false
+		return auth.ClientGrant{}, "", false
 	}
 	tok := presentedToken(r)
-	grant := Grant{Name: "anonymous", Namespaces: []string{"*"}}
+	grant := auth.ClientGrant{Name: "anonymous", Namespaces: []string{auth.AllNamespaces}}
 	if s.opts.Clients != nil {
 		if tok == "" {
 			return refuse(http.StatusUnauthorized, "UNAUTHORIZED", "missing-token",
 				"a client token is required: connect with ?token=TOKEN (or an Authorization: Bearer header); create one with `hub token add --client NAME` (or `peer token add`)")
 		}
-		sum = sha256.Sum256([]byte(tok))
-		g, ok := s.opts.Clients.LookupClient(sum)
-		if !ok {
+		g, err := s.opts.Clients.AuthenticateClient(r.Context(), auth.ClientCredential{Token: tok, NamespaceID: ns, RemoteAddr: r.RemoteAddr})
+		switch {
+		case errors.Is(err, auth.ErrUnauthenticated):
 			return refuse(http.StatusUnauthorized, "UNAUTHORIZED", "unknown-token", "the client token is not known to this node")
+		case err != nil:
+			s.log.Warn("editor connection refused: the client token cannot be checked", slog.String("namespaceId", ns),
+				slog.String("error", err.Error()))
+			return refuse(http.StatusServiceUnavailable, "UNAVAILABLE", "auth-unavailable", "the client token cannot be checked now; retry shortly")
 		}
 		grant = g
 	}
@@ -293,7 +278,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, ns string) (Grant
 		return refuse(http.StatusServiceUnavailable, "TOO_MANY_CLIENTS",
 			"too-many-clients", fmt.Sprintf("this node serves at most %d editor connections (--max-clients)", s.opts.MaxClients))
 	}
-	return grant, sum, owner, true
+	return grant, owner, true
 }
 
 // GET /v1/yjs/{id}: the y-websocket endpoint.
@@ -305,7 +290,7 @@ func (s *Server) serveEditor(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "the node is shutting down")
 		return
 	}
-	grant, sum, owner, ok := s.admit(w, r, ns)
+	grant, owner, ok := s.admit(w, r, ns)
 	if !ok {
 		return
 	}
@@ -332,7 +317,7 @@ func (s *Server) serveEditor(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(int64(s.opts.MaxMessageBytes))
-	c := newConn(s, rm, ws, grant, sum, r.RemoteAddr)
+	c := newConn(s, rm, ws, grant, r.RemoteAddr)
 	c.run()
 }
 
@@ -428,9 +413,9 @@ func (s *Server) revalidate(c *conn) {
 	if s.opts.Clients == nil {
 		return
 	}
-	g, ok := s.opts.Clients.LookupClient(c.tokenSum)
+	g, err := s.opts.Clients.RecheckClient(c.grant)
 	switch {
-	case !ok:
+	case err != nil:
 		c.closeWith(statusTokenRevoked, "the client token was removed", "token-removed")
 	case !g.Allows(c.room.ns):
 		c.closeWith(statusNotGranted, "the client token no longer grants this namespace", "namespace-not-granted")

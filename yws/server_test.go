@@ -3,6 +3,7 @@ package yws
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/registry"
@@ -159,6 +161,45 @@ func TestAwareness_RelayGreetQueryAndRemoveOnClose(t *testing.T) {
 	waitMetric(t, e, "nomicore_client_awareness_states", 0)
 }
 
+// Awareness changes that come faster than awarenessRelayInterval go out together, each
+// client's latest only; one that comes after a quiet interval goes out at once.
+func TestAwareness_RelayCoalesced(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	e := newEnv(t, func(o *Options) { o.Clock = clk })
+	a := e.dial("writer")
+	b := e.dial("writer")
+	a.sync()
+	b.sync()
+	set := func(c *client, id, clk uint64, state string) {
+		c.write(AppendAwareness(nil, AppendAwarenessUpdate(nil, []AwarenessEntry{{ClientID: id, Clock: clk, State: []byte(state)}})))
+	}
+	awareness := func(c *client) int {
+		return c.count(func(m Message) bool { return m.Type == TypeAwareness && len(m.Payload) > 1 })
+	}
+	set(a, 1, 1, `{"n":1}`)
+	b.waitFor("the first change, at once", func() bool { return hasAwareness(b, 1, 1, `{"n":1}`) })
+	for i := 2; i <= 50; i++ {
+		set(a, 1, uint64(i), `{"n":1}`)
+	}
+	set(b, 2, 1, `{"m":1}`)
+	waitMetric(t, e, "nomicore_client_messages_received_total", 51, "type", "awareness")
+	time.Sleep(20 * time.Millisecond)
+	if hasAwareness(b, 1, 50, `{"n":1}`) {
+		t.Fatal("a change within the interval went out at once")
+	}
+	clk.Advance(awarenessRelayInterval)
+	b.waitFor("the latest change", func() bool { return hasAwareness(b, 1, 50, `{"n":1}`) })
+	a.waitFor("b's change", func() bool { return hasAwareness(a, 2, 1, `{"m":1}`) })
+	if n := awareness(b); n != 2 {
+		t.Fatalf("b heard %d awareness messages for 50 changes of a, want 2", n)
+	}
+	for i := 2; i < 50; i++ {
+		if hasAwareness(b, 1, uint64(i), `{"n":1}`) {
+			t.Fatalf("an overtaken change (clock %d) was relayed", i)
+		}
+	}
+}
+
 func hasAwareness(c *client, id, clk uint64, state string) bool {
 	for _, m := range c.messages() {
 		if m.Type != TypeAwareness {
@@ -214,24 +255,39 @@ func TestAwareness_TimeoutAndKeepAlive(t *testing.T) {
 	}
 }
 
-// Bounds: states per namespace and bytes per state.
+// Bounds: states per namespace and per connection; an entry beyond either is dropped and
+// counted, and the connection stays open.
 func TestAwareness_Bounds(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.MaxAwarenessStates = 2; o.MaxAwarenessStateBytes = 20 })
+	e := newEnv(t, func(o *Options) { o.MaxAwarenessStates = 3; o.Limits.AwarenessStatesPerConnection = 2 })
 	a := e.dial("writer")
 	b := e.dial("writer")
 	a.sync()
 	b.sync()
 	a.write(AppendAwareness(nil, AppendAwarenessUpdate(nil, []AwarenessEntry{
 		{ClientID: 1, Clock: 1, State: []byte(`{"a":1}`)},
-		{ClientID: 2, Clock: 1, State: []byte(`{"b":"` + strings.Repeat("x", 30) + `"}`)}, // too large
-		{ClientID: 3, Clock: 1, State: []byte(`{"c":1}`)},
-		{ClientID: 4, Clock: 1, State: []byte(`{"d":1}`)}, // over the two states
+		{ClientID: 2, Clock: 1, State: []byte(`{"b":1}`)},
+		{ClientID: 3, Clock: 1, State: []byte(`{"c":1}`)}, // over a's two states
 	})))
-	b.waitFor("states", func() bool { return hasAwareness(b, 3, 1, `{"c":1}`) })
-	if hasAwareness(b, 2, 1, `{"b":"`+strings.Repeat("x", 30)+`"}`) || hasAwareness(b, 4, 1, `{"d":1}`) {
+	b.waitFor("a's states", func() bool { return hasAwareness(b, 2, 1, `{"b":1}`) })
+	b.write(AppendAwareness(nil, AppendAwarenessUpdate(nil, []AwarenessEntry{
+		{ClientID: 4, Clock: 1, State: []byte(`{"d":1}`)},
+		{ClientID: 5, Clock: 1, State: []byte(`{"e":1}`)}, // over the namespace's three states
+	})))
+	a.waitFor("b's state", func() bool { return hasAwareness(a, 4, 1, `{"d":1}`) })
+	waitMetric(t, e, "nomicore_client_awareness_dropped_total", 2)
+	// A removal frees a place of its connection and of the namespace.
+	a.write(AppendAwareness(nil, AppendAwarenessUpdate(nil, []AwarenessEntry{
+		{ClientID: 1, Clock: 2, State: []byte(`null`)},
+		{ClientID: 3, Clock: 2, State: []byte(`{"c":2}`)},
+	})))
+	b.waitFor("a's third client", func() bool { return hasAwareness(b, 3, 2, `{"c":2}`) })
+	if hasAwareness(b, 3, 1, `{"c":1}`) || hasAwareness(a, 5, 1, `{"e":1}`) {
 		t.Fatal("an entry beyond the bounds was relayed")
 	}
-	waitMetric(t, e, "nomicore_client_awareness_dropped_total", 2)
+	if a.closed() != nil || b.closed() != nil {
+		t.Fatalf("a bound closed a connection: %v, %v", a.closed(), b.closed())
+	}
+	waitMetric(t, e, "nomicore_client_awareness_states", 3)
 }
 
 // A read-only editor syncs and receives, its changes are not applied: PermissionDenied
@@ -343,18 +399,45 @@ func TestAdmission_RefusedBeforeUpgrade(t *testing.T) {
 	}
 }
 
+// failingClients is an authenticator that cannot answer (its service is down).
+type failingClients struct{}
+
+func (failingClients) AuthenticateClient(context.Context, auth.ClientCredential) (auth.ClientGrant, error) {
+	return auth.ClientGrant{}, errors.New("the credential service does not answer")
+}
+
+func (failingClients) RecheckClient(auth.ClientGrant) (auth.ClientGrant, error) {
+	return auth.ClientGrant{}, errors.New("the credential service does not answer")
+}
+
+// A credential that cannot be checked now (not an unknown one) is refused before the
+// upgrade with 503, counted apart, and the editor page grants nothing.
+func TestAdmission_CredentialCannotBeChecked(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Clients = failingClients{} })
+	status, body := e.status(e.ns, "writer", nil)
+	if status != 503 || !strings.Contains(body, `"code":"UNAVAILABLE"`) {
+		t.Fatalf("got %d %s, want 503 UNAVAILABLE", status, body)
+	}
+	if got := e.metric("nomicore_client_rejections_total", "reason", "auth-unavailable"); got != 1 {
+		t.Errorf("auth-unavailable rejections %v", got)
+	}
+	if got := e.srv.pageAccess(context.Background(), auth.ClientCredential{Token: "writer", NamespaceID: e.ns}); got != "" {
+		t.Errorf("page access %q, want none", got)
+	}
+}
+
 // A removed token closes its sockets (4401); a narrowed grant closes with 4403; a grant
 // turned read-only applies at once.
 func TestRevalidate_RemovedAndNarrowedTokens(t *testing.T) {
 	e := newEnv(t, nil)
-	e.tokens.set("t1", Grant{Name: "one", Namespaces: []string{"*"}})
-	e.tokens.set("t2", Grant{Name: "two", Namespaces: []string{"*"}})
-	e.tokens.set("t3", Grant{Name: "three", Namespaces: []string{"*"}})
+	e.tokens.set("t1", auth.ClientGrant{Name: "one", Namespaces: []string{"*"}})
+	e.tokens.set("t2", auth.ClientGrant{Name: "two", Namespaces: []string{"*"}})
+	e.tokens.set("t3", auth.ClientGrant{Name: "three", Namespaces: []string{"*"}})
 	c1, c2, c3 := e.dial("t1"), e.dial("t2"), e.dial("t3")
 	c3.sync()
 	e.tokens.remove("t1")
-	e.tokens.set("t2", Grant{Name: "two", Namespaces: []string{"ns-00000000000000000000000000000001"}})
-	e.tokens.set("t3", Grant{Name: "three", Namespaces: []string{"*"}, ReadOnly: true})
+	e.tokens.set("t2", auth.ClientGrant{Name: "two", Namespaces: []string{"ns-00000000000000000000000000000001"}})
+	e.tokens.set("t3", auth.ClientGrant{Name: "three", Namespaces: []string{"*"}, ReadOnly: true})
 	e.srv.Revalidate()
 	if code := c1.waitClosed(); code != 4401 {
 		t.Errorf("removed token: close %d, want 4401", code)
@@ -406,7 +489,10 @@ func TestBadInput_Closes(t *testing.T) {
 // A client that does not read is dropped once its send queue is full, and a new
 // connection resyncs everything.
 func TestSlowClient_DroppedBeyondItsQueue(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.SendQueueMessages = 8; o.SendQueueBytes = 1 << 20 })
+	e := newEnv(t, func(o *Options) {
+		o.SendQueueMessages, o.SendQueueBytes = 8, 1<<20
+		o.Limits.BytesPerSecond = 64 << 20 // the writer's 13 MiB at once are not what this test is about
+	})
 	w := e.dial("writer")
 	w.sync()
 	// A raw socket that never reads.

@@ -106,7 +106,7 @@ func runCluster(updates, loadUpdates int) (clusterResult, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
+		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st})
 		return reg, st, err
 	}
 	reg, st, err := single()
@@ -264,7 +264,7 @@ func startBenchCluster(dir string, n int) ([]*hubcluster.Node, []*registry.Regis
 		if err != nil {
 			return nodes, regs, err
 		}
-		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: node.Store(), Shared: node})
+		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: node.Store(), Shared: node})
 		if err != nil {
 			node.Close(context.Background())
 			return nodes, regs, err

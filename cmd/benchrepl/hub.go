@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	hubcluster "github.com/nomicore/nomicore/cluster"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
@@ -96,12 +97,12 @@ func runHubChild(specJSON string) error {
 	if err != nil {
 		return err
 	}
-	var entries []ws.TokenEntry
+	var entries []auth.PeerEntry
 	for i := range spec.Peers {
-		entries = append(entries, ws.TokenEntry{PeerInstanceID: peerName(i), TokenSHA256: ws.HashToken(tokenOf(i)),
+		entries = append(entries, auth.PeerEntry{PeerInstanceID: peerName(i), TokenSHA256: auth.HashToken(tokenOf(i)),
 			Owner: hubOwner, Namespaces: []string{"*"}, Read: true, Submit: true})
 	}
-	table, err := ws.NewTokenTable(entries)
+	table, err := auth.NewPeerTable(entries)
 	if err != nil {
 		return err
 	}
@@ -184,13 +185,13 @@ func runHubChild(specJSON string) error {
 // openChildHub opens the child hub's store and registry: its own bbolt store, or — with
 // spec.Node — one node of a hub cluster, ready (quorum, replicas current) before it
 // returns.
-func openChildHub(spec hubSpec) (persistence.Store, *registry.Registry, *hubcluster.Node, error) {
+func openChildHub(spec hubSpec) (persistence.Catalog, *registry.Registry, *hubcluster.Node, error) {
 	if spec.Node == nil {
 		st, err := persistence.OpenDataDir(spec.Dir, persistence.Options{Compactor: registry.Compactor()})
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
+		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st})
 		return st, reg, nil, err
 	}
 	node, err := hubcluster.Start(hubcluster.Config{NodeName: spec.Node.Name, DataDir: spec.Dir, ClusterName: "bench",
@@ -199,7 +200,7 @@ func openChildHub(spec hubSpec) (persistence.Store, *registry.Registry, *hubclus
 		return nil, nil, nil, err
 	}
 	st := node.Store()
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st, Shared: node})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Shared: node})
 	if err != nil {
 		node.Close(context.Background())
 		return nil, nil, nil, err

@@ -50,7 +50,7 @@ func startPeerWith(dir string, index int, targets []string, opts ws.PeerOptions)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := registry.New(registry.Config{Role: registry.RolePeer, Store: st})
+	reg, err := registry.New(registry.Config{Role: registry.RolePeer, Catalog: st, Documents: st})
 	if err != nil {
 		return nil, err
 	}

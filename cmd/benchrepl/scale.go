@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
@@ -90,7 +91,7 @@ func (idleHandler) HandleFrame(protocol.Frame)                     {}
 func (idleHandler) HandleRejected(*protocol.Error)                 {}
 func (idleHandler) HandleDrain(seam.Drain)                         {}
 func (idleHandler) HandleShed(protocol.NamespaceID, seam.ShedInfo) {}
-func (idleHandler) HandleRevoked(seam.Revocation)                  {}
+func (idleHandler) HandleRevoked(auth.PeerRevocation)              {}
 func (idleHandler) HandleClosed(seam.CloseInfo)                    {}
 
 // idleResult: N idle peer connections on one hub.

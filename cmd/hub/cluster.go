@@ -117,7 +117,7 @@ func openHub(data string, cf *clusterFlags, limits *protocol.Config, clk clock.C
 			"servers to at least %d, or lower those limits on every hub node and peer", got, want, want+8<<10)
 	}
 	store := n.Store()
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: store, Shared: n, Clock: clk, StageClock: clk, Logger: log})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: store, Shared: n, Clock: clk, StageClock: clk, Logger: log})
 	if err != nil {
 		n.Close(context.Background())
 		return nil, nil, err

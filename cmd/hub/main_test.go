@@ -18,9 +18,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/cluster"
-	"github.com/nomicore/nomicore/internal/tokens"
-	"github.com/nomicore/nomicore/replication/ws"
 )
 
 func runHub(t *testing.T, env map[string]string, args ...string) (int, string, string) {
@@ -56,7 +55,7 @@ func TestTokenCommands(t *testing.T) {
 	if code != 0 || len(tok) != 43 || strings.Contains(errOut, tok) {
 		t.Fatalf("token add: %d %q %q", code, out, errOut)
 	}
-	file, _ := os.ReadFile(filepath.Join(data, tokens.FileName))
+	file, _ := os.ReadFile(filepath.Join(data, auth.FileName))
 	if strings.Contains(string(file), tok) || !strings.Contains(string(file), `"submit":false`) {
 		t.Fatalf("tokens file: %s", file)
 	}
@@ -74,7 +73,7 @@ func TestTokenCommands(t *testing.T) {
 	if code, _, _ := runHub(t, nil, "token", "remove", "--data", data, "--peer", "peer-a"); code != 0 {
 		t.Fatalf("token remove: %d", code)
 	}
-	if entries, _, _ := tokens.Read(filepath.Join(data, tokens.FileName)); len(entries) != 1 || entries[0].PeerInstanceID != "peer-b" {
+	if entries, _, _ := auth.Read(filepath.Join(data, auth.FileName)); len(entries) != 1 || entries[0].PeerInstanceID != "peer-b" {
 		t.Fatalf("left %+v", entries)
 	}
 	if code, _, errOut := runHub(t, nil, "token", "add", "--data", data, "--peer", "Bad Peer"); code != 1 || strings.Count(errOut, "\n") != 1 {
@@ -86,7 +85,7 @@ func TestTokenCommands(t *testing.T) {
 // prints a new token once and the old one no longer authenticates.
 func TestTokenAddTwiceAndRotate(t *testing.T) {
 	data := t.TempDir()
-	file := filepath.Join(data, tokens.FileName)
+	file := filepath.Join(data, auth.FileName)
 	code, out, _ := runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a")
 	old := strings.TrimSpace(out)
 	if code != 0 {
@@ -96,7 +95,7 @@ func TestTokenAddTwiceAndRotate(t *testing.T) {
 	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "peer-a already has a token (sha256:") {
 		t.Fatalf("second token add: %d %q %q", code, out, errOut)
 	}
-	if entries, _, _ := tokens.Read(file); len(entries) != 1 {
+	if entries, _, _ := auth.Read(file); len(entries) != 1 {
 		t.Fatalf("%d entries after a refused add", len(entries))
 	}
 	// The refusal names the two ways on, each a whole command; the rotation is run as printed.
@@ -112,8 +111,8 @@ func TestTokenAddTwiceAndRotate(t *testing.T) {
 	if code != 0 || len(fresh) != 43 || fresh == old || strings.Contains(errOut, fresh) || !strings.Contains(errOut, "no longer valid") {
 		t.Fatalf("token rotate: %d %q %q", code, out, errOut)
 	}
-	entries, _, _ := tokens.Read(file)
-	table, _ := ws.NewTokenTable(entries)
+	entries, _, _ := auth.Read(file)
+	table, _ := auth.NewPeerTable(entries)
 	if _, err := table.Authenticate(context.Background(), old); err == nil {
 		t.Fatal("the old token still authenticates after a rotation")
 	}
@@ -147,7 +146,7 @@ func TestTokenAddTwiceAndRotate(t *testing.T) {
 	if code != 0 || len(strings.TrimSpace(out)) != 43 {
 		t.Fatalf("token add --additional: %d %q", code, out)
 	}
-	if entries, _, _ := tokens.Read(file); len(entries) != 2 {
+	if entries, _, _ := auth.Read(file); len(entries) != 2 {
 		t.Fatalf("%d entries after --additional, want 2", len(entries))
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
-	"github.com/nomicore/nomicore/internal/tokens"
 	"github.com/nomicore/nomicore/node"
 	"github.com/nomicore/nomicore/node/accesslog"
 	"github.com/nomicore/nomicore/node/adminapi"
@@ -84,7 +84,7 @@ func serve(args []string, cio cli.IO) int {
 	}
 	where := "--data " + *data // how the token commands name the tokens file
 	if *tokensFile == "" {
-		*tokensFile = filepath.Join(*data, tokens.FileName)
+		*tokensFile = filepath.Join(*data, auth.FileName)
 	} else {
 		where = "--tokens " + *tokensFile
 	}
@@ -107,7 +107,7 @@ func serve(args []string, cio cli.IO) int {
 		}
 	}()
 	var editors *yws.Server // the client listener's endpoint, when enabled
-	reloader, err := tokens.NewReloader(tokens.ReloaderOptions{
+	reloader, err := auth.NewReloader(auth.ReloaderOptions{
 		Path:     *tokensFile,
 		Missing:  missingTokensWarning(where, clientFlags.Enabled() && clientFlags.Auth == "token"),
 		OnReload: obs.TokenReload,
@@ -144,7 +144,7 @@ func serve(args []string, cio cli.IO) int {
 		return fail(err)
 	}
 	cleanup = append(cleanup, func() { _ = closeCapture() })
-	hub, err := ws.NewHub(ws.HubOptions{Config: common.Protocol, InstanceID: *instanceID, Auth: reloader.Authenticator(),
+	hub, err := ws.NewHub(ws.HubOptions{Config: common.Protocol, InstanceID: *instanceID, Auth: reloader,
 		Namespaces: namespaces.NewHandler, Clock: clk, Observer: obs.Observer, Logger: log, FrameTap: tap,
 		MaxHandshakes: maxHandshakes, MaxOpening: maxOpening})
 	if err != nil {
@@ -184,15 +184,15 @@ func serve(args []string, cio cli.IO) int {
 	}
 	var clients *node.Server
 	if clientFlags.Enabled() {
-		var auth yws.Clients
+		var clientAuth auth.ClientAuthenticator // nil: --client-auth none
 		if clientFlags.Auth == "token" {
-			auth = reloader.Clients()
+			clientAuth = reloader
 		}
 		m, err := inst.ClientMetrics()
 		if err != nil {
 			return fail(err)
 		}
-		opts := clientFlags.Options(inst, common, auth)
+		opts := clientFlags.Options(inst, common, clientAuth)
 		opts.Namespaces, opts.Metrics = node.HubNamespaces(store), m
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/nomicore/nomicore/internal/tokens"
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/node"
 	"github.com/nomicore/nomicore/node/cli"
 )
@@ -34,7 +34,7 @@ func tokenFlags(sub, synopsis, about string) (*cli.Flags, func() string) {
 		if *file != "" {
 			return *file
 		}
-		return filepath.Join(*data, tokens.FileName)
+		return filepath.Join(*data, auth.FileName)
 	}
 }
 
@@ -78,15 +78,15 @@ func tokenAdd(args []string, cio cli.IO) int {
 		return f.Mistake(cio, "--peer (or --client) is required")
 	}
 	if len(namespaces) == 0 {
-		namespaces = node.StringList{tokens.AllNamespaces}
+		namespaces = node.StringList{auth.AllNamespaces}
 	}
-	add := tokens.Add
+	add := auth.Add
 	if *additional {
-		add = tokens.AddAnother
+		add = auth.AddAnother
 	}
-	tok, err := add(path(), tokens.Grant{PeerInstanceID: *peer, Owner: *owner, Namespaces: namespaces,
+	tok, err := add(path(), auth.PeerGrant{PeerInstanceID: *peer, Owner: *owner, Namespaces: namespaces,
 		Read: true, Submit: !*readOnly}, nil)
-	var existing *tokens.ExistingTokenError
+	var existing *auth.ExistingTokenError
 	if errors.As(err, &existing) {
 		who := node.TokensFileFlags(path()) + " --peer " + cli.ShellArg(*peer)
 		return tokenFail(cio, "add", fmt.Errorf("%v: to replace it run \"hub token rotate %s\"; to give it a second token while the first stays valid, run \"hub token add %s --additional\"",
@@ -108,7 +108,7 @@ func tokenList(args []string, cio cli.IO) int {
 	if code, ok := parseTokenFlags(f, args, cio); !ok {
 		return code
 	}
-	file, _, err := tokens.ReadFile(path())
+	file, _, err := auth.ReadFile(path())
 	if err != nil {
 		return tokenFail(cio, "list", err)
 	}
@@ -118,7 +118,7 @@ func tokenList(args []string, cio cli.IO) int {
 		if e.Submit {
 			perm += ",submit"
 		}
-		fmt.Fprintf(cio.Stdout, "%s\tsha256:%s…\towner=%s\t%s\t%v\n", e.PeerInstanceID, tokens.HashPrefix(e.TokenSHA256), e.Owner, perm, e.Namespaces)
+		fmt.Fprintf(cio.Stdout, "%s\tsha256:%s…\towner=%s\t%s\t%v\n", e.PeerInstanceID, auth.HashPrefix(e.TokenSHA256), e.Owner, perm, e.Namespaces)
 	}
 	return 0
 }
@@ -136,8 +136,8 @@ func tokenRotate(args []string, cio cli.IO) int {
 	if *peer == "" {
 		return f.Mistake(cio, "--peer is required")
 	}
-	tok, err := tokens.Rotate(path(), *peer, *prefix, nil)
-	if errors.Is(err, tokens.ErrNoToken) {
+	tok, err := auth.Rotate(path(), *peer, *prefix, nil)
+	if errors.Is(err, auth.ErrNoToken) {
 		file := node.TokensFileFlags(path())
 		return tokenFail(cio, "rotate", fmt.Errorf("%v (hub token list %s shows the tokens; hub token add %s --peer %s creates one)",
 			err, file, file, cli.ShellArg(*peer)))
@@ -168,7 +168,7 @@ func tokenRemove(args []string, cio cli.IO) int {
 	case *peer == "":
 		return f.Mistake(cio, "--peer (or --client) is required")
 	}
-	n, err := tokens.Remove(path(), *peer, *prefix)
+	n, err := auth.Remove(path(), *peer, *prefix)
 	if err != nil {
 		return tokenFail(cio, "remove", err)
 	}

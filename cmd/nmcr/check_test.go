@@ -87,7 +87,7 @@ func makeCheckStore(t *testing.T, bad bool) string {
 	return dir
 }
 
-func appendAll(t *testing.T, st persistence.Store, ns string, updates ...[]byte) uint64 {
+func appendAll(t *testing.T, st persistence.Documents, ns string, updates ...[]byte) uint64 {
 	t.Helper()
 	var seq uint64
 	var err error

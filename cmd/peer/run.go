@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
-	"github.com/nomicore/nomicore/internal/tokens"
 	"github.com/nomicore/nomicore/node"
 	"github.com/nomicore/nomicore/node/accesslog"
 	"github.com/nomicore/nomicore/node/adminapi"
@@ -188,11 +188,11 @@ func runPeer(args []string, cio cli.IO) int {
 	// DATA/tokens.json (peer token add --client).
 	var editors *yws.Server
 	var clients *node.Server
-	var clientTokens *tokens.Reloader
+	var clientTokens *auth.Reloader
 	if clientFlags.Enabled() {
-		var auth yws.Clients
+		var clientAuth auth.ClientAuthenticator // nil: --client-auth none
 		if clientFlags.Auth == "token" {
-			clientTokens, err = tokens.NewReloader(tokens.ReloaderOptions{Path: filepath.Join(*data, tokens.FileName),
+			clientTokens, err = auth.NewReloader(auth.ReloaderOptions{Path: filepath.Join(*data, auth.FileName),
 				Missing:  fmt.Sprintf("every editor is refused until `peer token add --data %s --client NAME` creates one", *data),
 				OnReload: obs.TokenReload, Logger: log, OnChange: func() {
 					if editors != nil {
@@ -202,13 +202,13 @@ func runPeer(args []string, cio cli.IO) int {
 			if err != nil {
 				return fail(err)
 			}
-			auth = clientTokens.Clients()
+			clientAuth = clientTokens
 		}
 		m, err := inst.ClientMetrics()
 		if err != nil {
 			return fail(err)
 		}
-		opts := clientFlags.Options(inst, common, auth)
+		opts := clientFlags.Options(inst, common, clientAuth)
 		opts.Namespaces, opts.Metrics, opts.Writes = node.PeerNamespaces(tc), m, localWrites.Editors()
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/nomicore/nomicore/internal/tokens"
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/node"
 	"github.com/nomicore/nomicore/node/cli"
 )
@@ -27,7 +27,7 @@ var tokenCommands = cli.Group{
 func tokenFlags(sub, synopsis, about string) (*cli.Flags, func() string) {
 	f := cli.NewFlags("peer token "+sub, "peer token "+sub+" "+synopsis, about)
 	data := f.String("data", "", "the peer's data `DIR` (required; what peer run --data names, default nomicore-data/INSTANCE-ID)")
-	return f, func() string { return filepath.Join(*data, tokens.FileName) }
+	return f, func() string { return filepath.Join(*data, auth.FileName) }
 }
 
 // parseTokenFlags parses f, refuses operands and requires --data.
@@ -69,7 +69,7 @@ func tokenList(args []string, cio cli.IO) int {
 	if code, ok := parseTokenFlags(f, args, cio); !ok {
 		return code
 	}
-	file, _, err := tokens.ReadFile(path())
+	file, _, err := auth.ReadFile(path())
 	if err != nil {
 		fmt.Fprintf(cio.Stderr, "peer token list: %s\n", node.OneLine(err))
 		return 1

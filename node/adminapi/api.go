@@ -85,9 +85,9 @@ const (
 type Options struct {
 	// Side is SideHub or SidePeer; it selects the routes.
 	Side observer.Side
-	// Registry holds the namespaces; Store is its store (entries by id, health).
+	// Registry holds the namespaces; Store is its catalog (entries by id, health, counters).
 	Registry *registry.Registry
-	Store    persistence.Store
+	Store    persistence.Catalog
 	// Sessions lists a namespace's peer channels (hub: HubNamespaces.Sessions).
 	Sessions func(namespaceID string) []namespace.HubSession
 	// Targets manages the peer's replication targets (peer only).

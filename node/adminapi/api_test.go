@@ -43,7 +43,7 @@ func newRegistry(t testing.TB, role registry.Role) (*persistence.MemoryStore, *r
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{Role: role, Store: st})
+	reg, err := registry.New(registry.Config{Role: role, Catalog: st, Documents: st})
 	if err != nil {
 		t.Fatal(err)
 	}

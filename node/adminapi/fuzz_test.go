@@ -73,7 +73,7 @@ var fuzzSnapshot = sync.OnceValues(func() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st})
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func newFuzzEnv(t *testing.T, peer bool, token string) *fuzzEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{Role: role, Store: st})
+	reg, err := registry.New(registry.Config{Role: role, Catalog: st, Documents: st})
 	if err != nil {
 		t.Fatal(err)
 	}

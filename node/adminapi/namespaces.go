@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -371,23 +370,15 @@ func (a *API) getDoc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer a.release(l)
-	var doc map[string]any
-	if len(roots) == 0 {
-		if doc, err = l.JSON(r.Context()); err != nil {
-			writeError(w, a.fromErr(err))
-			return
-		}
-	} else {
-		state, err := l.EncodeState(r.Context(), nil)
-		if err != nil {
-			writeError(w, a.fromErr(err))
-			return
-		}
-		var e *Error
-		if doc, e = renderRoots(state, roots); e != nil {
-			writeError(w, e)
-			return
-		}
+	doc, err := l.JSON(r.Context(), roots...)
+	var rk *registry.RootKindError
+	switch {
+	case errors.As(err, &rk):
+		writeError(w, &Error{http.StatusBadRequest, CodeRootType, fmt.Sprintf("%v: ask for ?root=%s:%s", rk, rk.Name, rk.Has)})
+		return
+	case err != nil:
+		writeError(w, a.fromErr(err))
+		return
 	}
 	if maxBytes > 0 {
 		writeDocJSONAtMost(w, doc, maxBytes)
@@ -413,116 +404,17 @@ func (a *API) getRoots(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer a.release(l)
-	state, err := l.EncodeState(r.Context(), nil)
+	roots, err := l.Roots(r.Context())
 	if err != nil {
 		writeError(w, a.fromErr(err))
 		return
 	}
-	doc := yjs.NewDoc()
-	if err := yjs.ApplyUpdate(doc, state, nil); err != nil {
-		writeError(w, &Error{http.StatusInternalServerError, CodeInternal, "the document's state does not decode"})
-		return
-	}
-	out := []RootJSON{}
-	for _, name := range doc.RootNames() {
-		t, err := doc.Get(name, yjs.KindUnknown)
-		if err != nil {
-			writeError(w, &Error{http.StatusInternalServerError, CodeInternal, err.Error()})
-			return
-		}
-		kind, _ := rootFits(t, yjs.KindUnknown)
-		k, _ := parseKind(kind)
-		b, _ := json.Marshal(renderAs(t, k))
-		out = append(out, RootJSON{Name: name, Type: kind, JSONBytes: len(b)})
-	}
-	slices.SortFunc(out, func(x, y RootJSON) int { return strings.Compare(x.Name, y.Name) })
-	writeJSON(w, http.StatusOK, out)
-}
-
-// parseKind is the kind a ?root= type word names.
-func parseKind(word string) (yjs.Kind, bool) {
-	_, k, err := yjs.ParseRootSpec("x:" + word)
-	return k, err == nil
-}
-
-// renderRoots renders the declared roots of a document state. It works on a copy of the
-// document: typing a root is for good, and a request must not retype the live document's
-// roots for every later reader.
-func renderRoots(state []byte, roots []registry.Root) (map[string]any, *Error) {
-	doc := yjs.NewDoc()
-	if err := yjs.ApplyUpdate(doc, state, nil); err != nil {
-		return nil, &Error{http.StatusInternalServerError, CodeInternal, "the document's state does not decode"}
-	}
-	present := map[string]bool{}
-	for _, name := range doc.RootNames() {
-		present[name] = true
-	}
-	out := make(map[string]any, len(roots))
+	out := make([]RootJSON, 0, len(roots))
 	for _, root := range roots {
-		if present[root.Name] {
-			t, err := doc.Get(root.Name, yjs.KindUnknown)
-			if err != nil {
-				return nil, &Error{http.StatusInternalServerError, CodeInternal, err.Error()}
-			}
-			if actual, fits := rootFits(t, root.Kind); !fits {
-				return nil, &Error{http.StatusBadRequest, CodeRootType, fmt.Sprintf("root %q is a %s, not a %s: ask for ?root=%s:%s",
-					root.Name, actual, kindName(root.Kind), root.Name, actual)}
-			}
-		}
-		t, err := doc.Get(root.Name, root.Kind)
-		if err != nil {
-			return nil, &Error{http.StatusBadRequest, CodeRootType, fmt.Sprintf("root %q is a %s, not a %s", root.Name, kindName(t.Kind()), kindName(root.Kind))}
-		}
-		out[root.Name] = renderAs(t, root.Kind)
+		b, _ := json.Marshal(root.JSON)
+		out = append(out, RootJSON{Name: root.Name, Type: root.Kind, JSONBytes: len(b)})
 	}
-	return out, nil
-}
-
-// rootFits reports whether a root of the document can be read as kind, and what it holds
-// (the kind it has, or as Yjs infers it for a root no client typed: keyed entries a map,
-// text content a text, anything else an array). An empty root fits every kind; XML
-// fragments hold types, which the inference calls an array.
-func rootFits(t *yjs.Type, kind yjs.Kind) (actual string, fits bool) {
-	if t.Kind() != yjs.KindUnknown {
-		return kindName(t.Kind()), t.Kind() == kind
-	}
-	switch v := (*yjs.Map)(t).ToJSON().(type) { // an untyped root renders as its inferred kind
-	case map[string]any:
-		return "map", len(v) == 0 || kind == yjs.KindMap
-	case string:
-		return "text", v == "" || kind == yjs.KindText
-	case []any:
-		return "array", len(v) == 0 || kind == yjs.KindArray || kind == yjs.KindXmlFragment
-	}
-	return "array", true
-}
-
-// renderAs renders a typed root.
-func renderAs(t *yjs.Type, kind yjs.Kind) any {
-	switch kind {
-	case yjs.KindMap:
-		return (*yjs.Map)(t).ToJSON()
-	case yjs.KindText:
-		return (*yjs.Text)(t).ToJSON()
-	case yjs.KindXmlFragment:
-		return (*yjs.XmlFragment)(t).ToJSON()
-	}
-	return (*yjs.Array)(t).ToJSON()
-}
-
-// kindName is the word ?root= uses for a kind.
-func kindName(k yjs.Kind) string {
-	switch k {
-	case yjs.KindMap:
-		return "map"
-	case yjs.KindArray:
-		return "array"
-	case yjs.KindText:
-		return "text"
-	case yjs.KindXmlFragment:
-		return "xml"
-	}
-	return k.String()
+	writeJSON(w, http.StatusOK, out)
 }
 
 // GET /v1/namespaces/{id}/update[?sv=HEX]: Y.encodeStateAsUpdate(doc, sv).

@@ -37,7 +37,7 @@ func clockedEnv(t *testing.T, opts Options) (*env, *clock.Fake, *timeline.Timeli
 	if opts.Side == observer.SidePeer {
 		role = registry.RolePeer
 	}
-	reg, err := registry.New(registry.Config{Role: role, Store: st, Clock: clk, StageClock: clk})
+	reg, err := registry.New(registry.Config{Role: role, Catalog: st, Documents: st, Clock: clk, StageClock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,8 +44,9 @@ type inboundTransfer struct {
 	started time.Time
 }
 
-// maxDiscarded bounds the transfer ids a channel remembers having given up (see
-// rememberDiscarded).
+// maxDiscarded bounds the transfer ids a channel remembers having given up
+// (channel.discarded: aborted adds them, oldest dropped first, and chunk drops the late
+// chunks of those transfers).
 const maxDiscarded = 16
 
 // chunked reports whether the connection negotiated CAP_CHUNKED_UPDATE.

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
@@ -443,7 +443,7 @@ func TestS10_3_HubTeardownDiscardsAssemblies(t *testing.T) {
 	}
 
 	ns = partial(202)
-	f.table.Revoke(seam.Revocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns}})
+	f.table.Revoke(auth.PeerRevocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns}})
 	w.expectError(ns, protocol.CodeNamespaceUnauthorized)
 	waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedApplyRefused)
 	if ab := aborts(2); len(ab) != 2 {

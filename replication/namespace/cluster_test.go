@@ -18,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
@@ -61,7 +62,7 @@ type cluster struct {
 	t     testing.TB
 	cfg   protocol.Config
 	rec   *observertest.Recorder
-	table *ws.TokenTable
+	table *auth.PeerTable
 	srv   *httptest.Server
 	url   string
 
@@ -96,17 +97,17 @@ func storeOptions() persistence.Options {
 func newCluster(t testing.TB, cfg protocol.Config, peers int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, cfg: cfg, rec: &observertest.Recorder{}, hubDir: filepath.Join(t.TempDir(), "hub")}
-	var entries []ws.TokenEntry
+	var entries []auth.PeerEntry
 	for i := range peers + 1 {
 		id := fmt.Sprintf("peer-%d", i)
 		if i == peers {
 			id = rawPeerID // a hand-played peer (dialWire)
 		}
-		entries = append(entries, ws.TokenEntry{PeerInstanceID: id, TokenSHA256: ws.HashToken("token-" + id), Owner: hubOwner,
+		entries = append(entries, auth.PeerEntry{PeerInstanceID: id, TokenSHA256: auth.HashToken("token-" + id), Owner: hubOwner,
 			Namespaces: []string{"*"}, Read: true, Submit: true})
 	}
 	var err error
-	c.table, err = ws.NewTokenTable(entries)
+	c.table, err = auth.NewPeerTable(entries)
 	must(t, err)
 	c.startHub()
 	mux := http.NewServeMux()
@@ -142,7 +143,7 @@ func (c *cluster) startHub() {
 	c.t.Helper()
 	st, err := persistence.OpenDataDir(c.hubDir, storeOptions())
 	must(c.t, err)
-	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Store: st, StageClock: clock.Real()})
+	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st, StageClock: clock.Real()})
 	must(c.t, err)
 	nsl, err := namespace.NewHub(namespace.HubOptions{Registry: reg})
 	must(c.t, err)
@@ -180,7 +181,7 @@ func (p *peerNode) start(targets ...namespace.Target) {
 	var err error
 	p.store, err = persistence.OpenDataDir(p.dir, storeOptions())
 	must(t, err)
-	p.reg, err = registry.New(registry.Config{Role: registry.RolePeer, Store: p.store, StageClock: clock.Real()})
+	p.reg, err = registry.New(registry.Config{Role: registry.RolePeer, Catalog: p.store, Documents: p.store, StageClock: clock.Real()})
 	must(t, err)
 	p.tc, err = namespace.NewTargetController(namespace.TargetControllerOptions{Registry: p.reg, Targets: targets})
 	must(t, err)

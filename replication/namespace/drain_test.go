@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // TestS6_3_DrainsEndWithoutTheirDeadline: a GOAWAY drain — the hub restarting, and a
@@ -38,7 +38,7 @@ func TestS6_3_DrainsEndWithoutTheirDeadline(t *testing.T) {
 	}
 	for _, goAway := range []func(){
 		func() { c.hub.Load().hub.GoAway(protocol.GoAwayServerRestarting, time.Hour, 0, false) },
-		func() { c.table.Revoke(seam.Revocation{PeerInstanceID: c.peers[0].id}) },
+		func() { c.table.Revoke(auth.PeerRevocation{PeerInstanceID: c.peers[0].id}) },
 	} {
 		before := readies()
 		goAway()

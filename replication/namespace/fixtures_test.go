@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
@@ -60,7 +61,8 @@ func newRegistry(t testing.TB, role registry.Role, opts persistence.Options) (*r
 	return newRegistryWith(t, registry.Config{Role: role}, opts)
 }
 
-// newRegistryWith is newRegistry with the registry's configuration (its Store is set here).
+// newRegistryWith is newRegistry with the registry's configuration (its Catalog and
+// Documents are set here).
 func newRegistryWith(t testing.TB, cfg registry.Config, opts persistence.Options) (*registry.Registry, persistence.Store) {
 	t.Helper()
 	return newRegistryWrapped(t, cfg, opts, nil)
@@ -76,10 +78,11 @@ func newRegistryWrapped(t testing.TB, cfg registry.Config, opts persistence.Opti
 	}
 	st, err := persistence.NewMemoryStore(opts)
 	must(t, err)
-	cfg.Store = st
+	var wrapped persistence.Store = st
 	if wrap != nil {
-		cfg.Store = wrap(st)
+		wrapped = wrap(st)
 	}
+	cfg.Catalog, cfg.Documents = wrapped, wrapped
 	reg, err := registry.New(cfg)
 	must(t, err)
 	t.Cleanup(func() {
@@ -400,7 +403,7 @@ type nsHub struct {
 	store persistence.Store
 	hub   *ws.Hub
 	nsl   *namespace.Hub
-	table *ws.TokenTable
+	table *auth.PeerTable
 
 	mu         sync.Mutex // guards mismatches
 	mismatches []string   // the hub's OwnerMismatch calls: "peer ns grantOwner namespaceOwner"
@@ -433,10 +436,10 @@ func newNSHubWrapped(t *testing.T, cfg protocol.Config, storeOpts persistence.Op
 	f := &nsHub{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: rec}
 	f.reg, f.store = newRegistryWrapped(t, registry.Config{Role: registry.RoleHub}, storeOpts, wrap)
 	var err error
-	f.table, err = ws.NewTokenTable([]ws.TokenEntry{
-		{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Owner: owner, Namespaces: []string{"*"}, Read: true, Submit: true},
-		{PeerInstanceID: readOnlyPeer, TokenSHA256: ws.HashToken("secret-ro"), Owner: owner, Namespaces: []string{"*"}, Read: true},
-		{PeerInstanceID: limitedPeer, TokenSHA256: ws.HashToken("secret-limited"), Owner: owner, Namespaces: []string{limitedNS.String()}, Read: true, Submit: true},
+	f.table, err = auth.NewPeerTable([]auth.PeerEntry{
+		{PeerInstanceID: peerID, TokenSHA256: auth.HashToken("secret-a"), Owner: owner, Namespaces: []string{"*"}, Read: true, Submit: true},
+		{PeerInstanceID: readOnlyPeer, TokenSHA256: auth.HashToken("secret-ro"), Owner: owner, Namespaces: []string{"*"}, Read: true},
+		{PeerInstanceID: limitedPeer, TokenSHA256: auth.HashToken("secret-limited"), Owner: owner, Namespaces: []string{limitedNS.String()}, Read: true, Submit: true},
 	})
 	must(t, err)
 	f.nsl, err = namespace.NewHub(namespace.HubOptions{Registry: f.reg, OwnerMismatch: func(peer, ns, grantOwner, nsOwner string) {
@@ -479,7 +482,7 @@ func (f *nsHub) dial(peer string) *wire {
 func (f *nsHub) dialEnds(peer string, capacity int) (*wire, *wstest.End) {
 	f.t.Helper()
 	a, b := wstest.Pair(capacity)
-	must(f.t, f.hub.Accept(b, ws.Identity{PeerInstanceID: peer}))
+	must(f.t, f.hub.Accept(b, auth.PeerIdentity{PeerInstanceID: peer}))
 	w := newWire(f.t, a, f.cfg)
 	h := hello()
 	h.PeerInstanceID = peer
@@ -616,7 +619,7 @@ func newNSPeerWith(t *testing.T, cfg protocol.Config, storeOpts persistence.Opti
 // nsPeerOptions are the less common settings of a test peer.
 type nsPeerOptions struct {
 	store      persistence.Options
-	unobserved bool                // no observer (f.rec stays empty)
+	unobserved bool         // no observer (f.rec stays empty)
 	stageClock clock.Reader // the peer registry's stage clock
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -166,7 +167,7 @@ func (hc *hubConn) HandleDrain(seam.Drain)                              { hc.dra
 func (hc *hubConn) HandleShed(ns protocol.NamespaceID, _ seam.ShedInfo) { hc.shed(ns) }
 
 // HandleRevoked ends the revoked namespaces with NAMESPACE_UNAUTHORIZED.
-func (hc *hubConn) HandleRevoked(r seam.Revocation) {
+func (hc *hubConn) HandleRevoked(r auth.PeerRevocation) {
 	for _, ns := range r.Namespaces {
 		c := hc.channels[ns]
 		if c != nil {

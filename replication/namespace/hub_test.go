@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
@@ -16,7 +17,6 @@ import (
 	"github.com/nomicore/nomicore/persistence/persistencetest"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
@@ -711,7 +711,7 @@ func TestS19_HubRevokeEndsNamespace(t *testing.T) {
 	w := f.dial(peerID)
 	ns, _ := f.liveNS(w, 200)
 	other, otherDoc := f.liveNS(w, 201)
-	f.table.Revoke(seam.Revocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns}})
+	f.table.Revoke(auth.PeerRevocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns}})
 	w.expectError(ns, protocol.CodeNamespaceUnauthorized)
 	waitFailed(t, f.rec, observer.SideHub, ns, observer.FailedApplyRefused)
 	seq := w.send(&protocol.Update{NamespaceID: other, Update: otherDoc.set("x", 1.0)})

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/seam"
 )
 
 // hubChannel is a namespace the peer opened on one connection: the shared channel, and what
@@ -17,7 +17,7 @@ type hubChannel struct {
 	hc          *hubConn
 	openReq     protocol.OpenNamespace // the first OPEN_NAMESPACE
 	openWaiting []uint32               // OPEN_NAMESPACE sequences waiting for the shared open
-	grant       seam.Grant
+	grant       auth.NamespaceGrant
 	mode        protocol.OpenMode
 	snapSeq     uint32 // the BOOTSTRAP_SNAPSHOT sequence
 	lastRound   uint32 // the highest syncRoundId the peer started on this namespace

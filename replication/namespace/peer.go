@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
@@ -185,7 +186,7 @@ func (pc *peerConn) requested(f protocol.Frame, ns protocol.NamespaceID) *peerCh
 
 func (pc *peerConn) HandleRejected(e *protocol.Error)                    { pc.rejected(e) }
 func (pc *peerConn) HandleShed(ns protocol.NamespaceID, _ seam.ShedInfo) { pc.shed(ns) }
-func (pc *peerConn) HandleRevoked(seam.Revocation)                       {}
+func (pc *peerConn) HandleRevoked(auth.PeerRevocation)                   {}
 
 // HandleDrain closes the open namespaces; no new round or open starts.
 func (pc *peerConn) HandleDrain(seam.Drain) { pc.drain() }

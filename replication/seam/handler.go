@@ -3,6 +3,7 @@ package seam
 import (
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
@@ -33,7 +34,7 @@ type Handler interface {
 	HandleShed(ns protocol.NamespaceID, info ShedInfo)
 	// HandleRevoked reports that the authenticator withdrew the peer's access to
 	// r.Namespaces (hub only): end those namespaces with NAMESPACE_UNAUTHORIZED.
-	HandleRevoked(r Revocation)
+	HandleRevoked(r auth.PeerRevocation)
 	// HandleClosed is the last call: the connection is closed, nothing more is written, and
 	// Session methods other than Post fail with ErrClosed. Functions already posted still
 	// run on the owner goroutine until it exits. Work admitted earlier must still finish:
@@ -107,19 +108,3 @@ const (
 	CauseEarlyFrames   CloseCause = "early-frames"    // too many frames before admission
 	CauseFrameTooLarge CloseCause = "frame-too-large" // a message over maxFrameBytes
 )
-
-// Grant is an allowed namespace authorization (§19): the hub's local owner of the namespace
-// (never on the wire) and what the peer may do with it.
-type Grant struct {
-	Owner  string
-	Read   bool
-	Submit bool
-}
-
-// Revocation withdraws authorization from a connected peer: for the listed namespaces (the
-// namespace layer ends them with NAMESPACE_UNAUTHORIZED), or, when Namespaces is empty, for
-// the peer as a whole (its connections drain with GOAWAY REAUTH_REQUIRED).
-type Revocation struct {
-	PeerInstanceID string
-	Namespaces     []protocol.NamespaceID
-}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -35,7 +36,7 @@ type Session interface {
 
 	// Authorize asks the hub's authenticator whether the peer may replicate ns. It is false
 	// on the peer.
-	Authorize(ns protocol.NamespaceID) (Grant, bool)
+	Authorize(ns protocol.NamespaceID) (auth.NamespaceGrant, bool)
 	// Closed reports whether the connection is closed.
 	Closed() bool
 	// Draining reports the drain in progress, if any.

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
@@ -26,7 +27,7 @@ func (a *ackCounter) HandleFrame(f protocol.Frame) {
 func (a *ackCounter) HandleRejected(*protocol.Error)                 {}
 func (a *ackCounter) HandleDrain(seam.Drain)                         {}
 func (a *ackCounter) HandleShed(protocol.NamespaceID, seam.ShedInfo) {}
-func (a *ackCounter) HandleRevoked(seam.Revocation)                  {}
+func (a *ackCounter) HandleRevoked(auth.PeerRevocation)              {}
 func (a *ackCounter) HandleClosed(seam.CloseInfo)                    {}
 
 // allocBudgetPerUpdate is the most heap allocations one delivered update may cost on the
@@ -48,13 +49,13 @@ func TestAllocsPerDeliveredUpdate(t *testing.T) {
 	cfg := protocol.DefaultConfig()
 	h := &ackCounter{}
 	sessions := make(chan seam.Session, 1)
-	table, _ := ws.NewTokenTable(nil)
+	table, _ := auth.NewPeerTable(nil)
 	hub, err := ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: table,
 		Namespaces: func(s seam.Session) seam.Handler { h.s = s; sessions <- s; return h }})
 	must(t, err)
 	defer hub.Shutdown(context.Background())
 	peer, srv := wstest.Pair(4)
-	must(t, hub.Accept(srv, ws.Identity{PeerInstanceID: peerID}))
+	must(t, hub.Accept(srv, auth.PeerIdentity{PeerInstanceID: peerID}))
 	codec := protocol.NewCodec(cfg.Limits(), 0)
 	out := protocol.NewOutbound(codec)
 	hs, _, err := out.AppendFrame(nil, &protocol.Hello{PeerInstanceID: peerID, ExpectedHubInstanceID: hubID, ProtocolVersions: []uint64{1}})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
@@ -20,7 +21,7 @@ import (
 // benchHub serves a hub with the default configuration on loopback.
 func benchHub(b *testing.B, factory seam.NamespaceFactory) (*ws.Hub, string, func()) {
 	b.Helper()
-	table, _ := ws.NewTokenTable([]ws.TokenEntry{{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Namespaces: []string{"*"}, Read: true, Submit: true}})
+	table, _ := auth.NewPeerTable([]auth.PeerEntry{{PeerInstanceID: peerID, TokenSHA256: auth.HashToken("secret-a"), Namespaces: []string{"*"}, Read: true, Submit: true}})
 	hub, err := ws.NewHub(ws.HubOptions{Config: protocol.DefaultConfig(), InstanceID: hubID, Auth: table, Namespaces: factory})
 	if err != nil {
 		b.Fatal(err)
@@ -143,7 +144,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 		b.ReportMetric(perConn, "B/conn(hub+client)")
 	})
 	b.Run("core", func(b *testing.B) {
-		table, _ := ws.NewTokenTable(nil)
+		table, _ := auth.NewPeerTable(nil)
 		hub, err := ws.NewHub(ws.HubOptions{Config: protocol.DefaultConfig(), InstanceID: hubID, Auth: table,
 			Namespaces: func(seam.Session) seam.Handler { return nil }})
 		if err != nil {
@@ -157,7 +158,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 			for i := range ends {
 				a, srv := wstest.Pair(4)
 				ends[i] = a
-				if err := hub.Accept(srv, ws.Identity{PeerInstanceID: peerID}); err != nil {
+				if err := hub.Accept(srv, auth.PeerIdentity{PeerInstanceID: peerID}); err != nil {
 					b.Fatal(err)
 				}
 				cfg := protocol.DefaultConfig()

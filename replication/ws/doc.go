@@ -15,8 +15,8 @@
 // Authenticator: 401 for a missing or unknown token, 403 for a known token that may not
 // replicate, 503 when there is nothing to check against or the check is too slow; no
 // WebSocket is created then. The authenticator yields the peer's instance id, which the
-// peer's HELLO must repeat. TokenTable is the Authenticator of the hub binary: SHA-256
-// hashes of the tokens, compared in constant time.
+// peer's HELLO must repeat. Package auth implements it: the hub binary's is the tokens
+// file's reloader (auth.Reloader), SHA-256 hashes of the tokens compared in constant time.
 //
 // A connection then goes upgraded → handshaking → ready → draining → closed. The handshake
 // (HELLO, HELLO_ACK) checks both instance ids and agrees on a protocol version and

@@ -3,6 +3,7 @@ package ws
 import (
 	"errors"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
@@ -100,5 +101,5 @@ func (nopHandler) HandleFrame(protocol.Frame)                     {}
 func (nopHandler) HandleRejected(*protocol.Error)                 {}
 func (nopHandler) HandleDrain(seam.Drain)                         {}
 func (nopHandler) HandleShed(protocol.NamespaceID, seam.ShedInfo) {}
-func (nopHandler) HandleRevoked(seam.Revocation)                  {}
+func (nopHandler) HandleRevoked(auth.PeerRevocation)              {}
 func (nopHandler) HandleClosed(seam.CloseInfo)                    {}

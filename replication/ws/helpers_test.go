@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
@@ -96,7 +97,7 @@ type testHandler struct {
 	rejected []*protocol.Error
 	drains   []seam.Drain
 	sheds    []protocol.NamespaceID
-	revoked  []seam.Revocation
+	revoked  []auth.PeerRevocation
 	closed   []seam.CloseInfo
 }
 
@@ -138,7 +139,7 @@ func (h *testHandler) HandleShed(ns protocol.NamespaceID, _ seam.ShedInfo) {
 	h.sheds = append(h.sheds, ns)
 }
 
-func (h *testHandler) HandleRevoked(r seam.Revocation) {
+func (h *testHandler) HandleRevoked(r auth.PeerRevocation) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.revoked = append(h.revoked, r)
@@ -224,16 +225,16 @@ type hubFixture struct {
 	rec   *observertest.Recorder
 	hub   *ws.Hub
 	hs    *handlers
-	table *ws.TokenTable
+	table *auth.PeerTable
 }
 
 func newHubFixture(t *testing.T, cfg protocol.Config, setup func(*testHandler)) *hubFixture {
 	t.Helper()
 	f := &hubFixture{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: &observertest.Recorder{}, hs: newHandlers(setup)}
-	table, err := ws.NewTokenTable([]ws.TokenEntry{
-		{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true},
-		{PeerInstanceID: "peer-b", TokenSHA256: ws.HashToken("secret-b"), Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true},
-		{PeerInstanceID: "peer-x", TokenSHA256: ws.HashToken("secret-forbidden")},
+	table, err := auth.NewPeerTable([]auth.PeerEntry{
+		{PeerInstanceID: peerID, TokenSHA256: auth.HashToken("secret-a"), Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true},
+		{PeerInstanceID: "peer-b", TokenSHA256: auth.HashToken("secret-b"), Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true},
+		{PeerInstanceID: "peer-x", TokenSHA256: auth.HashToken("secret-forbidden")},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +276,7 @@ func (f *hubFixture) connect(capacity int) *rawPeer {
 func (f *hubFixture) connectVia(capacity int, wrap func(*wstest.End) ws.Transport) *rawPeer {
 	f.t.Helper()
 	a, b := wstest.Pair(capacity)
-	if err := f.hub.Accept(wrap(b), ws.Identity{PeerInstanceID: peerID}); err != nil {
+	if err := f.hub.Accept(wrap(b), auth.PeerIdentity{PeerInstanceID: peerID}); err != nil {
 		f.t.Fatal(err)
 	}
 	codec := protocol.NewCodec(f.cfg.Limits(), protocol.CapChunkedUpdate)

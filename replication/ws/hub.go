@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -180,13 +181,13 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrUnauthenticated):
+	case errors.Is(err, auth.ErrUnauthenticated):
 		h.reject(w, http.StatusUnauthorized, observer.AuthInvalidCredentials)
 		return
-	case errors.Is(err, ErrForbidden):
+	case errors.Is(err, auth.ErrForbidden):
 		h.reject(w, http.StatusForbidden, observer.AuthInvalidCredentials)
 		return
-	case errors.Is(err, ErrVerifierMissing):
+	case errors.Is(err, auth.ErrVerifierMissing):
 		h.reject(w, http.StatusServiceUnavailable, observer.AuthVerifierMissing)
 		return
 	case timedOut:
@@ -227,7 +228,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // callers use ServeHTTP; tests pass a fake transport. Without a valid trusted identity it
 // logs and returns ErrNoTrustedIdentity and leaves t open.
 // Accept does not apply the admission limits, but its connections count in them.
-func (h *Hub) Accept(t Transport, id Identity) error {
+func (h *Hub) Accept(t Transport, id auth.PeerIdentity) error {
 	h.adm.handshakes.Add(1)
 	return h.accept(t, id)
 }
@@ -235,7 +236,7 @@ func (h *Hub) Accept(t Transport, id Identity) error {
 // accept runs a connection that holds a handshake slot of the admission control: the slot
 // is given back when the handshake completes or the connection closes, or at once when
 // accept fails.
-func (h *Hub) accept(t Transport, id Identity) error {
+func (h *Hub) accept(t Transport, id auth.PeerIdentity) error {
 	if !protocol.ValidInstanceID(id.PeerInstanceID) {
 		h.adm.release()
 		h.log.Error("replication accept without a trusted peer instance id")
@@ -320,7 +321,7 @@ func (h *Hub) GoAway(reason string, drainTimeout, retryAfter time.Duration, hasR
 // revoke applies an authenticator revocation (§19): revoked namespaces go to the namespace
 // layer; a whole-peer revocation drains the peer's connections with GOAWAY REAUTH_REQUIRED
 // (closeTimeoutMs).
-func (h *Hub) revoke(r seam.Revocation) {
+func (h *Hub) revoke(r auth.PeerRevocation) {
 	h.each(func(c *conn) {
 		if c.peerID != r.PeerInstanceID {
 			return

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
@@ -223,7 +224,7 @@ func TestS2_AcceptWithoutTrustedIdentity(t *testing.T) {
 	a := f.connect(1) // a valid connection for contrast
 	_ = a
 	for _, id := range []string{"", "Peer A", "1abc"} {
-		if err := f.hub.Accept(nil, ws.Identity{PeerInstanceID: id}); !errors.Is(err, ws.ErrNoTrustedIdentity) {
+		if err := f.hub.Accept(nil, auth.PeerIdentity{PeerInstanceID: id}); !errors.Is(err, ws.ErrNoTrustedIdentity) {
 			t.Fatalf("Accept(%q) = %v", id, err)
 		}
 	}
@@ -273,7 +274,7 @@ func TestS6_3_GoAwayDrain(t *testing.T) {
 				t.Fatalf("got %v", fr.Type())
 			}
 			if tc.reason == protocol.GoAwayReauthRequired {
-				f.table.Revoke(seam.Revocation{PeerInstanceID: peerID})
+				f.table.Revoke(auth.PeerRevocation{PeerInstanceID: peerID})
 			} else {
 				f.hub.GoAway(tc.reason, 10*time.Second, 2*time.Second, true)
 			}
@@ -346,8 +347,8 @@ func TestS19_RevokeNamespaces(t *testing.T) {
 	f := newHubFixture(t, smallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
-	f.table.Revoke(seam.Revocation{PeerInstanceID: "peer-b", Namespaces: []protocol.NamespaceID{ns1}}) // another peer
-	f.table.Revoke(seam.Revocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns2}})
+	f.table.Revoke(auth.PeerRevocation{PeerInstanceID: "peer-b", Namespaces: []protocol.NamespaceID{ns1}}) // another peer
+	f.table.Revoke(auth.PeerRevocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns2}})
 	eventually(t, "revocation", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.revoked) == 1 })
 	if r := h.revoked[0]; len(r.Namespaces) != 1 || r.Namespaces[0] != ns2 {
 		t.Fatalf("revoked %+v", r)
@@ -390,7 +391,7 @@ func TestS21_ShutdownClosesWithoutGoAway(t *testing.T) {
 	// After shutdown, Accept refuses.
 	a, b := newPair()
 	defer a.Close(1000, "")
-	if err := f.hub.Accept(b, ws.Identity{PeerInstanceID: peerID}); !errors.Is(err, ws.ErrHubShutdown) {
+	if err := f.hub.Accept(b, auth.PeerIdentity{PeerInstanceID: peerID}); !errors.Is(err, ws.ErrHubShutdown) {
 		t.Fatalf("Accept after shutdown: %v", err)
 	}
 }

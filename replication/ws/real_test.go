@@ -19,6 +19,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -35,7 +36,7 @@ type liveHub struct {
 	url   string
 	rec   *observertest.Recorder
 	hs    *handlers
-	table *ws.TokenTable
+	table *auth.PeerTable
 	edit  func(*ws.HubOptions) // applied to the options of every hub it makes
 }
 
@@ -49,9 +50,9 @@ func newLiveHubWith(t *testing.T, cfg protocol.Config, setup func(*testHandler),
 	t.Helper()
 	l := &liveHub{t: t, cfg: cfg, rec: &observertest.Recorder{}, hs: newHandlers(setup), edit: edit}
 	var err error
-	l.table, err = ws.NewTokenTable([]ws.TokenEntry{
-		{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true},
-		{PeerInstanceID: "peer-x", TokenSHA256: ws.HashToken("secret-forbidden")},
+	l.table, err = auth.NewPeerTable([]auth.PeerEntry{
+		{PeerInstanceID: peerID, TokenSHA256: auth.HashToken("secret-a"), Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true},
+		{PeerInstanceID: "peer-x", TokenSHA256: auth.HashToken("secret-forbidden")},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
@@ -80,7 +81,7 @@ func (e *echoNS) HandleFrame(f protocol.Frame) {
 func (e *echoNS) HandleRejected(*protocol.Error)                 {}
 func (e *echoNS) HandleDrain(seam.Drain)                         { e.s.Quiesced() }
 func (e *echoNS) HandleShed(protocol.NamespaceID, seam.ShedInfo) {}
-func (e *echoNS) HandleRevoked(seam.Revocation)                  {}
+func (e *echoNS) HandleRevoked(auth.PeerRevocation)              {}
 func (e *echoNS) HandleClosed(seam.CloseInfo) {
 	e.mu.Lock()
 	e.closed = true
@@ -91,7 +92,7 @@ func (e *echoNS) HandleClosed(seam.CloseInfo) {
 // the peer authenticated by token.
 type hubDialer struct {
 	hub   *ws.Hub
-	table *ws.TokenTable
+	table *auth.PeerTable
 }
 
 func (d hubDialer) Dial(ctx context.Context, url string, h http.Header) (ws.Transport, error) {
@@ -120,7 +121,7 @@ func TestSeam_EndToEnd(t *testing.T) {
 	rec := &observertest.Recorder{}
 	hubSide := make(chan *echoNS, 4)
 	peerSide := make(chan *echoNS, 4)
-	table, err := ws.NewTokenTable([]ws.TokenEntry{{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("tok"), Namespaces: []string{ns1.String(), ns2.String()}, Read: true, Submit: true}})
+	table, err := auth.NewPeerTable([]auth.PeerEntry{{PeerInstanceID: peerID, TokenSHA256: auth.HashToken("tok"), Namespaces: []string{ns1.String(), ns2.String()}, Read: true, Submit: true}})
 	must(t, err)
 	hub, err := ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: table, Clock: clk, Observer: rec,
 		Namespaces: func(s seam.Session) seam.Handler { e := newEchoNS(s, true); hubSide <- e; return e }})
@@ -242,7 +243,7 @@ type scriptedAuth struct {
 	mode string
 }
 
-func (a *scriptedAuth) Authenticate(ctx context.Context, token string) (ws.Identity, error) {
+func (a *scriptedAuth) Authenticate(ctx context.Context, token string) (auth.PeerIdentity, error) {
 	switch a.mode {
 	case "slow": // waits for its context: the hub's authTimeoutMs fires on the fake clock
 		go func() {
@@ -250,15 +251,15 @@ func (a *scriptedAuth) Authenticate(ctx context.Context, token string) (ws.Ident
 			a.clk.Advance(smallConfigAuthTimeout)
 		}()
 		<-ctx.Done()
-		return ws.Identity{}, ctx.Err()
+		return auth.PeerIdentity{}, ctx.Err()
 	case "no-id":
-		return ws.Identity{}, nil
+		return auth.PeerIdentity{}, nil
 	}
-	return ws.Identity{PeerInstanceID: peerID}, nil
+	return auth.PeerIdentity{PeerInstanceID: peerID}, nil
 }
 
-func (a *scriptedAuth) AuthorizeNamespace(string, protocol.NamespaceID) (seam.Grant, bool) {
-	return seam.Grant{}, false
+func (a *scriptedAuth) AuthorizeNamespace(string, protocol.NamespaceID) (auth.NamespaceGrant, bool) {
+	return auth.NamespaceGrant{}, false
 }
 
 var smallConfigAuthTimeout = protocol.DefaultConfig().AuthTimeout

@@ -3,6 +3,7 @@ package ws
 import (
 	"time"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -31,9 +32,9 @@ func (s session) Clock() clock.Clock              { return s.c.clock }
 func (s session) Emitter() *observer.Emitter      { return s.c.em }
 func (s session) Closed() bool                    { return s.c.closing }
 
-func (s session) Authorize(ns protocol.NamespaceID) (seam.Grant, bool) {
+func (s session) Authorize(ns protocol.NamespaceID) (auth.NamespaceGrant, bool) {
 	if s.c.auth == nil {
-		return seam.Grant{}, false
+		return auth.NamespaceGrant{}, false
 	}
 	return s.c.auth.AuthorizeNamespace(s.c.peerID, ns)
 }

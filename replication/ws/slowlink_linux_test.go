@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"golang.org/x/sys/unix"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -127,7 +128,7 @@ func newKernelBufferedLink(t *testing.T, th *throttle) *kernelBufferedLink {
 	must(t, cfg.Validate())
 	k := &kernelBufferedLink{cfg: cfg, rec: &observertest.Recorder{}}
 	hs := newHandlers(nil)
-	table, _ := ws.NewTokenTable([]ws.TokenEntry{{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Namespaces: []string{"*"}, Read: true, Submit: true}})
+	table, _ := auth.NewPeerTable([]auth.PeerEntry{{PeerInstanceID: peerID, TokenSHA256: auth.HashToken("secret-a"), Namespaces: []string{"*"}, Read: true, Submit: true}})
 	hub, err := ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: table, Namespaces: hs.factory, Observer: k.rec})
 	must(t, err)
 	k.hub = hub

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -121,7 +122,7 @@ func TestS17_SlowLinkStaysLive(t *testing.T) {
 	must(t, cfg.Validate())
 	rec := &observertest.Recorder{}
 	hs := newHandlers(nil)
-	table, _ := ws.NewTokenTable([]ws.TokenEntry{{PeerInstanceID: peerID, TokenSHA256: ws.HashToken("secret-a"), Namespaces: []string{"*"}, Read: true, Submit: true}})
+	table, _ := auth.NewPeerTable([]auth.PeerEntry{{PeerInstanceID: peerID, TokenSHA256: auth.HashToken("secret-a"), Namespaces: []string{"*"}, Read: true, Submit: true}})
 	hub, err := ws.NewHub(ws.HubOptions{Config: cfg, InstanceID: hubID, Auth: table, Namespaces: hs.factory, Observer: rec})
 	must(t, err)
 	th := &throttle{bytesPerSec: 200_000}

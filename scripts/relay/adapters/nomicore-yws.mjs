@@ -52,7 +52,12 @@ export const nomicoreYws = () => {
     start: (port) => ({
       cmd: bin,
       args: ['serve', '--listen', `127.0.0.1:${replPort}`, '--admin-listen', `127.0.0.1:${adminPort}`,
-        '--client-listen', `127.0.0.1:${port}`, '--max-clients', '4096', '--data', dataDir, '--log-level', 'warn'],
+        '--client-listen', `127.0.0.1:${port}`, '--max-clients', '4096', '--data', dataDir, '--log-level', 'warn',
+        // Every client of the harness presents the one token: one user with hundreds of
+        // connections, each sending as fast as the window lets it — far beyond an editor
+        // in normal use, which the per-user and per-connection limits are made for.
+        '--max-connections-per-user', '4096', '--client-messages-per-second', '1000000',
+        '--client-bytes-per-second', '1073741824', '--awareness-updates-per-second', '1000000'],
       env: {}
     }),
     async afterStart (srv) {

@@ -1,4 +1,4 @@
-package tokens
+package auth
 
 import (
 	"encoding/hex"
@@ -8,12 +8,11 @@ import (
 	"testing"
 
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/ws"
 )
 
 // fuzzEncode writes entries in the tokens file format as the documentation gives it
 // (package comment), independently of the package's own encoder.
-func fuzzEncode(entries []ws.TokenEntry) []byte {
+func fuzzEncode(entries []PeerEntry) []byte {
 	type peer struct {
 		InstanceID  string   `json:"instanceId"`
 		TokenSHA256 string   `json:"tokenSha256"`
@@ -88,7 +87,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the accepted file written again does not parse: %v", err)
 		}
-		norm := func(es []ws.TokenEntry) []ws.TokenEntry {
+		norm := func(es []PeerEntry) []PeerEntry {
 			if len(es) == 0 {
 				return nil
 			}
@@ -103,9 +102,9 @@ func FuzzParse(f *testing.F) {
 		if !reflect.DeepEqual(norm(round), norm(entries)) {
 			t.Fatalf("round trip changed the entries:\n%+v\n%+v", entries, round)
 		}
-		for _, pair := range [][2][]ws.TokenEntry{{ref, entries}, {entries, ref}} {
+		for _, pair := range [][2][]PeerEntry{{ref, entries}, {entries, ref}} {
 			for _, r := range Revocations(pair[0], pair[1], []string{ns}) {
-				if !slices.ContainsFunc(pair[0], func(e ws.TokenEntry) bool { return e.PeerInstanceID == r.PeerInstanceID }) {
+				if !slices.ContainsFunc(pair[0], func(e PeerEntry) bool { return e.PeerInstanceID == r.PeerInstanceID }) {
 					t.Fatalf("a revocation names %q, not a peer of the old table", r.PeerInstanceID)
 				}
 			}

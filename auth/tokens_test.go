@@ -1,4 +1,4 @@
-package tokens
+package auth
 
 import (
 	"bytes"
@@ -20,8 +20,6 @@ import (
 
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/seam"
-	"github.com/nomicore/nomicore/replication/ws"
 	"go.uber.org/goleak"
 )
 
@@ -34,7 +32,7 @@ const (
 
 func TestAddStoresOnlyTheHashAndPrintsTokenOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hub", FileName)
-	token, err := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
+	token, err := Add(path, PeerGrant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +63,7 @@ func TestAddStoresOnlyTheHashAndPrintsTokenOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table, err := ws.NewTokenTable(f.Peers)
+	table, err := NewPeerTable(f.Peers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,14 +71,14 @@ func TestAddStoresOnlyTheHashAndPrintsTokenOnce(t *testing.T) {
 	if err != nil || id.PeerInstanceID != "peer-a" {
 		t.Fatalf("Authenticate = %v, %v", id, err)
 	}
-	if _, err := table.Authenticate(context.Background(), token+"x"); err != ws.ErrUnauthenticated {
+	if _, err := table.Authenticate(context.Background(), token+"x"); err != ErrUnauthenticated {
 		t.Fatalf("a wrong token: %v, want ErrUnauthenticated", err)
 	}
 }
 
 func TestAddRefusesBadGrants(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
-	for _, g := range []Grant{
+	for _, g := range []PeerGrant{
 		{PeerInstanceID: "Peer-A", Owner: "default", Namespaces: []string{"*"}, Read: true},
 		{PeerInstanceID: "peer-a", Owner: "", Namespaces: []string{"*"}, Read: true},
 		{PeerInstanceID: "peer-a", Owner: "default", Read: true},
@@ -104,7 +102,7 @@ func TestConcurrentAddsLoseNothing(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tok, err := Add(path, Grant{PeerInstanceID: "peer-" + string(rune('a'+i)), Owner: "default", Namespaces: []string{nsA}, Read: true}, nil)
+			tok, err := Add(path, PeerGrant{PeerInstanceID: "peer-" + string(rune('a'+i)), Owner: "default", Namespaces: []string{nsA}, Read: true}, nil)
 			if err != nil {
 				t.Error(err)
 				return
@@ -121,7 +119,7 @@ func TestConcurrentAddsLoseNothing(t *testing.T) {
 	if len(entries) != 16 {
 		t.Fatalf("%d entries after 16 concurrent adds", len(entries))
 	}
-	table, _ := ws.NewTokenTable(entries)
+	table, _ := NewPeerTable(entries)
 	for tok := range tokensCh {
 		if _, err := table.Authenticate(context.Background(), tok); err != nil {
 			t.Fatalf("a token added concurrently does not authenticate: %v", err)
@@ -131,10 +129,10 @@ func TestConcurrentAddsLoseNothing(t *testing.T) {
 
 func TestRemoveByPeerAndHashPrefix(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
-	g := Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}
+	g := PeerGrant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}
 	old, _ := Add(path, g, nil)
 	fresh, _ := AddAnother(path, g, nil)
-	if _, err := Add(path, Grant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil); err != nil {
+	if _, err := Add(path, PeerGrant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	oldSum := sha256.Sum256([]byte(old))
@@ -143,7 +141,7 @@ func TestRemoveByPeerAndHashPrefix(t *testing.T) {
 		t.Fatalf("Remove by prefix = %d, %v; want 1", n, err)
 	}
 	entries, _, _ := Read(path)
-	table, _ := ws.NewTokenTable(entries)
+	table, _ := NewPeerTable(entries)
 	if _, err := table.Authenticate(context.Background(), old); err == nil {
 		t.Fatal("the retired token still authenticates")
 	}
@@ -163,7 +161,7 @@ func TestRemoveByPeerAndHashPrefix(t *testing.T) {
 // keeps both valid.
 func TestAddRefusesAPeerThatHasAToken(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
-	g := Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}
+	g := PeerGrant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}
 	first, err := Add(path, g, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +184,7 @@ func TestAddRefusesAPeerThatHasAToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries, _, _ := Read(path)
-	table, _ := ws.NewTokenTable(entries)
+	table, _ := NewPeerTable(entries)
 	for _, tok := range []string{first, second} {
 		if _, err := table.Authenticate(context.Background(), tok); err != nil {
 			t.Fatalf("after AddAnother a token does not authenticate: %v", err)
@@ -198,9 +196,9 @@ func TestAddRefusesAPeerThatHasAToken(t *testing.T) {
 // carries the same grant, other peers are untouched.
 func TestRotateReplacesTheTokenKeepingTheGrant(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
-	g := Grant{PeerInstanceID: "peer-a", Owner: "team", Namespaces: []string{nsA, nsB}, Read: true}
+	g := PeerGrant{PeerInstanceID: "peer-a", Owner: "team", Namespaces: []string{nsA, nsB}, Read: true}
 	old, _ := Add(path, g, nil)
-	other, _ := Add(path, Grant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
+	other, _ := Add(path, PeerGrant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
 	fresh, err := Rotate(path, "peer-a", "", nil)
 	if err != nil || fresh == old || len(fresh) != 43 {
 		t.Fatalf("Rotate = %q, %v", fresh, err)
@@ -209,7 +207,7 @@ func TestRotateReplacesTheTokenKeepingTheGrant(t *testing.T) {
 	if len(entries) != 2 {
 		t.Fatalf("%d entries after a rotation, want 2: %+v", len(entries), entries)
 	}
-	table, _ := ws.NewTokenTable(entries)
+	table, _ := NewPeerTable(entries)
 	if _, err := table.Authenticate(context.Background(), old); err == nil {
 		t.Fatal("the rotated-out token still authenticates")
 	}
@@ -226,7 +224,7 @@ func TestRotateReplacesTheTokenKeepingTheGrant(t *testing.T) {
 		}
 	}
 	// The reloader sees one revocation of peer-a (its old hash is gone), none of peer-b.
-	if revs := Revocations([]ws.TokenEntry{entry("peer-a", old, "team", true, false, nsA, nsB)}, entries, nil); len(revs) != 1 || revs[0].PeerInstanceID != "peer-a" || len(revs[0].Namespaces) != 0 {
+	if revs := Revocations([]PeerEntry{entry("peer-a", old, "team", true, false, nsA, nsB)}, entries, nil); len(revs) != 1 || revs[0].PeerInstanceID != "peer-a" || len(revs[0].Namespaces) != 0 {
 		t.Fatalf("revocations %+v", revs)
 	}
 	if _, err := Rotate(path, "peer-z", "", nil); !errors.Is(err, ErrNoToken) {
@@ -241,8 +239,8 @@ func TestRotateReplacesTheTokenKeepingTheGrant(t *testing.T) {
 // that token.
 func TestRotateOneOfSeveralTokens(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
-	first, _ := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{nsA}, Read: true}, nil)
-	second, _ := AddAnother(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{nsB}, Read: true}, nil)
+	first, _ := Add(path, PeerGrant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{nsA}, Read: true}, nil)
+	second, _ := AddAnother(path, PeerGrant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{nsB}, Read: true}, nil)
 	before, _ := os.ReadFile(path)
 	if _, err := Rotate(path, "peer-a", "", nil); err == nil || !strings.Contains(err.Error(), "different grants") {
 		t.Fatalf("ambiguous rotation: %v", err)
@@ -256,7 +254,7 @@ func TestRotateOneOfSeveralTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries, _, _ := Read(path)
-	table, _ := ws.NewTokenTable(entries)
+	table, _ := NewPeerTable(entries)
 	for tok, want := range map[string]bool{first: true, second: false, fresh: true} {
 		if _, err := table.Authenticate(context.Background(), tok); (err == nil) != want {
 			t.Errorf("token valid=%v, want %v", err == nil, want)
@@ -292,7 +290,7 @@ func TestReadMissingIsEmptyAndBadIsError(t *testing.T) {
 }
 
 func TestEncodeParseRoundTrip(t *testing.T) {
-	in := []ws.TokenEntry{
+	in := []PeerEntry{
 		{PeerInstanceID: "peer-a", TokenSHA256: sha256.Sum256([]byte("x")), Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true},
 		{PeerInstanceID: "peer-b", TokenSHA256: sha256.Sum256([]byte("y")), Owner: "team", Namespaces: []string{nsA, nsB}, Read: true},
 	}
@@ -308,8 +306,8 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 	}
 }
 
-func entry(peer, token, owner string, read, submit bool, namespaces ...string) ws.TokenEntry {
-	return ws.TokenEntry{PeerInstanceID: peer, TokenSHA256: ws.HashToken(token), Owner: owner, Namespaces: namespaces, Read: read, Submit: submit}
+func entry(peer, token, owner string, read, submit bool, namespaces ...string) PeerEntry {
+	return PeerEntry{PeerInstanceID: peer, TokenSHA256: HashToken(token), Owner: owner, Namespaces: namespaces, Read: read, Submit: submit}
 }
 
 func nsList(ids ...string) []protocol.NamespaceID {
@@ -328,24 +326,24 @@ func TestS19_Revocations(t *testing.T) {
 	known := []string{nsA, nsB}
 	cases := []struct {
 		name     string
-		old, new []ws.TokenEntry
-		want     []seam.Revocation
+		old, new []PeerEntry
+		want     []PeerRevocation
 	}{
-		{"unchanged", []ws.TokenEntry{a1, b1}, []ws.TokenEntry{a1, b1}, nil},
-		{"token removed", []ws.TokenEntry{a1, b1}, []ws.TokenEntry{b1}, []seam.Revocation{{PeerInstanceID: "peer-a"}}},
-		{"token rotated", []ws.TokenEntry{a1}, []ws.TokenEntry{entry("peer-a", "t9", "default", true, true, "*")}, []seam.Revocation{{PeerInstanceID: "peer-a"}}},
-		{"second token added", []ws.TokenEntry{a1}, []ws.TokenEntry{a1, entry("peer-a", "t9", "default", true, true, "*")}, nil},
-		{"star narrowed to a list", []ws.TokenEntry{a1}, []ws.TokenEntry{entry("peer-a", "t1", "default", true, true, nsB)},
-			[]seam.Revocation{{PeerInstanceID: "peer-a", Namespaces: nsList(nsA)}}},
-		{"list narrowed", []ws.TokenEntry{b1}, []ws.TokenEntry{entry("peer-b", "t2", "default", true, true, nsA)},
-			[]seam.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsB)}}},
-		{"submit withdrawn", []ws.TokenEntry{b1}, []ws.TokenEntry{entry("peer-b", "t2", "default", true, false, nsA, nsB)},
-			[]seam.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsA, nsB)}}},
-		{"owner changed", []ws.TokenEntry{b1}, []ws.TokenEntry{entry("peer-b", "t2", "other", true, true, nsA, nsB)},
-			[]seam.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsA, nsB)}}},
-		{"widened", []ws.TokenEntry{entry("peer-b", "t2", "default", true, false, nsA)}, []ws.TokenEntry{entry("peer-b", "t2", "default", true, true, "*")}, nil},
-		{"explicit namespace unknown to the hub list", []ws.TokenEntry{b1}, []ws.TokenEntry{entry("peer-b", "t2", "default", true, true, nsA)},
-			[]seam.Revocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsB)}}},
+		{"unchanged", []PeerEntry{a1, b1}, []PeerEntry{a1, b1}, nil},
+		{"token removed", []PeerEntry{a1, b1}, []PeerEntry{b1}, []PeerRevocation{{PeerInstanceID: "peer-a"}}},
+		{"token rotated", []PeerEntry{a1}, []PeerEntry{entry("peer-a", "t9", "default", true, true, "*")}, []PeerRevocation{{PeerInstanceID: "peer-a"}}},
+		{"second token added", []PeerEntry{a1}, []PeerEntry{a1, entry("peer-a", "t9", "default", true, true, "*")}, nil},
+		{"star narrowed to a list", []PeerEntry{a1}, []PeerEntry{entry("peer-a", "t1", "default", true, true, nsB)},
+			[]PeerRevocation{{PeerInstanceID: "peer-a", Namespaces: nsList(nsA)}}},
+		{"list narrowed", []PeerEntry{b1}, []PeerEntry{entry("peer-b", "t2", "default", true, true, nsA)},
+			[]PeerRevocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsB)}}},
+		{"submit withdrawn", []PeerEntry{b1}, []PeerEntry{entry("peer-b", "t2", "default", true, false, nsA, nsB)},
+			[]PeerRevocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsA, nsB)}}},
+		{"owner changed", []PeerEntry{b1}, []PeerEntry{entry("peer-b", "t2", "other", true, true, nsA, nsB)},
+			[]PeerRevocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsA, nsB)}}},
+		{"widened", []PeerEntry{entry("peer-b", "t2", "default", true, false, nsA)}, []PeerEntry{entry("peer-b", "t2", "default", true, true, "*")}, nil},
+		{"explicit namespace unknown to the hub list", []PeerEntry{b1}, []PeerEntry{entry("peer-b", "t2", "default", true, true, nsA)},
+			[]PeerRevocation{{PeerInstanceID: "peer-b", Namespaces: nsList(nsB)}}},
 	}
 	for _, c := range cases {
 		k := known
@@ -359,7 +357,7 @@ func TestS19_Revocations(t *testing.T) {
 	}
 }
 
-func revsEqual(a, b []seam.Revocation) bool {
+func revsEqual(a, b []PeerRevocation) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -373,7 +371,7 @@ func revsEqual(a, b []seam.Revocation) bool {
 
 func TestReloaderInstallsAndRevokes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
-	tokA, err := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
+	tokA, err := Add(path, PeerGrant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,25 +381,25 @@ func TestReloaderInstallsAndRevokes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var revs []seam.Revocation
-	unsub := r.Table().SubscribeRevocations(func(rv seam.Revocation) { revs = append(revs, rv) })
+	var revs []PeerRevocation
+	unsub := r.PeerTable().SubscribeRevocations(func(rv PeerRevocation) { revs = append(revs, rv) })
 	defer unsub()
 	ctx := context.Background()
-	if _, err := r.Table().Authenticate(ctx, tokA); err != nil {
+	if _, err := r.PeerTable().Authenticate(ctx, tokA); err != nil {
 		t.Fatal(err)
 	}
 	if changed, err := r.Reload(ctx); changed || err != nil {
 		t.Fatalf("reload of an unchanged file: %v %v", changed, err)
 	}
 	// A new token is live without a restart.
-	tokB, _ := Add(path, Grant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{nsA}, Read: true}, nil)
-	if _, err := r.Table().Authenticate(ctx, tokB); err == nil {
+	tokB, _ := Add(path, PeerGrant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{nsA}, Read: true}, nil)
+	if _, err := r.PeerTable().Authenticate(ctx, tokB); err == nil {
 		t.Fatal("authenticated before the reload")
 	}
 	if changed, err := r.Reload(ctx); !changed || err != nil {
 		t.Fatalf("reload after add: %v %v", changed, err)
 	}
-	if _, err := r.Table().Authenticate(ctx, tokB); err != nil {
+	if _, err := r.PeerTable().Authenticate(ctx, tokB); err != nil {
 		t.Fatalf("new token after reload: %v", err)
 	}
 	if len(revs) != 0 {
@@ -413,7 +411,7 @@ func TestReloaderInstallsAndRevokes(t *testing.T) {
 	if _, err := r.Reload(ctx); err == nil {
 		t.Fatal("a malformed file reloaded")
 	}
-	if _, err := r.Table().Authenticate(ctx, tokA); err != nil {
+	if _, err := r.PeerTable().Authenticate(ctx, tokA); err != nil {
 		t.Fatalf("a malformed file changed the table: %v", err)
 	}
 	WriteAtomic(path, good, 0o600)
@@ -424,10 +422,10 @@ func TestReloaderInstallsAndRevokes(t *testing.T) {
 	if _, err := r.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !revsEqual(revs, []seam.Revocation{{PeerInstanceID: "peer-a"}}) {
+	if !revsEqual(revs, []PeerRevocation{{PeerInstanceID: "peer-a"}}) {
 		t.Fatalf("revocations %+v", revs)
 	}
-	if _, err := r.Table().Authenticate(ctx, tokA); err != ws.ErrUnauthenticated {
+	if _, err := r.PeerTable().Authenticate(ctx, tokA); err != ErrUnauthenticated {
 		t.Fatalf("removed token: %v", err)
 	}
 	if !slices.Equal(outcomes, []string{ReloadChanged, ReloadFailed, ReloadChanged}) {
@@ -441,7 +439,7 @@ func TestNewReloaderMissingAndMalformed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("missing file: %v", err)
 	}
-	if _, err := r.Table().Authenticate(context.Background(), "anything"); err != ws.ErrUnauthenticated {
+	if _, err := r.PeerTable().Authenticate(context.Background(), "anything"); err != ErrUnauthenticated {
 		t.Fatalf("empty table: %v", err)
 	}
 	bad := filepath.Join(dir, "bad.json")
@@ -468,16 +466,16 @@ func TestReloaderRunPollsAndHonoursHangup(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx, fake, time.Second, hup) }()
 
-	tok, _ := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
+	tok, _ := Add(path, PeerGrant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
 	hup <- struct{}{} // SIGHUP: reload at once
-	waitFor(t, func() bool { _, err := r.Table().Authenticate(ctx, tok); return err == nil })
+	waitFor(t, func() bool { _, err := r.PeerTable().Authenticate(ctx, tok); return err == nil })
 
 	Remove(path, "peer-a", "")
 	if !fake.WaitForTimers(1, 5*time.Second) {
 		t.Fatal("the poll timer was not armed")
 	}
 	fake.Advance(time.Second) // the poll
-	waitFor(t, func() bool { _, err := r.Table().Authenticate(ctx, tok); return err != nil })
+	waitFor(t, func() bool { _, err := r.PeerTable().Authenticate(ctx, tok); return err != nil })
 	cancel()
 	<-done
 }
@@ -501,16 +499,13 @@ func TestAuthenticatorReloadsOnUnknownToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := r.Authenticator()
-	if _, ok := auth.(ws.RevocationSource); !ok {
-		t.Fatal("the authenticator does not offer the table's revocations")
-	}
+	auth := r // the hub's authenticator; that it offers the table's revocations is TestReloaderIsTheListenersAuthenticator's
 	ctx := context.Background()
-	if _, err := auth.Authenticate(ctx, "nope"); err != ws.ErrUnauthenticated {
+	if _, err := auth.Authenticate(ctx, "nope"); err != ErrUnauthenticated {
 		t.Fatalf("unknown token: %v", err)
 	}
 	for _, peer := range []string{"peer-a", "peer-b"} { // the file appears, then changes
-		tok, _ := Add(path, Grant{PeerInstanceID: peer, Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
+		tok, _ := Add(path, PeerGrant{PeerInstanceID: peer, Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
 		id, err := auth.Authenticate(ctx, tok)
 		if err != nil || id.PeerInstanceID != peer {
 			t.Fatalf("a token added to the file: %v %v", id, err)
@@ -519,7 +514,7 @@ func TestAuthenticatorReloadsOnUnknownToken(t *testing.T) {
 			t.Fatal("AuthorizeNamespace does not use the reloaded table")
 		}
 	}
-	if _, err := auth.Authenticate(ctx, "still-nope"); err != ws.ErrUnauthenticated {
+	if _, err := auth.Authenticate(ctx, "still-nope"); err != ErrUnauthenticated {
 		t.Fatalf("unknown token after reloads: %v", err)
 	}
 }
@@ -536,10 +531,10 @@ func TestAuthenticatorConcurrentNewTokens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		auth := r.Authenticator()
+		auth := r
 		toks := make([]string, peers)
 		for i := range toks {
-			toks[i], err = Add(path, Grant{PeerInstanceID: fmt.Sprintf("peer-%d", i), Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
+			toks[i], err = Add(path, PeerGrant{PeerInstanceID: fmt.Sprintf("peer-%d", i), Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -564,9 +559,9 @@ func TestAuthenticatorConcurrentNewTokens(t *testing.T) {
 			}()
 			go func() {
 				<-start
-				g, ok := r.Clients().LookupClient(sha256.Sum256([]byte(editors[i])))
+				g, err := r.AuthenticateClient(context.Background(), ClientCredential{Token: editors[i]})
 				switch {
-				case !ok:
+				case err != nil:
 					errs <- fmt.Errorf("editor-%d's token is unknown", i)
 				case g.Name != fmt.Sprintf("editor-%d", i):
 					errs <- fmt.Errorf("editor-%d's token names %q", i, g.Name)
@@ -588,7 +583,7 @@ func TestParseFile(t *testing.T) {
 	h := "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 	f, err := ParseFile([]byte(`{"peers":[{"instanceId":"peer-a","tokenSha256":"` + h + `","owner":"default","namespaces":["*"],"read":true,"submit":false}]}`))
 	es := f.Peers
-	if err != nil || len(es) != 1 || es[0].TokenSHA256 != ws.HashToken("test") || es[0].Owner != "default" || !es[0].Read || es[0].Submit {
+	if err != nil || len(es) != 1 || es[0].TokenSHA256 != HashToken("test") || es[0].Owner != "default" || !es[0].Read || es[0].Submit {
 		t.Fatalf("%+v %v", es, err)
 	}
 	for _, bad := range []string{`{"peers":[{"instanceId":"a","tokenSha256":"00"}]}`, `{"peers":[{"instanceID":"a"}]}`, `[`} {
@@ -604,7 +599,7 @@ func TestParseFile(t *testing.T) {
 // stat and a reload), and OnChange runs after a changed reload.
 func TestClientTokens(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "node", FileName)
-	peerTok, err := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
+	peerTok, err := Add(path, PeerGrant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -612,7 +607,7 @@ func TestClientTokens(t *testing.T) {
 	var r *Reloader
 	r, err = NewReloader(ReloaderOptions{Path: path, OnChange: func() {
 		// The hook may look tokens up (the client listener re-checks its editors).
-		r.Clients().LookupClient(sha256.Sum256([]byte("unknown")))
+		r.AuthenticateClient(context.Background(), ClientCredential{Token: "unknown"})
 		changed <- struct{}{}
 	}})
 	if err != nil {
@@ -637,7 +632,8 @@ func TestClientTokens(t *testing.T) {
 	if err != nil || len(f.Peers) != 1 || len(f.Clients) != 2 || f.Clients[1].Name != "bob" || !f.Clients[1].ReadOnly {
 		t.Fatalf("file: %+v %v", f, err)
 	}
-	g, ok := r.Clients().LookupClient(sha256.Sum256([]byte(bob)))
+	g, err := r.AuthenticateClient(context.Background(), ClientCredential{Token: bob})
+	ok := err == nil
 	if !ok || g.Name != "bob" || !g.ReadOnly || !g.Allows(nsA) || g.Allows(nsB) {
 		t.Fatalf("bob: %+v %v", g, ok)
 	}
@@ -646,7 +642,7 @@ func TestClientTokens(t *testing.T) {
 	default:
 		t.Fatal("OnChange did not run after the reload")
 	}
-	if _, ok := r.Clients().LookupClient(sha256.Sum256([]byte(peerTok))); ok {
+	if _, err := r.AuthenticateClient(context.Background(), ClientCredential{Token: peerTok}); err == nil {
 		t.Fatal("a peer token authenticates an editor")
 	}
 	if n, err := RemoveClient(path, "alice", ""); n != 1 || err != nil {
@@ -655,7 +651,7 @@ func TestClientTokens(t *testing.T) {
 	if _, err := r.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := r.Clients().LookupClient(sha256.Sum256([]byte(alice))); ok {
+	if _, err := r.AuthenticateClient(context.Background(), ClientCredential{Token: alice}); err == nil {
 		t.Fatal("a removed client token still authenticates")
 	}
 	if peers, _, _ := Read(path); len(peers) != 1 {
@@ -678,8 +674,8 @@ func TestClientTokens(t *testing.T) {
 // and what triggered the reload — never a token or its hash.
 func TestReloaderAuditLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
-	tokA, _ := Add(path, Grant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
-	Add(path, Grant{PeerInstanceID: "peer-c", Owner: "default", Namespaces: []string{nsA, nsB}, Read: true}, nil)
+	tokA, _ := Add(path, PeerGrant{PeerInstanceID: "peer-a", Owner: "default", Namespaces: []string{"*"}, Read: true, Submit: true}, nil)
+	Add(path, PeerGrant{PeerInstanceID: "peer-c", Owner: "default", Namespaces: []string{nsA, nsB}, Read: true}, nil)
 	var logs bytes.Buffer
 	r, err := NewReloader(ReloaderOptions{Path: path, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
@@ -702,8 +698,8 @@ func TestReloaderAuditLine(t *testing.T) {
 		return m
 	}
 	fresh, _ := Rotate(path, "peer-a", "", nil)
-	tokB, _ := Add(path, Grant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
-	if err := Update(path, func(es []ws.TokenEntry) ([]ws.TokenEntry, error) {
+	tokB, _ := Add(path, PeerGrant{PeerInstanceID: "peer-b", Owner: "default", Namespaces: []string{"*"}, Read: true}, nil)
+	if err := Update(path, func(es []PeerEntry) ([]PeerEntry, error) {
 		for i := range es {
 			if es[i].PeerInstanceID == "peer-c" {
 				es[i].Namespaces = []string{nsA}

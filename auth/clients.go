@@ -1,17 +1,18 @@
-package tokens
+package auth
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-
-	"encoding/hex"
+	"sync/atomic"
 
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/yws"
 )
 
 // ClientEntry is an editor's client token in the tokens file: only its SHA-256, the name
@@ -44,35 +45,73 @@ func checkClients(entries []ClientEntry) error {
 	return nil
 }
 
-// clientTable answers yws.Clients over a list of client entries. A lookup compares the
-// presented hash with every entry in constant time, like the peers' table.
-type clientTable []ClientEntry
+// ClientTable is the ClientAuthenticator of static client tokens: the client entries of a
+// tokens file, held in memory. A lookup compares the hash of the presented token with every
+// entry's in constant time, like the peers' table. Replace swaps the whole table atomically.
+// The zero value is an empty table; its methods may be called concurrently.
+type ClientTable struct {
+	entries atomic.Pointer[[]ClientEntry] // replaced whole, never modified in place
+}
 
-func (t clientTable) lookup(sum [sha256.Size]byte) (yws.Grant, bool) {
+// NewClientTable returns a table holding entries.
+func NewClientTable(entries []ClientEntry) *ClientTable {
+	t := &ClientTable{}
+	t.Replace(entries)
+	return t
+}
+
+// Replace installs entries (checked by the tokens file's parser, not here).
+func (t *ClientTable) Replace(entries []ClientEntry) {
+	cp := slices.Clone(entries)
+	t.entries.Store(&cp)
+}
+
+// Len returns how many client tokens the table holds.
+func (t *ClientTable) Len() int {
+	if p := t.entries.Load(); p != nil {
+		return len(*p)
+	}
+	return 0
+}
+
+// AuthenticateClient returns the grant of the entry whose hash is the token's, or
+// ErrUnauthenticated.
+func (t *ClientTable) AuthenticateClient(_ context.Context, c ClientCredential) (ClientGrant, error) {
+	if c.Token == "" {
+		return ClientGrant{}, ErrUnauthenticated
+	}
+	return t.lookup(HashToken(c.Token))
+}
+
+// RecheckClient looks the token a grant was found by up again: its entry's grant now, or
+// ErrUnauthenticated once the token was removed.
+func (t *ClientTable) RecheckClient(g ClientGrant) (ClientGrant, error) {
+	return t.lookup(g.tokenSHA256)
+}
+
+func (t *ClientTable) lookup(sum [sha256.Size]byte) (ClientGrant, error) {
+	p := t.entries.Load()
+	if p == nil {
+		return ClientGrant{}, ErrUnauthenticated
+	}
 	var found *ClientEntry
-	for i := range t {
-		if subtle.ConstantTimeCompare(t[i].TokenSHA256[:], sum[:]) == 1 && found == nil {
-			found = &t[i]
+	for i := range *p {
+		if subtle.ConstantTimeCompare((*p)[i].TokenSHA256[:], sum[:]) == 1 && found == nil {
+			found = &(*p)[i]
 		}
 	}
 	if found == nil {
-		return yws.Grant{}, false
+		return ClientGrant{}, ErrUnauthenticated
 	}
-	return yws.Grant{Name: found.Name, Namespaces: append([]string(nil), found.Namespaces...), ReadOnly: found.ReadOnly}, true
+	return ClientGrant{Name: found.Name, Namespaces: append([]string(nil), found.Namespaces...), ReadOnly: found.ReadOnly,
+		tokenSHA256: sum}, nil
 }
 
-// ClientGrant is what a new client token allows.
-type ClientGrant struct {
-	Name       string
-	Namespaces []string // namespace ids, or AllNamespaces
-	ReadOnly   bool
-}
-
-// AddClient draws a new client token for g from r (crypto/rand when nil), appends its hash
-// and grant to the tokens file at path (creating it), and returns the token — the only
-// time it exists outside the editor that will present it. A name has one token: a name
-// that already has one is refused (like a peer's, so that running the command twice does
-// not leave two valid tokens behind).
+// AddClient draws a new client token for g (its name, namespaces and read-only flag) from r
+// (crypto/rand when nil), appends its hash and grant to the tokens file at path (creating
+// it), and returns the token — the only time it exists outside the editor that will
+// present it. A name has one token: a name that already has one is refused (like a peer's,
+// so that running the command twice does not leave two valid tokens behind).
 func AddClient(path string, g ClientGrant, r io.Reader) (string, error) {
 	entry := ClientEntry{Name: g.Name, Namespaces: g.Namespaces, ReadOnly: g.ReadOnly}
 	if err := checkClients([]ClientEntry{entry}); err != nil {

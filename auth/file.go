@@ -1,18 +1,16 @@
-package tokens
+package auth
 
 import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-
-	"github.com/nomicore/nomicore/replication/ws"
 )
 
 // File is the content of a tokens file: the peers' replication tokens (the hub's) and the
 // editors' client tokens (either binary's client listener).
 type File struct {
-	Peers   []ws.TokenEntry
+	Peers   []PeerEntry
 	Clients []ClientEntry
 }
 
@@ -34,17 +32,17 @@ func ParseFile(data []byte) (File, error) {
 	if err := dec.Decode(&f); err != nil {
 		return File{}, fmt.Errorf("tokens file: %w", err)
 	}
-	out := File{Peers: make([]ws.TokenEntry, 0, len(f.Peers))}
+	out := File{Peers: make([]PeerEntry, 0, len(f.Peers))}
 	for i, p := range f.Peers {
-		h, err := ws.ParseTokenSHA256(p.TokenSHA256)
+		h, err := ParseTokenSHA256(p.TokenSHA256)
 		if err != nil {
 			return File{}, fmt.Errorf("tokens file entry %d: %w", i, err)
 		}
-		out.Peers = append(out.Peers, ws.TokenEntry{PeerInstanceID: p.InstanceID, TokenSHA256: h, Owner: p.Owner,
+		out.Peers = append(out.Peers, PeerEntry{PeerInstanceID: p.InstanceID, TokenSHA256: h, Owner: p.Owner,
 			Namespaces: p.Namespaces, Read: p.Read, Submit: p.Submit})
 	}
 	for i, c := range f.Clients {
-		h, err := ws.ParseTokenSHA256(c.TokenSHA256)
+		h, err := ParseTokenSHA256(c.TokenSHA256)
 		if err != nil {
 			return File{}, fmt.Errorf("tokens file client entry %d: %w", i, err)
 		}

@@ -1,24 +1,4 @@
-// Package tokens keeps a node's tokens file: which peers may connect to the hub, with
-// what, and which editors may use a node's client listener. Each peer entry holds the
-// SHA-256 of one peer's bearer token (never the token itself), the peer's instance id, the
-// hub's local owner (storage partition) of its namespaces, the namespaces it may replicate
-// ("*" for all) and whether it may read and submit updates. Each client entry holds the
-// SHA-256 of one editor's client token, the name logs show, the namespaces it may open and
-// whether it is read-only; a peer has a tokens file of its own for its editors.
-//
-// The file is JSON,
-//
-//	{"peers":[{"instanceId":"peer-a","tokenSha256":"<64 hex>","owner":"default",
-//	           "namespaces":["*"],"read":true,"submit":true}],
-//	 "clients":[{"name":"alice","tokenSha256":"<64 hex>","namespaces":["*"],"readOnly":false}]}
-//
-// written atomically (a temporary file, fsync, rename, mode 0600) under an advisory lock, so
-// `hub token add|rotate|remove` can run while the hub is serving. Add draws a token, stores
-// its hash and returns it once; a peer has one token unless AddAnother gives it a second on
-// purpose; Rotate replaces a peer's token in one write. The running hub re-reads the file
-// (Reloader) and revokes what a change removed or narrowed: a removed token ends its peer's
-// connections, a narrowed grant the namespaces it no longer covers.
-package tokens
+package auth
 
 import (
 	"bytes"
@@ -36,10 +16,9 @@ import (
 	"strings"
 
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/ws"
 )
 
-// FileName is the tokens file inside the hub's data directory: DATA/tokens.json.
+// FileName is the tokens file inside a node's data directory: DATA/tokens.json.
 const FileName = "tokens.json"
 
 // TokenBytes is how many random bytes a token carries (256 bits).
@@ -51,7 +30,7 @@ const AllNamespaces = "*"
 // Read loads the peers of the tokens file at path. A file that does not exist is an empty
 // table (exists=false): a fresh hub starts with no peers and refuses every upgrade with 401.
 // Anything else that stops the file from being read or parsed is an error.
-func Read(path string) (entries []ws.TokenEntry, exists bool, err error) {
+func Read(path string) (entries []PeerEntry, exists bool, err error) {
 	f, exists, err := ReadFile(path)
 	return f.Peers, exists, err
 }
@@ -91,9 +70,9 @@ func parseFile(path string, data []byte) (File, error) {
 }
 
 // Parse decodes and validates a tokens file and returns its peers: the format of ParseFile,
-// and the checks of ws.TokenTable.Replace (instance ids, namespace ids), so a file the hub
+// and the checks of PeerTable.Replace (instance ids, namespace ids), so a file the hub
 // would refuse is refused here with the same words.
-func Parse(data []byte) ([]ws.TokenEntry, error) {
+func Parse(data []byte) ([]PeerEntry, error) {
 	f, err := ParseAll(data)
 	return f.Peers, err
 }
@@ -107,7 +86,7 @@ func ParseAll(data []byte) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
-	if _, err := ws.NewTokenTable(f.Peers); err != nil {
+	if _, err := NewPeerTable(f.Peers); err != nil {
 		return File{}, err
 	}
 	if err := checkClients(f.Clients); err != nil {
@@ -130,15 +109,15 @@ func NewToken(r io.Reader) (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// Grant is what a new token allows.
-type Grant struct {
+// PeerGrant is what a new peer token allows.
+type PeerGrant struct {
 	PeerInstanceID string
 	Owner          string   // the hub's local owner (storage partition) of this peer's namespaces
 	Namespaces     []string // namespace ids, or AllNamespaces
 	Read, Submit   bool
 }
 
-func (g Grant) check() error {
+func (g PeerGrant) check() error {
 	if !protocol.ValidInstanceID(g.PeerInstanceID) {
 		return fmt.Errorf("peer instance id %q does not match ^[a-z][a-z0-9-]{0,62}$", g.PeerInstanceID)
 	}
@@ -167,18 +146,18 @@ func (g Grant) check() error {
 // outside the peer that will present it. When the peer already has a token, nothing is
 // written and the error is an *ExistingTokenError: a second token would silently leave the
 // first one valid. Rotate replaces a token; AddAnother adds a second one on purpose.
-func Add(path string, g Grant, r io.Reader) (string, error) {
+func Add(path string, g PeerGrant, r io.Reader) (string, error) {
 	return add(path, g, r, false)
 }
 
 // AddAnother is Add for a peer that may already have tokens: they stay valid. It is the
 // first step of a rotation with overlap (add, install the new token on the peer, remove
 // the old one).
-func AddAnother(path string, g Grant, r io.Reader) (string, error) {
+func AddAnother(path string, g PeerGrant, r io.Reader) (string, error) {
 	return add(path, g, r, true)
 }
 
-func add(path string, g Grant, r io.Reader, another bool) (string, error) {
+func add(path string, g PeerGrant, r io.Reader, another bool) (string, error) {
 	if err := g.check(); err != nil {
 		return "", err
 	}
@@ -186,13 +165,13 @@ func add(path string, g Grant, r io.Reader, another bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = Update(path, func(entries []ws.TokenEntry) ([]ws.TokenEntry, error) {
+	err = Update(path, func(entries []PeerEntry) ([]PeerEntry, error) {
 		if !another {
 			if have := hashPrefixes(entries, g.PeerInstanceID, ""); len(have) > 0 {
 				return nil, &ExistingTokenError{PeerInstanceID: g.PeerInstanceID, HashPrefixes: have}
 			}
 		}
-		return append(entries, ws.TokenEntry{PeerInstanceID: g.PeerInstanceID, TokenSHA256: ws.HashToken(token),
+		return append(entries, PeerEntry{PeerInstanceID: g.PeerInstanceID, TokenSHA256: HashToken(token),
 			Owner: g.Owner, Namespaces: g.Namespaces, Read: g.Read, Submit: g.Submit}), nil
 	})
 	if err != nil {
@@ -210,7 +189,7 @@ func HashPrefix(sum [sha256.Size]byte) string { return hex.EncodeToString(sum[:]
 
 // hashPrefixes lists the short hashes of the tokens of peer whose SHA-256 starts with
 // prefix (every token of peer when prefix is empty).
-func hashPrefixes(entries []ws.TokenEntry, peer, prefix string) []string {
+func hashPrefixes(entries []PeerEntry, peer, prefix string) []string {
 	var out []string
 	for _, e := range entries {
 		if e.PeerInstanceID == peer && strings.HasPrefix(hex.EncodeToString(e.TokenSHA256[:]), prefix) {
@@ -247,9 +226,9 @@ func Rotate(path, peer, hashPrefix string, r io.Reader) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = Update(path, func(entries []ws.TokenEntry) ([]ws.TokenEntry, error) {
-		var grant *ws.TokenEntry
-		kept := make([]ws.TokenEntry, 0, len(entries))
+	err = Update(path, func(entries []PeerEntry) ([]PeerEntry, error) {
+		var grant *PeerEntry
+		kept := make([]PeerEntry, 0, len(entries))
 		for _, e := range entries {
 			if e.PeerInstanceID != peer || !strings.HasPrefix(hex.EncodeToString(e.TokenSHA256[:]), hashPrefix) {
 				kept = append(kept, e)
@@ -268,7 +247,7 @@ func Rotate(path, peer, hashPrefix string, r io.Reader) (string, error) {
 			return nil, fmt.Errorf("%w: %s has no token", ErrNoToken, peer)
 		}
 		fresh := *grant
-		fresh.TokenSHA256 = ws.HashToken(token)
+		fresh.TokenSHA256 = HashToken(token)
 		return append(kept, fresh), nil
 	})
 	if err != nil {
@@ -278,7 +257,7 @@ func Rotate(path, peer, hashPrefix string, r io.Reader) (string, error) {
 }
 
 // sameGrant reports whether two entries allow the same (their tokens aside).
-func sameGrant(a, b ws.TokenEntry) bool {
+func sameGrant(a, b PeerEntry) bool {
 	return a.Owner == b.Owner && a.Read == b.Read && a.Submit == b.Submit && slices.Equal(a.Namespaces, b.Namespaces)
 }
 
@@ -288,7 +267,7 @@ func sameGrant(a, b ws.TokenEntry) bool {
 func Remove(path, peer, hashPrefix string) (int, error) {
 	hashPrefix = strings.ToLower(hashPrefix)
 	removed := 0
-	err := Update(path, func(entries []ws.TokenEntry) ([]ws.TokenEntry, error) {
+	err := Update(path, func(entries []PeerEntry) ([]PeerEntry, error) {
 		kept := entries[:0]
 		for _, e := range entries {
 			if e.PeerInstanceID == peer && strings.HasPrefix(hex.EncodeToString(e.TokenSHA256[:]), hashPrefix) {
@@ -305,7 +284,7 @@ func Remove(path, peer, hashPrefix string) (int, error) {
 // Update rewrites the peers of the tokens file at path with edit's result (its clients
 // stay), under the file's advisory lock (two `token` commands never lose each other's
 // change) and atomically (the node never reads a half-written file).
-func Update(path string, edit func([]ws.TokenEntry) ([]ws.TokenEntry, error)) error {
+func Update(path string, edit func([]PeerEntry) ([]PeerEntry, error)) error {
 	return updateFile(path, func(f *File) error {
 		peers, err := edit(f.Peers)
 		f.Peers = peers
@@ -331,7 +310,7 @@ func updateFile(path string, edit func(*File) error) error {
 	if err := edit(&f); err != nil {
 		return err
 	}
-	if _, err := ws.NewTokenTable(f.Peers); err != nil {
+	if _, err := NewPeerTable(f.Peers); err != nil {
 		return err
 	}
 	if err := checkClients(f.Clients); err != nil {

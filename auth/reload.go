@@ -1,4 +1,4 @@
-package tokens
+package auth
 
 import (
 	"context"
@@ -8,14 +8,10 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/replication/protocol"
-	"github.com/nomicore/nomicore/replication/seam"
-	"github.com/nomicore/nomicore/replication/ws"
-	"github.com/nomicore/nomicore/yws"
 )
 
 // Reload outcomes, as ReloaderOptions.OnReload reports them (and the hub counts them).
@@ -44,51 +40,62 @@ type ReloaderOptions struct {
 	Missing string
 }
 
-// Reloader keeps a ws.TokenTable in step with the tokens file: Reload re-reads the file, and
-// when its content changed installs the new entries and then revokes what the change took
-// away (§19): every live connection of a peer one of whose tokens disappeared (the hub drains
-// it with GOAWAY REAUTH_REQUIRED and the peer must authenticate again), and, for a peer whose
-// tokens all remain, every namespace whose grant was withdrawn or narrowed (lost read or
-// submit, or another owner) — those namespaces end with NAMESPACE_UNAUTHORIZED. A widened
-// grant takes effect at the next OPEN. A file that cannot be read or parsed leaves the table
-// as it was.
+// Reloader keeps a node's authentication in step with its tokens file: a PeerTable for the
+// replication listener and a ClientTable for the client listener, and it is the
+// authenticator of both (ws.Authenticator and ws.RevocationSource; ClientAuthenticator).
+// Reload re-reads the file, and when its content changed installs the new entries and then
+// revokes what the change took away (§19): every live connection of a peer one of whose
+// tokens disappeared (the hub drains it with GOAWAY REAUTH_REQUIRED and the peer must
+// authenticate again), and, for a peer whose tokens all remain, every namespace whose grant
+// was withdrawn or narrowed (lost read or submit, or another owner) — those namespaces end
+// with NAMESPACE_UNAUTHORIZED. A widened grant takes effect at the next OPEN. A file that
+// cannot be read or parsed leaves the tables as they were.
+//
+// A token the tables do not know makes the Reloader check the tokens file (one stat) and
+// reload it if it changed since it was last read, so a peer or an editor started right
+// after `token add` is not refused during the second the poll would take.
 type Reloader struct {
-	opts  ReloaderOptions
-	table *ws.TokenTable
-	log   *slog.Logger
+	opts    ReloaderOptions
+	table   *PeerTable
+	clients *ClientTable
+	log     *slog.Logger
 
 	mu      sync.Mutex // serialises reloads
-	entries []ws.TokenEntry
+	entries []PeerEntry
 	sum     [sha256.Size]byte
 	exists  bool
 	failed  [sha256.Size]byte // the content of the last failed reload, to log it once
 	stat    os.FileInfo       // of the file as last read (nil: absent)
-
-	clients atomic.Pointer[[]ClientEntry] // the client tokens as last installed
 }
 
-// Clients returns the client-token lookup of the client listener (yws.Clients): the
-// client entries as last installed, except that a token they do not know makes it check
-// the tokens file (one stat) and reload it if it changed since it was last read, so an
-// editor started right after `token add --client` is not refused during the second the
-// poll would take.
-func (r *Reloader) Clients() yws.Clients { return reloadingClients{r} }
+// AuthenticateClient is the client table's, reloading the file first when the token is
+// unknown and the file changed.
+func (r *Reloader) AuthenticateClient(ctx context.Context, c ClientCredential) (ClientGrant, error) {
+	return r.lookupClient(func() (ClientGrant, error) { return r.clients.AuthenticateClient(ctx, c) })
+}
 
-type reloadingClients struct{ r *Reloader }
+// RecheckClient is the client table's, reloading the file first when the token is unknown
+// and the file changed.
+func (r *Reloader) RecheckClient(g ClientGrant) (ClientGrant, error) {
+	return r.lookupClient(func() (ClientGrant, error) { return r.clients.RecheckClient(g) })
+}
 
-func (c reloadingClients) LookupClient(sum [sha256.Size]byte) (yws.Grant, bool) {
-	if g, ok := clientTable(*c.r.clients.Load()).lookup(sum); ok {
-		return g, ok
+// lookupClient answers with lookup, and when it does not know the token and the file
+// changed, reloads it and answers with lookup again. The reload is not the editor's: it
+// runs to its end even when the editor goes away.
+func (r *Reloader) lookupClient(lookup func() (ClientGrant, error)) (ClientGrant, error) {
+	if g, err := lookup(); err == nil {
+		return g, nil
 	}
-	// As for peers (reloadingAuth): look again after a reload this call made or waited for.
-	if c.r.statChanged() {
-		_, _ = c.r.reload(context.Background(), ByUnknownToken)
+	// As for peers (Authenticate): look again after a reload this call made or waited for.
+	if r.statChanged() {
+		_, _ = r.reload(context.Background(), ByUnknownToken)
 	}
-	return clientTable(*c.r.clients.Load()).lookup(sum)
+	return lookup()
 }
 
 // ClientCount returns how many client tokens the table holds.
-func (r *Reloader) ClientCount() int { return len(*r.clients.Load()) }
+func (r *Reloader) ClientCount() int { return r.clients.Len() }
 
 // NewReloader reads the tokens file and returns a Reloader whose table holds it. A missing
 // file is an empty table (every upgrade gets 401 until `hub token add`); an unreadable or
@@ -106,7 +113,7 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 	if err != nil {
 		return nil, err
 	}
-	table, err := ws.NewTokenTable(f.Peers)
+	table, err := NewPeerTable(f.Peers)
 	if err != nil {
 		return nil, err
 	}
@@ -118,43 +125,38 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 		log.Warn("no tokens file yet: "+missing, slog.String("path", opts.Path))
 	}
 	st, _ := os.Stat(opts.Path)
-	r := &Reloader{opts: opts, table: table, log: log, entries: f.Peers, sum: sha256.Sum256(data), exists: exists, stat: st}
-	r.clients.Store(&f.Clients)
-	return r, nil
+	return &Reloader{opts: opts, table: table, clients: NewClientTable(f.Clients), log: log, entries: f.Peers,
+		sum: sha256.Sum256(data), exists: exists, stat: st}, nil
 }
 
-// Authenticator returns the hub's authenticator: the table, except that a token the table
-// does not know makes it check the tokens file (one stat) and reload it if it changed since
-// it was last read, so a peer started right after `hub token add` is not refused during the
-// second the poll would take. Revocations are the table's.
-func (r *Reloader) Authenticator() ws.Authenticator { return reloadingAuth{r} }
-
-type reloadingAuth struct{ r *Reloader }
-
-func (a reloadingAuth) Authenticate(ctx context.Context, token string) (ws.Identity, error) {
-	id, err := a.r.table.Authenticate(ctx, token)
-	if !errors.Is(err, ws.ErrUnauthenticated) || token == "" {
+// Authenticate is the peer table's, reloading the file first when the token is unknown
+// and the file changed. Revocations are the table's.
+func (r *Reloader) Authenticate(ctx context.Context, token string) (PeerIdentity, error) {
+	id, err := r.table.Authenticate(ctx, token)
+	if !errors.Is(err, ErrUnauthenticated) || token == "" {
 		return id, err
 	}
 	// statChanged waits for a reload already under way (another peer's unknown token, or the
 	// poll) and then reports no change, so the table is asked again either way: the token
 	// may be in what that reload installed.
-	if a.r.statChanged() {
-		_, _ = a.r.reload(ctx, ByUnknownToken)
+	if r.statChanged() {
+		_, _ = r.reload(ctx, ByUnknownToken)
 	}
-	return a.r.table.Authenticate(ctx, token)
+	return r.table.Authenticate(ctx, token)
 }
 
-func (a reloadingAuth) AuthorizeNamespace(peer string, ns protocol.NamespaceID) (seam.Grant, bool) {
-	return a.r.table.AuthorizeNamespace(peer, ns)
+// AuthorizeNamespace is the peer table's.
+func (r *Reloader) AuthorizeNamespace(peer string, ns protocol.NamespaceID) (NamespaceGrant, bool) {
+	return r.table.AuthorizeNamespace(peer, ns)
 }
 
-func (a reloadingAuth) SubscribeRevocations(f func(seam.Revocation)) func() {
-	return a.r.table.SubscribeRevocations(f)
+// SubscribeRevocations is the peer table's: the revocations each reload issues.
+func (r *Reloader) SubscribeRevocations(f func(PeerRevocation)) func() {
+	return r.table.SubscribeRevocations(f)
 }
 
-// Table is the authenticator the hub uses.
-func (r *Reloader) Table() *ws.TokenTable { return r.table }
+// PeerTable is the table of the peers' tokens as last installed.
+func (r *Reloader) PeerTable() *PeerTable { return r.table }
 
 // Peers returns how many token entries the table holds.
 func (r *Reloader) Peers() int {
@@ -251,7 +253,7 @@ func (r *Reloader) install(ctx context.Context, by string) (bool, error) {
 			attrs = append(attrs, slog.Any(c.key, c.peers))
 		}
 	}
-	r.clients.Store(&f.Clients)
+	r.clients.Replace(f.Clients)
 	attrs = append(attrs, slog.Int("clients", len(f.Clients)))
 	r.log.LogAttrs(ctx, slog.LevelInfo, "tokens file reloaded", attrs...)
 	if r.opts.OnReload != nil {
@@ -266,16 +268,16 @@ func (r *Reloader) install(ctx context.Context, by string) (bool, error) {
 // lost namespaces (narrowed); anything else (other: a widened grant, a second token).
 type change struct{ added, rotated, removed, narrowed, other []string }
 
-func describeChange(old, new []ws.TokenEntry, revs []seam.Revocation) change {
-	peers := func(es []ws.TokenEntry) map[string][]ws.TokenEntry {
-		m := map[string][]ws.TokenEntry{}
+func describeChange(old, new []PeerEntry, revs []PeerRevocation) change {
+	peers := func(es []PeerEntry) map[string][]PeerEntry {
+		m := map[string][]PeerEntry{}
 		for _, e := range es {
 			m[e.PeerInstanceID] = append(m[e.PeerInstanceID], e)
 		}
 		return m
 	}
 	before, after := peers(old), peers(new)
-	revoked := map[string]seam.Revocation{}
+	revoked := map[string]PeerRevocation{}
 	for _, rv := range revs {
 		revoked[rv.PeerInstanceID] = rv
 	}
@@ -294,7 +296,7 @@ func describeChange(old, new []ws.TokenEntry, revs []seam.Revocation) change {
 			c.rotated = append(c.rotated, id)
 		case isRevoked:
 			c.narrowed = append(c.narrowed, id)
-		case !slices.EqualFunc(before[id], after[id], func(a, b ws.TokenEntry) bool { return a.TokenSHA256 == b.TokenSHA256 && sameGrant(a, b) }):
+		case !slices.EqualFunc(before[id], after[id], func(a, b PeerEntry) bool { return a.TokenSHA256 == b.TokenSHA256 && sameGrant(a, b) }):
 			c.other = append(c.other, id)
 		}
 	}
@@ -342,9 +344,9 @@ func (r *Reloader) Run(ctx context.Context, clk clock.Clock, interval time.Durat
 // a whole-peer revocation for every peer one of whose token hashes is gone, and otherwise,
 // per peer, the namespaces (among known and the ids old lists) that old granted and new
 // denies or grants with less (no read, no submit, or another owner).
-func Revocations(old, new []ws.TokenEntry, known []string) []seam.Revocation {
-	oldT, _ := ws.NewTokenTable(old)
-	newT, _ := ws.NewTokenTable(new)
+func Revocations(old, new []PeerEntry, known []string) []PeerRevocation {
+	oldT, _ := NewPeerTable(old)
+	newT, _ := NewPeerTable(new)
 	hashes := map[[sha256.Size]byte]string{}
 	for _, e := range new {
 		hashes[e.TokenSHA256] = e.PeerInstanceID
@@ -359,10 +361,10 @@ func Revocations(old, new []ws.TokenEntry, known []string) []seam.Revocation {
 			whole[e.PeerInstanceID] = true
 		}
 	}
-	var out []seam.Revocation
+	var out []PeerRevocation
 	for _, peer := range peers {
 		if whole[peer] {
-			out = append(out, seam.Revocation{PeerInstanceID: peer})
+			out = append(out, PeerRevocation{PeerInstanceID: peer})
 			continue
 		}
 		candidates := slices.Clone(known)
@@ -389,7 +391,7 @@ func Revocations(old, new []ws.TokenEntry, known []string) []seam.Revocation {
 			}
 		}
 		if len(lost) > 0 {
-			out = append(out, seam.Revocation{PeerInstanceID: peer, Namespaces: lost})
+			out = append(out, PeerRevocation{PeerInstanceID: peer, Namespaces: lost})
 		}
 	}
 	return out

@@ -1,6 +1,6 @@
 //go:build unix
 
-package tokens
+package auth
 
 import (
 	"fmt"

@@ -1,0 +1,440 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// wake tells the committer that the queue became non-empty or a batch filled up.
+func (e *engine) wake() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// hurryUp tells the committer that something now waits for the queue to commit: a group
+// waiting UnawaitedCommitDelay is cut to CommitDelay.
+func (e *engine) hurryUp() {
+	select {
+	case e.hurry <- struct{}{}:
+	default:
+	}
+}
+
+// notifyLocked wakes the waiters of r.
+func notifyLocked(r *resident) {
+	if r.wait != nil {
+		close(r.wait)
+		r.wait = nil
+	}
+}
+
+// control queues c behind every earlier operation and waits for the committer to run it.
+func (e *engine) control(ctx context.Context, kind opKind, c *control) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.done = make(chan struct{})
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	e.q = append(e.q, op{kind: kind, ctl: c})
+	e.mu.Unlock()
+	e.wake()
+	e.hurryUp()
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		c.abandoned.Store(true)
+		return ctx.Err()
+	}
+}
+
+// commitLoop is the committer goroutine: it owns every write to document data. It exits
+// when Close has been called and the queue is empty (or abandoned).
+func (e *engine) commitLoop() {
+	defer close(e.committerDone)
+	for {
+		select {
+		case <-e.kick:
+		case <-e.stop:
+		}
+		// Group commit: the first append to an idle queue waits for others to join its
+		// transaction (groupDelay), unless a batch fills up or Close starts.
+		if e.opts.UnawaitedCommitDelay > 0 && !e.stopping() {
+			e.groupDelay()
+		}
+		if !e.drain() {
+			return
+		}
+		if e.stopping() {
+			e.mu.Lock()
+			empty := len(e.q) == 0
+			e.mu.Unlock()
+			if empty {
+				return
+			}
+		}
+	}
+}
+
+func (e *engine) stopping() bool {
+	select {
+	case <-e.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// groupDelay is the wait of a group commit: UnawaitedCommitDelay while nothing waits for the
+// queue to commit — its appends were acknowledged already, so waiting longer costs nothing
+// anyone sees and puts more appends in each transaction and fsync — and CommitDelay from
+// the start of the wait once something does (WaitFlushed, an operation queued behind the
+// appends), unless a batch fills up or Close starts.
+func (e *engine) groupDelay() {
+	e.mu.Lock()
+	n, awaited := e.qAppends, e.waiting > 0
+	e.mu.Unlock()
+	if n == 0 || n >= e.opts.MaxBatch {
+		return
+	}
+	start := e.opts.Clock.Now()
+	delay := e.opts.UnawaitedCommitDelay
+	if awaited {
+		delay = e.opts.CommitDelay
+	}
+	fired := make(chan struct{})
+	t := e.opts.Clock.AfterFunc(delay, func() { close(fired) })
+	defer func() { t.Stop() }()
+	for {
+		select {
+		case <-fired:
+			return
+		case <-e.stop:
+			return
+		case <-e.hurry:
+			if delay == e.opts.CommitDelay {
+				continue
+			}
+			delay = e.opts.CommitDelay
+			left := delay - e.opts.Clock.Now().Sub(start)
+			if left <= 0 {
+				return
+			}
+			t.Stop()
+			f := make(chan struct{})
+			fired = f
+			t = e.opts.Clock.AfterFunc(left, func() { close(f) })
+		case <-e.kick:
+			e.mu.Lock()
+			n := e.qAppends
+			e.mu.Unlock()
+			if n >= e.opts.MaxBatch {
+				return
+			}
+		}
+	}
+}
+
+// drain commits the queue until it is empty. It returns false when Close abandoned the
+// queue.
+func (e *engine) drain() bool {
+	backoff := e.opts.RetryMin
+	for {
+		e.mu.Lock()
+		batch := e.nextLocked()
+		e.mu.Unlock()
+		if len(batch) == 0 {
+			return true
+		}
+		if batch[0].kind != opAppend {
+			e.runControl(batch[0])
+			continue
+		}
+		if err := e.commitAppends(batch); err != nil {
+			select {
+			case <-e.abandon:
+				e.abandonAll()
+				return false
+			default:
+			}
+			if !e.sleep(backoff) {
+				e.abandonAll()
+				return false
+			}
+			backoff = min(2*backoff, e.opts.RetryMax)
+			continue
+		}
+		backoff = e.opts.RetryMin
+	}
+}
+
+// nextLocked returns the head of the queue to commit next: a run of at most MaxBatch appends,
+// or one control operation. It also marks, in e.skip, appends whose namespace is gone.
+func (e *engine) nextLocked() []op {
+	if len(e.q) == 0 {
+		return nil
+	}
+	if e.q[0].kind != opAppend {
+		return e.q[:1]
+	}
+	n := 0
+	for n < len(e.q) && n < e.opts.MaxBatch && e.q[n].kind == opAppend {
+		n++
+	}
+	e.skip = e.skip[:0]
+	for _, o := range e.q[:n] {
+		e.skip = append(e.skip, o.r.gone)
+	}
+	return e.q[:n]
+}
+
+// sleep waits d on the clock; false when Close gives up first.
+func (e *engine) sleep(d time.Duration) bool {
+	fired := make(chan struct{})
+	t := e.opts.Clock.AfterFunc(d, func() { close(fired) })
+	defer t.Stop()
+	select {
+	case <-fired:
+		return true
+	case <-e.abandon:
+		return false
+	}
+}
+
+// commitAppends writes batch in one transaction and, on success, removes it from the queue
+// and reports the new durable positions. On failure the batch stays at the head of the queue.
+func (e *engine) commitAppends(batch []op) error {
+	missing := make([]bool, len(batch))
+	err := e.be.update(func(w writer) error {
+		clear(missing)
+		for i, o := range batch {
+			if e.skip[i] {
+				continue
+			}
+			if err := w.appendUpdate(o.r.key.owner, o.r.key.ns, o.seq, o.data); err != nil {
+				if errors.Is(err, ErrNotFound) { // the document was removed under it
+					missing[i] = true
+					continue
+				}
+				return err
+			}
+		}
+		return e.hook()
+	})
+	if err != nil {
+		e.failed(err)
+		return err
+	}
+	e.succeeded()
+	// Count before any waiter is woken, so Stats never trails what a waiter has seen.
+	e.commits.Add(1)
+	e.committed.Add(uint64(len(batch)))
+
+	type flushed struct {
+		key     docKey
+		through uint64
+	}
+	var report []flushed
+	e.mu.Lock()
+	bytes := 0
+	for i, o := range batch {
+		r := o.r
+		bytes += len(o.data)
+		r.pending--
+		if e.skip[i] || missing[i] {
+			r.err = fmt.Errorf("%w: %s/%s was archived or reset", ErrNotFound, r.key.owner, r.key.ns)
+		} else {
+			r.flushed = o.seq
+			r.logCount++
+			r.logBytes += len(o.data)
+		}
+		if i+1 < len(batch) && batch[i+1].r == r {
+			continue // report once per run of the same namespace
+		}
+		notifyLocked(r)
+		if !e.skip[i] && !missing[i] {
+			report = append(report, flushed{r.key, r.flushed})
+		}
+		e.maybeCompactLocked(r)
+		e.dropIfIdleLocked(r)
+	}
+	n := len(batch)
+	clear(e.q[:n])
+	e.q = e.q[n:]
+	if len(e.q) == 0 {
+		e.q = nil
+	}
+	e.qAppends -= n
+	e.qBytes -= bytes
+	e.mu.Unlock()
+
+	if cb := e.opts.OnFlushed; cb != nil {
+		for _, f := range report {
+			notify(func() { cb(f.key.owner, f.key.ns, f.through) })
+		}
+	}
+	return nil
+}
+
+// notify runs a callback of Options; a panic in it is recovered and ignored (as a panicking
+// observer's is), so it cannot stop the committer.
+func notify(f func()) {
+	defer func() { _ = recover() }()
+	f()
+}
+
+func (e *engine) hook() error {
+	if h := e.opts.CommitHook; h != nil {
+		return h()
+	}
+	return nil
+}
+
+func (e *engine) failed(err error) {
+	e.lastErr = err
+	e.commitErrors.Add(1)
+	if e.healthy.Swap(false) && e.opts.OnHealthChange != nil {
+		notify(func() { e.opts.OnHealthChange(false, err) })
+	}
+}
+
+func (e *engine) succeeded() {
+	e.lastErr = nil
+	if !e.healthy.Swap(true) && e.opts.OnHealthChange != nil {
+		notify(func() { e.opts.OnHealthChange(true, nil) })
+	}
+}
+
+// runControl runs the control operation at the head of the queue in its own transaction and
+// completes it. A failed transaction fails the operation (its caller decides); it is not
+// retried.
+func (e *engine) runControl(o op) {
+	c := o.ctl
+	var err error
+	if c.abandoned.Load() {
+		err = context.Canceled
+	} else {
+		err = e.be.update(func(w writer) error {
+			c.err, c.trimmed, c.trimmedBytes = nil, 0, 0
+			switch o.kind {
+			case opReplace, opFold:
+				c.err = e.writeSnapshot(w, o.kind, c)
+			case opArchive:
+				c.err = e.writeArchive(w, c)
+			}
+			if c.err != nil {
+				return nil // nothing was written
+			}
+			return e.hook()
+		})
+		if err != nil {
+			e.failed(err)
+		} else {
+			e.succeeded()
+			e.commits.Add(1)
+		}
+	}
+
+	e.mu.Lock()
+	if err == nil && c.err == nil {
+		if r := e.res[c.key]; r != nil {
+			switch o.kind {
+			case opReplace, opFold:
+				r.logCount = max(0, r.logCount-c.trimmed)
+				r.logBytes = max(0, r.logBytes-c.trimmedBytes)
+				r.snapBytes = len(c.data)
+			case opArchive:
+				r.gone = true
+				r.err = fmt.Errorf("%w: %s/%s was archived or reset", ErrNotFound, c.key.owner, c.key.ns)
+				notifyLocked(r)
+				e.dropIfIdleLocked(r)
+			}
+		}
+	}
+	clear(e.q[:1])
+	e.q = e.q[1:]
+	if len(e.q) == 0 {
+		e.q = nil
+	}
+	e.mu.Unlock()
+
+	if err != nil {
+		c.err = err
+	} else if o.kind == opFold && c.err == nil {
+		e.compactions.Add(1)
+		if cb := e.opts.OnCompacted; cb != nil {
+			notify(func() { cb(c.key.owner, c.key.ns, c.through) })
+		}
+	}
+	close(c.done)
+}
+
+func (e *engine) writeSnapshot(w writer, kind opKind, c *control) error {
+	info, err := w.docInfo(c.key.owner, c.key.ns)
+	if err != nil {
+		return err
+	}
+	if !info.HasDoc {
+		return fmt.Errorf("%w: no document %s/%s", ErrNotFound, c.key.owner, c.key.ns)
+	}
+	if kind == opFold && info.SnapshotThrough != c.expect {
+		return errStale
+	}
+	if c.through < info.SnapshotThrough {
+		return fmt.Errorf("%w: snapshot through %d is older than the stored one (through %d)", ErrInvalid, c.through, info.SnapshotThrough)
+	}
+	if err := w.setSnapshot(c.key.owner, c.key.ns, c.data, c.through); err != nil {
+		return err
+	}
+	c.trimmed, c.trimmedBytes, err = w.trimLog(c.key.owner, c.key.ns, c.through)
+	return err
+}
+
+func (e *engine) writeArchive(w writer, c *control) error {
+	ent, err := w.entry(c.key.ns)
+	if err != nil {
+		return err
+	}
+	if ent.Owner != c.key.owner {
+		return fmt.Errorf("%w: namespace %s of owner %s", ErrNotFound, c.key.ns, c.key.owner)
+	}
+	if c.reason == ReasonArchive && ent.State == StateArchived {
+		return ErrArchived
+	}
+	info, err := w.archiveDoc(c.key.owner, c.key.ns, ArchiveInfo{NamespaceID: c.key.ns, Reason: c.reason, Entry: ent})
+	if err != nil {
+		return err
+	}
+	c.info = info
+	if c.reason == ReasonReset {
+		return w.deleteEntry(c.key.ns)
+	}
+	ent.State = StateArchived
+	return w.putEntry(ent)
+}
+
+// abandonAll fails every queued operation with ErrClosed (Close gave up).
+func (e *engine) abandonAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, o := range e.q {
+		if o.kind == opAppend {
+			e.abandoned++
+			o.r.pending--
+			o.r.err = ErrClosed
+			notifyLocked(o.r)
+			continue
+		}
+		o.ctl.err = ErrClosed
+		close(o.ctl.done)
+	}
+	e.q, e.qAppends, e.qBytes = nil, 0, 0
+}

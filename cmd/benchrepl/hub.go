@@ -58,6 +58,8 @@ type nodeSpec struct {
 type hubHello struct {
 	URL        string   `json:"url"`
 	Namespaces []string `json:"namespaces"`
+	// LogStreams: on a cluster node, the stream holding each namespace's log.
+	LogStreams []string `json:"logStreams,omitempty"`
 }
 
 // usage is a CPU and memory reading of the child.
@@ -130,6 +132,13 @@ func runHubChild(specJSON string) error {
 			}
 		}
 		hello.Namespaces = append(hello.Namespaces, c.NamespaceID)
+		if node != nil {
+			name, err := node.LogStreamName(ctx, c.NamespaceID)
+			if err != nil {
+				return err
+			}
+			hello.LogStreams = append(hello.LogStreams, name)
+		}
 	}
 	addr := spec.Listen
 	if addr == "" {

@@ -67,6 +67,9 @@ type Node struct {
 	logsMu sync.Mutex // guards logs
 	logs   map[*nsLog]struct{}
 
+	awayMu     sync.Mutex           // guards leaderAway
+	leaderAway map[string]time.Time // groups whose leader last went unanswered, and when (replica.go)
+
 	streamsMu sync.Mutex               // guards streams and logOf
 	streams   map[int]jetstream.Stream // the log streams opened so far, by index
 	logOf     map[string]int           // the log stream of each namespace whose entry was read
@@ -110,6 +113,7 @@ func Start(cfg Config) (*Node, error) {
 		logs:        make(map[*nsLog]struct{}),
 		streams:     make(map[int]jetstream.Stream),
 		logOf:       make(map[string]int),
+		leaderAway:  make(map[string]time.Time),
 	}
 	if err := n.connect(); err != nil {
 		cancel()

@@ -246,7 +246,7 @@ func (s *Store) Entry(ctx context.Context, namespaceID string) (persistence.Entr
 			return e, nil
 		}
 	}
-	v, _, err := s.n.getEntry(ctx, namespaceID)
+	v, err := s.n.openEntry(ctx, namespaceID)
 	if errors.Is(err, persistence.ErrUnavailable) {
 		s.mu.Lock()
 		e, ok := s.cache[namespaceID]

@@ -65,6 +65,7 @@ func (n *Node) streamConfig(k int) jetstream.StreamConfig {
 		MaxMsgSize:  int32(n.maxMessageBytes()),
 		Duplicates:  duplicateWindow,
 		DenyDelete:  true,
+		AllowDirect: true, // reads from a replica while the leader is away (replica.go)
 	}
 	if k == 0 {
 		cfg.Description = "Nomicore: the update log of every namespace, one subject per namespace"
@@ -90,6 +91,14 @@ func (n *Node) ensureLogStream(ctx context.Context, k int) (jetstream.Stream, er
 			return nil, classify("raising the message limit of "+cfg.Name, n.cfg.OpTimeout, err)
 		}
 		n.log.Info("raised a log stream's message limit to this node's largest record", "stream", cfg.Name, "bytes", int(cur.MaxMsgSize))
+	}
+	// A stream created by an earlier version answers no direct gets.
+	if cur := s.CachedInfo().Config; !cur.AllowDirect {
+		cur.AllowDirect = true
+		if s, err = n.js.UpdateStream(ctx, cur); err != nil {
+			return nil, classify("letting the replicas of "+cfg.Name+" answer reads", n.cfg.OpTimeout, err)
+		}
+		n.log.Info("a log stream's replicas now answer reads while its leader is away", "stream", cfg.Name)
 	}
 	return s, nil
 }
@@ -139,11 +148,10 @@ func (n *Node) logStreamOf(ctx context.Context, ns string) (int, error) {
 	if ok {
 		return k, nil
 	}
-	v, _, err := n.getEntry(ctx, ns)
+	v, err := n.openEntry(ctx, ns)
 	if err != nil {
 		return 0, err
 	}
-	n.noteLogStream(ns, v.Log)
 	return v.Log, nil
 }
 

@@ -151,7 +151,7 @@ func TestFaultWorkloadsSmall(t *testing.T) {
 // working: every peer is live again on a surviving node, none bootstrapped again — with
 // the leader of the namespace's log killed, and with another node killed.
 func TestFailoverWorkloadSmall(t *testing.T) {
-	r, err := runFailover(4, 1, 1)
+	r, err := runFailover(4, 1, 64<<10, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

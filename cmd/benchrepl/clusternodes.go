@@ -57,8 +57,9 @@ func freeAddr() (string, error) {
 }
 
 // startNodes starts n cluster nodes (peers tokens on each; namespaces created through the
-// first) and waits until each serves.
-func startNodes(name string, n, peers, namespaces int) (*nodes, error) {
+// first, each holding docBytes of text and, when docBytes > 0, a snapshot) and waits until
+// each serves.
+func startNodes(name string, n, peers, namespaces, docBytes int) (*nodes, error) {
 	dir, err := os.MkdirTemp("", "benchrepl-"+name+"-")
 	if err != nil {
 		return nil, err
@@ -77,7 +78,7 @@ func startNodes(name string, n, peers, namespaces int) (*nodes, error) {
 		spec := hubSpec{Dir: filepath.Join(dir, "n"+strconv.Itoa(i+1)), Peers: peers,
 			Node: &nodeSpec{Name: "n" + strconv.Itoa(i+1), Listen: listen[i], Routes: routes}}
 		if i == 0 {
-			spec.Namespaces = namespaces
+			spec.Namespaces, spec.DocBytes = namespaces, docBytes
 		}
 		h, err := spawnHub(spec)
 		if err != nil {
@@ -163,7 +164,7 @@ func runClusterFanout(peers, updates int) (clusterFanoutResult, error) {
 // clusterFanout runs the fan-out on a fresh three-node cluster, the peers attached to the
 // first node or spread over the three in turn.
 func clusterFanout(peers, updates int, spread bool) (fanoutResult, []int, error) {
-	c, err := startNodes("clusterfanout", 3, peers, 1)
+	c, err := startNodes("clusterfanout", 3, peers, 1, 0)
 	if err != nil {
 		return fanoutResult{}, nil, err
 	}
@@ -196,6 +197,7 @@ func clusterFanout(peers, updates int, spread bool) (fanoutResult, []int, error)
 // the other nodes.
 type failoverResult struct {
 	Peers, Namespaces, Repeats int
+	DocBytes                   int // text in each namespace, kept in a snapshot
 	Cases                      []failoverCase
 }
 
@@ -217,8 +219,8 @@ type failoverRun struct {
 
 func (r failoverResult) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "failover: %d peers × %d namespaces attached to the node killed (SIGKILL), until all their targets are live on another node; median of %d repeats:\n",
-		r.Peers, r.Namespaces, r.Repeats)
+	fmt.Fprintf(&b, "failover: %d peers × %d namespaces (%d KiB each, from a snapshot) attached to the node killed (SIGKILL), until all their targets are live on another node; median of %d repeats:\n",
+		r.Peers, r.Namespaces, r.DocBytes>>10, r.Repeats)
 	fmt.Fprintf(&b, "  %-40s %9s %9s %9s  %s\n", "killed node", "p50", "p99", "all", "target all ≤ 3s")
 	for _, c := range r.Cases {
 		if len(c.Runs) == 0 {
@@ -247,12 +249,12 @@ const (
 	killNonLeader = "a node leading none of them"
 )
 
-func runFailover(peers, namespaces, repeats int) (failoverResult, error) {
-	res := failoverResult{Peers: peers, Namespaces: namespaces, Repeats: repeats}
+func runFailover(peers, namespaces, docBytes, repeats int) (failoverResult, error) {
+	res := failoverResult{Peers: peers, Namespaces: namespaces, DocBytes: docBytes, Repeats: repeats}
 	for _, name := range []string{killLogLeader, killNonLeader} {
 		c := failoverCase{Name: name}
 		for range repeats {
-			run, ok, boots, err := failoverOnce(peers, namespaces, name)
+			run, ok, boots, err := failoverOnce(peers, namespaces, docBytes, name)
 			if err != nil {
 				return res, fmt.Errorf("%s: %w", name, err)
 			}
@@ -282,11 +284,12 @@ func runFailover(peers, namespaces, repeats int) (failoverResult, error) {
 }
 
 // failoverOnce starts three nodes, picks the node to kill as the case says (false: none
-// fits), attaches the peers to it (every node's URL, it first), kills it once every target
-// is live and measures how long until each peer is live again.
-func failoverOnce(peers, namespaces int, kill string) (failoverRun, bool, int, error) {
+// fits), attaches the peers to it (every node's URL, it first, the others in turn in each
+// peer's own order), kills it once every target is live and measures how long until each
+// peer is live again.
+func failoverOnce(peers, namespaces, docBytes int, kill string) (failoverRun, bool, int, error) {
 	var run failoverRun
-	c, err := startNodes("failover", 3, peers, namespaces)
+	c, err := startNodes("failover", 3, peers, namespaces, docBytes)
 	if err != nil {
 		return run, false, 0, err
 	}
@@ -320,10 +323,10 @@ func failoverOnce(peers, namespaces int, kill string) (failoverRun, bool, int, e
 	}
 	run.Led = leads[victim]
 	urls := c.urls()
-	order := []string{urls[victim]}
+	var others []string
 	for i, u := range urls {
 		if i != victim {
-			order = append(order, u)
+			others = append(others, u)
 		}
 	}
 	cfg := node.ShippedConfig() // the binaries' settings: production backoff
@@ -332,9 +335,12 @@ func failoverOnce(peers, namespaces int, kill string) (failoverRun, bool, int, e
 	var boots []*bootstrapCounter
 	defer func() { _ = stopAll(ps) }()
 	for i := range peers {
+		// Each peer lists the other nodes in its own order (the guide's advice), so that
+		// they spread over the survivors.
+		failover := append(append([]string(nil), others[i%len(others):]...), others[:i%len(others)]...)
 		tr, bc := &liveTracker{n: namespaces}, &bootstrapCounter{}
 		p, err := startPeerWith(filepath.Join(c.dir, peerName(i)), i, nss, ws.PeerOptions{Config: cfg,
-			URL: order[0], FailoverURLs: order[1:], Observer: observer.Multi(tr, bc)})
+			URL: urls[victim], FailoverURLs: failover, Observer: observer.Multi(tr, bc)})
 		if err != nil {
 			return run, false, 0, err
 		}
@@ -364,7 +370,7 @@ func failoverOnce(peers, namespaces int, kill string) (failoverRun, bool, int, e
 		}
 	}
 	run.P50, run.P99, run.All = percentiles(took)
-	for _, u := range order[1:] {
+	for _, u := range others {
 		n := 0
 		for _, p := range ps {
 			if p.p.URL() == u {

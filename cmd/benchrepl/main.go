@@ -44,7 +44,7 @@
 //	benchrepl [-workload all|fanout|namespaces|bootstrap|cluster|clusterfanout|failover|large|idle|scale|storm|crashloop|linkcut[,…]]
 //	          [-peers 20] [-updates 500] [-namespaces 200] [-ns-peers 2] [-ns-updates 50]
 //	          [-doc-kb 400] [-runs 5] [-cluster-updates 500] [-load-updates 5000]
-//	          [-failover-peers 200] [-failover-namespaces 2] [-repeats 5]
+//	          [-failover-peers 200] [-failover-namespaces 2] [-failover-doc-kb 64] [-repeats 5]
 //	          [-bin DIR] [-sizes 1,8,32] [-fresh 4] [-paste-peers 3]
 //	          [-idle-conns 10000] [-scale-peers 1000] [-scale-namespaces 10]
 //	          [-storm 500x10,2000x1] [-outages 5s,15s,30s] [-crash-peers 100] [-crash-namespaces 10]
@@ -92,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	loadUpdates := fs.Int("load-updates", 5000, "cluster: updates of the namespace whose load is timed")
 	failoverPeers := fs.Int("failover-peers", 200, "failover: peers attached to the node that is killed")
 	failoverNS := fs.Int("failover-namespaces", 2, "failover: namespaces, each replicated by every peer")
+	failoverDocKB := fs.Int("failover-doc-kb", 64, "failover: text in each namespace, in KiB, kept in a snapshot (0: empty namespaces)")
 	repeats := fs.Int("repeats", 5, "cluster, failover: repeats (the figures reported are their medians)")
 	binDir := fs.String("bin", "", "large: the directory of the hub and peer binaries (default: build them, from the repository root)")
 	largeSizes := fs.String("sizes", "1,8,32", "large: document sizes in MiB")
@@ -237,7 +238,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if selected["failover"] {
-		r, err := runFailover(*failoverPeers, *failoverNS, *repeats)
+		r, err := runFailover(*failoverPeers, *failoverNS, *failoverDocKB<<10, *repeats)
 		if err != nil {
 			fmt.Fprintln(stderr, "failover:", err)
 			ok = false

@@ -44,7 +44,7 @@ func batchedRecords(t *testing.T, n *Node) (records, messages uint64) {
 // acknowledged and, once every update it submitted settled, closes done.
 type pipelinedWriter struct {
 	name  string
-	ns    int // which namespace of the test
+	ns    int        // which namespace of the test
 	mu    sync.Mutex // guards acked
 	acked []string
 	done  chan struct{}

@@ -17,7 +17,12 @@
 // A ClientAuthenticator is declared here, not in yws, because checks of several kinds
 // compose behind it: a node answers from its static client tokens today (ClientTable,
 // Reloader), and signed tokens or an application's webhook are further implementations of
-// the same interface, tried in turn by one that chains them.
+// the same interface, tried in turn by one that chains them: ClientChain over the
+// static tokens (Reloader), the signed tokens (JWTVerifier: JWT checked with an HS256
+// secret or public keys, each key pinned to its algorithm) and the application's webhook
+// (Webhook), with a RevocationList they share (revoked users and token ids, kept in the
+// node's store). A refusal is a ClientRefusal naming the check that failed; a credential
+// that cannot be checked now is an UnavailableError.
 //
 // # The tokens file
 //
@@ -45,6 +50,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"time"
 
 	"github.com/nomicore/nomicore/replication/protocol"
 )
@@ -94,12 +100,30 @@ type ClientCredential struct {
 // it may change them. It also remembers which credential it was given for, never the
 // credential itself, so that RecheckClient can say what that credential allows later.
 type ClientGrant struct {
-	Name       string   // who, for logs (never the token): a client token's name
+	Name       string   // who, for logs (never the token): a client token's name, a signed token's sub, the webhook's user
 	Namespaces []string // namespace ids, or AllNamespaces
 	ReadOnly   bool
+	// Kind says which check gave the grant: CredentialClientToken, CredentialJWT or
+	// CredentialWebhook (empty for a grant made by hand).
+	Kind string
+	// User is the application's user the credential stands for (a signed token's sub, the
+	// webhook's user); empty for a static client token, whose Name says who.
+	User string
+	// Expires is when the credential stops being valid (zero: never); the client listener
+	// closes an open connection then.
+	Expires time.Time
 
 	tokenSHA256 [sha256.Size]byte // the static client token the grant was found by
+	jti         string            // a signed token's id, when it has one
+	issued      time.Time         // when the credential was issued (a signed token) or checked (a webhook's answer)
 }
+
+// Kinds of credential, as ClientGrant.Kind names them.
+const (
+	CredentialClientToken = "client-token" // a static (opaque) client token of the tokens file
+	CredentialJWT         = "jwt"          // a signed token (JWT)
+	CredentialWebhook     = "webhook"      // a token the application's auth webhook allowed
+)
 
 // Allows reports whether the grant covers namespace ns.
 func (g ClientGrant) Allows(ns string) bool {

@@ -11,7 +11,9 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
+	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
@@ -22,6 +24,8 @@ type ClientEntry struct {
 	TokenSHA256 [sha256.Size]byte
 	Namespaces  []string
 	ReadOnly    bool
+	// ExpiresAt is when the token stops being valid (zero: never).
+	ExpiresAt time.Time
 }
 
 // checkClients validates client entries: names like instance ids, namespace ids or "*".
@@ -51,6 +55,17 @@ func checkClients(entries []ClientEntry) error {
 // The zero value is an empty table; its methods may be called concurrently.
 type ClientTable struct {
 	entries atomic.Pointer[[]ClientEntry] // replaced whole, never modified in place
+	clock   clock.Reader                  // for expiry; nil: the real clock (set before use)
+}
+
+// UseClock makes the table judge expiry by clk (before the table is used).
+func (t *ClientTable) UseClock(clk clock.Reader) { t.clock = clk }
+
+func (t *ClientTable) now() time.Time {
+	if t.clock == nil {
+		return time.Now()
+	}
+	return t.clock.Now()
 }
 
 // NewClientTable returns a table holding entries.
@@ -103,17 +118,26 @@ func (t *ClientTable) lookup(sum [sha256.Size]byte) (ClientGrant, error) {
 	if found == nil {
 		return ClientGrant{}, ErrUnauthenticated
 	}
-	return ClientGrant{Name: found.Name, Namespaces: append([]string(nil), found.Namespaces...), ReadOnly: found.ReadOnly,
-		tokenSHA256: sum}, nil
+	g := ClientGrant{Name: found.Name, Namespaces: append([]string(nil), found.Namespaces...), ReadOnly: found.ReadOnly,
+		Kind: CredentialClientToken, Expires: found.ExpiresAt, tokenSHA256: sum}
+	if !found.ExpiresAt.IsZero() && !t.now().Before(found.ExpiresAt) {
+		return ClientGrant{}, &ClientRefusal{Check: CheckExpired,
+			Reason: "the client token of " + found.Name + " expired at " + found.ExpiresAt.UTC().Format(time.RFC3339)}
+	}
+	return g, nil
 }
 
-// AddClient draws a new client token for g (its name, namespaces and read-only flag) from r
-// (crypto/rand when nil), appends its hash and grant to the tokens file at path (creating
-// it), and returns the token — the only time it exists outside the editor that will
-// present it. A name has one token: a name that already has one is refused (like a peer's,
-// so that running the command twice does not leave two valid tokens behind).
+// AddClient draws a new client token for g (its name, namespaces, read-only flag and
+// expiry: g.Expires, zero for never) from r (crypto/rand when nil), appends its hash and
+// grant to the tokens file at path (creating it), and returns the token — the only time it
+// exists outside the editor that will present it. A name has one token: a name whose token
+// is still valid is refused (like a peer's, so that running the command twice does not
+// leave two valid tokens behind); one whose token expired gets the new token in its place.
 func AddClient(path string, g ClientGrant, r io.Reader) (string, error) {
-	entry := ClientEntry{Name: g.Name, Namespaces: g.Namespaces, ReadOnly: g.ReadOnly}
+	entry := ClientEntry{Name: g.Name, Namespaces: g.Namespaces, ReadOnly: g.ReadOnly, ExpiresAt: g.Expires.UTC().Truncate(time.Second)}
+	if !g.Expires.IsZero() && !g.Expires.After(time.Now()) {
+		return "", errors.New("the expiry is already past")
+	}
 	if err := checkClients([]ClientEntry{entry}); err != nil {
 		return "", errors.New(strings.TrimPrefix(err.Error(), "client entry 0 ("+g.Name+"): "))
 	}
@@ -122,13 +146,19 @@ func AddClient(path string, g ClientGrant, r io.Reader) (string, error) {
 		return "", err
 	}
 	entry.TokenSHA256 = sha256.Sum256([]byte(token))
+	now := time.Now()
 	err = updateFile(path, func(f *File) error {
+		kept := f.Clients[:0]
 		for _, c := range f.Clients {
-			if c.Name == g.Name {
-				return &ExistingClientError{Name: g.Name, HashPrefix: HashPrefix(c.TokenSHA256)}
+			if c.Name != g.Name {
+				kept = append(kept, c)
+				continue
+			}
+			if c.ExpiresAt.IsZero() || now.Before(c.ExpiresAt) {
+				return &ExistingClientError{Name: g.Name, HashPrefix: HashPrefix(c.TokenSHA256), ExpiresAt: c.ExpiresAt}
 			}
 		}
-		f.Clients = append(f.Clients, entry)
+		f.Clients = append(kept, entry)
 		return nil
 	})
 	if err != nil {
@@ -137,10 +167,33 @@ func AddClient(path string, g ClientGrant, r io.Reader) (string, error) {
 	return token, nil
 }
 
+// UpdateClient changes the grant of the client token named name in the tokens file at path
+// (its namespaces and read-only flag; edit must not change the name or the hash), keeping
+// the token: an editor keeps its token when it gets a namespace more. A running node applies
+// the change to open connections at its next reload (a narrowed grant closes them). It
+// returns the entry as written, or ErrNoToken when the name has no token.
+func UpdateClient(path, name string, edit func(*ClientEntry)) (ClientEntry, error) {
+	var out ClientEntry
+	err := updateFile(path, func(f *File) error {
+		for i := range f.Clients {
+			if f.Clients[i].Name == name {
+				sum := f.Clients[i].TokenSHA256
+				edit(&f.Clients[i])
+				f.Clients[i].Name, f.Clients[i].TokenSHA256 = name, sum
+				out = f.Clients[i]
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: no client token is named %s", ErrNoToken, name)
+	})
+	return out, err
+}
+
 // ExistingClientError is AddClient's refusal for a name that already has a client token.
 type ExistingClientError struct {
 	Name       string
-	HashPrefix string // the short hash of its token
+	HashPrefix string    // the short hash of its token
+	ExpiresAt  time.Time // when it expires (zero: never)
 }
 
 func (e *ExistingClientError) Error() string {

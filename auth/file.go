@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // File is the content of a tokens file: the peers' replication tokens (the hub's) and the
@@ -14,13 +15,14 @@ type File struct {
 	Clients []ClientEntry
 }
 
-// ParseFile decodes a tokens file (GUIDE §7):
+// ParseFile decodes a tokens file (docs/operations.md#tokens-and-rotation):
 //
 //	{"peers":[{"instanceId":"peer-a","tokenSha256":"<64 hex>","owner":"default",
 //	           "namespaces":["*"],"read":true,"submit":true}],
-//	 "clients":[{"name":"alice","tokenSha256":"<64 hex>","namespaces":["*"],"readOnly":false}]}
+//	 "clients":[{"name":"alice","tokenSha256":"<64 hex>","namespaces":["*"],"readOnly":false,
+//	             "expiresAt":"2030-01-02T15:04:05Z"}]}
 //
-// Either list may be absent. Unknown fields are refused, so a misspelt key is not silently
+// A client's expiresAt is optional (absent: the token does not expire). Either list may be absent. Unknown fields are refused, so a misspelt key is not silently
 // ignored.
 func ParseFile(data []byte) (File, error) {
 	var f struct {
@@ -46,7 +48,13 @@ func ParseFile(data []byte) (File, error) {
 		if err != nil {
 			return File{}, fmt.Errorf("tokens file client entry %d: %w", i, err)
 		}
-		out.Clients = append(out.Clients, ClientEntry{Name: c.Name, TokenSHA256: h, Namespaces: c.Namespaces, ReadOnly: c.ReadOnly})
+		e := ClientEntry{Name: c.Name, TokenSHA256: h, Namespaces: c.Namespaces, ReadOnly: c.ReadOnly}
+		if c.ExpiresAt != "" {
+			if e.ExpiresAt, err = time.Parse(time.RFC3339, c.ExpiresAt); err != nil {
+				return File{}, fmt.Errorf("tokens file client entry %d: expiresAt %q: want a time like 2030-01-02T15:04:05Z", i, c.ExpiresAt)
+			}
+		}
+		out.Clients = append(out.Clients, e)
 	}
 	return out, nil
 }
@@ -67,6 +75,7 @@ type fileClient struct {
 	TokenSHA256 string   `json:"tokenSha256"`
 	Namespaces  []string `json:"namespaces"`
 	ReadOnly    bool     `json:"readOnly"`
+	ExpiresAt   string   `json:"expiresAt,omitempty"` // RFC 3339; absent: never
 }
 
 // EncodeFile renders f in the tokens file format that ParseFile reads, one entry per line;
@@ -93,7 +102,11 @@ func EncodeFile(f File) []byte {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			line, _ := json.Marshal(fileClient{c.Name, hex.EncodeToString(c.TokenSHA256[:]), orEmpty(c.Namespaces), c.ReadOnly})
+			fc := fileClient{Name: c.Name, TokenSHA256: hex.EncodeToString(c.TokenSHA256[:]), Namespaces: orEmpty(c.Namespaces), ReadOnly: c.ReadOnly}
+			if !c.ExpiresAt.IsZero() {
+				fc.ExpiresAt = c.ExpiresAt.UTC().Format(time.RFC3339)
+			}
+			line, _ := json.Marshal(fc)
 			b.WriteString("\n  ")
 			b.Write(line)
 		}

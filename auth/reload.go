@@ -34,6 +34,8 @@ type ReloaderOptions struct {
 	OnChange func()
 	// Logger receives reload results: peer ids and counts, never tokens or their hashes.
 	Logger *slog.Logger
+	// Clock judges client tokens' expiry; nil: the real clock.
+	Clock clock.Reader
 	// Missing finishes the warning logged when the file does not exist yet: who is refused
 	// until it does and the command that creates it ("every editor is refused until `peer
 	// token add --data DIR --client NAME` creates one"). Empty: a hub's words.
@@ -44,7 +46,7 @@ type ReloaderOptions struct {
 // replication listener and a ClientTable for the client listener, and it is the
 // authenticator of both (ws.Authenticator and ws.RevocationSource; ClientAuthenticator).
 // Reload re-reads the file, and when its content changed installs the new entries and then
-// revokes what the change took away (§19): every live connection of a peer one of whose
+// revokes what the change took away: every live connection of a peer one of whose
 // tokens disappeared (the hub drains it with GOAWAY REAUTH_REQUIRED and the peer must
 // authenticate again), and, for a peer whose tokens all remain, every namespace whose grant
 // was withdrawn or narrowed (lost read or submit, or another owner) — those namespaces end
@@ -125,7 +127,9 @@ func NewReloader(opts ReloaderOptions) (*Reloader, error) {
 		log.Warn("no tokens file yet: "+missing, slog.String("path", opts.Path))
 	}
 	st, _ := os.Stat(opts.Path)
-	return &Reloader{opts: opts, table: table, clients: NewClientTable(f.Clients), log: log, entries: f.Peers,
+	clients := &ClientTable{clock: opts.Clock}
+	clients.Replace(f.Clients)
+	return &Reloader{opts: opts, table: table, clients: clients, log: log, entries: f.Peers,
 		sum: sha256.Sum256(data), exists: exists, stat: st}, nil
 }
 
@@ -340,10 +344,11 @@ func (r *Reloader) Run(ctx context.Context, clk clock.Clock, interval time.Durat
 	}
 }
 
-// Revocations computes what a change of the tokens file from old to new withdraws (§19):
-// a whole-peer revocation for every peer one of whose token hashes is gone, and otherwise,
-// per peer, the namespaces (among known and the ids old lists) that old granted and new
-// denies or grants with less (no read, no submit, or another owner).
+// Revocations computes what a change of the tokens file from old to new withdraws (see
+// “Authorization” in docs/protocol.md): a whole-peer revocation for every peer one of whose
+// token hashes is gone, and otherwise, per peer, the namespaces (among known and the ids old
+// lists) that old granted and new denies or grants with less (no read, no submit, or another
+// owner).
 func Revocations(old, new []PeerEntry, known []string) []PeerRevocation {
 	oldT, _ := NewPeerTable(old)
 	newT, _ := NewPeerTable(new)

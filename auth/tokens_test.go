@@ -318,8 +318,8 @@ func nsList(ids ...string) []protocol.NamespaceID {
 	return out
 }
 
-// §19: a removed token revokes the peer's live access; a narrowed grant revokes the
-// namespaces it lost; an unchanged or widened grant revokes nothing.
+// docs/protocol.md#authorization: a removed token revokes the peer's live access; a narrowed
+// grant revokes the namespaces it lost; an unchanged or widened grant revokes nothing.
 func TestS19_Revocations(t *testing.T) {
 	a1 := entry("peer-a", "t1", "default", true, true, "*")
 	b1 := entry("peer-b", "t2", "default", true, true, nsA, nsB)

@@ -111,7 +111,7 @@ func TestCluster_WriteOnOneNodeVisibleOnAll(t *testing.T) {
 			t.Fatalf("%s: entries %+v, %v", tn.name, list, err)
 		}
 	}
-	// Another owner does not find it (§19).
+	// Another owner does not find it (docs/protocol.md#authorization).
 	if _, err := tc.nodes[1].reg.Open(ctxT(t, 5*time.Second), "other", ns); !errors.Is(err, registry.ErrNotFound) {
 		t.Fatalf("open as another owner: %v", err)
 	}
@@ -867,5 +867,41 @@ func TestCluster_InterruptedBumpIsCompleted(t *testing.T) {
 	id, err := leases[1].BumpEpoch(ctxT(t, 10*time.Second))
 	if err != nil || id.Epoch != 3 {
 		t.Fatalf("the bump after: %v, %v", id, err)
+	}
+}
+
+// WatchConfig: a change of the configuration map under the prefix, made on one node, is
+// told on another (a put and a delete); a key under another prefix is not.
+func TestCluster_WatchConfig(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes := make(chan struct{}, 8)
+	if err := tc.nodes[1].store.WatchConfig(ctx, "watched/", func() { changes <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-changes:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not told", what)
+		}
+	}
+	if err := tc.nodes[0].store.PutConfig(ctx, "other/k", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tc.nodes[0].store.PutConfig(ctx, "watched/a", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	wait("a put")
+	if err := tc.nodes[2].store.DeleteConfig(ctx, "watched/a"); err != nil {
+		t.Fatal(err)
+	}
+	wait("a delete")
+	select {
+	case <-changes:
+		t.Fatal("told of a change under another prefix")
+	case <-time.After(300 * time.Millisecond):
 	}
 }

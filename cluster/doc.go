@@ -43,7 +43,8 @@
 //
 // Every decision of that slot depends only on the log before the record, so every node
 // decides the same: an update admitted under an epoch older than the current one is
-// refused (§11), an update touching meta is refused (§20), a meta change is applied once
+// refused (docs/protocol.md#identity-fencing), an update touching meta is refused
+// (docs/protocol.md#protected-apply), a meta change is applied once
 // per generation and, when it raises the epoch, fences every local session of an older
 // epoch before any later slot.
 //

@@ -16,7 +16,8 @@ import (
 // UnavailableError reports a JetStream operation that did not complete: it ran into its
 // deadline, found no JetStream server to answer (no quorum, no leader) or the connection
 // was down. Nothing it was asked to write may be relied on. It matches
-// persistence.ErrUnavailable, which the registry answers as persistence degraded (§20).
+// persistence.ErrUnavailable, which the registry answers as persistence degraded
+// (docs/protocol.md#degraded-persistence).
 type UnavailableError struct {
 	Op       string        // what was attempted, in plain words
 	Deadline time.Duration // the deadline it had (0: not a timeout)

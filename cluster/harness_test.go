@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/yjs"
 )
@@ -247,11 +248,8 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
 	}
 }
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is the context of a test's calls: it ends after d, or with the test.
+var ctxT = testkit.Context
 
 // mapUpdate returns an update that sets key=value in the root map "notes", made by a
 // fresh client on the given state.

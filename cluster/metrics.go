@@ -7,8 +7,9 @@ import (
 )
 
 // Metrics are the node's Prometheus series, all named nomicore_cluster_… and none labelled
-// by namespace (GUIDE §9): the per-namespace consumer lag is aggregated — its sum, its
-// maximum, and how many followed namespaces are behind by more than lagBehind records.
+// by namespace (docs/protocol.md#adapters): the per-namespace consumer lag is aggregated —
+// its sum, its maximum, and how many followed namespaces are behind by more than lagBehind
+// records.
 type Metrics struct {
 	publishSeconds prometheus.Histogram
 	publishBatch   prometheus.Histogram

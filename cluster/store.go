@@ -25,7 +25,8 @@ import (
 // persistence.Documents (and no archives: archiving is not offered in a cluster yet).
 //
 // Healthy is the node's quorum. Entries read once are kept in memory, so a node without
-// quorum still answers Entry for the namespaces it knows (reads go on, §20).
+// quorum still answers Entry for the namespaces it knows: reads go on while writes are
+// refused (docs/protocol.md#degraded-persistence).
 type Store struct {
 	n *Node
 
@@ -386,7 +387,43 @@ func (s *Store) ConfigKeys(ctx context.Context, prefix string) ([]string, error)
 	return out, err
 }
 
-// Healthy reports the node's quorum (§20: without it writes are refused).
+// WatchConfig calls changed whenever a key of ConfigBucket that starts with prefix is put
+// or deleted, from any node, until ctx ends or the node closes: how every node learns of a
+// change another node made (the editors' revocation list). It returns once the watch is
+// set up (that waits for the node's resources, within ctx).
+func (s *Store) WatchConfig(ctx context.Context, prefix string, changed func()) error {
+	r, err := s.n.resources(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := r.config.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.MetaOnly())
+	if err != nil {
+		return classify("watching the configuration", s.n.cfg.OpTimeout, err)
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(e.Key(), "k"))
+				if err == nil && strings.HasPrefix(string(b), prefix) {
+					changed()
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Healthy reports the node's quorum (without it writes are refused).
 func (s *Store) Healthy() bool { return s.n.Healthy() }
 
 // Stats has nothing of a local store to count; Resident is the namespaces this node

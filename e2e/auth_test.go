@@ -12,10 +12,11 @@ import (
 	"time"
 )
 
-// §2, §19 through the processes: a bad or missing token gets 401 before any WebSocket, a
-// peer with a bad token stays blocked; a namespace its token does not list is refused;
-// removing a peer's token on the hub revokes its live connection, and narrowing a grant in
-// the tokens file ends the namespace it lost — both without restarting the hub.
+// docs/protocol.md#transport-and-authentication, docs/protocol.md#authorization through the
+// processes: a bad or missing token gets 401 before any WebSocket, a peer with a bad token
+// stays blocked; a namespace its token does not list is refused; removing a peer's token on
+// the hub revokes its live connection, and narrowing a grant in the tokens file ends the
+// namespace it lost — both without restarting the hub.
 func TestE2E_Authorization(t *testing.T) {
 	c := newCluster(t)
 	hub := c.startHub()
@@ -41,7 +42,8 @@ func TestE2E_Authorization(t *testing.T) {
 			t.Errorf("%s token: upgrade answered %d, want 401", name, resp.StatusCode)
 		}
 	}
-	// A peer with a bad token is refused and stays blocked (§15.1), not ready.
+	// A peer with a bad token is refused and stays blocked
+	// (docs/protocol.md#peer-connection-states), not ready.
 	bad := c.startPeer("peer-x", c.tokenFile("peer-x", "not-a-token"), "--target", ns1)
 	eventually(t, 10*time.Second, "bad-token peer blocked", func() error {
 		status, body := bad.api().do("GET", "/readyz", nil)
@@ -197,10 +199,10 @@ func TestE2E_SighupReloadsTokens(t *testing.T) {
 }
 
 // A namespace of owner alice, asked for by a peer whose token is for owner default: the peer
-// gets NAMESPACE_NOT_FOUND, as for a missing namespace (§19), and its reason says that this
-// may be an owner mismatch and where to look; the hub's log names the peer, both owners and
-// the fix. Following the fix (the token's owner set to alice in the tokens file) lets the
-// peer replicate it without a restart.
+// gets NAMESPACE_NOT_FOUND, as for a missing namespace (docs/protocol.md#authorization), and
+// its reason says that this may be an owner mismatch and where to look; the hub's log names
+// the peer, both owners and the fix. Following the fix (the token's owner set to alice in the
+// tokens file) lets the peer replicate it without a restart.
 func TestE2E_OwnerMismatchNamesBothOwners(t *testing.T) {
 	c := newCluster(t)
 	hub := c.startHub()

@@ -31,7 +31,8 @@ type hubCluster struct {
 	peers  map[string]*proc
 	extra  []string // further flags of every node
 	// shipped: every node runs with the shipped defaults but for its addresses, its data
-	// directory and the cluster's membership — the client listener on, no faster timers.
+	// directory and the cluster's membership — the client listener on, no faster timers
+	// (and extra: the credentials its editors use).
 	shipped bool
 	// prepare, when set, runs before the nodes start (to write their tokens files).
 	prepare func(c *hubCluster)
@@ -44,10 +45,10 @@ func newHubCluster(t *testing.T, n int, extra ...string) *hubCluster {
 }
 
 // newShippedHubCluster starts n nodes as a user would, with the shipped defaults but for
-// addresses, data directories and membership (see hubCluster.shipped); prepare runs before
-// they start.
-func newShippedHubCluster(t *testing.T, n int, prepare func(c *hubCluster)) *hubCluster {
-	return startHubCluster(&hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, shipped: true, prepare: prepare}, n)
+// addresses, data directories, membership and the flags extra (see hubCluster.shipped);
+// prepare, when set, runs before they start.
+func newShippedHubCluster(t *testing.T, n int, prepare func(c *hubCluster), extra ...string) *hubCluster {
+	return startHubCluster(&hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, shipped: true, prepare: prepare, extra: extra}, n)
 }
 
 func startHubCluster(c *hubCluster, n int) *hubCluster {
@@ -106,7 +107,7 @@ func (c *hubCluster) startHub(i int) {
 		"--cluster-name", "e2e", "--cluster-listen", c.routes[i], "--cluster-routes", strings.Join(routes, ","),
 		"--listen", c.repl[i], "--admin-listen", strings.TrimPrefix(p.admin, "http://"), "--data", c.data(i)}
 	if c.shipped {
-		p.args = append(p.args, "--client-listen", p.client)
+		p.args = append(append(p.args, "--client-listen", p.client), c.extra...)
 	} else {
 		p.args = append(append(p.args, "--instance-id", "hub", "--tokens-poll", "200ms", "--client-listen", "off"), append(c.extra, fast...)...)
 	}
@@ -297,7 +298,8 @@ func TestE2E_Cluster_ServedByAllNodes(t *testing.T) {
 	if !raced {
 		t.Fatal("in 10 rounds the two bumps never both reached the cluster's compare-and-set")
 	}
-	// Every peer's session of epoch 1 was fenced (§11): the replicas are conflicted.
+	// Every peer's session of epoch 1 was fenced (docs/protocol.md#identity-fencing): the
+	// replicas are conflicted.
 	for _, p := range peers {
 		targetState(t, p, ns, "conflicted")
 	}
@@ -467,9 +469,9 @@ func TestE2E_Cluster_MinorityRefusesWrites(t *testing.T) {
 	stopped = false
 	c.waitReady(0, 60*time.Second)
 	n1.set(ns, map[string]any{"after": true})
-	// PERSISTENCE_DEGRADED failed the peer's namespace (§13.2: fatal, retry after recovery);
-	// the peer retries it by itself, with backoff, and its write, kept in its store, reaches
-	// every node.
+	// PERSISTENCE_DEGRADED failed the peer's namespace (docs/protocol.md#namespace-errors:
+	// fatal, retry after recovery); the peer retries it by itself, with backoff, and its
+	// write, kept in its store, reaches every node.
 	converged(t, ns, map[string]any{"before": true, "from-peer": true, "after": true}, append([]*proc{peer}, c.hubs...)...)
 }
 

@@ -755,6 +755,20 @@ var docChecks = map[string]func(t *testing.T, s *docSandbox){
 			t.Errorf("the metrics the walkthrough printed do not show two peers connected:\n%s", s.out)
 		}
 	},
+	"docs/editors.md#Trying it on one machine": func(t *testing.T, s *docSandbox) {
+		tok := regexp.MustCompile(`"token":"([A-Za-z0-9_-]{43})"`).FindStringSubmatch(s.out)
+		if tok == nil {
+			t.Fatalf("POST /v1/clients printed no token:\n%s", s.out)
+		}
+		for _, want := range []string{`"tokenSha256Prefix"`, `"check":"unknown-token"`, `"removed":1`, `"sub":"alice"`} {
+			if !strings.Contains(s.out, want) {
+				t.Errorf("the walkthrough's answers lack %s:\n%s", want, s.out)
+			}
+		}
+		if strings.Count(s.out, tok[1]) != 1 {
+			t.Errorf("the token shows more than once (only POST /v1/clients may show it):\n%s", s.out)
+		}
+	},
 	"docs/cluster.md#Starting three nodes on one machine": func(t *testing.T, s *docSandbox) {
 		ns := s.needVar("NS")
 		for i := 1; i <= 3; i++ {

@@ -84,8 +84,8 @@ func TestE2E_ReplicationLifecycle(t *testing.T) {
 		}
 	}
 
-	// A schema replaced on the hub is re-armed by both peers (§23.1): the same fingerprint
-	// and updatedAt everywhere, and one schema-rearm-applied per peer.
+	// A schema replaced on the hub is re-armed by both peers (docs/protocol.md#events): the
+	// same fingerprint and updatedAt everywhere, and one schema-rearm-applied per peer.
 	type schemaStatus struct {
 		Schema *struct{ SemanticFingerprint, UpdatedAt string }
 	}
@@ -111,7 +111,8 @@ func TestE2E_ReplicationLifecycle(t *testing.T) {
 		}
 	}
 
-	// §11 epoch bump: both peers end conflicted; a reset bootstraps them again.
+	// docs/protocol.md#identity-fencing epoch bump: both peers end conflicted; a reset
+	// bootstraps them again.
 	var bumped struct{ ReplicationEpoch uint64 }
 	hub.api().json("POST", "/v1/namespaces/"+ns+"/epoch", []byte(`{"expectedEpoch":1}`), 200, &bumped)
 	if bumped.ReplicationEpoch != 2 {

@@ -12,9 +12,10 @@ import (
 // one): a hub, peer-a reaching it through a TCP fault proxy and peer-b directly, one
 // namespace, a writer on each process posting a new key every 20 ms. For each fault: every
 // write the admin API acknowledged (204) ends up on all three nodes, they converge, every
-// state change in their logs is an edge of the contract's state machines (§15.1, §15.2),
-// nothing goes blocked, failed or conflicted — and each side goes through the states the
-// fault calls for.
+// state change in their logs is an edge of the contract's state machines
+// (docs/protocol.md#peer-connection-states, docs/protocol.md#hub-connection-states), nothing
+// goes blocked, failed or conflicted — and each side goes through the states the fault calls
+// for.
 func TestE2E_Faults(t *testing.T) {
 	// Latency and a cap the traffic fits in: the connection stays up (the pong timeout is
 	// far above the round trip, even on a slow machine).

@@ -259,7 +259,8 @@ func seq(trs []transition) string {
 	return strings.Join(parts, " ")
 }
 
-// peerConnEdges are the peer connection state machine's edges (§15.1).
+// peerConnEdges are the peer connection state machine's edges
+// (docs/protocol.md#peer-connection-states).
 var peerConnEdges = map[string][]string{
 	"stopped":      {"disconnected"},
 	"disconnected": {"connecting", "stopped"},
@@ -271,7 +272,8 @@ var peerConnEdges = map[string][]string{
 	"blocked":      {"disconnected", "stopped"},
 }
 
-// hubConnEdges are the hub connection's (§15.2), per connection.
+// hubConnEdges are the hub connection's (docs/protocol.md#hub-connection-states), per
+// connection.
 var hubConnEdges = map[string][]string{
 	"handshaking": {"ready", "draining", "closed"},
 	"ready":       {"draining", "closed"},
@@ -279,8 +281,8 @@ var hubConnEdges = map[string][]string{
 }
 
 // checkPeerConnection checks a peer's whole connection history: every change an edge of
-// §15.1, continuous (each from is the previous to, across restarts of the process, which
-// start at stopped), never blocked.
+// docs/protocol.md#peer-connection-states, continuous (each from is the previous to, across
+// restarts of the process, which start at stopped), never blocked.
 func checkPeerConnection(t *testing.T, p *proc) []transition {
 	t.Helper()
 	trs := transitions(t, p, "connection-state-changed", "")
@@ -301,7 +303,7 @@ func checkPeerConnection(t *testing.T, p *proc) []transition {
 }
 
 // checkHubConnections checks the hub's connections' histories: each connection's changes
-// edges of §15.2, in order.
+// edges of docs/protocol.md#hub-connection-states, in order.
 func checkHubConnections(t *testing.T, hub *proc) map[string][]transition {
 	t.Helper()
 	byConn := map[string][]transition{}

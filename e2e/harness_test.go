@@ -1,6 +1,7 @@
 // Package e2e holds process-level end-to-end tests: they build the hub and peer binaries,
 // run them as child processes on loopback ports with temporary data directories, and check
-// everything through the admin HTTP API (GUIDE §8) — as an operator and an application would.
+// everything through the admin HTTP API (README.md#admin-api) — as an operator and an
+// application would.
 package e2e
 
 import (

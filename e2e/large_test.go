@@ -13,9 +13,10 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// Large documents through the binaries: the implementation-generation matrix of §22 (hub
-// v1|v2 × peer v1|v2), documents and catch-ups beyond one message with the shipped defaults
-// (chunked transfers, §8.1, §9.2, §10.3), and their failures.
+// Large documents through the binaries: the implementation-generation matrix of
+// docs/protocol.md#conformance (hub v1|v2 × peer v1|v2), documents and catch-ups beyond one
+// message with the shipped defaults (chunked transfers, docs/protocol.md#bootstrap-steps,
+// docs/protocol.md#sync_step2, docs/protocol.md#chunked-transfers), and their failures.
 
 // writeText appends n bytes of text to the root text "body" of ns through a process's admin
 // API, the way an application would: from the current state, in writes of at most
@@ -96,11 +97,12 @@ func targetFailed(t *testing.T, p *proc, ns, code string) {
 	})
 }
 
-// TestE2E_S22_GenerationInteropMatrix: hub v1|v2 × peer v1|v2 (§1, §22). A small document
-// converges in all four. A document over one message (1.5 MiB) bootstraps only when both
-// are v2 (chunked); with a v1 side the connection does not negotiate chunking, and that
-// namespace fails with the classified BOOTSTRAP_TOO_LARGE while the other namespace of the
-// same connection goes on replicating.
+// TestE2E_S22_GenerationInteropMatrix: hub v1|v2 × peer v1|v2
+// (docs/protocol.md#terms-and-invariants, docs/protocol.md#conformance). A small document
+// converges in all four. A document over one message (1.5 MiB) bootstraps only when both are
+// v2 (chunked); with a v1 side the connection does not negotiate chunking, and that namespace
+// fails with the classified BOOTSTRAP_TOO_LARGE while the other namespace of the same
+// connection goes on replicating.
 func TestE2E_S22_GenerationInteropMatrix(t *testing.T) {
 	const large = 1536 << 10
 	for _, gens := range [][2]string{{"v1", "v1"}, {"v1", "v2"}, {"v2", "v1"}, {"v2", "v2"}} {

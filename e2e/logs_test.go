@@ -12,10 +12,10 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// §23.3 at the process boundary: after a run with connections, namespaces, refusals, a
-// revoked upgrade and an epoch conflict, the JSON logs of the hub and the peer hold no
-// token, no owner, no document content and no Yjs bytes — and every event line has its
-// type and side.
+// docs/protocol.md#safe-fields at the process boundary: after a run with connections,
+// namespaces, refusals, a revoked upgrade and an epoch conflict, the JSON logs of the hub and
+// the peer hold no token, no owner, no document content and no Yjs bytes — and every event
+// line has its type and side.
 func TestE2E_S23_3_LogsCarryNoSecrets(t *testing.T) {
 	const hubOwner, peerOwner = "owner-hub-5e1f", "owner-peer-9c2d"
 	const content = "CONTENT-SENTINEL-41d7"

@@ -60,6 +60,9 @@ type nodeKind struct {
 var writeDoors = []writeDoor{
 	{"admin-api", writeThroughAdminAPI, adminAPIWriter},
 	{"y-websocket", writeThroughEditor, editorWriter},
+	// The same door with another credential: a signed token (jose, HS256) every node of the
+	// matrix accepts, being configured with the same secret.
+	{"y-websocket-jwt", writeThroughSignedEditor, signedEditorWriter},
 }
 
 var nodeKinds = []nodeKind{
@@ -90,6 +93,9 @@ type doorMatrix struct {
 	clusterPeer  doorNode
 	namespaces   map[string]string // cell name → namespace id
 	refusals     map[string]string // door name → namespace id of its refusal on a cluster node
+	jwtSecret    string            // every node's --client-jwt-secret-file holds it
+	jwtFlags     []string
+	jwt          string // a signed token every node accepts (minted by jose)
 
 	mu      sync.Mutex // guards editors
 	editors int        // numbers the agent's editors
@@ -97,15 +103,29 @@ type doorMatrix struct {
 
 func cellName(d writeDoor, k nodeKind) string { return d.name + "@" + k.name }
 
+// signed is n with the matrix's signed token in place of its client token.
+func (m *doorMatrix) signed(n doorNode) doorNode {
+	n.token = m.jwt
+	return n
+}
+
 // newDoorMatrix starts every process and creates a namespace per cell, on the hub or node 3
 // (not the node the cluster cells write to), which both peers replicate.
 func newDoorMatrix(t *testing.T, ag *agent) *doorMatrix {
-	m := &doorMatrix{t: t, ag: ag, namespaces: map[string]string{}, refusals: map[string]string{}}
+	m := &doorMatrix{t: t, ag: ag, namespaces: map[string]string{}, refusals: map[string]string{},
+		jwtSecret: "the-write-door-matrix-hs256-secret-32+"}
+	secretFile := filepath.Join(t.TempDir(), "jwt-secret")
+	if err := os.WriteFile(secretFile, []byte(m.jwtSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m.jwtFlags = []string{"--client-jwt-secret-file", secretFile}
+	m.jwt = ag.joseMint(map[string]any{"alg": "HS256", "secret": m.jwtSecret, "expiresIn": "4h",
+		"claims": map[string]any{"sub": "matrix-user", "ns": []string{"*"}}})
 	m.single = newCluster(t)
 	hubTok := m.single.clientToken("hub", "matrix")
 	m.single.hub = &proc{t: t, name: "hub", admin: "http://" + freeAddr(t), client: freeAddr(t), log: filepath.Join(m.single.dir, "hub.log")}
-	m.single.hub.args = []string{"serve", "--listen", m.single.hubRepl, "--admin-listen", m.single.hub.adminAddr(),
-		"--client-listen", m.single.hub.client, "--data", m.single.hubData()}
+	m.single.hub.args = append([]string{"serve", "--listen", m.single.hubRepl, "--admin-listen", m.single.hub.adminAddr(),
+		"--client-listen", m.single.hub.client, "--data", m.single.hubData()}, m.jwtFlags...)
 	if err := m.single.hub.start(); err != nil {
 		t.Fatalf("hub: %v", err)
 	}
@@ -133,7 +153,7 @@ func newDoorMatrix(t *testing.T, ag *agent) *doorMatrix {
 		for _, p := range c.hubs {
 			m.nodes = append(m.nodes, doorNode{p: p, token: clientTok})
 		}
-	})
+	}, m.jwtFlags...)
 
 	var single, clustered []string
 	for _, k := range nodeKinds {
@@ -199,8 +219,8 @@ func (m *doorMatrix) startPeer(name, dir, peerToken string, hubURLs, targets []s
 	p := &proc{t: t, name: name, log: filepath.Join(dir, name+".log")}
 	for attempt := 0; ; attempt++ {
 		p.admin, p.client = "http://"+freeAddr(t), freeAddr(t)
-		p.args = []string{"run", "--instance-id", name, "--token-file", tokenFile, "--admin-listen", p.adminAddr(),
-			"--client-listen", p.client, "--data", data}
+		p.args = append([]string{"run", "--instance-id", name, "--token-file", tokenFile, "--admin-listen", p.adminAddr(),
+			"--client-listen", p.client, "--data", data}, m.jwtFlags...)
 		for _, u := range hubURLs {
 			p.args = append(p.args, "--hub-url", u)
 		}
@@ -301,6 +321,18 @@ func writeThroughEditor(t *testing.T, m *doorMatrix, n doorNode, ns, text string
 	m.agentCall(t, "insert", map[string]any{"name": name, "index": 0, "text": text}, nil)
 	waitAdminBody(t, n, ns, text, 30*time.Second)
 	m.agentCall(t, "close", map[string]any{"name": name}, nil)
+}
+
+// writeThroughSignedEditor is writeThroughEditor presenting the matrix's signed token.
+func writeThroughSignedEditor(t *testing.T, m *doorMatrix, n doorNode, ns, text string) {
+	t.Helper()
+	writeThroughEditor(t, m, m.signed(n), ns, text)
+}
+
+// signedEditorWriter is editorWriter presenting the matrix's signed token.
+func signedEditorWriter(t *testing.T, m *doorMatrix, n doorNode, ns string) refusedWriter {
+	t.Helper()
+	return editorWriter(t, m, m.signed(n), ns)
 }
 
 // textUpdate returns an update that inserts text at the start of Y.Text("body") of a

@@ -1,7 +1,7 @@
 // Package lib0 reads and writes the lib0 v1 binary encoding: the compact format of the
 // JavaScript lib0 package, which Yjs updates and state vectors are made of and which the
-// replication wire format (§4) uses for its message payloads. Everything that crosses the
-// wire or lands in a store as bytes goes through this package.
+// replication wire format (docs/protocol.md#payload-encoding) uses for its message payloads.
+// Everything that crosses the wire or lands in a store as bytes goes through this package.
 //
 // # Writing
 //

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/nomicore/nomicore/auth"
@@ -30,6 +31,16 @@ type ClientFlags struct {
 	SendQueue  int
 	KeepAlive  time.Duration
 	Limits     yws.Limits // per user and per connection (clientlimits.go)
+
+	// Signed tokens (JWT) and the auth webhook, beside the static client tokens.
+	JWTSecretFile  string
+	JWTKeysFile    string
+	JWKSURL        string
+	JWTIssuer      string
+	JWTAudience    string
+	JWTMaxLifetime time.Duration
+	Webhook        string
+	WebhookTimeout time.Duration
 }
 
 // RegisterClientFlags adds the client listener's flags with the listen default of the
@@ -46,6 +57,16 @@ func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 		f.IntVar(&c.SendQueue, "client-send-queue-bytes", yws.DefaultSendQueueBytes, "bytes waiting to be sent to one editor before it is dropped as too slow (it catches up when it reconnects)")
 		f.DurationVar(&c.KeepAlive, "client-keepalive", yws.DefaultKeepAlive, "longest an editor goes without hearing from the node (providers reconnect after 30s of silence)")
 		registerClientLimitFlags(f, &c.Limits)
+	})
+	f.Define("editors' credentials from the application (beside the client tokens of the tokens file; with --client-auth token)", func() {
+		f.StringVar(&c.JWTSecretFile, "client-jwt-secret-file", "", "accept signed tokens (JWT) made with the HS256 secret in `FILE` (at least 32 bytes; the application signs with the same)")
+		f.StringVar(&c.JWTKeysFile, "client-jwt-keys", "", "accept signed tokens checked with the public keys in `FILE`: PEM or a JWKS document, ES256, EdDSA or RS256, chosen by the token's kid; read again when it changes")
+		f.StringVar(&c.JWKSURL, "client-jwt-jwks-url", "", "accept signed tokens checked with the public keys of the JWKS document at `URL`, fetched at start, every 10 minutes, and when a token names an unknown kid (at most every 30s)")
+		f.StringVar(&c.JWTIssuer, "client-jwt-issuer", "", "when set, a signed token's iss must be `ISSUER`")
+		f.StringVar(&c.JWTAudience, "client-jwt-audience", "", "when set, a signed token's aud must name `AUDIENCE`")
+		f.DurationVar(&c.JWTMaxLifetime, "client-jwt-max-lifetime", auth.DefaultJWTMaxLifetime, "longest a signed token may be valid (exp after iat); revocations are kept this long")
+		f.StringVar(&c.Webhook, "client-auth-webhook", "", "ask the application at `URL` about every token the node does not know itself: it POSTs {token,namespaceId,node,remoteAddr} and takes {allow,readOnly,user,ttlSeconds}; no answer refuses the editor (503)")
+		f.DurationVar(&c.WebhookTimeout, "client-auth-webhook-timeout", auth.DefaultWebhookTimeout, "how long the node waits for the auth webhook before refusing the editor")
 	})
 	return c
 }
@@ -79,6 +100,27 @@ func (c *ClientFlags) Check() error {
 	}
 	if c.KeepAlive >= 30*time.Second {
 		return fmt.Errorf("--client-keepalive %v: must stay under 30s (y-websocket providers reconnect after 30s of silence)", c.KeepAlive)
+	}
+	signed := c.JWTSecretFile != "" || c.JWTKeysFile != "" || c.JWKSURL != ""
+	if c.Auth == "none" && (signed || c.Webhook != "") {
+		return errors.New("--client-auth none checks no credential: leave out the --client-jwt-… and --client-auth-webhook flags, or use --client-auth token")
+	}
+	if !signed && (c.JWTIssuer != "" || c.JWTAudience != "") {
+		return errors.New("--client-jwt-issuer and --client-jwt-audience check signed tokens: give their key too (--client-jwt-secret-file, --client-jwt-keys or --client-jwt-jwks-url)")
+	}
+	for flag, u := range map[string]string{"--client-jwt-jwks-url": c.JWKSURL, "--client-auth-webhook": c.Webhook} {
+		if u == "" {
+			continue
+		}
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("%s %q: want an http:// or https:// URL", flag, u)
+		}
+	}
+	if c.JWTMaxLifetime < time.Minute {
+		return fmt.Errorf("--client-jwt-max-lifetime %v: give at least 1m", c.JWTMaxLifetime)
+	}
+	if c.WebhookTimeout <= 0 || c.WebhookTimeout > time.Minute {
+		return fmt.Errorf("--client-auth-webhook-timeout %v: give a positive duration of at most 1m", c.WebhookTimeout)
 	}
 	return nil
 }

@@ -172,8 +172,9 @@ func (c *Common) Resolve() error {
 // followChunkedCaps lowers the chunked caps left at their shipped defaults to what the
 // flags given allow: --max-chunks-per-update × --max-update-bytes, and for live updates
 // --max-queued-update-bytes. Lowering --max-update-bytes alone then works as it did before
-// the binaries shipped larger caps (§17: the chains bind the chunked keys an operator sets,
-// not their defaults); a cap given explicitly is checked as given.
+// the binaries shipped larger caps (the chains of docs/protocol.md#start-up-constraints bind
+// the chunked keys an operator sets, not their defaults); a cap given explicitly is checked
+// as given.
 func (c *Common) followChunkedCaps() {
 	set := map[string]bool{}
 	if c.flags != nil {

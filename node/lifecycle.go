@@ -101,8 +101,9 @@ func (s *Signals) WaitForStop(log *slog.Logger, stderr io.Writer, name string, h
 	}
 }
 
-// maxLocalWrite bounds one admin-API write: what one live transfer can carry (§17) — a
-// single UPDATE, or a chunked one when the v2 generation is configured.
+// maxLocalWrite bounds one admin-API write: what one live transfer can carry — a single
+// UPDATE, or a chunked one when the v2 generation is configured
+// (docs/protocol.md#limits-and-defaults).
 func maxLocalWrite(c *protocol.Config) int {
 	if c.Generation == protocol.GenerationV2 {
 		return c.MaxChunkedUpdateBytes
@@ -129,11 +130,12 @@ func LimitAttrs(c *protocol.Config) slog.Attr {
 		slog.Int("maxLocalWriteBytes", maxLocalWrite(c)))
 }
 
-// ShutdownInOrder runs steps one after the other (§21: replication, then the namespaces'
-// sessions and leases, the registry, the store), each bounded by the overall timeout, and
-// arms a process watchdog: if the whole sequence has not returned within timeout (plus a
-// second of grace), or a second stop signal arrives, it writes one line to stderr and
-// exits the process with status 3. It returns the first step error.
+// ShutdownInOrder runs steps one after the other (docs/protocol.md#restart-and-shutdown:
+// replication, then the namespaces' sessions and leases, the registry, the store), each
+// bounded by the overall timeout, and arms a process watchdog: if the whole sequence has not
+// returned within timeout (plus a second of grace), or a second stop signal arrives, it
+// writes one line to stderr and exits the process with status 3. It returns the first step
+// error.
 func ShutdownInOrder(log *slog.Logger, stderr io.Writer, name string, timeout time.Duration, again <-chan os.Signal, steps []Step) error {
 	done := make(chan struct{})
 	watchdog := time.AfterFunc(timeout+time.Second, func() {

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/node/adminapi"
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
@@ -111,8 +112,9 @@ func TestS17_BadConfigurationIsOneLine(t *testing.T) {
 }
 
 // TestShippedDefaults: the binaries run the v2 generation with a 32 MiB document cap (64
-// chunks of 512 KiB, inside the chains of §17) and 4 MiB live updates; --generation v1 and
-// the environment still select the older behaviour and other caps.
+// chunks of 512 KiB, inside the chains of docs/protocol.md#backpressure) and 4 MiB live
+// updates; --generation v1 and the environment still select the older behaviour and other
+// caps.
 func TestShippedDefaults(t *testing.T) {
 	c, _, _ := parse(t, nil, nil)
 	must(t, c.Resolve())
@@ -242,7 +244,8 @@ func newPeerRegistry(t *testing.T) (persistence.Store, *registry.Registry) {
 	return st, reg
 }
 
-// §21: the targets a peer was given survive a restart (the host configuration restores them).
+// docs/protocol.md#restart-and-shutdown: the targets a peer was given survive a restart (the
+// host configuration restores them).
 func TestS21_PersistentTargets(t *testing.T) {
 	st, reg := newPeerRegistry(t)
 	ctx := context.Background()
@@ -349,7 +352,7 @@ func TestObservabilityMetricsLintAndNames(t *testing.T) {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if !allowed[l.GetName()] {
-					t.Errorf("metric %s has label %s outside GUIDE §9", mf.GetName(), l.GetName())
+					t.Errorf("metric %s has label %s outside the labels docs/protocol.md#adapters allows", mf.GetName(), l.GetName())
 				}
 			}
 		}
@@ -453,9 +456,5 @@ func TestWriteCommand(t *testing.T) {
 	}
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must fails the test at once when err is not nil.
+var must = testkit.Must

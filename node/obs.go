@@ -20,10 +20,10 @@ import (
 	"github.com/nomicore/nomicore/replication/ws"
 )
 
-// Observability is a binary's observer (§23): every event goes to the log (slogobs: one line
-// per event, per-frame events aggregated into summaries — and, at --log-level debug, also one
-// line each) and to Prometheus metrics (promobs) served on the admin listener's /metrics from
-// a registry of its own (only nomicore_ series).
+// Observability is a binary's observer (docs/protocol.md#observability): every event goes to
+// the log (slogobs: one line per event, per-frame events aggregated into summaries — and, at
+// --log-level debug, also one line each) and to Prometheus metrics (promobs) served on the
+// admin listener's /metrics from a registry of its own (only nomicore_ series).
 type Observability struct {
 	Side     observer.Side
 	Registry *prometheus.Registry
@@ -123,7 +123,8 @@ func (o *Observability) RunFlush(ctx context.Context, clk clock.Clock, every tim
 	}
 }
 
-// RegisterStore exposes the store's and the registry's counters (side label only, GUIDE §9).
+// RegisterStore exposes the store's and the registry's counters (side label only:
+// docs/protocol.md#adapters).
 func (o *Observability) RegisterStore(store persistence.Catalog, reg *registry.Registry) error {
 	return o.Registry.Register(&storeCollector{side: string(o.Side), store: store, reg: reg})
 }

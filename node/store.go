@@ -97,7 +97,8 @@ func (in *Instance) AdminOptions(c *Common) adminapi.Options {
 		UI: dashboard.Handler(dashboard.Options{TokenRequired: c.AdminToken != ""})}
 }
 
-// CheckInstanceID refuses a flag value that is not an instance id (§6.1).
+// CheckInstanceID refuses a flag value that is not an instance id
+// (docs/protocol.md#field-rules).
 func CheckInstanceID(flagName, v string) error {
 	if !protocol.ValidInstanceID(v) {
 		return fmt.Errorf("--%s %q does not match ^[a-z][a-z0-9-]{0,62}$", flagName, v)
@@ -107,7 +108,8 @@ func CheckInstanceID(flagName, v string) error {
 
 // OpenStore opens the instance's bbolt store DIR/nomicore.db (creating DIR with mode 0700),
 // with the registry's compactor. A store locked by another process is the error "data dir
-// DIR is in use by another process"; store health changes are logged (§20).
+// DIR is in use by another process"; store health changes are logged
+// (docs/protocol.md#degraded-persistence).
 func OpenStore(dir string, log *slog.Logger) (*persistence.BoltStore, error) {
 	if dir == "" {
 		return nil, errors.New("--data must name a directory")
@@ -162,7 +164,8 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// CheckAdmin refuses an admin listener beyond loopback without an admin token (GUIDE §8).
+// CheckAdmin refuses an admin listener beyond loopback without an admin token
+// (docs/operations.md#the-admin-api-beyond-loopback).
 func CheckAdmin(addr, token string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("--admin-listen %q: %v", addr, err)

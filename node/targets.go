@@ -13,7 +13,8 @@ import (
 )
 
 // targetKeyPrefix is where a peer remembers its replication targets in the store's
-// configuration map (§21: "host configuration restores the targets"): one key per target,
+// configuration map (the host configuration restores the targets after a restart:
+// docs/protocol.md#restart-and-shutdown): one key per target,
 // peer/targets/<namespaceId>, value {"owner": …}.
 const targetKeyPrefix = "peer/targets/"
 

@@ -1,10 +1,11 @@
 package observer
 
 // ConnectionCode is the closed set of codes connection-failed.code may hold (the
-// stable code unions of §23.2): the 17 codes of the connection error registry
-// plus two local codes that never travel in a frame (PONG_TIMEOUT,
-// OUTBOUND_SEQUENCE_EXHAUSTED). Unknown strings fold to INTERNAL_ERROR
-// (FoldConnectionCode), so a peer cannot grow the set of metric labels.
+// stable code unions of docs/protocol.md#event-codes): the 17 codes of the
+// connection error registry plus two local codes that never travel in a frame
+// (PONG_TIMEOUT, OUTBOUND_SEQUENCE_EXHAUSTED). Unknown strings fold to
+// INTERNAL_ERROR (FoldConnectionCode), so a peer cannot grow the set of metric
+// labels.
 type ConnectionCode string
 
 // The connection error registry.
@@ -95,9 +96,9 @@ const (
 const NsErrIdentityChanged NamespaceCode = "IDENTITY_CHANGED"
 
 // namespaceTerminal gives each union member the terminal state the namespace
-// error registry (§13.2) gives it, already clamped for events (ACK_TIMEOUT's
-// needs-resync → failed). IDENTITY_CHANGED leads to conflicted: the fenced peer
-// enters conflicted.
+// error registry (docs/protocol.md#namespace-errors) gives it, already clamped
+// for events (ACK_TIMEOUT's needs-resync → failed). IDENTITY_CHANGED leads to
+// conflicted: the fenced peer enters conflicted.
 var namespaceTerminal = []struct {
 	code     NamespaceCode
 	terminal TerminalState

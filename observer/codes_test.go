@@ -7,14 +7,16 @@ import (
 	o "github.com/nomicore/nomicore/observer"
 )
 
-// §13.1 copied by hand, plus the two §23.2 local codes.
+// docs/protocol.md#connection-errors copied by hand, plus the two docs/protocol.md#event-codes
+// local codes.
 const connectionCodes = `BAD_MAGIC UNSUPPORTED_ENVELOPE_VERSION MALFORMED_FRAME FRAME_LENGTH_MISMATCH
 FRAME_TOO_LARGE UNSUPPORTED_FLAGS UNSUPPORTED_MESSAGE_TYPE SEQUENCE_VIOLATION HELLO_REQUIRED
 HELLO_TIMEOUT UNSUPPORTED_PROTOCOL_VERSION UNSUPPORTED_CAPABILITY INSTANCE_IDENTITY_MISMATCH
 CONNECTION_POLICY_VIOLATION ACK_STATE_VIOLATION CONNECTION_BACKPRESSURE INTERNAL_ERROR
 PONG_TIMEOUT OUTBOUND_SEQUENCE_EXHAUSTED`
 
-// §13.2 copied by hand with each terminal state, plus IDENTITY_CHANGED.
+// docs/protocol.md#namespace-errors copied by hand with each terminal state, plus
+// IDENTITY_CHANGED.
 var namespaceTerminal = [][2]string{
 	{"TARGET_NOT_REQUESTED", "failed"}, {"NAMESPACE_REOPEN_REQUIRES_RECONNECT", "closed"},
 	{"NAMESPACE_UNAUTHORIZED", "failed"}, {"NAMESPACE_NOT_FOUND", "failed"},
@@ -61,7 +63,8 @@ func TestS23_2_NamespaceCodeUnion(t *testing.T) {
 		if string(code) != e[0] {
 			t.Errorf("FoldNamespaceCode(%q) = %q", e[0], code)
 		}
-		// §23.2: the registry's terminal state, needs-resync clamped to failed.
+		// docs/protocol.md#event-codes: the registry's terminal state, needs-resync clamped to
+		// failed.
 		wantTerm := o.ClampTerminalState(e[1])
 		if got := code.TerminalState(); got != wantTerm || !got.Present() {
 			t.Errorf("%s.TerminalState() = %v, want %v", code, got, wantTerm)

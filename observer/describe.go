@@ -378,8 +378,9 @@ func ValidNamespaceID(s string) bool {
 }
 
 // ValidConnectionID reports whether s has the grammar this project gives the
-// §6.2 observability connectionId: 1 to 64 bytes of ASCII letters, digits and
-// ". _ : -" — an identifier, never free text (see docs/decisions.md).
+// connectionId of HELLO_ACK (docs/protocol.md#hello_ack) in events: 1 to 64
+// bytes of ASCII letters, digits and ". _ : -" — an identifier, never free text
+// (see docs/decisions.md).
 func ValidConnectionID(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false

@@ -7,12 +7,12 @@ const (
 	fnvPrime32  = 16777619
 )
 
-// StateVectorDigest is the documented safe digest of §23.3 over the raw encoded
-// state-vector bytes: dual-lane FNV-1a-32 — lane A hashes the bytes first to
-// last, lane B last to first, each starting from the offset basis 2166136261 and
-// multiplying by 16777619 modulo 2^32 — rendered as 16 lowercase hex digits, lane
-// A's 8 then lane B's 8. The raw bytes never enter an event; only this
-// fixed-length string does.
+// StateVectorDigest is the documented safe digest (docs/protocol.md#safe-fields)
+// over the raw encoded state-vector bytes: dual-lane FNV-1a-32 — lane A hashes
+// the bytes first to last, lane B last to first, each starting from the offset
+// basis 2166136261 and multiplying by 16777619 modulo 2^32 — rendered as 16
+// lowercase hex digits, lane A's 8 then lane B's 8. The raw bytes never enter an
+// event; only this fixed-length string does.
 func StateVectorDigest(sv []byte) string {
 	var a, b uint32 = fnvOffset32, fnvOffset32
 	for i := range sv {

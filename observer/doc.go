@@ -7,11 +7,12 @@
 // observertest records and checks events in tests. The package imports nothing of
 // this module.
 //
-// The vocabulary is fixed by the contract (§23): 36 event types, each with its
-// documented keys, the closed sets of values those keys may take, and safety
-// rules — events carry identifiers, stable codes, sizes, latencies and digests,
-// never document bytes, tokens, owners or free text, so logs and metrics built on
-// them cannot leak data or grow without bound.
+// The vocabulary is fixed by the protocol (docs/protocol.md#observability): 36
+// event types, each with its documented keys, the closed sets of values those
+// keys may take, and safety rules — events carry identifiers, stable codes,
+// sizes, latencies and digests, never document bytes, tokens, owners or free
+// text, so logs and metrics built on them cannot leak data or grow without
+// bound.
 //
 // # Events
 //

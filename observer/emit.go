@@ -66,9 +66,10 @@ func deliver(o Observer, e Event) {
 }
 
 // Emitter is how a replication layer reports events, by the delivery rules of
-// §23.4. It is immutable and safe for concurrent use; a nil *Emitter is valid and
-// disabled. With no observer there are no events, no state read for an event and
-// no clock read, provided the layer guards construction:
+// docs/protocol.md#delivery-and-clocks. It is immutable and safe for concurrent
+// use; a nil *Emitter is valid and disabled. With no observer there are no
+// events, no state read for an event and no clock read, provided the layer
+// guards construction:
 //
 //	if em.Enabled() {
 //		em.Emit(observer.UpdateApplied{NamespaceID: ns, Bytes: n, Sequence: seq,
@@ -158,7 +159,7 @@ func SafeNow(c clock.Reader) (t Opt[time.Time]) {
 
 // ElapsedMs is end − start in milliseconds. A negative difference means the clock
 // broke its monotonic contract; it is folded to absent like a throwing clock, so
-// a present latency is always ≥ 0 (§23.7).
+// a present latency is always ≥ 0 (docs/protocol.md#delivery-and-clocks).
 func ElapsedMs(start, end time.Time) Opt[float64] {
 	d := end.Sub(start)
 	if d < 0 {

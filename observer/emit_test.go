@@ -139,7 +139,8 @@ func TestS23_4_ClockFolding(t *testing.T) {
 	if em.SinceMs(later).Present() {
 		t.Error("a negative latency must be folded to absent")
 	}
-	// A panicking clock is a missing clock (§23.4 clock-throw folding).
+	// A panicking clock is a missing clock (docs/protocol.md#delivery-and-clocks clock-throw
+	// folding).
 	clock.panic = true
 	if em.Now().Present() || em.SinceMs(t0).Present() || o.SafeNow(clock).Present() {
 		t.Error("a panicking clock must yield absent readings")

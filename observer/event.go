@@ -102,13 +102,13 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // Validate reports the first way the event breaks the contract, as an
-// *InvalidEventError: a side that does not emit the type (the side column of
-// §23.1), a value outside a closed vocabulary (including a hub-only state on a
-// peer event and vice versa), an identifier or digest of the wrong grammar (the
-// safe fields of §23.3), a negative or non-finite number, or an inconsistent
-// conditional group. Emitters do not validate on the hot path;
-// observertest.Recorder does, so the replication layers' tests check every event
-// they emit.
+// *InvalidEventError: a side that does not emit the type
+// (docs/protocol.md#events), a value outside a closed vocabulary (including a
+// hub-only state on a peer event and vice versa), an identifier or digest of the
+// wrong grammar (docs/protocol.md#safe-fields), a negative or non-finite number,
+// or an inconsistent conditional group. Emitters do not validate on the hot
+// path; observertest.Recorder does, so the replication layers' tests check every
+// event they emit.
 func (e Event) Validate() error {
 	if e.Payload == nil {
 		return errors.New("observer: event without payload")

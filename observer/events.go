@@ -1,11 +1,11 @@
 package observer
 
 // Payload is the body of an event: one of the 36 structs below, one per event
-// type of the vocabulary (§23.1; the side that emits it is in parentheses on
-// each). Each describes exactly its documented keys in documented order, once,
-// in its describe method (see describer); optional keys (Opt fields, and the
-// conditional groups) are left out when absent. The set is closed: only this
-// package implements Payload.
+// type of the vocabulary (docs/protocol.md#events; the side that emits it is in
+// parentheses on each). Each describes exactly its documented keys in documented
+// order, once, in its describe method (see describer); optional keys (Opt
+// fields, and the conditional groups) are left out when absent. The set is
+// closed: only this package implements Payload.
 type Payload interface {
 	// Type is the event's type.
 	Type() Type
@@ -96,8 +96,9 @@ func (e ChannelStateChanged) describe(d *describer) {
 
 // ---- Bootstrap, reconcile, updates (per frame) ---------------------------------
 
-// Stages is the four-stage split of an apply (§23.4), captured in the registry's
-// sequencer slot from its stage clock: present all together or not at all.
+// Stages is the four-stage split of an apply
+// (docs/protocol.md#delivery-and-clocks), captured in the registry's sequencer
+// slot from its stage clock: present all together or not at all.
 type Stages struct {
 	QueueWaitMs      float64 // slotStart − admission
 	ProtectedCheckMs float64 // applyStart − slotStart

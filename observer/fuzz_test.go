@@ -9,8 +9,8 @@ import (
 )
 
 // FuzzFoldAndRender feeds arbitrary strings to the folds and into event fields:
-// folds always land in their unions (§23.2), rendering never panics and always
-// yields valid JSON that round-trips the strings, and the safe-field check never
+// folds always land in their unions (docs/protocol.md#event-codes), rendering never panics and
+// always yields valid JSON that round-trips the strings, and the safe-field check never
 // accepts an event whose identifiers and literals are the same arbitrary string.
 func FuzzFoldAndRender(f *testing.F) {
 	for _, s := range []string{"", "INTERNAL_ERROR", "SERVER_RESTARTING", "ns-0123456789abcdef0123456789abcdef",

@@ -11,9 +11,9 @@ import (
 	"github.com/nomicore/nomicore/observer/observertest"
 )
 
-// frozenKeys is the exact key list of each §23.1 event type, written by hand from
-// the contract's tables (envelope `type` and `side` first): with every optional
-// key and conditional group present (full) and with none (min).
+// frozenKeys is the exact key list of each docs/protocol.md#events event type, written by hand
+// from the contract's tables (envelope `type` and `side` first): with every optional key and
+// conditional group present (full) and with none (min).
 var frozenKeys = map[observer.Type]struct{ full, min []string }{
 	"connection-state-changed":     {k("connectionId from to"), k("from to")},
 	"connection-backoff-scheduled": {k("attempt delayMs reason"), k("attempt delayMs reason")},
@@ -60,7 +60,8 @@ var frozenKeys = map[observer.Type]struct{ full, min []string }{
 	"chunked-update-aborted":   {k("namespaceId transferId reason receivedChunks receivedBytes"), k("namespaceId transferId reason receivedChunks receivedBytes")},
 	"chunked-snapshot-aborted": {k("namespaceId transferId reason receivedChunks receivedBytes"), k("namespaceId transferId reason receivedChunks receivedBytes")},
 	"chunked-sync-aborted":     {k("namespaceId transferId reason receivedChunks receivedBytes"), k("namespaceId transferId reason receivedChunks receivedBytes")},
-	// updatedAt is never absent: it renders null when unknown (§23.1 "诚实缺席为 null").
+	// updatedAt is never absent: it renders null when unknown (docs/protocol.md#events "诚实缺席为
+	// null").
 	"schema-rearm-applied": {k("connectionId namespaceId semanticFingerprint updatedAt"), k("namespaceId semanticFingerprint updatedAt")},
 	"schema-rearm-failed":  {k("connectionId namespaceId code"), k("namespaceId code")},
 }
@@ -70,7 +71,7 @@ func k(s string) []string { return append([]string{"type", "side"}, strings.Fiel
 func TestS23_1_ThirtySixTypes(t *testing.T) {
 	types := observer.Types()
 	if len(types) != 36 || len(frozenKeys) != 36 {
-		t.Fatalf("Types() has %d entries and the frozen table %d; §23.1 has 36", len(types), len(frozenKeys))
+		t.Fatalf("Types() has %d entries and the frozen table %d; docs/protocol.md#events has 36", len(types), len(frozenKeys))
 	}
 	for _, typ := range types {
 		if _, ok := frozenKeys[typ]; !ok {

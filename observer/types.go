@@ -3,7 +3,8 @@ package observer
 // Type is the envelope key `type`: one of the 36 event types of the vocabulary.
 type Type string
 
-// The 36 event types, in the order the contract lists them (§23.1).
+// The 36 event types, in the order the contract lists them
+// (docs/protocol.md#events).
 const (
 	// Connection domain.
 	TypeConnectionStateChanged     Type = "connection-state-changed"
@@ -95,9 +96,10 @@ var (
 )
 
 // typeTable says, for each type in the contract's order, which sides emit it,
-// whether it is a per-frame event that log adapters aggregate (§23.6), whether
-// it reports a failure (logged as a warning), what its size measures, and
-// whether it reports a step of a chunked transfer.
+// whether it is a per-frame event that log adapters aggregate
+// (docs/protocol.md#adapters), whether it reports a failure (logged as a
+// warning), what its size measures, and whether it reports a step of a chunked
+// transfer.
 var typeTable = []typeInfo{
 	info(TypeConnectionStateChanged, both),
 	info(TypeConnectionBackoffScheduled, peerOnly),

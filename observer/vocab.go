@@ -5,12 +5,13 @@ import (
 	"slices"
 )
 
-// The closed vocabularies of the event keys (§23.1). Each is a named string type
-// whose values are the contract's literals, listed once, in order, in its vocab;
-// its list function, its Valid method, and the validation, rendering and metric
-// labels of every event key that holds it all read that table. The lists are
-// append-only: event types, reason, cause and via values and stable codes are
-// added, never changed or removed, so dashboards and alerts keep working.
+// The closed vocabularies of the event keys (docs/protocol.md#events). Each is a
+// named string type whose values are the contract's literals, listed once, in
+// order, in its vocab; its list function, its Valid method, and the validation,
+// rendering and metric labels of every event key that holds it all read that
+// table. The lists are append-only: event types, reason, cause and via values
+// and stable codes are added, never changed or removed, so dashboards and alerts
+// keep working.
 
 // vocab is one closed vocabulary: its values in the contract's order and, for a
 // vocabulary whose values come from the wire, the member every other string folds
@@ -104,8 +105,8 @@ func Sides() []Side { return sides.list() }
 func (s Side) Valid() bool { return sides.has(s) }
 
 // ConnectionState is a connection state machine state: the 8 states of the peer's
-// connection (§15.1) or the hub's (§15.2, of which events report only
-// handshaking, ready, draining and closed).
+// connection or the hub's (docs/protocol.md#connection-states; of the hub's,
+// events report only handshaking, ready, draining and closed).
 type ConnectionState string
 
 const (
@@ -137,9 +138,9 @@ func (s ConnectionState) ValidFor(side Side) bool { return connectionStates.vali
 // Valid reports whether s is a connection state of either side.
 func (s ConnectionState) Valid() bool { return s.ValidFor(SideHub) || s.ValidFor(SidePeer) }
 
-// ChannelState is a namespace channel state: the 11 peer states of §16, or the 9
-// hub states (the peer set without the peer-only `targeted` and `disconnected` —
-// see docs/decisions.md).
+// ChannelState is a namespace channel state (docs/protocol.md#namespace-states):
+// the 11 peer states, or the 9 hub states (the peer set without the peer-only
+// `targeted` and `disconnected` — see docs/decisions.md).
 type ChannelState string
 
 const (
@@ -413,8 +414,9 @@ func TerminalStates() []TerminalState { return terminalStates.list() }
 func (s TerminalState) Valid() bool { return terminalStates.has(s) }
 
 // ClampTerminalState maps a terminal state of the namespace error registry to the
-// event vocabulary (§23.2): needs-resync clamps to failed; failed, conflicted and
-// closed map to themselves; anything else is absent.
+// event vocabulary (docs/protocol.md#event-codes): needs-resync clamps to
+// failed; failed, conflicted and closed map to themselves; anything else is
+// absent.
 func ClampTerminalState(registry string) Opt[TerminalState] {
 	if s := TerminalState(registry); s.Valid() {
 		return Some(s)

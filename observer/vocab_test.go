@@ -19,17 +19,18 @@ func asStrings[T ~string](vs []T) []string {
 }
 
 // TestS23_1_ClosedVocabularies compares every vocabulary with its list, copied by
-// hand from §15, §16 and §23.1.
+// hand from docs/protocol.md#connection-states, docs/protocol.md#namespace-states and
+// docs/protocol.md#events.
 func TestS23_1_ClosedVocabularies(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		got  []string
 		want string
 	}{
-		{"peer connection states (§15.1)", asStrings(o.ConnectionStates(o.SidePeer)),
+		{"peer connection states", asStrings(o.ConnectionStates(o.SidePeer)),
 			"stopped disconnected connecting handshaking ready draining backoff blocked"},
-		{"hub connection states (§23.1)", asStrings(o.ConnectionStates(o.SideHub)), "handshaking ready draining closed"},
-		{"peer channel states (§16)", asStrings(o.ChannelStates(o.SidePeer)),
+		{"hub connection states", asStrings(o.ConnectionStates(o.SideHub)), "handshaking ready draining closed"},
+		{"peer channel states", asStrings(o.ChannelStates(o.SidePeer)),
 			"targeted opening bootstrapping reconciling live needs-resync closing closed conflicted failed disconnected"},
 		{"hub channel states", asStrings(o.ChannelStates(o.SideHub)),
 			"opening bootstrapping reconciling live needs-resync closing closed conflicted failed"},

@@ -3,8 +3,8 @@
 // compacted snapshot plus an append log of the updates written since, archives, and a small
 // host configuration map. The registry keeps the namespaces through it, a node keeps its
 // configuration in it (a peer's replication targets), and nmcr store reads a stopped
-// instance's file with it. (The contract's rules it serves: the registry entry of §1,
-// degraded persistence in §20, restart in §21.)
+// instance's file with it. (The protocol's rules it serves:
+// docs/protocol.md#degraded-persistence and docs/protocol.md#restart-and-shutdown.)
 //
 // The API is split by what its users need. Catalog holds the registry entries, the host
 // configuration, health and counters: every node has one, a node of a hub cluster too (the

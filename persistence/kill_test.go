@@ -110,10 +110,11 @@ func killChild(dir string) int {
 	return 0
 }
 
-// TestS21_KillNineLeavesAPrefix: after kill -9 at any moment (§21 crash and restart),
-// reopening the store yields, for every namespace, exactly a prefix of the appends (in order,
-// no gap, no duplicate, no torn record) at least as long as the last position the child saw
-// reported durable. Some kills are aimed at compactions under way.
+// TestS21_KillNineLeavesAPrefix: after kill -9 at any moment
+// (docs/protocol.md#restart-and-shutdown crash and restart), reopening the store yields, for
+// every namespace, exactly a prefix of the appends (in order, no gap, no duplicate, no torn
+// record) at least as long as the last position the child saw reported durable. Some kills are
+// aimed at compactions under way.
 func TestS21_KillNineLeavesAPrefix(t *testing.T) {
 	iterations := 24
 	if *long {
@@ -166,13 +167,6 @@ func TestS21_KillNineLeavesAPrefix(t *testing.T) {
 func runKilledChild(t *testing.T, dir string, it int, rng *rand.Rand, mode int, durable []uint64) (atCompaction bool) {
 	t.Helper()
 	child := persistencetest.StartChild(t, killChildEnv+"="+dir, killSeedEnv+"="+strconv.Itoa(it))
-	note := func(line string) {
-		var i int
-		var seq uint64
-		if _, err := fmt.Sscanf(line, "flushed %d %d", &i, &seq); err == nil && i >= 0 && i < killNamespaces {
-			durable[i] = max(durable[i], seq)
-		}
-	}
 	timeout := time.After(30 * time.Second)
 	var fire <-chan time.Time
 	ready := false
@@ -184,7 +178,7 @@ wait:
 			if !ok {
 				break wait
 			}
-			note(line)
+			persistencetest.NoteFlushed(durable, line)
 			switch {
 			case line == "ready":
 				ready = true

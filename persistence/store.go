@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// A store keeps what an instance needs across restarts (the registry entry of §1, the
-// restart rules of §21). Its API is split by what its users need:
+// A store keeps what an instance needs across restarts: its namespaces' entries and
+// documents, and its host configuration (docs/protocol.md#restart-and-shutdown). Its API is
+// split by what its users need:
 //
 //   - [Catalog]: the registry entries, a small host configuration map, health, counters and
 //     Close — what every node has, a hub cluster's node too (the cluster package keeps its
@@ -247,7 +248,7 @@ var (
 	ErrCorrupt = errors.New("persistence: store corrupt")
 	// ErrUnavailable: a store shared by several processes (a hub cluster) cannot answer now —
 	// it has no quorum, or did not answer within its deadline. Nothing was written. The
-	// registry treats it as persistence degraded (§20).
+	// registry treats it as persistence degraded (docs/protocol.md#degraded-persistence).
 	ErrUnavailable = errors.New("persistence: store unavailable")
 	// ErrUnsupported: the operation does not exist in this kind of store. None of this
 	// package's stores answers it; a Documents that keeps no snapshots, say, would.

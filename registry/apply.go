@@ -74,7 +74,8 @@ const (
 )
 
 // apply runs an update through the gates, the protected check, the live apply and the dirty
-// notification, in this slot (§10.1, §20).
+// notification, in this slot (docs/protocol.md#sending-and-relaying,
+// docs/protocol.md#protected-apply).
 func (rt *nsRuntime) apply(s *slot, update []byte, kind applyKind) (ApplyResult, error) {
 	return rt.applyFrom(s, update, kind, originLocal)
 }
@@ -188,8 +189,9 @@ func (rt *nsRuntime) writeMeta(origin any, kv ...any) (uint64, error) {
 	return rt.persist(update), nil
 }
 
-// bumpEpoch is the §11 epoch bump: one slot, after every update admitted before it; the new
-// epoch is written, then every session of the old epoch is fenced before any later slot.
+// bumpEpoch is the epoch bump of docs/protocol.md#identity-fencing: one slot, after every
+// update admitted before it; the new epoch is written, then every session of the old epoch
+// is fenced before any later slot.
 func (rt *nsRuntime) bumpEpoch() (Identity, error) {
 	if rt.reg.cfg.Role != RoleHub {
 		return Identity{}, ErrRoleViolation.with("only the hub bumps the epoch", nil)

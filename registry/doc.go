@@ -3,8 +3,8 @@
 // loads each one into a runtime while leases on it are held, and runs every write to its
 // document through that runtime's write sequencer, so one goroutine owns each live
 // document. The replication layer reaches a document only through the Sessions of a
-// Lease; the admin API reads and writes through a Lease too. Rules of the contract are
-// cited (§N) on the types and functions that implement them.
+// Lease; the admin API reads and writes through a Lease too. The types and functions that
+// implement a rule of the protocol cite its section of docs/protocol.md.
 //
 // A typical use, on a hub (the package example runs a hub and a peer end to end):
 //

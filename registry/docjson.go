@@ -9,7 +9,8 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// Root names a root type and the kind to read it as (GUIDE §7 `--root NAME:TYPE`).
+// Root names a root type and the kind to read it as (`--root NAME:TYPE`, by the JSON rules
+// of docs/decisions.md#yjs).
 type Root struct {
 	Name string
 	Kind yjs.Kind

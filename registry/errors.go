@@ -6,7 +6,7 @@ import (
 )
 
 // Code is the namespace error code an error maps to: the code the namespace layer sends in
-// an ERROR frame when the operation fails (the namespace error registry, §13.2). The
+// an ERROR frame when the operation fails (docs/protocol.md#namespace-errors). The
 // strings equal the contract's codes; the registry does not import the protocol package
 // (imports point registry ← replication), so the namespace layer converts a Code to its
 // protocol constant by value, and a test checks every Code is a protocol namespace code.

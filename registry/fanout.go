@@ -21,12 +21,13 @@ type localOrigin struct {
 
 var originLocal = &localOrigin{}
 
-// onUpdate is the single document observer of the runtime (§10.1): it records the update
-// of each transaction and fans it out to the subscriptions as one immutable slice shared by
-// all. An update is not echoed to the session it came from — except when the
-// document held pending structs before the apply: then the transaction may have integrated
-// earlier structs released by it, which the origin may lack (GUIDE §4), so it gets the whole
-// transaction update too.
+// onUpdate is the single document observer of the runtime
+// (docs/protocol.md#sending-and-relaying): it records the update of each transaction and
+// fans it out to the subscriptions as one immutable slice shared by all. An update is not
+// echoed to the session it came from — except when the document held pending structs before
+// the apply: then the transaction may have integrated earlier structs released by it, which
+// the origin may lack (docs/protocol.md#document-layout), so it gets the whole transaction
+// update too.
 func (rt *nsRuntime) onUpdate(update []byte, origin any) {
 	rt.txUpdate = update
 	rt.act.wrote(len(update))

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/yjs"
 )
@@ -24,19 +25,11 @@ func TestMain(m *testing.M) {
 
 const owner = "default"
 
-func ctxT(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is the context of a test's calls: it ends after 30 s, or with the test.
+func ctxT(t testing.TB) context.Context { return testkit.Context(t, 30*time.Second) }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must fails the test at once when err is not nil.
+var must = testkit.Must
 
 func wantErr(t testing.TB, err, kind error) {
 	t.Helper()
@@ -62,7 +55,7 @@ func newMemStore(t testing.TB, opts persistence.Options) persistence.Store {
 }
 
 // newEnv returns a registry of role over a fresh memory store; both are closed at cleanup
-// in the §21 order (registry, then store).
+// in the docs/protocol.md#restart-and-shutdown order (registry, then store).
 func newEnv(t testing.TB, role Role, cfg Config, opts persistence.Options) *env {
 	t.Helper()
 	st := newMemStore(t, opts)

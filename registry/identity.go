@@ -11,8 +11,8 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// The document layout (GUIDE §4): the root map `meta` holds the replication identity and the
-// schema; only the registry writes it.
+// The document layout (docs/protocol.md#document-layout): the root map `meta` holds the
+// replication identity and the schema; only the registry writes it.
 const (
 	MetaRoot          = "meta"
 	MetaReplicationID = "replicationId"
@@ -20,8 +20,9 @@ const (
 	MetaSchema        = "schema"
 )
 
-// Identity is the replication identity of a namespace (§1): its lineage (32 lowercase hex)
-// and its generation (a safe integer ≥ 1).
+// Identity is the replication identity of a namespace
+// (docs/protocol.md#terms-and-invariants): its lineage (32 lowercase hex) and its generation
+// (a safe integer ≥ 1).
 type Identity struct {
 	ReplicationID string
 	Epoch         uint64
@@ -45,12 +46,12 @@ func (want Identity) compare(got Identity) error {
 	return nil
 }
 
-// ValidNamespaceID reports whether s matches ^ns-[0-9a-f]{32}$ (§1).
+// ValidNamespaceID reports whether s matches ^ns-[0-9a-f]{32}$.
 func ValidNamespaceID(s string) bool {
 	return len(s) == 35 && s[:3] == "ns-" && isLowerHex(s[3:])
 }
 
-// ValidReplicationID reports whether s is 32 lowercase hex (§1).
+// ValidReplicationID reports whether s is 32 lowercase hex.
 func ValidReplicationID(s string) bool { return len(s) == 32 && isLowerHex(s) }
 
 func isLowerHex(s string) bool {

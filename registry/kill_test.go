@@ -227,13 +227,6 @@ func setUpKillStore(t *testing.T, dir string) [][]byte {
 func runKillChild(t *testing.T, dir string, rng *rand.Rand) []uint64 {
 	child := persistencetest.StartChild(t, killChildEnv+"="+dir)
 	reported := make([]uint64, killNamespaces)
-	note := func(line string) {
-		var i int
-		var n uint64
-		if _, err := fmt.Sscanf(line, "flushed %d %d", &i, &n); err == nil && i >= 0 && i < killNamespaces {
-			reported[i] = max(reported[i], n)
-		}
-	}
 	timeout := time.After(20 * time.Second)
 	var fire <-chan time.Time
 wait:
@@ -243,7 +236,7 @@ wait:
 			if !ok {
 				break wait
 			}
-			note(line)
+			persistencetest.NoteFlushed(reported, line)
 			if line == "ready" {
 				fire = time.After(time.Duration(rng.IntN(120)) * time.Millisecond)
 			}

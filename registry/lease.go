@@ -9,12 +9,12 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// Lease is a hold on a loaded namespace (the namespace lease of §1): while any lease of a
-// namespace is held its document stays loaded; the last Release unloads it. A lease gives the
-// local API of the namespace (local writes and reads for the admin API, the hub's epoch bump
-// and schema replace) and opens replication sessions. Every operation is a slot of the
-// namespace's sequencer; the blocking forms wait for their slot or ctx (if ctx ends first the
-// operation still runs). A Lease is safe for concurrent use.
+// Lease is a hold on a loaded namespace (a lease of docs/protocol.md#terms-and-invariants):
+// while any lease of a namespace is held its document stays loaded; the last Release unloads
+// it. A lease gives the local API of the namespace (local writes and reads for the admin
+// API, the hub's epoch bump and schema replace) and opens replication sessions. Every
+// operation is a slot of the namespace's sequencer; the blocking forms wait for their slot
+// or ctx (if ctx ends first the operation still runs). A Lease is safe for concurrent use.
 type Lease struct {
 	reg      *Registry
 	rt       *nsRuntime
@@ -278,7 +278,8 @@ func (l *Lease) WriteLocalAsync(update []byte, done func(ApplyResult, error)) er
 // WriteLocalExceptAsync is WriteLocalAsync for a writer that relays its own update to its
 // audience (the editor endpoint): the update is not fanned out to except, a watch of this
 // lease — unless the document held pending structs before the apply, when the transaction
-// may carry earlier structs the writer's audience lacks (GUIDE §4), and except gets it too.
+// may carry earlier structs the writer's audience lacks (docs/protocol.md#document-layout),
+// and except gets it too.
 func (l *Lease) WriteLocalExceptAsync(except *Watch, update []byte, done func(ApplyResult, error)) error {
 	return l.writeLocal(&localOrigin{skip: except.sub}, update, done)
 }

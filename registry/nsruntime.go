@@ -11,10 +11,11 @@ import (
 )
 
 // nsRuntime is the runtime of one loaded namespace: its live document and the single write
-// sequencer that every apply of the namespace enters (§1). One goroutine — loop — runs the
-// slots in admission order (FIFO); it alone touches the document. Slots never wait on the
-// network, a session, a lease or the registry; the only waits in the goroutine are at
-// unload, after the last slot.
+// sequencer that every apply of the namespace enters
+// (docs/protocol.md#terms-and-invariants). One goroutine — loop — runs the slots in
+// admission order (FIFO); it alone touches the document. Slots never wait on the network, a
+// session, a lease or the registry; the only waits in the goroutine are at unload, after the
+// last slot.
 //
 // A runtime keeps its writes in one of two places, fixed before its goroutine starts: the
 // document store of this process (store: a single hub or a peer) or the shared log of a hub

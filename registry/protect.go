@@ -8,10 +8,10 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// checkProtected is the protected-field check of §20 and GUIDE §4, run in the slot before the
-// live apply: an update that touches the `meta` root is ErrProtected, a malformed update
-// ErrApplyFailed, an internal failure ErrInternal — and the live document is not written in
-// any case.
+// checkProtected is the protected-field check (docs/protocol.md#protected-apply), run in the
+// slot before the live apply: an update that touches the `meta` root is ErrProtected, a
+// malformed update ErrApplyFailed, an internal failure ErrInternal — and the live document
+// is not written in any case.
 //
 // "Touches" is decided read-only by yjs.InspectUpdate, at a cost proportional to the update
 // (plus the small live content of meta), never to the document: the update is refused when

@@ -10,8 +10,9 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// scratchVerdict is the literal §20 procedure, the reference for the protected check: clone
-// the live state into a scratch document, apply the update, compare meta.
+// scratchVerdict is the literal docs/protocol.md#protected-apply procedure, the reference for
+// the protected check: clone the live state into a scratch document, apply the update, compare
+// meta.
 func scratchVerdict(live *yjs.Doc, update []byte) error {
 	state, err := yjs.EncodeStateAsUpdate(live, nil)
 	if err != nil {
@@ -188,9 +189,10 @@ func pick(t testing.TB, rng *rand.Rand, ups [][]byte) []byte {
 	return u
 }
 
-// GUIDE §4: the check reaches the verdict of "apply to a scratch copy, compare meta" for
-// every update that changes a meta value, and classifies malformed updates alike. It may
-// refuse more (equal-value rewrites, losing values, waits on the registry's client).
+// docs/protocol.md#document-layout: the check reaches the verdict of "apply to a scratch copy,
+// compare meta" for every update that changes a meta value, and classifies malformed updates
+// alike. It may refuse more (equal-value rewrites, losing values, waits on the registry's
+// client).
 func TestS20_ProtectedCheckAgreesWithScratchCompare(t *testing.T) {
 	cases := 1500
 	if testing.Short() {

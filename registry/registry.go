@@ -106,9 +106,10 @@ func Compactor() persistence.Compactor {
 	}
 }
 
-// Registry keeps the namespaces of one instance (§1): it creates them (hub), imports
-// bootstrap snapshots (peer), and loads a namespace into a runtime — its live document and
-// write sequencer — while leases on it are held. It is safe for concurrent use.
+// Registry keeps the namespaces of one instance (docs/protocol.md#terms-and-invariants): it
+// creates them (hub), imports bootstrap snapshots (peer), and loads a namespace into a
+// runtime — its live document and write sequencer — while leases on it are held. It is safe
+// for concurrent use.
 type Registry struct {
 	cfg    Config
 	random io.Reader
@@ -272,7 +273,7 @@ type Created struct {
 }
 
 // Create (hub) makes a namespace for owner: a fresh id "ns-" + 32 lowercase hex from the
-// random source, drawn again at most MaxCreateRetries times on collision (§1), and a
+// random source, drawn again at most MaxCreateRetries times on collision, and a
 // document whose meta holds a fresh replicationId and replicationEpoch 1, written by the
 // registry. The namespace is not left loaded.
 func (r *Registry) Create(ctx context.Context, owner string) (Created, error) {
@@ -347,8 +348,9 @@ func (r *Registry) checkOpen() error {
 // Open returns a lease on the namespace (owner, namespaceID). The first lease loads the
 // document (snapshot and log) into a runtime; later ones share it. A namespace that does not
 // exist, is archived, or belongs to another owner is ErrNotFound, the same answer in every
-// case (§19). Open may wait for the store (a load, or the unload of the same namespace):
-// call it off any goroutine that must not block, and never from a registry callback.
+// case (docs/protocol.md#authorization). Open may wait for the store (a load, or the unload
+// of the same namespace): call it off any goroutine that must not block, and never from a
+// registry callback.
 func (r *Registry) Open(ctx context.Context, owner, namespaceID string) (*Lease, error) {
 	if !ValidNamespaceID(namespaceID) {
 		return nil, ErrNotFound.with("", nil)
@@ -397,7 +399,7 @@ func (r *Registry) openStored(ctx context.Context, docs persistence.Documents, o
 
 // OwnerOf returns the owner of the active namespace namespaceID (ok false when there is
 // none: never created, archived, or not a namespace id). It is for diagnoses only: Open
-// answers another owner's namespace as it answers a missing one (§19), and the hub's
+// answers another owner's namespace as it answers a missing one, and the hub's
 // operator, told that a peer was refused, needs to know which of the two it was.
 func (r *Registry) OwnerOf(ctx context.Context, namespaceID string) (owner string, ok bool, err error) {
 	if !ValidNamespaceID(namespaceID) {
@@ -494,8 +496,8 @@ func (r *Registry) unloaded(rt *nsRuntime) {
 }
 
 // LocalReplica reports whether (owner, namespaceID) has a local replica and its identity —
-// what a peer declares in OPEN_NAMESPACE (§7.1: hasLocalReplica, replicationId,
-// replicationEpoch). A missing replica is (Identity{}, false, nil).
+// what a peer declares in OPEN_NAMESPACE (docs/protocol.md#open_namespace: hasLocalReplica,
+// replicationId, replicationEpoch). A missing replica is (Identity{}, false, nil).
 func (r *Registry) LocalReplica(ctx context.Context, owner, namespaceID string) (Identity, bool, error) {
 	l, err := r.Open(ctx, owner, namespaceID)
 	if errors.Is(err, ErrNotFound) {
@@ -509,11 +511,11 @@ func (r *Registry) LocalReplica(ctx context.Context, owner, namespaceID string) 
 }
 
 // Import (peer) installs a bootstrap snapshot as the local replica of (owner, namespaceID)
-// and returns a lease on it (§8.1): the snapshot is applied to a detached document, its meta
-// identity must equal want (the OPEN_OK identity: ErrIDMismatch / ErrEpochMismatch), and
-// the import is exclusive — a namespace that exists locally, or is being imported
-// concurrently, is ErrBootstrapFailed and nothing is overwritten. A malformed snapshot or one
-// without identity is ErrBootstrapFailed too.
+// and returns a lease on it (docs/protocol.md#bootstrap-steps): the snapshot is applied to a
+// detached document, its meta identity must equal want (the OPEN_OK identity: ErrIDMismatch
+// / ErrEpochMismatch), and the import is exclusive — a namespace that exists locally, or is
+// being imported concurrently, is ErrBootstrapFailed and nothing is overwritten. A malformed
+// snapshot or one without identity is ErrBootstrapFailed too.
 func (r *Registry) Import(ctx context.Context, owner, namespaceID string, want Identity, snapshot []byte) (*Lease, error) {
 	docs := r.cfg.Documents
 	if docs == nil {
@@ -561,8 +563,9 @@ func (r *Registry) Import(ctx context.Context, owner, namespaceID string, want I
 }
 
 // Reset (peer) archives the local replica of (owner, namespaceID) and forgets it, so the
-// next open bootstraps again (admin reset, §16 conflicted). It is ErrInUse while the
-// namespace is loaded, ErrNotFound when there is no replica.
+// next open bootstraps again (the admin reset, the way out of conflicted:
+// docs/protocol.md#peer-namespace-states). It is ErrInUse while the namespace is loaded,
+// ErrNotFound when there is no replica.
 func (r *Registry) Reset(ctx context.Context, owner, namespaceID string) (persistence.ArchiveInfo, error) {
 	return r.archive(ctx, owner, namespaceID, persistence.Documents.Reset)
 }
@@ -640,13 +643,13 @@ func (r *Registry) Loaded() int {
 	return len(r.loaded)
 }
 
-// Close shuts the registry down (§21, after the replication layer closed its sessions and
-// released its leases): no more opens; every loaded namespace finishes its admitted slots
-// and unloads (leases still held become unusable: ErrClosed). It waits for every goroutine
-// the registry started; when ctx ends first, it cancels the waits on the store (a last
-// snapshot may then be lost — the appends already queued are not) and still waits for the
-// goroutines, which then exit promptly. It does not close the store. Idempotent: later calls
-// wait for and return the first result.
+// Close shuts the registry down (docs/protocol.md#restart-and-shutdown, after the
+// replication layer closed its sessions and released its leases): no more opens; every
+// loaded namespace finishes its admitted slots and unloads (leases still held become
+// unusable: ErrClosed). It waits for every goroutine the registry started; when ctx ends
+// first, it cancels the waits on the store (a last snapshot may then be lost — the appends
+// already queued are not) and still waits for the goroutines, which then exit promptly. It
+// does not close the store. Idempotent: later calls wait for and return the first result.
 func (r *Registry) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		r.mu.Lock()

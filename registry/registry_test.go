@@ -282,7 +282,8 @@ func TestCloseIsIdempotentAndRefusesWork(t *testing.T) {
 	s, _, err := l.OpenSession(ctxT(t), SessionOptions{})
 	must(t, err)
 	cl := newClient(5)
-	// Admitted work completes before the namespace unloads (§21).
+	// Admitted work completes before the namespace unloads
+	// (docs/protocol.md#restart-and-shutdown).
 	unblock := block(t, l)
 	res := make(chan error, 1)
 	must(t, s.ApplyAsync(cl.set(t, "app", "a", 1.0), func(_ ApplyResult, err error) { res <- err }))

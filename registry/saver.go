@@ -126,7 +126,7 @@ func permanentSaveFailure(err error) bool {
 }
 
 // SaveFailures counts the snapshot saves that failed since the registry started (the saver's
-// attempts, §20).
+// attempts).
 type SaveFailures struct {
 	// Transient failures were tried again (with backoff, until the store takes the
 	// snapshot or the namespace unloads).
@@ -143,14 +143,15 @@ func (r *Registry) SaveFailures() SaveFailures {
 }
 
 // saveLoop keeps trying to save a namespace whose changes the store refused (a degraded peer
-// must keep trying, §20), or whose write was refused while the store is unhealthy (the
-// snapshot is then the probe that finds the store healthy again): it takes a consistent
-// snapshot in a slot, writes it outside the sequencer, and retries with backoff on the
-// registry clock until it succeeds or the runtime unloads (which then makes a last attempt
-// itself if changes are unsaved). A run of failures is logged once when it starts (and again
-// if its cause changes) and once when a save succeeds after it. A failure that trying again
-// cannot cure (permanentSaveFailure) is logged once with its cause and ends the saver: the
-// namespace stays degraded, refusing writes with that cause, until it is loaded again.
+// must keep trying: docs/protocol.md#degraded-persistence), or whose write was refused while
+// the store is unhealthy (the snapshot is then the probe that finds the store healthy
+// again): it takes a consistent snapshot in a slot, writes it outside the sequencer, and
+// retries with backoff on the registry clock until it succeeds or the runtime unloads (which
+// then makes a last attempt itself if changes are unsaved). A run of failures is logged once
+// when it starts (and again if its cause changes) and once when a save succeeds after it. A
+// failure that trying again cannot cure (permanentSaveFailure) is logged once with its cause
+// and ends the saver: the namespace stays degraded, refusing writes with that cause, until
+// it is loaded again.
 func (rt *nsRuntime) saveLoop(ctx context.Context) {
 	st := rt.store
 	defer close(st.saverDone)

@@ -17,8 +17,8 @@ import (
 )
 
 // The active schema: the schema a namespace runs with, taken from meta.schema and re-armed on
-// a peer when its hub changes it (the schema re-arm events of §23.1). There is no schema
-// compiler in this project (GUIDE §3 leaves schema validation out of scope), so installing a
+// a peer when its hub changes it (docs/protocol.md#document-layout). There is no schema
+// compiler in this project (docs/protocol.md#implementation-conventions), so installing a
 // schema means: check the shape of meta.schema ({"updatedAt": string, "definition": object}),
 // compute the semantic fingerprint of its definition, and make it the namespace's active
 // schema.
@@ -70,11 +70,11 @@ const maxSchemaDepth = 512
 var errNotJSON = errors.New("schema definition is not a JSON object")
 
 // SemanticFingerprint returns the semantic fingerprint of a schema definition (a safe
-// digest of §23.3): "sha256:v1:" and the lowercase hex SHA-256 of the domain separator
-// "nomicore:schema:semantic-fingerprint:v1" NUL followed by the canonical JSON of
-// definition. The canonical JSON is ECMAScript JSON.stringify of the value with every
-// object's keys sorted by UTF-16 code units (RFC 8785), so key order and formatting do not
-// change the fingerprint. A definition holding anything JSON cannot carry (undefined,
+// digest, docs/protocol.md#safe-fields): "sha256:v1:" and the lowercase hex SHA-256 of the
+// domain separator "nomicore:schema:semantic-fingerprint:v1" NUL followed by the canonical
+// JSON of definition. The canonical JSON is ECMAScript JSON.stringify of the value with
+// every object's keys sorted by UTF-16 code units (RFC 8785), so key order and formatting do
+// not change the fingerprint. A definition holding anything JSON cannot carry (undefined,
 // bigint, bytes, NaN or an infinity, a Yjs type) or nested deeper than 512 is refused.
 func SemanticFingerprint(definition lib0.Object) (string, error) {
 	canon, err := appendCanonical(nil, definition, 0)

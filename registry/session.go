@@ -8,8 +8,8 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// Default bounds of a subscription queue (GUIDE §6: maxQueuedUpdateBytes,
-// maxQueuedUpdateCount) and of a session's admitted operations.
+// Default bounds of a subscription queue (maxQueuedUpdateBytes, maxQueuedUpdateCount of
+// docs/protocol.md#limits-and-defaults) and of a session's admitted operations.
 const (
 	DefaultMaxQueuedUpdateBytes = 4 << 20
 	DefaultMaxQueuedUpdateCount = 1024
@@ -19,9 +19,10 @@ const (
 // subscription is the bounded queue of applied updates the runtime fans out to one session or
 // watcher. Items are the immutable updates of the document observer, one yjs.Shared per
 // update shared by every subscription (their consumers' merges read each once). Overflow
-// policy (§17; the observer reports it with the cause session-fanout-overflow): drop every
-// queued update, signal needs-resync, and queue nothing more until the next Diff of the
-// session re-arms it (that diff contains everything dropped).
+// policy (docs/protocol.md#per-namespace; the observer reports it with the cause
+// session-fanout-overflow): drop every queued update, signal needs-resync, and queue nothing
+// more until the next Diff of the session re-arms it (that diff contains everything
+// dropped).
 type subscription struct {
 	session  bool   // a replication session (fenced by epoch bumps), not a watcher
 	peer     string // SessionOptions.Peer
@@ -173,9 +174,10 @@ func (s *subscription) poll() Poll {
 type SessionOptions struct {
 	// Peer names the remote instance (status and logs only).
 	Peer string
-	// Expect, when set, is the identity the remote declared (§7 reconcile): the session
-	// opens only if the namespace has exactly this identity, else ErrIDMismatch or
-	// ErrEpochMismatch. Checked in the same slot that opens the session.
+	// Expect, when set, is the identity the remote declared (an OPEN_NAMESPACE with a
+	// replica, docs/protocol.md#hub-checks): the session opens only if the namespace has
+	// exactly this identity, else ErrIDMismatch or ErrEpochMismatch. Checked in the same
+	// slot that opens the session.
 	Expect *Identity
 	// Snapshot asks for a bootstrap snapshot: the whole document encoded in the slot
 	// that opens the session, so the update stream starts exactly after it.
@@ -206,15 +208,15 @@ type SessionStart struct {
 	StateVector []byte   // with SessionOptions.StateVector
 }
 
-// Session is a replication session (the ReplicationSession of §1): a trusted duplex channel of
-// raw Yjs bytes opened from a Lease. It never exposes the live document. Operations are
-// sequencer slots; each comes in a blocking form (waits for its result, or ctx) and an
-// asynchronous form whose callback runs on the sequencer goroutine and must not block (post
-// the result to your own inbox). The sequencer never waits on a session.
+// Session is a replication session (docs/protocol.md#terms-and-invariants): a trusted duplex
+// channel of raw Yjs bytes opened from a Lease. It never exposes the live document.
+// Operations are sequencer slots; each comes in a blocking form (waits for its result, or
+// ctx) and an asynchronous form whose callback runs on the sequencer goroutine and must not
+// block (post the result to your own inbox). The sequencer never waits on a session.
 //
 // Updates the session applies carry the session as their origin: they are not echoed back
-// to it, except as GUIDE §4 requires (see Poll). The fan-out of other updates is read with
-// Wake and Poll. A Session is safe for concurrent use.
+// to it, except as docs/protocol.md#document-layout requires (see Poll). The fan-out of
+// other updates is read with Wake and Poll. A Session is safe for concurrent use.
 type Session struct {
 	lease    *Lease
 	rt       *nsRuntime
@@ -278,7 +280,8 @@ func (s *Session) closeSettled() {
 
 // Close stops the session at once: no new operation is admitted and the fan-out stops.
 // Operations already admitted still run and settle (applies already admitted complete
-// unconditionally, §12); Settled tells when. Close never waits and is idempotent.
+// unconditionally: docs/protocol.md#closing-a-namespace); Settled tells when. Close never
+// waits and is idempotent.
 func (s *Session) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -412,7 +415,8 @@ func enqueueAsync[T any](rt *nsRuntime, sess *Session, fn func(rt *nsRuntime, sl
 }
 
 // callSafely runs a caller's callback; a panic in it is recovered and ignored so it cannot
-// break the sequencer (the observer discipline of GUIDE §3).
+// break the sequencer (the observer isolation of
+// docs/protocol.md#implementation-conventions).
 func callSafely(f func()) {
 	defer func() { _ = recover() }()
 	f()
@@ -439,8 +443,8 @@ func wait[T any](ctx context.Context, start func(done func(T, error)) error) (T,
 }
 
 // Watch is a read-only subscription to every update applied to a namespace (the admin
-// events stream, GUIDE §8): registry meta writes included, never fenced. It is safe for
-// concurrent use.
+// events stream, README.md#admin-api): registry meta writes included, never fenced. It is
+// safe for concurrent use.
 type Watch struct {
 	lease *Lease
 	sub   *subscription

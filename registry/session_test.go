@@ -122,8 +122,9 @@ func TestS10_1_NotifyCallbackRunsWithoutBlocking(t *testing.T) {
 	}
 }
 
-// GUIDE §4: a write held pending in the document and released by a remote update must reach
-// the remote too, although the transaction's origin is the remote session.
+// docs/protocol.md#document-layout: a write held pending in the document and released by a
+// remote update must reach the remote too, although the transaction's origin is the remote
+// session.
 func TestGuide4_ReleasedPendingStructsReachTheOriginSession(t *testing.T) {
 	e := newReplica(t, Config{}, persistence.Options{})
 	start, pl, hubSess := e.start, e.pl, e.ps
@@ -390,7 +391,7 @@ func TestSessionCloseLetsAdmittedWorkSettle(t *testing.T) {
 	}
 	wantErr(t, s.ApplyAsync(cl.set(t, "app", "x", 1.0), func(ApplyResult, error) {}), ErrClosed)
 	unblock()
-	must(t, <-res) // admitted before Close: applied unconditionally (§12)
+	must(t, <-res) // admitted before Close: applied unconditionally (docs/protocol.md#closing-a-namespace)
 	<-s.Settled()
 	j, err := l.JSON(ctxT(t), Root{"app", yjs.KindMap})
 	must(t, err)

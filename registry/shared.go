@@ -25,7 +25,8 @@ type SharedLog interface {
 	// after Follow. A log that cannot be reached in time is persistence.ErrUnavailable.
 	OpenLog(ctx context.Context, owner, namespaceID string, host LogHost) (NamespaceLog, error)
 	// Healthy reports whether this process can commit records now (a quorum of the cluster
-	// is reachable). While it is false the registry refuses writes as degraded (§20).
+	// is reachable). While it is false the registry refuses writes as degraded
+	// (docs/protocol.md#degraded-persistence).
 	Healthy() bool
 }
 
@@ -357,7 +358,7 @@ func (rt *nsRuntime) fireWaiters() {
 
 // ---- the write path ----
 
-// admitShared is the cluster form of apply (§10.1, §20): the gates and the protected check
+// admitShared is the cluster form of apply: the gates and the protected check
 // run in this slot against the live state, then the update is published to the log with
 // the epoch it was admitted under. finish runs later, in the slot that applies it from the
 // log in log order — or with the error if the log did not take it in time. A local write
@@ -376,7 +377,7 @@ func (rt *nsRuntime) admitShared(s *slot, update []byte, kind applyKind, local *
 	}
 	// What the document already holds is in the log already: nothing to publish. Checked
 	// first so that a degraded node still takes a peer's sync diff that brings nothing new
-	// (§20: state exchange goes on).
+	// (state exchange goes on while degraded).
 	included, err := yjs.Included(rt.doc, update)
 	if err != nil {
 		finish(ApplyResult{}, ErrApplyFailed.with("", err))
@@ -438,8 +439,8 @@ func (rt *nsRuntime) failPending(token uint64, err error) {
 
 // applyRecords applies the records of one log position (every process, in log order).
 // Every decision depends only on the log before it, so every process decides the same: an
-// update admitted under an epoch older than the current one is refused (§11), one that
-// touches meta is refused (§20), a meta change is applied once per generation. The records
+// update admitted under an epoch older than the current one is refused (docs/protocol.md#identity-fencing), one that
+// touches meta is refused (docs/protocol.md#protected-apply), a meta change is applied once per generation. The records
 // of a batch are decided one after the other, each on the state the ones before it left.
 func (rt *nsRuntime) applyRecords(recs []Record) {
 	if len(recs) == 0 || recs[0].Seq <= rt.through {
@@ -525,7 +526,7 @@ var errMetaMadeAlready = ErrConflict.with("this meta change was made already", n
 
 // applyLoggedMeta applies a meta change of the log, once per generation: a later copy of a
 // generation (a change completed again after its claimer failed) is ignored everywhere.
-// An epoch change fences every session of an older epoch before any later slot (§11).
+// An epoch change fences every session of an older epoch before any later slot.
 func (rt *nsRuntime) applyLoggedMeta(rec Record) error {
 	if rt.failErr != nil {
 		return ErrInternal.with("namespace document failed", rt.failErr)
@@ -575,7 +576,7 @@ func (rt *nsRuntime) applyLoggedSnapshot(rec Record) error {
 }
 
 // afterMetaChange re-reads identity and schema after a meta change was applied and fences
-// every session of an older epoch (§11).
+// every session of an older epoch (docs/protocol.md#identity-fencing).
 func (rt *nsRuntime) afterMetaChange(old Identity) {
 	if id, err := readIdentity(rt.doc); err != nil {
 		rt.reg.logError("a meta change left no valid identity; keeping the previous one", rt.ns, err)

@@ -7,7 +7,7 @@ import (
 )
 
 // Stages are the stage durations of one apply slot, from one clock: the four-stage split of
-// an apply the observer reports (§23.4).
+// an apply the observer reports (docs/protocol.md#delivery-and-clocks).
 type Stages struct {
 	QueueWait      time.Duration // admission → slot start
 	ProtectedCheck time.Duration // slot start → live apply start (gates and protected check)

@@ -13,9 +13,10 @@ import (
 	"testing"
 )
 
-// Benchmarks for the B4 editing trace (GUIDE §10): B4_TRACE names the trace (a JSON array of
-// [pos, 0, "c"] inserts and [pos, 1] deletes); without it a synthetic trace of the same size
-// and shape is used. TestB4Report prints our figures next to JS yjs timing the same work.
+// Benchmarks for the B4 editing trace (docs/protocol.md#conformance): B4_TRACE names the trace
+// (a JSON array of [pos, 0, "c"] inserts and [pos, 1] deletes); without it a synthetic trace
+// of the same size and shape is used. TestB4Report prints our figures next to JS yjs timing
+// the same work.
 
 type b4Op struct {
 	pos    int

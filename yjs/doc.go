@@ -25,7 +25,7 @@
 // v2 (JS encodeStateAsUpdateV2); the package writes only v1. InspectUpdate tells, read-only,
 // what an update would do to one root (the registry uses it to refuse updates that touch its
 // protected root), and Included whether an update would change anything at all. ToJSON
-// renders a document by the project's JSON rules (GUIDE §7).
+// renders a document by the project's JSON rules (docs/decisions.md#yjs).
 //
 // Nested types are inserted as preliminary values (NewMap, NewArray, NewText,
 // NewXmlElement, NewXmlText, NewXmlFragment) and read back as *Map, *Array, … Subdocuments
@@ -185,7 +185,7 @@ type UpdateEvent struct {
 	// Unlocked: the transaction of an ApplyUpdate also integrated structs or deletions that
 	// were waiting as pending (they came in earlier updates, possibly from other origins),
 	// so Update carries more than the applied update: it must not be suppressed as an echo
-	// of Origin (GUIDE §4).
+	// of Origin (docs/protocol.md#document-layout).
 	Unlocked bool
 }
 

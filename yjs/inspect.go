@@ -22,7 +22,8 @@ type RootEffect struct {
 // integration would (a struct with an origin takes its origin's parent; one next to a
 // garbage-collected struct becomes a GC struct and is placed nowhere).
 //
-// It is built for the registry's protected-field check (GUIDE §4): refuse an update whose
+// It is built for the registry's protected-field check (docs/protocol.md#protected-apply):
+// refuse an update whose
 // effect on the root "meta" has Inserts or Deletes. That refuses every update that would
 // change a meta value (and some that would not, such as rewriting a key with an equal
 // value, or a concurrent value that loses). Its cost is proportional to the update (each
@@ -294,8 +295,8 @@ func walkLive(t *Type, f func(*item) bool) {
 // returns a *DecodeError) and changes nothing. Its cost is the update's plus the
 // document's structs inside the update's delete ranges.
 //
-// A degraded hub uses it to take a peer's sync diff that brings nothing new (§20: state
-// exchange goes on while writes are refused).
+// A degraded hub uses it to take a peer's sync diff that brings nothing new: state exchange
+// goes on while writes are refused (docs/protocol.md#degraded-persistence).
 func Included(doc *Doc, update []byte) (bool, error) {
 	u, err := decodeUpdate(update)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/nomicore/nomicore/internal/testkit"
 )
 
 // hubAndPeer returns a document with a meta map written by the hub (client 1) and a peer
@@ -169,12 +171,8 @@ func recordLocalUpdates(d *Doc, into *[][]byte) {
 	})
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must fails the test at once when err is not nil.
+var must = testkit.Must
 
 // TestIncludedAgreesWithApplying: on random histories, an update Included reports as
 // included changes nothing when applied (the encoded state and the pending structs stay as

@@ -5,8 +5,9 @@ import (
 	"strings"
 )
 
-// ParseRootSpec parses a root declaration NAME:TYPE (GUIDE §7: `nmcr doc json --root`, the
-// admin API's ?root=), TYPE being map, array, text or xml. The name may itself contain ':'.
+// ParseRootSpec parses a root declaration NAME:TYPE (`nmcr doc json --root`, the admin
+// API's ?root=; docs/decisions.md#yjs), TYPE being map, array, text or xml. The name may
+// itself contain ':'.
 func ParseRootSpec(decl string) (name string, kind Kind, err error) {
 	i := strings.LastIndexByte(decl, ':')
 	if i <= 0 {

@@ -471,7 +471,8 @@ func jsLowerCase(s string) string {
 
 // ToJSON returns every root as plain JSON values: a root typed by the application as its
 // kind, an untyped root as the kind its content suggests (keyed items → map; string,
-// format or embed content → text; otherwise array; the project's JSON rules, GUIDE §7).
+// format or embed content → text; otherwise array; the project's JSON rules in
+// docs/decisions.md#yjs).
 // Maps become map[string]any, arrays []any, texts strings, XML its rendering; Uint8Array → {"$bytes":hex}, bigint → {"$bigint":"n"},
 // subdocument → {"$doc":guid}, undefined → {"$undefined":true}, NaN and ±Infinity →
 // {"$number":…}, -0 → 0.

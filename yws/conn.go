@@ -20,7 +20,7 @@ import (
 // Close statuses of their own (RFC 6455 private range). y-websocket 3.x does not reconnect
 // after a status in 4400–4499, so these end an editor's attempts until the user acts.
 const (
-	statusTokenRevoked websocket.StatusCode = 4401 // the client token was removed
+	statusTokenRevoked websocket.StatusCode = 4401 // the credential was removed, revoked or expired
 	statusNotGranted   websocket.StatusCode = 4403 // the token no longer grants the namespace
 )
 
@@ -103,11 +103,12 @@ func (c *conn) serve() {
 	s := c.srv
 	greeting := c.room.add(c)
 	s.revalidate(c) // a token removed or narrowed since the check before the upgrade
+	defer s.closeAtExpiry(c)()
 	if len(greeting) > 0 {
 		c.send(AppendAwareness(nil, AppendAwarenessUpdate(nil, greeting)))
 	}
 	s.log.Info("editor connected", slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns),
-		slog.String("remote", c.remote), slog.Bool("readOnly", c.readOnly.Load()))
+		slog.String("remote", c.remote), slog.Bool("readOnly", c.readOnly.Load()), slog.String("credential", c.grant.Kind))
 	// The node's SyncStep1 (its state vector): the provider answers with what the node lacks.
 	if sv, err := c.room.lease.StateVector(c.ctx); err != nil {
 		c.closeWith(websocket.StatusInternalError, "the document cannot be read on this node now; reconnect", "internal")

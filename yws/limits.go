@@ -91,10 +91,15 @@ const (
 var limitNames = []string{limitConnectionsPerUser, limitMessagesPerSecond, limitBytesPerSecond,
 	limitAwarenessPerSecond, limitAwarenessStateBytes}
 
-// userKey is the user a connection counts against for ConnectionsPerUser: the grant's
-// name, which is a static client token's name today. Grants that name a user of their own
-// (a signed token's subject) are keyed by that user instead.
-func userKey(g auth.ClientGrant) string { return g.Name }
+// userKey is the user a connection counts against for ConnectionsPerUser: the user the
+// grant names (a signed token's sub, the webhook's user), else its name (a static client
+// token's).
+func userKey(g auth.ClientGrant) string {
+	if g.User != "" {
+		return g.User // a signed token's sub, the webhook's user
+	}
+	return g.Name
+}
 
 // userConns counts the open connections of each user. Its zero value is ready.
 type userConns struct {

@@ -55,7 +55,7 @@ func (m Message) Name() string {
 }
 
 // The two classes of bad client input; each closes the connection with its WebSocket
-// status (RFC 6455 §7.4.1).
+// status (RFC 6455, section 7.4.1).
 var (
 	// ErrUnsupported: a message type or sync sub-type this endpoint does not take (status
 	// 1003, unsupported data) — including auth messages, which only a server sends.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,13 +200,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 // writeError writes the JSON error body every refusal before the upgrade carries.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeRefusal(w, status, code, "", msg)
+}
+
+// writeRefusal is writeError naming the check of the credential that failed (empty: none
+// did), {"code","check","message"}. It never carries the token.
+func writeRefusal(w http.ResponseWriter, status int, code, check, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(struct {
 		Code    string `json:"code"`
+		Check   string `json:"check,omitempty"`
 		Message string `json:"message"`
-	}{code, msg})
+	}{code, check, msg})
 }
 
 // presentedToken returns the token of a request — ?token= (browsers cannot set headers on
@@ -236,20 +244,42 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, ns string) (auth.
 		writeError(w, status, code, msg)
 		return auth.ClientGrant{}, "", false
 	}
+	// refuseCheck is refuse for a failed check of the credential, which the body names.
+	refuseCheck := func(status int, code, check, msg string) (auth.ClientGrant, string, bool) {
+		s.m.refusedConnect(check)
+		writeRefusal(w, status, code, check, msg)
+		return auth.ClientGrant{}, "", false
+	}
 	tok := presentedToken(r)
 	grant := auth.ClientGrant{Name: "anonymous", Namespaces: []string{auth.AllNamespaces}}
 	if s.opts.Clients != nil {
 		if tok == "" {
-			return refuse(http.StatusUnauthorized, "UNAUTHORIZED", "missing-token",
-				"a client token is required: connect with ?token=TOKEN (or an Authorization: Bearer header); create one with `hub token add --client NAME` (or `peer token add`)")
+			return refuseCheck(http.StatusUnauthorized, "UNAUTHORIZED", "missing-token",
+				"a client token is required: connect with ?token=TOKEN (or an Authorization: Bearer header); create one with `hub token add --client NAME` (or `peer token add`), or have the application sign one")
 		}
 		g, err := s.opts.Clients.AuthenticateClient(r.Context(), auth.ClientCredential{Token: tok, NamespaceID: ns, RemoteAddr: r.RemoteAddr})
+		var refusal *auth.ClientRefusal
+		var unavailable *auth.UnavailableError
 		switch {
+		case errors.As(err, &refusal) && errors.Is(err, auth.ErrForbidden):
+			s.log.Debug("editor connection refused", slog.String("namespaceId", ns), slog.String("remote", r.RemoteAddr),
+				slog.String("check", refusal.Check))
+			return refuseCheck(http.StatusForbidden, "FORBIDDEN", refusal.Check, refusal.Reason)
+		case errors.As(err, &refusal):
+			s.log.Debug("editor connection refused", slog.String("namespaceId", ns), slog.String("remote", r.RemoteAddr),
+				slog.String("check", refusal.Check), slog.String("reason", refusal.Reason))
+			return refuseCheck(http.StatusUnauthorized, "UNAUTHORIZED", refusal.Check, refusal.Reason)
 		case errors.Is(err, auth.ErrUnauthenticated):
-			return refuse(http.StatusUnauthorized, "UNAUTHORIZED", "unknown-token", "the client token is not known to this node")
+			return refuseCheck(http.StatusUnauthorized, "UNAUTHORIZED", auth.CheckUnknownToken, "the client token is not known to this node")
+		case errors.As(err, &unavailable):
+			s.log.Warn("editor connection refused: the credential cannot be checked now", slog.String("namespaceId", ns),
+				slog.String("error", err.Error()))
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(unavailable.RetryAfter.Round(time.Second)/time.Second))))
+			return refuse(http.StatusServiceUnavailable, "UNAVAILABLE", "auth-unavailable", unavailable.What+"; retry shortly")
 		case err != nil:
 			s.log.Warn("editor connection refused: the client token cannot be checked", slog.String("namespaceId", ns),
 				slog.String("error", err.Error()))
+			w.Header().Set("Retry-After", "5")
 			return refuse(http.StatusServiceUnavailable, "UNAVAILABLE", "auth-unavailable", "the client token cannot be checked now; retry shortly")
 		}
 		grant = g
@@ -258,7 +288,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, ns string) (auth.
 		return refuse(http.StatusNotFound, "NAMESPACE_NOT_FOUND", "unknown-namespace", "not a namespace id (ns- and 32 hex digits)")
 	}
 	if !grant.Allows(ns) {
-		return refuse(http.StatusForbidden, "FORBIDDEN", "namespace-not-granted", "the client token does not grant this namespace")
+		return refuseCheck(http.StatusForbidden, "FORBIDDEN", "namespace-not-granted", "the credential does not grant this namespace")
 	}
 	owner, err := s.opts.Namespaces(r.Context(), ns)
 	switch {
@@ -414,7 +444,12 @@ func (s *Server) revalidate(c *conn) {
 		return
 	}
 	g, err := s.opts.Clients.RecheckClient(c.grant)
+	var refusal *auth.ClientRefusal
 	switch {
+	case errors.As(err, &refusal) && refusal.Check == auth.CheckRevoked:
+		c.closeWith(statusTokenRevoked, "the credential was revoked", "token-revoked")
+	case errors.As(err, &refusal) && refusal.Check == auth.CheckExpired:
+		c.closeWith(statusTokenRevoked, "the token expired; reconnect with a fresh one", "token-expired")
 	case err != nil:
 		c.closeWith(statusTokenRevoked, "the client token was removed", "token-removed")
 	case !g.Allows(c.room.ns):

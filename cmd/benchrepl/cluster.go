@@ -27,7 +27,8 @@ import (
 //
 //   - ack: a peer session writes small updates one after the other; the time from submit
 //     to the settled apply. Single hub: sequenced apply + dirty notification (the append is
-//     queued, not yet on disk, §1). Cluster: gates, quorum publish, apply in log order.
+//     queued, not yet on disk: docs/protocol.md#terms-and-invariants). Cluster: gates,
+//     quorum publish, apply in log order.
 //   - throughput: namespaces × a session on each keeping 32 updates in flight (a peer's
 //     window), as many updates in all: acknowledged updates per second — 20 namespaces
 //     (500 updates each) and 1 namespace (10,000). In the cluster, the sessions are spread

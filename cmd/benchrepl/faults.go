@@ -22,8 +22,9 @@ import (
 // time a crash-looping hub is up its peers are live (crashloop), and the same for links cut
 // every few seconds (linkcut). They use the production backoff settings (baseBackoffMs 250,
 // maxBackoffMs 30 000, backoffResetAfterMs 60 000), and each runs twice: with the peers'
-// default reconnect policy and the hub's admission control ("adaptive"), and with §15.1's
-// backoff exactly and no admission control ("contract", the baseline).
+// default reconnect policy and the hub's admission control ("adaptive"), and with the
+// protocol's backoff exactly (docs/protocol.md#backoff) and no admission control
+// ("contract", the baseline).
 
 // policy is how the peers back off and whether the hub admits upgrades under control.
 type policy string

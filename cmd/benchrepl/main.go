@@ -33,8 +33,9 @@
 //     of the time each peer is live.
 //
 // Each fault workload runs with the peers' default reconnect policy and the hub's admission
-// control ("adaptive") and then with §15.1's backoff exactly and no admission control
-// ("contract", the baseline), with the production backoff settings.
+// control ("adaptive") and then with the protocol's backoff exactly
+// (docs/protocol.md#backoff) and no admission control ("contract", the baseline), with the
+// production backoff settings.
 //
 // The hub runs in a child process (this binary re-executed), so getrusage gives its CPU
 // alone; the peers run in this process. Every instance has its own bbolt store in a

@@ -78,7 +78,7 @@ func startPeerWith(dir string, index int, targets []string, opts ws.PeerOptions)
 	return &peer{id: peerName(index), store: st, reg: reg, tc: tc, p: p}, nil
 }
 
-// stop shuts the peer down in the §21 order.
+// stop shuts the peer down in the order of docs/protocol.md#restart-and-shutdown.
 func (p *peer) stop() error {
 	p.p.Close()
 	p.tc.Close()

@@ -19,7 +19,8 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// clusterFlags are the cluster flags of hub serve (GUIDE §7). Without --cluster-listen and
+// clusterFlags are the cluster flags of hub serve
+// (docs/cluster.md#starting-three-nodes-on-one-machine). Without --cluster-listen and
 // --nats-url the hub is a single process over its bbolt store.
 type clusterFlags struct {
 	name, node, listen, routes, natsURL, clientListen string

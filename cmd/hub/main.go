@@ -5,7 +5,8 @@
 //	hub [serve] --instance-id hub --listen 127.0.0.1:8787 --admin-listen 127.0.0.1:8788 \
 //	            --data ./nomicore-data/hub [--tokens FILE]      # defaults shown
 //	hub token add|list|rotate|remove --data DIR ...             # the peers' tokens
-//	hub token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only]   # an editor's
+//	hub token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only] [--expires 24h]   # an editor's
+//	hub token change --data DIR --client NAME [--namespace ns-…|*]... [--read-only|--read-write]
 //	hub write --namespace ns-… [--map ROOT] KEY=VALUE...        # a client of the admin API
 //
 // Editors (stock y-websocket providers) connect to the client listener, --client-listen

@@ -142,6 +142,39 @@ func TestTokenAddTwiceAndRotate(t *testing.T) {
 	if code, _, errOut := runHub(t, nil, "token", "add", "--data", data, "--client", "me"); code != 0 {
 		t.Fatalf("adding the client again after the suggested removal: %d %q", code, errOut)
 	}
+	// A client token that expires: the list says until when; --expires is for clients only.
+	if code, out, errOut := runHub(t, nil, "token", "add", "--data", data, "--client", "guest", "--expires", "24h"); code != 0 ||
+		len(strings.TrimSpace(out)) != 43 || !strings.Contains(errOut, "it expires at") {
+		t.Fatalf("token add --expires: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ := runHub(t, nil, "token", "list", "--data", data); code != 0 || !strings.Contains(out, "client:guest") ||
+		!strings.Contains(out, "\texpires "+time.Now().Add(24*time.Hour).UTC().Format("2006-01-02")) {
+		t.Fatalf("token list: %d %q", code, out)
+	}
+	// Another namespace for the same token, then read-only: the hash stays.
+	const nsX, nsY = "ns-0123456789abcdef0123456789abcdef", "ns-fedcba9876543210fedcba9876543210"
+	before, _, _ := auth.ReadFile(file)
+	if code, _, errOut := runHub(t, nil, "token", "change", "--data", data, "--client", "guest", "--namespace", nsX+","+nsY, "--read-only"); code != 0 ||
+		!strings.Contains(errOut, "now opens ["+nsX+" "+nsY+"], read-only") {
+		t.Fatalf("token change: %d %q", code, errOut)
+	}
+	after, _, _ := auth.ReadFile(file)
+	for i, c := range after.Clients {
+		if c.Name == "guest" && (c.TokenSHA256 != before.Clients[i].TokenSHA256 || !c.ReadOnly || len(c.Namespaces) != 2) {
+			t.Fatalf("after token change: %+v (before %+v)", c, before.Clients[i])
+		}
+	}
+	if code, _, errOut := runHub(t, nil, "token", "change", "--data", data, "--client", "nobody", "--read-only"); code != 1 ||
+		!strings.Contains(errOut, "no client token is named nobody") {
+		t.Fatalf("token change of an unknown name: %d %q", code, errOut)
+	}
+	if code, _, _ := runHub(t, nil, "token", "change", "--data", data, "--client", "guest"); code != 2 {
+		t.Fatalf("token change without a change: %d", code)
+	}
+	if code, _, errOut := runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-q", "--expires", "1h"); code != 2 ||
+		!strings.Contains(errOut, "--expires is for client tokens") {
+		t.Fatalf("--expires with --peer: %d %q", code, errOut)
+	}
 	code, out, _ = runHub(t, nil, "token", "add", "--data", data, "--peer", "peer-a", "--additional")
 	if code != 0 || len(strings.TrimSpace(out)) != 43 {
 		t.Fatalf("token add --additional: %d %q", code, out)
@@ -227,7 +260,7 @@ func TestMistakesAreOneLine(t *testing.T) {
 		{[]string{"serve", "extra"}, `hub serve: unexpected argument "extra" (hub serve takes flags only); see "hub serve -h"`},
 		{[]string{"frobnicate"}, `hub: unknown command "frobnicate" (want serve, token, write or version); see "hub -h"`},
 		{[]string{"token"}, `hub token: a command is required; see "hub token -h"`},
-		{[]string{"token", "frob"}, `hub token: unknown command "frob" (want add, list, rotate or remove); see "hub token -h"`},
+		{[]string{"token", "frob"}, `hub token: unknown command "frob" (want add, list, rotate, change or remove); see "hub token -h"`},
 		{[]string{"token", "add"}, `hub token add: --peer (or --client) is required; see "hub token add -h"`},
 		{[]string{"token", "rotate", "--data", "x"}, `hub token rotate: --peer is required`},
 		{[]string{"write", "--namespace", "ns-bad", "a=1"}, `hub write: --namespace "ns-bad" is not a namespace id (want ns- and 32 lowercase hex digits); see "hub write -h"`},

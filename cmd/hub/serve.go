@@ -34,7 +34,8 @@ func paceGC(getenv func(string) string) *gcpace.Pacer {
 }
 
 // serve runs the hub until SIGINT or SIGTERM, then shuts down in order: the editors first,
-// then replication, the admin API, the tokens watcher, the registry, the store (§21).
+// then replication, the admin API, the tokens watcher, the registry, the store
+// (docs/protocol.md#restart-and-shutdown).
 func serve(args []string, cio cli.IO) int {
 	f := cli.NewFlags("hub serve", "hub [serve] [flags]",
 		"Runs the hub: peers connect to --listen (WebSocket /v1/replication, with a bearer token from the tokens "+
@@ -129,6 +130,25 @@ func serve(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
+	// The editors' credentials beyond the tokens file: signed tokens, the webhook, and the
+	// revocation list (in a hub cluster, kept in the configuration map every node shares).
+	var clientAuth *node.ClientAuth
+	if clientFlags.Enabled() && clientFlags.Auth == "token" {
+		webhookNode := *instanceID
+		if clusterNode != nil {
+			webhookNode = clusterNode.Name()
+		}
+		clientAuth, err = clientFlags.NewClientAuth(context.Background(), node.ClientAuthOptions{Static: reloader, Store: store,
+			Node: webhookNode, Deferred: clusterNode != nil, Clock: clk, Logger: log,
+			OnChange: func() {
+				if editors != nil {
+					editors.Revalidate() // a revocation closes its editors
+				}
+			}})
+		if err != nil {
+			return fail(err)
+		}
+	}
 	namespaces, err := namespace.NewHub(namespace.HubOptions{Registry: reg, Logger: log,
 		OwnerMismatch: func(peer, ns, grantOwner, nsOwner string) {
 			log.Warn("a peer asked for a namespace of another owner; it was answered as for a missing namespace (NAMESPACE_NOT_FOUND)",
@@ -168,6 +188,10 @@ func serve(args []string, cio cli.IO) int {
 		}
 		return editors.Editors(ns), true
 	}
+	adminOpts.EditorList = node.EditorList(&editors)
+	if clientAuth != nil {
+		adminOpts.Clients = &node.ClientAdmin{Path: *tokensFile, Static: reloader, Revoked: clientAuth.Revocations}
+	}
 	if clusterNode != nil {
 		adminOpts.Log = func(ns string) (adminapi.LogJSON, bool) {
 			st, ok := clusterNode.LogStatus(ns)
@@ -184,15 +208,15 @@ func serve(args []string, cio cli.IO) int {
 	}
 	var clients *node.Server
 	if clientFlags.Enabled() {
-		var clientAuth auth.ClientAuthenticator // nil: --client-auth none
-		if clientFlags.Auth == "token" {
-			clientAuth = reloader
+		var checks auth.ClientAuthenticator // nil: --client-auth none
+		if clientAuth != nil {
+			checks = clientAuth.Chain
 		}
 		m, err := inst.ClientMetrics()
 		if err != nil {
 			return fail(err)
 		}
-		opts := clientFlags.Options(inst, common, clientAuth)
+		opts := clientFlags.Options(inst, common, checks)
 		opts.Namespaces, opts.Metrics = node.HubNamespaces(store), m
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)
@@ -229,6 +253,10 @@ func serve(args []string, cio cli.IO) int {
 	stopTLS := node.WatchTLS(certs, clk, common.TLS.Poll, sigs)
 	stopReload := node.Go(func(ctx context.Context) { reloader.Run(ctx, clk, *tokensPoll, hup) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
+	stopClientAuth := func(context.Context) error { return nil }
+	if clientAuth != nil {
+		stopClientAuth = node.Go(clientAuth.Run)
+	}
 	failed := make(chan error, 3)
 	repl.Start(log, failed)
 	admin.Start(log, failed)
@@ -240,7 +268,7 @@ func serve(args []string, cio cli.IO) int {
 	stopProcs := common.StartProcs(log)
 	log.Info("hub serving", slog.String("instanceId", *instanceID), slog.String("listen", replLn.Addr().String()),
 		slog.String("adminListen", adminLn.Addr().String()), slog.String("clientListen", clientListen), slog.Bool("tls", certs != nil),
-		slog.String("clientAuth", clientFlags.Auth), slog.String("data", *data),
+		slog.String("clientAuth", clientFlags.Auth), slog.Any("clientCredentials", clientKinds(clientAuth)), slog.String("data", *data),
 		slog.String("generation", common.Protocol.Generation.String()), node.LimitAttrs(&common.Protocol),
 		slog.Int("tokens", reloader.Peers()), slog.Int("clientTokens", reloader.ClientCount()))
 
@@ -258,6 +286,7 @@ func serve(args []string, cio cli.IO) int {
 		{Name: "frame capture", Run: func(context.Context) error { return closeCapture() }},
 		{Name: "admin api", Run: func(ctx context.Context) error { api.Close(); return admin.Shutdown(ctx) }},
 		{Name: "tokens watcher", Run: stopReload},
+		{Name: "editor credentials", Run: stopClientAuth},
 		{Name: "tls watcher", Run: stopTLS},
 		{Name: "registry", Run: reg.Close},
 		{Name: "store", Run: store.Close},
@@ -292,4 +321,13 @@ func missingTokensWarning(where string, editors bool) string {
 		return fmt.Sprintf("every peer and editor is refused until `hub token add %s --peer NAME` (or `--client NAME` for an editor) creates one", where)
 	}
 	return fmt.Sprintf("every peer is refused until `hub token add %s --peer NAME` creates one", where)
+}
+
+// clientKinds lists the editors' credentials the node accepts (none with --client-auth
+// none), for the start line.
+func clientKinds(a *node.ClientAuth) []string {
+	if a == nil {
+		return []string{}
+	}
+	return a.Kinds()
 }

@@ -21,6 +21,7 @@ var tokenCommands = cli.Group{
 		{Name: "add", Summary: "create a peer's (or, with --client, an editor's) token, print it once (the hub keeps only its hash)", Run: tokenAdd},
 		{Name: "list", Summary: "list the peers and editors with their token hashes and grants", Run: tokenList},
 		{Name: "rotate", Summary: "replace a peer's token with a new one, printed once; the old one stops working", Run: tokenRotate},
+		{Name: "change", Summary: "give an editor's client token other namespaces or access; the token stays the same", Run: tokenChange},
 		{Name: "remove", Summary: "remove a peer's (or an editor's) tokens; its connections end", Run: tokenRemove},
 	},
 }
@@ -53,12 +54,13 @@ func parseTokenFlags(f *cli.Flags, args []string, cio cli.IO) (int, bool) {
 }
 
 func tokenAdd(args []string, cio cli.IO) int {
-	f, path := tokenFlags("add", "--peer PEER_ID|--client NAME [--data DIR] [--owner default] [--namespace ns-…|*]... [--read-only] [--additional]",
+	f, path := tokenFlags("add", "--peer PEER_ID|--client NAME [--data DIR] [--owner default] [--namespace ns-…|*]... [--read-only] [--additional] [--expires 24h]",
 		"Creates a random token for a peer, stores only its SHA-256 in the tokens file and prints the token once, on "+
 			"stdout: write it to the peer's --token-file. A peer has one token: for a peer that already has one, "+
 			"use hub token rotate, or --additional to give it a second token on purpose. With --client NAME instead, "+
 			"the token is an editor's, for the client listener (ws://HOST:8789/v1/yjs/{namespaceId}?token=…): "+
-			"--namespace and --read-only narrow it.")
+			"--namespace and --read-only narrow it, --expires makes it stop working after a while; a name whose token "+
+			"expired may be given a new one.")
 	peer := f.String("peer", "", "the peer's `NAME`, its --instance-id (this or --client is required)")
 	client := f.String("client", "", "an editor's `NAME` (a client token; the name shows in the hub's logs)")
 	owner := f.String("owner", "default", "the hub's local owner (storage partition) of the peer's namespaces")
@@ -66,6 +68,7 @@ func tokenAdd(args []string, cio cli.IO) int {
 	f.Var(&namespaces, "namespace", "a `namespace` the peer may replicate (ns-…), or * for all (repeatable or comma-separated; default *)")
 	readOnly := f.Bool("read-only", false, "the peer may read but not send updates")
 	additional := f.Bool("additional", false, "give a peer that already has a token a second one; both stay valid (to rotate with an overlap)")
+	expires := f.Duration("expires", 0, "with --client: the token stops working after this `DURATION` (24h, 90m); default never; open editors are closed then")
 	if code, ok := parseTokenFlags(f, args, cio); !ok {
 		return code
 	}
@@ -73,7 +76,9 @@ func tokenAdd(args []string, cio cli.IO) int {
 	case *client != "" && *peer != "":
 		return f.Mistake(cio, "give --peer or --client, not both")
 	case *client != "":
-		return node.RunClientToken("hub token", "add", path(), *client, namespaces, *readOnly, "", cio.Stdout, cio.Stderr)
+		return node.RunClientToken("hub token", "add", path(), *client, namespaces, *readOnly, *expires, "", cio.Stdout, cio.Stderr)
+	case *expires != 0:
+		return f.Mistake(cio, "--expires is for client tokens (--client); a peer's token is replaced with hub token rotate")
 	case *peer == "":
 		return f.Mistake(cio, "--peer (or --client) is required")
 	}
@@ -164,7 +169,7 @@ func tokenRemove(args []string, cio cli.IO) int {
 	case *client != "" && *peer != "":
 		return f.Mistake(cio, "give --peer or --client, not both")
 	case *client != "":
-		return node.RunClientToken("hub token", "remove", path(), *client, nil, false, *prefix, cio.Stdout, cio.Stderr)
+		return node.RunClientToken("hub token", "remove", path(), *client, nil, false, 0, *prefix, cio.Stdout, cio.Stderr)
 	case *peer == "":
 		return f.Mistake(cio, "--peer (or --client) is required")
 	}
@@ -177,4 +182,16 @@ func tokenRemove(args []string, cio cli.IO) int {
 	}
 	fmt.Fprintf(cio.Stderr, "hub token remove: removed %d token(s) of %s; a running hub revokes them within a second\n", n, *peer)
 	return 0
+}
+
+func tokenChange(args []string, cio cli.IO) int {
+	f, path := tokenFlags("change", "[--data DIR] --client NAME [--namespace ns-…|*]... [--read-only|--read-write]",
+		"Gives an editor's client token other namespaces (the list replaces the old one) or another access, and keeps "+
+			"the token: an editor given a second namespace goes on with the token it has. A running hub applies the "+
+			"change within a second; editors of namespaces the token no longer opens are closed.")
+	c := node.RegisterClientChange(f)
+	if code, ok := parseTokenFlags(f, args, cio); !ok {
+		return code
+	}
+	return node.RunClientChange("hub token", path(), c, f, cio)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// docCommands is `nmcr doc json|sv|state|merge` (GUIDE §7).
+// docCommands is `nmcr doc json|sv|state|merge` (its JSON rules: docs/decisions.md#yjs).
 var docCommands = cli.Group{
 	Path: "nmcr doc",
 	About: "Reads Yjs v1 updates on stdin — hex lines (nmcr store export), raw bytes (curl …/update), an event " +

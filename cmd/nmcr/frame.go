@@ -12,8 +12,9 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// frameCommands is `nmcr frame decode|encode` (GUIDE §7). Decoding is stateless: sequences
-// are printed, not checked (that needs a connection). Limits default to the binaries'.
+// frameCommands is `nmcr frame decode|encode` (docs/protocol.md#json-form). Decoding is
+// stateless: sequences are printed, not checked (that needs a connection). Limits default to
+// the binaries'.
 var frameCommands = cli.Group{
 	Path: "nmcr frame",
 	About: "Replication messages (frames) as JSON: {\"type\":\"HELLO\",\"sequence\":1,\"payload\":{…}}, with the " +

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/nomicore/nomicore/internal/testkit"
 )
 
 type frameGolden struct {
@@ -47,20 +48,6 @@ func frameRun(t *testing.T, input string, args ...string) (stdout, stderr string
 	return out.String(), errb.String(), status
 }
 
-func frameSameJSON(t *testing.T, a, b []byte) bool {
-	t.Helper()
-	parse := func(x []byte) any {
-		d := json.NewDecoder(bytes.NewReader(x))
-		d.UseNumber()
-		var v any
-		if err := d.Decode(&v); err != nil {
-			t.Fatalf("%s: %v", x, err)
-		}
-		return v
-	}
-	return reflect.DeepEqual(parse(a), parse(b))
-}
-
 // TestFrameGoldenRoundTrip: every golden frame decodes to its frame JSON through the command,
 // and the JSON lines encode back to the same hex (blank lines ignored).
 func TestFrameGoldenRoundTrip(t *testing.T) {
@@ -79,7 +66,7 @@ func TestFrameGoldenRoundTrip(t *testing.T) {
 		t.Fatalf("%d output lines for %d frames", len(lines), len(g.Vectors))
 	}
 	for i, v := range g.Vectors {
-		if !frameSameJSON(t, []byte(lines[i]), v.Frame) {
+		if !testkit.SameJSON(t, []byte(lines[i]), v.Frame) {
 			t.Errorf("%s: decoded %s\nwant %s", v.Name, lines[i], v.Frame)
 		}
 	}

@@ -15,7 +15,8 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 )
 
-// storeCommands is `nmcr store ls|export|check` (GUIDE §7): an offline look into a bbolt store.
+// storeCommands is `nmcr store ls|export|check`: an offline look into a bbolt store
+// (docs/operations.md#data-layout-and-backups).
 var storeCommands = cli.Group{
 	Path: "nmcr store",
 	About: "Looks into the store of a stopped hub or peer (its DATA/nomicore.db), read-only. A running hub or " +

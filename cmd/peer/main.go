@@ -6,7 +6,8 @@
 //	           --hub-instance-id hub --token-file FILE --admin-listen 127.0.0.1:8790 \
 //	           --data ./nomicore-data/peer-a [--target ns-…[:OWNER]]...
 //	peer write --namespace ns-… [--map ROOT] KEY=VALUE...       # a client of the admin API
-//	peer token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only]
+//	peer token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only] [--expires 24h]
+//	peer token change --data DIR --client NAME [--namespace ns-…|*]... [--read-only|--read-write]
 //	peer token list --data DIR | peer token remove --data DIR --client NAME
 //
 // Editors (stock y-websocket providers) connect to the client listener, --client-listen

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nomicore/nomicore/internal/testkit"
 )
 
 func runPeerCmd(t *testing.T, env map[string]string, args ...string) (int, string, string) {
@@ -150,9 +152,5 @@ func TestHubURLs(t *testing.T) {
 	}
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must fails the test at once when err is not nil.
+var must = testkit.Must

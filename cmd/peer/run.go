@@ -28,7 +28,7 @@ import (
 
 // runPeer runs the peer until SIGINT or SIGTERM, then shuts down in order: the editors
 // first, then the replication connection drains, then the admin API, the registry, the
-// store (§21).
+// store (docs/protocol.md#restart-and-shutdown).
 func runPeer(args []string, cio cli.IO) int {
 	f := cli.NewFlags("peer run", "peer [run] [flags]",
 		"Runs a peer: it keeps a replica of each target namespace under --data, replicates it with the hub at "+
@@ -189,26 +189,33 @@ func runPeer(args []string, cio cli.IO) int {
 	var editors *yws.Server
 	var clients *node.Server
 	var clientTokens *auth.Reloader
+	var clientAuth *node.ClientAuth // the editors' credentials (nil with --client-auth none)
 	if clientFlags.Enabled() {
-		var clientAuth auth.ClientAuthenticator // nil: --client-auth none
+		var checks auth.ClientAuthenticator // nil: --client-auth none
 		if clientFlags.Auth == "token" {
+			revalidate := func() {
+				if editors != nil {
+					editors.Revalidate() // a removed client token or a revocation closes its editors
+				}
+			}
 			clientTokens, err = auth.NewReloader(auth.ReloaderOptions{Path: filepath.Join(*data, auth.FileName),
 				Missing:  fmt.Sprintf("every editor is refused until `peer token add --data %s --client NAME` creates one", *data),
-				OnReload: obs.TokenReload, Logger: log, OnChange: func() {
-					if editors != nil {
-						editors.Revalidate() // a removed client token closes its editors
-					}
-				}})
+				OnReload: obs.TokenReload, Logger: log, Clock: clk, OnChange: revalidate})
 			if err != nil {
 				return fail(err)
 			}
-			clientAuth = clientTokens
+			clientAuth, err = clientFlags.NewClientAuth(context.Background(), node.ClientAuthOptions{Static: clientTokens, Store: store,
+				Node: *instanceID, Clock: clk, Logger: log, OnChange: revalidate})
+			if err != nil {
+				return fail(err)
+			}
+			checks = clientAuth.Chain
 		}
 		m, err := inst.ClientMetrics()
 		if err != nil {
 			return fail(err)
 		}
-		opts := clientFlags.Options(inst, common, clientAuth)
+		opts := clientFlags.Options(inst, common, checks)
 		opts.Namespaces, opts.Metrics, opts.Writes = node.PeerNamespaces(tc), m, localWrites.Editors()
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)
@@ -246,6 +253,10 @@ func runPeer(args []string, cio cli.IO) int {
 	adminOpts.ExplainTarget = diag.ExplainTarget
 	adminOpts.InstanceID, adminOpts.Load = *instanceID, peer.Load
 	adminOpts.Listeners = map[string]string{"admin": *adminListen}
+	adminOpts.EditorList = node.EditorList(&editors)
+	if clientAuth != nil {
+		adminOpts.Clients = &node.ClientAdmin{Path: filepath.Join(*data, auth.FileName), Static: clientTokens, Revoked: clientAuth.Revocations}
+	}
 	if editors != nil {
 		adminOpts.Listeners["client"] = clientFlags.Listen
 		adminOpts.Editors = func(ns string) (int, bool) { return editors.Editors(ns), true }
@@ -273,7 +284,12 @@ func runPeer(args []string, cio cli.IO) int {
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
 	stopClientTokens := func(context.Context) error { return nil }
 	if clientTokens != nil {
-		stopClientTokens = node.Go(func(ctx context.Context) { clientTokens.Run(ctx, clk, time.Second, nil) })
+		stopClientTokens = node.Go(func(ctx context.Context) {
+			done := make(chan struct{})
+			go func() { defer close(done); clientAuth.Run(ctx) }()
+			clientTokens.Run(ctx, clk, time.Second, nil)
+			<-done
+		})
 	}
 	failed := make(chan error, 2)
 	admin.Start(log, failed)
@@ -325,11 +341,11 @@ func runPeer(args []string, cio cli.IO) int {
 	return exit
 }
 
-// tokenWatch lets a blocked peer (§15.1) come back when its credentials change: refused
-// with 401/403 (after a rotation the peer authenticates again once at once, with the token
-// it has then — see ws.Peer), it stays blocked until the token file holds a different token
-// than the one last presented, or SIGHUP. The token itself is never logged or kept beyond
-// its hash.
+// tokenWatch lets a blocked peer (docs/protocol.md#peer-connection-states) come back when
+// its credentials change: refused with 401/403 (after a rotation the peer authenticates
+// again once at once, with the token it has then — see ws.Peer), it stays blocked until the
+// token file holds a different token than the one last presented, or SIGHUP. The token
+// itself is never logged or kept beyond its hash.
 type tokenWatch struct {
 	inner ws.TokenSource
 	file  string

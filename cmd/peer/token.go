@@ -19,6 +19,7 @@ var tokenCommands = cli.Group{
 	Commands: []cli.Command{
 		{Name: "add", Summary: "create an editor's client token, print it once (the peer keeps only its hash)", Run: tokenAdd},
 		{Name: "list", Summary: "list the editors with their token hashes and grants", Run: tokenList},
+		{Name: "change", Summary: "give an editor's client token other namespaces or access; the token stays the same", Run: tokenChange},
 		{Name: "remove", Summary: "remove an editor's client tokens; its editors are closed", Run: tokenRemove},
 	},
 }
@@ -45,7 +46,7 @@ func parseTokenFlags(f *cli.Flags, args []string, cio cli.IO) (int, bool) {
 }
 
 func tokenAdd(args []string, cio cli.IO) int {
-	f, path := tokenFlags("add", "--data DIR --client NAME [--namespace ns-…|*]... [--read-only]",
+	f, path := tokenFlags("add", "--data DIR --client NAME [--namespace ns-…|*]... [--read-only] [--expires 24h]",
 		"Creates a random client token for an editor, stores only its SHA-256 in the peer's tokens file and prints "+
 			"the token once, on stdout. Editors present it as ?token=… on ws://HOST:8791/v1/yjs/{namespaceId} (or an "+
 			"Authorization: Bearer header); the editor page is http://HOST:8791/edit/{namespaceId}?token=….")
@@ -53,13 +54,14 @@ func tokenAdd(args []string, cio cli.IO) int {
 	var namespaces node.StringList
 	f.Var(&namespaces, "namespace", "a `namespace` the editor may open (ns-…), or * for all (repeatable or comma-separated; default *)")
 	readOnly := f.Bool("read-only", false, "the editor may read but not change documents")
+	expires := f.Duration("expires", 0, "the token stops working after this `DURATION` (24h, 90m); default never; open editors are closed then")
 	if code, ok := parseTokenFlags(f, args, cio); !ok {
 		return code
 	}
 	if *client == "" {
 		return f.Mistake(cio, "--client is required")
 	}
-	return node.RunClientToken("peer token", "add", path(), *client, namespaces, *readOnly, "", cio.Stdout, cio.Stderr)
+	return node.RunClientToken("peer token", "add", path(), *client, namespaces, *readOnly, *expires, "", cio.Stdout, cio.Stderr)
 }
 
 func tokenList(args []string, cio cli.IO) int {
@@ -90,5 +92,17 @@ func tokenRemove(args []string, cio cli.IO) int {
 	if *client == "" {
 		return f.Mistake(cio, "--client is required")
 	}
-	return node.RunClientToken("peer token", "remove", path(), *client, nil, false, *prefix, cio.Stdout, cio.Stderr)
+	return node.RunClientToken("peer token", "remove", path(), *client, nil, false, 0, *prefix, cio.Stdout, cio.Stderr)
+}
+
+func tokenChange(args []string, cio cli.IO) int {
+	f, path := tokenFlags("change", "--data DIR --client NAME [--namespace ns-…|*]... [--read-only|--read-write]",
+		"Gives an editor's client token other namespaces (the list replaces the old one) or another access, and keeps "+
+			"the token: an editor given a second namespace goes on with the token it has. A running peer applies the "+
+			"change within a second; editors of namespaces the token no longer opens are closed.")
+	c := node.RegisterClientChange(f)
+	if code, ok := parseTokenFlags(f, args, cio); !ok {
+		return code
+	}
+	return node.RunClientChange("peer token", path(), c, f, cio)
 }

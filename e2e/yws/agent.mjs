@@ -1,11 +1,13 @@
 // An editor agent for the Go end-to-end tests: stock y-websocket 3.x WebsocketProvider
-// editors (with the `ws` package as the WebSocket) driven over stdin/stdout, one JSON
+// editors (with the `ws` package as the WebSocket) — and the signed tokens an application's
+// server mints for them with the `jose` package — driven over stdin/stdout, one JSON
 // request per line, {"id":N,"op":"…",…}; each answer is one line {"id":N,"ok":true,
 // "result":…} or {"id":N,"ok":false,"error":"…"}. Requests run concurrently (a wait does
 // not block the next request). The agent exits when stdin closes.
 import * as Y from 'yjs'
 import { WebsocketProvider } from 'y-websocket'
 import WebSocket from 'ws'
+import * as jose from 'jose'
 import * as readline from 'node:readline'
 
 const editors = new Map() // name → { doc, provider, events }
@@ -112,6 +114,28 @@ const ops = {
   async waitEvent ({ name, type, timeoutMs }) {
     const e = editor(name)
     return await waitUntil(name + ' ' + type, timeoutMs, () => e.events.find((ev) => ev.type === type))
+  },
+  // mint: a signed token (JWT) made with jose as an application's server would: alg, the
+  // key (a private JWK, or secret: the HS256 secret as a string), kid, and the claims;
+  // expiresIn (e.g. '1h', '3s') sets exp and iat unless the claims give them.
+  async mint ({ alg, jwk, secret, kid, claims, expiresIn }) {
+    const key = secret !== undefined ? new TextEncoder().encode(secret) : await jose.importJWK(jwk, alg)
+    const header = { alg, typ: 'JWT' }
+    if (kid) header.kid = kid
+    const jwt = new jose.SignJWT(claims).setProtectedHeader(header)
+    if (claims.iat === undefined) jwt.setIssuedAt()
+    if (claims.exp === undefined && expiresIn) jwt.setExpirationTime(expiresIn)
+    return await jwt.sign(key)
+  },
+  // retoken: what an application does when the node closed its editor with 4401 (its token
+  // expired or was revoked): the provider gets a fresh token and connects again; it
+  // resolves once synced.
+  async retoken ({ name, token, timeoutMs }) {
+    const e = editor(name)
+    e.provider.params = { ...e.provider.params, token }
+    e.provider.connect()
+    await waitUntil(name + ' synced again', timeoutMs, () => e.provider.wsconnected && e.provider.synced)
+    return null
   },
   async close ({ name }) {
     const e = editor(name)

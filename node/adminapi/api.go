@@ -47,7 +47,8 @@ import (
 )
 
 // Targets is the peer's target list as the admin API manages it: the namespace layer's
-// TargetController behind a store that remembers the targets across restarts (§21).
+// TargetController behind a store that remembers the targets across restarts
+// (docs/protocol.md#restart-and-shutdown).
 type Targets interface {
 	Targets() []namespace.TargetStatus
 	Target(namespaceID string) (namespace.TargetStatus, bool)
@@ -148,6 +149,12 @@ type Options struct {
 	// Log reports how this node of a hub cluster follows a namespace's log (false when the
 	// process is not a cluster node or does not have the namespace loaded).
 	Log func(namespaceID string) (LogJSON, bool)
+	// Clients, when set, manages the editors' credentials (/v1/clients): a node whose
+	// client listener checks them (--client-auth token).
+	Clients Clients
+	// EditorList lists the editors connected to a namespace (GET /v1/namespaces/{id} and
+	// the dashboard show who: users and client names, never tokens).
+	EditorList func(namespaceID string) []EditorJSON
 	// UI, when set, serves the dashboard at GET / and GET /ui/…: pages and assets anyone
 	// may load (they hold no data; the data routes they call require the token).
 	UI http.Handler
@@ -295,6 +302,12 @@ func (a *API) routes() {
 	m.HandleFunc("GET /v1/status", a.getStatus)
 	m.HandleFunc("GET /v1/status/stream", a.statusStream)
 	m.HandleFunc("GET /v1/events", a.getEvents)
+	m.HandleFunc("POST /v1/clients", a.withClients(a.addClient))
+	m.HandleFunc("GET /v1/clients", a.withClients(a.listClients))
+	m.HandleFunc("PATCH /v1/clients/{name}", a.withClients(a.updateClient))
+	m.HandleFunc("DELETE /v1/clients/{name}", a.withClients(a.removeClient))
+	m.HandleFunc("POST /v1/clients/revoke", a.withClients(a.revokeClient))
+	m.HandleFunc("GET /v1/clients/revocations", a.withClients(a.listRevocations))
 	if a.opts.UI != nil {
 		m.Handle("GET /{$}", a.opts.UI)
 		m.Handle("GET /ui/", a.opts.UI)

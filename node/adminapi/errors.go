@@ -12,8 +12,9 @@ import (
 	"github.com/nomicore/nomicore/replication/namespace"
 )
 
-// Error codes of the admin API. Registry outcomes keep their §13.2 names (GUIDE §8); the
-// others name the HTTP-level condition.
+// Error codes of the admin API (README.md#admin-api). Registry outcomes keep the names of
+// their namespace errors (docs/protocol.md#namespace-errors); the others name the HTTP-level
+// condition.
 const (
 	CodeBadRequest        = "BAD_REQUEST"
 	CodeUnauthorized      = "UNAUTHORIZED"
@@ -57,6 +58,8 @@ const (
 	CodeDocumentTooLarge = "DOCUMENT_TOO_LARGE"
 	// CodeCrossOrigin: a request that changes something, sent by a page of another origin.
 	CodeCrossOrigin = "CROSS_ORIGIN"
+	// CodeClientExists: POST /v1/clients for a name that has a valid client token.
+	CodeClientExists = "CLIENT_EXISTS"
 	// CodeHostNotAllowed: a request to a token-less API addressed to a name that is not
 	// loopback.
 	CodeHostNotAllowed = "HOST_NOT_ALLOWED"

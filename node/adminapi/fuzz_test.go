@@ -25,8 +25,8 @@ import (
 )
 
 // fuzzStatuses is the status each error code may come with: the classification the admin
-// API promises (GUIDE §8 — 400 malformed input, 404 unknown, 409 a conflict with the
-// namespace's state, 503 not available now — and the HTTP meaning of the rest).
+// API promises (README.md#admin-api — 400 malformed input, 404 unknown, 409 a conflict with
+// the namespace's state, 503 not available now — and the HTTP meaning of the rest).
 // INTERNAL_ERROR (500) is not in it: an input the API did not classify is a failure.
 var fuzzStatuses = map[string][]int{
 	CodeBadRequest:           {http.StatusBadRequest},
@@ -46,6 +46,7 @@ var fuzzStatuses = map[string][]int{
 	CodeEpochMismatch:        {http.StatusConflict},
 	CodeSchemaMismatch:       {http.StatusConflict},
 	CodeConflict:             {http.StatusConflict},
+	CodeClientExists:         {http.StatusConflict},
 	CodeDocumentTooLarge:     {http.StatusRequestEntityTooLarge},
 	CodeCrossOrigin:          {http.StatusForbidden},
 	CodeHostNotAllowed:       {http.StatusForbidden},

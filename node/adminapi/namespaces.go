@@ -21,7 +21,7 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// Hub namespace states in the admin API (GUIDE §8).
+// Hub namespace states in the admin API (README.md#admin-api).
 const (
 	StateActive   = "active"
 	StateArchived = "archived"
@@ -97,8 +97,8 @@ func (a *API) lookupOpen(w http.ResponseWriter, r *http.Request) (requestedNames
 	return ns, nil, false
 }
 
-// Status is a namespace status object (GUIDE §8), with what the process knows of the
-// namespace's activity.
+// Status is a namespace status object (README.md#admin-api), with what the process knows of
+// the namespace's activity.
 type Status struct {
 	NamespaceID      string `json:"namespaceId"`
 	Owner            string `json:"owner,omitempty"`
@@ -122,6 +122,9 @@ type Status struct {
 	WriteBytes  *uint64    `json:"writeBytes,omitempty"`
 	LastWriteAt *time.Time `json:"lastWriteAt,omitempty"`
 	TargetFacts
+	// EditorList names the editors connected to the namespace on this node (GET
+	// /v1/namespaces/{id}, on a node with a client listener): who, never a token.
+	EditorList []EditorJSON `json:"editorList,omitempty"`
 	// Log (a node of a hub cluster that has the namespace loaded) is how far behind the
 	// cluster's log of the namespace this node is.
 	Log *LogJSON `json:"log,omitempty"`
@@ -303,6 +306,9 @@ func (a *API) namespaceStatus(ctx context.Context, id string) (Status, *Error) {
 		st.State = string(observer.ChannelClosed)
 	}
 	a.peerExtras(ns.id, &st.TargetFacts)
+	if a.opts.EditorList != nil {
+		st.EditorList = a.opts.EditorList(ns.id)
+	}
 	l, err := a.leases.open(ctx, ns.owner, ns.id)
 	if errors.Is(err, registry.ErrNotFound) && ns.target != nil {
 		return st, nil // a target not bootstrapped yet: its state only
@@ -575,8 +581,9 @@ type SchemaRequest struct {
 }
 
 // PUT /v1/namespaces/{id}/schema (hub): replace meta.schema; every peer re-arms it as the
-// namespace's active schema (§23.1). The body names the schema it replaces; a mismatch is 409
-// SCHEMA_MISMATCH (someone replaced it since it was read). Answers the new active schema.
+// namespace's active schema (docs/protocol.md#document-layout). The body names the schema it
+// replaces; a mismatch is 409 SCHEMA_MISMATCH (someone replaced it since it was read).
+// Answers the new active schema.
 func (a *API) replaceSchema(w http.ResponseWriter, r *http.Request) {
 	var req SchemaRequest
 	if e := readJSON(r, &req); e != nil {
@@ -638,10 +645,10 @@ type EpochRequest struct {
 	ExpectedEpoch *uint64 `json:"expectedEpoch"`
 }
 
-// POST /v1/namespaces/{id}/epoch (hub): the §11 epoch bump; every peer session of the old
-// epoch is fenced and its replica becomes conflicted until it is reset. The body must name
-// the current epoch ({"expectedEpoch":N}): a bump is never one stray request, and of two
-// operators bumping at once one gets 409 EPOCH_MISMATCH.
+// POST /v1/namespaces/{id}/epoch (hub): the epoch bump of docs/protocol.md#identity-fencing;
+// every peer session of the old epoch is fenced and its replica becomes conflicted until it
+// is reset. The body must name the current epoch ({"expectedEpoch":N}): a bump is never one
+// stray request, and of two operators bumping at once one gets 409 EPOCH_MISMATCH.
 func (a *API) bumpEpoch(w http.ResponseWriter, r *http.Request) {
 	var req EpochRequest
 	if e := readJSON(r, &req); e != nil {

@@ -141,7 +141,7 @@ func (a *API) removeTarget(w http.ResponseWriter, r *http.Request) {
 }
 
 // POST /v1/namespaces/{id}/reset (peer): archive the local replica and bootstrap again
-// (§16: the way out of conflicted).
+// (the way out of conflicted: docs/protocol.md#peer-namespace-states).
 func (a *API) reset(w http.ResponseWriter, r *http.Request) {
 	id, e := pathID(r)
 	if e != nil {

@@ -1,10 +1,10 @@
 // Package observertest helps tests assert what the replication layers emit. A
 // Recorder is an observer.Observer that keeps every event (safe for concurrent
 // use); AssertValid and AssertSafe check the recorded events against the
-// vocabulary and the safe-field rules of the contract (§23.3: events carry no
-// bytes, tokens, owners or free text); Problems and Scan do the same for one
-// event; Samples gives a hand-built valid event of every type, as inputs for
-// tests of renderings and adapters.
+// vocabulary and the safe-field rules of docs/protocol.md#safe-fields (events
+// carry no bytes, tokens, owners or free text); Problems and Scan do the same
+// for one event; Samples gives a hand-built valid event of every type, as inputs
+// for tests of renderings and adapters.
 //
 //	rec := &observertest.Recorder{}
 //	em := observer.NewEmitter(observer.SideHub, rec, clock)

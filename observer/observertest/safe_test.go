@@ -40,7 +40,7 @@ func TestS23_3_SamplesAreSafe(t *testing.T) {
 }
 
 // TestS23_3_AssertSafeCatchesEachKind proves the scan fails on every kind of
-// unsafe content §23.3 forbids.
+// unsafe content docs/protocol.md#safe-fields forbids.
 func TestS23_3_AssertSafeCatchesEachKind(t *testing.T) {
 	token, owner, schema, errText := sentinels[0], sentinels[1], sentinels[2], sentinels[3]
 	for _, c := range []struct {

@@ -1,10 +1,10 @@
 // Package promobs turns replication events into Prometheus metrics (the metrics
-// of §23.6) on a registerer the caller injects: New registers the collectors, and
-// the returned Metrics is the observer.Observer to attach to the hub's or peer's
-// emitters.
+// adapter of docs/protocol.md#adapters) on a registerer the caller injects: New
+// registers the collectors, and the returned Metrics is the observer.Observer to
+// attach to the hub's or peer's emitters.
 //
-// Labels come only from {side, type, code, cause, reason, apply_effect} (GUIDE
-// §9; apply_effect is applyEffect in Prometheus snake_case). Every label value is
+// Labels come only from {side, type, code, cause, reason, apply_effect}
+// (apply_effect is applyEffect in Prometheus snake_case). Every label value is
 // a member of a closed vocabulary — unknown codes fold to INTERNAL_ERROR,
 // anything else invalid becomes "invalid" — so series are bounded however many
 // namespaces, connections or peers there are. namespaceId, connectionId,

@@ -1,7 +1,7 @@
 // Package slogobs writes replication events to a log/slog logger as structured
 // lines, for the JSON logs of the hub and peer binaries (the log policy of
-// §23.6). New wraps a *slog.Logger; the returned Logger is the observer.Observer
-// to attach to the emitters.
+// docs/protocol.md#adapters). New wraps a *slog.Logger; the returned Logger is
+// the observer.Observer to attach to the emitters.
 //
 // Policy. Every event that is not per-frame (state changes, failures, resyncs,
 // drops, aborts, schema re-arms, backoff, goaway, auth rejections) is one line:

@@ -90,3 +90,14 @@ func Say(format string, args ...any) {
 	defer sayMu.Unlock()
 	os.Stdout.Write(fmt.Appendf(nil, format+"\n", args...))
 }
+
+// NoteFlushed reads a child's report "flushed <i> <n>" (namespace i is durable through n, as
+// the child counts) into durable: durable[i] is raised to n. Other lines, and an i outside
+// durable, change nothing.
+func NoteFlushed(durable []uint64, line string) {
+	var i int
+	var n uint64
+	if _, err := fmt.Sscanf(line, "flushed %d %d", &i, &n); err == nil && i >= 0 && i < len(durable) {
+		durable[i] = max(durable[i], n)
+	}
+}

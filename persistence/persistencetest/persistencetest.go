@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/persistence"
 )
 
@@ -101,18 +102,9 @@ var t0 = time.Date(2026, 9, 22, 10, 0, 0, 123456789, time.UTC)
 
 func ns(i int) string { return fmt.Sprintf("ns-%032x", i) }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return testkit.Context(t, 20*time.Second) }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+var must = testkit.Must
 
 func wantErr(t *testing.T, err, want error) {
 	t.Helper()

@@ -6,16 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// The bootstrap timer (bootstrapTimeoutMs, §18) while a chunked snapshot (§8.1) moves: it
-// does not end a bootstrap whose snapshot keeps moving, however long the transfer takes; a
-// snapshot that stops moving, or never starts, still ends it. The single-frame cases are
-// TestS8_HubBootstrapTimeout and TestS18_PeerTimeoutsRebuildTheConnection.
+// The bootstrap timer (bootstrapTimeoutMs, docs/protocol.md#timeouts) while a chunked snapshot
+// (docs/protocol.md#bootstrap-steps) moves: it does not end a bootstrap whose snapshot keeps
+// moving, however long the transfer takes; a snapshot that stops moving, or never starts,
+// still ends it. The single-frame cases are TestS8_HubBootstrapTimeout and
+// TestS18_PeerTimeoutsRebuildTheConnection.
 
 // slowSnapshotConfig is chunkConfig with room for snapshots of up to 48 chunks, and no ping
 // for an hour: these tests move the fake clock by minutes faster than a ping's answer,
@@ -95,7 +97,7 @@ func TestS8_1_HubTimesOutASnapshotThatNeverStarts(t *testing.T) {
 	expect[*protocol.OpenOK](w)
 	frames := []protocol.Frame{w.recv()} // the first chunk: the transfer is under way
 	w.send(&protocol.OpenNamespace{NamespaceID: waiting})
-	eventually(t, "the second bootstrap", func() bool {
+	testkit.Eventually(t, wait, "the second bootstrap", func() bool {
 		return slices.Contains(channelPath(f.rec, observer.SideHub, waiting), observer.ChannelBootstrapping)
 	})
 	frames = append(frames, w.barrier()...) // both timers are armed
@@ -194,7 +196,7 @@ func sendChunk(t *testing.T, f *nsPeer, w *wire, ns protocol.NamespaceID, sp *pr
 		return seq
 	}
 	want := namespace.TransferProgress{Kind: protocol.KindSnapshot, BytesReceived: int(c.ChunkIndex+1) * f.cfg.MaxUpdateBytes, TotalBytes: total}
-	eventually(t, "the chunk received", func() bool {
+	testkit.Eventually(t, wait, "the chunk received", func() bool {
 		st, _ := f.tc.Target(ns.String())
 		return st.Progress != nil && *st.Progress == want
 	})

@@ -12,9 +12,10 @@ import (
 )
 
 // channel is one namespace on one connection: its state machine (the peer's namespace
-// states of §16, or the hub's nine), its registry lease and replication session, its
-// outbound window and queue, its sync round and its close handshake. hubChannel and
-// peerChannel embed it and add what only their side keeps (channelRole).
+// states or the hub's nine, docs/protocol.md#namespace-states), its registry lease and
+// replication session, its outbound window and queue, its sync round and its close
+// handshake. hubChannel and peerChannel embed it and add what only their side keeps
+// (channelRole).
 //
 // Its fields belong to the connection's owner goroutine, except pullScheduled, which the
 // registry's sequencer goroutine sets (notify), and pullFn, which it reads (set once, before
@@ -244,9 +245,9 @@ func (c *channel) emitConflicted(via observer.ConflictVia) {
 
 // sendError answers with a namespace ERROR of code (about the frame with sequence rel, if
 // not 0) and takes the channel to the terminal state the error registry gives the code
-// (§13.2). cause is the namespace-failed cause when that state is failed. On the hub, an
-// opening channel answers each waiting OPEN_NAMESPACE with it instead: each gets its own
-// answer.
+// (docs/protocol.md#namespace-errors). cause is the namespace-failed cause when that state
+// is failed. On the hub, an opening channel answers each waiting OPEN_NAMESPACE with it
+// instead: each gets its own answer.
 func (c *channel) sendError(code protocol.ErrorCode, rel uint32, cause observer.FailedCause) {
 	if c.ended() {
 		return
@@ -322,9 +323,9 @@ func (c *channel) violation(f protocol.Frame) {
 }
 
 // accepts decides what happens to a frame that starts or continues work, by the close
-// handshake (§12, §16): after this side sent CLOSE_NAMESPACE the remote may still send what
-// it sent before it learnt (dropped silently); after the remote sent one, it must send
-// nothing new (a violation). Ended channels drop everything.
+// handshake (docs/protocol.md#closing-a-namespace): after this side sent CLOSE_NAMESPACE the
+// remote may still send what it sent before it learnt (dropped silently); after the remote
+// sent one, it must send nothing new (a violation). Ended channels drop everything.
 func (c *channel) accepts(f protocol.Frame) bool {
 	switch {
 	case c.ended():

@@ -12,10 +12,10 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// This file is the receiving half of chunked transfers (§8.1, §9.2, §10.3): the remote's
-// UPDATE_CHUNK frames — a live update, the hub's snapshot, a sync round's diff — put back
-// together by the connection's assembler, which checks every chunk and allocates a
-// transfer's buffer once, from declared sizes it has checked against the caps. A complete
+// This file is the receiving half of chunked transfers (docs/protocol.md#receiver-rules):
+// the remote's UPDATE_CHUNK frames — a live update, the hub's snapshot, a sync round's diff
+// — put back together by the connection's assembler, which checks every chunk and allocates
+// a transfer's buffer once, from declared sizes it has checked against the caps. A complete
 // transfer takes the path of its single-frame form (an UPDATE's apply, a bootstrap's import,
 // a Step2's apply) and is acknowledged the same way, naming its last chunk. An assembly that
 // stalls for assemblyTimeoutMs is discarded and ends as its kind says: a live update or a
@@ -82,7 +82,7 @@ func (n *nsConn) armAssemblyTimer() {
 }
 
 // assemblyTimerFired discards every assembly that received no chunk for assemblyTimeoutMs
-// (§18) and ends each as its kind says.
+// and ends each as its kind says.
 func (n *nsConn) assemblyTimerFired() {
 	n.asmTimer = nil
 	aborts := n.asm.Expire()
@@ -288,10 +288,11 @@ func (c *channel) aborted(a protocol.Abort, report, remember bool) {
 	}
 }
 
-// assemblyExpired ends an assembly that stalled for assemblyTimeoutMs (§18): a live update
-// resyncs (RESYNC_REQUIRED{UPDATE_TRANSFER_EXPIRED}), a diff gives up its round
-// (RESYNC_REQUIRED{SYNC_TRANSFER_EXPIRED}, and the peer starts another), a snapshot fails the
-// bootstrap.
+// assemblyExpired ends an assembly that stalled for assemblyTimeoutMs
+// (docs/protocol.md#transfer-errors): a live update resyncs
+// (RESYNC_REQUIRED{UPDATE_TRANSFER_EXPIRED}), a diff gives up its round
+// (RESYNC_REQUIRED{SYNC_TRANSFER_EXPIRED}, and the peer starts another), a snapshot fails
+// the bootstrap.
 func (c *channel) assemblyExpired(a protocol.Abort) {
 	c.aborted(a, true, true)
 	if c.ended() || c.closing() {

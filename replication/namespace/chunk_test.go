@@ -8,6 +8,7 @@ import (
 
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/replication/namespace"
@@ -15,16 +16,17 @@ import (
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
-// Chunked transfers (§8.1, §9.2, §10.3) through the namespace layer, frame by frame: the
-// hub's and the peer's sending and receiving of snapshots, sync diffs and live updates too
-// large for one frame, the contract's codes for bad chunks, the assembly timeout, and the
-// partial assemblies a close, a fence, a revocation or a lost connection discards.
+// Chunked transfers (docs/protocol.md#bootstrap-steps, docs/protocol.md#sync_step2,
+// docs/protocol.md#chunked-transfers) through the namespace layer, frame by frame: the hub's
+// and the peer's sending and receiving of snapshots, sync diffs and live updates too large for
+// one frame, the contract's codes for bad chunks, the assembly timeout, and the partial
+// assemblies a close, a fence, a revocation or a lost connection discards.
 
 // chunkConfig is the v2 generation with the small limits: chunks of 1 KiB, live updates of
 // up to 8 KiB, snapshots and diffs of up to 16 KiB (as the binaries, larger than a live
 // update), a window of 4.
 func chunkConfig(t testing.TB) protocol.Config {
-	c := smallConfig(t)
+	c := wstest.SmallConfig(t)
 	c.MaxInFlightUpdates = 4
 	c.MaxChunkedBootstrapBytes, c.MaxChunkedSyncDiffBytes = 16<<10, 16<<10
 	must(t, c.Validate())
@@ -120,7 +122,8 @@ func hubAnswer(w *wire, id uint32) (diff []byte, diffSeq uint32, chunked bool, h
 
 // TestS8_1_HubSendsAChunkedSnapshot: a snapshot over maxBootstrapBytes leaves as UPDATE_CHUNK
 // frames of kind snapshot, the first carrying the OPEN_OK identity; BOOTSTRAP_ACK names the
-// last chunk; chunked-snapshot-sent and -acked replace bootstrap-snapshot-sent (§8.1, §23.1).
+// last chunk; chunked-snapshot-sent and -acked replace bootstrap-snapshot-sent
+// (docs/protocol.md#bootstrap-steps, docs/protocol.md#events).
 func TestS8_1_HubSendsAChunkedSnapshot(t *testing.T) {
 	f := newNSHub(t, chunkConfig(t), persistence.Options{})
 	ns, id := f.create()
@@ -217,7 +220,7 @@ func TestS10_3_HubChunkedLiveUpdates(t *testing.T) {
 	if appOf(t, f.reg, ns)["peer"] != big5k || doc.app()["hub"] != big5k {
 		t.Fatal("not applied")
 	}
-	eventually(t, "chunked-update-acked", func() bool { return f.rec.Count(observer.TypeChunkedUpdateAcked) == 1 })
+	testkit.Eventually(t, wait, "chunked-update-acked", func() bool { return f.rec.Count(observer.TypeChunkedUpdateAcked) == 1 })
 	if ap := eventsOf[observer.ChunkedUpdateApplied](f.rec, observer.SideHub); len(ap) != 1 || ap[0].ChunkCount != sp.ChunkCount() || ap[0].Bytes != len(u) {
 		t.Fatalf("chunked-update-applied %+v", ap)
 	}
@@ -228,9 +231,10 @@ func TestS10_3_HubChunkedLiveUpdates(t *testing.T) {
 	}
 }
 
-// TestS10_3_HubRefusesBadChunks: every first-chunk and follow-up rule of §10.3 with the
-// contract's code per kind; the namespace fails and the connection goes on. Declared sizes
-// over the caps are refused before anything is allocated for them.
+// TestS10_3_HubRefusesBadChunks: every first-chunk and follow-up rule of
+// docs/protocol.md#chunked-transfers with the contract's code per kind; the namespace fails
+// and the connection goes on. Declared sizes over the caps are refused before anything is
+// allocated for them.
 func TestS10_3_HubRefusesBadChunks(t *testing.T) {
 	cfg := chunkConfig(t)
 	f := newNSHub(t, cfg, persistence.Options{})
@@ -336,14 +340,14 @@ func TestS17_AssembliesPerConnection(t *testing.T) {
 			t.Fatalf("ack %+v", ack)
 		}
 	}
-	eventually(t, "no assembly left", func() bool { return f.nsl.Assemblies() == 0 })
+	testkit.Eventually(t, wait, "no assembly left", func() bool { return f.nsl.Assemblies() == 0 })
 }
 
 // TestS18_HubAssemblyTimeout: a live update's assembly that stalls for assemblyTimeoutMs is
 // discarded (chunked-update-aborted{timeout}) and declared with
 // RESYNC_REQUIRED{UPDATE_TRANSFER_EXPIRED}, non-terminal: the rest of its chunks are dropped
 // and the next round repairs. A stalled diff gives up its round with SYNC_TRANSFER_EXPIRED
-// and the peer's next round completes (§18).
+// and the peer's next round completes (docs/protocol.md#timeouts).
 func TestS18_HubAssemblyTimeout(t *testing.T) {
 	cfg := chunkConfig(t)
 	f := newNSHub(t, cfg, persistence.Options{})
@@ -353,7 +357,7 @@ func TestS18_HubAssemblyTimeout(t *testing.T) {
 		ns, doc := f.liveNS(w, 200)
 		sp := w.splitter(protocol.KindLiveUpdate, ns, doc.set("x", big5k), protocol.Binding{})
 		w.sendFirst(sp)
-		eventually(t, "assembly", func() bool { return f.nsl.Assemblies() == 1 })
+		testkit.Eventually(t, wait, "assembly", func() bool { return f.nsl.Assemblies() == 1 })
 		f.clk.Advance(cfg.AssemblyTimeout)
 		if r, _ := expect[*protocol.ResyncRequired](w); r.ReasonCode != protocol.ResyncUpdateTransferExpired || r.NamespaceID != ns {
 			t.Fatalf("RESYNC_REQUIRED %+v", r)
@@ -386,7 +390,7 @@ func TestS18_HubAssemblyTimeout(t *testing.T) {
 		w.send(&protocol.SyncApplied{NamespaceID: ns, SyncRoundID: 3, AckedSequence: diffSeq})
 		sp := w.splitter(protocol.KindSyncDiff, ns, doc.diff(hub1.StateVector), protocol.Binding{SyncRoundID: 3})
 		w.sendFirst(sp)
-		eventually(t, "assembly", func() bool { return f.nsl.Assemblies() == 1 })
+		testkit.Eventually(t, wait, "assembly", func() bool { return f.nsl.Assemblies() == 1 })
 		f.clk.Advance(cfg.AssemblyTimeout)
 		if r, _ := expect[*protocol.ResyncRequired](w); r.ReasonCode != protocol.ResyncSyncTransferExpired {
 			t.Fatalf("RESYNC_REQUIRED %+v", r)
@@ -415,13 +419,13 @@ func TestS10_3_HubTeardownDiscardsAssemblies(t *testing.T) {
 	partial := func(client uint32) protocol.NamespaceID {
 		ns, doc := f.liveNS(w, client)
 		w.sendFirst(w.splitter(protocol.KindLiveUpdate, ns, doc.set("x", big5k), protocol.Binding{}))
-		eventually(t, "assembly", func() bool { return f.nsl.Assemblies() == 1 })
+		testkit.Eventually(t, wait, "assembly", func() bool { return f.nsl.Assemblies() == 1 })
 		return ns
 	}
 	// aborts returns the chunked-update-aborted events once there are n: they follow the
 	// frame that ended the namespace on the hub's goroutine.
 	aborts := func(n int) []observer.ChunkedUpdateAborted {
-		eventually(t, "chunked-update-aborted", func() bool {
+		testkit.Eventually(t, wait, "chunked-update-aborted", func() bool {
 			return len(eventsOf[observer.ChunkedUpdateAborted](f.rec, observer.SideHub)) >= n
 		})
 		return eventsOf[observer.ChunkedUpdateAborted](f.rec, observer.SideHub)
@@ -455,7 +459,7 @@ func TestS10_3_HubTeardownDiscardsAssemblies(t *testing.T) {
 
 	ns = partial(203)
 	hubEnd.Drop()
-	eventually(t, "the connection's assembly discarded", func() bool { return f.nsl.Assemblies() == 0 })
+	testkit.Eventually(t, wait, "the connection's assembly discarded", func() bool { return f.nsl.Assemblies() == 0 })
 	if ab := aborts(3); len(ab) != 3 || ab[2].Reason != observer.AbortConnectionTeardown || ab[2].NamespaceID != ns.String() {
 		t.Fatalf("after the connection dropped: %+v", ab)
 	}
@@ -474,7 +478,7 @@ func TestS8_1_HubCloseStopsTheSnapshot(t *testing.T) {
 	first := w.recv().Message.(*protocol.UpdateChunk)
 	w.send(&protocol.CloseNamespace{NamespaceID: ns, ReasonCode: "remove"})
 	// Read on only once the hub took the close: reading lets the paused pump go on.
-	eventually(t, "closing", func() bool {
+	testkit.Eventually(t, wait, "closing", func() bool {
 		return slices.Contains(channelPath(f.rec, observer.SideHub, ns), observer.ChannelClosing)
 	})
 	got := 1
@@ -515,7 +519,7 @@ func TestS9_4_ResyncWaitsForTheRoundsEnd(t *testing.T) {
 	for i := 0; i*600 <= cfg.MaxQueuedUpdateBytes; i++ {
 		must(t, writeLocal(t, f.reg, ns, local.set(strings.Repeat("k", i+1), strings.Repeat("v", 600))))
 	}
-	eventually(t, "resync-required", func() bool { return len(eventsOf[observer.ResyncRequired](f.rec, observer.SideHub)) == 1 })
+	testkit.Eventually(t, wait, "resync-required", func() bool { return len(eventsOf[observer.ResyncRequired](f.rec, observer.SideHub)) == 1 })
 	w.quiet() // no RESYNC_REQUIRED yet
 	w.send(&protocol.SyncApplied{NamespaceID: ns, SyncRoundID: 2, AckedSequence: diffSeq})
 	last := w.sendRest(sp)
@@ -545,7 +549,7 @@ func TestS8_1_PeerImportsAChunkedSnapshot(t *testing.T) {
 	w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeBootstrap, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
 	sp := w.splitter(protocol.KindSnapshot, ns, snap, protocol.Binding{ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
 	w.sendFirst(sp)
-	eventually(t, "progress", func() bool {
+	testkit.Eventually(t, wait, "progress", func() bool {
 		st, _ := f.tc.Target(ns.String())
 		return st.Progress != nil && *st.Progress == namespace.TransferProgress{Kind: protocol.KindSnapshot, BytesReceived: cfg.MaxUpdateBytes, TotalBytes: len(snap)}
 	})
@@ -589,7 +593,7 @@ func TestS8_1_PeerSnapshotStall(t *testing.T) {
 	w.send(&protocol.OpenOK{NamespaceID: ns, Mode: protocol.ModeBootstrap, ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch})
 	bind := protocol.Binding{ReplicationID: id.ReplicationID, ReplicationEpoch: id.Epoch}
 	w.sendFirst(w.splitter(protocol.KindSnapshot, ns, snap, bind))
-	eventually(t, "assembly", func() bool { return f.tc.Assemblies() == 1 })
+	testkit.Eventually(t, wait, "assembly", func() bool { return f.tc.Assemblies() == 1 })
 	f.clk.Advance(cfg.AssemblyTimeout)
 	nf := waitFailed(t, f.rec, observer.SidePeer, ns, observer.FailedBootstrapTimeout)
 	if ms, _ := nf.TimeoutMs.Get(); ms != uint64(cfg.AssemblyTimeout.Milliseconds()) {
@@ -659,7 +663,7 @@ func TestS9_2_PeerChunkedDiffsBothWays(t *testing.T) {
 	s1, s1seq := expect[*protocol.SyncStep1](w)
 	sp := w.splitter(protocol.KindSyncDiff, ns, hubDoc.diff(s1.StateVector), protocol.Binding{SyncRoundID: s1.SyncRoundID})
 	w.sendFirst(sp)
-	eventually(t, "progress", func() bool {
+	testkit.Eventually(t, wait, "progress", func() bool {
 		st, _ := f.tc.Target(ns.String())
 		return st.Progress != nil && st.Progress.Kind == protocol.KindSyncDiff && st.Progress.BytesReceived == cfg.MaxUpdateBytes
 	})

@@ -5,9 +5,10 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// This file is the close handshake of a namespace (§12): one side sends CLOSE_NAMESPACE, the
-// other lets the applies it admitted settle and answers CLOSE_OK; crossed closes are both
-// answered, and closeTimeoutMs without an answer ends the channel anyway.
+// This file is the close handshake of a namespace (docs/protocol.md#closing-a-namespace):
+// one side sends CLOSE_NAMESPACE, the other lets the applies it admitted settle and answers
+// CLOSE_OK; crossed closes are both answered, and closeTimeoutMs without an answer ends the
+// channel anyway.
 
 // Reason codes of CLOSE_NAMESPACE.
 const (

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/persistence"
@@ -27,6 +28,7 @@ import (
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -34,7 +36,7 @@ import (
 // with its own bbolt store in a temporary directory, the real clock, and one recorder for
 // every event of every instance.
 
-// Sentinels: none of these may appear in any event (§23.3).
+// Sentinels: none of these may appear in any event (docs/protocol.md#safe-fields).
 const (
 	hubOwner  = "tenant-hub-owner"
 	peerOwner = "tenant-peer-owner"
@@ -152,7 +154,8 @@ func (c *cluster) startHub() {
 	c.hub.Store(&hubNode{store: st, reg: reg, nsl: nsl, hub: hub})
 }
 
-// stopHub shuts the hub down in the §21 order: replication, registry, store.
+// stopHub shuts the hub down in the docs/protocol.md#restart-and-shutdown order: replication,
+// registry, store.
 func (c *cluster) stopHub() {
 	c.t.Helper()
 	h := c.hub.Swap(nil)
@@ -192,8 +195,8 @@ func (p *peerNode) start(targets ...namespace.Target) {
 	p.peer.Start()
 }
 
-// stop shuts the peer down in the §21 order: connection, namespace layer, registry, store.
-// It returns the targets, for a restart.
+// stop shuts the peer down in the docs/protocol.md#restart-and-shutdown order: connection,
+// namespace layer, registry, store. It returns the targets, for a restart.
 func (p *peerNode) stop() []namespace.Target {
 	if p.peer == nil {
 		return nil
@@ -457,7 +460,7 @@ func writeAll(t testing.TB, ws []*writer, n int) {
 // waitProgress waits until the writers applied n writes in all.
 func waitProgress(t testing.TB, ws []*writer, n int64) {
 	t.Helper()
-	eventually(t, "writes applied", func() bool {
+	testkit.Eventually(t, wait, "writes applied", func() bool {
 		var sum int64
 		for _, w := range ws {
 			sum += w.progress.Load()
@@ -581,7 +584,7 @@ func (c *cluster) dialWire(id string) *wire {
 	conn.SetReadLimit(int64(c.cfg.MaxFrameBytes))
 	c.t.Cleanup(func() { _ = conn.CloseNow() })
 	w := newWire(c.t, wsMessenger{conn}, c.cfg)
-	h := hello()
+	h := wstest.Hello(peerID, hubID)
 	h.PeerInstanceID = id
 	h.OptionalCapabilities = 0
 	w.send(h)

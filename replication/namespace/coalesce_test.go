@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/replication/namespace"
@@ -186,7 +187,7 @@ func (ww *wideWindow) flow() ws.Flow {
 // the channel after the write returns).
 func (ww *wideWindow) reached(sentBefore uint64, n int) {
 	ww.t.Helper()
-	eventually(ww.t, "the writes at the connection", func() bool {
+	testkit.Eventually(ww.t, wait, "the writes at the connection", func() bool {
 		fl := ww.flow()
 		return fl.UpdatesSent-sentBefore+uint64(fl.QueuedUpdates) >= uint64(n)
 	})

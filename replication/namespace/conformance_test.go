@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/persistence/persistencetest"
@@ -15,10 +16,10 @@ import (
 // that an earlier version of the layer broke.
 
 // TestS9_4_PeerAckTimeoutWhileWaitingForItsWindow: a peer in needs-resync waits for its
-// in-flight window before it starts the round (§9.4); when the window ends by an ACK
-// timeout instead of acknowledgements (§18: given up, not resent), the round must start
-// then — the given-up acknowledgements never reach the namespace again, so waiting for them
-// would leave the namespace in needs-resync for good.
+// in-flight window before it starts the round (docs/protocol.md#resync); when the window ends
+// by an ACK timeout instead of acknowledgements (docs/protocol.md#timeouts: given up, not
+// resent), the round must start then — the given-up acknowledgements never reach the namespace
+// again, so waiting for them would leave the namespace in needs-resync for good.
 func TestS9_4_PeerAckTimeoutWhileWaitingForItsWindow(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)
@@ -43,8 +44,8 @@ func TestS9_4_PeerAckTimeoutWhileWaitingForItsWindow(t *testing.T) {
 
 // TestS23_1_PeerDegradedStep2IsOneBypassEvent: every successful apply is reported by exactly
 // one event, and a degraded one — from any source, a Step2 diff included — by
-// degraded-bypass-applied (§23.1 "apply 成功路径互斥规则", §23.5), never also by
-// sync-diff-applied.
+// degraded-bypass-applied (docs/protocol.md#events "apply 成功路径互斥规则",
+// docs/protocol.md#degraded-bypass), never also by sync-diff-applied.
 func TestS23_1_PeerDegradedStep2IsOneBypassEvent(t *testing.T) {
 	var faults persistencetest.Faults
 	f := newNSPeerWith(t, nsConfig(t), persistence.Options{CommitHook: faults.Hook, RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
@@ -53,7 +54,7 @@ func TestS23_1_PeerDegradedStep2IsOneBypassEvent(t *testing.T) {
 	defer faults.Fail(false)
 	w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("first", 1.0)})
 	expect[*protocol.UpdateAck](w)
-	eventually(t, "the store failing", func() bool { return !f.store.Healthy() })
+	testkit.Eventually(t, wait, "the store failing", func() bool { return !f.store.Healthy() })
 
 	// A round whose hub diff carries a change the peer lacks.
 	hubDoc.set("in-diff", 2.0)
@@ -82,7 +83,7 @@ func TestS23_1_PeerDegradedStep2IsOneBypassEvent(t *testing.T) {
 		t.Fatal("the hub diff was not applied")
 	}
 	var bypass []uint32
-	eventually(t, "degraded-bypass-applied for the Step2", func() bool {
+	testkit.Eventually(t, wait, "degraded-bypass-applied for the Step2", func() bool {
 		bypass = nil
 		for _, e := range eventsOf[observer.DegradedBypassApplied](f.rec, observer.SidePeer) {
 			if e.Sequence == step2 {
@@ -127,9 +128,10 @@ func (g *gateClock) Now() time.Time {
 }
 
 // TestS12_S23_1_ApplySettledAfterOwnCloseIsReported: an UPDATE admitted before this side
-// sent CLOSE_NAMESPACE settles after it: it is not acknowledged (§12: the close does not wait
-// for acknowledgements), but the successful apply is still reported by exactly one
-// update-applied (§23.1), like a Step2 in the same position.
+// sent CLOSE_NAMESPACE settles after it: it is not acknowledged
+// (docs/protocol.md#closing-a-namespace: the close does not wait for acknowledgements), but
+// the successful apply is still reported by exactly one update-applied
+// (docs/protocol.md#events), like a Step2 in the same position.
 func TestS12_S23_1_ApplySettledAfterOwnCloseIsReported(t *testing.T) {
 	gate := newGateClock()
 	f := newNSPeerOpts(t, nsConfig(t), nsPeerOptions{stageClock: gate})
@@ -145,7 +147,7 @@ func TestS12_S23_1_ApplySettledAfterOwnCloseIsReported(t *testing.T) {
 		t.Fatalf("CLOSE_NAMESPACE %+v", closeNS)
 	}
 	close(gate.release)
-	eventually(t, "update-applied of the held apply", func() bool {
+	testkit.Eventually(t, wait, "update-applied of the held apply", func() bool {
 		for _, e := range eventsOf[observer.UpdateApplied](f.rec, observer.SidePeer) {
 			if e.NamespaceID == ns.String() && e.Sequence == seq {
 				return true

@@ -98,8 +98,8 @@ type nsConn struct {
 	// remote is the remote instance's id, the peer of the channels' replication sessions.
 	remote string
 	// degradedBypass: an apply to a degraded store is reported as degraded-bypass-applied
-	// (the peer applying hub updates in memory while its store cannot save, §20), not as an
-	// ordinary apply.
+	// (the peer applying hub updates in memory while its store cannot save,
+	// docs/protocol.md#degraded-bypass), not as an ordinary apply.
 	degradedBypass bool
 
 	// The remote's chunked transfers on this connection (its one inbound direction): the
@@ -210,8 +210,8 @@ func (n *nsConn) shed(ns protocol.NamespaceID) {
 	}
 }
 
-// drain closes the open channels with a CLOSE handshake (§6.3): nothing new starts on a
-// draining connection.
+// drain closes the open channels with a CLOSE handshake (docs/protocol.md#draining): nothing
+// new starts on a draining connection.
 func (n *nsConn) drain() {
 	// A draining connection delivers no more chunks: no transfer in progress completes.
 	n.discardAll(protocol.AbortConnectionTeardown)

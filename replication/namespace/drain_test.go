@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/auth"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
@@ -42,7 +43,7 @@ func TestS6_3_DrainsEndWithoutTheirDeadline(t *testing.T) {
 	} {
 		before := readies()
 		goAway()
-		eventually(t, "the peer back after the drain", func() bool { return readies() > before })
+		testkit.Eventually(t, wait, "the peer back after the drain", func() bool { return readies() > before })
 		c.waitStates(nss, observer.ChannelLive)
 		for _, ns := range nss {
 			for _, side := range []observer.Side{observer.SideHub, observer.SidePeer} {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -24,7 +25,7 @@ func TestE2E_ConvergenceUnderDropsOfflineWritesAndHubRestart(t *testing.T) {
 	c := newCluster(t, clusterConfig(t), 3)
 	nss := c.create(4)
 	c.waitStates(nss, observer.ChannelLive)
-	eventually(t, "the hub's sessions listed live", func() bool {
+	testkit.Eventually(t, wait, "the hub's sessions listed live", func() bool {
 		ss := c.hub.Load().nsl.Sessions(nss[0].String())
 		if len(ss) != len(c.peers) {
 			return false
@@ -61,7 +62,7 @@ func TestE2E_ConvergenceUnderDropsOfflineWritesAndHubRestart(t *testing.T) {
 	c.peers[0].net.drop()
 	wg.Wait()
 	c.converged(nss)
-	eventually(t, "a reconnection after the dropped socket", func() bool { return backoffs(c, observer.BackoffSocketClosed) > 0 })
+	testkit.Eventually(t, wait, "a reconnection after the dropped socket", func() bool { return backoffs(c, observer.BackoffSocketClosed) > 0 })
 
 	// 2. peer-1 goes offline and keeps writing; the others write too; it comes back.
 	p1 := c.peers[1]
@@ -85,7 +86,7 @@ func TestE2E_ConvergenceUnderDropsOfflineWritesAndHubRestart(t *testing.T) {
 	for _, w := range hubWriters {
 		w.reg = c.hubReg()
 	}
-	eventually(t, "every peer reconnecting after the hub restart", func() bool {
+	testkit.Eventually(t, wait, "every peer reconnecting after the hub restart", func() bool {
 		return backoffs(c, observer.BackoffSocketClosed) >= 1+len(c.peers)
 	})
 	wg.Wait()
@@ -131,10 +132,11 @@ func backoffs(c *cluster, reason observer.BackoffReason) int {
 }
 
 // TestE2E_S11_EpochBumpConflictsWithoutMerging: an epoch bump on the hub fences every
-// session of the namespace (§11): the peers get IDENTITY_CHANGED and go conflicted, the
-// other namespace on the same connections stays live, and no data crosses the epochs in
-// either direction. A peer that restarts stays conflicted (its OPEN declares the old
-// epoch: REPLICATION_EPOCH_MISMATCH); a reset bootstraps the new epoch and converges.
+// session of the namespace (docs/protocol.md#identity-fencing): the peers get IDENTITY_CHANGED
+// and go conflicted, the other namespace on the same connections stays live, and no data
+// crosses the epochs in either direction. A peer that restarts stays conflicted (its OPEN
+// declares the old epoch: REPLICATION_EPOCH_MISMATCH); a reset bootstraps the new epoch and
+// converges.
 func TestE2E_S11_EpochBumpConflictsWithoutMerging(t *testing.T) {
 	c := newCluster(t, clusterConfig(t), 2)
 	nss := c.create(2)
@@ -209,7 +211,7 @@ func TestE2E_S11_EpochBumpConflictsWithoutMerging(t *testing.T) {
 
 // TestE2E_S20_ProtectedWriteFromPeerRefused: a peer UPDATE that touches meta is refused with
 // PROTECTED_FIELD_MUTATION and changes nothing on the hub or on the other peers, which keep
-// replicating (§20, GUIDE §4).
+// replicating (docs/protocol.md#protected-apply, docs/protocol.md#document-layout).
 func TestE2E_S20_ProtectedWriteFromPeerRefused(t *testing.T) {
 	c := newCluster(t, clusterConfig(t), 2)
 	nss := c.create(1)
@@ -293,7 +295,7 @@ func TestE2E_HundredNamespacesOnOneConnection(t *testing.T) {
 		t.Fatalf("%d hub connections for %d peers", n, len(c.peers))
 	}
 	// A restart restores all 100 targets at once; the peer paces its OPENs to the hub's
-	// admission (GUIDE §6) and every namespace reconciles.
+	// admission (docs/protocol.md#limits-and-defaults) and every namespace reconciles.
 	p := c.peers[0]
 	targets := p.stop()
 	p.start(targets...)

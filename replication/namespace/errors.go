@@ -9,7 +9,7 @@ import (
 )
 
 // This file is how the namespace layer answers errors: the remote's namespace ERRORs, and
-// the registry's refusals turned into namespace errors (§13.2).
+// the registry's refusals turned into namespace errors (docs/protocol.md#namespace-errors).
 
 // remoteError handles the remote's namespace ERROR: a fatal one ends the channel in the
 // state the error registry gives; a non-fatal one (ACK_TIMEOUT) asks for a resync.
@@ -65,8 +65,8 @@ func (c *channel) applyFailed(err error, rel uint32) {
 // openErrorCode answers a namespace open, a session open or a bootstrap import the registry
 // refused: an identity mismatch or a refused import keeps its code, a store that cannot
 // answer now (a hub cluster without quorum, or whose log is not reachable) is
-// PERSISTENCE_DEGRADED — the peer retries once it recovers (§20) — and anything else is
-// INTERNAL_ERROR.
+// PERSISTENCE_DEGRADED — the peer retries once it recovers
+// (docs/protocol.md#degraded-persistence) — and anything else is INTERNAL_ERROR.
 func openErrorCode(err error) protocol.ErrorCode {
 	switch {
 	case errors.Is(err, registry.ErrIDMismatch):

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/persistence"
@@ -31,7 +32,7 @@ const owner = "default"
 // nsConfig is smallConfig for the namespace layer: the v1 generation (no chunking, the
 // layer's requirement) and a window of 4.
 func nsConfig(t testing.TB) protocol.Config {
-	c := smallConfig(t)
+	c := wstest.SmallConfig(t)
 	c.Generation = protocol.GenerationV1
 	c.MaxInFlightUpdates = 4
 	if err := c.Validate(); err != nil {
@@ -40,22 +41,15 @@ func nsConfig(t testing.TB) protocol.Config {
 	return c
 }
 
-func ctxT(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is the context of a test's calls: it ends after 30 s, or with the test.
+func ctxT(t testing.TB) context.Context { return testkit.Context(t, 30*time.Second) }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must fails the test at once when err is not nil.
+var must = testkit.Must
 
 // newRegistry returns a registry of role over a memory store (store options opts), closed
-// at cleanup after everything registered later (§21 order: registry, then store).
+// at cleanup after everything registered later (docs/protocol.md#restart-and-shutdown order:
+// registry, then store).
 func newRegistry(t testing.TB, role registry.Role, opts persistence.Options) (*registry.Registry, persistence.Store) {
 	t.Helper()
 	return newRegistryWith(t, registry.Config{Role: role}, opts)
@@ -105,7 +99,7 @@ func newRegistryWrapped(t testing.TB, cfg registry.Config, opts persistence.Opti
 type wire struct {
 	t        testing.TB
 	cfg      protocol.Config
-	end      messenger
+	end      wstest.Messenger
 	out      *protocol.Outbound
 	in       *protocol.Inbound
 	barriers int
@@ -115,19 +109,19 @@ type wire struct {
 }
 
 // newWire speaks the generation of cfg: with v2, UPDATE_CHUNK is negotiated.
-func newWire(t testing.TB, end messenger, cfg protocol.Config) *wire {
+func newWire(t testing.TB, end wstest.Messenger, cfg protocol.Config) *wire {
 	codec := protocol.NewCodec(cfg.Limits(), cfg.Capabilities())
 	return &wire{t: t, cfg: cfg, end: end, out: protocol.NewOutbound(codec), in: protocol.NewInbound(codec)}
 }
 
 func (w *wire) send(m protocol.Message) uint32 {
 	w.t.Helper()
-	return sendFrame(w.t, w.end, w.out, m)
+	return wstest.SendFrame(w.t, w.end, w.out, m)
 }
 
 func (w *wire) recv() protocol.Frame {
 	w.t.Helper()
-	return recvFrame(w.t, w.end, w.in)
+	return wstest.RecvFrame(w.t, w.end, w.in)
 }
 
 // expect receives the next frame and requires it to be a T.
@@ -169,7 +163,7 @@ func describe(f protocol.Frame) string {
 func (w *wire) barrier() []protocol.Frame {
 	w.t.Helper()
 	w.barriers++
-	ns := nsN(0xbabe0000 + w.barriers)
+	ns := wstest.NamespaceID(0xbabe0000 + w.barriers)
 	w.send(&protocol.ResyncRequired{NamespaceID: ns, ReasonCode: protocol.ResyncSendQueueOverflow})
 	var before []protocol.Frame
 	for {
@@ -207,7 +201,7 @@ func types(fs []protocol.Frame) string {
 // connection ERROR code received before it, if any.
 func (w *wire) expectClose() (protocol.CloseCode, protocol.ErrorCode) {
 	w.t.Helper()
-	return recvClose(w.t, w.end, w.in)
+	return wstest.RecvClose(w.t, w.end, w.in)
 }
 
 // ---- Yjs documents for the tests ---------------------------------------------------------------
@@ -414,7 +408,7 @@ const (
 	limitedPeer  = "peer-limited" // may replicate limitedNS only
 )
 
-var limitedNS = nsN(0xa11)
+var limitedNS = wstest.NamespaceID(0xa11)
 
 func newNSHub(t *testing.T, cfg protocol.Config, storeOpts persistence.Options) *nsHub {
 	t.Helper()
@@ -484,7 +478,7 @@ func (f *nsHub) dialEnds(peer string, capacity int) (*wire, *wstest.End) {
 	a, b := wstest.Pair(capacity)
 	must(f.t, f.hub.Accept(b, auth.PeerIdentity{PeerInstanceID: peer}))
 	w := newWire(f.t, a, f.cfg)
-	h := hello()
+	h := wstest.Hello(peerID, hubID)
 	h.PeerInstanceID = peer
 	w.send(h)
 	expect[*protocol.HelloAck](w)
@@ -530,7 +524,7 @@ func peerRound(w *wire, ns protocol.NamespaceID, doc *ydoc, id uint32) {
 			}
 			doc.apply(m.Update)
 			s2seq, gotDiff = f.Sequence, true
-		case *protocol.UpdateChunk: // a diff over maxSyncDiffBytes, chunked (§9.2)
+		case *protocol.UpdateChunk: // a diff over maxSyncDiffBytes, chunked (docs/protocol.md#sync_step2)
 			tr, err := w.assembler().Add(m, f.Sequence, protocol.Binding{SyncRoundID: id})
 			must(w.t, err)
 			if tr.Complete {
@@ -630,7 +624,7 @@ func newNSPeerOpts(t *testing.T, cfg protocol.Config, o nsPeerOptions) *nsPeer {
 	f.hubs = &nsHubSource{reg: hubReg}
 	f.reg, f.store = newRegistryWith(t, registry.Config{Role: registry.RolePeer, StageClock: o.stageClock}, o.store)
 	var err error
-	f.tc, err = namespace.NewTargetController(namespace.TargetControllerOptions{Registry: f.reg, Rand: maxRand{}})
+	f.tc, err = namespace.NewTargetController(namespace.TargetControllerOptions{Registry: f.reg, Rand: wstest.MaxRand{}})
 	must(t, err)
 	var obs observer.Observer = f.rec
 	if o.unobserved {
@@ -638,7 +632,7 @@ func newNSPeerOpts(t *testing.T, cfg protocol.Config, o nsPeerOptions) *nsPeer {
 	}
 	f.peer, err = ws.NewPeer(ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: "ws://hub/v1/replication",
 		Token: func() (string, error) { return "tok-peer", nil }, Dialer: f.d, Namespaces: f.tc.NewHandler,
-		Clock: f.clk, Rand: maxRand{}, Observer: obs})
+		Clock: f.clk, Rand: wstest.MaxRand{}, Observer: obs})
 	must(t, err)
 	t.Cleanup(func() {
 		f.peer.Close()
@@ -773,7 +767,7 @@ func (f *nsPeer) state(ns protocol.NamespaceID) observer.ChannelState {
 
 func (f *nsPeer) waitState(ns protocol.NamespaceID, want observer.ChannelState) {
 	f.t.Helper()
-	eventually(f.t, fmt.Sprintf("target %s %s (is %s)", ns, want, f.state(ns)), func() bool { return f.state(ns) == want })
+	testkit.Eventually(f.t, wait, fmt.Sprintf("target %s %s (is %s)", ns, want, f.state(ns)), func() bool { return f.state(ns) == want })
 }
 
 // peerApp reads the peer replica's app root.
@@ -784,7 +778,7 @@ func (f *nsPeer) peerApp(ns protocol.NamespaceID) map[string]any { return appOf(
 func waitFailed(t testing.TB, rec *observertest.Recorder, side observer.Side, ns protocol.NamespaceID, cause observer.FailedCause) observer.NamespaceFailed {
 	t.Helper()
 	var got []observer.NamespaceFailed
-	eventually(t, "namespace-failed "+string(cause), func() bool {
+	testkit.Eventually(t, wait, "namespace-failed "+string(cause), func() bool {
 		got = nil
 		for _, e := range eventsOf[observer.NamespaceFailed](rec, side) {
 			if e.NamespaceID == ns.String() {

@@ -9,6 +9,7 @@ import (
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 // FuzzHubNamespaces drives the hub's namespace layer (a real registry behind it) with
@@ -17,9 +18,10 @@ import (
 // updates (valid Yjs, meta writes, garbage), chunks of every kind (first or follow-up,
 // consistent or not), acknowledgements, resyncs, errors and closes, on a namespace that exists
 // and one that does not. Whatever arrives, the layer never
-// panics or blocks, every namespace ERROR it sends has a §13.2 code, the connection closes
-// only with a §14 code after a §13.1 ERROR, and the hub shuts down with nothing left
-// running (goleak).
+// panics or blocks, every namespace ERROR it sends has a docs/protocol.md#namespace-errors
+// code, the connection closes only with a docs/protocol.md#close-codes code after a
+// docs/protocol.md#connection-errors ERROR, and the hub shuts down with nothing left running
+// (goleak).
 func FuzzHubNamespaces(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8})
 	f.Add([]byte{0x10, 0x02, 0x03, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c})
@@ -32,7 +34,7 @@ func FuzzHubNamespaces(f *testing.F) {
 		}
 		h := newNSHub(t, chunkConfig(t), persistence.Options{})
 		ns, id := h.create()
-		missing := nsN(0xf00d)
+		missing := wstest.NamespaceID(0xf00d)
 		w := h.dial(peerID)
 		doc := newYDoc(t, 200)
 		pick := func(b byte) protocol.NamespaceID {
@@ -140,7 +142,7 @@ func fuzzFrame(b, arg byte, target protocol.NamespaceID, id registry.Identity, l
 // (checking its close code and connection ERROR).
 func drain(w *wire) []protocol.Frame {
 	w.barriers++
-	barrier := nsN(0xbabe0000 + w.barriers)
+	barrier := wstest.NamespaceID(0xbabe0000 + w.barriers)
 	b, _, err := w.out.AppendFrame(nil, &protocol.ResyncRequired{NamespaceID: barrier, ReasonCode: "x"})
 	if err != nil {
 		return nil

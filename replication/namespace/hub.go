@@ -23,8 +23,9 @@ type HubOptions struct {
 	// OwnerMismatch, when set, is told of an OPEN refused as NAMESPACE_NOT_FOUND for a
 	// namespace that exists, active, under another owner than the one the peer's grant
 	// gives: the peer's instance id, the namespace, the grant's owner and the namespace's.
-	// The peer learns nothing of it (§19); the hub's operator needs both owners to fix
-	// the grant or the namespace. Called off the connection's goroutine.
+	// The peer learns nothing of it (docs/protocol.md#authorization); the hub's operator
+	// needs both owners to fix the grant or the namespace. Called off the connection's
+	// goroutine.
 	OwnerMismatch func(peerInstanceID, namespaceID, grantOwner, namespaceOwner string)
 }
 
@@ -33,13 +34,13 @@ type HubOptions struct {
 // states — opening, bootstrapping, reconciling, live, needs-resync, closing, and the end
 // states closed, conflicted and failed.
 //
-// OPEN_NAMESPACE (§7) is authorized first (seam.Session.Authorize: the authenticator's
-// grant gives the hub's local owner and the read/submit permissions), then the namespace is
-// opened in the registry for that owner, then the identities are compared: no local replica
-// on the peer means a bootstrap (the snapshot is encoded in the slot that opens the
-// replication session), a matching identity a reconciliation, a different one
-// REPLICATION_ID_MISMATCH or REPLICATION_EPOCH_MISMATCH. An unauthorized OPEN gets
-// NAMESPACE_UNAUTHORIZED whether or not the namespace exists.
+// OPEN_NAMESPACE (docs/protocol.md#hub-checks) is authorized first (seam.Session.Authorize:
+// the authenticator's grant gives the hub's local owner and the read/submit permissions),
+// then the namespace is opened in the registry for that owner, then the identities are
+// compared: no local replica on the peer means a bootstrap (the snapshot is encoded in the
+// slot that opens the replication session), a matching identity a reconciliation, a
+// different one REPLICATION_ID_MISMATCH or REPLICATION_EPOCH_MISMATCH. An unauthorized OPEN
+// gets NAMESPACE_UNAUTHORIZED whether or not the namespace exists.
 //
 // The peer starts the sync rounds; the hub answers each with its Step2 and its own Step1.
 // Peer UPDATEs are applied in the namespace's write sequencer (the registry gates them:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/auth"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
@@ -24,7 +25,8 @@ import (
 // frame by frame: OPEN without a replica → OPEN_OK(bootstrap) + BOOTSTRAP_SNAPSHOT carrying
 // the identity; BOOTSTRAP_ACK; the peer's Step1 → the hub's Step2 (related to that Step1)
 // and its own Step1 of the same round; SYNC_APPLIED both ways → live; then UPDATEs both
-// ways, each acknowledged with its own sequence (§7–§10).
+// ways, each acknowledged with its own sequence (the sections from
+// docs/protocol.md#opening-a-namespace to docs/protocol.md#live-updates).
 func TestS8_S9_S10_HubBootstrapRoundLive(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
 	ns, id := f.create()
@@ -46,7 +48,8 @@ func TestS8_S9_S10_HubBootstrapRoundLive(t *testing.T) {
 	if got := doc.app()["before"]; got != 1.0 {
 		t.Fatalf("snapshot app = %v", doc.app())
 	}
-	// Nothing moves before the peer's round: the hub never starts one (§9.1).
+	// Nothing moves before the peer's round: the hub never starts one
+	// (docs/protocol.md#sync_step1).
 	w.send(&protocol.BootstrapAck{NamespaceID: ns, AckedSequence: snapSeq})
 	w.quiet()
 	// A write on the peer while it bootstraps travels in its Step2.
@@ -75,7 +78,8 @@ func TestS8_S9_S10_HubBootstrapRoundLive(t *testing.T) {
 	if got := appOf(t, f.reg, ns); got["peerLive"] != true {
 		t.Fatalf("hub app = %v", got)
 	}
-	// A duplicate (already included) update is acknowledged too (§10.2).
+	// A duplicate (already included) update is acknowledged too
+	// (docs/protocol.md#the-ack-window).
 	seq = w.send(&protocol.Update{NamespaceID: ns, Update: doc.diff(nil)})
 	ack, _ = expect[*protocol.UpdateAck](w)
 	if ack.AckedSequence != seq {
@@ -84,7 +88,7 @@ func TestS8_S9_S10_HubBootstrapRoundLive(t *testing.T) {
 	w.quiet()
 
 	// Events: one of each per frame, with the sequences of the wire.
-	eventually(t, "update-acked", func() bool { return len(eventsOf[observer.UpdateAcked](f.rec, observer.SideHub)) == 1 })
+	testkit.Eventually(t, wait, "update-acked", func() bool { return len(eventsOf[observer.UpdateAcked](f.rec, observer.SideHub)) == 1 })
 	if ev := eventsOf[observer.UpdateAcked](f.rec, observer.SideHub)[0]; ev.Sequence != upSeq || ev.NamespaceID != ns.String() {
 		t.Fatalf("update-acked %+v", ev)
 	}
@@ -107,8 +111,9 @@ func TestS8_S9_S10_HubBootstrapRoundLive(t *testing.T) {
 
 // TestS10_2_HubWindowPausesOnlyThatNamespace: at most maxInFlightUpdates UPDATEs of a
 // namespace are unacknowledged at once; a full window holds that namespace's updates back
-// (merging the waiting ones, §10.1) while another namespace on the same connection keeps
-// sending; each ACK lets one more frame go (§10.2, §17).
+// (merging the waiting ones, docs/protocol.md#sending-and-relaying) while another namespace on
+// the same connection keeps sending; each ACK lets one more frame go
+// (docs/protocol.md#the-ack-window, docs/protocol.md#backpressure).
 func TestS10_2_HubWindowPausesOnlyThatNamespace(t *testing.T) {
 	slowAcks(t) // one acknowledgement opens one slot of the window
 	cfg := nsConfig(t)
@@ -168,8 +173,9 @@ func TestS10_2_HubWindowPausesOnlyThatNamespace(t *testing.T) {
 }
 
 // TestS7_1_HubOpenOutcomes: authorization first, then the registry open for the grant's
-// owner, then the identity comparison (§7.1, §19). Unauthorized OPENs get the same answer
-// whether the namespace exists or not.
+// owner, then the identity comparison (docs/protocol.md#open_namespace,
+// docs/protocol.md#authorization). Unauthorized OPENs get the same answer whether the
+// namespace exists or not.
 func TestS7_1_HubOpenOutcomes(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
 	ns, id := f.create()
@@ -201,7 +207,7 @@ func TestS7_1_HubOpenOutcomes(t *testing.T) {
 		{"not found", protocol.OpenNamespace{}, protocol.CodeNamespaceNotFound, observer.FailedOpenFailed, observer.ChannelFailed, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			target := nsN(0xdead)
+			target := wstest.NamespaceID(0xdead)
 			if tc.created {
 				target, _ = f.create()
 			}
@@ -223,7 +229,7 @@ func TestS7_1_HubOpenOutcomes(t *testing.T) {
 			if tc.end == observer.ChannelConflicted {
 				// identity-conflicted follows the state change on the hub's goroutine.
 				var via []observer.ConflictVia
-				eventually(t, "identity-conflicted", func() bool {
+				testkit.Eventually(t, wait, "identity-conflicted", func() bool {
 					via = nil
 					for _, ic := range eventsOf[observer.IdentityConflicted](f.rec, observer.SideHub) {
 						if ic.NamespaceID == target.String() {
@@ -246,7 +252,7 @@ func TestS7_1_HubOpenOutcomes(t *testing.T) {
 		c, err := f.reg.Create(ctxT(t), "alice")
 		must(t, err)
 		theirs := protocol.MustNamespaceID(c.NamespaceID)
-		missing := nsN(0xfeed)
+		missing := wstest.NamespaceID(0xfeed)
 		var answers []*protocol.ErrorMessage
 		for _, target := range []protocol.NamespaceID{theirs, missing} {
 			seq := w.send(&protocol.OpenNamespace{NamespaceID: target})
@@ -273,7 +279,7 @@ func TestS7_1_HubOpenOutcomes(t *testing.T) {
 
 	t.Run("unauthorized reveals nothing", func(t *testing.T) {
 		lw := f.dial(limitedPeer)
-		missing := nsN(0xbeef)
+		missing := wstest.NamespaceID(0xbeef)
 		var answers []*protocol.ErrorMessage
 		for _, target := range []protocol.NamespaceID{ns, missing} {
 			seq := lw.send(&protocol.OpenNamespace{NamespaceID: target})
@@ -297,7 +303,8 @@ func TestS7_1_HubOpenOutcomes(t *testing.T) {
 
 // TestS7_1_DuplicateOpensAndReopen: OPENs while opening share the operation and each gets
 // its OPEN_OK; an OPEN while open is answered again; one declaring something else is a
-// state violation; after the end an OPEN is NAMESPACE_REOPEN_REQUIRES_RECONNECT (§7.1, §1).
+// state violation; after the end an OPEN is NAMESPACE_REOPEN_REQUIRES_RECONNECT
+// (docs/protocol.md#open_namespace, docs/protocol.md#terms-and-invariants).
 func TestS7_1_DuplicateOpensAndReopen(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
 	ns, id := f.create()
@@ -354,10 +361,10 @@ func TestS7_1_DuplicateOpensAndReopen(t *testing.T) {
 }
 
 // TestS9_3_HubSyncViolations: every duplicate, out-of-order, wrong-round,
-// wrong-related-sequence or wrong-namespace sync frame is SYNC_STATE_VIOLATION (§9.3); an
-// UPDATE or BOOTSTRAP_ACK out of place is NAMESPACE_STATE_VIOLATION. The ERROR names the
-// offending frame, the namespace fails (protocol-violation) and later frames of it are
-// ignored; the connection goes on.
+// wrong-related-sequence or wrong-namespace sync frame is SYNC_STATE_VIOLATION
+// (docs/protocol.md#round-rules); an UPDATE or BOOTSTRAP_ACK out of place is
+// NAMESPACE_STATE_VIOLATION. The ERROR names the offending frame, the namespace fails
+// (protocol-violation) and later frames of it are ignored; the connection goes on.
 func TestS9_3_HubSyncViolations(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
 	w := f.dial(peerID)
@@ -429,7 +436,7 @@ func TestS9_3_HubSyncViolations(t *testing.T) {
 		})
 	}
 	t.Run("sync frame for a namespace not opened", func(t *testing.T) {
-		ns := nsN(0x5eed)
+		ns := wstest.NamespaceID(0x5eed)
 		seq := w.send(&protocol.SyncStep1{NamespaceID: ns, SyncRoundID: 1, StateVector: []byte{0}})
 		if e := w.expectError(ns, protocol.CodeSyncStateViolation); e.RelatedSequence != seq {
 			t.Fatalf("related %d", e.RelatedSequence)
@@ -458,9 +465,10 @@ func roundStarted(w *wire, f *nsHub) func(t *testing.T, ns protocol.NamespaceID,
 }
 
 // TestS18_HubAckTimeoutNeedsResyncWithoutResend: an UPDATE unacknowledged for ackTimeoutMs
-// is not sent again: the hub declares the loss with the non-fatal ACK_TIMEOUT (§13.2,
-// retry resync), goes needs-resync and sends nothing more until the peer's next round; a
-// late ACK is still accepted; after the round the namespace is live again (§17, §18).
+// is not sent again: the hub declares the loss with the non-fatal ACK_TIMEOUT
+// (docs/protocol.md#namespace-errors, retry resync), goes needs-resync and sends nothing more
+// until the peer's next round; a late ACK is still accepted; after the round the namespace is
+// live again (docs/protocol.md#backpressure, docs/protocol.md#timeouts).
 func TestS18_HubAckTimeoutNeedsResyncWithoutResend(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSHub(t, cfg, persistence.Options{})
@@ -505,7 +513,8 @@ func TestS18_HubAckTimeoutNeedsResyncWithoutResend(t *testing.T) {
 // TestS17_HubQueueOverflowDeclaresResync: while the window is full, waiting updates queue
 // (merged); past maxQueuedUpdateBytes the queue is dropped, RESYNC_REQUIRED
 // {send-queue-overflow} is declared and nothing more is sent; once the peer's window
-// empties its round repairs what was dropped (§9.4, §17).
+// empties its round repairs what was dropped (docs/protocol.md#resync,
+// docs/protocol.md#backpressure).
 func TestS17_HubQueueOverflowDeclaresResync(t *testing.T) {
 	cfg := overflowConfig(t)
 	f := newNSHub(t, cfg, persistence.Options{})
@@ -522,8 +531,8 @@ func TestS17_HubQueueOverflowDeclaresResync(t *testing.T) {
 
 // TestS20_DegradedHubKeepsStateExchange: while the hub's store is degraded, a round with a
 // peer that is in step completes — its Step2 brings nothing new and is taken without a write
-// (§20: reads and state exchange go on) — and the namespace stays live; an UPDATE with new
-// content is still refused with PERSISTENCE_DEGRADED.
+// (docs/protocol.md#degraded-persistence: reads and state exchange go on) — and the namespace
+// stays live; an UPDATE with new content is still refused with PERSISTENCE_DEGRADED.
 func TestS20_DegradedHubKeepsStateExchange(t *testing.T) {
 	var faults persistencetest.Faults
 	f := newNSHub(t, nsConfig(t), persistence.Options{CommitHook: faults.Hook, RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
@@ -537,7 +546,7 @@ func TestS20_DegradedHubKeepsStateExchange(t *testing.T) {
 	defer faults.Fail(false)
 	other, _ := f.create()
 	_ = writeLocal(t, f.reg, other, newYDoc(t, 1).set("pre", 1.0))
-	eventually(t, "degraded", func() bool { return !f.store.Healthy() })
+	testkit.Eventually(t, wait, "degraded", func() bool { return !f.store.Healthy() })
 
 	f.round(w, ns, doc, 2)
 	w.quiet()
@@ -554,10 +563,10 @@ func TestS20_DegradedHubKeepsStateExchange(t *testing.T) {
 }
 
 // TestS20_HubRefusesPeerUpdates: a peer UPDATE the hub must not take is answered with its
-// namespace ERROR and changes nothing on the hub (§10.1, §19, §20): a meta write
-// (PROTECTED_FIELD_MUTATION), a read-only peer's write (ROLE_VIOLATION), bytes that are not
-// an update (APPLY_FAILED), and any write while persistence is degraded
-// (PERSISTENCE_DEGRADED).
+// namespace ERROR and changes nothing on the hub (docs/protocol.md#sending-and-relaying,
+// docs/protocol.md#authorization, docs/protocol.md#protected-apply): a meta write
+// (PROTECTED_FIELD_MUTATION), a read-only peer's write (ROLE_VIOLATION), bytes that are not an
+// update (APPLY_FAILED), and any write while persistence is degraded (PERSISTENCE_DEGRADED).
 func TestS20_HubRefusesPeerUpdates(t *testing.T) {
 	var faults persistencetest.Faults
 	f := newNSHub(t, nsConfig(t), persistence.Options{CommitHook: faults.Hook, RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
@@ -590,7 +599,7 @@ func TestS20_HubRefusesPeerUpdates(t *testing.T) {
 				// A write the store cannot commit (to another namespace) makes it unhealthy.
 				other, _ := f.create()
 				_ = writeLocal(t, f.reg, other, newYDoc(t, 1).set("pre", 1.0))
-				eventually(t, "degraded", func() bool { return !f.store.Healthy() })
+				testkit.Eventually(t, wait, "degraded", func() bool { return !f.store.Healthy() })
 			}
 			before := appOf(t, f.reg, ns)
 			seq := w.send(&protocol.Update{NamespaceID: ns, Update: tc.update(doc)})
@@ -611,10 +620,11 @@ func TestS20_HubRefusesPeerUpdates(t *testing.T) {
 	}
 }
 
-// TestS11_HubEpochBumpFences: an epoch bump fences the namespace's sessions (§11): the hub
-// sends IDENTITY_CHANGED with the new identity and the channel ends conflicted; an
-// acknowledgement the peer sent before it learnt is accepted, its later UPDATEs are
-// ignored, and the other namespace on the connection is untouched.
+// TestS11_HubEpochBumpFences: an epoch bump fences the namespace's sessions
+// (docs/protocol.md#identity-fencing): the hub sends IDENTITY_CHANGED with the new identity
+// and the channel ends conflicted; an acknowledgement the peer sent before it learnt is
+// accepted, its later UPDATEs are ignored, and the other namespace on the connection is
+// untouched.
 func TestS11_HubEpochBumpFences(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
 	ns, id := f.create()
@@ -655,7 +665,7 @@ func TestS11_HubEpochBumpFences(t *testing.T) {
 
 // TestS12_HubCloseAfterAdmittedApplies: CLOSE_NAMESPACE stops admission at once; the apply
 // admitted before it completes (and is acknowledged), then CLOSE_OK acknowledges the CLOSE
-// (§12); the session is gone and the namespace unloads.
+// (docs/protocol.md#closing-a-namespace); the session is gone and the namespace unloads.
 func TestS12_HubCloseAfterAdmittedApplies(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
 	w := f.dial(peerID)
@@ -672,7 +682,7 @@ func TestS12_HubCloseAfterAdmittedApplies(t *testing.T) {
 	}
 	waitPath(t, f.rec, observer.SideHub, ns, observer.ChannelOpening, observer.ChannelBootstrapping,
 		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelClosing, observer.ChannelClosed)
-	eventually(t, "no session left", func() bool { return len(f.lease(ns).Sessions()) == 0 })
+	testkit.Eventually(t, wait, "no session left", func() bool { return len(f.lease(ns).Sessions()) == 0 })
 	// Writes after the close reach no one.
 	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 100).set("after", 1.0)))
 	w.quiet()
@@ -680,7 +690,7 @@ func TestS12_HubCloseAfterAdmittedApplies(t *testing.T) {
 
 // TestS6_3_HubDrainClosesNamespaces: a GOAWAY drain closes every open namespace with
 // CLOSE_NAMESPACE; once they are all closed the drain ends early and the connection closes
-// with 1001 (§6.3, §12).
+// with 1001 (docs/protocol.md#draining, docs/protocol.md#closing-a-namespace).
 func TestS6_3_HubDrainClosesNamespaces(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
 	w := f.dial(peerID)
@@ -705,7 +715,7 @@ func TestS6_3_HubDrainClosesNamespaces(t *testing.T) {
 
 // TestS19_HubRevokeEndsNamespace: a revocation from the authenticator ends the namespace
 // with NAMESPACE_UNAUTHORIZED and releases it; the connection and its other namespaces go
-// on (§19).
+// on (docs/protocol.md#authorization).
 func TestS19_HubRevokeEndsNamespace(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
 	w := f.dial(peerID)
@@ -720,11 +730,12 @@ func TestS19_HubRevokeEndsNamespace(t *testing.T) {
 	}
 }
 
-// TestS8_S9_HubSizeCaps: without CAP_CHUNKED_UPDATE (§8.1, §9.2, §10.1, GUIDE §5) a
-// snapshot over maxBootstrapBytes answers the OPEN with BOOTSTRAP_TOO_LARGE, a diff over
-// maxSyncDiffBytes fails the namespace with SYNC_DIFF_TOO_LARGE, and an inbound UPDATE or
-// Step2 over its cap fails it with UPDATE_TOO_LARGE or SYNC_DIFF_TOO_LARGE; the connection
-// goes on.
+// TestS8_S9_HubSizeCaps: without CAP_CHUNKED_UPDATE (docs/protocol.md#bootstrap-steps,
+// docs/protocol.md#sync_step2, docs/protocol.md#sending-and-relaying,
+// docs/protocol.md#frame-checks) a snapshot over maxBootstrapBytes answers the OPEN with
+// BOOTSTRAP_TOO_LARGE, a diff over maxSyncDiffBytes fails the namespace with
+// SYNC_DIFF_TOO_LARGE, and an inbound UPDATE or Step2 over its cap fails it with
+// UPDATE_TOO_LARGE or SYNC_DIFF_TOO_LARGE; the connection goes on.
 func TestS8_S9_HubSizeCaps(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSHub(t, cfg, persistence.Options{})
@@ -782,7 +793,8 @@ func rawUpdateFrame(t *testing.T, w *wire, ns protocol.NamespaceID, u []byte) []
 }
 
 // TestS8_HubBootstrapTimeout: a snapshot not acknowledged within bootstrapTimeoutMs fails
-// the namespace (namespace-failed{bootstrap-timeout, timeoutMs}, no wire frame, §18).
+// the namespace (namespace-failed{bootstrap-timeout, timeoutMs}, no wire frame,
+// docs/protocol.md#timeouts).
 func TestS8_HubBootstrapTimeout(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSHub(t, cfg, persistence.Options{})
@@ -802,8 +814,8 @@ func TestS8_HubBootstrapTimeout(t *testing.T) {
 
 // TestS13_HubRemoteErrors: a fatal namespace ERROR from the peer ends the channel in the
 // code's terminal state (namespace-failed{remote-error}); the non-fatal ACK_TIMEOUT only
-// asks for a resync: the hub stops sending and waits for the round (§13.2, §9.4); so does
-// RESYNC_REQUIRED.
+// asks for a resync: the hub stops sending and waits for the round
+// (docs/protocol.md#namespace-errors, docs/protocol.md#resync); so does RESYNC_REQUIRED.
 func TestS13_HubRemoteErrors(t *testing.T) {
 	f := newNSHub(t, nsConfig(t), persistence.Options{})
 	w := f.dial(peerID)
@@ -851,11 +863,11 @@ func TestS13_HubRemoteErrors(t *testing.T) {
 }
 
 // TestS23_1_OverCapLiveUpdate: without chunking a live update over maxUpdateBytes cannot be
-// sent (§10.1, §23.1). With an empty queue the send fails: resync-required
-// {send-failed, update-too-large} with the sampled queue, RESYNC_REQUIRED, needs-resync —
-// and the round's diff carries the update. With updates queued it is dropped alone:
-// update-dropped, no resync, the channel stays live, the queued updates still go, and the
-// next reconciliation repairs it.
+// sent (docs/protocol.md#sending-and-relaying, docs/protocol.md#events). With an empty queue
+// the send fails: resync-required {send-failed, update-too-large} with the sampled queue,
+// RESYNC_REQUIRED, needs-resync — and the round's diff carries the update. With updates queued
+// it is dropped alone: update-dropped, no resync, the channel stays live, the queued updates
+// still go, and the next reconciliation repairs it.
 func TestS23_1_OverCapLiveUpdate(t *testing.T) {
 	slowAcks(t) // one acknowledgement opens one slot of the window
 	cfg := nsConfig(t)
@@ -900,7 +912,7 @@ func TestS23_1_OverCapLiveUpdate(t *testing.T) {
 		}
 		must(t, writeLocal(t, f.reg, ns, hub.set("queued", 1.0)))
 		must(t, writeLocal(t, f.reg, ns, newYDoc(t, 101).set("big", big)))
-		eventually(t, "update-dropped", func() bool { return len(eventsOf[observer.UpdateDropped](f.rec, observer.SideHub)) == 1 })
+		testkit.Eventually(t, wait, "update-dropped", func() bool { return len(eventsOf[observer.UpdateDropped](f.rec, observer.SideHub)) == 1 })
 		d := eventsOf[observer.UpdateDropped](f.rec, observer.SideHub)[0]
 		if d.Reason != observer.DropUpdateTooLarge || d.QueuedUpdateCount != 1 || d.InFlightCount != cfg.MaxInFlightUpdates || d.ChannelState != observer.ChannelLive {
 			t.Fatalf("update-dropped %+v", d)
@@ -923,9 +935,9 @@ func TestS23_1_OverCapLiveUpdate(t *testing.T) {
 }
 
 // TestS23_4_ObserverNeverChangesTheWire: the same exchange gives the same frames with no
-// observer and with an observer that panics on every event (§23.4: delivery is isolated,
-// observation never changes protocol state); the recorder beside the panicking observer
-// still gets every event.
+// observer and with an observer that panics on every event
+// (docs/protocol.md#delivery-and-clocks: delivery is isolated, observation never changes
+// protocol state); the recorder beside the panicking observer still gets every event.
 func TestS23_4_ObserverNeverChangesTheWire(t *testing.T) {
 	script := func(t *testing.T, obs observer.Observer, rec *observertest.Recorder) []string {
 		f := newNSHubObserved(t, nsConfig(t), persistence.Options{}, obs, rec)
@@ -974,8 +986,9 @@ func TestS23_4_ObserverNeverChangesTheWire(t *testing.T) {
 
 // TestS17_HubConnectionShedDeclaresResync: when a peer reads nothing, the connection's
 // budget of queued plus unflushed bytes overflows and the largest namespace queue is shed
-// (§17): that namespace declares RESYNC_REQUIRED (resync-required{connection-shed}) and
-// its round, once the peer reads again, repairs what was dropped.
+// (docs/protocol.md#backpressure): that namespace declares RESYNC_REQUIRED
+// (resync-required{connection-shed}) and its round, once the peer reads again, repairs what
+// was dropped.
 func TestS17_HubConnectionShedDeclaresResync(t *testing.T) {
 	cfg := nsConfig(t)
 	cfg.MaxSyncDiffBytes, cfg.MaxBootstrapBytes, cfg.MaxFrameBytes = 16<<10, 16<<10, 17<<10
@@ -1046,7 +1059,7 @@ func TestS17_HubConnectionShedDeclaresResync(t *testing.T) {
 
 // TestS10_2_UnknownAckClosesTheConnection: an UPDATE_ACK naming no UPDATE the hub sent on
 // that namespace, or one of another namespace, is the connection-fatal ACK_STATE_VIOLATION
-// (§10.2).
+// (docs/protocol.md#the-ack-window).
 func TestS10_2_UnknownAckClosesTheConnection(t *testing.T) {
 	for _, tc := range []struct {
 		name string

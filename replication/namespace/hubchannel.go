@@ -30,8 +30,8 @@ func newHubChannel(hc *hubConn, ns protocol.NamespaceID) *hubChannel {
 	return c
 }
 
-// open takes the peer's OPEN_NAMESPACE (§7.1): a new channel, authorized, then opened in the
-// registry off the connection goroutine.
+// open takes the peer's OPEN_NAMESPACE (docs/protocol.md#hub-checks): a new channel,
+// authorized, then opened in the registry off the connection goroutine.
 func (hc *hubConn) open(f protocol.Frame, m *protocol.OpenNamespace) {
 	if c := hc.channels[m.NamespaceID]; c != nil {
 		hc.reopen(c, f, m)
@@ -171,7 +171,7 @@ func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st regis
 		c.sendError(protocol.CodeBootstrapTooLarge, 0, observer.FailedSendFailed)
 		return
 	case c.mode == protocol.ModeBootstrap && tooManyChunks(hc.cfg, protocol.KindSnapshot, len(st.Snapshot)):
-		// Over the chunked snapshot caps too (§8.1).
+		// Over the chunked snapshot caps too.
 		sess.Close()
 		c.sendError(protocol.CodeSnapshotTransferTooLarge, 0, observer.FailedSendFailed)
 		return
@@ -190,8 +190,8 @@ func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st regis
 		return
 	}
 	if len(st.Snapshot) > hc.cfg.MaxBootstrapBytes {
-		// A chunked snapshot (§8.1): one chunk per turn of the data lane, sliced as it goes;
-		// its last chunk is what BOOTSTRAP_ACK names.
+		// A chunked snapshot (docs/protocol.md#bootstrap-steps): one chunk per turn of the
+		// data lane, sliced as it goes; its last chunk is what BOOTSTRAP_ACK names.
 		bind := protocol.Binding{ReplicationID: st.Identity.ReplicationID, ReplicationEpoch: st.Identity.Epoch}
 		if !c.queueBulk(protocol.KindSnapshot, st.Snapshot, bind, func(seq uint32) bool {
 			if c.state != observer.ChannelBootstrapping {
@@ -219,15 +219,15 @@ func (hc *hubConn) sessionOpened(c *hubChannel, sess *registry.Session, st regis
 	c.armBootstrapTimer()
 }
 
-// armBootstrapTimer (re)arms the bootstrap timer (§18): the peer has bootstrapTimeoutMs to
-// acknowledge the snapshot, or the namespace fails (bootstrap-timeout, no wire frame). While
-// a chunked snapshot is being sent (its first chunk has left, its last not yet) the timer
-// does not end the bootstrap but is armed again, and its last chunk arms it afresh: a large
-// snapshot on a slow link may take longer than bootstrapTimeoutMs to leave. This layer sees
-// only the first and the last chunk leave, not the ones between; a transfer that stops
-// moving is ended by the connection's liveness (nothing moves on it) or by the peer, whose
-// assembly times out and rebuilds the connection. A single-frame snapshot, or a chunked one
-// not started, times out as queued.
+// armBootstrapTimer (re)arms the bootstrap timer (docs/protocol.md#bootstrap): the peer has
+// bootstrapTimeoutMs to acknowledge the snapshot, or the namespace fails (bootstrap-timeout,
+// no wire frame). While a chunked snapshot is being sent (its first chunk has left, its last
+// not yet) the timer does not end the bootstrap but is armed again, and its last chunk arms
+// it afresh: a large snapshot on a slow link may take longer than bootstrapTimeoutMs to
+// leave. This layer sees only the first and the last chunk leave, not the ones between; a
+// transfer that stops moving is ended by the connection's liveness (nothing moves on it) or
+// by the peer, whose assembly times out and rebuilds the connection. A single-frame
+// snapshot, or a chunked one not started, times out as queued.
 func (c *hubChannel) armBootstrapTimer() {
 	stopTimer(&c.timer)
 	d := c.n.cfg.BootstrapTimeout
@@ -243,8 +243,8 @@ func (c *hubChannel) armBootstrapTimer() {
 	})
 }
 
-// bootstrapAck: the peer imported the snapshot and opened its session (§8); its Step1
-// follows.
+// bootstrapAck: the peer imported the snapshot and opened its session
+// (docs/protocol.md#bootstrap_ack); its Step1 follows.
 func (c *hubChannel) bootstrapAck(f protocol.Frame, m *protocol.BootstrapAck) {
 	switch {
 	case c.ended() || c.closing():
@@ -296,8 +296,8 @@ func (c *hubChannel) step1(f protocol.Frame, m *protocol.SyncStep1) {
 	}
 }
 
-// fenced: an epoch bump fenced the session (§11): IDENTITY_CHANGED, and the channel ends
-// conflicted.
+// fenced: an epoch bump fenced the session (docs/protocol.md#identity-fencing):
+// IDENTITY_CHANGED, and the channel ends conflicted.
 func (c *hubChannel) fenced(id registry.Identity) {
 	if c.ended() {
 		return

@@ -33,8 +33,9 @@ import (
 type WriteRefusal string
 
 const (
-	// RefusedConflicted: the replica is conflicted with the hub (§11); only a reset brings
-	// it back, and a reset archives it.
+	// RefusedConflicted: the replica is conflicted with the hub
+	// (docs/protocol.md#identity-fencing); only a reset brings it back, and a reset archives
+	// it.
 	RefusedConflicted WriteRefusal = "conflicted"
 	// RefusedFailed: replication failed for a cause an operator must remove (a size cap, a
 	// grant, a missing namespace, a protocol violation); the write would wait behind it.

@@ -235,8 +235,8 @@ func (pc *peerConn) each(f func(*channel)) {
 	}
 }
 
-// unknown answers a frame for a namespace this peer did not request (§19):
-// TARGET_NOT_REQUESTED.
+// unknown answers a frame for a namespace this peer did not request
+// (docs/protocol.md#authorization): TARGET_NOT_REQUESTED.
 func (pc *peerConn) unknown(_ protocol.MessageType, seq uint32, ns protocol.NamespaceID) {
 	if pc.sendError(ns, protocol.CodeTargetNotRequested, seq) {
 		pc.emitNsError(ns, string(protocol.CodeTargetNotRequested), observer.DirectionSent)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/persistence/persistencetest"
@@ -16,13 +17,14 @@ import (
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
-// TestS16_PeerBootstrapRoundLivePeriodic drives a target through §16 frame by frame against
-// a hand-played hub: targeted → opening (OPEN without a replica) → bootstrapping (the
-// snapshot imported under the target's owner, BOOTSTRAP_ACK with the snapshot's sequence)
-// → reconciling (a new round to close the snapshot race, §8.2) → live. Local writes made
-// while not live wait, merged, and leave after the round; UPDATEs from the hub are applied
-// and acknowledged; the periodic round starts only reconcileIntervalMs after the round
-// ended (§9.4).
+// TestS16_PeerBootstrapRoundLivePeriodic drives a target through
+// docs/protocol.md#namespace-states frame by frame against a hand-played hub: targeted →
+// opening (OPEN without a replica) → bootstrapping (the snapshot imported under the target's
+// owner, BOOTSTRAP_ACK with the snapshot's sequence) → reconciling (a new round to close the
+// snapshot race, docs/protocol.md#bootstrap_ack) → live. Local writes made while not live
+// wait, merged, and leave after the round; UPDATEs from the hub are applied and acknowledged;
+// the periodic round starts only reconcileIntervalMs after the round ended
+// (docs/protocol.md#resync).
 func TestS16_PeerBootstrapRoundLivePeriodic(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)
@@ -69,8 +71,8 @@ func TestS16_PeerBootstrapRoundLivePeriodic(t *testing.T) {
 	}
 	w.send(&protocol.SyncApplied{NamespaceID: ns, SyncRoundID: 1, AckedSequence: step2Seq})
 	f.waitState(ns, observer.ChannelLive)
-	// The writes queued during the round leave now, merged into one UPDATE (§10.1), unless
-	// the diff already carried them.
+	// The writes queued during the round leave now, merged into one UPDATE
+	// (docs/protocol.md#sending-and-relaying), unless the diff already carried them.
 	for _, fr := range w.barrier() {
 		up, ok := fr.Message.(*protocol.Update)
 		if !ok {
@@ -93,7 +95,7 @@ func TestS16_PeerBootstrapRoundLivePeriodic(t *testing.T) {
 		t.Fatalf("peer app = %v", f.peerApp(ns))
 	}
 
-	// §9.4: no round before reconcileIntervalMs; then one, with a new id.
+	// docs/protocol.md#resync: no round before reconcileIntervalMs; then one, with a new id.
 	f.clk.Advance(cfg.ReconcileInterval - time.Millisecond)
 	w.quiet()
 	f.clk.Advance(time.Millisecond)
@@ -111,14 +113,15 @@ func TestS16_PeerBootstrapRoundLivePeriodic(t *testing.T) {
 // TestS16_PeerReconnectReconciles: a dropped socket projects the target as disconnected
 // (the session stops, the lease is released, the target stays); the next connection opens
 // it declaring the local replica's identity, the hub answers reconcile, and a round runs —
-// writes made while disconnected travel in the peer's Step2 (§7.1, §16).
+// writes made while disconnected travel in the peer's Step2 (docs/protocol.md#open_namespace,
+// docs/protocol.md#namespace-states).
 func TestS16_PeerReconnectReconciles(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
 	ns, id, w, hubDoc := f.liveTarget()
 
 	w.end.(*wstest.End).Drop()
 	f.waitState(ns, observer.ChannelDisconnected)
-	eventually(t, "the replica unloaded", func() bool { return f.reg.Loaded() == 0 })
+	testkit.Eventually(t, wait, "the replica unloaded", func() bool { return f.reg.Loaded() == 0 })
 	must(t, writeLocal(t, f.reg, ns, newYDoc(t, 400).set("offline", 1.0)))
 	w = f.reconnect()
 	open, _ := expect[*protocol.OpenNamespace](w)
@@ -139,7 +142,8 @@ func TestS16_PeerReconnectReconciles(t *testing.T) {
 }
 
 // TestS19_PeerTargetNotRequested: frames for a namespace the peer did not request are
-// answered with TARGET_NOT_REQUESTED and create nothing (§19); ERRORs for it are ignored.
+// answered with TARGET_NOT_REQUESTED and create nothing (docs/protocol.md#authorization);
+// ERRORs for it are ignored.
 func TestS19_PeerTargetNotRequested(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
 	ns, id, snap := f.create()
@@ -171,7 +175,8 @@ func TestS19_PeerTargetNotRequested(t *testing.T) {
 // TestS18_PeerTimeoutsRebuildTheConnection: the open, bootstrap and reconcile timers fail
 // the namespace (namespace-failed with the timer cause and timeoutMs, no wire frame) and,
 // the target being still wanted, rebuild the whole connection (closed with 1001, backoff
-// reason namespace-recovery); the next connection opens the target again (§16, §18).
+// reason namespace-recovery); the next connection opens the target again
+// (docs/protocol.md#namespace-states, docs/protocol.md#timeouts).
 func TestS18_PeerTimeoutsRebuildTheConnection(t *testing.T) {
 	cfg := nsConfig(t)
 	for _, tc := range []struct {
@@ -212,7 +217,7 @@ func TestS18_PeerTimeoutsRebuildTheConnection(t *testing.T) {
 			if len(nsErrors(f.rec, observer.SidePeer, ns)) != 0 {
 				t.Fatal("a timeout sent a namespace ERROR")
 			}
-			eventually(t, "namespace-recovery backoff", func() bool {
+			testkit.Eventually(t, wait, "namespace-recovery backoff", func() bool {
 				return slices.Contains(f.backoffReasons(), observer.BackoffNamespaceRecovery)
 			})
 			w = f.reconnect()
@@ -224,8 +229,9 @@ func TestS18_PeerTimeoutsRebuildTheConnection(t *testing.T) {
 }
 
 // TestS11_PeerIdentityChangedConflictsUntilReset: IDENTITY_CHANGED ends the target
-// conflicted (§11): nothing more is sent for it, the next connection does not open it, the
-// other target is unaffected; Reset archives the replica and bootstraps the new epoch.
+// conflicted (docs/protocol.md#identity-fencing): nothing more is sent for it, the next
+// connection does not open it, the other target is unaffected; Reset archives the replica and
+// bootstraps the new epoch.
 func TestS11_PeerIdentityChangedConflictsUntilReset(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
 	ns, id, w, _ := f.liveTarget()
@@ -265,7 +271,7 @@ func TestS11_PeerIdentityChangedConflictsUntilReset(t *testing.T) {
 // TestS7_S8_PeerOpenAndBootstrapChecks: an OPEN_OK whose mode contradicts the declaration
 // is NAMESPACE_STATE_VIOLATION; a snapshot bound to another identity is
 // REPLICATION_ID_MISMATCH (conflicted); a snapshot that cannot be imported is
-// BOOTSTRAP_FAILED (§7.2, §8.1).
+// BOOTSTRAP_FAILED (docs/protocol.md#open_ok, docs/protocol.md#bootstrap-steps).
 func TestS7_S8_PeerOpenAndBootstrapChecks(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -309,7 +315,8 @@ func TestS7_S8_PeerOpenAndBootstrapChecks(t *testing.T) {
 }
 
 // TestS9_3_PeerSyncViolations: the hub does not start rounds and sends one Step1 per round;
-// its Step2 and SYNC_APPLIED must match the round and the frames they answer (§9.3).
+// its Step2 and SYNC_APPLIED must match the round and the frames they answer
+// (docs/protocol.md#round-rules).
 func TestS9_3_PeerSyncViolations(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -381,8 +388,9 @@ func startPeerRound(t *testing.T, w *wire, ns protocol.NamespaceID, hubDoc *ydoc
 }
 
 // TestS9_4_PeerResyncWaitsForWindowAndCoalesces: after RESYNC_REQUIRED the peer sends no
-// new UPDATE and starts its round only when its window is empty (§9.4); resync requests
-// during a round coalesce into exactly one following round; then the namespace is live.
+// new UPDATE and starts its round only when its window is empty (docs/protocol.md#resync);
+// resync requests during a round coalesce into exactly one following round; then the namespace
+// is live.
 func TestS9_4_PeerResyncWaitsForWindowAndCoalesces(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)
@@ -418,7 +426,8 @@ func TestS9_4_PeerResyncWaitsForWindowAndCoalesces(t *testing.T) {
 // TestS16_PeerRemoveTargetAndAddBack: removing a target closes its namespace
 // (CLOSE_NAMESPACE, CLOSE_OK), releases the replica, and RemoveTarget returns once done;
 // adding it back on the same connection rebuilds the connection (one lifecycle per
-// namespace per connection) and the namespace reconciles on the new one (§16).
+// namespace per connection) and the namespace reconciles on the new one
+// (docs/protocol.md#namespace-states).
 func TestS16_PeerRemoveTargetAndAddBack(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
 	ns, _, w, _ := f.liveTarget()
@@ -439,7 +448,7 @@ func TestS16_PeerRemoveTargetAndAddBack(t *testing.T) {
 	}
 	w.send(&protocol.CloseOK{NamespaceID: ns, AckedSequence: cseq})
 	must(t, <-removed)
-	eventually(t, "the replica unloaded", func() bool { return f.reg.Loaded() == 0 })
+	testkit.Eventually(t, wait, "the replica unloaded", func() bool { return f.reg.Loaded() == 0 })
 	waitPath(t, f.rec, observer.SidePeer, ns, observer.ChannelTargeted, observer.ChannelOpening, observer.ChannelBootstrapping,
 		observer.ChannelReconciling, observer.ChannelLive, observer.ChannelClosing, observer.ChannelClosed)
 
@@ -452,7 +461,7 @@ func TestS16_PeerRemoveTargetAndAddBack(t *testing.T) {
 	if !open.HasLocalReplica {
 		t.Fatal("the replica was lost by the removal")
 	}
-	if err := f.tc.RemoveTarget(ctxT(t), nsN(0x404).String()); !errors.Is(err, namespace.ErrUnknownTarget) {
+	if err := f.tc.RemoveTarget(ctxT(t), wstest.NamespaceID(0x404).String()); !errors.Is(err, namespace.ErrUnknownTarget) {
 		t.Fatalf("removing an unknown target: %v", err)
 	}
 }
@@ -460,7 +469,7 @@ func TestS16_PeerRemoveTargetAndAddBack(t *testing.T) {
 // TestS17_PeerUnsentQueueOverflow: local writes pile up in the bounded unsent queue while
 // the window is full; past maxQueuedUpdateBytes they are dropped, RESYNC_REQUIRED
 // {send-queue-overflow} is declared, and once the window is empty the peer's round carries
-// everything (§17).
+// everything (docs/protocol.md#backpressure).
 func TestS17_PeerUnsentQueueOverflow(t *testing.T) {
 	cfg := overflowConfig(t)
 	f := newNSPeer(t, cfg)
@@ -475,7 +484,8 @@ func TestS17_PeerUnsentQueueOverflow(t *testing.T) {
 
 // TestS20_PeerDegradedAppliesHubUpdatesInMemory: while the peer's store cannot commit, hub
 // updates are still applied (to memory) and acknowledged, reported as
-// degraded-bypass-applied instead of update-applied (§20, §23.5); local writes are refused.
+// degraded-bypass-applied instead of update-applied (docs/protocol.md#degraded-persistence,
+// docs/protocol.md#degraded-bypass); local writes are refused.
 func TestS20_PeerDegradedAppliesHubUpdatesInMemory(t *testing.T) {
 	var faults persistencetest.Faults
 	f := newNSPeerWith(t, nsConfig(t), persistence.Options{CommitHook: faults.Hook, RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
@@ -486,7 +496,7 @@ func TestS20_PeerDegradedAppliesHubUpdatesInMemory(t *testing.T) {
 	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {
 		t.Fatalf("first ack %d, want %d", ack.AckedSequence, seq)
 	}
-	eventually(t, "the store failing", func() bool { return !f.store.Healthy() })
+	testkit.Eventually(t, wait, "the store failing", func() bool { return !f.store.Healthy() })
 	seq = w.send(&protocol.Update{NamespaceID: ns, Update: hubDoc.set("during", 2.0)})
 	if ack, _ := expect[*protocol.UpdateAck](w); ack.AckedSequence != seq {
 		t.Fatalf("ack %d", ack.AckedSequence)
@@ -510,7 +520,8 @@ func TestS20_PeerDegradedAppliesHubUpdatesInMemory(t *testing.T) {
 
 // TestS6_3_PeerGoAwayDrain: a GOAWAY stops new work: the peer closes its open namespaces
 // (CLOSE_NAMESPACE), ends the drain when they are closed (1000), and reconnects after the
-// retry hint, reopening them (§6.3, §15.1).
+// retry hint, reopening them (docs/protocol.md#draining,
+// docs/protocol.md#peer-connection-states).
 func TestS6_3_PeerGoAwayDrain(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
 	ns, _, w, _ := f.liveTarget()
@@ -531,7 +542,8 @@ func TestS6_3_PeerGoAwayDrain(t *testing.T) {
 }
 
 // TestS18_PeerAckTimeout: an UPDATE unacknowledged for ackTimeoutMs is not resent: the peer
-// declares ACK_TIMEOUT and, its window given up, starts a round at once (§17, §18).
+// declares ACK_TIMEOUT and, its window given up, starts a round at once
+// (docs/protocol.md#backpressure, docs/protocol.md#timeouts).
 func TestS18_PeerAckTimeout(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)
@@ -553,7 +565,7 @@ func TestS18_PeerAckTimeout(t *testing.T) {
 // TestS9_4_PeriodicTimerNeverOverlapsARound: the periodic timer is armed only when a round
 // ends live and is cleared when a round starts, so a round in progress (here one a resync
 // started) never gets a second Step1; the next periodic round comes reconcileIntervalMs
-// after that round ended (§9.4).
+// after that round ended (docs/protocol.md#resync).
 func TestS9_4_PeriodicTimerNeverOverlapsARound(t *testing.T) {
 	cfg := nsConfig(t)
 	cfg.ReconcileInterval, cfg.ReconcileTimeout = 10*time.Second, time.Minute
@@ -635,7 +647,7 @@ func TestGUIDE6_PeerPacesItsOpens(t *testing.T) {
 }
 
 // TestS12_PeerCloseTimeout: a close the hub never answers ends after closeTimeoutMs
-// (closed, §18), and the removal completes.
+// (closed, docs/protocol.md#timeouts), and the removal completes.
 func TestS12_PeerCloseTimeout(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)

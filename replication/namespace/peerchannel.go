@@ -68,7 +68,8 @@ func (c *peerChannel) changed(from observer.ChannelState) {
 	pc.checkWorking()
 }
 
-// wentLive arms the periodic reconciliation (§9.4): one one-shot timer, armed after a round.
+// wentLive arms the periodic reconciliation (docs/protocol.md#periodic-reconciliation): one
+// one-shot timer, armed after a round.
 func (c *peerChannel) wentLive() {
 	c.stopPeriodic()
 	c.periodic = c.n.s.AfterFunc(c.n.cfg.ReconcileInterval, func() {
@@ -107,11 +108,11 @@ func (c *peerChannel) released(settled <-chan struct{}) {
 	}
 }
 
-// schemaRearmed reports a re-arm of the replicated schema (§23.1): one
-// schema-rearm-applied per install; on the first failure one schema-rearm-failed, and the
-// namespace closes itself with CLOSE_NAMESPACE (closed, not reopened by a reconnect). The
-// close is behaviour and happens without an observer too. No clock is read and no schema
-// text leaves the registry.
+// schemaRearmed reports a re-arm of the replicated schema
+// (docs/protocol.md#document-layout): one schema-rearm-applied per install; on the first
+// failure one schema-rearm-failed, and the namespace closes itself with CLOSE_NAMESPACE
+// (closed, not reopened by a reconnect). The close is behaviour and happens without an
+// observer too. No clock is read and no schema text leaves the registry.
 func (c *peerChannel) schemaRearmed(r *registry.SchemaRearm) {
 	em := c.n.em
 	if s := r.Installed; s != nil {
@@ -207,7 +208,8 @@ func (pc *peerConn) localOpened(c *peerChannel, lease *registry.Lease, err error
 	c.openSent = true
 }
 
-// openOK: the hub accepted the open (§7); its mode must match what this peer declared.
+// openOK: the hub accepted the open (docs/protocol.md#open_ok); its mode must match what
+// this peer declared.
 func (c *peerChannel) openOK(f protocol.Frame, m *protocol.OpenOK) {
 	pc := c.pc
 	if c.ended() {
@@ -275,8 +277,9 @@ func (pc *peerConn) sessionOpened(c *peerChannel, sess *registry.Session, err er
 	then()
 }
 
-// snapshot imports the hub's snapshot as the target's replica (§8): exclusively, under the
-// target's owner, with the OPEN_OK identity.
+// snapshot imports the hub's snapshot as the target's replica
+// (docs/protocol.md#bootstrap-steps): exclusively, under the target's owner, with the
+// OPEN_OK identity.
 func (c *peerChannel) snapshot(f protocol.Frame, m *protocol.BootstrapSnapshot) {
 	if !c.accepts(f) {
 		return
@@ -318,7 +321,7 @@ func (c *peerChannel) snapshotAssembled(t protocol.Transfer, in *inboundTransfer
 
 // snapshotExpired: the chunked snapshot stalled for assemblyTimeoutMs. The bootstrap fails as
 // if its timer fired (bootstrap-timeout, no frame), and the connection is rebuilt while the
-// target is still wanted (§8.1, §16).
+// target is still wanted (docs/protocol.md#bootstrap).
 func (c *peerChannel) snapshotExpired() {
 	if c.state == observer.ChannelBootstrapping {
 		c.pc.timedOut(c, observer.FailedBootstrapTimeout, c.n.cfg.AssemblyTimeout)
@@ -385,8 +388,8 @@ func (pc *peerConn) imported(c *peerChannel, lease *registry.Lease, err error, n
 	})
 }
 
-// identityChanged: the hub bumped the epoch (§11). The replica stays as it is; the target
-// is conflicted until reset.
+// identityChanged: the hub bumped the epoch (docs/protocol.md#identity_changed). The replica
+// stays as it is; the target is conflicted until reset.
 func (c *peerChannel) identityChanged() {
 	pc := c.pc
 	if !c.terminate(observer.ChannelConflicted) {
@@ -402,13 +405,13 @@ func (pc *peerConn) armReconcileTimer(c *peerChannel) {
 	pc.armTimer(c, observer.FailedReconcileTimeout, pc.cfg.ReconcileTimeout)
 }
 
-// armBootstrapTimer arms the bootstrap timer (§18), which slides while a chunked snapshot
-// moves: when it fires and chunks of the snapshot arrived since it was armed, it is armed
-// again for bootstrapTimeoutMs, since a large snapshot on a slow link may take longer than
-// that to arrive. A bootstrap in which nothing arrived for a whole bootstrapTimeoutMs times
-// out (bootstrap-timeout); a snapshot that stalls is ended sooner by its assembly's sliding
-// timeout (snapshotExpired). The import after the last chunk has at least
-// bootstrapTimeoutMs.
+// armBootstrapTimer arms the bootstrap timer (docs/protocol.md#bootstrap), which slides
+// while a chunked snapshot moves: when it fires and chunks of the snapshot arrived since it
+// was armed, it is armed again for bootstrapTimeoutMs, since a large snapshot on a slow link
+// may take longer than that to arrive. A bootstrap in which nothing arrived for a whole
+// bootstrapTimeoutMs times out (bootstrap-timeout); a snapshot that stalls is ended sooner
+// by its assembly's sliding timeout (snapshotExpired). The import after the last chunk has
+// at least bootstrapTimeoutMs.
 func (pc *peerConn) armBootstrapTimer(c *peerChannel) {
 	stopTimer(&c.timer)
 	seen, d := c.snapChunks, pc.cfg.BootstrapTimeout
@@ -424,8 +427,8 @@ func (pc *peerConn) armBootstrapTimer(c *peerChannel) {
 	})
 }
 
-// armTimer (re)arms the channel's timer for its current state (§18): if the channel is still
-// in that state after d, it times out with cause.
+// armTimer (re)arms the channel's timer for its current state (docs/protocol.md#timeouts):
+// if the channel is still in that state after d, it times out with cause.
 func (pc *peerConn) armTimer(c *peerChannel, cause observer.FailedCause, d time.Duration) {
 	stopTimer(&c.timer)
 	state := c.state
@@ -437,7 +440,8 @@ func (pc *peerConn) armTimer(c *peerChannel, cause observer.FailedCause, d time.
 	})
 }
 
-// startRound opens a round with this peer's Step1 (§9). Not during a drain.
+// startRound opens a round with this peer's Step1 (docs/protocol.md#round-rules). Not
+// during a drain.
 func (pc *peerConn) startRound(c *peerChannel) {
 	if pc.draining() || c.sess == nil || c.ended() || c.closing() || c.round.active {
 		return
@@ -475,7 +479,8 @@ func (pc *peerConn) step1Ready(c *peerChannel, sv []byte, err error) {
 
 // timedOut fails a namespace whose open, bootstrap or reconcile timer fired. While the
 // target is still wanted, its recovery (targetFailed) rebuilds the connection: at once the
-// first time (namespace recovery, §16), with backoff when it keeps timing out.
+// first time (namespace recovery, docs/protocol.md#failed-targets), with backoff when it
+// keeps timing out.
 func (pc *peerConn) timedOut(c *peerChannel, cause observer.FailedCause, d time.Duration) {
 	c.failed(protocol.CodeNamespaceTimeout, cause, d)
 }

@@ -8,7 +8,8 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// update applies the remote's UPDATE (§10.1, §10.2) in the namespace's write sequencer and
+// update applies the remote's UPDATE (docs/protocol.md#sending-and-relaying,
+// docs/protocol.md#the-ack-window) in the namespace's write sequencer and
 // acknowledges it once the apply has settled. UPDATEs come only once the channel is open
 // and bootstrapped, within the sender's window, and from a remote that may submit.
 func (c *channel) update(f protocol.Frame, m *protocol.Update) {
@@ -84,7 +85,8 @@ func (c *channel) updateApplied(seq uint32, n int, t0 observer.Opt[time.Time], r
 	}
 	switch {
 	case res.Degraded && c.n.degradedBypass:
-		// A hub update applied to memory while the store cannot save (§23.5), chunked or not.
+		// A hub update applied to memory while the store cannot save
+		// (docs/protocol.md#degraded-bypass), chunked or not.
 		c.n.em.Emit(observer.DegradedBypassApplied{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: n, Sequence: seq})
 	case in != nil:
 		c.n.em.Emit(observer.ChunkedUpdateApplied{ConnectionID: c.n.connID(), NamespaceID: c.id, Bytes: n,

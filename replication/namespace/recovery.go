@@ -7,9 +7,10 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// This file is how the peer recovers a target whose namespace failed (§16: failed waits
-// for a new connection or a configuration change): the failure is classified by its code's
-// retry column in the error registry (§13.2), recorded on the target with the operator's
+// This file is how the peer recovers a target whose namespace failed (a failed namespace
+// waits for a new connection or a configuration change: docs/protocol.md#failed-targets):
+// the failure is classified by its code's retry class in the error registry
+// (docs/protocol.md#namespace-errors), recorded on the target with the operator's
 // next step, and — unless retrying cannot help — tried again on a timer with backoff. A
 // namespace has one lifecycle per connection, so a retry of a namespace that failed on the
 // current connection rebuilds the connection (namespace recovery, as for the open,
@@ -22,7 +23,7 @@ type Recovery string
 const (
 	// RecoveryAutomatic: a cause that heals by itself — a remote or internal error, a
 	// timeout, persistence degraded on the hub (a lost store or cluster quorum). Retried with
-	// backoff from RetryBase up to RetryMax (a timer's first retry at once, §16).
+	// backoff from RetryBase up to RetryMax (a timer's first retry at once).
 	RecoveryAutomatic Recovery = "automatic"
 	// RecoveryAfterConfig: a cause an operator removes by changing a limit, a grant, the
 	// generation or the namespace itself (size caps, NAMESPACE_NOT_FOUND,
@@ -32,7 +33,7 @@ const (
 	RecoveryAfterConfig Recovery = "after-config"
 	// RecoveryNone: a protocol or policy violation (the registry's retry "no"): retrying
 	// cannot help. Not retried by itself; opened again only when the connection is rebuilt
-	// for another reason (a restart), as §16 says. The way out is a reset or a fix.
+	// for another reason (a restart). The way out is a reset or a fix.
 	RecoveryNone Recovery = "none"
 )
 
@@ -48,11 +49,11 @@ const (
 
 // TargetFailure is why a target's namespace failed, and what happens next.
 type TargetFailure struct {
-	// Code is the namespace error code that ended it (§13.2), sent by the hub (Remote) or by
+	// Code is the namespace error code that ended it, sent by the hub (Remote) or by
 	// this peer; a local open, bootstrap or reconcile timeout is NAMESPACE_TIMEOUT.
 	Code   string
 	Remote bool
-	// Cause is the namespace-failed cause (§23.1).
+	// Cause is the namespace-failed cause.
 	Cause observer.FailedCause
 	// Recovery says whether and how it is retried.
 	Recovery Recovery
@@ -66,7 +67,7 @@ type TargetFailure struct {
 // Heals reports whether the failure is retried by itself.
 func (f *TargetFailure) Heals() bool { return f.Recovery != RecoveryNone }
 
-// RecoveryOf classifies a failure by its code (§13.2's retry column): reconnect, recovery
+// RecoveryOf classifies a failure by its code's retry class: reconnect, recovery
 // and unknown codes heal by themselves, config needs a change, no does not heal.
 func RecoveryOf(code protocol.ErrorCode) Recovery {
 	spec, ok := protocol.LookupError(protocol.ScopeNamespace, code)
@@ -83,8 +84,8 @@ func RecoveryOf(code protocol.ErrorCode) Recovery {
 }
 
 // retryDelay is the wait before retry number attempt (1: the first) of a failure of class
-// r; rnd(n) draws in [0, n). A timer's first retry is at once: §16 rebuilds the connection
-// as soon as an open, bootstrap or reconcile timer fails a wanted target.
+// r; rnd(n) draws in [0, n). A timer's first retry is at once: the connection is rebuilt as
+// soon as an open, bootstrap or reconcile timer fails a wanted target.
 func retryDelay(r Recovery, attempt int, timer bool, rnd func(int64) int64) time.Duration {
 	base, top := RetryBase, RetryMax
 	switch r {

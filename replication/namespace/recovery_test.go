@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/persistence"
@@ -17,7 +18,8 @@ import (
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
-// Recovery of failed targets (§16, §13.2's retry column) and the ledger of local writes.
+// Recovery of failed targets (docs/protocol.md#namespace-states,
+// docs/protocol.md#namespace-errors's retry column) and the ledger of local writes.
 
 // failOpen answers the peer's next OPEN_NAMESPACE, for ns, with a namespace ERROR of code.
 func failOpen(w *wire, ns protocol.NamespaceID, code protocol.ErrorCode) {
@@ -44,7 +46,7 @@ func (f *nsPeer) failure(ns protocol.NamespaceID) namespace.TargetFailure {
 // waitAttempts waits until the target's failure counts n attempts, and returns it.
 func (f *nsPeer) waitAttempts(ns protocol.NamespaceID, n int) namespace.TargetFailure {
 	f.t.Helper()
-	eventually(f.t, fmt.Sprintf("failure attempt %d", n), func() bool {
+	testkit.Eventually(f.t, wait, fmt.Sprintf("failure attempt %d", n), func() bool {
 		st, _ := f.tc.Target(ns.String())
 		return st.State == observer.ChannelFailed && st.Failure != nil && st.Failure.Attempts == n
 	})
@@ -63,7 +65,7 @@ func (f *nsPeer) expectRebuildAfter(w *wire, d time.Duration) {
 	if code, ec := w.expectClose(); code != protocol.CloseGoingAway || ec != "" {
 		f.t.Fatalf("close %d %q, want 1001 without ERROR", code, ec)
 	}
-	eventually(f.t, "namespace-recovery backoff", func() bool {
+	testkit.Eventually(f.t, wait, "namespace-recovery backoff", func() bool {
 		r := f.backoffReasons()
 		return len(r) > before && r[len(r)-1] == observer.BackoffNamespaceRecovery
 	})
@@ -106,8 +108,9 @@ func TestS16_FailedTargetRetriesWithBackoff(t *testing.T) {
 	}
 }
 
-// TestS18_RepeatedTimeoutsBackOff: an open timeout rebuilds the connection at once (§16), a
-// second one in a row only after the backoff's second step (2 s).
+// TestS18_RepeatedTimeoutsBackOff: an open timeout rebuilds the connection at once
+// (docs/protocol.md#namespace-states), a second one in a row only after the backoff's second
+// step (2 s).
 func TestS18_RepeatedTimeoutsBackOff(t *testing.T) {
 	cfg := nsConfig(t)
 	f := newNSPeer(t, cfg)
@@ -172,7 +175,8 @@ func TestS16_ConfigFailureRetriesSlowlyAndOnEveryConnection(t *testing.T) {
 
 // TestS16_FailureThatCannotHealWaitsForANewConnection: a protocol violation (retry no) is
 // not retried by itself, however long it waits; its target refuses local writes and opens
-// again only when the connection is rebuilt for another reason (§16).
+// again only when the connection is rebuilt for another reason
+// (docs/protocol.md#namespace-states).
 func TestS16_FailureThatCannotHealWaitsForANewConnection(t *testing.T) {
 	f := newNSPeer(t, nsConfig(t))
 	ns, id, _ := f.create()
@@ -253,7 +257,7 @@ func (f *nsPeer) unreplicated(ns protocol.NamespaceID) int64 {
 
 func (f *nsPeer) waitUnreplicated(ns protocol.NamespaceID, want int64) {
 	f.t.Helper()
-	eventually(f.t, fmt.Sprintf("%d bytes unreplicated (now %d)", want, f.unreplicated(ns)), func() bool { return f.unreplicated(ns) == want })
+	testkit.Eventually(f.t, wait, fmt.Sprintf("%d bytes unreplicated (now %d)", want, f.unreplicated(ns)), func() bool { return f.unreplicated(ns) == want })
 }
 
 // TestLocalWritesCountedUntilTheHubHasThem: the ledger of local writes counts a write until
@@ -383,7 +387,7 @@ func TestLocalWriteAdmission(t *testing.T) {
 		refused.Chunked || !strings.Contains(err.Error(), fmt.Sprint(limit)) || !strings.Contains(err.Error(), "v1") {
 		t.Fatalf("over the v1 limit: %v", err)
 	}
-	if err := f.tc.AdmitLocalWrite(nsN(77).String(), 1<<30); err != nil {
+	if err := f.tc.AdmitLocalWrite(wstest.NamespaceID(77).String(), 1<<30); err != nil {
 		t.Fatalf("not a target: %v", err)
 	}
 	w.send(&protocol.IdentityChanged{NamespaceID: ns, ReplicationID: id.ReplicationID, ReplicationEpoch: 2})
@@ -392,7 +396,7 @@ func TestLocalWriteAdmission(t *testing.T) {
 		t.Fatalf("conflicted: %v", err)
 	}
 
-	cfg := smallConfig(t) // the v2 generation
+	cfg := wstest.SmallConfig(t) // the v2 generation
 	f2 := newNSPeer(t, cfg)
 	ns2, id2, snap2 := f2.create()
 	f2.target(ns2)

@@ -5,9 +5,9 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// This file is resync (§9.4): when a side loses continuity — updates dropped unsent, a shed
-// queue, an unacknowledged window, a chunked live update that stalled — the namespace goes to
-// needs-resync and the next sync round repairs whatever was lost.
+// This file is resync (docs/protocol.md#resync): when a side loses continuity — updates
+// dropped unsent, a shed queue, an unacknowledged window, a chunked live update that stalled
+// — the namespace goes to needs-resync and the next sync round repairs whatever was lost.
 
 // needResync handles a local loss of continuity (a dropped queue, a failed send, a shed):
 // the unsent updates are dropped, the remote is told with RESYNC_REQUIRED, and the channel

@@ -9,10 +9,11 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// This file is the sync round (§9): the peer starts a round with its Step1 (its state
-// vector); the hub answers with its Step2 (the diff the peer lacks) and its own Step1; the
-// peer answers with its Step2; each side confirms the other's diff with SYNC_APPLIED once
-// it is applied. When both diffs are applied the namespace is live.
+// This file is the sync round (docs/protocol.md#reconciliation): the peer starts a round
+// with its Step1 (its state vector); the hub answers with its Step2 (the diff the peer
+// lacks) and its own Step1; the peer answers with its Step2; each side confirms the other's
+// diff with SYNC_APPLIED once it is applied. When both diffs are applied the namespace is
+// live.
 
 // syncRound is the state of one reconciliation round.
 type syncRound struct {
@@ -79,8 +80,8 @@ func (c *channel) diffReady(id uint32, diff []byte, err error) {
 		return
 	}
 	if len(diff) > c.n.cfg.MaxSyncDiffBytes && c.n.chunked() {
-		// Too large for one frame: a chunked transfer of kind sync-diff (§9.2), which takes
-		// a window slot until its SYNC_APPLIED.
+		// Too large for one frame: a chunked transfer of kind sync-diff, which takes a
+		// window slot until its SYNC_APPLIED.
 		c.queueBulk(protocol.KindSyncDiff, diff, protocol.Binding{SyncRoundID: id}, func(seq uint32) bool {
 			if !c.round.active || c.round.id != id {
 				return false
@@ -244,7 +245,7 @@ func (c *channel) afterCaptured(obs *diffObservation) {
 	c.emitDiffApplied(obs)
 }
 
-// emitDiffApplied reports a successful Step2 apply (sync-diff-applied, §23.1), with the
+// emitDiffApplied reports a successful Step2 apply (sync-diff-applied), with the
 // effect group when both state vectors were read; a chunked diff's is chunked-sync-applied.
 func (c *channel) emitDiffApplied(obs *diffObservation) {
 	if !obs.applied || !c.n.em.Enabled() {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
@@ -52,7 +53,7 @@ func rearmEvents(f *nsPeer, ns protocol.NamespaceID) ([]observer.SchemaRearmAppl
 // checks that there are exactly n and no schema-rearm-failed.
 func settledRearms(t *testing.T, f *nsPeer, w *wire, ns protocol.NamespaceID, n int) []observer.SchemaRearmApplied {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d schema-rearm-applied", n), func() bool {
+	testkit.Eventually(t, wait, fmt.Sprintf("%d schema-rearm-applied", n), func() bool {
 		applied, _ := rearmEvents(f, ns)
 		return len(applied) >= n
 	})
@@ -123,7 +124,8 @@ func TestS23_1_PeerSchemaRearmApplied(t *testing.T) {
 	if applied, _ := rearmEvents(f, ns); len(applied) != len(steps) {
 		t.Fatalf("%d applied events after updates that kept the schema, want %d", len(applied), len(steps))
 	}
-	// The key set is frozen: no latency or timestamp of this side (§23.4: no clock read).
+	// The key set is frozen: no latency or timestamp of this side
+	// (docs/protocol.md#delivery-and-clocks: no clock read).
 	for _, e := range f.rec.OfType(observer.TypeSchemaRearmApplied) {
 		if got, want := strings.Join(e.Keys(), ","), "type,side,connectionId,namespaceId,semanticFingerprint,updatedAt"; got != want {
 			t.Fatalf("schema-rearm-applied keys %s, want %s", got, want)
@@ -322,7 +324,7 @@ func TestE2E_S23_1_HubReplaceSchemaRearmsEveryPeer(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, "one schema-rearm-applied per peer", func() bool { return len(byConn()) == len(c.peers) })
+	testkit.Eventually(t, wait, "one schema-rearm-applied per peer", func() bool { return len(byConn()) == len(c.peers) })
 	for _, p := range c.peers {
 		as, ok := activeSchema(t, p.reg, peerOwner, ns)
 		if !ok || as.Fingerprint != hubSchema.Fingerprint || as.UpdatedAt != updatedAt {

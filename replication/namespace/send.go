@@ -12,10 +12,10 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// This file is the outbound half of live updates (§10): what the namespace's document
-// changes reach this channel through its replication session's fan-out, wait in the
-// connection's Outbox behind the channel's window, leave as UPDATEs and are acknowledged,
-// or are given up at the ACK timeout.
+// This file is the outbound half of live updates (docs/protocol.md#live-updates): what the
+// namespace's document changes reach this channel through its replication session's fan-out,
+// wait in the connection's Outbox behind the channel's window, leave as UPDATEs and are
+// acknowledged, or are given up at the ACK timeout.
 
 // inflight is one UPDATE sent and not yet acknowledged.
 type inflight struct {
@@ -95,7 +95,8 @@ func (c *channel) pull() {
 }
 
 // canSend: UPDATEs go only while live, and within the window of maxInFlightUpdates
-// unacknowledged UPDATEs (§10.2); a chunked transfer, of any kind, takes one slot.
+// unacknowledged UPDATEs (docs/protocol.md#the-ack-window); a chunked transfer, of any kind,
+// takes one slot.
 func (c *channel) canSend() bool {
 	return c.state == observer.ChannelLive && len(c.window)+c.reserved+c.bulkSlots() < c.n.cfg.MaxInFlightUpdates
 }
@@ -165,8 +166,8 @@ func (c *channel) wakeOutbox() {
 
 // enqueue queues one update, pulled after the local write count read mark; false when the
 // queue was dropped (the channel needs a resync) or cannot take more. An update over
-// maxUpdateBytes is sent chunked (§10.3) when the connection negotiated it, up to
-// maxChunkedUpdateBytes.
+// maxUpdateBytes is sent chunked (docs/protocol.md#sender-rules) when the connection
+// negotiated it, up to maxChunkedUpdateBytes.
 func (c *channel) enqueue(u *yjs.Shared, mark int64) bool {
 	n := len(u.Bytes())
 	if n > c.maxUpdate() {
@@ -217,7 +218,7 @@ func (c *channel) maxUpdate() int {
 
 // tooLarge handles an update over the largest the connection can send (maxUpdate).
 // In live, with an empty queue, the send fails and a resync is declared (resync-required
-// with its send-failed sample, §23.1); with updates queued, it is dropped alone
+// with its send-failed sample); with updates queued, it is dropped alone
 // (update-dropped) and the next reconciliation repairs it. Outside live it never reaches
 // the send path: the round in progress is followed by another.
 func (c *channel) tooLarge(n int) bool {
@@ -286,8 +287,9 @@ const (
 // mergeUpdates is yjs.MergeShared; tests count its calls.
 var mergeUpdates = yjs.MergeShared
 
-// coalesce merges the unsent updates into one (§10.1: updates that have no sequence yet
-// may be merged with yjs.MergeUpdates, never after), when it pays:
+// coalesce merges the unsent updates into one (docs/protocol.md#sending-and-relaying:
+// updates that have no sequence yet may be merged with yjs.MergeUpdates, never after), when
+// it pays:
 //   - outside live (a round in progress) they wait, merged, and leave together once it
 //     ends;
 //   - while the window is full they wait unmerged — merging at every new update would
@@ -396,9 +398,10 @@ func (c *channel) ackTimerFired() {
 	c.ackTimeout()
 }
 
-// ackTimeout: an UPDATE went unacknowledged for ackTimeoutMs (§18). It is not sent again:
-// the window is given up and the namespace needs a new round, which this side declares
-// with the non-fatal ACK_TIMEOUT error.
+// ackTimeout: an UPDATE went unacknowledged for ackTimeoutMs
+// (docs/protocol.md#the-ack-window). It is not sent again: the window is given up and the
+// namespace needs a new round, which this side declares with the non-fatal ACK_TIMEOUT
+// error.
 func (c *channel) ackTimeout() {
 	rel := c.window[0].seq
 	c.window = nil

@@ -72,11 +72,11 @@ type TargetControllerOptions struct {
 // Rand is a source of random numbers: Int64N returns one in [0, n).
 type Rand interface{ Int64N(n int64) int64 }
 
-// TargetController is the peer's namespace layer (§16): it keeps the targets (namespace id
-// and local owner) across connections, and for every ready connection its NewHandler (the
-// peer's seam.NamespaceFactory) runs one channel per target through the peer's eleven
-// namespace states — targeted → opening → bootstrapping | reconciling → live ⇄
-// needs-resync, closing → closed, and conflicted, failed, disconnected.
+// TargetController is the peer's namespace layer (docs/protocol.md#peer-namespace-states):
+// it keeps the targets (namespace id and local owner) across connections, and for every
+// ready connection its NewHandler (the peer's seam.NamespaceFactory) runs one channel per
+// target through the peer's eleven namespace states — targeted → opening → bootstrapping |
+// reconciling → live ⇄ needs-resync, closing → closed, and conflicted, failed, disconnected.
 //
 // On a ready connection each target is opened: with a local replica, OPEN_NAMESPACE declares
 // its identity and the namespace reconciles; without, the hub's snapshot is imported through

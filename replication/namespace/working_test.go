@@ -3,6 +3,7 @@ package namespace_test
 import (
 	"testing"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
@@ -29,7 +30,7 @@ func TestS15_1_PeerWorkingOnceTargetsLive(t *testing.T) {
 		t.Helper()
 		n := len(attempts())
 		w.end.(*wstest.End).Drop()
-		eventually(t, "a backoff", func() bool { return len(attempts()) == n+1 })
+		testkit.Eventually(t, wait, "a backoff", func() bool { return len(attempts()) == n+1 })
 		if got := attempts()[n]; got != want {
 			t.Fatalf("backoff attempt %d, want %d (all: %v)", got, want, attempts())
 		}

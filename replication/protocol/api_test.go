@@ -10,7 +10,7 @@ import (
 )
 
 // TestS4_NamespaceRouting: every namespace-scope message exposes its namespaceId for routing,
-// and the registry scope of each type is the contract's (§5).
+// and the registry scope of each type is the contract's (docs/protocol.md#message-table).
 func TestS4_NamespaceRouting(t *testing.T) {
 	for _, s := range samples() {
 		nm, ok := s.msg.(NamespaceMessage)

@@ -28,7 +28,7 @@ func (k ChunkKind) ExpiredResyncReason() string { return k.rule().ExpiredResync 
 func (k ChunkKind) ExpiredFailure() ErrorCode { return k.rule().ExpiredFailure }
 
 // AbortReason is why a partial assembly was discarded: the ChunkedUpdateAbortReason
-// vocabulary of the observer events (§23.1, append-only).
+// vocabulary of the observer events (docs/protocol.md#events; append-only).
 type AbortReason string
 
 const (
@@ -86,10 +86,10 @@ type assembly struct {
 }
 
 // Assembler reassembles the chunked transfers arriving on one connection (its one inbound
-// direction), keyed by (namespaceId, transferId), by the receiver rules of §10.3 for every
-// kind. It enforces every first-chunk and follow-up rule, the transferId order, the
-// per-connection cap on concurrent assemblies, and the sliding assemblyTimeoutMs deadline read
-// from the injected Clock.
+// direction), keyed by (namespaceId, transferId), by the receiver rules of
+// docs/protocol.md#receiver-rules for every kind. It enforces every first-chunk and
+// follow-up rule, the transferId order, the per-connection cap on concurrent assemblies, and
+// the sliding assemblyTimeoutMs deadline read from the injected Clock.
 //
 // The first chunk is checked against the declared bounds before anything is allocated; then
 // the whole buffer is allocated once, chunks are copied into it, and it is handed out only when

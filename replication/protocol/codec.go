@@ -67,10 +67,10 @@ func (c Codec) ParseHeader(msg []byte) (Header, error) {
 }
 
 // Decode decodes one WebSocket message into a frame, running the decoding checks in order
-// (GUIDE §5) except the sequence, which needs the per-direction state of Inbound. It never
-// panics, and every failure is an *Error with its registry code. Nothing is allocated before
-// checks 1–8 pass; an UPDATE frame then costs one allocation (the message) and no copy of its
-// bytes, which alias msg (see Codec for the lifetime rule).
+// (docs/protocol.md#frame-checks) except the sequence, which needs the per-direction state
+// of Inbound. It never panics, and every failure is an *Error with its registry code.
+// Nothing is allocated before checks 1–8 pass; an UPDATE frame then costs one allocation
+// (the message) and no copy of its bytes, which alias msg (see Codec for the lifetime rule).
 func (c Codec) Decode(msg []byte) (Frame, error) {
 	h, herr := parseHeader(msg, c.lim.MaxFrameBytes, c.caps)
 	if herr != nil {
@@ -83,8 +83,9 @@ func (c Codec) Decode(msg []byte) (Frame, error) {
 	return Frame{Sequence: h.Sequence, Message: m}, nil
 }
 
-// decodePayload is the last check: the whole payload by the lib0 grammar (§4), then the
-// field rules, then the namespace-scope size caps.
+// decodePayload is the last check: the whole payload by the lib0 grammar
+// (docs/protocol.md#binary-form), then the field rules (docs/protocol.md#field-rules), then
+// the namespace-scope size caps.
 func (c Codec) decodePayload(h Header, payload []byte) (Message, *Error) {
 	var r reader
 	r.Reset(payload)

@@ -9,9 +9,9 @@ import (
 	"github.com/nomicore/nomicore/lib0"
 )
 
-// Generation is the implementation generation (§1): orthogonal to the protocol version, and
-// visible on the wire only in the HELLO capability bits. The v1 generation predates chunked
-// transfers; v2 has them.
+// Generation is the implementation generation (docs/protocol.md#generations): orthogonal to
+// the protocol version, and visible on the wire only in the HELLO capability bits. The v1
+// generation predates chunked transfers; v2 has them.
 type Generation uint8
 
 const (
@@ -49,9 +49,10 @@ const (
 // exceed maxFrameBytes.
 const MinProtocolOverheadBytes = 20 + 1 + 36 + 5 + 1 + 5 + 5 + 33 + 8 + 5
 
-// Config holds every limit, timeout and generation switch of the replication protocol (§17,
-// §18). Start from DefaultConfig, change fields, and call Validate at start-up: an invalid
-// configuration is refused loudly, never clamped at run time.
+// Config holds every limit, timeout and generation switch of the replication protocol
+// (docs/protocol.md#limits-and-defaults, docs/protocol.md#timeouts). Start from
+// DefaultConfig, change fields, and call Validate at start-up: an invalid configuration is
+// refused loudly, never clamped at run time.
 type Config struct {
 	// Generation selects the capability set offered in HELLO.
 	Generation Generation
@@ -100,8 +101,8 @@ type Config struct {
 	BackoffResetAfter time.Duration
 }
 
-// DefaultConfig returns the contract's defaults (§17, §18) and, for the admission limits
-// maxEarlyFrames and maxConcurrentOpens, the implementation guide's.
+// DefaultConfig returns the defaults of docs/protocol.md#limits-and-defaults: the contract's
+// where it has one, else the values chosen here.
 func DefaultConfig() Config {
 	return Config{
 		Generation: GenerationV2,

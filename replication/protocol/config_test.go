@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// TestS17_Defaults: the defaults of the contract and GUIDE §6, written out, and valid.
+// TestS17_Defaults: the defaults of the contract and docs/protocol.md#limits-and-defaults,
+// written out, and valid.
 func TestS17_Defaults(t *testing.T) {
 	c := DefaultConfig()
 	if err := c.Validate(); err != nil {
@@ -60,8 +61,9 @@ func TestS17_Defaults(t *testing.T) {
 	}
 }
 
-// TestS17_EveryConstraintIsEnforced breaks each start-up constraint of §17 and §18 alone and
-// expects a loud error naming it; Validate never changes the configuration.
+// TestS17_EveryConstraintIsEnforced breaks each start-up constraint of
+// docs/protocol.md#backpressure and docs/protocol.md#timeouts alone and expects a loud error
+// naming it; Validate never changes the configuration.
 func TestS17_EveryConstraintIsEnforced(t *testing.T) {
 	cases := []struct {
 		constraint string

@@ -15,7 +15,8 @@ const EnvelopeVersion = 1
 // magic is ASCII "NMCR".
 var magic = [4]byte{'N', 'M', 'C', 'R'}
 
-// Header is the envelope of one frame (§3): all integers big-endian, flags and reserved zero.
+// Header is the envelope of one frame (docs/protocol.md#envelope): all integers big-endian,
+// flags and reserved zero.
 //
 //	offset 0  magic "NMCR" | 4 version | 5 messageType | 6 flags (2) | 8 sequence (4)
 //	offset 12 payloadLength (4) | 16 reserved (4)
@@ -25,9 +26,9 @@ type Header struct {
 	PayloadLength uint32
 }
 
-// parseHeader runs the envelope checks, in the order the implementation guide gives them
-// (GUIDE §5, checks 1–8), on one WebSocket message. It reads only the 20 header bytes and
-// allocates nothing unless it fails.
+// parseHeader runs the envelope checks in their order (steps 1–8 of
+// docs/protocol.md#frame-checks) on one WebSocket message. It reads only the 20 header bytes
+// and allocates nothing unless it fails.
 func parseHeader(msg []byte, maxFrameBytes int, caps Capability) (Header, *Error) {
 	var h Header
 	// 1. The outer frame limit, before anything else is read.

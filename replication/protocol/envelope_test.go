@@ -19,7 +19,7 @@ func frameWith(t MessageType, seq uint32, payload []byte) []byte {
 }
 
 // TestS3_EnvelopeCheckOrder: each envelope fault alone gives its code, and when two faults
-// meet, the earlier check of GUIDE §5 wins.
+// meet, the earlier check of docs/protocol.md#frame-checks wins.
 func TestS3_EnvelopeCheckOrder(t *testing.T) {
 	good := encode(t, 1, &UpdateAck{NamespaceID: nsA, AckedSequence: 1})
 	mut := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
@@ -66,9 +66,9 @@ func TestS3_EnvelopeCheckOrder(t *testing.T) {
 }
 
 // TestS3_NoAllocationFromDeclaredLengths: a huge declared length on a short body, at the
-// envelope and inside the payload, is refused without allocating from it (§3: "Decoder 在复制
-// 或分配 payload 前检查…"). The bound (4 KiB per decode) is far below any of the declared
-// sizes (≥ 1 MB).
+// envelope and inside the payload, is refused without allocating from it
+// (docs/protocol.md#envelope: "Decoder 在复制 或分配 payload 前检查…"). The bound (4 KiB per decode) is
+// far below any of the declared sizes (≥ 1 MB).
 func TestS3_NoAllocationFromDeclaredLengths(t *testing.T) {
 	ns := nsA.appendTo(nil)
 	bigLen := lib0.AppendVarUint(nil, math.MaxUint32)
@@ -143,7 +143,8 @@ func TestS10_1_DecodeUpdateAllocatesOnce(t *testing.T) {
 	}
 }
 
-// TestS4_PayloadGrammar: structural faults of §4 inside otherwise valid frames.
+// TestS4_PayloadGrammar: structural faults of docs/protocol.md#payload-encoding inside
+// otherwise valid frames.
 func TestS4_PayloadGrammar(t *testing.T) {
 	ns := nsA.appendTo(nil)
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
@@ -174,7 +175,8 @@ func TestS4_PayloadGrammar(t *testing.T) {
 	}
 }
 
-// TestS10_3_ChunkSingleFrameRules: the codec-level rules of §10.3 refuse both directions.
+// TestS10_3_ChunkSingleFrameRules: the codec-level rules of docs/protocol.md#chunked-transfers
+// refuse both directions.
 func TestS10_3_ChunkSingleFrameRules(t *testing.T) {
 	base := UpdateChunk{Kind: KindSnapshot, NamespaceID: nsA, TransferID: 1, ChunkIndex: 0, ChunkCount: 2, TotalBytes: 4,
 		ReplicationID: replID, ReplicationEpoch: 1, Bytes: []byte{1, 2}}

@@ -9,9 +9,10 @@ import (
 // broke a transfer rule, a failed handshake, or an exhausted sequence. Every failure this
 // package reports is an *Error; use errors.As.
 //
-// Scope says what the caller must do (§13): a connection-scope error closes the connection
-// (with CloseCode, after a best-effort connection ERROR frame); a namespace-scope error
-// fails only that namespace (a namespace ERROR frame), and the connection goes on.
+// Scope says what the caller must do (docs/protocol.md#errors): a connection-scope error
+// closes the connection (with CloseCode, after a best-effort connection ERROR frame); a
+// namespace-scope error fails only that namespace (a namespace ERROR frame), and the
+// connection goes on.
 type Error struct {
 	Code  ErrorCode
 	Scope Scope
@@ -57,8 +58,8 @@ func (e *Error) Unwrap() error { return e.Err }
 // OUTBOUND_SEQUENCE_EXHAUSTED have none.
 func (e *Error) Spec() (ErrorSpec, bool) { return LookupError(e.Scope, e.Code) }
 
-// CloseCode is the WebSocket close code for a connection-scope error (§14); internal
-// codes without a registry row close with 1011.
+// CloseCode is the WebSocket close code for a connection-scope error
+// (docs/protocol.md#close-codes); internal codes without a registry row close with 1011.
 func (e *Error) CloseCode() CloseCode {
 	if s, ok := e.Spec(); ok && s.Close != 0 {
 		return s.Close

@@ -8,11 +8,13 @@ import (
 	"os"
 	"reflect"
 	"testing"
+
+	"github.com/nomicore/nomicore/internal/testkit"
 )
 
 // The golden vectors of testdata/golden come from an independent JS generator written against
-// lib0 0.2.120 from the contract's field tables (GUIDE §10); these tests check the Go codec
-// against them in both directions.
+// lib0 0.2.120 from the contract's field tables (docs/protocol.md#conformance); these tests
+// check the Go codec against them in both directions.
 
 type goldenVector struct {
 	Name       string          `json:"name"`
@@ -85,21 +87,6 @@ func (v goldenVector) codec() Codec {
 	return NewCodec(testLimits(), 0)
 }
 
-// sameJSON compares two JSON texts as values, numbers exactly.
-func sameJSON(t testing.TB, got, want []byte) bool {
-	t.Helper()
-	parse := func(b []byte) any {
-		d := json.NewDecoder(bytes.NewReader(b))
-		d.UseNumber()
-		var v any
-		if err := d.Decode(&v); err != nil {
-			t.Fatalf("parse %s: %v", b, err)
-		}
-		return v
-	}
-	return reflect.DeepEqual(parse(got), parse(want))
-}
-
 // TestS22_GoldenFrames: decode(hex) == fields and encode(fields) == hex for every vector.
 func TestS22_GoldenFrames(t *testing.T) {
 	types := map[MessageType]bool{}
@@ -111,7 +98,7 @@ func TestS22_GoldenFrames(t *testing.T) {
 			if err != nil {
 				t.Fatalf("decode: %v", err)
 			}
-			if got := AppendFrameJSON(nil, f); !sameJSON(t, got, v.Frame) {
+			if got := AppendFrameJSON(nil, f); !testkit.SameJSON(t, got, v.Frame) {
 				t.Fatalf("decoded %s\nwant    %s", got, v.Frame)
 			}
 			// Encode direction: the vector's fields encode to its bytes (also for the
@@ -130,7 +117,8 @@ func TestS22_GoldenFrames(t *testing.T) {
 			if !bytes.Equal(enc, wire) {
 				t.Fatalf("encoded %x\nwant    %x", enc, wire)
 			}
-			// §10.3: without CAP_CHUNKED_UPDATE the same 0x42 frame is refused before its payload.
+			// docs/protocol.md#chunked-transfers: without CAP_CHUNKED_UPDATE the same 0x42
+			// frame is refused before its payload.
 			if v.Chunked {
 				if _, err := NewCodec(testLimits(), 0).Decode(wire); codeOf(err) != CodeUnsupportedMessageType {
 					t.Fatalf("0x42 without the capability: %v", err)

@@ -5,9 +5,10 @@ import (
 	"fmt"
 )
 
-// NamespaceID is a namespace key, `^ns-[0-9a-f]{32}$` (§1). It is a comparable value
-// (usable as a map key, decoded without allocating); the zero value means "no namespace" and
-// is never a valid id. Build one with ParseNamespaceID.
+// NamespaceID is a namespace key, `^ns-[0-9a-f]{32}$`
+// (docs/protocol.md#terms-and-invariants). It is a comparable value (usable as a map key,
+// decoded without allocating); the zero value means "no namespace" and is never a valid id.
+// Build one with ParseNamespaceID.
 type NamespaceID struct {
 	text [namespaceIDLen]byte
 }
@@ -92,7 +93,7 @@ func (id NamespaceID) appendTo(dst []byte) []byte {
 }
 
 // ValidInstanceID reports whether s follows the instance-id grammar `^[a-z][a-z0-9-]{0,62}$`
-// (§6.1).
+// (docs/protocol.md#field-rules).
 func ValidInstanceID(s string) bool {
 	if len(s) < 1 || len(s) > 63 || s[0] < 'a' || s[0] > 'z' {
 		return false

@@ -12,7 +12,7 @@ import (
 	"github.com/nomicore/nomicore/lib0"
 )
 
-// The frame JSON of the implementation guide (GUIDE §7), used by `nmcr frame` and the
+// The JSON form of frames (docs/protocol.md#json-form), used by `nmcr frame` and the
 // golden-vector tests:
 //
 //	{"type":"HELLO","sequence":1,"payload":{…}}

@@ -23,8 +23,8 @@ func TestS7_FrameJSONRoundTrip(t *testing.T) {
 	}
 }
 
-// TestS7_FrameJSONShape: GUIDE §7 names, order, hex bytes, omitted optionals, numbers for
-// bitsets and enums, JSON bools.
+// TestS7_FrameJSONShape: docs/protocol.md#json-form names, order, hex bytes, omitted
+// optionals, numbers for bitsets and enums, JSON bools.
 func TestS7_FrameJSONShape(t *testing.T) {
 	cases := []struct {
 		f    Frame

@@ -7,11 +7,11 @@ import (
 	"github.com/nomicore/nomicore/lib0"
 )
 
-// Message is one of the 18 typed payloads of the message registry (§5), always as a
-// pointer: *Hello, *HelloAck, *GoAway, *ErrorMessage, *OpenNamespace, *OpenOK,
-// *CloseNamespace, *CloseOK, *BootstrapSnapshot, *BootstrapAck, *IdentityChanged,
-// *SyncStep1, *SyncStep2, *SyncApplied, *ResyncRequired, *Update, *UpdateAck, *UpdateChunk.
-// The set is closed.
+// Message is one of the 18 typed payloads of the message table
+// (docs/protocol.md#message-table), always as a pointer: *Hello, *HelloAck, *GoAway,
+// *ErrorMessage, *OpenNamespace, *OpenOK, *CloseNamespace, *CloseOK, *BootstrapSnapshot,
+// *BootstrapAck, *IdentityChanged, *SyncStep1, *SyncStep2, *SyncApplied, *ResyncRequired,
+// *Update, *UpdateAck, *UpdateChunk. The set is closed.
 //
 // Field rules are one set for both directions: the Codec refuses to encode a message that it
 // would refuse to decode.
@@ -104,7 +104,7 @@ const namespaceLen = 1 + namespaceIDLen
 // MaxProtocolVersions is the longest HELLO protocolVersions list.
 const MaxProtocolVersions = 16
 
-// Hello opens the handshake, Peer→Hub (§6.1).
+// Hello opens the handshake, Peer→Hub (docs/protocol.md#hello).
 type Hello struct {
 	PeerInstanceID        string     // ^[a-z][a-z0-9-]{0,62}$, equal to the Upgrade identity
 	ExpectedHubInstanceID string     // same grammar
@@ -178,7 +178,7 @@ func (m *Hello) decodeFast(r *reader) {
 
 // ---- HELLO_ACK 0x02 ----
 
-// HelloAck answers HELLO, Hub→Peer (§6.2).
+// HelloAck answers HELLO, Hub→Peer (docs/protocol.md#hello_ack).
 type HelloAck struct {
 	HubInstanceID        string     // must equal the Peer's expected hub
 	ProtocolVersion      uint64     // the selected protocol version
@@ -219,7 +219,7 @@ const (
 	GoAwayReauthRequired     = "REAUTH_REQUIRED"      // blocked until token or configuration change
 )
 
-// GoAway announces a drain, either direction (§6.3).
+// GoAway announces a drain, either direction (docs/protocol.md#goaway).
 type GoAway struct {
 	ReasonCode     string // stable safe code, for example SERVER_RESTARTING
 	DrainTimeoutMs uint64
@@ -250,10 +250,11 @@ func (m *GoAway) fields(w *walker) {
 
 // ---- ERROR 0x04 ----
 
-// ErrorMessage is the ERROR frame (§13). Scope, Fatal and Retryable are fixed by the
-// registry for a registered code: NewErrorMessage fills them, and the Codec refuses to encode
-// (or decode) a registered code whose values differ. A code outside the registries is
-// accepted as sent: the registry is append-only, and a newer sender may use a newer code.
+// ErrorMessage is the ERROR frame (docs/protocol.md#error). Scope, Fatal and Retryable are
+// fixed by the registry for a registered code: NewErrorMessage fills them, and the Codec
+// refuses to encode (or decode) a registered code whose values differ. A code outside the
+// registries is accepted as sent: the registry is append-only, and a newer sender may use a
+// newer code.
 type ErrorMessage struct {
 	Scope              Scope
 	Code               ErrorCode
@@ -267,7 +268,7 @@ type ErrorMessage struct {
 }
 
 // NewErrorMessage builds the ERROR for a registered code, taking scope, fatal and retryable
-// from the registry, which the caller cannot override (§13). ns is required for a
+// from the registry, which the caller cannot override. ns is required for a
 // namespace-scope code and must be zero for a connection-scope one. It fails for a code
 // outside the registry of scope.
 func NewErrorMessage(scope Scope, code ErrorCode, ns NamespaceID, safeMessage string) (*ErrorMessage, error) {
@@ -335,8 +336,9 @@ func (m *ErrorMessage) fields(w *walker) {
 
 // ---- OPEN_NAMESPACE 0x10 ----
 
-// OpenNamespace asks to open a namespace, Peer→Hub (§7.1). The identity fields are on the wire
-// exactly when HasLocalReplica (reconcile); without them the Peer asks for a bootstrap.
+// OpenNamespace asks to open a namespace, Peer→Hub (docs/protocol.md#open_namespace). The
+// identity fields are on the wire exactly when HasLocalReplica (reconcile); without them the
+// Peer asks for a bootstrap.
 type OpenNamespace struct {
 	NamespaceID      NamespaceID
 	HasLocalReplica  bool
@@ -375,7 +377,7 @@ func (m *OpenNamespace) fields(w *walker) {
 
 // ---- OPEN_OK 0x11 ----
 
-// OpenOK accepts an OPEN_NAMESPACE, Hub→Peer (§7.2).
+// OpenOK accepts an OPEN_NAMESPACE, Hub→Peer (docs/protocol.md#open_ok).
 type OpenOK struct {
 	NamespaceID      NamespaceID
 	Mode             OpenMode // ModeBootstrap or ModeReconcile
@@ -405,7 +407,8 @@ func (m *OpenOK) fields(w *walker) {
 
 // ---- CLOSE_NAMESPACE 0x12 ----
 
-// CloseNamespace starts the close handshake of a namespace, either direction (§12).
+// CloseNamespace starts the close handshake of a namespace, either direction
+// (docs/protocol.md#close_namespace).
 type CloseNamespace struct {
 	NamespaceID NamespaceID
 	ReasonCode  string // a normal remove/drain reason
@@ -425,7 +428,7 @@ func (m *CloseNamespace) fields(w *walker) {
 
 // ---- CLOSE_OK 0x13 ----
 
-// CloseOK answers CLOSE_NAMESPACE (§12).
+// CloseOK answers CLOSE_NAMESPACE (docs/protocol.md#close_ok).
 type CloseOK struct {
 	NamespaceID   NamespaceID
 	AckedSequence uint32 // the CLOSE_NAMESPACE sequence
@@ -446,8 +449,9 @@ func (m *CloseOK) fields(w *walker) {
 
 // ---- BOOTSTRAP_SNAPSHOT 0x20 ----
 
-// BootstrapSnapshot carries a whole replica, Hub→Peer (§8.1). Snapshot is at most
-// maxBootstrapBytes (else BOOTSTRAP_TOO_LARGE); larger snapshots travel as kind=1 chunks.
+// BootstrapSnapshot carries a whole replica, Hub→Peer (docs/protocol.md#bootstrap_snapshot).
+// Snapshot is at most maxBootstrapBytes (else BOOTSTRAP_TOO_LARGE); larger snapshots travel
+// as kind=1 chunks.
 type BootstrapSnapshot struct {
 	NamespaceID      NamespaceID
 	ReplicationID    string // as in OPEN_OK
@@ -477,7 +481,7 @@ func (m *BootstrapSnapshot) fields(w *walker) {
 
 // ---- BOOTSTRAP_ACK 0x21 ----
 
-// BootstrapAck confirms a snapshot import, Peer→Hub (§8.2).
+// BootstrapAck confirms a snapshot import, Peer→Hub (docs/protocol.md#bootstrap_ack).
 type BootstrapAck struct {
 	NamespaceID   NamespaceID
 	AckedSequence uint32 // the BOOTSTRAP_SNAPSHOT sequence (the last chunk's when chunked)
@@ -498,7 +502,8 @@ func (m *BootstrapAck) fields(w *walker) {
 
 // ---- IDENTITY_CHANGED 0x22 ----
 
-// IdentityChanged fences a namespace after an epoch bump, Hub→Peer (§11).
+// IdentityChanged fences a namespace after an epoch bump, Hub→Peer
+// (docs/protocol.md#identity_changed).
 type IdentityChanged struct {
 	NamespaceID      NamespaceID
 	ReplicationID    string // the new identity
@@ -520,7 +525,8 @@ func (m *IdentityChanged) fields(w *walker) {
 
 // ---- SYNC_STEP1 0x30 ----
 
-// SyncStep1 opens (Peer) or answers (Hub) a reconciliation round (§9.1).
+// SyncStep1 opens (Peer) or answers (Hub) a reconciliation round
+// (docs/protocol.md#sync_step1).
 type SyncStep1 struct {
 	NamespaceID NamespaceID
 	SyncRoundID uint32
@@ -539,8 +545,9 @@ func (m *SyncStep1) fields(w *walker) {
 
 // ---- SYNC_STEP2 0x31 ----
 
-// SyncStep2 carries the diff against the other side's state vector (§9.2). Update is at most
-// maxSyncDiffBytes (else SYNC_DIFF_TOO_LARGE); larger diffs travel as kind=2 chunks.
+// SyncStep2 carries the diff against the other side's state vector
+// (docs/protocol.md#sync_step2). Update is at most maxSyncDiffBytes (else
+// SYNC_DIFF_TOO_LARGE); larger diffs travel as kind=2 chunks.
 type SyncStep2 struct {
 	NamespaceID          NamespaceID
 	SyncRoundID          uint32
@@ -570,7 +577,7 @@ func (m *SyncStep2) fields(w *walker) {
 
 // ---- SYNC_APPLIED 0x32 ----
 
-// SyncApplied confirms a Step2 diff was applied (§9.3).
+// SyncApplied confirms a Step2 diff was applied (docs/protocol.md#sync_applied).
 type SyncApplied struct {
 	NamespaceID   NamespaceID
 	SyncRoundID   uint32
@@ -600,7 +607,8 @@ const (
 	ResyncSyncTransferExpired   = "SYNC_TRANSFER_EXPIRED"
 )
 
-// ResyncRequired declares that incremental continuity is lost (§9.4).
+// ResyncRequired declares that incremental continuity is lost
+// (docs/protocol.md#resync_required).
 type ResyncRequired struct {
 	NamespaceID NamespaceID
 	ReasonCode  string // see the Resync* constants; unknown reasons are accepted
@@ -620,7 +628,8 @@ func (m *ResyncRequired) fields(w *walker) {
 
 // ---- UPDATE 0x40 ----
 
-// Update is one live Yjs update (§10.1), at most maxUpdateBytes (else UPDATE_TOO_LARGE).
+// Update is one live Yjs update (docs/protocol.md#update), at most maxUpdateBytes (else
+// UPDATE_TOO_LARGE).
 type Update struct {
 	NamespaceID NamespaceID
 	Update      []byte // a decoded one aliases the frame
@@ -661,7 +670,7 @@ func (m *Update) decodeFast(r *reader) {
 
 // ---- UPDATE_ACK 0x41 ----
 
-// UpdateAck confirms a live apply (§10.2).
+// UpdateAck confirms a live apply (docs/protocol.md#update_ack).
 type UpdateAck struct {
 	NamespaceID   NamespaceID
 	AckedSequence uint32 // the UPDATE sequence (the last chunk's for a chunked transfer)
@@ -697,9 +706,9 @@ func (m *UpdateAck) decodeFast(r *reader) {
 
 // ---- UPDATE_CHUNK 0x42 ----
 
-// UpdateChunk is one self-describing slice of a chunked transfer (§10.3) of a live update,
-// a snapshot or a sync diff. It may be sent and accepted only with CAP_CHUNKED_UPDATE
-// negotiated.
+// UpdateChunk is one self-describing slice of a chunked transfer
+// (docs/protocol.md#update_chunk) of a live update, a snapshot or a sync diff. It may be
+// sent and accepted only with CAP_CHUNKED_UPDATE negotiated.
 //
 // The binding block is on the wire exactly when Kind ≠ KindLiveUpdate and ChunkIndex = 0:
 // ReplicationID and ReplicationEpoch for a snapshot, SyncRoundID for a sync diff. The binding

@@ -9,7 +9,7 @@ import (
 )
 
 // TestS5_RoundTripEveryMessage: encode then decode gives the same fields, and re-encoding
-// gives the same bytes (§22 "encode/decode canonical roundtrip").
+// gives the same bytes (docs/protocol.md#conformance "encode/decode canonical roundtrip").
 func TestS5_RoundTripEveryMessage(t *testing.T) {
 	seen := map[MessageType]bool{}
 	for i, s := range samples() {
@@ -38,8 +38,9 @@ func TestS5_RoundTripEveryMessage(t *testing.T) {
 	}
 }
 
-// Hand-assembled frames, written from the contract's tables (§3, §4, §6–§13) byte by byte,
-// independent of the encoder.
+// Hand-assembled frames, written from the contract's tables (docs/protocol.md#envelope,
+// docs/protocol.md#payload-encoding, and the message sections from docs/protocol.md#handshake
+// to docs/protocol.md#errors) byte by byte, independent of the encoder.
 func TestS3_HandAssembledFrames(t *testing.T) {
 	const ns = "6e732d3031323334353637383961626364656630313233343536373839616263646566" // "ns-0123…cdef"
 	cases := []struct {
@@ -82,8 +83,8 @@ func TestS3_HandAssembledFrames(t *testing.T) {
 }
 
 // TestS13_ErrorRegistryFixesScopeFatalRetryable: NewErrorMessage takes the values from the
-// registry, and the encoder refuses a registered code whose values differ (§13: "调用方不能
-// 覆盖").
+// registry, and the encoder refuses a registered code whose values differ
+// (docs/protocol.md#errors: "调用方不能 覆盖").
 func TestS13_ErrorRegistryFixesScopeFatalRetryable(t *testing.T) {
 	for _, spec := range append(ConnectionErrors(), NamespaceErrors()...) {
 		var ns NamespaceID

@@ -22,7 +22,7 @@ type Negotiated struct {
 // Chunked reports whether UPDATE_CHUNK may be used on the connection.
 func (n Negotiated) Chunked() bool { return n.Capabilities.Has(CapChunkedUpdate) }
 
-// HubHandshake answers a peer's HELLO (§6).
+// HubHandshake answers a peer's HELLO (docs/protocol.md#handshake).
 type HubHandshake struct {
 	HubInstanceID string // this hub
 	// PeerInstanceID is the identity authenticated at the HTTP Upgrade; the HELLO's
@@ -76,7 +76,7 @@ func (hs *HubHandshake) Answer(h *Hello) (*HelloAck, Negotiated, error) {
 	return ack, n, nil
 }
 
-// PeerHandshake is the peer's side of the handshake (§6).
+// PeerHandshake is the peer's side of the handshake (docs/protocol.md#handshake).
 type PeerHandshake struct {
 	PeerInstanceID string   // this peer
 	HubInstanceID  string   // the hub it expects

@@ -8,8 +8,9 @@ import (
 
 // TestS6_VersionNegotiationMatrix runs the handshake for every combination of hub and peer
 // version sets and required/optional capabilities (including a bit neither side knows) and
-// compares it with the rule of §6.1 spelled out by enumeration: the highest version in both
-// sets; every required bit supported by the other side; the selection is the intersection.
+// compares it with the rule of docs/protocol.md#hello spelled out by enumeration: the highest
+// version in both sets; every required bit supported by the other side; the selection is the
+// intersection.
 func TestS6_VersionNegotiationMatrix(t *testing.T) {
 	const unknownBit Capability = 0x8000_0000
 	versionSets := [][]uint64{{1}, {2, 1}, {3, 2}, {2}, {5, 4}, {16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1}}
@@ -79,8 +80,9 @@ func TestS6_VersionNegotiationMatrix(t *testing.T) {
 }
 
 // TestS22_GenerationInteropMatrix: v1 and v2 generations in both roles; only v2 ↔ v2
-// negotiates CAP_CHUNKED_UPDATE, and the protocol version is 1 in every pairing (§1: the
-// generation never changes envelope or protocol versions).
+// negotiates CAP_CHUNKED_UPDATE, and the protocol version is 1 in every pairing
+// (docs/protocol.md#terms-and-invariants: the generation never changes envelope or protocol
+// versions).
 func TestS22_GenerationInteropMatrix(t *testing.T) {
 	gens := []Generation{GenerationV1, GenerationV2}
 	for _, hg := range gens {

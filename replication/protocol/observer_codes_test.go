@@ -7,9 +7,9 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// §23.2: the observer's code unions are the protocol's registries plus the seam's internal
-// codes. The two packages keep their own lists (observer imports nothing of ours); this test
-// keeps them equal.
+// docs/protocol.md#event-codes: the observer's code unions are the protocol's registries plus
+// the seam's internal codes. The two packages keep their own lists (observer imports nothing
+// of ours); this test keeps them equal.
 func TestS23_2_ObserverCodeUnionsMatchRegistries(t *testing.T) {
 	want := map[string]bool{
 		string(protocol.CodePongTimeout):               true,
@@ -36,7 +36,7 @@ func TestS23_2_ObserverCodeUnionsMatchRegistries(t *testing.T) {
 		if reg, ok := terminal[string(c)]; ok {
 			obs := c.TerminalState()
 			wantState := reg
-			if reg == "needs-resync" { // §23.2: clamped to failed
+			if reg == "needs-resync" { // docs/protocol.md#event-codes: clamped to failed
 				wantState = "failed"
 			}
 			if !obs.Present() || string(obs.Or("")) != wantState {

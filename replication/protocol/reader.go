@@ -6,9 +6,10 @@ import (
 	"github.com/nomicore/nomicore/lib0"
 )
 
-// reader reads payload fields with lib0's strict readers (§4: canonical varUint, bounded
-// lengths, valid UTF-8, 0/1 bool and optional bytes) and remembers which field was being read
-// when the first failure happened. Values it returns after a failure are zero.
+// reader reads payload fields with lib0's strict readers (docs/protocol.md#binary-form:
+// canonical varUint, bounded lengths, valid UTF-8, 0/1 bool and optional bytes) and
+// remembers which field was being read when the first failure happened. Values it returns
+// after a failure are zero.
 type reader struct {
 	lib0.Decoder
 	field string

@@ -1,14 +1,15 @@
 package protocol
 
-// ErrorCode is a stable error code of the append-only error registries (§13; the ERROR frame's
-// code field, a printable ASCII string). Codes outside the registries are valid values: they
-// are accepted on decode and folded to INTERNAL_ERROR only in observer events.
+// ErrorCode is a stable error code of the append-only error registries
+// (docs/protocol.md#errors; the ERROR frame's code field, a printable ASCII string). Codes
+// outside the registries are valid values: they are accepted on decode and folded to
+// INTERNAL_ERROR only in observer events.
 type ErrorCode string
 
 // String returns the code itself.
 func (c ErrorCode) String() string { return string(c) }
 
-// Connection error codes (§13.1).
+// Connection error codes (docs/protocol.md#connection-errors).
 const (
 	CodeBadMagic                   ErrorCode = "BAD_MAGIC"
 	CodeUnsupportedEnvelopeVersion ErrorCode = "UNSUPPORTED_ENVELOPE_VERSION"
@@ -29,7 +30,8 @@ const (
 	CodeInternalError              ErrorCode = "INTERNAL_ERROR" // in both registries
 )
 
-// Namespace error codes (§13.2). INTERNAL_ERROR is CodeInternalError.
+// Namespace error codes (docs/protocol.md#namespace-errors). INTERNAL_ERROR is
+// CodeInternalError.
 const (
 	CodeTargetNotRequested               ErrorCode = "TARGET_NOT_REQUESTED"
 	CodeNamespaceReopenRequiresReconnect ErrorCode = "NAMESPACE_REOPEN_REQUIRES_RECONNECT"
@@ -58,8 +60,8 @@ const (
 	CodeSyncTransferTooLarge             ErrorCode = "SYNC_TRANSFER_TOO_LARGE"
 )
 
-// The local connection codes (§23.2): they end a connection without a wire frame, so no
-// registry row has them.
+// The local connection codes: they end a connection without a wire frame, so no registry
+// row has them (the end of docs/protocol.md#connection-errors).
 const (
 	// CodeOutboundSequenceExhausted: a sending direction used every uint32 sequence (or a
 	// namespace every transfer id).
@@ -103,15 +105,14 @@ type ErrorSpec struct {
 	Code  ErrorCode
 	Fatal bool // fatal for the connection, or for the namespace
 	Retry Retry
-	// Close is the WebSocket close code of a connection error (§14); 0 for namespace
-	// errors.
+	// Close is the WebSocket close code of a connection error; 0 for namespace errors.
 	Close CloseCode
 	// Terminal is the state a namespace error leaves the namespace in; "" for
 	// connection errors.
 	Terminal TerminalState
 }
 
-// connectionRegistry is §13.1, in the contract's order.
+// connectionRegistry is the table of docs/protocol.md#connection-errors, in its order.
 var connectionRegistry = []ErrorSpec{
 	{ScopeConnection, CodeBadMagic, true, RetryNo, CloseProtocolError, ""},
 	{ScopeConnection, CodeUnsupportedEnvelopeVersion, true, RetryNo, CloseProtocolError, ""},
@@ -132,7 +133,7 @@ var connectionRegistry = []ErrorSpec{
 	{ScopeConnection, CodeInternalError, true, RetryYes, CloseInternal, ""},
 }
 
-// namespaceRegistry is §13.2, in the contract's order.
+// namespaceRegistry is the table of docs/protocol.md#namespace-errors, in its order.
 var namespaceRegistry = []ErrorSpec{
 	{ScopeNamespace, CodeTargetNotRequested, true, RetryConfig, 0, TerminalFailed},
 	{ScopeNamespace, CodeNamespaceReopenRequiresReconnect, true, RetryReconnect, 0, TerminalClosed},
@@ -172,17 +173,17 @@ var registryIndex = func() map[Scope]map[ErrorCode]ErrorSpec {
 	return idx
 }()
 
-// LookupError returns the row of code in the registry of scope: the connection registry
-// (§13.1) for ScopeConnection, the namespace registry (§13.2) for ScopeNamespace.
+// LookupError returns the row of code in the registry of scope: the connection registry for
+// ScopeConnection, the namespace registry for ScopeNamespace.
 func LookupError(scope Scope, code ErrorCode) (ErrorSpec, bool) {
 	s, ok := registryIndex[scope][code]
 	return s, ok
 }
 
-// ConnectionErrors returns a copy of the connection error registry (§13.1), in contract order.
+// ConnectionErrors returns a copy of the connection error registry, in its order.
 func ConnectionErrors() []ErrorSpec { return append([]ErrorSpec(nil), connectionRegistry...) }
 
-// NamespaceErrors returns a copy of the namespace error registry (§13.2), in contract order.
+// NamespaceErrors returns a copy of the namespace error registry, in its order.
 func NamespaceErrors() []ErrorSpec { return append([]ErrorSpec(nil), namespaceRegistry...) }
 
 // registered reports whether code appears in either registry.

@@ -6,7 +6,8 @@ import (
 	"testing"
 )
 
-// The registry tables of §13.1 and §13.2, transcribed from the contract as text.
+// The registry tables of docs/protocol.md#connection-errors and
+// docs/protocol.md#namespace-errors, transcribed from the contract as text.
 const contractConnectionTable = `
 BAD_MAGIC	yes	no	1002
 UNSUPPORTED_ENVELOPE_VERSION	yes	no	1002
@@ -87,7 +88,7 @@ func TestS13_RegistriesMatchTheContract(t *testing.T) {
 }
 
 // TestS14_CloseCodes: the close code of each connection error follows the coarse classes
-// of §14.
+// of docs/protocol.md#close-codes.
 func TestS14_CloseCodes(t *testing.T) {
 	want := map[ErrorCode]CloseCode{
 		CodeFrameTooLarge:             CloseTooBig,

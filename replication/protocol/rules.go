@@ -32,8 +32,8 @@ func (e Endpoint) String() string {
 // Remote returns the other end of the connection.
 func (e Endpoint) Remote() Endpoint { return (EndpointPeer | EndpointHub) &^ e }
 
-// Direction is the set of endpoints that may send a message type: the Direction column of
-// the message registry (§5).
+// Direction is the set of endpoints that may send a message type: the direction column of
+// the message table.
 type Direction uint8
 
 // The directions of the registry.
@@ -83,8 +83,8 @@ func (l Lane) String() string {
 	return fmt.Sprintf("UNKNOWN_LANE_0x%02x", uint8(l))
 }
 
-// MessageRule is one row of the message registry (§5), extended with the rules the
-// connection and namespace layers apply to every frame of the type.
+// MessageRule is one row of the message table (docs/protocol.md#message-table), extended
+// with the rules the connection and namespace layers apply to every frame of the type.
 type MessageRule struct {
 	Type MessageType
 	Name string // the contract's name, e.g. "OPEN_NAMESPACE"
@@ -257,8 +257,8 @@ type Acknowledgement interface {
 	Acknowledges() uint32
 }
 
-// KindRule is what differs between the three kinds of chunked transfer (§10.3): live
-// updates, snapshots and sync diffs.
+// KindRule is what differs between the three kinds of chunked transfer
+// (docs/protocol.md#chunked-transfers): live updates, snapshots and sync diffs.
 type KindRule struct {
 	Kind ChunkKind
 	Name string // "live-update", "snapshot", "sync-diff"

@@ -7,10 +7,12 @@ import (
 	"testing"
 )
 
-// The message registry of §5 (code, message, scope, direction), transcribed from the contract,
-// followed by the columns this implementation adds: acknowledged by (the acknowledgement
-// whose ackedSequence names the frame), starts work (§6.3 drain filter), lane (§17), ends the
-// namespace (§11, §12), answers an OPEN, and the violation code (§9.3 for the round frames).
+// The message registry of docs/protocol.md#message-table (code, message, scope, direction),
+// transcribed from the contract, followed by the columns this implementation adds:
+// acknowledged by (the acknowledgement whose ackedSequence names the frame), starts work
+// (docs/protocol.md#draining drain filter), lane (docs/protocol.md#backpressure), ends the
+// namespace (docs/protocol.md#identity-fencing, docs/protocol.md#closing-a-namespace), answers
+// an OPEN, and the violation code (docs/protocol.md#round-rules for the round frames).
 const contractMessageTable = `
 0x01	HELLO	connection	Peer→Hub	-	-	control	-	-	-
 0x02	HELLO_ACK	connection	Hub→Peer	-	-	control	-	-	-

@@ -5,10 +5,10 @@ import (
 	"math"
 )
 
-// SequenceChecker is the sequence check of one receiving direction (§3): sequences start at
-// 1 and increase by exactly one per frame, and the receiver accepts only the one it expects.
-// The zero value expects 1. Once 2^32−1 has been received, no further frame is
-// acceptable: the sequence never wraps.
+// SequenceChecker is the sequence check of one receiving direction
+// (docs/protocol.md#sequence-numbers): sequences start at 1 and increase by exactly one per
+// frame, and the receiver accepts only the one it expects. The zero value expects 1. Once
+// 2^32−1 has been received, no further frame is acceptable: the sequence never wraps.
 type SequenceChecker struct {
 	received uint32 // the last sequence accepted; 0 before the first frame
 	done     bool   // 2^32−1 was accepted
@@ -56,8 +56,8 @@ func (s *SequenceAllocator) Next() (uint32, error) {
 // Last returns the last sequence handed out, 0 before the first.
 func (s *SequenceAllocator) Last() uint32 { return s.sent }
 
-// Inbound decodes the frames of one connection's receiving direction: all ten checks of
-// the implementation guide in order (GUIDE §5), the sequence included. After a
+// Inbound decodes the frames of one connection's receiving direction: all ten frame checks
+// in order (docs/protocol.md#frame-checks), the sequence included. After a
 // connection-scope failure it is broken: every later call returns the same error, since the
 // connection must close.
 // Namespace-scope failures (the size caps) leave it usable.

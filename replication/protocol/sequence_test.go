@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// TestS3_SequenceFromOneStrictlyIncreasing: check 9 of GUIDE §5, per direction, from 1.
+// TestS3_SequenceFromOneStrictlyIncreasing: check 9 of docs/protocol.md#frame-checks, per
+// direction, from 1.
 func TestS3_SequenceFromOneStrictlyIncreasing(t *testing.T) {
 	for _, bad := range [][]uint32{{0}, {2}, {1, 1}, {1, 3}, {1, 2, 2}, {1, 2, 1}} {
 		var s SequenceChecker

@@ -3,7 +3,7 @@ package protocol
 import "fmt"
 
 // MessageType is the envelope's messageType byte, one of the 18 codes of the append-only
-// message registry (§5). Its rules are in rules.go.
+// message table (docs/protocol.md#message-table). Its rules are in rules.go.
 type MessageType uint8
 
 // The message types. The comment on each names its Go type, whose fields method lists the
@@ -65,8 +65,9 @@ func (s Scope) String() string {
 // decides (ScopeOf); this method reports ScopeConnection for it.
 func (t MessageType) Scope() Scope { return t.Rule().Scope }
 
-// Capability is the capability bitset of HELLO and HELLO_ACK (§6.1), a uint32 big-endian on
-// the wire. The vocabulary is append-only.
+// Capability is the capability bitset of HELLO and HELLO_ACK
+// (docs/protocol.md#capabilities), a uint32 big-endian on the wire. The vocabulary is
+// append-only.
 type Capability uint32
 
 // CapChunkedUpdate (bit 0): the endpoint sends and accepts UPDATE_CHUNK (0x42) frames.
@@ -96,7 +97,7 @@ func (c Capability) String() string {
 	return s
 }
 
-// OpenMode is OPEN_OK's mode byte (§7.2).
+// OpenMode is OPEN_OK's mode byte (docs/protocol.md#open_ok).
 type OpenMode uint8
 
 const (
@@ -115,9 +116,9 @@ func (m OpenMode) String() string {
 	return fmt.Sprintf("UNKNOWN_OPEN_MODE_0x%02x", uint8(m))
 }
 
-// ChunkKind is UPDATE_CHUNK's first field (§10.3): what the chunked transfer carries, a live
-// update, a snapshot or a sync diff. Each kind has its own size cap and error codes (its
-// KindRule).
+// ChunkKind is UPDATE_CHUNK's first field (docs/protocol.md#update_chunk): what the chunked
+// transfer carries, a live update, a snapshot or a sync diff. Each kind has its own size cap
+// and error codes (its KindRule).
 type ChunkKind uint8
 
 const (
@@ -149,7 +150,8 @@ func (k ChunkKind) ViolationCode() ErrorCode { return k.rule().Violation }
 // SYNC_DIFF_TOO_LARGE.
 func (k ChunkKind) UnchunkedCode() ErrorCode { return k.rule().Unchunked }
 
-// CloseCode is a WebSocket close code as the contract uses them (§14).
+// CloseCode is a WebSocket close code as the protocol uses them
+// (docs/protocol.md#close-codes).
 type CloseCode uint16
 
 // The close codes the contract uses.
@@ -162,8 +164,8 @@ const (
 	CloseInternal      CloseCode = 1011 // unrecoverable internal error or control backpressure
 )
 
-// CloseAbnormal (1006, RFC 6455 §7.1.5) is never sent: it is how a connection reports that
-// its transport was lost without a close frame.
+// CloseAbnormal (1006, RFC 6455, section 7.1.5) is never sent: it is how a connection
+// reports that its transport was lost without a close frame.
 const CloseAbnormal CloseCode = 1006
 
 // String returns the RFC 6455 name of the code, or UNKNOWN_CLOSE_CODE_<n>.

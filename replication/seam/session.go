@@ -112,7 +112,8 @@ type Outbox interface {
 	// Coalesce replaces the queue's unsent live updates (those whose first frame has not
 	// left) by one, merge(their bytes in queue order, their DataItem.Shared in the same
 	// order), at the place of the first of them, with sent as its Sent callback: updates
-	// that have no sequence yet may be merged (§10.1). Nothing changes when fewer than two qualify, or when merge fails or yields an
+	// that have no sequence yet may be merged (docs/protocol.md#sending-and-relaying).
+	// Nothing changes when fewer than two qualify, or when merge fails or yields an
 	// item that cannot be framed; that error is returned.
 	Coalesce(merge func(updates [][]byte, shared []*yjs.Shared) ([]byte, error), sent func(SentInfo)) error
 	// Wake tells the connection that the gate (the Outbox's, or an item's Gate) may admit

@@ -6,11 +6,11 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// This file correlates acknowledgements with the frames they acknowledge (§10.2). The
-// connection remembers each frame it sent that its message rule says is acknowledged by
-// sequence (protocol.MessageRule.AckedBy; for chunked data, the kind's), and checks every
-// acknowledgement that arrives against them, so the namespace layer only ever sees valid
-// ones.
+// This file correlates acknowledgements with the frames they acknowledge
+// (docs/protocol.md#the-ack-window). The connection remembers each frame it sent that its
+// message rule says is acknowledged by sequence (protocol.MessageRule.AckedBy; for chunked
+// data, the kind's), and checks every acknowledgement that arrives against them, so the
+// namespace layer only ever sees valid ones.
 
 // ackKey is what a frame awaiting its acknowledgement must be acknowledged with.
 type ackKey struct {
@@ -84,12 +84,13 @@ const maxLateAcks = 1024
 
 // forgetOnTerminal drops the acknowledgements a namespace will no longer send once a frame
 // that ends it has passed in either direction (protocol.EndsNamespace: a normal close does
-// not wait for lost acknowledgements, §12), and the UPDATE acknowledgements this side
-// stopped waiting for when it declared ACK_TIMEOUT (nothing is resent; the next round
-// repairs). When this side sent the ending frame, the remote may have acknowledged before
-// it received it: those acknowledgements are still valid, so each is accepted once (and
-// not delivered) instead of being an ACK_STATE_VIOLATION — within a bound, so that a
-// remote that never acknowledges cannot grow this bookkeeping without limit.
+// not wait for lost acknowledgements: docs/protocol.md#closing-a-namespace), and the UPDATE
+// acknowledgements this side stopped waiting for when it declared ACK_TIMEOUT (nothing is
+// resent; the next round repairs). When this side sent the ending frame, the remote may have
+// acknowledged before it received it: those acknowledgements are still valid, so each is
+// accepted once (and not delivered) instead of being an ACK_STATE_VIOLATION — within a
+// bound, so that a remote that never acknowledges cannot grow this bookkeeping without
+// limit.
 //
 // One acknowledgement outlives a CLOSE_OK this side sends: in crossed closes (both sides
 // sent CLOSE_NAMESPACE) the remote's CLOSE_OK answering this side's close is what the

@@ -86,11 +86,11 @@ type AdmissionStats struct {
 }
 
 // openAdmission limits the OPEN_NAMESPACE requests the hub's namespace layer works on at
-// once to maxConcurrentOpens (GUIDE §6). Further OPENs, and every later frame of their
-// namespaces, wait in arrival order; more than maxEarlyFrames waiting frames is
-// CONNECTION_POLICY_VIOLATION. An OPEN is finished when the handler sends a frame that
-// answers it (protocol.AnswersOpen: OPEN_OK or a namespace ERROR). Owner goroutine only.
-// On the hub, each OPEN it works on also counts in hubWide (hubAdmission.opening).
+// once to maxConcurrentOpens (docs/protocol.md#hub-checks). Further OPENs, and every later
+// frame of their namespaces, wait in arrival order; more than maxEarlyFrames waiting frames
+// is CONNECTION_POLICY_VIOLATION. An OPEN is finished when the handler sends a frame that
+// answers it (protocol.AnswersOpen: OPEN_OK or a namespace ERROR). Owner goroutine only. On
+// the hub, each OPEN it works on also counts in hubWide (hubAdmission.opening).
 type openAdmission struct {
 	outstanding map[protocol.NamespaceID]int
 	total       int

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 // busy dials the live hub with the peer's own dialer and expects the admission refusal: a
@@ -35,7 +37,7 @@ func busy(t *testing.T, l *liveHub) {
 // auth-upgrade-rejected hub-busy) before its token is checked; a handshake that completes,
 // or a connection that closes during its handshake, gives its place back.
 func TestAdmission_HandshakeLimit(t *testing.T) {
-	l := newLiveHubWith(t, smallConfig(t), nil, func(o *ws.HubOptions) {
+	l := newLiveHubWith(t, wstest.SmallConfig(t), nil, func(o *ws.HubOptions) {
 		o.MaxHandshakes, o.AdmissionRetryAfter = 2, 1500*time.Millisecond // advertised as 2 s
 	})
 	a, err := l.dialClient(t, "secret-a")
@@ -57,20 +59,20 @@ func TestAdmission_HandshakeLimit(t *testing.T) {
 	must(t, err)
 	busy(t, l)
 	b.c.CloseNow()
-	eventually(t, "b's place given back", func() bool { return l.hub.Load().Admission().Handshakes == 1 })
+	testkit.Eventually(t, wait, "b's place given back", func() bool { return l.hub.Load().Admission().Handshakes == 1 })
 	d, err := l.dialClient(t, "secret-a")
 	must(t, err)
 	for _, x := range []*client{a, c, d} {
 		x.c.CloseNow()
 	}
-	eventually(t, "every place given back", func() bool { return l.hub.Load().Admission().Handshakes == 0 })
+	testkit.Eventually(t, wait, "every place given back", func() bool { return l.hub.Load().Admission().Handshakes == 0 })
 }
 
 // TestAdmission_OpenLimit: while MaxOpening OPEN_NAMESPACE requests are with the namespace
 // layer across the hub, new upgrades are refused; an answer (OPEN_OK or a namespace ERROR),
 // or the close of the connection that had them, lets upgrades in again.
 func TestAdmission_OpenLimit(t *testing.T) {
-	l := newLiveHubWith(t, smallConfig(t), nil, func(o *ws.HubOptions) {
+	l := newLiveHubWith(t, wstest.SmallConfig(t), nil, func(o *ws.HubOptions) {
 		o.MaxOpening, o.AdmissionRetryAfter = 2, 2*time.Second
 	})
 	a, err := l.dialClient(t, "secret-a")
@@ -79,7 +81,7 @@ func TestAdmission_OpenLimit(t *testing.T) {
 	h := l.hs.next(t)
 	must(t, a.send(&protocol.OpenNamespace{NamespaceID: ns1}))
 	must(t, a.send(&protocol.OpenNamespace{NamespaceID: ns2}))
-	eventually(t, "two OPENs with the namespace layer", func() bool { return len(h.framesOf(protocol.TypeOpenNamespace)) == 2 })
+	testkit.Eventually(t, wait, "two OPENs with the namespace layer", func() bool { return len(h.framesOf(protocol.TypeOpenNamespace)) == 2 })
 	busy(t, l)
 	h.do(t, func(s seam.Session) {
 		_, err := s.Send(&protocol.OpenOK{NamespaceID: ns1, Mode: protocol.ModeBootstrap, ReplicationID: "0123456789abcdef0123456789abcdef", ReplicationEpoch: 1})
@@ -90,15 +92,15 @@ func TestAdmission_OpenLimit(t *testing.T) {
 	must(t, b.handshake())
 	h2 := l.hs.next(t)
 	must(t, b.send(&protocol.OpenNamespace{NamespaceID: ns3}))
-	eventually(t, "the third OPEN with the namespace layer", func() bool { return len(h2.framesOf(protocol.TypeOpenNamespace)) == 1 })
+	testkit.Eventually(t, wait, "the third OPEN with the namespace layer", func() bool { return len(h2.framesOf(protocol.TypeOpenNamespace)) == 1 })
 	busy(t, l)
 	a.c.CloseNow() // with ns2's OPEN unanswered
-	eventually(t, "a's OPEN given back", func() bool { return l.hub.Load().Admission().Opening == 1 })
+	testkit.Eventually(t, wait, "a's OPEN given back", func() bool { return l.hub.Load().Admission().Opening == 1 })
 	c, err := l.dialClient(t, "secret-a")
 	must(t, err)
 	b.c.CloseNow()
 	c.c.CloseNow()
-	eventually(t, "nothing in admission", func() bool { s := l.hub.Load().Admission(); return s.Opening == 0 && s.Handshakes == 0 })
+	testkit.Eventually(t, wait, "nothing in admission", func() bool { s := l.hub.Load().Admission(); return s.Opening == 0 && s.Handshakes == 0 })
 }
 
 // TestAdmission_RetryAfterHeader: the peer reads Retry-After in seconds, ignores what it

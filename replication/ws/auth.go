@@ -7,10 +7,11 @@ import (
 	"github.com/nomicore/nomicore/replication/protocol"
 )
 
-// Authenticator is what the hub asks of authentication (§2, §19); package auth implements
-// it (auth.PeerTable, auth.Reloader). The hub calls Authenticate before the WebSocket
-// upgrade; the namespace layer calls AuthorizeNamespace at each OPEN_NAMESPACE. Both may be
-// called from many goroutines at once.
+// Authenticator is what the hub asks of authentication
+// (docs/protocol.md#transport-and-authentication, docs/protocol.md#authorization); package
+// auth implements it (auth.PeerTable, auth.Reloader). The hub calls Authenticate before the
+// WebSocket upgrade; the namespace layer calls AuthorizeNamespace at each OPEN_NAMESPACE.
+// Both may be called from many goroutines at once.
 type Authenticator interface {
 	// Authenticate verifies a bearer token and returns the trusted peer instance id. It
 	// returns auth.ErrUnauthenticated for a missing or unknown token (HTTP 401),

@@ -9,9 +9,9 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// This file is what the peer does after a connection ends (§15.1): back off and dial
-// again — at the next of its hub endpoints —, or block until it is started again or its
-// configuration changes.
+// This file is what the peer does after a connection ends
+// (docs/protocol.md#peer-connection-states): back off and dial again — at the next of its
+// hub endpoints —, or block until it is started again or its configuration changes.
 
 // connClosed decides what follows a closed connection: stopped, blocked or backoff, by
 // the reason it closed.
@@ -23,7 +23,7 @@ func (p *Peer) connClosed(gen uint64, info seam.CloseInfo) {
 	defer func() { p.connID = "" }()
 	if info.Remote && info.Error != "" && p.em.Enabled() {
 		// The hub ended the connection with a connection ERROR: reported like one this
-		// side detects, once the decision has taken effect (§23.4).
+		// side detects, once the decision has taken effect.
 		ev := observer.ConnectionFailed{Code: observer.FoldConnectionCode(string(info.Error)), WSCloseCode: int(info.Code)}
 		if p.connID != "" {
 			ev.ConnectionID = observer.Some(p.connID)
@@ -35,8 +35,8 @@ func (p *Peer) connClosed(gen uint64, info seam.CloseInfo) {
 		return
 	}
 	if from == observer.ConnReady || from == observer.ConnDraining {
-		// §15.1: stable ready for backoffResetAfterMs resets the attempt counter (and ends
-		// a run of 1011 closes). A connection that did its work resets the counter sooner
+		// Stable ready for backoffResetAfterMs resets the attempt counter (and ends a run
+		// of 1011 closes). A connection that did its work resets the counter sooner
 		// (connWorking).
 		if p.opts.Clock.Now().Sub(p.readyAt) >= p.cfg.BackoffResetAfter {
 			p.attempt, p.slowCount = 0, 0
@@ -93,8 +93,8 @@ func (p *Peer) connClosed(gen uint64, info seam.CloseInfo) {
 // that is refused (401/403). The contract blocks at once; but a peer whose new token is
 // already in place (a rotation with an overlap, or a file replaced before the hub noticed)
 // would then wait for a configuration change it already had. The immediate dial goes
-// through backoff with a zero delay, so the states keep §15.1's edges (draining → backoff →
-// connecting), and the attempt counter does not grow.
+// through backoff with a zero delay, so the states keep the state machine's edges (draining
+// → backoff → connecting), and the attempt counter does not grow.
 func (p *Peer) reauthenticate() {
 	p.log.Debug("replication hub asked for a new authentication: dialing again with the current token")
 	p.set(observer.ConnBackoff)
@@ -121,14 +121,14 @@ func permanent(info seam.CloseInfo) bool {
 	return false
 }
 
-// BackoffCap is the ceiling of the next reconnect delay: §15.1's min(maxBackoff,
-// base·2^attempt), and besides never more than half of down, the time the peer has been
-// without a working connection — but at least base. The second bound is a departure from
-// §15.1 (see docs/decisions.md): with the exponential alone, a peer that failed its dials
-// through a hub outage of a few seconds may draw a delay of many seconds just before the
-// hub returns, and a fleet of peers then takes several times the outage to come back. With
-// it, the delay a peer adds after an outage is at most half the outage, and the retries of
-// a long outage still thin out to one per maxBackoff.
+// BackoffCap is the ceiling of the next reconnect delay: the protocol's min(maxBackoff,
+// base·2^attempt) (docs/protocol.md#backoff), and besides never more than half of down, the
+// time the peer has been without a working connection — but at least base. The second bound
+// is a departure (see docs/decisions.md): with the exponential alone, a peer that failed its
+// dials through a hub outage of a few seconds may draw a delay of many seconds just before
+// the hub returns, and a fleet of peers then takes several times the outage to come back.
+// With it, the delay a peer adds after an outage is at most half the outage, and the retries
+// of a long outage still thin out to one per maxBackoff.
 func BackoffCap(base, max time.Duration, attempt int, down time.Duration) time.Duration {
 	c := max
 	if attempt < 62 && base <= max>>attempt {
@@ -143,8 +143,8 @@ func BackoffCap(base, max time.Duration, attempt int, down time.Duration) time.D
 	return c
 }
 
-// BackoffDelay is the full jitter of §15.1: random(0, cap), in whole milliseconds, both
-// ends included.
+// BackoffDelay is the full jitter of docs/protocol.md#backoff: random(0, cap), in whole
+// milliseconds, both ends included.
 func BackoffDelay(r Rand, cap time.Duration) time.Duration {
 	capMs := int64(cap / time.Millisecond)
 	return time.Duration(r.Int64N(capMs+1)) * time.Millisecond
@@ -177,7 +177,7 @@ func (p *Peer) backoff(reason observer.BackoffReason, extra time.Duration) {
 	} else {
 		down := now.Sub(p.downSince)
 		if p.opts.ContractBackoff {
-			down = p.cfg.MaxBackoff * 2 // no bound but §15.1's
+			down = p.cfg.MaxBackoff * 2 // no bound but the protocol's
 		}
 		capD := BackoffCap(p.cfg.BaseBackoff, p.cfg.MaxBackoff, p.attempt, down)
 		delay = extra + BackoffDelay(p.opts.Rand, capD)

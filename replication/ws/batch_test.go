@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
@@ -87,7 +88,7 @@ func (b *batchEnd) Flush(ctx context.Context) error {
 // batchedConnection is a hub fixture with one connection whose hub end batches (batchEnd).
 func batchedConnection(t *testing.T) (*hubFixture, *batchEnd, *rawPeer) {
 	t.Helper()
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	var be *batchEnd
 	p := f.connectVia(64, func(e *wstest.End) ws.Transport { be = newBatchEnd(e); return be })
 	return f, be, p
@@ -95,7 +96,8 @@ func batchedConnection(t *testing.T) (*hubFixture, *batchEnd, *rawPeer) {
 
 // TestBatchedWritesAccounting: the writer puts every frame that is ready into one batch and
 // flushes it once; bytes written into a batch count as unflushed until its flush returns,
-// so the watermark accounting is exact (§17), and the frames arrive in sequence order.
+// so the watermark accounting is exact (docs/protocol.md#backpressure), and the frames arrive
+// in sequence order.
 func TestBatchedWritesAccounting(t *testing.T) {
 	f, be, p := batchedConnection(t)
 	h := f.handshake(p)
@@ -112,12 +114,12 @@ func TestBatchedWritesAccounting(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	eventually(t, "first batch flushing", func() bool { return be.flushes.Load() == 2 })
+	testkit.Eventually(t, wait, "first batch flushing", func() bool { return be.flushes.Load() == 2 })
 	h.do(t, func(s seam.Session) {
 		frameLen = s.Stats().UnflushedData
 		// Ten more while the first batch is stuck: they wait for the writer.
 		for i := 1; i <= 10; i++ {
-			if err := s.Outbox(nsN(i%3+1), nil).Enqueue(seam.DataItem{Bytes: upd(size, byte(i))}); err != nil {
+			if err := s.Outbox(wstest.NamespaceID(i%3+1), nil).Enqueue(seam.DataItem{Bytes: upd(size, byte(i))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -125,14 +127,14 @@ func TestBatchedWritesAccounting(t *testing.T) {
 	if frameLen <= size {
 		t.Fatalf("unflushed %d bytes while the first batch is not flushed, want its frame", frameLen)
 	}
-	eventually(t, "all handed to the writer", func() bool {
+	testkit.Eventually(t, wait, "all handed to the writer", func() bool {
 		var st seam.QueueStats
 		h.do(t, func(s seam.Session) { st = s.Stats() })
 		return st.QueuedBytes == 0 && st.UnflushedData == 11*frameLen
 	})
 	be.release()
 	// The ten frames went into one batch: one more flush, and every byte is flushed.
-	eventually(t, "second batch flushed", func() bool {
+	testkit.Eventually(t, wait, "second batch flushed", func() bool {
 		var st seam.QueueStats
 		h.do(t, func(s seam.Session) { st = s.Stats() })
 		return st.UnflushedData == 0
@@ -170,13 +172,13 @@ func TestWriterLingersPastAStaleWake(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	eventually(t, "first batch flushing", func() bool { return be.flushes.Load() == 2 })
+	testkit.Eventually(t, wait, "first batch flushing", func() bool { return be.flushes.Load() == 2 })
 	h.do(t, func(s seam.Session) {
 		if err := s.Outbox(ns1, nil).Enqueue(seam.DataItem{Bytes: upd(100, 1)}); err != nil {
 			t.Fatal(err)
 		}
 	})
-	eventually(t, "second frame handed to the writer", func() bool {
+	testkit.Eventually(t, wait, "second frame handed to the writer", func() bool {
 		var st seam.QueueStats
 		h.do(t, func(s seam.Session) { st = s.Stats() })
 		return st.QueuedBytes == 0

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/nomicore/nomicore/auth"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
@@ -82,7 +83,7 @@ func BenchmarkThroughput1KiB(b *testing.B) {
 	queued := 0
 	var feed func(seam.SentInfo)
 	enqueue := func() {
-		ns := nsN(queued%8 + 1)
+		ns := wstest.NamespaceID(queued%8 + 1)
 		queued++
 		if err := s.Outbox(ns, nil).Enqueue(seam.DataItem{Bytes: payload, Sent: feed}); err != nil {
 			b.Error(err)
@@ -132,7 +133,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 			}
 			// Idle: the hub's owner and writer goroutines of every connection have exited
 			// after their linger.
-			eventually(b, "idle connections", func() bool { return ws.OwnersIdle(hub) && ws.WritersRunning(hub) == 0 })
+			testkit.Eventually(b, wait, "idle connections", func() bool { return ws.OwnersIdle(hub) && ws.WritersRunning(hub) == 0 })
 			after := heap()
 			// A client end costs about what a hub socket costs; measure clients alone.
 			perConn = float64(after-before) / n
@@ -163,7 +164,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 				}
 				cfg := protocol.DefaultConfig()
 				codec := protocol.NewCodec(cfg.Limits(), 0)
-				m, _ := codec.AppendFrame(nil, 1, hello())
+				m, _ := codec.AppendFrame(nil, 1, wstest.Hello(peerID, hubID))
 				_ = a.Send(m)
 				if _, err := a.Recv(context.Background()); err != nil {
 					b.Fatal(err)

@@ -10,14 +10,14 @@ import (
 )
 
 // This file is the close decision: one place where a connection ends, for every reason,
-// on the owner goroutine (§18).
+// on the owner goroutine.
 
 // fail closes the connection for a connection protocol error.
 func (c *conn) fail(e *protocol.Error) { c.failWith(e, seam.CauseProtocol) }
 
 // failWith sends a best-effort connection ERROR and closes with the close code the error
-// registry gives (§14). The ERROR is always attempted: WebSocket message boundaries keep the
-// framing trustworthy after any error inside a frame.
+// registry gives (docs/protocol.md#close-codes). The ERROR is always attempted: WebSocket
+// message boundaries keep the framing trustworthy after any error inside a frame.
 func (c *conn) failWith(e *protocol.Error, cause seam.CloseCause) {
 	if c.closing {
 		return
@@ -46,7 +46,7 @@ func (c *conn) failWith(e *protocol.Error, cause seam.CloseCause) {
 	c.log.LogAttrs(context.Background(), slog.LevelWarn, "replication connection failed",
 		slog.String("side", string(c.side)), slog.String("code", string(e.Code)), slog.String("detail", e.Detail))
 	c.teardown(code, errFrame, seam.CloseInfo{Code: code, Error: e.Code, Cause: cause}, false)
-	// Reported once the decision has taken effect (§23.4).
+	// Reported once the decision has taken effect (docs/protocol.md#delivery-and-clocks).
 	if c.em.Enabled() {
 		c.em.Emit(observer.ConnectionFailed{ConnectionID: c.connIDOpt(), Code: observer.FoldConnectionCode(string(e.Code)), WSCloseCode: int(code)})
 	}
@@ -68,8 +68,9 @@ func (c *conn) closeNow(code protocol.CloseCode, info seam.CloseInfo) {
 	c.teardown(code, nil, info, info.Cause == seam.CauseDrained)
 }
 
-// teardown is the close decision. In order (§18): the connection's epoch ends (no timer,
-// pong or inbound frame acts after this point), unsent frames are dropped (unless a
+// teardown is the close decision. In order (the connection is invalidated before its
+// transport closes, as docs/protocol.md#liveness has it): the connection's epoch ends (no
+// timer, pong or inbound frame acts after this point), unsent frames are dropped (unless a
 // completed drain flushes what was already handed to the writer), the namespace layer is
 // told, and the writer sends errFrame (if any) and closes the transport.
 func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info seam.CloseInfo, flush bool) {
@@ -104,7 +105,8 @@ func (c *conn) teardown(code protocol.CloseCode, errFrame []byte, info seam.Clos
 }
 
 // sequenceExhausted closes a connection whose sending direction used every uint32
-// sequence: OUTBOUND_SEQUENCE_EXHAUSTED, a local code with no wire frame (§23.2).
+// sequence: OUTBOUND_SEQUENCE_EXHAUSTED, a local code with no wire frame
+// (docs/protocol.md#sequence-numbers).
 func (c *conn) sequenceExhausted() {
 	code := protocol.CloseInternal
 	c.teardown(code, nil, seam.CloseInfo{Code: code, Error: protocol.CodeOutboundSequenceExhausted, Cause: seam.CauseProtocol}, false)

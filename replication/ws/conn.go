@@ -12,9 +12,9 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// connState is the state of one connection: the hub's connection state machine (§15.2),
-// and on the peer the handshaking, ready and draining part of the peer's, whose controller
-// (Peer) owns the rest.
+// connState is the state of one connection: the hub's connection state machine
+// (docs/protocol.md#hub-connection-states), and on the peer the handshaking, ready and
+// draining part of the peer's, whose controller (Peer) owns the rest.
 type connState uint8
 
 const (
@@ -385,7 +385,7 @@ func (c *conn) maybeExit() {
 }
 
 // setState moves the connection to s and, on the hub, reports the change
-// (connection-state-changed, §23.1). On the peer the controller reports its own states.
+// (connection-state-changed). On the peer the controller reports its own states.
 func (c *conn) setState(s connState) {
 	from := c.state
 	if from == s {
@@ -411,7 +411,7 @@ func (c *conn) publicState() observer.ConnectionState {
 }
 
 // connIDOpt is the connectionId of events: present only once the handshake has completed
-// (§23.3).
+// (docs/protocol.md#safe-fields).
 func (c *conn) connIDOpt() observer.Opt[string] {
 	if c.connID == "" || !c.admitted.Load() {
 		return observer.None[string]()
@@ -453,9 +453,9 @@ func (c *conn) publishLoad() {
 }
 
 // Load is the outbound load of a hub's or a peer's connections, readable from any goroutine
-// (the gauges of §23.6): bytes queued or handed to the writer and not yet written, and live
-// UPDATEs sent and neither acknowledged nor given up at an ACK timeout. Each connection
-// publishes its share after every event of its owner goroutine.
+// (the gauges of docs/protocol.md#adapters): bytes queued or handed to the writer and not
+// yet written, and live UPDATEs sent and neither acknowledged nor given up at an ACK
+// timeout. Each connection publishes its share after every event of its owner goroutine.
 type Load struct {
 	QueuedBytes int64
 	InFlight    int64

@@ -3,8 +3,10 @@ package ws_test
 import (
 	"testing"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 // TestS10_2_LateAckAfterTerminalSent: when this side ends a namespace (a fatal namespace
@@ -32,7 +34,7 @@ func TestS10_2_LateAckAfterTerminalSent(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newHubFixture(t, smallConfig(t), nil)
+			f := newHubFixture(t, wstest.SmallConfig(t), nil)
 			p := f.connect(64)
 			h := f.handshake(p)
 			var updSeq, step2Seq uint32
@@ -55,7 +57,7 @@ func TestS10_2_LateAckAfterTerminalSent(t *testing.T) {
 			p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: updSeq})
 			p.send(&protocol.SyncApplied{NamespaceID: ns1, SyncRoundID: 1, AckedSequence: step2Seq})
 			p.send(&protocol.OpenNamespace{NamespaceID: ns2}) // a frame that is delivered
-			eventually(t, "the frame after the late acks", func() bool { return len(h.framesOf(protocol.TypeOpenNamespace)) == 1 })
+			testkit.Eventually(t, wait, "the frame after the late acks", func() bool { return len(h.framesOf(protocol.TypeOpenNamespace)) == 1 })
 			if n := len(h.framesOf(protocol.TypeUpdateAck)) + len(h.framesOf(protocol.TypeSyncApplied)); n != 0 {
 				t.Fatalf("%d late acknowledgements delivered to the namespace layer", n)
 			}
@@ -71,7 +73,7 @@ func TestS10_2_LateAckAfterTerminalSent(t *testing.T) {
 // TestS17_OutboxCloseAfterConnectionClose: an Outbox with queued data may be closed after
 // its connection closed (the namespace layer releases its channels in HandleClosed).
 func TestS17_OutboxCloseAfterConnectionClose(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
 	var o seam.Outbox
@@ -89,13 +91,14 @@ func TestS17_OutboxCloseAfterConnectionClose(t *testing.T) {
 	p.expectClose()
 }
 
-// TestS18_GivenUpAcksAreBounded: after this side declares ACK_TIMEOUT (§18: no resend), the
-// UPDATEs it gave up may still be acknowledged, once each and without reaching the namespace
-// layer — but only the newest 1,024 of them, so that a remote that never acknowledges cannot
-// grow the connection's bookkeeping without limit; an older acknowledgement is then unknown
-// (ACK_STATE_VIOLATION, §10.2).
+// TestS18_GivenUpAcksAreBounded: after this side declares ACK_TIMEOUT
+// (docs/protocol.md#timeouts: no resend), the UPDATEs it gave up may still be acknowledged,
+// once each and without reaching the namespace layer — but only the newest 1,024 of them, so
+// that a remote that never acknowledges cannot grow the connection's bookkeeping without
+// limit; an older acknowledgement is then unknown (ACK_STATE_VIOLATION,
+// docs/protocol.md#the-ack-window).
 func TestS18_GivenUpAcksAreBounded(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
 	const rounds, perRound = 11, 100 // 1,100 given up, beyond the bound
@@ -126,7 +129,7 @@ func TestS18_GivenUpAcksAreBounded(t *testing.T) {
 	// The newest given-up UPDATE may still be acknowledged, once, and is not delivered.
 	p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: seqs[len(seqs)-1]})
 	p.send(&protocol.OpenNamespace{NamespaceID: ns2}) // a frame that is delivered
-	eventually(t, "the frame after the late ack", func() bool { return len(h.framesOf(protocol.TypeOpenNamespace)) == 1 })
+	testkit.Eventually(t, wait, "the frame after the late ack", func() bool { return len(h.framesOf(protocol.TypeOpenNamespace)) == 1 })
 	if n := len(h.framesOf(protocol.TypeUpdateAck)); n != 0 {
 		t.Fatalf("%d given-up acknowledgements delivered to the namespace layer", n)
 	}
@@ -141,7 +144,7 @@ func TestS18_GivenUpAcksAreBounded(t *testing.T) {
 // (sent, neither acknowledged nor given up) and the bytes not yet written — the sources of
 // the nomicore_in_flight_updates and nomicore_queued_bytes gauges.
 func TestS23_6_LoadGauges(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
 	var seqs []uint32
@@ -153,9 +156,9 @@ func TestS23_6_LoadGauges(t *testing.T) {
 		})
 		p.recv()
 	}
-	eventually(t, "three updates in flight", func() bool { return f.hub.Load().InFlight == 3 })
+	testkit.Eventually(t, wait, "three updates in flight", func() bool { return f.hub.Load().InFlight == 3 })
 	p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: seqs[0]})
-	eventually(t, "two updates in flight", func() bool { return f.hub.Load().InFlight == 2 })
+	testkit.Eventually(t, wait, "two updates in flight", func() bool { return f.hub.Load().InFlight == 2 })
 	h.do(t, func(s seam.Session) { // the rest are given up at an ACK timeout
 		m, err := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeAckTimeout, ns1, "ack timeout")
 		if err != nil {
@@ -166,7 +169,7 @@ func TestS23_6_LoadGauges(t *testing.T) {
 		}
 	})
 	p.recv()
-	eventually(t, "no update in flight", func() bool { return f.hub.Load().InFlight == 0 })
+	testkit.Eventually(t, wait, "no update in flight", func() bool { return f.hub.Load().InFlight == 0 })
 	// Bytes handed to a writer that cannot write stay counted until written.
 	p.hub.BlockWrites()
 	h.do(t, func(s seam.Session) {
@@ -174,10 +177,10 @@ func TestS23_6_LoadGauges(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	eventually(t, "queued bytes", func() bool { return f.hub.Load().QueuedBytes >= 300 })
+	testkit.Eventually(t, wait, "queued bytes", func() bool { return f.hub.Load().QueuedBytes >= 300 })
 	p.hub.UnblockWrites()
 	p.recv()
-	eventually(t, "nothing queued", func() bool { return f.hub.Load().QueuedBytes == 0 })
+	testkit.Eventually(t, wait, "nothing queued", func() bool { return f.hub.Load().QueuedBytes == 0 })
 }
 
 // TestS12_CrossedClosesComplete: both sides send CLOSE_NAMESPACE (a drain on each side
@@ -185,7 +188,7 @@ func TestS23_6_LoadGauges(t *testing.T) {
 // side's close must still reach the namespace layer, which waits for it to end the
 // namespace — otherwise a drain lasts until its deadline.
 func TestS12_CrossedClosesComplete(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), func(h *testHandler) { h.autoOpen = true })
+	f := newHubFixture(t, wstest.SmallConfig(t), func(h *testHandler) { h.autoOpen = true })
 	p := f.connect(64)
 	h := f.handshake(p)
 	p.send(&protocol.OpenNamespace{NamespaceID: ns1})
@@ -199,7 +202,7 @@ func TestS12_CrossedClosesComplete(t *testing.T) {
 	})
 	peerClose := p.send(&protocol.CloseNamespace{NamespaceID: ns1, ReasonCode: "drain"}) // crossing
 	p.recv()                                                                             // the hub's CLOSE_NAMESPACE
-	eventually(t, "the peer's close delivered", func() bool { return len(h.framesOf(protocol.TypeCloseNamespace)) == 1 })
+	testkit.Eventually(t, wait, "the peer's close delivered", func() bool { return len(h.framesOf(protocol.TypeCloseNamespace)) == 1 })
 	h.do(t, func(s seam.Session) {
 		if _, err := s.Send(&protocol.CloseOK{NamespaceID: ns1, AckedSequence: peerClose}); err != nil {
 			t.Fatal(err)
@@ -209,7 +212,7 @@ func TestS12_CrossedClosesComplete(t *testing.T) {
 		t.Fatalf("got %v, want CLOSE_OK", fr.Type())
 	}
 	p.send(&protocol.CloseOK{NamespaceID: ns1, AckedSequence: hubClose})
-	eventually(t, "the peer's CLOSE_OK delivered", func() bool { return len(h.framesOf(protocol.TypeCloseOK)) == 1 })
+	testkit.Eventually(t, wait, "the peer's CLOSE_OK delivered", func() bool { return len(h.framesOf(protocol.TypeCloseOK)) == 1 })
 	// It was awaited once: a second one is a violation.
 	p.send(&protocol.CloseOK{NamespaceID: ns1, AckedSequence: hubClose})
 	if code, ec := p.expectClose(); code != protocol.CloseProtocolError || ec != protocol.CodeAckStateViolation {

@@ -24,11 +24,11 @@ func (c *conn) sendNamespaceControl(m protocol.NamespaceMessage) (uint32, error)
 }
 
 // sendControl encodes m with the next sequence and hands it to the writer at once, ahead of
-// queued data (§17). A message that does not encode consumes no sequence and its error is
-// returned (the connection goes on). Unflushed control bytes are bounded by
-// maxQueuedControlBytes; exhausting them is CONNECTION_BACKPRESSURE (1011), and sendControl
-// returns ErrClosed, as it does after sequence exhaustion. A frame its rule says is
-// acknowledged is awaited, one that answers an OPEN finishes it, and one that ends its
+// queued data (docs/protocol.md#per-connection). A message that does not encode consumes no
+// sequence and its error is returned (the connection goes on). Unflushed control bytes are
+// bounded by maxQueuedControlBytes; exhausting them is CONNECTION_BACKPRESSURE (1011), and
+// sendControl returns ErrClosed, as it does after sequence exhaustion. A frame its rule says
+// is acknowledged is awaited, one that answers an OPEN finishes it, and one that ends its
 // namespace drops the namespace's awaited acknowledgements.
 func (c *conn) sendControl(m protocol.Message) (uint32, error) {
 	if c.closing {

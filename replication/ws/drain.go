@@ -8,9 +8,9 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// This file is the drain (§6.3): after a GOAWAY, sent or received, or the peer's local
-// stop, the connection admits no new work, lets the namespace layer close its namespaces,
-// and closes when they have all ended or at the deadline.
+// This file is the drain (docs/protocol.md#draining): after a GOAWAY, sent or received, or
+// the peer's local stop, the connection admits no new work, lets the namespace layer close
+// its namespaces, and closes when they have all ended or at the deadline.
 
 // goAway sends a GOAWAY and drains: the hub restarting, or a peer that must authenticate
 // again.
@@ -20,7 +20,8 @@ func (c *conn) goAway(reason string, drainTimeout time.Duration, retryAfter time
 	}
 	m := &protocol.GoAway{ReasonCode: reason, DrainTimeoutMs: uint64(drainTimeout / time.Millisecond),
 		RetryAfterMs: uint64(retryAfter / time.Millisecond), HasRetryAfter: hasRetry}
-	// Arm the drain, then send the GOAWAY that others observe (§21).
+	// Arm the drain, then send the GOAWAY that others observe
+	// (docs/protocol.md#restart-and-shutdown).
 	c.startDrain(seam.Drain{ReasonCode: reason, Deadline: c.clock.Now().Add(drainTimeout), RetryAfter: retryAfter, HasRetryAfter: hasRetry}, drainTimeout)
 	// A GOAWAY that cannot be sent has closed the connection (control backpressure,
 	// sequence exhaustion): there is nothing left to drain.
@@ -54,7 +55,7 @@ func (c *conn) goAwayReceived(m *protocol.GoAway) {
 	c.startDrain(d, timeout)
 }
 
-// localDrain drains without a GOAWAY: the peer stopping (ready → draining, §15.1).
+// localDrain drains without a GOAWAY: the peer stopping (ready → draining).
 func (c *conn) localDrain(timeout time.Duration) {
 	if c.closing {
 		return

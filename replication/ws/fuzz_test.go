@@ -8,12 +8,14 @@ import (
 
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 // FuzzHubConnection feeds arbitrary messages to a ready hub connection (after a valid
 // HELLO): whatever arrives, the connection never panics, and when it closes it closes with a
-// §14 close code, after an ERROR of the §13.1 registry if it sent one. The input is a list
-// of messages, each prefixed by a 2-byte big-endian length.
+// docs/protocol.md#close-codes close code, after an ERROR of the
+// docs/protocol.md#connection-errors registry if it sent one. The input is a list of messages,
+// each prefixed by a 2-byte big-endian length.
 func FuzzHubConnection(f *testing.F) {
 	cfg := protocol.DefaultConfig()
 	codec := protocol.NewCodec(cfg.Limits(), protocol.CapChunkedUpdate)
@@ -33,7 +35,7 @@ func FuzzHubConnection(f *testing.F) {
 	add(&protocol.OpenNamespace{NamespaceID: ns1}, &protocol.Update{NamespaceID: ns1, Update: []byte{1, 2}}, &protocol.UpdateAck{NamespaceID: ns1, AckedSequence: 2})
 	add(&protocol.UpdateChunk{Kind: protocol.KindSyncDiff, NamespaceID: ns2, TransferID: 1, ChunkCount: 2, TotalBytes: 3, SyncRoundID: 1, Bytes: []byte{1}})
 	add(&protocol.GoAway{ReasonCode: "SERVER_RESTARTING", DrainTimeoutMs: 1}, &protocol.CloseNamespace{NamespaceID: ns1, ReasonCode: "x"})
-	add(hello())
+	add(wstest.Hello(peerID, hubID))
 	f.Add([]byte{0, 3, 'N', 'M', 'C'})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		fx := newHubFixture(t, protocol.DefaultConfig(), func(h *testHandler) { h.autoOpen, h.autoAck = true, true })

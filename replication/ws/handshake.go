@@ -9,8 +9,9 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// This file is the handshake (§6): the peer sends HELLO, the hub checks identities and
-// versions and answers HELLO_ACK, and both sides become ready, within helloTimeoutMs.
+// This file is the handshake (docs/protocol.md#handshake): the peer sends HELLO, the hub
+// checks identities and versions and answers HELLO_ACK, and both sides become ready, within
+// helloTimeoutMs.
 
 // begin runs first on the owner goroutine: the handshake timer, and the peer's HELLO.
 func (c *conn) begin() {

@@ -3,7 +3,6 @@ package ws_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -34,53 +34,10 @@ var (
 	ns3 = protocol.MustNamespaceID("ns-00000000000000000000000000000003")
 )
 
-func nsN(i int) protocol.NamespaceID {
-	const hexd = "0123456789abcdef"
-	b := []byte("ns-00000000000000000000000000000000")
-	for j := len(b) - 1; i > 0; j-- {
-		b[j] = hexd[i%16]
-		i /= 16
-	}
-	return protocol.MustNamespaceID(string(b))
-}
-
-// smallConfig has limits small enough to reach in tests.
-func smallConfig(t testing.TB) protocol.Config {
-	c := protocol.DefaultConfig()
-	c.MaxUpdateBytes, c.MaxSyncDiffBytes, c.MaxBootstrapBytes = 1024, 1024, 1024
-	c.ProtocolOverheadBytes = 1024
-	c.MaxFrameBytes = 2048
-	c.MaxQueuedUpdateBytes, c.MaxQueuedUpdateCount = 8192, 16
-	c.MaxChunkedUpdateBytes, c.MaxChunkedBootstrapBytes, c.MaxChunkedSyncDiffBytes = 8192, 8192, 8192
-	c.MaxQueuedControlBytes = 4096
-	c.HighWaterBytes, c.LowWaterBytes = 4096, 1024
-	c.MaxQueuedBytesPerConnection = 12288
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// eventually polls cond until it holds or the real-time bound passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+// must fails the test at once when err is not nil.
+var must = testkit.Must
 
 // ---- a namespace handler for tests -------------------------------------------------------
 
@@ -285,7 +242,7 @@ func (f *hubFixture) connectVia(capacity int, wrap func(*wstest.End) ws.Transpor
 
 func (p *rawPeer) send(m protocol.Message) uint32 {
 	p.t.Helper()
-	return sendFrame(p.t, p.end, p.out, m)
+	return wstest.SendFrame(p.t, p.end, p.out, m)
 }
 
 func (p *rawPeer) sendRaw(b []byte) {
@@ -298,86 +255,22 @@ func (p *rawPeer) sendRaw(b []byte) {
 // recv returns the next frame from the hub.
 func (p *rawPeer) recv() protocol.Frame {
 	p.t.Helper()
-	return recvFrame(p.t, p.end, p.in)
+	return wstest.RecvFrame(p.t, p.end, p.in)
 }
 
 // expectClose reads until the hub closes and returns the close code and the connection
 // ERROR code received before it ("" if none).
 func (p *rawPeer) expectClose() (protocol.CloseCode, protocol.ErrorCode) {
 	p.t.Helper()
-	return recvClose(p.t, p.end, p.in)
+	return wstest.RecvClose(p.t, p.end, p.in)
 }
 
 // ---- frames on a test's end of a connection ------------------------------------------------
 
-// messenger carries whole messages: *wstest.End, or a real WebSocket (wsMessenger).
-type messenger interface {
-	Send(b []byte) error
-	Recv(ctx context.Context) ([]byte, error)
-}
-
-// sendFrame encodes m with out, sends it on end and returns its sequence.
-func sendFrame(t testing.TB, end messenger, out *protocol.Outbound, m protocol.Message) uint32 {
-	t.Helper()
-	b, seq, err := out.AppendFrame(nil, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := end.Send(b); err != nil {
-		t.Fatal(err)
-	}
-	return seq
-}
-
-// recvFrame receives the next message on end (waiting at most wait) and decodes it with in.
-func recvFrame(t testing.TB, end messenger, in *protocol.Inbound) protocol.Frame {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	b, err := end.Recv(ctx)
-	if err != nil {
-		t.Fatalf("recv: %v", err)
-	}
-	f, err := in.Decode(b)
-	if err != nil {
-		t.Fatalf("decode: %v", err)
-	}
-	return f
-}
-
-// recvClose reads end until the other side closes and returns the close code and the
-// connection ERROR code received last before it ("" if none).
-func recvClose(t testing.TB, end messenger, in *protocol.Inbound) (protocol.CloseCode, protocol.ErrorCode) {
-	t.Helper()
-	var code protocol.ErrorCode
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		b, err := end.Recv(ctx)
-		cancel()
-		if err != nil {
-			var ce *ws.CloseError
-			if !errors.As(err, &ce) {
-				t.Fatalf("expected a close, got %v", err)
-			}
-			return ce.Code, code
-		}
-		if f, err := in.Decode(b); err == nil {
-			if m, ok := f.Message.(*protocol.ErrorMessage); ok && m.Scope == protocol.ScopeConnection {
-				code = m.Code
-			}
-		}
-	}
-}
-
-func hello() *protocol.Hello {
-	return &protocol.Hello{PeerInstanceID: peerID, ExpectedHubInstanceID: hubID, ProtocolVersions: []uint64{1},
-		OptionalCapabilities: protocol.CapChunkedUpdate, ConnectionNonce: [16]byte{1, 2, 3}}
-}
-
 // handshake completes HELLO/HELLO_ACK and returns the hub's handler for the connection.
 func (f *hubFixture) handshake(p *rawPeer) *testHandler {
 	f.t.Helper()
-	p.send(hello())
+	p.send(wstest.Hello(peerID, hubID))
 	fr := p.recv()
 	if _, ok := fr.Message.(*protocol.HelloAck); !ok {
 		f.t.Fatalf("expected HELLO_ACK, got %v", fr.Type())

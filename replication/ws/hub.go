@@ -50,11 +50,12 @@ type HubOptions struct {
 	FrameTap func(connectionID string, sent bool, msg []byte)
 }
 
-// Hub accepts peer connections on /v1/replication (§2, §15.2). It is an http.Handler: the
-// bearer token is verified before the WebSocket upgrade (401 missing or invalid token, 403
-// a known token that is not allowed, no WebSocket in either case). Each accepted connection
-// runs its handshake and then its namespace layer, on goroutines of its own. Its methods may
-// be called concurrently.
+// Hub accepts peer connections on /v1/replication
+// (docs/protocol.md#transport-and-authentication, docs/protocol.md#hub-connection-states).
+// It is an http.Handler: the bearer token is verified before the WebSocket upgrade (401
+// missing or invalid token, 403 a known token that is not allowed, no WebSocket in either
+// case). Each accepted connection runs its handshake and then its namespace layer, on
+// goroutines of its own. Its methods may be called concurrently.
 type Hub struct {
 	opts HubOptions
 	cfg  *protocol.Config
@@ -318,9 +319,9 @@ func (h *Hub) GoAway(reason string, drainTimeout, retryAfter time.Duration, hasR
 	})
 }
 
-// revoke applies an authenticator revocation (§19): revoked namespaces go to the namespace
-// layer; a whole-peer revocation drains the peer's connections with GOAWAY REAUTH_REQUIRED
-// (closeTimeoutMs).
+// revoke applies an authenticator revocation (docs/protocol.md#authorization): revoked
+// namespaces go to the namespace layer; a whole-peer revocation drains the peer's
+// connections with GOAWAY REAUTH_REQUIRED (closeTimeoutMs).
 func (h *Hub) revoke(r auth.PeerRevocation) {
 	h.each(func(c *conn) {
 		if c.peerID != r.PeerInstanceID {
@@ -340,12 +341,12 @@ func (h *Hub) revoke(r auth.PeerRevocation) {
 	})
 }
 
-// Shutdown stops the replication service (§21, as the contract's stated deviation for the
-// hub's service close has it): new upgrades are refused, every connection's epoch ends and
-// its output stops, and its transport closes with 1001 without a GOAWAY; Shutdown waits for
-// the connections to finish and for admitted namespace work (seam.Session.BeginWork) to
-// drain, or for ctx. It is idempotent. An observer calls it from a goroutine of its own:
-// events are delivered on the connection goroutines Shutdown waits for.
+// Shutdown stops the replication service as docs/protocol.md#restart-and-shutdown has it
+// for the hub: new upgrades are refused, every connection's epoch ends and its output stops,
+// and its transport closes with 1001 without a GOAWAY; Shutdown waits for the connections to
+// finish and for admitted namespace work (seam.Session.BeginWork) to drain, or for ctx. It
+// is idempotent. An observer calls it from a goroutine of its own: events are delivered on
+// the connection goroutines Shutdown waits for.
 func (h *Hub) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	first := !h.shutdown

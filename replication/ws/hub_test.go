@@ -8,16 +8,18 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/auth"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 func TestS6_HandshakeReady(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
-	h := hello()
+	h := wstest.Hello(peerID, hubID)
 	p.send(h)
 	fr := p.recv()
 	ack, ok := fr.Message.(*protocol.HelloAck)
@@ -35,7 +37,7 @@ func TestS6_HandshakeReady(t *testing.T) {
 	if th.s.ConnectionID() != ack.ConnectionID || !th.s.Negotiated().Chunked() {
 		t.Fatalf("session %q %+v", th.s.ConnectionID(), th.s.Negotiated())
 	}
-	eventually(t, "ready", func() bool { return f.connState(t) == observer.ConnReady })
+	testkit.Eventually(t, wait, "ready", func() bool { return f.connState(t) == observer.ConnReady })
 	evs := f.rec.OfType(observer.TypeConnectionStateChanged)
 	if len(evs) != 1 {
 		t.Fatalf("state events %v", evs)
@@ -47,15 +49,16 @@ func TestS6_HandshakeReady(t *testing.T) {
 }
 
 func TestS6_GenerationV1OffersNoChunking(t *testing.T) {
-	cfg := smallConfig(t)
+	cfg := wstest.SmallConfig(t)
 	cfg.Generation = protocol.GenerationV1
 	f := newHubFixture(t, cfg, nil)
 	p := f.connect(64)
-	p.send(hello())
+	p.send(wstest.Hello(peerID, hubID))
 	if ack := p.recv().Message.(*protocol.HelloAck); ack.SelectedCapabilities != 0 {
 		t.Fatalf("v1 hub selected %v", ack.SelectedCapabilities)
 	}
-	// §10.3: a 0x42 frame on a connection without CAP_CHUNKED_UPDATE is connection fatal.
+	// docs/protocol.md#chunked-transfers: a 0x42 frame on a connection without
+	// CAP_CHUNKED_UPDATE is connection fatal.
 	f.hs.next(t)
 	p.send(&protocol.UpdateChunk{Kind: protocol.KindLiveUpdate, NamespaceID: ns1, TransferID: 1, ChunkCount: 1, TotalBytes: 1, Bytes: []byte{1}})
 	if code, ec := p.expectClose(); code != protocol.CloseProtocolError || ec != protocol.CodeUnsupportedMessageType {
@@ -66,7 +69,7 @@ func TestS6_GenerationV1OffersNoChunking(t *testing.T) {
 // frame builds a raw frame with seq and then lets mutate edit its bytes.
 func rawFrame(t *testing.T, seq uint32, m protocol.Message, mutate func([]byte) []byte) []byte {
 	t.Helper()
-	cfg := smallConfig(t)
+	cfg := wstest.SmallConfig(t)
 	b, err := protocol.NewCodec(cfg.Limits(), protocol.CapChunkedUpdate).AppendFrame(nil, seq, m)
 	if err != nil {
 		t.Fatal(err)
@@ -77,8 +80,9 @@ func rawFrame(t *testing.T, seq uint32, m protocol.Message, mutate func([]byte) 
 	return b
 }
 
-// TestS13_1_ConnectionErrors drives every connection error of §13.1 against the hub and
-// checks the ERROR frame (when framing is trusted) and the close code of §14.
+// TestS13_1_ConnectionErrors drives every connection error of
+// docs/protocol.md#connection-errors against the hub and checks the ERROR frame (when framing
+// is trusted) and the close code of docs/protocol.md#close-codes.
 func TestS13_1_ConnectionErrors(t *testing.T) {
 	open := &protocol.OpenNamespace{NamespaceID: ns1}
 	cases := []struct {
@@ -88,35 +92,35 @@ func TestS13_1_ConnectionErrors(t *testing.T) {
 		run  func(t *testing.T, f *hubFixture, p *rawPeer)
 	}{
 		{"bad magic", protocol.CodeBadMagic, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
-			p.sendRaw(rawFrame(t, 1, hello(), func(b []byte) []byte { b[0] = 'X'; return b }))
+			p.sendRaw(rawFrame(t, 1, wstest.Hello(peerID, hubID), func(b []byte) []byte { b[0] = 'X'; return b }))
 		}},
 		{"envelope version", protocol.CodeUnsupportedEnvelopeVersion, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
-			p.sendRaw(rawFrame(t, 1, hello(), func(b []byte) []byte { b[4] = 2; return b }))
+			p.sendRaw(rawFrame(t, 1, wstest.Hello(peerID, hubID), func(b []byte) []byte { b[4] = 2; return b }))
 		}},
 		{"short message", protocol.CodeMalformedFrame, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
 			p.sendRaw([]byte("NMCR"))
 		}},
 		{"malformed payload", protocol.CodeMalformedFrame, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
-			p.sendRaw(rawFrame(t, 1, hello(), func(b []byte) []byte {
+			p.sendRaw(rawFrame(t, 1, wstest.Hello(peerID, hubID), func(b []byte) []byte {
 				b = append(b, 0) // trailing byte, declared in the length
 				binary.BigEndian.PutUint32(b[12:16], uint32(len(b)-20))
 				return b
 			}))
 		}},
 		{"length mismatch", protocol.CodeFrameLengthMismatch, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
-			p.sendRaw(rawFrame(t, 1, hello(), func(b []byte) []byte { return append(b, 0) }))
+			p.sendRaw(rawFrame(t, 1, wstest.Hello(peerID, hubID), func(b []byte) []byte { return append(b, 0) }))
 		}},
 		{"frame too large", protocol.CodeFrameTooLarge, 1009, func(t *testing.T, f *hubFixture, p *rawPeer) {
 			p.sendRaw(make([]byte, f.cfg.MaxFrameBytes+1))
 		}},
 		{"flags", protocol.CodeUnsupportedFlags, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
-			p.sendRaw(rawFrame(t, 1, hello(), func(b []byte) []byte { b[7] = 1; return b }))
+			p.sendRaw(rawFrame(t, 1, wstest.Hello(peerID, hubID), func(b []byte) []byte { b[7] = 1; return b }))
 		}},
 		{"unknown type", protocol.CodeUnsupportedMessageType, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
-			p.sendRaw(rawFrame(t, 1, hello(), func(b []byte) []byte { b[5] = 0x7f; return b }))
+			p.sendRaw(rawFrame(t, 1, wstest.Hello(peerID, hubID), func(b []byte) []byte { b[5] = 0x7f; return b }))
 		}},
 		{"sequence", protocol.CodeSequenceViolation, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
-			p.sendRaw(rawFrame(t, 2, hello(), nil))
+			p.sendRaw(rawFrame(t, 2, wstest.Hello(peerID, hubID), nil))
 		}},
 		{"hello required", protocol.CodeHelloRequired, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
 			p.send(open)
@@ -128,28 +132,28 @@ func TestS13_1_ConnectionErrors(t *testing.T) {
 			f.clk.Advance(f.cfg.HelloTimeout)
 		}},
 		{"protocol version", protocol.CodeUnsupportedProtocolVersion, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
-			h := hello()
+			h := wstest.Hello(peerID, hubID)
 			h.ProtocolVersions = []uint64{3, 2}
 			p.send(h)
 		}},
 		{"capability", protocol.CodeUnsupportedCapability, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
-			h := hello()
+			h := wstest.Hello(peerID, hubID)
 			h.RequiredCapabilities = 0x4
 			p.send(h)
 		}},
 		{"peer identity", protocol.CodeInstanceIdentityMismatch, 1008, func(t *testing.T, f *hubFixture, p *rawPeer) {
-			h := hello()
+			h := wstest.Hello(peerID, hubID)
 			h.PeerInstanceID = "peer-b" // not the identity authenticated at the upgrade
 			p.send(h)
 		}},
 		{"hub identity", protocol.CodeInstanceIdentityMismatch, 1008, func(t *testing.T, f *hubFixture, p *rawPeer) {
-			h := hello()
+			h := wstest.Hello(peerID, hubID)
 			h.ExpectedHubInstanceID = "other-hub"
 			p.send(h)
 		}},
 		{"second hello", protocol.CodeUnsupportedMessageType, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
 			f.handshake(p)
-			p.send(hello())
+			p.send(wstest.Hello(peerID, hubID))
 		}},
 		{"wrong direction", protocol.CodeUnsupportedMessageType, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
 			f.handshake(p)
@@ -159,7 +163,7 @@ func TestS13_1_ConnectionErrors(t *testing.T) {
 		{"policy: open admission", protocol.CodeConnectionPolicyViolation, 1008, func(t *testing.T, f *hubFixture, p *rawPeer) {
 			f.handshake(p) // the handler answers no OPEN: 4 are admitted, 16 wait, one more is refused
 			for i := range f.cfg.MaxConcurrentOpens + f.cfg.MaxEarlyFrames + 1 {
-				p.send(&protocol.OpenNamespace{NamespaceID: nsN(i + 1)})
+				p.send(&protocol.OpenNamespace{NamespaceID: wstest.NamespaceID(i + 1)})
 			}
 		}},
 		{"ack state", protocol.CodeAckStateViolation, 1002, func(t *testing.T, f *hubFixture, p *rawPeer) {
@@ -173,7 +177,7 @@ func TestS13_1_ConnectionErrors(t *testing.T) {
 			// unflushed control bytes pass maxQueuedControlBytes.
 			h.do(t, func(s seam.Session) {
 				for i := range 8 {
-					_, _ = s.Send(&protocol.BootstrapSnapshot{NamespaceID: nsN(i + 1), ReplicationID: "0123456789abcdef0123456789abcdef",
+					_, _ = s.Send(&protocol.BootstrapSnapshot{NamespaceID: wstest.NamespaceID(i + 1), ReplicationID: "0123456789abcdef0123456789abcdef",
 						ReplicationEpoch: 1, Snapshot: make([]byte, 1000)})
 				}
 			})
@@ -190,7 +194,7 @@ func TestS13_1_ConnectionErrors(t *testing.T) {
 			continue
 		}
 		t.Run(tc.name, func(t *testing.T) {
-			f := newHubFixture(t, smallConfig(t), nil)
+			f := newHubFixture(t, wstest.SmallConfig(t), nil)
 			capacity := 64
 			if tc.code == protocol.CodeConnectionBackpressure {
 				capacity = 1
@@ -205,7 +209,7 @@ func TestS13_1_ConnectionErrors(t *testing.T) {
 				// A blocked pipe may swallow the best-effort ERROR of a backpressure close.
 				t.Errorf("ERROR code %q, want %q", ec, tc.code)
 			}
-			eventually(t, "connection-failed", func() bool { return f.rec.Count(observer.TypeConnectionFailed) == 1 })
+			testkit.Eventually(t, wait, "connection-failed", func() bool { return f.rec.Count(observer.TypeConnectionFailed) == 1 })
 			ev := f.rec.OfType(observer.TypeConnectionFailed)[0].Payload.(observer.ConnectionFailed)
 			if string(ev.Code) != string(tc.code) || ev.WSCloseCode != int(tc.ws) {
 				t.Errorf("connection-failed %+v", ev)
@@ -214,13 +218,13 @@ func TestS13_1_ConnectionErrors(t *testing.T) {
 	}
 	for _, spec := range protocol.ConnectionErrors() {
 		if !seen[spec.Code] {
-			t.Errorf("§13.1 code %s not exercised", spec.Code)
+			t.Errorf("connection error code %s not exercised", spec.Code)
 		}
 	}
 }
 
 func TestS2_AcceptWithoutTrustedIdentity(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	a := f.connect(1) // a valid connection for contrast
 	_ = a
 	for _, id := range []string{"", "Peer A", "1abc"} {
@@ -231,27 +235,27 @@ func TestS2_AcceptWithoutTrustedIdentity(t *testing.T) {
 }
 
 func TestGUIDE6_OpenAdmission(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
 	for i := range 6 {
-		p.send(&protocol.OpenNamespace{NamespaceID: nsN(i + 1)})
+		p.send(&protocol.OpenNamespace{NamespaceID: wstest.NamespaceID(i + 1)})
 	}
-	p.send(&protocol.CloseNamespace{NamespaceID: nsN(5), ReasonCode: "remove"}) // waits behind its OPEN
-	eventually(t, "4 OPENs admitted", func() bool { return len(h.framesOf(protocol.TypeOpenNamespace)) == 4 })
+	p.send(&protocol.CloseNamespace{NamespaceID: wstest.NamespaceID(5), ReasonCode: "remove"}) // waits behind its OPEN
+	testkit.Eventually(t, wait, "4 OPENs admitted", func() bool { return len(h.framesOf(protocol.TypeOpenNamespace)) == 4 })
 	h.do(t, func(s seam.Session) {}) // let the owner settle
 	if n := len(h.framesOf(protocol.TypeOpenNamespace)); n != 4 {
 		t.Fatalf("%d OPENs delivered, want 4 at once", n)
 	}
 	// Answering one OPEN admits the next; an ERROR answers too.
 	h.do(t, func(s seam.Session) {
-		_, _ = s.Send(&protocol.OpenOK{NamespaceID: nsN(1), ReplicationID: "0123456789abcdef0123456789abcdef", ReplicationEpoch: 1})
-		m, _ := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeNamespaceNotFound, nsN(2), "not found")
+		_, _ = s.Send(&protocol.OpenOK{NamespaceID: wstest.NamespaceID(1), ReplicationID: "0123456789abcdef0123456789abcdef", ReplicationEpoch: 1})
+		m, _ := protocol.NewErrorMessage(protocol.ScopeNamespace, protocol.CodeNamespaceNotFound, wstest.NamespaceID(2), "not found")
 		_, _ = s.Send(m)
 	})
-	eventually(t, "held OPENs admitted", func() bool { return len(h.framesOf(protocol.TypeCloseNamespace)) == 1 })
+	testkit.Eventually(t, wait, "held OPENs admitted", func() bool { return len(h.framesOf(protocol.TypeCloseNamespace)) == 1 })
 	opens := h.framesOf(protocol.TypeOpenNamespace)
-	if len(opens) != 6 || opens[4].Message.(*protocol.OpenNamespace).NamespaceID != nsN(5) {
+	if len(opens) != 6 || opens[4].Message.(*protocol.OpenNamespace).NamespaceID != wstest.NamespaceID(5) {
 		t.Fatalf("opens %v", opens)
 	}
 }
@@ -266,7 +270,7 @@ func TestS6_3_GoAwayDrain(t *testing.T) {
 		{protocol.GoAwayReauthRequired, 0},
 	} {
 		t.Run(tc.reason, func(t *testing.T) {
-			f := newHubFixture(t, smallConfig(t), func(h *testHandler) { h.autoOpen, h.autoAck = true, true })
+			f := newHubFixture(t, wstest.SmallConfig(t), func(h *testHandler) { h.autoOpen, h.autoAck = true, true })
 			p := f.connect(64)
 			h := f.handshake(p)
 			p.send(&protocol.OpenNamespace{NamespaceID: ns1})
@@ -283,14 +287,14 @@ func TestS6_3_GoAwayDrain(t *testing.T) {
 			if !ok || g.ReasonCode != tc.reason {
 				t.Fatalf("got %v %+v", fr.Type(), fr.Message)
 			}
-			eventually(t, "drain reported", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.drains) == 1 })
-			eventually(t, "draining", func() bool { return f.connState(t) == observer.ConnDraining })
+			testkit.Eventually(t, wait, "drain reported", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.drains) == 1 })
+			testkit.Eventually(t, wait, "draining", func() bool { return f.connState(t) == observer.ConnDraining })
 			// Late frames that start work are not admitted; a close handshake still is.
 			p.send(&protocol.OpenNamespace{NamespaceID: ns2})
 			p.send(&protocol.Update{NamespaceID: ns1, Update: []byte{1}})
 			p.send(&protocol.SyncStep1{NamespaceID: ns1, SyncRoundID: 1, StateVector: []byte{0}})
 			p.send(&protocol.CloseNamespace{NamespaceID: ns1, ReasonCode: "drain"})
-			eventually(t, "close delivered", func() bool { return len(h.framesOf(protocol.TypeCloseNamespace)) == 1 })
+			testkit.Eventually(t, wait, "close delivered", func() bool { return len(h.framesOf(protocol.TypeCloseNamespace)) == 1 })
 			if tc.openWant == protocol.TypeError {
 				fr := p.recv()
 				em, ok := fr.Message.(*protocol.ErrorMessage)
@@ -315,7 +319,7 @@ func TestS6_3_GoAwayDrain(t *testing.T) {
 }
 
 func TestS6_3_GoAwayDeadline(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	f.handshake(p)
 	f.hub.GoAway(protocol.GoAwayServerRestarting, 10*time.Second, 0, false)
@@ -344,12 +348,12 @@ func TestS6_3_GoAwayDeadline(t *testing.T) {
 }
 
 func TestS19_RevokeNamespaces(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
 	f.table.Revoke(auth.PeerRevocation{PeerInstanceID: "peer-b", Namespaces: []protocol.NamespaceID{ns1}}) // another peer
 	f.table.Revoke(auth.PeerRevocation{PeerInstanceID: peerID, Namespaces: []protocol.NamespaceID{ns2}})
-	eventually(t, "revocation", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.revoked) == 1 })
+	testkit.Eventually(t, wait, "revocation", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.revoked) == 1 })
 	if r := h.revoked[0]; len(r.Namespaces) != 1 || r.Namespaces[0] != ns2 {
 		t.Fatalf("revoked %+v", r)
 	}
@@ -358,10 +362,11 @@ func TestS19_RevokeNamespaces(t *testing.T) {
 	}
 }
 
-// TestS21_ShutdownClosesWithoutGoAway: the hub's service close (§21): 1001 without GOAWAY, and Shutdown
-// waits for admitted work.
+// TestS21_ShutdownClosesWithoutGoAway: the hub's service close
+// (docs/protocol.md#restart-and-shutdown): 1001 without GOAWAY, and Shutdown waits for
+// admitted work.
 func TestS21_ShutdownClosesWithoutGoAway(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
 	var end func()
@@ -375,7 +380,7 @@ func TestS21_ShutdownClosesWithoutGoAway(t *testing.T) {
 	if n := len(p.end.Written()); n != 1 { // only our HELLO
 		t.Fatalf("peer wrote %d frames", n)
 	}
-	eventually(t, "closed", func() bool { _, ok := h.closeInfo(); return ok })
+	testkit.Eventually(t, wait, "closed", func() bool { _, ok := h.closeInfo(); return ok })
 	if info, _ := h.closeInfo(); info.Cause != seam.CauseShutdown || info.Code != protocol.CloseGoingAway {
 		t.Fatalf("close info %+v", info)
 	}
@@ -400,7 +405,7 @@ func TestS21_ShutdownClosesWithoutGoAway(t *testing.T) {
 // auth-upgrade-rejected events without connectionId: an oversized first message, a peer
 // that goes away.
 func TestS23_1_AdmissionRejections(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	p.sendRaw(make([]byte, f.cfg.MaxFrameBytes+1))
 	if code, _ := p.expectClose(); code != protocol.CloseTooBig {
@@ -408,7 +413,7 @@ func TestS23_1_AdmissionRejections(t *testing.T) {
 	}
 	q := f.connect(64)
 	q.end.Drop()
-	eventually(t, "two rejections", func() bool { return f.rec.Count(observer.TypeAuthUpgradeRejected) == 2 })
+	testkit.Eventually(t, wait, "two rejections", func() bool { return f.rec.Count(observer.TypeAuthUpgradeRejected) == 2 })
 	var reasons []observer.AuthRejectReason
 	for _, e := range f.rec.OfType(observer.TypeAuthUpgradeRejected) {
 		reasons = append(reasons, e.Payload.(observer.AuthUpgradeRejected).Reason)
@@ -420,7 +425,7 @@ func TestS23_1_AdmissionRejections(t *testing.T) {
 	r := f.connect(64)
 	f.handshake(r)
 	r.end.Drop()
-	eventually(t, "gone", func() bool { return len(f.hub.Connections()) == 0 })
+	testkit.Eventually(t, wait, "gone", func() bool { return len(f.hub.Connections()) == 0 })
 	if n := f.rec.Count(observer.TypeAuthUpgradeRejected); n != 2 {
 		t.Fatalf("%d rejections", n)
 	}

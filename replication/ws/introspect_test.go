@@ -5,17 +5,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 // The operator's view of a hub connection: since when it is ready, the round trip of its
 // last ping, its load, and per namespace the live updates sent, acknowledged and in
 // flight — the last asked of the owner goroutine, the rest published by it.
 func TestIntrospection(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	p.end.SetAutoPong(false)
 	h := f.handshake(p)
@@ -30,7 +32,7 @@ func TestIntrospection(t *testing.T) {
 	payload := pingOnce(t, f, p, 1)
 	f.clk.Advance(30 * time.Millisecond)
 	p.end.Pong(payload)
-	eventually(t, "the round trip", func() bool { return f.hub.Connections()[0].PingRTT == 30*time.Millisecond })
+	testkit.Eventually(t, wait, "the round trip", func() bool { return f.hub.Connections()[0].PingRTT == 30*time.Millisecond })
 
 	// Two live updates of ns1 sent by the hub, one acknowledged.
 	var seqs []uint32
@@ -50,15 +52,15 @@ func TestIntrospection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	// Asked of an idle connection (its owner goroutine gone), the question starts one.
-	eventually(t, "the owner idle", func() bool { return ws.OwnersIdle(f.hub) })
+	testkit.Eventually(t, wait, "the owner idle", func() bool { return ws.OwnersIdle(f.hub) })
 	flows := f.hub.NamespaceFlows(ctx, ns1.String())
 	if len(flows) != 1 || flows[0].UpdatesSent != 2 || flows[0].UpdatesAcked != 0 || flows[0].InFlight != 2 || flows[0].PeerInstanceID != peerID {
 		t.Fatalf("two sent: %+v", flows)
 	}
-	eventually(t, "the published load", func() bool { return f.hub.Connections()[0].InFlight == 2 })
+	testkit.Eventually(t, wait, "the published load", func() bool { return f.hub.Connections()[0].InFlight == 2 })
 	p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: seqs[0]})
-	eventually(t, "the ACK delivered", func() bool { return len(h.framesOf(protocol.TypeUpdateAck)) == 1 })
-	eventually(t, "the owner idle", func() bool { return ws.OwnersIdle(f.hub) })
+	testkit.Eventually(t, wait, "the ACK delivered", func() bool { return len(h.framesOf(protocol.TypeUpdateAck)) == 1 })
+	testkit.Eventually(t, wait, "the owner idle", func() bool { return ws.OwnersIdle(f.hub) })
 	flows = f.hub.NamespaceFlows(ctx, ns1.String())
 	if len(flows) != 1 || flows[0].UpdatesSent != 2 || flows[0].UpdatesAcked != 1 || flows[0].InFlight != 1 {
 		t.Fatalf("one acknowledged: %+v", flows)

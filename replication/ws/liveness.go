@@ -9,11 +9,11 @@ import (
 	"github.com/nomicore/nomicore/replication/seam"
 )
 
-// liveness runs WebSocket ping/pong on a ready connection (§17, §18): a ping every
-// pingIntervalMs, and a pong timeout of pongTimeoutMs. Only the transport's Ping returning
-// nil (a pong echoing the outstanding ping's payload) clears the timeout. Its fields are the
-// owner goroutine's; each Ping runs in a short-lived goroutine of its own that posts its
-// result back.
+// liveness runs WebSocket ping/pong on a ready connection (docs/protocol.md#liveness): a
+// ping every pingIntervalMs, and a pong timeout of pongTimeoutMs. Only the transport's Ping
+// returning nil (a pong echoing the outstanding ping's payload) clears the timeout. Its
+// fields are the owner goroutine's; each Ping runs in a short-lived goroutine of its own
+// that posts its result back.
 //
 // A pong travels behind whatever data was written before it, in both directions: on a
 // slow link that is busy (100 KB/s with megabytes queued) it can take longer than

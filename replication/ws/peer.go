@@ -80,22 +80,23 @@ type PeerOptions struct {
 	// SlowAfter is the number of consecutive 1011 closes after which the backoff switches
 	// to the slow cadence and warns; 0 means 5.
 	SlowAfter int
-	// ContractBackoff backs off exactly as §15.1 writes it: the attempt counter resets only
-	// after backoffResetAfterMs of stable ready, the delay is not bounded by the length of
-	// the outage (BackoffCap), and a busy hub's Retry-After is not honoured. For comparison
-	// and conformance runs; the default reconnects faster after outages and on flapping
-	// links (docs/decisions.md).
+	// ContractBackoff backs off exactly as docs/protocol.md#backoff writes it: the attempt
+	// counter resets only after backoffResetAfterMs of stable ready, the delay is not
+	// bounded by the length of the outage (BackoffCap), and a busy hub's Retry-After is not
+	// honoured. For comparison and conformance runs; the default reconnects faster after
+	// outages and on flapping links (docs/decisions.md).
 	ContractBackoff bool
 }
 
 // PeerState is a state of the peer's connection state machine.
 type PeerState = observer.ConnectionState
 
-// Peer is the peer's connection controller: the peer's connection state machine (§15.1:
-// stopped, disconnected, connecting, handshaking, ready, draining, backoff, blocked) with
-// full-jitter backoff. One goroutine, the controller, owns the machine and runs what the
-// methods post to it; a connection, when there is one, runs its own goroutines (see the
-// package documentation). Its methods may be called concurrently.
+// Peer is the peer's connection controller: the peer's connection state machine
+// (docs/protocol.md#peer-connection-states: stopped, disconnected, connecting, handshaking,
+// ready, draining, backoff, blocked) with full-jitter backoff. One goroutine, the
+// controller, owns the machine and runs what the methods post to it; a connection, when
+// there is one, runs its own goroutines (see the package documentation). Its methods may be
+// called concurrently.
 type Peer struct {
 	opts PeerOptions
 	cfg  *protocol.Config
@@ -298,7 +299,7 @@ func (p *Peer) set(s PeerState) {
 	p.pub.Store(s)
 	if p.em.Enabled() {
 		ev := observer.ConnectionStateChanged{From: from, To: s}
-		// The connectionId only once the handshake gave one (§23.3).
+		// The connectionId only once the handshake gave one.
 		if p.connID != "" && (s == observer.ConnReady || s == observer.ConnDraining || from == observer.ConnReady || from == observer.ConnDraining) {
 			ev.ConnectionID = observer.Some(p.connID)
 		}
@@ -444,9 +445,9 @@ func (p *Peer) connReady(gen uint64, connID string) {
 // connWorking: the namespace layer reports that the connection does the work it was made
 // for (its targets are live). The backoff starts afresh from here: the next loss of the
 // connection is retried after at most baseBackoffMs, however many failures came before. A
-// departure from §15.1, which resets only after backoffResetAfterMs of stable ready (see
-// docs/decisions.md): a hub that crashes every few seconds, or a link cut as often, would
-// otherwise keep the peer away most of the time the hub is up.
+// departure from docs/protocol.md#backoff, which resets only after backoffResetAfterMs of
+// stable ready (see docs/decisions.md): a hub that crashes every few seconds, or a link cut
+// as often, would otherwise keep the peer away most of the time the hub is up.
 func (p *Peer) connWorking(gen uint64) {
 	if gen != p.gen || p.state != observer.ConnReady || p.opts.ContractBackoff {
 		return

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -17,11 +18,6 @@ import (
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
-
-// maxRand always draws the top of the range: every backoff delay equals its cap.
-type maxRand struct{}
-
-func (maxRand) Int64N(n int64) int64 { return n - 1 }
 
 type peerFixture struct {
 	t      *testing.T
@@ -47,7 +43,7 @@ func newPeerFixtureWith(t *testing.T, cfg protocol.Config, r ws.Rand, setup func
 	f := &peerFixture{t: t, cfg: cfg, clk: clock.NewFake(epoch), rec: &observertest.Recorder{}, d: wstest.NewDialer(),
 		hs: newHandlers(setup), token: "tok-1"}
 	if r == nil {
-		r = maxRand{}
+		r = wstest.MaxRand{}
 	}
 	opts := ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: "ws://hub/v1/replication",
 		Token:  func() (string, error) { f.mu.Lock(); defer f.mu.Unlock(); return f.token, nil },
@@ -74,7 +70,7 @@ func newPeerFixtureWith(t *testing.T, cfg protocol.Config, r ws.Rand, setup func
 func (f *peerFixture) waitState(from int, s ws.PeerState) int {
 	f.t.Helper()
 	pos := -1
-	eventually(f.t, "state "+string(s), func() bool {
+	testkit.Eventually(f.t, wait, "state "+string(s), func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for i := from; i < len(f.states); i++ {
@@ -117,19 +113,19 @@ func (f *peerFixture) accept() *rawHub {
 
 func (h *rawHub) send(m protocol.Message) uint32 {
 	h.t.Helper()
-	return sendFrame(h.t, h.end, h.out, m)
+	return wstest.SendFrame(h.t, h.end, h.out, m)
 }
 
 func (h *rawHub) recv() protocol.Frame {
 	h.t.Helper()
-	return recvFrame(h.t, h.end, h.in)
+	return wstest.RecvFrame(h.t, h.end, h.in)
 }
 
 // expectClose reads until the peer closes; it returns the close code and the connection
 // ERROR code the peer sent, if any.
 func (h *rawHub) expectClose() (protocol.CloseCode, protocol.ErrorCode) {
 	h.t.Helper()
-	return recvClose(h.t, h.end, h.in)
+	return wstest.RecvClose(h.t, h.end, h.in)
 }
 
 // handshake answers the peer's HELLO; ack may edit the HELLO_ACK.
@@ -160,12 +156,12 @@ func (f *peerFixture) ready(from int) (*rawHub, *testHandler, int) {
 func (f *peerFixture) lastBackoff() observer.ConnectionBackoffScheduled {
 	f.t.Helper()
 	var ev []observer.Event
-	eventually(f.t, "backoff event", func() bool { ev = f.rec.OfType(observer.TypeConnectionBackoffScheduled); return len(ev) > 0 })
+	testkit.Eventually(f.t, wait, "backoff event", func() bool { ev = f.rec.OfType(observer.TypeConnectionBackoffScheduled); return len(ev) > 0 })
 	return ev[len(ev)-1].Payload.(observer.ConnectionBackoffScheduled)
 }
 
 func TestS15_1_StartToReady(t *testing.T) {
-	f := newPeerFixture(t, smallConfig(t), nil, nil)
+	f := newPeerFixture(t, wstest.SmallConfig(t), nil, nil)
 	if f.peer.State() != observer.ConnStopped {
 		t.Fatalf("initial state %v", f.peer.State())
 	}
@@ -181,7 +177,8 @@ func TestS15_1_StartToReady(t *testing.T) {
 	if th.s.ConnectionID() != "c-test" || th.s.HubInstanceID() != hubID {
 		t.Fatalf("session %q %q", th.s.ConnectionID(), th.s.HubInstanceID())
 	}
-	// connectionId appears in state events only from the handshake on (§23.3).
+	// connectionId appears in state events only from the handshake on
+	// (docs/protocol.md#safe-fields).
 	evs := f.rec.OfType(observer.TypeConnectionStateChanged)
 	if len(evs) != len(want) {
 		t.Fatalf("%d connection-state-changed events, want %d", len(evs), len(want))
@@ -195,7 +192,7 @@ func TestS15_1_StartToReady(t *testing.T) {
 }
 
 func TestS15_1_DialFailures(t *testing.T) {
-	f := newPeerFixture(t, smallConfig(t), nil, nil)
+	f := newPeerFixture(t, wstest.SmallConfig(t), nil, nil)
 	f.d.Fail(errors.New("connection refused"), &ws.DialError{StatusCode: 401})
 	f.peer.Start()
 	pos := f.waitState(0, observer.ConnBackoff)
@@ -288,7 +285,7 @@ func TestS15_1_CloseOutcomes(t *testing.T) {
 				t.Fatal("no ping timer")
 			}
 			f.clk.Advance(f.cfg.PingInterval)
-			eventually(t, "ping", func() bool { return len(h.end.Pings()) == 1 })
+			testkit.Eventually(t, wait, "ping", func() bool { return len(h.end.Pings()) == 1 })
 			f.clk.Advance(f.cfg.PongTimeout)
 		}, backoff(observer.BackoffPongTimeout), 1001, ""},
 		{"namespace recovery", false, func(t *testing.T, f *peerFixture, h *rawHub, th *testHandler) {
@@ -307,7 +304,7 @@ func TestS15_1_CloseOutcomes(t *testing.T) {
 		{"GOAWAY SERVER_SHUTTING_DOWN", false, func(t *testing.T, f *peerFixture, h *rawHub, th *testHandler) {
 			h.send(&protocol.GoAway{ReasonCode: protocol.GoAwayServerShuttingDown, DrainTimeoutMs: 5000})
 			f.waitState(0, observer.ConnDraining)
-			eventually(t, "drain", func() bool { th.mu.Lock(); defer th.mu.Unlock(); return len(th.drains) == 1 })
+			testkit.Eventually(t, wait, "drain", func() bool { th.mu.Lock(); defer th.mu.Unlock(); return len(th.drains) == 1 })
 			th.do(t, func(s seam.Session) { s.Quiesced() }) // the peer leaves once its namespaces closed
 		}, blocked, 1000, ""},
 		{"GOAWAY with an unknown reason", false, func(t *testing.T, f *peerFixture, h *rawHub, _ *testHandler) {
@@ -318,7 +315,7 @@ func TestS15_1_CloseOutcomes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newPeerFixture(t, smallConfig(t), nil, nil)
+			f := newPeerFixture(t, wstest.SmallConfig(t), nil, nil)
 			f.peer.Start()
 			var h *rawHub
 			var th *testHandler
@@ -343,7 +340,8 @@ func TestS15_1_CloseOutcomes(t *testing.T) {
 				}
 			}
 			if tc.name == "GOAWAY SERVER_RESTARTING with retryAfter" {
-				// §15.1: retryAfterMs + jitter (jitter = the attempt-0 cap with maxRand).
+				// docs/protocol.md#peer-connection-states: retryAfterMs + jitter (jitter = the
+				// attempt-0 cap with maxRand).
 				if b := f.lastBackoff(); b.DelayMs != 7000+250 {
 					t.Fatalf("delay %v, want 7250", b.DelayMs)
 				}
@@ -353,19 +351,19 @@ func TestS15_1_CloseOutcomes(t *testing.T) {
 }
 
 // TestS15_1_BackoffSequence: delay = random(0, min(maxBackoff, base·2^attempt)), with exact
-// values for a scripted and for a seeded random source — as §15.1 writes it
-// (ContractBackoff), and by default also never more than half the time the peer has been
-// without a connection (but at least base).
+// values for a scripted and for a seeded random source — as
+// docs/protocol.md#peer-connection-states writes it (ContractBackoff), and by default also
+// never more than half the time the peer has been without a connection (but at least base).
 func TestS15_1_BackoffSequence(t *testing.T) {
-	cfg := smallConfig(t)
+	cfg := wstest.SmallConfig(t)
 	for _, tc := range []struct {
 		name     string
 		r        func() ws.Rand
 		contract bool
 	}{
-		{"top of range", func() ws.Rand { return maxRand{} }, true},
+		{"top of range", func() ws.Rand { return wstest.MaxRand{} }, true},
 		{"seeded", func() ws.Rand { return mrand.New(mrand.NewPCG(1, 2)) }, true},
-		{"top of range, bounded by the outage", func() ws.Rand { return maxRand{} }, false},
+		{"top of range, bounded by the outage", func() ws.Rand { return wstest.MaxRand{} }, false},
 		{"seeded, bounded by the outage", func() ws.Rand { return mrand.New(mrand.NewPCG(1, 2)) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -396,7 +394,7 @@ func TestS15_1_BackoffSequence(t *testing.T) {
 			f.peer.Start()
 			for attempt := range 10 {
 				var ev []observer.Event
-				eventually(t, "backoff", func() bool {
+				testkit.Eventually(t, wait, "backoff", func() bool {
 					ev = f.rec.OfType(observer.TypeConnectionBackoffScheduled)
 					return len(ev) == attempt+1
 				})
@@ -422,7 +420,7 @@ func TestS15_1_BackoffSequence(t *testing.T) {
 // TestS15_1_AttemptResetAfterStableReady: the attempt counter survives a short ready spell
 // and resets after backoffResetAfterMs of ready.
 func TestS15_1_AttemptResetAfterStableReady(t *testing.T) {
-	f := newPeerFixture(t, smallConfig(t), nil, nil)
+	f := newPeerFixture(t, wstest.SmallConfig(t), nil, nil)
 	f.d.Fail(errors.New("refused"))
 	f.peer.Start()
 	pos := f.waitState(0, observer.ConnBackoff) // attempt 0
@@ -447,7 +445,7 @@ func TestS15_1_AttemptResetAfterStableReady(t *testing.T) {
 // TestS15_1_SlowCadenceAfter1011: repeated 1011 closes keep backing off (never blocked) and
 // switch to the slow cadence (half to all of maxBackoffMs).
 func TestS15_1_SlowCadenceAfter1011(t *testing.T) {
-	f := newPeerFixture(t, smallConfig(t), nil, nil) // SlowAfter 3
+	f := newPeerFixture(t, wstest.SmallConfig(t), nil, nil) // SlowAfter 3
 	f.peer.Start()
 	pos := 0
 	for i := range 4 {
@@ -470,7 +468,7 @@ func TestS15_1_SlowCadenceAfter1011(t *testing.T) {
 // TestS15_1_LocalStop: ready --local-stop--> draining --namespaces closed--> stopped, with a
 // normal close; stop from backoff and from blocked; start from blocked.
 func TestS15_1_LocalStop(t *testing.T) {
-	f := newPeerFixture(t, smallConfig(t), nil, func(h *testHandler) { h.quiesceOnDrain = true })
+	f := newPeerFixture(t, wstest.SmallConfig(t), nil, func(h *testHandler) { h.quiesceOnDrain = true })
 	f.peer.Start()
 	h, th, pos := f.ready(0)
 	if err := f.peer.Stop(context.Background()); err != nil {
@@ -509,7 +507,7 @@ func TestS15_1_ReauthDialsOnceAtOnce(t *testing.T) {
 	for _, refused := range []bool{false, true} {
 		name := map[bool]string{false: "new token accepted", true: "token refused"}[refused]
 		t.Run(name, func(t *testing.T) {
-			f := newPeerFixture(t, smallConfig(t), nil, func(h *testHandler) { h.quiesceOnDrain = true })
+			f := newPeerFixture(t, wstest.SmallConfig(t), nil, func(h *testHandler) { h.quiesceOnDrain = true })
 			f.peer.Start()
 			h, _, pos := f.ready(0)
 			f.mu.Lock()
@@ -569,7 +567,7 @@ func TestS15_1_WorkingRestartsBackoff(t *testing.T) {
 		{"working, contract backoff", true, true, 4, 4000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newPeerFixtureWith(t, smallConfig(t), nil, nil, func(o *ws.PeerOptions) { o.ContractBackoff = tc.contract })
+			f := newPeerFixtureWith(t, wstest.SmallConfig(t), nil, nil, func(o *ws.PeerOptions) { o.ContractBackoff = tc.contract })
 			refused := errors.New("refused")
 			f.d.Fail(refused, refused, refused, refused)
 			f.peer.Start()
@@ -612,7 +610,7 @@ func TestS15_1_RetryAfter(t *testing.T) {
 		{"503 with Retry-After, contract backoff", &ws.DialError{StatusCode: 503, RetryAfter: 2 * time.Second}, true, 250, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newPeerFixtureWith(t, smallConfig(t), nil, nil, func(o *ws.PeerOptions) { o.ContractBackoff = tc.contract })
+			f := newPeerFixtureWith(t, wstest.SmallConfig(t), nil, nil, func(o *ws.PeerOptions) { o.ContractBackoff = tc.contract })
 			f.d.Fail(tc.err, errors.New("refused"))
 			f.peer.Start()
 			pos := f.waitState(0, observer.ConnBackoff)
@@ -633,7 +631,7 @@ func TestS15_1_RetryAfter(t *testing.T) {
 // failed dial and after a lost connection, in turn, with its backoff in between.
 func TestS15_1_FailoverURLs(t *testing.T) {
 	const a, b, c = "ws://a/v1/replication", "ws://b/v1/replication", "ws://c/v1/replication"
-	f := newPeerFixtureWith(t, smallConfig(t), nil, nil, func(o *ws.PeerOptions) {
+	f := newPeerFixtureWith(t, wstest.SmallConfig(t), nil, nil, func(o *ws.PeerOptions) {
 		o.URL, o.FailoverURLs = a, []string{b, c}
 	})
 	f.d.Fail(errors.New("refused")) // a
@@ -651,7 +649,7 @@ func TestS15_1_FailoverURLs(t *testing.T) {
 	if got, want := f.d.URLs(), []string{a, b, c, a}; !slices.Equal(got, want) {
 		t.Fatalf("dialed %v, want %v", got, want)
 	}
-	if _, err := ws.NewPeer(ws.PeerOptions{Config: smallConfig(t), InstanceID: peerID, HubInstanceID: hubID, URL: a,
+	if _, err := ws.NewPeer(ws.PeerOptions{Config: wstest.SmallConfig(t), InstanceID: peerID, HubInstanceID: hubID, URL: a,
 		FailoverURLs: []string{""}, Token: func() (string, error) { return "t", nil }, Namespaces: newHandlers(nil).factory}); err == nil {
 		t.Fatal("an empty failover URL accepted")
 	}
@@ -661,7 +659,7 @@ func TestS15_1_FailoverURLs(t *testing.T) {
 // closes is reported by the peer as connection-failed (code, wsCloseCode), like one it
 // detects itself; an orderly close is not.
 func TestS23_1_ConnectionFailedReceived(t *testing.T) {
-	f := newPeerFixture(t, smallConfig(t), nil, nil)
+	f := newPeerFixture(t, wstest.SmallConfig(t), nil, nil)
 	f.peer.Start()
 	h, _, pos := f.ready(0)
 	m, _ := protocol.NewErrorMessage(protocol.ScopeConnection, protocol.CodeSequenceViolation, protocol.NamespaceID{}, "s")

@@ -11,7 +11,8 @@ import (
 // readLoop is the reader goroutine: it reads whole messages, never more than maxFrameBytes
 // into memory, and hands them to the owner through the bounded inbound channel, so that an
 // owner that falls behind stops the reading and TCP pushes back on the remote. Before the
-// handshake completes it reads at most HELLO and maxEarlyFrames more (GUIDE §6).
+// handshake completes it reads at most HELLO and maxEarlyFrames more
+// (docs/protocol.md#transport-and-authentication).
 func (c *conn) readLoop() {
 	defer c.post(func() { c.readerDone = true })
 	early := 0
@@ -99,7 +100,7 @@ func (c *conn) readFailed(err error) {
 }
 
 // rejectAdmission reports a connection the hub refused before its handshake completed, as
-// auth-upgrade-rejected (§23.1): it never had a connection id.
+// auth-upgrade-rejected (docs/protocol.md#events): it never had a connection id.
 func (c *conn) rejectAdmission(r observer.AuthRejectReason) {
 	if c.side == observer.SideHub && !c.admitted.Load() && c.onUpgrade != nil {
 		c.onUpgrade(r)
@@ -172,9 +173,10 @@ func (c *conn) deliver(f protocol.Frame) {
 	c.handler.HandleFrame(f)
 }
 
-// drainDrop handles a frame that would start work on a draining connection (§6.3): an
-// OPEN_NAMESPACE gets NAMESPACE_REOPEN_REQUIRES_RECONNECT on the hub, except in a
-// REAUTH_REQUIRED drain, where it is dropped silently like every other such frame.
+// drainDrop handles a frame that would start work on a draining connection
+// (docs/protocol.md#draining): an OPEN_NAMESPACE gets NAMESPACE_REOPEN_REQUIRES_RECONNECT on
+// the hub, except in a REAUTH_REQUIRED drain, where it is dropped silently like every other
+// such frame.
 func (c *conn) drainDrop(f protocol.Frame) {
 	open, ok := f.Message.(*protocol.OpenNamespace)
 	if !ok || c.side != observer.SideHub || c.drain.ReasonCode == protocol.GoAwayReauthRequired {
@@ -187,9 +189,9 @@ func (c *conn) drainDrop(f protocol.Frame) {
 	}
 }
 
-// remoteError handles a connection ERROR from the remote (§13): the remote is closing the
-// connection, and this side closes too, with the code the error registry gives, without
-// answering.
+// remoteError handles a connection ERROR from the remote (docs/protocol.md#handling-errors):
+// the remote is closing the connection, and this side closes too, with the code the error
+// registry gives, without answering.
 func (c *conn) remoteError(m *protocol.ErrorMessage) {
 	code := protocol.CloseInternal
 	if spec, ok := m.Spec(); ok {

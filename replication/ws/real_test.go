@@ -20,11 +20,13 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/nomicore/nomicore/auth"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 // liveHub is a hub behind a real HTTP server on loopback, with the real clock.
@@ -133,7 +135,7 @@ func (c *client) recv(ctx context.Context) (protocol.Frame, error) {
 }
 
 func (c *client) handshake() error {
-	if err := c.send(hello()); err != nil {
+	if err := c.send(wstest.Hello(peerID, hubID)); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
@@ -152,7 +154,7 @@ func (c *client) handshake() error {
 // may not replicate; no WebSocket is created (the response is not 101 and carries no
 // Upgrade), and each refusal is classified.
 func TestS2_AuthBeforeUpgrade(t *testing.T) {
-	l := newLiveHub(t, smallConfig(t), nil)
+	l := newLiveHub(t, wstest.SmallConfig(t), nil)
 	for _, tc := range []struct {
 		auth   string
 		status int
@@ -190,7 +192,8 @@ func TestS2_AuthBeforeUpgrade(t *testing.T) {
 	if fmt.Sprint(reasons) != fmt.Sprint(want) {
 		t.Fatalf("reasons %v, want %v", reasons, want)
 	}
-	// The peer's dialer sees the status and blocks (§15.1 permanent-config-failure).
+	// The peer's dialer sees the status and blocks (docs/protocol.md#peer-connection-states
+	// permanent-config-failure).
 	if _, err := l.dialClient(t, "secret-forbidden"); err == nil {
 		t.Fatal("dial with a forbidden token succeeded")
 	} else if de := new(ws.DialError); !errors.As(err, &de) || de.StatusCode != 403 {
@@ -229,7 +232,7 @@ func waitFor(t *testing.T, states chan ws.PeerState, want ws.PeerState) {
 }
 
 func TestS6_RealHandshake(t *testing.T) {
-	l := newLiveHub(t, smallConfig(t), nil)
+	l := newLiveHub(t, wstest.SmallConfig(t), nil)
 	t.Run("ready", func(t *testing.T) {
 		phs := newHandlers(nil)
 		_, states := l.livePeer(t, peerID, hubID, "secret-a", l.cfg, phs)
@@ -252,7 +255,7 @@ func TestS6_RealHandshake(t *testing.T) {
 }
 
 func TestS1_TextMessageIsMalformed(t *testing.T) {
-	l := newLiveHub(t, smallConfig(t), nil)
+	l := newLiveHub(t, wstest.SmallConfig(t), nil)
 	c, err := l.dialClient(t, "secret-a")
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +284,7 @@ func TestS1_TextMessageIsMalformed(t *testing.T) {
 // TestS17_SlowReaderDoesNotBlockOthers: a peer that reads nothing fills its connection's
 // socket and pauses its pump; another connection keeps flowing, and the hub shuts down.
 func TestS17_SlowReaderDoesNotBlockOthers(t *testing.T) {
-	l := newLiveHub(t, smallConfig(t), nil)
+	l := newLiveHub(t, wstest.SmallConfig(t), nil)
 	slow, err := l.dialClient(t, "secret-a")
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +307,7 @@ func TestS17_SlowReaderDoesNotBlockOthers(t *testing.T) {
 	paused := false
 	for i := 0; i < 4000 && !paused; i++ {
 		slowH.do(t, func(s seam.Session) {
-			o := s.Outbox(nsN(i%50+1), nil)
+			o := s.Outbox(wstest.NamespaceID(i%50+1), nil)
 			err := o.Enqueue(seam.DataItem{Bytes: upd(1000, byte(i))})
 			if err != nil && !errors.Is(err, seam.ErrConnectionShed) && !errors.Is(err, seam.ErrQueueOverflow) {
 				t.Fatal(err)
@@ -319,7 +322,7 @@ func TestS17_SlowReaderDoesNotBlockOthers(t *testing.T) {
 	const n = 100 // 10 KB: within the connection's 12 KiB budget
 	fastH.do(t, func(s seam.Session) {
 		for i := range n {
-			if err := s.Outbox(nsN(i%10+1), nil).Enqueue(seam.DataItem{Bytes: upd(100, byte(i))}); err != nil {
+			if err := s.Outbox(wstest.NamespaceID(i%10+1), nil).Enqueue(seam.DataItem{Bytes: upd(100, byte(i))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -343,7 +346,7 @@ func TestS17_SlowReaderDoesNotBlockOthers(t *testing.T) {
 // TestS21_ShutdownAndReconnect: the hub service closes with 1001 without GOAWAY; the peer
 // treats it as a temporary loss, backs off and reconnects to the restarted service.
 func TestS21_ShutdownAndReconnect(t *testing.T) {
-	cfg := smallConfig(t)
+	cfg := wstest.SmallConfig(t)
 	cfg.BaseBackoff, cfg.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
 	l := newLiveHub(t, cfg, nil)
 	phs := newHandlers(nil)
@@ -372,7 +375,7 @@ func TestS21_ShutdownAndReconnect(t *testing.T) {
 // TestS6_ConcurrentHandshakes: 200 connections handshake at once (with an admission limit
 // that lets them all in: each dials before any sends its HELLO).
 func TestS6_ConcurrentHandshakes(t *testing.T) {
-	cfg := smallConfig(t)
+	cfg := wstest.SmallConfig(t)
 	cfg.HelloTimeout = time.Minute // the race detector on a shared 2-core machine is slow
 	l := newLiveHubWith(t, cfg, nil, func(o *ws.HubOptions) { o.MaxHandshakes = 200 })
 	const n = 200
@@ -516,7 +519,7 @@ const (
 // duplicate and unsolicited pongs are ignored and the hub closes with 1001; the hub
 // answers a ping with its exact payload.
 func TestS17_RealPongSemantics(t *testing.T) {
-	cfg := smallConfig(t)
+	cfg := wstest.SmallConfig(t)
 	cfg.PingInterval, cfg.PongTimeout = 250*time.Millisecond, 200*time.Millisecond
 	for _, tc := range []struct {
 		name    string
@@ -541,7 +544,7 @@ func TestS17_RealPongSemantics(t *testing.T) {
 			l := newLiveHub(t, cfg, nil)
 			r := dialRaw(t, l)
 			defer r.conn.Close()
-			b, _, _ := protocol.NewOutbound(protocol.NewCodec(cfg.Limits(), 0)).AppendFrame(nil, hello())
+			b, _, _ := protocol.NewOutbound(protocol.NewCodec(cfg.Limits(), 0)).AppendFrame(nil, wstest.Hello(peerID, hubID))
 			if err := r.write(opBinary, b); err != nil {
 				t.Fatal(err)
 			}
@@ -581,7 +584,7 @@ func TestS17_RealPongSemantics(t *testing.T) {
 					if code := binary.BigEndian.Uint16(p); code != 1001 {
 						t.Fatalf("close code %d, want 1001", code)
 					}
-					eventually(t, "pong-timeout event", func() bool { return l.rec.Count(observer.TypeConnectionFailed) == 1 })
+					testkit.Eventually(t, wait, "pong-timeout event", func() bool { return l.rec.Count(observer.TypeConnectionFailed) == 1 })
 					if c := l.rec.OfType(observer.TypeConnectionFailed)[0].Payload.(observer.ConnectionFailed).Code; c != observer.ConnErrPongTimeout {
 						t.Fatalf("code %s", c)
 					}
@@ -596,7 +599,7 @@ func TestS17_RealPongSemantics(t *testing.T) {
 // over real sockets answer each other's pings (coder/websocket echoes the payload) and
 // stay ready through many rounds.
 func TestS17_RealLivenessBothSides(t *testing.T) {
-	cfg := smallConfig(t)
+	cfg := wstest.SmallConfig(t)
 	cfg.PingInterval, cfg.PongTimeout = 300*time.Millisecond, 250*time.Millisecond // generous: a busy machine
 	l := newLiveHub(t, cfg, nil)
 	peerRec := &observertest.Recorder{}
@@ -607,9 +610,9 @@ func TestS17_RealLivenessBothSides(t *testing.T) {
 	}
 	defer p.Close()
 	p.Start()
-	eventually(t, "ready", func() bool { return p.State() == observer.ConnReady })
+	testkit.Eventually(t, wait, "ready", func() bool { return p.State() == observer.ConnReady })
 	// Six ping rounds on each side (event-loop-delay samples count the pings).
-	eventually(t, "ping rounds", func() bool {
+	testkit.Eventually(t, wait, "ping rounds", func() bool {
 		return peerRec.Count(observer.TypeEventLoopDelaySampled) >= 6 && l.rec.Count(observer.TypeEventLoopDelaySampled) >= 6
 	})
 	if p.State() != observer.ConnReady || peerRec.Count(observer.TypeConnectionFailed) != 0 || l.rec.Count(observer.TypeConnectionFailed) != 0 {

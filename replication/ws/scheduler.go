@@ -13,10 +13,11 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// This file is the data lane (§17): one unsent queue per namespace (seam.Outbox), sent
-// round-robin across namespaces, one frame per namespace per turn, within each namespace's
-// window and below the connection's high watermark, with the bounds and shedding that keep
-// a slow remote from holding unbounded memory. Everything here runs on the owner goroutine.
+// This file is the data lane (docs/protocol.md#per-connection): one unsent queue per
+// namespace (seam.Outbox), sent round-robin across namespaces, one frame per namespace per
+// turn, within each namespace's window and below the connection's high watermark, with the
+// bounds and shedding that keep a slow remote from holding unbounded memory. Everything here
+// runs on the owner goroutine.
 //
 // A namespace's queue holds two kinds of items: live updates, bounded by
 // maxQueuedUpdateBytes/Count and shed under connection backpressure, and transfers of a
@@ -108,7 +109,8 @@ func (c *conn) outbox(ns protocol.NamespaceID, gate func() bool) *nsQueue {
 }
 
 // checkItem refuses an item the connection could not frame: one over its kind's
-// single-frame cap without CAP_CHUNKED_UPDATE, or over the kind's chunked caps (§10.3).
+// single-frame cap without CAP_CHUNKED_UPDATE, or over the kind's chunked caps
+// (docs/protocol.md#sender-rules).
 func (c *conn) checkItem(ns protocol.NamespaceID, it seam.DataItem) error {
 	switch {
 	case !it.Kind.Known():
@@ -524,8 +526,9 @@ func (c *conn) sendOne(q *nsQueue) bool {
 	return true
 }
 
-// emitSent reports a data item leaving (§23.1): update-sent for an UPDATE frame (with the
-// sequence only the connection knows), chunked-*-sent when a transfer's last chunk leaves.
+// emitSent reports a data item leaving (docs/protocol.md#events): update-sent for an UPDATE
+// frame (with the sequence only the connection knows), chunked-*-sent when a transfer's last
+// chunk leaves.
 func (c *conn) emitSent(q *nsQueue, it *queuedItem, info seam.SentInfo) {
 	if !c.em.Enabled() {
 		return

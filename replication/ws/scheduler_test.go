@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -25,13 +27,13 @@ func frameNS(f protocol.Frame) protocol.NamespaceID {
 // TestS17_RoundRobin: one data frame per namespace per turn; control frames go ahead of
 // queued data; sequences are consecutive in write order.
 func TestS17_RoundRobin(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
 	var sent []seam.SentInfo
 	h.do(t, func(s seam.Session) {
 		for i, n := range []int{3, 2, 1} {
-			o := s.Outbox(nsN(i+1), nil)
+			o := s.Outbox(wstest.NamespaceID(i+1), nil)
 			for j := range n {
 				if err := o.Enqueue(seam.DataItem{Bytes: upd(10, byte(10*i+j)), Sent: func(si seam.SentInfo) { sent = append(sent, si) }}); err != nil {
 					t.Fatal(err)
@@ -43,7 +45,7 @@ func TestS17_RoundRobin(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	want := []protocol.NamespaceID{ns3, nsN(1), nsN(2), nsN(3), nsN(1), nsN(2), nsN(1)}
+	want := []protocol.NamespaceID{ns3, wstest.NamespaceID(1), wstest.NamespaceID(2), wstest.NamespaceID(3), wstest.NamespaceID(1), wstest.NamespaceID(2), wstest.NamespaceID(1)}
 	seq := uint32(1) // HELLO_ACK
 	for i, w := range want {
 		fr := p.recv()
@@ -59,7 +61,7 @@ func TestS17_RoundRobin(t *testing.T) {
 	if len(sent) != 6 || sent[0].Sequence != 3 || sent[5].Sequence != 8 {
 		t.Fatalf("sent %+v", sent)
 	}
-	// update-sent carries the stamped sequence (§23.1).
+	// update-sent carries the stamped sequence (docs/protocol.md#events).
 	evs := f.rec.OfType(observer.TypeUpdateSent)
 	if len(evs) != 6 || evs[0].Payload.(observer.UpdateSent).Sequence != 3 || evs[0].Payload.(observer.UpdateSent).Bytes != 10 {
 		t.Fatalf("update-sent %v", evs)
@@ -69,7 +71,7 @@ func TestS17_RoundRobin(t *testing.T) {
 // TestS17_WindowGate: a namespace whose window is full is skipped; others go on. A gate that
 // refused is not asked again until Wake (or a change of its queue).
 func TestS17_WindowGate(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
 	open, asked := false, 0
@@ -107,7 +109,7 @@ func TestS17_WindowGate(t *testing.T) {
 // one per turn, interleaved with another namespace's updates; the receiver's assembler
 // rebuilds it; SentInfo carries the last chunk's sequence; ACK correlation works.
 func TestS10_3_ChunkedTransfer(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), func(h *testHandler) {})
+	f := newHubFixture(t, wstest.SmallConfig(t), func(h *testHandler) {})
 	p := f.connect(64)
 	h := f.handshake(p)
 	big := upd(2500, 7)
@@ -158,7 +160,7 @@ func TestS10_3_ChunkedTransfer(t *testing.T) {
 	// The receiver acknowledges the last chunk's sequence; acknowledging a middle chunk
 	// would be ACK_STATE_VIOLATION.
 	p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: done.AckSequence})
-	eventually(t, "ack delivered", func() bool { return len(h.framesOf(protocol.TypeUpdateAck)) == 1 })
+	testkit.Eventually(t, wait, "ack delivered", func() bool { return len(h.framesOf(protocol.TypeUpdateAck)) == 1 })
 	p.send(&protocol.UpdateAck{NamespaceID: ns1, AckedSequence: done.AckSequence}) // a duplicate
 	if code, ec := p.expectClose(); code != protocol.CloseProtocolError || ec != protocol.CodeAckStateViolation {
 		t.Fatalf("close %d %s", code, ec)
@@ -167,7 +169,7 @@ func TestS10_3_ChunkedTransfer(t *testing.T) {
 
 // TestS17_ItemChecks: items that cannot be framed are refused with the namespace code.
 func TestS17_ItemChecks(t *testing.T) {
-	cfg := smallConfig(t)
+	cfg := wstest.SmallConfig(t)
 	cfg.Generation = protocol.GenerationV1
 	f := newHubFixture(t, cfg, nil)
 	p := f.connect(64)
@@ -199,7 +201,7 @@ func TestS17_ItemChecks(t *testing.T) {
 
 // TestS17_QueueOverflow: over maxQueuedUpdateCount the namespace's unsent queue is dropped.
 func TestS17_QueueOverflow(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
 	h.do(t, func(s seam.Session) {
@@ -223,7 +225,7 @@ func TestS17_QueueOverflow(t *testing.T) {
 // namespace to the low watermark (HandleShed), and reading resumes the pump below the low
 // watermark (send-resumed). The hub goroutines never block on the slow peer.
 func TestS17_WatermarksAndShedding(t *testing.T) {
-	cfg := smallConfig(t)
+	cfg := wstest.SmallConfig(t)
 	cfg.MaxQueuedBytesPerConnection = 10240
 	f := newHubFixture(t, cfg, nil)
 	p := f.connect(1)
@@ -238,10 +240,10 @@ func TestS17_WatermarksAndShedding(t *testing.T) {
 			}
 		}
 	})
-	eventually(t, "send-paused", func() bool { return f.rec.Count(observer.TypeSendPaused) == 1 })
+	testkit.Eventually(t, wait, "send-paused", func() bool { return f.rec.Count(observer.TypeSendPaused) == 1 })
 	const frameLen = 1058
 	var st seam.QueueStats
-	eventually(t, "first frame flushed", func() bool {
+	testkit.Eventually(t, wait, "first frame flushed", func() bool {
 		h.do(t, func(s seam.Session) { st = s.Stats() })
 		return st.UnflushedData == 3*frameLen
 	})
@@ -271,11 +273,11 @@ func TestS17_WatermarksAndShedding(t *testing.T) {
 			t.Fatalf("queued %d after shedding, want ns2's 1500", q)
 		}
 		// Strict admission: an item that does not fit even after shedding is refused.
-		if err := s.Outbox(nsN(4), nil).Enqueue(seam.DataItem{Bytes: upd(8000, 1)}); !errors.Is(err, seam.ErrConnectionShed) {
+		if err := s.Outbox(wstest.NamespaceID(4), nil).Enqueue(seam.DataItem{Bytes: upd(8000, 1)}); !errors.Is(err, seam.ErrConnectionShed) {
 			t.Fatalf("oversized item: %v", err)
 		}
 	})
-	eventually(t, "sheds reported", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.sheds) == 3 })
+	testkit.Eventually(t, wait, "sheds reported", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.sheds) == 3 })
 	if h.sheds[0] != ns1 || h.sheds[1] != ns3 || h.sheds[2] != ns2 {
 		t.Fatalf("shed %v, want ns1, ns3, ns2", h.sheds)
 	}
@@ -286,17 +288,19 @@ func TestS17_WatermarksAndShedding(t *testing.T) {
 			t.Fatalf("got %v for %v", fr.Type(), frameNS(fr))
 		}
 	}
-	eventually(t, "send-resumed", func() bool { return f.rec.Count(observer.TypeSendResumed) == 1 })
+	testkit.Eventually(t, wait, "send-resumed", func() bool { return f.rec.Count(observer.TypeSendResumed) == 1 })
 }
 
 // TestS10_2_AckCorrelation: each acknowledgement must name an unacknowledged frame of the
-// matching type and namespace (§10.2, §8.2, §9.3, §12); anything else is
-// ACK_STATE_VIOLATION. A chunked snapshot is acknowledged by its last chunk's sequence.
+// matching type and namespace (docs/protocol.md#the-ack-window,
+// docs/protocol.md#bootstrap_ack, docs/protocol.md#round-rules,
+// docs/protocol.md#closing-a-namespace); anything else is ACK_STATE_VIOLATION. A chunked
+// snapshot is acknowledged by its last chunk's sequence.
 func TestS10_2_AckCorrelation(t *testing.T) {
 	const rid = "0123456789abcdef0123456789abcdef"
 	type sent struct{ step2, closeNS, snapshot uint32 }
 	setup := func(t *testing.T) (*hubFixture, *rawPeer, *testHandler, sent) {
-		f := newHubFixture(t, smallConfig(t), nil)
+		f := newHubFixture(t, wstest.SmallConfig(t), nil)
 		p := f.connect(64)
 		h := f.handshake(p)
 		var st sent
@@ -325,7 +329,7 @@ func TestS10_2_AckCorrelation(t *testing.T) {
 		p.send(&protocol.SyncApplied{NamespaceID: ns1, SyncRoundID: 1, AckedSequence: st.step2})
 		p.send(&protocol.CloseOK{NamespaceID: ns2, AckedSequence: st.closeNS})
 		p.send(&protocol.BootstrapAck{NamespaceID: ns3, AckedSequence: st.snapshot})
-		eventually(t, "acks delivered", func() bool { return len(h.framesOf(protocol.TypeBootstrapAck)) == 1 })
+		testkit.Eventually(t, wait, "acks delivered", func() bool { return len(h.framesOf(protocol.TypeBootstrapAck)) == 1 })
 		if len(h.framesOf(protocol.TypeSyncApplied)) != 1 || len(h.framesOf(protocol.TypeCloseOK)) != 1 {
 			t.Fatal("acknowledgements missing")
 		}
@@ -369,9 +373,10 @@ func coalesceThree(t *testing.T, o seam.Outbox, sent *[]seam.SentInfo) {
 	}
 }
 
-// TestS10_1_CoalesceUnsent: unsent updates may be merged into one frame (§10.1).
+// TestS10_1_CoalesceUnsent: unsent updates may be merged into one frame
+// (docs/protocol.md#sending-and-relaying).
 func TestS10_1_CoalesceUnsent(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
 	open := false
@@ -397,7 +402,7 @@ func TestS10_1_CoalesceUnsent(t *testing.T) {
 // TestSentInfoCarriesTheItem: an item's Sent hears of its bytes and its Tag, so one callback
 // serves every item.
 func TestSentInfoCarriesTheItem(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(64)
 	h := f.handshake(p)
 	var sent []seam.SentInfo
@@ -422,7 +427,7 @@ func TestSentInfoCarriesTheItem(t *testing.T) {
 // with the updates queued behind it; those are merged into one UPDATE that follows its last
 // chunk.
 func TestS10_1_CoalesceBehindATransfer(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(1)
 	h := f.handshake(p)
 	var sent []seam.SentInfo
@@ -432,7 +437,7 @@ func TestS10_1_CoalesceBehindATransfer(t *testing.T) {
 		}
 	})
 	// Four of its five chunks are handed over before the high watermark pauses the pump.
-	eventually(t, "send-paused", func() bool { return f.rec.Count(observer.TypeSendPaused) == 1 })
+	testkit.Eventually(t, wait, "send-paused", func() bool { return f.rec.Count(observer.TypeSendPaused) == 1 })
 	h.do(t, func(s seam.Session) {
 		o := s.Outbox(ns2, nil)
 		coalesceThree(t, o, &sent)
@@ -471,7 +476,7 @@ func TestS10_1_CoalesceBehindATransfer(t *testing.T) {
 // rest of a transfer in progress is not sent.
 func TestS8_1_BulkItems(t *testing.T) {
 	const rid = "0123456789abcdef0123456789abcdef"
-	cfg := smallConfig(t)
+	cfg := wstest.SmallConfig(t)
 	cfg.MaxChunkedBootstrapBytes, cfg.MaxChunkedSyncDiffBytes = 8192, 8192
 	f := newHubFixture(t, cfg, nil)
 	p := f.connect(64)
@@ -524,7 +529,7 @@ func TestS8_1_BulkItems(t *testing.T) {
 // TestS10_3_CloseStopsATransfer: Clear keeps a sync diff in progress; Close stops it, and the
 // chunks not yet handed to the writer are never sent.
 func TestS10_3_CloseStopsATransfer(t *testing.T) {
-	f := newHubFixture(t, smallConfig(t), nil)
+	f := newHubFixture(t, wstest.SmallConfig(t), nil)
 	p := f.connect(1)
 	h := f.handshake(p)
 	h.do(t, func(s seam.Session) {
@@ -535,7 +540,7 @@ func TestS10_3_CloseStopsATransfer(t *testing.T) {
 	})
 	// Five chunks of about 1080 bytes: four are handed over before the high watermark
 	// (4096) pauses the pump, and the peer reads nothing yet.
-	eventually(t, "send-paused", func() bool { return f.rec.Count(observer.TypeSendPaused) == 1 })
+	testkit.Eventually(t, wait, "send-paused", func() bool { return f.rec.Count(observer.TypeSendPaused) == 1 })
 	h.do(t, func(s seam.Session) {
 		o := s.Outbox(ns2, nil)
 		if info := o.Clear(); info.Items != 0 || info.TransferAborted {
@@ -565,18 +570,18 @@ func TestS10_3_CloseStopsATransfer(t *testing.T) {
 // transfers are in progress at once on a connection (the receiver assembles no more); the
 // next one starts when one finishes, and single-frame updates go on meanwhile.
 func TestS17_TransfersPerConnection(t *testing.T) {
-	cfg := smallConfig(t)
+	cfg := wstest.SmallConfig(t)
 	cfg.MaxConcurrentAssembliesPerConnection = 2
 	f := newHubFixture(t, cfg, nil)
 	p := f.connect(256)
 	h := f.handshake(p)
 	h.do(t, func(s seam.Session) {
 		for i := range 3 {
-			if err := s.Outbox(nsN(i+1), nil).Enqueue(seam.DataItem{Bytes: upd(3000, byte(i))}); err != nil {
+			if err := s.Outbox(wstest.NamespaceID(i+1), nil).Enqueue(seam.DataItem{Bytes: upd(3000, byte(i))}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		_ = s.Outbox(nsN(4), nil).Enqueue(seam.DataItem{Bytes: upd(10, 4)})
+		_ = s.Outbox(wstest.NamespaceID(4), nil).Enqueue(seam.DataItem{Bytes: upd(10, 4)})
 	})
 	asm := protocol.NewAssembler(&f.cfg, clock.NewFake(epoch))
 	var order []string

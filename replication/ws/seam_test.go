@@ -10,6 +10,7 @@ import (
 
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
@@ -115,7 +116,7 @@ func (d hubDialer) Dial(ctx context.Context, url string, h http.Header) (ws.Tran
 // on a new connection after SERVER_RESTARTING. The namespace rules themselves (OPEN_OK,
 // authorization) are the namespace layer's tests.
 func TestSeam_EndToEnd(t *testing.T) {
-	cfg := smallConfig(t)
+	cfg := wstest.SmallConfig(t)
 	cfg.MaxInFlightUpdates = 4
 	clk := clock.NewFake(epoch)
 	rec := &observertest.Recorder{}
@@ -129,7 +130,7 @@ func TestSeam_EndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	peer, err := ws.NewPeer(ws.PeerOptions{Config: cfg, InstanceID: peerID, HubInstanceID: hubID, URL: "ws://hub",
-		Token: func() (string, error) { return "tok", nil }, Dialer: hubDialer{hub, table}, Clock: clk, Rand: maxRand{}, Observer: rec,
+		Token: func() (string, error) { return "tok", nil }, Dialer: hubDialer{hub, table}, Clock: clk, Rand: wstest.MaxRand{}, Observer: rec,
 		Namespaces: func(s seam.Session) seam.Handler { e := newEchoNS(s, false); peerSide <- e; return e }})
 	if err != nil {
 		t.Fatal(err)
@@ -164,12 +165,12 @@ func TestSeam_EndToEnd(t *testing.T) {
 			}
 		}
 	})
-	eventually(t, "echoes", func() bool {
+	testkit.Eventually(t, wait, "echoes", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return len(p.received[ns1])+len(p.received[ns2]) == n && p.acked == n
 	})
-	eventually(t, "hub acked", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.acked == n })
+	testkit.Eventually(t, wait, "hub acked", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.acked == n })
 	// The peer's view of its connection (introspection): ready since the handshake.
 	if c, ok := peer.Connection(); !ok || c.State != observer.ConnReady || !c.ReadyAt.Equal(epoch) || c.ConnectionID != "" {
 		t.Errorf("the peer's connection: %+v %v", c, ok)
@@ -185,11 +186,11 @@ func TestSeam_EndToEnd(t *testing.T) {
 	// A drain that the namespace layers end early; SERVER_RESTARTING with a retry hint
 	// brings the peer back after retryAfterMs + jitter.
 	hub.GoAway(protocol.GoAwayServerRestarting, time.Minute, 3*time.Second, true)
-	eventually(t, "peer backoff", func() bool { return peer.State() == observer.ConnBackoff })
+	testkit.Eventually(t, wait, "peer backoff", func() bool { return peer.State() == observer.ConnBackoff })
 	clk.Advance(3*time.Second + 250*time.Millisecond)
 	p2 := <-peerSide
 	<-hubSide
-	eventually(t, "peer ready again", func() bool { return peer.State() == observer.ConnReady })
+	testkit.Eventually(t, wait, "peer ready again", func() bool { return peer.State() == observer.ConnReady })
 	if p2.s.ConnectionID() == p.s.ConnectionID() {
 		t.Fatal("same connection id after reconnect")
 	}
@@ -202,7 +203,7 @@ func TestS2_AdmissionRefusals(t *testing.T) {
 	clk := clock.NewFake(epoch)
 	rec := &observertest.Recorder{}
 	auth := &scriptedAuth{clk: clk}
-	hub, err := ws.NewHub(ws.HubOptions{Config: smallConfig(t), InstanceID: hubID, Auth: auth, Clock: clk, Observer: rec,
+	hub, err := ws.NewHub(ws.HubOptions{Config: wstest.SmallConfig(t), InstanceID: hubID, Auth: auth, Clock: clk, Observer: rec,
 		Namespaces: func(seam.Session) seam.Handler { return nil }})
 	if err != nil {
 		t.Fatal(err)

@@ -18,11 +18,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nomicore/nomicore/auth"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 // A slow link whose sender's kernel holds seconds of data: the hub's socket has a large send
@@ -174,7 +176,7 @@ func newKernelBufferedLink(t *testing.T, th *throttle) *kernelBufferedLink {
 func (k *kernelBufferedLink) send(t *testing.T) {
 	k.h.do(t, func(s seam.Session) {
 		for i := range kbUpdates {
-			if err := s.Outbox(nsN(i%4+1), nil).Enqueue(seam.DataItem{Bytes: upd(kbUpdate, byte(i))}); err != nil {
+			if err := s.Outbox(wstest.NamespaceID(i%4+1), nil).Enqueue(seam.DataItem{Bytes: upd(kbUpdate, byte(i))}); err != nil {
 				t.Error(err)
 			}
 		}
@@ -267,7 +269,7 @@ func TestS17_SlowLinkKernelBufferStalls(t *testing.T) {
 	must(t, err)
 	th.set(kbReadRate, true)
 	stalled := time.Now()
-	eventually(t, "pong timeout on a stalled reader", func() bool { return k.pongTimeouts() > 0 })
-	eventually(t, "the connection closed", func() bool { return len(k.hub.Connections()) == 0 })
+	testkit.Eventually(t, wait, "pong timeout on a stalled reader", func() bool { return k.pongTimeouts() > 0 })
+	testkit.Eventually(t, wait, "the connection closed", func() bool { return len(k.hub.Connections()) == 0 })
 	t.Logf("stall detected after %v; the hub's socket held up to %d KB unacknowledged", time.Since(stalled).Round(time.Millisecond), most.Load()/1000)
 }

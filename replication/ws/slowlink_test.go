@@ -13,11 +13,13 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/nomicore/nomicore/auth"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/observer/observertest"
 	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/seam"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/replication/ws/wstest"
 )
 
 // throttle limits what the hub's sockets write to bytesPerSec, in 10 ms slices, and can
@@ -146,7 +148,7 @@ func TestS17_SlowLinkStaysLive(t *testing.T) {
 	const n = 600
 	h.do(t, func(s seam.Session) {
 		for i := range n {
-			if err := s.Outbox(nsN(i%4+1), nil).Enqueue(seam.DataItem{Bytes: upd(1000, byte(i))}); err != nil {
+			if err := s.Outbox(wstest.NamespaceID(i%4+1), nil).Enqueue(seam.DataItem{Bytes: upd(1000, byte(i))}); err != nil {
 				t.Error(err)
 			}
 		}
@@ -185,7 +187,7 @@ func TestS17_SlowLinkStaysLive(t *testing.T) {
 	time.Sleep(cfg.PingInterval) // a ping or two answered on the idle link
 	stalled := time.Now()
 	th.set(200_000, true)
-	eventually(t, "pong timeout on a stalled link", func() bool {
+	testkit.Eventually(t, wait, "pong timeout on a stalled link", func() bool {
 		for _, e := range rec.OfType(observer.TypeConnectionFailed) {
 			if cf, ok := e.Payload.(observer.ConnectionFailed); ok && cf.Code == observer.ConnErrPongTimeout {
 				return true

@@ -18,8 +18,8 @@ import (
 )
 
 // Transport is one established WebSocket as the connection layer uses it: whole binary
-// messages, each carrying exactly one frame (§1), WebSocket ping/pong for liveness, and a
-// close with a code.
+// messages, each carrying exactly one frame (docs/protocol.md#terms-and-invariants),
+// WebSocket ping/pong for liveness, and a close with a code.
 //
 // Read is called by one goroutine only (the connection's reader); Write by one goroutine
 // only (its writer); Ping and Close may be called from any goroutine, concurrently with Read

@@ -140,7 +140,7 @@ func (w *writer) linger() bool {
 // drain that completed: its GOAWAY and close handshakes must leave); otherwise they are
 // dropped, errFrame (if any) is sent, and the transport closed with code. Without errFrame
 // and flush the close aborts: a write in progress is cancelled and nothing more is written,
-// so no output follows the decision to close (§18).
+// so no output follows the decision to close.
 func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode, flush bool) {
 	w.mu.Lock()
 	w.closing, w.errFrame, w.code = true, errFrame, code
@@ -161,7 +161,7 @@ func (w *writer) requestClose(errFrame []byte, code protocol.CloseCode, flush bo
 
 // stopOutput makes the writer write nothing more. It may be called from any goroutine: the
 // hub's shutdown stops every connection's output at once, before their owners close them
-// (§21).
+// (docs/protocol.md#restart-and-shutdown).
 func (w *writer) stopOutput() {
 	w.abort.Store(true)
 	if w.writing.Load() {

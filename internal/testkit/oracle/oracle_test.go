@@ -326,7 +326,7 @@ func containsClient(clients []uint32, c uint32) bool {
 	return false
 }
 
-// Without declared roots, apply infers each root's type by the GUIDE §7 rule.
+// Without declared roots, apply infers each root's type by the docs/decisions.md#yjs rule.
 func TestApplyInfersRootTypes(t *testing.T) {
 	js := Start(t)
 	h, err := js.History(HistoryRequest{Seed: 9, Clients: 2, Steps: 80,

@@ -746,6 +746,18 @@
     { label: 'Queued', num: true, cell: (s) => fmtBytes(s.queuedBytes) },
   ];
 
+  // The editors of a namespace on this node: who (the signed token's or the webhook's user,
+  // or the client token's name; never a token), with what, since when, until when.
+  const credentialNames = { 'client-token': 'client token', jwt: 'signed token', webhook: 'webhook' };
+  const editorColumns = [
+    { label: 'Who', cell: (e) => e.user || e.name },
+    { label: 'Credential', cell: (e) => credentialNames[e.credential] || e.credential || 'none' },
+    { label: 'Access', cell: (e) => e.readOnly ? 'read-only' : 'read-write' },
+    { label: 'Connected', cell: (e) => fmtAgo(e.connectedSince) },
+    { label: 'Token expires', cell: (e) => e.expiresAt ? new Date(e.expiresAt).toLocaleString([], { hour12: false }) : '—' },
+    { label: 'From', cell: (e) => e.remote ? h('span', { class: 'mono' }, e.remote) : '—' },
+  ];
+
   function buildNamespace(view) {
     const id = app.route.id;
     view.appendChild(h('p', null, h('a', { href: '#/' }, '← Overview')));
@@ -755,6 +767,7 @@
       h('div', { class: 'actions', id: 'ns-actions' }),
       h('p', { id: 'ns-msg', class: 'note', role: 'status' })));
     view.appendChild(h('div', { id: 'ns-peers' }));
+    view.appendChild(h('div', { id: 'ns-editors' }));
     view.appendChild(section('Document', 'doc',
       h('p', { class: 'note' }, 'The document as JSON, for the roots you choose (at most ' + fmtBytes(DOC_MAX_BYTES) + '). It reloads when the document changes.'),
       h('fieldset', { id: 'roots', class: 'roots' }, h('legend', null, 'Roots'), h('span', { class: 'note' }, 'Loading…')),
@@ -822,6 +835,12 @@
       if (!peers.firstChild) peers.appendChild(section('Peers replicating it', 'sessions-card', table('sessions', sessionColumns)));
       syncRows($('sessions').tBodies[0], d.sessions || [], (s) => s.peerInstanceId + ' ' + (s.connectionId || ''), sessionColumns,
         'No peer replicates it now.');
+    }
+    const editors = $('ns-editors');
+    if (editors && d.editors !== undefined) {
+      if (!editors.firstChild) editors.appendChild(section('Editors on this node', 'editors-card', table('editor-list', editorColumns)));
+      syncRows($('editor-list').tBodies[0], d.editorList || [], (e) => (e.user || e.name) + ' ' + e.remote + ' ' + e.connectedSince, editorColumns,
+        'No editor has it open on this node.');
     }
   }
 

@@ -1,7 +1,10 @@
 // Package wstest provides an in-memory duplex transport for the replication connection
 // layer, so state-machine tests run without sockets: each End is a ws.Transport; tests can
 // hold back pongs, inject pongs of their choice, block writes to play a slow reader, and
-// observe what was written and how the end was closed.
+// observe what was written and how the end was closed. It also holds what the tests of the
+// connection and namespace layers share: frames on a test's end of a connection
+// (SendFrame, RecvFrame, RecvClose, Hello), namespace ids, a small configuration and a
+// random source for backoff.
 package wstest
 
 import (
@@ -120,8 +123,9 @@ func (e *End) Write(ctx context.Context, msg []byte) error {
 	return nil
 }
 
-// Ping implements ws.Transport with the contract's ping payload (§17): an 8-byte big-endian
-// counter. It returns nil only when a pong with exactly the outstanding payload arrives.
+// Ping implements ws.Transport with the protocol's ping payload (docs/protocol.md#liveness):
+// an 8-byte big-endian counter. It returns nil only when a pong with exactly the outstanding
+// payload arrives.
 func (e *End) Ping(ctx context.Context) error {
 	e.mu.Lock()
 	e.pingSeq++

@@ -3,11 +3,13 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nomicore/nomicore/registry"
@@ -261,5 +263,178 @@ func TestCluster_BatchRecordsDecidedOneByOne(t *testing.T) {
 	eventually(t, 30*time.Second, "n3 ready", tn.node.Ready)
 	if err := check("n3 reloaded", tn.open(t, ns)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCluster_NoAckWithoutTheStreamsQuorum: with two nodes of three gone, the updates a
+// session keeps in flight on namespaces of every log stream are never acknowledged — they
+// fail once the publish deadline passes — and none is applied meanwhile (a node applies
+// only what comes back from the log), though the node still counts itself as having
+// quorum (its probe failures below the threshold), so nothing refuses them before the
+// publisher. Once the others are back, writes are acknowledged again.
+func TestCluster_NoAckWithoutTheStreamsQuorum(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t, 3, func(c *Config) {
+		c.ProbeFailures = 1 << 20
+		c.PublishTimeout = 2 * time.Second
+	})
+	n1 := tc.nodes[0]
+	streams := map[string]string{} // namespace → its log stream, one of each
+	for i := 0; len(streams) < DefaultLogStreams; i++ {
+		if i == 100 {
+			t.Fatalf("a hundred namespaces, on %d log streams", len(streams))
+		}
+		ns := n1.create(t)
+		s, err := n1.node.LogStreamName(ctxT(t, 5*time.Second), ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(slices.Collect(maps.Values(streams)), s) {
+			streams[ns] = s
+		}
+	}
+	type flight struct {
+		ns  string
+		l   *registry.Lease
+		s   *registry.Session
+		res chan error
+	}
+	var fs []*flight
+	for ns := range streams {
+		l := n1.open(t, ns)
+		s, _, err := l.OpenSession(ctxT(t, 10*time.Second), registry.SessionOptions{Peer: "peer", MaxInFlight: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		fs = append(fs, &flight{ns: ns, l: l, s: s, res: make(chan error, 32)})
+	}
+	tc.stop(1)
+	tc.stop(2)
+	for _, f := range fs {
+		for i := range 32 {
+			if err := f.s.ApplyAsync(mapUpdate(t, nil, fmt.Sprintf("lost-%d", i), true), func(_ registry.ApplyResult, err error) { f.res <- err }); err != nil {
+				f.res <- err
+			}
+		}
+	}
+	for _, f := range fs {
+		for range 32 {
+			select {
+			case err := <-f.res:
+				if err == nil {
+					t.Fatalf("an update of %s (log stream %s) was acknowledged without the stream's quorum", f.ns, streams[f.ns])
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("%s: an update neither acknowledged nor refused after a minute", f.ns)
+			}
+		}
+		if n := notes(t, f.l); len(n) != 0 {
+			t.Fatalf("%s applied updates the log never acknowledged: %v", f.ns, n)
+		}
+	}
+	tc.start(1)
+	tc.start(2)
+	tc.waitHealthy(30*time.Second, tc.nodes...)
+	for _, f := range fs {
+		eventually(t, 30*time.Second, "writes to "+f.ns+" acknowledged again", func() error {
+			_, err := f.l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "after", true))
+			return err
+		})
+	}
+}
+
+// TestCluster_PipelinedBatchesKeepOrder: a session keeps 32 updates in flight, so its node
+// batches them and has two messages on their way at once; the log holds its records in
+// the order the node admitted them (the registry's tokens rise through every message and
+// batch), and the session's acknowledgements come in the order it submitted, each with
+// the log position it was applied at.
+func TestCluster_PipelinedBatchesKeepOrder(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t, 3, nil)
+	const total = 600
+	ns := tc.nodes[0].create(t)
+	n2 := tc.nodes[1]
+	l := n2.open(t, ns)
+	s, _, err := l.OpenSession(ctxT(t, 10*time.Second), registry.SessionOptions{Peer: "peer", MaxInFlight: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	var mu sync.Mutex // guards acked and positions
+	var acked []int
+	var positions []uint64 // the log position of each acknowledged update
+	slots := make(chan struct{}, 32)
+	all := make(chan struct{})
+	for i := range total {
+		slots <- struct{}{}
+		key := fmt.Sprintf("k%d", i)
+		err := s.ApplyAsync(mapUpdate(t, nil, key, float64(i)), func(r registry.ApplyResult, err error) {
+			if err != nil {
+				t.Errorf("update %d: %v", i, err)
+			}
+			mu.Lock()
+			acked = append(acked, i)
+			positions = append(positions, r.Seq)
+			if len(acked) == total {
+				close(all)
+			}
+			mu.Unlock()
+			<-slots
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-all:
+	case <-time.After(time.Minute):
+		t.Fatal("not every update acknowledged after a minute")
+	}
+	mu.Lock()
+	for i, k := range acked {
+		if k != i {
+			t.Fatalf("acknowledgement %d is of update %d", i, k)
+		}
+		if positions[i] == 0 || i > 0 && positions[i] < positions[i-1] {
+			t.Fatalf("acknowledgement %d at log position %d, after %d", i, positions[i], positions[max(i-1, 0)])
+		}
+	}
+	mu.Unlock()
+	if n := notes(t, l); len(n) != total {
+		t.Fatalf("%d keys applied", len(n))
+	}
+	// The log, read back from the stream.
+	stream, subject := n2.logOf(t, "default", ns)
+	var tokens []uint64
+	messages := 0
+	for seq := uint64(1); len(tokens) < total; seq++ {
+		var m *jetstream.RawStreamMsg
+		eventually(t, 10*time.Second, fmt.Sprintf("log position %d read after %d records", seq, len(tokens)), func() (err error) {
+			m, err = stream.GetMsg(ctxT(t, 5*time.Second), seq)
+			return err
+		})
+		if m.Subject != subject {
+			continue
+		}
+		recs, origin, err := decodeBatch(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if origin != n2.node.incarnation {
+			t.Fatalf("a record of origin %q", origin)
+		}
+		messages++
+		for _, r := range recs {
+			tokens = append(tokens, r.Token)
+		}
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("record %d of the log has token %d after %d", i, tokens[i], tokens[i-1])
+		}
+	}
+	if messages >= total/2 {
+		t.Fatalf("%d records in %d messages: hardly batched", total, messages)
 	}
 }

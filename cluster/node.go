@@ -61,8 +61,10 @@ type Node struct {
 	healthy atomic.Bool   // the quorum as the probe last judged it
 	current atomic.Bool   // the node's replicas caught up with the cluster since it started
 
-	probeFailures int                    // probes failed in a row; run goroutine only
-	behind        atomic.Pointer[string] // why the replicas are not current yet (nil: unknown)
+	probeFailures int                             // probes failed in a row; run goroutine only
+	behind        atomic.Pointer[string]          // why the replicas are not current yet (nil: unknown)
+	olderChecked  time.Time                       // when the nodes' versions were last read; run goroutine only
+	older         atomic.Pointer[OlderNodesError] // live nodes of an earlier version (upgrade.go), nil: none
 
 	logsMu sync.Mutex // guards logs
 	logs   map[*nsLog]struct{}
@@ -266,6 +268,7 @@ func (n *Node) run() {
 	n.log.Info("cluster streams ready", slog.Int("replicas", n.cfg.Replicas))
 	for {
 		n.probe()
+		n.checkOlder()
 		if !n.current.Load() && n.healthy.Load() {
 			n.checkCurrent()
 		}
@@ -359,7 +362,7 @@ func (n *Node) ensure() (resources, error) {
 	if err != nil {
 		return res, classify("creating the snapshot bucket", n.cfg.OpTimeout, err)
 	}
-	b, _ := json.Marshal(nodeRecord{Incarnation: n.incarnation, Started: n.cfg.Clock.Now().UTC()})
+	b, _ := json.Marshal(nodeRecord{Incarnation: n.incarnation, Started: n.cfg.Clock.Now().UTC(), LogFormat: logFormat})
 	if _, err := res.nodes.Put(ctx, n.cfg.NodeName, b); err != nil {
 		return res, classify("registering the node", n.cfg.OpTimeout, err)
 	}
@@ -380,6 +383,8 @@ func (n *Node) MaxUpdateBytes() int { return n.cfg.MaxUpdateBytes }
 type nodeRecord struct {
 	Incarnation string    `json:"incarnation"`
 	Started     time.Time `json:"started"`
+	// LogFormat is the log format the node writes (upgrade.go; absent: an earlier version).
+	LogFormat int `json:"logFormat,omitempty"`
 }
 
 // probe writes one small message to the log stream (kept once per node by a roll-up): the
@@ -429,11 +434,12 @@ func (n *Node) setHealthy(ok bool, err error) {
 }
 
 // Healthy reports whether the node has quorum: its streams exist and its last probe write
-// was acknowledged within Config.ProbeTimeout (registry.SharedLog).
+// was acknowledged within Config.ProbeTimeout (registry.SharedLog); and whether it may
+// write: no node of an earlier version is alive (upgrade.go).
 func (n *Node) Healthy() bool {
 	select {
 	case <-n.ready:
-		return n.healthy.Load()
+		return n.healthy.Load() && n.older.Load() == nil
 	default:
 		return false
 	}
@@ -450,6 +456,9 @@ func (n *Node) Ready() error {
 	}
 	if !n.healthy.Load() {
 		return errors.New("no cluster quorum")
+	}
+	if e := n.older.Load(); e != nil {
+		return e
 	}
 	if !n.current.Load() {
 		if r := n.behind.Load(); r != nil {

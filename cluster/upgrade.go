@@ -51,9 +51,13 @@ const (
 type OlderNodesError struct{ Nodes []string }
 
 func (e *OlderNodesError) Error() string {
-	return fmt.Sprintf("node %s runs an earlier version of Nomicore, which cannot read the batched records and spread logs this version writes: "+
+	who := "node " + e.Nodes[0] + " runs"
+	if len(e.Nodes) > 1 {
+		who = "nodes " + strings.Join(e.Nodes, ", ") + " run"
+	}
+	return fmt.Sprintf("%s an earlier version of Nomicore, which cannot read the batched records and spread logs this version writes: "+
 		"writes are refused until every node runs this version (upgrade %s, one node at a time)",
-		strings.Join(e.Nodes, ", "), strings.Join(e.Nodes, ", "))
+		who, strings.Join(e.Nodes, ", "))
 }
 
 // olderNodes returns the nodes whose entry carries no log format this node can share the

@@ -63,7 +63,6 @@ type Node struct {
 
 	probeFailures int                             // probes failed in a row; run goroutine only
 	behind        atomic.Pointer[string]          // why the replicas are not current yet (nil: unknown)
-	olderChecked  time.Time                       // when the nodes' versions were last read; run goroutine only
 	older         atomic.Pointer[OlderNodesError] // live nodes of an earlier version (upgrade.go), nil: none
 
 	logsMu sync.Mutex // guards logs
@@ -266,9 +265,11 @@ func (n *Node) run() {
 		backoff = min(2*backoff, 2*time.Second)
 	}
 	n.log.Info("cluster streams ready", slog.Int("replicas", n.cfg.Replicas))
+	n.checkOlder() // before the first probe: no write passes beside a node of an earlier version
+	n.wg.Add(1)
+	go n.watchOlder()
 	for {
 		n.probe()
-		n.checkOlder()
 		if !n.current.Load() && n.healthy.Load() {
 			n.checkCurrent()
 		}

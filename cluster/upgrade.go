@@ -104,14 +104,19 @@ func (n *Node) olderNodes(ctx context.Context) ([]string, error) {
 	return older, nil
 }
 
-// checkOlder reads which nodes of an earlier version are alive and records the answer for
-// Healthy and Ready (run goroutine). A failed reading keeps the last answer.
-func (n *Node) checkOlder() {
-	now := n.cfg.Clock.Now()
-	if now.Sub(n.olderChecked) < olderCheckEvery {
-		return
+// watchOlder checks every olderCheckEvery for nodes of an earlier version, on a goroutine of
+// its own so that a check waiting through an election never delays the quorum probes.
+func (n *Node) watchOlder() {
+	defer n.wg.Done()
+	for n.sleep(olderCheckEvery) {
+		n.checkOlder()
 	}
-	n.olderChecked = now
+}
+
+// checkOlder reads which nodes of an earlier version are alive and records the answer for
+// Healthy and Ready (the run goroutine once, then watchOlder). A failed reading keeps the
+// last answer.
+func (n *Node) checkOlder() {
 	ctx, cancel := context.WithTimeout(n.life, n.cfg.OpTimeout)
 	defer cancel()
 	older, err := n.olderNodes(ctx)

@@ -408,15 +408,13 @@ func TestCluster_PipelinedBatchesKeepOrder(t *testing.T) {
 	stream, subject := n2.logOf(t, "default", ns)
 	var tokens []uint64
 	messages := 0
-	for seq := uint64(1); len(tokens) < total; seq++ {
+	for seq := uint64(1); len(tokens) < total; {
 		var m *jetstream.RawStreamMsg
-		eventually(t, 10*time.Second, fmt.Sprintf("log position %d read after %d records", seq, len(tokens)), func() (err error) {
-			m, err = stream.GetMsg(ctxT(t, 5*time.Second), seq)
+		eventually(t, 10*time.Second, fmt.Sprintf("the namespace's log from position %d, after %d records", seq, len(tokens)), func() (err error) {
+			m, err = stream.GetMsg(ctxT(t, 5*time.Second), seq, jetstream.WithGetMsgSubject(subject))
 			return err
 		})
-		if m.Subject != subject {
-			continue
-		}
+		seq = m.Sequence + 1
 		recs, origin, err := decodeBatch(m.Data)
 		if err != nil {
 			t.Fatal(err)

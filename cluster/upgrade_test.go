@@ -182,9 +182,7 @@ func TestCluster_EarlierVersionAliveRefusesWrites(t *testing.T) {
 			return nil
 		})
 	}
-	if _, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "after-stop", true)); err != nil {
-		t.Fatal(err)
-	}
+	writeEventually(t, l, "after-stop")
 	// It starts again with an earlier version, then upgraded.
 	simulateNode(t, n1.node, "earlier", 0, true)
 	eventually(t, 20*time.Second, "n2 refuses writes again", func() error { return refused(tc.nodes[1]) })
@@ -197,10 +195,18 @@ func TestCluster_EarlierVersionAliveRefusesWrites(t *testing.T) {
 			return nil
 		})
 	}
-	if _, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "after-upgrade", true)); err != nil {
-		t.Fatal(err)
-	}
+	writeEventually(t, l, "after-upgrade")
 	if n := notes(t, l); n["during"] != nil || n["after-stop"] != true || n["after-upgrade"] != true {
 		t.Fatalf("notes %v", n)
 	}
+}
+
+// writeEventually writes key=true through l, trying again while the node refuses it (a
+// quorum probe may fail for a moment on a loaded machine).
+func writeEventually(t *testing.T, l *registry.Lease, key string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the write of "+key+" accepted", func() error {
+		_, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, key, true))
+		return err
+	})
 }

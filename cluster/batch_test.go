@@ -97,7 +97,7 @@ func TestCluster_KillDuringBatchesLosesNothingAcknowledged(t *testing.T) {
 	for _, victim := range []string{"a writing node", "the log leader"} {
 		t.Run(victim, func(t *testing.T) {
 			t.Parallel()
-			tc := newTestCluster(t, 3, nil)
+			tc := newTestCluster(t, 3, func(c *Config) { c.LogStreams = 3 })
 			var nss []string
 			for range 3 {
 				nss = append(nss, tc.nodes[0].create(t))
@@ -277,10 +277,11 @@ func TestCluster_NoAckWithoutTheStreamsQuorum(t *testing.T) {
 	tc := newTestCluster(t, 3, func(c *Config) {
 		c.ProbeFailures = 1 << 20
 		c.PublishTimeout = 2 * time.Second
+		c.LogStreams = 3
 	})
 	n1 := tc.nodes[0]
 	streams := map[string]string{} // namespace → its log stream, one of each
-	for i := 0; len(streams) < DefaultLogStreams; i++ {
+	for i := 0; len(streams) < 3; i++ {
 		if i == 100 {
 			t.Fatalf("a hundred namespaces, on %d log streams", len(streams))
 		}

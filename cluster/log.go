@@ -312,8 +312,8 @@ func (l *nsLog) Publish(rec registry.Record, done func(error)) error {
 	}
 	rec.Update = append([]byte(nil), rec.Update...)
 	id := ""
-	if rec.Kind == registry.RecordMeta {
-		id = msgID(l.ns, rec, l.n.incarnation)
+	if rec.Kind != registry.RecordUpdate {
+		id = msgID(l.ns, rec, l.n.incarnation) // sent alone, never in a batch
 	}
 	return l.n.pub.submit(l.subject, l.streamNm, id, rec, done)
 }

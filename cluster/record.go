@@ -21,8 +21,8 @@ import (
 //	update   varUint8Array  the Yjs update
 //
 // Nothing follows. The message id (for the stream's de-duplication) is origin-token for
-// an update and meta-<namespace>-<gen> for a meta change, so that two nodes completing the
-// same meta change publish it once.
+// an update, meta-<namespace>-<gen> for a meta change, so that two nodes completing the
+// same meta change publish it once, and deleted-<namespace> for a deletion.
 //
 // A message may instead carry a batch: several updates of one namespace that one process
 // admitted one after the other and published together (the publisher coalesces what
@@ -32,7 +32,7 @@ import (
 //	count    varUint    records in the batch, 2 … maxBatchRecords
 //	origin   varString  the publishing process
 //	then, count times:
-//	kind     uint8      registry.RecordUpdate (meta changes are never batched)
+//	kind     uint8      registry.RecordUpdate (meta changes and deletions are never batched)
 //	epoch    varUint
 //	gen      varUint    0
 //	token    varUint
@@ -91,7 +91,7 @@ func decodeRecord(b []byte) (registry.Record, string, error) {
 	if err := d.Finish(); err != nil {
 		return registry.Record{}, "", fmt.Errorf("%w: %v", errRecord, err)
 	}
-	if rec.Kind != registry.RecordUpdate && rec.Kind != registry.RecordMeta {
+	if rec.Kind != registry.RecordUpdate && rec.Kind != registry.RecordMeta && rec.Kind != registry.RecordDeleted {
 		return registry.Record{}, "", fmt.Errorf("%w: kind %d", errRecord, rec.Kind)
 	}
 	return rec, string(origin), nil
@@ -164,8 +164,11 @@ func decodeBatch(b []byte) ([]registry.Record, string, error) {
 
 // msgID is the de-duplication id of a record, and of a batch (its first record's).
 func msgID(ns string, rec registry.Record, origin string) string {
-	if rec.Kind == registry.RecordMeta {
+	switch rec.Kind {
+	case registry.RecordMeta:
 		return fmt.Sprintf("meta-%s-%d", ns, rec.Gen)
+	case registry.RecordDeleted:
+		return "deleted-" + ns
 	}
 	return fmt.Sprintf("%s-%d", origin, rec.Token)
 }

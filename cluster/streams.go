@@ -19,9 +19,11 @@ import (
 // spread, whose log is in NOMICORE_LOG. So nodes need not agree on LogStreams: each
 // creates the streams it would place namespaces on, and opens any other a namespace names.
 
-// DefaultLogStreams is Config.LogStreams's default: one stream per node of a three-node
-// cluster, so that each node can lead one.
-const DefaultLogStreams = 3
+// DefaultLogStreams is Config.LogStreams's default: one stream, NOMICORE_LOG. The change
+// feed (feed.go) reads NOMICORE_LOG only — its cursor is a position of that stream — so a
+// node serving it keeps every log there; more streams are for nodes without a feed (and
+// the benchmarks) until the feed reads every log stream.
+const DefaultLogStreams = 1
 
 // maxLogStreams bounds Config.LogStreams.
 const maxLogStreams = 64

@@ -16,8 +16,9 @@ import (
 )
 
 // TestCluster_UpgradeFromOneLogStream: a cluster whose nodes kept every log in
-// NOMICORE_LOG (entries naming no stream, as earlier versions wrote them) is stopped and
-// started again spreading new namespaces over three streams: the earlier namespaces keep
+// NOMICORE_LOG (entries naming no stream, as earlier versions wrote them, and as the
+// default of one log stream still does) is stopped and started again spreading new
+// namespaces over three streams: the earlier namespaces keep
 // their logs in NOMICORE_LOG, with everything written before, and take writes there; new
 // namespaces go to the stream their id hashes to; every node agrees.
 func TestCluster_UpgradeFromOneLogStream(t *testing.T) {
@@ -46,7 +47,7 @@ func TestCluster_UpgradeFromOneLogStream(t *testing.T) {
 	for i := range tc.nodes {
 		tc.stop(i)
 	}
-	tc.tune = nil // the shipped default: three log streams
+	tc.tune = func(c *Config) { c.LogStreams = 3 }
 	for i := range tc.nodes {
 		tc.start(i)
 	}
@@ -90,7 +91,7 @@ func TestCluster_UpgradeFromOneLogStream(t *testing.T) {
 	for i := range 12 {
 		tn := tc.nodes[i%3]
 		ns := tn.create(t)
-		want := logStreamName(placeLog(ns, DefaultLogStreams))
+		want := logStreamName(placeLog(ns, 3))
 		for _, other := range tc.nodes {
 			if got, err := other.node.LogStreamName(ctxT(t, 5*time.Second), ns); err != nil || got != want {
 				t.Fatalf("%s: a namespace created after the upgrade logs to %q (%v), want %s", other.name, got, err, want)

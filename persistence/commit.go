@@ -227,11 +227,19 @@ func (e *engine) commitAppends(batch []op) error {
 				return err
 			}
 		}
+		if e.feedOn() {
+			if err := e.noteChanges(w, batch, missing); err != nil {
+				return err
+			}
+		}
 		return e.hook()
 	})
 	if err != nil {
 		e.failed(err)
 		return err
+	}
+	if e.feedOn() {
+		e.changesCommitted()
 	}
 	e.succeeded()
 	// Count before any waiter is woken, so Stats never trails what a waiter has seen.
@@ -329,6 +337,8 @@ func (e *engine) runControl(o op) {
 				c.err = e.writeSnapshot(w, o.kind, c)
 			case opArchive:
 				c.err = e.writeArchive(w, c)
+			case opDelete:
+				c.err = e.writeDelete(w, c)
 			}
 			if c.err != nil {
 				return nil // nothing was written
@@ -351,9 +361,9 @@ func (e *engine) runControl(o op) {
 				r.logCount = max(0, r.logCount-c.trimmed)
 				r.logBytes = max(0, r.logBytes-c.trimmedBytes)
 				r.snapBytes = len(c.data)
-			case opArchive:
+			case opArchive, opDelete:
 				r.gone = true
-				r.err = fmt.Errorf("%w: %s/%s was archived or reset", ErrNotFound, c.key.owner, c.key.ns)
+				r.err = fmt.Errorf("%w: %s/%s was archived, reset or deleted", ErrNotFound, c.key.owner, c.key.ns)
 				notifyLocked(r)
 				e.dropIfIdleLocked(r)
 			}
@@ -394,8 +404,13 @@ func (e *engine) writeSnapshot(w writer, kind opKind, c *control) error {
 	if err := w.setSnapshot(c.key.owner, c.key.ns, c.data, c.through); err != nil {
 		return err
 	}
-	c.trimmed, c.trimmedBytes, err = w.trimLog(c.key.owner, c.key.ns, c.through)
-	return err
+	if c.trimmed, c.trimmedBytes, err = w.trimLog(c.key.owner, c.key.ns, c.through); err != nil {
+		return err
+	}
+	if kind == opReplace && c.noted {
+		return e.writeChange(w, Change{Kind: ChangeUpdated, Owner: c.key.owner, NamespaceID: c.key.ns, StateVector: c.sv})
+	}
+	return nil
 }
 
 func (e *engine) writeArchive(w writer, c *control) error {
@@ -415,6 +430,9 @@ func (e *engine) writeArchive(w writer, c *control) error {
 	}
 	c.info = info
 	if c.reason == ReasonReset {
+		if err := dropIndex(w, ent); err != nil {
+			return err
+		}
 		return w.deleteEntry(c.key.ns)
 	}
 	ent.State = StateArchived

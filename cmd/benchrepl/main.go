@@ -21,6 +21,10 @@
 //   - large: the hub and peer binaries with documents of 1, 8 and 32 MiB — a fresh peer's
 //     time to go live, four fresh peers at once (time, peak memory), a 4 MiB write to three
 //     peers, and a 5 MiB document made of random inserts;
+//   - feed: the hub binary's change feed and webhooks — writers posting small updates to
+//     many namespaces, an SSE reader of GET /v1/changes (events per second, lag), the feed
+//     read again from cursor 0 (events per second), and a webhook endpoint in this process
+//     (delivery latency p50/p99);
 //
 // and the fault workloads, also only when named:
 //
@@ -42,7 +46,7 @@
 // temporary directory, and they talk over real WebSockets on loopback. The workload is
 // kept stable so that other relays can be measured side by side with it.
 //
-//	benchrepl [-workload all|fanout|namespaces|bootstrap|cluster|clusterfanout|failover|large|idle|scale|storm|crashloop|linkcut[,…]]
+//	benchrepl [-workload all|fanout|namespaces|bootstrap|cluster|clusterfanout|failover|large|feed|idle|scale|storm|crashloop|linkcut[,…]]
 //	          [-peers 20] [-updates 500] [-namespaces 200] [-ns-peers 2] [-ns-updates 50]
 //	          [-doc-kb 400] [-runs 5] [-cluster-updates 500] [-load-updates 5000]
 //	          [-failover-peers 200] [-failover-namespaces 2] [-failover-doc-kb 64] [-repeats 5]
@@ -78,7 +82,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("benchrepl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workload := fs.String("workload", "all", "all (fanout, namespaces, bootstrap), or a comma-separated list of fanout, namespaces, bootstrap, cluster, clusterfanout, failover, large, idle, scale, storm, crashloop, linkcut")
+	workload := fs.String("workload", "all", "all (fanout, namespaces, bootstrap), or a comma-separated list of fanout, namespaces, bootstrap, cluster, clusterfanout, failover, large, feed, idle, scale, storm, crashloop, linkcut")
 	peers := fs.Int("peers", 20, "fan-out: peers on the namespace")
 	updates := fs.Int("updates", 500, "fan-out: updates each peer writes")
 	namespaces := fs.Int("namespaces", 200, "namespaces workload: namespaces")
@@ -98,6 +102,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	binDir := fs.String("bin", "", "large: the directory of the hub and peer binaries (default: build them, from the repository root)")
 	largeSizes := fs.String("sizes", "1,8,32", "large: document sizes in MiB")
 	fresh := fs.Int("fresh", 4, "large: fresh peers bootstrapping the largest document at once")
+	feedNS := fs.Int("feed-namespaces", 50, "feed: namespaces written")
+	feedWriters := fs.Int("feed-writers", 8, "feed: writers posting updates at once")
+	feedFor := fs.Duration("feed-for", 10*time.Second, "feed: how long the writers write")
+	feedDebounce := fs.Duration("feed-debounce", 0, "feed: the hub's --webhook-debounce")
 	pastePeers := fs.Int("paste-peers", 3, "large: live peers a 4 MiB write goes to")
 	storms := fs.String("storm", "500x10,2000x1", "storm: sizes, PEERSxNAMESPACES, comma-separated")
 	outages := fs.String("outages", "5s,15s,30s", "storm: hub outages, comma-separated")
@@ -129,7 +137,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch w = strings.TrimSpace(w); w {
 		case "all":
 			selected["fanout"], selected["namespaces"], selected["bootstrap"] = true, true, true
-		case "fanout", "namespaces", "bootstrap", "cluster", "clusterfanout", "failover", "large", "idle", "scale", "storm", "crashloop", "linkcut":
+		case "fanout", "namespaces", "bootstrap", "cluster", "clusterfanout", "failover", "large", "feed", "idle", "scale", "storm", "crashloop", "linkcut":
 			selected[w] = true
 		default:
 			fmt.Fprintf(stderr, "benchrepl: unknown workload %q\n", w)
@@ -266,6 +274,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			ok = false
 		} else {
 			report("large", r)
+		}
+	}
+	if selected["feed"] {
+		r, err := runFeed(*binDir, *feedNS, *feedWriters, *feedFor, *feedDebounce)
+		if err != nil {
+			fmt.Fprintln(stderr, "feed:", err)
+			ok = false
+		} else {
+			report("feed", r)
 		}
 	}
 	if selected["storm"] {

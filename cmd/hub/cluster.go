@@ -15,6 +15,7 @@ import (
 	"github.com/nomicore/nomicore/node"
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
@@ -24,7 +25,7 @@ import (
 // --nats-url the hub is a single process over its bbolt store.
 type clusterFlags struct {
 	name, node, listen, routes, natsURL, clientListen string
-	replicas, logStreams                              int
+	replicas                                          int
 	fsync                                             bool
 	quorumTimeout                                     time.Duration
 }
@@ -51,7 +52,6 @@ func registerClusterFlags(f *cli.Flags) *clusterFlags {
 		f.StringVar(&c.clientListen, "nats-client-listen", "", "with embedded NATS: also open a NATS client port on `HOST:PORT` (for the nats CLI; no authentication: keep it on loopback)")
 		f.BoolVar(&c.fsync, "cluster-fsync", false, "with embedded NATS: sync every JetStream write to disk before acknowledging it (slower; survives a power loss of a quorum at once)")
 		f.IntVar(&c.replicas, "cluster-replicas", 0, "copies of every stream and bucket (default min(3, nodes); 3 survives the loss of one node)")
-		f.IntVar(&c.logStreams, "cluster-log-streams", cluster.DefaultLogStreams, "streams the logs of new namespaces are spread over, so that no one stream leader takes every write (1 to 64; a namespace keeps the stream it was created on)")
 		f.DurationVar(&c.quorumTimeout, "cluster-quorum-timeout", defaultQuorumTimeout, "how long this node fails to reach a quorum of the cluster before it refuses writes (PERSISTENCE_DEGRADED) and reports not ready; keep it above a leader election (4 to 9 s) so that losing one node of three does not count")
 	})
 	return c
@@ -63,8 +63,7 @@ func (c *clusterFlags) enabled() (bool, error) {
 	if c.listen != "" || c.natsURL != "" {
 		return true, nil
 	}
-	if c.node != "" || c.name != "" || c.routes != "" || c.clientListen != "" || c.replicas != 0 || c.fsync || c.quorumTimeout != defaultQuorumTimeout ||
-		c.logStreams != cluster.DefaultLogStreams {
+	if c.node != "" || c.name != "" || c.routes != "" || c.clientListen != "" || c.replicas != 0 || c.fsync || c.quorumTimeout != defaultQuorumTimeout {
 		return false, errors.New("cluster mode needs --cluster-listen HOST:PORT (embedded NATS) or --nats-url nats://… (an existing NATS cluster)")
 	}
 	return false, nil
@@ -86,13 +85,13 @@ func largestWrite(p *protocol.Config) int {
 // A cluster node carries every write the replication limits let in as one record of its
 // log: the embedded NATS server is sized for it, and an existing NATS cluster whose
 // max_payload is smaller is refused at start (raise max_payload, or lower the limits).
-func openHub(data string, cf *clusterFlags, limits *protocol.Config, clk clock.Clock, log *slog.Logger) (*node.Instance, *cluster.Node, error) {
+func openHub(data string, cf *clusterFlags, feed *persistence.ChangeFeedOptions, limits *protocol.Config, clk clock.Clock, log *slog.Logger) (*node.Instance, *cluster.Node, error) {
 	on, err := cf.enabled()
 	if err != nil {
 		return nil, nil, err
 	}
 	if !on {
-		inst, err := node.OpenInstance(data, registry.RoleHub, observer.SideHub, clk, log)
+		inst, err := node.OpenInstanceFeed(data, registry.RoleHub, observer.SideHub, clk, log, feed)
 		return inst, nil, err
 	}
 	if cf.quorumTimeout < time.Second {
@@ -105,7 +104,7 @@ func openHub(data string, cf *clusterFlags, limits *protocol.Config, clk clock.C
 	n, err := cluster.Start(cluster.Config{
 		NodeName: cf.node, DataDir: data, ClusterName: cf.name, ClusterListen: cf.listen,
 		Routes: cluster.ParseRoutes(cf.routes), ClientListen: cf.clientListen, NATSURL: cf.natsURL,
-		Replicas: cf.replicas, LogStreams: cf.logStreams, Fsync: cf.fsync, MaxUpdateBytes: largestWrite(limits), Clock: clk, Logger: log,
+		Replicas: cf.replicas, Fsync: cf.fsync, MaxUpdateBytes: largestWrite(limits), Clock: clk, Logger: log,
 		ProbeInterval: interval, ProbeTimeout: timeout, ProbeFailures: failures,
 	})
 	if err != nil {

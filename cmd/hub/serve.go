@@ -56,6 +56,7 @@ func serve(args []string, cio cli.IO) int {
 	common := node.RegisterCommon(f)
 	clientFlags := node.RegisterClientFlags(f, "127.0.0.1:8789")
 	clusterOpts := registerClusterFlags(f)
+	feedOpts := registerFeedFlags(f)
 	operands, code, ok := f.Parse(args, cio)
 	if !ok {
 		return code
@@ -83,6 +84,9 @@ func serve(args []string, cio cli.IO) int {
 	if err := clientFlags.Check(); err != nil {
 		return fail(err)
 	}
+	if err := feedOpts.check(); err != nil {
+		return fail(err)
+	}
 	where := "--data " + *data // how the token commands name the tokens file
 	if *tokensFile == "" {
 		*tokensFile = filepath.Join(*data, auth.FileName)
@@ -96,7 +100,7 @@ func serve(args []string, cio cli.IO) int {
 	}
 
 	// Everything that can refuse the configuration is checked before anything is served.
-	inst, clusterNode, err := openHub(*data, clusterOpts, &common.Protocol, clk, log)
+	inst, clusterNode, err := openHub(*data, clusterOpts, feedOpts.storeOptions(), &common.Protocol, clk, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -198,6 +202,10 @@ func serve(args []string, cio cli.IO) int {
 			return adminapi.LogJSON{LagRecords: st.LagRecords, Compacting: st.Compacting}, ok
 		}
 	}
+	feed, err := feedOpts.start(inst, clusterNode, &adminOpts, clk, log)
+	if err != nil {
+		return fail(err)
+	}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
 		return fail(err)
@@ -253,6 +261,7 @@ func serve(args []string, cio cli.IO) int {
 	stopTLS := node.WatchTLS(certs, clk, common.TLS.Poll, sigs)
 	stopReload := node.Go(func(ctx context.Context) { reloader.Run(ctx, clk, *tokensPoll, hup) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
+	stopFeed := feed.run()
 	stopClientAuth := func(context.Context) error { return nil }
 	if clientAuth != nil {
 		stopClientAuth = node.Go(clientAuth.Run)
@@ -285,6 +294,7 @@ func serve(args []string, cio cli.IO) int {
 		}},
 		{Name: "frame capture", Run: func(context.Context) error { return closeCapture() }},
 		{Name: "admin api", Run: func(ctx context.Context) error { api.Close(); return admin.Shutdown(ctx) }},
+		{Name: "versions and webhooks", Run: stopFeed},
 		{Name: "tokens watcher", Run: stopReload},
 		{Name: "editor credentials", Run: stopClientAuth},
 		{Name: "tls watcher", Run: stopTLS},

@@ -37,6 +37,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nomicore/nomicore/changefeed"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/node/timeline"
 	"github.com/nomicore/nomicore/observer"
@@ -44,6 +45,8 @@ import (
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/versions"
+	"github.com/nomicore/nomicore/webhook"
 )
 
 // Targets is the peer's target list as the admin API manages it: the namespace layer's
@@ -149,6 +152,16 @@ type Options struct {
 	// Log reports how this node of a hub cluster follows a namespace's log (false when the
 	// process is not a cluster node or does not have the namespace loaded).
 	Log func(namespaceID string) (LogJSON, bool)
+	// Changes, when set (hub), serves the change feed: GET /v1/changes and
+	// /v1/changes/latest; ChangesServed, when set, counts the changes sent on its streams.
+	Changes       changefeed.Source
+	ChangesServed func(n int)
+	// Versions, when set (hub), serves the versions of each namespace:
+	// /v1/namespaces/{id}/versions….
+	Versions *versions.Service
+	// Webhooks, when set (hub with --webhook-url), reports each endpoint's delivery state
+	// (GET /v1/webhooks, GET /v1/status and the dashboard).
+	Webhooks func() []webhook.Status
 	// Clients, when set, manages the editors' credentials (/v1/clients): a node whose
 	// client listener checks them (--client-auth token).
 	Clients Clients
@@ -317,7 +330,10 @@ func (a *API) routes() {
 		m.HandleFunc("GET /v1/connections", a.getConnections)
 		m.HandleFunc("POST /v1/namespaces", a.createNamespace)
 		m.HandleFunc("POST /v1/namespaces/{id}/epoch", a.bumpEpoch)
+		m.HandleFunc("DELETE /v1/namespaces/{id}", a.deleteNamespace)
+		m.HandleFunc("PATCH /v1/namespaces/{id}", a.patchNamespace)
 		m.HandleFunc("PUT /v1/namespaces/{id}/schema", a.replaceSchema)
+		a.feedRoutes(m)
 	} else {
 		m.HandleFunc("GET /v1/targets", a.listTargets)
 		m.HandleFunc("POST /v1/targets", a.addTarget)

@@ -26,10 +26,12 @@ const fail = (msg) => { throw new RequestError(msg) }
 // ---------------------------------------------------------------------------------------
 // Arguments and bytes
 
-const B64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
+// A character class repeated, not a group: a repeated group makes the regexp engine recurse
+// once per group, and a string of some MiB overflows its stack.
+const B64 = /^[A-Za-z0-9+/]*(?:[A-Za-z0-9+/]==|[A-Za-z0-9+/]{2}=)?$/
 
 const fromB64 = (s, what) => {
-  if (typeof s !== 'string' || !B64.test(s)) fail(`${what} must be a base64 string`)
+  if (typeof s !== 'string' || s.length % 4 !== 0 || !B64.test(s)) fail(`${what} must be a base64 string`)
   const b = Buffer.from(s, 'base64')
   return new Uint8Array(b.buffer, b.byteOffset, b.byteLength)
 }
@@ -179,9 +181,16 @@ const opApply = (args) => {
     }
   })
   const roots = declared ?? resolveRoots(doc, null)
+  const deltas = {}
+  if (args.deltas === true) {
+    for (const [name, t] of Object.entries(roots)) {
+      if (t === 'text') deltas[name] = normalize(doc.getText(name).toDelta())
+    }
+  }
   return {
     roots,
     json: rootsJSON(doc, roots),
+    deltas,
     stateVector: toB64(Y.encodeStateVector(doc)),
     state: toB64(Y.encodeStateAsUpdate(doc)),
     diffs: svs.map(sv => toB64(Y.encodeStateAsUpdate(doc, sv))),

@@ -24,7 +24,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all vulncheck vulncheck-db build run demo test test-race test-short test-yjs-long soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-cluster bench-feed bench-large bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
+.PHONY: all vulncheck vulncheck-db build run demo test test-race test-short test-yjs-long soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-cluster bench-feed bench-presence bench-large bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -155,6 +155,14 @@ bench-replication:
 ## (scripts/benchrelay/bench.sh lists the knobs: REPEATS, SERVERS, RELAY_OVERLAY, QUIET_MAX)
 bench-relay:
 	./scripts/benchrelay/bench.sh
+
+## bench-presence: editors' presence across nodes: 100 stock y-websocket editors on one
+## document moving their cursors 5 times a second for 60 s, spread over a hub and two peers
+## and then all on the hub, and spread over a hub cluster's three nodes and then all on one:
+## latency p50/p99 on the same node and across nodes, the processes' CPU, the bytes of
+## presence (NOMICORE_BENCH_PRESENCE_EDITORS, _RATE, _SECONDS resize it)
+bench-presence: js-deps
+	set -o pipefail; NOMICORE_BENCH_PRESENCE=1 $(GO) test -count=1 -timeout 30m -run 'TestBench_Presence(HubPeers|Cluster)' -v ./e2e/ | grep -E 'presence_bench|^(---|ok|FAIL)'
 
 ## bench-cluster: a hub cluster of three nodes against a single hub: write-to-ACK and
 ## write-to-durable latency, throughput, and the load time of a namespace; the fan-out with

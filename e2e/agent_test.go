@@ -137,7 +137,11 @@ func (a *agent) call(op string, args map[string]any, result any) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	wait := 90 * time.Second // longer for an op told to wait longer (timeoutMs)
+	if ms, ok := args["timeoutMs"].(int); ok && time.Duration(ms)*time.Millisecond+30*time.Second > wait {
+		wait = time.Duration(ms)*time.Millisecond + 30*time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	select {
 	case r := <-ch:
@@ -149,7 +153,7 @@ func (a *agent) call(op string, args map[string]any, result any) error {
 		}
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("agent %s: no answer within 90s", op)
+		return fmt.Errorf("agent %s: no answer within %v", op, wait)
 	}
 }
 

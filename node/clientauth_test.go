@@ -270,6 +270,7 @@ func TestClientFlags_Credentials(t *testing.T) {
 		{[]string{"--client-jwt-jwks-url", "ftp://x"}, "http:// or https://"},
 		{[]string{"--client-auth-webhook", "localhost:9"}, "http:// or https://"},
 		{[]string{"--client-jwt-secret-file", "x", "--client-jwt-max-lifetime", "10s"}, "at least 1m"},
+		{[]string{"--presence-relay", "yes"}, "want on or off"},
 	} {
 		f := cli.NewFlags("test", "test [flags]", "")
 		cf := RegisterClientFlags(f, "127.0.0.1:0")

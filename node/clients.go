@@ -31,6 +31,9 @@ type ClientFlags struct {
 	SendQueue  int
 	KeepAlive  time.Duration
 	Limits     yws.Limits // per user and per connection (clientlimits.go)
+	// PresenceRelay (on or off) says whether editors' awareness is relayed to the other
+	// nodes: the other nodes of a hub cluster, and between a hub and its peers.
+	PresenceRelay string
 
 	// Signed tokens (JWT) and the auth webhook, beside the static client tokens.
 	JWTSecretFile  string
@@ -57,6 +60,7 @@ func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 		f.IntVar(&c.SendQueue, "client-send-queue-bytes", yws.DefaultSendQueueBytes, "bytes waiting to be sent to one editor before it is dropped as too slow (it catches up when it reconnects)")
 		f.DurationVar(&c.KeepAlive, "client-keepalive", yws.DefaultKeepAlive, "longest an editor goes without hearing from the node (providers reconnect after 30s of silence)")
 		registerClientLimitFlags(f, &c.Limits)
+		f.StringVar(&c.PresenceRelay, "presence-relay", "on", "on: editors see the presence (cursors, names) of the editors attached to other nodes — between a hub and its peers (an extension of the replication connection, negotiated), and among the nodes of a hub cluster; off: only of those attached to this node")
 	})
 	f.Define("editors' credentials from the application (beside the client tokens of the tokens file; with --client-auth token)", func() {
 		f.StringVar(&c.JWTSecretFile, "client-jwt-secret-file", "", "accept signed tokens (JWT) made with the HS256 secret in `FILE` (at least 32 bytes; the application signs with the same)")
@@ -71,6 +75,10 @@ func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 	return c
 }
 
+// RelayPresence reports whether editors' awareness goes to other nodes (the client listener
+// is on and --presence-relay on).
+func (c *ClientFlags) RelayPresence() bool { return c.Enabled() && c.PresenceRelay == "on" }
+
 // Enabled reports whether the client listener is on.
 func (c *ClientFlags) Enabled() bool { return c.Listen != "off" }
 
@@ -82,6 +90,9 @@ func (c *ClientFlags) Check() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--client-listen %q: %v (or off)", c.Listen, err)
+	}
+	if c.PresenceRelay != "on" && c.PresenceRelay != "off" {
+		return fmt.Errorf("--presence-relay %q: want on or off", c.PresenceRelay)
 	}
 	switch c.Auth {
 	case "token":

@@ -62,9 +62,10 @@
 // closing connection's states are removed (announced as a null state with clock + 1), and
 // so is a state not renewed within 30 s. A room relays awareness at most every 50 ms:
 // changes that come faster go out together, each client's latest only — a provider
-// repeats every change it hears, so this also bounds what editors send back. Awareness is node-local: the replication
-// contract carries documents only, so editors attached to different nodes share the text
-// but not their presence.
+// repeats every change it hears, so this also bounds what editors send back. With a
+// Presence (Options.Presence: the other nodes of a hub cluster, see package presence) the
+// room also hands its editors' changes to other nodes and takes theirs into the same table;
+// without one, awareness is node-local.
 //
 // # Limits and bad input
 //

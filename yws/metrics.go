@@ -27,7 +27,7 @@ func NewMetrics(reg prometheus.Registerer, side string) (*Metrics, error) {
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nomicore_client_connections", ConstLabels: l,
 			Help: "Open editor (y-websocket) connections."}),
 		awareness: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nomicore_client_awareness_states", ConstLabels: l,
-			Help: "Awareness states held for the editors of this node (node-local)."}),
+			Help: "Awareness states held for the editors of this node's namespaces: their own and, with the presence relay, those of other nodes' editors."}),
 		msgsIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_client_messages_received_total", ConstLabels: l,
 			Help: "Messages received from editors, by type (sync-step1, sync-step2, update, awareness, query-awareness)."}, []string{"type"}),
 		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_client_bytes_received_total", ConstLabels: l,

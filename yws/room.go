@@ -31,7 +31,8 @@ const (
 //     durable (on a hub cluster node: stored on a quorum and applied from the log) — by the
 //     relay goroutine (so whatever an editor sees survives a crash of the node); the
 //     writer's watch skips them (registry.Lease.WriteLocalExceptAsync);
-//   - awareness among its editors (node-local).
+//   - awareness among its editors, and with other nodes through its Presence link when the
+//     node has one.
 type room struct {
 	srv   *Server
 	ns    string
@@ -47,9 +48,11 @@ type room struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex // guards conns, aware and the awareness relay's fields
-	conns map[*conn]struct{}
-	aware *awareness
+	mu       sync.Mutex // guards conns, aware, presence and the awareness relay's fields
+	conns    map[*conn]struct{}
+	aware    *awareness
+	presence PresenceLink // nil without Options.Presence, and once closed
+	closed   bool         // the room closed: other nodes' states are no longer taken
 	// The awareness relay: changes wait in awarePending while a relay went out less than
 	// awarenessRelayInterval ago, and go out together when awareTimer fires.
 	awarePending map[uint64]AwarenessEntry // by client id: its latest change
@@ -97,6 +100,12 @@ func (rm *room) open(ctx context.Context) error {
 	rm.wg.Add(2)
 	go rm.pump()
 	go rm.relayLoop()
+	if p := rm.srv.opts.Presence; p != nil {
+		link := p.Join(rm.owner, rm.ns, remoteStates{rm})
+		rm.mu.Lock()
+		rm.presence = link
+		rm.mu.Unlock()
+	}
 	return nil
 }
 
@@ -110,6 +119,18 @@ func (rm *room) close() {
 	if rm.awareTimer != nil {
 		rm.awareTimer.Stop()
 	}
+	link := rm.presence
+	rm.presence = nil
+	rm.mu.Unlock()
+	if link != nil {
+		link.Close()
+	}
+	// Other nodes' states stay in the table after the last editor left: they leave with the
+	// room (and the gauge), and nothing is taken any more.
+	rm.mu.Lock()
+	rm.closed = true
+	rm.srv.m.awarenessChanged(-len(rm.aware.states))
+	clear(rm.aware.states)
 	rm.mu.Unlock()
 	rm.cancel()
 	rm.wg.Wait()
@@ -134,9 +155,10 @@ func (rm *room) remove(c *conn) {
 		return
 	}
 	delete(rm.conns, c)
-	if gone := rm.aware.removeConn(c, rm.srv.opts.Clock.Now()); len(gone) > 0 {
+	if gone, local := rm.aware.removeHolder(holder{conn: c}, rm.srv.opts.Clock.Now()); len(gone) > 0 {
 		rm.srv.m.awarenessChanged(-len(gone))
 		rm.relayAwarenessLocked(gone, nil)
+		rm.publishLocked(local)
 	}
 }
 
@@ -243,10 +265,11 @@ func (rm *room) applyAwareness(c *conn, entries []AwarenessEntry) (dropped int) 
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	before := len(rm.aware.states)
-	taken, dropped := rm.aware.apply(c, entries, rm.srv.opts.Clock.Now())
+	taken, dropped := rm.aware.apply(holder{conn: c}, entries, rm.srv.opts.Clock.Now())
 	rm.srv.m.awarenessChanged(len(rm.aware.states) - before)
 	if len(taken) > 0 {
 		rm.relayAwarenessLocked(taken, c)
+		rm.publishLocked(taken)
 	}
 	return dropped
 }
@@ -271,9 +294,10 @@ func (rm *room) pump() {
 			return
 		case <-tick.C:
 			rm.mu.Lock()
-			if gone := rm.aware.expire(rm.srv.opts.Clock.Now(), rm.srv.opts.AwarenessTimeout); len(gone) > 0 {
+			if gone, local := rm.aware.expire(rm.srv.opts.Clock.Now(), rm.srv.opts.AwarenessTimeout); len(gone) > 0 {
 				rm.srv.m.awarenessChanged(-len(gone))
 				rm.relayAwarenessLocked(gone, nil)
+				rm.publishLocked(local)
 			}
 			rm.mu.Unlock()
 			continue

@@ -118,6 +118,9 @@ type Options struct {
 	RelayQueueBytes int
 	// Limits bound each user's connections and each connection's rates (see Limits).
 	Limits Limits
+	// Presence, when set, carries awareness between this node's editors and other nodes'
+	// (see Presence); nil keeps awareness node-local.
+	Presence Presence
 	// Metrics receives the counters and gauges; nil counts nothing.
 	Metrics *Metrics
 	// Clock paces keep-alives and awareness timeouts; nil means clock.Real().

@@ -168,6 +168,9 @@ type Options struct {
 	// EditorList lists the editors connected to a namespace (GET /v1/namespaces/{id} and
 	// the dashboard show who: users and client names, never tokens).
 	EditorList func(namespaceID string) []EditorJSON
+	// PresenceList, when set, lists the editors present in a namespace across the system
+	// (GET /v1/namespaces/{id}).
+	PresenceList func(namespaceID string) []PresenceJSON
 	// UI, when set, serves the dashboard at GET / and GET /ui/…: pages and assets anyone
 	// may load (they hold no data; the data routes they call require the token).
 	UI http.Handler

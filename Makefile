@@ -10,11 +10,13 @@ GOTOOLCHAIN ?= auto
 export GOTOOLCHAIN
 
 # The B4 editing trace for the yjs benchmarks (GUIDE §10). Read in place, never copied.
-B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json)))
+# It lies in shared/data beside the repository, or two levels up from a worktree kept in
+# a folder beside it.
+B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json) $(abspath $(CURDIR)/../../shared/data/b4-editing-trace.json)))
 export B4_TRACE
 
 # JavaScript packages the tests use as independent oracles and real clients (npm ci).
-JS_DIRS   := testdata/golden/gen testdata/oracle e2e/yws
+JS_DIRS   := testdata/golden/gen testdata/oracle e2e/yws e2e/hocuspocus/v3 e2e/hocuspocus/v4
 JS_STAMPS := $(foreach d,$(JS_DIRS),$(if $(wildcard $(d)/package-lock.json),$(d)/node_modules/.package-lock.json))
 
 # Binaries record the VCS revision they were built from (hub --version) when git can tell it.
@@ -125,13 +127,16 @@ chaos:
 soak:
 	$(GO) test -count=1 -timeout 60m -run 'TestS21|Corrupt' ./persistence/ -args -long
 
-## golden: regenerate the golden frame and lib0 vectors with the independent JS generators
-golden:
+## golden: regenerate the golden frame and lib0 vectors with the independent JS generators,
+## and the Hocuspocus frames with the real @hocuspocus/provider and @hocuspocus/server
+golden: js-deps
 	cd testdata/golden/gen && npm ci --no-audit --no-fund --loglevel=error && node gen.mjs
 	node lib0/testdata/gen-vectors.mjs testdata/golden/gen/node_modules > lib0/testdata/vectors.json
+	node e2e/hocuspocus/golden.mjs > yws/hocuspocus/testdata/frames.json
 
-## editor-bundle: rebuild the editor page's script (yws/editor/yjs-bundle.js) from the pinned
-## npm packages of e2e/yws, byte for byte (TestEditorBundleIsUpToDate checks it)
+## editor-bundle: rebuild the editor pages' scripts (yws/editor/yjs-bundle.js, and
+## yws/editor/tiptap-bundle.js of the rich-text page) from the pinned npm packages of e2e/yws,
+## byte for byte (TestEditorBundleIsUpToDate checks it)
 editor-bundle: js-deps
 	e2e/yws/bundle/build.sh
 
@@ -139,9 +144,11 @@ editor-bundle: js-deps
 bench: js-deps
 	$(GO) test -run='^$$' -bench=. -benchmem -timeout 60m ./...
 
-## bench-yjs: the B4 trace side by side with JS yjs in one run, and remote applies on large documents
+## bench-yjs: the B4 trace side by side with JS yjs in one run, the memory of 10,000 loaded
+## documents of about 30 KB (in a process of their own), and remote applies on large documents
 bench-yjs: js-deps
 	NOMICORE_B4_REPORT=1 $(GO) test -count=1 -timeout 30m -run TestB4Report -v ./yjs
+	NOMICORE_B4_REPORT=1 $(GO) test -count=1 -timeout 30m -run TestLoadedDocsMemory -v ./yjs
 	$(GO) test -run '^$$' -bench 'RemoteApplyLargeDoc' -benchmem ./yjs
 
 ## bench-replication: the replication workloads (fan-out 20 peers × 500 updates; 200 namespaces
@@ -150,8 +157,9 @@ bench-replication:
 	$(GO) run ./cmd/benchrepl
 
 ## bench-relay: the relay harness of ../shared/bench/relay (copied to a temporary folder,
-## npm ci there) runs fan-out and multidoc against the hub built from this tree, Hocuspocus
-## and the y-websocket server in one run, and prints the hub's ratios to them
+## npm ci there) runs fan-out and multidoc against the hub built from this tree (its
+## replication endpoint, and its Hocuspocus endpoint with the harness's Hocuspocus client),
+## Hocuspocus and the y-websocket server in one run, and prints the hub's ratios to them
 ## (scripts/benchrelay/bench.sh lists the knobs: REPEATS, SERVERS, RELAY_OVERLAY, QUIET_MAX)
 bench-relay:
 	./scripts/benchrelay/bench.sh

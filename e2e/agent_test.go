@@ -61,9 +61,15 @@ func requireJS(t *testing.T) {
 func startAgent(t *testing.T) *agent {
 	t.Helper()
 	requireJS(t)
+	return startNodeAgent(t, ywsDir(), "agent.mjs")
+}
+
+// startNodeAgent runs `node ARGS…` in dir as an agent speaking agent.mjs's JSON lines.
+func startNodeAgent(t *testing.T, dir string, args ...string) *agent {
+	t.Helper()
 	a := &agent{t: t, waiting: map[uint64]chan agentReply{}}
-	a.cmd = exec.Command("node", "agent.mjs")
-	a.cmd.Dir = ywsDir()
+	a.cmd = exec.Command("node", args...)
+	a.cmd.Dir = dir
 	a.cmd.Stderr = &testLog{t: t, prefix: "agent: "}
 	out, err := a.cmd.StdoutPipe()
 	if err != nil {

@@ -30,7 +30,8 @@ type ClientFlags struct {
 	MaxState   int
 	SendQueue  int
 	KeepAlive  time.Duration
-	Limits     yws.Limits // per user and per connection (clientlimits.go)
+	Limits     yws.Limits            // per user and per connection (clientlimits.go)
+	Hocuspocus yws.HocuspocusOptions // the bounds of one Hocuspocus socket (clientlimits.go)
 	// PresenceRelay (on or off) says whether editors' awareness is relayed to the other
 	// nodes: the other nodes of a hub cluster, and between a hub and its peers.
 	PresenceRelay string
@@ -50,8 +51,8 @@ type ClientFlags struct {
 // binary (hub 127.0.0.1:8789, peer 127.0.0.1:8791).
 func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 	c := &ClientFlags{}
-	f.Define("editors (the client listener: stock y-websocket providers)", func() {
-		f.StringVar(&c.Listen, "client-listen", defaultListen, "`HOST:PORT` for editors: the y-websocket endpoint /v1/yjs/{namespaceId} and the editor page /edit/{namespaceId}; off disables it")
+	f.Define("editors (the client listener: stock y-websocket and Hocuspocus providers)", func() {
+		f.StringVar(&c.Listen, "client-listen", defaultListen, "`HOST:PORT` for editors: the y-websocket endpoint /v1/yjs/{namespaceId}, the Hocuspocus endpoint /v1/hocuspocus and the editor pages /edit/{namespaceId} and /edit/rich/{namespaceId}; off disables it")
 		f.StringVar(&c.Auth, "client-auth", "token", "token (client tokens of the tokens file, made with `token add --client NAME`) or none (any editor may read and write; only on a loopback --client-listen, for local development)")
 		f.IntVar(&c.MaxClients, "max-clients", yws.DefaultMaxClients, "editor connections this node serves at once (503 beyond)")
 		f.Var(&c.Origins, "client-origin", "a browser `ORIGIN` host pattern allowed to open editor WebSockets besides the node's own pages (app.example.com, *.example.com or *; repeatable). Default: any with --client-auth token (the token is the credential), none with --client-auth none")
@@ -61,6 +62,7 @@ func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 		f.DurationVar(&c.KeepAlive, "client-keepalive", yws.DefaultKeepAlive, "longest an editor goes without hearing from the node (providers reconnect after 30s of silence)")
 		registerClientLimitFlags(f, &c.Limits)
 		f.StringVar(&c.PresenceRelay, "presence-relay", "on", "on: editors see the presence (cursors, names) of the editors attached to other nodes — between a hub and its peers (an extension of the replication connection, negotiated), and among the nodes of a hub cluster; off: only of those attached to this node")
+		registerHocuspocusBoundFlags(f, &c.Hocuspocus)
 	})
 	f.Define("editors' credentials from the application (beside the client tokens of the tokens file; with --client-auth token)", func() {
 		f.StringVar(&c.JWTSecretFile, "client-jwt-secret-file", "", "accept signed tokens (JWT) made with the HS256 secret in `FILE` (at least 32 bytes; the application signs with the same)")
@@ -109,6 +111,9 @@ func (c *ClientFlags) Check() error {
 	if err := checkClientLimits(c.Limits); err != nil {
 		return err
 	}
+	if err := checkHocuspocusBounds(c.Hocuspocus); err != nil {
+		return err
+	}
 	if c.KeepAlive >= 30*time.Second {
 		return fmt.Errorf("--client-keepalive %v: must stay under 30s (y-websocket providers reconnect after 30s of silence)", c.KeepAlive)
 	}
@@ -146,7 +151,7 @@ func (c *ClientFlags) Options(in *Instance, common *Common, clients auth.ClientA
 	return yws.Options{Registry: in.Registry, Clients: clients, OriginPatterns: origins, MaxClients: c.MaxClients,
 		MaxMessageBytes: common.Protocol.MaxChunkedUpdateBytes + 64, SendQueueBytes: c.SendQueue,
 		MaxAwarenessStates: c.MaxStates, MaxAwarenessStateBytes: c.MaxState, KeepAlive: c.KeepAlive, Limits: c.Limits,
-		Clock: in.clock, Logger: in.log}
+		Hocuspocus: c.Hocuspocus, Clock: in.clock, Logger: in.log}
 }
 
 // ClientHandler is the client listener's handler: the endpoint behind the access log (which

@@ -5,12 +5,13 @@ import (
 )
 
 // awareness is the awareness table of one namespace on this node: the last state each
-// editor client (a Yjs clientID) announced, who announced it (a connection of this node, or
-// another node through the room's Presence link), and when. It
+// editor client (a Yjs clientID) announced, who announced it (an editor of this node — a
+// y-websocket connection or a Hocuspocus document — or another node through the room's
+// Presence link), and when. It
 // follows y-protocols' Awareness rules so that stock providers see a consistent picture:
 // an entry is taken when its clock is newer than the one known, or when it removes a
 // known state with the same clock; a state not renewed within the outdated timeout (30 s;
-// providers renew every 15 s) is removed; a connection's states are removed when it
+// providers renew every 15 s) is removed; an editor's states are removed when it
 // closes. Every removal this node makes is announced as a null state with clock + 1.
 //
 // The states of other nodes' editors (when the node has a Presence) live in the same table
@@ -40,10 +41,10 @@ type awarenessState struct {
 	updated time.Time
 }
 
-// holder is who announced an awareness state: a connection of this node (conn), or another
+// holder is who announced an awareness state: an editor of this node (conn), or another
 // node (origin, as the room's Presence link names it). It is comparable: a map key.
 type holder struct {
-	conn   *conn
+	conn   editor
 	origin Origin
 }
 

@@ -126,7 +126,7 @@ func (s *Server) PresentIn(ns string) []Present {
 	for id, st := range rm.aware.states {
 		p := Present{ClientID: id, User: stateUserName(st.state), Node: st.owner.origin.Node, Updated: st.updated}
 		if st.owner.conn != nil {
-			p.Client = st.owner.conn.grant.Name
+			p.Client = st.owner.conn.credential().Name
 		}
 		out = append(out, p)
 	}

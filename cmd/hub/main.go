@@ -11,7 +11,7 @@
 //	hub backup --admin URL --out FILE                           # a backup of a running hub
 //	hub restore --from FILE --data DIR [--restore-fence]        # a data directory from one
 //
-// Editors (stock y-websocket providers) connect to the client listener, --client-listen
+// Editors (stock y-websocket and Hocuspocus providers) connect to the client listener, --client-listen
 // (default 127.0.0.1:8789): ws://HOST:PORT/v1/yjs/{namespaceId}?token=… ; the editor page is
 // http://HOST:PORT/edit/{namespaceId}?token=… .
 //

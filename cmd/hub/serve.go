@@ -41,7 +41,7 @@ func paceGC(getenv func(string) string) *gcpace.Pacer {
 func serve(args []string, cio cli.IO) int {
 	f := cli.NewFlags("hub serve", "hub [serve] [flags]",
 		"Runs the hub: peers connect to --listen (WebSocket /v1/replication, with a bearer token from the tokens "+
-			"file), applications use the admin API on --admin-listen, editors (stock y-websocket providers) connect to "+
+			"file), applications use the admin API on --admin-listen, editors (stock y-websocket and Hocuspocus providers) connect to "+
 			"--client-listen (/v1/yjs/{namespaceId}, with a client token; the editor page is /edit/{namespaceId}). Documents and registry live in a bbolt "+
 			"store under --data. SIGINT or SIGTERM stop it in order; SIGHUP re-reads the tokens file and the TLS certificate (--tls-cert).")
 	instanceID := f.String("instance-id", "hub", "this hub's `NAME`; peers must expect it (their --hub-instance-id)")
@@ -233,6 +233,9 @@ func serve(args []string, cio cli.IO) int {
 		nodeName = clusterNode.Name()
 	}
 	adminOpts.PresenceList = node.PresenceList(&editors, nodeName)
+	if clientFlags.Enabled() {
+		adminOpts.Stateless = func(ns, payload string) int { return editors.BroadcastStateless(ns, payload) }
+	}
 	if clientAuth != nil {
 		adminOpts.Clients = &node.ClientAdmin{Path: *tokensFile, Static: reloader, Revoked: clientAuth.Revocations}
 	}

@@ -323,6 +323,7 @@ func runPeer(args []string, cio cli.IO) int {
 	if editors != nil {
 		adminOpts.Listeners["client"] = clientFlags.Listen
 		adminOpts.Editors = func(ns string) (int, bool) { return editors.Editors(ns), true }
+		adminOpts.Stateless = editors.BroadcastStateless
 	}
 	adminOpts.Link = func() adminapi.LinkInfo {
 		c, _ := peer.Connection()

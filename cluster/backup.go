@@ -158,7 +158,12 @@ func (n *Node) copyNamespace(ctx context.Context, res *resources, ns string) (ns
 		if err != nil {
 			return nsCopy{}, err
 		}
-		l := &nsLog{n: n, res: res, owner: v.Owner, ns: ns, subject: logSubject(v.Owner, ns)}
+		stream, err := n.logStream(ctx, v.Log)
+		if err != nil {
+			return nsCopy{}, err
+		}
+		l := &nsLog{n: n, res: res, stream: stream, streamNm: logStreamName(v.Log), owner: v.Owner, ns: ns,
+			subject: logSubjectIn(v.Log, v.Owner, ns)}
 		snap, found, err := l.readSnapshot(ctx)
 		if err != nil {
 			return nsCopy{}, err
@@ -169,7 +174,7 @@ func (n *Node) copyNamespace(ctx context.Context, res *resources, ns string) (ns
 		}
 		var records []backupRecord
 		if head > snap.Through {
-			if records, err = n.readLog(ctx, res, l.subject, snap.Through+1, head); err != nil {
+			if records, err = n.readLog(ctx, l.stream, l.subject, snap.Through+1, head); err != nil {
 				return nsCopy{}, err
 			}
 		}
@@ -203,21 +208,21 @@ func (n *Node) copyNamespace(ctx context.Context, res *resources, ns string) (ns
 // readLog reads the records of subject from position from through head, in order; again,
 // from the start, while nobody answers a request of the read (the consumer just made may
 // not be known yet where the pull request goes), for up to ten operation timeouts.
-func (n *Node) readLog(ctx context.Context, res *resources, subject string, from, head uint64) ([]backupRecord, error) {
+func (n *Node) readLog(ctx context.Context, stream jetstream.Stream, subject string, from, head uint64) ([]backupRecord, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*n.cfg.OpTimeout)
 	defer cancel()
 	var out []backupRecord
 	err := retryUnanswered(ctx, func() error {
 		var err error
-		out, err = n.readLogOnce(ctx, res, subject, from, head)
+		out, err = n.readLogOnce(ctx, stream, subject, from, head)
 		return err
 	})
 	return out, err
 }
 
 // readLogOnce is one attempt of readLog, through an ordered consumer of its own.
-func (n *Node) readLogOnce(ctx context.Context, res *resources, subject string, from, head uint64) ([]backupRecord, error) {
-	cons, err := res.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject},
+func (n *Node) readLogOnce(ctx context.Context, stream jetstream.Stream, subject string, from, head uint64) ([]backupRecord, error) {
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject},
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
 	if err != nil {
 		return nil, classify("reading a namespace log", n.cfg.OpTimeout, err)
@@ -435,11 +440,17 @@ func (n *Node) restoreNamespace(ctx context.Context, res *resources, ns *backupN
 	if err := json.Unmarshal(ns.Entry, &v); err != nil || v.Owner != ns.Owner {
 		return fmt.Errorf("its entry does not parse")
 	}
-	subject := logSubject(ns.Owner, ns.NamespaceID)
+	// The log goes into the stream the entry names (one stream, NOMICORE_LOG, unless the
+	// cluster was configured with more).
+	stream, err := n.logStream(ctx, v.Log)
+	if err != nil {
+		return err
+	}
+	subject := logSubjectIn(v.Log, ns.Owner, ns.NamespaceID)
 	if ns.HasSnapshot {
 		var position uint64
 		err := n.op(ctx, "reading the log position", func(ctx context.Context, r *resources) error {
-			info, err := r.stream.Info(ctx)
+			info, err := stream.Info(ctx)
 			if err == nil {
 				position = info.State.LastSeq
 			}
@@ -461,7 +472,7 @@ func (n *Node) restoreNamespace(ctx context.Context, res *resources, ns *backupN
 		m := nats.NewMsg(subject)
 		m.Data = rec
 		err := retryUnanswered(ctx, func() error {
-			_, err := n.js.PublishMsg(ctx, m, jetstream.WithExpectStream(StreamName))
+			_, err := n.js.PublishMsg(ctx, m, jetstream.WithExpectStream(logStreamName(v.Log)))
 			return classify("publishing a record", n.cfg.OpTimeout, err)
 		})
 		if err != nil {

@@ -191,7 +191,9 @@ func TestE2E_RollingUpgrade(t *testing.T) {
 // TestE2E_Cluster_RollingUpgrade: a hub cluster of three nodes of the previous release and
 // a peer of it, with data; under write load — through the peer and through every node's
 // admin API — each node is replaced by this version's, one at a time (the next once the
-// restarted one is ready), then the peer. Every acknowledged write is on every node and on
+// restarted one is up: while nodes of the previous release run beside it, it refuses
+// writes, saying which nodes to upgrade), then the peer; every node is ready after the
+// last. Every acknowledged write is on every node and on
 // the peer.
 func TestE2E_Cluster_RollingUpgrade(t *testing.T) {
 	t.Parallel()
@@ -225,8 +227,19 @@ func TestE2E_Cluster_RollingUpgrade(t *testing.T) {
 		c.hubs[i].stop()
 		c.hubs[i].exe = ""
 		c.startHub(i)
-		c.waitReady(i, 90*time.Second)
+		// Up with quorum: ready once no node of the previous release runs beside it, until
+		// then refusing writes and saying which nodes to upgrade.
+		eventually(t, 90*time.Second, c.hubs[i].name+" up, waiting only for the others' upgrade", func() error {
+			status, b := c.hubs[i].api().do("GET", "/readyz", nil)
+			if status == 200 || status == 503 && strings.Contains(string(b), "earlier version of Nomicore") {
+				return nil
+			}
+			return fmt.Errorf("%d %s", status, b)
+		})
 		time.Sleep(500 * time.Millisecond)
+	}
+	for i := range c.hubs {
+		c.waitReady(i, 90*time.Second)
 	}
 	a.stop()
 	a.exe = ""

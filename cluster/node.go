@@ -492,6 +492,10 @@ func (n *Node) ClientURL() string {
 	return n.srv.ClientURL()
 }
 
+// Conn returns the node's connection to the cluster's NATS, for what travels on core
+// subjects beside the log (editors' presence). It is closed by Close.
+func (n *Node) Conn() *nats.Conn { return n.nc }
+
 // Metrics returns the node's Prometheus collectors.
 func (n *Node) Metrics() *Metrics { return n.metrics }
 

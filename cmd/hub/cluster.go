@@ -18,6 +18,7 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/yws"
 )
 
 // clusterFlags are the cluster flags of hub serve
@@ -165,15 +166,15 @@ func gateCluster(ready func() error, h http.Handler) http.Handler {
 	})
 }
 
-// gateEditors is gateCluster for the editors' WebSocket endpoint of the client listener;
-// its pages and assets are served regardless.
+// gateEditors is gateCluster for the editors' WebSocket endpoints of the client listener
+// (y-websocket and Hocuspocus); its pages and assets are served regardless.
 func gateEditors(ready func() error, h http.Handler) http.Handler {
 	if ready == nil {
 		return h
 	}
 	gated := gateCluster(ready, h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v1/yjs/") {
+		if strings.HasPrefix(r.URL.Path, "/v1/yjs/") || r.URL.Path == yws.HocuspocusPath {
 			gated.ServeHTTP(w, r)
 			return
 		}

@@ -149,6 +149,8 @@ type Options struct {
 	// Editors counts the editors connected to a namespace (false when the process serves
 	// no editors).
 	Editors func(namespaceID string) (int, bool)
+	// Stateless, when set, serves POST /v1/namespaces/{id}/stateless (see postStateless).
+	Stateless Stateless
 	// Log reports how this node of a hub cluster follows a namespace's log (false when the
 	// process is not a cluster node or does not have the namespace loaded).
 	Log func(namespaceID string) (LogJSON, bool)
@@ -168,6 +170,9 @@ type Options struct {
 	// EditorList lists the editors connected to a namespace (GET /v1/namespaces/{id} and
 	// the dashboard show who: users and client names, never tokens).
 	EditorList func(namespaceID string) []EditorJSON
+	// PresenceList, when set, lists the editors present in a namespace across the system
+	// (GET /v1/namespaces/{id}).
+	PresenceList func(namespaceID string) []PresenceJSON
 	// UI, when set, serves the dashboard at GET / and GET /ui/…: pages and assets anyone
 	// may load (they hold no data; the data routes they call require the token).
 	UI http.Handler
@@ -312,6 +317,7 @@ func (a *API) routes() {
 	m.HandleFunc("POST /v1/namespaces/{id}/update", a.postUpdate)
 	m.HandleFunc("GET /v1/namespaces/{id}/events", a.events)
 	m.HandleFunc("GET /v1/namespaces/{id}/roots", a.getRoots)
+	m.HandleFunc("POST /v1/namespaces/{id}/stateless", a.postStateless)
 	m.HandleFunc("GET /v1/status", a.getStatus)
 	m.HandleFunc("GET /v1/status/stream", a.statusStream)
 	m.HandleFunc("GET /v1/events", a.getEvents)

@@ -769,6 +769,15 @@
     { label: 'From', cell: (e) => e.remote ? h('span', { class: 'mono' }, e.remote) : '—' },
   ];
 
+  // The editors present in the namespace across the system, as this node holds their
+  // presence (awareness) states: its own editors' and those of the other nodes.
+  const presenceColumns = [
+    { label: 'Who', cell: (p) => p.user || (p.client ? p.client + ' (client ' + p.clientId + ')' : 'client ' + p.clientId) },
+    { label: 'Node', cell: (p) => p.local ? p.node + ' (this node)' : p.node },
+    { label: 'Client', cell: (p) => p.client || '—' },
+    { label: 'Last change', cell: (p) => fmtAgo(p.updatedAt) },
+  ];
+
   function buildNamespace(view) {
     const id = app.route.id;
     view.appendChild(h('p', null, h('a', { href: '#/' }, '← Overview')));
@@ -855,6 +864,9 @@
       if (!editors.firstChild) editors.appendChild(section('Editors on this node', 'editors-card', table('editor-list', editorColumns)));
       syncRows($('editor-list').tBodies[0], d.editorList || [], (e) => (e.user || e.name) + ' ' + e.remote + ' ' + e.connectedSince, editorColumns,
         'No editor has it open on this node.');
+      if (!$('presence-list')) editors.appendChild(section('Editors present across the system', 'presence-card', table('presence-list', presenceColumns)));
+      syncRows($('presence-list').tBodies[0], d.presence || [], (p) => p.node + ' ' + p.clientId, presenceColumns,
+        'No editor shows its presence here.');
     }
   }
 

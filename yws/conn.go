@@ -42,7 +42,7 @@ type conn struct {
 	cancel   context.CancelFunc
 
 	mu          sync.Mutex // guards queue, queued and the close fields
-	queue       [][]byte
+	queue       []outMsg
 	queued      int
 	closing     bool
 	closeCode   websocket.StatusCode
@@ -59,6 +59,12 @@ type conn struct {
 	denied bool              // PermissionDenied was sent once
 	result chan applyOutcome // cap 1: the sequencer's answer to the write in flight
 }
+
+// outMsg is one WebSocket message waiting to be sent: head then body, or body alone (head
+// nil). The body may be shared with other connections and the registry — a document's
+// encoded state, the same bytes for every editor that joins at that state — and is never
+// modified; writing head and body as two parts of one message spares a copy per editor.
+type outMsg struct{ head, body []byte }
 
 type applyOutcome struct {
 	res registry.ApplyResult
@@ -180,11 +186,13 @@ func (c *conn) handle(m Message, raw []byte) bool {
 	case TypeSync:
 		switch m.Sync {
 		case SyncStep1:
+			// Editors asking from the same state (a fresh editor: the empty state vector)
+			// get the same encoded bytes while the document does not change.
 			diff, err := rm.lease.EncodeState(c.ctx, m.Payload)
 			if err != nil {
 				return c.writeFailed(err)
 			}
-			c.send(AppendSync(nil, SyncStep2, diff))
+			c.sendParts(AppendSyncHead(nil, SyncStep2, len(diff)), diff)
 		default:
 			return c.write(m, raw)
 		}
@@ -390,7 +398,10 @@ func (c *conn) refuse(reason, text string) {
 // queue's bounds the connection is dropped (the editor reconnects and resyncs); a message
 // is taken whole otherwise, so one larger than the bound (a big document's SyncStep2)
 // still goes out.
-func (c *conn) send(msg []byte) {
+func (c *conn) send(msg []byte) { c.sendParts(nil, msg) }
+
+// sendParts is send of one message made of head then body (see outMsg).
+func (c *conn) sendParts(head, body []byte) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -405,8 +416,8 @@ func (c *conn) send(msg []byte) {
 		c.closeWith(websocket.StatusAbnormalClosure, "", "slow-client")
 		return
 	}
-	c.queue = append(c.queue, msg)
-	c.queued += len(msg)
+	c.queue = append(c.queue, outMsg{head, body})
+	c.queued += len(head) + len(body)
 	c.mu.Unlock()
 	signal(c.wake)
 }
@@ -450,7 +461,7 @@ func (c *conn) writer() {
 			case <-c.wake:
 			case <-tick.C:
 				if !wrote {
-					batch = [][]byte{keepAliveMessage}
+					batch = []outMsg{{body: keepAliveMessage}}
 				}
 				wrote = false
 			}
@@ -460,7 +471,7 @@ func (c *conn) writer() {
 		}
 		for _, msg := range batch {
 			ctx, cancel := context.WithTimeout(context.Background(), o.WriteTimeout)
-			err := c.ws.Write(ctx, websocket.MessageBinary, msg)
+			err := c.writeMessage(ctx, msg)
 			cancel()
 			if err != nil {
 				c.closeWith(websocket.StatusAbnormalClosure, "", "write-failed")
@@ -468,10 +479,29 @@ func (c *conn) writer() {
 				return
 			}
 			c.msgsOut.Add(1)
-			c.srv.m.sent(len(msg))
+			c.srv.m.sent(len(msg.head) + len(msg.body))
 		}
 		wrote = true
 	}
+}
+
+// writeMessage writes one message: body alone as one frame; head and body as the frames of
+// one fragmented message, so that a shared body goes to the socket without being copied.
+func (c *conn) writeMessage(ctx context.Context, m outMsg) error {
+	if m.head == nil {
+		return c.ws.Write(ctx, websocket.MessageBinary, m.body)
+	}
+	w, err := c.ws.Writer(ctx, websocket.MessageBinary)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(m.head); err != nil {
+		return err
+	}
+	if _, err := w.Write(m.body); err != nil {
+		return err
+	}
+	return w.Close()
 }
 
 // closeSocket sends the close frame, or drops the socket when the editor is gone or too

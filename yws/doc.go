@@ -21,7 +21,10 @@
 //
 // On connect the node sends its SyncStep1 and the awareness states it holds; it answers an
 // editor's SyncStep1 with the SyncStep2 diff; the editor's SyncStep2 and Updates are
-// written. Every editor hears something at least every KeepAlive (an empty awareness
+// written. Editors that ask from the same state — every fresh editor asks with the empty
+// state vector — while the document does not change get the same encoded bytes, encoded
+// once (registry.Lease.EncodeState) and written to each socket without a copy: a crowd
+// joining a large document at once costs the node one encoding, not one per editor. Every editor hears something at least every KeepAlive (an empty awareness
 // update when nothing else went out): the provider reconnects after 30 s of silence.
 //
 // # Writes

@@ -24,7 +24,7 @@ const out = (o) => process.stdout.write(JSON.stringify(o) + '\n')
 
 const open = (i) => {
   const doc = new Y.Doc()
-  const e = { i, doc, provider: null, synced: false }
+  const e = { i, doc, provider: null, synced: false, connections: 0 }
   const synced = () => {
     if (e.synced) return
     e.synced = true
@@ -33,9 +33,11 @@ const open = (i) => {
   if (cfg.kind === 'hocuspocus') {
     e.provider = new HocuspocusProvider({ url: cfg.url, name: cfg.room, document: doc, WebSocketPolyfill: WebSocket })
     e.provider.on('synced', ({ state }) => { if (state) synced() })
+    e.provider.on('status', ({ status }) => { if (status === 'connected') e.connections++ })
   } else {
     e.provider = new WebsocketProvider(cfg.url, cfg.room, doc, { WebSocketPolyfill: WebSocket, disableBc: true })
     e.provider.on('sync', (s) => { if (s) synced() })
+    e.provider.on('status', ({ status }) => { if (status === 'connected') e.connections++ })
   }
   editors.push(e)
 }
@@ -49,14 +51,16 @@ const start = (startAt) => {
 
 const verify = () => {
   const bad = []
+  let connections = 0
   for (const e of editors) {
+    connections += e.connections
     const text = e.doc.getText('body').toString()
     const sha = createHash('sha256').update(text).digest('hex')
     if (!e.synced || text.length !== cfg.textLength || sha !== cfg.textSha256) {
       bad.push({ i: e.i, synced: e.synced, length: text.length })
     }
   }
-  out({ verified: editors.length, bad })
+  out({ verified: editors.length, bad, connections })
 }
 
 const rl = createInterface({ input: process.stdin })

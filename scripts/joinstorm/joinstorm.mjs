@@ -16,6 +16,8 @@
 // storm (VmHWM after resetting it through /proc/PID/clear_refs; where that is refused, the
 // largest VmRSS sampled every 10 ms) minus its RSS just before, against the bound 2 × the
 // document's encoded size + 64 MiB, and the server's CPU time (utime+stime) during the
+// storm; the connections the providers opened (more than CLIENTS when some were dropped and
+// reconnected) and, for a Nomicore node, the reasons it logged for closing editors during the
 // storm. Then every editor's text is checked against the loaded document (length and
 // SHA-256). One JSON line per server, then a table.
 //
@@ -178,7 +180,7 @@ const startHub = async (dir, load) => {
 const servers = {
   hub: async (dir, load) => {
     const { hub, line, ns } = await startHub(dir, load)
-    return { pid: hub.pid, kind: 'y-websocket', url: `ws://${line.clientListen}/v1/yjs`, room: ns, stop: () => stopProc(hub) }
+    return { pid: hub.pid, proc: hub, kind: 'y-websocket', url: `ws://${line.clientListen}/v1/yjs`, room: ns, stop: () => stopProc(hub) }
   },
   peer: async (dir, load) => {
     const { hub, line, ns, token } = await startHub(dir, load)
@@ -194,7 +196,7 @@ const servers = {
       if (Date.now() > deadline) throw new Error('the peer did not go live in 3 minutes')
       await sleep(50)
     }
-    return { pid: peer.pid, kind: 'y-websocket', url: `ws://${pl.clientListen}/v1/yjs`, room: ns, stop: async () => { await stopProc(peer); await stopProc(hub) } }
+    return { pid: peer.pid, proc: peer, kind: 'y-websocket', url: `ws://${pl.clientListen}/v1/yjs`, room: ns, stop: async () => { await stopProc(peer); await stopProc(hub) } }
   },
   hocuspocus: async (_dir, load) => nodeServer('hocuspocus', [join(here, 'hocuspocus-server.mjs')], load),
   'y-websocket': async (_dir, load) =>
@@ -263,10 +265,11 @@ const verifyEditors = async (procs, timeoutMs) => {
   for (const p of procs) p.child.stdin.write('verify\n')
   const deadline = Date.now() + timeoutMs
   while (procs.some((p) => !p.verified) && Date.now() < deadline) await sleep(50)
-  const out = { verified: 0, bad: [] }
+  const out = { verified: 0, bad: [], connections: 0 }
   for (const p of procs) {
     if (!p.verified) { out.bad.push({ worker: 'no answer', stderr: p.err.slice(-5) }); continue }
     out.verified += p.verified.verified
+    out.connections += p.verified.connections
     out.bad.push(...p.verified.bad)
   }
   return out
@@ -311,10 +314,26 @@ const storm = async (name, load) => {
       try { sampledPeak = Math.max(sampledPeak, procStatus(srv.pid).rss) } catch {}
     }, 10)
     const cpu0 = procCPU(srv.pid)
+    // A Nomicore node logs each editor's connection and disconnection (with its reason).
+    const joins = { disconnected: {} }
+    if (srv.proc) {
+      srv.proc.waiters.push((l) => {
+        let o
+        try { o = JSON.parse(l) } catch { return }
+        if (o.msg === 'editor disconnected') joins.disconnected[o.reason] = (joins.disconnected[o.reason] || 0) + 1
+      })
+    }
     const synced = []
     const { procs, startAt } = await runEditors(srv, load, opt.clients, opt.spreadMs, opt.workers, (o) => synced.push(o.syncedMs))
     const deadline = startAt + opt.timeoutS * 1000
-    while (synced.length < opt.clients && Date.now() < deadline && procs.every((p) => !p.exited)) await sleep(20)
+    let progressAt = Date.now() + 15000
+    while (synced.length < opt.clients && Date.now() < deadline && procs.every((p) => !p.exited)) {
+      await sleep(20)
+      if (Date.now() > progressAt) {
+        progressAt += 15000
+        log(`${name}: ${synced.length}/${opt.clients} synced after ${((Date.now() - startAt) / 1000).toFixed(0)} s`)
+      }
+    }
     clearInterval(sampler)
     const after = procStatus(srv.pid)
     const cpu = procCPU(srv.pid) - cpu0
@@ -336,7 +355,10 @@ const storm = async (name, load) => {
       withinBound: peak - before.rss <= bound,
       peakFrom: resetHWM ? 'VmHWM' : 'sampled VmRSS',
       cpuS: cpu,
+      providerConnections: v.connections,
+      ...(srv.proc ? { serverDisconnects: joins.disconnected } : {}),
       verified: v.verified,
+      equal: v.verified - v.bad.filter((b) => b.i !== undefined).length,
       bad: v.bad.slice(0, 5),
       ok: synced.length === opt.clients && v.bad.length === 0 && v.verified === opt.clients
     }
@@ -373,11 +395,11 @@ const main = async () => {
   console.log('')
   console.log(`join storm: ${opt.clients} editors within ${opt.spreadMs} ms, one document of ${load.stateBytes} bytes encoded (${(load.stateBytes / MiB).toFixed(1)} MiB); bound on the peak RSS growth 2 × ${fmtMiB(load.stateBytes)} + 64 = ${fmtMiB(2 * load.stateBytes + 64 * MiB)} MiB`)
   console.log('')
-  console.log('| server | synced | all synced (s) | median (s) | RSS before (MiB) | peak growth (MiB) | within bound | server CPU (s) | texts checked |')
-  console.log('|---|---|---|---|---|---|---|---|---|')
+  console.log('| server | synced | all synced (s) | median (s) | RSS before (MiB) | peak growth (MiB) | within bound | server CPU (s) | connections | texts checked |')
+  console.log('|---|---|---|---|---|---|---|---|---|---|')
   for (const r of results) {
-    if (r.error) { console.log(`| ${r.server} | failed: ${r.error.split('\n')[0]} |||||||| `); continue }
-    console.log(`| ${r.server} | ${r.synced}/${r.clients} | ${r.allSyncedMs === null ? '—' : (r.allSyncedMs / 1000).toFixed(2)} | ${r.medianSyncedMs === null ? '—' : (r.medianSyncedMs / 1000).toFixed(2)} | ${fmtMiB(r.rssBefore)} | ${fmtMiB(r.peakGrowth)} | ${r.withinBound ? 'yes' : 'no'} | ${r.cpuS.toFixed(1)} | ${r.verified - r.bad.length}/${r.clients} equal |`)
+    if (r.error) { console.log(`| ${r.server} | failed: ${r.error.split('\n')[0]} ||||||||| `); continue }
+    console.log(`| ${r.server} | ${r.synced}/${r.clients} | ${r.allSyncedMs === null ? '—' : (r.allSyncedMs / 1000).toFixed(2)} | ${r.medianSyncedMs === null ? '—' : (r.medianSyncedMs / 1000).toFixed(2)} | ${fmtMiB(r.rssBefore)} | ${fmtMiB(r.peakGrowth)} | ${r.withinBound ? 'yes' : 'no'} | ${r.cpuS.toFixed(1)} | ${r.providerConnections} | ${r.equal}/${r.clients} equal |`)
   }
   if (results.some((r) => !r.ok)) process.exitCode = 1
 }

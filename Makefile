@@ -70,7 +70,7 @@ js-deps: $(JS_STAMPS)
 ## tag yjs_smallchunks; 500 random JS histories instead of 2,000)
 test: js-deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
-	$(GO) test -count=1 -run Corrupt ./persistence/
+	$(GO) test -count=1 -run 'Corrupt|TestListPagesThroughManyNamespaces' ./persistence/
 	$(GO) test -count=1 -run 'TestE2E_(LargeDocuments|64MiB)' ./e2e/
 	$(GO) test -count=1 -run TestLargeJSHistories ./yjs/
 	NOMICORE_YJS_HISTORIES=500 $(GO) test -count=1 -tags yjs_smallchunks ./yjs/

@@ -904,3 +904,211 @@ func TestCluster_WatchConfig(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+// TestCluster_DeleteEverywhere: a namespace deleted through one node is closed on every
+// node that has it loaded (their sessions are told: Poll.Deleted), later opens are
+// ErrDeleted on every node, nothing of its document stays in JetStream (its log holds the
+// deletion record alone, its snapshot is gone), a lease still held elsewhere writes
+// nothing, its id is never created again, and its name is the owner's to give again.
+func TestCluster_DeleteEverywhere(t *testing.T) {
+	t.Parallel()
+	const every = 20
+	tc := newTestCluster(t, 3, func(c *Config) { c.CompactAfterRecords = every })
+	created, err := tc.nodes[0].reg.CreateWith(ctxT(t, 10*time.Second), "default",
+		registry.CreateOptions{Name: "minutes", Labels: map[string]string{"team": "red"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := created.NamespaceID
+	if _, err := tc.nodes[1].reg.CreateWith(ctxT(t, 10*time.Second), "default", registry.CreateOptions{Name: "minutes"}); !errors.Is(err, registry.ErrNameTaken) {
+		t.Fatalf("the same name through another node: %v, want ErrNameTaken", err)
+	}
+	var leases []*registry.Lease
+	var sessions []*registry.Session
+	for i := range 3 {
+		l := tc.nodes[i].open(t, ns)
+		leases = append(leases, l)
+		s, _, err := l.OpenSession(ctxT(t, 5*time.Second), registry.SessionOptions{Peer: "peer"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		sessions = append(sessions, s)
+	}
+	for i := range 3 * every {
+		if _, err := leases[i%2].WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, fmt.Sprintf("k%d", i), float64(i))); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	js := tc.nodes[0].node.res
+	eventually(t, 20*time.Second, "a snapshot", func() error {
+		_, err := js.snaps.GetInfo(ctxT(t, 5*time.Second), ns)
+		return err
+	})
+
+	if err := tc.nodes[2].reg.Delete(ctxT(t, 10*time.Second), "default", ns, 2); !errors.Is(err, registry.ErrChanged) {
+		t.Fatalf("a delete expecting another epoch: %v, want ErrChanged", err)
+	}
+	if err := tc.nodes[2].reg.Delete(ctxT(t, 30*time.Second), "default", ns, 1); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	for i, s := range sessions {
+		eventually(t, 10*time.Second, fmt.Sprintf("the session on %s told", tc.nodes[i].name), func() error {
+			if p := s.Poll(); !p.Deleted || !p.Closed {
+				return fmt.Errorf("poll %+v", p)
+			}
+			return nil
+		})
+	}
+	for _, tn := range tc.nodes {
+		eventually(t, 10*time.Second, tn.name+" refuses it", func() error {
+			if _, err := tn.reg.Open(ctxT(t, 10*time.Second), "default", ns); !errors.Is(err, registry.ErrDeleted) {
+				return fmt.Errorf("open: %v, want ErrDeleted", err)
+			}
+			return nil
+		})
+	}
+	if _, err := leases[1].WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "late", "write")); err == nil {
+		t.Fatal("a lease held on another node wrote to the deleted namespace")
+	}
+	subject := logSubject("default", ns)
+	info, err := js.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[subject]; n != 1 {
+		t.Fatalf("%d records stay in the deleted namespace's log, want the deletion record alone", n)
+	}
+	if _, err := js.snaps.GetInfo(ctxT(t, 5*time.Second), ns); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Fatalf("the deleted namespace's snapshot: %v, want it gone", err)
+	}
+	if err := tc.nodes[1].reg.Delete(ctxT(t, 10*time.Second), "default", ns, 1); !errors.Is(err, registry.ErrDeleted) {
+		t.Fatalf("a second delete: %v, want ErrDeleted", err)
+	}
+	err = tc.nodes[1].store.CreateEntry(ctxT(t, 10*time.Second),
+		persistence.Entry{NamespaceID: ns, Owner: "default", State: persistence.StateActive, CreatedAt: time.Now()}, []byte{0, 0})
+	if !errors.Is(err, persistence.ErrExists) {
+		t.Fatalf("creating the deleted id again: %v, want ErrExists", err)
+	}
+	again, err := tc.nodes[1].reg.CreateWith(ctxT(t, 10*time.Second), "default", registry.CreateOptions{Name: "minutes"})
+	if err != nil || again.NamespaceID == ns {
+		t.Fatalf("the freed name: %+v, %v", again, err)
+	}
+	page, err := tc.nodes[0].store.ListEntries(ctxT(t, 10*time.Second), persistence.EntryQuery{Name: "minutes"})
+	if err != nil || len(page.Entries) != 1 || page.Entries[0].NamespaceID != again.NamespaceID {
+		t.Fatalf("listing by name: %+v, %v", page, err)
+	}
+}
+
+// TestCluster_DeleteRacesAnEpochBump: a delete through one node and an epoch bump through
+// another, both expecting the same epoch at the same moment: exactly one of them is made,
+// however they are timed — the delete's tombstone and the bump's claim are both
+// compare-and-set on the namespace's meta record. When the bump wins, the namespace is
+// still there at the new epoch; when the delete wins, it is gone everywhere.
+func TestCluster_DeleteRacesAnEpochBump(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t, 3, nil)
+	outcomes := map[string]int{}
+	for round := range 6 {
+		ns := tc.nodes[0].create(t)
+		bumper := tc.nodes[1].open(t, ns)
+		tc.nodes[0].open(t, ns).Release() // loaded and caught up on the deleting node too
+		var wg sync.WaitGroup
+		var delErr, bumpErr error
+		start := make(chan struct{})
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			delErr = tc.nodes[0].reg.Delete(ctxT(t, 20*time.Second), "default", ns, 1)
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, bumpErr = bumper.BumpEpochFrom(ctxT(t, 20*time.Second), 1)
+		}()
+		close(start)
+		wg.Wait()
+		l, openErr := tc.nodes[2].reg.Open(ctxT(t, 20*time.Second), "default", ns)
+		if openErr == nil {
+			l.Release()
+		}
+		switch {
+		case delErr == nil && bumpErr != nil:
+			outcomes["delete won"]++
+			if !errors.Is(openErr, registry.ErrDeleted) {
+				t.Fatalf("round %d: the delete won (the bump: %v), yet node 3 opens the namespace: %v", round, bumpErr, openErr)
+			}
+		case bumpErr == nil && delErr != nil:
+			outcomes["bump won"]++
+			if !errors.Is(delErr, registry.ErrChanged) && !errors.Is(delErr, registry.ErrConflict) {
+				t.Fatalf("round %d: the bump won; the delete failed with %v, want ErrChanged or ErrConflict", round, delErr)
+			}
+			if openErr != nil {
+				t.Fatalf("round %d: the bump won, yet node 3 cannot open the namespace: %v", round, openErr)
+			}
+		default:
+			t.Fatalf("round %d: delete %v, bump %v: want exactly one made", round, delErr, bumpErr)
+		}
+	}
+	t.Logf("outcomes: %v", outcomes)
+}
+
+// TestCluster_InterruptedDeleteIsCompleted: a delete interrupted after its tombstone (the
+// deleting node died before publishing the deletion record) leaves the namespace open on a
+// node that had it loaded; the next delete of it, through any node's admin API, answers 404
+// NAMESPACE_DELETED and completes it: that node's session is told, and the log keeps the
+// deletion record alone.
+func TestCluster_InterruptedDeleteIsCompleted(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t, 3, nil)
+	ns := tc.nodes[0].create(t)
+	l := tc.nodes[1].open(t, ns)
+	s, _, err := l.OpenSession(ctxT(t, 5*time.Second), registry.SessionOptions{Peer: "peer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for i := range 5 {
+		if _, err := l.WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, fmt.Sprintf("k%d", i), float64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The tombstone alone, as a node that died right after it leaves it.
+	if _, err := tc.nodes[0].store.updateEntry(ctxT(t, 10*time.Second), ns, func(v *entryValue) error {
+		*v = tombstone(*v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if p := s.Poll(); p.Deleted || p.Closed {
+		t.Fatalf("the session was told before any delete completed: %+v", p)
+	}
+	if status, body := send(t, "DELETE", adminServer(t, tc.nodes[2])+"/v1/namespaces/"+ns+"?expectedEpoch=1", ""); status != 404 ||
+		!strings.Contains(body, "NAMESPACE_DELETED") {
+		t.Fatalf("deleting it again: %d %s, want 404 NAMESPACE_DELETED", status, body)
+	}
+	eventually(t, 10*time.Second, "the session on n2 told", func() error {
+		if p := s.Poll(); !p.Deleted {
+			return fmt.Errorf("poll %+v", p)
+		}
+		return nil
+	})
+	subject := logSubject("default", ns)
+	info, err := tc.nodes[0].node.res.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[subject]; n != 1 {
+		t.Fatalf("%d records stay in the log, want the deletion record alone", n)
+	}
+	// Once completed, another delete changes nothing.
+	if err := tc.nodes[1].reg.Delete(ctxT(t, 20*time.Second), "default", ns, 1); !errors.Is(err, registry.ErrDeleted) {
+		t.Fatalf("a third delete: %v", err)
+	}
+	info, err = tc.nodes[0].node.res.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
+	if err != nil || info.State.Subjects[subject] != 1 {
+		t.Fatalf("after a third delete: %v records (%v)", info.State.Subjects[subject], err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nomicore/nomicore/persistence"
 )
 
 // Compaction keeps each namespace log bounded. The node that sees the log grow past
@@ -104,6 +106,12 @@ func (l *nsLog) compact() {
 	}}
 	if _, err := l.res.snaps.Put(ctx, meta, bytes.NewReader(snap.Doc)); err != nil {
 		l.compactFailed("writing the snapshot", err)
+		return
+	}
+	// A delete on another node may have removed the snapshots before this one was written:
+	// the entry, a tombstone by then, says so, and this one goes too.
+	if v, _, err := l.n.getEntry(ctx, l.ns); err == nil && v.State == persistence.StateDeleted {
+		_ = l.res.snaps.Delete(ctx, l.ns)
 		return
 	}
 	if rev, err = l.res.leases.Update(ctx, key, holder, rev); err != nil {

@@ -12,8 +12,9 @@
 //   - Stream NOMICORE_LOG holds one subject per namespace, nomicore.log.ns.<owner>.<id>
 //     (the owner partition is base64url in the subject). Each message is a record: an
 //     update some node admitted, with the epoch it was admitted under and its origin (the
-//     node process and its number for it), or a meta change (an epoch bump, a schema
-//     replacement). The stream drops a second copy of a record by its message id.
+//     node process and its number for it), a meta change (an epoch bump, a schema
+//     replacement, a new name or labels), or the namespace's deletion. The stream drops a
+//     second copy of a record by its message id.
 //   - Bucket nomicore_entries holds the namespace entries (owner, state, creation time),
 //     each with the namespace's first document (its identity, written at creation) and its
 //     meta record: how many meta changes were claimed, and the epoch and schema after them.
@@ -56,6 +57,21 @@
 // registry.ErrConflict), publishes it as a meta record and waits until it applied it. A
 // change claimed by a node that died before publishing is completed by the next node asked
 // for one (after Config.SharedStaleClaim), from the meta record.
+//
+// # Deleting a namespace
+//
+// The node asked to delete catches up with the log, checks the expected epoch against what
+// it applied and against the meta record, and turns the entry into a tombstone by
+// compare-and-set on the record's revision (a racing epoch bump or delete on another node
+// makes one of the two fail); the name's claim is released. From then on no node loads the
+// namespace and its id is never created again. It then publishes a deletion record: every
+// node that has the namespace loaded applies it in log order — its peers' channels end
+// with NAMESPACE_DELETED, its editors are closed with 4404, writes still waiting are
+// refused — and unloads it. Once the deleting node applied it, it purges the subject's
+// records before the deletion record and removes the snapshot object; a compaction that
+// wrote a snapshot meanwhile removes it itself when it finds the tombstone. A delete
+// interrupted after the tombstone is completed by the next delete of the namespace
+// (Node.FinishDelete).
 //
 // # Compaction
 //

@@ -21,8 +21,8 @@ import (
 //	update   varUint8Array  the Yjs update
 //
 // Nothing follows. The message id (for the stream's de-duplication) is origin-token for
-// an update and meta-<namespace>-<gen> for a meta change, so that two nodes completing the
-// same meta change publish it once.
+// an update, meta-<namespace>-<gen> for a meta change, so that two nodes completing the
+// same meta change publish it once, and deleted-<namespace> for a deletion.
 const recordVersion = 1
 
 // maxOriginBytes bounds the origin field.
@@ -63,7 +63,7 @@ func decodeRecord(b []byte) (registry.Record, string, error) {
 	if err := d.Finish(); err != nil {
 		return registry.Record{}, "", fmt.Errorf("%w: %v", errRecord, err)
 	}
-	if rec.Kind != registry.RecordUpdate && rec.Kind != registry.RecordMeta {
+	if rec.Kind != registry.RecordUpdate && rec.Kind != registry.RecordMeta && rec.Kind != registry.RecordDeleted {
 		return registry.Record{}, "", fmt.Errorf("%w: kind %d", errRecord, rec.Kind)
 	}
 	return rec, string(origin), nil
@@ -71,8 +71,11 @@ func decodeRecord(b []byte) (registry.Record, string, error) {
 
 // msgID is the de-duplication id of a record.
 func msgID(ns string, rec registry.Record, origin string) string {
-	if rec.Kind == registry.RecordMeta {
+	switch rec.Kind {
+	case registry.RecordMeta:
 		return fmt.Sprintf("meta-%s-%d", ns, rec.Gen)
+	case registry.RecordDeleted:
+		return "deleted-" + ns
 	}
 	return fmt.Sprintf("%s-%d", origin, rec.Token)
 }

@@ -45,6 +45,8 @@ type entryValue struct {
 	State     persistence.State `json:"state"`
 	CreatedAt time.Time         `json:"createdAt"`
 	Meta      map[string]string `json:"meta,omitempty"`
+	Name      string            `json:"name,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
 	// Genesis is the namespace's first document (its identity, written by the registry at
 	// creation): where its log starts until the first snapshot.
 	Genesis []byte `json:"genesis"`
@@ -55,7 +57,7 @@ type entryValue struct {
 }
 
 func (v *entryValue) entry(ns string) persistence.Entry {
-	return persistence.Entry{NamespaceID: ns, Owner: v.Owner, State: v.State, CreatedAt: v.CreatedAt, Meta: v.Meta}
+	return persistence.Entry{NamespaceID: ns, Owner: v.Owner, State: v.State, CreatedAt: v.CreatedAt, Meta: v.Meta, Name: v.Name, Labels: v.Labels}
 }
 
 // op runs f with the node's resources and a deadline, classifying its error. An answer
@@ -205,10 +207,18 @@ func (s *Store) CreateEntry(ctx context.Context, e persistence.Entry, snapshot [
 	if e.NamespaceID == "" || len(e.NamespaceID) > persistence.MaxNameBytes || e.Owner == "" || len(e.Owner) > persistence.MaxNameBytes {
 		return persistence.ErrInvalid
 	}
-	v := entryValue{Owner: e.Owner, State: e.State, CreatedAt: e.CreatedAt.UTC(), Meta: e.Meta, Genesis: snapshot, Epoch: 1}
+	if err := errors.Join(persistence.CheckEntryName(e.Name), persistence.CheckLabels(e.Labels)); err != nil {
+		return err
+	}
+	v := entryValue{Owner: e.Owner, State: e.State, CreatedAt: e.CreatedAt.UTC(), Meta: e.Meta, Name: e.Name, Labels: e.Labels, Genesis: snapshot, Epoch: 1}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
+	}
+	if e.Name != "" {
+		if err := s.claimName(ctx, e.Owner, e.Name, e.NamespaceID); err != nil {
+			return err
+		}
 	}
 	err = s.n.op(ctx, "creating a namespace entry", func(ctx context.Context, r *resources) error {
 		_, err := r.entries.Create(ctx, e.NamespaceID, b)
@@ -219,6 +229,8 @@ func (s *Store) CreateEntry(ctx context.Context, e persistence.Entry, snapshot [
 	})
 	if err == nil {
 		s.remember(e.NamespaceID, v.entry(e.NamespaceID))
+	} else if e.Name != "" {
+		s.releaseName(ctx, e.Owner, e.Name, e.NamespaceID)
 	}
 	return err
 }
@@ -276,7 +288,10 @@ func (s *Store) Entries(ctx context.Context, owner string) ([]persistence.Entry,
 					return nil // every current value was delivered
 				}
 				var v entryValue
-				if json.Unmarshal(kve.Value(), &v) != nil {
+				if !strings.HasPrefix(kve.Key(), "ns-") || json.Unmarshal(kve.Value(), &v) != nil {
+					continue // a name claim (names.go), or not an entry
+				}
+				if v.State == persistence.StateDeleted {
 					continue
 				}
 				if owner == "" || v.Owner == owner {

@@ -706,3 +706,89 @@ func TestE2E_DashboardNamespaceSearchAndPages(t *testing.T) {
 	}
 	tb.noConsoleErrors()
 }
+
+// Deleting a namespace from its page on the hub's dashboard: the dialog says what follows,
+// and its button stays disabled until the consequence is ticked and the namespace's name or
+// id typed in full; cancelling deletes nothing; confirming sends the epoch the page showed,
+// deletes the namespace (its peer drops it), leaves one audit line in the hub's log and
+// shows that it was deleted.
+func TestE2E_DashboardDeleteNeedsTheNameTyped(t *testing.T) {
+	browser := startDashBrowser(t)
+	c := newCluster(t)
+	hub := c.startHub("--log-level", "info")
+	var created struct{ NamespaceID string }
+	hub.api().json("POST", "/v1/namespaces", []byte(`{"owner":"default","name":"minutes","labels":{"team":"red"}}`), 201, &created)
+	ns := created.NamespaceID
+	a := c.startPeer("peer-a", c.tokenFile("peer-a", c.token("peer-a")), "--target", ns)
+	targetState(t, a, ns, "live")
+	hub.api().set(ns, map[string]any{"agenda": "to be deleted"})
+
+	tb := browser.newTab(t, "delete")
+	tb.do("open the namespace page", chromedp.Navigate(hub.admin+"/#/ns/"+ns))
+	tb.waitFor("its name and epoch", `(t => t.includes('Nameminutes') && t.includes('Labelsteam=red') && t.includes('Epoch1'))(document.getElementById('ns-facts').textContent)`, 20*time.Second)
+	disabled := func() bool {
+		var d bool
+		if err := tb.eval(`document.getElementById('confirm-ok').disabled`, &d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	tb.do("ask for the delete", chromedp.Click(chromedp.CSS(`#delete-ns`)))
+	tb.waitFor("the dialog", `document.getElementById('confirm').open && document.getElementById('delete-confirm')`, 5*time.Second)
+	var text string
+	tb.eval(`document.getElementById('confirm').textContent`, &text)
+	for _, want := range []string{"every peer", "never used again", "cannot be undone", "minutes"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the dialog does not say %q: %q", want, text)
+		}
+	}
+	tb.do("tick the consequence only", chromedp.Click(chromedp.CSS(`#confirm-ack`)))
+	if !disabled() {
+		t.Fatal("the delete can be confirmed without typing the namespace's name or id")
+	}
+	tb.do("type a part of the name", chromedp.SendKeys(chromedp.CSS(`#delete-confirm`), "minute"))
+	if !disabled() {
+		t.Fatal("the delete can be confirmed with a part of the name typed")
+	}
+	tb.do("type the rest", chromedp.SendKeys(chromedp.CSS(`#delete-confirm`), "s"))
+	if disabled() {
+		t.Fatal("the name typed and the consequence ticked, the delete still cannot be confirmed")
+	}
+	tb.do("untick", chromedp.Click(chromedp.CSS(`#confirm-ack`)))
+	if !disabled() {
+		t.Fatal("the delete can be confirmed without the consequence ticked")
+	}
+	tb.screenshot("delete-dialog")
+	tb.do("cancel", chromedp.Click(chromedp.CSS(`#confirm-cancel`)))
+	tb.waitFor("the dialog closed", `!document.getElementById('confirm').open`, 5*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	hub.api().json("GET", "/v1/namespaces/"+ns, nil, 200, nil)
+
+	// Confirmed with the id typed this time.
+	tb.do("ask again", chromedp.Click(chromedp.CSS(`#delete-ns`)))
+	tb.waitFor("the dialog", `document.getElementById('confirm').open`, 5*time.Second)
+	tb.do("type the id, tick and confirm", chromedp.SendKeys(chromedp.CSS(`#delete-confirm`), ns),
+		chromedp.Click(chromedp.CSS(`#confirm-ack`)), chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+	tb.waitFor("the dialog closed", `!document.getElementById('confirm').open`, 10*time.Second)
+	tb.waitFor("the page says it was deleted", `(e => e && e.textContent.includes('was deleted'))(document.getElementById('ns-deleted'))`, 10*time.Second)
+	if status, body := hub.api().do("GET", "/v1/namespaces/"+ns, nil); status != 404 || !strings.Contains(string(body), "NAMESPACE_DELETED") {
+		t.Fatalf("after the delete from the dashboard: %d %s", status, body)
+	}
+	eventually(t, 30*time.Second, "peer-a drops the target", func() error {
+		if tg := a.api().target(ns); tg != nil {
+			return fmt.Errorf("target %v", tg["state"])
+		}
+		return nil
+	})
+	var deletes []map[string]any
+	for _, l := range logLines(t, hub) {
+		if l["msg"] == "admin action" && l["action"] == "namespace-deleted" {
+			deletes = append(deletes, l)
+		}
+	}
+	if len(deletes) != 1 || deletes[0]["namespaceId"] != ns || deletes[0]["name"] != "minutes" || deletes[0]["replicationEpoch"] != 1.0 ||
+		deletes[0]["level"] != "INFO" {
+		t.Fatalf("audit lines of the delete: %v", deletes)
+	}
+	tb.noConsoleErrors()
+}

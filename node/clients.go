@@ -173,6 +173,8 @@ func HubNamespaces(store persistence.Catalog) yws.Namespaces {
 			return "", err
 		case e.State == persistence.StateArchived:
 			return "", yws.ErrUnknownNamespace
+		case e.State == persistence.StateDeleted:
+			return "", yws.ErrNamespaceDeleted
 		}
 		return e.Owner, nil
 	}
@@ -181,12 +183,15 @@ func HubNamespaces(store persistence.Catalog) yws.Namespaces {
 // PeerNamespaces is the peer's namespace lookup for editors: its replication targets (a
 // conflicted replica is refused until it is reset, one whose replication failed for a cause
 // an operator must remove until it replicates again: editors' writes there would not reach
-// the hub).
-func PeerNamespaces(tc *namespace.TargetController) yws.Namespaces {
-	return func(_ context.Context, id string) (string, error) {
+// the hub). A namespace the hub deleted is told apart by the tombstone in store.
+func PeerNamespaces(tc *namespace.TargetController, store persistence.Catalog) yws.Namespaces {
+	return func(ctx context.Context, id string) (string, error) {
 		t, ok := tc.Target(id)
 		switch {
 		case !ok:
+			if e, err := store.Entry(ctx, id); err == nil && e.State == persistence.StateDeleted {
+				return "", yws.ErrNamespaceDeleted
+			}
 			return "", yws.ErrUnknownNamespace
 		case t.State == observer.ChannelConflicted:
 			return "", yws.ErrConflicted

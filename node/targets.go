@@ -62,6 +62,12 @@ func ParseTarget(v, defaultOwner string) (namespace.Target, error) {
 	return namespace.Target{NamespaceID: id, Owner: owner}, nil
 }
 
+// ForgetTarget removes a target from the store's configuration (best effort: a target left
+// behind is refused again by the hub at the next start, and forgotten then).
+func ForgetTarget(ctx context.Context, store persistence.Catalog, namespaceID string) {
+	_ = store.DeleteConfig(ctx, targetKeyPrefix+namespaceID)
+}
+
 // PersistentTargets is the peer's target list for the admin API: the namespace layer's
 // TargetController, with every change remembered in the store first, so a restart resumes
 // the same targets from their stored replicas (reconcile, not re-bootstrap).
@@ -91,6 +97,10 @@ func (p *PersistentTargets) AddTarget(ctx context.Context, t namespace.Target) (
 			return false, namespace.ErrTargetConflict
 		}
 		return false, nil
+	}
+	// A namespace the hub deleted stays deleted: its tombstone refuses it as a target.
+	if e, err := p.Store.Entry(ctx, t.NamespaceID); err == nil && e.State == persistence.StateDeleted {
+		return false, registry.ErrDeleted
 	}
 	if err := RememberTarget(ctx, p.Store, t); err != nil {
 		return false, err

@@ -89,6 +89,8 @@ const (
 	NsErrSnapshotTransferTooLarge  NamespaceCode = "SNAPSHOT_TRANSFER_TOO_LARGE"
 	NsErrSyncTransferViolation     NamespaceCode = "SYNC_TRANSFER_VIOLATION"
 	NsErrSyncTransferTooLarge      NamespaceCode = "SYNC_TRANSFER_TOO_LARGE"
+	// NsErrNamespaceDeleted is the namespace-deletion extension's code.
+	NsErrNamespaceDeleted NamespaceCode = "NAMESPACE_DELETED"
 )
 
 // NsErrIdentityChanged is the local namespace code of the IDENTITY_CHANGED fence
@@ -129,6 +131,7 @@ var namespaceTerminal = []struct {
 	{NsErrSnapshotTransferTooLarge, TerminalFailed},
 	{NsErrSyncTransferViolation, TerminalFailed},
 	{NsErrSyncTransferTooLarge, TerminalFailed},
+	{NsErrNamespaceDeleted, TerminalClosed},
 	{NsErrIdentityChanged, TerminalConflicted},
 }
 

@@ -31,6 +31,7 @@ var namespaceTerminal = [][2]string{
 	{"UPDATE_TRANSFER_VIOLATION", "failed"}, {"UPDATE_TRANSFER_TOO_LARGE", "failed"},
 	{"SNAPSHOT_TRANSFER_VIOLATION", "failed"}, {"SNAPSHOT_TRANSFER_TOO_LARGE", "failed"},
 	{"SYNC_TRANSFER_VIOLATION", "failed"}, {"SYNC_TRANSFER_TOO_LARGE", "failed"},
+	{"NAMESPACE_DELETED", "closed"},
 	{"IDENTITY_CHANGED", "conflicted"},
 }
 

@@ -27,6 +27,14 @@ type reader interface {
 	archive(ns string, id uint64) (Doc, error) // ErrNotFound
 	config(key string) ([]byte, error)         // ErrNotFound
 	configKeys(prefix string) ([]string, error)
+	// entryScan calls fn with every entry whose id is after `after`, in id order, until fn
+	// answers false.
+	entryScan(after string, fn func(Entry) (bool, error)) error
+	// indexGet returns the value of an index key, nil when it is absent.
+	indexGet(key []byte) ([]byte, error)
+	// indexScan calls fn with the index keys from `from` on that start with prefix, in byte
+	// order, until fn answers false. Key and value are valid only during the call.
+	indexScan(prefix, from []byte, fn func(key, value []byte) (bool, error)) error
 }
 
 // writer changes the data model inside a write transaction. The engine checks arguments and
@@ -53,4 +61,10 @@ type writer interface {
 	archiveDoc(owner, ns string, info ArchiveInfo) (ArchiveInfo, error)
 	putConfig(key string, value []byte) error
 	deleteConfig(key string) error
+	// deleteDoc removes the document of (owner, ns), if any.
+	deleteDoc(owner, ns string) error
+	indexPut(key, value []byte) error
+	indexDelete(key []byte) error
+	// indexClear removes every index key.
+	indexClear() error
 }

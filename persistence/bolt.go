@@ -29,6 +29,7 @@ const FileName = "nomicore.db"
 //	docs/<owner>/<ns>/log/<seq>          updates after the snapshot (seq: 8 bytes big endian)
 //	archives/<ns>/<id>/info              reason + the entry as it was
 //	archives/<ns>/<id>/snapshot, log     the document as it was (absent when there was none)
+//	index/<key>                       the catalog's indexes by owner, name and label (names.go)
 //
 // The snapshot record sits alone in a bucket of its own: a bbolt commit rewrites every
 // node it touches whole, and appending to the log touches the document bucket (the log's
@@ -132,6 +133,9 @@ func openBackend(path string, opts Options) (b *boltBackend, err error) {
 	})
 	if err == nil {
 		err = b.checkFormat()
+	}
+	if err == nil {
+		err = b.ensureIndex()
 	}
 	if err != nil {
 		if b.db != nil {
@@ -575,6 +579,11 @@ func (t *boltTx) verify() error {
 	}
 	_, err = t.archives("")
 	note(err)
+	if t.index() != nil {
+		if err := verifyIndex(t); err != nil {
+			note(t.b.corrupt("index", err))
+		}
+	}
 	note(t.top(bucketConfig).ForEach(func(k, v []byte) error {
 		_, err := t.config(string(k))
 		note(err)

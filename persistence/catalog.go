@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 func (e *engine) CreateEntry(ctx context.Context, ent Entry, snapshot []byte) error {
@@ -19,6 +20,13 @@ func (e *engine) CreateEntry(ctx context.Context, ent Entry, snapshot []byte) er
 		return fmt.Errorf("%w: a new entry must be active, not %v", ErrInvalid, ent.State)
 	}
 	ent.Meta = cloneMeta(ent.Meta)
+	ent.Labels = cloneLabels(ent.Labels)
+	if err := CheckEntryName(ent.Name); err != nil {
+		return err
+	}
+	if err := CheckLabels(ent.Labels); err != nil {
+		return err
+	}
 	err = e.direct(ctx, true, func() error {
 		return e.be.update(func(w writer) error {
 			if _, err := w.entry(ent.NamespaceID); err == nil {
@@ -30,6 +38,12 @@ func (e *engine) CreateEntry(ctx context.Context, ent Entry, snapshot []byte) er
 				return err
 			} else if info.HasDoc {
 				return ErrExists
+			}
+			if err := checkNameFree(w, ent); err != nil {
+				return err
+			}
+			if err := putIndex(w, ent); err != nil {
+				return err
 			}
 			if err := w.putEntry(ent); err != nil {
 				return err
@@ -67,6 +81,8 @@ func (e *engine) Entries(ctx context.Context, owner string) (list []Entry, err e
 		list, err = r.entries(owner)
 		return err
 	})
+	// Tombstones are no namespaces to list.
+	list = slices.DeleteFunc(list, func(e Entry) bool { return e.State == StateDeleted })
 	return list, err
 }
 

@@ -329,6 +329,8 @@ func (e *engine) runControl(o op) {
 				c.err = e.writeSnapshot(w, o.kind, c)
 			case opArchive:
 				c.err = e.writeArchive(w, c)
+			case opDelete:
+				c.err = e.writeDelete(w, c)
 			}
 			if c.err != nil {
 				return nil // nothing was written
@@ -351,9 +353,9 @@ func (e *engine) runControl(o op) {
 				r.logCount = max(0, r.logCount-c.trimmed)
 				r.logBytes = max(0, r.logBytes-c.trimmedBytes)
 				r.snapBytes = len(c.data)
-			case opArchive:
+			case opArchive, opDelete:
 				r.gone = true
-				r.err = fmt.Errorf("%w: %s/%s was archived or reset", ErrNotFound, c.key.owner, c.key.ns)
+				r.err = fmt.Errorf("%w: %s/%s was archived, reset or deleted", ErrNotFound, c.key.owner, c.key.ns)
 				notifyLocked(r)
 				e.dropIfIdleLocked(r)
 			}
@@ -415,6 +417,9 @@ func (e *engine) writeArchive(w writer, c *control) error {
 	}
 	c.info = info
 	if c.reason == ReasonReset {
+		if err := dropIndex(w, ent); err != nil {
+			return err
+		}
 		return w.deleteEntry(c.key.ns)
 	}
 	ent.State = StateArchived

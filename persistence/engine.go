@@ -87,6 +87,7 @@ const (
 	opReplace        // ReplaceSnapshot
 	opFold           // a compaction result
 	opArchive        // Archive or Reset
+	opDelete         // Delete, DeleteEntry
 )
 
 // op is one element of the commit queue.
@@ -105,6 +106,7 @@ type control struct {
 	through uint64        // opReplace, opFold: the snapshot holds appends ≤ through
 	expect  uint64        // opFold: SnapshotThrough when the log was read
 	reason  ArchiveReason // opArchive
+	keep    bool          // opDelete: archive the document rather than drop it
 
 	abandoned atomic.Bool // the caller stopped waiting before it ran
 

@@ -34,7 +34,8 @@ type memBackend struct {
 	docMap     map[docKey]*memDoc
 	archiveMap map[string][]*memArchive // by namespace, in id order
 	configMap  map[string][]byte
-	undo       []func() // during a write transaction
+	indexMap   map[string][]byte // the catalog's index (names.go)
+	undo       []func()          // during a write transaction
 }
 
 type memDoc struct {
@@ -59,6 +60,7 @@ func newMemBackend() *memBackend {
 		docMap:     make(map[docKey]*memDoc),
 		archiveMap: make(map[string][]*memArchive),
 		configMap:  make(map[string][]byte),
+		indexMap:   make(map[string][]byte),
 	}
 }
 
@@ -102,6 +104,7 @@ func clone(b []byte) []byte {
 
 func cloneEntry(e Entry) Entry {
 	e.Meta = cloneMeta(e.Meta)
+	e.Labels = cloneLabels(e.Labels)
 	return e
 }
 

@@ -129,9 +129,21 @@ func appendEntryPayload(dst []byte, e Entry) []byte {
 		enc.WriteVarString(k)
 		enc.WriteVarString(e.Meta[k])
 	}
+	// Name and labels follow only when there are some, so an entry without them keeps the
+	// bytes (and the checksum) it had before names existed.
+	if e.Name != "" || len(e.Labels) > 0 {
+		enc.WriteVarString(e.Name)
+		enc.WriteVarUint(uint64(len(e.Labels)))
+		for _, k := range sortedKeys(e.Labels) {
+			enc.WriteVarString(k)
+			enc.WriteVarString(e.Labels[k])
+		}
+	}
 	return enc.Bytes()
 }
 
+// readEntryPayload reads an entry, which ends its record: name and labels are read when bytes
+// remain.
 func readEntryPayload(d *lib0.Decoder, ns string) Entry {
 	e := Entry{NamespaceID: ns}
 	e.Owner = d.ReadVarString()
@@ -146,11 +158,21 @@ func readEntryPayload(d *lib0.Decoder, ns string) Entry {
 			e.Meta[k] = d.ReadVarString()
 		}
 	}
+	if d.Remaining() > 0 {
+		e.Name = d.ReadVarString()
+		if n := d.ReadCount(MaxLabels, 2); n > 0 {
+			e.Labels = make(map[string]string, n)
+			for range n {
+				k := d.ReadVarString()
+				e.Labels[k] = d.ReadVarString()
+			}
+		}
+	}
 	if d.Err() != nil {
 		return Entry{}
 	}
 	switch {
-	case e.State != StateActive && e.State != StateArchived:
+	case e.State != StateActive && e.State != StateArchived && e.State != StateDeleted:
 		d.Fail(fmt.Errorf("entry state %d", e.State))
 	case nsec >= 1e9:
 		d.Fail(fmt.Errorf("entry time nanoseconds %d", nsec))
@@ -188,7 +210,7 @@ func decodeArchivePayload(p []byte, ns string) (ArchiveReason, Entry, error) {
 	if err := d.Finish(); err != nil {
 		return 0, Entry{}, err
 	}
-	if reason != ReasonArchive && reason != ReasonReset {
+	if reason != ReasonArchive && reason != ReasonReset && reason != ReasonDelete {
 		return 0, Entry{}, fmt.Errorf("archive reason %d", reason)
 	}
 	if !bytes.Equal(encodeArchivePayload(reason, e), p) {

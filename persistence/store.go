@@ -43,8 +43,22 @@ type Catalog interface {
 	// Entry returns the registry entry of namespaceID, or ErrNotFound.
 	Entry(ctx context.Context, namespaceID string) (Entry, error)
 	// Entries lists the entries of owner, or of every owner when owner is "", ordered by
-	// namespaceId.
+	// namespaceId. Tombstones of deleted namespaces are left out.
 	Entries(ctx context.Context, owner string) ([]Entry, error)
+	// ListEntries pages through the entries q selects (tombstones left out), ordered by
+	// namespaceId, reading only what the page needs: the catalog keeps indexes by owner, by
+	// name and by label (see names.go).
+	ListEntries(ctx context.Context, q EntryQuery) (EntryPage, error)
+	// Relabel changes the name and labels of the active entry of (owner, namespaceID) as
+	// change says, in one transaction, and returns the entry as it is now. A name another
+	// namespace of the owner has is ErrNameTaken; a missing, archived or deleted entry, or
+	// another owner's, ErrNotFound.
+	Relabel(ctx context.Context, owner, namespaceID string, change EntryChange) (Entry, error)
+	// DeleteEntry deletes the namespace (owner, namespaceID): its entry becomes a tombstone
+	// (StateDeleted, without name or labels), so the id is never taken again, and a store that
+	// keeps [Documents] removes its document in the same transaction, ordered after earlier
+	// appends. A missing entry, another owner's or one deleted already is ErrNotFound.
+	DeleteEntry(ctx context.Context, owner, namespaceID string) error
 
 	// PutConfig stores value under key in the host configuration map (e.g. a peer's
 	// replication targets).
@@ -115,6 +129,11 @@ type Documents interface {
 	// removes both, so the namespace has no local replica (a peer bootstraps it again with
 	// CreateEntry). Ordered like Archive; fails with ErrNotFound.
 	Reset(ctx context.Context, owner, namespaceID string) (ArchiveInfo, error)
+	// Delete is DeleteEntry that, when keepArchive is set, first moves the document under a
+	// new archive (reason delete) and returns it: a peer keeps what it held that the hub may
+	// not have had. Without keepArchive the document is removed and the returned ArchiveInfo
+	// is zero.
+	Delete(ctx context.Context, owner, namespaceID string, keepArchive bool) (ArchiveInfo, error)
 	// Archives lists the archives of namespaceID (of every namespace when namespaceID is ""),
 	// ordered by namespaceId and archive id.
 	Archives(ctx context.Context, namespaceID string) ([]ArchiveInfo, error)
@@ -134,6 +153,9 @@ type State uint8
 const (
 	StateActive   State = 1
 	StateArchived State = 2
+	// StateDeleted is the tombstone of a deleted namespace: no document, no name, no labels;
+	// it keeps the id from ever being taken again (CreateEntry answers ErrExists).
+	StateDeleted State = 3
 )
 
 func (s State) String() string {
@@ -142,6 +164,8 @@ func (s State) String() string {
 		return "active"
 	case StateArchived:
 		return "archived"
+	case StateDeleted:
+		return "deleted"
 	}
 	return "State(" + strconv.Itoa(int(s)) + ")"
 }
@@ -153,6 +177,10 @@ type Entry struct {
 	State       State
 	CreatedAt   time.Time         // given by the caller; the store reads no clock
 	Meta        map[string]string // small free-form annotations; nil when empty
+	// Name is the namespace's name, unique among the active and archived namespaces of its
+	// owner ("" for none); Labels its labels (nil when none). See CheckName and CheckLabels.
+	Name   string
+	Labels map[string]string
 }
 
 // Doc is the stored document of a namespace: Snapshot holds every append up to
@@ -171,6 +199,7 @@ type ArchiveReason uint8
 const (
 	ReasonArchive ArchiveReason = 1 // Documents.Archive
 	ReasonReset   ArchiveReason = 2 // Documents.Reset
+	ReasonDelete  ArchiveReason = 3 // Documents.Delete with keepArchive
 )
 
 func (r ArchiveReason) String() string {
@@ -179,6 +208,8 @@ func (r ArchiveReason) String() string {
 		return "archive"
 	case ReasonReset:
 		return "reset"
+	case ReasonDelete:
+		return "delete"
 	}
 	return "ArchiveReason(" + strconv.Itoa(int(r)) + ")"
 }
@@ -227,6 +258,8 @@ var (
 	ErrExists = errors.New("persistence: namespace already exists")
 	// ErrNotFound: no such entry, document, archive or configuration key.
 	ErrNotFound = errors.New("persistence: not found")
+	// ErrNameTaken: another namespace of the owner has that name.
+	ErrNameTaken = errors.New("persistence: name taken")
 	// ErrArchived: the namespace is archived already.
 	ErrArchived = errors.New("persistence: namespace is archived")
 	// ErrNotLoaded: Append or a flush query on a namespace that is not resident.

@@ -13,6 +13,9 @@ func (rt *nsRuntime) gate(s *slot) error {
 	if rt.failErr != nil {
 		return ErrInternal.with("namespace document failed", rt.failErr)
 	}
+	if rt.deleted.Load() {
+		return ErrDeleted.with("", nil)
+	}
 	if s.sess != nil && s.sess.sub.isFenced() {
 		return ErrFenced.with("", nil)
 	}

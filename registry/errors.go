@@ -23,6 +23,10 @@ const (
 	CodeReplicationIDMismatch    Code = "REPLICATION_ID_MISMATCH"
 	CodeReplicationEpochMismatch Code = "REPLICATION_EPOCH_MISMATCH"
 	CodeRoleViolation            Code = "ROLE_VIOLATION"
+	// CodeNamespaceDeleted is the namespace-deleted extension's code
+	// (docs/protocol.md#namespace-deletion); the namespace layer sends NAMESPACE_NOT_FOUND
+	// instead on a connection that did not negotiate the extension.
+	CodeNamespaceDeleted Code = "NAMESPACE_DELETED"
 )
 
 // Error is a classified registry error. Code is safe to put on the wire; Cause is internal
@@ -113,6 +117,14 @@ var (
 	// replaces (BumpEpochFrom, ReplaceSchemaFrom) and the namespace is no longer in it —
 	// someone changed it since the caller read it. Nothing was written.
 	ErrChanged = sentinel(CodeInternalError, "the namespace changed since the caller read it")
+	// ErrDeleted: the namespace was deleted; its id is never used again. errors.Is(err,
+	// ErrNotFound) is false: callers that answer both alike check both.
+	ErrDeleted = sentinel(CodeNamespaceDeleted, "namespace deleted")
+	// ErrNameTaken: (hub) the owner already gives that name to another namespace.
+	ErrNameTaken = sentinel(CodeInternalError, "name taken")
+	// ErrInvalid: (hub) a name or labels that break their rules (persistence.CheckEntryName,
+	// persistence.CheckLabels).
+	ErrInvalid = sentinel(CodeInternalError, "invalid name or labels")
 )
 
 // CodeOf returns the namespace error code of err: the Code of a registry *Error,

@@ -44,6 +44,9 @@ type nsRuntime struct {
 	schema atomic.Pointer[ActiveSchema] // the active schema, readable without a slot (nil: none)
 	failed atomic.Bool                  // the document broke (an internal apply failure)
 	dirty  atomic.Bool                  // store.saved < store.unsaved, for readers outside the goroutine
+	// deleted: the namespace is being deleted (delete.go): every later slot is refused, and
+	// the unload saves nothing.
+	deleted atomic.Bool
 
 	// store is the runtime's part in the document store of this process (Config.Documents),
 	// nil in a hub cluster; sh is its part in a hub cluster (Config.Shared), nil otherwise.
@@ -156,7 +159,7 @@ func (rt *nsRuntime) encodeState(sv []byte) ([]byte, error) {
 func (rt *nsRuntime) unload() {
 	if st := rt.store; st != nil {
 		st.stopSaver()
-		if rt.failErr == nil && (st.saved < st.unsaved || rt.reg.snapshotOnUnload(st.appends)) {
+		if rt.failErr == nil && !rt.deleted.Load() && (st.saved < st.unsaved || rt.reg.snapshotOnUnload(st.appends)) {
 			if err := rt.writeSnapshot(rt.reg.life); err != nil {
 				rt.reg.logError("snapshot at unload failed", rt.ns, err)
 			}

@@ -278,6 +278,10 @@ type Created struct {
 // document whose meta holds a fresh replicationId and replicationEpoch 1, written by the
 // registry. The namespace is not left loaded.
 func (r *Registry) Create(ctx context.Context, owner string) (Created, error) {
+	return r.create(ctx, owner, CreateOptions{})
+}
+
+func (r *Registry) create(ctx context.Context, owner string, opts CreateOptions) (Created, error) {
 	if r.cfg.Role != RoleHub {
 		return Created{}, ErrRoleViolation.with("only the hub creates namespaces", nil)
 	}
@@ -293,7 +297,14 @@ func (r *Registry) Create(ctx context.Context, owner string) (Created, error) {
 	}
 	id := Identity{ReplicationID: rid, Epoch: 1}
 	doc := r.newDoc()
-	if err := writeMeta(doc, originCreate, MetaReplicationID, id.ReplicationID, MetaEpoch, float64(id.Epoch)); err != nil {
+	kv := []any{MetaReplicationID, id.ReplicationID, MetaEpoch, float64(id.Epoch)}
+	if opts.Name != "" || len(opts.Labels) > 0 {
+		if err := errors.Join(persistence.CheckEntryName(opts.Name), persistence.CheckLabels(opts.Labels)); err != nil {
+			return Created{}, ErrInvalid.with(err.Error(), err)
+		}
+		kv = append(kv, namesMeta(opts.Name, opts.Labels)...)
+	}
+	if err := writeMeta(doc, originCreate, kv...); err != nil {
 		return Created{}, ErrInternal.with("writing meta", err)
 	}
 	snapshot, err := yjs.EncodeStateAsUpdate(doc, nil)
@@ -306,10 +317,14 @@ func (r *Registry) Create(ctx context.Context, owner string) (Created, error) {
 			return Created{}, ErrInternal.with("random source failed", err)
 		}
 		ns := "ns-" + h
-		e := persistence.Entry{NamespaceID: ns, Owner: owner, State: persistence.StateActive, CreatedAt: r.cfg.Clock.Now()}
+		e := persistence.Entry{NamespaceID: ns, Owner: owner, State: persistence.StateActive, CreatedAt: r.cfg.Clock.Now(),
+			Name: opts.Name, Labels: opts.Labels}
 		err = r.cfg.Catalog.CreateEntry(ctx, e, snapshot)
 		if errors.Is(err, persistence.ErrExists) {
 			continue
+		}
+		if errors.Is(err, persistence.ErrNameTaken) || errors.Is(err, persistence.ErrInvalid) {
+			return Created{}, catalogErr("creating the namespace", err)
 		}
 		if err != nil {
 			return Created{}, storeErr("creating the namespace", err)
@@ -373,6 +388,9 @@ func (r *Registry) Open(ctx context.Context, owner, namespaceID string) (*Lease,
 	ent, err := r.cfg.Catalog.Entry(ctx, namespaceID)
 	if err != nil {
 		return nil, storeErr("reading the entry", err)
+	}
+	if ent.Owner == owner && ent.State == persistence.StateDeleted {
+		return nil, ErrDeleted.with("", nil)
 	}
 	if ent.Owner != owner || ent.State != persistence.StateActive {
 		return nil, ErrNotFound.with("", nil)
@@ -493,7 +511,9 @@ func (r *Registry) unloaded(rt *nsRuntime) {
 	if r.unloading[rt.ns] == rt {
 		delete(r.unloading, rt.ns)
 	}
-	r.past.keep(rt.activitySnapshot())
+	if !rt.deleted.Load() {
+		r.past.keep(rt.activitySnapshot())
+	}
 }
 
 // LocalReplica reports whether (owner, namespaceID) has a local replica and its identity —

@@ -43,6 +43,7 @@ type subscription struct {
 	resync     bool // needs-resync not yet reported by Poll
 	fenced     *Identity
 	failed     bool
+	deleted    bool // the namespace was deleted (set before closed)
 	closed     bool // the runtime unloaded, or the owner closed it
 
 	fencedFlag atomic.Bool
@@ -114,6 +115,16 @@ func (s *subscription) signalFailed() {
 	s.signal()
 }
 
+// signalDeleted marks the subscription deleted and closed.
+func (s *subscription) signalDeleted() {
+	s.mu.Lock()
+	s.deleted = true
+	clear(s.items)
+	s.items, s.bytes = nil, 0
+	s.mu.Unlock()
+	s.signalClosed()
+}
+
 func (s *subscription) signalClosed() {
 	s.mu.Lock()
 	s.closed = true
@@ -151,6 +162,9 @@ type Poll struct {
 	// Closed reports that the namespace was unloaded (registry shutdown) or the session was
 	// closed.
 	Closed bool
+	// Deleted reports that the namespace was deleted (Registry.Delete, DeleteReplica); Closed
+	// is set with it. Close what serves it and release the lease: it will not load again.
+	Deleted bool
 }
 
 // maxSpareUpdates bounds the array a subscription keeps between polls (a burst's larger one
@@ -160,7 +174,7 @@ const maxSpareUpdates = 256
 func (s *subscription) poll() Poll {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := Poll{Updates: s.items, NeedsResync: s.resync, Fenced: s.fenced, Failed: s.failed, Closed: s.closed}
+	p := Poll{Updates: s.items, NeedsResync: s.resync, Fenced: s.fenced, Failed: s.failed, Closed: s.closed, Deleted: s.deleted}
 	next := s.spare
 	clear(next) // the updates it held are no longer this queue's to keep alive
 	if cap(next) > maxSpareUpdates {

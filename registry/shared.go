@@ -60,6 +60,13 @@ type NamespaceLog interface {
 	// ClaimMeta replaces the meta record prev (as Meta returned it) with next, if nobody
 	// replaced it meanwhile (compare-and-set on its revision); else ErrConflict.
 	ClaimMeta(ctx context.Context, prev, next MetaState) error
+	// ClaimDelete makes the namespace's entry a tombstone (and frees its name) if its meta
+	// record is still prev (compare-and-set on its revision); else ErrConflict. From then on
+	// the namespace loads nowhere, and its id is never taken again.
+	ClaimDelete(ctx context.Context, prev MetaState) error
+	// RemoveBefore removes the namespace's records before position seq (the deletion
+	// record, which stays for the processes still following the log) and its snapshot.
+	RemoveBefore(ctx context.Context, seq uint64) error
 	// Close stops following and waits for the log's goroutines of this namespace.
 	Close()
 }
@@ -105,6 +112,11 @@ const (
 	// covers, Gen: its meta generation, Update: the document). It is applied as trusted as
 	// a load.
 	RecordSnapshot RecordKind = 3
+	// RecordDeleted says the namespace was deleted: published once its entry is a tombstone
+	// (NamespaceLog.ClaimDelete) by the process that deleted it. Every process that has the
+	// namespace loaded closes it as Delete does (sessions and watches told, writes still
+	// waiting refused) and unloads it. It carries no update.
+	RecordDeleted RecordKind = 4
 )
 
 // Record is one entry of a namespace log.
@@ -213,6 +225,10 @@ func (h *logHost) Snapshot(ctx context.Context) (LogSnapshot, error) {
 		run: func(rt *nsRuntime, _ *slot) {
 			if rt.failErr != nil {
 				errc <- ErrInternal.with("namespace document failed", rt.failErr)
+				return
+			}
+			if rt.deleted.Load() {
+				errc <- ErrDeleted.with("", nil)
 				return
 			}
 			b, err := yjs.EncodeStateAsUpdate(rt.doc, nil)
@@ -454,12 +470,16 @@ func (rt *nsRuntime) applyRecord(rec Record) {
 	}
 	var res ApplyResult
 	var err error
-	switch rec.Kind {
-	case RecordUpdate:
+	switch {
+	case rt.deleted.Load():
+		err = ErrDeleted.with("", nil) // a record after the deletion: nothing applies any more
+	case rec.Kind == RecordDeleted:
+		rt.applyLoggedDeleted()
+	case rec.Kind == RecordUpdate:
 		res, err = rt.applyLoggedUpdate(rec, p)
-	case RecordMeta:
+	case rec.Kind == RecordMeta:
 		err = rt.applyLoggedMeta(rec)
-	case RecordSnapshot:
+	case rec.Kind == RecordSnapshot:
 		err = rt.applyLoggedSnapshot(rec)
 	default:
 		err = ErrInternal.with("unknown record kind in the cluster log", nil)
@@ -504,6 +524,33 @@ func (rt *nsRuntime) applyLoggedUpdate(rec Record, p *pendingOp) (ApplyResult, e
 		return ApplyResult{}, err
 	}
 	return ApplyResult{Changed: changed}, nil
+}
+
+// applyLoggedDeleted closes the namespace on this process because it was deleted (on this
+// process or another): every session and watch is told (Poll.Deleted: peers get
+// NAMESPACE_DELETED, editors 4404), every write still waiting for the log is refused, and
+// the runtime unloads whoever still holds leases, as Delete does on a single hub.
+func (rt *nsRuntime) applyLoggedDeleted() {
+	rt.deleted.Store(true)
+	for _, sub := range rt.subscribers() {
+		sub.signalDeleted()
+	}
+	for token, p := range rt.sh.pending {
+		delete(rt.sh.pending, token)
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		p.finish(ApplyResult{}, ErrDeleted.with("", nil))
+	}
+	r := rt.reg
+	r.mu.Lock()
+	if r.loaded[rt.ns] == rt {
+		delete(r.loaded, rt.ns)
+		r.unloading[rt.ns] = rt
+		rt.stop()
+	}
+	r.mu.Unlock()
+	r.logInfo("the namespace was deleted; closed on this node", rt.ns)
 }
 
 // errMetaMadeAlready: a meta record of a generation applied before (a change completed

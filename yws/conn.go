@@ -22,6 +22,7 @@ import (
 const (
 	statusTokenRevoked websocket.StatusCode = 4401 // the credential was removed, revoked or expired
 	statusNotGranted   websocket.StatusCode = 4403 // the token no longer grants the namespace
+	statusDeleted      websocket.StatusCode = 4404 // the namespace was deleted (docs/editors.md)
 )
 
 // conn is one editor connection. Its reader (run, on the HTTP handler's goroutine) owns the

@@ -300,6 +300,9 @@ func (rm *room) pump() {
 			rm.mu.Unlock()
 		}
 		switch {
+		case p.Deleted:
+			rm.closeAll(statusDeleted, "the namespace was deleted", "namespace-deleted")
+			return
 		case p.Failed:
 			rm.closeAll(websocket.StatusInternalError, "the document failed on this node; reconnect", "document-failed")
 			return

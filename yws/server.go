@@ -25,6 +25,9 @@ var (
 	// ErrUnknownNamespace: this node does not serve the namespace (404): not on the hub,
 	// or not a target of the peer.
 	ErrUnknownNamespace = errors.New("namespace unknown to this node")
+	// ErrNamespaceDeleted: the namespace was deleted (404 NAMESPACE_DELETED): on the hub,
+	// or on a peer that learnt it from the hub.
+	ErrNamespaceDeleted = errors.New("the namespace was deleted")
 	// ErrNotReady: the node serves the namespace but cannot open it yet (503): a peer
 	// target not bootstrapped yet.
 	ErrNotReady = errors.New("the namespace is not ready on this node yet")
@@ -292,6 +295,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, ns string) (auth.
 	}
 	owner, err := s.opts.Namespaces(r.Context(), ns)
 	switch {
+	case errors.Is(err, ErrNamespaceDeleted):
+		return refuse(http.StatusNotFound, "NAMESPACE_DELETED", "deleted-namespace", "the namespace was deleted")
 	case errors.Is(err, ErrUnknownNamespace):
 		return refuse(http.StatusNotFound, "NAMESPACE_NOT_FOUND", "unknown-namespace", "this node does not serve the namespace")
 	case errors.Is(err, ErrNotReady):
@@ -328,6 +333,8 @@ func (s *Server) serveEditor(w http.ResponseWriter, r *http.Request) {
 	rm, err := s.join(r.Context(), ns, owner)
 	if err != nil {
 		switch {
+		case errors.Is(err, registry.ErrDeleted):
+			writeError(w, http.StatusNotFound, "NAMESPACE_DELETED", "the namespace was deleted")
 		case errors.Is(err, registry.ErrNotFound):
 			writeError(w, http.StatusServiceUnavailable, "NOT_BOOTSTRAPPED", "the namespace is not available on this node yet; retry shortly")
 		case errors.Is(err, errClosing):

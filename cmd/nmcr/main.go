@@ -35,7 +35,7 @@ var nmcr = cli.Group{
 	Commands: []cli.Command{
 		frameCommands.Command("frame", "decode replication messages to JSON lines, or encode them (decode, encode)"),
 		docCommands.Command("doc", "read Yjs updates: the document as JSON, its state vector, state or merge (json, sv, state, merge)"),
-		storeCommands.Command("store", "look into a stopped hub's or peer's store (ls, export, check)"),
+		storeCommands.Command("store", "look into a stopped hub's or peer's store (ls, export, check) or compact it"),
 	},
 	Version: true,
 	Footer:  "Every flag can also be set as NOMICORE_<FLAG>.",

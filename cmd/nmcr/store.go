@@ -15,12 +15,12 @@ import (
 	"github.com/nomicore/nomicore/persistence"
 )
 
-// storeCommands is `nmcr store ls|export|check`: an offline look into a bbolt store
-// (docs/operations.md#data-layout-and-backups).
+// storeCommands is `nmcr store ls|export|check|compact`: an offline look into a bbolt store
+// (docs/operations.md#data-layout-and-backups), and its compaction.
 var storeCommands = cli.Group{
 	Path: "nmcr store",
-	About: "Looks into the store of a stopped hub or peer (its DATA/nomicore.db), read-only. A running hub or " +
-		"peer holds its store locked: read from it through its admin API instead.",
+	About: "Looks into the store of a stopped hub or peer (its DATA/nomicore.db), read-only, or compacts it. A " +
+		"running hub or peer holds its store locked: read from it through its admin API instead.",
 	Commands: []cli.Command{
 		{Name: "ls", Summary: "one JSON line per namespace entry, per document without an entry, and per archive",
 			Run: func(args []string, io cli.IO) int { return runStore("ls", args, io) }},
@@ -28,6 +28,8 @@ var storeCommands = cli.Group{
 			Run: func(args []string, io cli.IO) int { return runStore("export", args, io) }},
 		{Name: "check", Summary: "rebuild every document and say whether an older version may have damaged it",
 			Run: func(args []string, io cli.IO) int { return runStore("check", args, io) }},
+		{Name: "compact", Summary: "give the disk space of deleted namespaces back: a copy of the store without its free pages",
+			Run: runStoreCompact},
 	},
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/nomicore/nomicore/node/adminapi"
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
@@ -150,7 +151,11 @@ func runPeer(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
-	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log})
+	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log,
+		// A namespace the hub deleted is no target any more: a restart must not bring it back.
+		OnHubDeleted: func(t namespace.Target, _ persistence.ArchiveInfo, _ error) {
+			node.ForgetTarget(context.Background(), store, t.NamespaceID)
+		}})
 	if err != nil {
 		return fail(err)
 	}
@@ -216,7 +221,7 @@ func runPeer(args []string, cio cli.IO) int {
 			return fail(err)
 		}
 		opts := clientFlags.Options(inst, common, checks)
-		opts.Namespaces, opts.Metrics, opts.Writes = node.PeerNamespaces(tc), m, localWrites.Editors()
+		opts.Namespaces, opts.Metrics, opts.Writes = node.PeerNamespaces(tc, store), m, localWrites.Editors()
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)
 		}

@@ -317,6 +317,8 @@ func (a *API) routes() {
 		m.HandleFunc("GET /v1/connections", a.getConnections)
 		m.HandleFunc("POST /v1/namespaces", a.createNamespace)
 		m.HandleFunc("POST /v1/namespaces/{id}/epoch", a.bumpEpoch)
+		m.HandleFunc("DELETE /v1/namespaces/{id}", a.deleteNamespace)
+		m.HandleFunc("PATCH /v1/namespaces/{id}", a.patchNamespace)
 		m.HandleFunc("PUT /v1/namespaces/{id}/schema", a.replaceSchema)
 	} else {
 		m.HandleFunc("GET /v1/targets", a.listTargets)

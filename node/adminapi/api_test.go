@@ -246,8 +246,16 @@ func TestHubNamespaceRoutes(t *testing.T) {
 	// Routes of the other side, unknown routes, wrong methods: JSON errors.
 	e.wantError("GET", "/v1/targets", nil, 404, CodeNotFound)
 	e.wantError("POST", path+"/reset", nil, 404, CodeNotFound)
-	e.wantError("DELETE", path, nil, 405, CodeMethodNotAllowed)
+	e.wantError("PUT", path, nil, 405, CodeMethodNotAllowed)
 	e.wantError("GET", "/nope", nil, 404, CodeNotFound)
+	// A delete must name the epoch; a wrong one changes nothing; then the namespace is gone.
+	e.wantError("DELETE", path, nil, 400, CodeBadRequest)
+	e.wantError("DELETE", path+"?expectedEpoch=1", nil, 409, CodeEpochMismatch) // bumped to 2 above
+	if status, b := e.do("DELETE", path+"?expectedEpoch=2", nil); status != 204 {
+		t.Fatalf("delete: %d %s", status, b)
+	}
+	e.wantError("GET", path, nil, 404, CodeNamespaceDeleted)
+	e.wantError("DELETE", path+"?expectedEpoch=2", nil, 404, CodeNamespaceDeleted)
 }
 
 // TestHubSchemaReplace: PUT /v1/namespaces/{id}/schema replaces meta.schema; the namespace

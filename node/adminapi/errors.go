@@ -47,6 +47,10 @@ const (
 	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
 	// CodeEpochMismatch: an epoch bump whose expectedEpoch is not the namespace's epoch.
 	CodeEpochMismatch = "EPOCH_MISMATCH"
+	// CodeNamespaceDeleted: the namespace was deleted (404); CodeNameTaken: the owner
+	// already has a namespace of that name (409).
+	CodeNamespaceDeleted = "NAMESPACE_DELETED"
+	CodeNameTaken        = "NAME_TAKEN"
 	// CodeSchemaMismatch: a schema replacement whose expectedFingerprint is not the active
 	// schema's.
 	CodeSchemaMismatch = "SCHEMA_MISMATCH"
@@ -90,6 +94,12 @@ func (a *API) fromErr(err error) *Error {
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		return &Error{http.StatusNotFound, CodeNamespaceNotFound, "namespace not found"}
+	case errors.Is(err, registry.ErrDeleted):
+		return &Error{http.StatusNotFound, CodeNamespaceDeleted, "the namespace was deleted; its id is not used again"}
+	case errors.Is(err, registry.ErrNameTaken):
+		return &Error{http.StatusConflict, CodeNameTaken, err.Error() + ": choose another name, or rename the other namespace first"}
+	case errors.Is(err, registry.ErrInvalid), errors.Is(err, persistence.ErrInvalid):
+		return &Error{http.StatusBadRequest, CodeBadRequest, err.Error()}
 	case errors.Is(err, registry.ErrProtected):
 		return &Error{http.StatusConflict, CodeProtected, "the update touches the protected root meta; nothing was written"}
 	case errors.Is(err, registry.ErrApplyFailed):

@@ -44,6 +44,8 @@ var fuzzStatuses = map[string][]int{
 	CodeTargetConflict:       {http.StatusConflict},
 	CodeNamespaceInUse:       {http.StatusConflict},
 	CodeEpochMismatch:        {http.StatusConflict},
+	CodeNamespaceDeleted:     {http.StatusNotFound},
+	CodeNameTaken:            {http.StatusConflict},
 	CodeSchemaMismatch:       {http.StatusConflict},
 	CodeConflict:             {http.StatusConflict},
 	CodeClientExists:         {http.StatusConflict},

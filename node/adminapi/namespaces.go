@@ -31,6 +31,7 @@ const (
 type requestedNamespace struct {
 	id       string
 	owner    string
+	name     string // hub: the namespace's name, if it has one
 	archived bool
 	target   *namespace.TargetStatus // peer: the target serving it, if any
 }
@@ -56,10 +57,13 @@ func (a *API) lookupID(ctx context.Context, id string) (requestedNamespace, *Err
 	if errors.Is(err, persistence.ErrNotFound) {
 		return requestedNamespace{}, &Error{http.StatusNotFound, CodeNamespaceNotFound, "namespace not found"}
 	}
+	if err == nil && e.State == persistence.StateDeleted {
+		return requestedNamespace{}, a.fromErr(registry.ErrDeleted)
+	}
 	if err != nil {
 		return requestedNamespace{}, a.fromErr(err)
 	}
-	return requestedNamespace{id: id, owner: e.Owner, archived: e.State == persistence.StateArchived}, nil
+	return requestedNamespace{id: id, owner: e.Owner, name: e.Name, archived: e.State == persistence.StateArchived}, nil
 }
 
 // open takes a lease on the namespace for the request; give it back with a.release.
@@ -108,9 +112,12 @@ type Status struct {
 	// State: on the hub active or archived; on a peer the replication state of its target
 	// (targeted, opening, live, conflicted, failed, …; a local replica that is no longer a
 	// target is closed).
-	State    string          `json:"state"`
-	Sessions []SessionStatus `json:"sessions,omitempty"`
-	Loaded   *bool           `json:"loaded,omitempty"` // hub list: a runtime holds it now
+	State string `json:"state"`
+	// Name and Labels: on the hub from its catalog, on a peer as the hub replicated them.
+	Name     string            `json:"name,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Sessions []SessionStatus   `json:"sessions,omitempty"`
+	Loaded   *bool             `json:"loaded,omitempty"` // hub list: a runtime holds it now
 	// Schema is the namespace's active schema, if it has one.
 	Schema *SchemaJSON `json:"schema,omitempty"`
 	// DocumentBytes is the document's size as one Yjs update, when it was measured (it is
@@ -227,6 +234,10 @@ func (a *API) addFlows(ctx context.Context, id string, sessions []SessionStatus)
 // GET /v1/namespaces: the namespaces without loading their documents (identity and state
 // vector are in GET /v1/namespaces/{id}); on a peer every target and every local replica.
 func (a *API) listNamespaces(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Side == observer.SideHub && pagedQuery(r) {
+		a.listPage(w, r)
+		return
+	}
 	entries, err := a.opts.Registry.Entries(r.Context(), "")
 	if err != nil {
 		writeError(w, a.fromErr(err))
@@ -324,6 +335,9 @@ func (a *API) namespaceStatus(ctx context.Context, id string) (Status, *Error) {
 	ident := l.Identity()
 	st.ReplicationID, st.ReplicationEpoch, st.StateVector = ident.ReplicationID, ident.Epoch, hex.EncodeToString(sv)
 	st.Schema = schemaJSON(l)
+	if st.Name, st.Labels, err = l.Names(ctx); err != nil {
+		return Status{}, a.fromErr(err)
+	}
 	sum := NamespaceSummary{NamespaceID: ns.id}
 	a.activity(&sum)
 	st.DocumentBytes, st.Writes, st.WriteBytes, st.LastWriteAt = sum.DocumentBytes, &sum.Writes, &sum.WriteBytes, sum.LastWriteAt
@@ -539,6 +553,9 @@ func (a *API) refused(id string, err error) *Error {
 // CreateRequest is the body of POST /v1/namespaces.
 type CreateRequest struct {
 	Owner string `json:"owner"`
+	// Name (unique per owner) and Labels are optional.
+	Name   string            `json:"name,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Created is the answer of POST /v1/namespaces.
@@ -559,7 +576,7 @@ func (a *API) createNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	c, err := a.opts.Registry.Create(r.Context(), req.Owner)
+	c, err := a.opts.Registry.CreateWith(r.Context(), req.Owner, registry.CreateOptions{Name: req.Name, Labels: req.Labels})
 	if err != nil {
 		writeError(w, a.fromErr(err))
 		return

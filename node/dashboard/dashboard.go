@@ -2,7 +2,8 @@
 // the process is doing at a glance — on a hub its peers' connections and its namespaces,
 // on a peer its connection to the hub and its targets — with a page per namespace (its
 // peers, its document as JSON, its events) and the admin actions behind confirmation
-// dialogs (an epoch bump, a schema replacement; a peer's reset and target removal).
+// dialogs (an epoch bump, a schema replacement, a delete — which also asks for the
+// namespace's name or id typed in full; a peer's reset and target removal).
 //
 // The page is three files written by hand (assets/: index.html, app.css, app.js), embedded
 // in the binary: nothing is fetched from elsewhere and building needs no JavaScript tools.

@@ -41,6 +41,21 @@ func (c *channel) remoteError(f protocol.Frame, m *protocol.ErrorMessage) {
 	c.terminate(to)
 	c.n.emitNsError(c.ns, string(m.Code), observer.DirectionReceived)
 	c.reportEnd(to, observer.FailedRemoteError, observer.ViaOpenMismatch)
+	if m.Code == protocol.CodeNamespaceDeleted {
+		if pch, ok := c.role.(*peerChannel); ok {
+			pch.pc.tc.hubDeleted(pch.target)
+		}
+	}
+}
+
+// deletedCode is the code that tells the peer its namespace was deleted: NAMESPACE_DELETED
+// where the connection selected the namespace-deletion extension, else the contract's
+// NAMESPACE_NOT_FOUND (docs/protocol.md#namespace-deletion).
+func (n *nsConn) deletedCode() protocol.ErrorCode {
+	if n.s.Negotiated().NamespaceDeleted() {
+		return protocol.CodeNamespaceDeleted
+	}
+	return protocol.CodeNamespaceNotFound
 }
 
 // applyFailed answers an apply (an UPDATE or a Step2 diff) the registry refused: a fenced
@@ -55,6 +70,8 @@ func (c *channel) applyFailed(err error, rel uint32) {
 		return
 	case errors.Is(err, registry.ErrProtected), errors.Is(err, registry.ErrRoleViolation), errors.Is(err, registry.ErrDegraded):
 		c.sendError(protocol.ErrorCode(registry.CodeOf(err)), rel, observer.FailedApplyRefused)
+	case errors.Is(err, registry.ErrDeleted):
+		c.sendError(c.n.deletedCode(), rel, observer.FailedApplyRefused)
 	case errors.Is(err, registry.ErrApplyFailed):
 		c.sendError(protocol.CodeApplyFailed, rel, observer.FailedApplyRejected)
 	default:

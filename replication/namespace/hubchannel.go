@@ -115,6 +115,9 @@ func (hc *hubConn) opened(c *hubChannel, lease *registry.Lease, err error) {
 	case errors.Is(err, registry.ErrNotFound):
 		c.sendError(protocol.CodeNamespaceNotFound, 0, observer.FailedOpenFailed)
 		return
+	case errors.Is(err, registry.ErrDeleted):
+		c.sendError(hc.deletedCode(), 0, observer.FailedOpenFailed)
+		return
 	case err != nil:
 		hc.h.log.Warn("replication namespace open failed", slog.String("namespaceId", c.id), slog.String("error", err.Error()))
 		c.sendError(openErrorCode(err), 0, observer.FailedOpenFailed)

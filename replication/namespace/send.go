@@ -69,6 +69,9 @@ func (c *channel) pull() {
 	mark := c.role.localMark()
 	p := c.sess.Poll()
 	switch {
+	case p.Deleted:
+		c.sendError(c.n.deletedCode(), 0, observer.FailedSessionMissing)
+		return
 	case p.Fenced != nil:
 		c.role.fenced(*p.Fenced)
 		return

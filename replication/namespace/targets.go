@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
 )
@@ -67,6 +68,10 @@ type TargetControllerOptions struct {
 	// Rand draws the jitter of the retries of failed targets; nil: a generator seeded from
 	// crypto/rand. Tests inject their own.
 	Rand Rand
+	// OnHubDeleted, when set, is told once the peer has acted on the hub's NAMESPACE_DELETED
+	// for a target (hubdeleted.go): the target removed, the replica deleted — kept in an
+	// archive when archive.ID is not 0 —, or err. It runs on a goroutine of its own.
+	OnHubDeleted func(t Target, archive persistence.ArchiveInfo, err error)
 }
 
 // Rand is a source of random numbers: Int64N returns one in [0, n).
@@ -112,6 +117,8 @@ type TargetController struct {
 	liveCap     int
 	liveChunked bool
 
+	onHubDeleted func(t Target, archive persistence.ArchiveInfo, err error) // set once
+
 	assemblies assemblyCounter // chunked transfers being received from the hub
 }
 
@@ -140,8 +147,11 @@ type target struct {
 	confirmed int64
 	idleCheck atomic.Bool // a look at the idle channel is posted
 	removed   bool
-	cleaned   chan struct{}     // RemoveTarget: closed when the namespace is done with
-	waits     []<-chan struct{} // what the last channel leaves settling (session, registry call)
+	// wasLive: the target was live on a connection of this process, so its ledger of local
+	// writes is complete (it starts at zero at start-up, not knowing older writes).
+	wasLive bool
+	cleaned chan struct{}     // RemoveTarget: closed when the namespace is done with
+	waits   []<-chan struct{} // what the last channel leaves settling (session, registry call)
 }
 
 // NewTargetController returns the peer's namespace layer over a peer registry. Pass its
@@ -160,7 +170,8 @@ func NewTargetController(opts TargetControllerOptions) (*TargetController, error
 		_, _ = crand.Read(seed[:])
 		rnd = mrand.New(mrand.NewChaCha8(seed))
 	}
-	tc := &TargetController{reg: opts.Registry, log: log, targets: make(map[protocol.NamespaceID]*target), rand: rnd}
+	tc := &TargetController{reg: opts.Registry, log: log, targets: make(map[protocol.NamespaceID]*target), rand: rnd,
+		onHubDeleted: opts.OnHubDeleted}
 	for _, t := range opts.Targets {
 		if err := tc.AddTarget(t); err != nil {
 			return nil, err
@@ -370,6 +381,7 @@ func (tc *TargetController) publish(tg *target, state observer.ChannelState, id 
 	}
 	if state == observer.ChannelLive {
 		tg.failure = nil // recovered: the next failure starts its backoff afresh
+		tg.wasLive = true
 	}
 	tc.mu.Unlock()
 }

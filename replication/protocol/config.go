@@ -275,7 +275,7 @@ func (c *Config) Capabilities() Capability {
 	if c.Generation == GenerationV1 {
 		return 0
 	}
-	return CapChunkedUpdate
+	return CapChunkedUpdate | CapNamespaceDeleted
 }
 
 // Offer returns the handshake offer of this configuration.

@@ -173,8 +173,8 @@ func TestS17_MinProtocolOverheadCoversEveryDataFrame(t *testing.T) {
 
 func TestS1_GenerationCapabilities(t *testing.T) {
 	c := DefaultConfig()
-	if c.Capabilities() != CapChunkedUpdate {
-		t.Fatal("v2 generation offers CAP_CHUNKED_UPDATE")
+	if c.Capabilities() != CapChunkedUpdate|CapNamespaceDeleted {
+		t.Fatal("v2 generation offers CAP_CHUNKED_UPDATE and CAP_NAMESPACE_DELETED")
 	}
 	c.Generation = GenerationV1
 	if c.Capabilities() != 0 || c.Offer().Capabilities != 0 || !slices.Equal(c.Offer().Versions, []uint64{1}) {

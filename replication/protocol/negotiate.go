@@ -22,6 +22,10 @@ type Negotiated struct {
 // Chunked reports whether UPDATE_CHUNK may be used on the connection.
 func (n Negotiated) Chunked() bool { return n.Capabilities.Has(CapChunkedUpdate) }
 
+// NamespaceDeleted reports whether the connection selected CapNamespaceDeleted: the hub
+// may send NAMESPACE_DELETED.
+func (n Negotiated) NamespaceDeleted() bool { return n.Capabilities.Has(CapNamespaceDeleted) }
+
 // HubHandshake answers a peer's HELLO (docs/protocol.md#handshake).
 type HubHandshake struct {
 	HubInstanceID string // this hub

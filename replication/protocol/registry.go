@@ -37,27 +37,29 @@ const (
 	CodeNamespaceReopenRequiresReconnect ErrorCode = "NAMESPACE_REOPEN_REQUIRES_RECONNECT"
 	CodeNamespaceUnauthorized            ErrorCode = "NAMESPACE_UNAUTHORIZED"
 	CodeNamespaceNotFound                ErrorCode = "NAMESPACE_NOT_FOUND"
-	CodeReplicationNotEnabled            ErrorCode = "REPLICATION_NOT_ENABLED"
-	CodeReplicationIDMismatch            ErrorCode = "REPLICATION_ID_MISMATCH"
-	CodeReplicationEpochMismatch         ErrorCode = "REPLICATION_EPOCH_MISMATCH"
-	CodeNamespaceStateViolation          ErrorCode = "NAMESPACE_STATE_VIOLATION"
-	CodeSyncStateViolation               ErrorCode = "SYNC_STATE_VIOLATION"
-	CodeBootstrapTooLarge                ErrorCode = "BOOTSTRAP_TOO_LARGE"
-	CodeBootstrapFailed                  ErrorCode = "BOOTSTRAP_FAILED"
-	CodeSyncDiffTooLarge                 ErrorCode = "SYNC_DIFF_TOO_LARGE"
-	CodeUpdateTooLarge                   ErrorCode = "UPDATE_TOO_LARGE"
-	CodeProtectedFieldMutation           ErrorCode = "PROTECTED_FIELD_MUTATION"
-	CodeRoleViolation                    ErrorCode = "ROLE_VIOLATION"
-	CodePersistenceDegraded              ErrorCode = "PERSISTENCE_DEGRADED"
-	CodeApplyFailed                      ErrorCode = "APPLY_FAILED"
-	CodeAckTimeout                       ErrorCode = "ACK_TIMEOUT"
-	CodeNamespaceTimeout                 ErrorCode = "NAMESPACE_TIMEOUT"
-	CodeUpdateTransferViolation          ErrorCode = "UPDATE_TRANSFER_VIOLATION"
-	CodeUpdateTransferTooLarge           ErrorCode = "UPDATE_TRANSFER_TOO_LARGE"
-	CodeSnapshotTransferViolation        ErrorCode = "SNAPSHOT_TRANSFER_VIOLATION"
-	CodeSnapshotTransferTooLarge         ErrorCode = "SNAPSHOT_TRANSFER_TOO_LARGE"
-	CodeSyncTransferViolation            ErrorCode = "SYNC_TRANSFER_VIOLATION"
-	CodeSyncTransferTooLarge             ErrorCode = "SYNC_TRANSFER_TOO_LARGE"
+	// CodeNamespaceDeleted needs CapNamespaceDeleted (docs/protocol.md#namespace-deletion).
+	CodeNamespaceDeleted          ErrorCode = "NAMESPACE_DELETED"
+	CodeReplicationNotEnabled     ErrorCode = "REPLICATION_NOT_ENABLED"
+	CodeReplicationIDMismatch     ErrorCode = "REPLICATION_ID_MISMATCH"
+	CodeReplicationEpochMismatch  ErrorCode = "REPLICATION_EPOCH_MISMATCH"
+	CodeNamespaceStateViolation   ErrorCode = "NAMESPACE_STATE_VIOLATION"
+	CodeSyncStateViolation        ErrorCode = "SYNC_STATE_VIOLATION"
+	CodeBootstrapTooLarge         ErrorCode = "BOOTSTRAP_TOO_LARGE"
+	CodeBootstrapFailed           ErrorCode = "BOOTSTRAP_FAILED"
+	CodeSyncDiffTooLarge          ErrorCode = "SYNC_DIFF_TOO_LARGE"
+	CodeUpdateTooLarge            ErrorCode = "UPDATE_TOO_LARGE"
+	CodeProtectedFieldMutation    ErrorCode = "PROTECTED_FIELD_MUTATION"
+	CodeRoleViolation             ErrorCode = "ROLE_VIOLATION"
+	CodePersistenceDegraded       ErrorCode = "PERSISTENCE_DEGRADED"
+	CodeApplyFailed               ErrorCode = "APPLY_FAILED"
+	CodeAckTimeout                ErrorCode = "ACK_TIMEOUT"
+	CodeNamespaceTimeout          ErrorCode = "NAMESPACE_TIMEOUT"
+	CodeUpdateTransferViolation   ErrorCode = "UPDATE_TRANSFER_VIOLATION"
+	CodeUpdateTransferTooLarge    ErrorCode = "UPDATE_TRANSFER_TOO_LARGE"
+	CodeSnapshotTransferViolation ErrorCode = "SNAPSHOT_TRANSFER_VIOLATION"
+	CodeSnapshotTransferTooLarge  ErrorCode = "SNAPSHOT_TRANSFER_TOO_LARGE"
+	CodeSyncTransferViolation     ErrorCode = "SYNC_TRANSFER_VIOLATION"
+	CodeSyncTransferTooLarge      ErrorCode = "SYNC_TRANSFER_TOO_LARGE"
 )
 
 // The local connection codes: they end a connection without a wire frame, so no registry
@@ -161,6 +163,7 @@ var namespaceRegistry = []ErrorSpec{
 	{ScopeNamespace, CodeSnapshotTransferTooLarge, true, RetryConfig, 0, TerminalFailed},
 	{ScopeNamespace, CodeSyncTransferViolation, true, RetryNo, 0, TerminalFailed},
 	{ScopeNamespace, CodeSyncTransferTooLarge, true, RetryConfig, 0, TerminalFailed},
+	{ScopeNamespace, CodeNamespaceDeleted, true, RetryNo, 0, TerminalClosed},
 }
 
 var registryIndex = func() map[Scope]map[ErrorCode]ErrorSpec {

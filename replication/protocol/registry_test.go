@@ -81,7 +81,12 @@ func TestS13_RegistriesMatchTheContract(t *testing.T) {
 		}
 	}
 	check(contractConnectionTable, ConnectionErrors(), ScopeConnection)
-	check(contractNamespaceTable, NamespaceErrors(), ScopeNamespace)
+	// The contract's codes first; the extensions' codes after them.
+	ns := NamespaceErrors()
+	check(contractNamespaceTable, ns[:len(ns)-1], ScopeNamespace)
+	if ext := ns[len(ns)-1]; ext != (ErrorSpec{ScopeNamespace, CodeNamespaceDeleted, true, RetryNo, 0, TerminalClosed}) {
+		t.Errorf("the namespace-deletion extension's row: %+v", ext)
+	}
 	if _, ok := LookupError(ScopeConnection, CodeUpdateTooLarge); ok {
 		t.Error("UPDATE_TOO_LARGE is not a connection code")
 	}

@@ -73,8 +73,13 @@ type Capability uint32
 // CapChunkedUpdate (bit 0): the endpoint sends and accepts UPDATE_CHUNK (0x42) frames.
 const CapChunkedUpdate Capability = 0x00000001
 
+// CapNamespaceDeleted (bit 1): the endpoint knows the namespace error NAMESPACE_DELETED
+// (docs/protocol.md#namespace-deletion). The hub sends it, instead of NAMESPACE_NOT_FOUND,
+// only on a connection that selected this bit; it adds no message type.
+const CapNamespaceDeleted Capability = 0x00000002
+
 // KnownCapabilities are the bits this implementation knows.
-const KnownCapabilities = CapChunkedUpdate
+const KnownCapabilities = CapChunkedUpdate | CapNamespaceDeleted
 
 // Has reports whether every bit of c2 is set in c.
 func (c Capability) Has(c2 Capability) bool { return c&c2 == c2 }
@@ -87,6 +92,12 @@ func (c Capability) String() string {
 	s := ""
 	if c.Has(CapChunkedUpdate) {
 		s = "CAP_CHUNKED_UPDATE"
+	}
+	if c.Has(CapNamespaceDeleted) {
+		if s != "" {
+			s += "|"
+		}
+		s += "CAP_NAMESPACE_DELETED"
 	}
 	if rest := c &^ KnownCapabilities; rest != 0 {
 		if s != "" {

@@ -18,6 +18,7 @@
     create: 'POST /v1/namespaces',
     epoch: 'POST /v1/namespaces/{id}/epoch',
     schema: 'PUT /v1/namespaces/{id}/schema',
+    deleteNs: 'DELETE /v1/namespaces/{id}',
     reset: 'POST /v1/namespaces/{id}/reset',
     addTarget: 'POST /v1/targets',
     removeTarget: 'DELETE /v1/targets/{id}',
@@ -808,6 +809,8 @@
       ['State', h('span', null, stateEl(st), progressEl(d.progress), d.code ? h('span', { class: 'reason' }, d.code) : null,
         d.reason ? h('span', { class: 'reason' }, d.reason) : null)],
       ['Owner', d.owner],
+      ['Name', d.name || undefined],
+      ['Labels', d.labels && Object.keys(d.labels).length ? Object.keys(d.labels).sort().map((k) => k + '=' + d.labels[k]).join(', ') : undefined],
       ['Replication id', d.replicationId ? h('span', { class: 'mono' }, d.replicationId) : undefined],
       ['Epoch', d.replicationEpoch ? String(d.replicationEpoch) : undefined],
       ['Schema', d.schema ? h('span', { class: 'mono' }, d.schema.semanticFingerprint) : 'none'],
@@ -823,6 +826,7 @@
       if (isHub) {
         actions.appendChild(h('button', { type: 'button', class: 'danger', id: 'bump-epoch', onclick: onBumpClick }, 'Bump the epoch…'));
         actions.appendChild(h('button', { type: 'button', class: 'danger', id: 'replace-schema', onclick: onSchemaClick }, 'Replace the schema…'));
+        actions.appendChild(h('button', { type: 'button', class: 'danger', id: 'delete-ns', onclick: onDeleteClick }, 'Delete the namespace…'));
       } else {
         actions.appendChild(h('button', { type: 'button', class: 'danger', id: 'reset-ns', 'data-ns': d.namespaceId, onclick: onResetClick }, 'Reset the replica…'));
         actions.appendChild(h('button', { type: 'button', id: 'remove-ns', 'data-ns': d.namespaceId, onclick: onRemoveClick }, 'Remove the target…'));
@@ -927,8 +931,9 @@
   // ---------- confirmations ----------
 
   // confirmAction opens the dialog: what it does, its consequence, a box to tick, and the
-  // button that does it; run() returns an error message or '' when done.
-  function confirmAction({ title, text, ack, ok, extra, run }) {
+  // button that does it; run() returns an error message or '' when done. ready(), when
+  // given, is a further condition on what the extra fields hold (checked as they change).
+  function confirmAction({ title, text, ack, ok, extra, ready, run }) {
     const dlg = $('confirm');
     $('confirm-title').textContent = title;
     $('confirm-text').textContent = text;
@@ -942,14 +947,17 @@
     okBtn.textContent = ok;
     ackBox.checked = false;
     okBtn.disabled = true;
-    ackBox.onchange = () => { okBtn.disabled = !ackBox.checked; };
+    const allowed = () => ackBox.checked && (!ready || ready());
+    const update = () => { okBtn.disabled = !allowed(); };
+    ackBox.onchange = update;
+    extraBox.oninput = update;
     $('confirm-cancel').onclick = () => dlg.close('cancel');
     $('confirm-form').onsubmit = async (ev) => {
       ev.preventDefault();
-      if (!ackBox.checked) return;
+      if (!allowed()) return;
       okBtn.disabled = true;
       const err = await run();
-      if (err) { $('confirm-error').textContent = err; okBtn.disabled = !ackBox.checked; return; }
+      if (err) { $('confirm-error').textContent = err; update(); return; }
       dlg.close('ok');
     };
     dlg.showModal();
@@ -1006,6 +1014,48 @@
         return '';
       },
     });
+  }
+
+  // onDeleteClick asks for a delete: the consequence, a box to tick, and the namespace's id
+  // (or its name) typed in full; the request names the epoch shown, so that a delete is of
+  // the namespace the operator looked at.
+  function onDeleteClick() {
+    const d = app.detail;
+    if (!d || !d.replicationEpoch) return;
+    const id = d.namespaceId, name = d.name || '', epoch = d.replicationEpoch;
+    const typed = h('input', { id: 'delete-confirm', type: 'text', size: 40, spellcheck: 'false', autocomplete: 'off' });
+    const matches = () => { const v = typed.value.trim(); return v === id || (name !== '' && v === name); };
+    confirmAction({
+      title: 'Delete ' + (name ? name + ' (' + id + ')' : id) + '?',
+      text: 'The namespace is removed from the hub, from the cluster if the hub is one, and from every peer that replicates it ' +
+        '(a peer that is offline learns it when it reconnects). Its editors are disconnected, every later request for it ' +
+        'answers 404, and its id is never used again. A peer keeps, in an archive, what it held that the hub never had. ' +
+        'This cannot be undone.',
+      extra: h('div', null, h('label', { for: 'delete-confirm' }, 'Type ' + (name ? 'its name or its id' : 'its id') + ' to confirm: ',
+        h('span', { class: 'mono' }, name || id)), typed),
+      ack: 'I understand that this namespace and its document are deleted everywhere, for good.',
+      ok: 'Delete the namespace',
+      ready: matches,
+      run: async () => {
+        const r = await call('deleteNs', id, 'expectedEpoch=' + epoch);
+        if (!r.ok) return r.message;
+        showDeleted(id, name);
+        return '';
+      },
+    });
+  }
+
+  // showDeleted replaces the namespace page once the namespace is deleted.
+  function showDeleted(id, name) {
+    stopStream();
+    app.detail = null;
+    const view = $('view');
+    clear(view);
+    view.appendChild(h('p', null, h('a', { href: '#/' }, '← Overview')));
+    view.appendChild(h('section', { class: 'card', id: 'ns-deleted' }, h('h1', null, 'Namespace deleted'),
+      h('p', { role: 'status' }, 'The namespace ' + (name ? name + ' (' + id + ')' : id) + ' was deleted. Its peers delete their replicas ' +
+        'as they learn it; its id is never used again.')));
+    setLive('');
   }
 
   function onResetClick(ev) {

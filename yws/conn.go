@@ -28,7 +28,8 @@ const (
 // conn is one editor connection. Its reader (run, on the HTTP handler's goroutine) owns the
 // decoding, the writes and the gap table; its writer goroutine owns the socket's writes.
 // Everything else reaches the socket through send, which never blocks: the send queue is
-// bounded (Options.SendQueueBytes, SendQueueMessages) and its overflow policy is "drop the
+// bounded (Options.SendQueueBytes, SendQueueMessages: what waits behind the first message
+// waiting, which is taken whole whatever its size) and its overflow policy is "drop the
 // connection" (the socket is closed at once: a close frame would wait behind the full
 // buffers): the provider reconnects and resyncs.
 type conn struct {
@@ -44,7 +45,7 @@ type conn struct {
 
 	mu          sync.Mutex // guards queue, queued and the close fields
 	queue       []outMsg
-	queued      int
+	queued      int // bytes of the messages waiting behind the first one
 	closing     bool
 	closeCode   websocket.StatusCode
 	closeReason string        // sent to the client
@@ -397,8 +398,10 @@ func (c *conn) refuse(reason, text string) {
 
 // send queues msg for the writer; it never blocks. When what already waits is at the
 // queue's bounds the connection is dropped (the editor reconnects and resyncs); a message
-// is taken whole otherwise, so one larger than the bound (a big document's SyncStep2)
-// still goes out.
+// is taken whole otherwise. The first message waiting does not count against the bounds,
+// so that a big document's SyncStep2 (larger than the bound) still goes out, and the small
+// messages that come while it waits for the writer (awareness of other editors joining)
+// do not drop the editor.
 func (c *conn) send(msg []byte) { c.sendParts(nil, msg) }
 
 // sendParts is send of one message made of head then body (see outMsg).
@@ -417,8 +420,10 @@ func (c *conn) sendParts(head, body []byte) {
 		c.closeWith(websocket.StatusAbnormalClosure, "", "slow-client")
 		return
 	}
+	if len(c.queue) > 0 {
+		c.queued += len(head) + len(body)
+	}
 	c.queue = append(c.queue, outMsg{head, body})
-	c.queued += len(head) + len(body)
 	c.mu.Unlock()
 	signal(c.wake)
 }
@@ -437,8 +442,8 @@ func (c *conn) closeWith(code websocket.StatusCode, reason, cause string) {
 	signal(c.wake)
 }
 
-// writer writes the queued messages, one WebSocket message each, every write bounded by
-// WriteTimeout; it sends the keep-alive when nothing else went out for KeepAlive, and
+// writer writes the queued messages, one WebSocket message each, every write (every frame
+// of a large message) bounded by WriteTimeout; it sends the keep-alive when nothing else went out for KeepAlive, and
 // closes the socket when the connection is closing.
 func (c *conn) writer() {
 	defer close(c.writerDone)
@@ -471,10 +476,7 @@ func (c *conn) writer() {
 			}
 		}
 		for _, msg := range batch {
-			ctx, cancel := context.WithTimeout(context.Background(), o.WriteTimeout)
-			err := c.writeMessage(ctx, msg)
-			cancel()
-			if err != nil {
+			if err := c.writeMessage(msg); err != nil {
 				c.closeWith(websocket.StatusAbnormalClosure, "", "write-failed")
 				c.ws.CloseNow()
 				return
@@ -486,21 +488,42 @@ func (c *conn) writer() {
 	}
 }
 
-// writeMessage writes one message: body alone as one frame; head and body as the frames of
-// one fragmented message, so that a shared body goes to the socket without being copied.
-func (c *conn) writeMessage(ctx context.Context, m outMsg) error {
-	if m.head == nil {
+// writeFrameBytes is the largest frame the node writes to an editor: a larger message goes
+// out as the frames of one fragmented message, each written within WriteTimeout. An editor
+// busy applying what it received (a browser tab, a crowd of editors on one machine) then
+// receives a document of any size as long as it keeps reading, while one that stops
+// reading is dropped after WriteTimeout as before.
+const writeFrameBytes = 1 << 20
+
+// writeMessage writes one message: a small body alone as one frame; otherwise head and
+// body, in frames of at most writeFrameBytes, as one fragmented message — a shared body
+// goes to the socket without being copied.
+func (c *conn) writeMessage(m outMsg) error {
+	timeout := c.srv.opts.WriteTimeout
+	if m.head == nil && len(m.body) <= writeFrameBytes {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
 		return c.ws.Write(ctx, websocket.MessageBinary, m.body)
 	}
+	// One deadline per frame: the timer is reset after each frame written; when it fires,
+	// the cancelled context closes the socket and the write in progress fails.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deadline := time.AfterFunc(timeout, cancel)
+	defer deadline.Stop()
 	w, err := c.ws.Writer(ctx, websocket.MessageBinary)
 	if err != nil {
 		return err
 	}
-	if _, err := w.Write(m.head); err != nil {
-		return err
-	}
-	if _, err := w.Write(m.body); err != nil {
-		return err
+	for _, part := range [2][]byte{m.head, m.body} {
+		for len(part) > 0 {
+			n := min(len(part), writeFrameBytes)
+			if _, err := w.Write(part[:n]); err != nil {
+				return err
+			}
+			part = part[n:]
+			deadline.Reset(timeout)
+		}
 	}
 	return w.Close()
 }

@@ -105,6 +105,7 @@ const canConnect = (port) => new Promise((resolve) => {
 })
 
 const children = new Set()
+const editorProcs = new Set() // the editors' processes (they also end when their stdin closes)
 const startProc = (cmd, argv, env = {}) => {
   const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
   const p = { child, pid: child.pid, lines: [], exited: null, waiters: [] }
@@ -237,6 +238,8 @@ const runEditors = async (srv, load, n, spreadMs, workers, onSynced) => {
     const cfg = { kind: srv.kind, url: srv.url, room: srv.room, indices, clients: n, spreadMs, textLength: load.textLength, textSha256: load.textSha256 }
     const child = spawn(process.execPath, ['--max-old-space-size=8192', join(here, 'editors.mjs'), JSON.stringify(cfg)], { stdio: ['pipe', 'pipe', 'pipe'] })
     const p = { child, verified: null, err: [] }
+    editorProcs.add(child)
+    child.on('exit', () => editorProcs.delete(child))
     createInterface({ input: child.stdout }).on('line', (l) => {
       let o
       try { o = JSON.parse(l) } catch { return }
@@ -404,7 +407,10 @@ const main = async () => {
   if (results.some((r) => !r.ok)) process.exitCode = 1
 }
 
-const cleanup = () => { for (const p of children) { try { p.child.kill('SIGKILL') } catch {} } }
+const cleanup = () => {
+  for (const p of children) { try { p.child.kill('SIGKILL') } catch {} }
+  for (const c of editorProcs) { try { c.kill('SIGKILL') } catch {} }
+}
 process.on('exit', cleanup)
 process.on('SIGINT', () => { cleanup(); process.exit(130) })
 process.on('SIGTERM', () => { cleanup(); process.exit(143) })

@@ -79,8 +79,9 @@
 // bytes that do not decode with 1007 — each with a log line, never a panic; going over one
 // of the Limits (connections per user, messages, bytes and awareness updates per second of
 // a connection, bytes of an awareness state) closes with 1008 and a reason naming it; a
-// client whose send queue is full is dropped (its socket closed at once) and resyncs when
-// it reconnects; a removed token closes its sockets with 4401, a narrowed grant with 4403
+// client whose send queue is full (beyond its first message, taken whole) is dropped (its
+// socket closed at once) and resyncs when it reconnects, and so is one that reads nothing
+// for WriteTimeout (a large message is written in frames of 1 MiB, each within it); a removed token closes its sockets with 4401, a narrowed grant with 4403
 // (the provider does not retry 44xx).
 //
 // # The editor page

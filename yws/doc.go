@@ -81,8 +81,9 @@
 // a connection, bytes of an awareness state) closes with 1008 and a reason naming it; a
 // client whose send queue is full (beyond its first message, taken whole) is dropped (its
 // socket closed at once) and resyncs when it reconnects, and so is one that reads nothing
-// for WriteTimeout (a large message is written in frames of 1 MiB, each within it); a removed token closes its sockets with 4401, a narrowed grant with 4403
-// (the provider does not retry 44xx).
+// for WriteTimeout (a large message is written in frames of 1 MiB, each within it); a
+// removed token closes its sockets with 4401, a narrowed grant with 4403 (the provider does
+// not retry 44xx).
 //
 // # The editor page
 //

@@ -405,7 +405,9 @@ const main = async () => {
     if (r.error) { console.log(`| ${r.server} | failed: ${r.error.split('\n')[0]} ||||||||| `); continue }
     console.log(`| ${r.server} | ${r.synced}/${r.clients} | ${r.allSyncedMs === null ? '—' : (r.allSyncedMs / 1000).toFixed(2)} | ${r.medianSyncedMs === null ? '—' : (r.medianSyncedMs / 1000).toFixed(2)} | ${fmtMiB(r.rssBefore)} | ${fmtMiB(r.peakGrowth)} | ${r.withinBound ? 'yes' : 'no'} | ${r.cpuS.toFixed(1)} | ${r.providerConnections} | ${r.equal}/${r.clients} equal |`)
   }
-  if (results.some((r) => !r.ok)) process.exitCode = 1
+  // A Node server that leaves editors unsynced within the time is a figure of the table; a
+  // Nomicore node that does, or any server that cannot be run, fails the benchmark.
+  if (results.some((r) => r.error || (!r.ok && (r.server === 'hub' || r.server === 'peer')))) process.exitCode = 1
 }
 
 const cleanup = () => {

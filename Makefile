@@ -10,11 +10,13 @@ GOTOOLCHAIN ?= auto
 export GOTOOLCHAIN
 
 # The B4 editing trace for the yjs benchmarks (GUIDE §10). Read in place, never copied.
-B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json)))
+# It lies in shared/data beside the repository, or two levels up from a worktree kept in
+# a folder beside it.
+B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json) $(abspath $(CURDIR)/../../shared/data/b4-editing-trace.json)))
 export B4_TRACE
 
 # JavaScript packages the tests use as independent oracles and real clients (npm ci).
-JS_DIRS   := testdata/golden/gen testdata/oracle e2e/yws
+JS_DIRS   := testdata/golden/gen testdata/oracle e2e/yws e2e/hocuspocus/v3 e2e/hocuspocus/v4
 JS_STAMPS := $(foreach d,$(JS_DIRS),$(if $(wildcard $(d)/package-lock.json),$(d)/node_modules/.package-lock.json))
 
 # Binaries record the VCS revision they were built from (hub --version) when git can tell it.
@@ -24,7 +26,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all vulncheck vulncheck-db build run demo test test-race test-short test-yjs-long soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-joinstorm bench-cluster bench-large bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
+.PHONY: all vulncheck vulncheck-db build run demo test test-race test-short test-yjs-long soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-joinstorm bench-cluster bench-feed bench-presence bench-large bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -72,7 +74,7 @@ test: js-deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(GO) test -count=1 -run 'Corrupt|TestListPagesThroughManyNamespaces' ./persistence/
 	$(GO) test -count=1 -run 'TestE2E_(LargeDocuments|64MiB)' ./e2e/
-	$(GO) test -count=1 -run TestLargeJSHistories ./yjs/
+	$(GO) test -count=1 -run 'Test(Restore)?LargeJSHistories' ./yjs/
 	NOMICORE_YJS_HISTORIES=500 $(GO) test -count=1 -tags yjs_smallchunks ./yjs/
 
 ## test-race: same as test (kept as an explicit name)
@@ -125,13 +127,16 @@ chaos:
 soak:
 	$(GO) test -count=1 -timeout 60m -run 'TestS21|Corrupt' ./persistence/ -args -long
 
-## golden: regenerate the golden frame and lib0 vectors with the independent JS generators
-golden:
+## golden: regenerate the golden frame and lib0 vectors with the independent JS generators,
+## and the Hocuspocus frames with the real @hocuspocus/provider and @hocuspocus/server
+golden: js-deps
 	cd testdata/golden/gen && npm ci --no-audit --no-fund --loglevel=error && node gen.mjs
 	node lib0/testdata/gen-vectors.mjs testdata/golden/gen/node_modules > lib0/testdata/vectors.json
+	node e2e/hocuspocus/golden.mjs > yws/hocuspocus/testdata/frames.json
 
-## editor-bundle: rebuild the editor page's script (yws/editor/yjs-bundle.js) from the pinned
-## npm packages of e2e/yws, byte for byte (TestEditorBundleIsUpToDate checks it)
+## editor-bundle: rebuild the editor pages' scripts (yws/editor/yjs-bundle.js, and
+## yws/editor/tiptap-bundle.js of the rich-text page) from the pinned npm packages of e2e/yws,
+## byte for byte (TestEditorBundleIsUpToDate checks it)
 editor-bundle: js-deps
 	e2e/yws/bundle/build.sh
 
@@ -139,9 +144,11 @@ editor-bundle: js-deps
 bench: js-deps
 	$(GO) test -run='^$$' -bench=. -benchmem -timeout 60m ./...
 
-## bench-yjs: the B4 trace side by side with JS yjs in one run, and remote applies on large documents
+## bench-yjs: the B4 trace side by side with JS yjs in one run, the memory of 10,000 loaded
+## documents of about 30 KB (in a process of their own), and remote applies on large documents
 bench-yjs: js-deps
 	NOMICORE_B4_REPORT=1 $(GO) test -count=1 -timeout 30m -run TestB4Report -v ./yjs
+	NOMICORE_B4_REPORT=1 $(GO) test -count=1 -timeout 30m -run TestLoadedDocsMemory -v ./yjs
 	$(GO) test -run '^$$' -bench 'RemoteApplyLargeDoc' -benchmem ./yjs
 
 ## bench-replication: the replication workloads (fan-out 20 peers × 500 updates; 200 namespaces
@@ -150,8 +157,9 @@ bench-replication:
 	$(GO) run ./cmd/benchrepl
 
 ## bench-relay: the relay harness of ../shared/bench/relay (copied to a temporary folder,
-## npm ci there) runs fan-out and multidoc against the hub built from this tree, Hocuspocus
-## and the y-websocket server in one run, and prints the hub's ratios to them
+## npm ci there) runs fan-out and multidoc against the hub built from this tree (its
+## replication endpoint, and its Hocuspocus endpoint with the harness's Hocuspocus client),
+## Hocuspocus and the y-websocket server in one run, and prints the hub's ratios to them
 ## (scripts/benchrelay/bench.sh lists the knobs: REPEATS, SERVERS, RELAY_OVERLAY, QUIET_MAX)
 bench-relay:
 	./scripts/benchrelay/bench.sh
@@ -164,12 +172,28 @@ bench-relay:
 bench-joinstorm:
 	./scripts/joinstorm/bench.sh
 
+## bench-presence: editors' presence across nodes: 100 stock y-websocket editors on one
+## document moving their cursors 5 times a second for 60 s, spread over a hub and two peers
+## and then all on the hub, and spread over a hub cluster's three nodes and then all on one:
+## latency p50/p99 on the same node and across nodes, the processes' CPU, the bytes of
+## presence (NOMICORE_BENCH_PRESENCE_EDITORS, _RATE, _SECONDS resize it)
+bench-presence: js-deps
+	set -o pipefail; NOMICORE_BENCH_PRESENCE=1 $(GO) test -count=1 -timeout 30m -run 'TestBench_Presence(HubPeers|Cluster)' -v ./e2e/ | grep -E 'presence_bench|^(---|ok|FAIL)'
+
 ## bench-cluster: a hub cluster of three nodes against a single hub: write-to-ACK and
 ## write-to-durable latency, throughput, and the load time of a namespace; the fan-out with
 ## 20 peers on one node and spread over three (latency, hub CPU per delivery); the time
 ## until 200 peers are live again after their node is killed
 bench-cluster:
 	$(GO) run ./cmd/benchrepl -workload cluster,clusterfanout,failover
+
+## bench-feed: the change feed and webhooks of the hub binary: 8 writers × 50 namespaces for
+## 10 s through the admin API; an SSE reader's events per second and lag, the feed read again
+## from cursor 0, a webhook endpoint's delivery latency p50/p99 (no debounce, then the
+## default 2 s)
+bench-feed:
+	$(GO) run ./cmd/benchrepl -workload feed
+	$(GO) run ./cmd/benchrepl -workload feed -feed-debounce 2s
 
 ## bench-large: the hub and peer binaries with documents of 1, 8 and 32 MiB: a fresh peer's
 ## time to go live, four fresh peers at once (time, peak memory), a 4 MiB write to three peers

@@ -75,15 +75,16 @@ func TestCluster_WriteOnOneNodeVisibleOnAll(t *testing.T) {
 		// node reads it. Under a loaded test run that read once answered "message not
 		// found" just after the acknowledgement: it is asked again until it answers.
 		var msg *jetstream.RawStreamMsg
+		stream, subject := tc.nodes[(i+1)%3].logOf(t, "default", ns)
 		eventually(t, 10*time.Second, fmt.Sprintf("log position %d read through %s", res.Seq, tc.nodes[(i+1)%3].name), func() (err error) {
-			msg, err = tc.nodes[(i+1)%3].node.res.stream.GetMsg(ctxT(t, 5*time.Second), res.Seq)
+			msg, err = stream.GetMsg(ctxT(t, 5*time.Second), res.Seq)
 			return err
 		})
 		rec, _, err := decodeRecord(msg.Data)
 		if err != nil || rec.Kind != registry.RecordUpdate || string(rec.Update) != string(update) {
 			t.Fatalf("log position %d holds %+v (%v), not the write", res.Seq, rec, err)
 		}
-		if msg.Subject != logSubject("default", ns) {
+		if msg.Subject != subject {
 			t.Fatalf("record on subject %q", msg.Subject)
 		}
 	}
@@ -602,9 +603,9 @@ func TestCluster_CompactionKeepsLogBounded(t *testing.T) {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
-	subject := logSubject("default", ns)
+	stream, subject := tc.nodes[0].logOf(t, "default", ns)
 	eventually(t, 20*time.Second, "log bounded", func() error {
-		info, err := tc.nodes[0].node.res.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
+		info, err := stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
 		if err != nil {
 			return err
 		}

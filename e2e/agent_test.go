@@ -61,9 +61,15 @@ func requireJS(t *testing.T) {
 func startAgent(t *testing.T) *agent {
 	t.Helper()
 	requireJS(t)
+	return startNodeAgent(t, ywsDir(), "agent.mjs")
+}
+
+// startNodeAgent runs `node ARGS…` in dir as an agent speaking agent.mjs's JSON lines.
+func startNodeAgent(t *testing.T, dir string, args ...string) *agent {
+	t.Helper()
 	a := &agent{t: t, waiting: map[uint64]chan agentReply{}}
-	a.cmd = exec.Command("node", "agent.mjs")
-	a.cmd.Dir = ywsDir()
+	a.cmd = exec.Command("node", args...)
+	a.cmd.Dir = dir
 	a.cmd.Stderr = &testLog{t: t, prefix: "agent: "}
 	out, err := a.cmd.StdoutPipe()
 	if err != nil {
@@ -137,7 +143,11 @@ func (a *agent) call(op string, args map[string]any, result any) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	wait := 90 * time.Second // longer for an op told to wait longer (timeoutMs)
+	if ms, ok := args["timeoutMs"].(int); ok && time.Duration(ms)*time.Millisecond+30*time.Second > wait {
+		wait = time.Duration(ms)*time.Millisecond + 30*time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	select {
 	case r := <-ch:
@@ -149,7 +159,7 @@ func (a *agent) call(op string, args map[string]any, result any) error {
 		}
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("agent %s: no answer within 90s", op)
+		return fmt.Errorf("agent %s: no answer within %v", op, wait)
 	}
 }
 

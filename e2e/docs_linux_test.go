@@ -751,6 +751,21 @@ var docChecks = map[string]func(t *testing.T, s *docSandbox){
 		for _, u := range urls {
 			docGet(t, u, "Nomicore editor")
 		}
+		// The rich-text pages it printed, in a real browser: what is typed on one peer's
+		// page shows on the other's, both say "saved", and both peers hold it.
+		rich := regexp.MustCompile(`http://127\.0\.0\.1:879[13]/edit/rich/ns-[0-9a-f]{32}\?token=[A-Za-z0-9_-]+`).FindAllString(s.out, -1)
+		if len(rich) != 2 {
+			t.Fatalf("the walkthrough printed %d rich-text editor addresses, want 2:\n%s", len(rich), s.out)
+		}
+		browser := browserFor(t)
+		pa, pb := newRichTab(t, browser, "peer-a"), newRichTab(t, browser, "peer-b")
+		screenshotsOnFailure(t, map[string]context.Context{pa.name: pa.tab, pb.name: pb.tab})
+		pa.open(rich[0])
+		pb.open(rich[1])
+		want := richConverge(t, pa, pb, "Typed on the page of peer-a.", " And on the page of peer-b.")
+		for _, admin := range []string{"127.0.0.1:8790", "127.0.0.1:8792"} {
+			docGet(t, "http://"+admin+"/v1/namespaces/"+ns+"/doc?root=default:xml", want)
+		}
 		if !strings.Contains(s.out, `nomicore_connections_ready{side="hub"} 2`) {
 			t.Errorf("the metrics the walkthrough printed do not show two peers connected:\n%s", s.out)
 		}

@@ -190,6 +190,21 @@ func TestE2E_NativeTLS(t *testing.T) {
 	if _, msg, err := conn.Read(ctx); err != nil || len(msg) < 2 || msg[0] != 0 || msg[1] != 0 {
 		t.Fatalf("the editor's first message over wss: % x, %v; want sync step 1", msg, err)
 	}
+	// And the Hocuspocus endpoint over wss: a document authenticates.
+	hocus, _, err := websocket.Dial(ctx, "wss://"+hub.client+"/v1/hocuspocus", &websocket.DialOptions{HTTPClient: edit})
+	if err != nil {
+		t.Fatalf("the Hocuspocus endpoint over wss: %v", err)
+	}
+	defer hocus.CloseNow()
+	clientTok := editorURL[strings.Index(editorURL, "?token=")+len("?token="):]
+	authFrame := append(append([]byte{byte(len(ns))}, ns...), 2, 0, byte(len(clientTok)))
+	if err := hocus.Write(ctx, websocket.MessageBinary, append(authFrame, clientTok...)); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]byte{byte(len(ns))}, ns...), 2, 2) // Auth Authenticated …
+	if _, msg, err := hocus.Read(ctx); err != nil || !bytes.HasPrefix(msg, want) {
+		t.Fatalf("the Hocuspocus endpoint's answer over wss: %q, %v; want Authenticated", msg, err)
+	}
 }
 
 // reloadedBy checks the hub's log line of the reload that installed the certificate cn:

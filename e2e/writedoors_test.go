@@ -60,6 +60,7 @@ type nodeKind struct {
 var writeDoors = []writeDoor{
 	{"admin-api", writeThroughAdminAPI, adminAPIWriter},
 	{"y-websocket", writeThroughEditor, editorWriter},
+	{"hocuspocus", writeThroughHocuspocus, hocuspocusWriter},
 	// The same door with another credential: a signed token (jose, HS256) every node of the
 	// matrix accepts, being configured with the same secret.
 	{"y-websocket-jwt", writeThroughSignedEditor, signedEditorWriter},
@@ -86,6 +87,7 @@ var nodeKinds = []nodeKind{
 type doorMatrix struct {
 	t            *testing.T
 	ag           *agent
+	hp           *agent // the Hocuspocus provider's (4.x)
 	single       *cluster
 	hub, hubPeer doorNode
 	hc           *hubCluster
@@ -323,6 +325,72 @@ func writeThroughEditor(t *testing.T, m *doorMatrix, n doorNode, ns, text string
 	m.agentCall(t, "close", map[string]any{"name": name}, nil)
 }
 
+// writeThroughHocuspocus is the door of an application built on @hocuspocus/provider (Tiptap
+// and others): a HocuspocusProvider on the node's /v1/hocuspocus types the text and waits
+// until the provider counts it saved (SyncStatus: durable on the node), then leaves.
+func writeThroughHocuspocus(t *testing.T, m *doorMatrix, n doorNode, ns, text string) {
+	t.Helper()
+	name := m.editorName("hocus-writer")
+	if err := m.hp.call("open", map[string]any{"name": name, "url": hocusURL(n.p), "ns": ns, "token": n.token, "timeoutMs": 30000}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.hp.call("insert", map[string]any{"name": name, "index": 0, "text": text}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.hp.call("waitSaved", map[string]any{"name": name, "timeoutMs": 30000}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := adminBody(t, n, ns); got != text {
+		t.Fatalf("the provider counts its change saved, but %s reads %q", n.p.name, got)
+	}
+	if err := m.hp.call("close", map[string]any{"name": name}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hocuspocusWriter: a provider connected while the node was ready types; without quorum
+// the node cannot store it, so the provider never hears it is saved (hasUnsyncedChanges
+// stays true) and the node does not apply it; once the quorum is back the provider
+// reconnects and resends it by itself, and then counts it saved.
+func hocuspocusWriter(t *testing.T, m *doorMatrix, n doorNode, ns string) refusedWriter {
+	t.Helper()
+	name := m.editorName("hocus-refused")
+	if err := m.hp.call("open", map[string]any{"name": name, "url": hocusURL(n.p), "ns": ns, "token": n.token, "timeoutMs": 30000}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	return refusedWriter{
+		write: func(t *testing.T, s string) {
+			t.Helper()
+			text = s
+			if err := m.hp.call("insert", map[string]any{"name": name, "index": 0, "text": text}, nil); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(3 * time.Second)
+			for time.Now().Before(deadline) {
+				var st hocusState
+				if err := m.hp.call("state", map[string]any{"name": name}, &st); err != nil {
+					t.Fatal(err)
+				}
+				if !st.HasUnsyncedChanges {
+					t.Fatalf("the provider counts its change saved on a node without quorum: %+v", st)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		},
+		retry: func(t *testing.T) {
+			t.Helper()
+			if err := m.hp.call("waitSaved", map[string]any{"name": name, "timeoutMs": 60000}, nil); err != nil {
+				t.Fatal(err)
+			}
+			waitAdminBody(t, n, ns, text, 60*time.Second)
+			if err := m.hp.call("close", map[string]any{"name": name}, nil); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+}
+
 // writeThroughSignedEditor is writeThroughEditor presenting the matrix's signed token.
 func writeThroughSignedEditor(t *testing.T, m *doorMatrix, n doorNode, ns, text string) {
 	t.Helper()
@@ -451,7 +519,9 @@ func (m *doorMatrix) readBack(t *testing.T, serving []doorNode, ns, text string)
 func TestE2E_WriteDoors(t *testing.T) {
 	t.Parallel()
 	ag := startAgent(t)
+	hp := startHocusAgent(t, "v4")
 	m := newDoorMatrix(t, ag)
+	m.hp = hp
 	texts := map[string]string{}
 	for _, k := range nodeKinds {
 		for _, d := range writeDoors {

@@ -174,6 +174,26 @@ func (c *ClientAdmin) Revoke(ctx context.Context, sub, jti string) (auth.Revocat
 // Revocations lists the revocations in force.
 func (c *ClientAdmin) Revocations() []auth.Revocation { return c.Revoked.List() }
 
+// PresenceList is the admin API's list of the editors present in a namespace as ed holds
+// them (adminapi.Options.PresenceList): this node's, named node, and other nodes'. ed may be
+// set after the API is built (nil: none).
+func PresenceList(ed **yws.Server, node string) func(ns string) []adminapi.PresenceJSON {
+	return func(ns string) []adminapi.PresenceJSON {
+		if *ed == nil {
+			return nil
+		}
+		var out []adminapi.PresenceJSON
+		for _, p := range (*ed).PresentIn(ns) {
+			j := adminapi.PresenceJSON{User: p.User, ClientID: p.ClientID, Client: p.Client, Node: p.Node, UpdatedAt: p.Updated.UTC()}
+			if j.Node == "" {
+				j.Node, j.Local = node, true
+			}
+			out = append(out, j)
+		}
+		return out
+	}
+}
+
 // EditorList is the admin API's list of a namespace's editors on ed (adminapi.Options.
 // EditorList); ed may be set after the API is built (nil: none).
 func EditorList(ed **yws.Server) func(ns string) []adminapi.EditorJSON {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/node/adminapi"
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
@@ -232,9 +233,13 @@ func TestClientAdmin_MintListChangeRemoveRevoke(t *testing.T) {
 	if code != 101 {
 		t.Fatalf("signed token: %d", code)
 	}
-	_, st = n.do("GET", "/v1/namespaces/"+n.ns, nil)
-	eds, _ = json.Marshal(st["editorList"])
-	if !strings.Contains(string(eds), `"user":"bob@example"`) || !strings.Contains(string(eds), `"credential":"jwt"`) || strings.Contains(string(eds), signed) {
+	// The editor joins its namespace's room just after the upgrade.
+	testkit.Eventually(t, 5*time.Second, "the signed token's editor listed", func() bool {
+		_, st = n.do("GET", "/v1/namespaces/"+n.ns, nil)
+		eds, _ = json.Marshal(st["editorList"])
+		return strings.Contains(string(eds), `"user":"bob@example"`)
+	})
+	if !strings.Contains(string(eds), `"credential":"jwt"`) || strings.Contains(string(eds), signed) {
 		t.Fatalf("the signed token's editor: %s", eds)
 	}
 	if status, body := n.do("POST", "/v1/clients/revoke", map[string]any{"sub": "bob@example", "jti": "x"}); status != 400 {
@@ -270,6 +275,7 @@ func TestClientFlags_Credentials(t *testing.T) {
 		{[]string{"--client-jwt-jwks-url", "ftp://x"}, "http:// or https://"},
 		{[]string{"--client-auth-webhook", "localhost:9"}, "http:// or https://"},
 		{[]string{"--client-jwt-secret-file", "x", "--client-jwt-max-lifetime", "10s"}, "at least 1m"},
+		{[]string{"--presence-relay", "yes"}, "want on or off"},
 	} {
 		f := cli.NewFlags("test", "test [flags]", "")
 		cf := RegisterClientFlags(f, "127.0.0.1:0")
@@ -278,6 +284,42 @@ func TestClientFlags_Credentials(t *testing.T) {
 		}
 		if err := cf.Check(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// The bounds of a Hocuspocus socket are flags: their defaults are the endpoint's, a value
+// given reaches the endpoint's options, and one that is not positive is refused.
+func TestClientFlags_HocuspocusBounds(t *testing.T) {
+	parse := func(args ...string) *ClientFlags {
+		t.Helper()
+		f := cli.NewFlags("test", "test [flags]", "")
+		cf := RegisterClientFlags(f, "127.0.0.1:0")
+		if _, _, ok := f.Parse(args, cli.IO{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}); !ok {
+			t.Fatalf("%v: parse", args)
+		}
+		return cf
+	}
+	def := parse()
+	if err := def.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if h := def.Hocuspocus; h.MaxDocuments != yws.DefaultMaxDocumentsPerSocket || h.HeldBytes != yws.DefaultHeldBytes ||
+		h.HeldMessages != yws.DefaultHeldMessages || h.PendingDocuments != yws.DefaultPendingDocuments {
+		t.Fatalf("defaults %+v", h)
+	}
+	cf := parse("--hocuspocus-documents-per-socket", "3", "--hocuspocus-held-bytes", "1000", "--hocuspocus-held-messages", "7",
+		"--hocuspocus-pending-documents", "2")
+	if err := cf.Check(); err != nil {
+		t.Fatal(err)
+	}
+	o := cf.Options(&Instance{}, &Common{}, nil).Hocuspocus
+	if o.MaxDocuments != 3 || o.HeldBytes != 1000 || o.HeldMessages != 7 || o.PendingDocuments != 2 {
+		t.Fatalf("the endpoint's options %+v", o)
+	}
+	for _, flag := range []string{"--hocuspocus-documents-per-socket", "--hocuspocus-held-bytes", "--hocuspocus-held-messages", "--hocuspocus-pending-documents"} {
+		if err := parse(flag, "0").Check(); err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("%s 0: %v", flag, err)
 		}
 	}
 }

@@ -23,6 +23,28 @@ func registerClientLimitFlags(f *cli.Flags, l *yws.Limits) {
 		"presence states one editor connection may hold (its own, and those of its browser's other tabs it repeats); more are dropped")
 }
 
+// registerHocuspocusBoundFlags adds the flags of the bounds of one Hocuspocus socket
+// (yws.HocuspocusOptions): the documents it opens, and what its documents whose
+// authentication has not completed hold.
+func registerHocuspocusBoundFlags(f *cli.Flags, o *yws.HocuspocusOptions) {
+	f.IntVar(&o.MaxDocuments, "hocuspocus-documents-per-socket", yws.DefaultMaxDocumentsPerSocket,
+		"documents one Hocuspocus socket may open; a further one is refused (PermissionDenied)")
+	f.IntVar(&o.HeldBytes, "hocuspocus-held-bytes", yws.DefaultHeldBytes,
+		"bytes of the messages one Hocuspocus socket sends for documents still authenticating, held until they are; beyond, the socket is closed with 4205")
+	f.IntVar(&o.HeldMessages, "hocuspocus-held-messages", yws.DefaultHeldMessages,
+		"messages one Hocuspocus socket sends for documents still authenticating, held until they are; beyond, the socket is closed with 4205")
+	f.IntVar(&o.PendingDocuments, "hocuspocus-pending-documents", yws.DefaultPendingDocuments,
+		"documents of one Hocuspocus socket still authenticating (or refused, until their next token); beyond, the socket is closed with 4205")
+}
+
+// checkHocuspocusBounds refuses bounds that are not positive.
+func checkHocuspocusBounds(o yws.HocuspocusOptions) error {
+	if o.MaxDocuments <= 0 || o.HeldBytes <= 0 || o.HeldMessages <= 0 || o.PendingDocuments <= 0 {
+		return errors.New("--hocuspocus-documents-per-socket, --hocuspocus-held-bytes, --hocuspocus-held-messages and --hocuspocus-pending-documents must be positive")
+	}
+	return nil
+}
+
 // checkClientLimits refuses limits that are not positive.
 func checkClientLimits(l yws.Limits) error {
 	if l.ConnectionsPerUser <= 0 || l.MessagesPerSecond <= 0 || l.BytesPerSecond <= 0 || l.AwarenessUpdatesPerSecond <= 0 ||

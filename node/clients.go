@@ -30,7 +30,11 @@ type ClientFlags struct {
 	MaxState   int
 	SendQueue  int
 	KeepAlive  time.Duration
-	Limits     yws.Limits // per user and per connection (clientlimits.go)
+	Limits     yws.Limits            // per user and per connection (clientlimits.go)
+	Hocuspocus yws.HocuspocusOptions // the bounds of one Hocuspocus socket (clientlimits.go)
+	// PresenceRelay (on or off) says whether editors' awareness is relayed to the other
+	// nodes: the other nodes of a hub cluster, and between a hub and its peers.
+	PresenceRelay string
 
 	// Signed tokens (JWT) and the auth webhook, beside the static client tokens.
 	JWTSecretFile  string
@@ -47,8 +51,8 @@ type ClientFlags struct {
 // binary (hub 127.0.0.1:8789, peer 127.0.0.1:8791).
 func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 	c := &ClientFlags{}
-	f.Define("editors (the client listener: stock y-websocket providers)", func() {
-		f.StringVar(&c.Listen, "client-listen", defaultListen, "`HOST:PORT` for editors: the y-websocket endpoint /v1/yjs/{namespaceId} and the editor page /edit/{namespaceId}; off disables it")
+	f.Define("editors (the client listener: stock y-websocket and Hocuspocus providers)", func() {
+		f.StringVar(&c.Listen, "client-listen", defaultListen, "`HOST:PORT` for editors: the y-websocket endpoint /v1/yjs/{namespaceId}, the Hocuspocus endpoint /v1/hocuspocus and the editor pages /edit/{namespaceId} and /edit/rich/{namespaceId}; off disables it")
 		f.StringVar(&c.Auth, "client-auth", "token", "token (client tokens of the tokens file, made with `token add --client NAME`) or none (any editor may read and write; only on a loopback --client-listen, for local development)")
 		f.IntVar(&c.MaxClients, "max-clients", yws.DefaultMaxClients, "editor connections this node serves at once (503 beyond)")
 		f.Var(&c.Origins, "client-origin", "a browser `ORIGIN` host pattern allowed to open editor WebSockets besides the node's own pages (app.example.com, *.example.com or *; repeatable). Default: any with --client-auth token (the token is the credential), none with --client-auth none")
@@ -57,6 +61,8 @@ func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 		f.IntVar(&c.SendQueue, "client-send-queue-bytes", yws.DefaultSendQueueBytes, "bytes waiting to be sent to one editor before it is dropped as too slow (it catches up when it reconnects)")
 		f.DurationVar(&c.KeepAlive, "client-keepalive", yws.DefaultKeepAlive, "longest an editor goes without hearing from the node (providers reconnect after 30s of silence)")
 		registerClientLimitFlags(f, &c.Limits)
+		f.StringVar(&c.PresenceRelay, "presence-relay", "on", "on: editors see the presence (cursors, names) of the editors attached to other nodes — between a hub and its peers (an extension of the replication connection, negotiated), and among the nodes of a hub cluster; off: only of those attached to this node")
+		registerHocuspocusBoundFlags(f, &c.Hocuspocus)
 	})
 	f.Define("editors' credentials from the application (beside the client tokens of the tokens file; with --client-auth token)", func() {
 		f.StringVar(&c.JWTSecretFile, "client-jwt-secret-file", "", "accept signed tokens (JWT) made with the HS256 secret in `FILE` (at least 32 bytes; the application signs with the same)")
@@ -71,6 +77,10 @@ func RegisterClientFlags(f *cli.Flags, defaultListen string) *ClientFlags {
 	return c
 }
 
+// RelayPresence reports whether editors' awareness goes to other nodes (the client listener
+// is on and --presence-relay on).
+func (c *ClientFlags) RelayPresence() bool { return c.Enabled() && c.PresenceRelay == "on" }
+
 // Enabled reports whether the client listener is on.
 func (c *ClientFlags) Enabled() bool { return c.Listen != "off" }
 
@@ -82,6 +92,9 @@ func (c *ClientFlags) Check() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--client-listen %q: %v (or off)", c.Listen, err)
+	}
+	if c.PresenceRelay != "on" && c.PresenceRelay != "off" {
+		return fmt.Errorf("--presence-relay %q: want on or off", c.PresenceRelay)
 	}
 	switch c.Auth {
 	case "token":
@@ -96,6 +109,9 @@ func (c *ClientFlags) Check() error {
 		return errors.New("--max-clients, --max-awareness-states, --max-awareness-state-bytes, --client-send-queue-bytes and --client-keepalive must be positive")
 	}
 	if err := checkClientLimits(c.Limits); err != nil {
+		return err
+	}
+	if err := checkHocuspocusBounds(c.Hocuspocus); err != nil {
 		return err
 	}
 	if c.KeepAlive >= 30*time.Second {
@@ -135,7 +151,7 @@ func (c *ClientFlags) Options(in *Instance, common *Common, clients auth.ClientA
 	return yws.Options{Registry: in.Registry, Clients: clients, OriginPatterns: origins, MaxClients: c.MaxClients,
 		MaxMessageBytes: common.Protocol.MaxChunkedUpdateBytes + 64, SendQueueBytes: c.SendQueue,
 		MaxAwarenessStates: c.MaxStates, MaxAwarenessStateBytes: c.MaxState, KeepAlive: c.KeepAlive, Limits: c.Limits,
-		Clock: in.clock, Logger: in.log}
+		Hocuspocus: c.Hocuspocus, Clock: in.clock, Logger: in.log}
 }
 
 // ClientHandler is the client listener's handler: the endpoint behind the access log (which

@@ -45,7 +45,13 @@ type Instance struct {
 // OpenInstance opens the store in dir (OpenStore), the registry of role over it, and the
 // observability of side. On an error it closes what it had opened.
 func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.Clock, log *slog.Logger) (*Instance, error) {
-	store, err := OpenStore(dir, log)
+	return OpenInstanceFeed(dir, role, side, clk, log, nil)
+}
+
+// OpenInstanceFeed is OpenInstance with a store that keeps a change feed (a single hub's:
+// GET /v1/changes, webhooks and automatic versions read it) when feed is set.
+func OpenInstanceFeed(dir string, role registry.Role, side observer.Side, clk clock.Clock, log *slog.Logger, feed *persistence.ChangeFeedOptions) (*Instance, error) {
+	store, err := OpenStoreFeed(dir, log, feed)
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +117,11 @@ func CheckInstanceID(flagName, v string) error {
 // DIR is in use by another process"; store health changes are logged
 // (docs/protocol.md#degraded-persistence).
 func OpenStore(dir string, log *slog.Logger) (*persistence.BoltStore, error) {
+	return OpenStoreFeed(dir, log, nil)
+}
+
+// OpenStoreFeed is OpenStore keeping a change feed when feed is set.
+func OpenStoreFeed(dir string, log *slog.Logger, feed *persistence.ChangeFeedOptions) (*persistence.BoltStore, error) {
 	if dir == "" {
 		return nil, errors.New("--data must name a directory")
 	}
@@ -118,7 +129,8 @@ func OpenStore(dir string, log *slog.Logger) (*persistence.BoltStore, error) {
 		return nil, fmt.Errorf("data dir %s: %w", dir, err)
 	}
 	st, err := persistence.OpenDataDir(dir, persistence.Options{
-		Compactor: registry.Compactor(),
+		Compactor:  registry.Compactor(),
+		ChangeFeed: feed,
 		OnHealthChange: func(healthy bool, err error) {
 			if healthy {
 				log.Info("persistence healthy again")

@@ -1,5 +1,7 @@
 package persistence
 
+import "time"
+
 // backend is the storage under the shared write pipeline (engine): atomic read and write
 // transactions over the data model, and nothing else. The memory and the bbolt backends
 // implement it; every rule about what the data means lives in the engine.
@@ -27,6 +29,15 @@ type reader interface {
 	archive(ns string, id uint64) (Doc, error) // ErrNotFound
 	config(key string) ([]byte, error)         // ErrNotFound
 	configKeys(prefix string) ([]string, error)
+	// changeBounds gives the cursors the change feed can resume after; changes returns up
+	// to limit records after cursor after; latestChanges calls fn with the newest record
+	// of each namespace, by namespace id (changes.go).
+	changeBounds() (ChangeBounds, error)
+	changes(after uint64, limit int) ([]Change, error)
+	latestChanges(fn func(Change) error) error
+	// versions lists a namespace's versions; version reads one with its state (ErrNotFound).
+	versions(ns string) ([]Version, error)
+	version(ns string, id uint64) (Version, []byte, error)
 	// entryScan calls fn with every entry whose id is after `after`, in id order, until fn
 	// answers false.
 	entryScan(after string, fn func(Entry) (bool, error)) error
@@ -61,6 +72,17 @@ type writer interface {
 	archiveDoc(owner, ns string, info ArchiveInfo) (ArchiveInfo, error)
 	putConfig(key string, value []byte) error
 	deleteConfig(key string) error
+	// putChange adds a change-feed record under the next cursor, which it returns, and
+	// makes it its namespace's newest; pruneChanges drops at most limit of the oldest
+	// records that are older than before (zero: none by age) or beyond keep records
+	// (negative: none by count).
+	putChange(c Change) (uint64, error)
+	pruneChanges(before time.Time, keep, limit int) error
+	// putVersion stores a version under the namespace's next version id, which it returns;
+	// deleteVersion and deleteVersions remove one or all of a namespace's.
+	putVersion(v Version, state []byte) (uint64, error)
+	deleteVersion(ns string, id uint64) error
+	deleteVersions(ns string) error
 	// deleteDoc removes the document of (owner, ns), if any.
 	deleteDoc(owner, ns string) error
 	indexPut(key, value []byte) error

@@ -135,6 +135,9 @@ func openBackend(path string, opts Options) (b *boltBackend, err error) {
 		err = b.checkFormat()
 	}
 	if err == nil {
+		err = b.addBuckets()
+	}
+	if err == nil {
 		err = b.ensureIndex()
 	}
 	if err != nil {
@@ -193,7 +196,7 @@ func (b *boltBackend) checkFormat() error {
 			if k, _ := tx.Cursor().First(); k != nil {
 				return check(tx)
 			}
-			for _, name := range topBuckets {
+			for _, name := range append(topBuckets, addedBuckets...) {
 				if _, err := tx.CreateBucket(name); err != nil {
 					return err
 				}
@@ -579,6 +582,7 @@ func (t *boltTx) verify() error {
 	}
 	_, err = t.archives("")
 	note(err)
+	note(t.verifyFeed())
 	if t.index() != nil {
 		if err := verifyIndex(t); err != nil {
 			note(t.b.corrupt("index", err))

@@ -268,3 +268,7 @@ func TestBoltSnapshotInItsOwnBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestBoltStoreFeedConformance(t *testing.T) {
+	persistencetest.RunFeed(t, openBolt)
+}

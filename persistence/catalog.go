@@ -20,6 +20,10 @@ func (e *engine) CreateEntry(ctx context.Context, ent Entry, snapshot []byte) er
 		return fmt.Errorf("%w: a new entry must be active, not %v", ErrInvalid, ent.State)
 	}
 	ent.Meta = cloneMeta(ent.Meta)
+	var sv []byte
+	if e.feedOn() {
+		sv = e.stateVectorOf(snapshot)
+	}
 	ent.Labels = cloneLabels(ent.Labels)
 	if err := CheckEntryName(ent.Name); err != nil {
 		return err
@@ -48,11 +52,20 @@ func (e *engine) CreateEntry(ctx context.Context, ent Entry, snapshot []byte) er
 			if err := w.putEntry(ent); err != nil {
 				return err
 			}
-			return w.createDoc(ent.Owner, ent.NamespaceID, snapshot)
+			if err := w.createDoc(ent.Owner, ent.NamespaceID, snapshot); err != nil {
+				return err
+			}
+			if e.feedOn() {
+				return e.writeChange(w, Change{Kind: ChangeCreated, Owner: ent.Owner, NamespaceID: ent.NamespaceID, StateVector: sv})
+			}
+			return nil
 		})
 	})
 	if err != nil {
 		return err
+	}
+	if e.feedOn() {
+		e.changesCommitted()
 	}
 	e.mu.Lock()
 	e.res[key] = &resident{key: key, snapBytes: len(snapshot)}

@@ -227,11 +227,19 @@ func (e *engine) commitAppends(batch []op) error {
 				return err
 			}
 		}
+		if e.feedOn() {
+			if err := e.noteChanges(w, batch, missing); err != nil {
+				return err
+			}
+		}
 		return e.hook()
 	})
 	if err != nil {
 		e.failed(err)
 		return err
+	}
+	if e.feedOn() {
+		e.changesCommitted()
 	}
 	e.succeeded()
 	// Count before any waiter is woken, so Stats never trails what a waiter has seen.
@@ -396,8 +404,13 @@ func (e *engine) writeSnapshot(w writer, kind opKind, c *control) error {
 	if err := w.setSnapshot(c.key.owner, c.key.ns, c.data, c.through); err != nil {
 		return err
 	}
-	c.trimmed, c.trimmedBytes, err = w.trimLog(c.key.owner, c.key.ns, c.through)
-	return err
+	if c.trimmed, c.trimmedBytes, err = w.trimLog(c.key.owner, c.key.ns, c.through); err != nil {
+		return err
+	}
+	if kind == opReplace && c.noted {
+		return e.writeChange(w, Change{Kind: ChangeUpdated, Owner: c.key.owner, NamespaceID: c.key.ns, StateVector: c.sv})
+	}
+	return nil
 }
 
 func (e *engine) writeArchive(w writer, c *control) error {

@@ -75,7 +75,15 @@ func (e *engine) queuedLocked(r *resident) []op {
 }
 
 func (e *engine) Append(owner, ns string, update []byte) (uint64, error) {
+	return e.appendOp(owner, ns, update, nil)
+}
+
+// appendOp is Append with the change feed's note (AppendNoted).
+func (e *engine) appendOp(owner, ns string, update, note []byte) (uint64, error) {
 	data := append(make([]byte, 0, len(update)), update...)
+	if note != nil {
+		note = append(make([]byte, 0, len(note)), note...)
+	}
 	key := docKey{owner, ns}
 	e.mu.Lock()
 	if e.closed {
@@ -99,7 +107,7 @@ func (e *engine) Append(owner, ns string, update []byte) (uint64, error) {
 	r.assigned++
 	r.pending++
 	seq := r.assigned
-	e.q = append(e.q, op{kind: opAppend, r: r, seq: seq, data: data})
+	e.q = append(e.q, op{kind: opAppend, r: r, seq: seq, data: data, note: note})
 	e.qAppends++
 	e.qBytes += len(data)
 	wake := e.qAppends == 1 || e.qAppends == e.opts.MaxBatch
@@ -180,6 +188,12 @@ func (e *engine) dropIfIdleLocked(r *resident) {
 }
 
 func (e *engine) ReplaceSnapshot(ctx context.Context, owner, ns string, snapshot []byte, through uint64) error {
+	return e.replaceSnapshot(ctx, owner, ns, snapshot, through, false)
+}
+
+// replaceSnapshot is ReplaceSnapshot; noted (ReplaceSnapshotNoted) also writes a change-feed
+// record.
+func (e *engine) replaceSnapshot(ctx context.Context, owner, ns string, snapshot []byte, through uint64, noted bool) error {
 	key, err := checkKey(owner, ns)
 	if err != nil {
 		return err
@@ -200,8 +214,15 @@ func (e *engine) ReplaceSnapshot(ctx context.Context, owner, ns string, snapshot
 	if through > assigned {
 		return fmt.Errorf("%w: snapshot through %d, but %s/%s has only %d appends", ErrInvalid, through, owner, ns, assigned)
 	}
-	c := &control{key: key, data: append([]byte(nil), snapshot...), through: through}
-	return e.control(ctx, opReplace, c)
+	c := &control{key: key, data: append([]byte(nil), snapshot...), through: through, noted: noted && e.feedOn()}
+	if c.noted {
+		c.sv = e.stateVectorOf(snapshot)
+	}
+	err = e.control(ctx, opReplace, c)
+	if err == nil && c.noted {
+		e.changesCommitted()
+	}
+	return err
 }
 
 func (e *engine) Archive(ctx context.Context, owner, ns string) (ArchiveInfo, error) {

@@ -42,11 +42,12 @@ type engine struct {
 	mu        sync.Mutex // guards the fields below
 	closed    bool
 	res       map[docKey]*resident
-	q         []op // the commit queue, oldest first
-	qAppends  int  // appends in q (control operations do not count against the bound)
-	qBytes    int  // bytes of the appends in q
-	waiting   int  // WaitFlushed calls blocked
-	abandoned int  // appends Close gave up on
+	q         []op          // the commit queue, oldest first
+	qAppends  int           // appends in q (control operations do not count against the bound)
+	qBytes    int           // bytes of the appends in q
+	waiting   int           // WaitFlushed calls blocked
+	abandoned int           // appends Close gave up on
+	feedWake  chan struct{} // closed when change-feed records are committed (ChangesWake)
 
 	// life is held for reading by every transaction started outside the committer, and for
 	// writing by Close to close the backend after them.
@@ -96,6 +97,7 @@ type op struct {
 	r    *resident // opAppend
 	seq  uint64    // opAppend
 	data []byte    // opAppend: the update
+	note []byte    // opAppend: the namespace's state vector after it, for the change feed (nil: none given)
 	ctl  *control  // other kinds
 }
 
@@ -106,6 +108,8 @@ type control struct {
 	through uint64        // opReplace, opFold: the snapshot holds appends ≤ through
 	expect  uint64        // opFold: SnapshotThrough when the log was read
 	reason  ArchiveReason // opArchive
+	noted   bool          // opReplace: the snapshot saves changes no append holds (a change-feed record)
+	sv      []byte        // opReplace with noted: the snapshot's state vector
 	keep    bool          // opDelete: archive the document rather than drop it
 
 	abandoned atomic.Bool // the caller stopped waiting before it ran

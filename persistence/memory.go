@@ -34,6 +34,7 @@ type memBackend struct {
 	docMap     map[docKey]*memDoc
 	archiveMap map[string][]*memArchive // by namespace, in id order
 	configMap  map[string][]byte
+	feed       *memFeed          // the change feed and the versions (feed_memory.go)
 	indexMap   map[string][]byte // the catalog's index (names.go)
 	undo       []func()          // during a write transaction
 }
@@ -60,6 +61,7 @@ func newMemBackend() *memBackend {
 		docMap:     make(map[docKey]*memDoc),
 		archiveMap: make(map[string][]*memArchive),
 		configMap:  make(map[string][]byte),
+		feed:       &memFeed{latest: map[string]Change{}, versions: map[string]*memVersions{}},
 		indexMap:   make(map[string][]byte),
 	}
 }

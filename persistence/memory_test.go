@@ -25,3 +25,7 @@ func openMemory(t *testing.T, opts persistence.Options) persistence.Store {
 func TestMemoryStoreConformance(t *testing.T) {
 	persistencetest.Run(t, openMemory)
 }
+
+func TestMemoryStoreFeedConformance(t *testing.T) {
+	persistencetest.RunFeed(t, openMemory)
+}

@@ -92,6 +92,10 @@ type Options struct {
 	// failing disk would. It exists to test write failures.
 	CommitHook func() error
 
+	// ChangeFeed, when set, makes the store keep a change feed (see Change): a record in the
+	// transaction of every creation and every group commit of updates, read with Changes.
+	ChangeFeed *ChangeFeedOptions
+
 	// LockTimeout bounds the wait for the file lock of a BoltStore; zero means the default.
 	LockTimeout time.Duration
 	// ReadOnly opens a BoltStore for reading only (a shared lock; every write returns

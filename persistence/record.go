@@ -52,6 +52,14 @@ func (k recKind) String() string {
 		return "archive"
 	case recConfig:
 		return "config"
+	case recChange:
+		return "change"
+	case recChangeLatest:
+		return "latest change"
+	case recVersionInfo:
+		return "version"
+	case recVersionState:
+		return "version state"
 	}
 	return fmt.Sprintf("recKind(%d)", byte(k))
 }

@@ -106,6 +106,12 @@ func Compactor() persistence.Compactor {
 	}
 }
 
+// FeedStateVector is the persistence.ChangeFeedOptions.StateVector of a store the
+// registry keeps its documents in: the state vector of a whole document state (a
+// namespace's first document, a snapshot), read from the state without building the
+// document.
+func FeedStateVector(state []byte) ([]byte, error) { return yjs.EncodeStateVectorFromUpdate(state) }
+
 // Registry keeps the namespaces of one instance (docs/protocol.md#terms-and-invariants): it
 // creates them (hub), imports bootstrap snapshots (peer), and loads a namespace into a
 // runtime — its live document and write sequencer — while leases on it are held. It is safe
@@ -470,7 +476,7 @@ func (r *Registry) loadRuntime(docs persistence.Documents, owner, ns string, sd 
 	if err != nil {
 		return nil, err
 	}
-	rt.store = &storeState{docs: docs, appends: len(sd.Updates)}
+	rt.store = newStoreState(docs, len(sd.Updates))
 	return rt, nil
 }
 
@@ -579,7 +585,7 @@ func (r *Registry) Import(ctx context.Context, owner, namespaceID string, want I
 		docs.Release(owner, namespaceID)
 		return nil, err
 	}
-	rt.store = &storeState{docs: docs}
+	rt.store = newStoreState(docs, 0)
 	return r.install(rt)
 }
 

@@ -15,6 +15,9 @@ import (
 // takes it.
 type storeState struct {
 	docs persistence.Documents
+	// noter, when the store keeps a change feed, takes the state vector after each append
+	// and marks the snapshots that save refused changes (persistence.ChangeNoter).
+	noter persistence.ChangeNoter
 
 	// Owned by the runtime goroutine.
 	appends      int    // appends since load (or since the last snapshot the registry wrote)
@@ -25,6 +28,15 @@ type storeState struct {
 	saverCancel  context.CancelFunc
 	saverDone    chan struct{}
 	saveFailed   error // the saver gave up for this cause (permanentSaveFailure)
+}
+
+// newStoreState is a runtime's part in docs, loaded with appends updates in its log.
+func newStoreState(docs persistence.Documents, appends int) *storeState {
+	st := &storeState{docs: docs, appends: appends}
+	if n, ok := docs.(persistence.ChangeNoter); ok && n.NotesWanted() {
+		st.noter = n
+	}
+	return st
 }
 
 // degraded reports whether the store's last commit failed, or a change the store refused
@@ -38,7 +50,13 @@ func (st *storeState) degraded() bool {
 // stays only in memory: the namespace is degraded until the saver has written a snapshot.
 func (rt *nsRuntime) persist(update []byte) uint64 {
 	st := rt.store
-	seq, err := st.docs.Append(rt.owner, rt.ns, update)
+	var seq uint64
+	var err error
+	if st.noter != nil {
+		seq, err = st.noter.AppendNoted(rt.owner, rt.ns, update, rt.doc.EncodeStateVector())
+	} else {
+		seq, err = st.docs.Append(rt.owner, rt.ns, update)
+	}
 	if err != nil {
 		st.unsaved++
 		rt.dirty.Store(true)
@@ -61,11 +79,20 @@ func (rt *nsRuntime) writeSnapshot(ctx context.Context) error {
 		return err
 	}
 	gen := rt.store.unsaved
-	if err := rt.store.docs.ReplaceSnapshot(ctx, rt.owner, rt.ns, snap, rt.through); err != nil {
+	if err := rt.store.replaceSnapshot(ctx, rt.owner, rt.ns, snap, rt.through, gen > rt.store.saved); err != nil {
 		return err
 	}
 	rt.markSaved(gen)
 	return nil
+}
+
+// replaceSnapshot stores a snapshot; saves says that it holds changes no append holds,
+// which a store with a change feed records as a change.
+func (st *storeState) replaceSnapshot(ctx context.Context, owner, ns string, snap []byte, through uint64, saves bool) error {
+	if saves && st.noter != nil {
+		return st.noter.ReplaceSnapshotNoted(ctx, owner, ns, snap, through)
+	}
+	return st.docs.ReplaceSnapshot(ctx, owner, ns, snap, through)
 }
 
 // markSaved records that a snapshot saved every change up to generation gen.
@@ -181,6 +208,7 @@ func (rt *nsRuntime) saveLoop(ctx context.Context) {
 				data    []byte
 				through uint64
 				gen     uint64
+				saves   bool // it saves changes the store refused (a change-feed record)
 				ok      bool // false: nothing to save
 			}
 			res := make(chan snap, 1)
@@ -195,7 +223,7 @@ func (rt *nsRuntime) saveLoop(ctx context.Context) {
 						res <- snap{}
 						return
 					}
-					res <- snap{b, rt.through, st.unsaved, true}
+					res <- snap{b, rt.through, st.unsaved, st.unsaved > st.saved, true}
 				},
 				fail: func(error) { res <- snap{} },
 			}
@@ -211,7 +239,7 @@ func (rt *nsRuntime) saveLoop(ctx context.Context) {
 			if !sn.ok {
 				break
 			}
-			err := st.docs.ReplaceSnapshot(ctx, rt.owner, rt.ns, sn.data, sn.through)
+			err := st.replaceSnapshot(ctx, rt.owner, rt.ns, sn.data, sn.through, sn.saves)
 			if err == nil {
 				backoff = cfg.SaveRetryMin
 				if failures > 0 {

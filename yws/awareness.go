@@ -5,21 +5,24 @@ import (
 )
 
 // awareness is the awareness table of one namespace on this node: the last state each
-// editor client (a Yjs clientID) announced, which connection announced it, and when. It
+// editor client (a Yjs clientID) announced, who announced it (an editor of this node — a
+// y-websocket connection or a Hocuspocus document — or another node through the room's
+// Presence link), and when. It
 // follows y-protocols' Awareness rules so that stock providers see a consistent picture:
 // an entry is taken when its clock is newer than the one known, or when it removes a
 // known state with the same clock; a state not renewed within the outdated timeout (30 s;
-// providers renew every 15 s) is removed; a connection's states are removed when it
+// providers renew every 15 s) is removed; an editor's states are removed when it
 // closes. Every removal this node makes is announced as a null state with clock + 1.
 //
-// Awareness is node-local: it is never replicated to other nodes (the replication
-// contract carries document updates only), so editors see the presence of the editors
-// attached to the same node.
+// The states of other nodes' editors (when the node has a Presence) live in the same table
+// under the rules above, so every editor sees one consistent picture; they are removed when
+// their node says it left, and otherwise expire like any state that is not renewed.
 //
-// Bounded: at most maxStates states, at most maxPerConn of them held by one connection (an
-// entry beyond either is dropped, and counted), and at most 4 × maxStates remembered clocks
-// of removed clients (the oldest forgotten first). The bytes of one state are bounded
-// before it gets here (the connection closes on a larger one).
+// Bounded: at most maxStates states in all, local and remote, at most maxPerConn of them
+// held by one connection (an entry beyond either is dropped, and counted), and at most 4 ×
+// maxStates remembered clocks of removed clients (the oldest forgotten first). The bytes of
+// one state are bounded before it gets here (the connection closes on a larger one; a
+// remote state over the bound is dropped by the link).
 //
 // It is not safe for concurrent use: its room guards it with the room's mutex.
 type awareness struct {
@@ -27,16 +30,26 @@ type awareness struct {
 	maxPerConn int
 
 	states  map[uint64]*awarenessState
-	held    map[*conn]int           // states per owner, for maxPerConn; an owner with none has no entry
+	held    map[holder]int          // states per holder, for maxPerConn; a holder with none has no entry
 	removed map[uint64]removedClock // clocks of removed clients, so stale entries stay out
 }
 
 type awarenessState struct {
 	clock   uint64
 	state   []byte // JSON text (a copy)
-	owner   *conn  // the connection that announced it
+	owner   holder // who announced it
 	updated time.Time
 }
+
+// holder is who announced an awareness state: an editor of this node (conn), or another
+// node (origin, as the room's Presence link names it). It is comparable: a map key.
+type holder struct {
+	conn   editor
+	origin Origin
+}
+
+// local reports whether the state belongs to an editor of this node.
+func (h holder) local() bool { return h.conn != nil }
 
 type removedClock struct {
 	clock uint64
@@ -45,12 +58,13 @@ type removedClock struct {
 
 func newAwareness(maxStates, maxPerConn int) *awareness {
 	return &awareness{maxStates: maxStates, maxPerConn: maxPerConn,
-		states: map[uint64]*awarenessState{}, held: map[*conn]int{}, removed: map[uint64]removedClock{}}
+		states: map[uint64]*awarenessState{}, held: map[holder]int{}, removed: map[uint64]removedClock{}}
 }
 
 // apply takes the entries of an awareness update from c at now. It returns the entries
-// taken, to relay to the other editors, and how many were dropped by the bounds.
-func (a *awareness) apply(c *conn, entries []AwarenessEntry, now time.Time) (taken []AwarenessEntry, dropped int) {
+// taken, to relay to the other editors, and how many were dropped by the bounds. A remote
+// holder (another node) is bounded by maxStates alone.
+func (a *awareness) apply(c holder, entries []AwarenessEntry, now time.Time) (taken []AwarenessEntry, dropped int) {
 	for _, e := range entries {
 		cur, known := a.states[e.ClientID]
 		var clock uint64
@@ -71,7 +85,7 @@ func (a *awareness) apply(c *conn, entries []AwarenessEntry, now time.Time) (tak
 			}
 			continue
 		}
-		if (!known || cur.owner != c) && a.held[c] >= a.maxPerConn {
+		if c.local() && (!known || cur.owner != c) && a.held[c] >= a.maxPerConn {
 			dropped++
 			continue
 		}
@@ -97,18 +111,22 @@ func (a *awareness) apply(c *conn, entries []AwarenessEntry, now time.Time) (tak
 }
 
 // remove removes the states of the clients for which drop is true, each announced as a
-// null state with clock + 1.
-func (a *awareness) remove(now time.Time, drop func(s *awarenessState) bool) []AwarenessEntry {
-	var out []AwarenessEntry
+// null state with clock + 1; local holds those of them that belonged to this node's editors
+// (what other nodes must hear).
+func (a *awareness) remove(now time.Time, drop func(s *awarenessState) bool) (out, local []AwarenessEntry) {
 	for id, s := range a.states {
 		if !drop(s) {
 			continue
 		}
 		a.delete(id, s)
 		a.remember(id, s.clock+1, now)
-		out = append(out, AwarenessEntry{ClientID: id, Clock: s.clock + 1, State: []byte("null")})
+		e := AwarenessEntry{ClientID: id, Clock: s.clock + 1, State: []byte("null")}
+		out = append(out, e)
+		if s.owner.local() {
+			local = append(local, e)
+		}
 	}
-	return out
+	return out, local
 }
 
 // delete removes the state of client id.
@@ -118,7 +136,7 @@ func (a *awareness) delete(id uint64, s *awarenessState) {
 }
 
 // release counts one state fewer held by owner.
-func (a *awareness) release(owner *conn) {
+func (a *awareness) release(owner holder) {
 	if a.held[owner] <= 1 {
 		delete(a.held, owner)
 		return
@@ -126,13 +144,13 @@ func (a *awareness) release(owner *conn) {
 	a.held[owner]--
 }
 
-// removeConn removes every state c announced (c closed).
-func (a *awareness) removeConn(c *conn, now time.Time) []AwarenessEntry {
-	return a.remove(now, func(s *awarenessState) bool { return s.owner == c })
+// removeHolder removes every state h announced (a connection closed, a node left).
+func (a *awareness) removeHolder(h holder, now time.Time) (out, local []AwarenessEntry) {
+	return a.remove(now, func(s *awarenessState) bool { return s.owner == h })
 }
 
 // expire removes the states not renewed for timeout.
-func (a *awareness) expire(now time.Time, timeout time.Duration) []AwarenessEntry {
+func (a *awareness) expire(now time.Time, timeout time.Duration) (out, local []AwarenessEntry) {
 	return a.remove(now, func(s *awarenessState) bool { return now.Sub(s.updated) >= timeout })
 }
 
@@ -141,6 +159,17 @@ func (a *awareness) all() []AwarenessEntry {
 	out := make([]AwarenessEntry, 0, len(a.states))
 	for id, s := range a.states {
 		out = append(out, AwarenessEntry{ClientID: id, Clock: s.clock, State: s.state})
+	}
+	return out
+}
+
+// local returns the states this node's editors hold (what another node asks for).
+func (a *awareness) local() []AwarenessEntry {
+	var out []AwarenessEntry
+	for id, s := range a.states {
+		if s.owner.local() {
+			out = append(out, AwarenessEntry{ClientID: id, Clock: s.clock, State: s.state})
+		}
 	}
 	return out
 }

@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// The committed editor bundle is exactly what `make editor-bundle` builds from the pinned
-// npm packages (e2e/yws/package-lock.json): a changed pin or build without a rebuilt
-// bundle fails here.
+// The committed editor bundles (the plain page's and the rich-text page's) are exactly what
+// `make editor-bundle` builds from the pinned npm packages (e2e/yws/package-lock.json): a
+// changed pin or build without a rebuilt bundle fails here.
 func TestEditorBundleIsUpToDate(t *testing.T) {
 	script, _ := filepath.Abs(filepath.Join("..", "e2e", "yws", "bundle", "build.sh"))
 	esbuild := filepath.Join(filepath.Dir(filepath.Dir(script)), "node_modules", ".bin", "esbuild")
@@ -22,20 +22,22 @@ func TestEditorBundleIsUpToDate(t *testing.T) {
 		}
 		t.Skip("SKIPPED LOUDLY: " + msg)
 	}
-	out := filepath.Join(t.TempDir(), "yjs-bundle.js")
+	out := t.TempDir()
 	if b, err := exec.Command("bash", script, out).CombinedOutput(); err != nil {
-		t.Fatalf("building the bundle: %v\n%s", err, b)
+		t.Fatalf("building the bundles: %v\n%s", err, b)
 	}
-	built, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	committed, err := editorFS.ReadFile("editor/yjs-bundle.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(built, committed) {
-		t.Fatalf("yws/editor/yjs-bundle.js (%d bytes) differs from a fresh build (%d bytes): run make editor-bundle and commit it", len(committed), len(built))
+	for _, name := range []string{"yjs-bundle.js", "tiptap-bundle.js"} {
+		built, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed, err := editorFS.ReadFile("editor/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(built, committed) {
+			t.Errorf("yws/editor/%s (%d bytes) differs from a fresh build (%d bytes): run make editor-bundle and commit it", name, len(committed), len(built))
+		}
 	}
 }
 
@@ -43,12 +45,15 @@ func TestEditorBundleIsUpToDate(t *testing.T) {
 func TestEditorPageAndAssets(t *testing.T) {
 	e := newEnv(t, nil)
 	for path, want := range map[string]string{
-		"/edit/" + e.ns:              `data-namespace="` + e.ns + `"`,
-		"/edit/assets/editor.js":     "new WebsocketProvider(",
-		"/edit/assets/yjs-bundle.js": "var NomicoreYjs=",
-		"/edit/assets/editor.css":    "textarea",
-		"/edit/assets/favicon.svg":   "<svg", // the page's icon, which it links to
-		"/favicon.ico":               "<svg", // the same, where browsers look without a link
+		"/edit/" + e.ns:                 `data-namespace="` + e.ns + `"`,
+		"/edit/assets/editor.js":        "new WebsocketProvider(",
+		"/edit/assets/yjs-bundle.js":    "var NomicoreYjs=",
+		"/edit/rich/" + e.ns:            `data-namespace="` + e.ns + `"`,
+		"/edit/assets/rich.js":          "new HocuspocusProvider(",
+		"/edit/assets/tiptap-bundle.js": "var NomicoreTiptap=",
+		"/edit/assets/editor.css":       "textarea",
+		"/edit/assets/favicon.svg":      "<svg", // the page's icon, which it links to
+		"/favicon.ico":                  "<svg", // the same, where browsers look without a link
 	} {
 		resp, err := e.http.Client().Get(e.http.URL + path)
 		if err != nil {
@@ -61,13 +66,15 @@ func TestEditorPageAndAssets(t *testing.T) {
 			t.Errorf("%s: %d, %d bytes, want %q in it", path, resp.StatusCode, b.Len(), want)
 		}
 	}
-	resp, err := e.http.Client().Get(e.http.URL + "/edit/not-a-namespace")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 404 {
-		t.Errorf("page of a bad id: %d", resp.StatusCode)
+	for _, path := range []string{"/edit/not-a-namespace", "/edit/rich/not-a-namespace"} {
+		resp, err := e.http.Client().Get(e.http.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Errorf("%s: %d", path, resp.StatusCode)
+		}
 	}
 }
 
@@ -104,5 +111,15 @@ func TestEditorPageSaysWhatTheTokenAllows(t *testing.T) {
 		if resp.StatusCode != 200 || !bytes.Contains(b.Bytes(), []byte(tc.want)) {
 			t.Errorf("%q (bearer %v): %d, want %s in:\n%s", tc.query, tc.bearerHeader, resp.StatusCode, tc.want, b.Bytes())
 		}
+	} // The rich-text page says the same.
+	resp, err := e.http.Client().Get(e.http.URL + "/edit/rich/" + e.ns + "?token=reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(b.Bytes(), []byte(`data-access="read-only"`)) {
+		t.Errorf("the rich-text page of a read-only token:\n%s", b.Bytes())
 	}
 }

@@ -13,8 +13,6 @@ import (
 
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
-	"github.com/nomicore/nomicore/registry"
-	"github.com/nomicore/nomicore/yjs"
 )
 
 // Close statuses of their own (RFC 6455 private range). y-websocket 3.x does not reconnect
@@ -55,11 +53,12 @@ type conn struct {
 
 	msgsIn, msgsOut atomic.Int64
 
+	stateless bool // stateless messages are relayed to it (it asked with ?stateless=1)
+
 	// Owned by the reader.
-	limits connLimits        // its rate limits
-	gaps   map[uint64]uint64 // Yjs client id → the first clock of a refused update of it
-	denied bool              // PermissionDenied was sent once
-	result chan applyOutcome // cap 1: the sequencer's answer to the write in flight
+	limits connLimits // its rate limits
+	door   writeDoor  // its writes
+	denied bool       // PermissionDenied was sent once
 }
 
 // outMsg is one WebSocket message waiting to be sent: head then body, or body alone (head
@@ -68,18 +67,25 @@ type conn struct {
 // modified; writing head and body as two parts of one message spares a copy per editor.
 type outMsg struct{ head, body []byte }
 
-type applyOutcome struct {
-	res registry.ApplyResult
-	err error
-}
-
-func newConn(s *Server, rm *room, ws *websocket.Conn, g auth.ClientGrant, remote string) *conn {
-	c := &conn{srv: s, room: rm, ws: ws, grant: g, remote: remote, started: s.opts.Clock.Now(),
-		wake: make(chan struct{}, 1), writerDone: make(chan struct{}), result: make(chan applyOutcome, 1)}
+func newConn(s *Server, rm *room, ws *websocket.Conn, g auth.ClientGrant, remote string, stateless bool) *conn {
+	c := &conn{srv: s, room: rm, ws: ws, grant: g, remote: remote, started: s.opts.Clock.Now(), stateless: stateless,
+		wake: make(chan struct{}, 1), writerDone: make(chan struct{})}
 	c.readOnly.Store(g.ReadOnly)
 	c.limits = newConnLimits(&s.opts, c.started)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.door = newWriteDoor(s, rm, c, c.ctx, c.readOnly.Load)
 	return c
+}
+
+// The editor methods of a y-websocket connection (see editor).
+func (c *conn) credential() auth.ClientGrant { return c.grant }
+func (c *conn) setReadOnly(ro bool)          { c.readOnly.Store(ro) }
+func (c *conn) wantsSaved() bool             { return false } // y-websocket has no such message
+func (c *conn) saved()                       {}
+func (c *conn) takesStateless() bool         { return c.stateless }
+func (c *conn) describe() Editor {
+	return Editor{Name: c.grant.Name, User: c.grant.User, Credential: c.grant.Kind, ReadOnly: c.readOnly.Load(),
+		Remote: c.remote, Since: c.started, Expires: c.grant.Expires}
 }
 
 // run serves the connection until it closes: greeting, then the read loop.
@@ -110,7 +116,7 @@ func (c *conn) run() {
 func (c *conn) serve() {
 	s := c.srv
 	greeting := c.room.add(c)
-	s.revalidate(c) // a token removed or narrowed since the check before the upgrade
+	s.revalidate(c, c.room.ns) // a token removed or narrowed since the check before the upgrade
 	defer s.closeAtExpiry(c)()
 	if len(greeting) > 0 {
 		c.send(AppendAwareness(nil, AppendAwarenessUpdate(nil, greeting)))
@@ -192,11 +198,15 @@ func (c *conn) handle(m Message, raw []byte) bool {
 			// get the same encoded bytes while the document does not change.
 			diff, err := rm.lease.EncodeState(c.ctx, m.Payload)
 			if err != nil {
-				return c.writeFailed(err)
+				return c.door.failed(err)
 			}
 			c.sendParts(AppendSyncHead(nil, SyncStep2, len(diff)), diff)
 		default:
-			return c.write(m, raw)
+			v := c.door.write(m.Payload, raw, m.Sync == SyncStep2)
+			if v.refused != "" {
+				c.refused(v.refused, v.text)
+			}
+			return v.ok
 		}
 	case TypeAwareness:
 		entries, err := DecodeAwareness(m.Payload, 2*c.srv.opts.MaxAwarenessStates+16, c.srv.opts.MaxAwarenessStateBytes)
@@ -212,180 +222,17 @@ func (c *conn) handle(m Message, raw []byte) bool {
 		}
 	case TypeQueryAwareness:
 		c.send(rm.awarenessMessage())
+	case TypeStateless:
+		rm.relayStateless(m.Stateless, c)
 	}
 	return true
 }
 
-// write applies an editor's update (SyncStep2 or Update) through the namespace's write
-// sequencer, like an admin API write — the protected meta check, the live apply, the
-// store — and relays it to the other editors once durable.
-func (c *conn) write(m Message, raw []byte) bool {
-	update := m.Payload
-	if c.readOnly.Load() {
-		if m.Sync == SyncStep2 {
-			// The provider's answer to the node's SyncStep1: refused only when it brings
-			// something new (a reconnecting reader's diff repeats deletions the node has).
-			if included, err := c.included(update); err != nil {
-				return c.writeFailed(err)
-			} else if included {
-				return true
-			}
-		}
-		c.refuse("read-only", "this client token is read-only: document changes are not applied")
-		return true
-	}
-	if len(c.gaps) > 0 {
-		_, to, err := yjs.UpdateRanges(update)
-		if err != nil {
-			c.badInput(websocket.StatusInvalidFramePayloadData, err.Error(), "malformed update")
-			return false
-		}
-		for client, end := range to {
-			if g, ok := c.gaps[client]; ok && end > g {
-				// It builds on a refused update: it could only wait as pending structs in
-				// the document, forever. Nothing of it is kept.
-				c.srv.m.refused("after-refused")
-				return true
-			}
-		}
-	}
-	if g := c.srv.opts.Writes; g != nil {
-		if err := g.AdmitWrite(c.room.ns, len(update)); err != nil {
-			return c.writeRefused(update, err)
-		}
-	}
-	o, ok := c.apply(update)
-	if !ok {
-		return false
-	}
-	switch {
-	case o.err == nil:
-		if o.res.Changed && c.srv.opts.Writes != nil {
-			c.srv.opts.Writes.Written(c.room.ns, len(update))
-		}
-		if o.res.Changed {
-			msg := raw
-			if m.Sync == SyncStep2 {
-				msg[1] = SyncUpdate // relayed as a live update (both sub-types are one byte)
-			}
-			if err := c.room.relay(c.ctx, relayItem{seq: o.res.Seq, msg: msg, update: update, from: c}); err != nil {
-				return false
-			}
-		}
-		return true
-	case errors.Is(o.err, registry.ErrProtected):
-		from, _, _ := yjs.UpdateRanges(update) // decoded by the apply already
-		c.srv.log.Warn("editor update refused: it changes the protected meta map", slog.String("client", c.grant.Name),
-			slog.String("namespaceId", c.room.ns))
-		return c.refuseUpdate(from, "protected-meta", "an update that changes the protected root map meta was refused; nothing of it was applied — reload the editor to go on")
-	}
-	return c.writeFailed(o.err)
-}
-
-// refuseUpdate refuses one update whose structs start at from (Yjs client id → first clock):
-// the clocks it leaves out become gaps (later updates that reach past them are dropped), and
-// the editor is told once. Too many gaps close the connection.
-func (c *conn) refuseUpdate(from map[uint64]uint64, reason, text string) bool {
-	for client, clk := range from {
-		if g, ok := c.gaps[client]; !ok || clk < g {
-			if c.gaps == nil {
-				c.gaps = map[uint64]uint64{}
-			}
-			c.gaps[client] = clk
-		}
-	}
-	c.refuse(reason, text)
-	if len(c.gaps) > c.srv.opts.MaxGapClients {
-		c.closeWith(websocket.StatusPolicyViolation, "too many refused updates", "too-many-refused")
-		return false
-	}
-	return true
-}
-
-// writeRefused handles an update the node's WriteGate refused: one too large for the
-// connection to the hub is refused alone; otherwise the replica cannot take writes now and
-// the connection closes with 1013 (the provider reconnects; its resync carries the update
-// once the replica takes writes again, and until then the upgrade is refused).
-func (c *conn) writeRefused(update []byte, err error) bool {
-	if errors.Is(err, ErrUpdateTooLarge) {
-		from, _, derr := yjs.UpdateRanges(update)
-		if derr != nil {
-			c.badInput(websocket.StatusInvalidFramePayloadData, derr.Error(), "malformed update")
-			return false
-		}
-		c.srv.log.Warn("editor update refused: larger than the connection to the hub carries", slog.String("client", c.grant.Name),
-			slog.String("namespaceId", c.room.ns), slog.Int("bytes", len(update)), slog.String("error", err.Error()))
-		return c.refuseUpdate(from, "too-large", err.Error()+"; nothing of it was applied — reload the editor to go on")
-	}
-	c.srv.log.Warn("editor update refused: the replica cannot replicate it now; closed so the editor retries later",
-		slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns), slog.String("error", err.Error()))
-	c.closeWith(websocket.StatusTryAgainLater, "the replica cannot take changes now; reconnecting later resends them", "replica-failed")
-	return false
-}
-
-// writeFailed closes the connection after a sequencer error, with the status that tells the
-// provider what to do: malformed input 1007; the node busy or degraded 1013 (it reconnects,
-// and the resync carries the update again); anything else 1011.
-func (c *conn) writeFailed(err error) bool {
-	switch {
-	case errors.Is(err, registry.ErrApplyFailed):
-		c.badInput(websocket.StatusInvalidFramePayloadData, err.Error(), "malformed update")
-	case errors.Is(err, registry.ErrDegraded):
-		c.srv.log.Warn("editor update refused: persistence is degraded; closed so the editor retries", slog.String("client", c.grant.Name),
-			slog.String("namespaceId", c.room.ns))
-		c.closeWith(websocket.StatusTryAgainLater, "the node cannot save changes now; reconnecting later resends them", "degraded")
-	case errors.Is(err, registry.ErrOverloaded):
-		c.srv.log.Warn("editor update refused: the namespace's write queue is full; closed so the editor retries", slog.String("client", c.grant.Name),
-			slog.String("namespaceId", c.room.ns))
-		c.closeWith(websocket.StatusTryAgainLater, "the node is busy; reconnecting later resends the changes", "overloaded")
-	case c.ctx.Err() != nil:
-	default:
-		c.srv.log.Error("editor update failed", slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns),
-			slog.String("error", err.Error()))
-		c.closeWith(websocket.StatusInternalError, "internal error; reconnect", "internal")
-	}
-	return false
-}
-
-// apply submits one update and waits for the sequencer's answer (one write in flight per
-// connection: a refusal must be known before the next update, which may build on it).
-func (c *conn) apply(update []byte) (applyOutcome, bool) {
-	err := c.room.lease.WriteLocalExceptAsync(c.room.watch.Load(), update, func(r registry.ApplyResult, err error) {
-		c.result <- applyOutcome{r, err}
-	})
-	if err != nil {
-		return applyOutcome{err: err}, true
-	}
-	select {
-	case o := <-c.result:
-		return o, true
-	case <-c.ctx.Done():
-		return applyOutcome{}, false
-	}
-}
-
-func (c *conn) included(update []byte) (bool, error) {
-	type res struct {
-		ok  bool
-		err error
-	}
-	ch := make(chan res, 1)
-	if err := c.room.lease.IncludedAsync(update, func(ok bool, err error) { ch <- res{ok, err} }); err != nil {
-		return false, err
-	}
-	select {
-	case r := <-ch:
-		return r.ok, r.err
-	case <-c.ctx.Done():
-		return false, c.ctx.Err()
-	}
-}
-
-// refuse counts a refused update and tells the editor once per connection (auth
-// PermissionDenied; the socket stays open).
-func (c *conn) refuse(reason, text string) {
-	c.srv.m.refused(reason)
-	if c.denied {
+// refused tells the editor once per connection that an update was refused (auth
+// PermissionDenied; the socket stays open). A drop of an update that builds on a refused
+// one goes untold: the editor was told of the first.
+func (c *conn) refused(reason, text string) {
+	if reason == "after-refused" || c.denied {
 		return
 	}
 	c.denied = true

@@ -9,12 +9,14 @@ import (
 // closeAtExpiry closes c with 4401 when its credential expires (a signed token's exp, a
 // client token's expiry), and returns what stops that when c ends first. y-websocket does
 // not reconnect after a 44xx status by itself: the application hands the provider a fresh
-// token and connects it again.
-func (s *Server) closeAtExpiry(c *conn) (stop func()) {
-	if c.grant.Expires.IsZero() {
+// token and connects it again. A Hocuspocus document closes alone ("Unauthorized"); its
+// provider sends a fresh token with sendToken.
+func (s *Server) closeAtExpiry(c editor) (stop func()) {
+	exp := c.credential().Expires
+	if exp.IsZero() {
 		return func() {}
 	}
-	t := s.opts.Clock.AfterFunc(c.grant.Expires.Sub(s.opts.Clock.Now()), func() {
+	t := s.opts.Clock.AfterFunc(exp.Sub(s.opts.Clock.Now()), func() {
 		c.closeWith(statusTokenRevoked, "the token expired; reconnect with a fresh one", "token-expired")
 	})
 	return func() { t.Stop() }
@@ -43,8 +45,7 @@ func (s *Server) EditorsOf(ns string) []Editor {
 	}
 	var out []Editor
 	for _, c := range rm.members() {
-		out = append(out, Editor{Name: c.grant.Name, User: c.grant.User, Credential: c.grant.Kind, ReadOnly: c.readOnly.Load(),
-			Remote: c.remote, Since: c.started, Expires: c.grant.Expires})
+		out = append(out, c.describe())
 	}
 	slices.SortFunc(out, func(a, b Editor) int {
 		if c := strings.Compare(a.Name, b.Name); c != 0 {

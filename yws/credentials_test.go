@@ -22,6 +22,7 @@ import (
 
 	"github.com/nomicore/nomicore/auth"
 	"github.com/nomicore/nomicore/clock"
+	"github.com/nomicore/nomicore/yws/hocuspocus"
 )
 
 var jwtSecret = []byte("a-secret-of-more-than-32-bytes-for-hs256")
@@ -98,7 +99,7 @@ type signedEnv struct {
 	revoked *auth.RevocationList
 }
 
-func newSignedEnv(t *testing.T, tweak func(*auth.ClientChain)) *signedEnv {
+func newSignedEnv(t *testing.T, tweak func(*auth.ClientChain, *clock.Fake)) *signedEnv {
 	t.Helper()
 	se := &signedEnv{clk: clock.NewFake(time.Date(2030, 1, 2, 15, 0, 0, 0, time.UTC))}
 	se.ec, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -121,7 +122,7 @@ func newSignedEnv(t *testing.T, tweak func(*auth.ClientChain)) *signedEnv {
 	se.env = newEnv(t, func(o *Options) {
 		chain := &auth.ClientChain{Static: o.Clients, Signed: v}
 		if tweak != nil {
-			tweak(chain)
+			tweak(chain, se.clk)
 		}
 		o.Clients, o.Clock = chain, se.clk
 	})
@@ -293,8 +294,8 @@ func TestWebhook_Admission(t *testing.T) {
 	}))
 	defer hook.Close()
 	defer close(release)
-	se := newSignedEnv(t, func(ch *auth.ClientChain) {
-		wh, err := auth.NewWebhook(auth.WebhookOptions{URL: hook.URL, Node: "hub", Timeout: 500 * time.Millisecond})
+	se := newSignedEnv(t, func(ch *auth.ClientChain, clk *clock.Fake) {
+		wh, err := auth.NewWebhook(auth.WebhookOptions{URL: hook.URL, Node: "hub", Timeout: 500 * time.Millisecond, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,5 +322,49 @@ func TestWebhook_Admission(t *testing.T) {
 	eds := se.srv.EditorsOf(se.ns)
 	if len(eds) != 2 || eds[0].Name != "ann" || eds[0].Credential != auth.CredentialWebhook || !eds[1].ReadOnly {
 		t.Fatalf("editors %+v", eds)
+	}
+}
+
+// Signed tokens on the Hocuspocus endpoint: a document opens with one, a refused one hears
+// the failed check's reason (PermissionDenied), the node lists the document's editor by its
+// user; at the token's exp the document closes alone ("Unauthorized") while the socket's
+// other document goes on, and a revocation of that user closes it too.
+func TestSignedTokens_Hocuspocus(t *testing.T) {
+	se := newSignedEnv(t, nil)
+	a, b := se.ns, se.createNamespace()
+	h := se.dialHocus()
+	h.open(a, se.token("alice", 30*time.Second, map[string]any{"ns": []string{a, b}}))
+	h.open(b, se.token("bob", time.Hour, map[string]any{"ns": []string{a, b}}))
+	h.waitFrame("a authenticated", isAuth(a, hocuspocus.AuthAuthenticated))
+	h.waitFrame("b authenticated", isAuth(b, hocuspocus.AuthAuthenticated))
+	c := se.createNamespace()
+	h.open(c, se.token("carol", -time.Second, map[string]any{"ns": []string{c}}))
+	if f := h.waitFrame("c refused", isAuth(c, hocuspocus.AuthPermissionDenied)); !strings.Contains(f.text, "expired") {
+		t.Errorf("the refusal says %q", f.text)
+	}
+	if eds := se.srv.EditorsOf(a); len(eds) != 1 || eds[0].User != "alice" || eds[0].Credential != auth.CredentialJWT ||
+		!eds[0].Expires.Equal(se.clk.Now().Add(30*time.Second)) {
+		t.Fatalf("editors of a: %+v", eds)
+	}
+	h.insert(a, 0, "before exp")
+	h.waitFor("a saved", func() bool { return h.count(isSyncStatus(a, 1)) >= 2 })
+	se.clk.Advance(30 * time.Second) // within the socket's 60 s of silence
+	if f := h.waitFrame("CLOSE a at exp", isClose(a)); f.text != "Unauthorized" {
+		t.Fatalf("CLOSE reason %q", f.text)
+	}
+	h.insert(b, 0, "bob goes on")
+	h.waitFor("b saved", func() bool { return h.count(isSyncStatus(b, 1)) >= 2 })
+	se.clk.Advance(time.Second)
+	if _, err := se.revoked.Revoke(context.Background(), "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	if f := h.waitFrame("CLOSE b at revocation", isClose(b)); f.text != "Unauthorized" {
+		t.Fatalf("CLOSE reason %q", f.text)
+	}
+	if h.closed() != nil {
+		t.Fatalf("the socket closed: %v", h.closed())
+	}
+	if got := se.docTextOf(a); got != "before exp" {
+		t.Fatalf("a reads %q", got)
 	}
 }

@@ -1,6 +1,8 @@
 // Package yws is the editor endpoint of a Nomicore node: the y-websocket protocol that every
-// stock Yjs editor speaks through the `y-websocket` provider, served on the node's client
-// listener, plus a minimal editor page.
+// stock Yjs editor speaks through the `y-websocket` provider, and the Hocuspocus protocol of
+// `@hocuspocus/provider` (see "The Hocuspocus endpoint" below), served on the node's client
+// listener, plus a minimal editor page. The editors of both protocols share one room per
+// namespace on the node: its document, its awareness and its stateless messages.
 //
 // # The protocol
 //
@@ -18,6 +20,9 @@
 //	                   varUint clientID, varUint clock, varString JSON state ("null" removes)
 //	2 auth:            varUint 0 PermissionDenied, varString reason (node → editor only)
 //	3 queryAwareness:  no payload (editor → node: send me every awareness state)
+//	5 stateless:       varString payload, an application's message relayed to the room's
+//	                   other editors, not stored (sent to a y-websocket editor only when it
+//	                   connected with ?stateless=1: a stock provider has no handler for it)
 //
 // On connect the node sends its SyncStep1 and the awareness states it holds; it answers an
 // editor's SyncStep1 with the SyncStep2 diff; the editor's SyncStep2 and Updates are
@@ -65,9 +70,10 @@
 // closing connection's states are removed (announced as a null state with clock + 1), and
 // so is a state not renewed within 30 s. A room relays awareness at most every 50 ms:
 // changes that come faster go out together, each client's latest only — a provider
-// repeats every change it hears, so this also bounds what editors send back. Awareness is node-local: the replication
-// contract carries documents only, so editors attached to different nodes share the text
-// but not their presence.
+// repeats every change it hears, so this also bounds what editors send back. With a
+// Presence (Options.Presence: the other nodes of a hub cluster, see package presence) the
+// room also hands its editors' changes to other nodes and takes theirs into the same table;
+// without one, awareness is node-local.
 //
 // # Limits and bad input
 //
@@ -84,6 +90,22 @@
 // for WriteTimeout (a large message is written in frames of 1 MiB, each within it); a
 // removed token closes its sockets with 4401, a narrowed grant with 4403 (the provider does
 // not retry 44xx).
+//
+// # The Hocuspocus endpoint
+//
+// GET /v1/hocuspocus serves `@hocuspocus/provider` 3.x and 4.x: one socket carries many
+// documents (package hocuspocus has the frames), each an editor of its namespace's room
+// like a y-websocket connection. A document authenticates inside the socket with the
+// provider's token, checked by Options.Clients like a y-websocket editor's: Authenticated
+// (scope read-write or readonly) or PermissionDenied with the reason. Its frames are held
+// until then, bounded per socket (Options.Hocuspocus). Its updates go through the same
+// write door; each is acknowledged with SyncStatus 1 only once durable on the node (the
+// relay's WaitFlushed), and a refused one with SyncStatus 0. A document's own trouble
+// closes it alone (a CLOSE frame: Unauthorized, Forbidden, Reset Connection); what asks the
+// provider to come back closes the socket, so that every document resyncs. A socket that
+// authenticates nothing, or goes quiet, for Options.Hocuspocus.Timeout is closed with 4408.
+// A provider may send its token again (a refresh); stateless messages are relayed to the
+// room's other editors that take them.
 //
 // # The editor page
 //

@@ -81,6 +81,12 @@ func newEnv(t testing.TB, tweak func(*Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEnvOn(t, st, tweak)
+}
+
+// newEnvOn is newEnv over a store of the caller's (closed with the env).
+func newEnvOn(t testing.TB, st persistence.Store, tweak func(*Options)) *env {
+	t.Helper()
 	reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st})
 	if err != nil {
 		t.Fatal(err)

@@ -88,8 +88,17 @@ const (
 	limitAwarenessStateBytes = "awareness-state-bytes"
 )
 
+// The bounds of one Hocuspocus socket (HocuspocusOptions), named the same way.
+const (
+	limitHeldBytes          = "hocuspocus-held-bytes"
+	limitHeldMessages       = "hocuspocus-held-messages"
+	limitPendingDocuments   = "hocuspocus-pending-documents"
+	limitDocumentsPerSocket = "hocuspocus-documents-per-socket"
+)
+
 var limitNames = []string{limitConnectionsPerUser, limitMessagesPerSecond, limitBytesPerSecond,
-	limitAwarenessPerSecond, limitAwarenessStateBytes}
+	limitAwarenessPerSecond, limitAwarenessStateBytes,
+	limitHeldBytes, limitHeldMessages, limitPendingDocuments, limitDocumentsPerSocket}
 
 // userKey is the user a connection counts against for ConnectionsPerUser: the user the
 // grant names (a signed token's sub, the webhook's user), else its name (a static client
@@ -195,14 +204,8 @@ func (c *conn) holdUserPlace() (release func(), ok bool) {
 // admitMessage charges a message of n bytes to the connection's rates; false (after
 // closing the connection) when it goes over one.
 func (c *conn) admitMessage(n int) bool {
-	now := c.srv.opts.Clock.Now()
-	l := &c.srv.opts.Limits
-	switch {
-	case !c.limits.messages.take(1, now):
-		c.overLimit(limitMessagesPerSecond, fmt.Sprintf("too many messages: over %d per second", l.MessagesPerSecond))
-		return false
-	case !c.limits.bytes.take(n, now):
-		c.overLimit(limitBytesPerSecond, fmt.Sprintf("too many bytes: over %d per second", l.BytesPerSecond))
+	if limit, reason := c.limits.chargeMessage(&c.srv.opts, n); limit != "" {
+		c.overLimit(limit, reason)
 		return false
 	}
 	return true
@@ -211,18 +214,38 @@ func (c *conn) admitMessage(n int) bool {
 // admitAwareness charges an awareness update to the connection's awareness rate and checks
 // the size of its states; false (after closing the connection) when over a limit.
 func (c *conn) admitAwareness(entries []AwarenessEntry) bool {
-	o := &c.srv.opts
-	if !c.limits.awareness.take(1, o.Clock.Now()) {
-		c.overLimit(limitAwarenessPerSecond, fmt.Sprintf("too many awareness updates: over %d per second", o.Limits.AwarenessUpdatesPerSecond))
+	if limit, reason := c.limits.chargeAwareness(&c.srv.opts, entries); limit != "" {
+		c.overLimit(limit, reason)
 		return false
+	}
+	return true
+}
+
+// chargeMessage charges a message of n bytes to the rates: the limit it goes over and the
+// reason to close with, or "".
+func (l *connLimits) chargeMessage(o *Options, n int) (limit, reason string) {
+	now := o.Clock.Now()
+	switch {
+	case !l.messages.take(1, now):
+		return limitMessagesPerSecond, fmt.Sprintf("too many messages: over %d per second", o.Limits.MessagesPerSecond)
+	case !l.bytes.take(n, now):
+		return limitBytesPerSecond, fmt.Sprintf("too many bytes: over %d per second", o.Limits.BytesPerSecond)
+	}
+	return "", ""
+}
+
+// chargeAwareness charges an awareness update to the awareness rate and checks the size of
+// its states: the limit it goes over and the reason to close with, or "".
+func (l *connLimits) chargeAwareness(o *Options, entries []AwarenessEntry) (limit, reason string) {
+	if !l.awareness.take(1, o.Clock.Now()) {
+		return limitAwarenessPerSecond, fmt.Sprintf("too many awareness updates: over %d per second", o.Limits.AwarenessUpdatesPerSecond)
 	}
 	for _, e := range entries {
 		if e.State == nil { // over MaxAwarenessStateBytes (DecodeAwareness)
-			c.overLimit(limitAwarenessStateBytes, fmt.Sprintf("awareness state too large: over %d bytes", o.MaxAwarenessStateBytes))
-			return false
+			return limitAwarenessStateBytes, fmt.Sprintf("awareness state too large: over %d bytes", o.MaxAwarenessStateBytes)
 		}
 	}
-	return true
+	return "", ""
 }
 
 // overLimit closes the connection for going over a limit: 1008 with reason (at most 123

@@ -14,6 +14,11 @@ const (
 	TypeAwareness      = 1 // an awareness update
 	TypeAuth           = 2 // auth: only PermissionDenied, from the server
 	TypeQueryAwareness = 3 // ask for every awareness state (no payload)
+	// TypeStateless is an application's message that is not stored (varString payload),
+	// relayed to the namespace's other editors on this node: the Hocuspocus protocol's
+	// stateless message, which a y-websocket application handles with
+	// provider.messageHandlers[5].
+	TypeStateless = 5
 )
 
 // Sync sub-types (y-protocols/sync).
@@ -33,6 +38,8 @@ type Message struct {
 	Type    uint64
 	Sync    uint64 // the sync sub-type when Type is TypeSync
 	Payload []byte
+	// Stateless is the payload of a TypeStateless message.
+	Stateless string
 }
 
 // Name is the message's name in metrics and logs.
@@ -50,6 +57,8 @@ func (m Message) Name() string {
 		return "awareness"
 	case TypeQueryAwareness:
 		return "query-awareness"
+	case TypeStateless:
+		return "stateless"
 	}
 	return "auth"
 }
@@ -84,6 +93,8 @@ func DecodeMessage(b []byte) (Message, error) {
 	case TypeAwareness:
 		m.Payload = d.ReadVarUint8Array()
 	case TypeQueryAwareness:
+	case TypeStateless:
+		m.Stateless = d.ReadVarString()
 	default:
 		return Message{}, fmt.Errorf("%w: message type %d", ErrUnsupported, m.Type)
 	}
@@ -120,6 +131,12 @@ func AppendPermissionDenied(dst []byte, reason string) []byte {
 	dst = lib0.AppendVarUint(dst, TypeAuth)
 	dst = lib0.AppendVarUint(dst, authPermissionDenied)
 	return lib0.AppendVarString(dst, reason)
+}
+
+// AppendStateless appends a stateless message carrying payload.
+func AppendStateless(dst []byte, payload string) []byte {
+	dst = lib0.AppendVarUint(dst, TypeStateless)
+	return lib0.AppendVarString(dst, payload)
 }
 
 // keepAliveMessage is an awareness update with no entries: the provider counts it as a

@@ -25,11 +25,11 @@ func NewMetrics(reg prometheus.Registerer, side string) (*Metrics, error) {
 	l := prometheus.Labels{"side": side}
 	m := &Metrics{
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nomicore_client_connections", ConstLabels: l,
-			Help: "Open editor (y-websocket) connections."}),
+			Help: "Open editor connections (y-websocket connections and Hocuspocus sockets)."}),
 		awareness: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nomicore_client_awareness_states", ConstLabels: l,
-			Help: "Awareness states held for the editors of this node (node-local)."}),
+			Help: "Awareness states held for the editors of this node's namespaces: their own and, with the presence relay, those of other nodes' editors."}),
 		msgsIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_client_messages_received_total", ConstLabels: l,
-			Help: "Messages received from editors, by type (sync-step1, sync-step2, update, awareness, query-awareness)."}, []string{"type"}),
+			Help: "Messages received from editors, by type (sync-step1, sync-step2, update, awareness, query-awareness, stateless; of Hocuspocus sockets also auth, close, ping, pong)."}, []string{"type"}),
 		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_client_bytes_received_total", ConstLabels: l,
 			Help: "Bytes of the messages received from editors, by type."}, []string{"type"}),
 		msgsOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "nomicore_client_messages_sent_total", ConstLabels: l,
@@ -39,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer, side string) (*Metrics, error) {
 		refusedUpd: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_client_refused_updates_total", ConstLabels: l,
 			Help: "Editor updates not applied, by reason (read-only, protected-meta, after-refused, too-large)."}, []string{"reason"}),
 		refusedConn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_client_rejections_total", ConstLabels: l,
-			Help: "Editor connections refused before the upgrade, by reason."}, []string{"reason"}),
+			Help: "Editor connections refused before the upgrade, and Hocuspocus documents refused at their authentication, by reason."}, []string{"reason"}),
 		closes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nomicore_client_disconnects_total", ConstLabels: l,
 			Help: "Editor connections ended, by reason."}, []string{"reason"}),
 		awarenessDrop: prometheus.NewCounter(prometheus.CounterOpts{Name: "nomicore_client_awareness_dropped_total", ConstLabels: l,

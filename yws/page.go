@@ -11,7 +11,8 @@ import (
 )
 
 // The editor page's assets, embedded in the binary: nothing is fetched at run time.
-// editor/yjs-bundle.js is generated from the pinned npm packages (make editor-bundle).
+// editor/yjs-bundle.js and editor/tiptap-bundle.js are generated from the pinned npm
+// packages (make editor-bundle).
 //
 //go:embed editor
 var editorFS embed.FS
@@ -40,7 +41,10 @@ func serveFavicon(w http.ResponseWriter, _ *http.Request) {
 	w.Write(b)
 }
 
-var pageTemplate = template.Must(template.ParseFS(editorFS, "editor/index.html"))
+var (
+	pageTemplate     = template.Must(template.ParseFS(editorFS, "editor/index.html"))
+	richPageTemplate = template.Must(template.ParseFS(editorFS, "editor/rich.html"))
+)
 
 // GET /edit/{id}: a minimal collaborative editor of the namespace's Y.Text("body"). The
 // page reads ?token= from its own address and passes it to the WebSocket. The page says
@@ -48,6 +52,19 @@ var pageTemplate = template.Must(template.ParseFS(editorFS, "editor/index.html")
 // editor's text area is read-only before anything is typed: the y-websocket protocol has no
 // message that tells a provider so, only the refusal of its first update.
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
+	s.serveEditorPage(w, r, pageTemplate)
+}
+
+// GET /edit/rich/{id}: a rich-text editor of the namespace's Y.XmlFragment("default"):
+// Tiptap with Collaboration and CollaborationCaret over @hocuspocus/provider, through the
+// node's Hocuspocus endpoint. Like the plain page, it reads ?token= from its own address
+// and says from the start what the token allows.
+func (s *Server) serveRichPage(w http.ResponseWriter, r *http.Request) {
+	s.serveEditorPage(w, r, richPageTemplate)
+}
+
+// serveEditorPage writes one of the editor pages for the namespace of the address.
+func (s *Server) serveEditorPage(w http.ResponseWriter, r *http.Request, page *template.Template) {
 	ns := r.PathValue("id")
 	if !validNamespaceID(ns) {
 		writeError(w, http.StatusNotFound, "NAMESPACE_NOT_FOUND", "not a namespace id (ns- and 32 hex digits)")
@@ -59,7 +76,7 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer") // the address may carry ?token=
 	h.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self' ws: wss:; style-src 'self' 'unsafe-inline'")
-	pageTemplate.Execute(w, struct{ Namespace, Access string }{ns, access})
+	page.Execute(w, struct{ Namespace, Access string }{ns, access})
 }
 
 // pageAccess says what the credential allows on its namespace: "read-write", "read-only",

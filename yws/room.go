@@ -31,7 +31,8 @@ const (
 //     durable (on a hub cluster node: stored on a quorum and applied from the log) — by the
 //     relay goroutine (so whatever an editor sees survives a crash of the node); the
 //     writer's watch skips them (registry.Lease.WriteLocalExceptAsync);
-//   - awareness among its editors (node-local).
+//   - awareness among its editors, and with other nodes through its Presence link when the
+//     node has one.
 type room struct {
 	srv   *Server
 	ns    string
@@ -47,14 +48,16 @@ type room struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex // guards conns, aware and the awareness relay's fields
-	conns map[*conn]struct{}
-	aware *awareness
+	mu       sync.Mutex // guards conns, aware, presence and the awareness relay's fields
+	conns    map[editor]struct{}
+	aware    *awareness
+	presence PresenceLink // nil without Options.Presence, and once closed
+	closed   bool         // the room closed: other nodes' states are no longer taken
 	// The awareness relay: changes wait in awarePending while a relay went out less than
 	// awarenessRelayInterval ago, and go out together when awareTimer fires.
 	awarePending map[uint64]AwarenessEntry // by client id: its latest change
-	awareFrom    *conn                     // the connection every pending change came from, if one did
-	awareOneFrom bool                      // whether awareFrom is that connection
+	awareFrom    editor                    // the editor every pending change came from, if one did
+	awareOneFrom bool                      // whether awareFrom is that editor
 	awareLast    time.Time                 // when the last relay went out
 	awareTimer   clock.Timer               // set while a relay waits
 
@@ -66,16 +69,25 @@ type room struct {
 }
 
 // relayItem is an editor's accepted update waiting to be durable (seq) before it is sent
-// to the room's other editors: msg is the sync Update message carrying update.
+// to the room's other editors: msg is the sync Update message carrying update (nil: the
+// update changed nothing, and only its acknowledgement waits). With ack, from is told once
+// it is durable (editor.saved).
 type relayItem struct {
 	seq    uint64
 	msg    []byte
 	update []byte
-	from   *conn
+	from   editor
+	ack    bool
 }
 
+// cost is what an item counts against RelayQueueBytes: its message, and at least
+// ackOnlyCost, so that acknowledgements alone are bounded too.
+func (it relayItem) cost() int { return max(len(it.msg), ackOnlyCost) }
+
+const ackOnlyCost = 64
+
 func newRoom(s *Server, ns, owner string) *room {
-	return &room{srv: s, ns: ns, owner: owner, ready: make(chan struct{}), conns: map[*conn]struct{}{},
+	return &room{srv: s, ns: ns, owner: owner, ready: make(chan struct{}), conns: map[editor]struct{}{},
 		aware:     newAwareness(s.opts.MaxAwarenessStates, s.opts.Limits.AwarenessStatesPerConnection),
 		relayWake: make(chan struct{}, 1), relaySpace: make(chan struct{}, 1)}
 }
@@ -97,6 +109,12 @@ func (rm *room) open(ctx context.Context) error {
 	rm.wg.Add(2)
 	go rm.pump()
 	go rm.relayLoop()
+	if p := rm.srv.opts.Presence; p != nil {
+		link := p.Join(rm.owner, rm.ns, remoteStates{rm})
+		rm.mu.Lock()
+		rm.presence = link
+		rm.mu.Unlock()
+	}
 	return nil
 }
 
@@ -110,6 +128,18 @@ func (rm *room) close() {
 	if rm.awareTimer != nil {
 		rm.awareTimer.Stop()
 	}
+	link := rm.presence
+	rm.presence = nil
+	rm.mu.Unlock()
+	if link != nil {
+		link.Close()
+	}
+	// Other nodes' states stay in the table after the last editor left: they leave with the
+	// room (and the gauge), and nothing is taken any more.
+	rm.mu.Lock()
+	rm.closed = true
+	rm.srv.m.awarenessChanged(-len(rm.aware.states))
+	clear(rm.aware.states)
 	rm.mu.Unlock()
 	rm.cancel()
 	rm.wg.Wait()
@@ -119,7 +149,7 @@ func (rm *room) close() {
 
 // add registers c and returns the awareness states to greet it with, taken under the same
 // lock, so that c then hears every later change.
-func (rm *room) add(c *conn) []AwarenessEntry {
+func (rm *room) add(c editor) []AwarenessEntry {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	rm.conns[c] = struct{}{}
@@ -127,31 +157,32 @@ func (rm *room) add(c *conn) []AwarenessEntry {
 }
 
 // remove unregisters c and announces the removal of the awareness states it controlled.
-func (rm *room) remove(c *conn) {
+func (rm *room) remove(c editor) {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	if _, ok := rm.conns[c]; !ok {
 		return
 	}
 	delete(rm.conns, c)
-	if gone := rm.aware.removeConn(c, rm.srv.opts.Clock.Now()); len(gone) > 0 {
+	if gone, local := rm.aware.removeHolder(holder{conn: c}, rm.srv.opts.Clock.Now()); len(gone) > 0 {
 		rm.srv.m.awarenessChanged(-len(gone))
 		rm.relayAwarenessLocked(gone, nil)
+		rm.publishLocked(local)
 	}
 }
 
-// members lists the room's connections.
-func (rm *room) members() []*conn {
+// members lists the room's editors.
+func (rm *room) members() []editor {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
-	out := make([]*conn, 0, len(rm.conns))
+	out := make([]editor, 0, len(rm.conns))
 	for c := range rm.conns {
 		out = append(out, c)
 	}
 	return out
 }
 
-// waitEmpty waits (bounded) until every connection left.
+// waitEmpty waits (bounded) until every editor left.
 func (rm *room) waitEmpty(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
@@ -165,8 +196,8 @@ func (rm *room) waitEmpty(timeout time.Duration) {
 	}
 }
 
-// broadcastLocked queues msg to every connection but except.
-func (rm *room) broadcastLocked(msg []byte, except *conn) {
+// broadcastLocked queues msg to every editor but except.
+func (rm *room) broadcastLocked(msg []byte, except editor) {
 	for c := range rm.conns {
 		if c != except {
 			c.send(msg)
@@ -174,7 +205,7 @@ func (rm *room) broadcastLocked(msg []byte, except *conn) {
 	}
 }
 
-func (rm *room) broadcastAwarenessLocked(entries []AwarenessEntry, except *conn) {
+func (rm *room) broadcastAwarenessLocked(entries []AwarenessEntry, except editor) {
 	msg := AppendAwareness(nil, AppendAwarenessUpdate(nil, entries))
 	rm.broadcastLocked(msg, except)
 }
@@ -191,7 +222,7 @@ const awarenessRelayInterval = 50 * time.Millisecond
 // the next relay. A relay goes to every editor but the one connection all its changes came
 // from (with changes of several connections, each gets its own back, which y-protocols
 // ignores: the clock is not newer).
-func (rm *room) relayAwarenessLocked(entries []AwarenessEntry, from *conn) {
+func (rm *room) relayAwarenessLocked(entries []AwarenessEntry, from editor) {
 	now := rm.srv.opts.Clock.Now()
 	if rm.awareTimer == nil && now.Sub(rm.awareLast) >= awarenessRelayInterval {
 		rm.awareLast = now
@@ -226,7 +257,7 @@ func (rm *room) flushAwareness() {
 	for _, e := range rm.awarePending {
 		entries = append(entries, e)
 	}
-	var except *conn
+	var except editor
 	if rm.awareOneFrom {
 		except = rm.awareFrom
 	}
@@ -239,16 +270,34 @@ func (rm *room) flushAwareness() {
 // applyAwareness takes an awareness update from c and relays what it changed to the other
 // editors. The gauge of awareness states moves before the relay, so that whoever sees a
 // relayed state sees it counted.
-func (rm *room) applyAwareness(c *conn, entries []AwarenessEntry) (dropped int) {
+func (rm *room) applyAwareness(c editor, entries []AwarenessEntry) (dropped int) {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	before := len(rm.aware.states)
-	taken, dropped := rm.aware.apply(c, entries, rm.srv.opts.Clock.Now())
+	taken, dropped := rm.aware.apply(holder{conn: c}, entries, rm.srv.opts.Clock.Now())
 	rm.srv.m.awarenessChanged(len(rm.aware.states) - before)
 	if len(taken) > 0 {
 		rm.relayAwarenessLocked(taken, c)
+		rm.publishLocked(taken)
 	}
 	return dropped
+}
+
+// relayStateless sends a stateless message to the room's editors that take them, but from
+// (nil: from the node's admin API). Stateless messages are not stored: an editor that is
+// not connected now never hears them. It returns how many editors it was sent to.
+func (rm *room) relayStateless(payload string, from editor) int {
+	msg := AppendStateless(nil, payload)
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	n := 0
+	for c := range rm.conns {
+		if c != from && c.takesStateless() {
+			c.send(msg)
+			n++
+		}
+	}
+	return n
 }
 
 // awarenessMessage returns every awareness state of the room as one awareness message: the
@@ -271,9 +320,10 @@ func (rm *room) pump() {
 			return
 		case <-tick.C:
 			rm.mu.Lock()
-			if gone := rm.aware.expire(rm.srv.opts.Clock.Now(), rm.srv.opts.AwarenessTimeout); len(gone) > 0 {
+			if gone, local := rm.aware.expire(rm.srv.opts.Clock.Now(), rm.srv.opts.AwarenessTimeout); len(gone) > 0 {
 				rm.srv.m.awarenessChanged(-len(gone))
 				rm.relayAwarenessLocked(gone, nil)
+				rm.publishLocked(local)
 			}
 			rm.mu.Unlock()
 			continue
@@ -353,9 +403,9 @@ func (rm *room) closeAll(code websocket.StatusCode, reason, cause string) {
 func (rm *room) relay(ctx context.Context, it relayItem) error {
 	for {
 		rm.relayMu.Lock()
-		if rm.relayBytes == 0 || rm.relayBytes+len(it.msg) <= rm.srv.opts.RelayQueueBytes {
+		if rm.relayBytes == 0 || rm.relayBytes+it.cost() <= rm.srv.opts.RelayQueueBytes {
 			rm.relayQ = append(rm.relayQ, it)
-			rm.relayBytes += len(it.msg)
+			rm.relayBytes += it.cost()
 			rm.relayMu.Unlock()
 			signal(rm.relayWake)
 			return nil
@@ -413,7 +463,10 @@ func (rm *room) relayLoop() {
 		rm.broadcastUpdates(ready)
 		freed := 0
 		for _, it := range ready {
-			freed += len(it.msg)
+			freed += it.cost()
+			if it.ack {
+				it.from.saved()
+			}
 		}
 		rm.relayMu.Lock()
 		rm.relayBytes -= freed
@@ -423,8 +476,18 @@ func (rm *room) relayLoop() {
 }
 
 // broadcastUpdates sends editors' updates to the room: one alone to everyone but its
-// sender; several merged into one update for everyone.
-func (rm *room) broadcastUpdates(items []relayItem) {
+// sender; several merged into one update for everyone. Items without a message (only an
+// acknowledgement waited) send nothing.
+func (rm *room) broadcastUpdates(all []relayItem) {
+	items := make([]relayItem, 0, len(all))
+	for _, it := range all {
+		if it.msg != nil {
+			items = append(items, it)
+		}
+	}
+	if len(items) == 0 {
+		return
+	}
 	if len(items) == 1 {
 		rm.mu.Lock()
 		rm.broadcastLocked(items[0].msg, items[0].from)

@@ -19,7 +19,7 @@ import (
 // of other editors joining drop the editor; what piles up behind it beyond the bound does.
 func TestSendQueue_BoundsWhatWaitsBehindTheFirst(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.SendQueueMessages, o.SendQueueBytes = 64, 1<<20 })
-	c := newConn(e.srv, &room{srv: e.srv, ns: e.ns}, nil, auth.ClientGrant{Name: "writer"}, "test")
+	c := newConn(e.srv, &room{srv: e.srv, ns: e.ns}, nil, auth.ClientGrant{Name: "writer"}, "test", false)
 	defer c.cancel()
 	state := make([]byte, 4<<20)
 	c.sendParts(AppendSyncHead(nil, SyncStep2, len(state)), state)

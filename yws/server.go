@@ -118,8 +118,14 @@ type Options struct {
 	// RelayQueueBytes bounds, per namespace, the accepted editor updates waiting to be
 	// durable before they are relayed (readers wait beyond it).
 	RelayQueueBytes int
-	// Limits bound each user's connections and each connection's rates (see Limits).
+	// Limits bound each user's connections and each connection's rates (see Limits); a
+	// Hocuspocus socket is one connection, of each user with a document open on it.
 	Limits Limits
+	// Presence, when set, carries awareness between this node's editors and other nodes'
+	// (see Presence); nil keeps awareness node-local.
+	Presence Presence
+	// Hocuspocus bounds what one Hocuspocus socket holds (see HocuspocusOptions).
+	Hocuspocus HocuspocusOptions
 	// Metrics receives the counters and gauges; nil counts nothing.
 	Metrics *Metrics
 	// Clock paces keep-alives and awareness timeouts; nil means clock.Real().
@@ -152,6 +158,7 @@ func (o *Options) fill() {
 	fillDur(&o.KeepAlive, DefaultKeepAlive)
 	fillDur(&o.WriteTimeout, DefaultWriteTimeout)
 	o.Limits.fill()
+	o.Hocuspocus.fill()
 	if o.Clock == nil {
 		o.Clock = clock.Real()
 	}
@@ -161,7 +168,9 @@ func (o *Options) fill() {
 }
 
 // Server is the editor endpoint of one node: it serves GET /v1/yjs/{namespaceId} in the
-// y-websocket protocol and the editor page under /edit/. See the package doc.
+// y-websocket protocol, GET /v1/hocuspocus in the Hocuspocus protocol and the editor page
+// under /edit/; the editors of both protocols share one room per namespace. See the
+// package doc.
 type Server struct {
 	opts Options
 	log  *slog.Logger
@@ -187,7 +196,9 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, m: opts.Metrics, rooms: map[string]*room{}, shutdown: make(chan struct{})}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /v1/yjs/{id}", s.serveEditor)
+	s.mux.HandleFunc("GET "+HocuspocusPath, s.serveHocuspocus)
 	s.mux.HandleFunc("GET /edit/{id}", s.servePage)
+	s.mux.HandleFunc("GET /edit/rich/{id}", s.serveRichPage)
 	s.mux.Handle("GET /edit/assets/", http.StripPrefix("/edit/assets/", assetHandler()))
 	s.mux.HandleFunc("GET /favicon.ico", serveFavicon)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -195,7 +206,7 @@ func New(opts Options) (*Server, error) {
 		w.Write([]byte("{\"status\":\"ok\"}\n"))
 	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such route: editors connect to /v1/yjs/{namespaceId}; the editor page is /edit/{namespaceId}")
+		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such route: editors connect to /v1/yjs/{namespaceId} (y-websocket) or "+HocuspocusPath+" (Hocuspocus); the editor page is /edit/{namespaceId}")
 	})
 	return s, nil
 }
@@ -327,6 +338,7 @@ func (s *Server) serveEditor(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "the node is shutting down")
 		return
 	}
+	stateless := r.URL.Query().Get("stateless") == "1" // the application handles stateless messages
 	grant, owner, ok := s.admit(w, r, ns)
 	if !ok {
 		return
@@ -356,7 +368,7 @@ func (s *Server) serveEditor(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(int64(s.opts.MaxMessageBytes))
-	c := newConn(s, rm, ws, grant, r.RemoteAddr)
+	c := newConn(s, rm, ws, grant, r.RemoteAddr, stateless)
 	c.run()
 }
 
@@ -415,7 +427,7 @@ func (s *Server) join(ctx context.Context, ns, owner string) (*room, error) {
 }
 
 // leave drops one reference to a room (and c from it, when set); the last one closes it.
-func (s *Server) leave(rm *room, c *conn) {
+func (s *Server) leave(rm *room, c editor) {
 	if c != nil {
 		rm.remove(c)
 	}
@@ -439,20 +451,20 @@ func (s *Server) Revalidate() {
 	if s.opts.Clients == nil {
 		return
 	}
-	for _, c := range s.conns() {
-		s.revalidate(c)
+	for _, m := range s.editors() {
+		s.revalidate(m.ed, m.ns)
 	}
 }
 
-// revalidate applies the current grant of c's token to c: closed when the token was removed
-// or no longer grants the namespace, read-only as the grant says. A connection calls it
-// once it is in its room, so that a Revalidate that ran between the token check before the
-// upgrade and that moment (it did not see the connection) is not missed.
-func (s *Server) revalidate(c *conn) {
+// revalidate applies the current grant of c's token to c, an editor of namespace ns: closed
+// when the token was removed or no longer grants the namespace, read-only as the grant
+// says. An editor calls it once it is in its room, so that a Revalidate that ran between
+// the token check and that moment (it did not see the editor) is not missed.
+func (s *Server) revalidate(c editor, ns string) {
 	if s.opts.Clients == nil {
 		return
 	}
-	g, err := s.opts.Clients.RecheckClient(c.grant)
+	g, err := s.opts.Clients.RecheckClient(c.credential())
 	var refusal *auth.ClientRefusal
 	switch {
 	case errors.As(err, &refusal) && refusal.Check == auth.CheckRevoked:
@@ -461,10 +473,10 @@ func (s *Server) revalidate(c *conn) {
 		c.closeWith(statusTokenRevoked, "the token expired; reconnect with a fresh one", "token-expired")
 	case err != nil:
 		c.closeWith(statusTokenRevoked, "the client token was removed", "token-removed")
-	case !g.Allows(c.room.ns):
+	case !g.Allows(ns):
 		c.closeWith(statusNotGranted, "the client token no longer grants this namespace", "namespace-not-granted")
 	default:
-		c.readOnly.Store(g.ReadOnly)
+		c.setReadOnly(g.ReadOnly)
 	}
 }
 
@@ -484,23 +496,45 @@ func (s *Server) CloseNamespace(ns string) {
 	rm.waitEmpty(5 * time.Second)
 }
 
-// conns lists every open connection.
-func (s *Server) conns() []*conn {
+// roomEditor is an editor of a room, with the room's namespace.
+type roomEditor struct {
+	ed editor
+	ns string
+}
+
+// editors lists every editor of every room.
+func (s *Server) editors() []roomEditor {
 	s.mu.Lock()
 	rooms := make([]*room, 0, len(s.rooms))
 	for _, rm := range s.rooms {
 		rooms = append(rooms, rm)
 	}
 	s.mu.Unlock()
-	var out []*conn
+	var out []roomEditor
 	for _, rm := range rooms {
-		out = append(out, rm.members()...)
+		for _, ed := range rm.members() {
+			out = append(out, roomEditor{ed, rm.ns})
+		}
 	}
 	return out
 }
 
 // Clients returns the number of open editor connections.
 func (s *Server) Clients() int { return int(s.clients.Load()) }
+
+// BroadcastStateless sends a stateless message to the editors of namespace ns on this
+// node that take them — every Hocuspocus document, and the y-websocket connections that
+// asked (?stateless=1) — and returns how many it was sent to. Nothing is stored: an editor
+// not connected now never hears it, nor does one on another node.
+func (s *Server) BroadcastStateless(ns, payload string) int {
+	s.mu.Lock()
+	rm := s.rooms[ns]
+	s.mu.Unlock()
+	if rm == nil {
+		return 0
+	}
+	return rm.relayStateless(payload, nil)
+}
 
 // Editors counts the editors connected to namespace ns now (for the admin API's status).
 func (s *Server) Editors(ns string) int {
@@ -525,8 +559,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(s.shutdown)
 	}
 	s.mu.Unlock()
-	for _, c := range s.conns() {
-		c.closeWith(websocket.StatusGoingAway, "the node is shutting down", "shutdown")
+	for _, m := range s.editors() {
+		m.ed.closeWith(websocket.StatusGoingAway, "the node is shutting down", "shutdown")
 	}
 	done := make(chan struct{})
 	go func() { s.handlers.Wait(); close(done) }()

@@ -15,8 +15,10 @@ import (
 	"github.com/nomicore/nomicore/node"
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
+	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/protocol"
+	"github.com/nomicore/nomicore/yws"
 )
 
 // clusterFlags are the cluster flags of hub serve
@@ -84,13 +86,13 @@ func largestWrite(p *protocol.Config) int {
 // A cluster node carries every write the replication limits let in as one record of its
 // log: the embedded NATS server is sized for it, and an existing NATS cluster whose
 // max_payload is smaller is refused at start (raise max_payload, or lower the limits).
-func openHub(data string, cf *clusterFlags, limits *protocol.Config, clk clock.Clock, log *slog.Logger) (*node.Instance, *cluster.Node, error) {
+func openHub(data string, cf *clusterFlags, feed *persistence.ChangeFeedOptions, limits *protocol.Config, clk clock.Clock, log *slog.Logger) (*node.Instance, *cluster.Node, error) {
 	on, err := cf.enabled()
 	if err != nil {
 		return nil, nil, err
 	}
 	if !on {
-		inst, err := node.OpenInstance(data, registry.RoleHub, observer.SideHub, clk, log)
+		inst, err := node.OpenInstanceFeed(data, registry.RoleHub, observer.SideHub, clk, log, feed)
 		return inst, nil, err
 	}
 	if cf.quorumTimeout < time.Second {
@@ -164,15 +166,15 @@ func gateCluster(ready func() error, h http.Handler) http.Handler {
 	})
 }
 
-// gateEditors is gateCluster for the editors' WebSocket endpoint of the client listener;
-// its pages and assets are served regardless.
+// gateEditors is gateCluster for the editors' WebSocket endpoints of the client listener
+// (y-websocket and Hocuspocus); its pages and assets are served regardless.
 func gateEditors(ready func() error, h http.Handler) http.Handler {
 	if ready == nil {
 		return h
 	}
 	gated := gateCluster(ready, h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v1/yjs/") {
+		if strings.HasPrefix(r.URL.Path, "/v1/yjs/") || r.URL.Path == yws.HocuspocusPath {
 			gated.ServeHTTP(w, r)
 			return
 		}

@@ -9,7 +9,7 @@
 //	hub token change --data DIR --client NAME [--namespace ns-…|*]... [--read-only|--read-write]
 //	hub write --namespace ns-… [--map ROOT] KEY=VALUE...        # a client of the admin API
 //
-// Editors (stock y-websocket providers) connect to the client listener, --client-listen
+// Editors (stock y-websocket and Hocuspocus providers) connect to the client listener, --client-listen
 // (default 127.0.0.1:8789): ws://HOST:PORT/v1/yjs/{namespaceId}?token=… ; the editor page is
 // http://HOST:PORT/edit/{namespaceId}?token=… .
 //

@@ -19,7 +19,9 @@ import (
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/node/gcpace"
 	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/presence"
 	"github.com/nomicore/nomicore/replication/namespace"
+	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/yws"
 )
@@ -39,7 +41,7 @@ func paceGC(getenv func(string) string) *gcpace.Pacer {
 func serve(args []string, cio cli.IO) int {
 	f := cli.NewFlags("hub serve", "hub [serve] [flags]",
 		"Runs the hub: peers connect to --listen (WebSocket /v1/replication, with a bearer token from the tokens "+
-			"file), applications use the admin API on --admin-listen, editors (stock y-websocket providers) connect to "+
+			"file), applications use the admin API on --admin-listen, editors (stock y-websocket and Hocuspocus providers) connect to "+
 			"--client-listen (/v1/yjs/{namespaceId}, with a client token; the editor page is /edit/{namespaceId}). Documents and registry live in a bbolt "+
 			"store under --data. SIGINT or SIGTERM stop it in order; SIGHUP re-reads the tokens file and the TLS certificate (--tls-cert).")
 	instanceID := f.String("instance-id", "hub", "this hub's `NAME`; peers must expect it (their --hub-instance-id)")
@@ -56,6 +58,7 @@ func serve(args []string, cio cli.IO) int {
 	common := node.RegisterCommon(f)
 	clientFlags := node.RegisterClientFlags(f, "127.0.0.1:8789")
 	clusterOpts := registerClusterFlags(f)
+	feedOpts := registerFeedFlags(f)
 	operands, code, ok := f.Parse(args, cio)
 	if !ok {
 		return code
@@ -83,6 +86,9 @@ func serve(args []string, cio cli.IO) int {
 	if err := clientFlags.Check(); err != nil {
 		return fail(err)
 	}
+	if err := feedOpts.check(); err != nil {
+		return fail(err)
+	}
 	where := "--data " + *data // how the token commands name the tokens file
 	if *tokensFile == "" {
 		*tokensFile = filepath.Join(*data, auth.FileName)
@@ -96,7 +102,7 @@ func serve(args []string, cio cli.IO) int {
 	}
 
 	// Everything that can refuse the configuration is checked before anything is served.
-	inst, clusterNode, err := openHub(*data, clusterOpts, &common.Protocol, clk, log)
+	inst, clusterNode, err := openHub(*data, clusterOpts, feedOpts.storeOptions(), &common.Protocol, clk, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -149,7 +155,30 @@ func serve(args []string, cio cli.IO) int {
 			return fail(err)
 		}
 	}
-	namespaces, err := namespace.NewHub(namespace.HubOptions{Registry: reg, Logger: log,
+	// Presence with the peers (the presence extension, offered with --presence-relay on;
+	// never by --generation v1): the hub relays between its editors and its peers, and
+	// between its peers.
+	var relay *presence.Replication
+	var presenceMetrics *presence.Metrics
+	if clientFlags.PresenceRelay == "on" {
+		if presenceMetrics, err = presence.NewMetrics(obs.Registry); err != nil {
+			return fail(err)
+		}
+	}
+	if clientFlags.PresenceRelay == "on" && common.Protocol.Generation != protocol.GenerationV1 {
+		if relay, err = presence.NewReplication(presence.ReplicationOptions{Hub: true, MaxStates: clientFlags.MaxStates,
+			MaxStateBytes: clientFlags.MaxState, UpdatesPerSecond: clientFlags.Limits.AwarenessUpdatesPerSecond,
+			Metrics: presenceMetrics, Clock: clk, Logger: log}); err != nil {
+			return fail(err)
+		}
+		cleanup = append(cleanup, relay.Close)
+		common.Protocol.Presence = true
+	}
+	var peerPresence namespace.PresenceRelay
+	if relay != nil {
+		peerPresence = relay
+	}
+	namespaces, err := namespace.NewHub(namespace.HubOptions{Registry: reg, Logger: log, Presence: peerPresence,
 		OwnerMismatch: func(peer, ns, grantOwner, nsOwner string) {
 			log.Warn("a peer asked for a namespace of another owner; it was answered as for a missing namespace (NAMESPACE_NOT_FOUND)",
 				slog.String("peer", peer), slog.String("namespaceId", ns),
@@ -189,6 +218,14 @@ func serve(args []string, cio cli.IO) int {
 		return editors.Editors(ns), true
 	}
 	adminOpts.EditorList = node.EditorList(&editors)
+	nodeName := *instanceID
+	if clusterNode != nil {
+		nodeName = clusterNode.Name()
+	}
+	adminOpts.PresenceList = node.PresenceList(&editors, nodeName)
+	if clientFlags.Enabled() {
+		adminOpts.Stateless = func(ns, payload string) int { return editors.BroadcastStateless(ns, payload) }
+	}
 	if clientAuth != nil {
 		adminOpts.Clients = &node.ClientAdmin{Path: *tokensFile, Static: reloader, Revoked: clientAuth.Revocations}
 	}
@@ -197,6 +234,10 @@ func serve(args []string, cio cli.IO) int {
 			st, ok := clusterNode.LogStatus(ns)
 			return adminapi.LogJSON{LagRecords: st.LagRecords, Compacting: st.Compacting}, ok
 		}
+	}
+	feed, err := feedOpts.start(inst, clusterNode, &adminOpts, clk, log)
+	if err != nil {
+		return fail(err)
 	}
 	api, err := adminapi.New(adminOpts)
 	if err != nil {
@@ -218,6 +259,21 @@ func serve(args []string, cio cli.IO) int {
 		}
 		opts := clientFlags.Options(inst, common, checks)
 		opts.Namespaces, opts.Metrics = node.HubNamespaces(store), m
+		if relay != nil {
+			opts.Presence = relay
+		}
+		if clusterNode != nil && clientFlags.RelayPresence() {
+			cl, err := presence.NewCluster(clusterNode.Conn(), presence.ClusterOptions{Node: clusterNode.Name(),
+				MaxStates: opts.MaxAwarenessStates, MaxStateBytes: opts.MaxAwarenessStateBytes, Metrics: presenceMetrics, Clock: clk, Logger: log})
+			if err != nil {
+				return fail(err)
+			}
+			if opts.Presence != nil {
+				opts.Presence = presence.Both(cl, relay)
+			} else {
+				opts.Presence = cl
+			}
+		}
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)
 		}
@@ -253,6 +309,7 @@ func serve(args []string, cio cli.IO) int {
 	stopTLS := node.WatchTLS(certs, clk, common.TLS.Poll, sigs)
 	stopReload := node.Go(func(ctx context.Context) { reloader.Run(ctx, clk, *tokensPoll, hup) })
 	stopFlush := node.Go(func(ctx context.Context) { obs.RunFlush(ctx, clk, 10*time.Second) })
+	stopFeed := feed.run()
 	stopClientAuth := func(context.Context) error { return nil }
 	if clientAuth != nil {
 		stopClientAuth = node.Go(clientAuth.Run)
@@ -283,8 +340,15 @@ func serve(args []string, cio cli.IO) int {
 			err := hub.Shutdown(ctx)
 			return errors.Join(err, repl.Shutdown(ctx))
 		}},
+		{Name: "presence relay", Run: func(context.Context) error {
+			if relay != nil {
+				relay.Close()
+			}
+			return nil
+		}},
 		{Name: "frame capture", Run: func(context.Context) error { return closeCapture() }},
 		{Name: "admin api", Run: func(ctx context.Context) error { api.Close(); return admin.Shutdown(ctx) }},
+		{Name: "versions and webhooks", Run: stopFeed},
 		{Name: "tokens watcher", Run: stopReload},
 		{Name: "editor credentials", Run: stopClientAuth},
 		{Name: "tls watcher", Run: stopTLS},

@@ -40,16 +40,17 @@ const frameEncodeAbout = `Reads one frame JSON line per line, writes one frame p
 
 func runFrame(sub string, args []string, cio cli.IO) int {
 	encode := sub == "encode"
-	synopsis, about := "nmcr frame decode [--chunked] [--max-frame-bytes N] … < FRAMES", frameDecodeAbout
+	synopsis, about := "nmcr frame decode [--chunked] [--presence] [--max-frame-bytes N] … < FRAMES", frameDecodeAbout
 	if encode {
 		synopsis, about = "nmcr frame encode [--max-frame-bytes N] … < JSON-LINES", frameEncodeAbout
 	}
 	cfg := protocol.DefaultConfig()
 	lim := cfg.Limits()
 	f := cli.NewFlags("nmcr frame "+sub, synopsis, about)
-	var chunked *bool
+	var chunked, presence *bool
 	if !encode {
 		chunked = f.Bool("chunked", false, "decode as on a connection that negotiated chunked transfers (UPDATE_CHUNK allowed)")
+		presence = f.Bool("presence", false, "decode as on a connection that negotiated this implementation's presence extension (PRESENCE allowed)")
 	}
 	f.IntVar(&lim.MaxFrameBytes, "max-frame-bytes", lim.MaxFrameBytes, "largest frame, in bytes (the binaries' --max-frame-bytes)")
 	f.IntVar(&lim.MaxUpdateBytes, "max-update-bytes", lim.MaxUpdateBytes, "largest update in a frame, in bytes")
@@ -66,8 +67,11 @@ func runFrame(sub string, args []string, cio cli.IO) int {
 		return f.Mistake(cio, "limits must be non-negative and --max-frame-bytes at least %d", protocol.HeaderLen)
 	}
 	var caps protocol.Capability
-	if encode || *chunked { // the encoder writes whatever message it is given, 0x42 included
+	if encode || *chunked { // the encoder writes whatever message it is given, 0x42 and 0x43 included
 		caps = protocol.CapChunkedUpdate
+	}
+	if encode || *presence {
+		caps |= protocol.CapPresence
 	}
 	codec := protocol.NewCodec(lim, caps)
 

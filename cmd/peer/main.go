@@ -10,7 +10,7 @@
 //	peer token change --data DIR --client NAME [--namespace ns-…|*]... [--read-only|--read-write]
 //	peer token list --data DIR | peer token remove --data DIR --client NAME
 //
-// Editors (stock y-websocket providers) connect to the client listener, --client-listen
+// Editors (stock y-websocket and Hocuspocus providers) connect to the client listener, --client-listen
 // (default 127.0.0.1:8791): ws://HOST:PORT/v1/yjs/{namespaceId}?token=… ; the editor page is
 // http://HOST:PORT/edit/{namespaceId}?token=… .
 //

@@ -21,8 +21,10 @@ import (
 	"github.com/nomicore/nomicore/node/cli"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
+	"github.com/nomicore/nomicore/presence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
+	"github.com/nomicore/nomicore/replication/protocol"
 	"github.com/nomicore/nomicore/replication/ws"
 	"github.com/nomicore/nomicore/yws"
 )
@@ -151,11 +153,31 @@ func runPeer(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
-	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log,
+	// Presence with the hub (the presence extension, offered with --presence-relay on by a
+	// peer whose editors it would serve; never by --generation v1).
+	var relay *presence.Replication
+	if clientFlags.RelayPresence() && common.Protocol.Generation != protocol.GenerationV1 {
+		pm, err := presence.NewMetrics(obs.Registry)
+		if err != nil {
+			return fail(err)
+		}
+		if relay, err = presence.NewReplication(presence.ReplicationOptions{MaxStates: clientFlags.MaxStates,
+			MaxStateBytes: clientFlags.MaxState, UpdatesPerSecond: clientFlags.Limits.AwarenessUpdatesPerSecond,
+			Metrics: pm, Clock: clk, Logger: log}); err != nil {
+			return fail(err)
+		}
+		cleanup = append(cleanup, relay.Close)
+		common.Protocol.Presence = true
+	}
+	tcOpts := namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log,
 		// A namespace the hub deleted is no target any more: a restart must not bring it back.
 		OnHubDeleted: func(t namespace.Target, _ persistence.ArchiveInfo, _ error) {
 			node.ForgetTarget(context.Background(), store, t.NamespaceID)
-		}})
+		}}
+	if relay != nil {
+		tcOpts.Presence = relay
+	}
+	tc, err := namespace.NewTargetController(tcOpts)
 	if err != nil {
 		return fail(err)
 	}
@@ -222,6 +244,9 @@ func runPeer(args []string, cio cli.IO) int {
 		}
 		opts := clientFlags.Options(inst, common, checks)
 		opts.Namespaces, opts.Metrics, opts.Writes = node.PeerNamespaces(tc, store), m, localWrites.Editors()
+		if relay != nil {
+			opts.Presence = relay
+		}
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)
 		}
@@ -259,12 +284,14 @@ func runPeer(args []string, cio cli.IO) int {
 	adminOpts.InstanceID, adminOpts.Load = *instanceID, peer.Load
 	adminOpts.Listeners = map[string]string{"admin": *adminListen}
 	adminOpts.EditorList = node.EditorList(&editors)
+	adminOpts.PresenceList = node.PresenceList(&editors, *instanceID)
 	if clientAuth != nil {
 		adminOpts.Clients = &node.ClientAdmin{Path: filepath.Join(*data, auth.FileName), Static: clientTokens, Revoked: clientAuth.Revocations}
 	}
 	if editors != nil {
 		adminOpts.Listeners["client"] = clientFlags.Listen
 		adminOpts.Editors = func(ns string) (int, bool) { return editors.Editors(ns), true }
+		adminOpts.Stateless = editors.BroadcastStateless
 	}
 	adminOpts.Link = func() adminapi.LinkInfo {
 		c, _ := peer.Connection()
@@ -328,6 +355,12 @@ func runPeer(args []string, cio cli.IO) int {
 			}
 			tc.Close()
 			return err
+		}},
+		{Name: "presence relay", Run: func(context.Context) error {
+			if relay != nil {
+				relay.Close()
+			}
+			return nil
 		}},
 		{Name: "token watcher", Run: stopTokenWatch},
 		{Name: "frame capture", Run: func(context.Context) error { return closeCapture() }},

@@ -13,7 +13,7 @@ import (
 // listener (editors), in DATA/tokens.json, which a running peer re-reads within a second.
 var tokenCommands = cli.Group{
 	Path: "peer token",
-	About: "Editors (stock y-websocket providers) authenticate to the peer's client listener with client tokens. " +
+	About: "Editors (stock y-websocket and Hocuspocus providers) authenticate to the peer's client listener with client tokens. " +
 		"The peer's tokens file (DATA/tokens.json) keeps only the SHA-256 of each token with the editor's name, the " +
 		"namespaces it may open and whether it may change them; a running peer applies each change within a second.",
 	Commands: []cli.Command{

@@ -110,6 +110,88 @@ const ops = {
     editor(name).provider.awareness.getStates().forEach((state, clientID) => out.push({ clientID, state }))
     return out
   },
+  // waitPresence: wait until the editor's awareness holds a state whose user.name is user
+  // (and, when state is given, whose whole state equals it as JSON) — or, with gone, until
+  // it holds none; it resolves with the milliseconds waited.
+  async waitPresence ({ name, user, state, gone, timeoutMs }) {
+    const aw = editor(name).provider.awareness
+    const want = state === undefined ? undefined : JSON.stringify(state)
+    const start = Date.now()
+    const holds = () => {
+      for (const s of aw.getStates().values()) {
+        if (s && s.user && s.user.name === user && (want === undefined || JSON.stringify(s) === want)) return true
+      }
+      return false
+    }
+    await waitUntil(name + (gone ? ' loses ' : ' sees ') + user, timeoutMs, () => gone ? !holds() : holds())
+    return Date.now() - start
+  },
+  // presenceBench: editors stock providers spread round-robin over urls (the nodes), each
+  // moving its cursor rate times a second for seconds (its state carries the time of the
+  // move); the first editor of each node measures, for every state change it hears, the time
+  // from the move to its arrival, apart for moves made on its own node and on others. It
+  // resolves with the latencies' percentiles and counts, then closes the editors.
+  // (tokens, when given, is each node's token instead of one token for all.)
+  async presenceBench ({ urls, ns, token, tokens, editors: n, rate, seconds }) {
+    const eds = []
+    for (let i = 0; i < n; i++) {
+      const node = i % urls.length
+      const doc = new Y.Doc()
+      const params = { token: tokens ? tokens[node] : token }
+      const provider = new WebsocketProvider(urls[node], ns, doc, { params, WebSocketPolyfill: WebSocket, disableBc: true })
+      eds.push({ i, node, doc, provider })
+    }
+    await waitUntil('bench editors synced', 60000, () => eds.every((e) => e.provider.synced))
+    const local = []
+    const remote = []
+    const nodeOf = new Map() // client id → node index
+    for (const e of eds) nodeOf.set(e.doc.clientID, e.node)
+    for (const v of eds.slice(0, urls.length)) {
+      v.provider.awareness.on('change', ({ added, updated }) => {
+        const now = Date.now()
+        for (const id of added.concat(updated)) {
+          const st = v.provider.awareness.getStates().get(id)
+          if (!st || typeof st.t !== 'number' || id === v.doc.clientID) continue
+          ;(nodeOf.get(id) === v.node ? local : remote).push(now - st.t)
+        }
+      })
+    }
+    const period = 1000 / rate
+    const end = Date.now() + seconds * 1000
+    const timers = eds.map((e, k) => setTimeout(function move (cursor) {
+      if (Date.now() >= end) return
+      e.provider.awareness.setLocalState({ user: { name: 'e' + e.i }, cursor, t: Date.now() })
+      timers[k] = setTimeout(move, period, cursor + 1)
+    }, Math.floor(Math.random() * period), 0))
+    await sleep(seconds * 1000 + 2000)
+    timers.forEach(clearTimeout)
+    for (const e of eds) { e.provider.destroy(); e.doc.destroy() }
+    const pct = (a, p) => {
+      if (a.length === 0) return null
+      const s = a.slice().sort((x, y) => x - y)
+      return s[Math.min(s.length - 1, Math.floor(p * s.length))]
+    }
+    return {
+      moves: Math.round(n * rate * seconds),
+      local: { count: local.length, p50: pct(local, 0.5), p99: pct(local, 0.99) },
+      remote: { count: remote.length, p50: pct(remote, 0.5), p99: pct(remote, 0.99) }
+    }
+  },
+  // flood: each named editor sets a state of about bytes bytes every 1000/rate ms for
+  // seconds, in the background (it resolves at once).
+  async flood ({ names, bytes, rate, seconds }) {
+    const pad = 'x'.repeat(bytes)
+    const end = Date.now() + seconds * 1000
+    for (const name of names) {
+      const aw = editor(name).provider.awareness
+      let n = 0
+      const timer = setInterval(() => {
+        if (Date.now() >= end || !editors.has(name)) { clearInterval(timer); return }
+        aw.setLocalState({ user: { name }, n: n++, pad })
+      }, 1000 / rate)
+    }
+    return null
+  },
   async events ({ name }) { return editor(name).events },
   async waitEvent ({ name, type, timeoutMs }) {
     const e = editor(name)

@@ -37,6 +37,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nomicore/nomicore/changefeed"
 	"github.com/nomicore/nomicore/clock"
 	"github.com/nomicore/nomicore/node/timeline"
 	"github.com/nomicore/nomicore/observer"
@@ -44,6 +45,8 @@ import (
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
 	"github.com/nomicore/nomicore/replication/ws"
+	"github.com/nomicore/nomicore/versions"
+	"github.com/nomicore/nomicore/webhook"
 )
 
 // Targets is the peer's target list as the admin API manages it: the namespace layer's
@@ -146,15 +149,30 @@ type Options struct {
 	// Editors counts the editors connected to a namespace (false when the process serves
 	// no editors).
 	Editors func(namespaceID string) (int, bool)
+	// Stateless, when set, serves POST /v1/namespaces/{id}/stateless (see postStateless).
+	Stateless Stateless
 	// Log reports how this node of a hub cluster follows a namespace's log (false when the
 	// process is not a cluster node or does not have the namespace loaded).
 	Log func(namespaceID string) (LogJSON, bool)
+	// Changes, when set (hub), serves the change feed: GET /v1/changes and
+	// /v1/changes/latest; ChangesServed, when set, counts the changes sent on its streams.
+	Changes       changefeed.Source
+	ChangesServed func(n int)
+	// Versions, when set (hub), serves the versions of each namespace:
+	// /v1/namespaces/{id}/versions….
+	Versions *versions.Service
+	// Webhooks, when set (hub with --webhook-url), reports each endpoint's delivery state
+	// (GET /v1/webhooks, GET /v1/status and the dashboard).
+	Webhooks func() []webhook.Status
 	// Clients, when set, manages the editors' credentials (/v1/clients): a node whose
 	// client listener checks them (--client-auth token).
 	Clients Clients
 	// EditorList lists the editors connected to a namespace (GET /v1/namespaces/{id} and
 	// the dashboard show who: users and client names, never tokens).
 	EditorList func(namespaceID string) []EditorJSON
+	// PresenceList, when set, lists the editors present in a namespace across the system
+	// (GET /v1/namespaces/{id}).
+	PresenceList func(namespaceID string) []PresenceJSON
 	// UI, when set, serves the dashboard at GET / and GET /ui/…: pages and assets anyone
 	// may load (they hold no data; the data routes they call require the token).
 	UI http.Handler
@@ -299,6 +317,7 @@ func (a *API) routes() {
 	m.HandleFunc("POST /v1/namespaces/{id}/update", a.postUpdate)
 	m.HandleFunc("GET /v1/namespaces/{id}/events", a.events)
 	m.HandleFunc("GET /v1/namespaces/{id}/roots", a.getRoots)
+	m.HandleFunc("POST /v1/namespaces/{id}/stateless", a.postStateless)
 	m.HandleFunc("GET /v1/status", a.getStatus)
 	m.HandleFunc("GET /v1/status/stream", a.statusStream)
 	m.HandleFunc("GET /v1/events", a.getEvents)
@@ -320,6 +339,7 @@ func (a *API) routes() {
 		m.HandleFunc("DELETE /v1/namespaces/{id}", a.deleteNamespace)
 		m.HandleFunc("PATCH /v1/namespaces/{id}", a.patchNamespace)
 		m.HandleFunc("PUT /v1/namespaces/{id}/schema", a.replaceSchema)
+		a.feedRoutes(m)
 	} else {
 		m.HandleFunc("GET /v1/targets", a.listTargets)
 		m.HandleFunc("POST /v1/targets", a.addTarget)

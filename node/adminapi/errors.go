@@ -39,6 +39,13 @@ const (
 	CodeOverloaded      = "OVERLOADED"
 	CodeUnavailable     = "UNAVAILABLE" // shutting down
 	CodeTimeout         = "TIMEOUT"
+	// CodeCursorExpired: a change-feed cursor the feed cannot resume after (older than it
+	// keeps, or not one of its cursors); 410 with the list to start over with.
+	CodeCursorExpired = "CURSOR_EXPIRED"
+	// CodeVersionNotFound: no such version of the namespace.
+	CodeVersionNotFound = "VERSION_NOT_FOUND"
+	// CodeRestoreTooLarge: the change a restore needs is larger than the largest write.
+	CodeRestoreTooLarge = "RESTORE_TOO_LARGE"
 	CodeTooManyStreams  = "TOO_MANY_STREAMS"
 	// CodeRequestTooLarge: a JSON body over its limit (an update over its limit is
 	// UPDATE_TOO_LARGE).

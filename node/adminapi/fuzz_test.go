@@ -17,10 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomicore/nomicore/changefeed"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/replication/namespace"
+	"github.com/nomicore/nomicore/versions"
 	"github.com/nomicore/nomicore/yjs"
 )
 
@@ -61,6 +63,9 @@ var fuzzStatuses = map[string][]int{
 	CodeUnavailable:          {http.StatusServiceUnavailable},
 	CodeTooManyStreams:       {http.StatusServiceUnavailable},
 	CodeTimeout:              {http.StatusGatewayTimeout},
+	CodeCursorExpired:        {http.StatusGone},
+	CodeVersionNotFound:      {http.StatusNotFound},
+	CodeRestoreTooLarge:      {http.StatusRequestEntityTooLarge},
 }
 
 var (
@@ -136,7 +141,8 @@ func newFuzzEnv(t *testing.T, peer bool, token string) *fuzzEnv {
 	if peer {
 		role, side = registry.RolePeer, observer.SidePeer
 	}
-	st, err := persistence.NewMemoryStore(persistence.Options{Compactor: registry.Compactor()})
+	st, err := persistence.NewMemoryStore(persistence.Options{Compactor: registry.Compactor(),
+		ChangeFeed: &persistence.ChangeFeedOptions{StateVector: registry.FeedStateVector}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +180,11 @@ func newFuzzEnv(t *testing.T, peer bool, token string) *fuzzEnv {
 			t.Fatal(err)
 		}
 		e.id = c.NamespaceID
+		opts.Changes = changefeed.StoreSource{Feed: st}
+		opts.Versions = versions.New(versions.Options{Registry: reg, Store: st, Feed: opts.Changes, Config: st, MaxUpdateBytes: fuzzMaxUpdate})
+		if _, err := opts.Versions.Take(ctx, "default", e.id, "first", persistence.VersionManual); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if e.api, err = New(opts); err != nil {
 		t.Fatal(err)
@@ -309,6 +320,25 @@ func FuzzAdminAPI(f *testing.F) {
 			{0, "/v1/status/stream", "interval=1", 0, nil},
 			{0, "/v1/events", "", 0, nil},
 			{0, "/v1/connections", "", 0, nil},
+			{0, "/v1/changes", "after=0&wait=0s", 0, nil},
+			{0, "/v1/changes", "after=99&wait=1ms", 0, nil},
+			{0, "/v1/changes", "after=x", 0, nil},
+			{0, "/v1/changes", "after=0&limit=0", 0, nil},
+			{0, "/v1/changes", "after=0", 0, nil},
+			{0, "/v1/changes/latest", "", 0, nil},
+			{0, "/v1/webhooks", "", 0, nil},
+			{1, "/v1/namespaces/{id}/versions", "", 1, []byte(`{"label":"x"}`)},
+			{1, "/v1/namespaces/{id}/versions", "", 1, []byte(`{"label":1}`)},
+			{0, "/v1/namespaces/{id}/versions", "", 0, nil},
+			{0, "/v1/namespaces/{other}/versions", "", 0, nil},
+			{0, "/v1/namespaces/{id}/versions/1", "", 0, nil},
+			{0, "/v1/namespaces/{id}/versions/0/doc", "", 0, nil},
+			{0, "/v1/namespaces/{id}/versions/1/doc", "root=notes:map", 0, nil},
+			{0, "/v1/namespaces/{id}/versions/9/doc", "", 0, nil},
+			{0, "/v1/namespaces/{id}/versions/1/update", "sv=zz", 0, nil},
+			{0, "/v1/namespaces/{id}/versions/1/update", "sv=00", 0, nil},
+			{1, "/v1/namespaces/{id}/versions/1/restore", "", 0, nil},
+			{1, "/v1/namespaces/{id}/versions/7/restore", "", 0, nil},
 			{0, "/", "", 0, nil},
 		} {
 			for _, auth := range []uint8{0, 2, 6, 8, 16, 32, 48} {
@@ -339,7 +369,7 @@ func FuzzAdminAPI(f *testing.F) {
 		}
 		body = []byte(expand.Replace(string(body)))
 		timeout := 5 * time.Second
-		if strings.HasSuffix(u.Path, "/events") || strings.HasSuffix(u.Path, "/stream") {
+		if strings.HasSuffix(u.Path, "/events") || strings.HasSuffix(u.Path, "/stream") || strings.HasSuffix(u.Path, "/changes") {
 			timeout = 20 * time.Millisecond // a stream runs until the client leaves
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -377,10 +407,16 @@ func FuzzAdminAPI(f *testing.F) {
 			t.Fatalf("%s %s: status %d: %s", req.Method, target, status, rec.Body.Bytes())
 		}
 		if status >= 400 {
-			var er struct{ Code, Message string }
+			var er struct {
+				Code, Message string
+				// Only CURSOR_EXPIRED carries more: the list to start over from.
+				Cursor     *string
+				Namespaces []json.RawMessage
+			}
 			dec := json.NewDecoder(bytes.NewReader(rec.Body.Bytes()))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&er); err != nil || er.Code == "" || er.Message == "" ||
+				((er.Cursor != nil || er.Namespaces != nil) != (er.Code == CodeCursorExpired)) ||
 				rec.Header().Get("Content-Type") != "application/json" {
 				t.Fatalf("%s %s: %d answered %q (%s): not a JSON error", req.Method, target, status, rec.Body.Bytes(), rec.Header().Get("Content-Type"))
 			}

@@ -165,6 +165,7 @@ func (a *API) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a.fromErr(err))
 		return
 	}
+	a.NamespaceDeleted(r.Context(), ns.owner, ns.id)
 	attrs := []slog.Attr{slog.String("namespaceId", ns.id), slog.Uint64("replicationEpoch", expected)}
 	if ns.name != "" {
 		attrs = append(attrs, slog.String("name", ns.name))
@@ -182,6 +183,8 @@ func (a *API) finishDelete(r *http.Request, expected uint64) {
 		return
 	}
 	if e, err := a.opts.Store.Entry(r.Context(), id); err == nil && e.State == persistence.StateDeleted {
-		_ = a.opts.Registry.Delete(r.Context(), e.Owner, id, expected)
+		if a.opts.Registry.Delete(r.Context(), e.Owner, id, expected) == nil {
+			a.NamespaceDeleted(r.Context(), e.Owner, id)
+		}
 	}
 }

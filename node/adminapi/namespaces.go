@@ -132,9 +132,26 @@ type Status struct {
 	// EditorList names the editors connected to the namespace on this node (GET
 	// /v1/namespaces/{id}, on a node with a client listener): who, never a token.
 	EditorList []EditorJSON `json:"editorList,omitempty"`
+	// Presence lists the editors present in the namespace across the system as this node
+	// sees them (the awareness states it holds: its own editors' and, with the presence
+	// relay, those of other nodes), on a node with a client listener and editors of it.
+	Presence []PresenceJSON `json:"presence,omitempty"`
 	// Log (a node of a hub cluster that has the namespace loaded) is how far behind the
 	// cluster's log of the namespace this node is.
 	Log *LogJSON `json:"log,omitempty"`
+}
+
+// PresenceJSON is one editor present in a namespace: the name its awareness state gives
+// (user.name, when it gives one), its Yjs client id, the client token or credential that
+// connected it (on this node only), the node it is attached to, and when its state last
+// changed.
+type PresenceJSON struct {
+	User      string    `json:"user,omitempty"`
+	ClientID  uint64    `json:"clientId"`
+	Client    string    `json:"client,omitempty"`
+	Node      string    `json:"node"`
+	Local     bool      `json:"local"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // LogJSON is how a node of a hub cluster follows a namespace's log: the records it has not
@@ -319,6 +336,9 @@ func (a *API) namespaceStatus(ctx context.Context, id string) (Status, *Error) {
 	a.peerExtras(ns.id, &st.TargetFacts)
 	if a.opts.EditorList != nil {
 		st.EditorList = a.opts.EditorList(ns.id)
+	}
+	if a.opts.PresenceList != nil {
+		st.Presence = a.opts.PresenceList(ns.id)
 	}
 	l, err := a.leases.open(ctx, ns.owner, ns.id)
 	if errors.Is(err, registry.ErrNotFound) && ns.target != nil {

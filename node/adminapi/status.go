@@ -13,6 +13,7 @@ import (
 	"github.com/nomicore/nomicore/node/timeline"
 	"github.com/nomicore/nomicore/observer"
 	"github.com/nomicore/nomicore/registry"
+	"github.com/nomicore/nomicore/webhook"
 )
 
 // The status routes tell an operator what the process is doing: GET /v1/status (the whole
@@ -72,6 +73,8 @@ type NodeStatus struct {
 	Load *LoadStatus `json:"load,omitempty"`
 	// Connections (hub) are the peers' connections, [] when none.
 	Connections []ConnectionStatus `json:"connections,omitzero"`
+	// Webhooks (hub with --webhook-url) are the endpoints' delivery states.
+	Webhooks []webhook.Status `json:"webhooks,omitempty"`
 	// Hub (peer) is the connection to the hub.
 	Hub *HubLinkStatus `json:"hub,omitempty"`
 	// Namespaces are one page of the namespaces: of the NamespacesMatched that ?match=
@@ -306,6 +309,9 @@ func (a *API) status(ctx context.Context, page namespacePage) (NodeStatus, *Erro
 	if a.opts.Side == observer.SideHub {
 		perConn := map[string]*ConnectionStatus{}
 		st.Connections = []ConnectionStatus{}
+		if a.opts.Webhooks != nil {
+			st.Webhooks = a.opts.Webhooks()
+		}
 		if a.opts.Connections != nil {
 			for _, c := range a.opts.Connections() {
 				cs := ConnectionStatus{PeerInstanceID: c.PeerInstanceID, ConnectionID: c.ConnectionID, State: string(c.State),

@@ -75,6 +75,8 @@ type channel struct {
 
 	diffObs *diffObservation // the Step2 apply being observed (observer only)
 
+	presence *PresenceLink // set while the namespace is open for presence (presence.go)
+
 	timer seam.Timer // the state's timeout: hub: bootstrap; peer: open, bootstrap or reconcile
 
 	// Why the channel ended failed: the namespace error code sent or received (a local
@@ -124,6 +126,7 @@ func (c *channel) setState(to observer.ChannelState) {
 	}
 	c.state = to
 	c.wakeOutbox()
+	c.presenceChanged()
 	if c.n.em.Enabled() {
 		c.n.em.Emit(observer.ChannelStateChanged{ConnectionID: c.n.connID(), NamespaceID: c.id, From: from, To: to})
 	}

@@ -97,6 +97,8 @@ type nsConn struct {
 	quiesced bool // seam.Session.Quiesced was called
 	// remote is the remote instance's id, the peer of the channels' replication sessions.
 	remote string
+	// presence relays the presence extension's frames (nil: the node relays no presence).
+	presence PresenceRelay
 	// degradedBypass: an apply to a degraded store is reported as degraded-bypass-applied
 	// (the peer applying hub updates in memory while its store cannot save,
 	// docs/protocol.md#degraded-bypass), not as an ordinary apply.
@@ -118,10 +120,10 @@ type nsConn struct {
 
 // newNSConn is the shared part of a connection whose remote instance is remote; shared counts
 // the assemblies in progress on all the side's connections.
-func newNSConn(s seam.Session, role connRole, log *slog.Logger, remote string, shared *assemblyCounter) nsConn {
+func newNSConn(s seam.Session, role connRole, log *slog.Logger, remote string, shared *assemblyCounter, presence PresenceRelay) nsConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	return nsConn{s: s, cfg: s.Config(), em: s.Emitter(), log: log, role: role, remote: remote, ctx: ctx, cancel: cancel,
-		asm: protocol.NewAssembler(s.Config(), s.Clock()), shared: shared}
+		asm: protocol.NewAssembler(s.Config(), s.Clock()), shared: shared, presence: presence}
 }
 
 // connID is the connectionId of namespace events.
@@ -140,6 +142,10 @@ func (n *nsConn) draining() bool {
 // route handles the namespace frames both sides receive. The frames only one side receives
 // (by their direction in the message registry) are routed by that side's HandleFrame.
 func (n *nsConn) route(f protocol.Frame) {
+	if m, ok := f.Message.(*protocol.Presence); ok {
+		n.presenceReceived(m)
+		return
+	}
 	c := n.addressed(f)
 	if c == nil {
 		return

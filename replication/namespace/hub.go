@@ -27,6 +27,9 @@ type HubOptions struct {
 	// needs both owners to fix the grant or the namespace. Called off the connection's
 	// goroutine.
 	OwnerMismatch func(peerInstanceID, namespaceID, grantOwner, namespaceOwner string)
+	// Presence, when set, relays this implementation's presence extension on the
+	// connections that negotiated it (see PresenceRelay).
+	Presence PresenceRelay
 }
 
 // Hub is the hub's namespace layer: for every ready connection its NewHandler (the hub's
@@ -55,6 +58,7 @@ type Hub struct {
 	reg           *registry.Registry
 	log           *slog.Logger
 	ownerMismatch func(peerInstanceID, namespaceID, grantOwner, namespaceOwner string) // HubOptions.OwnerMismatch
+	presence      PresenceRelay                                                        // HubOptions.Presence
 
 	mu       sync.Mutex                            // guards sessions
 	sessions map[string]map[*hubChannel]HubSession // namespaceId → channel → status
@@ -80,7 +84,8 @@ func NewHub(opts HubOptions) (*Hub, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{reg: opts.Registry, log: log, ownerMismatch: opts.OwnerMismatch, sessions: make(map[string]map[*hubChannel]HubSession)}, nil
+	return &Hub{reg: opts.Registry, log: log, ownerMismatch: opts.OwnerMismatch, presence: opts.Presence,
+		sessions: make(map[string]map[*hubChannel]HubSession)}, nil
 }
 
 // Sessions lists the channels peers have on the namespace now, by peer and connection.
@@ -133,7 +138,7 @@ func (h *Hub) untrack(c *hubChannel) {
 // connection.
 func (h *Hub) NewHandler(s seam.Session) seam.Handler {
 	hc := &hubConn{h: h, channels: make(map[protocol.NamespaceID]*hubChannel)}
-	hc.nsConn = newNSConn(s, hc, h.log, s.PeerInstanceID(), &h.assemblies)
+	hc.nsConn = newNSConn(s, hc, h.log, s.PeerInstanceID(), &h.assemblies, h.presence)
 	return hc
 }
 

@@ -15,7 +15,7 @@ import (
 // re-arm.
 func (tc *TargetController) NewHandler(s seam.Session) seam.Handler {
 	pc := &peerConn{tc: tc, channels: make(map[protocol.NamespaceID]*peerChannel)}
-	pc.nsConn = newNSConn(s, pc, tc.log, s.HubInstanceID(), &tc.assemblies)
+	pc.nsConn = newNSConn(s, pc, tc.log, s.HubInstanceID(), &tc.assemblies, tc.presence)
 	pc.degradedBypass = true
 	tc.mu.Lock()
 	tc.conn = pc

@@ -68,6 +68,9 @@ type TargetControllerOptions struct {
 	// Rand draws the jitter of the retries of failed targets; nil: a generator seeded from
 	// crypto/rand. Tests inject their own.
 	Rand Rand
+	// Presence, when set, relays this implementation's presence extension on the
+	// connections that negotiated it (see PresenceRelay).
+	Presence PresenceRelay
 	// OnHubDeleted, when set, is told once the peer has acted on the hub's NAMESPACE_DELETED
 	// for a target (hubdeleted.go): the target removed, the replica deleted — kept in an
 	// archive when archive.ID is not 0 —, or err. It runs on a goroutine of its own.
@@ -102,9 +105,10 @@ type Rand interface{ Int64N(n int64) int64 }
 // Its methods may be called from any goroutine; a connection's channels live on that
 // connection's owner goroutine.
 type TargetController struct {
-	reg *registry.Registry
-	log *slog.Logger
-	wg  sync.WaitGroup // registry calls made off the connection goroutine
+	reg      *registry.Registry
+	log      *slog.Logger
+	presence PresenceRelay  // TargetControllerOptions.Presence
+	wg       sync.WaitGroup // registry calls made off the connection goroutine
 
 	mu      sync.Mutex // guards targets, conn, closed, rand, the live cap and the fields of every target
 	targets map[protocol.NamespaceID]*target
@@ -171,7 +175,7 @@ func NewTargetController(opts TargetControllerOptions) (*TargetController, error
 		rnd = mrand.New(mrand.NewChaCha8(seed))
 	}
 	tc := &TargetController{reg: opts.Registry, log: log, targets: make(map[protocol.NamespaceID]*target), rand: rnd,
-		onHubDeleted: opts.OnHubDeleted}
+		presence: opts.Presence, onHubDeleted: opts.OnHubDeleted}
 	for _, t := range opts.Targets {
 		if err := tc.AddTarget(t); err != nil {
 			return nil, err

@@ -55,6 +55,7 @@ func samples() []sample {
 		{"RESYNC_REQUIRED", &ResyncRequired{NamespaceID: nsA, ReasonCode: ResyncUpdateTransferExpired}},
 		{"UPDATE", &Update{NamespaceID: nsA, Update: bytes.Repeat([]byte{0xab}, 200)}},
 		{"UPDATE_ACK", &UpdateAck{NamespaceID: nsA, AckedSequence: 77}},
+		{"PRESENCE", &Presence{NamespaceID: nsA, Awareness: []byte{1, 7, 2, 4, 'n', 'u', 'l', 'l'}}},
 		{"UPDATE_CHUNK live", &UpdateChunk{Kind: KindLiveUpdate, NamespaceID: nsA, TransferID: 1, ChunkIndex: 0, ChunkCount: 2, TotalBytes: 5, Bytes: []byte{1, 2, 3}}},
 		{"UPDATE_CHUNK snapshot first", &UpdateChunk{Kind: KindSnapshot, NamespaceID: nsA, TransferID: 2, ChunkIndex: 0, ChunkCount: 3, TotalBytes: 9, ReplicationID: replID, ReplicationEpoch: 5, Bytes: []byte{1, 2, 3}}},
 		{"UPDATE_CHUNK snapshot next", &UpdateChunk{Kind: KindSnapshot, NamespaceID: nsA, TransferID: 2, ChunkIndex: 1, ChunkCount: 3, TotalBytes: 9, Bytes: []byte{4, 5, 6}}},
@@ -65,7 +66,7 @@ func samples() []sample {
 // encode encodes m with the chunked codec and fails the test on error.
 func encode(t testing.TB, seq uint32, m Message) []byte {
 	t.Helper()
-	b, err := chunkedCodec().AppendFrame(nil, seq, m)
+	b, err := NewCodec(testLimits(), KnownCapabilities).AppendFrame(nil, seq, m)
 	if err != nil {
 		t.Fatalf("encode %v: %v", m.Type(), err)
 	}

@@ -56,6 +56,10 @@ const MinProtocolOverheadBytes = 20 + 1 + 36 + 5 + 1 + 5 + 5 + 33 + 8 + 5
 type Config struct {
 	// Generation selects the capability set offered in HELLO.
 	Generation Generation
+	// Presence offers this implementation's presence extension (CapPresence) besides the
+	// generation's capabilities; v1 offers nothing, whatever it says. Off by default: the
+	// binaries turn it on with --presence-relay on.
+	Presence bool
 
 	// Per-namespace limits.
 	MaxInFlightUpdates   int // unacknowledged UPDATE (or chunked transfer) window per direction
@@ -274,6 +278,9 @@ func (c *Config) Limits() Limits {
 func (c *Config) Capabilities() Capability {
 	if c.Generation == GenerationV1 {
 		return 0
+	}
+	if c.Presence {
+		return CapChunkedUpdate | CapNamespaceDeleted | CapPresence
 	}
 	return CapChunkedUpdate | CapNamespaceDeleted
 }

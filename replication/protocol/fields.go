@@ -80,6 +80,8 @@ func walk(m Message, w *walker) {
 		m.fields(w)
 	case *UpdateChunk:
 		m.fields(w)
+	case *Presence:
+		m.fields(w)
 	default: // a type without its case: the copy goes to the heap, and the walk works
 		onHeap := *w
 		m.fields(&onHeap)

@@ -11,7 +11,8 @@ import (
 // (docs/protocol.md#message-table), always as a pointer: *Hello, *HelloAck, *GoAway,
 // *ErrorMessage, *OpenNamespace, *OpenOK, *CloseNamespace, *CloseOK, *BootstrapSnapshot,
 // *BootstrapAck, *IdentityChanged, *SyncStep1, *SyncStep2, *SyncApplied, *ResyncRequired,
-// *Update, *UpdateAck, *UpdateChunk. The set is closed.
+// *Update, *UpdateAck, *UpdateChunk, and the presence extension's *Presence. The set is
+// closed.
 //
 // Field rules are one set for both directions: the Codec refuses to encode a message that it
 // would refuse to decode.
@@ -844,3 +845,60 @@ func (m *UpdateChunk) decodeFast(r *reader) {
 	}
 	m.Bytes = r.bytes("bytes")
 }
+
+// ---- PRESENCE 0x43 (the presence extension) ----
+
+// MaxPresenceBytes bounds a PRESENCE frame's awareness update: a sender splits what it has
+// into frames of at most this size (the extension's own cap, far below maxFrameBytes).
+const MaxPresenceBytes = 256 << 10
+
+// Presence carries editors' awareness (docs/protocol.md#presence-extension): a y-protocols
+// awareness update (varUint count, then per editor varUint clientID, varUint clock, varString
+// JSON state; "null" removes one). It may be sent and accepted only with CapPresence
+// negotiated, for a namespace open on the connection; it is never acknowledged. The protocol
+// layer checks the size only; the receiver decodes the update with its own bounds.
+type Presence struct {
+	NamespaceID NamespaceID
+	Awareness   []byte // a decoded one aliases the frame
+}
+
+func (*Presence) Type() MessageType        { return TypePresence }
+func (m *Presence) Namespace() NamespaceID { return m.NamespaceID }
+
+func (m *Presence) check(Limits) *Error {
+	if e := checkNamespace(TypePresence, m.NamespaceID); e != nil {
+		return e
+	}
+	if len(m.Awareness) > MaxPresenceBytes {
+		return malformed(TypePresence, "awareness", "over 256 KiB")
+	}
+	return nil
+}
+
+func (m *Presence) fields(w *walker) {
+	w.namespace("namespaceId", &m.NamespaceID)
+	w.bytes("awareness", &m.Awareness)
+}
+
+// AwarenessEntry is one editor's entry of a PRESENCE frame's awareness update: its Yjs
+// client id, its clock, and its state as JSON text ("null" removes it).
+type AwarenessEntry struct {
+	ClientID uint64
+	Clock    uint64
+	State    []byte
+}
+
+// AppendAwarenessUpdate appends the y-protocols awareness update of entries (a PRESENCE
+// frame's Awareness).
+func AppendAwarenessUpdate(dst []byte, entries []AwarenessEntry) []byte {
+	dst = lib0.AppendVarUint(dst, uint64(len(entries)))
+	for _, e := range entries {
+		dst = lib0.AppendVarUint(dst, e.ClientID)
+		dst = lib0.AppendVarUint(dst, e.Clock)
+		dst = lib0.AppendVarUint8Array(dst, e.State)
+	}
+	return dst
+}
+
+// AwarenessEntrySize is the encoded size of e in an awareness update, at most.
+func AwarenessEntrySize(e AwarenessEntry) int { return 10 + 10 + 5 + len(e.State) }

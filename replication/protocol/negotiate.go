@@ -26,6 +26,9 @@ func (n Negotiated) Chunked() bool { return n.Capabilities.Has(CapChunkedUpdate)
 // may send NAMESPACE_DELETED.
 func (n Negotiated) NamespaceDeleted() bool { return n.Capabilities.Has(CapNamespaceDeleted) }
 
+// Presence reports whether PRESENCE (the presence extension) may be used on the connection.
+func (n Negotiated) Presence() bool { return n.Capabilities.Has(CapPresence) }
+
 // HubHandshake answers a peer's HELLO (docs/protocol.md#handshake).
 type HubHandshake struct {
 	HubInstanceID string // this hub

@@ -70,6 +70,11 @@ const (
 	// LaneData: queued in its namespace's unsent queue and sent round-robin across
 	// namespaces, within the namespace's window and below the connection's high watermark.
 	LaneData
+	// LanePresence: the presence extension's lane, the lowest: each namespace's latest
+	// state per editor waits apart and goes only when no data frame could go, below the
+	// connection's low watermark; never acknowledged, it takes no window slot, and under
+	// backpressure an older state is replaced by a newer one.
+	LanePresence
 )
 
 // String returns "control" or "data".
@@ -79,6 +84,8 @@ func (l Lane) String() string {
 		return "control"
 	case LaneData:
 		return "data"
+	case LanePresence:
+		return "presence"
 	}
 	return fmt.Sprintf("UNKNOWN_LANE_0x%02x", uint8(l))
 }
@@ -175,6 +182,9 @@ var messageRules = [...]MessageRule{
 	TypeUpdateChunk: {Name: "UPDATE_CHUNK", Scope: ScopeNamespace, Direction: EitherWay, StartsWork: true,
 		Lane: LaneData, Violation: CodeNamespaceStateViolation, Requires: CapChunkedUpdate,
 		new: func() Message { return new(UpdateChunk) }},
+	TypePresence: {Name: "PRESENCE", Scope: ScopeNamespace, Direction: EitherWay,
+		Lane: LanePresence, Violation: CodeNamespaceStateViolation, Requires: CapPresence,
+		new: func() Message { return new(Presence) }},
 }
 
 // Rule returns the registry row of t; a type outside the registry has the zero rule.

@@ -27,6 +27,9 @@ const (
 	TypeUpdate            MessageType = 0x40 // Update
 	TypeUpdateAck         MessageType = 0x41 // UpdateAck
 	TypeUpdateChunk       MessageType = 0x42 // UpdateChunk
+	// TypePresence is this implementation's presence extension, sent and accepted only with
+	// CapPresence negotiated (docs/protocol.md#presence-extension).
+	TypePresence MessageType = 0x43 // Presence
 )
 
 // String returns the contract's message name, or UNKNOWN_MESSAGE_TYPE_0x.. for a code
@@ -78,13 +81,17 @@ const CapChunkedUpdate Capability = 0x00000001
 // only on a connection that selected this bit; it adds no message type.
 const CapNamespaceDeleted Capability = 0x00000002
 
+// CapPresence (bit 2): this implementation's presence extension — the endpoint sends and
+// accepts PRESENCE (0x43) frames carrying editors' awareness (docs/protocol.md#presence-extension).
+const CapPresence Capability = 0x00000004
+
 // KnownCapabilities are the bits this implementation knows.
-const KnownCapabilities = CapChunkedUpdate | CapNamespaceDeleted
+const KnownCapabilities = CapChunkedUpdate | CapNamespaceDeleted | CapPresence
 
 // Has reports whether every bit of c2 is set in c.
 func (c Capability) Has(c2 Capability) bool { return c&c2 == c2 }
 
-// String lists the set bits by name ("CAP_CHUNKED_UPDATE|0x00000004"), or "0".
+// String lists the set bits by name ("CAP_CHUNKED_UPDATE|0x00000008"), or "0".
 func (c Capability) String() string {
 	if c == 0 {
 		return "0"
@@ -98,6 +105,12 @@ func (c Capability) String() string {
 			s += "|"
 		}
 		s += "CAP_NAMESPACE_DELETED"
+	}
+	if c.Has(CapPresence) {
+		if s != "" {
+			s += "|"
+		}
+		s += "CAP_PRESENCE"
 	}
 	if rest := c &^ KnownCapabilities; rest != 0 {
 		if s != "" {

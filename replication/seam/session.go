@@ -44,6 +44,12 @@ type Session interface {
 	// Stats returns the connection's outbound accounting.
 	Stats() QueueStats
 
+	// QueuePresence queues editors' awareness entries of namespace ns on the presence
+	// extension's lane (only with CAP_PRESENCE negotiated: otherwise every entry is dropped):
+	// the lowest lane, sent only when no data frame can go, never acknowledged; a newer
+	// entry of the same client replaces one still waiting. It returns how many entries were
+	// dropped (superseded, or beyond the lane's bounds). It never blocks.
+	QueuePresence(ns protocol.NamespaceID, entries []protocol.AwarenessEntry) (dropped int)
 	// Send sends a namespace control frame at once, ahead of queued data, and returns the
 	// sequence it was stamped with (acknowledgements name it). It takes every namespace
 	// message this side may send on the control lane (protocol.LaneControl), namespace

@@ -123,6 +123,7 @@ type conn struct {
 	late         map[uint32]ackKey // given up by this side, still acceptable once (see forgetOnTerminal)
 	lateOrder    []uint32          // late's sequences, oldest first: bounds late to maxLateAcks
 	sched        scheduler
+	presence     presenceLane // the presence extension's waiting states (presence.go)
 	queues       map[protocol.NamespaceID]*nsQueue
 	tids         protocol.TransferIDs
 	inFlight     int                                 // entries of awaiting acknowledged by UPDATE_ACK: live UPDATEs in flight
@@ -320,6 +321,7 @@ func (c *conn) settle() {
 			if len(c.sched.parked) > 0 && parkAudit.Load() {
 				c.auditParked()
 			}
+			c.pumpPresence() // the lowest lane: only when no data frame could go
 			c.eventNow = observer.None[time.Time]()
 			return
 		}

@@ -53,6 +53,10 @@ func (s session) Stats() seam.QueueStats {
 		UnflushedControl: sc.unflushedControl, Paused: sc.paused, Namespaces: len(sc.ring) + len(sc.parked)}
 }
 
+func (s session) QueuePresence(ns protocol.NamespaceID, entries []protocol.AwarenessEntry) int {
+	return s.c.queuePresence(ns, entries)
+}
+
 func (s session) Send(m protocol.NamespaceMessage) (uint32, error) {
 	return s.c.sendNamespaceControl(m)
 }

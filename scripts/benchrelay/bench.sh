@@ -11,8 +11,11 @@
 # Environment (the harness's run.sh documents the rest):
 #   RELAY_HARNESS  the harness folder                 default ../shared/bench/relay (or ../../shared)
 #   RELAY_OVERLAY  folders copied over the copy       default scripts/relay/overlay if present
-#   SERVERS        servers of the matrix              default "nomicore hocuspocus y-websocket"
-#                  (the adapters of scripts/relay/adapters may be named too: nomicore-yws)
+#   SERVERS        servers of the matrix              default "nomicore nomicore-hocuspocus
+#                  nomicore-hocuspocus-mux hocuspocus hocuspocus-mux y-websocket"
+#                  (the adapters of scripts/relay/adapters: nomicore-yws, the hub's y-websocket
+#                  endpoint; nomicore-hocuspocus, its Hocuspocus endpoint, against
+#                  @hocuspocus/server; the -mux ones with many documents over one socket)
 #   SCENARIOS      default "fanout multidoc"
 #   REPEATS        runs per server and scenario       default 1
 #   SERVER_NODES   node for the Node servers: "system" and/or "22"   default system
@@ -76,7 +79,7 @@ echo "bench-relay: building the hub"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 export HUB_BIN="$work/bin/hub"
-export SERVERS=${SERVERS:-"nomicore hocuspocus y-websocket"}
+export SERVERS=${SERVERS:-"nomicore nomicore-hocuspocus nomicore-hocuspocus-mux hocuspocus hocuspocus-mux y-websocket"}
 export SCENARIOS=${SCENARIOS:-"fanout multidoc"}
 export REPEATS=${REPEATS:-1}
 export SERVER_NODES=${SERVER_NODES:-system}

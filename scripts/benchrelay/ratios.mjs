@@ -37,6 +37,7 @@ for (const scenario of [...new Set(rows.map(r => r.scenario))]) {
       runs: `${use.length} of ${rs.length}${quiet.length ? '' : ok.length ? ' (noisy)' : ' (failed)'}`,
       cpuPerDelivery: med(use.map(r => r.server.cpuWorkloadS / r.deliveries * 1e6)),
       cpu: med(use.map(r => r.server.cpuWorkloadS)),
+      p50: med(use.map(r => r.latencyMs?.p50)),
       p99: med(use.map(r => r.latencyMs?.p99)),
       rss: med(use.map(r => r.server.peakRssMiB)),
       foreign: med(use.map(r => r.foreignCoresDuring ?? 0)),
@@ -44,16 +45,19 @@ for (const scenario of [...new Set(rows.map(r => r.scenario))]) {
     })
   }
   console.log(`\n## ${scenario}\n`)
-  console.log('| server | runs used | server CPU s | CPU µs per delivery | p99 ms | peak RSS MiB | other processes (cores) |')
-  console.log('|---|---|---:|---:|---:|---:|---:|')
+  console.log('| server | runs used | server CPU s | CPU µs per delivery | p50 ms | p99 ms | peak RSS MiB | other processes (cores) |')
+  console.log('|---|---|---:|---:|---:|---:|---:|---:|')
   for (const [srv, s] of stats) {
-    console.log(`| ${srv} | ${s.runs} | ${fmt(s.cpu)} | ${fmt(s.cpuPerDelivery)} | ${fmt(s.p99, 1)} | ${fmt(s.rss, 1)} | ${fmt(s.foreign)} |${s.error ? ' ' + s.error : ''}`)
+    console.log(`| ${srv} | ${s.runs} | ${fmt(s.cpu)} | ${fmt(s.cpuPerDelivery)} | ${fmt(s.p50, 1)} | ${fmt(s.p99, 1)} | ${fmt(s.rss, 1)} | ${fmt(s.foreign)} |${s.error ? ' ' + s.error : ''}`)
   }
-  const h = stats.get(hub)
-  if (!h) continue
-  for (const [srv, s] of stats) {
-    if (srv === hub) continue
-    console.log(`\n${hub} / ${srv}: CPU per delivery ${fmt(h.cpuPerDelivery / s.cpuPerDelivery)}, p99 ${fmt(h.p99 / s.p99)}, peak RSS ${fmt(h.rss / s.rss)}`)
+  // Each of the hub's endpoints (nomicore: replication; nomicore-yws, nomicore-hocuspocus:
+  // the client listener's) against each other server.
+  for (const [ours, h] of stats) {
+    if (ours !== hub && !ours.startsWith(hub + '-')) continue
+    for (const [srv, s] of stats) {
+      if (srv === hub || srv.startsWith(hub + '-')) continue
+      console.log(`\n${ours} / ${srv}: CPU per delivery ${fmt(h.cpuPerDelivery / s.cpuPerDelivery)}, p50 ${fmt(h.p50 / s.p50)}, p99 ${fmt(h.p99 / s.p99)}, peak RSS ${fmt(h.rss / s.rss)}`)
+    }
   }
 }
 process.exitCode = failed ? 1 : 0

@@ -10,7 +10,7 @@
 #   SCENARIOS=fanout REPEATS=3 scripts/relay/run.sh
 #   SERVERS="nomicore-yws hocuspocus" scripts/relay/run.sh
 #
-# Env: HARNESS (default ../shared/bench/relay beside the checkout, or ../../shared for a worktree), SERVERS (default "nomicore-yws hocuspocus
+# Env: HARNESS (default ../shared/bench/relay beside the checkout, or ../../shared for a worktree), SERVERS (default "nomicore-yws nomicore-hocuspocus nomicore-hocuspocus-mux hocuspocus hocuspocus-mux
 # y-websocket"; also "nomicore", the NMCR adapter), SCENARIOS (default "fanout multidoc"),
 # REPEATS (1), BENCH_ARGS (extra bench.mjs arguments), OUT_DIR (default a temp dir),
 # QUIET_MAX / QUIET_WAIT_S (before each run, wait up to QUIET_WAIT_S seconds until other
@@ -24,7 +24,7 @@ if [ -z "$harness" ]; then
     if [ -f "$h/bench.mjs" ]; then harness=$h; break; fi
   done
 fi
-SERVERS=${SERVERS:-"nomicore-yws hocuspocus y-websocket"}
+SERVERS=${SERVERS:-"nomicore-yws nomicore-hocuspocus nomicore-hocuspocus-mux hocuspocus hocuspocus-mux y-websocket"}
 SCENARIOS=${SCENARIOS:-"fanout multidoc"}
 REPEATS=${REPEATS:-1}
 BENCH_ARGS=${BENCH_ARGS:-}

@@ -26,9 +26,9 @@ const fail = (msg) => { throw new RequestError(msg) }
 // ---------------------------------------------------------------------------------------
 // Arguments and bytes
 
-// Checked as a length and a character class: a pattern of repeated groups of four makes V8's
-// regular expressions run out of stack on strings of a few MiB (a large document's state).
-const B64 = /^[A-Za-z0-9+/]*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
+// A character class repeated, not a group: a repeated group makes the regexp engine recurse
+// once per group, and a string of some MiB overflows its stack.
+const B64 = /^[A-Za-z0-9+/]*(?:[A-Za-z0-9+/]==|[A-Za-z0-9+/]{2}=)?$/
 
 const fromB64 = (s, what) => {
   if (typeof s !== 'string' || s.length % 4 !== 0 || !B64.test(s)) fail(`${what} must be a base64 string`)
@@ -181,9 +181,16 @@ const opApply = (args) => {
     }
   })
   const roots = declared ?? resolveRoots(doc, null)
+  const deltas = {}
+  if (args.deltas === true) {
+    for (const [name, t] of Object.entries(roots)) {
+      if (t === 'text') deltas[name] = normalize(doc.getText(name).toDelta())
+    }
+  }
   return {
     roots,
     json: rootsJSON(doc, roots),
+    deltas,
     stateVector: toB64(Y.encodeStateVector(doc)),
     state: toB64(Y.encodeStateAsUpdate(doc)),
     diffs: svs.map(sv => toB64(Y.encodeStateAsUpdate(doc, sv))),

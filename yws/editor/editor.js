@@ -17,6 +17,7 @@
   const status = document.getElementById('status')
   const peers = document.getElementById('peers')
   const notice = document.getElementById('notice')
+  if (token) document.getElementById('rich').search = '?token=' + encodeURIComponent(token)
 
   // Presence: a name and a colour for this tab.
   const hue = Math.floor(Math.random() * 360)

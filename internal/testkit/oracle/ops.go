@@ -43,16 +43,20 @@ type ApplyRequest struct {
 	StateVectors [][]byte `json:"stateVectors,omitempty"`
 	// NoGC creates the doc with gc: false (deleted content is kept). Default: gc on.
 	NoGC bool `json:"noGC,omitempty"`
+	// Deltas asks for ApplyResult.Deltas.
+	Deltas bool `json:"deltas,omitempty"`
 }
 
 // ApplyResult is the document after an apply.
 type ApplyResult struct {
-	Roots       map[string]RootType `json:"roots"`       // the rendered roots and their types
-	JSON        json.RawMessage     `json:"json"`        // {root: toJSON()} under the JSON rules
-	StateVector []byte              `json:"stateVector"` // Y.encodeStateVector(doc)
-	State       []byte              `json:"state"`       // Y.encodeStateAsUpdate(doc)
-	Diffs       [][]byte            `json:"diffs"`       // Y.encodeStateAsUpdate(doc, sv) per request sv
-	Pending     bool                `json:"pending"`     // pendingStructs or pendingDs left: delivery incomplete
+	Roots map[string]RootType `json:"roots"` // the rendered roots and their types
+	JSON  json.RawMessage     `json:"json"`  // {root: toJSON()} under the JSON rules
+	// Deltas holds each text root's toDelta() (its formatting) when ApplyRequest.Deltas.
+	Deltas      json.RawMessage `json:"deltas,omitempty"`
+	StateVector []byte          `json:"stateVector"` // Y.encodeStateVector(doc)
+	State       []byte          `json:"state"`       // Y.encodeStateAsUpdate(doc)
+	Diffs       [][]byte        `json:"diffs"`       // Y.encodeStateAsUpdate(doc, sv) per request sv
+	Pending     bool            `json:"pending"`     // pendingStructs or pendingDs left: delivery incomplete
 }
 
 // Apply applies updates in order to a fresh JS Y.Doc (Y.applyUpdate) and renders it. An

@@ -658,6 +658,7 @@
       ['Store queue', st.store.queuedAppends + ' appends, ' + fmtBytes(st.store.queuedBytes)],
       ['Outbound', st.load ? fmtBytes(st.load.queuedBytes) + ' queued, ' + st.load.inFlightUpdates + ' in flight' : undefined],
       ['Listeners', st.listeners ? Object.entries(st.listeners).map(([k, v]) => k + ' ' + v).join(', ') : undefined],
+      ['Webhooks', st.webhooks && st.webhooks.length ? webhooksEl(st.webhooks) : undefined, true],
     ]);
     $('node-version').textContent = st.version || '';
     const sparks = $('sparks');
@@ -676,6 +677,15 @@
         app.nsQuery.match ? 'No replica matches.' : 'No replication target yet.');
     }
     renderPager(st);
+  }
+
+  // webhooksEl lists the webhook endpoints' delivery state: where each is in the change
+  // feed, what waits, and why the last attempt failed.
+  function webhooksEl(list) {
+    return h('ul', { class: 'webhooks' }, ...list.map((w) => h('li', null,
+      h('code', null, w.url), ' ', stateEl(w.state),
+      ' cursor ' + w.cursor + ', ' + w.pending + ' pending, ' + w.delivered + ' delivered, ' + w.failed + ' failed attempts',
+      w.lastError ? h('span', { class: 'reason' }, w.lastError + (w.nextAttempt ? ' (next attempt ' + fmtTime(w.nextAttempt) + ')' : '')) : null)));
   }
 
   // nodeTitle names the process: "Hub main", "Peer laptop" — or only the instance id when it
@@ -757,6 +767,15 @@
     { label: 'Connected', cell: (e) => fmtAgo(e.connectedSince) },
     { label: 'Token expires', cell: (e) => e.expiresAt ? new Date(e.expiresAt).toLocaleString([], { hour12: false }) : '—' },
     { label: 'From', cell: (e) => e.remote ? h('span', { class: 'mono' }, e.remote) : '—' },
+  ];
+
+  // The editors present in the namespace across the system, as this node holds their
+  // presence (awareness) states: its own editors' and those of the other nodes.
+  const presenceColumns = [
+    { label: 'Who', cell: (p) => p.user || (p.client ? p.client + ' (client ' + p.clientId + ')' : 'client ' + p.clientId) },
+    { label: 'Node', cell: (p) => p.local ? p.node + ' (this node)' : p.node },
+    { label: 'Client', cell: (p) => p.client || '—' },
+    { label: 'Last change', cell: (p) => fmtAgo(p.updatedAt) },
   ];
 
   function buildNamespace(view) {
@@ -845,6 +864,9 @@
       if (!editors.firstChild) editors.appendChild(section('Editors on this node', 'editors-card', table('editor-list', editorColumns)));
       syncRows($('editor-list').tBodies[0], d.editorList || [], (e) => (e.user || e.name) + ' ' + e.remote + ' ' + e.connectedSince, editorColumns,
         'No editor has it open on this node.');
+      if (!$('presence-list')) editors.appendChild(section('Editors present across the system', 'presence-card', table('presence-list', presenceColumns)));
+      syncRows($('presence-list').tBodies[0], d.presence || [], (p) => p.node + ' ' + p.clientId, presenceColumns,
+        'No editor shows its presence here.');
     }
   }
 

@@ -26,7 +26,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all vulncheck vulncheck-db build run demo test test-race test-short test-yjs-long soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-cluster bench-feed bench-presence bench-large bench-backup bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
+.PHONY: all vulncheck vulncheck-db build run demo test test-race test-short test-yjs-long soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-joinstorm bench-cluster bench-feed bench-presence bench-large bench-backup bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -163,6 +163,14 @@ bench-replication:
 ## (scripts/benchrelay/bench.sh lists the knobs: REPEATS, SERVERS, RELAY_OVERLAY, QUIET_MAX)
 bench-relay:
 	./scripts/benchrelay/bench.sh
+
+## bench-joinstorm: 150 editors (y-websocket providers under Node) join one 20 MiB document
+## within one second, on a hub and on a peer built from this tree, and against Hocuspocus and
+## the y-websocket server in the same run: time until all are synced, the server's peak RSS
+## growth against 2 × the document's encoded size + 64 MiB, every editor's text checked
+## (scripts/joinstorm/joinstorm.mjs; a few minutes, several GiB for the editors)
+bench-joinstorm:
+	./scripts/joinstorm/bench.sh
 
 ## bench-presence: editors' presence across nodes: 100 stock y-websocket editors on one
 ## document moving their cursors 5 times a second for 60 s, spread over a hub and two peers

@@ -215,10 +215,11 @@ func (l *nsLog) ClaimDelete(ctx context.Context, prev registry.MetaState) error 
 	return err
 }
 
-// RemoveBefore purges the namespace's records before seq and deletes its snapshot
-// (registry.NamespaceLog).
+// RemoveBefore purges the namespace's records before seq and deletes its snapshot and its
+// versions (registry.NamespaceLog). A delete interrupted before it is completed by the
+// next delete of the namespace (FinishDelete), which calls it again.
 func (l *nsLog) RemoveBefore(ctx context.Context, seq uint64) error {
-	return l.n.op(ctx, "removing a deleted namespace's log and snapshot", func(ctx context.Context, r *resources) error {
+	err := l.n.op(ctx, "removing a deleted namespace's log and snapshot", func(ctx context.Context, r *resources) error {
 		if err := l.stream.Purge(ctx, jetstream.WithPurgeSubject(l.subject), jetstream.WithPurgeSequence(seq)); err != nil {
 			return err
 		}
@@ -228,6 +229,10 @@ func (l *nsLog) RemoveBefore(ctx context.Context, seq uint64) error {
 		}
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return clusterVersions{l.n}.DeleteVersions(ctx, l.ns)
 }
 
 var _ registry.DeleteFinisher = (*Node)(nil)
@@ -266,7 +271,7 @@ func (n *Node) FinishDelete(ctx context.Context, owner, ns string) error {
 		// Its own message id: the first deletion record may still be in the stream's window
 		// of duplicates, with records after it.
 		data := encodeRecord(registry.Record{Kind: registry.RecordDeleted}, n.incarnation)
-		ack, err := n.js.Publish(ctx, subject, data, jetstream.WithMsgID(fmt.Sprintf("deleted-%s-%s-%d", ns, n.incarnation, n.cfg.Clock.Now().UnixNano())))
+		ack, err := n.js.Publish(ctx, subject, data, jetstream.WithMsgID(fmt.Sprintf("%s%s-%s-%d", deletedIDPrefix, ns, n.incarnation, n.cfg.Clock.Now().UnixNano())))
 		if err != nil {
 			return err
 		}

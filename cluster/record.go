@@ -4,6 +4,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nomicore/nomicore/lib0"
 	"github.com/nomicore/nomicore/registry"
@@ -22,7 +26,8 @@ import (
 //
 // Nothing follows. The message id (for the stream's de-duplication) is origin-token for
 // an update, meta-<namespace>-<gen> for a meta change, so that two nodes completing the
-// same meta change publish it once, and deleted-<namespace> for a deletion.
+// same meta change publish it once, and deleted-<namespace> for a deletion (deleted-… for
+// one published again to complete an interrupted delete).
 //
 // A message may instead carry a batch: several updates of one namespace that one process
 // admitted one after the other and published together (the publisher coalesces what
@@ -168,9 +173,19 @@ func msgID(ns string, rec registry.Record, origin string) string {
 	case registry.RecordMeta:
 		return fmt.Sprintf("meta-%s-%d", ns, rec.Gen)
 	case registry.RecordDeleted:
-		return "deleted-" + ns
+		return deletedIDPrefix + ns
 	}
 	return fmt.Sprintf("%s-%d", origin, rec.Token)
+}
+
+// deletedIDPrefix starts the message id of every deletion record (and of no other record:
+// an update's starts with its origin, 16 hex digits). The change feed, which reads the
+// records' headers only, tells a deletion by it.
+const deletedIDPrefix = "deleted-"
+
+// isDeletion reports whether a log message, by its headers, is a deletion record.
+func isDeletion(h nats.Header) bool {
+	return strings.HasPrefix(h.Get(jetstream.MsgIDHeader), deletedIDPrefix)
 }
 
 // ownerToken encodes an owner (any UTF-8 string) as one subject token: base64url without

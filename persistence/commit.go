@@ -336,6 +336,9 @@ func (e *engine) succeeded() {
 	}
 }
 
+// errControlRefused rolls back the transaction of a control operation that failed (c.err).
+var errControlRefused = errors.New("persistence: control operation refused")
+
 // runControl runs the control operation at the head of the queue in its own transaction and
 // completes it. A failed transaction fails the operation (its caller decides); it is not
 // retried.
@@ -356,10 +359,15 @@ func (e *engine) runControl(o op) {
 				c.err = e.writeDelete(w, c)
 			}
 			if c.err != nil {
-				return nil // nothing was written
+				// Refused part-way (a missing namespace, a stale fold, a record that could
+				// not be written): roll back whatever the operation wrote before it.
+				return errControlRefused
 			}
 			return e.hook()
 		})
+		if errors.Is(err, errControlRefused) {
+			err = nil // the store is fine; c.err says why the operation did nothing
+		}
 		if err != nil {
 			e.failed(err)
 		} else {

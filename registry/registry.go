@@ -125,6 +125,7 @@ type Registry struct {
 	wg     sync.WaitGroup // runtime goroutines
 
 	saveTransient, savePermanent atomic.Uint64 // failed snapshot saves (SaveFailures)
+	statesEncoded, statesShared  atomic.Uint64 // states given to readers (StateEncodings)
 
 	mu        sync.Mutex // guards closed, loaded, unloading, locks and every runtime's refs
 	closed    bool

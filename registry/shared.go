@@ -67,7 +67,8 @@ type NamespaceLog interface {
 	// the namespace loads nowhere, and its id is never taken again.
 	ClaimDelete(ctx context.Context, prev MetaState) error
 	// RemoveBefore removes the namespace's records before position seq (the deletion
-	// record, which stays for the processes still following the log) and its snapshot.
+	// record, which stays for the processes still following the log), its snapshot and
+	// its versions.
 	RemoveBefore(ctx context.Context, seq uint64) error
 	// Close stops following and waits for the log's goroutines of this namespace.
 	Close()
@@ -117,7 +118,8 @@ const (
 	// RecordDeleted says the namespace was deleted: published once its entry is a tombstone
 	// (NamespaceLog.ClaimDelete) by the process that deleted it. Every process that has the
 	// namespace loaded closes it as Delete does (sessions and watches told, writes still
-	// waiting refused) and unloads it. It carries no update.
+	// waiting refused) and unloads it. It carries no update. It is also the namespace's
+	// "deleted" change in a hub cluster's change feed.
 	RecordDeleted RecordKind = 4
 )
 

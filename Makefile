@@ -26,7 +26,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all vulncheck vulncheck-db build run demo test test-race test-short test-yjs-long soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-joinstorm bench-cluster bench-feed bench-presence bench-large bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
+.PHONY: all vulncheck vulncheck-db build run demo test test-race test-short test-yjs-long soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-joinstorm bench-cluster bench-feed bench-presence bench-large bench-backup bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -199,6 +199,14 @@ bench-feed:
 ## time to go live, four fresh peers at once (time, peak memory), a 4 MiB write to three peers
 bench-large: build
 	$(GO) run ./cmd/benchrepl -workload large -bin $(BIN)
+
+## bench-backup: a hub whose store holds BACKUP_STORE_MIB (1024 MiB) of documents, written to through its admin
+## API while hub backup copies it (a few minutes, about 3 GiB of disk under $$TMPDIR): the
+## store's and the backup's size, the backup's time, and the writes' latency without a backup
+## and during it — the longest is the pause a backup causes
+BACKUP_STORE_MIB ?= 1024
+bench-backup: build
+	$(GO) run ./cmd/benchrepl -workload backup -store-mib $(BACKUP_STORE_MIB) -bin $(BIN)
 
 ## bench-reconnect: reconnection under faults (about 20 minutes): hub outages of 5/15/30 s with
 ## 500 peers × 10 namespaces and 2,000 × 1 (reconnect-storm percentiles), a hub crash loop

@@ -526,6 +526,9 @@ func TestE2E_Cluster_LogLeaderKilledMidBatch(t *testing.T) {
 // acknowledged (204).
 func setOnce(p *proc, ns, key string, value any) bool {
 	client := &http.Client{Timeout: 15 * time.Second}
+	if p.adminHTTP != nil {
+		client.Transport = p.adminHTTP.Transport // its admin token, or its CA
+	}
 	resp, err := client.Get(p.admin + "/v1/namespaces/" + ns + "/update")
 	if err != nil {
 		return false

@@ -41,6 +41,14 @@ func (a *agent) waitPresence(name, user string, state map[string]any) time.Durat
 	return time.Duration(ms) * time.Millisecond
 }
 
+// openHocusPresence opens a real HocuspocusProvider (of e2e/hocuspocus/v4) named name on
+// p's /v1/hocuspocus for document ns and sets its whole awareness state.
+func (a *agent) openHocusPresence(name string, p *proc, ns, token string, state map[string]any) {
+	a.t.Helper()
+	a.must("open", map[string]any{"name": name, "url": hocusURL(p), "ns": ns, "token": token}, nil)
+	a.must("setLocalState", map[string]any{"name": name, "state": state}, nil)
+}
+
 // waitPresenceGone waits until editor name holds no state of user, within timeout.
 func (a *agent) waitPresenceGone(name, user string, timeout time.Duration) time.Duration {
 	a.t.Helper()
@@ -94,8 +102,26 @@ func TestE2E_Cluster_PresenceAcrossNodes(t *testing.T) {
 	}
 	t.Logf("every editor saw the other two nodes' editors %v after the last state was set", worst)
 
-	// A change on node 1 reaches nodes 2 and 3.
+	// A real Hocuspocus provider on node 3's /v1/hocuspocus and the y-websocket editors on
+	// nodes 1 and 2 see each other; its destroy() removes it there.
+	hp := startHocusAgent(t, "v4")
 	start := time.Now()
+	hp.openHocusPresence("hoc", c.hubs[2], ns, clientTok, presenceOf("hoc", 9))
+	ag.waitPresence("ada", "hoc", presenceOf("hoc", 9))
+	ag.waitPresence("bea", "hoc", presenceOf("hoc", 9))
+	hp.waitPresence("hoc", "ada", presenceOf("ada", 0))
+	hp.waitPresence("hoc", "bea", presenceOf("bea", 1))
+	t.Logf("a Hocuspocus provider on node 3 and the editors on nodes 1 and 2 saw each other %v after it was opened", time.Since(start))
+	hp.must("setLocalState", map[string]any{"name": "hoc", "state": presenceOf("hoc", 10)}, nil)
+	ag.waitPresence("ada", "hoc", presenceOf("hoc", 10))
+	start = time.Now()
+	hp.must("close", map[string]any{"name": "hoc"}, nil)
+	ag.waitPresenceGone("ada", "hoc", 10*time.Second)
+	ag.waitPresenceGone("bea", "hoc", 10*time.Second)
+	t.Logf("a destroyed Hocuspocus provider on node 3 was removed on nodes 1 and 2 in %v", time.Since(start))
+
+	// A change on node 1 reaches nodes 2 and 3.
+	start = time.Now()
 	ag.setPresence("ada", presenceOf("ada", 42))
 	for _, viewer := range []string{"bea", "cyd"} {
 		ag.waitPresence(viewer, "ada", presenceOf("ada", 42))
@@ -192,11 +218,40 @@ func TestE2E_Editors_PresenceAcrossHubAndPeers(t *testing.T) {
 		}
 	}
 	t.Logf("every editor saw the other two nodes' editors %v after the last state was set", worst)
+
+	// The real Hocuspocus provider on the hub's /v1/hocuspocus shares the document's presence
+	// with the y-websocket editors on the hub and on both peers, both ways.
+	hp := startHocusAgent(t, "v4")
 	start := time.Now()
+	hp.openHocusPresence("hoc", hub, ns, tok["hub"], presenceOf("hoc", 7))
+	for _, viewer := range users {
+		worst = max(worst, ag.waitPresence(viewer, "hoc", presenceOf("hoc", 7)))
+	}
+	for i, u := range users {
+		hp.waitPresence("hoc", u, presenceOf(u, i))
+	}
+	t.Logf("a Hocuspocus provider on the hub and the y-websocket editors on the hub and both peers saw each other %v after it was opened", time.Since(start))
+	start = time.Now()
+	hp.must("setLocalState", map[string]any{"name": "hoc", "state": presenceOf("hoc", 8)}, nil)
+	for _, viewer := range users {
+		ag.waitPresence(viewer, "hoc", presenceOf("hoc", 8))
+	}
+	t.Logf("a cursor move of the Hocuspocus provider reached both peers in %v", time.Since(start))
+
+	start = time.Now()
 	ag.setPresence("amy", presenceOf("amy", 42))
 	ag.waitPresence("bob", "amy", presenceOf("amy", 42))
 	ag.waitPresence("hal", "amy", presenceOf("amy", 42))
-	t.Logf("a cursor move on peer-a reached peer-b and the hub in %v", time.Since(start))
+	hp.waitPresence("hoc", "amy", presenceOf("amy", 42))
+	t.Logf("a cursor move on peer-a reached peer-b and the hub (both endpoints) in %v", time.Since(start))
+
+	// destroy() of the Hocuspocus provider removes it on the hub's other endpoint and on both peers.
+	start = time.Now()
+	hp.must("close", map[string]any{"name": "hoc"}, nil)
+	for _, viewer := range users {
+		ag.waitPresenceGone(viewer, "hoc", 10*time.Second)
+	}
+	t.Logf("a destroyed Hocuspocus provider on the hub was removed on the hub and both peers in %v", time.Since(start))
 	if v := hub.api().metric(`nomicore_presence_relayed_total{direction="in"}`); v < 2 {
 		t.Errorf("the hub counts %v presence entries received", v)
 	}

@@ -10,7 +10,9 @@ GOTOOLCHAIN ?= auto
 export GOTOOLCHAIN
 
 # The B4 editing trace for the yjs benchmarks (GUIDE §10). Read in place, never copied.
-B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json)))
+# It lies in shared/data beside the repository, or two levels up from a worktree kept in
+# a folder beside it.
+B4_TRACE ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/data/b4-editing-trace.json) $(abspath $(CURDIR)/../../shared/data/b4-editing-trace.json)))
 export B4_TRACE
 
 # JavaScript packages the tests use as independent oracles and real clients (npm ci).
@@ -24,7 +26,7 @@ FUZZTIME      ?= 10s
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
-.PHONY: all vulncheck vulncheck-db build run demo test test-race test-short test-yjs-long soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-cluster bench-feed bench-presence bench-large bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
+.PHONY: all vulncheck vulncheck-db build run demo test test-race test-short test-yjs-long soak soak-cluster fuzz fuzz-long chaos golden bench bench-yjs bench-replication bench-relay bench-joinstorm bench-cluster bench-feed bench-presence bench-large bench-backup bench-reconnect bench-slowlink editor-bundle dashboard-screenshots lint fmt js-deps clean
 
 all: lint build test
 
@@ -142,9 +144,11 @@ editor-bundle: js-deps
 bench: js-deps
 	$(GO) test -run='^$$' -bench=. -benchmem -timeout 60m ./...
 
-## bench-yjs: the B4 trace side by side with JS yjs in one run, and remote applies on large documents
+## bench-yjs: the B4 trace side by side with JS yjs in one run, the memory of 10,000 loaded
+## documents of about 30 KB (in a process of their own), and remote applies on large documents
 bench-yjs: js-deps
 	NOMICORE_B4_REPORT=1 $(GO) test -count=1 -timeout 30m -run TestB4Report -v ./yjs
+	NOMICORE_B4_REPORT=1 $(GO) test -count=1 -timeout 30m -run TestLoadedDocsMemory -v ./yjs
 	$(GO) test -run '^$$' -bench 'RemoteApplyLargeDoc' -benchmem ./yjs
 
 ## bench-replication: the replication workloads (fan-out 20 peers × 500 updates; 200 namespaces
@@ -159,6 +163,14 @@ bench-replication:
 ## (scripts/benchrelay/bench.sh lists the knobs: REPEATS, SERVERS, RELAY_OVERLAY, QUIET_MAX)
 bench-relay:
 	./scripts/benchrelay/bench.sh
+
+## bench-joinstorm: 150 editors (y-websocket providers under Node) join one 20 MiB document
+## within one second, on a hub and on a peer built from this tree, and against Hocuspocus and
+## the y-websocket server in the same run: time until all are synced, the server's peak RSS
+## growth against 2 × the document's encoded size + 64 MiB, every editor's text checked
+## (scripts/joinstorm/joinstorm.mjs; a few minutes, several GiB for the editors)
+bench-joinstorm:
+	./scripts/joinstorm/bench.sh
 
 ## bench-presence: editors' presence across nodes: 100 stock y-websocket editors on one
 ## document moving their cursors 5 times a second for 60 s, spread over a hub and two peers
@@ -187,6 +199,14 @@ bench-feed:
 ## time to go live, four fresh peers at once (time, peak memory), a 4 MiB write to three peers
 bench-large: build
 	$(GO) run ./cmd/benchrepl -workload large -bin $(BIN)
+
+## bench-backup: a hub whose store holds BACKUP_STORE_MIB (1024 MiB) of documents, written to through its admin
+## API while hub backup copies it (a few minutes, about 3 GiB of disk under $$TMPDIR): the
+## store's and the backup's size, the backup's time, and the writes' latency without a backup
+## and during it — the longest is the pause a backup causes
+BACKUP_STORE_MIB ?= 1024
+bench-backup: build
+	$(GO) run ./cmd/benchrepl -workload backup -store-mib $(BACKUP_STORE_MIB) -bin $(BIN)
 
 ## bench-reconnect: reconnection under faults (about 20 minutes): hub outages of 5/15/30 s with
 ## 500 peers × 10 namespaces and 2,000 × 1 (reconnect-storm percentiles), a hub crash loop

@@ -7,7 +7,8 @@
 // Where the feed lives depends on the hub:
 //
 //   - a single hub keeps it in its store (persistence.ChangeFeed: a record in the group
-//     commit that makes updates durable, one per namespace and commit); StoreSource reads
+//     commit that makes updates durable, one per namespace and commit, and one in the
+//     transaction of each creation and deletion); StoreSource reads
 //     it. Records older than the store's retention are dropped, and a cursor before them is
 //     expired (ErrExpired).
 //   - a hub cluster derives it from the shared log (cluster.Node.ChangeFeed): the cursor is
@@ -55,7 +56,7 @@ type Source interface {
 	// reader starting over) and returns the cursor to follow from after that.
 	Latest(ctx context.Context, fn func(Event) error) (uint64, error)
 	// Record writes a change that no write carries: a restore (after the restoring write
-	// was acknowledged), a deletion.
+	// was acknowledged). A deletion needs none: the delete writes its change itself.
 	Record(ctx context.Context, e Event) error
 }
 

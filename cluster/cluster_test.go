@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -75,15 +76,16 @@ func TestCluster_WriteOnOneNodeVisibleOnAll(t *testing.T) {
 		// node reads it. Under a loaded test run that read once answered "message not
 		// found" just after the acknowledgement: it is asked again until it answers.
 		var msg *jetstream.RawStreamMsg
+		stream, subject := tc.nodes[(i+1)%3].logOf(t, "default", ns)
 		eventually(t, 10*time.Second, fmt.Sprintf("log position %d read through %s", res.Seq, tc.nodes[(i+1)%3].name), func() (err error) {
-			msg, err = tc.nodes[(i+1)%3].node.res.stream.GetMsg(ctxT(t, 5*time.Second), res.Seq)
+			msg, err = stream.GetMsg(ctxT(t, 5*time.Second), res.Seq)
 			return err
 		})
 		rec, _, err := decodeRecord(msg.Data)
 		if err != nil || rec.Kind != registry.RecordUpdate || string(rec.Update) != string(update) {
 			t.Fatalf("log position %d holds %+v (%v), not the write", res.Seq, rec, err)
 		}
-		if msg.Subject != logSubject("default", ns) {
+		if msg.Subject != subject {
 			t.Fatalf("record on subject %q", msg.Subject)
 		}
 	}
@@ -602,9 +604,9 @@ func TestCluster_CompactionKeepsLogBounded(t *testing.T) {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
-	subject := logSubject("default", ns)
+	stream, subject := tc.nodes[0].logOf(t, "default", ns)
 	eventually(t, 20*time.Second, "log bounded", func() error {
-		info, err := tc.nodes[0].node.res.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
+		info, err := stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
 		if err != nil {
 			return err
 		}
@@ -1074,6 +1076,10 @@ func TestCluster_InterruptedDeleteIsCompleted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := tc.nodes[0].node.Versions().PutVersion(ctxT(t, 10*time.Second), persistence.Version{NamespaceID: ns, Kind: persistence.VersionManual,
+		Label: "before", CreatedAt: time.Now()}, []byte("state")); err != nil {
+		t.Fatal(err)
+	}
 	// The tombstone alone, as a node that died right after it leaves it.
 	if _, err := tc.nodes[0].store.updateEntry(ctxT(t, 10*time.Second), ns, func(v *entryValue) error {
 		*v = tombstone(*v)
@@ -1103,6 +1109,20 @@ func TestCluster_InterruptedDeleteIsCompleted(t *testing.T) {
 	if n := info.State.Subjects[subject]; n != 1 {
 		t.Fatalf("%d records stay in the log, want the deletion record alone", n)
 	}
+	// The completed delete is the namespace's "deleted" change in the feed of every node,
+	// and its versions are gone.
+	for _, n := range tc.nodes {
+		eventually(t, 10*time.Second, "the deleted change in the feed", func() error {
+			kinds := feedKinds(t, n.node, ns)
+			if len(kinds) == 0 || kinds[len(kinds)-1] != persistence.ChangeDeleted || slices.Index(kinds, persistence.ChangeDeleted) != len(kinds)-1 {
+				return fmt.Errorf("the feed's changes of the namespace: %v; want one deleted, last", kinds)
+			}
+			return nil
+		})
+	}
+	if list, err := tc.nodes[1].node.Versions().Versions(ctxT(t, 5*time.Second), ns); err != nil || len(list) != 0 {
+		t.Fatalf("the versions of the deleted namespace: %+v, %v; want none", list, err)
+	}
 	// Once completed, another delete changes nothing.
 	if err := tc.nodes[1].reg.Delete(ctxT(t, 20*time.Second), "default", ns, 1); !errors.Is(err, registry.ErrDeleted) {
 		t.Fatalf("a third delete: %v", err)
@@ -1110,5 +1130,31 @@ func TestCluster_InterruptedDeleteIsCompleted(t *testing.T) {
 	info, err = tc.nodes[0].node.res.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
 	if err != nil || info.State.Subjects[subject] != 1 {
 		t.Fatalf("after a third delete: %v records (%v)", info.State.Subjects[subject], err)
+	}
+}
+
+// feedKinds reads node's change feed from its start and returns the kinds of ns's changes.
+func feedKinds(t *testing.T, node *Node, ns string) []persistence.ChangeKind {
+	t.Helper()
+	ctx := ctxT(t, 10*time.Second)
+	r, err := node.ChangeFeed().Open(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var kinds []persistence.ChangeKind
+	for {
+		evs, err := r.Next(ctx, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			return kinds
+		}
+		for _, e := range evs {
+			if e.NamespaceID == ns {
+				kinds = append(kinds, e.Kind)
+			}
+		}
 	}
 }

@@ -34,8 +34,8 @@ import (
 
 // noteApplied counts what the follower handed on and starts a compaction when due
 // (follower goroutine).
-func (l *nsLog) noteApplied(bytes int) {
-	l.sinceRecords++
+func (l *nsLog) noteApplied(records, bytes int) {
+	l.sinceRecords += records
 	l.sinceBytes += bytes
 	cfg := &l.n.cfg
 	if l.sinceRecords < cfg.CompactAfterRecords && l.sinceBytes < cfg.CompactAfterBytes {
@@ -126,7 +126,7 @@ func (l *nsLog) compact() {
 			return
 		}
 		for _, node := range nodes {
-			c, err := l.res.stream.Consumer(ctx, consumerName(node, l.ns))
+			c, err := l.stream.Consumer(ctx, consumerName(node, l.ns))
 			if errors.Is(err, jetstream.ErrConsumerNotFound) {
 				continue
 			}
@@ -138,7 +138,7 @@ func (l *nsLog) compact() {
 		}
 	}
 	if purge > 0 {
-		err := l.res.stream.Purge(ctx, jetstream.WithPurgeSubject(l.subject), jetstream.WithPurgeSequence(purge+1))
+		err := l.stream.Purge(ctx, jetstream.WithPurgeSubject(l.subject), jetstream.WithPurgeSequence(purge+1))
 		if err != nil {
 			l.compactFailed("purging the log", err)
 			return

@@ -43,6 +43,11 @@ type Config struct {
 	// loses nothing, a power loss of a quorum at once may.
 	Fsync bool
 
+	// LogStreams is the number of streams the logs of new namespaces are spread over
+	// (1…64; zero: DefaultLogStreams). A namespace keeps the stream it was created on;
+	// nodes may differ (see streams.go).
+	LogStreams int
+
 	// Replicas is the number of copies of every stream and bucket (1…5); zero means
 	// min(3, the number of nodes the routes name) when embedding, 3 with NATSURL.
 	Replicas int
@@ -151,6 +156,12 @@ func (c *Config) validate() error {
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
 		return fmt.Errorf("--cluster-replicas %d: must be 1 to 5 (3 survives the loss of one node)", c.Replicas)
+	}
+	if c.LogStreams == 0 {
+		c.LogStreams = DefaultLogStreams
+	}
+	if c.LogStreams < 1 || c.LogStreams > maxLogStreams {
+		return fmt.Errorf("--cluster-log-streams %d: must be 1 to %d", c.LogStreams, maxLogStreams)
 	}
 	setDefault(&c.OpTimeout, DefaultOpTimeout)
 	setDefault(&c.PublishTimeout, DefaultPublishTimeout)

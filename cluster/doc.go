@@ -9,12 +9,15 @@
 // Every stream and bucket has Config.Replicas copies (min(3, nodes) by default), so a
 // write is durable once a quorum of them stored it.
 //
-//   - Stream NOMICORE_LOG holds one subject per namespace, nomicore.log.ns.<owner>.<id>
-//     (the owner partition is base64url in the subject). Each message is a record: an
-//     update some node admitted, with the epoch it was admitted under and its origin (the
-//     node process and its number for it), a meta change (an epoch bump, a schema
-//     replacement, a new name or labels), or the namespace's deletion. The stream drops a
-//     second copy of a record by its message id.
+//   - The log streams hold one subject per namespace: NOMICORE_LOG (nomicore.log.ns.<owner>.<id>,
+//     the owner partition base64url in the subject; also the quorum probes) and
+//     NOMICORE_LOG_k (nomicore.log<k>.ns.…), a namespace placed on one of
+//     Config.LogStreams by a hash of its id when it is created (streams.go). Each message
+//     is a record — an update some node admitted, with the epoch it was admitted under and
+//     its origin (the node process and its number for it), a meta change (an epoch bump, a
+//     schema replacement, a new name or labels), or the namespace's deletion — or a batch
+//     of updates one node admitted one after the other (record.go). The stream drops a
+//     second copy of a message by its message id.
 //   - Bucket nomicore_entries holds the namespace entries (owner, state, creation time),
 //     each with the namespace's first document (its identity, written at creation) and its
 //     meta record: how many meta changes were claimed, and the epoch and schema after them.
@@ -22,8 +25,9 @@
 //     on the entry's revision, so of two concurrent epoch bumps exactly one wins.
 //   - Object store nomicore_snapshots holds each namespace's newest snapshot, tagged with
 //     the log position it covers.
-//   - Bucket nomicore_leases holds the compaction leases; nomicore_nodes the node names;
-//     nomicore_config the hub's configuration map.
+//   - Bucket nomicore_leases holds the compaction leases; nomicore_nodes the node names
+//     and the log format each writes (upgrade.go); nomicore_config the hub's configuration
+//     map.
 //
 // The tokens file is not shared: each node reads its own (distribute the same file).
 //
@@ -32,7 +36,9 @@
 // The registry (registry.SharedLog is the seam; this package implements it) runs an
 // update that arrives at node X — from a peer session, the admin API or an editor —
 // through the gates of the namespace's write sequencer on X (fenced session, role, quorum,
-// the protected meta check) and then, instead of applying it, publishes it as a record.
+// the protected meta check) and then, instead of applying it, publishes it as a record —
+// alone, or with the others of its namespace admitted while two messages of it were on
+// their way (publisher.go).
 // Every node that has the namespace loaded follows its subject in log order with a
 // consumer of its own and applies each record through its own sequencer, fanning it out to
 // its local sessions; X recognises its own records and does not send them back to the
@@ -40,7 +46,9 @@
 // caller on X is answered (UPDATE_ACK, the admin API's 204, an editor's update relayed to
 // the room's other editors) only in the slot that applies the record there: by then it is
 // stored on a quorum (a consumer only sees committed messages) and applied in log order
-// under the epoch it was admitted for.
+// under the epoch it was admitted for. The records of a batch share one log position and
+// are applied in one slot, in their order, each decided on the state the ones before it
+// left.
 //
 // Every decision of that slot depends only on the log before the record, so every node
 // decides the same: an update admitted under an epoch older than the current one is
@@ -88,8 +96,10 @@
 // it refuses writes (PERSISTENCE_DEGRADED to peers, 503 from the admin API, /readyz not
 // ready) and serves reads of what it has loaded; it accepts writes again by itself once a
 // probe succeeds. Every JetStream call has a deadline; running into it is an
-// *UnavailableError (persistence.ErrUnavailable), never a hang; reads are repeated through
-// an election (a stream whose leader's node died answers nothing for 4 to 9 seconds). A
+// *UnavailableError (persistence.ErrUnavailable), never a hang. A group whose leader's
+// node died answers nothing for 4 to 9 seconds, until an election: the reads an open needs
+// are then answered by a replica (replica.go), and the publisher sends again what the
+// stream did not acknowledge until the new leader answers. A
 // restarted node catches up from JetStream: its replicas by the NATS cluster's own means,
 // its namespaces by loading them again. Node.Ready says when a node can serve — quorum now,
 // and its replicas caught up since it started — and the hub refuses peer connections until

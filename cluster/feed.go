@@ -19,13 +19,16 @@ import (
 )
 
 // The change feed of a hub cluster is its log read across namespaces: every record of a
-// namespace log (an update, a meta change) is an "updated" change of that namespace, and
-// the changes no record carries — a creation, a restore, a deletion — are small marker
-// messages on subjects of their own in the same stream:
+// namespace log (an update, a meta change) is an "updated" change of that namespace, its
+// deletion record (told by its message id) the "deleted" change — so a deletion is in the
+// feed exactly when the nodes are told of it, and a delete interrupted before that is
+// completed, record and all, by the next delete of the namespace. The changes no record
+// carries — a creation, a restore — are small marker messages on subjects of their own in
+// the same stream:
 //
 //	nomicore.log.feed.<kind>.<owner>.<namespaceId>   header Nomicore-State-Vector: hex
 //
-// (a creation or deletion marker rolls up an earlier one of its namespace; every restore is kept). The cursor of a
+// (a creation marker rolls up an earlier one of its namespace; every restore is kept). The cursor of a
 // change is the stream position of its message, which is the same on every node; a reader
 // follows the stream with an ordered consumer of its own that reads headers only, so the
 // updates' bytes do not travel. Compaction purges a namespace's records only up to its
@@ -136,8 +139,8 @@ func (f clusterFeed) Record(ctx context.Context, e changefeed.Event) error {
 func (n *Node) publishMarker(ctx context.Context, kind persistence.ChangeKind, owner, ns string, sv []byte) error {
 	m := nats.NewMsg(feedSubject + "." + kind.String() + "." + ownerToken(owner) + "." + ns)
 	if kind != persistence.ChangeRestored {
-		// A namespace is created and deleted once: a marker replaces an earlier one (of an
-		// attempt that was retried). Restores are kept, each: a reader behind gets every one.
+		// A namespace is created once: a marker replaces an earlier one (of an attempt that
+		// was retried). Restores are kept, each: a reader behind gets every one.
 		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	}
 	if len(sv) > 0 {
@@ -231,6 +234,9 @@ func (r *clusterReader) event(m jetstream.Msg) (changefeed.Event, bool) {
 	switch {
 	case len(parts) == 5 && parts[2] == "ns":
 		ownerTok, ev.NamespaceID = parts[3], parts[4]
+		if isDeletion(m.Headers()) {
+			ev.Kind = persistence.ChangeDeleted
+		}
 	case len(parts) == 6 && parts[2] == "feed":
 		kind, ok := persistence.ParseChangeKind(parts[3])
 		if !ok {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/nomicore/nomicore/internal/testkit"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/yjs"
@@ -94,9 +96,9 @@ type gatedHost struct {
 	gate *applyGate
 }
 
-func (h gatedHost) Apply(rec registry.Record) bool {
+func (h gatedHost) Apply(recs ...registry.Record) bool {
 	h.gate.wait()
-	return h.LogHost.Apply(rec)
+	return h.LogHost.Apply(recs...)
 }
 
 // freePorts returns n loopback addresses whose ports were free a moment ago. They are
@@ -293,6 +295,21 @@ func (tn *testNode) open(t *testing.T, ns string) *registry.Lease {
 	}
 	t.Cleanup(l.Release)
 	return l
+}
+
+// logOf returns the log stream holding namespace ns's log and its subject there, as node
+// tn finds them from the namespace's entry.
+func (tn *testNode) logOf(t *testing.T, owner, ns string) (jetstream.Stream, string) {
+	t.Helper()
+	k, err := tn.node.logStreamOf(ctxT(t, 10*time.Second), ns)
+	if err != nil {
+		t.Fatalf("%s: the log stream of %s: %v", tn.name, ns, err)
+	}
+	s, err := tn.node.logStream(ctxT(t, 10*time.Second), k)
+	if err != nil {
+		t.Fatalf("%s: log stream %d: %v", tn.name, k, err)
+	}
+	return s, logSubjectIn(k, owner, ns)
 }
 
 // create creates a namespace through a node.

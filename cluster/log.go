@@ -1,18 +1,20 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nomicore/nomicore/persistence"
@@ -37,6 +39,9 @@ const (
 	followExpiry     = 5 * time.Second
 	consumerIdle     = time.Minute // an abandoned consumer is removed after this
 	maxFollowBackoff = 2 * time.Second
+	pullCheckEvery   = 20 * time.Millisecond // confirmPull
+	pullChecks       = 10
+	consumerAttempt  = time.Second // createConsumer
 )
 
 // nsLog is one namespace's log as this node follows it (registry.NamespaceLog). One
@@ -48,6 +53,8 @@ const (
 type nsLog struct {
 	n        *Node
 	res      *resources
+	stream   jetstream.Stream // the log stream holding the namespace's log
+	streamNm string           // its name
 	owner    string
 	ns       string
 	subject  string
@@ -83,7 +90,15 @@ func (n *Node) OpenLog(ctx context.Context, owner, ns string, host registry.LogH
 	if err != nil {
 		return nil, err
 	}
-	l := &nsLog{n: n, res: res, owner: owner, ns: ns, subject: logSubject(owner, ns),
+	k, err := n.logStreamOf(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := n.logStream(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	l := &nsLog{n: n, res: res, stream: stream, streamNm: logStreamName(k), owner: owner, ns: ns, subject: logSubjectIn(k, owner, ns),
 		consumer: consumerName(n.cfg.NodeName, ns), host: host, done: make(chan struct{})}
 	if l.start, err = l.readStart(ctx); err != nil {
 		return nil, err
@@ -105,7 +120,7 @@ func (l *nsLog) readStart(ctx context.Context) (registry.LogStart, error) {
 	if err != nil || ok {
 		return snap, err
 	}
-	v, _, err := l.n.getEntry(ctx, l.ns)
+	v, err := l.n.openEntry(ctx, l.ns)
 	if err != nil {
 		return registry.LogStart{}, err
 	}
@@ -134,18 +149,14 @@ func (l *nsLog) readSnapshot(ctx context.Context) (registry.LogStart, bool, erro
 	}
 }
 
-// getSnapshot reads the snapshot object into st.
+// getSnapshot reads the snapshot object into st: its description as the bucket's leader
+// has it (or a replica while the leader does not answer), its chunks from any copy of the
+// bucket (direct gets) — no consumer to create, no leader to wait for (replica.go). A
+// copy that lacks a chunk — the snapshot was replaced meanwhile, or the copy is behind —
+// fails the attempt.
 func (l *nsLog) getSnapshot(ctx context.Context, st *registry.LogStart, found *bool) error {
-	res, err := l.res.snaps.Get(ctx, l.ns)
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer res.Close()
-	info, err := res.Info()
-	if err != nil {
+	info, err := l.n.snapshotInfoNow(ctx, l.ns)
+	if err != nil || info == nil {
 		return err
 	}
 	if st.Through, st.MetaGen, _, err = snapshotMeta(info); err != nil {
@@ -154,11 +165,43 @@ func (l *nsLog) getSnapshot(ctx context.Context, st *registry.LogStart, found *b
 	if info.Size > maxSnapshotBytes {
 		return fmt.Errorf("snapshot of %d bytes exceeds %d", info.Size, maxSnapshotBytes)
 	}
-	if st.Doc, err = io.ReadAll(io.LimitReader(res, maxSnapshotBytes)); err != nil {
+	if st.Doc, err = l.n.readChunks(ctx, info); err != nil {
 		return err
 	}
 	*found = true
 	return nil
+}
+
+// readChunks reads the chunks of a snapshot object in order from any copy of the bucket,
+// and checks them against the object's size and digest.
+func (n *Node) readChunks(ctx context.Context, info *jetstream.ObjectInfo) ([]byte, error) {
+	want, err := jetstream.DecodeObjectDigest(info.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("a snapshot's description: %w", err)
+	}
+	subject := "$O." + SnapshotBucket + ".C." + info.NUID
+	doc := make([]byte, 0, info.Size)
+	next := uint64(1)
+	for range info.Chunks {
+		req, _ := json.Marshal(map[string]any{"seq": next, "next_by_subj": subject})
+		msg, err := n.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET.OBJ_"+SnapshotBucket, req)
+		if err != nil {
+			return nil, err
+		}
+		if status := msg.Header.Get("Status"); status != "" {
+			return nil, fmt.Errorf("reading a snapshot: a chunk is missing (%s %s); it was replaced meanwhile", status, msg.Header.Get("Description"))
+		}
+		seq, err := strconv.ParseUint(msg.Header.Get(nats.JSSequence), 10, 64)
+		if err != nil || seq < next || uint64(len(doc)+len(msg.Data)) > info.Size {
+			return nil, errors.New("reading a snapshot: a malformed chunk")
+		}
+		doc = append(doc, msg.Data...)
+		next = seq + 1
+	}
+	if sum := sha256.Sum256(doc); uint64(len(doc)) != info.Size || !bytes.Equal(sum[:], want) {
+		return nil, errors.New("reading a snapshot: its chunks do not match its description; it was replaced meanwhile")
+	}
+	return doc, nil
 }
 
 // snapshotMeta reads the positions a snapshot object is tagged with.
@@ -178,7 +221,13 @@ func snapshotMeta(info *jetstream.ObjectInfo) (through, gen, floor uint64, err e
 // store keeps an object's description as JSON in the last message of
 // $O.<bucket>.M.<base64url name>.
 func (n *Node) snapshotInfo(ctx context.Context, ns string) (*jetstream.ObjectInfo, error) {
-	se, err := n.leaderGet(ctx, "OBJ_"+SnapshotBucket, "$O."+SnapshotBucket+".M."+base64.URLEncoding.EncodeToString([]byte(ns)))
+	return n.snapshotInfoFrom(ctx, ns, n.leaderGet)
+}
+
+// snapshotInfoFrom reads the tags of a namespace's snapshot with get: from the leader
+// (leaderGet) or a replica (directGetLast).
+func (n *Node) snapshotInfoFrom(ctx context.Context, ns string, get func(ctx context.Context, stream, subject string) (storedEntry, error)) (*jetstream.ObjectInfo, error) {
+	se, err := get(ctx, "OBJ_"+SnapshotBucket, "$O."+SnapshotBucket+".M."+base64.URLEncoding.EncodeToString([]byte(ns)))
 	if errors.Is(err, persistence.ErrNotFound) {
 		return nil, nil
 	}
@@ -195,16 +244,26 @@ func (n *Node) snapshotInfo(ctx context.Context, ns string) (*jetstream.ObjectIn
 	return &info, nil
 }
 
+// snapshotInfoNow reads the tags of a namespace's snapshot (nil: none) from the snapshot
+// bucket's leader, or a replica while the leader does not answer (replica.go).
+func (n *Node) snapshotInfoNow(ctx context.Context, ns string) (*jetstream.ObjectInfo, error) {
+	var info *jetstream.ObjectInfo
+	read := func(get func(ctx context.Context, stream, subject string) (storedEntry, error)) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			var err error
+			info, err = n.snapshotInfoFrom(ctx, ns, get)
+			return err
+		}
+	}
+	err := n.readLeaderOrReplica(ctx, "OBJ_"+SnapshotBucket, "reading a snapshot's tags", read(n.leaderGet), read(n.directGetLast))
+	return info, err
+}
+
 // snapshotFloor reads how far the log may have been purged (0: no snapshot).
 func (l *nsLog) snapshotFloor(ctx context.Context) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.n.cfg.OpTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 2*l.n.cfg.OpTimeout)
 	defer cancel()
-	var info *jetstream.ObjectInfo
-	err := retryUnanswered(ctx, func() error {
-		var err error
-		info, err = l.n.snapshotInfo(ctx, l.ns)
-		return classify("reading a snapshot's tags", l.n.cfg.OpTimeout, err)
-	})
+	info, err := l.n.snapshotInfoNow(ctx, l.ns)
 	if err != nil || info == nil {
 		return 0, err
 	}
@@ -215,21 +274,31 @@ func (l *nsLog) snapshotFloor(ctx context.Context) (uint64, error) {
 // Start returns where the document starts.
 func (l *nsLog) Start() registry.LogStart { return l.start }
 
-// Head returns the position of the newest record of the namespace (0: none yet).
+// Head returns the position of the newest record of the namespace (0: none yet): as the
+// log stream's leader knows it, or a replica while the leader does not answer
+// (replica.go).
 func (l *nsLog) Head(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*l.n.cfg.OpTimeout)
+	defer cancel()
+	if _, err := l.n.resources(ctx); err != nil {
+		return 0, err
+	}
 	var head uint64
-	err := l.n.read(ctx, "reading the log head", func(ctx context.Context, r *resources) error {
-		m, err := r.stream.GetLastMsgForSubject(ctx, l.subject)
-		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-			head = 0
+	read := func(get func(ctx context.Context, stream, subject string) (storedEntry, error)) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			se, err := get(ctx, l.streamNm, l.subject)
+			switch {
+			case errors.Is(err, persistence.ErrNotFound):
+				head = 0
+				return nil
+			case err != nil:
+				return err
+			}
+			head = se.Revision
 			return nil
-		case err != nil:
-			return err
 		}
-		head = m.Sequence
-		return nil
-	})
+	}
+	err := l.n.readLeaderOrReplica(ctx, l.streamNm, "reading the log head", read(l.n.leaderGet), read(l.n.directGetLast))
 	return head, err
 }
 
@@ -241,8 +310,12 @@ func (l *nsLog) Publish(rec registry.Record, done func(error)) error {
 		return fmt.Errorf("cluster: an update of %d bytes exceeds the largest the cluster log carries in one record (%d): %w",
 			len(rec.Update), l.n.cfg.MaxUpdateBytes, registry.ErrApplyFailed)
 	}
-	data := encodeRecord(rec, l.n.incarnation)
-	return l.n.pub.submit(l.subject, msgID(l.ns, rec, l.n.incarnation), data, done)
+	rec.Update = append([]byte(nil), rec.Update...)
+	id := ""
+	if rec.Kind != registry.RecordUpdate {
+		id = msgID(l.ns, rec, l.n.incarnation) // sent alone, never in a batch
+	}
+	return l.n.pub.submit(l.subject, l.streamNm, id, rec, done)
 }
 
 // Meta reads the namespace's meta record.
@@ -304,14 +377,17 @@ func (l *nsLog) Close() {
 		l.n.logsMu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), l.n.cfg.OpTimeout)
 		defer cancel()
-		_ = l.res.stream.DeleteConsumer(ctx, l.consumer) // else it expires by itself
+		_ = l.stream.DeleteConsumer(ctx, l.consumer) // else it expires by itself
 	})
 }
 
 // follow hands every record after the start to the host, in order, until Close or until
 // the host refuses one (the namespace unloaded).
 func (l *nsLog) follow() {
-	next := l.start.Through + 1 // the next log position to hand on
+	next, ok := l.catchUp(l.start.Through + 1) // the next log position to hand on
+	if !ok {
+		return
+	}
 	backoff := 50 * time.Millisecond
 	first := true
 	for l.ctx.Err() == nil {
@@ -356,24 +432,8 @@ func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
 	// and, before that, tags the new snapshot with the purge floor. The consumer exists now,
 	// so a floor read after this point covers every purge that could skip records this
 	// follower still needs: if the floor reaches past next, the snapshot supplies them.
-	floor, err := l.snapshotFloor(l.ctx)
-	if err != nil {
-		return next, true, err
-	}
-	if floor >= next {
-		snap, ok, err := l.readSnapshot(l.ctx)
-		if err != nil {
-			return next, true, err
-		}
-		if ok && snap.Through >= next {
-			l.n.log.Warn("the log was compacted past what this node had read; catching up from the snapshot",
-				slog.String("namespaceId", l.ns))
-			if !l.host.Apply(registry.Record{Kind: registry.RecordSnapshot, Seq: snap.Through, Gen: snap.MetaGen, Update: snap.Doc}) {
-				return next, false, nil
-			}
-			next = snap.Through + 1
-			return next, true, errors.New("caught up from a snapshot")
-		}
+	if next, ok, err := l.checkFloor(next); !ok || err != nil {
+		return next, ok, err
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(followBatch), jetstream.PullHeartbeat(followHeartbeat),
 		jetstream.PullExpiry(followExpiry))
@@ -381,6 +441,9 @@ func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
 		return next, true, classify("reading a namespace log", l.n.cfg.OpTimeout, err)
 	}
 	defer it.Stop()
+	pulled := make(chan struct{})
+	defer close(pulled)
+	go l.confirmPull(cons, it, pulled)
 	var dseq uint64 // the consumer's delivery sequence of the last message
 	unacked := 0
 	for {
@@ -402,21 +465,11 @@ func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
 		if md.Sequence.Stream < next {
 			continue // delivered again
 		}
-		rec, origin, err := decodeRecord(m.Data())
-		if err != nil {
-			// Every node skips it alike: the registry refuses a record of no known kind.
-			l.n.log.Error("a namespace log holds a record this node cannot read; it is skipped",
-				slog.String("namespaceId", l.ns), slog.Uint64("seq", md.Sequence.Stream), slog.String("error", err.Error()))
-			rec = registry.Record{}
-		}
-		rec.Seq = md.Sequence.Stream
-		rec.Local = origin == l.n.incarnation
-		if !l.host.Apply(rec) {
+		if !l.handOn(md.Sequence.Stream, m.Data()) {
 			return next, false, nil
 		}
-		next = rec.Seq + 1
+		next = md.Sequence.Stream + 1
 		l.lag.Store(md.NumPending)
-		l.noteApplied(len(rec.Update))
 		unacked++
 		if unacked >= ackEvery || md.NumPending == 0 {
 			_ = m.Ack() // AckAll: everything handed on so far
@@ -425,14 +478,140 @@ func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
 	}
 }
 
-// createConsumer (re)creates this node's consumer of the namespace at position next.
-func (l *nsLog) createConsumer(next uint64) (jetstream.Consumer, error) {
-	ctx, cancel := context.WithTimeout(l.ctx, l.n.cfg.OpTimeout)
-	defer cancel()
-	if err := l.res.stream.DeleteConsumer(ctx, l.consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, classify("replacing a log consumer", l.n.cfg.OpTimeout, err)
+// handOn hands the records of the message at log position seq to the host; false when
+// the host refuses them (the namespace unloaded).
+func (l *nsLog) handOn(seq uint64, data []byte) bool {
+	recs, origin, err := decodeBatch(data)
+	if err != nil {
+		// Every node skips it alike: the registry refuses a record of no known kind.
+		l.n.log.Error("a namespace log holds a record this node cannot read; it is skipped",
+			slog.String("namespaceId", l.ns), slog.Uint64("seq", seq), slog.String("error", err.Error()))
+		recs = []registry.Record{{}}
 	}
-	cons, err := l.res.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+	bytes := 0
+	for i := range recs {
+		recs[i].Seq = seq
+		recs[i].Local = origin == l.n.incarnation
+		bytes += len(recs[i].Update)
+	}
+	if !l.host.Apply(recs...) {
+		return false
+	}
+	l.noteApplied(len(recs), bytes)
+	return true
+}
+
+// checkFloor reads how far the log was purged and, if that is past next, hands the
+// snapshot that covers it to the host instead of the records it can no longer read. It
+// returns the next position, false when the follower must stop, and an error when the
+// follower must start over (after a snapshot, too: from the position it covers).
+func (l *nsLog) checkFloor(next uint64) (uint64, bool, error) {
+	floor, err := l.snapshotFloor(l.ctx)
+	if err != nil {
+		return next, true, err
+	}
+	if floor < next {
+		return next, true, nil
+	}
+	snap, ok, err := l.readSnapshot(l.ctx)
+	if err != nil {
+		return next, true, err
+	}
+	if !ok || snap.Through < next {
+		return next, true, nil
+	}
+	l.n.log.Warn("the log was compacted past what this node had read; catching up from the snapshot",
+		slog.String("namespaceId", l.ns))
+	if !l.host.Apply(registry.Record{Kind: registry.RecordSnapshot, Seq: snap.Through, Gen: snap.MetaGen, Update: snap.Doc}) {
+		return next, false, nil
+	}
+	return snap.Through + 1, true, errors.New("caught up from a snapshot")
+}
+
+// catchUp hands on the records from next through the head the log had when it was opened,
+// read from any copy of the log stream (direct gets, in batches) before this node's
+// consumer exists: creating a consumer needs the JetStream meta layer's leader, and an
+// open would otherwise wait through its election when the node that led it died. The
+// consumer then starts after what was read here. A copy that is behind ends the reading
+// early, an error ends it too: the consumer reads the rest. Records purged meanwhile are
+// not skipped silently: the purge floor is checked first (a compaction that starts during
+// the reading purges only through the snapshot this node loaded, see compact.go).
+func (l *nsLog) catchUp(next uint64) (uint64, bool) {
+	if l.start.Head < next {
+		return next, true
+	}
+	next, ok, err := l.checkFloor(next)
+	if !ok || err != nil {
+		return next, ok
+	}
+	for next <= l.start.Head && l.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(l.ctx, l.n.cfg.OpTimeout)
+		read, more := uint64(0), true
+		err := l.n.directBatch(ctx, l.streamNm, l.subject, next, func(seq uint64, data []byte) bool {
+			if seq < next {
+				return true
+			}
+			if seq > l.start.Head {
+				return false // the consumer reads on from here
+			}
+			if !l.handOn(seq, data) {
+				more = false
+				return false
+			}
+			next, read = seq+1, read+1
+			return true
+		})
+		cancel()
+		if !more {
+			return next, false
+		}
+		if err != nil || read == 0 {
+			return next, true
+		}
+	}
+	return next, true
+}
+
+// confirmPull makes sure the first pull request of a new consumer reached it: the
+// consumer's server subscribes to its pull requests only after it answered the creation,
+// and tells the other servers a moment later, so a request sent right away may be lost
+// without an answer — and the client would notice only when the consumer's heartbeats
+// fail to come, two heartbeats later. Until the consumer reports a request waiting or a
+// message delivered it is asked again every pullCheckEvery; if it reports neither after
+// pullChecks, the reading stops (it) and the follower starts over. It ends when done is
+// closed (followOnce returned).
+func (l *nsLog) confirmPull(cons jetstream.Consumer, it jetstream.MessagesContext, done <-chan struct{}) {
+	for range pullChecks {
+		t := time.NewTimer(pullCheckEvery)
+		select {
+		case <-done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(l.ctx, l.n.cfg.OpTimeout)
+		info, err := cons.Info(ctx)
+		cancel()
+		if err != nil || info.NumWaiting > 0 || info.Delivered.Consumer > 0 {
+			return // an error here is the reading's to find
+		}
+	}
+	l.n.log.Debug("a namespace log's first pull request was lost; reading it again", slog.String("namespaceId", l.ns))
+	it.Stop()
+}
+
+// createConsumer (re)creates this node's consumer of the namespace at position next. Each
+// attempt has consumerAttempt: JetStream places a new consumer on one of the stream's
+// servers, and for a while after a node died it may still pick that one — the creation
+// then goes unanswered, and the follower starts over (a new consumer lands elsewhere).
+func (l *nsLog) createConsumer(next uint64) (jetstream.Consumer, error) {
+	d := min(l.n.cfg.OpTimeout, consumerAttempt)
+	ctx, cancel := context.WithTimeout(l.ctx, d)
+	defer cancel()
+	if err := l.stream.DeleteConsumer(ctx, l.consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, classify("replacing a log consumer", d, err)
+	}
+	cons, err := l.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		Name:              l.consumer,
 		Description:       "Nomicore: node " + l.n.cfg.NodeName + " follows namespace " + l.ns,
 		FilterSubject:     l.subject,
@@ -447,7 +626,7 @@ func (l *nsLog) createConsumer(next uint64) (jetstream.Consumer, error) {
 		MemoryStorage:     true,
 	})
 	if err != nil {
-		return nil, classify("creating a log consumer", l.n.cfg.OpTimeout, err)
+		return nil, classify("creating a log consumer", d, err)
 	}
 	return cons, nil
 }
@@ -462,9 +641,17 @@ type LogInfo struct {
 // LogInfo reads how much of a namespace's log is kept and what its snapshot covers.
 func (n *Node) LogInfo(ctx context.Context, owner, ns string) (LogInfo, error) {
 	var li LogInfo
-	err := n.op(ctx, "reading a namespace log's size", func(ctx context.Context, r *resources) error {
-		subject := logSubject(owner, ns)
-		info, err := r.stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+	k, err := n.logStreamOf(ctx, ns)
+	if err != nil {
+		return li, err
+	}
+	stream, err := n.logStream(ctx, k)
+	if err != nil {
+		return li, err
+	}
+	err = n.op(ctx, "reading a namespace log's size", func(ctx context.Context, r *resources) error {
+		subject := logSubjectIn(k, owner, ns)
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subject))
 		if err != nil {
 			return err
 		}
@@ -481,8 +668,8 @@ func (n *Node) LogInfo(ctx context.Context, owner, ns string) (LogInfo, error) {
 }
 
 // Leading lists what this node's server leads now of the cluster's JetStream groups: "meta"
-// (the JetStream meta layer, embedded servers only), the log stream and the buckets' streams
-// by name. A node that dies leading one of them leaves it without a leader until the
+// (the JetStream meta layer, embedded servers only), the log streams and the buckets'
+// streams by name. A node that dies leading one of them leaves it without a leader until the
 // others elect one (seconds): what it led cannot be written, or read from its leader,
 // meanwhile.
 func (n *Node) Leading(ctx context.Context) ([]string, error) {
@@ -490,7 +677,15 @@ func (n *Node) Leading(ctx context.Context) ([]string, error) {
 	if n.srv != nil && n.srv.JetStreamIsLeader() {
 		out = append(out, "meta")
 	}
-	names := []string{StreamName, "KV_" + EntriesBucket, "KV_" + ConfigBucket, "KV_" + LeasesBucket, "KV_" + NodesBucket, "OBJ_" + SnapshotBucket}
+	var names []string
+	n.streamsMu.Lock()
+	for k := range maxLogStreams {
+		if n.streams[k] != nil {
+			names = append(names, logStreamName(k))
+		}
+	}
+	n.streamsMu.Unlock()
+	names = append(names, "KV_"+EntriesBucket, "KV_"+ConfigBucket, "KV_"+LeasesBucket, "KV_"+NodesBucket, "OBJ_"+SnapshotBucket)
 	err := n.op(ctx, "reading the streams' leaders", func(ctx context.Context, r *resources) error {
 		out = out[:min(len(out), 1)]
 		for _, name := range names {

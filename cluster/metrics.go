@@ -12,6 +12,7 @@ import (
 // records.
 type Metrics struct {
 	publishSeconds prometheus.Histogram
+	publishBatch   prometheus.Histogram
 	publishErrors  prometheus.Counter
 	quorumChanges  prometheus.Counter
 	compactions    *prometheus.CounterVec // outcome: done, up-to-date, leased-elsewhere, failed
@@ -28,6 +29,11 @@ func newMetrics() *Metrics {
 			Name:    "nomicore_cluster_publish_seconds",
 			Help:    "Time from publishing a record to the log stream's acknowledgement (stored on a quorum).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		publishBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "nomicore_cluster_publish_batch_records",
+			Help:    "Records per message published to a log stream (the updates of one namespace that waited while its earlier messages were in flight).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
 		}),
 		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nomicore_cluster_publish_errors_total",
@@ -66,7 +72,7 @@ var (
 // scrape time.
 func (n *Node) RegisterMetrics(r prometheus.Registerer) error {
 	m := n.metrics
-	for _, c := range []prometheus.Collector{m.publishSeconds, m.publishErrors, m.quorumChanges, m.compactions, m.leasesHeld, &lagCollector{n}} {
+	for _, c := range []prometheus.Collector{m.publishSeconds, m.publishBatch, m.publishErrors, m.quorumChanges, m.compactions, m.leasesHeld, &lagCollector{n}} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -215,11 +215,12 @@ func (l *nsLog) ClaimDelete(ctx context.Context, prev registry.MetaState) error 
 	return err
 }
 
-// RemoveBefore purges the namespace's records before seq and deletes its snapshot
-// (registry.NamespaceLog).
+// RemoveBefore purges the namespace's records before seq and deletes its snapshot and its
+// versions (registry.NamespaceLog). A delete interrupted before it is completed by the
+// next delete of the namespace (FinishDelete), which calls it again.
 func (l *nsLog) RemoveBefore(ctx context.Context, seq uint64) error {
-	return l.n.op(ctx, "removing a deleted namespace's log and snapshot", func(ctx context.Context, r *resources) error {
-		if err := r.stream.Purge(ctx, jetstream.WithPurgeSubject(l.subject), jetstream.WithPurgeSequence(seq)); err != nil {
+	err := l.n.op(ctx, "removing a deleted namespace's log and snapshot", func(ctx context.Context, r *resources) error {
+		if err := l.stream.Purge(ctx, jetstream.WithPurgeSubject(l.subject), jetstream.WithPurgeSequence(seq)); err != nil {
 			return err
 		}
 		err := r.snaps.Delete(ctx, l.ns)
@@ -228,6 +229,10 @@ func (l *nsLog) RemoveBefore(ctx context.Context, seq uint64) error {
 		}
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return clusterVersions{l.n}.DeleteVersions(ctx, l.ns)
 }
 
 var _ registry.DeleteFinisher = (*Node)(nil)
@@ -245,10 +250,14 @@ func (n *Node) FinishDelete(ctx context.Context, owner, ns string) error {
 	if v.Owner != owner || v.State != persistence.StateDeleted {
 		return persistence.ErrNotFound
 	}
-	subject := logSubject(owner, ns)
+	stream, err := n.logStream(ctx, v.Log)
+	if err != nil {
+		return err
+	}
+	subject := logSubjectIn(v.Log, owner, ns)
 	var seq uint64
 	err = n.op(ctx, "finishing a namespace's delete", func(ctx context.Context, r *resources) error {
-		last, err := r.stream.GetLastMsgForSubject(ctx, subject)
+		last, err := stream.GetLastMsgForSubject(ctx, subject)
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 		case err != nil:
@@ -262,7 +271,7 @@ func (n *Node) FinishDelete(ctx context.Context, owner, ns string) error {
 		// Its own message id: the first deletion record may still be in the stream's window
 		// of duplicates, with records after it.
 		data := encodeRecord(registry.Record{Kind: registry.RecordDeleted}, n.incarnation)
-		ack, err := n.js.Publish(ctx, subject, data, jetstream.WithMsgID(fmt.Sprintf("deleted-%s-%s-%d", ns, n.incarnation, n.cfg.Clock.Now().UnixNano())))
+		ack, err := n.js.Publish(ctx, subject, data, jetstream.WithMsgID(fmt.Sprintf("%s%s-%s-%d", deletedIDPrefix, ns, n.incarnation, n.cfg.Clock.Now().UnixNano())))
 		if err != nil {
 			return err
 		}
@@ -272,24 +281,25 @@ func (n *Node) FinishDelete(ctx context.Context, owner, ns string) error {
 	if err != nil {
 		return err
 	}
-	l := &nsLog{n: n, owner: owner, ns: ns, subject: subject}
+	l := &nsLog{n: n, owner: owner, ns: ns, subject: subject, stream: stream, streamNm: logStreamName(v.Log)}
 	return l.RemoveBefore(ctx, seq)
 }
 
 // tombstone is what stays of a deleted namespace's entry: its owner, creation time and
 // meta record (so the id is never created again), nothing of its document.
 func tombstone(v entryValue) entryValue {
-	return entryValue{Owner: v.Owner, State: persistence.StateDeleted, CreatedAt: v.CreatedAt, Gen: v.Gen, Epoch: v.Epoch}
+	return entryValue{Owner: v.Owner, State: persistence.StateDeleted, CreatedAt: v.CreatedAt, Gen: v.Gen, Epoch: v.Epoch, Log: v.Log}
 }
 
 // DeleteEntry makes the entry a tombstone and removes the namespace's log and snapshot.
 func (s *Store) DeleteEntry(ctx context.Context, owner, ns string) error {
 	var name string
+	var log int
 	_, err := s.updateEntry(ctx, ns, func(v *entryValue) error {
 		if v.Owner != owner || v.State == persistence.StateDeleted {
 			return persistence.ErrNotFound
 		}
-		name = v.Name
+		name, log = v.Name, v.Log
 		*v = tombstone(*v)
 		return nil
 	})
@@ -299,13 +309,17 @@ func (s *Store) DeleteEntry(ctx context.Context, owner, ns string) error {
 	if name != "" {
 		s.releaseName(ctx, owner, name, ns)
 	}
-	return s.n.removeDocument(ctx, owner, ns)
+	return s.n.removeDocument(ctx, owner, ns, log)
 }
 
 // removeDocument purges the namespace's log subject and deletes its snapshot object.
-func (n *Node) removeDocument(ctx context.Context, owner, ns string) error {
+func (n *Node) removeDocument(ctx context.Context, owner, ns string, log int) error {
+	stream, err := n.logStream(ctx, log)
+	if err != nil {
+		return err
+	}
 	return n.op(ctx, "removing a deleted namespace's log and snapshot", func(ctx context.Context, r *resources) error {
-		if err := r.stream.Purge(ctx, jetstream.WithPurgeSubject(logSubject(owner, ns))); err != nil {
+		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(logSubjectIn(log, owner, ns))); err != nil {
 			return err
 		}
 		err := r.snaps.Delete(ctx, ns)

@@ -61,18 +61,26 @@ type Node struct {
 	healthy atomic.Bool   // the quorum as the probe last judged it
 	current atomic.Bool   // the node's replicas caught up with the cluster since it started
 
-	probeFailures int                    // probes failed in a row; run goroutine only
-	behind        atomic.Pointer[string] // why the replicas are not current yet (nil: unknown)
+	probeFailures int                             // probes failed in a row; run goroutine only
+	behind        atomic.Pointer[string]          // why the replicas are not current yet (nil: unknown)
+	older         atomic.Pointer[OlderNodesError] // live nodes of an earlier version (upgrade.go), nil: none
 
 	logsMu sync.Mutex // guards logs
 	logs   map[*nsLog]struct{}
+
+	awayMu     sync.Mutex           // guards leaderAway
+	leaderAway map[string]time.Time // groups whose leader last went unanswered, and when (replica.go)
+
+	streamsMu sync.Mutex               // guards streams and logOf
+	streams   map[int]jetstream.Stream // the log streams opened so far, by index
+	logOf     map[string]int           // the log stream of each namespace whose entry was read
 
 	closeOnce sync.Once
 }
 
 // resources are the JetStream handles every node uses.
 type resources struct {
-	stream  jetstream.Stream
+	stream  jetstream.Stream // log stream 0, NOMICORE_LOG (the probes' stream)
 	entries jetstream.KeyValue
 	config  jetstream.KeyValue
 	leases  jetstream.KeyValue
@@ -104,6 +112,9 @@ func Start(cfg Config) (*Node, error) {
 		cancel:      cancel,
 		ready:       make(chan struct{}),
 		logs:        make(map[*nsLog]struct{}),
+		streams:     make(map[int]jetstream.Stream),
+		logOf:       make(map[string]int),
+		leaderAway:  make(map[string]time.Time),
 	}
 	if err := n.connect(); err != nil {
 		cancel()
@@ -254,6 +265,9 @@ func (n *Node) run() {
 		backoff = min(2*backoff, 2*time.Second)
 	}
 	n.log.Info("cluster streams ready", slog.Int("replicas", n.cfg.Replicas))
+	n.checkOlder() // before the first probe: no write passes beside a node of an earlier version
+	n.wg.Add(1)
+	go n.watchOlder()
 	for {
 		n.probe()
 		if !n.current.Load() && n.healthy.Load() {
@@ -309,31 +323,17 @@ func (n *Node) ensure() (resources, error) {
 	defer cancel()
 	r := n.cfg.Replicas
 	var err error
-	res.stream, err = n.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamName,
-		Description: "Nomicore: the update log of every namespace, one subject per namespace",
-		Subjects:    []string{subjectRoot + ".>"},
-		Storage:     jetstream.FileStorage,
-		Replicas:    r,
-		MaxMsgSize:  int32(n.maxMessageBytes()),
-		Duplicates:  duplicateWindow,
-		AllowRollup: true, // the quorum probe keeps one message per node
-		DenyDelete:  true,
-	})
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		res.stream, err = n.js.Stream(ctx, StreamName)
-	}
-	if err != nil {
-		return res, classify("creating the log stream", n.cfg.OpTimeout, err)
-	}
-	// A stream created by a node with smaller limits (before they were raised) takes the
-	// records this node may publish.
-	if cfg := res.stream.CachedInfo().Config; cfg.MaxMsgSize >= 0 && int(cfg.MaxMsgSize) < n.maxMessageBytes() {
-		cfg.MaxMsgSize = int32(n.maxMessageBytes())
-		if res.stream, err = n.js.UpdateStream(ctx, cfg); err != nil {
-			return res, classify("raising the log stream's message limit", n.cfg.OpTimeout, err)
+	for k := range n.cfg.LogStreams {
+		s, err := n.ensureLogStream(ctx, k)
+		if err != nil {
+			return res, err
 		}
-		n.log.Info("raised the log stream's message limit to this node's largest record", slog.Int("bytes", int(cfg.MaxMsgSize)))
+		n.streamsMu.Lock()
+		n.streams[k] = s
+		n.streamsMu.Unlock()
+		if k == 0 {
+			res.stream = s
+		}
 	}
 	kv := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 		cfg.Replicas, cfg.Storage = r, jetstream.FileStorage
@@ -363,7 +363,7 @@ func (n *Node) ensure() (resources, error) {
 	if err != nil {
 		return res, classify("creating the snapshot bucket", n.cfg.OpTimeout, err)
 	}
-	b, _ := json.Marshal(nodeRecord{Incarnation: n.incarnation, Started: n.cfg.Clock.Now().UTC()})
+	b, _ := json.Marshal(nodeRecord{Incarnation: n.incarnation, Started: n.cfg.Clock.Now().UTC(), LogFormat: logFormat})
 	if _, err := res.nodes.Put(ctx, n.cfg.NodeName, b); err != nil {
 		return res, classify("registering the node", n.cfg.OpTimeout, err)
 	}
@@ -384,6 +384,8 @@ func (n *Node) MaxUpdateBytes() int { return n.cfg.MaxUpdateBytes }
 type nodeRecord struct {
 	Incarnation string    `json:"incarnation"`
 	Started     time.Time `json:"started"`
+	// LogFormat is the log format the node writes (upgrade.go; absent: an earlier version).
+	LogFormat int `json:"logFormat,omitempty"`
 }
 
 // probe writes one small message to the log stream (kept once per node by a roll-up): the
@@ -433,11 +435,12 @@ func (n *Node) setHealthy(ok bool, err error) {
 }
 
 // Healthy reports whether the node has quorum: its streams exist and its last probe write
-// was acknowledged within Config.ProbeTimeout (registry.SharedLog).
+// was acknowledged within Config.ProbeTimeout (registry.SharedLog); and whether it may
+// write: no node of an earlier version is alive (upgrade.go).
 func (n *Node) Healthy() bool {
 	select {
 	case <-n.ready:
-		return n.healthy.Load()
+		return n.healthy.Load() && n.older.Load() == nil
 	default:
 		return false
 	}
@@ -454,6 +457,9 @@ func (n *Node) Ready() error {
 	}
 	if !n.healthy.Load() {
 		return errors.New("no cluster quorum")
+	}
+	if e := n.older.Load(); e != nil {
+		return e
 	}
 	if !n.current.Load() {
 		if r := n.behind.Load(); r != nil {

@@ -115,3 +115,89 @@ func TestConfig_Validate(t *testing.T) {
 		t.Fatalf("--nats-url: replicas %d, %v", ext.Replicas, err)
 	}
 }
+
+// TestRecord_Batch: a batch of updates round-trips with every field; a batch of one is the
+// single-record form earlier versions read; a single record reads as a batch of one.
+func TestRecord_Batch(t *testing.T) {
+	recs := []registry.Record{
+		{Kind: registry.RecordUpdate, Epoch: 0, Token: 7, Update: []byte{1, 2, 3}},
+		{Kind: registry.RecordUpdate, Epoch: 4, Token: 8, Update: bytes.Repeat([]byte{5}, 70000)},
+		{Kind: registry.RecordUpdate, Epoch: 4, Token: 1 << 40, Update: nil},
+	}
+	b := encodeBatch(recs, "0123456789abcdef")
+	if b[0] != batchVersion {
+		t.Fatalf("a batch of three starts with version %d", b[0])
+	}
+	got, origin, err := decodeBatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if origin != "0123456789abcdef" || len(got) != len(recs) {
+		t.Fatalf("origin %q, %d records", origin, len(got))
+	}
+	for i, r := range recs {
+		g := got[i]
+		if g.Kind != r.Kind || g.Epoch != r.Epoch || g.Gen != r.Gen || g.Token != r.Token || !bytes.Equal(g.Update, r.Update) {
+			t.Fatalf("record %d changed: %+v", i, g)
+		}
+	}
+	one := encodeBatch(recs[:1], "o")
+	if single := encodeRecord(recs[0], "o"); !bytes.Equal(one, single) {
+		t.Fatal("a batch of one is not written as a single record")
+	}
+	if got, origin, err := decodeBatch(one); err != nil || len(got) != 1 || origin != "o" || got[0].Token != 7 {
+		t.Fatalf("a single record read as a batch: %+v %q %v", got, origin, err)
+	}
+	meta := encodeRecord(registry.Record{Kind: registry.RecordMeta, Gen: 3, Epoch: 2, Update: []byte{0, 0}}, "o")
+	if got, _, err := decodeBatch(meta); err != nil || len(got) != 1 || got[0].Kind != registry.RecordMeta || got[0].Gen != 3 {
+		t.Fatalf("a meta record read as a batch: %+v %v", got, err)
+	}
+}
+
+// TestRecord_BatchMalformed: every malformed batch is a malformed-record error, never a
+// panic, and a count the input cannot hold allocates nothing.
+func TestRecord_BatchMalformed(t *testing.T) {
+	good := encodeBatch([]registry.Record{
+		{Kind: registry.RecordUpdate, Token: 1, Update: []byte{1}},
+		{Kind: registry.RecordUpdate, Token: 2, Update: []byte{2}},
+	}, "abc")
+	withMeta := encodeBatch([]registry.Record{
+		{Kind: registry.RecordUpdate, Token: 1, Update: []byte{1}},
+		{Kind: registry.RecordUpdate, Token: 2, Update: []byte{2}},
+	}, "abc")
+	withMeta[1+1+4] = byte(registry.RecordMeta) // the first record's kind, after count and origin
+	cases := map[string][]byte{
+		"empty":          nil,
+		"version only":   {batchVersion},
+		"count of one":   append([]byte{batchVersion, 1}, good[2:]...),
+		"count too big":  append([]byte{batchVersion, 0xff, 0xff, 0x03}, good[2:]...),
+		"huge count":     {batchVersion, 0xff, 0xff, 0xff, 0xff, 0x0f, 0},
+		"truncated":      good[:len(good)-1],
+		"trailing bytes": append(append([]byte(nil), good...), 0),
+		"meta in batch":  withMeta,
+		"long origin":    encodeBatch([]registry.Record{{Kind: registry.RecordUpdate}, {Kind: registry.RecordUpdate}}, strings.Repeat("x", maxOriginBytes+1)),
+		"unknown first":  {9, 1, 0, 0, 0, 1, 'o', 0},
+	}
+	for name, b := range cases {
+		if _, _, err := decodeBatch(b); !errors.Is(err, errRecord) {
+			t.Errorf("%s: %v, want a malformed-record error", name, err)
+		}
+	}
+}
+
+// FuzzDecodeBatch: the decoder never panics, and what it accepts encodes back to the same
+// bytes.
+func FuzzDecodeBatch(f *testing.F) {
+	f.Add(encodeBatch([]registry.Record{{Kind: registry.RecordUpdate, Token: 1, Update: []byte{1}}, {Kind: registry.RecordUpdate, Epoch: 3, Token: 2}}, "o"))
+	f.Add(encodeRecord(registry.Record{Kind: registry.RecordUpdate, Epoch: 1, Token: 2, Update: []byte{1}}, "o"))
+	f.Add([]byte{batchVersion})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		recs, origin, err := decodeBatch(b)
+		if err != nil {
+			return
+		}
+		if again := encodeBatch(recs, origin); !bytes.Equal(again, b) {
+			t.Fatalf("accepted %x, encodes back to %x", b, again)
+		}
+	})
+}

@@ -54,6 +54,9 @@ type entryValue struct {
 	Gen    uint64 `json:"gen"`
 	Epoch  uint64 `json:"epoch"`
 	Schema []byte `json:"schema,omitempty"`
+	// Log is the log stream of the namespace (streams.go; 0, or absent from entries written
+	// before the logs were spread: NOMICORE_LOG).
+	Log int `json:"log,omitempty"`
 }
 
 func (v *entryValue) entry(ns string) persistence.Entry {
@@ -152,6 +155,9 @@ func (n *Node) getEntry(ctx context.Context, ns string) (entryValue, storedEntry
 		}
 		return json.Unmarshal(se.Value, &v)
 	})
+	if err == nil {
+		n.noteLogStream(ns, v.Log)
+	}
 	return v, se, err
 }
 
@@ -210,7 +216,8 @@ func (s *Store) CreateEntry(ctx context.Context, e persistence.Entry, snapshot [
 	if err := errors.Join(persistence.CheckEntryName(e.Name), persistence.CheckLabels(e.Labels)); err != nil {
 		return err
 	}
-	v := entryValue{Owner: e.Owner, State: e.State, CreatedAt: e.CreatedAt.UTC(), Meta: e.Meta, Name: e.Name, Labels: e.Labels, Genesis: snapshot, Epoch: 1}
+	v := entryValue{Owner: e.Owner, State: e.State, CreatedAt: e.CreatedAt.UTC(), Meta: e.Meta, Name: e.Name, Labels: e.Labels, Genesis: snapshot, Epoch: 1,
+		Log: placeLog(e.NamespaceID, s.n.cfg.LogStreams)}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -253,7 +260,7 @@ func (s *Store) Entry(ctx context.Context, namespaceID string) (persistence.Entr
 			return e, nil
 		}
 	}
-	v, _, err := s.n.getEntry(ctx, namespaceID)
+	v, err := s.n.openEntry(ctx, namespaceID)
 	if errors.Is(err, persistence.ErrUnavailable) {
 		s.mu.Lock()
 		e, ok := s.cache[namespaceID]

@@ -98,7 +98,8 @@ func TestCluster_WriterWatchWritesThroughTheLog(t *testing.T) {
 	if err := l.WaitFlushed(ctxT(t, time.Second), res.Seq); err != nil {
 		t.Fatal(err)
 	}
-	msg, err := tc.nodes[2].node.res.stream.GetMsg(ctxT(t, 5*time.Second), res.Seq)
+	stream, _ := tc.nodes[2].logOf(t, "default", ns)
+	msg, err := stream.GetMsg(ctxT(t, 5*time.Second), res.Seq)
 	if err != nil {
 		t.Fatalf("log position %d: %v", res.Seq, err)
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nomicore/nomicore/yjs"
 )
@@ -36,6 +40,9 @@ type hubCluster struct {
 	shipped bool
 	// prepare, when set, runs before the nodes start (to write their tokens files).
 	prepare func(c *hubCluster)
+	// natsClients, when set, is each node's --nats-client-listen address (for a test that
+	// reads the cluster's JetStream state).
+	natsClients []string
 }
 
 // newHubCluster starts n nodes, each with the flags extra too, and waits until each is
@@ -106,6 +113,9 @@ func (c *hubCluster) startHub(i int) {
 	p.args = []string{"serve", "--node-name", fmt.Sprintf("n%d", i+1),
 		"--cluster-name", "e2e", "--cluster-listen", c.routes[i], "--cluster-routes", strings.Join(routes, ","),
 		"--listen", c.repl[i], "--admin-listen", strings.TrimPrefix(p.admin, "http://"), "--data", c.data(i)}
+	if c.natsClients != nil {
+		p.args = append(p.args, "--nats-client-listen", c.natsClients[i])
+	}
 	if c.shipped {
 		p.args = append(append(p.args, "--client-listen", p.client), c.extra...)
 	} else {
@@ -397,10 +407,139 @@ func TestE2E_Cluster_KillUnderWriteLoad(t *testing.T) {
 	}
 }
 
+// TestE2E_Cluster_LogLeaderKilledMidBatch: the node leading the log stream of a namespace
+// is killed (SIGKILL) while every node takes concurrent writes to that namespace, so that each publishes them in batches with two
+// messages in flight: no acknowledged write is lost — every node, the killed one restarted
+// included, ends with every write it acknowledged and the same document.
+func TestE2E_Cluster_LogLeaderKilledMidBatch(t *testing.T) {
+	t.Parallel()
+	c := startHubCluster(&hubCluster{t: t, dir: t.TempDir(), peers: map[string]*proc{}, prepare: func(c *hubCluster) {
+		for range c.hubs {
+			c.natsClients = append(c.natsClients, freeAddr(t))
+		}
+	}}, 3)
+	nc, err := nats.Connect("nats://" + c.natsClients[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	// The node leading the namespace's log stream (the hub keeps every log in NOMICORE_LOG).
+	ns, stream := c.hubs[1].api().createNamespace(), "NOMICORE_LOG"
+	victim := -1
+	eventually(t, 20*time.Second, "a leader of "+stream, func() error {
+		st, err := js.Stream(ctx(), stream)
+		if err != nil {
+			return err
+		}
+		if st.CachedInfo().Cluster == nil {
+			return fmt.Errorf("no cluster information")
+		}
+		leader := st.CachedInfo().Cluster.Leader
+		for i := range c.hubs {
+			if leader == fmt.Sprintf("n%d", i+1) {
+				victim = i
+				return nil
+			}
+		}
+		return fmt.Errorf("leader %q", leader)
+	})
+	nc.Close()
+	status, base := c.hubs[0].api().do("GET", "/v1/namespaces/"+ns+"/update", nil)
+	if status != 200 {
+		t.Fatalf("reading the namespace: %d", status)
+	}
+
+	var mu sync.Mutex
+	acked := map[string]any{} // key → value of every write answered 204
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: 30 * time.Second}
+	writer := func(name string, p *proc) {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			k := fmt.Sprintf("%s-%d", name, i)
+			update, err := mapSet(base, k, float64(i))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp, err := client.Post(p.admin+"/v1/namespaces/"+ns+"/update", "application/octet-stream", strings.NewReader(string(update)))
+			if err != nil {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 204 {
+				mu.Lock()
+				acked[k] = float64(i)
+				mu.Unlock()
+			} else {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	for i, h := range c.hubs {
+		for j := range 12 {
+			wg.Add(1)
+			go writer(fmt.Sprintf("n%d-w%d", i+1, j), h)
+		}
+	}
+	eventually(t, 30*time.Second, "writes under way", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acked) < 300 {
+			return fmt.Errorf("%d acknowledged", len(acked))
+		}
+		return nil
+	})
+	c.hubs[victim].kill()
+	mu.Lock()
+	atKill := len(acked)
+	mu.Unlock()
+	eventually(t, 60*time.Second, "writes acknowledged after the kill", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acked) < atKill+300 {
+			return fmt.Errorf("%d acknowledged, %d at the kill", len(acked), atKill)
+		}
+		return nil
+	})
+	stop.Store(true)
+	wg.Wait()
+	records, messages := 0.0, 0.0
+	for i, h := range c.hubs {
+		if i != victim {
+			records += h.api().metric("nomicore_cluster_publish_batch_records_sum")
+			messages += h.api().metric("nomicore_cluster_publish_batch_records_count")
+		}
+	}
+	if messages == 0 || records < 1.5*messages {
+		t.Fatalf("the survivors published %v records in %v messages: hardly batched", records, messages)
+	}
+	t.Logf("%s led by n%d, killed after %d writes were acknowledged, %d in all; the survivors published %v records in %v messages",
+		stream, victim+1, atKill, len(acked), records, messages)
+	c.startHub(victim)
+	c.waitReady(victim, 60*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	converged(t, ns, acked, c.hubs...)
+}
+
 // setOnce writes key=value through p's admin API; it reports whether the write was
 // acknowledged (204).
 func setOnce(p *proc, ns, key string, value any) bool {
 	client := &http.Client{Timeout: 15 * time.Second}
+	if p.adminHTTP != nil {
+		client.Transport = p.adminHTTP.Transport // its admin token, or its CA
+	}
 	resp, err := client.Get(p.admin + "/v1/namespaces/" + ns + "/update")
 	if err != nil {
 		return false

@@ -784,6 +784,39 @@ var docChecks = map[string]func(t *testing.T, s *docSandbox){
 			t.Errorf("the token shows more than once (only POST /v1/clients may show it):\n%s", s.out)
 		}
 	},
+	"docs/operations.md#A restore drill on one machine": func(t *testing.T, s *docSandbox) {
+		ns, token := s.needVar("NS"), s.needVar("NOMICORE_ADMIN_TOKEN")
+		doc := func(admin string) string {
+			req, _ := http.NewRequest("GET", "http://"+admin+"/v1/namespaces/"+ns+"/doc", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET %s: %d %s", req.URL, resp.StatusCode, b)
+			}
+			return string(b)
+		}
+		// The drill's hub holds the namespace as the backup took it; the real one goes on.
+		if got := doc("127.0.0.1:8798"); !strings.Contains(got, "before-the-backup") || strings.Contains(got, "after-the-backup") {
+			t.Errorf("the restored hub's document: %s", got)
+		}
+		if got := doc("127.0.0.1:8788"); !strings.Contains(got, "after-the-backup") {
+			t.Errorf("the running hub's document: %s", got)
+		}
+		for _, want := range []string{"checked, written to nomicore-data/hub.backup", "restored nomicore-data/hub.backup into nomicore-data/drill: 1 namespaces",
+			"refused (exit status 1)"} {
+			if !strings.Contains(s.out, want) {
+				t.Errorf("the walkthrough's output lacks %q:\n%s", want, s.out)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(s.dir, "nomicore-data", "not-restored", "nomicore.db")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the refused restore wrote a store: %v", err)
+		}
+	},
 	"docs/cluster.md#Starting three nodes on one machine": func(t *testing.T, s *docSandbox) {
 		ns := s.needVar("NS")
 		for i := 1; i <= 3; i++ {

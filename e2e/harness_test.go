@@ -104,10 +104,13 @@ type proc struct {
 	// adminHTTP talks to the admin API (nil: http.DefaultClient); a TLS test sets one that
 	// trusts its CA.
 	adminHTTP *http.Client
-	cmd       *exec.Cmd
-	done      chan struct{}
-	mu        sync.Mutex
-	err       error
+	// exe, when set, is the binary to run instead of this tree's hub or peer (an upgrade
+	// test runs an earlier release's).
+	exe  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	mu   sync.Mutex
+	err  error
 }
 
 // start runs the process and waits for its admin API; it fails the test if the process
@@ -118,6 +121,9 @@ func (p *proc) start() error {
 	exe := bin.peer
 	if strings.HasPrefix(p.name, "hub") {
 		exe = bin.hub
+	}
+	if p.exe != "" {
+		exe = p.exe
 	}
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {

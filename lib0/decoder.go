@@ -122,7 +122,40 @@ func (d *Decoder) ReadVarUint() uint64 {
 			return uint64(b)
 		}
 	}
+	return d.readVarUintLong()
+}
+
+func (d *Decoder) readVarUintLong() uint64 {
+	if d.err == nil {
+		if v, ok := d.readVarUintShort(); ok {
+			return v
+		}
+	}
 	return d.readVarUint(MaxSafeInteger)
+}
+
+// readVarUintShort reads a varUint of two to seven bytes (below 2^49, so within every
+// limit) followed by at least one more byte of input; it reports false, reading nothing,
+// for anything else (readVarUint then reads it or fails as it should).
+func (d *Decoder) readVarUintShort() (uint64, bool) {
+	p := d.pos
+	if len(d.buf)-p < 8 {
+		return 0, false
+	}
+	b := d.buf[p : p+8 : p+8]
+	v := uint64(b[0] & 0x7f)
+	for i := 1; i < 7; i++ {
+		c := b[i]
+		v |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			if c == 0 {
+				return 0, false // not the shortest form
+			}
+			d.pos = p + i + 1
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 // ReadVarUint32 reads a shortest-form varUint no larger than 2^32−1.

@@ -30,6 +30,11 @@ func (e *Encoder) Len() int { return len(e.buf) }
 // Reset empties the encoder, keeping its buffer for reuse.
 func (e *Encoder) Reset() { e.buf = e.buf[:0] }
 
+// AppendWith lets f append to the encoder's buffer directly and keeps what it returns: a
+// writer of many values in a row appends them to a local slice, without storing the buffer
+// into the encoder after each (a store the garbage collector may have to watch).
+func (e *Encoder) AppendWith(f func(buf []byte) []byte) { e.buf = f(e.buf) }
+
 // WriteUint8 writes one byte.
 func (e *Encoder) WriteUint8(v uint8) { e.buf = append(e.buf, v) }
 
@@ -97,11 +102,25 @@ func (e *Encoder) WriteBigInt64(v int64) {
 
 // AppendVarUint appends the varUint encoding of v to dst.
 func AppendVarUint(dst []byte, v uint64) []byte {
-	for v > 0x7f {
-		dst = append(dst, byte(v)|0x80)
-		v >>= 7
+	if v <= 0x7f {
+		return append(dst, byte(v))
 	}
-	return append(dst, byte(v))
+	return appendVarUintLong(dst, v)
+}
+
+func appendVarUintLong(dst []byte, v uint64) []byte {
+	n := len(dst)
+	if cap(dst)-n < 10 {
+		dst = append(dst, make([]byte, 10)...)
+	}
+	dst = dst[:n+10]
+	for v > 0x7f {
+		dst[n] = byte(v) | 0x80
+		v >>= 7
+		n++
+	}
+	dst[n] = byte(v)
+	return dst[:n+1]
 }
 
 // VarUintLen is the number of bytes AppendVarUint writes for v.

@@ -53,6 +53,41 @@ func TestVarUintStrictness(t *testing.T) {
 	}
 }
 
+// TestVarUintFollowed reads varUints that more input follows (ReadVarUint takes a shorter
+// path when at least eight bytes remain): the values of every length read back with the
+// bytes they took, and the malformed ones fail as they do at the end of the input.
+func TestVarUintFollowed(t *testing.T) {
+	tail := []byte{0x81, 0x01, 0x7f, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}
+	for shift := 0; shift <= 53; shift++ {
+		for _, v := range []uint64{1<<shift - 1, 1 << shift, 1<<shift + 1, 1<<shift | 0x55} {
+			if v > MaxSafeInteger {
+				continue
+			}
+			enc := AppendVarUint(nil, v)
+			d := NewDecoder(append(enc[:len(enc):len(enc)], tail...))
+			if got := d.ReadVarUint(); got != v || d.Err() != nil || d.Pos() != len(enc) {
+				t.Errorf("ReadVarUint(%x + tail) = %d at %d, %v; want %d at %d", enc, got, d.Pos(), d.Err(), v, len(enc))
+			}
+		}
+	}
+	for _, c := range []struct {
+		input []byte
+		want  error
+	}{
+		{[]byte{0x80, 0x00}, ErrNonCanonical},
+		{[]byte{0xff, 0x00}, ErrNonCanonical},
+		{[]byte{0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}, ErrNonCanonical},
+		{[]byte{0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}, ErrNonCanonical},
+		{AppendVarUint(nil, 1<<53), ErrOverflow},
+		{[]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, ErrOverflow},
+	} {
+		in := append(c.input[:len(c.input):len(c.input)], tail...)
+		if err := decodeErr(t, in, func(d *Decoder) { d.ReadVarUint() }); !errors.Is(err, c.want) {
+			t.Errorf("ReadVarUint(%x + tail) error = %v, want %v", c.input, err, c.want)
+		}
+	}
+}
+
 func TestVarIntStrictness(t *testing.T) {
 	for _, c := range []struct {
 		input []byte
@@ -304,7 +339,8 @@ func FuzzReadAny(f *testing.F) {
 }
 
 func FuzzReadVarUint(f *testing.F) {
-	for _, s := range [][]byte{{0}, {0x7f}, {0x80, 0x01}, {0xff, 0xff, 0xff, 0xff, 0x0f}, {0x80, 0x00}} {
+	for _, s := range [][]byte{{0}, {0x7f}, {0x80, 0x01}, {0xff, 0xff, 0xff, 0xff, 0x0f}, {0x80, 0x00},
+		{0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3, 4, 5, 6, 7, 8}, {0x81, 0x80, 0x00, 1, 2, 3, 4, 5, 6, 7, 8}} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, input []byte) {

@@ -238,9 +238,11 @@ func (d *PeerDiagnosis) connectionFailed(code string) {
 func namespaceReason(ns, code string, dir observer.Direction) string {
 	switch protocol.ErrorCode(code) {
 	case protocol.CodeNamespaceNotFound:
-		return fmt.Sprintf("the hub has no namespace %s for this peer: either it does not exist there (create it on the hub, "+
-			"or remove the target: DELETE /v1/targets/%s), or it belongs to another owner than the one this peer's token "+
-			"is for — the hub's log then names both owners and the fix (\"a peer asked for a namespace of another owner\")", ns, ns)
+		return fmt.Sprintf("the hub has no namespace %s for this peer: either it does not exist there (a hub restored from "+
+			"a backup taken before it was created lacks it: this replica holds it, and the hub's log says how to give it "+
+			"back — POST …/%s/recreate with this peer's GET /v1/namespaces/%s/update; otherwise create it on the hub, or "+
+			"remove the target: DELETE /v1/targets/%s), or it belongs to another owner than the one this peer's token "+
+			"is for — the hub's log then names both owners and the fix (\"a peer asked for a namespace of another owner\")", ns, ns, ns, ns)
 	case protocol.CodeNamespaceUnauthorized:
 		return "this peer's token does not allow this namespace: widen its grant in the hub's tokens file (hub token list shows it), then restart the peer or send it SIGHUP"
 	case protocol.CodeBootstrapTooLarge:

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -21,6 +22,9 @@ import (
 type LocalWrites struct {
 	tc      *namespace.TargetController
 	refused *prometheus.CounterVec
+	// Ledger, when set, is the store that keeps the counts (the target controller's
+	// Ledger): LocalWriteApplied returns once the write's count is on disk.
+	Ledger *DurableLedger
 }
 
 // NewLocalWrites returns the door of tc and registers its metrics on obs.
@@ -54,9 +58,16 @@ func (lw *LocalWrites) AdmitLocalWrite(namespaceID string, n int) error {
 	return err
 }
 
-// LocalWriteApplied counts a write that changed the replica until the hub holds it.
+// LocalWriteApplied counts a write that changed the replica until the hub holds it. With a
+// Ledger it returns once the count is on disk (the admin API answers a write once it is
+// durable, and its count with it); a failure to save it is logged by the ledger.
 func (lw *LocalWrites) LocalWriteApplied(namespaceID string, n int) {
 	lw.tc.LocalWriteApplied(namespaceID, n)
+	if lw.Ledger != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), ledgerWait)
+		defer cancel()
+		_ = lw.Ledger.Wait(ctx, namespaceID)
+	}
 }
 
 // NotReady says why the peer is not ready because of its local writes: some are held by
@@ -85,7 +96,10 @@ func (g editorGate) AdmitWrite(namespaceID string, n int) error {
 	return err
 }
 
-func (g editorGate) Written(namespaceID string, n int) { g.lw.LocalWriteApplied(namespaceID, n) }
+// Written counts an editor's write. It does not wait for the count to be on disk: the
+// editor's connection reads its next message meanwhile. The count is queued right behind the
+// write's own append, so it shares its commit unless the committer was between two.
+func (g editorGate) Written(namespaceID string, n int) { g.lw.tc.LocalWriteApplied(namespaceID, n) }
 
 // tooLarge is the target controller's refusal of one update too large for the connection
 // to the hub, as the editor endpoint knows it (yws.ErrUpdateTooLarge).

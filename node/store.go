@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -36,6 +37,9 @@ type Instance struct {
 	Ready func() error
 	// Started is when the instance opened (the uptime the dashboard shows).
 	Started time.Time
+	// StoreProblem says why a local store cannot commit writes now ("" while it can; nil for
+	// a cluster node, whose Ready says it), for /readyz.
+	StoreProblem func() string
 
 	clock      clock.Clock
 	log        *slog.Logger
@@ -51,7 +55,7 @@ func OpenInstance(dir string, role registry.Role, side observer.Side, clk clock.
 // OpenInstanceFeed is OpenInstance with a store that keeps a change feed (a single hub's:
 // GET /v1/changes, webhooks and automatic versions read it) when feed is set.
 func OpenInstanceFeed(dir string, role registry.Role, side observer.Side, clk clock.Clock, log *slog.Logger, feed *persistence.ChangeFeedOptions) (*Instance, error) {
-	store, err := OpenStoreFeed(dir, log, feed)
+	store, health, err := openStore(dir, log, feed)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +64,12 @@ func OpenInstanceFeed(dir string, role registry.Role, side observer.Side, clk cl
 		store.Close(context.Background())
 		return nil, err
 	}
-	return NewInstance(store, reg, side, clk, log, nil)
+	in, err := NewInstance(store, reg, side, clk, log, nil)
+	if err != nil {
+		return nil, err
+	}
+	in.StoreProblem = health.Problem
+	return in, nil
 }
 
 // NewInstance is OpenInstance over a store and registry the caller opened (a hub node of a
@@ -96,9 +105,10 @@ func (in *Instance) Close() {
 // the instance id, listeners and load).
 func (in *Instance) AdminOptions(c *Common) adminapi.Options {
 	return adminapi.Options{Side: in.Obs.Side, Registry: in.Registry, Store: in.Store, Metrics: in.Obs.Handler(),
-		Ready: in.Ready, Token: c.AdminToken, MaxUpdateBytes: maxLocalWrite(&c.Protocol),
+		Ready: in.Ready, StoreProblem: in.StoreProblem, Token: c.AdminToken, MaxUpdateBytes: maxLocalWrite(&c.Protocol),
 		MaxUpdateFlag: maxLocalWriteFlag(&c.Protocol), MaxEventStreams: c.MaxEventStreams,
-		Clock: in.clock, Logger: in.log,
+		MaxRecreateBytes: max(c.Protocol.MaxChunkedBootstrapBytes, c.Protocol.MaxBootstrapBytes),
+		Clock:            in.clock, Logger: in.log,
 		Timeline: in.Obs.Timeline, StartedAt: in.Started, Version: cli.Version(string(in.Obs.Side)),
 		UI: dashboard.Handler(dashboard.Options{TokenRequired: c.AdminToken != ""})}
 }
@@ -113,8 +123,11 @@ func CheckInstanceID(flagName, v string) error {
 }
 
 // OpenStore opens the instance's bbolt store DIR/nomicore.db (creating DIR with mode 0700),
-// with the registry's compactor. A store locked by another process is the error "data dir
-// DIR is in use by another process"; store health changes are logged
+// with the registry's compactor, and checks all of it (every page reached, every record's
+// checksum) before anything is served. A store locked by another process is the error "data
+// dir DIR is in use by another process"; a damaged one a *DamagedStoreError (the caller says
+// what to do: HubDamagedFix, PeerDamagedFix); one of a newer format names the version to
+// run. Store health changes are logged, a full disk with what to free
 // (docs/protocol.md#degraded-persistence).
 func OpenStore(dir string, log *slog.Logger) (*persistence.BoltStore, error) {
 	return OpenStoreFeed(dir, log, nil)
@@ -122,35 +135,62 @@ func OpenStore(dir string, log *slog.Logger) (*persistence.BoltStore, error) {
 
 // OpenStoreFeed is OpenStore keeping a change feed when feed is set.
 func OpenStoreFeed(dir string, log *slog.Logger, feed *persistence.ChangeFeedOptions) (*persistence.BoltStore, error) {
+	st, _, err := openStore(dir, log, feed)
+	return st, err
+}
+
+// slowStoreCheck is how long the check of the store at start may take before it is logged
+// at info level.
+const slowStoreCheck = time.Second
+
+func openStore(dir string, log *slog.Logger, feed *persistence.ChangeFeedOptions) (*persistence.BoltStore, *storeHealth, error) {
 	if dir == "" {
-		return nil, errors.New("--data must name a directory")
+		return nil, nil, errors.New("--data must name a directory")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("data dir %s: %w", dir, err)
 	}
+	health := &storeHealth{dir: dir, log: log}
+	file := filepath.Join(dir, persistence.FileName)
 	st, err := persistence.OpenDataDir(dir, persistence.Options{
-		Compactor:  registry.Compactor(),
-		ChangeFeed: feed,
-		OnHealthChange: func(healthy bool, err error) {
-			if healthy {
-				log.Info("persistence healthy again")
-			} else {
-				log.Error("persistence degraded: writes are refused while the store fails to commit; it keeps retrying", slog.String("error", err.Error()))
-			}
-		},
+		Compactor:      registry.Compactor(),
+		ChangeFeed:     feed,
+		OnHealthChange: health.changed,
 		OnCompactionError: func(_, ns string, err error) {
 			log.Warn("compaction failed", slog.String("namespaceId", ns), slog.String("error", err.Error()))
 		},
 	})
 	switch {
 	case errors.Is(err, persistence.ErrLocked):
-		return nil, fmt.Errorf("data dir %s is in use by another process", dir)
+		return nil, nil, fmt.Errorf("data dir %s is in use by another process", dir)
+	case errors.Is(err, persistence.ErrNewerFormat):
+		return nil, nil, fmt.Errorf("data dir %s: %s", dir, strings.TrimPrefix(err.Error(), "persistence: "))
 	case errors.Is(err, persistence.ErrCorrupt):
-		return nil, fmt.Errorf("data dir %s: the store is damaged: %v (inspect it with nmcr store ls)", dir, err)
+		return nil, nil, &DamagedStoreError{Dir: dir, File: file, Cause: err}
 	case err != nil:
-		return nil, fmt.Errorf("data dir %s: %v", dir, err)
+		return nil, nil, fmt.Errorf("data dir %s: %v", dir, err)
 	}
-	return st, nil
+	t0 := time.Now()
+	if err := st.Verify(context.Background()); err != nil {
+		st.Close(context.Background())
+		if errors.Is(err, persistence.ErrCorrupt) {
+			return nil, nil, &DamagedStoreError{Dir: dir, File: file, Cause: err}
+		}
+		return nil, nil, fmt.Errorf("data dir %s: checking the store: %v", dir, err)
+	}
+	size := int64(-1)
+	if fi, err := os.Stat(file); err == nil {
+		size = fi.Size()
+	}
+	// At debug level unless it took long enough for an operator to wonder what the node is
+	// doing: a start-up refusal that follows (a bad tokens file, say) stays one line.
+	level, took := slog.LevelDebug, time.Since(t0)
+	if took >= slowStoreCheck {
+		level = slog.LevelInfo
+	}
+	log.Log(context.Background(), level, "store checked", slog.String("file", file), slog.Int64("bytes", size),
+		slog.Float64("tookMs", float64(took.Microseconds())/1000))
+	return st, health, nil
 }
 
 // Listen opens a TCP listener, naming the flag in its error.

@@ -72,6 +72,9 @@ type writer interface {
 	archiveDoc(owner, ns string, info ArchiveInfo) (ArchiveInfo, error)
 	putConfig(key string, value []byte) error
 	deleteConfig(key string) error
+	// probe writes something and removes it again, for a commit that changes nothing but
+	// needs pages like any write (probe.go).
+	probe() error
 	// putChange adds a change-feed record under the next cursor, which it returns, and
 	// makes it its namespace's newest; pruneChanges drops at most limit of the oldest
 	// records that are older than before (zero: none by age) or beyond keep records

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
@@ -88,10 +89,24 @@ var (
 	keySnapshot = []byte("snapshot")
 	keyLog      = []byte("log")
 	keyInfo     = []byte("info")
+	keyProbe    = []byte("probe")
 )
 
 // logFill: log keys only ever grow, so pages are filled before they split.
 const logFill = 0.9
+
+// initialMmapSize is how much of the file bbolt maps at once from the start: a commit that
+// needs more mapped must wait until every read transaction ends, and a backup is a read
+// transaction as long as the copy. Mapping 1 GiB of address space (not memory: only the
+// pages read are loaded) from the start means a store below 1 GiB never waits for a backup;
+// above, bbolt maps 1 GiB more at a time. Not on Windows, where bbolt grows the file itself
+// to the mapped size, nor with 32-bit addresses.
+var initialMmapSize = func() int {
+	if runtime.GOOS == "windows" || strconv.IntSize < 64 {
+		return 0
+	}
+	return 1 << 30
+}()
 
 type boltBackend struct {
 	db       *bolt.DB
@@ -107,9 +122,10 @@ func openBackend(path string, opts Options) (b *boltBackend, err error) {
 	b = &boltBackend{path: path, readOnly: opts.ReadOnly}
 	err = b.guard(true, func() error {
 		db, err := bolt.Open(path, 0o600, &bolt.Options{
-			Timeout:      opts.LockTimeout,
-			ReadOnly:     opts.ReadOnly,
-			FreelistType: bolt.FreelistMapType,
+			Timeout:         opts.LockTimeout,
+			ReadOnly:        opts.ReadOnly,
+			InitialMmapSize: initialMmapSize,
+			FreelistType:    bolt.FreelistMapType,
 			// The freelist is synced: rebuilding it on open would walk every page on a
 			// goroutine of bbolt's where a damaged page cannot be recovered from.
 			NoFreelistSync: false,
@@ -163,8 +179,12 @@ func (b *boltBackend) checkFormat() error {
 		if err != nil {
 			return b.corrupt("meta/format", err)
 		}
-		if string(p) != formatName {
-			return b.corrupt("meta/format", fmt.Errorf("format %q, want %q", p, formatName))
+		if err := parseFormat(b.path, p); err != nil {
+			var fe *FormatError
+			if errors.As(err, &fe) {
+				return fe
+			}
+			return b.corrupt("meta/format", err)
 		}
 		for _, name := range topBuckets {
 			if tx.Bucket(name) == nil {
@@ -239,9 +259,13 @@ func (b *boltBackend) update(fn func(w writer) error) error {
 	if b.readOnly {
 		return ErrReadOnly
 	}
-	return b.guard(true, func() error {
+	err := b.guard(true, func() error {
 		return b.db.Update(func(tx *bolt.Tx) error { return fn(&boltTx{b: b, tx: tx}) })
 	})
+	if noSpace(err) {
+		return &NoSpaceError{Path: b.path, Err: err}
+	}
+	return err
 }
 
 // releaseFile unlocks and closes bbolt's file without bbolt, which is stuck after a panic
@@ -556,11 +580,15 @@ func (t *boltTx) verify() error {
 			errs = append(errs, err)
 		}
 	}
-	entries, err := t.entries("")
-	note(err)
-	docs, err := t.docs()
-	note(err)
-	// An active entry and its document are created and removed together.
+	entries, entriesErr := t.entries("")
+	note(entriesErr)
+	docs, docsErr := t.docs()
+	note(docsErr)
+	// An active entry and its document are created and removed together (compared only
+	// when both lists read whole: a damaged one would make up differences).
+	if entriesErr != nil || docsErr != nil {
+		entries, docs = nil, nil
+	}
 	hasDoc := map[docKey]bool{}
 	for _, d := range docs {
 		hasDoc[docKey{d.Owner, d.NamespaceID}] = true
@@ -580,7 +608,7 @@ func (t *boltTx) verify() error {
 			note(t.b.corrupt(docWhere(d.Owner, d.NamespaceID), errors.New("document without an active entry")))
 		}
 	}
-	_, err = t.archives("")
+	_, err := t.archives("")
 	note(err)
 	note(t.verifyFeed())
 	if t.index() != nil {
@@ -745,3 +773,12 @@ func (t *boltTx) putConfig(key string, value []byte) error {
 }
 
 func (t *boltTx) deleteConfig(key string) error { return t.top(bucketConfig).Delete([]byte(key)) }
+
+// probe writes a record under meta/probe and removes it in the same transaction.
+func (t *boltTx) probe() error {
+	meta := t.top(bucketMeta)
+	if err := meta.Put(keyProbe, make([]byte, 512)); err != nil {
+		return err
+	}
+	return meta.Delete(keyProbe)
+}

@@ -12,9 +12,10 @@ import (
 // The change feed: one ordered, durable list of what happened to the namespaces of a store
 // — created, updated, restored, deleted — each with the namespace's state vector after
 // the change, numbered by a cursor that only grows. It is written in the transactions that
-// make the changes durable: a namespace's creation in CreateEntry's transaction, and one
-// "updated" record per namespace in each group commit that appended updates to it (several
-// appends share one record: the feed coalesces). So a change that is durable is in the
+// make the changes durable: a namespace's creation in CreateEntry's transaction, its
+// deletion in the transaction that makes its entry a tombstone, and one "updated" record
+// per namespace in each group commit that appended updates to it (several appends share
+// one record: the feed coalesces). So a change that is durable is in the
 // feed, and a reader that resumes after any cursor, even after a crash, misses nothing
 // after it. Only a store opened with Options.ChangeFeed keeps one.
 //
@@ -122,7 +123,7 @@ type ChangeFeed interface {
 	LatestChanges(ctx context.Context, fn func(Change) error) (ChangeBounds, error)
 	// ChangesWake returns a channel closed when records are committed after the call.
 	ChangesWake() <-chan struct{}
-	// RecordChange writes a record no append carries (a restore, a deletion).
+	// RecordChange writes a record no append carries (a restore).
 	RecordChange(ctx context.Context, c Change) (uint64, error)
 }
 
@@ -272,8 +273,8 @@ func (e *engine) LatestChanges(ctx context.Context, fn func(Change) error) (Chan
 }
 
 // RecordChange writes one record in a transaction of its own and returns its cursor: for
-// what no append carries — a restore's record (after the restoring write is durable), a
-// deletion. Its order with other records is the order of their transactions.
+// what no append carries — a restore's record (after the restoring write is durable). Its
+// order with other records is the order of their transactions.
 func (e *engine) RecordChange(ctx context.Context, c Change) (uint64, error) {
 	if !e.feedOn() {
 		return 0, ErrNoChangeFeed

@@ -73,6 +73,9 @@ func (e *engine) commitLoop() {
 		if !e.drain() {
 			return
 		}
+		if !e.healthy.Load() && !e.stopping() {
+			e.probeUntilHealthy()
+		}
 		if e.stopping() {
 			e.mu.Lock()
 			empty := len(e.q) == 0
@@ -154,7 +157,7 @@ func (e *engine) drain() bool {
 		if len(batch) == 0 {
 			return true
 		}
-		if batch[0].kind != opAppend {
+		if !batch[0].batched() {
 			e.runControl(batch[0])
 			continue
 		}
@@ -182,16 +185,16 @@ func (e *engine) nextLocked() []op {
 	if len(e.q) == 0 {
 		return nil
 	}
-	if e.q[0].kind != opAppend {
+	if !e.q[0].batched() {
 		return e.q[:1]
 	}
 	n := 0
-	for n < len(e.q) && n < e.opts.MaxBatch && e.q[n].kind == opAppend {
+	for n < len(e.q) && n < e.opts.MaxBatch && e.q[n].batched() {
 		n++
 	}
 	e.skip = e.skip[:0]
 	for _, o := range e.q[:n] {
-		e.skip = append(e.skip, o.r.gone)
+		e.skip = append(e.skip, o.r != nil && o.r.gone)
 	}
 	return e.q[:n]
 }
@@ -216,6 +219,12 @@ func (e *engine) commitAppends(batch []op) error {
 	err := e.be.update(func(w writer) error {
 		clear(missing)
 		for i, o := range batch {
+			if o.kind == opConfig {
+				if err := writeQueuedConfig(w, o); err != nil {
+					return err
+				}
+				continue
+			}
 			if e.skip[i] {
 				continue
 			}
@@ -244,7 +253,7 @@ func (e *engine) commitAppends(batch []op) error {
 	e.succeeded()
 	// Count before any waiter is woken, so Stats never trails what a waiter has seen.
 	e.commits.Add(1)
-	e.committed.Add(uint64(len(batch)))
+	e.committed.Add(uint64(countAppends(batch)))
 
 	type flushed struct {
 		key     docKey
@@ -254,8 +263,12 @@ func (e *engine) commitAppends(batch []op) error {
 	e.mu.Lock()
 	bytes := 0
 	for i, o := range batch {
-		r := o.r
 		bytes += len(o.data)
+		if o.kind == opConfig {
+			o.cfg.finish(nil)
+			continue
+		}
+		r := o.r
 		r.pending--
 		if e.skip[i] || missing[i] {
 			r.err = fmt.Errorf("%w: %s/%s was archived or reset", ErrNotFound, r.key.owner, r.key.ns)
@@ -308,6 +321,7 @@ func (e *engine) hook() error {
 
 func (e *engine) failed(err error) {
 	e.lastErr = err
+	e.lastNoSpace.Store(noSpace(err))
 	e.commitErrors.Add(1)
 	if e.healthy.Swap(false) && e.opts.OnHealthChange != nil {
 		notify(func() { e.opts.OnHealthChange(false, err) })
@@ -316,10 +330,14 @@ func (e *engine) failed(err error) {
 
 func (e *engine) succeeded() {
 	e.lastErr = nil
+	e.lastNoSpace.Store(false)
 	if !e.healthy.Swap(true) && e.opts.OnHealthChange != nil {
 		notify(func() { e.opts.OnHealthChange(true, nil) })
 	}
 }
+
+// errControlRefused rolls back the transaction of a control operation that failed (c.err).
+var errControlRefused = errors.New("persistence: control operation refused")
 
 // runControl runs the control operation at the head of the queue in its own transaction and
 // completes it. A failed transaction fails the operation (its caller decides); it is not
@@ -341,10 +359,15 @@ func (e *engine) runControl(o op) {
 				c.err = e.writeDelete(w, c)
 			}
 			if c.err != nil {
-				return nil // nothing was written
+				// Refused part-way (a missing namespace, a stale fold, a record that could
+				// not be written): roll back whatever the operation wrote before it.
+				return errControlRefused
 			}
 			return e.hook()
 		})
+		if errors.Is(err, errControlRefused) {
+			err = nil // the store is fine; c.err says why the operation did nothing
+		}
 		if err != nil {
 			e.failed(err)
 		} else {
@@ -444,6 +467,10 @@ func (e *engine) abandonAll() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, o := range e.q {
+		if o.kind == opConfig {
+			o.cfg.finish(ErrClosed)
+			continue
+		}
 		if o.kind == opAppend {
 			e.abandoned++
 			o.r.pending--
@@ -456,3 +483,7 @@ func (e *engine) abandonAll() {
 	}
 	e.q, e.qAppends, e.qBytes = nil, 0, 0
 }
+
+// batched reports whether o is written in the committer's batches of appends (an append, a
+// queued configuration value) rather than in a transaction of its own.
+func (o op) batched() bool { return o.kind == opAppend || o.kind == opConfig }

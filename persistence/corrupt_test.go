@@ -158,19 +158,10 @@ func TestBoltCorruptTruncatedFile(t *testing.T) {
 	}
 }
 
-// flipIn flips one byte inside the first occurrence of needle in the file at path.
+// flipIn flips one bit inside the only occurrence of needle in the file at path.
 func flipIn(t *testing.T, path string, needle []byte) {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytes.Index(data, needle)
-	if i < 0 || bytes.Contains(data[i+1:], needle) {
-		t.Fatalf("%q is not in the file exactly once", needle)
-	}
-	data[i+len(needle)/2] ^= 0x20
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	if err := persistencetest.FlipIn(path, needle); err != nil {
 		t.Fatal(err)
 	}
 }

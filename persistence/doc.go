@@ -33,6 +33,8 @@
 // snapshot or archive operation) — a batch carries at most Options.MaxBatch appends, and the
 // batch is durable (fsynced) when its transaction commits.
 // Flushed, WaitFlushed and Options.OnFlushed tell how far each namespace is durable.
+// QueueConfig hands a configuration value to the same committer, so that it shares the
+// transaction of the appends around it (queuedconfig.go).
 //
 // The queue is bounded (Options.MaxQueuedAppends, Options.MaxQueuedBytes). Overflow policy:
 // refuse the newest — Append returns ErrBackpressure at once, queues nothing and uses no

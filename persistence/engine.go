@@ -30,6 +30,8 @@ type engine struct {
 	opts     Options
 	readOnly bool
 	healthy  atomic.Bool
+	// lastNoSpace: the last failed write failed for lack of space (probe.go).
+	lastNoSpace atomic.Bool
 
 	kick          chan struct{} // cap 1: the queue became non-empty, or a batch filled up
 	hurry         chan struct{} // cap 1: something began to wait for the queue to commit
@@ -88,17 +90,19 @@ const (
 	opReplace        // ReplaceSnapshot
 	opFold           // a compaction result
 	opArchive        // Archive or Reset
+	opConfig         // QueueConfig: a configuration value written with the appends
 	opDelete         // Delete, DeleteEntry
 )
 
 // op is one element of the commit queue.
 type op struct {
 	kind opKind
-	r    *resident // opAppend
-	seq  uint64    // opAppend
-	data []byte    // opAppend: the update
-	note []byte    // opAppend: the namespace's state vector after it, for the change feed (nil: none given)
-	ctl  *control  // other kinds
+	r    *resident    // opAppend
+	seq  uint64       // opAppend
+	data []byte       // opAppend: the update; opConfig: the value (nil: remove the key)
+	note []byte       // opAppend: the namespace's state vector after it, for the change feed (nil: none given)
+	ctl  *control     // opReplace, opFold, opArchive, opDelete and the other synchronous kinds
+	cfg  *ConfigWrite // opConfig
 }
 
 // control is a synchronous operation; its caller waits on done.
@@ -176,7 +180,11 @@ func (e *engine) direct(ctx context.Context, write bool, fn func() error) error 
 	if e.isClosed() {
 		return ErrClosed
 	}
-	return fn()
+	err := fn()
+	if write && err != nil {
+		e.writeFailed(err)
+	}
+	return err
 }
 
 func (e *engine) isClosed() bool {

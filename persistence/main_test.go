@@ -15,5 +15,8 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(killChildEnv); dir != "" {
 		os.Exit(killChild(dir))
 	}
+	if dir := os.Getenv(killDeleteChildEnv); dir != "" {
+		os.Exit(killDeleteChild(dir))
+	}
 	goleak.VerifyTestMain(m)
 }

@@ -357,3 +357,5 @@ func (m *memBackend) deleteConfig(key string) error {
 	delete(m.configMap, key)
 	return nil
 }
+
+func (m *memBackend) probe() error { return nil }

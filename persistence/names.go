@@ -354,11 +354,16 @@ func (e *engine) Delete(ctx context.Context, owner, ns string, keepArchive bool)
 	if err := e.control(ctx, opDelete, c); err != nil {
 		return ArchiveInfo{}, err
 	}
+	if e.feedOn() {
+		e.changesCommitted()
+	}
 	return c.info, nil
 }
 
-// writeDelete is the transaction of Delete: the document archived or removed, the index
-// keys dropped, the entry a tombstone.
+// writeDelete is the transaction of Delete: the document archived or removed, its versions
+// dropped, the index keys dropped, the entry a tombstone, and — in a store that keeps a
+// change feed — the namespace's "deleted" record. All in one transaction, so that a delete
+// that is durable is in the feed whatever happens to the process after it commits.
 func (e *engine) writeDelete(w writer, c *control) error {
 	ent, err := w.entry(c.key.ns)
 	if err != nil {
@@ -376,10 +381,19 @@ func (e *engine) writeDelete(w writer, c *control) error {
 	} else if err := w.deleteDoc(c.key.owner, c.key.ns); err != nil {
 		return err
 	}
+	if err := w.deleteVersions(c.key.ns); err != nil {
+		return err
+	}
 	if err := dropIndex(w, ent); err != nil {
 		return err
 	}
-	return w.putEntry(Entry{NamespaceID: ent.NamespaceID, Owner: ent.Owner, State: StateDeleted, CreatedAt: ent.CreatedAt})
+	if err := w.putEntry(Entry{NamespaceID: ent.NamespaceID, Owner: ent.Owner, State: StateDeleted, CreatedAt: ent.CreatedAt}); err != nil {
+		return err
+	}
+	if e.feedOn() {
+		return e.writeChange(w, Change{Kind: ChangeDeleted, Owner: ent.Owner, NamespaceID: ent.NamespaceID})
+	}
+	return nil
 }
 
 // rebuildIndex drops every index key and makes them again from the entries (a store written

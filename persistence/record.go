@@ -120,8 +120,6 @@ func decodeRecord(scope, key []byte, kind recKind, v []byte) ([]byte, error) {
 
 // ---- payloads ----
 
-const formatName = "nomicore-persistence/2" // 2: the snapshot in a bucket of its own
-
 // maxMeta bounds the Meta map of an entry when decoding.
 const maxMeta = 1024
 

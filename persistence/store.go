@@ -56,8 +56,9 @@ type Catalog interface {
 	Relabel(ctx context.Context, owner, namespaceID string, change EntryChange) (Entry, error)
 	// DeleteEntry deletes the namespace (owner, namespaceID): its entry becomes a tombstone
 	// (StateDeleted, without name or labels), so the id is never taken again, and a store that
-	// keeps [Documents] removes its document in the same transaction, ordered after earlier
-	// appends. A missing entry, another owner's or one deleted already is ErrNotFound.
+	// keeps [Documents] removes its document and its versions, and writes the namespace's
+	// "deleted" change when it keeps a change feed, in the same transaction, ordered after
+	// earlier appends. A missing entry, another owner's or one deleted already is ErrNotFound.
 	DeleteEntry(ctx context.Context, owner, namespaceID string) error
 
 	// PutConfig stores value under key in the host configuration map (e.g. a peer's

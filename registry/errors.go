@@ -105,6 +105,8 @@ var (
 	ErrOverloaded = sentinel(CodeInternalError, "namespace sequencer queue full")
 	// ErrInUse: the namespace is loaded (has leases) and cannot be reset or archived now.
 	ErrInUse = sentinel(CodeInternalError, "namespace in use")
+	// ErrExists: (hub) Recreate of a namespace the hub has (active or archived).
+	ErrExists = sentinel(CodeInternalError, "namespace exists")
 	// ErrSchemaInvalid: (peer) the replica's meta.schema could not be installed — it failed to
 	// re-arm, or was invalid when the replica loaded — so no replication session opens on it
 	// until a valid schema is installed or the replica is reset.

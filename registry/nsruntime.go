@@ -63,11 +63,11 @@ type nsRuntime struct {
 	doc           *yjs.Doc
 	through       uint64 // the last append sequence number (cluster: log position) of this namespace
 	failErr       error
-	spare         []*slot // the other queue buffer, reused
-	txUpdate      []byte  // set by onUpdate: the update of the last transaction
-	changes       uint64  // transactions that changed the document since load (onUpdate)
-	full          fullState
-	hadPending    bool // the document held pending structs before the apply in progress
+	spare         []*slot      // the other queue buffer, reused
+	txUpdate      []byte       // set by onUpdate: the update of the last transaction
+	changes       uint64       // transactions that changed the document since load (onUpdate)
+	full, diff    encodedState // the last encodings of the whole document and of a diff
+	hadPending    bool         // the document held pending structs before the apply in progress
 	schemaSeen    schemaState
 	unsubscribeFn func()
 
@@ -99,38 +99,56 @@ func newRuntime(reg *Registry, owner, ns string, doc *yjs.Doc, through uint64) (
 // identity returns the current identity.
 func (rt *nsRuntime) identity() Identity { return *rt.ident.Load() }
 
-// fullState is the last encoding of the whole document, held weakly: while anyone still
-// holds it (a snapshot on its way to a peer, an admin read) and no transaction changed the
-// document since, it is handed out again instead of encoded again — four fresh peers
-// bootstrapping a 32 MiB document at once share one snapshot. Runtime goroutine only.
-type fullState struct {
+// encodedState is the last encoding of the document for one state vector, held weakly: while
+// anyone still holds it (a reply on its way to an editor or a peer, a snapshot, an admin
+// read) and no transaction changed the document since, it is handed out again instead of
+// encoded again — 150 editors joining a 20 MiB document at once share one reply, and so do
+// four fresh peers bootstrapping it. Nothing keeps it alive but its readers, so it costs no
+// memory once they are done. Runtime goroutine only.
+type encodedState struct {
 	changes uint64 // rt.changes it reflects
+	sv      string // the state vector it answers; "" the whole document
 	first   weak.Pointer[byte]
 	n       int
 }
 
-// encodeState returns the document as an update for a remote state vector (nil or empty:
-// the whole document). The bytes may be shared with other callers: never modify them.
+// maxSharedStateVector bounds the state vectors whose diff is kept for sharing (a longer
+// one, of a document with very many writers, is encoded afresh each time).
+const maxSharedStateVector = 4 << 10
+
+// encodeState returns the document as an update for a remote state vector (nil, empty or the
+// encoded empty state vector, which a fresh editor sends: the whole document). The bytes may
+// be shared with other callers: never modify them.
 func (rt *nsRuntime) encodeState(sv []byte) ([]byte, error) {
+	whole := len(sv) == 0 || (len(sv) == 1 && sv[0] == 0)
+	if whole {
+		sv = nil
+	}
 	// Every change that integrates something is a transaction (onUpdate counts it); structs
 	// pending for missing dependencies change the encoding without one, so a document
 	// holding some is encoded afresh each time.
-	whole := len(sv) == 0 && !rt.doc.HasPending()
-	if whole && rt.full.n > 0 && rt.full.changes == rt.changes {
-		if p := rt.full.first.Value(); p != nil {
-			return unsafe.Slice(p, rt.full.n), nil
+	shared := !rt.doc.HasPending() && len(sv) <= maxSharedStateVector
+	entry := &rt.full
+	if !whole {
+		entry = &rt.diff
+	}
+	if shared && entry.n > 0 && entry.changes == rt.changes && entry.sv == string(sv) {
+		if p := entry.first.Value(); p != nil {
+			rt.reg.statesShared.Add(1)
+			return unsafe.Slice(p, entry.n), nil
 		}
 	}
 	b, err := yjs.EncodeStateAsUpdate(rt.doc, sv)
-	if err == nil && whole && len(b) > 0 {
-		rt.full = fullState{changes: rt.changes, first: weak.Make(&b[0]), n: len(b)}
-	}
 	if err != nil {
 		var de *yjs.DecodeError
 		if errors.As(err, &de) {
 			return nil, ErrApplyFailed.with("malformed state vector", err)
 		}
 		return nil, ErrInternal.with("encode state", err)
+	}
+	rt.reg.statesEncoded.Add(1)
+	if shared && len(b) > 0 {
+		*entry = encodedState{changes: rt.changes, sv: string(sv), first: weak.Make(&b[0]), n: len(b)}
 	}
 	return b, nil
 }

@@ -125,6 +125,7 @@ type Registry struct {
 	wg     sync.WaitGroup // runtime goroutines
 
 	saveTransient, savePermanent atomic.Uint64 // failed snapshot saves (SaveFailures)
+	statesEncoded, statesShared  atomic.Uint64 // states given to readers (StateEncodings)
 
 	mu        sync.Mutex // guards closed, loaded, unloading, locks and every runtime's refs
 	closed    bool
@@ -347,6 +348,8 @@ func storeErr(msg string, err error) error {
 	switch {
 	case errors.Is(err, persistence.ErrUnavailable):
 		return ErrDegraded.with(msg+": the store is unavailable", err)
+	case errors.Is(err, persistence.ErrNoSpace):
+		return ErrDegraded.with(msg+": the disk holding the store is full", err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, persistence.ErrNotFound):

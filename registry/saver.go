@@ -169,6 +169,18 @@ func (r *Registry) SaveFailures() SaveFailures {
 	return SaveFailures{Transient: r.saveTransient.Load(), Permanent: r.savePermanent.Load()}
 }
 
+// StateEncodings counts the documents' states given to readers — editors' and peers' sync
+// answers, bootstrap snapshots, admin reads — since the registry started.
+type StateEncodings struct {
+	Encoded uint64 // encoded for the reader
+	Shared  uint64 // handed out again: the same state for the same state vector, still held by an earlier reader
+}
+
+// StateEncodings returns the counts of states encoded and shared.
+func (r *Registry) StateEncodings() StateEncodings {
+	return StateEncodings{Encoded: r.statesEncoded.Load(), Shared: r.statesShared.Load()}
+}
+
 // saveLoop keeps trying to save a namespace whose changes the store refused (a degraded peer
 // must keep trying: docs/protocol.md#degraded-persistence), or whose write was refused while
 // the store is unhealthy (the snapshot is then the probe that finds the store healthy

@@ -32,10 +32,12 @@ type SharedLog interface {
 
 // LogHost is the registry's side of one namespace log.
 type LogHost interface {
-	// Apply takes the next record, in log order, from one goroutine. It blocks while the
-	// namespace has too many records waiting for its sequencer (backpressure on the log)
+	// Apply takes the records of the next log position, in log order, from one goroutine:
+	// one record, or several that one process published together (a batch), which share
+	// the position and are applied in their order in one slot. It blocks while the
+	// namespace has too many positions waiting for its sequencer (backpressure on the log)
 	// and returns false once the namespace has unloaded: the log then stops following.
-	Apply(rec Record) bool
+	Apply(recs ...Record) bool
 	// Snapshot returns the document as applied from the log, for compaction.
 	Snapshot(ctx context.Context) (LogSnapshot, error)
 }
@@ -65,7 +67,8 @@ type NamespaceLog interface {
 	// the namespace loads nowhere, and its id is never taken again.
 	ClaimDelete(ctx context.Context, prev MetaState) error
 	// RemoveBefore removes the namespace's records before position seq (the deletion
-	// record, which stays for the processes still following the log) and its snapshot.
+	// record, which stays for the processes still following the log), its snapshot and
+	// its versions.
 	RemoveBefore(ctx context.Context, seq uint64) error
 	// Close stops following and waits for the log's goroutines of this namespace.
 	Close()
@@ -115,14 +118,16 @@ const (
 	// RecordDeleted says the namespace was deleted: published once its entry is a tombstone
 	// (NamespaceLog.ClaimDelete) by the process that deleted it. Every process that has the
 	// namespace loaded closes it as Delete does (sessions and watches told, writes still
-	// waiting refused) and unloads it. It carries no update.
+	// waiting refused) and unloads it. It carries no update. It is also the namespace's
+	// "deleted" change in a hub cluster's change feed.
 	RecordDeleted RecordKind = 4
 )
 
 // Record is one entry of a namespace log.
 type Record struct {
 	Kind RecordKind
-	// Seq is the log position (set on delivery, increasing).
+	// Seq is the log position (set on delivery, increasing from one position to the next;
+	// the records of a batch share theirs).
 	Seq uint64
 	// Epoch: for an update, the epoch it was admitted under (0: a local write); for a meta
 	// change, the epoch after it.
@@ -142,7 +147,8 @@ const (
 	DefaultSharedApplyTimeout = 25 * time.Second // below the peers' ackTimeout (30 s)
 	DefaultSharedLoadTimeout  = 30 * time.Second
 	DefaultSharedStaleClaim   = 30 * time.Second
-	// maxRecordsWaiting bounds the records of one namespace delivered and not yet applied.
+	// maxRecordsWaiting bounds the log positions of one namespace delivered and not yet
+	// applied (each one record, or a batch of them).
 	maxRecordsWaiting = 256
 )
 
@@ -157,7 +163,7 @@ type sharedState struct {
 	pending map[uint64]*pendingOp // records this process published and waits to apply, by token
 	metaGen uint64                // the meta generation applied
 	waiters []appliedWaiter       // callers waiting for the log to be applied through a position
-	slots   chan struct{}         // records delivered and not yet applied (bounded)
+	slots   chan struct{}         // log positions delivered and not yet applied (bounded)
 	exited  chan struct{}         // closed when the sequencer goroutine exits
 }
 
@@ -185,8 +191,9 @@ func (h *logHost) runtime() *nsRuntime {
 	return h.rt
 }
 
-// Apply admits a delivered record as a slot, waiting while maxRecordsWaiting are queued.
-func (h *logHost) Apply(rec Record) bool {
+// Apply admits the records of a delivered log position as one slot, waiting while
+// maxRecordsWaiting positions are queued.
+func (h *logHost) Apply(recs ...Record) bool {
 	rt := h.runtime()
 	if rt == nil {
 		return false
@@ -202,7 +209,7 @@ func (h *logHost) Apply(rec Record) bool {
 	s := &slot{
 		run: func(rt *nsRuntime, _ *slot) {
 			defer release()
-			rt.applyRecord(rec)
+			rt.applyRecords(recs)
 		},
 		fail: func(error) { release() },
 	}
@@ -448,17 +455,26 @@ func (rt *nsRuntime) failPending(token uint64, err error) {
 	p.finish(ApplyResult{}, err)
 }
 
-// applyRecord applies one record of the log (every process, in log order). Every decision
-// depends only on the log before it, so every process decides the same: an update admitted
-// under an epoch older than the current one is refused (docs/protocol.md#identity-fencing),
-// one that touches meta is refused (docs/protocol.md#protected-apply), a meta change is
-// applied once per generation.
-func (rt *nsRuntime) applyRecord(rec Record) {
-	if rec.Seq <= rt.through {
+// applyRecords applies the records of one log position (every process, in log order).
+// Every decision depends only on the log before it, so every process decides the same: an
+// update admitted under an epoch older than the current one is refused (docs/protocol.md#identity-fencing), one that
+// touches meta is refused (docs/protocol.md#protected-apply), a meta change is applied once per generation. The records
+// of a batch are decided one after the other, each on the state the ones before it left.
+func (rt *nsRuntime) applyRecords(recs []Record) {
+	if len(recs) == 0 || recs[0].Seq <= rt.through {
 		return // delivered again after the log reconnected
 	}
-	rt.through = rec.Seq
-	rt.applied.Store(rec.Seq)
+	rt.through = recs[0].Seq
+	rt.applied.Store(recs[0].Seq)
+	for _, rec := range recs {
+		rt.applyRecord(rec)
+	}
+	rt.fireWaiters()
+}
+
+// applyRecord applies one record of the position being applied, settling the caller that
+// waits for it on this process.
+func (rt *nsRuntime) applyRecord(rec Record) {
 	var p *pendingOp
 	if rec.Local {
 		if p = rt.sh.pending[rec.Token]; p != nil {
@@ -484,7 +500,7 @@ func (rt *nsRuntime) applyRecord(rec Record) {
 	default:
 		err = ErrInternal.with("unknown record kind in the cluster log", nil)
 	}
-	res.Seq = rec.Seq
+	res.Seq = rt.through
 	if err != nil && p == nil && !errors.Is(err, ErrFenced) {
 		if rt.reg.cfg.Logger != nil {
 			rt.reg.cfg.Logger.Debug("a record of the cluster log was refused", "namespaceId", rt.ns, "code", string(CodeOf(err)))
@@ -493,7 +509,6 @@ func (rt *nsRuntime) applyRecord(rec Record) {
 	if p != nil {
 		p.finish(res, err)
 	}
-	rt.fireWaiters()
 }
 
 func (rt *nsRuntime) applyLoggedUpdate(rec Record, p *pendingOp) (ApplyResult, error) {

@@ -4,22 +4,43 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/nomicore/nomicore/lib0"
 )
 
-// structRef is a struct of an update waiting to be integrated.
+// structRef is a struct of an update waiting to be integrated: its item (id, length,
+// origins, parentSub and content; a Skip struct is a GC struct whose ref is refSkip), and the
+// parent the update names for it, if any.
 type structRef struct {
-	it        *item // id, length, origins, parentSub and content
-	skip      bool
-	parent    uint8 // parentNone, parentRoot or parentItem
-	parentKey string
-	parentID  ID
+	it    *item
+	named *namedParent
 }
+
+// namedParent is the parent an update names for a struct without origins: a root type by
+// key (parentRoot), or the type held by the item with id (parentItem).
+type namedParent struct {
+	kind uint8
+	key  string
+	id   ID
+}
+
+func (ref *structRef) skip() bool { return ref.it.ref == refSkip }
+
+// parent is parentNone (the parent of a neighbour), parentRoot or parentItem.
+func (ref *structRef) parent() uint8 {
+	if ref.named == nil {
+		return parentNone
+	}
+	return ref.named.kind
+}
+
+func (ref *structRef) parentKey() string { return ref.named.key }
+func (ref *structRef) parentID() ID      { return ref.named.id }
 
 // refList is the structs of one client block of an update, consumed from i on.
 type refList struct {
-	refs []*structRef
+	refs []structRef
 	i    int
 }
 
@@ -34,17 +55,21 @@ type delBlock struct {
 	ranges []delRange
 }
 
-// decodeUpdate reads and validates a whole v1 update without touching any document.
+// decodeUpdate reads and validates a whole v1 update without touching any document. The
+// strings of the update are copied into one buffer that their items share.
 func decodeUpdate(b []byte) (*decodedUpdate, error) {
 	d := lib0.NewDecoder(b)
 	u := &decodedUpdate{clients: make(map[uint64]*refList)}
-	r := newStructReader(d, true) // strings are copied by refFromRaw
+	r := newStructReader(d, true)
+	r.bare = true
 	var s rawStruct
+	hasStrings := false
 	for r.nextBlock() {
-		l := &refList{refs: make([]*structRef, 0, r.structsLeft)}
+		l := &refList{refs: make([]structRef, 0, r.structsLeft)}
 		u.clients[r.client] = l
 		for r.next(&s) {
-			l.refs = append(l.refs, refFromRaw(&s))
+			l.refs = append(l.refs, refFromRaw(&s, b))
+			hasStrings = hasStrings || s.str != nil
 		}
 	}
 	if d.Err() != nil {
@@ -54,6 +79,7 @@ func decodeUpdate(b []byte) (*decodedUpdate, error) {
 	for i := 0; i < n && d.Err() == nil; i++ {
 		blk := delBlock{client: d.ReadVarUint()}
 		m := d.ReadCount(1<<31-1, 2)
+		blk.ranges = make([]delRange, 0, m)
 		for j := 0; j < m && d.Err() == nil; j++ {
 			clock, length := readDelRange(d)
 			blk.ranges = append(blk.ranges, delRange{clock, length})
@@ -63,44 +89,85 @@ func decodeUpdate(b []byte) (*decodedUpdate, error) {
 	if err := d.Finish(); err != nil {
 		return nil, decodeErr("update", err)
 	}
+	if hasStrings {
+		u.copyStrings()
+	}
 	return u, nil
 }
 
-func refFromRaw(s *rawStruct) *structRef {
-	var it *item
-	if cs, ok := s.content.(*contentString); ok {
-		it, s.content = stringItemFrom(cs.b)
-	} else {
-		it = &item{}
+// copyStrings gives the string items of the update, whose data is in the update's bytes
+// (as it is encoded there: text beyond ASCII after its byte count), data of their own: one
+// buffer holds them all.
+func (u *decodedUpdate) copyStrings() {
+	size := 0
+	for _, l := range u.clients {
+		for _, ref := range l.refs {
+			if ref.it.ref == refString {
+				hdr, n := stringDataLen(ref.it)
+				size += hdr + n
+			}
+		}
 	}
-	it.id, it.length = s.id, s.length
-	ref := &structRef{it: it}
+	buf := make([]byte, 0, size)
+	for _, l := range u.clients {
+		for _, ref := range l.refs {
+			if it := ref.it; it.ref == refString {
+				hdr, n := stringDataLen(it)
+				at := len(buf)
+				buf = append(buf, unsafe.Slice((*byte)(it.cdata()), hdr+n)...)
+				it.setCData(unsafe.Pointer(&buf[at]))
+			}
+		}
+	}
+}
+
+// refFromRaw makes the struct to integrate from a struct decoded from update. A string item
+// keeps its data in the update until decodeUpdate copies its strings.
+func refFromRaw(s *rawStruct, update []byte) structRef {
+	it := &item{}
+	it.setID(s.id)
+	ref := structRef{it: it}
 	switch s.kind {
 	case structGC:
-		it.flags = flagGC | flagDeleted
+		it.flags |= flagGC | flagDeleted
+		it.setLen(s.length)
 		return ref
 	case structSkip:
-		it.flags = flagGC | flagDeleted
-		ref.skip = true
+		it.flags |= flagGC | flagDeleted
+		it.ref = refSkip
+		it.setLen(s.length)
 		return ref
 	}
-	it.content = s.content
-	if s.content.countable() {
+	switch {
+	case s.content != nil:
+		it.setContent(s.content)
+	case s.ref == refString:
+		// the data stays in the update until copyStrings
+		it.ref = refString
 		it.flags |= flagCountable
+		it.setLen(s.length)
+		if uint64(len(s.str)) == s.length {
+			it.setCData(unsafe.Pointer(unsafe.SliceData(s.str)))
+		} else {
+			it.setCData(unsafe.Pointer(&update[s.strAt]))
+			it.flags |= flagStrHeader
+		}
+	default: // deleted content
+		it.ref = refDeleted
+		it.setLen(s.length)
 	}
 	if s.hasOrigin {
-		it.origin = s.origin
-		it.flags |= flagOrigin
+		it.setOrigin(s.origin)
 	}
 	if s.hasRight {
-		it.rightOrigin = s.rightOrigin
-		it.flags |= flagRightOrigin
+		it.setRightOrigin(s.rightOrigin)
 	}
 	if s.hasSub {
-		it.parentSub = s.sub
-		it.flags |= flagParentSub
+		it.setParentSub(s.sub, true)
 	}
-	ref.parent, ref.parentKey, ref.parentID = s.parent, s.parentKey, s.parentID
+	if s.parent != parentNone {
+		ref.named = &namedParent{kind: s.parent, key: s.parentKey, id: s.parentID}
+	}
 	return ref
 }
 
@@ -108,9 +175,9 @@ func refFromRaw(s *rawStruct) *structRef {
 // creates them while reading, even for structs that end up pending).
 func (d *Doc) attachRoots(u *decodedUpdate) {
 	for _, c := range sortedKeys(u.clients) {
-		for _, ref := range u.clients[c].refs {
-			if ref.parent == parentRoot {
-				ref.it.parent = d.root(ref.parentKey)
+		for i := range u.clients[c].refs {
+			if ref := &u.clients[c].refs[i]; ref.parent() == parentRoot {
+				ref.it.parent = d.root(ref.parentKey())
 			}
 		}
 	}
@@ -275,7 +342,7 @@ func (d *Doc) pendingDelsApply() bool {
 // the highest id down; a struct whose dependency is missing is stacked while the structs
 // it depends on are integrated first; structs that cannot be integrated are returned as the
 // rest, with the lowest clock per client whose arrival is worth a retry.
-func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (rest map[uint64][]*structRef, missingSV StateVector) {
+func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (rest map[uint64][]structRef, missingSV StateVector) {
 	ids := sortedKeys(clients)
 	if len(ids) == 0 {
 		return nil, nil
@@ -306,10 +373,10 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 	}
 	addStackToRest := func() {
 		if rest == nil {
-			rest = map[uint64][]*structRef{}
+			rest = map[uint64][]structRef{}
 		}
 		for _, ref := range stack {
-			client := ref.it.id.Client
+			client := ref.it.client()
 			if l, ok := clients[client]; ok {
 				// the struct on the stack was the last one taken from its list
 				l.i--
@@ -318,32 +385,23 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 				l.i = 0
 				l.refs = nil
 			} else {
-				rest[client] = []*structRef{ref}
+				rest[client] = []structRef{*ref}
 			}
 			ids = slices.DeleteFunc(ids, func(c uint64) bool { return c == client })
 		}
 		clear(stack)
 		stack = stack[:0]
 	}
-	state := map[uint64]uint64{}
-	localState := func(client uint64) uint64 {
-		if s, ok := state[client]; ok {
-			return s
-		}
-		s := store.state(client)
-		state[client] = s
-		return s
-	}
-	head := cur.refs[cur.i]
+	head := &cur.refs[cur.i]
 	cur.i++
 	for {
-		if !head.skip {
+		if !head.skip() {
 			it := head.it
-			local := localState(it.id.Client)
-			if local < it.id.Clock {
+			local := store.state(it.client())
+			if local < it.clock() {
 				// an earlier struct of the same client is missing
 				stack = append(stack, head)
-				updateMissing(it.id.Client, it.id.Clock-1)
+				updateMissing(it.client(), it.clock()-1)
 				addStackToRest()
 			} else if missing, ok := d.missingDependency(tx, head); ok {
 				stack = append(stack, head)
@@ -353,13 +411,12 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 					updateMissing(missing, store.state(missing))
 					addStackToRest()
 				} else {
-					head = l.refs[l.i]
+					head = &l.refs[l.i]
 					l.i++
 					continue
 				}
-			} else if offset := local - it.id.Clock; offset == 0 || offset < it.length {
+			} else if offset := local - it.clock(); offset == 0 || offset < it.len() {
 				it.integrate(tx, offset)
-				state[it.id.Client] = it.id.Clock + it.length
 			}
 		}
 		switch {
@@ -368,14 +425,14 @@ func (d *Doc) integrateStructs(tx *Transaction, clients map[uint64]*refList) (re
 			stack[len(stack)-1] = nil
 			stack = stack[:len(stack)-1]
 		case cur != nil && cur.i < len(cur.refs):
-			head = cur.refs[cur.i]
+			head = &cur.refs[cur.i]
 			cur.i++
 		default:
 			cur = next()
 			if cur == nil {
 				return rest, missingSV
 			}
-			head = cur.refs[cur.i]
+			head = &cur.refs[cur.i]
 			cur.i++
 		}
 	}
@@ -390,27 +447,34 @@ func (d *Doc) missingDependency(tx *Transaction, ref *structRef) (uint64, bool) 
 		return 0, false
 	}
 	store := &d.store
-	if it.hasOrigin() && it.origin.Client != it.id.Client && it.origin.Clock >= store.state(it.origin.Client) {
-		return it.origin.Client, true
-	}
-	if it.hasRight() && it.rightOrigin.Client != it.id.Client && it.rightOrigin.Clock >= store.state(it.rightOrigin.Client) {
-		return it.rightOrigin.Client, true
-	}
-	if ref.parent == parentItem && ref.parentID.Client != it.id.Client && ref.parentID.Clock >= store.state(ref.parentID.Client) {
-		return ref.parentID.Client, true
-	}
+	client := it.client()
 	if it.hasOrigin() {
-		it.left = store.itemCleanEnd(tx, it.origin)
-		it.origin = it.left.lastID()
+		if o := it.origin(); o.Client != client && o.Clock >= store.state(o.Client) {
+			return o.Client, true
+		}
 	}
 	if it.hasRight() {
-		it.right = store.itemCleanStart(tx, it.rightOrigin)
-		it.rightOrigin = it.right.id
+		if r := it.rightOrigin(); r.Client != client && r.Clock >= store.state(r.Client) {
+			return r.Client, true
+		}
+	}
+	if ref.parent() == parentItem {
+		if p := ref.parentID(); p.Client != client && p.Clock >= store.state(p.Client) {
+			return p.Client, true
+		}
+	}
+	if it.hasOrigin() {
+		it.left = store.itemCleanEnd(tx, it.origin())
+		it.setOrigin(it.left.lastID())
+	}
+	if it.hasRight() {
+		it.right = store.itemCleanStart(tx, it.rightOrigin())
+		it.setRightOrigin(it.right.id())
 	}
 	switch {
 	case (it.left != nil && it.left.isGC()) || (it.right != nil && it.right.isGC()):
 		it.parent = nil
-	case ref.parent == parentNone:
+	case ref.parent() == parentNone:
 		// the parent (and key) of a neighbour
 		src := it.left
 		if src == nil {
@@ -418,16 +482,13 @@ func (d *Doc) missingDependency(tx *Transaction, ref *structRef) (uint64, bool) 
 		}
 		if src != nil {
 			it.parent = src.parent
-			it.parentSub = src.parentSub
-			it.flags = it.flags&^flagParentSub | src.flags&flagParentSub
+			it.setParentSub(src.parentSub(), src.hasSub())
 		}
-	case ref.parent == parentItem:
-		p := store.find(ref.parentID)
+	case ref.parent() == parentItem:
+		p := store.find(ref.parentID())
 		it.parent = nil
 		if !p.isGC() {
-			if ct, ok := p.content.(*contentType); ok {
-				it.parent = ct.t
-			}
+			it.parent = p.childType()
 		}
 	}
 	return 0, false
@@ -459,8 +520,8 @@ func (d *Doc) applyDeleteBlocks(tx *Transaction, blocks []delBlock) *deleteSet {
 				addUnapplied(b.client, state, end-state)
 			}
 			p := l.find(r.clock)
-			if it := l.at(p); !it.deleted() && it.id.Clock < r.clock {
-				p = l.insertAfter(p, splitItem(tx, it, r.clock-it.id.Clock))
+			if it := l.at(p); !it.deleted() && it.clock() < r.clock {
+				p = l.insertAfter(p, splitItem(tx, it, r.clock-it.clock()))
 			}
 			// The walk holds p across deletions only: deleting changes no list. A split
 			// inserts into the list, which may split p's chunk and move the struct at p; the
@@ -468,12 +529,12 @@ func (d *Doc) applyDeleteBlocks(tx *Transaction, blocks []delBlock) *deleteSet {
 			// the range, so p is never used after it.
 			for {
 				it := l.at(p)
-				if it.id.Clock >= end {
+				if it.clock() >= end {
 					break
 				}
 				if !it.deleted() {
 					if end < it.endClock() {
-						l.insertAfter(p, splitItem(tx, it, end-it.id.Clock))
+						l.insertAfter(p, splitItem(tx, it, end-it.clock()))
 						it.delete(tx)
 						if !d.olderDeleteWalk {
 							break
@@ -496,7 +557,7 @@ func (d *Doc) applyDeleteBlocks(tx *Transaction, blocks []delBlock) *deleteSet {
 
 // encodeRefs writes structs that could not be integrated as an update (JS writes the rest
 // structs with writeClientsStructs and an empty delete set).
-func encodeRefs(rest map[uint64][]*structRef) []byte {
+func encodeRefs(rest map[uint64][]structRef) []byte {
 	e := lib0.NewEncoder(64)
 	clients := sortedKeys(rest)
 	e.WriteVarUint(uint64(len(clients)))
@@ -504,9 +565,9 @@ func encodeRefs(rest map[uint64][]*structRef) []byte {
 		refs := rest[clients[i]]
 		e.WriteVarUint(uint64(len(refs)))
 		e.WriteVarUint(clients[i])
-		e.WriteVarUint(refs[0].it.id.Clock)
-		for _, ref := range refs {
-			ref.write(e)
+		e.WriteVarUint(refs[0].it.clock())
+		for i := range refs {
+			refs[i].write(e)
 		}
 	}
 	e.WriteVarUint(0)
@@ -516,19 +577,27 @@ func encodeRefs(rest map[uint64][]*structRef) []byte {
 // write encodes a struct that was decoded but not integrated, as it was read.
 func (ref *structRef) write(e *lib0.Encoder) {
 	it := ref.it
-	s := rawStruct{id: it.id, length: it.length}
+	s := rawStruct{id: it.id(), length: it.len()}
 	switch {
-	case ref.skip:
+	case ref.skip():
 		s.kind = structSkip
 	case it.isGC():
 		s.kind = structGC
 	default:
 		s.kind = structItem
-		s.hasOrigin, s.origin = it.hasOrigin(), it.origin
-		s.hasRight, s.rightOrigin = it.hasRight(), it.rightOrigin
-		s.parent, s.parentKey, s.parentID = ref.parent, ref.parentKey, ref.parentID
-		s.hasSub, s.sub = it.hasSub(), it.parentSub
-		s.content = it.content
+		s.hasOrigin, s.hasRight, s.hasSub = it.hasOrigin(), it.hasRight(), it.hasSub()
+		if s.hasOrigin {
+			s.origin = it.origin()
+		}
+		if s.hasRight {
+			s.rightOrigin = it.rightOrigin()
+		}
+		s.parent = ref.parent()
+		if ref.named != nil {
+			s.parentKey, s.parentID = ref.named.key, ref.named.id
+		}
+		s.sub = it.parentSub()
+		s.content = it.detached()
 	}
 	s.write(e, 0)
 }

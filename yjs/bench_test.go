@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -206,6 +208,25 @@ func BenchmarkB4Memory(b *testing.B) {
 	}
 }
 
+// BenchmarkB4MemoryDecoded reports the heap held by the final B4 document loaded from its
+// encoded state (as a hub loads a stored document).
+func BenchmarkB4MemoryDecoded(b *testing.B) {
+	state, _ := b4State(b)
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		d := NewDoc(WithClientID(2))
+		if err := ApplyUpdate(d, state, nil); err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc)-float64(before.HeapAlloc), "heap-bytes")
+		runtime.KeepAlive(d)
+	}
+}
+
 // BenchmarkRemoteApplyLargeDoc applies small remote updates (a few characters inserted or
 // deleted at random places) to a document holding 1 MB or 10 MB of text: the cost per update
 // must not grow with the document.
@@ -293,6 +314,7 @@ func TestB4Report(t *testing.T) {
 	merge10k := testing.Benchmark(BenchmarkB4Merge10k)
 	mergeAll := testing.Benchmark(BenchmarkB4MergeAll)
 	mem := testing.Benchmark(BenchmarkB4Memory)
+	memDecoded := testing.Benchmark(BenchmarkB4MemoryDecoded)
 
 	d := NewDoc(WithClientID(b4Client))
 	replayB4(t, ops, d)
@@ -312,11 +334,110 @@ func TestB4Report(t *testing.T) {
 	fmt.Fprintf(&sb, "%-34s %12.2f %12s %8s %s\n", fmt.Sprintf("mergeUpdates all %d", len(ops)), ms(mergeAll), "-", "-", "< 1000 ms")
 	fmt.Fprintf(&sb, "allocs/op: apply %d, capture %d, encode %d, decode %d, merge10k %d, mergeAll %d\n",
 		apply.AllocsPerOp(), capture.AllocsPerOp(), encode.AllocsPerOp(), decode.AllocsPerOp(), merge10k.AllocsPerOp(), mergeAll.AllocsPerOp())
-	fmt.Fprintf(&sb, "heap of the final doc: %.0f bytes, %.2f bytes/char", mem.Extra["heap-bytes"], mem.Extra["bytes/char"])
+	heap := mem.Extra["heap-bytes"]
+	fmt.Fprintf(&sb, "heap of the final doc: %.0f bytes, %.2f bytes/char, %.2f× the state", heap, mem.Extra["bytes/char"], heap/float64(len(state)))
 	if jsT.HeapBytes > 0 {
-		fmt.Fprintf(&sb, " (JS %d bytes)", jsT.HeapBytes)
+		fmt.Fprintf(&sb, " (JS %d bytes; ours/JS %.3f)", jsT.HeapBytes, heap/float64(jsT.HeapBytes))
 	}
+	fmt.Fprintf(&sb, "; target <= 3× the state, <= 0.3× JS\n")
+	dheap := memDecoded.Extra["heap-bytes"]
+	fmt.Fprintf(&sb, "heap of the final doc loaded from its state: %.0f bytes, %.2f× the state", dheap, dheap/float64(len(state)))
 	t.Log("\n" + sb.String())
 }
 
 func startOracle(t *testing.T) *oracle.Client { return oracle.Start(t) }
+
+// TestLoadedDocsMemory loads many documents of about 30 KB each into this process (as a
+// hub with that many active documents holds them) and prints the memory each costs: the
+// resident set growth and the Go heap growth per document, and their ratio to the encoded
+// state. The document is a prefix of the B4 trace (B4_TRACE; the synthetic trace without
+// it) cut where its state reaches 30 KB; every copy is loaded by ApplyUpdate of that state
+// into a new Doc. It runs only with NOMICORE_B4_REPORT=1, in a process of its own (make
+// bench-yjs), so that the resident set is not inflated by other work:
+//
+//	NOMICORE_B4_REPORT=1 go test ./yjs -run TestLoadedDocsMemory -v
+//
+// NOMICORE_LOADED_DOCS sets the number of documents (10000).
+func TestLoadedDocsMemory(t *testing.T) {
+	if os.Getenv("NOMICORE_B4_REPORT") != "1" {
+		t.Skip("set NOMICORE_B4_REPORT=1 to measure the memory of many loaded documents")
+	}
+	n := 10000
+	if s := os.Getenv("NOMICORE_LOADED_DOCS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n <= 0 {
+			t.Fatalf("NOMICORE_LOADED_DOCS=%q: want a positive number", s)
+		}
+	}
+	state := docOfStateSize(t, loadB4(t), 30_000)
+	docs := make([]*Doc, 0, n)
+	measure := func() (rss, heap uint64) {
+		runtime.GC()
+		debug.FreeOSMemory()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return residentBytes(t), ms.HeapAlloc
+	}
+	rss0, heap0 := measure()
+	for i := 0; i < n; i++ {
+		d := NewDoc(WithClientID(uint32(i + 1)))
+		if err := ApplyUpdate(d, state, nil); err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, d)
+	}
+	rss1, heap1 := measure()
+	perRSS := (float64(rss1) - float64(rss0)) / float64(n)
+	perHeap := (float64(heap1) - float64(heap0)) / float64(n)
+	trace := "the B4 trace"
+	if b4.path == "" {
+		trace = "the synthetic trace (B4_TRACE is not set)"
+	}
+	t.Logf("\n%d loaded documents of a %d-byte state (a prefix of %s): RSS %.0f bytes per document (%.2f× the state), Go heap %.0f bytes per document (%.2f× the state); RSS %.0f MiB in all",
+		n, len(state), trace, perRSS, perRSS/float64(len(state)), perHeap, perHeap/float64(len(state)), float64(rss1)/(1<<20))
+	runtime.KeepAlive(docs)
+}
+
+// docOfStateSize replays ops until the document's encoded state reaches size bytes and
+// returns that state.
+func docOfStateSize(t *testing.T, ops []b4Op, size int) []byte {
+	d := NewDoc(WithClientID(b4Client))
+	txt := d.GetText("text")
+	for i, op := range ops {
+		var err error
+		if op.insert != "" {
+			err = txt.Insert(op.pos, op.insert, nil)
+		} else {
+			err = txt.Delete(op.pos, 1)
+		}
+		if err != nil {
+			t.Fatalf("op %d %+v: %v", i, op, err)
+		}
+		if i%256 == 255 {
+			if st, _ := EncodeStateAsUpdate(d, nil); len(st) >= size {
+				return st
+			}
+		}
+	}
+	t.Fatalf("the whole trace gives a state below %d bytes", size)
+	return nil
+}
+
+// residentBytes is the resident set size of this process (Linux /proc).
+func residentBytes(t *testing.T) uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no resident set size on this system: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("VmRSS line %q: %v", line, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Skip("no VmRSS in /proc/self/status")
+	return 0
+}

@@ -48,6 +48,12 @@ type rawStruct struct {
 	hasSub      bool
 	sub         string
 	content     content
+	// with structReader.bare: the content ref, and a string's bytes (aliasing the input)
+	// and the offset of their byte count in the input; content is nil for strings and
+	// deleted content
+	ref   uint8
+	str   []byte
+	strAt int
 }
 
 func (s *rawStruct) end() uint64 { return s.id.Clock + s.length }
@@ -69,6 +75,9 @@ type structReader struct {
 	// skim: a string content is checked and measured but not kept (the struct's content is
 	// nil), for readers that only need the structs' places and lengths.
 	skim bool
+	// bare: string and deleted contents are left in the struct's ref and str (content nil),
+	// for decodeUpdate, which keeps them in items without content values.
+	bare bool
 }
 
 func newStructReader(d *lib0.Decoder, copyContent bool) *structReader {
@@ -192,9 +201,16 @@ func (r *structReader) next(s *rawStruct) bool {
 				s.sub = d.ReadVarString()
 			}
 		}
-		if r.skim && ref == refString {
+		switch {
+		case r.skim && ref == refString:
 			s.length = uint64(utf16LenBytes(d.ReadVarStringBytes()))
-		} else {
+		case r.bare && ref == refString:
+			s.strAt = d.Pos()
+			s.ref, s.str = ref, d.ReadVarStringBytes()
+			s.length = utf16LenBytes(s.str)
+		case r.bare && ref == refDeleted:
+			s.ref, s.length = ref, d.ReadVarUint()
+		default:
 			s.content = readContent(d, ref, r.copy)
 			s.length = s.content.len()
 		}

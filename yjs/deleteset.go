@@ -65,8 +65,29 @@ func (ds *deleteSet) entry(client uint64) *dsEntry {
 }
 
 func (ds *deleteSet) add(client, clock, length uint64) {
-	e := ds.entry(client)
+	ds.entry(client).push(clock, length)
+}
+
+func (e *dsEntry) push(clock, length uint64) {
+	if n := len(e.ranges); n == cap(e.ranges) && n >= 256 {
+		// double: append grows a large slice by a quarter at a time, which allocates about
+		// five times its final size in all (a loaded document adds thousands of ranges)
+		e.ranges = append(make([]delRange, 0, 2*n), e.ranges...)
+	}
 	e.ranges = append(e.ranges, delRange{clock, length})
+}
+
+// addDeleted adds the range of a struct a transaction deleted. It extends the client's last
+// range when that ends where this one starts: a transaction deletes runs of neighbouring
+// structs (a loaded document's whole delete set), which then cost one range, not one each
+// (normalize would merge them anyway; gcDeleteSet and mergeDeleteSet then look up fewer).
+func (ds *deleteSet) addDeleted(client, clock, length uint64) {
+	e := ds.entry(client)
+	if n := len(e.ranges); n > 0 && e.ranges[n-1].clock+e.ranges[n-1].len == clock {
+		e.ranges[n-1].len += length
+		return
+	}
+	e.push(clock, length)
 }
 
 // ranges returns the ranges of client.
@@ -143,23 +164,25 @@ func (ds *deleteSet) byClientDesc() []*dsEntry {
 
 // write encodes the set: clients with the higher ids first, ranges in their order.
 func (ds *deleteSet) write(e *lib0.Encoder) {
-	e.WriteVarUint(uint64(len(ds.entries)))
-	if len(ds.entries) == 1 {
-		writeDsEntry(e, &ds.entries[0])
-		return
-	}
-	for _, en := range ds.byClientDesc() {
-		writeDsEntry(e, en)
-	}
+	e.AppendWith(func(b []byte) []byte {
+		b = lib0.AppendVarUint(b, uint64(len(ds.entries)))
+		if len(ds.entries) == 1 {
+			return appendDsEntry(b, &ds.entries[0])
+		}
+		for _, en := range ds.byClientDesc() {
+			b = appendDsEntry(b, en)
+		}
+		return b
+	})
 }
 
-func writeDsEntry(e *lib0.Encoder, en *dsEntry) {
-	e.WriteVarUint(en.client)
-	e.WriteVarUint(uint64(len(en.ranges)))
+func appendDsEntry(b []byte, en *dsEntry) []byte {
+	b = lib0.AppendVarUint(b, en.client)
+	b = lib0.AppendVarUint(b, uint64(len(en.ranges)))
 	for _, r := range en.ranges {
-		e.WriteVarUint(r.clock)
-		e.WriteVarUint(r.len)
+		b = lib0.AppendVarUint(lib0.AppendVarUint(b, r.clock), r.len)
 	}
+	return b
 }
 
 // readDeleteSet reads a delete set (clients with no ranges are dropped, ranges kept in
@@ -217,9 +240,9 @@ func deleteSetFromStore(s *structStore) deleteSet {
 		l.each(spos{}, func(it *item) bool {
 			if it.deleted() {
 				if open {
-					rs[len(rs)-1].len += it.length
+					rs[len(rs)-1].len += it.len()
 				} else {
-					rs = append(rs, delRange{it.id.Clock, it.length})
+					rs = append(rs, delRange{it.clock(), it.len()})
 					open = true
 				}
 			} else {
@@ -232,4 +255,51 @@ func deleteSetFromStore(s *structStore) deleteSet {
 		}
 	}
 	return ds
+}
+
+// writeStoreDeleteSet writes the delete set of the store, as deleteSetFromStore(s).write(e)
+// does, without collecting it first.
+func writeStoreDeleteSet(e *lib0.Encoder, s *structStore) {
+	clients := make([]uint64, 0, len(s.clients))
+	for c, l := range s.clients {
+		for _, ch := range l.chunks {
+			if slices.ContainsFunc(ch, (*item).deleted) {
+				clients = append(clients, c)
+				break
+			}
+		}
+	}
+	slices.Sort(clients)
+	var ranges []byte // of one client
+	e.AppendWith(func(b []byte) []byte {
+		b = lib0.AppendVarUint(b, uint64(len(clients)))
+		for i := len(clients) - 1; i >= 0; i-- {
+			n := 0
+			var clock, length uint64 // of the open range; length 0: none
+			ranges = ranges[:0]
+			for _, ch := range s.clients[clients[i]].chunks {
+				for _, it := range ch {
+					switch {
+					case !it.deleted():
+						if length > 0 {
+							ranges = lib0.AppendVarUint(lib0.AppendVarUint(ranges, clock), length)
+							n++
+							length = 0
+						}
+					case length > 0:
+						length += it.len()
+					default:
+						clock, length = it.clock(), it.len()
+					}
+				}
+			}
+			if length > 0 {
+				ranges = lib0.AppendVarUint(lib0.AppendVarUint(ranges, clock), length)
+				n++
+			}
+			b = lib0.AppendVarUint(lib0.AppendVarUint(b, clients[i]), uint64(n))
+			b = append(b, ranges...)
+		}
+		return b
+	})
 }

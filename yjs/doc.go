@@ -91,6 +91,8 @@ type Doc struct {
 	// package before the struct-list fix did (ReplayAsOlderVersions).
 	olderDeleteWalk bool
 
+	open          openString // the string that grows in place as it is typed
+	text          textBytes  // the bytes of text kept and dropped (compactStrings)
 	yata          yataScratch
 	scratch       lib0.Encoder // reused for transaction updates
 	stateSizeHint int          // size of the last full state encoded

@@ -28,8 +28,7 @@ func EncodeStateAsUpdate(doc *Doc, sv []byte) ([]byte, error) {
 	}
 	e := lib0.NewEncoder(size + size/8 + 64)
 	doc.writeStructsFrom(e, doc.startsFor(target))
-	ds := deleteSetFromStore(&doc.store)
-	ds.write(e)
+	writeStoreDeleteSet(e, &doc.store)
 	if len(target) == 0 {
 		doc.stateSizeHint = e.Len()
 	}
@@ -90,22 +89,26 @@ func sortStarts(starts []clientClock) {
 // writeStructsFrom writes the structs of each listed client from its clock. Writing changes
 // nothing, so the position found stays valid through the walk.
 func (d *Doc) writeStructsFrom(e *lib0.Encoder, starts []clientClock) {
-	e.WriteVarUint(uint64(len(starts)))
-	for _, s := range starts {
-		l := d.store.clients[s.client]
-		p := l.find(s.clock)
-		e.WriteVarUint(uint64(l.n - l.index(p)))
-		e.WriteVarUint(s.client)
-		e.WriteVarUint(s.clock)
-		first := true
-		l.each(p, func(it *item) bool {
-			off := uint64(0)
-			if first {
-				off = s.clock - it.id.Clock
-				first = false
+	var ce *lib0.Encoder
+	e.AppendWith(func(b []byte) []byte {
+		b = lib0.AppendVarUint(b, uint64(len(starts)))
+		for _, s := range starts {
+			l := d.store.clients[s.client]
+			p := l.find(s.clock)
+			b = lib0.AppendVarUint(b, uint64(l.n-l.index(p)))
+			b = lib0.AppendVarUint(b, s.client)
+			b = lib0.AppendVarUint(b, s.clock)
+			for c := p.c; c < len(l.chunks); c++ {
+				ch := l.chunks[c]
+				if c == p.c {
+					b = ch[p.i].appendTo(b, s.clock-ch[p.i].clock(), &ce)
+					ch = ch[p.i+1:]
+				}
+				for _, it := range ch {
+					b = it.appendTo(b, 0, &ce)
+				}
 			}
-			it.write(e, off)
-			return true
-		})
-	}
+		}
+		return b
+	})
 }

@@ -58,8 +58,9 @@ func inspectDecoded(doc *Doc, u *decodedUpdate, root string) RootEffect {
 	var eff RootEffect
 	for _, c := range sortedKeys(u.clients) {
 		state := doc.store.state(c)
-		for _, ref := range u.clients[c].refs {
-			if ref.skip || ref.it.isGC() || ref.it.id.Clock+ref.it.length <= state {
+		for i := range u.clients[c].refs {
+			ref := &u.clients[c].refs[i]
+			if ref.skip() || ref.it.isGC() || ref.it.clock()+ref.it.len() <= state {
 				continue // nothing to integrate
 			}
 			if in.place(ref) == placedUnder {
@@ -114,17 +115,17 @@ func (in *inspector) lookup(id ID) (ref *structRef, it *item, ok bool) {
 		return nil, in.doc.store.find(id), true
 	}
 	if l := in.u.clients[id.Client]; l != nil {
-		i, found := slices.BinarySearchFunc(l.refs, id.Clock, func(r *structRef, c uint64) int {
+		i, found := slices.BinarySearchFunc(l.refs, id.Clock, func(r structRef, c uint64) int {
 			switch {
-			case r.it.id.Clock+r.it.length <= c:
+			case r.it.clock()+r.it.len() <= c:
 				return -1
-			case r.it.id.Clock > c:
+			case r.it.clock() > c:
 				return 1
 			}
 			return 0
 		})
 		if found {
-			return l.refs[i], nil, true
+			return &l.refs[i], nil, true
 		}
 	}
 	return nil, nil, false
@@ -164,28 +165,28 @@ func (in *inspector) place(start *structRef) placement {
 // shares.
 func (in *inspector) step(ref *structRef) (*structRef, placement) {
 	it := ref.it
-	if ref.skip || it.isGC() {
+	if ref.skip() || it.isGC() {
 		return nil, placedElsewhere
 	}
-	switch ref.parent {
+	switch ref.parent() {
 	case parentRoot:
-		if ref.parentKey == in.root {
+		if ref.parentKey() == in.root {
 			return nil, placedUnder
 		}
 		return nil, placedElsewhere
 	case parentItem:
-		r, pit, ok := in.lookup(ref.parentID)
+		r, pit, ok := in.lookup(ref.parentID())
 		switch {
 		case !ok:
-			in.waiting[ref.parentID.Client] = true
+			in.waiting[ref.parentID().Client] = true
 			return nil, placedWaiting
 		case pit != nil:
-			if ct, isType := pit.content.(*contentType); isType && !pit.isGC() {
-				return nil, in.typePlacement(ct.t)
+			if ct := pit.childType(); ct != nil && !pit.isGC() {
+				return nil, in.typePlacement(ct)
 			}
 			return nil, placedElsewhere
 		}
-		if _, isType := r.it.content.(*contentType); !isType || r.skip || r.it.isGC() {
+		if r.skip() || r.it.isGC() || r.it.childType() == nil {
 			return nil, placedElsewhere
 		}
 		// the parent is a type created by this update: it sits where its item sits
@@ -197,7 +198,7 @@ func (in *inspector) step(ref *structRef) (*structRef, placement) {
 	for _, o := range []struct {
 		id ID
 		ok bool
-	}{{it.origin, it.hasOrigin()}, {it.rightOrigin, it.hasRight()}} {
+	}{{it.origin(), it.hasOrigin()}, {it.rightOrigin(), it.hasRight()}} {
 		if !o.ok {
 			continue
 		}
@@ -206,7 +207,7 @@ func (in *inspector) step(ref *structRef) (*structRef, placement) {
 		case !ok:
 			in.waiting[o.id.Client] = true
 			return nil, placedWaiting
-		case oit != nil && oit.isGC(), r != nil && (r.skip || r.it.isGC()):
+		case oit != nil && oit.isGC(), r != nil && (r.skip() || r.it.isGC()):
 			return nil, placedElsewhere
 		}
 		if via == nil && from == nil {
@@ -242,14 +243,14 @@ func (in *inspector) deletesUnderRoot() bool {
 	}
 	hit := false
 	walkLive(t, func(it *item) bool {
-		rs := ds.ranges(it.id.Client)
-		i, _ := slices.BinarySearchFunc(rs, it.id.Clock, func(r delRange, c uint64) int {
+		rs := ds.ranges(it.client())
+		i, _ := slices.BinarySearchFunc(rs, it.clock(), func(r delRange, c uint64) int {
 			if r.clock+r.len <= c {
 				return -1
 			}
 			return 1
 		})
-		if i < len(rs) && rs[i].clock < it.id.Clock+it.length {
+		if i < len(rs) && rs[i].clock < it.clock()+it.len() {
 			hit = true
 		}
 		return !hit
@@ -271,8 +272,8 @@ func walkLive(t *Type, f func(*item) bool) {
 			if !f(it) {
 				return false
 			}
-			if ct, ok := it.content.(*contentType); ok {
-				stack = append(stack, ct.t)
+			if ct := it.childType(); ct != nil {
+				stack = append(stack, ct)
 			}
 			return true
 		}
@@ -305,7 +306,7 @@ func Included(doc *Doc, update []byte) (bool, error) {
 	for c, l := range u.clients {
 		state := doc.store.state(c)
 		for _, ref := range l.refs {
-			if !ref.skip && ref.it.id.Clock+ref.it.length > state {
+			if !ref.skip() && ref.it.clock()+ref.it.len() > state {
 				return false, nil
 			}
 		}
@@ -322,7 +323,7 @@ func Included(doc *Doc, update []byte) (bool, error) {
 			deleted := true
 			// the walk only reads: its position stays valid
 			l.each(l.find(r.clock), func(it *item) bool {
-				if it.id.Clock >= r.clock+r.len {
+				if it.clock() >= r.clock+r.len {
 					return false
 				}
 				deleted = it.deleted()

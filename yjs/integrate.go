@@ -5,22 +5,23 @@ package yjs
 func (it *item) integrate(tx *Transaction, offset uint64) {
 	store := &tx.doc.store
 	if it.isGC() {
-		it.id.Clock += offset
-		it.length -= offset
+		it.setClock(it.clock() + offset)
+		it.setLen(it.len() - offset)
 		tx.addStruct(it)
 		return
 	}
 	if offset > 0 {
-		it.id.Clock += offset
-		it.left = store.itemCleanEnd(tx, ID{it.id.Client, it.id.Clock - 1})
-		it.origin = it.left.lastID()
-		it.flags |= flagOrigin
-		it.content = it.content.splice(offset)
-		it.length -= offset
+		it.setClock(it.clock() + offset)
+		it.left = store.itemCleanEnd(tx, ID{it.client(), it.clock() - 1})
+		it.setOrigin(it.left.lastID())
+		it.cutContent(offset)
 	}
 	p := it.parent
 	if p == nil {
 		// The parent is gone (garbage-collected): keep only the clock range.
+		if it.ref == refString {
+			tx.doc.text.garbage += len(it.str())
+		}
 		it.makeGC()
 		tx.addStruct(it)
 		return
@@ -35,7 +36,7 @@ func (it *item) integrate(tx *Transaction, offset uint64) {
 	} else {
 		var r *item
 		if it.hasSub() {
-			r = p.entries[it.parentSub]
+			r = p.entries[it.parentSub()]
 			for r != nil && r.left != nil {
 				r = r.left
 			}
@@ -45,38 +46,50 @@ func (it *item) integrate(tx *Transaction, offset uint64) {
 		}
 		it.right = r
 	}
+	if it.hasSub() {
+		// the values of one key share its string
+		for _, n := range [2]*item{it.left, it.right} {
+			if n != nil && n.hasSub() && n.parentSub() == it.parentSub() {
+				it.setParentSub(n.parentSub(), true)
+				break
+			}
+		}
+	}
 	if it.right != nil {
 		it.right.left = it
 	} else if it.hasSub() {
 		// the newest value of its key: the previous value is overwritten
-		p.entries[it.parentSub] = it
+		p.entries[it.parentSub()] = it
 		if it.left != nil {
 			it.left.delete(tx)
 		}
 	}
 	if !it.hasSub() && it.countable() && !it.deleted() {
-		p.length += int(it.length)
+		p.length += int(it.len())
 		if len(p.markers) > 0 && p != tx.markerOwner {
 			p.clearMarkers()
 		}
 	}
 	tx.addStruct(it)
-	switch c := it.content.(type) {
-	case *contentType:
-		c.t.integrate(tx, it)
-	case *contentDoc:
-		c.doc.item = it
-		if c.doc.random == nil {
-			c.doc.random = tx.doc.random
+	switch it.contentRef() {
+	case refString:
+		tx.doc.text.added += int(it.len())
+	case refType:
+		it.childType().integrate(tx, it)
+	case refDoc:
+		doc := it.subdoc()
+		doc.item = it
+		if doc.random == nil {
+			doc.random = tx.doc.random
 		}
-		tx.subdocAdded(c.doc)
-	case *contentFormat:
+		tx.subdocAdded(doc)
+	case refFormat:
 		p.hasFormatting = true
-	case *contentDeleted:
-		tx.ds.add(it.id.Client, it.id.Clock, it.length)
+	case refDeleted:
+		tx.ds.addDeleted(it.client(), it.clock(), it.len())
 		it.markDeleted()
 	}
-	tx.addChangedType(p, it.parentSub, it.hasSub())
+	tx.addChangedType(p, it.parentSub(), it.hasSub())
 	if (p.item != nil && p.item.deleted()) || (it.hasSub() && it.right != nil) {
 		// the parent is deleted, or a newer value of the key exists already
 		it.delete(tx)
@@ -99,7 +112,7 @@ func (it *item) resolveConflicts(tx *Transaction) *item {
 	case left != nil:
 		o = left.right
 	case it.hasSub():
-		o = p.entries[it.parentSub]
+		o = p.entries[it.parentSub()]
 		for o != nil && o.left != nil {
 			o = o.left
 		}
@@ -112,15 +125,15 @@ func (it *item) resolveConflicts(tx *Transaction) *item {
 	store := &tx.doc.store
 	for o != nil && o != it.right {
 		s.add(o)
-		if sameOpt(it.origin, it.hasOrigin(), o.origin, o.hasOrigin()) {
-			if o.id.Client < it.id.Client {
+		if sameOpt(it.origin(), it.hasOrigin(), o.origin(), o.hasOrigin()) {
+			if o.client() < it.client() {
 				left = o
 				s.clearConflicting()
-			} else if sameOpt(it.rightOrigin, it.hasRight(), o.rightOrigin, o.hasRight()) {
+			} else if sameOpt(it.rightOrigin(), it.hasRight(), o.rightOrigin(), o.hasRight()) {
 				break
 			}
 		} else if o.hasOrigin() {
-			oo := store.find(o.origin)
+			oo := store.find(o.origin())
 			i := s.index(oo)
 			if i < 0 {
 				break

@@ -1,6 +1,11 @@
 package yjs
 
-import "github.com/nomicore/nomicore/lib0"
+import (
+	"math"
+	"unsafe"
+
+	"github.com/nomicore/nomicore/lib0"
+)
 
 // Item flags.
 const (
@@ -12,85 +17,245 @@ const (
 	flagRightOrigin                    // rightOrigin is set
 	flagParentSub                      // parentSub is set (a map entry)
 	flagGC                             // a GC struct: a deleted range whose content is gone
+	flagWide                           // the item's values are in an itemWide (see item)
+	flagStrHeader                      // string data starts with its byte count (content.go)
 )
 
 // item is one struct of the store: either a GC struct (flagGC: only id and length mean
 // anything) or a Yjs Item — content placed in a parent type between origin and rightOrigin.
 // left and right link the items of one parent sequence (or the history of one map key) in
 // document order.
+//
+// A document holds one item per struct, so the layout is compact: 64 bytes. The ids,
+// length and origins are kept as 32-bit numbers, which holds them for every struct that
+// JS yjs creates (random 32-bit client ids; clocks count one client's edits). An item whose
+// values do not fit keeps them in an itemWide instead (flagWide), which data then points
+// to; an item with a map key (flagParentSub) keeps the key and its data in a keyedData.
+// data is the content's data by content ref (content.go): no separate content object for
+// strings and deleted content. Everything is read and written through the accessors below.
 type item struct {
+	left, right *item
+	parent      *Type
+	// the content's data; with flagWide the *itemWide, else with flagParentSub the *keyedData,
+	// that holds it
+	data unsafe.Pointer
+
+	// with flagWide these are unused
+	idClient, idClock         uint32
+	length                    uint32
+	originClient, originClock uint32 // the item left of this one at creation (flagOrigin)
+	rightClient, rightClock   uint32 // the item right of this one at creation (flagRightOrigin)
+
+	flags uint16
+	ref   uint8 // content ref; refGC for a GC struct (refSkip for a Skip struct of an update)
+}
+
+// itemWide holds the values of an item that do not fit its compact fields.
+type itemWide struct {
 	id          ID
 	length      uint64
-	left, right *item
-	origin      ID // the item left of this one at creation (valid with flagOrigin)
-	rightOrigin ID // the item right of this one at creation (valid with flagRightOrigin)
-	parent      *Type
-	parentSub   string // the map key (valid with flagParentSub)
-	content     content
-	flags       uint16
+	origin      ID
+	rightOrigin ID
+	parentSub   string
+	data        unsafe.Pointer
+}
+
+// keyedData is the map key of an item that has compact values, and its content's data.
+type keyedData struct {
+	key  string
+	data unsafe.Pointer
+}
+
+func fits32(v uint64) bool { return v <= math.MaxUint32 }
+
+func (it *item) wide() *itemWide   { return (*itemWide)(it.data) }
+func (it *item) keyed() *keyedData { return (*keyedData)(it.data) }
+
+// widen moves the item's values into an itemWide (once) and returns it.
+func (it *item) widen() *itemWide {
+	if it.flags&flagWide != 0 {
+		return it.wide()
+	}
+	w := &itemWide{
+		id:          it.id(),
+		length:      uint64(it.length),
+		origin:      ID{uint64(it.originClient), uint64(it.originClock)},
+		rightOrigin: ID{uint64(it.rightClient), uint64(it.rightClock)},
+		data:        it.data,
+	}
+	if it.flags&flagParentSub != 0 {
+		w.parentSub, w.data = it.keyed().key, it.keyed().data
+	}
+	it.idClient, it.idClock, it.length = 0, 0, 0
+	it.originClient, it.originClock, it.rightClient, it.rightClock = 0, 0, 0, 0
+	it.data = unsafe.Pointer(w)
+	it.flags |= flagWide
+	return w
+}
+
+func (it *item) id() ID {
+	if it.flags&flagWide != 0 {
+		return it.wide().id
+	}
+	return ID{uint64(it.idClient), uint64(it.idClock)}
+}
+
+func (it *item) client() uint64 {
+	if it.flags&flagWide != 0 {
+		return it.wide().id.Client
+	}
+	return uint64(it.idClient)
+}
+
+func (it *item) clock() uint64 {
+	if it.flags&flagWide != 0 {
+		return it.wide().id.Clock
+	}
+	return uint64(it.idClock)
+}
+
+// len is the number of clock units of the struct.
+func (it *item) len() uint64 {
+	if it.flags&flagWide != 0 {
+		return it.wide().length
+	}
+	return uint64(it.length)
+}
+
+// origin is valid with hasOrigin.
+func (it *item) origin() ID {
+	if it.flags&flagWide != 0 {
+		return it.wide().origin
+	}
+	return ID{uint64(it.originClient), uint64(it.originClock)}
+}
+
+// rightOrigin is valid with hasRight.
+func (it *item) rightOrigin() ID {
+	if it.flags&flagWide != 0 {
+		return it.wide().rightOrigin
+	}
+	return ID{uint64(it.rightClient), uint64(it.rightClock)}
+}
+
+// parentSub is the map key (valid with hasSub).
+func (it *item) parentSub() string {
+	switch {
+	case it.flags&flagWide != 0:
+		return it.wide().parentSub
+	case it.flags&flagParentSub != 0:
+		return it.keyed().key
+	}
+	return ""
+}
+
+// cdata is the content's data.
+func (it *item) cdata() unsafe.Pointer {
+	switch {
+	case it.flags&flagWide != 0:
+		return it.wide().data
+	case it.flags&flagParentSub != 0:
+		return it.keyed().data
+	}
+	return it.data
+}
+
+func (it *item) setCData(p unsafe.Pointer) {
+	switch {
+	case it.flags&flagWide != 0:
+		it.wide().data = p
+	case it.flags&flagParentSub != 0:
+		it.keyed().data = p
+	default:
+		it.data = p
+	}
+}
+
+func (it *item) setID(id ID) {
+	if it.flags&flagWide == 0 && fits32(id.Client) && fits32(id.Clock) {
+		it.idClient, it.idClock = uint32(id.Client), uint32(id.Clock)
+		return
+	}
+	it.widen().id = id
+}
+
+func (it *item) setClock(c uint64) { it.setID(ID{it.client(), c}) }
+
+func (it *item) setLen(n uint64) {
+	if it.flags&flagWide == 0 && fits32(n) {
+		it.length = uint32(n)
+		return
+	}
+	it.widen().length = n
+}
+
+func (it *item) setOrigin(id ID) {
+	it.flags |= flagOrigin
+	if it.flags&flagWide == 0 && fits32(id.Client) && fits32(id.Clock) {
+		it.originClient, it.originClock = uint32(id.Client), uint32(id.Clock)
+		return
+	}
+	it.widen().origin = id
+}
+
+func (it *item) setRightOrigin(id ID) {
+	it.flags |= flagRightOrigin
+	if it.flags&flagWide == 0 && fits32(id.Client) && fits32(id.Clock) {
+		it.rightClient, it.rightClock = uint32(id.Client), uint32(id.Clock)
+		return
+	}
+	it.widen().rightOrigin = id
+}
+
+// setParentSub sets the map key (hasSub) or clears it.
+func (it *item) setParentSub(sub string, hasSub bool) {
+	switch {
+	case it.flags&flagWide != 0:
+		it.wide().parentSub = sub
+	case it.flags&flagParentSub != 0 && hasSub:
+		it.keyed().key = sub
+	case it.flags&flagParentSub != 0:
+		it.data = it.keyed().data
+	case hasSub:
+		it.data = unsafe.Pointer(&keyedData{key: sub, data: it.data})
+	}
+	if hasSub {
+		it.flags |= flagParentSub
+	} else {
+		it.flags &^= flagParentSub
+	}
 }
 
 func newItem(id ID, left *item, right *item, parent *Type, parentSub string, hasSub bool, c content) *item {
-	it := &item{id: id, length: c.len(), left: left, right: right, parent: parent, content: c}
+	it := &item{left: left, right: right, parent: parent}
+	it.setID(id)
+	it.setContent(c)
 	if left != nil {
-		it.origin = left.lastID()
-		it.flags |= flagOrigin
+		it.setOrigin(left.lastID())
 	}
 	if right != nil {
-		it.rightOrigin = right.id
-		it.flags |= flagRightOrigin
+		it.setRightOrigin(right.id())
 	}
 	if hasSub {
-		it.parentSub = parentSub
-		it.flags |= flagParentSub
-	}
-	if c.countable() {
-		it.flags |= flagCountable
+		it.setParentSub(parentSub, true)
 	}
 	return it
 }
 
-// stringItem allocates an Item with its string content (and a small buffer for it) in one
-// allocation: typing creates one per character.
-type stringItem struct {
-	item
-	str contentString
-	buf [8]byte
-}
-
-// newStringItem returns a new local item holding s.
+// newStringItem returns a new local item holding s (not empty).
 func newStringItem(id ID, left, right *item, parent *Type, s string) *item {
-	si := &stringItem{}
-	if len(s) <= len(si.buf) {
-		si.str.b = si.buf[:copy(si.buf[:], s)]
-	} else {
-		si.str.b = []byte(s)
-	}
-	si.str.u16 = utf16Len(s)
-	it := &si.item
-	*it = item{id: id, length: si.str.u16, left: left, right: right, parent: parent, content: &si.str, flags: flagCountable}
+	it := &item{left: left, right: right, parent: parent, ref: refString, flags: flagCountable}
+	it.setID(id)
+	units := utf16Len(s)
+	it.setLen(units)
+	it.setStringCopy(s, units == uint64(len(s)))
 	if left != nil {
-		it.origin = left.lastID()
-		it.flags |= flagOrigin
+		it.setOrigin(left.lastID())
 	}
 	if right != nil {
-		it.rightOrigin = right.id
-		it.flags |= flagRightOrigin
+		it.setRightOrigin(right.id())
 	}
 	return it
-}
-
-// stringItemFrom returns an item holding a copy of b (valid UTF-8).
-func stringItemFrom(b []byte) (*item, *contentString) {
-	si := &stringItem{}
-	if len(b) <= len(si.buf) {
-		si.str.b = si.buf[:copy(si.buf[:], b)]
-	} else {
-		si.str.b = append(make([]byte, 0, len(b)), b...)
-	}
-	si.str.u16 = utf16LenBytes(b)
-	si.item.content = &si.str
-	return &si.item, &si.str
 }
 
 func (it *item) isGC() bool       { return it.flags&flagGC != 0 }
@@ -103,68 +268,68 @@ func (it *item) marked() bool     { return it.flags&flagMarker != 0 }
 func (it *item) visible() bool    { return it.flags&(flagCountable|flagDeleted) == flagCountable }
 func (it *item) keep() bool       { return it.flags&flagKeep != 0 }
 func (it *item) markDeleted()     { it.flags |= flagDeleted }
-func (it *item) endClock() uint64 { return it.id.Clock + it.length }
-func (it *item) lastID() ID       { return ID{it.id.Client, it.id.Clock + it.length - 1} }
+func (it *item) endClock() uint64 { return it.clock() + it.len() }
+func (it *item) lastID() ID       { return ID{it.client(), it.clock() + it.len() - 1} }
 
 func sameOpt(a ID, aok bool, b ID, bok bool) bool { return aok == bok && (!aok || a == b) }
 
 // makeGC turns the struct into a GC struct in place: its content and links are dropped.
 func (it *item) makeGC() {
-	it.flags = flagGC | flagDeleted
-	it.left, it.right, it.parent, it.content, it.parentSub = nil, nil, nil, nil, ""
+	it.setParentSub("", false)
+	it.flags = it.flags&flagWide | flagGC | flagDeleted
+	it.left, it.right, it.parent = nil, nil, nil
+	it.dropContent()
 }
 
 // splitItem splits it at diff (0 < diff < length) and returns the right part, linked after
 // it. The right part's origin is the left part's last unit. The caller inserts the right
 // part into the store.
 func splitItem(tx *Transaction, it *item, diff uint64) *item {
-	var right *item
-	if cs, ok := it.content.(*contentString); ok {
-		si := &stringItem{}
-		cs.spliceInto(&si.str, diff)
-		right = &si.item
-		right.content = &si.str
-	} else {
-		right = &item{content: it.content.splice(diff)}
-	}
-	right.id = ID{it.id.Client, it.id.Clock + diff}
-	right.length = it.length - diff
+	right := &item{}
+	right.setID(ID{it.client(), it.clock() + diff})
 	right.left = it
 	right.right = it.right
-	right.origin = ID{it.id.Client, it.id.Clock + diff - 1}
-	right.rightOrigin = it.rightOrigin
 	right.parent = it.parent
-	right.parentSub = it.parentSub
-	right.flags = (it.flags &^ flagMarker) | flagOrigin
-	it.length = diff
+	right.flags |= it.flags &^ (flagMarker | flagOrigin | flagRightOrigin | flagParentSub | flagWide | flagStrHeader)
+	if tx.doc.open.it == it {
+		tx.doc.closeOpen() // the parts share its bytes: give them no room to spare
+	}
+	it.spliceContent(right, diff)
+	right.setOrigin(ID{it.client(), it.clock() + diff - 1})
+	if it.hasRight() {
+		right.setRightOrigin(it.rightOrigin())
+	}
+	if it.hasSub() {
+		right.setParentSub(it.parentSub(), true)
+	}
 	it.right = right
 	if right.right != nil {
 		right.right.left = right
 	}
 	tx.mergeStructs = append(tx.mergeStructs, right)
 	if right.hasSub() && right.right == nil {
-		right.parent.entries[right.parentSub] = right
+		right.parent.entries[right.parentSub()] = right
 	}
 	return right
 }
 
 // tryMerge appends right (the store successor of it) onto it when both are the same kind of
 // struct and continue each other; it reports whether it did.
-func (it *item) tryMerge(right *item) bool {
+func (it *item) tryMerge(d *Doc, right *item) bool {
 	if it.isGC() || right.isGC() {
 		if it.isGC() && right.isGC() {
-			it.length += right.length
+			it.setLen(it.len() + right.len())
 			return true
 		}
 		return false
 	}
-	if right.hasOrigin() && right.origin == it.lastID() &&
+	if right.hasOrigin() && right.origin() == it.lastID() &&
 		it.right == right &&
-		sameOpt(it.rightOrigin, it.hasRight(), right.rightOrigin, right.hasRight()) &&
-		it.id.Client == right.id.Client && it.id.Clock+it.length == right.id.Clock &&
+		sameOpt(it.rightOrigin(), it.hasRight(), right.rightOrigin(), right.hasRight()) &&
+		it.client() == right.client() && it.endClock() == right.clock() &&
 		it.deleted() == right.deleted() &&
-		it.content.ref() == right.content.ref() &&
-		it.content.merge(right.content) {
+		it.contentRef() == right.contentRef() &&
+		it.mergeContent(d, right) {
 		if right.marked() && it.parent != nil {
 			it.parent.markerMerged(it, right)
 		}
@@ -175,7 +340,6 @@ func (it *item) tryMerge(right *item) bool {
 		if it.right != nil {
 			it.right.left = it
 		}
-		it.length += right.length
 		return true
 	}
 	return false
@@ -207,7 +371,7 @@ func (it *item) delete(tx *Transaction) {
 func (it *item) deleteOne(tx *Transaction, stack *[]delFrame) {
 	p := it.parent
 	if it.countable() && !it.hasSub() {
-		p.length -= int(it.length)
+		p.length -= int(it.len())
 		if len(p.markers) > 0 && p != tx.markerOwner {
 			p.clearMarkers()
 		}
@@ -217,13 +381,12 @@ func (it *item) deleteOne(tx *Transaction, stack *[]delFrame) {
 	}
 	it.markDeleted()
 	tx.changes++
-	tx.ds.add(it.id.Client, it.id.Clock, it.length)
-	tx.addChangedType(p, it.parentSub, it.hasSub())
-	switch c := it.content.(type) {
-	case *contentType:
-		*stack = append(*stack, delFrame{t: c.t, cur: c.t.start})
-	case *contentDoc:
-		tx.subdocRemoved(c.doc)
+	tx.ds.addDeleted(it.client(), it.clock(), it.len())
+	tx.addChangedType(p, it.parentSub(), it.hasSub())
+	if t := it.childType(); t != nil {
+		*stack = append(*stack, delFrame{t: t, cur: t.start})
+	} else if d := it.subdoc(); d != nil {
+		tx.subdocRemoved(d)
 	}
 }
 
@@ -258,7 +421,7 @@ func (f *delFrame) next(tx *Transaction) (child *item, done bool) {
 	if !it.deleted() {
 		return it, false
 	}
-	if it.id.Clock < tx.beforeState(it.id.Client) {
+	if it.clock() < tx.beforeState(it.client()) {
 		// deleted earlier: merge it with its neighbours once they are gc'd too
 		tx.mergeStructs = append(tx.mergeStructs, it)
 	}
@@ -269,14 +432,13 @@ func (f *delFrame) next(tx *Transaction) (child *item, done bool) {
 // too, else its content becomes contentDeleted. The content of a nested type becomes GC
 // structs (JS ContentType.gc), iteratively.
 func (it *item) gc(parentGCd bool) {
-	if ct, ok := it.content.(*contentType); ok {
-		gcTypes([]*Type{ct.t})
+	if t := it.childType(); t != nil {
+		gcTypes([]*Type{t})
 	}
 	if parentGCd {
 		it.makeGC()
 	} else {
-		it.content = &contentDeleted{n: it.length}
-		it.flags &^= flagCountable
+		it.dropContent()
 	}
 }
 
@@ -286,8 +448,8 @@ func gcTypes(stack []*Type) {
 		t := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		gcOne := func(it *item) {
-			if ct, ok := it.content.(*contentType); ok {
-				stack = append(stack, ct.t)
+			if ct := it.childType(); ct != nil {
+				stack = append(stack, ct)
 			}
 			it.makeGC()
 		}
@@ -309,19 +471,21 @@ func gcTypes(stack []*Type) {
 	}
 }
 
-// write encodes the struct from offset on (offset > 0 writes the tail whose origin is the
-// unit before it).
-func (it *item) write(e *lib0.Encoder, offset uint64) {
+// appendTo appends the encoding of the struct from offset on (offset > 0 writes the tail
+// whose origin is the unit before it). Contents other than strings and deleted content are
+// written with ce (which it may allocate).
+func (it *item) appendTo(b []byte, offset uint64, ce **lib0.Encoder) []byte {
 	if it.isGC() {
-		e.WriteUint8(refGC)
-		e.WriteVarUint(it.length - offset)
-		return
+		return lib0.AppendVarUint(append(b, refGC), it.len()-offset)
 	}
-	origin, hasOrigin := it.origin, it.hasOrigin()
+	hasOrigin := it.hasOrigin()
+	var origin ID
 	if offset > 0 {
-		origin, hasOrigin = ID{it.id.Client, it.id.Clock + offset - 1}, true
+		origin, hasOrigin = ID{it.client(), it.clock() + offset - 1}, true
+	} else if hasOrigin {
+		origin = it.origin()
 	}
-	info := it.content.ref()
+	info := it.contentRef()
 	if hasOrigin {
 		info |= 0x80
 	}
@@ -331,28 +495,24 @@ func (it *item) write(e *lib0.Encoder, offset uint64) {
 	if it.hasSub() {
 		info |= 0x20
 	}
-	e.WriteUint8(info)
+	b = append(b, info)
 	if hasOrigin {
-		e.WriteVarUint(origin.Client)
-		e.WriteVarUint(origin.Clock)
+		b = lib0.AppendVarUint(lib0.AppendVarUint(b, origin.Client), origin.Clock)
 	}
 	if it.hasRight() {
-		e.WriteVarUint(it.rightOrigin.Client)
-		e.WriteVarUint(it.rightOrigin.Clock)
+		ro := it.rightOrigin()
+		b = lib0.AppendVarUint(lib0.AppendVarUint(b, ro.Client), ro.Clock)
 	}
 	if !hasOrigin && !it.hasRight() {
 		p := it.parent
 		if p.item == nil {
-			e.WriteVarUint(1)
-			e.WriteVarString(p.rootName)
+			b = lib0.AppendVarString(append(b, 1), p.rootName)
 		} else {
-			e.WriteVarUint(0)
-			e.WriteVarUint(p.item.id.Client)
-			e.WriteVarUint(p.item.id.Clock)
+			b = lib0.AppendVarUint(lib0.AppendVarUint(append(b, 0), p.item.client()), p.item.clock())
 		}
 		if it.hasSub() {
-			e.WriteVarString(it.parentSub)
+			b = lib0.AppendVarString(b, it.parentSub())
 		}
 	}
-	it.content.write(e, offset)
+	return it.appendContent(b, offset, ce)
 }

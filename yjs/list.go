@@ -143,8 +143,8 @@ func (t *Type) listInsert(tx *Transaction, index int, values []any) error {
 		var left *item
 		if index > 0 {
 			it, s := t.seek(index - 1)
-			if end := s + int(it.length); index < end {
-				tx.doc.store.itemCleanStart(tx, ID{it.id.Client, it.id.Clock + uint64(index-s)})
+			if end := s + int(it.len()); index < end {
+				tx.doc.store.itemCleanStart(tx, ID{it.client(), it.clock() + uint64(index-s)})
 			}
 			left = it
 		}
@@ -197,16 +197,16 @@ func (t *Type) listDelete(tx *Transaction, index, length int) error {
 		store := &tx.doc.store
 		n, s := t.seek(index)
 		if s < index {
-			n = store.itemCleanStart(tx, ID{n.id.Client, n.id.Clock + uint64(index-s)})
+			n = store.itemCleanStart(tx, ID{n.client(), n.clock() + uint64(index-s)})
 		}
 		remaining := length
 		for remaining > 0 && n != nil {
 			if !n.deleted() {
-				if remaining < int(n.length) {
-					store.itemCleanStart(tx, ID{n.id.Client, n.id.Clock + uint64(remaining)})
+				if remaining < int(n.len()) {
+					store.itemCleanStart(tx, ID{n.client(), n.clock() + uint64(remaining)})
 				}
 				n.delete(tx)
-				remaining -= int(n.length)
+				remaining -= int(n.len())
 			}
 			n = n.right
 		}
@@ -221,7 +221,7 @@ func (t *Type) listGet(index int) (any, bool) {
 		return nil, false
 	}
 	it, s := t.seek(index)
-	vals := it.content.appendValues(nil)
+	vals := it.values(nil)
 	return vals[index-s], true
 }
 
@@ -243,7 +243,7 @@ func (t *Type) listSlice(start, end int) []any {
 		if !it.visible() {
 			continue
 		}
-		vals := it.content.appendValues(nil)
+		vals := it.values(nil)
 		lo, hi := 0, len(vals)
 		if start > s {
 			lo = start - s
@@ -262,7 +262,7 @@ func (t *Type) listAll() []any {
 	var out []any
 	for it := t.start; it != nil; it = it.right {
 		if it.visible() {
-			out = it.content.appendValues(out)
+			out = it.values(out)
 		}
 	}
 	if out == nil {
@@ -298,7 +298,7 @@ func (t *Type) mapGet(key string) (any, bool) {
 	if it == nil || it.deleted() {
 		return nil, false
 	}
-	vals := it.content.appendValues(nil)
+	vals := it.values(nil)
 	return vals[len(vals)-1], true
 }
 

@@ -48,7 +48,7 @@ func (t *Type) markerMerged(left, right *item) {
 	for i := range t.markers {
 		if t.markers[i].item == right {
 			t.markers[i].item = left
-			t.markers[i].index -= int(left.length)
+			t.markers[i].index -= int(left.len())
 			left.flags |= flagMarker
 			right.flags &^= flagMarker
 			return
@@ -91,10 +91,10 @@ func (t *Type) seek(index int) (*item, int) {
 	if index >= s {
 		for it != nil {
 			if it.visible() {
-				if index < s+int(it.length) {
+				if index < s+int(it.len()) {
 					break
 				}
-				s += int(it.length)
+				s += int(it.len())
 			}
 			it = it.right
 		}
@@ -104,7 +104,7 @@ func (t *Type) seek(index int) (*item, int) {
 				break
 			}
 			if it.visible() {
-				s -= int(it.length)
+				s -= int(it.len())
 				if index >= s {
 					break
 				}

@@ -36,7 +36,7 @@ func (d *Doc) iterateStructsAsOlderVersions(tx *Transaction, l *structList, cloc
 		}
 		f(it)
 		np, ok := l.next(p)
-		if !ok || l.at(np).id.Clock >= end {
+		if !ok || l.at(np).clock() >= end {
 			return
 		}
 		p = np

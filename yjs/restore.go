@@ -111,7 +111,7 @@ func (r *restorer) fill(d, v *Type) {
 	var left *item
 	for vi := v.start; vi != nil; vi = vi.right {
 		if !vi.deleted() {
-			left = r.insertCopy(d, left, vi, 0, vi.length)
+			left = r.insertCopy(d, left, vi, 0, vi.len())
 		}
 	}
 	for _, key := range v.sortedKeys() {
@@ -132,9 +132,9 @@ func (r *restorer) restore(d, v *Type) {
 		if it.deleted() {
 			continue
 		}
-		r.eachVersionSpan(it.id.Client, it.id.Clock, it.endClock(), func(clock, end uint64, visible bool) {
+		r.eachVersionSpan(it.client(), it.clock(), it.endClock(), func(clock, end uint64, visible bool) {
 			if !visible {
-				gone = append(gone, span{it.id.Client, clock, end})
+				gone = append(gone, span{it.client(), clock, end})
 			}
 		})
 	}
@@ -148,21 +148,21 @@ func (r *restorer) restore(d, v *Type) {
 		if vi.deleted() {
 			continue
 		}
-		c, clock, end := vi.id.Client, vi.id.Clock, vi.endClock()
+		c, clock, end := vi.client(), vi.clock(), vi.endClock()
 		for clock < end {
 			l := store.clients[c]
 			if l == nil || clock >= l.state() {
-				left = r.insertCopy(d, left, vi, clock-vi.id.Clock, end-clock)
+				left = r.insertCopy(d, left, vi, clock-vi.clock(), end-clock)
 				break
 			}
 			di := l.at(l.find(clock))
 			segEnd := min(end, di.endClock())
 			if di.deleted() {
-				left = r.insertCopy(d, left, vi, clock-vi.id.Clock, segEnd-clock)
+				left = r.insertCopy(d, left, vi, clock-vi.clock(), segEnd-clock)
 			} else {
 				left = store.itemCleanEnd(r.tx, ID{c, segEnd - 1})
-				if dt, ok := left.content.(*contentType); ok {
-					r.jobs = append(r.jobs, restoreJob{d: dt.t, v: vi.content.(*contentType).t})
+				if dt := left.childType(); dt != nil {
+					r.jobs = append(r.jobs, restoreJob{d: dt, v: vi.childType()})
 				}
 			}
 			clock = segEnd
@@ -187,8 +187,8 @@ func (r *restorer) restore(d, v *Type) {
 		dVisible := di != nil && !di.deleted()
 		switch {
 		case vVisible && dVisible && di.lastID() == vi.lastID():
-			if dt, ok := di.content.(*contentType); ok {
-				r.jobs = append(r.jobs, restoreJob{d: dt.t, v: vi.content.(*contentType).t})
+			if dt := di.childType(); dt != nil {
+				r.jobs = append(r.jobs, restoreJob{d: dt, v: vi.childType()})
 			}
 		case vVisible:
 			r.setCopy(d, key, vi)
@@ -235,13 +235,13 @@ func (r *restorer) insertCopy(d *Type, left, vi *item, off, n uint64) *item {
 	if left != nil {
 		right = left.right
 	}
-	c := r.copyContent(vi.content, off, n)
+	c := r.copyContent(vi.detached(), off, n)
 	return r.tx.insertItem(left, right, d, "", false, c)
 }
 
 // setCopy sets key of d to a copy of the version's entry vi.
 func (r *restorer) setCopy(d *Type, key string, vi *item) {
-	c := r.copyContent(vi.content, 0, vi.length)
+	c := r.copyContent(vi.detached(), 0, vi.len())
 	r.tx.insertItem(d.entries[key], nil, d, key, true, c)
 }
 
@@ -310,19 +310,19 @@ func contentKey(t *Type) string {
 			if it.deleted() {
 				continue
 			}
-			if cs, ok := it.content.(*contentString); ok {
+			if it.isString() {
 				if !inText {
 					b.WriteString("s\"")
 					inText = true
 				}
-				b.Write(cs.b)
+				b.Write(it.str())
 				continue
 			}
 			if inText {
 				b.WriteString("\"")
 				inText = false
 			}
-			nested = contentKeyOf(&b, it.content, nested)
+			nested = contentKeyOf(&b, it.detached(), nested)
 		}
 		if inText {
 			b.WriteString("\"")
@@ -334,7 +334,7 @@ func contentKey(t *Type) string {
 				continue
 			}
 			b.WriteString(strconv.Quote(k) + "=")
-			nested = contentKeyOf(&b, it.content, nested)
+			nested = contentKeyOf(&b, it.detached(), nested)
 		}
 		b.WriteString("}")
 		// Nested types are rendered after their parent, in order, each bracketed.

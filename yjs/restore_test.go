@@ -132,8 +132,8 @@ func TestRestoreUpdateBasics(t *testing.T) {
 	// "world" was never deleted: the restore keeps its items; it inserts "hello " only.
 	var inserted []byte
 	for it := (*Type)(txt).start; it != nil; it = it.right {
-		if cs, ok := it.content.(*contentString); ok && !it.deleted() && it.id.Client != d.ClientID() {
-			inserted = append(inserted, cs.b...)
+		if it.isString() && !it.deleted() && it.client() != d.ClientID() {
+			inserted = append(inserted, it.str()...)
 		}
 	}
 	if string(inserted) != "hello " {

@@ -307,8 +307,8 @@ func (t *Type) toJSONAt(depth int) any {
 
 // entryValue is the value of a map entry item (JS getContent()[length-1]).
 func entryValue(it *item) any {
-	vals := it.content.appendValues(nil)
-	i := int(it.length) - 1
+	vals := it.values(nil)
+	i := int(it.len()) - 1
 	if i < 0 || i >= len(vals) {
 		return undefined
 	}
@@ -333,8 +333,8 @@ func (t *Type) inferKind() Kind {
 		return KindMap
 	}
 	for it := t.start; it != nil; it = it.right {
-		switch it.content.(type) {
-		case *contentString, *contentFormat, *contentEmbed:
+		switch it.contentRef() {
+		case refString, refFormat, refEmbed:
 			return KindText
 		}
 	}

@@ -119,9 +119,9 @@ func TestIterateStructsEndSplitsFullChunk(t *testing.T) {
 		var seen []ID
 		d.Transact(nil, func(tx *Transaction) {
 			d.iterateStructs(tx, l, start, end-start, func(it *item) {
-				seen = append(seen, it.id)
-				if it.id.Clock < start || it.endClock() > end {
-					t.Errorf("visited %d:%d (length %d) outside [%d,%d)", it.id.Client, it.id.Clock, it.length, start, end)
+				seen = append(seen, it.id())
+				if it.clock() < start || it.endClock() > end {
+					t.Errorf("visited %d:%d (length %d) outside [%d,%d)", it.client(), it.clock(), it.len(), start, end)
 				}
 			})
 		})
@@ -146,8 +146,8 @@ func checkStructList(t testing.TB, l *structList) {
 			t.Fatalf("chunk %d holds %d structs, more than %d", c, len(ch), chunkMax)
 		}
 		for i, it := range ch {
-			if it.id.Clock != next {
-				t.Fatalf("struct %d of chunk %d starts at clock %d, want %d", i, c, it.id.Clock, next)
+			if it.clock() != next {
+				t.Fatalf("struct %d of chunk %d starts at clock %d, want %d", i, c, it.clock(), next)
 			}
 			next = it.endClock()
 			n++

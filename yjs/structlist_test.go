@@ -15,6 +15,14 @@ import (
 // fuzzed bytes (FuzzStructList); with -tags yjs_smallchunks the chunks hold 4 structs, so
 // every step crosses chunk edges.
 
+// bareStruct returns a struct with only an id and a length, as the list sees it.
+func bareStruct(id ID, length uint64) *item {
+	it := &item{}
+	it.setID(id)
+	it.setLen(length)
+	return it
+}
+
 // listModel drives a structList and its slice model with the same operations.
 type listModel struct {
 	l     structList
@@ -31,7 +39,7 @@ func (m *listModel) state() uint64 {
 }
 
 func (m *listModel) push(length uint64) {
-	it := &item{id: ID{7, m.state()}, length: length}
+	it := bareStruct(ID{7, m.state()}, length)
 	m.l.append(it)
 	m.model = append(m.model, it)
 }
@@ -39,7 +47,7 @@ func (m *listModel) push(length uint64) {
 // modelIndex returns the index of the struct holding clock.
 func (m *listModel) modelIndex(clock uint64) int {
 	for i, it := range m.model {
-		if it.id.Clock <= clock && clock < it.endClock() {
+		if it.clock() <= clock && clock < it.endClock() {
 			return i
 		}
 	}
@@ -54,16 +62,16 @@ func (m *listModel) split(clock uint64) {
 	it := m.l.at(p)
 	i := m.modelIndex(clock)
 	if m.model[i] != it {
-		m.t.Fatalf("find(%d) = %d:%d, model %d:%d", clock, it.id.Client, it.id.Clock, m.model[i].id.Client, m.model[i].id.Clock)
+		m.t.Fatalf("find(%d) = %d:%d, model %d:%d", clock, it.client(), it.clock(), m.model[i].client(), m.model[i].clock())
 	}
-	if it.id.Clock == clock {
+	if it.clock() == clock {
 		return
 	}
-	right := &item{id: ID{7, clock}, length: it.endClock() - clock}
-	it.length = clock - it.id.Clock
+	right := bareStruct(ID{7, clock}, it.endClock()-clock)
+	it.setLen(clock - it.clock())
 	np := m.l.insertAfter(p, right)
 	if got := m.l.at(np); got != right {
-		m.t.Fatalf("insertAfter returned a position holding %d, not the inserted struct %d", got.id.Clock, clock)
+		m.t.Fatalf("insertAfter returned a position holding %d, not the inserted struct %d", got.clock(), clock)
 	}
 	if m.l.index(np) != i+1 {
 		m.t.Fatalf("inserted struct at index %d, want %d", m.l.index(np), i+1)
@@ -84,9 +92,9 @@ func (m *listModel) merge(clock uint64) {
 	}
 	left, right := m.l.at(p), m.l.at(np)
 	if right != m.model[i+1] {
-		m.t.Fatalf("next of %d holds %d, model %d", left.id.Clock, right.id.Clock, m.model[i+1].id.Clock)
+		m.t.Fatalf("next of %d holds %d, model %d", left.clock(), right.clock(), m.model[i+1].clock())
 	}
-	left.length += right.length
+	left.setLen(left.len() + right.len())
 	m.l.remove(np)
 	if m.l.at(p) != left {
 		m.t.Fatal("removing the struct after p moved the struct at p")
@@ -99,7 +107,7 @@ func (m *listModel) probe(clock uint64, walk int) {
 	p := m.l.find(clock)
 	i := m.modelIndex(clock)
 	if m.l.at(p) != m.model[i] {
-		m.t.Fatalf("find(%d) holds %d, model %d", clock, m.l.at(p).id.Clock, m.model[i].id.Clock)
+		m.t.Fatalf("find(%d) holds %d, model %d", clock, m.l.at(p).clock(), m.model[i].clock())
 	}
 	if m.l.index(p) != i {
 		m.t.Fatalf("index of find(%d) = %d, model %d", clock, m.l.index(p), i)
@@ -118,7 +126,7 @@ func (m *listModel) probe(clock uint64, walk int) {
 		}
 		q, j = nq, j+1
 		if m.l.at(q) != m.model[j] {
-			m.t.Fatalf("walking right to index %d: struct %d, model %d", j, m.l.at(q).id.Clock, m.model[j].id.Clock)
+			m.t.Fatalf("walking right to index %d: struct %d, model %d", j, m.l.at(q).clock(), m.model[j].clock())
 		}
 	}
 	q, j = p, i
@@ -132,13 +140,13 @@ func (m *listModel) probe(clock uint64, walk int) {
 		}
 		q, j = pq, j-1
 		if m.l.at(q) != m.model[j] {
-			m.t.Fatalf("walking left to index %d: struct %d, model %d", j, m.l.at(q).id.Clock, m.model[j].id.Clock)
+			m.t.Fatalf("walking left to index %d: struct %d, model %d", j, m.l.at(q).clock(), m.model[j].clock())
 		}
 	}
 	n := 0
 	m.l.each(p, func(it *item) bool {
 		if it != m.model[i+n] {
-			m.t.Fatalf("each from index %d: struct %d at step %d, model %d", i, it.id.Clock, n, m.model[i+n].id.Clock)
+			m.t.Fatalf("each from index %d: struct %d at step %d, model %d", i, it.clock(), n, m.model[i+n].clock())
 		}
 		n++
 		return n < walk
@@ -156,7 +164,7 @@ func (m *listModel) check() {
 	for _, ch := range m.l.chunks {
 		for _, it := range ch {
 			if it != m.model[i] {
-				m.t.Fatalf("struct %d is %d, model %d", i, it.id.Clock, m.model[i].id.Clock)
+				m.t.Fatalf("struct %d is %d, model %d", i, it.clock(), m.model[i].clock())
 			}
 			i++
 		}

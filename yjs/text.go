@@ -216,8 +216,8 @@ func (t *Type) textString() string {
 	var sb strings.Builder
 	for it := t.start; it != nil; it = it.right {
 		if it.visible() {
-			if c, ok := it.content.(*contentString); ok {
-				sb.Write(c.b)
+			if it.isString() {
+				sb.Write(it.str())
 			}
 		}
 	}
@@ -304,12 +304,12 @@ type textPos struct {
 
 func (p *textPos) forward() {
 	r := p.right
-	if f, ok := r.content.(*contentFormat); ok {
+	if f := r.format(); f != nil {
 		if !r.deleted() {
 			updateAttrs(&p.attrs, f)
 		}
 	} else if !r.deleted() {
-		p.index += int(r.length)
+		p.index += int(r.len())
 	}
 	p.left = r
 	p.right = r.right
@@ -319,16 +319,16 @@ func (p *textPos) forward() {
 func findNextPosition(tx *Transaction, pos *textPos, count int) {
 	for pos.right != nil && count > 0 {
 		r := pos.right
-		if f, ok := r.content.(*contentFormat); ok {
+		if f := r.format(); f != nil {
 			if !r.deleted() {
 				updateAttrs(&pos.attrs, f)
 			}
 		} else if !r.deleted() {
-			if count < int(r.length) {
-				tx.doc.store.itemCleanStart(tx, ID{r.id.Client, r.id.Clock + uint64(count)})
+			if count < int(r.len()) {
+				tx.doc.store.itemCleanStart(tx, ID{r.client(), r.clock() + uint64(count)})
 			}
-			pos.index += int(r.length)
-			count -= int(r.length)
+			pos.index += int(r.len())
+			count -= int(r.len())
 		}
 		pos.left = r
 		pos.right = r.right
@@ -438,7 +438,7 @@ func (t *Type) insertText(tx *Transaction, pos *textPos, c content, s string, at
 	var right *item
 	if c == nil {
 		right = newStringItem(tx.nextID(), pos.left, pos.right, t, s)
-		t.markersInserted(index, int(right.length))
+		t.markersInserted(index, int(right.len()))
 		right.integrate(tx, 0)
 	} else {
 		if c.countable() {
@@ -461,7 +461,7 @@ func minimizeAttributeChanges(pos *textPos, attrs *attrList) {
 			pos.forward()
 			continue
 		}
-		if f, ok := r.content.(*contentFormat); ok && equalAttrs(attrs.getOrNull(f.key), f.val) {
+		if f := r.format(); f != nil && equalAttrs(attrs.getOrNull(f.key), f.val) {
 			pos.forward()
 			continue
 		}
@@ -489,8 +489,8 @@ func (t *Type) insertNegatedAttributes(tx *Transaction, pos *textPos, negated *a
 	for pos.right != nil {
 		r := pos.right
 		if !r.deleted() {
-			f, ok := r.content.(*contentFormat)
-			if !ok {
+			f := r.format()
+			if f == nil {
 				break
 			}
 			v, has := negated.get(f.key)
@@ -537,7 +537,7 @@ loop:
 	for pos.right != nil && (length > 0 || (len(negated.keys) > 0 && (pos.right.deleted() || isFormat(pos.right)))) {
 		r := pos.right
 		if !r.deleted() {
-			if f, ok := r.content.(*contentFormat); ok {
+			if f := r.format(); f != nil {
 				if attr, has := attrs.get(f.key); has {
 					if equalAttrs(attr, f.val) {
 						negated.del(f.key)
@@ -552,10 +552,10 @@ loop:
 					pos.attrs.set(f.key, f.val)
 				}
 			} else {
-				if length < int(r.length) {
-					tx.doc.store.itemCleanStart(tx, ID{r.id.Client, r.id.Clock + uint64(length)})
+				if length < int(r.len()) {
+					tx.doc.store.itemCleanStart(tx, ID{r.client(), r.clock() + uint64(length)})
 				}
-				length -= int(r.length)
+				length -= int(r.len())
 			}
 		}
 		pos.forward()
@@ -569,8 +569,7 @@ loop:
 }
 
 func isFormat(it *item) bool {
-	_, ok := it.content.(*contentFormat)
-	return ok
+	return it.contentRef() == refFormat
 }
 
 func (t *Type) textDelete(tx *Transaction, index, length int) error {
@@ -598,12 +597,12 @@ func (t *Type) deleteText(tx *Transaction, pos *textPos, length int) {
 	for length > 0 && pos.right != nil {
 		r := pos.right
 		if !r.deleted() {
-			switch r.content.(type) {
-			case *contentType, *contentEmbed, *contentString:
-				if length < int(r.length) {
-					tx.doc.store.itemCleanStart(tx, ID{r.id.Client, r.id.Clock + uint64(length)})
+			switch r.contentRef() {
+			case refType, refEmbed, refString:
+				if length < int(r.len()) {
+					tx.doc.store.itemCleanStart(tx, ID{r.client(), r.clock() + uint64(length)})
 				}
-				length -= int(r.length)
+				length -= int(r.len())
 				r.delete(tx)
 			}
 		}
@@ -623,7 +622,7 @@ func cleanupFormattingGap(tx *Transaction, start, curr *item, startAttrs, currAt
 	var endFormats map[string]*contentFormat
 	for end != nil && (!end.countable() || end.deleted()) {
 		if !end.deleted() {
-			if f, ok := end.content.(*contentFormat); ok {
+			if f := end.format(); f != nil {
 				if endFormats == nil {
 					endFormats = map[string]*contentFormat{}
 				}
@@ -639,7 +638,7 @@ func cleanupFormattingGap(tx *Transaction, start, curr *item, startAttrs, currAt
 			reachedCurr = true
 		}
 		if !start.deleted() {
-			if f, ok := start.content.(*contentFormat); ok {
+			if f := start.format(); f != nil {
 				startVal := startAttrs.getOrNull(f.key)
 				if endFormats[f.key] != f || sameValue(startVal, f.val) {
 					start.delete(tx)
@@ -670,7 +669,7 @@ func cleanupContextlessFormattingGap(tx *Transaction, it *item) {
 	seen := map[string]bool{}
 	for it != nil && (it.deleted() || !it.countable()) {
 		if !it.deleted() {
-			if f, ok := it.content.(*contentFormat); ok {
+			if f := it.format(); f != nil {
 				if seen[f.key] {
 					it.delete(tx)
 				} else {
@@ -692,7 +691,7 @@ func (t *Type) cleanupTextFormatting(tx *Transaction) int {
 		if end.deleted() {
 			continue
 		}
-		if f, ok := end.content.(*contentFormat); ok {
+		if f := end.format(); f != nil {
 			updateAttrs(&curAttrs, f)
 			continue
 		}
@@ -803,19 +802,19 @@ func (t *Type) toDelta() []Delta {
 		if n.deleted() {
 			continue
 		}
-		switch c := n.content.(type) {
-		case *contentString:
-			sb.Write(c.b)
-		case *contentType, *contentEmbed:
+		switch n.contentRef() {
+		case refString:
+			sb.Write(n.str())
+		case refType, refEmbed:
 			pack()
-			d := Delta{Insert: c.appendValues(nil)[0]}
+			d := Delta{Insert: n.values(nil)[0]}
 			if len(cur.keys) > 0 {
 				d.Attributes = cur.toMap()
 			}
 			ops = append(ops, d)
-		case *contentFormat:
+		case refFormat:
 			pack()
-			updateAttrs(cur, c)
+			updateAttrs(cur, n.format())
 		}
 	}
 	pack()
@@ -836,15 +835,15 @@ func (t *Type) toDeltaOrdered(f func(insert any, attrs *attrList)) {
 		if n.deleted() {
 			continue
 		}
-		switch c := n.content.(type) {
-		case *contentString:
-			sb.Write(c.b)
-		case *contentType, *contentEmbed:
+		switch n.contentRef() {
+		case refString:
+			sb.Write(n.str())
+		case refType, refEmbed:
 			pack()
-			f(c.appendValues(nil)[0], cur)
-		case *contentFormat:
+			f(n.values(nil)[0], cur)
+		case refFormat:
 			pack()
-			updateAttrs(cur, c)
+			updateAttrs(cur, n.format())
 		}
 	}
 	pack()

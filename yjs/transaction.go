@@ -77,7 +77,7 @@ func (tx *Transaction) beforeState(client uint64) uint64 {
 
 // addStruct appends a new struct to the store, remembering the client's earlier state.
 func (tx *Transaction) addStruct(it *item) {
-	c := it.id.Client
+	c := it.client()
 	if n := len(tx.before); (n == 0 || tx.before[n-1].client != c) && tx.beforeAt(c) < 0 {
 		tx.before = append(tx.before, clientClock{c, tx.doc.store.state(c)})
 		if tx.beforeIndex != nil {
@@ -96,7 +96,7 @@ func (tx *Transaction) addStruct(it *item) {
 // addChangedType records that t changed, when t existed before this transaction.
 func (tx *Transaction) addChangedType(t *Type, sub string, hasSub bool) {
 	it := t.item
-	if it == nil || (it.id.Clock < tx.beforeState(it.id.Client) && !it.deleted()) {
+	if it == nil || (it.clock() < tx.beforeState(it.client()) && !it.deleted()) {
 		if !t.changed {
 			t.changed = true
 			tx.changed = append(tx.changed, t)
@@ -199,7 +199,32 @@ func (d *Doc) newTransaction(origin any, local bool) *Transaction {
 
 func (d *Doc) releaseTransaction(tx *Transaction) {
 	tx.origin = nil
+	tx.trim()
 	d.spareTx = tx
+}
+
+// spareMax is the most entries a spare transaction keeps room for in each of its lists: a
+// large transaction (loading a document) must not leave its lists to every idle document.
+const spareMax = 256
+
+// trim drops the lists of tx that grew beyond spareMax.
+func (tx *Transaction) trim() {
+	if cap(tx.before) > spareMax {
+		tx.before = nil
+	}
+	if cap(tx.mergeStructs) > spareMax {
+		tx.mergeStructs = nil
+	}
+	if cap(tx.changed) > spareMax {
+		tx.changed = nil
+	}
+	n := cap(tx.ds.entries)
+	for _, en := range tx.ds.entries[:n] {
+		n += cap(en.ranges)
+	}
+	if n > spareMax {
+		tx.ds = deleteSet{}
+	}
 }
 
 // cleanupTransaction is the end of a transaction: formatting cleanup, garbage collection,
@@ -251,7 +276,7 @@ func (d *Doc) cleanupTransaction(tx *Transaction) {
 		}
 	}
 	for i := len(tx.mergeStructs) - 1; i >= 0; i-- {
-		id := tx.mergeStructs[i].id
+		id := tx.mergeStructs[i].id()
 		l := d.store.clients[id.Client]
 		p := l.find(id.Clock)
 		if np, ok := l.next(p); ok {
@@ -264,6 +289,9 @@ func (d *Doc) cleanupTransaction(tx *Transaction) {
 		if !l.isFirst(p) {
 			d.mergeWithLefts(l, p)
 		}
+	}
+	if d.text.compactDue() {
+		d.compactStrings()
 	}
 	if !tx.local {
 		if i := tx.beforeAt(d.clientID); i >= 0 && d.store.state(d.clientID) != tx.before[i].clock {
@@ -303,11 +331,11 @@ func (d *Doc) mergeWithLefts(l *structList, p spos) spos {
 			break
 		}
 		left := l.at(lp)
-		if left.deleted() != right.deleted() || left.isGC() != right.isGC() || !left.tryMerge(right) {
+		if left.deleted() != right.deleted() || left.isGC() != right.isGC() || !left.tryMerge(d, right) {
 			break
 		}
-		if !right.isGC() && right.hasSub() && right.parent.entries[right.parentSub] == right {
-			right.parent.entries[right.parentSub] = left
+		if !right.isGC() && right.hasSub() && right.parent.entries[right.parentSub()] == right {
+			right.parent.entries[right.parentSub()] = left
 		}
 		merged++
 		right = left
@@ -330,10 +358,13 @@ func (d *Doc) gcDeleteSet(ds *deleteSet) {
 			r := en.ranges[i]
 			end := r.clock + r.len
 			l.each(l.find(r.clock), func(it *item) bool {
-				if it.id.Clock >= end {
+				if it.clock() >= end {
 					return false
 				}
 				if !it.isGC() && it.deleted() && !it.keep() {
+					if it.ref == refString {
+						d.text.garbage += len(it.str())
+					}
 					it.gc(false)
 				}
 				return true
@@ -353,7 +384,7 @@ func (d *Doc) mergeDeleteSet(ds *deleteSet) {
 			if np, ok := l.next(p); ok {
 				p = np
 			}
-			for !l.isFirst(p) && l.at(p).id.Clock >= r.clock {
+			for !l.isFirst(p) && l.at(p).clock() >= r.clock {
 				q := d.mergeWithLefts(l, p)
 				var ok bool
 				if p, ok = l.prev(q); !ok {

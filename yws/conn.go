@@ -26,7 +26,8 @@ const (
 // conn is one editor connection. Its reader (run, on the HTTP handler's goroutine) owns the
 // decoding, the writes and the gap table; its writer goroutine owns the socket's writes.
 // Everything else reaches the socket through send, which never blocks: the send queue is
-// bounded (Options.SendQueueBytes, SendQueueMessages) and its overflow policy is "drop the
+// bounded (Options.SendQueueBytes, SendQueueMessages: what waits behind the first message
+// waiting, which is taken whole whatever its size) and its overflow policy is "drop the
 // connection" (the socket is closed at once: a close frame would wait behind the full
 // buffers): the provider reconnects and resyncs.
 type conn struct {
@@ -41,8 +42,8 @@ type conn struct {
 	cancel   context.CancelFunc
 
 	mu          sync.Mutex // guards queue, queued and the close fields
-	queue       [][]byte
-	queued      int
+	queue       []outMsg
+	queued      int // bytes of the messages waiting behind the first one
 	closing     bool
 	closeCode   websocket.StatusCode
 	closeReason string        // sent to the client
@@ -59,6 +60,12 @@ type conn struct {
 	door   writeDoor  // its writes
 	denied bool       // PermissionDenied was sent once
 }
+
+// outMsg is one WebSocket message waiting to be sent: head then body, or body alone (head
+// nil). The body may be shared with other connections and the registry — a document's
+// encoded state, the same bytes for every editor that joins at that state — and is never
+// modified; writing head and body as two parts of one message spares a copy per editor.
+type outMsg struct{ head, body []byte }
 
 func newConn(s *Server, rm *room, ws *websocket.Conn, g auth.ClientGrant, remote string, stateless bool) *conn {
 	c := &conn{srv: s, room: rm, ws: ws, grant: g, remote: remote, started: s.opts.Clock.Now(), stateless: stateless,
@@ -187,11 +194,13 @@ func (c *conn) handle(m Message, raw []byte) bool {
 	case TypeSync:
 		switch m.Sync {
 		case SyncStep1:
+			// Editors asking from the same state (a fresh editor: the empty state vector)
+			// get the same encoded bytes while the document does not change.
 			diff, err := rm.lease.EncodeState(c.ctx, m.Payload)
 			if err != nil {
 				return c.door.failed(err)
 			}
-			c.send(AppendSync(nil, SyncStep2, diff))
+			c.sendParts(AppendSyncHead(nil, SyncStep2, len(diff)), diff)
 		default:
 			v := c.door.write(m.Payload, raw, m.Sync == SyncStep2)
 			if v.refused != "" {
@@ -236,9 +245,14 @@ func (c *conn) refused(reason, text string) {
 
 // send queues msg for the writer; it never blocks. When what already waits is at the
 // queue's bounds the connection is dropped (the editor reconnects and resyncs); a message
-// is taken whole otherwise, so one larger than the bound (a big document's SyncStep2)
-// still goes out.
-func (c *conn) send(msg []byte) {
+// is taken whole otherwise. The first message waiting does not count against the bounds,
+// so that a big document's SyncStep2 (larger than the bound) still goes out, and the small
+// messages that come while it waits for the writer (awareness of other editors joining)
+// do not drop the editor.
+func (c *conn) send(msg []byte) { c.sendParts(nil, msg) }
+
+// sendParts is send of one message made of head then body (see outMsg).
+func (c *conn) sendParts(head, body []byte) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -253,8 +267,10 @@ func (c *conn) send(msg []byte) {
 		c.closeWith(websocket.StatusAbnormalClosure, "", "slow-client")
 		return
 	}
-	c.queue = append(c.queue, msg)
-	c.queued += len(msg)
+	if len(c.queue) > 0 {
+		c.queued += len(head) + len(body)
+	}
+	c.queue = append(c.queue, outMsg{head, body})
 	c.mu.Unlock()
 	signal(c.wake)
 }
@@ -273,8 +289,8 @@ func (c *conn) closeWith(code websocket.StatusCode, reason, cause string) {
 	signal(c.wake)
 }
 
-// writer writes the queued messages, one WebSocket message each, every write bounded by
-// WriteTimeout; it sends the keep-alive when nothing else went out for KeepAlive, and
+// writer writes the queued messages, one WebSocket message each, every write (every frame
+// of a large message) bounded by WriteTimeout; it sends the keep-alive when nothing else went out for KeepAlive, and
 // closes the socket when the connection is closing.
 func (c *conn) writer() {
 	defer close(c.writerDone)
@@ -298,7 +314,7 @@ func (c *conn) writer() {
 			case <-c.wake:
 			case <-tick.C:
 				if !wrote {
-					batch = [][]byte{keepAliveMessage}
+					batch = []outMsg{{body: keepAliveMessage}}
 				}
 				wrote = false
 			}
@@ -307,19 +323,56 @@ func (c *conn) writer() {
 			}
 		}
 		for _, msg := range batch {
-			ctx, cancel := context.WithTimeout(context.Background(), o.WriteTimeout)
-			err := c.ws.Write(ctx, websocket.MessageBinary, msg)
-			cancel()
-			if err != nil {
+			if err := c.writeMessage(msg); err != nil {
 				c.closeWith(websocket.StatusAbnormalClosure, "", "write-failed")
 				c.ws.CloseNow()
 				return
 			}
 			c.msgsOut.Add(1)
-			c.srv.m.sent(len(msg))
+			c.srv.m.sent(len(msg.head) + len(msg.body))
 		}
 		wrote = true
 	}
+}
+
+// writeFrameBytes is the largest frame the node writes to an editor: a larger message goes
+// out as the frames of one fragmented message, each written within WriteTimeout. An editor
+// busy applying what it received (a browser tab, a crowd of editors on one machine) then
+// receives a document of any size as long as it keeps reading, while one that stops
+// reading is dropped after WriteTimeout as before.
+const writeFrameBytes = 1 << 20
+
+// writeMessage writes one message: a small body alone as one frame; otherwise head and
+// body, in frames of at most writeFrameBytes, as one fragmented message — a shared body
+// goes to the socket without being copied.
+func (c *conn) writeMessage(m outMsg) error {
+	timeout := c.srv.opts.WriteTimeout
+	if m.head == nil && len(m.body) <= writeFrameBytes {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return c.ws.Write(ctx, websocket.MessageBinary, m.body)
+	}
+	// One deadline per frame: the timer is reset after each frame written; when it fires,
+	// the cancelled context closes the socket and the write in progress fails.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deadline := time.AfterFunc(timeout, cancel)
+	defer deadline.Stop()
+	w, err := c.ws.Writer(ctx, websocket.MessageBinary)
+	if err != nil {
+		return err
+	}
+	for _, part := range [2][]byte{m.head, m.body} {
+		for len(part) > 0 {
+			n := min(len(part), writeFrameBytes)
+			if _, err := w.Write(part[:n]); err != nil {
+				return err
+			}
+			part = part[n:]
+			deadline.Reset(timeout)
+		}
+	}
+	return w.Close()
 }
 
 // closeSocket sends the close frame, or drops the socket when the editor is gone or too

@@ -26,7 +26,10 @@
 //
 // On connect the node sends its SyncStep1 and the awareness states it holds; it answers an
 // editor's SyncStep1 with the SyncStep2 diff; the editor's SyncStep2 and Updates are
-// written. Every editor hears something at least every KeepAlive (an empty awareness
+// written. Editors that ask from the same state — every fresh editor asks with the empty
+// state vector — while the document does not change get the same encoded bytes, encoded
+// once (registry.Lease.EncodeState) and written to each socket without a copy: a crowd
+// joining a large document at once costs the node one encoding, not one per editor. Every editor hears something at least every KeepAlive (an empty awareness
 // update when nothing else went out): the provider reconnects after 30 s of silence.
 //
 // # Writes
@@ -82,9 +85,11 @@
 // bytes that do not decode with 1007 — each with a log line, never a panic; going over one
 // of the Limits (connections per user, messages, bytes and awareness updates per second of
 // a connection, bytes of an awareness state) closes with 1008 and a reason naming it; a
-// client whose send queue is full is dropped (its socket closed at once) and resyncs when
-// it reconnects; a removed token closes its sockets with 4401, a narrowed grant with 4403
-// (the provider does not retry 44xx).
+// client whose send queue is full (beyond its first message, taken whole) is dropped (its
+// socket closed at once) and resyncs when it reconnects, and so is one that reads nothing
+// for WriteTimeout (a large message is written in frames of 1 MiB, each within it); a
+// removed token closes its sockets with 4401, a narrowed grant with 4403 (the provider does
+// not retry 44xx).
 //
 // # The Hocuspocus endpoint
 //

@@ -111,6 +111,14 @@ func AppendSync(dst []byte, sync uint64, payload []byte) []byte {
 	return lib0.AppendVarUint8Array(dst, payload)
 }
 
+// AppendSyncHead appends what precedes a payload of n bytes in a sync message: the message
+// is AppendSyncHead(dst, sync, len(payload)) followed by payload.
+func AppendSyncHead(dst []byte, sync uint64, n int) []byte {
+	dst = lib0.AppendVarUint(dst, TypeSync)
+	dst = lib0.AppendVarUint(dst, sync)
+	return lib0.AppendVarUint(dst, uint64(n))
+}
+
 // AppendAwareness appends an awareness message carrying an encoded awareness update.
 func AppendAwareness(dst []byte, update []byte) []byte {
 	dst = lib0.AppendVarUint(dst, TypeAwareness)

@@ -96,8 +96,9 @@ type Options struct {
 	MaxClients int
 	// MaxMessageBytes bounds one client message (a larger one closes the socket with 1009).
 	MaxMessageBytes int
-	// SendQueueBytes and SendQueueMessages bound what waits to be sent to one client;
-	// beyond either, the client is dropped and resyncs when it reconnects.
+	// SendQueueBytes and SendQueueMessages bound what waits to be sent to one client
+	// behind the first message waiting (taken whole whatever its size: a big document's
+	// SyncStep2); beyond either, the client is dropped and resyncs when it reconnects.
 	SendQueueBytes, SendQueueMessages int
 	// MaxAwarenessStates bounds the awareness states of one namespace on this node (a
 	// state beyond it is dropped), and MaxAwarenessStateBytes the JSON of one state (a
@@ -108,7 +109,8 @@ type Options struct {
 	// KeepAlive is the longest a client goes without a message from the node (an empty
 	// awareness update is sent then): the provider reconnects after 30 s of silence.
 	KeepAlive time.Duration
-	// WriteTimeout bounds one write to a client.
+	// WriteTimeout bounds one write to a client: a message, or each frame (1 MiB) of a
+	// larger one.
 	WriteTimeout time.Duration
 	// MaxGapClients bounds, per connection, the Yjs client ids whose clock has a gap left by a
 	// refused update (beyond it the connection is closed).

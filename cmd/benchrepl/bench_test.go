@@ -148,14 +148,24 @@ func TestFaultWorkloadsSmall(t *testing.T) {
 
 // TestFailoverWorkloadSmall runs the failover workload at a small size, so the harness of
 // the cluster workloads (three node processes, peers given every node's URL) keeps
-// working: every peer is live again on a surviving node, none bootstrapped again.
+// working: every peer is live again on a surviving node, none bootstrapped again — with
+// the leader of the namespace's log killed, and with another node killed.
 func TestFailoverWorkloadSmall(t *testing.T) {
-	r, err := runFailover(4, 1)
+	r, err := runFailover(4, 1, 64<<10, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.P50 <= 0 || r.All < r.P99 || r.Moved[0]+r.Moved[1] != 4 || r.BootstrapsAfter != 0 {
+	if len(r.Cases) != 2 {
 		t.Fatalf("failover %+v", r)
+	}
+	for _, c := range r.Cases {
+		if len(c.Runs) != 1 {
+			t.Fatalf("failover, %s: %+v", c.Name, c)
+		}
+		run := c.Runs[0]
+		if run.P50 <= 0 || run.All < run.P99 || run.Moved[0]+run.Moved[1] != 4 || c.BootstrapsAfter != 0 || c.All != run.All {
+			t.Fatalf("failover, %s: %+v", c.Name, c)
+		}
 	}
 	if s := r.String(); !strings.HasPrefix(s, "failover: ") || strings.Contains(s, "%!") {
 		t.Fatalf("report %q", s)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	hubcluster "github.com/nomicore/nomicore/cluster"
@@ -20,46 +21,118 @@ import (
 // clusterResult compares a hub cluster of three nodes (embedded NATS, R3, in this process)
 // with a single hub over bbolt, at the registry — where the hub answers a peer's UPDATE
 // (UPDATE_ACK when the session's apply settles) and the admin API's POST …/update (204
-// when the write is applied and durable):
+// when the write is applied and durable). Both run on the same machine in the same run;
+// the ratios and latencies are the medians of Repeats repeats, each measuring the single
+// hub and then the cluster:
 //
 //   - ack: a peer session writes small updates one after the other; the time from submit
 //     to the settled apply. Single hub: sequenced apply + dirty notification (the append is
 //     queued, not yet on disk: docs/protocol.md#terms-and-invariants). Cluster: gates,
 //     quorum publish, apply in log order.
-//   - durable: local writes, each waited for until durable (the admin API's 204): single
-//     hub, the group commit's fsync; cluster, the same as ack.
-//   - throughput: 20 namespaces, a session on each keeping 32 updates in flight (a peer's
-//     window), 500 updates each: acknowledged updates per second. In the cluster, the
-//     sessions are spread over the three nodes.
-//   - load: a namespace of U updates opened on a node that has not loaded it: single hub,
-//     from bbolt (snapshot + log after a reopen); cluster, from the newest snapshot (object
-//     store) + the log after it, caught up to the head.
+//   - throughput: namespaces × a session on each keeping 32 updates in flight (a peer's
+//     window), as many updates in all: acknowledged updates per second — 20 namespaces
+//     (500 updates each) and 1 namespace (10,000). In the cluster, the sessions are spread
+//     over the three nodes, the namespaces over the log streams. Under load p99 is the
+//     99th percentile of write-to-ACK of those updates.
+//
+// and once: durable (local writes, each waited for until durable — the admin API's 204:
+// single hub, the group commit's fsync; cluster, the same as ack), and load (a namespace
+// of U updates opened on a node that has not loaded it: single hub, from bbolt (snapshot
+// + log after a reopen); cluster, from the newest snapshot (object store) + the log after
+// it, caught up to the head).
 type clusterResult struct {
-	Updates                              int
-	SingleAckP50, SingleAckP99           time.Duration
-	ClusterAckP50, ClusterAckP99         time.Duration
+	Updates, Repeats int
+	Rounds           []clusterRound // one per repeat
+	Median           clusterRound   // the median of each figure over the repeats
+
 	SingleDurableP50, SingleDurableP99   time.Duration
 	ClusterDurableP50, ClusterDurableP99 time.Duration
 	LoadUpdates                          int
 	SingleLoad, ClusterLoad              time.Duration
 	ClusterLog                           hubcluster.LogInfo // the namespace's log when it was loaded
-	SinglePerS, ClusterPerS              float64            // throughput: acknowledged updates per second
+}
+
+// clusterRound is one repeat: the single hub's figures, then the cluster's.
+type clusterRound struct {
+	SingleAckP50, SingleAckP99   time.Duration
+	ClusterAckP50, ClusterAckP99 time.Duration
+	Single20, Cluster20          throughputResult // 20 namespaces × 32 in flight
+	Single1, Cluster1            throughputResult // 1 namespace × 32 in flight
+}
+
+// throughputResult: acknowledged updates per second, and write-to-ACK under that load.
+type throughputResult struct {
+	PerS     float64
+	P50, P99 time.Duration
+}
+
+func (r clusterRound) ratio20() float64 { return r.Cluster20.PerS / r.Single20.PerS }
+func (r clusterRound) ratio1() float64  { return r.Cluster1.PerS / r.Single1.PerS }
+
+// medianRound takes the median of each figure over the rounds (the ratios are medians of
+// the rounds' ratios, not ratios of medians).
+func medianRound(rs []clusterRound) clusterRound {
+	md := func(f func(clusterRound) time.Duration) time.Duration {
+		v := make([]time.Duration, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	mf := func(f func(clusterRound) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	tp := func(f func(clusterRound) throughputResult) throughputResult {
+		return throughputResult{PerS: mf(func(r clusterRound) float64 { return f(r).PerS }),
+			P50: md(func(r clusterRound) time.Duration { return f(r).P50 }),
+			P99: md(func(r clusterRound) time.Duration { return f(r).P99 })}
+	}
+	return clusterRound{
+		SingleAckP50: md(func(r clusterRound) time.Duration { return r.SingleAckP50 }), SingleAckP99: md(func(r clusterRound) time.Duration { return r.SingleAckP99 }),
+		ClusterAckP50: md(func(r clusterRound) time.Duration { return r.ClusterAckP50 }), ClusterAckP99: md(func(r clusterRound) time.Duration { return r.ClusterAckP99 }),
+		Single20: tp(func(r clusterRound) throughputResult { return r.Single20 }), Cluster20: tp(func(r clusterRound) throughputResult { return r.Cluster20 }),
+		Single1: tp(func(r clusterRound) throughputResult { return r.Single1 }), Cluster1: tp(func(r clusterRound) throughputResult { return r.Cluster1 }),
+	}
+}
+
+func medianRatio(rs []clusterRound, f func(clusterRound) float64) (float64, []string) {
+	v := make([]float64, len(rs))
+	all := make([]string, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+		all[i] = fmt.Sprintf("%.2f", v[i])
+	}
+	slices.Sort(v)
+	return v[len(v)/2], all
 }
 
 func (r clusterResult) String() string {
 	ratio := func(a, b time.Duration) float64 { return float64(a) / float64(b) }
-	return fmt.Sprintf(`cluster (3 nodes, R3, one process) vs single hub (bbolt), %d sequential writes each:
-  write-to-ACK (peer UPDATE):   single p50 %v p99 %v; cluster p50 %v p99 %v (×%.1f / ×%.1f)
-  write-to-durable (admin 204): single p50 %v p99 %v; cluster p50 %v p99 %v (×%.1f / ×%.1f)
-  throughput, 20 namespaces × 32 in flight: single %.0f acknowledged updates/s; cluster %.0f/s (×%.2f)
-  load of a namespace of %d updates: single (bbolt snapshot + log) %v; cluster %v (×%.1f): snapshot of %d bytes through position %d, %d records kept in the log`,
-		r.Updates, r.SingleAckP50, r.SingleAckP99, r.ClusterAckP50, r.ClusterAckP99,
-		ratio(r.ClusterAckP50, r.SingleAckP50), ratio(r.ClusterAckP99, r.SingleAckP99),
+	m := r.Median
+	r20, all20 := medianRatio(r.Rounds, clusterRound.ratio20)
+	r1, all1 := medianRatio(r.Rounds, clusterRound.ratio1)
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster (3 nodes, R3, one process) vs single hub (bbolt), same run, median of %d repeats:\n", r.Repeats)
+	fmt.Fprintf(&b, "  %-34s %14s %14s %7s  %s\n", "workload", "single hub", "cluster", "ratio", "target")
+	fmt.Fprintf(&b, "  %-34s %12.0f/s %12.0f/s %7.2f  ≥ 0.5 (repeats: %s)\n", "20 namespaces × 32 in flight", m.Single20.PerS, m.Cluster20.PerS, r20, strings.Join(all20, " "))
+	fmt.Fprintf(&b, "  %-34s %12.0f/s %12.0f/s %7.2f  ≥ 0.5 (repeats: %s)\n", "1 namespace × 32 in flight", m.Single1.PerS, m.Cluster1.PerS, r1, strings.Join(all1, " "))
+	fmt.Fprintf(&b, "  %-34s %14v %14v %7s  p99 ≤ 2ms\n", "write-to-ACK p99, one at a time", m.SingleAckP99.Round(time.Microsecond), m.ClusterAckP99.Round(time.Microsecond), "")
+	fmt.Fprintf(&b, "  %-34s %14v %14v\n", "write-to-ACK p50, one at a time", m.SingleAckP50.Round(time.Microsecond), m.ClusterAckP50.Round(time.Microsecond))
+	fmt.Fprintf(&b, "  %-34s %14v %14v\n", "write-to-ACK p99 under 20×32 load", m.Single20.P99.Round(time.Microsecond), m.Cluster20.P99.Round(time.Microsecond))
+	fmt.Fprintf(&b, "  %-34s %14v %14v\n", "write-to-ACK p99 under 1×32 load", m.Single1.P99.Round(time.Microsecond), m.Cluster1.P99.Round(time.Microsecond))
+	fmt.Fprintf(&b, "  write-to-durable (admin 204, %d writes): single p50 %v p99 %v; cluster p50 %v p99 %v (×%.1f / ×%.1f)\n", r.Updates,
 		r.SingleDurableP50, r.SingleDurableP99, r.ClusterDurableP50, r.ClusterDurableP99,
-		ratio(r.ClusterDurableP50, r.SingleDurableP50), ratio(r.ClusterDurableP99, r.SingleDurableP99),
-		r.SinglePerS, r.ClusterPerS, r.ClusterPerS/r.SinglePerS,
+		ratio(r.ClusterDurableP50, r.SingleDurableP50), ratio(r.ClusterDurableP99, r.SingleDurableP99))
+	fmt.Fprintf(&b, "  load of a namespace of %d updates: single (bbolt snapshot + log) %v; cluster %v (×%.1f): snapshot of %d bytes through position %d, %d records kept in the log",
 		r.LoadUpdates, r.SingleLoad, r.ClusterLoad, ratio(r.ClusterLoad, r.SingleLoad),
 		r.ClusterLog.SnapshotBytes, r.ClusterLog.SnapshotThrough, r.ClusterLog.Records)
+	return b.String()
 }
 
 // benchUpdate is a small update: key k of the root map "notes", from a fresh client.
@@ -92,8 +165,8 @@ func measure(n, offset int, f func(u []byte) error) (time.Duration, time.Duratio
 	return p50, p99, nil
 }
 
-func runCluster(updates, loadUpdates int) (clusterResult, error) {
-	res := clusterResult{Updates: updates, LoadUpdates: loadUpdates}
+func runCluster(updates, loadUpdates, repeats int) (clusterResult, error) {
+	res := clusterResult{Updates: updates, LoadUpdates: loadUpdates, Repeats: repeats}
 	dir, err := os.MkdirTemp("", "benchrepl-cluster-")
 	if err != nil {
 		return res, err
@@ -101,7 +174,7 @@ func runCluster(updates, loadUpdates int) (clusterResult, error) {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	// Single hub over bbolt.
+	// The single hub over bbolt, and the three cluster nodes, both up for the whole run.
 	single := func() (*registry.Registry, *persistence.BoltStore, error) {
 		st, err := persistence.OpenDataDir(filepath.Join(dir, "single"), persistence.Options{Compactor: registry.Compactor()})
 		if err != nil {
@@ -114,14 +187,42 @@ func runCluster(updates, loadUpdates int) (clusterResult, error) {
 	if err != nil {
 		return res, err
 	}
-	c, err := reg.Create(ctx, "default")
+	nodes, regs, err := startBenchCluster(filepath.Join(dir, "cluster"), 3)
+	defer func() {
+		for i := range nodes {
+			regs[i].Close(ctx)
+			nodes[i].Close(ctx)
+		}
+	}()
 	if err != nil {
 		return res, err
 	}
-	if err := writeLatencies(ctx, reg, c.NamespaceID, updates, &res.SingleAckP50, &res.SingleAckP99, &res.SingleDurableP50, &res.SingleDurableP99); err != nil {
-		return res, err
+	for range repeats {
+		var r clusterRound
+		if r.SingleAckP50, r.SingleAckP99, err = ackLatency(ctx, []*registry.Registry{reg}, updates); err != nil {
+			return res, err
+		}
+		if r.Single20, err = throughput(ctx, []*registry.Registry{reg}, 20, 500, 32); err != nil {
+			return res, err
+		}
+		if r.Single1, err = throughput(ctx, []*registry.Registry{reg}, 1, 10000, 32); err != nil {
+			return res, err
+		}
+		if r.ClusterAckP50, r.ClusterAckP99, err = ackLatency(ctx, regs, updates); err != nil {
+			return res, err
+		}
+		if r.Cluster20, err = throughput(ctx, regs, 20, 500, 32); err != nil {
+			return res, err
+		}
+		if r.Cluster1, err = throughput(ctx, regs, 1, 10000, 32); err != nil {
+			return res, err
+		}
+		res.Rounds = append(res.Rounds, r)
 	}
-	if res.SinglePerS, err = throughput(ctx, []*registry.Registry{reg}, 20, 500, 32); err != nil {
+	res.Median = medianRound(res.Rounds)
+
+	// Durable writes and the load, once.
+	if res.SingleDurableP50, res.SingleDurableP99, err = durableLatency(ctx, []*registry.Registry{reg}, updates); err != nil {
 		return res, err
 	}
 	loadNS, err := fillNamespace(ctx, reg, loadUpdates)
@@ -143,33 +244,7 @@ func runCluster(updates, loadUpdates int) (clusterResult, error) {
 	reg.Close(ctx)
 	st.Close(ctx)
 
-	// Three cluster nodes.
-	nodes, regs, err := startBenchCluster(filepath.Join(dir, "cluster"), 3)
-	defer func() {
-		for i := range nodes {
-			regs[i].Close(ctx)
-			nodes[i].Close(ctx)
-		}
-	}()
-	if err != nil {
-		return res, err
-	}
-	c, err = regs[0].Create(ctx, "default")
-	if err != nil {
-		return res, err
-	}
-	// The other nodes follow the namespace, as when peers are attached to them.
-	for _, r := range regs[1:] {
-		l, err := r.Open(ctx, "default", c.NamespaceID)
-		if err != nil {
-			return res, err
-		}
-		defer l.Release()
-	}
-	if err := writeLatencies(ctx, regs[0], c.NamespaceID, updates, &res.ClusterAckP50, &res.ClusterAckP99, &res.ClusterDurableP50, &res.ClusterDurableP99); err != nil {
-		return res, err
-	}
-	if res.ClusterPerS, err = throughput(ctx, regs, 20, 500, 32); err != nil {
+	if res.ClusterDurableP50, res.ClusterDurableP99, err = durableLatency(ctx, regs, updates); err != nil {
 		return res, err
 	}
 	if loadNS, err = fillNamespace(ctx, regs[0], loadUpdates); err != nil {
@@ -190,34 +265,58 @@ func runCluster(updates, loadUpdates int) (clusterResult, error) {
 	return res, nil
 }
 
-// writeLatencies measures peer-session applies (ack) and durable local writes.
-func writeLatencies(ctx context.Context, reg *registry.Registry, ns string, n int, ackP50, ackP99, durP50, durP99 *time.Duration) error {
-	l, err := reg.Open(ctx, "default", ns)
+// ackLatency creates a namespace, opens it on every registry (in a cluster the other
+// nodes follow it, as when peers are attached to them) and measures n peer-session applies
+// one after the other on the first.
+func ackLatency(ctx context.Context, regs []*registry.Registry, n int) (p50, p99 time.Duration, err error) {
+	c, err := regs[0].Create(ctx, "default")
 	if err != nil {
-		return err
+		return 0, 0, err
+	}
+	for _, r := range regs[1:] {
+		l, err := r.Open(ctx, "default", c.NamespaceID)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer l.Release()
+	}
+	l, err := regs[0].Open(ctx, "default", c.NamespaceID)
+	if err != nil {
+		return 0, 0, err
 	}
 	defer l.Release()
 	s, _, err := l.OpenSession(ctx, registry.SessionOptions{Peer: "bench"})
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	defer s.Close()
 	for range 20 { // warm-up
 		if _, err := s.Apply(ctx, benchUpdate(-1)); err != nil {
-			return err
+			return 0, 0, err
 		}
 	}
-	if *ackP50, *ackP99, err = measure(n, 0, func(u []byte) error { _, err := s.Apply(ctx, u); return err }); err != nil {
-		return err
+	return measure(n, 0, func(u []byte) error { _, err := s.Apply(ctx, u); return err })
+}
+
+// durableLatency measures n local writes on a fresh namespace of the first registry, each
+// waited for until durable (the admin API's 204).
+func durableLatency(ctx context.Context, regs []*registry.Registry, n int) (p50, p99 time.Duration, err error) {
+	c, err := regs[0].Create(ctx, "default")
+	if err != nil {
+		return 0, 0, err
 	}
-	*durP50, *durP99, err = measure(n, n, func(u []byte) error {
+	l, err := regs[0].Open(ctx, "default", c.NamespaceID)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer l.Release()
+	return measure(n, n, func(u []byte) error {
 		r, err := l.WriteLocal(ctx, u)
 		if err == nil && r.Seq > 0 {
 			err = l.WaitFlushed(ctx, r.Seq)
 		}
 		return err
 	})
-	return err
 }
 
 // fillNamespace creates a namespace holding n updates (written as local writes; the registry's
@@ -286,26 +385,28 @@ func startBenchCluster(dir string, n int) ([]*hubcluster.Node, []*registry.Regis
 
 // throughput runs nsCount namespaces, each with one session (on the registries in turn)
 // keeping window updates in flight until perNS were acknowledged; it returns acknowledged
-// updates per second.
-func throughput(ctx context.Context, regs []*registry.Registry, nsCount, perNS, window int) (float64, error) {
+// updates per second and the write-to-ACK percentiles of those updates. Each session's
+// writer makes its updates as it goes, as a peer would.
+func throughput(ctx context.Context, regs []*registry.Registry, nsCount, perNS, window int) (throughputResult, error) {
 	var sessions []*registry.Session
 	for i := range nsCount {
 		c, err := regs[0].Create(ctx, "default")
 		if err != nil {
-			return 0, err
+			return throughputResult{}, err
 		}
 		l, err := regs[i%len(regs)].Open(ctx, "default", c.NamespaceID)
 		if err != nil {
-			return 0, err
+			return throughputResult{}, err
 		}
 		defer l.Release()
 		s, _, err := l.OpenSession(ctx, registry.SessionOptions{Peer: "bench", MaxInFlight: window + 8})
 		if err != nil {
-			return 0, err
+			return throughputResult{}, err
 		}
 		defer s.Close()
 		sessions = append(sessions, s)
 	}
+	lat := make([]time.Duration, nsCount*perNS)
 	errc := make(chan error, len(sessions))
 	t0 := time.Now()
 	for i, s := range sessions {
@@ -314,7 +415,11 @@ func throughput(ctx context.Context, regs []*registry.Registry, nsCount, perNS, 
 			done := make(chan error, perNS)
 			for k := range perNS {
 				slots <- struct{}{}
-				err := s.ApplyAsync(benchUpdate(200000+i*perNS+k), func(_ registry.ApplyResult, err error) {
+				at := i*perNS + k
+				u := benchUpdate(200000 + at)
+				sent := time.Now()
+				err := s.ApplyAsync(u, func(_ registry.ApplyResult, err error) {
+					lat[at] = time.Since(sent)
 					<-slots
 					done <- err
 				})
@@ -334,8 +439,10 @@ func throughput(ctx context.Context, regs []*registry.Registry, nsCount, perNS, 
 	}
 	for range sessions {
 		if err := <-errc; err != nil {
-			return 0, err
+			return throughputResult{}, err
 		}
 	}
-	return float64(nsCount*perNS) / time.Since(t0).Seconds(), nil
+	r := throughputResult{PerS: float64(nsCount*perNS) / time.Since(t0).Seconds()}
+	r.P50, r.P99 = pcts(lat)
+	return r, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,8 +25,9 @@ import (
 //     with the peers spread over the three nodes: propagation p50/p99, and the CPU time of
 //     the hub processes summed, per delivery.
 //   - failover: P peers, each replicating N namespaces and given the three nodes' URLs, all
-//     attached to the first; that node is killed (SIGKILL): how long until each peer has all
-//     its targets live again on another node (p50, p99, all).
+//     attached to one node, which is killed (SIGKILL): how long until each peer has all its
+//     targets live again on another node (p50, p99, all) — the node killed being the leader
+//     of the namespaces' log streams, then a node that leads none of them; each repeated.
 
 // nodes is a hub cluster of child processes, each a node.
 type nodes struct {
@@ -55,8 +57,9 @@ func freeAddr() (string, error) {
 }
 
 // startNodes starts n cluster nodes (peers tokens on each; namespaces created through the
-// first) and waits until each serves.
-func startNodes(name string, n, peers, namespaces int) (*nodes, error) {
+// first, each holding docBytes of text and, when docBytes > 0, a snapshot) and waits until
+// each serves.
+func startNodes(name string, n, peers, namespaces, docBytes int) (*nodes, error) {
 	dir, err := os.MkdirTemp("", "benchrepl-"+name+"-")
 	if err != nil {
 		return nil, err
@@ -75,7 +78,7 @@ func startNodes(name string, n, peers, namespaces int) (*nodes, error) {
 		spec := hubSpec{Dir: filepath.Join(dir, "n"+strconv.Itoa(i+1)), Peers: peers,
 			Node: &nodeSpec{Name: "n" + strconv.Itoa(i+1), Listen: listen[i], Routes: routes}}
 		if i == 0 {
-			spec.Namespaces = namespaces
+			spec.Namespaces, spec.DocBytes = namespaces, docBytes
 		}
 		h, err := spawnHub(spec)
 		if err != nil {
@@ -161,7 +164,7 @@ func runClusterFanout(peers, updates int) (clusterFanoutResult, error) {
 // clusterFanout runs the fan-out on a fresh three-node cluster, the peers attached to the
 // first node or spread over the three in turn.
 func clusterFanout(peers, updates int, spread bool) (fanoutResult, []int, error) {
-	c, err := startNodes("clusterfanout", 3, peers, 1)
+	c, err := startNodes("clusterfanout", 3, peers, 1, 0)
 	if err != nil {
 		return fanoutResult{}, nil, err
 	}
@@ -189,67 +192,174 @@ func clusterFanout(peers, updates int, spread bool) (fanoutResult, []int, error)
 	return r, counts, err
 }
 
-// failoverResult: peers attached to one node of three, which is killed; how long after the
-// kill each peer has all its targets live again.
+// failoverResult: for each way of choosing the node to kill, the medians over the repeats
+// of how long after the kill the peers attached to it had all their targets live again on
+// the other nodes.
 type failoverResult struct {
-	Peers, Namespaces int
-	Led               []string // what the killed node led of the cluster's JetStream groups
-	P50, P99, All     time.Duration
-	Moved             []int // peers live on each surviving node afterwards
-	BootstrapsAfter   int   // snapshots imported after the kill (an up-to-date replica needs none)
+	Peers, Namespaces, Repeats int
+	DocBytes                   int // text in each namespace, kept in a snapshot
+	Cases                      []failoverCase
+}
+
+// failoverCase is one way of choosing the node that is killed.
+type failoverCase struct {
+	Name            string
+	Runs            []failoverRun
+	P50, P99, All   time.Duration // medians over Runs
+	Skipped         int           // repeats where no node fitted the case
+	BootstrapsAfter int           // snapshots imported after the kills, all runs
+}
+
+// failoverRun is one kill.
+type failoverRun struct {
+	Led           []string // what the killed node led of the cluster's JetStream groups
+	P50, P99, All time.Duration
+	Moved         []int // peers live on each surviving node afterwards
 }
 
 func (r failoverResult) String() string {
-	led := strings.Join(r.Led, ", ")
-	if led == "" {
-		led = "nothing"
+	var b strings.Builder
+	fmt.Fprintf(&b, "failover: %d peers × %d namespaces (%d KiB each, from a snapshot) attached to the node killed (SIGKILL), until all their targets are live on another node; median of %d repeats:\n",
+		r.Peers, r.Namespaces, r.DocBytes>>10, r.Repeats)
+	fmt.Fprintf(&b, "  %-40s %9s %9s %9s  %s\n", "killed node", "p50", "p99", "all", "target all ≤ 3s")
+	for _, c := range r.Cases {
+		if len(c.Runs) == 0 {
+			fmt.Fprintf(&b, "  %-40s no node fitted in %d repeats\n", c.Name, c.Skipped)
+			continue
+		}
+		fmt.Fprintf(&b, "  %-40s %9v %9v %9v\n", c.Name, c.P50.Round(time.Millisecond), c.P99.Round(time.Millisecond), c.All.Round(time.Millisecond))
+		for i, run := range c.Runs {
+			led := strings.Join(run.Led, ", ")
+			if led == "" {
+				led = "nothing"
+			}
+			fmt.Fprintf(&b, "      run %d: all live after %v (p50 %v); it led %s; peers per surviving node %v\n",
+				i+1, run.All.Round(time.Millisecond), run.P50.Round(time.Millisecond), led, run.Moved)
+		}
+		if c.BootstrapsAfter > 0 {
+			fmt.Fprintf(&b, "      snapshots imported after the kills: %d (an up-to-date replica needs none)\n", c.BootstrapsAfter)
+		}
 	}
-	return fmt.Sprintf("failover: %d peers × %d namespaces on node 1 of 3, node 1 killed (it led %s): live again on another node after p50 %v, p99 %v, all %v; peers per surviving node %v; bootstraps after the kill %d",
-		r.Peers, r.Namespaces, led, r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.All.Round(time.Millisecond),
-		r.Moved, r.BootstrapsAfter)
+	return strings.TrimRight(b.String(), "\n")
 }
 
-func runFailover(peers, namespaces int) (failoverResult, error) {
-	res := failoverResult{Peers: peers, Namespaces: namespaces}
-	c, err := startNodes("failover", 3, peers, namespaces)
+// The ways of choosing the node to kill.
+const (
+	killLogLeader = "the leader of the namespaces' log streams"
+	killNonLeader = "a node leading none of them"
+)
+
+func runFailover(peers, namespaces, docBytes, repeats int) (failoverResult, error) {
+	res := failoverResult{Peers: peers, Namespaces: namespaces, DocBytes: docBytes, Repeats: repeats}
+	for _, name := range []string{killLogLeader, killNonLeader} {
+		c := failoverCase{Name: name}
+		for range repeats {
+			run, ok, boots, err := failoverOnce(peers, namespaces, docBytes, name)
+			if err != nil {
+				return res, fmt.Errorf("%s: %w", name, err)
+			}
+			if !ok {
+				c.Skipped++
+				continue
+			}
+			c.Runs = append(c.Runs, run)
+			c.BootstrapsAfter += boots
+		}
+		if len(c.Runs) > 0 {
+			med := func(f func(failoverRun) time.Duration) time.Duration {
+				v := make([]time.Duration, len(c.Runs))
+				for i, r := range c.Runs {
+					v[i] = f(r)
+				}
+				slices.Sort(v)
+				return v[len(v)/2]
+			}
+			c.P50 = med(func(r failoverRun) time.Duration { return r.P50 })
+			c.P99 = med(func(r failoverRun) time.Duration { return r.P99 })
+			c.All = med(func(r failoverRun) time.Duration { return r.All })
+		}
+		res.Cases = append(res.Cases, c)
+	}
+	return res, nil
+}
+
+// failoverOnce starts three nodes, picks the node to kill as the case says (false: none
+// fits), attaches the peers to it (every node's URL, it first, the others in turn in each
+// peer's own order), kills it once every target is live and measures how long until each
+// peer is live again.
+func failoverOnce(peers, namespaces, docBytes int, kill string) (failoverRun, bool, int, error) {
+	var run failoverRun
+	c, err := startNodes("failover", 3, peers, namespaces, docBytes)
 	if err != nil {
-		return res, err
+		return run, false, 0, err
 	}
 	defer c.stop()
-	urls, nss := c.urls(), c.hubs[0].hello.Namespaces
+	nss, streams := c.hubs[0].hello.Namespaces, c.hubs[0].hello.LogStreams
+	victim := -1
+	leads := make([][]string, len(c.hubs))
+	for i, h := range c.hubs {
+		u, err := h.usage()
+		if err != nil {
+			return run, false, 0, err
+		}
+		leads[i] = u.Leading
+	}
+	for i := range c.hubs {
+		ledLogs := 0
+		for _, s := range streams {
+			if slices.Contains(leads[i], s) {
+				ledLogs++
+			}
+		}
+		switch {
+		case kill == killLogLeader && ledLogs > 0 && (victim < 0 || ledLogs == len(streams)):
+			victim = i
+		case kill == killNonLeader && ledLogs == 0 && victim < 0:
+			victim = i
+		}
+	}
+	if victim < 0 {
+		return run, false, 0, nil
+	}
+	run.Led = leads[victim]
+	urls := c.urls()
+	var others []string
+	for i, u := range urls {
+		if i != victim {
+			others = append(others, u)
+		}
+	}
 	cfg := node.ShippedConfig() // the binaries' settings: production backoff
 	var ps []*peer
 	var trackers []*liveTracker
 	var boots []*bootstrapCounter
 	defer func() { _ = stopAll(ps) }()
 	for i := range peers {
+		// Each peer lists the other nodes in its own order (the guide's advice), so that
+		// they spread over the survivors.
+		failover := append(append([]string(nil), others[i%len(others):]...), others[:i%len(others)]...)
 		tr, bc := &liveTracker{n: namespaces}, &bootstrapCounter{}
 		p, err := startPeerWith(filepath.Join(c.dir, peerName(i)), i, nss, ws.PeerOptions{Config: cfg,
-			URL: urls[0], FailoverURLs: urls[1:], Observer: observer.Multi(tr, bc)})
+			URL: urls[victim], FailoverURLs: failover, Observer: observer.Multi(tr, bc)})
 		if err != nil {
-			return res, err
+			return run, false, 0, err
 		}
 		ps, trackers, boots = append(ps, p), append(trackers, tr), append(boots, bc)
 	}
 	if err := waitLive(ps, 5*time.Minute); err != nil {
-		return res, err
+		return run, false, 0, err
 	}
-	u, err := c.hubs[0].usage()
-	if err != nil {
-		return res, err
-	}
-	res.Led = u.Leading
 	for _, b := range boots {
 		b.reset()
 	}
 	killed := time.Now()
-	_ = c.hubs[0].kill()
-	c.hubs[0] = nil
+	_ = c.hubs[victim].kill()
+	c.hubs[victim] = nil
 	var took []time.Duration
 	deadline := killed.Add(5 * time.Minute)
 	for len(took) < peers {
 		if time.Now().After(deadline) {
-			return res, fmt.Errorf("%d of %d peers live again after 5 minutes", len(took), peers)
+			return run, false, 0, fmt.Errorf("%d of %d peers live again after 5 minutes", len(took), peers)
 		}
 		time.Sleep(20 * time.Millisecond)
 		took = took[:0]
@@ -259,19 +369,21 @@ func runFailover(peers, namespaces int) (failoverResult, error) {
 			}
 		}
 	}
-	res.P50, res.P99, res.All = percentiles(took)
-	res.Moved = make([]int, len(urls)-1)
-	for _, p := range ps {
-		for i, u := range urls[1:] {
+	run.P50, run.P99, run.All = percentiles(took)
+	for _, u := range others {
+		n := 0
+		for _, p := range ps {
 			if p.p.URL() == u {
-				res.Moved[i]++
+				n++
 			}
 		}
+		run.Moved = append(run.Moved, n)
 	}
+	bootstraps := 0
 	for _, b := range boots {
-		res.BootstrapsAfter += b.count()
+		bootstraps += b.count()
 	}
-	return res, nil
+	return run, true, bootstraps, nil
 }
 
 // bootstrapCounter counts the snapshots a peer imported (BootstrapImported events).

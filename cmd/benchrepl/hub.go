@@ -58,6 +58,8 @@ type nodeSpec struct {
 type hubHello struct {
 	URL        string   `json:"url"`
 	Namespaces []string `json:"namespaces"`
+	// LogStreams: on a cluster node, the stream holding each namespace's log.
+	LogStreams []string `json:"logStreams,omitempty"`
 }
 
 // usage is a CPU and memory reading of the child.
@@ -125,11 +127,18 @@ func runHubChild(specJSON string) error {
 			return err
 		}
 		if spec.DocBytes > 0 {
-			if err := fill(ctx, reg, c.NamespaceID, spec.DocBytes); err != nil {
+			if err := fillSnapshotted(ctx, reg, node, c.NamespaceID, spec.DocBytes); err != nil {
 				return err
 			}
 		}
 		hello.Namespaces = append(hello.Namespaces, c.NamespaceID)
+		if node != nil {
+			name, err := node.LogStreamName(ctx, c.NamespaceID)
+			if err != nil {
+				return err
+			}
+			hello.LogStreams = append(hello.LogStreams, name)
+		}
 	}
 	addr := spec.Listen
 	if addr == "" {
@@ -194,8 +203,12 @@ func openChildHub(spec hubSpec) (persistence.Catalog, *registry.Registry, *hubcl
 		reg, err := registry.New(registry.Config{Role: registry.RoleHub, Catalog: st, Documents: st})
 		return st, reg, nil, err
 	}
-	node, err := hubcluster.Start(hubcluster.Config{NodeName: spec.Node.Name, DataDir: spec.Dir, ClusterName: "bench",
-		ClusterListen: spec.Node.Listen, Routes: spec.Node.Routes})
+	cfg := hubcluster.Config{NodeName: spec.Node.Name, DataDir: spec.Dir, ClusterName: "bench",
+		ClusterListen: spec.Node.Listen, Routes: spec.Node.Routes}
+	if spec.DocBytes > 0 {
+		cfg.CompactAfterRecords = 1 // the first writes leave a snapshot, which every load reads
+	}
+	node, err := hubcluster.Start(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -213,6 +226,30 @@ func openChildHub(spec hubSpec) (persistence.Catalog, *registry.Registry, *hubcl
 		time.Sleep(20 * time.Millisecond)
 	}
 	return st, reg, node, nil
+}
+
+// fillSnapshotted writes about n bytes of text into the namespace; on a cluster node it
+// keeps the namespace loaded until its log was compacted into a snapshot.
+func fillSnapshotted(ctx context.Context, reg *registry.Registry, node *hubcluster.Node, ns string, n int) error {
+	l, err := reg.Open(ctx, hubOwner, ns)
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	if err := fill(ctx, reg, ns, n); err != nil || node == nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		li, err := node.LogInfo(ctx, hubOwner, ns)
+		if err == nil && li.SnapshotThrough > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no snapshot of %s after a minute: %+v, %v", ns, li, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // gateNode refuses peer connections while the node cannot serve them, as the hub binary

@@ -14,8 +14,14 @@
 //   - clusterfanout: the fan-out on a single hub, on a hub cluster of three node processes
 //     with every peer attached to one node, and with the peers spread over the three:
 //     propagation p50/p99 and the hub processes' CPU per delivery;
-//   - failover: peers given the three nodes' URLs, all attached to the first, which is
-//     killed: how long until each has all its targets live again on another node;
+//   - failover: peers given the three nodes' URLs, all attached to one, which is killed: how
+//     long until each has all its targets live again on another node, the node killed being
+//     the leader of the namespaces' log streams, then one leading none of them (-repeats
+//     times each, medians);
+//   - backup: a hub binary whose store holds -store-mib (1 GiB) of documents, written to through its admin
+//     API while `hub backup` copies it: the store's and the backup's size, the backup's
+//     time, and the writes' latency without a backup and during it (the longest is the
+//     pause a backup causes);
 //   - large: the hub and peer binaries with documents of 1, 8 and 32 MiB — a fresh peer's
 //     time to go live, four fresh peers at once (time, peak memory), a 4 MiB write to three
 //     peers, and a 5 MiB document made of random inserts;
@@ -44,11 +50,11 @@
 // temporary directory, and they talk over real WebSockets on loopback. The workload is
 // kept stable so that other relays can be measured side by side with it.
 //
-//	benchrepl [-workload all|fanout|namespaces|bootstrap|cluster|clusterfanout|failover|large|feed|idle|scale|storm|crashloop|linkcut[,…]]
+//	benchrepl [-workload all|fanout|namespaces|bootstrap|cluster|clusterfanout|failover|large|feed|backup|idle|scale|storm|crashloop|linkcut[,…]]
 //	          [-peers 20] [-updates 500] [-namespaces 200] [-ns-peers 2] [-ns-updates 50]
 //	          [-doc-kb 400] [-runs 5] [-cluster-updates 500] [-load-updates 5000]
-//	          [-failover-peers 200] [-failover-namespaces 2]
-//	          [-bin DIR] [-sizes 1,8,32] [-fresh 4] [-paste-peers 3]
+//	          [-failover-peers 200] [-failover-namespaces 2] [-failover-doc-kb 64] [-repeats 5]
+//	          [-bin DIR] [-store-mib 1024] [-sizes 1,8,32] [-fresh 4] [-paste-peers 3]
 //	          [-idle-conns 10000] [-scale-peers 1000] [-scale-namespaces 10]
 //	          [-storm 500x10,2000x1] [-outages 5s,15s,30s] [-crash-peers 100] [-crash-namespaces 10]
 //	          [-cycles 20] [-up-min 3s] [-up-max 5s] [-down 500ms] [-cut-peers 20] [-cut-namespaces 10] [-cut-every 5s] [-cut-for 120s]
@@ -80,7 +86,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("benchrepl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workload := fs.String("workload", "all", "all (fanout, namespaces, bootstrap), or a comma-separated list of fanout, namespaces, bootstrap, cluster, clusterfanout, failover, large, feed, idle, scale, storm, crashloop, linkcut")
+	workload := fs.String("workload", "all", "all (fanout, namespaces, bootstrap), or a comma-separated list of fanout, namespaces, bootstrap, cluster, clusterfanout, failover, large, feed, idle, scale, storm, crashloop, linkcut, backup")
 	peers := fs.Int("peers", 20, "fan-out: peers on the namespace")
 	updates := fs.Int("updates", 500, "fan-out: updates each peer writes")
 	namespaces := fs.Int("namespaces", 200, "namespaces workload: namespaces")
@@ -95,6 +101,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	loadUpdates := fs.Int("load-updates", 5000, "cluster: updates of the namespace whose load is timed")
 	failoverPeers := fs.Int("failover-peers", 200, "failover: peers attached to the node that is killed")
 	failoverNS := fs.Int("failover-namespaces", 2, "failover: namespaces, each replicated by every peer")
+	failoverDocKB := fs.Int("failover-doc-kb", 64, "failover: text in each namespace, in KiB, kept in a snapshot (0: empty namespaces)")
+	repeats := fs.Int("repeats", 5, "cluster, failover: repeats (the figures reported are their medians)")
 	binDir := fs.String("bin", "", "large: the directory of the hub and peer binaries (default: build them, from the repository root)")
 	largeSizes := fs.String("sizes", "1,8,32", "large: document sizes in MiB")
 	fresh := fs.Int("fresh", 4, "large: fresh peers bootstrapping the largest document at once")
@@ -116,16 +124,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cutEvery := fs.Duration("cut-every", 5*time.Second, "linkcut: time between cuts")
 	cutFor := fs.Duration("cut-for", 120*time.Second, "linkcut: how long the links flap")
 	policies := fs.String("policies", "adaptive,contract", "fault workloads: the policies to run, adaptive and/or contract (the baseline)")
+	storeMiB := fs.Int("store-mib", 1024, "backup: MiB of documents in the hub's store")
 	asJSON := fs.Bool("json", false, "print one JSON object per workload")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the benchmark and its in-process hubs and peers) to this file")
+	blockProfile := fs.String("blockprofile", "", "write a profile of where this process's goroutines blocked to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	stopProfiles, err := startProfiles(*cpuProfile, *blockProfile)
+	if err != nil {
+		fmt.Fprintln(stderr, "benchrepl:", err)
+		return 2
+	}
+	defer stopProfiles()
 	selected := map[string]bool{}
 	for _, w := range strings.Split(*workload, ",") {
 		switch w = strings.TrimSpace(w); w {
 		case "all":
 			selected["fanout"], selected["namespaces"], selected["bootstrap"] = true, true, true
-		case "fanout", "namespaces", "bootstrap", "cluster", "clusterfanout", "failover", "large", "feed", "idle", "scale", "storm", "crashloop", "linkcut":
+		case "fanout", "namespaces", "bootstrap", "cluster", "clusterfanout", "failover", "large", "feed", "idle", "scale", "storm", "crashloop", "linkcut", "backup":
 			selected[w] = true
 		default:
 			fmt.Fprintf(stderr, "benchrepl: unknown workload %q\n", w)
@@ -217,7 +234,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if selected["cluster"] {
-		r, err := runCluster(*clusterUpdates, *loadUpdates)
+		r, err := runCluster(*clusterUpdates, *loadUpdates, *repeats)
 		if err != nil {
 			fmt.Fprintln(stderr, "cluster:", err)
 			ok = false
@@ -235,12 +252,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if selected["failover"] {
-		r, err := runFailover(*failoverPeers, *failoverNS)
+		r, err := runFailover(*failoverPeers, *failoverNS, *failoverDocKB<<10, *repeats)
 		if err != nil {
 			fmt.Fprintln(stderr, "failover:", err)
 			ok = false
 		} else {
 			report("failover", r)
+		}
+	}
+	if selected["backup"] {
+		r, err := runBackup(*binDir, *storeMiB, 15*time.Second)
+		if err != nil {
+			fmt.Fprintln(stderr, "backup:", err)
+			ok = false
+		} else {
+			report("backup", r)
 		}
 	}
 	if selected["large"] {

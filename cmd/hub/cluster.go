@@ -86,10 +86,13 @@ func largestWrite(p *protocol.Config) int {
 // A cluster node carries every write the replication limits let in as one record of its
 // log: the embedded NATS server is sized for it, and an existing NATS cluster whose
 // max_payload is smaller is refused at start (raise max_payload, or lower the limits).
-func openHub(data string, cf *clusterFlags, feed *persistence.ChangeFeedOptions, limits *protocol.Config, clk clock.Clock, log *slog.Logger) (*node.Instance, *cluster.Node, error) {
+func openHub(data string, cf *clusterFlags, feed *persistence.ChangeFeedOptions, limits *protocol.Config, restored *node.Restored, clk clock.Clock, log *slog.Logger) (*node.Instance, *cluster.Node, error) {
 	on, err := cf.enabled()
 	if err != nil {
 		return nil, nil, err
+	}
+	if restored != nil && restored.Pending && !on {
+		return nil, nil, fmt.Errorf("data dir %s holds a hub cluster's backup to load (hub restore of a cluster's backup): start this hub as a node of a new cluster (--cluster-listen, --cluster-routes)", data)
 	}
 	if !on {
 		inst, err := node.OpenInstanceFeed(data, registry.RoleHub, observer.SideHub, clk, log, feed)
@@ -123,6 +126,10 @@ func openHub(data string, cf *clusterFlags, feed *persistence.ChangeFeedOptions,
 		n.Close(context.Background())
 		return nil, nil, err
 	}
+	var loading *clusterRestore
+	if restored != nil && restored.Pending {
+		loading = startClusterRestore(n, reg, data, restored, log)
+	}
 	inst, err := node.NewInstance(store, reg, observer.SideHub, clk, log, func() { n.Close(context.Background()) })
 	if err != nil {
 		return nil, nil, err
@@ -132,17 +139,17 @@ func openHub(data string, cf *clusterFlags, feed *persistence.ChangeFeedOptions,
 		return nil, nil, err
 	}
 	inst.Ready = n.Ready
+	if loading != nil {
+		inst.Ready = func() error {
+			if err := loading.Ready(); err != nil {
+				return err
+			}
+			return n.Ready()
+		}
+	}
 	log.Info("cluster node started", slog.String("node", cf.node), slog.String("cluster", cf.name),
 		slog.String("clusterListen", cf.listen), slog.String("natsUrl", cf.natsURL), slog.String("natsClientURL", n.ClientURL()))
 	return inst, n, nil
-}
-
-// nodeReady is a cluster node's Ready, nil on a single hub.
-func nodeReady(n *cluster.Node) func() error {
-	if n == nil {
-		return nil
-	}
-	return n.Ready
 }
 
 // gateCluster refuses peer connections (503 with Retry-After, before the upgrade) while a

@@ -8,6 +8,8 @@
 //	hub token add --data DIR --client NAME [--namespace ns-…|*]... [--read-only] [--expires 24h]   # an editor's
 //	hub token change --data DIR --client NAME [--namespace ns-…|*]... [--read-only|--read-write]
 //	hub write --namespace ns-… [--map ROOT] KEY=VALUE...        # a client of the admin API
+//	hub backup --admin URL --out FILE                           # a backup of a running hub
+//	hub restore --from FILE --data DIR [--restore-fence]        # a data directory from one
 //
 // Editors (stock y-websocket and Hocuspocus providers) connect to the client listener, --client-listen
 // (default 127.0.0.1:8789): ws://HOST:PORT/v1/yjs/{namespaceId}?token=… ; the editor page is
@@ -39,6 +41,8 @@ var hub = cli.Group{
 		{Name: "serve", Summary: "run the hub: the replication endpoint for peers and the admin API", Run: serve},
 		tokenCommands.Command("token", "manage the peers' and editors' tokens in the hub's tokens file (add, list, rotate, remove)"),
 		node.WriteCommand("hub", "http://127.0.0.1:8788"),
+		{Name: "backup", Summary: "take a backup of a running hub through its admin API, checked as it arrives", Run: backupCommand},
+		{Name: "restore", Summary: "prepare a data directory from a backup", Run: restoreCommand},
 	},
 	Default: "serve",
 	Version: true,

@@ -258,7 +258,7 @@ func TestMistakesAreOneLine(t *testing.T) {
 		{[]string{"serve", "--listen"}, `hub serve: flag --listen needs a value; see "hub serve -h"`},
 		{[]string{"serve", "--max-frame-bytes", "lots"}, `hub serve: invalid value "lots" for --max-frame-bytes`},
 		{[]string{"serve", "extra"}, `hub serve: unexpected argument "extra" (hub serve takes flags only); see "hub serve -h"`},
-		{[]string{"frobnicate"}, `hub: unknown command "frobnicate" (want serve, token, write or version); see "hub -h"`},
+		{[]string{"frobnicate"}, `hub: unknown command "frobnicate" (want serve, token, write, backup, restore or version); see "hub -h"`},
 		{[]string{"token"}, `hub token: a command is required; see "hub token -h"`},
 		{[]string{"token", "frob"}, `hub token: unknown command "frob" (want add, list, rotate, change or remove); see "hub token -h"`},
 		{[]string{"token", "add"}, `hub token add: --peer (or --client) is required; see "hub token add -h"`},
@@ -322,7 +322,7 @@ func TestClusterGate(t *testing.T) {
 			t.Fatalf("%s when ready: %d, handler reached %d times", c.path, rec.Code, reached[c.path])
 		}
 	}
-	single := gateCluster(nodeReady(nil), h)
+	single := gateCluster(nil, h)
 	if rec := get(single, "/v1/replication"); rec.Code != http.StatusOK || reached["/v1/replication"] != 2 {
 		t.Fatalf("a single hub's endpoint: %d", rec.Code)
 	}

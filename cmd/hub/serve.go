@@ -102,7 +102,15 @@ func serve(args []string, cio cli.IO) int {
 	}
 
 	// Everything that can refuse the configuration is checked before anything is served.
-	inst, clusterNode, err := openHub(*data, clusterOpts, feedOpts.storeOptions(), &common.Protocol, clk, log)
+	restored, err := readRestored(*data, log)
+	if err != nil {
+		return fail(err)
+	}
+	inst, clusterNode, err := openHub(*data, clusterOpts, feedOpts.storeOptions(), &common.Protocol, restored, clk, log)
+	var damaged *node.DamagedStoreError
+	if errors.As(err, &damaged) {
+		return fail(fmt.Errorf("%v: %s", err, node.HubDamagedFix(*data)))
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -179,6 +187,7 @@ func serve(args []string, cio cli.IO) int {
 		peerPresence = relay
 	}
 	namespaces, err := namespace.NewHub(namespace.HubOptions{Registry: reg, Logger: log, Presence: peerPresence,
+		Missing: missingNamespaces(restored, *adminListen, common.AdminToken != "", clk, log),
 		OwnerMismatch: func(peer, ns, grantOwner, nsOwner string) {
 			log.Warn("a peer asked for a namespace of another owner; it was answered as for a missing namespace (NAMESPACE_NOT_FOUND)",
 				slog.String("peer", peer), slog.String("namespaceId", ns),
@@ -205,6 +214,7 @@ func serve(args []string, cio cli.IO) int {
 	}
 	obs.Assemblies(namespaces.Assemblies)
 	adminOpts := inst.AdminOptions(common)
+	adminOpts.Backup = hubBackup(inst, clusterNode, *tokensFile, *instanceID, clk)
 	adminOpts.Sessions = namespaces.Sessions
 	adminOpts.InstanceID, adminOpts.Connections, adminOpts.Flows, adminOpts.Load = *instanceID, hub.Connections, hub.NamespaceFlows, hub.Load
 	adminOpts.Listeners = map[string]string{"admin": *adminListen, "replication": *listen}
@@ -292,7 +302,7 @@ func serve(args []string, cio cli.IO) int {
 		if err != nil {
 			return fail(err)
 		}
-		clients = &node.Server{Name: "client", Listener: clientLn, Handler: gateEditors(nodeReady(clusterNode), node.ClientHandler(editors, log))}
+		clients = &node.Server{Name: "client", Listener: clientLn, Handler: gateEditors(inst.Ready, node.ClientHandler(editors, log))}
 		cleanup = append(cleanup, func() { clientLn.Close() })
 	}
 	replLn, err := node.ListenTLS("listen", *listen, certs)
@@ -307,7 +317,7 @@ func serve(args []string, cio cli.IO) int {
 	cleanup = nil // from here on the shutdown sequence owns everything
 
 	replMux := http.NewServeMux()
-	replMux.Handle("/v1/replication", gateCluster(nodeReady(clusterNode), hub))
+	replMux.Handle("/v1/replication", gateCluster(inst.Ready, hub))
 	replMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, "{\"status\":\"ok\"}\n")

@@ -27,7 +27,10 @@ import (
 // someone had made them. The updates a hub logs are kept as they were received, so what is
 // rebuilt only from them is right.
 
-const checkAbout = `Rebuilds each stored document (or NAMESPACE's, and its archives) with this version: ` +
+const checkAbout = `First reads every record of the store and checks it (its checksum, the pages that hold it, ` +
+	`logs without gaps): damage — a record that fails its checksum, a page that cannot be read, a file cut short — is ` +
+	`reported as DAMAGED, where it is, and what to do (a peer: --rebuild-damaged-store; a hub: restore a backup). Then it ` +
+	`rebuilds each stored document (or NAMESPACE's, and its archives) with this version: ` +
 	`the snapshot, then each logged update in order, as a hub or peer loads it, and all of them merged, as ` +
 	`compaction folds them; the two must agree. It replays the same updates as versions before this one ` +
 	`applied them: those could delete live text and map entries of a document in which one client owned more ` +

@@ -52,8 +52,8 @@ func runStore(sub string, args []string, cio cli.IO) int {
 	case "check":
 		synopsis = "nmcr store check PATH [NAMESPACE] [--archives] [--json]"
 		about = checkAbout + " " + storePathAbout + " Exit status: 0 every document is ok, 3 some need attention " +
-			"(unverified or reset), 1 one does not load or loads two ways that disagree, or the store could not be " +
-			"read, 2 bad usage."
+			"(unverified or reset), 1 the store is damaged, one does not load or loads two ways that disagree, or the " +
+			"store could not be read, 2 bad usage."
 	}
 	f := cli.NewFlags("nmcr store "+sub, synopsis, about)
 	var archive *uint64
@@ -91,6 +91,18 @@ func runStore(sub string, args []string, cio cli.IO) int {
 		fmt.Fprintf(stderr, "nmcr store %s: %s is in use by a running hub or peer, which keeps it locked; stop it first, or read a namespace through its admin API: curl -s http://<its --admin-listen>/v1/namespaces/%s/update | nmcr doc json\n", sub, pos[0], ns)
 		return 1
 	}
+	if err != nil && sub == "check" && errors.Is(err, persistence.ErrCorrupt) {
+		// Damaged past opening: the file as a whole.
+		path := pos[0]
+		var ce *persistence.CorruptError
+		if errors.As(err, &ce) {
+			path = ce.Path
+		}
+		if rerr := reportDamage(stdout, path, err, false, *asJSON); rerr != nil {
+			fmt.Fprintf(stderr, "nmcr store %s: %v\n", sub, rerr)
+		}
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "nmcr store %s: %v\n", sub, err)
 		return 1
@@ -108,7 +120,11 @@ func runStore(sub string, args []string, cio cli.IO) int {
 		if len(pos) > 1 {
 			ns = pos[1]
 		}
-		status, err = storeCheck(ctx, st, pos[0], ns, *archives, *asJSON, stdout)
+		if damage := st.Verify(ctx); damage != nil {
+			status, err = checkDamaged(ctx, st, pos[0], ns, damage, *asJSON, stdout)
+		} else {
+			status, err = storeCheck(ctx, st, pos[0], ns, *archives, *asJSON, stdout)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "nmcr store %s: %v\n", sub, err)

@@ -52,6 +52,8 @@ func runPeer(args []string, cio cli.IO) int {
 	f.Var(&targetFlags, "target", "a namespace to replicate, `ns-…[:OWNER]` (repeatable; remembered in the store)")
 	owner := f.String("owner", "default", "the local owner (storage partition) of --target replicas given without :OWNER")
 	tokenPoll := f.Duration("token-poll", time.Second, "how often a peer the hub refused checks its token file for a new token")
+	rebuild := f.Bool("rebuild-damaged-store", false, "when the store is damaged, move it aside (kept as nomicore.db.damaged-TIME for nmcr) "+
+		"and start with a new one: the targets are read back from it where they can be (and --target adds them) and bootstrap again from the hub")
 	hubCA := f.String("hub-ca", "", "`FILE` of PEM certificates (CAs) to trust for a wss:// hub, read again when it changes (default: the system's)")
 	f.StringVar(hubCA, "hub-ca-file", "", "`FILE`: the same as --hub-ca (its earlier name)")
 	common := node.RegisterCommon(f)
@@ -133,6 +135,19 @@ func runPeer(args []string, cio cli.IO) int {
 	log := node.NewLogger(stderr, common.LogLevel, common.LogFormat, "peer")
 	clk := clock.Real()
 	inst, err := node.OpenInstance(*data, registry.RolePeer, observer.SidePeer, clk, log)
+	var damaged *node.DamagedStoreError
+	var rebuilt *node.Rebuilt
+	if errors.As(err, &damaged) {
+		if !*rebuild {
+			return fail(fmt.Errorf("%v: %s", err, node.PeerDamagedFix()))
+		}
+		rb, rerr := node.RebuildDamagedStore(*data, clk.Now(), log)
+		if rerr != nil {
+			return fail(fmt.Errorf("%v; %v", err, rerr))
+		}
+		rebuilt = &rb
+		inst, err = node.OpenInstance(*data, registry.RolePeer, observer.SidePeer, clk, log)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -144,6 +159,9 @@ func runPeer(args []string, cio cli.IO) int {
 		}
 	}()
 	ctx := context.Background()
+	if rebuilt != nil {
+		flagTargets = append(rebuilt.Targets, flagTargets...)
+	}
 	for _, t := range flagTargets {
 		if err := node.RememberTarget(ctx, store, t); err != nil {
 			return fail(err)
@@ -169,11 +187,24 @@ func runPeer(args []string, cio cli.IO) int {
 		cleanup = append(cleanup, relay.Close)
 		common.Protocol.Presence = true
 	}
-	tcOpts := namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log,
+	// The counts of local writes the hub does not hold yet, as the last run left them.
+	ids := make([]string, len(targets))
+	for i, t := range targets {
+		ids[i] = t.NamespaceID
+	}
+	unreplicated, err := node.LoadLedger(ctx, store, ids)
+	if err != nil {
+		return fail(err)
+	}
+	ledger := node.NewDurableLedger(store, log)
+	tcOpts := namespace.TargetControllerOptions{Registry: reg, Targets: targets, Logger: log, Unreplicated: unreplicated,
 		// A namespace the hub deleted is no target any more: a restart must not bring it back.
 		OnHubDeleted: func(t namespace.Target, _ persistence.ArchiveInfo, _ error) {
 			node.ForgetTarget(context.Background(), store, t.NamespaceID)
 		}}
+	if ledger != nil {
+		tcOpts.Ledger = ledger
+	}
 	if relay != nil {
 		tcOpts.Presence = relay
 	}
@@ -211,6 +242,7 @@ func runPeer(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
+	localWrites.Ledger = ledger
 	// The client listener: editors of the peer's targets, with the client tokens of
 	// DATA/tokens.json (peer token add --client).
 	var editors *yws.Server

@@ -102,7 +102,13 @@ type Options struct {
 	// Metrics serves GET /metrics; nil answers 404.
 	Metrics http.Handler
 	// Ready reports readiness for /readyz: nil when ready, else why not (one short phrase).
-	Ready func() error
+	// A store that cannot commit writes (Store.Healthy false) is not ready either;
+	// StoreProblem, when set, says why.
+	Ready        func() error
+	StoreProblem func() string
+	// Backup, when set (hub), writes a backup of the hub's state to w (GET /v1/backup) and
+	// returns how many bytes it wrote; the API serves it only with an admin token.
+	Backup func(ctx context.Context, w io.Writer) (int64, error)
 	// ExplainTarget, when set, says why a peer target is not replicating: the error code
 	// that ended it, and the reason in words (both empty when it replicates).
 	ExplainTarget func(namespace.TargetStatus) (code, reason string)
@@ -112,6 +118,9 @@ type Options struct {
 	// MaxUpdateFlag, when set, is the flag that sets it, which the 413 names.
 	MaxUpdateBytes int
 	MaxUpdateFlag  string
+	// MaxRecreateBytes bounds the body of POST /v1/namespaces/{id}/recreate (a document's
+	// whole state; zero: DefaultMaxRecreateBytes).
+	MaxRecreateBytes int
 	// MaxEventStreams bounds concurrent event streams (503 TOO_MANY_STREAMS beyond it).
 	MaxEventStreams int
 	// EventsMaxQueuedBytes and EventsMaxQueuedCount bound each stream's queue.
@@ -333,9 +342,11 @@ func (a *API) routes() {
 		m.Handle("GET /favicon.ico", a.opts.UI)
 	}
 	if a.opts.Side == observer.SideHub {
+		m.HandleFunc("GET /v1/backup", a.backup)
 		m.HandleFunc("GET /v1/connections", a.getConnections)
 		m.HandleFunc("POST /v1/namespaces", a.createNamespace)
 		m.HandleFunc("POST /v1/namespaces/{id}/epoch", a.bumpEpoch)
+		m.HandleFunc("POST /v1/namespaces/{id}/recreate", a.recreate)
 		m.HandleFunc("DELETE /v1/namespaces/{id}", a.deleteNamespace)
 		m.HandleFunc("PATCH /v1/namespaces/{id}", a.patchNamespace)
 		m.HandleFunc("PUT /v1/namespaces/{id}/schema", a.replaceSchema)
@@ -490,6 +501,18 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusServiceUnavailable, body)
 			return
 		}
+	}
+	if body["persistence"] == "degraded" {
+		// Writes are refused (PERSISTENCE_DEGRADED) until the store commits again.
+		reason := "persistence degraded: the store cannot commit writes; it keeps trying"
+		if a.opts.StoreProblem != nil {
+			if p := a.opts.StoreProblem(); p != "" {
+				reason = "persistence degraded: " + p
+			}
+		}
+		body["ready"], body["reason"] = false, reason
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
 	}
 	writeJSON(w, http.StatusOK, body)
 }

@@ -5,14 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/nomicore/nomicore/changefeed"
 	"github.com/nomicore/nomicore/clock"
-	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/webhook"
 )
 
@@ -299,23 +297,4 @@ func (a *API) getWebhooks(w http.ResponseWriter, _ *http.Request) {
 		out.Webhooks = append(out.Webhooks, a.opts.Webhooks()...)
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// NamespaceDeleted is what the change feed and the versions do when a namespace is
-// deleted: a "deleted" change in the feed (readers and webhooks learn it), and the
-// namespace's versions dropped. The delete itself is done and acknowledged by then; a
-// failure here is logged, not returned (the namespace is gone either way).
-func (a *API) NamespaceDeleted(ctx context.Context, owner, ns string) {
-	if src := a.opts.Changes; src != nil {
-		if err := src.Record(ctx, changefeed.Event{Kind: persistence.ChangeDeleted, Owner: owner, NamespaceID: ns}); err != nil {
-			a.log.Warn("the namespace was deleted, but the change feed has no \"deleted\" change for it",
-				slog.String("namespaceId", ns), slog.String("error", err.Error()))
-		}
-	}
-	if v := a.opts.Versions; v != nil {
-		if err := v.DeleteAll(ctx, ns); err != nil {
-			a.log.Warn("the namespace was deleted, but dropping its versions failed",
-				slog.String("namespaceId", ns), slog.String("error", err.Error()))
-		}
-	}
 }

@@ -74,6 +74,11 @@ const (
 	// CodeHostNotAllowed: a request to a token-less API addressed to a name that is not
 	// loopback.
 	CodeHostNotAllowed = "HOST_NOT_ALLOWED"
+	// CodeTokenRequired: a route served only by an API that requires an admin token (a
+	// backup holds every namespace).
+	CodeTokenRequired = "ADMIN_TOKEN_REQUIRED"
+	// CodeNamespaceExists: a namespace to re-create from a replica exists already.
+	CodeNamespaceExists = "NAMESPACE_EXISTS"
 )
 
 // Error is an admin API error: an HTTP status and the JSON body {"code","message"}.
@@ -123,6 +128,8 @@ func (a *API) fromErr(err error) *Error {
 		return &Error{http.StatusForbidden, CodeRoleViolation, err.Error()}
 	case errors.Is(err, registry.ErrConflict):
 		return &Error{http.StatusConflict, CodeConflict, "another hub node changed this namespace's identity or schema first; nothing was written: retry"}
+	case errors.Is(err, registry.ErrExists):
+		return &Error{http.StatusConflict, CodeNamespaceExists, "the hub has this namespace (active or archived): nothing was overwritten"}
 	case errors.Is(err, registry.ErrInUse):
 		return &Error{http.StatusConflict, CodeNamespaceInUse, "the namespace is in use"}
 	case errors.Is(err, registry.ErrClosed):

@@ -133,8 +133,10 @@ func (a *API) patchNamespace(w http.ResponseWriter, r *http.Request) {
 // (docs/operations.md#deleting-a-namespace). N must be the replicationEpoch GET
 // /v1/namespaces/{id} shows: a delete is never one stray request (400 without it), and of
 // an epoch bump and a delete racing one gets 409 EPOCH_MISMATCH. Editors are closed, peers
-// told (they delete their replicas), the document removed and the id never used again:
-// later requests are 404 NAMESPACE_DELETED. Answers 204.
+// told (they delete their replicas), the document and its versions removed and the id
+// never used again: later requests are 404 NAMESPACE_DELETED. The change feed's "deleted"
+// change is written by the delete itself (with the tombstone on a single hub, as the
+// deletion record of the log in a cluster), not after it. Answers 204.
 func (a *API) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 	raw := r.URL.Query().Get("expectedEpoch")
 	if raw == "" {
@@ -165,7 +167,6 @@ func (a *API) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a.fromErr(err))
 		return
 	}
-	a.NamespaceDeleted(r.Context(), ns.owner, ns.id)
 	attrs := []slog.Attr{slog.String("namespaceId", ns.id), slog.Uint64("replicationEpoch", expected)}
 	if ns.name != "" {
 		attrs = append(attrs, slog.String("name", ns.name))
@@ -183,8 +184,6 @@ func (a *API) finishDelete(r *http.Request, expected uint64) {
 		return
 	}
 	if e, err := a.opts.Store.Entry(r.Context(), id); err == nil && e.State == persistence.StateDeleted {
-		if a.opts.Registry.Delete(r.Context(), e.Owner, id, expected) == nil {
-			a.NamespaceDeleted(r.Context(), e.Owner, id)
-		}
+		_ = a.opts.Registry.Delete(r.Context(), e.Owner, id, expected) // ErrDeleted: the answer is 404 either way
 	}
 }

@@ -27,6 +27,7 @@ func RunFeed(t *testing.T, open Factory) {
 	t.Run("FeedRetention", s.feedRetention)
 	t.Run("FeedSnapshotsAndRecords", s.feedSnapshots)
 	t.Run("FeedOff", s.feedOff)
+	t.Run("FeedDeleteIsWrittenWithTheDelete", s.feedDelete)
 	t.Run("Versions", s.versions)
 }
 
@@ -231,6 +232,66 @@ func (s suite) feedSnapshots(t *testing.T) {
 	wantChange(t, got[1], persistence.ChangeRestored, id, []byte("r"))
 	_, err = st.RecordChange(ctxT(t), persistence.Change{Kind: 9, Owner: owner, NamespaceID: id})
 	wantErr(t, err, persistence.ErrInvalid)
+}
+
+// A delete writes the namespace's "deleted" record (without a state vector) and drops its
+// versions in the transaction that makes the entry a tombstone: a delete whose commit
+// fails leaves the namespace, its versions and the feed as they were; one refused (deleted
+// already) writes nothing.
+func (s suite) feedDelete(t *testing.T) {
+	var f Faults
+	st := s.feedStore(t, persistence.Options{CommitHook: f.Hook})
+	a, b := ns(1), ns(2)
+	create(t, st, a, nil)
+	create(t, st, b, nil)
+	seq, err := st.AppendNoted(owner, a, Update(a, 1), []byte("a1"))
+	must(t, err)
+	flushed(t, st, a, seq)
+	_, err = st.PutVersion(ctxT(t), persistence.Version{NamespaceID: a, Kind: persistence.VersionManual, Label: "v", CreatedAt: t0}, []byte("state"))
+	must(t, err)
+	before := allChanges(t, st, 0)
+
+	f.Fail(true)
+	if err := st.DeleteEntry(ctxT(t), owner, a); err == nil {
+		t.Fatal("a delete whose commit failed succeeded")
+	}
+	f.Fail(false)
+	if got := allChanges(t, st, 0); len(got) != len(before) {
+		t.Fatalf("a failed delete changed the feed: %+v", got)
+	}
+	if ent, err := st.Entry(ctxT(t), a); err != nil || ent.State != persistence.StateActive {
+		t.Fatalf("after a failed delete the entry is %+v, %v", ent, err)
+	}
+	if list, err := st.Versions(ctxT(t), a); err != nil || len(list) != 1 {
+		t.Fatalf("after a failed delete the versions are %+v, %v", list, err)
+	}
+
+	wake := st.ChangesWake()
+	must(t, st.DeleteEntry(ctxT(t), owner, a))
+	select {
+	case <-wake:
+	default:
+		t.Fatal("a delete did not wake the feed's readers")
+	}
+	got := allChanges(t, st, before[len(before)-1].Cursor)
+	if len(got) != 1 {
+		t.Fatalf("a delete wrote %d records, want 1: %+v", len(got), got)
+	}
+	wantChange(t, got[0], persistence.ChangeDeleted, a, nil)
+	if list, err := st.Versions(ctxT(t), a); err != nil || len(list) != 0 {
+		t.Fatalf("the versions of a deleted namespace: %+v, %v", list, err)
+	}
+	latest := map[string]persistence.ChangeKind{}
+	_, err = st.LatestChanges(ctxT(t), func(c persistence.Change) error { latest[c.NamespaceID] = c.Kind; return nil })
+	must(t, err)
+	if latest[a] != persistence.ChangeDeleted || latest[b] != persistence.ChangeCreated {
+		t.Fatalf("the newest change of each namespace: %v", latest)
+	}
+
+	wantErr(t, st.DeleteEntry(ctxT(t), owner, a), persistence.ErrNotFound)
+	if more := allChanges(t, st, got[0].Cursor); len(more) != 0 {
+		t.Fatalf("a refused delete wrote %+v", more)
+	}
 }
 
 // Without Options.ChangeFeed nothing is recorded and the readers say so.

@@ -615,6 +615,7 @@ type nsPeerOptions struct {
 	store      persistence.Options
 	unobserved bool         // no observer (f.rec stays empty)
 	stageClock clock.Reader // the peer registry's stage clock
+	ledger     namespace.LocalWriteLedger
 }
 
 func newNSPeerOpts(t *testing.T, cfg protocol.Config, o nsPeerOptions) *nsPeer {
@@ -624,7 +625,7 @@ func newNSPeerOpts(t *testing.T, cfg protocol.Config, o nsPeerOptions) *nsPeer {
 	f.hubs = &nsHubSource{reg: hubReg}
 	f.reg, f.store = newRegistryWith(t, registry.Config{Role: registry.RolePeer, StageClock: o.stageClock}, o.store)
 	var err error
-	f.tc, err = namespace.NewTargetController(namespace.TargetControllerOptions{Registry: f.reg, Rand: wstest.MaxRand{}})
+	f.tc, err = namespace.NewTargetController(namespace.TargetControllerOptions{Registry: f.reg, Rand: wstest.MaxRand{}, Ledger: o.ledger})
 	must(t, err)
 	var obs observer.Observer = f.rec
 	if o.unobserved {

@@ -27,6 +27,12 @@ type HubOptions struct {
 	// needs both owners to fix the grant or the namespace. Called off the connection's
 	// goroutine.
 	OwnerMismatch func(peerInstanceID, namespaceID, grantOwner, namespaceOwner string)
+	// Missing, when set, is told of an OPEN refused as NAMESPACE_NOT_FOUND for a namespace
+	// the hub does not have under any owner: the peer's instance id, the namespace, and
+	// whether the peer holds a replica of it (a hub restored from an older backup lacks the
+	// namespaces created since, which their peers still hold). Called off the connection's
+	// goroutine.
+	Missing func(peerInstanceID, namespaceID string, peerHasReplica bool)
 	// Presence, when set, relays this implementation's presence extension on the
 	// connections that negotiated it (see PresenceRelay).
 	Presence PresenceRelay
@@ -58,6 +64,7 @@ type Hub struct {
 	reg           *registry.Registry
 	log           *slog.Logger
 	ownerMismatch func(peerInstanceID, namespaceID, grantOwner, namespaceOwner string) // HubOptions.OwnerMismatch
+	missing       func(peerInstanceID, namespaceID string, peerHasReplica bool)        // HubOptions.Missing
 	presence      PresenceRelay                                                        // HubOptions.Presence
 
 	mu       sync.Mutex                            // guards sessions
@@ -84,7 +91,7 @@ func NewHub(opts HubOptions) (*Hub, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{reg: opts.Registry, log: log, ownerMismatch: opts.OwnerMismatch, presence: opts.Presence,
+	return &Hub{reg: opts.Registry, log: log, ownerMismatch: opts.OwnerMismatch, missing: opts.Missing, presence: opts.Presence,
 		sessions: make(map[string]map[*hubChannel]HubSession)}, nil
 }
 

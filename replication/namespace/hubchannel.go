@@ -87,13 +87,17 @@ func (hc *hubConn) reopen(c *hubChannel, f protocol.Frame, m *protocol.OpenNames
 // goroutine (a first open loads the document from the store).
 func (hc *hubConn) startOpen(c *hubChannel) {
 	end := hc.s.BeginWork()
-	owner, ns, ctx, reg := c.grant.Owner, c.id, hc.ctx, hc.h.reg
+	owner, ns, ctx, reg, hasReplica := c.grant.Owner, c.id, hc.ctx, hc.h.reg, c.openReq.HasLocalReplica
 	go func() {
 		defer end()
 		lease, err := reg.Open(ctx, owner, ns)
-		if errors.Is(err, registry.ErrNotFound) && hc.h.ownerMismatch != nil {
-			if other, ok, _ := reg.OwnerOf(ctx, ns); ok && other != owner {
+		if errors.Is(err, registry.ErrNotFound) && (hc.h.ownerMismatch != nil || hc.h.missing != nil) {
+			other, ok, oerr := reg.OwnerOf(ctx, ns)
+			switch {
+			case ok && other != owner && hc.h.ownerMismatch != nil:
 				hc.h.ownerMismatch(hc.s.PeerInstanceID(), ns, owner, other)
+			case !ok && oerr == nil && hc.h.missing != nil:
+				hc.h.missing(hc.s.PeerInstanceID(), ns, hasReplica)
 			}
 		}
 		if !hc.s.Post(func() { hc.opened(c, lease, err) }) && lease != nil {

@@ -25,9 +25,13 @@ import (
 //     everything counted has been acknowledged.
 //
 // Writes are counted after they applied, so a count never runs ahead of the document: the
-// ledger may report a write a little longer than needed, never a write too early. It lives in
-// memory: after a restart it starts at zero (the first round still carries what the hub
-// lacks).
+// ledger may report a write a little longer than needed, never a write too early.
+//
+// With a LocalWriteLedger (TargetControllerOptions.Ledger) the counts outlive the process:
+// each change of a target's count is handed to it, in order, and the next start begins
+// with the counts it kept as written and unconfirmed — the first round with the hub
+// confirms them, as it carries whatever the hub lacks. Without one they live in memory and
+// a restart starts them at zero.
 
 // WriteRefusal is why the peer refuses a local write.
 type WriteRefusal string
@@ -119,6 +123,7 @@ func (tc *TargetController) LocalWriteApplied(namespaceID string, n int) {
 	tg, pc := tc.targets[ns], tc.conn
 	if tg != nil {
 		tg.written.Add(int64(n))
+		tc.recordLocked(namespaceID, tg.pendingLocked())
 	}
 	tc.mu.Unlock()
 	if tg != nil && pc != nil && tg.idleCheck.CompareAndSwap(false, true) {
@@ -172,8 +177,27 @@ func (tc *TargetController) confirmLocal(tg *target, mark int64) {
 	tc.mu.Lock()
 	if mark > tg.confirmed {
 		tg.confirmed = mark
+		if !tg.removed {
+			tc.recordLocked(tg.ns.String(), tg.pendingLocked())
+		}
 	}
 	tc.mu.Unlock()
+}
+
+// LocalWriteLedger keeps the peer's counts of local write bytes the hub has not confirmed
+// across restarts (TargetControllerOptions.Ledger).
+type LocalWriteLedger interface {
+	// Record is told a target's count each time it changes (0 once the hub confirmed
+	// everything, or when the target is removed or reset), in the order of the changes: it
+	// is called with the controller's lock held, and must neither block nor call back.
+	Record(namespaceID string, unreplicated int64)
+}
+
+// recordLocked hands a target's count to the ledger; tc.mu held.
+func (tc *TargetController) recordLocked(namespaceID string, unreplicated int64) {
+	if tc.ledger != nil {
+		tc.ledger.Record(namespaceID, max(unreplicated, 0))
+	}
 }
 
 // checkIdle confirms a target's local writes when its live channel has nothing of them left

@@ -68,6 +68,12 @@ type TargetControllerOptions struct {
 	// Rand draws the jitter of the retries of failed targets; nil: a generator seeded from
 	// crypto/rand. Tests inject their own.
 	Rand Rand
+	// Ledger, when set, keeps each target's count of local write bytes the hub has not
+	// confirmed across restarts (localwrites.go). Unreplicated are the counts it kept, by
+	// namespace id: a target of Targets starts with its count written and none of it
+	// confirmed, until the first round with the hub confirms it.
+	Ledger       LocalWriteLedger
+	Unreplicated map[string]int64
 	// Presence, when set, relays this implementation's presence extension on the
 	// connections that negotiated it (see PresenceRelay).
 	Presence PresenceRelay
@@ -120,6 +126,7 @@ type TargetController struct {
 	// maxUpdateBytes. Local writes above it are refused.
 	liveCap     int
 	liveChunked bool
+	ledger      LocalWriteLedger // TargetControllerOptions.Ledger; nil: the counts live in memory only
 
 	onHubDeleted func(t Target, archive persistence.ArchiveInfo, err error) // set once
 
@@ -174,11 +181,15 @@ func NewTargetController(opts TargetControllerOptions) (*TargetController, error
 		_, _ = crand.Read(seed[:])
 		rnd = mrand.New(mrand.NewChaCha8(seed))
 	}
-	tc := &TargetController{reg: opts.Registry, log: log, targets: make(map[protocol.NamespaceID]*target), rand: rnd,
+	tc := &TargetController{reg: opts.Registry, log: log, targets: make(map[protocol.NamespaceID]*target), rand: rnd, ledger: opts.Ledger,
 		presence: opts.Presence, onHubDeleted: opts.OnHubDeleted}
 	for _, t := range opts.Targets {
 		if err := tc.AddTarget(t); err != nil {
 			return nil, err
+		}
+		if n := opts.Unreplicated[t.NamespaceID]; n > 0 {
+			ns, _ := protocol.ParseNamespaceID(t.NamespaceID)
+			tc.targets[ns].written.Store(n)
 		}
 	}
 	return tc, nil
@@ -243,6 +254,7 @@ func (tc *TargetController) RemoveTarget(ctx context.Context, namespaceID string
 	delete(tc.targets, ns)
 	tg.removed = true
 	tg.cleaned = make(chan struct{})
+	tc.recordLocked(tg.ns.String(), 0) // its writes stay in the replica, never to replicate as a target's
 	pc := tc.conn
 	tc.mu.Unlock()
 	if pc == nil || !pc.s.Post(func() { pc.targetRemoved(tg) }) {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package yws
+
+const raceEnabled = false

@@ -185,12 +185,23 @@ func (c *hubCluster) startPeerOnly(name string, i int, ns string) *proc {
 
 func (c *hubCluster) startPeerWith(name, ns string, urls ...string) *proc {
 	c.t.Helper()
-	tokenFile := c.token(name)
+	return c.startPeerClients(name, ns, c.token(name), false, urls...)
+}
+
+// startPeerClients starts a peer with a target and the replication token in tokenFile;
+// with clients, its client listener is on (p.client).
+func (c *hubCluster) startPeerClients(name, ns, tokenFile string, clients bool, urls ...string) *proc {
+	c.t.Helper()
 	p := &proc{t: c.t, name: name, admin: "http://" + freeAddr(c.t), log: filepath.Join(c.dir, name+".log")}
 	c.peers[name] = p
+	listen := "off"
+	if clients {
+		p.client = freeAddr(c.t)
+		listen = p.client
+	}
 	p.args = append(append([]string{"run", "--instance-id", name}, urls...), append([]string{
 		"--token-file", tokenFile, "--admin-listen", strings.TrimPrefix(p.admin, "http://"),
-		"--data", filepath.Join(c.dir, name), "--target", ns, "--client-listen", "off"}, fast...)...)
+		"--data", filepath.Join(c.dir, name), "--target", ns, "--client-listen", listen}, fast...)...)
 	if err := p.start(); err != nil {
 		c.t.Fatalf("%s: %v", name, err)
 	}

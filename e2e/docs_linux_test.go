@@ -752,7 +752,7 @@ var docChecks = map[string]func(t *testing.T, s *docSandbox){
 			docGet(t, u, "Nomicore editor")
 		}
 		// The rich-text pages it printed, in a real browser: what is typed on one peer's
-		// page shows on the other's, both say "saved", and both peers hold it.
+		// page shows on the other's with its caret, both say "saved", and both peers hold it.
 		rich := regexp.MustCompile(`http://127\.0\.0\.1:879[13]/edit/rich/ns-[0-9a-f]{32}\?token=[A-Za-z0-9_-]+`).FindAllString(s.out, -1)
 		if len(rich) != 2 {
 			t.Fatalf("the walkthrough printed %d rich-text editor addresses, want 2:\n%s", len(rich), s.out)
@@ -763,6 +763,10 @@ var docChecks = map[string]func(t *testing.T, s *docSandbox){
 		pa.open(rich[0])
 		pb.open(rich[1])
 		want := richConverge(t, pa, pb, "Typed on the page of peer-a.", " And on the page of peer-b.")
+		// Each page shows the other's caret, relayed through the hub between its peers.
+		for _, p := range []*richPage{pa, pb} {
+			p.waitFor("the caret of the editor on the other peer", richCarets, func(s string) bool { return s != "" })
+		}
 		for _, admin := range []string{"127.0.0.1:8790", "127.0.0.1:8792"} {
 			docGet(t, "http://"+admin+"/v1/namespaces/"+ns+"/doc?root=default:xml", want)
 		}

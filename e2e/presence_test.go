@@ -41,12 +41,111 @@ func (a *agent) waitPresence(name, user string, state map[string]any) time.Durat
 	return time.Duration(ms) * time.Millisecond
 }
 
+// openHocusPresence opens a real HocuspocusProvider (of e2e/hocuspocus/v4) named name on
+// p's /v1/hocuspocus for document ns and sets its whole awareness state.
+func (a *agent) openHocusPresence(name string, p *proc, ns, token string, state map[string]any) {
+	a.t.Helper()
+	a.must("open", map[string]any{"name": name, "url": hocusURL(p), "ns": ns, "token": token}, nil)
+	a.must("setLocalState", map[string]any{"name": name, "state": state}, nil)
+}
+
 // waitPresenceGone waits until editor name holds no state of user, within timeout.
 func (a *agent) waitPresenceGone(name, user string, timeout time.Duration) time.Duration {
 	a.t.Helper()
 	var ms int
 	a.must("waitPresence", map[string]any{"name": name, "user": user, "gone": true, "timeoutMs": timeout.Milliseconds()}, &ms)
 	return time.Duration(ms) * time.Millisecond
+}
+
+// presenceHubCluster starts n nodes of a hub cluster as shipped, every node with the same
+// tokens: a client token "editors" (returned) and a replication token for each of peers
+// (the files of which it returns by name).
+func presenceHubCluster(t *testing.T, n int, peers ...string) (c *hubCluster, clientTok string, tokenFiles map[string]string) {
+	t.Helper()
+	tokenFiles = map[string]string{}
+	c = newShippedHubCluster(t, n, func(c *hubCluster) {
+		for i := range c.hubs {
+			if err := os.MkdirAll(c.data(i), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clientTok = runToken(t, bin.hub, c.data(0), "--client", "editors")
+		for _, p := range peers {
+			tokenFiles[p] = filepath.Join(c.dir, p+".token")
+			if err := os.WriteFile(tokenFiles[p], []byte(runToken(t, bin.hub, c.data(0), "--peer", p)+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(c.data(0), "tokens.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(c.hubs); i++ {
+			if err := os.WriteFile(filepath.Join(c.data(i), "tokens.json"), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	return c, clientTok, tokenFiles
+}
+
+// Peers of a hub cluster and the cluster's nodes share presence: a peer attached to node 1
+// (which has no editor of the document), a peer attached to node 2, and an editor on node
+// 2, stock y-websocket editors all: each sees the other two (node 1 relays its peer's
+// states to the cluster and the cluster's to its peer; node 2 relays between its editor,
+// its peer and the cluster); a change propagates; an editor that closes is removed
+// everywhere; an editor that then opens on node 1 sees and is seen by all. The times are
+// logged, not asserted.
+func TestE2E_Cluster_PresenceWithPeers(t *testing.T) {
+	t.Parallel()
+	ag := startAgent(t)
+	c, clientTok, tokenFiles := presenceHubCluster(t, 2, "peer-a", "peer-b")
+	ns := c.hubs[0].api().createNamespace()
+	tok := map[string]string{}
+	for _, name := range []string{"peer-a", "peer-b"} {
+		tok[name] = runToken(t, bin.peer, filepath.Join(c.dir, name), "--client", "editors")
+	}
+	a := c.startPeerClients("peer-a", ns, tokenFiles["peer-a"], true, "--hub-url", c.url(0))
+	b := c.startPeerClients("peer-b", ns, tokenFiles["peer-b"], true, "--hub-url", c.url(1))
+	targetState(t, a, ns, "live")
+	targetState(t, b, ns, "live")
+	ag.open("pam", a, ns, tok["peer-a"])
+	ag.open("pia", b, ns, tok["peer-b"])
+	ag.open("nia", c.hubs[1], ns, clientTok)
+	users := []string{"pam", "pia", "nia"}
+	for i, u := range users {
+		ag.setPresence(u, presenceOf(u, i))
+	}
+	var worst time.Duration
+	for _, viewer := range users {
+		for i, u := range users {
+			if u != viewer {
+				worst = max(worst, ag.waitPresence(viewer, u, presenceOf(u, i)))
+			}
+		}
+	}
+	t.Logf("the editors on a peer of node 1, a peer of node 2 and node 2 saw each other %v after the last state was set", worst)
+	start := time.Now()
+	ag.setPresence("pam", presenceOf("pam", 42))
+	ag.waitPresence("nia", "pam", presenceOf("pam", 42))
+	ag.waitPresence("pia", "pam", presenceOf("pam", 42))
+	t.Logf("a cursor move on node 1's peer reached node 2 and its peer in %v", time.Since(start))
+
+	start = time.Now()
+	ag.must("close", map[string]any{"name": "pia"}, nil)
+	ag.waitPresenceGone("nia", "pia", 10*time.Second)
+	ag.waitPresenceGone("pam", "pia", 10*time.Second)
+	t.Logf("a closed editor on node 2's peer was removed on node 2 and node 1's peer in %v", time.Since(start))
+
+	ag.open("ned", c.hubs[0], ns, clientTok)
+	ag.setPresence("ned", presenceOf("ned", 7))
+	ag.waitPresence("ned", "pam", presenceOf("pam", 42))
+	ag.waitPresence("ned", "nia", presenceOf("nia", 2))
+	ag.waitPresence("pam", "ned", presenceOf("ned", 7))
+	ag.waitPresence("nia", "ned", presenceOf("ned", 7))
+	if v := c.hubs[1].api().metric(`nomicore_presence_relayed_total{direction="in"}`); v < 2 {
+		t.Errorf("node 2 counts %v presence entries received", v)
+	}
 }
 
 // Three nodes of a hub cluster as shipped (client listener on, presence relay on by
@@ -58,24 +157,7 @@ func (a *agent) waitPresenceGone(name, user string, timeout time.Duration) time.
 func TestE2E_Cluster_PresenceAcrossNodes(t *testing.T) {
 	t.Parallel()
 	ag := startAgent(t)
-	var clientTok string
-	c := newShippedHubCluster(t, 3, func(c *hubCluster) {
-		for i := range c.hubs {
-			if err := os.MkdirAll(c.data(i), 0o700); err != nil {
-				t.Fatal(err)
-			}
-		}
-		clientTok = runToken(t, bin.hub, c.data(0), "--client", "editors")
-		b, err := os.ReadFile(filepath.Join(c.data(0), "tokens.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := 1; i < len(c.hubs); i++ {
-			if err := os.WriteFile(filepath.Join(c.data(i), "tokens.json"), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
+	c, clientTok, _ := presenceHubCluster(t, 3)
 	ns := c.hubs[0].api().createNamespace()
 	users := []string{"ada", "bea", "cyd"}
 	for i, u := range users {
@@ -94,8 +176,26 @@ func TestE2E_Cluster_PresenceAcrossNodes(t *testing.T) {
 	}
 	t.Logf("every editor saw the other two nodes' editors %v after the last state was set", worst)
 
-	// A change on node 1 reaches nodes 2 and 3.
+	// A real Hocuspocus provider on node 3's /v1/hocuspocus and the y-websocket editors on
+	// nodes 1 and 2 see each other; its destroy() removes it there.
+	hp := startHocusAgent(t, "v4")
 	start := time.Now()
+	hp.openHocusPresence("hoc", c.hubs[2], ns, clientTok, presenceOf("hoc", 9))
+	ag.waitPresence("ada", "hoc", presenceOf("hoc", 9))
+	ag.waitPresence("bea", "hoc", presenceOf("hoc", 9))
+	hp.waitPresence("hoc", "ada", presenceOf("ada", 0))
+	hp.waitPresence("hoc", "bea", presenceOf("bea", 1))
+	t.Logf("a Hocuspocus provider on node 3 and the editors on nodes 1 and 2 saw each other %v after it was opened", time.Since(start))
+	hp.must("setLocalState", map[string]any{"name": "hoc", "state": presenceOf("hoc", 10)}, nil)
+	ag.waitPresence("ada", "hoc", presenceOf("hoc", 10))
+	start = time.Now()
+	hp.must("close", map[string]any{"name": "hoc"}, nil)
+	ag.waitPresenceGone("ada", "hoc", 10*time.Second)
+	ag.waitPresenceGone("bea", "hoc", 10*time.Second)
+	t.Logf("a destroyed Hocuspocus provider on node 3 was removed on nodes 1 and 2 in %v", time.Since(start))
+
+	// A change on node 1 reaches nodes 2 and 3.
+	start = time.Now()
 	ag.setPresence("ada", presenceOf("ada", 42))
 	for _, viewer := range []string{"bea", "cyd"} {
 		ag.waitPresence(viewer, "ada", presenceOf("ada", 42))
@@ -192,11 +292,50 @@ func TestE2E_Editors_PresenceAcrossHubAndPeers(t *testing.T) {
 		}
 	}
 	t.Logf("every editor saw the other two nodes' editors %v after the last state was set", worst)
+	// The periodic reconciliation of a live namespace (every 3 s here) leaves presence alone:
+	// two of them later, every editor still holds the others' states.
+	time.Sleep(7 * time.Second)
+	for _, viewer := range users {
+		for i, u := range users {
+			if u != viewer {
+				ag.must("waitPresence", map[string]any{"name": viewer, "user": u, "state": presenceOf(u, i), "timeoutMs": 500}, nil)
+			}
+		}
+	}
+
+	// The real Hocuspocus provider on the hub's /v1/hocuspocus shares the document's presence
+	// with the y-websocket editors on the hub and on both peers, both ways.
+	hp := startHocusAgent(t, "v4")
 	start := time.Now()
+	hp.openHocusPresence("hoc", hub, ns, tok["hub"], presenceOf("hoc", 7))
+	for _, viewer := range users {
+		worst = max(worst, ag.waitPresence(viewer, "hoc", presenceOf("hoc", 7)))
+	}
+	for i, u := range users {
+		hp.waitPresence("hoc", u, presenceOf(u, i))
+	}
+	t.Logf("a Hocuspocus provider on the hub and the y-websocket editors on the hub and both peers saw each other %v after it was opened", time.Since(start))
+	start = time.Now()
+	hp.must("setLocalState", map[string]any{"name": "hoc", "state": presenceOf("hoc", 8)}, nil)
+	for _, viewer := range users {
+		ag.waitPresence(viewer, "hoc", presenceOf("hoc", 8))
+	}
+	t.Logf("a cursor move of the Hocuspocus provider reached both peers in %v", time.Since(start))
+
+	start = time.Now()
 	ag.setPresence("amy", presenceOf("amy", 42))
 	ag.waitPresence("bob", "amy", presenceOf("amy", 42))
 	ag.waitPresence("hal", "amy", presenceOf("amy", 42))
-	t.Logf("a cursor move on peer-a reached peer-b and the hub in %v", time.Since(start))
+	hp.waitPresence("hoc", "amy", presenceOf("amy", 42))
+	t.Logf("a cursor move on peer-a reached peer-b and the hub (both endpoints) in %v", time.Since(start))
+
+	// destroy() of the Hocuspocus provider removes it on the hub's other endpoint and on both peers.
+	start = time.Now()
+	hp.must("close", map[string]any{"name": "hoc"}, nil)
+	for _, viewer := range users {
+		ag.waitPresenceGone(viewer, "hoc", 10*time.Second)
+	}
+	t.Logf("a destroyed Hocuspocus provider on the hub was removed on the hub and both peers in %v", time.Since(start))
 	if v := hub.api().metric(`nomicore_presence_relayed_total{direction="in"}`); v < 2 {
 		t.Errorf("the hub counts %v presence entries received", v)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,9 @@ type richPage struct {
 const (
 	richStatus = `document.getElementById('status').textContent`
 	richSaved  = `document.getElementById('saved').textContent`
-	richText   = `document.querySelector('.tiptap').textContent`
+	// The editor's text, without the other editors' carets (their labels are text inside it).
+	richText = `(() => { const e = document.querySelector('.tiptap').cloneNode(true);
+		e.querySelectorAll('.collaboration-carets__caret').forEach((c) => c.remove()); return e.textContent })()`
 	richCarets = `Array.from(document.querySelectorAll('.collaboration-carets__label')).map(e => e.textContent).join(',')`
 	richPeers  = `document.getElementById('peers').textContent`
 )
@@ -105,9 +108,8 @@ func richConverge(t *testing.T, a, b *richPage, fromA, fromB string) string {
 
 // The rich-text editor page in a real browser on two nodes, the hub and a peer: what is
 // typed on either appears on the other, each page says "saved" only once the node holds
-// the change, and both nodes' documents have the text. A second page on the hub shows the
-// first's caret and name (awareness stays on the node it was sent to, so carets are shared
-// among the pages of one node).
+// the change, and both nodes' documents have the text. Carets and names cross nodes: a
+// second page on the hub shows the carets of the hub's first page and of the peer's page.
 func TestE2E_Browser_TiptapOnTwoNodes(t *testing.T) {
 	browser := browserFor(t)
 	_, ns, hub, a, _, tok := editorCluster(t)
@@ -130,11 +132,23 @@ func TestE2E_Browser_TiptapOnTwoNodes(t *testing.T) {
 			return nil
 		})
 	}
-	// The other page on the hub shows alice's caret with her name, and lists her.
-	dora.waitFor("alice's caret", richCarets, func(s string) bool { return s == "alice" })
-	dora.waitFor("the editors here", richPeers, func(s string) bool {
-		return strings.Contains(s, "alice") && strings.Contains(s, "dora") && !strings.Contains(s, "bob")
-	})
+	// Carets cross nodes: the other page on the hub shows alice's caret and bob's (typed on
+	// the peer) with their names, and lists all three; bob's page on the peer shows alice's.
+	carets := func(want ...string) func(string) bool {
+		return func(s string) bool {
+			got := strings.Split(s, ",")
+			slices.Sort(got)
+			return slices.Equal(got, want)
+		}
+	}
+	dora.waitFor("alice's and bob's carets", richCarets, carets("alice", "bob"))
+	bob.waitFor("alice's caret", richCarets, func(s string) bool { return slices.Contains(strings.Split(s, ","), "alice") })
+	for _, p := range []*richPage{dora, bob} {
+		p.waitFor("the editors of both nodes", richPeers+"+' | carets: '+"+richCarets, func(s string) bool {
+			s, _, _ = strings.Cut(s, " | ")
+			return strings.Contains(s, "alice") && strings.Contains(s, "dora") && strings.Contains(s, "bob")
+		})
+	}
 }
 
 // xmlRoot reads Y.XmlFragment("default") (Tiptap's content) of a node's document as XML.

@@ -25,6 +25,11 @@
 //	leave   the node has no editor of the namespace any more (its last one left, or it is
 //	        shutting down): the others remove every state it announced
 //
+// Replication relays awareness over the replication connections (the presence extension):
+// a hub between its editors and its peers, and between its peers. On a cluster node with
+// peers it joins the Cluster relay as its upstream: the node announces there its editors'
+// and its peers' states, and hands the other nodes' to its editors and its peers.
+//
 // A node that dies sends nothing: the others remove its editors' states when they are not
 // renewed within the awareness timeout (30 s, as y-protocols; providers renew every 15 s,
 // and the renewals are relayed like any change).

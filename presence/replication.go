@@ -43,12 +43,20 @@ type ReplicationOptions struct {
 // one awareness table of everyone it hears — this node's editors and each connection's
 // remote — under y-protocols' rules, and relays every change to the others: a hub relays
 // between its editors and its peers, and between its peers.
+//
+// On a node of a hub cluster it also has an upstream (SetUpstream: the cluster's relay
+// among the nodes), which it joins for every namespace it holds, with editors or with
+// peers: it announces there what it holds from its own editors and its own peers, and
+// relays what the other nodes announce to its editors and its peers — never back upstream,
+// so nothing loops (a peer has one connection, and what came from it never goes back to it).
 type Replication struct {
 	opts ReplicationOptions
 	log  *slog.Logger
 
-	mu     sync.Mutex // guards spaces
-	spaces map[string]*space
+	mu       sync.Mutex // guards spaces, upstream and ownerOf
+	spaces   map[string]*space
+	upstream yws.Presence
+	ownerOf  func(ns string) (owner string, ok bool)
 
 	nextLink atomic.Uint64
 	stop     context.CancelFunc
@@ -84,15 +92,32 @@ func NewReplication(opts ReplicationOptions) (*Replication, error) {
 	return r, nil
 }
 
+// SetUpstream makes up the relay of this node's states to the other nodes of its hub
+// cluster, for the namespaces opened from now on (call it before the node serves): ownerOf
+// gives a namespace's owner (the upstream's Join wants it; a namespace it does not know is
+// not joined).
+func (r *Replication) SetUpstream(up yws.Presence, ownerOf func(ns string) (owner string, ok bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.upstream, r.ownerOf = up, ownerOf
+}
+
 // Close stops the expiry.
 func (r *Replication) Close() {
 	r.stop()
 	<-r.done
 }
 
-// party is who announced a state in a space: this node's editors (link nil) or a
-// connection's remote.
-type party struct{ link *namespace.PresenceLink }
+// party is who announced a state in a space: this node's editors (the zero party), a
+// connection's remote (link), or another node of the cluster (upstream, with its origin).
+type party struct {
+	link     *namespace.PresenceLink
+	upstream bool
+	origin   yws.Origin
+}
+
+// local tells a state this node announces upstream: its editors' and its peers'.
+func (p party) local() bool { return !p.upstream }
 
 // held is one state of a space's table.
 type held struct {
@@ -119,6 +144,59 @@ type space struct {
 	links   map[*namespace.PresenceLink]*linkState
 	table   map[uint64]*held
 	removed map[uint64]uint64 // clocks of removed clients, bounded like the editors' table
+	up      yws.PresenceLink  // the upstream's link, once joined; nil without an upstream
+	gone    bool              // forgotten: a link joined after this must be closed
+}
+
+// announce sends changes of what this node holds from its editors and peers upstream
+// (sp.mu held; the link's Publish does not block).
+func (sp *space) announce(entries []yws.AwarenessEntry) {
+	if sp.up != nil && len(entries) > 0 {
+		sp.up.Publish(entries)
+	}
+}
+
+// openSpace returns ns's space, creating it and joining the upstream, if any, for it (owner:
+// the namespace's, when known; "" asks ownerOf).
+func (r *Replication) openSpace(owner, ns string) *space {
+	sp := r.spaceOf(ns)
+	r.mu.Lock()
+	up, ownerOf := r.upstream, r.ownerOf
+	r.mu.Unlock()
+	if up == nil {
+		return sp
+	}
+	sp.mu.Lock()
+	joined := sp.up != nil
+	sp.mu.Unlock()
+	if joined {
+		return sp
+	}
+	if owner == "" {
+		o, ok := ownerOf(ns)
+		if !ok {
+			return sp
+		}
+		owner = o
+	}
+	// Joined off every lock: the upstream may call back (its Apply) at once.
+	link := up.Join(owner, ns, upstreamStates{r: r, sp: sp})
+	sp.mu.Lock()
+	if sp.up != nil || sp.gone { // joined meanwhile by another caller, or forgotten
+		sp.mu.Unlock()
+		link.Close()
+		return sp
+	}
+	sp.up = link
+	var mine []yws.AwarenessEntry
+	for id, h := range sp.table {
+		if h.from.local() {
+			mine = append(mine, yws.AwarenessEntry{ClientID: id, Clock: h.clock, State: h.state})
+		}
+	}
+	sp.announce(mine)
+	sp.mu.Unlock()
+	return sp
 }
 
 // spaceOf returns ns's space, creating it.
@@ -133,14 +211,19 @@ func (r *Replication) spaceOf(ns string) *space {
 	return sp
 }
 
-// forget drops ns's space once nothing uses it. sp.mu is not held.
+// forget drops ns's space once nothing uses it, leaving the upstream. sp.mu is not held.
 func (r *Replication) forget(sp *space) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	var up yws.PresenceLink
 	if sp.room == nil && len(sp.links) == 0 && r.spaces[sp.ns] == sp {
 		delete(r.spaces, sp.ns)
+		sp.gone, up, sp.up = true, sp.up, nil
+	}
+	sp.mu.Unlock()
+	r.mu.Unlock()
+	if up != nil {
+		up.Close()
 	}
 }
 
@@ -222,16 +305,19 @@ func (sp *space) fanOut(entries []yws.AwarenessEntry, except *namespace.Presence
 // ---- this node's editors (yws.Presence) ----
 
 // Join is yws.Presence: the room of this node's editors of ns.
-func (r *Replication) Join(_, ns string, remote yws.RemoteStates) yws.PresenceLink {
-	sp := r.spaceOf(ns)
+func (r *Replication) Join(owner, ns string, remote yws.RemoteStates) yws.PresenceLink {
+	sp := r.openSpace(owner, ns)
 	sp.mu.Lock()
 	sp.room = remote
-	// What the connections announced, for the room's editors: given per origin, off the
-	// space's lock (the room takes its own, and calls Publish under it).
+	// What the connections and the other nodes announced, for the room's editors: given per
+	// origin, off the space's lock (the room takes its own, and calls Publish under it).
 	greet := map[yws.Origin][]yws.AwarenessEntry{}
 	for id, h := range sp.table {
+		e := yws.AwarenessEntry{ClientID: id, Clock: h.clock, State: h.state}
 		if ls := sp.links[h.from.link]; h.from.link != nil && ls != nil {
-			greet[ls.origin] = append(greet[ls.origin], yws.AwarenessEntry{ClientID: id, Clock: h.clock, State: h.state})
+			greet[ls.origin] = append(greet[ls.origin], e)
+		} else if h.from.upstream {
+			greet[h.from.origin] = append(greet[h.from.origin], e)
 		}
 	}
 	sp.mu.Unlock()
@@ -255,6 +341,7 @@ func (l *roomLink) Publish(entries []yws.AwarenessEntry) {
 	defer sp.mu.Unlock()
 	taken, _ := l.r.apply(sp, party{}, entries, l.r.opts.Clock.Now())
 	sp.fanOut(taken, nil)
+	sp.announce(taken)
 }
 
 // Close: the node has no editor of the namespace any more; what they still held goes.
@@ -262,8 +349,9 @@ func (l *roomLink) Close() {
 	sp := l.sp
 	sp.mu.Lock()
 	sp.room = nil
-	gone := l.r.removeFrom(sp, func(h *held) bool { return h.from.link == nil })
+	gone := l.r.removeFrom(sp, func(h *held) bool { return h.from.link == nil && !h.from.upstream })
 	sp.fanOut(gone, nil)
+	sp.announce(gone)
 	sp.mu.Unlock()
 	l.r.forget(sp)
 }
@@ -272,7 +360,7 @@ func (l *roomLink) Close() {
 
 // Opened is namespace.PresenceRelay: the connection hears every state the space holds.
 func (r *Replication) Opened(l *namespace.PresenceLink) {
-	sp := r.spaceOf(l.Namespace)
+	sp := r.openSpace("", l.Namespace)
 	l.Dropped = func(n int) { r.opts.Metrics.drop(DropSuperseded, n) }
 	ls := &linkState{origin: yws.Origin{Node: l.Remote, Link: strconv.FormatUint(r.nextLink.Add(1), 10)},
 		rate: newTokens(r.opts.UpdatesPerSecond, r.opts.Clock.Now())}
@@ -330,6 +418,7 @@ func (r *Replication) Received(l *namespace.PresenceLink, awareness []byte) {
 	r.opts.Metrics.drop(DropBounds, dropped)
 	r.opts.Metrics.in(len(kept)-dropped, len(awareness))
 	sp.fanOut(taken, l)
+	sp.announce(taken)
 	room, origin := sp.room, ls.origin
 	sp.mu.Unlock()
 	if room != nil && len(taken) > 0 {
@@ -350,6 +439,7 @@ func (r *Replication) Closed(l *namespace.PresenceLink, lost bool) {
 	if r.opts.Hub || !lost {
 		gone = r.removeFrom(sp, func(h *held) bool { return h.from.link == l })
 		sp.fanOut(gone, nil)
+		sp.announce(gone)
 	}
 	room := sp.room
 	sp.mu.Unlock()
@@ -380,12 +470,64 @@ func (r *Replication) expireLoop(ctx context.Context) {
 		now := r.opts.Clock.Now()
 		for _, sp := range spaces {
 			sp.mu.Lock()
-			gone := r.removeFrom(sp, func(h *held) bool { return h.from.link != nil && now.Sub(h.updated) >= r.opts.Timeout })
-			sp.fanOut(gone, nil)
+			stale := func(h *held) bool { return now.Sub(h.updated) >= r.opts.Timeout }
+			peers := r.removeFrom(sp, func(h *held) bool { return h.from.link != nil && stale(h) })
+			sp.fanOut(peers, nil)
+			sp.announce(peers)
+			// The other nodes' expire in the room too (it holds them as well): only the
+			// connections hear of these.
+			sp.fanOut(r.removeFrom(sp, func(h *held) bool { return h.from.upstream && stale(h) }), nil)
 			sp.mu.Unlock()
 			r.forget(sp)
 		}
 	}
+}
+
+// ---- the other nodes of the cluster (the upstream's yws.RemoteStates) ----
+
+// upstreamStates is what a space offers its upstream link: the other nodes' states go to
+// the connections and to the room; never back upstream.
+type upstreamStates struct {
+	r  *Replication
+	sp *space
+}
+
+func (u upstreamStates) Apply(origin yws.Origin, entries []yws.AwarenessEntry) (dropped int) {
+	sp := u.sp
+	sp.mu.Lock()
+	taken, dropped := u.r.apply(sp, party{upstream: true, origin: origin}, entries, u.r.opts.Clock.Now())
+	sp.fanOut(taken, nil)
+	room := sp.room
+	sp.mu.Unlock()
+	if room != nil && len(taken) > 0 {
+		dropped += room.Apply(origin, taken)
+	}
+	return dropped
+}
+
+func (u upstreamStates) RemoveOrigin(origin yws.Origin) {
+	sp := u.sp
+	sp.mu.Lock()
+	sp.fanOut(u.r.removeFrom(sp, func(h *held) bool { return h.from.upstream && h.from.origin == origin }), nil)
+	room := sp.room
+	sp.mu.Unlock()
+	if room != nil {
+		room.RemoveOrigin(origin)
+	}
+}
+
+// Local returns what this node announces upstream: its editors' and its peers' states.
+func (u upstreamStates) Local() []yws.AwarenessEntry {
+	sp := u.sp
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	var out []yws.AwarenessEntry
+	for id, h := range sp.table {
+		if h.from.local() {
+			out = append(out, yws.AwarenessEntry{ClientID: id, Clock: h.clock, State: h.state})
+		}
+	}
+	return out
 }
 
 // toWire converts entries to the protocol's.

@@ -278,8 +278,19 @@ func serve(args []string, cio cli.IO) int {
 			if err != nil {
 				return fail(err)
 			}
-			if opts.Presence != nil {
-				opts.Presence = presence.Both(cl, relay)
+			if relay != nil {
+				// The peers' relay joins the cluster's for its namespaces: the other nodes
+				// hear this node's editors and peers, and its editors and peers hear theirs.
+				relay.SetUpstream(cl, func(ns string) (string, bool) {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					owner, ok, err := reg.OwnerOf(ctx, ns)
+					if err != nil {
+						log.Warn("the presence of this namespace's peers is not relayed to the other nodes: its owner could not be read",
+							slog.String("namespaceId", ns), slog.String("error", err.Error()))
+					}
+					return owner, ok && err == nil
+				})
 			} else {
 				opts.Presence = cl
 			}

@@ -111,10 +111,28 @@ const ops = {
   async sendToken ({ name }) { await editor(name).provider.sendToken(); return null },
   async stateless ({ name, payload }) { editor(name).provider.sendStateless(payload); return null },
   async setAwareness ({ name, state }) { editor(name).provider.setAwarenessField('user', state); return null },
+  // setLocalState: the editor's whole awareness state (setAwareness sets its field "user").
+  async setLocalState ({ name, state }) { editor(name).provider.awareness.setLocalState(state); return null },
   async states ({ name }) {
     const out = []
     editor(name).provider.awareness.getStates().forEach((state, clientID) => out.push({ clientID, state }))
     return out
+  },
+  // waitPresence: as ../yws/agent.mjs's — until the editor's awareness holds a state whose
+  // user.name is user (equal to state as JSON, when given), or with gone until it holds none;
+  // it resolves with the milliseconds waited.
+  async waitPresence ({ name, user, state, gone, timeoutMs }) {
+    const aw = editor(name).provider.awareness
+    const want = state === undefined ? undefined : JSON.stringify(state)
+    const start = Date.now()
+    const holds = () => {
+      for (const s of aw.getStates().values()) {
+        if (s && s.user && s.user.name === user && (want === undefined || JSON.stringify(s) === want)) return true
+      }
+      return false
+    }
+    await waitUntil(name + (gone ? ' loses ' : ' sees ') + user, timeoutMs, () => gone ? !holds() : holds())
+    return Date.now() - start
   },
   async events ({ name }) { return editor(name).events },
   async socketEvents ({ name }) { return sockets.get(name).events },

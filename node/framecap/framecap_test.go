@@ -28,7 +28,7 @@ func limits() protocol.Limits {
 
 func frame(t *testing.T, seq uint32, m protocol.Message) []byte {
 	t.Helper()
-	b, err := protocol.NewCodec(limits(), protocol.CapChunkedUpdate).AppendFrame(nil, seq, m)
+	b, err := protocol.NewCodec(limits(), protocol.KnownCapabilities).AppendFrame(nil, seq, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,8 +169,9 @@ func TestLogTap(t *testing.T) {
 	secret := []byte("SECRET-DOC-BYTES")
 	tap("c-9", true, frame(t, 7, &protocol.Update{NamespaceID: ns, Update: secret}))
 	tap("c-9", false, []byte("junk"))
+	tap("c-9", false, frame(t, 8, &protocol.Presence{NamespaceID: ns, Awareness: []byte{0}})) // the presence extension's
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 2 {
+	if len(lines) != 3 {
 		t.Fatalf("%d lines: %s", len(lines), buf.String())
 	}
 	var first, second map[string]any
@@ -182,6 +183,11 @@ func TestLogTap(t *testing.T) {
 	}
 	if second["error"] != string(protocol.CodeMalformedFrame) && second["error"] != "BAD_MAGIC" || second["direction"] != In {
 		t.Errorf("junk line %v", second)
+	}
+	var third map[string]any
+	json.Unmarshal([]byte(lines[2]), &third)
+	if third["frameType"] != "PRESENCE" || third["error"] != nil {
+		t.Errorf("presence line %v", third)
 	}
 	if strings.Contains(buf.String(), string(secret)) || strings.Contains(buf.String(), hex.EncodeToString(secret)) {
 		t.Fatal("document bytes in the log")

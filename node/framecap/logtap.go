@@ -18,7 +18,7 @@ func LogTap(log *slog.Logger, lim protocol.Limits) Tap {
 		return nil
 	}
 	// Every capability, so that no message type is refused for not being negotiated.
-	codec := protocol.NewCodec(lim, protocol.CapChunkedUpdate)
+	codec := protocol.NewCodec(lim, protocol.KnownCapabilities)
 	return func(connectionID string, sent bool, msg []byte) {
 		dir := In
 		if sent {

@@ -47,10 +47,14 @@ func (l *PresenceLink) Send(entries []protocol.AwarenessEntry) {
 	})
 }
 
-// presenceOpenIn reports whether a channel in state st is open for presence: live, or live
-// and needing a resync (its documents converge again; presence need not wait).
-func presenceOpenIn(st observer.ChannelState) bool {
-	return st == observer.ChannelLive || st == observer.ChannelNeedsResync
+// presenceOpenIn reports whether a channel in state st is open for presence, open telling
+// whether it was: live, or live and needing a resync (its documents converge again;
+// presence need not wait), or reconciling once it was open — the periodic reconciliation
+// of a live channel (--reconcile-interval) must not close presence: closing removes every
+// state the remote announced, on this node and on every other, and the remote's states
+// would not come back before each editor's next change.
+func presenceOpenIn(st observer.ChannelState, open bool) bool {
+	return st == observer.ChannelLive || st == observer.ChannelNeedsResync || (open && st == observer.ChannelReconciling)
 }
 
 // presenceChanged tells the relay a channel opened or closed for presence (setState).
@@ -59,7 +63,7 @@ func (c *channel) presenceChanged() {
 	if rel == nil || !c.n.s.Negotiated().Presence() {
 		return
 	}
-	switch open := presenceOpenIn(c.state); {
+	switch open := presenceOpenIn(c.state, c.presence != nil); {
 	case open && c.presence == nil:
 		c.presence = &PresenceLink{Namespace: c.id, Remote: c.n.remote, s: c.n.s, ns: c.ns}
 		rel.Opened(c.presence)

@@ -493,20 +493,30 @@ func TestE2E_DamagedStore(t *testing.T) {
 }
 
 // TestE2E_LedgerSurvivesRestarts: a peer's count of local writes the hub does not hold yet
-// survives a kill -9 right after the write was acknowledged, and an orderly restart: the
-// restarted peer is not ready, and /v1/targets and the metric count the bytes — until the
-// hub is back and has them.
+// survives a kill -9 right after the last write was acknowledged — through the admin API
+// and by an editor (a Hocuspocus provider told its change is saved) — and an orderly
+// restart: the restarted peer is not ready, and /v1/targets and the metric count the bytes
+// — until the hub is back and has them.
 func TestE2E_LedgerSurvivesRestarts(t *testing.T) {
+	hp := startHocusAgent(t, "v4")
 	c := newCluster(t)
 	tok := c.tokenFile("peer-a", c.token("peer-a"))
+	editorTok := c.clientToken("peer-a", "editor")
 	hub := c.startHub()
 	ns := hub.api().createNamespace()
 	a := c.startPeer("peer-a", tok, "--target", ns)
 	targetState(t, a, ns, "live")
 	hub.stop()
-	const n = 300 << 10
-	writeText(t, a, ns, n, 100<<10, 'w') // three writes, each acknowledged (204)
+	const admin, edited = 300 << 10, 60 << 10
+	const n = admin + edited
+	writeText(t, a, ns, admin, 100<<10, 'w') // three writes, each acknowledged (204)
+	hp.must("open", map[string]any{"name": "editor", "url": hocusURL(a), "ns": ns, "token": editorTok, "timeoutMs": 30000}, nil)
+	hp.must("insert", map[string]any{"name": "editor", "text": strings.Repeat("e", edited)}, nil)
+	hp.waitSaved("editor")
 	a.kill()
+	// The provider would resend its change to the restarted peer: it leaves first, so that
+	// only what the peer kept counts.
+	hp.must("close", map[string]any{"name": "editor"}, nil)
 
 	unreplicated := func(what string) {
 		t.Helper()

@@ -70,13 +70,17 @@ func (l *DurableLedger) Record(namespaceID string, unreplicated int64) {
 
 // Wait waits until the last count queued for namespaceID is on disk (or ctx ends).
 func (l *DurableLedger) Wait(ctx context.Context, namespaceID string) error {
-	l.mu.Lock()
-	w := l.last[namespaceID]
-	l.mu.Unlock()
-	if w == nil {
-		return nil
+	if w := l.queued(namespaceID); w != nil {
+		return w.Wait(ctx)
 	}
-	return w.Wait(ctx)
+	return nil
+}
+
+// queued is the last count queued for namespaceID (nil: none was).
+func (l *DurableLedger) queued(namespaceID string) *persistence.ConfigWrite {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last[namespaceID]
 }
 
 // LoadLedger reads the counts a peer kept, for the targets it has; the counts of

@@ -62,12 +62,28 @@ func (lw *LocalWrites) AdmitLocalWrite(namespaceID string, n int) error {
 // Ledger it returns once the count is on disk (the admin API answers a write once it is
 // durable, and its count with it); a failure to save it is logged by the ledger.
 func (lw *LocalWrites) LocalWriteApplied(namespaceID string, n int) {
-	lw.tc.LocalWriteApplied(namespaceID, n)
-	if lw.Ledger != nil {
+	if counted := lw.count(namespaceID, n); counted != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), ledgerWait)
 		defer cancel()
-		_ = lw.Ledger.Wait(ctx, namespaceID)
+		_ = counted(ctx)
 	}
+}
+
+// count is both doors' way to count a write that changed the replica: it counts it and
+// returns the wait for its count to be on disk (nil without a Ledger). The admin API waits
+// for it before it answers; the editor endpoint waits for it with the write's own
+// durability before it tells the editor the write is saved or relays it. The count is
+// queued right behind the write's own append, so the wait usually ends with the same
+// commit; when the committer was between the two, it ends with the next one.
+func (lw *LocalWrites) count(namespaceID string, n int) func(context.Context) error {
+	lw.tc.LocalWriteApplied(namespaceID, n)
+	if lw.Ledger == nil {
+		return nil
+	}
+	if w := lw.Ledger.queued(namespaceID); w != nil {
+		return w.Wait
+	}
+	return nil
 }
 
 // NotReady says why the peer is not ready because of its local writes: some are held by
@@ -96,10 +112,11 @@ func (g editorGate) AdmitWrite(namespaceID string, n int) error {
 	return err
 }
 
-// Written counts an editor's write. It does not wait for the count to be on disk: the
-// editor's connection reads its next message meanwhile. The count is queued right behind the
-// write's own append, so it shares its commit unless the committer was between two.
-func (g editorGate) Written(namespaceID string, n int) { g.lw.tc.LocalWriteApplied(namespaceID, n) }
+// Written counts an editor's write; the editor endpoint waits for the returned count to be
+// on disk before it acknowledges or relays the write (see count).
+func (g editorGate) Written(namespaceID string, n int) func(context.Context) error {
+	return g.lw.count(namespaceID, n)
+}
 
 // tooLarge is the target controller's refusal of one update too large for the connection
 // to the hub, as the editor endpoint knows it (yws.ErrUpdateTooLarge).

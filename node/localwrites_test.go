@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -74,5 +75,56 @@ func TestLocalWritesMetricsAndReadiness(t *testing.T) {
 	var wr *namespace.WriteRefusedError
 	if !errors.Is(err, yws.ErrUpdateTooLarge) || !errors.As(err, &wr) || err.Error() != refusal.Error() {
 		t.Fatalf("editor refusal %v", err)
+	}
+}
+
+// Both doors count a write in the durable ledger the same way: the admin API's
+// LocalWriteApplied returns once the count is on disk, and the editor endpoint's Written
+// returns the wait after which it is (the endpoint acknowledges and relays the write only
+// then).
+func TestLocalWritesCountedOnDiskForBothDoors(t *testing.T) {
+	st, reg := newPeerRegistry(t)
+	const ns = "ns-0123456789abcdef0123456789abcdef"
+	ledger := NewDurableLedger(st, slog.New(slog.DiscardHandler))
+	if ledger == nil {
+		t.Fatal("the store keeps no ledger")
+	}
+	tc, err := namespace.NewTargetController(namespace.TargetControllerOptions{Registry: reg, Ledger: ledger,
+		Targets: []namespace.Target{{NamespaceID: ns, Owner: "default"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	o, err := NewObservability(slog.New(slog.DiscardHandler), observer.SidePeer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw, err := NewLocalWrites(tc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw.Ledger = ledger
+	ctx := context.Background()
+	onDisk := func() int64 {
+		t.Helper()
+		got, err := loadLedger(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got[ns]
+	}
+	lw.LocalWriteApplied(ns, 100)
+	if got := onDisk(); got != 100 {
+		t.Fatalf("after the admin API's write: %d bytes on disk, want 100", got)
+	}
+	counted := lw.Editors().Written(ns, 20)
+	if counted == nil {
+		t.Fatal("an editor's write has no count to wait for")
+	}
+	if err := counted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := onDisk(); got != 120 {
+		t.Fatalf("after the editor's write: %d bytes on disk, want 120", got)
 	}
 }

@@ -124,8 +124,9 @@ func (w *writeDoor) write(update, msg []byte, step2 bool) writeVerdict {
 	}
 	switch {
 	case o.err == nil:
+		var counted func(context.Context) error
 		if o.res.Changed && w.srv.opts.Writes != nil {
-			w.srv.opts.Writes.Written(w.room.ns, len(update))
+			counted = w.srv.opts.Writes.Written(w.room.ns, len(update))
 		}
 		if !o.res.Changed {
 			return writeVerdict{ok: w.savedNow()}
@@ -142,7 +143,7 @@ func (w *writeDoor) write(update, msg []byte, step2 bool) writeVerdict {
 		if step2 {
 			msg[1] = SyncUpdate // relayed as a live update (both sub-types are one byte)
 		}
-		if err := w.room.relay(w.ctx, relayItem{seq: o.res.Seq, msg: msg, update: update, from: w.ed, ack: w.ed.wantsSaved()}); err != nil {
+		if err := w.room.relay(w.ctx, relayItem{seq: o.res.Seq, counted: counted, msg: msg, update: update, from: w.ed, ack: w.ed.wantsSaved()}); err != nil {
 			return writeVerdict{}
 		}
 		return writeVerdict{ok: true}

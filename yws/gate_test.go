@@ -20,6 +20,9 @@ type testGate struct {
 	down    error
 	written int
 	writes  int
+	// counted, when set, is what each written update's count waits for before it is
+	// durable (a peer's ledger on disk).
+	counted chan struct{}
 }
 
 func (g *testGate) AdmitWrite(_ string, n int) error {
@@ -34,11 +37,23 @@ func (g *testGate) AdmitWrite(_ string, n int) error {
 	return nil
 }
 
-func (g *testGate) Written(_ string, n int) {
+func (g *testGate) Written(_ string, n int) func(context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.written += n
 	g.writes++
+	if g.counted == nil {
+		return nil
+	}
+	counted := g.counted
+	return func(ctx context.Context) error {
+		select {
+		case <-counted:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (g *testGate) counts() (writes, bytes int) {
@@ -130,4 +145,30 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestWriteGate_RelayWaitsForCount: on a peer, an editor's update goes to the room's other
+// editors (as it is acknowledged as saved: one relay) only once its count of local writes
+// is durable too, not as soon as the update alone is: a crash right after cannot lose the
+// count of a write an editor was told is saved.
+func TestWriteGate_RelayWaitsForCount(t *testing.T) {
+	gate := &testGate{counted: make(chan struct{})}
+	e := newEnv(t, func(o *Options) { o.Writes = gate })
+	a := e.dial("writer")
+	a.sync()
+	b := e.dial("writer")
+	b.sync()
+	updates := func() int {
+		return b.count(func(m Message) bool { return m.Type == TypeSync && m.Sync == SyncUpdate })
+	}
+	before := updates()
+	a.insert(0, "counted")
+	eventually(t, "the write applied and counted", func() bool { n, _ := gate.counts(); return n == 1 && e.docText() == "counted" })
+	// The update is applied and durable, but its count is not: nothing is relayed yet.
+	time.Sleep(300 * time.Millisecond)
+	if got := updates(); got != before {
+		t.Fatalf("the update was relayed before its count was durable (%d updates, %d before)", got, before)
+	}
+	close(gate.counted)
+	b.waitFor("the relayed update", func() bool { return updates() > before })
 }

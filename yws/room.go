@@ -71,13 +71,15 @@ type room struct {
 // relayItem is an editor's accepted update waiting to be durable (seq) before it is sent
 // to the room's other editors: msg is the sync Update message carrying update (nil: the
 // update changed nothing, and only its acknowledgement waits). With ack, from is told once
-// it is durable (editor.saved).
+// it is durable (editor.saved). On a peer, counted waits for the update's count of local
+// writes to be durable too (WriteGate.Written).
 type relayItem struct {
-	seq    uint64
-	msg    []byte
-	update []byte
-	from   editor
-	ack    bool
+	seq     uint64
+	counted func(context.Context) error
+	msg     []byte
+	update  []byte
+	from    editor
+	ack     bool
 }
 
 // cost is what an item counts against RelayQueueBytes: its message, and at least
@@ -459,6 +461,18 @@ func (rm *room) relayLoop() {
 			rm.relayMu.Lock()
 			rm.relayQ = append(later, rm.relayQ...)
 			rm.relayMu.Unlock()
+		}
+		for _, it := range ready {
+			if it.counted == nil {
+				continue
+			}
+			if err := it.counted(rm.ctx); err != nil {
+				if rm.ctx.Err() != nil {
+					return // closing
+				}
+				rm.srv.log.Warn("the count of an editor's write not on the hub yet could not be saved; it is saved with the next change",
+					slog.String("namespaceId", rm.ns), slog.String("error", err.Error()))
+			}
 		}
 		rm.broadcastUpdates(ready)
 		freed := 0

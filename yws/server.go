@@ -52,9 +52,12 @@ type WriteGate interface {
 	// now) closes the connection with 1013: the provider reconnects, and its resync carries
 	// the update again once the replica can take it. It must not block.
 	AdmitWrite(namespaceID string, n int) error
-	// Written counts an update of n bytes that changed the namespace's document. It must not
-	// block.
-	Written(namespaceID string, n int)
+	// Written counts an update of n bytes that changed the namespace's document, and returns
+	// the wait for that count to be durable (nil: nothing to wait for). The update is
+	// acknowledged to its editor and relayed to the others only once both the update and
+	// its count are durable, so that a crash right after cannot lose the count of a write
+	// an editor was told is saved. It must not block.
+	Written(namespaceID string, n int) (counted func(context.Context) error)
 }
 
 // ErrUpdateTooLarge: a WriteGate refusal of one update over what the node's connection to

@@ -260,6 +260,7 @@ func TestSignedTokens_ReadOnlyScope(t *testing.T) {
 	se := newSignedEnv(t, nil)
 	w := se.dial(se.token("writer", time.Hour, nil))
 	r := se.dial(se.token("reader", time.Hour, map[string]any{"scope": "read-only"}))
+	r.sync() // r is in the room: it hears w's change relayed
 	w.insert(0, "hello")
 	r.waitText("hello")
 	r.insert(0, "nope ")
@@ -304,6 +305,7 @@ func TestWebhook_Admission(t *testing.T) {
 	ann := se.dial("app-user")
 	ann.insert(0, "ann")
 	rob := se.dial("app-reader")
+	rob.sync() // as a provider does on open: ann's change is in the answer, or relayed after it
 	rob.waitText("ann")
 	rob.insert(0, "x")
 	rob.waitFor("PermissionDenied", func() bool { return rob.count(func(m Message) bool { return m.Type == TypeAuth }) == 1 })

@@ -137,7 +137,9 @@ func TestLimits_BytesPerSecond(t *testing.T) {
 	c := e.dial("writer")
 	c.sync()
 	c.insert(0, strings.Repeat("x", 60<<10)) // within the 64 KiB the bucket holds
-	e.dial("writer").waitText(strings.Repeat("x", 60<<10))
+	late := e.dial("writer")
+	late.sync()
+	late.waitText(strings.Repeat("x", 60<<10))
 	c.insert(0, strings.Repeat("y", 5000))
 	code, reason := closeReason(c)
 	if code != websocket.StatusPolicyViolation || !strings.Contains(reason, "over 1000 per second") {

@@ -323,7 +323,7 @@ func (c *conn) writer() {
 			}
 		}
 		for _, msg := range batch {
-			if err := c.writeMessage(msg); err != nil {
+			if err := writeMessage(c.ws, c.srv.opts.WriteTimeout, msg); err != nil {
 				c.closeWith(websocket.StatusAbnormalClosure, "", "write-failed")
 				c.ws.CloseNow()
 				return
@@ -342,15 +342,15 @@ func (c *conn) writer() {
 // reading is dropped after WriteTimeout as before.
 const writeFrameBytes = 1 << 20
 
-// writeMessage writes one message: a small body alone as one frame; otherwise head and
-// body, in frames of at most writeFrameBytes, as one fragmented message — a shared body
-// goes to the socket without being copied.
-func (c *conn) writeMessage(m outMsg) error {
-	timeout := c.srv.opts.WriteTimeout
+// writeMessage writes one message to an editor's socket (a y-websocket connection's or a
+// Hocuspocus socket's): a small body alone as one frame; otherwise head and body, in frames
+// of at most writeFrameBytes, as one fragmented message — a shared body goes to the socket
+// without being copied.
+func writeMessage(ws *websocket.Conn, timeout time.Duration, m outMsg) error {
 	if m.head == nil && len(m.body) <= writeFrameBytes {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		return c.ws.Write(ctx, websocket.MessageBinary, m.body)
+		return ws.Write(ctx, websocket.MessageBinary, m.body)
 	}
 	// One deadline per frame: the timer is reset after each frame written; when it fires,
 	// the cancelled context closes the socket and the write in progress fails.
@@ -358,7 +358,7 @@ func (c *conn) writeMessage(m outMsg) error {
 	defer cancel()
 	deadline := time.AfterFunc(timeout, cancel)
 	defer deadline.Stop()
-	w, err := c.ws.Writer(ctx, websocket.MessageBinary)
+	w, err := ws.Writer(ctx, websocket.MessageBinary)
 	if err != nil {
 		return err
 	}

@@ -672,8 +672,8 @@ func (h *hocusSocket) docClosed(d *hocusDoc) {
 	signal(h.loopWake)
 }
 
-// writer writes the queued frames, one WebSocket message each, every write bounded by
-// WriteTimeout. When nothing went out for KeepAlive it sends a Ping to a provider that
+// writer writes the queued frames, one WebSocket message each, as a y-websocket
+// connection's writer does (writeMessage: a large one in frames, each within WriteTimeout). When nothing went out for KeepAlive it sends a Ping to a provider that
 // answers one (4.x), or an empty awareness update of an open document to one that does not
 // (a provider reconnects after 30 s of silence); it closes the socket when closing.
 func (h *hocusSocket) writer() {
@@ -714,10 +714,7 @@ func (h *hocusSocket) writer() {
 			}
 		}
 		for _, frame := range batch {
-			ctx, cancel := context.WithTimeout(context.Background(), o.WriteTimeout)
-			err := h.ws.Write(ctx, websocket.MessageBinary, frame)
-			cancel()
-			if err != nil {
+			if err := writeMessage(h.ws, o.WriteTimeout, outMsg{body: frame}); err != nil {
 				h.closeWith(websocket.StatusAbnormalClosure, "", "write-failed")
 				h.ws.CloseNow()
 				return

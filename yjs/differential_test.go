@@ -180,6 +180,13 @@ func TestDifferentialJSHistories(t *testing.T) {
 		fromJS := newRootedDoc(t, gc, roots)
 		applyAll(t, fromJS, [][]byte{res.State})
 		equalJSON(t, "ours applying JS state", docJSON(t, fromJS), res.JSON)
+		// Reading a state runs its own formatting cleanup, so the state read is compared with
+		// JS's encoding after reading the same state (r1 read ours, which equals JS's).
+		reread, err := EncodeStateAsUpdate(fromJS, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalBytes(t, "encodeStateAsUpdate of JS state read", reread, r1.State)
 		fromPrefix := newRootedDoc(t, gc, roots)
 		applyAll(t, fromPrefix, append(append([][]byte{}, order[:prefix]...), res.Diffs[0]))
 		equalJSON(t, "ours applying prefix + JS diff", docJSON(t, fromPrefix), res.JSON)

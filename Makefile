@@ -23,6 +23,7 @@ JS_STAMPS := $(foreach d,$(JS_DIRS),$(if $(wildcard $(d)/package-lock.json),$(d)
 BUILD_FLAGS   ?= -buildvcs=auto
 BIN           ?= bin
 FUZZTIME      ?= 10s
+B4_REPEATS    ?= 5
 TEST_TIMEOUT  ?= 25m
 TEST_FLAGS    ?=
 
@@ -144,10 +145,10 @@ editor-bundle: js-deps
 bench: js-deps
 	$(GO) test -run='^$$' -bench=. -benchmem -timeout 60m ./...
 
-## bench-yjs: the B4 trace side by side with JS yjs in one run, the memory of 10,000 loaded
+## bench-yjs: the B4 trace side by side with JS yjs in one run (B4_REPEATS=5 alternating repeats, medians), the memory of 10,000 loaded
 ## documents of about 30 KB (in a process of their own), and remote applies on large documents
 bench-yjs: js-deps
-	NOMICORE_B4_REPORT=1 $(GO) test -count=1 -timeout 30m -run TestB4Report -v ./yjs
+	NOMICORE_B4_REPORT=1 NOMICORE_B4_REPEATS=$(B4_REPEATS) $(GO) test -count=1 -timeout 60m -run TestB4Report -v ./yjs
 	NOMICORE_B4_REPORT=1 $(GO) test -count=1 -timeout 30m -run TestLoadedDocsMemory -v ./yjs
 	$(GO) test -run '^$$' -bench 'RemoteApplyLargeDoc' -benchmem ./yjs
 

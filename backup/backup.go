@@ -51,6 +51,7 @@ const (
 	KindSnapshot  Kind = 18 // the namespace's snapshot (a Yjs update)
 	KindRecord    Kind = 19 // one record of the namespace's log: position (8 bytes), then the record
 	KindConfig    Kind = 20 // JSON: one key of the cluster's configuration map and its value
+	KindVersion   Kind = 21 // one saved version of the namespace: its id (8 bytes), then its state (a Yjs update)
 	kindEnd       Kind = 0xFF
 )
 
@@ -72,6 +73,8 @@ func (k Kind) String() string {
 		return "record"
 	case KindConfig:
 		return "config"
+	case KindVersion:
+		return "version"
 	case kindEnd:
 		return "end"
 	}
@@ -88,8 +91,8 @@ const (
 // Header describes a backup.
 type Header struct {
 	// Kind is "hub" (a single hub: KindStore, KindTokens) or "cluster" (a hub cluster:
-	// KindCluster, then per namespace KindNamespace, KindSnapshot, KindRecord…, and
-	// KindConfig).
+	// KindCluster, then per namespace KindNamespace, KindSnapshot, KindRecord…,
+	// KindVersion…, and KindConfig).
 	Kind       string    `json:"kind"`
 	CreatedAt  time.Time `json:"createdAt"`
 	Version    string    `json:"version"`        // of the hub that took it

@@ -26,10 +26,12 @@ import (
 // the log position when it began (KindCluster); for each namespace its entry as kept in
 // EntriesBucket (with its first document and its meta record), its newest snapshot with the
 // position and meta generation it covers, and every record of its log after that snapshot
-// (KindNamespace, KindSnapshot, KindRecord); and the configuration map (KindConfig). Each
+// (KindNamespace, KindSnapshot, KindRecord), and the states of its saved versions
+// (KindVersion; their descriptions are keys of the configuration map); and the
+// configuration map (KindConfig). Each
 // namespace is read consistently — its snapshot, then its log through the head read after
-// the snapshot, then its entry, again if a compaction purged part of what was read — and
-// the namespaces one after the other, so the backup holds each namespace as it was at some
+// the snapshot, then its entry, again if a compaction purged part of what was read, then
+// its versions' states — and the namespaces one after the other, so the backup holds each namespace as it was at some
 // moment while the backup ran. Node names and compaction leases are not kept: a new cluster
 // has its own.
 //
@@ -140,8 +142,35 @@ func (n *Node) Backup(ctx context.Context, bw *backup.Writer) error {
 				return err
 			}
 		}
+		if err := n.backupVersions(ctx, bw, ns); err != nil {
+			return fmt.Errorf("backing up the versions of %s: %w", ns, err)
+		}
 	}
 	return n.backupConfig(ctx, bw)
+}
+
+// backupVersions writes the state of each saved version of ns (a version deleted while the
+// backup runs is left out; its description, if the configuration map still has it when it
+// is read, is restored without a state and reads as not found, as after a delete).
+func (n *Node) backupVersions(ctx context.Context, bw *backup.Writer, ns string) error {
+	vs := n.Versions()
+	list, err := vs.Versions(ctx, ns)
+	if err != nil {
+		return err
+	}
+	for _, v := range list {
+		_, state, err := vs.VersionState(ctx, ns, v.ID)
+		if errors.Is(err, persistence.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := bw.Bytes(backup.KindVersion, append(binary.BigEndian.AppendUint64(nil, v.ID), state...)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // errGone: a namespace listed a moment ago has no entry any more.
@@ -349,18 +378,19 @@ func (n *Node) Restore(ctx context.Context, r *backup.Reader, log *slog.Logger) 
 	var cur *backupNamespace
 	var snap []byte
 	var records [][]byte
+	var versions []backupVersion
 	finish := func() error {
 		if cur == nil {
 			return nil
 		}
-		if err := n.restoreNamespace(ctx, res, cur, snap, records); err != nil {
+		if err := n.restoreNamespace(ctx, res, cur, snap, records, versions); err != nil {
 			return fmt.Errorf("restoring %s: %w", cur.NamespaceID, err)
 		}
 		loaded++
 		if loaded%100 == 0 {
 			log.Info("restoring the cluster from a backup", slog.Int("namespaces", loaded))
 		}
-		cur, snap, records = nil, nil, nil
+		cur, snap, records, versions = nil, nil, nil, nil
 		return nil
 	}
 	store := n.Store()
@@ -407,6 +437,18 @@ func (n *Node) Restore(ctx context.Context, r *backup.Reader, log *slog.Logger) 
 				return loaded, err
 			}
 			records = append(records, b[8:])
+		case backup.KindVersion:
+			if cur == nil || size < 8 {
+				return loaded, errors.New("a version outside a namespace in the backup")
+			}
+			if size-8 > maxSnapshotBytes {
+				return loaded, fmt.Errorf("a version of %d bytes", size-8)
+			}
+			b, err := r.ReadAll(size)
+			if err != nil {
+				return loaded, err
+			}
+			versions = append(versions, backupVersion{id: binary.BigEndian.Uint64(b), state: b[8:]})
 		case backup.KindConfig:
 			b, err := r.ReadAll(size)
 			if err != nil {
@@ -430,9 +472,17 @@ func (n *Node) Restore(ctx context.Context, r *backup.Reader, log *slog.Logger) 
 	return loaded, nil
 }
 
+// backupVersion is a KindVersion section: a saved version's id and state.
+type backupVersion struct {
+	id    uint64
+	state []byte
+}
+
 // restoreNamespace loads one namespace: its snapshot tagged with the log's position now,
-// its records published again after it, in order, then its entry.
-func (n *Node) restoreNamespace(ctx context.Context, res *resources, ns *backupNamespace, snap []byte, records [][]byte) error {
+// its records published again after it, in order, its versions' states, then its entry.
+// (The versions' descriptions come with the configuration map, after every namespace: a
+// description is never there before its state.)
+func (n *Node) restoreNamespace(ctx context.Context, res *resources, ns *backupNamespace, snap []byte, records [][]byte, versions []backupVersion) error {
 	if len(records) != ns.Records || ns.HasSnapshot && snap == nil {
 		return fmt.Errorf("the backup holds %d of its %d records", len(records), ns.Records)
 	}
@@ -474,6 +524,15 @@ func (n *Node) restoreNamespace(ctx context.Context, res *resources, ns *backupN
 		err := retryUnanswered(ctx, func() error {
 			_, err := n.js.PublishMsg(ctx, m, jetstream.WithExpectStream(logStreamName(v.Log)))
 			return classify("publishing a record", n.cfg.OpTimeout, err)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, v := range versions {
+		err := n.op(ctx, "restoring a version", func(ctx context.Context, r *resources) error {
+			_, err := r.snaps.Put(ctx, jetstream.ObjectMeta{Name: versionObject(ns.NamespaceID, v.id)}, bytes.NewReader(v.state))
+			return err
 		})
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nomicore/nomicore/backup"
+	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 )
 
@@ -44,6 +45,12 @@ func TestCluster_BackupAndRestore(t *testing.T) {
 		}
 	}
 	if err := a.nodes[0].store.PutConfig(ctxT(t, 5*time.Second), "some/key", []byte("value")); err != nil {
+		t.Fatal(err)
+	}
+	versionState := mapUpdate(t, nil, "saved", "as a version")
+	saved, err := a.nodes[1].node.Versions().PutVersion(ctxT(t, 10*time.Second),
+		persistence.Version{NamespaceID: ns1, Kind: persistence.VersionManual, Label: "before the backup", CreatedAt: time.Now()}, versionState)
+	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "a snapshot of the first namespace", func() error {
@@ -89,6 +96,10 @@ func TestCluster_BackupAndRestore(t *testing.T) {
 		}
 		if v, err := tn.store.Config(ctxT(t, 5*time.Second), "some/key"); err != nil || string(v) != "value" {
 			t.Fatalf("%s: config: %q %v", tn.name, v, err)
+		}
+		v, state, err := tn.node.Versions().VersionState(ctxT(t, 5*time.Second), ns1, saved.ID)
+		if err != nil || v.Label != "before the backup" || !bytes.Equal(state, versionState) {
+			t.Fatalf("%s: the saved version: %+v, %d bytes (want %d), %v", tn.name, v, len(state), len(versionState), err)
 		}
 	}
 	m := b.nodes[2].open(t, ns1)

@@ -57,6 +57,15 @@ func (d *hocusDoc) send(msg []byte) {
 	d.sock.send(hocuspocus.AppendAddressed(make([]byte, 0, addressLen(d.addr)+len(msg)), d.addr, msg))
 }
 
+// sendParts sends a message of the document made of head and body, the body not copied
+// (see hocusSocket.sendParts).
+func (d *hocusDoc) sendParts(head, body []byte) {
+	if d.isClosed() {
+		return
+	}
+	d.sock.sendParts(hocuspocus.AppendAddressed(make([]byte, 0, addressLen(d.addr)+len(head)), d.addr, head), body)
+}
+
 func (d *hocusDoc) credential() auth.ClientGrant { return *d.grant.Load() }
 func (d *hocusDoc) setReadOnly(ro bool)          { d.readOnly.Store(ro) }
 func (d *hocusDoc) wantsSaved() bool             { return true }
@@ -184,7 +193,9 @@ func (d *hocusDoc) serve(sf socketFrame) {
 			if f.Type == hocuspocus.TypeSync {
 				d.send(AppendSync(nil, SyncStep1, sv))
 			}
-			d.send(AppendSync(nil, SyncStep2, diff))
+			// The reply's bytes are shared by every editor joining at this state: queued
+			// behind their own head, not copied.
+			d.sendParts(AppendSyncHead(nil, SyncStep2, len(diff)), diff)
 		default:
 			msg := sf.raw[addressLen(f.Address):]
 			if f.Type == hocuspocus.TypeSyncReply {

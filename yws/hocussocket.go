@@ -133,7 +133,7 @@ type hocusSocket struct {
 	cancel  context.CancelFunc
 
 	mu          sync.Mutex // guards queue, queued, the close fields and closedDocs
-	queue       [][]byte
+	queue       []outMsg   // each a frame, or a frame's head and a body shared with others
 	queued      int
 	closing     bool
 	closeCode   websocket.StatusCode
@@ -628,9 +628,16 @@ func (h *hocusSocket) overLimit(limit, reason string) {
 	h.closeWith(websocket.StatusPolicyViolation, reason, "over-limit")
 }
 
-// send queues a frame for the writer; it never blocks. When what already waits is at the
-// queue's bounds the socket is dropped (the provider reconnects and resyncs every document).
-func (h *hocusSocket) send(frame []byte) {
+// send queues a frame for the writer; it never blocks.
+func (h *hocusSocket) send(frame []byte) { h.sendParts(nil, frame) }
+
+// sendParts queues a frame made of head and body, written one after the other; the body
+// is not copied (a document's encoding shared by every editor that joins at its state).
+// It never blocks. When what already waits is at the queue's bounds the socket is dropped
+// (the provider reconnects and resyncs every document); as on a y-websocket connection, a
+// frame queued alone does not count towards the byte bound, so that a document larger
+// than the bound still goes out.
+func (h *hocusSocket) sendParts(head, body []byte) {
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
@@ -645,8 +652,10 @@ func (h *hocusSocket) send(frame []byte) {
 		h.closeWith(websocket.StatusAbnormalClosure, "", "slow-client")
 		return
 	}
-	h.queue = append(h.queue, frame)
-	h.queued += len(frame)
+	if len(h.queue) > 0 {
+		h.queued += len(head) + len(body)
+	}
+	h.queue = append(h.queue, outMsg{head, body})
 	h.mu.Unlock()
 	signal(h.wake)
 }
@@ -704,7 +713,7 @@ func (h *hocusSocket) writer() {
 			case <-tick.C:
 				if !wrote {
 					if ka := h.keepAliveFrame(); ka != nil {
-						batch = [][]byte{ka}
+						batch = []outMsg{{body: ka}}
 					}
 				}
 				wrote = false
@@ -713,14 +722,14 @@ func (h *hocusSocket) writer() {
 				continue
 			}
 		}
-		for _, frame := range batch {
-			if err := writeMessage(h.ws, o.WriteTimeout, outMsg{body: frame}); err != nil {
+		for _, msg := range batch {
+			if err := writeMessage(h.ws, o.WriteTimeout, msg); err != nil {
 				h.closeWith(websocket.StatusAbnormalClosure, "", "write-failed")
 				h.ws.CloseNow()
 				return
 			}
 			h.msgsOut.Add(1)
-			h.srv.m.sent(len(frame))
+			h.srv.m.sent(len(msg.head) + len(msg.body))
 		}
 		wrote = true
 	}

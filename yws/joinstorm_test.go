@@ -1,10 +1,13 @@
 package yws
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	"github.com/nomicore/nomicore/internal/testkit/oracle"
 	"github.com/nomicore/nomicore/registry"
 	"github.com/nomicore/nomicore/yjs"
+	"github.com/nomicore/nomicore/yws/hocuspocus"
 )
 
 // stormDoc is a multi-author JS yjs history loaded into a namespace.
@@ -234,4 +238,121 @@ func sameAsJS(t *testing.T, js *oracle.Client, who string, state []byte, roots m
 	if ok, diff := oracle.EqualJSON(got.JSON, want.JSON); !ok {
 		t.Errorf("%s: its document differs from JS yjs's: %s", who, diff)
 	}
+}
+
+// joinHocusOnce opens a Hocuspocus socket as a fresh provider does — authentication, then a
+// SyncStep1 with the encoded empty state vector — and returns the SHA-256 of the payload of
+// the node's SyncStep2, read as a stream: the joiner holds no copy of the document, so that
+// what the process allocates meanwhile is the node's doing.
+func joinHocusOnce(e *env) ([32]byte, error) {
+	var sum [32]byte
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, e.hocusURL(), nil)
+	if err != nil {
+		return sum, err
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(64 << 20)
+	for _, f := range [][]byte{authFrame(e.ns, "writer"), hocuspocus.AppendSync(nil, e.ns, hocuspocus.SyncStep1, []byte{0})} {
+		if err := ws.Write(ctx, websocket.MessageBinary, f); err != nil {
+			return sum, err
+		}
+	}
+	for {
+		_, r, err := ws.Reader(ctx)
+		if err != nil {
+			return sum, err
+		}
+		br := bufio.NewReaderSize(r, 4096)
+		n, err := binary.ReadUvarint(br) // the address
+		if err == nil {
+			_, err = br.Discard(int(n))
+		}
+		var typ, sync, size uint64
+		if err == nil {
+			typ, err = binary.ReadUvarint(br)
+		}
+		if err == nil && typ == hocuspocus.TypeSync {
+			sync, err = binary.ReadUvarint(br)
+		}
+		if err == nil && typ == hocuspocus.TypeSync && sync == hocuspocus.SyncStep2 {
+			if size, err = binary.ReadUvarint(br); err == nil {
+				h := sha256.New()
+				if _, err = io.CopyN(h, br, int64(size)); err == nil {
+					copy(sum[:], h.Sum(nil))
+					ws.Close(websocket.StatusNormalClosure, "")
+					return sum, nil
+				}
+			}
+		}
+		if err == nil {
+			_, err = io.Copy(io.Discard, br)
+		}
+		if err != nil {
+			return sum, err
+		}
+	}
+}
+
+// TestJoinStormHocuspocusSharesOneReply: Hocuspocus providers joining a large document at
+// one state all get JS yjs's encodeStateAsUpdate of it, from one encoding held by the node,
+// and the node queues that encoding behind each socket's frame head instead of copying it:
+// the process allocates far less, while they join, than one copy of the document per joiner.
+func TestJoinStormHocuspocusSharesOneReply(t *testing.T) {
+	js := oracle.Start(t)
+	e := newEnv(t, nil)
+	d := stormHistory(t, e)
+	if d == nil {
+		return
+	}
+	want := d.jsApply(t, js, nil, []byte{0})
+	held, err := d.lease.EncodeState(context.Background(), []byte{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(held, want.Diffs[0]) {
+		t.Fatalf("the node's state: %d bytes, JS's encodeStateAsUpdate: %d bytes, not equal", len(held), len(want.Diffs[0]))
+	}
+	const joiners = 12
+	before := e.reg.StateEncodings()
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	allocated := ms.TotalAlloc
+	sums := make([][32]byte, joiners)
+	var wg sync.WaitGroup
+	for i := range joiners {
+		wg.Go(func() {
+			s, err := joinHocusOnce(e)
+			if err != nil {
+				t.Errorf("joiner %d: %v", i, err)
+			}
+			sums[i] = s
+		})
+	}
+	wg.Wait()
+	runtime.ReadMemStats(&ms)
+	allocated = ms.TotalAlloc - allocated
+	if t.Failed() {
+		return
+	}
+	wantSum := sha256.Sum256(want.Diffs[0])
+	for i, s := range sums {
+		if s != wantSum {
+			t.Errorf("joiner %d got other bytes than JS yjs's encodeStateAsUpdate", i)
+		}
+	}
+	after := e.reg.StateEncodings()
+	if enc, sh := after.Encoded-before.Encoded, after.Shared-before.Shared; enc != 0 || sh != joiners {
+		t.Errorf("%d joiners at one state: %d encodings, %d answers shared; want 0 and %d", joiners, enc, sh, joiners)
+	}
+	// One copy per joiner would allocate joiners × the document; the heads, sockets and
+	// frames of twelve joiners take a small fraction of that (the copy made two per joiner).
+	t.Logf("%d providers joined a %d-byte document; the process allocated %d bytes meanwhile", joiners, len(held), allocated)
+	if limit := uint64(joiners * len(held) / 2); allocated > limit {
+		t.Errorf("the process allocated %d bytes while %d providers joined a %d-byte document (at most %d without a copy per joiner)",
+			allocated, joiners, len(held), limit)
+	}
+	runtime.KeepAlive(held)
 }

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/nomicore/nomicore/auth"
-	"github.com/nomicore/nomicore/clock"
 )
 
 // Close statuses of their own (RFC 6455 private range). y-websocket 3.x does not reconnect
@@ -25,11 +23,9 @@ const (
 
 // conn is one editor connection. Its reader (run, on the HTTP handler's goroutine) owns the
 // decoding, the writes and the gap table; its writer goroutine owns the socket's writes.
-// Everything else reaches the socket through send, which never blocks: the send queue is
-// bounded (Options.SendQueueBytes, SendQueueMessages: what waits behind the first message
-// waiting, which is taken whole whatever its size) and its overflow policy is "drop the
-// connection" (the socket is closed at once: a close frame would wait behind the full
-// buffers): the provider reconnects and resyncs.
+// Everything else reaches the socket through send, which never blocks: the outbox's queue
+// is bounded and its overflow drops the connection (see outbox); the provider reconnects
+// and resyncs.
 type conn struct {
 	srv      *Server
 	room     *room
@@ -41,17 +37,10 @@ type conn struct {
 	ctx      context.Context // cancelled once the socket is closed
 	cancel   context.CancelFunc
 
-	mu          sync.Mutex // guards queue, queued and the close fields
-	queue       []outMsg
-	queued      int // bytes of the messages waiting behind the first one
-	closing     bool
-	closeCode   websocket.StatusCode
-	closeReason string        // sent to the client
-	closeCause  string        // the log's and metrics' short name
-	wake        chan struct{} // cap 1: queue or closing changed
-	writerDone  chan struct{}
+	out        *outbox // what waits for the socket, and how it is to close
+	writerDone chan struct{}
 
-	msgsIn, msgsOut atomic.Int64
+	msgsIn atomic.Int64
 
 	stateless bool // stateless messages are relayed to it (it asked with ?stateless=1)
 
@@ -61,15 +50,9 @@ type conn struct {
 	denied bool       // PermissionDenied was sent once
 }
 
-// outMsg is one WebSocket message waiting to be sent: head then body, or body alone (head
-// nil). The body may be shared with other connections and the registry — a document's
-// encoded state, the same bytes for every editor that joins at that state — and is never
-// modified; writing head and body as two parts of one message spares a copy per editor.
-type outMsg struct{ head, body []byte }
-
 func newConn(s *Server, rm *room, ws *websocket.Conn, g auth.ClientGrant, remote string, stateless bool) *conn {
 	c := &conn{srv: s, room: rm, ws: ws, grant: g, remote: remote, started: s.opts.Clock.Now(), stateless: stateless,
-		wake: make(chan struct{}, 1), writerDone: make(chan struct{})}
+		out: newOutbox(), writerDone: make(chan struct{})}
 	c.readOnly.Store(g.ReadOnly)
 	c.limits = newConnLimits(&s.opts, c.started)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -101,14 +84,12 @@ func (c *conn) run() {
 	c.closeWith(websocket.StatusNormalClosure, "", "closed")
 	<-c.writerDone
 	s.m.connected(-1)
-	c.mu.Lock()
-	code, cause := c.closeCode, c.closeCause
-	c.mu.Unlock()
+	code, cause := c.out.closedWith()
 	s.m.closed(cause)
 	s.log.Info("editor disconnected", slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns),
 		slog.String("reason", cause), slog.Int("closeStatus", int(code)),
 		slog.Float64("connectedSeconds", s.opts.Clock.Now().Sub(c.started).Seconds()),
-		slog.Int64("messagesIn", c.msgsIn.Load()), slog.Int64("messagesOut", c.msgsOut.Load()))
+		slog.Int64("messagesIn", c.msgsIn.Load()), slog.Int64("messagesOut", c.out.written.Load()))
 }
 
 // serve joins the room, greets the editor and reads its messages until the connection
@@ -253,138 +234,23 @@ func (c *conn) send(msg []byte) { c.sendParts(nil, msg) }
 
 // sendParts is send of one message made of head then body (see outMsg).
 func (c *conn) sendParts(head, body []byte) {
-	c.mu.Lock()
-	if c.closing {
-		c.mu.Unlock()
-		return
-	}
-	o := &c.srv.opts
-	if len(c.queue) >= o.SendQueueMessages || c.queued >= o.SendQueueBytes {
-		c.queue, c.queued = nil, 0
-		c.mu.Unlock()
+	if !c.out.put(&c.srv.opts, head, body) {
 		c.srv.log.Warn("editor too slow: its send queue is full; closed, it resyncs when it reconnects",
 			slog.String("client", c.grant.Name), slog.String("namespaceId", c.room.ns))
 		c.closeWith(websocket.StatusAbnormalClosure, "", "slow-client")
-		return
 	}
-	if len(c.queue) > 0 {
-		c.queued += len(head) + len(body)
-	}
-	c.queue = append(c.queue, outMsg{head, body})
-	c.mu.Unlock()
-	signal(c.wake)
 }
 
 // closeWith starts closing the connection with a status and a reason for the editor; the
 // first call wins.
 func (c *conn) closeWith(code websocket.StatusCode, reason, cause string) {
-	c.mu.Lock()
-	if c.closing {
-		c.mu.Unlock()
-		return
-	}
-	c.closing, c.closeCode, c.closeReason, c.closeCause = true, code, reason, cause
-	c.queue, c.queued = nil, 0
-	c.mu.Unlock()
-	signal(c.wake)
+	c.out.close(code, reason, cause)
 }
 
-// writer writes the queued messages, one WebSocket message each, every write (every frame
-// of a large message) bounded by WriteTimeout; it sends the keep-alive when nothing else went out for KeepAlive, and
-// closes the socket when the connection is closing.
+// writer writes the queued messages and the keep-alive, and closes the socket when the
+// connection is closing (outbox.writeLoop).
 func (c *conn) writer() {
 	defer close(c.writerDone)
 	defer c.cancel()
-	o := &c.srv.opts
-	tick := clock.NewTicker(o.Clock, o.KeepAlive)
-	defer tick.Stop()
-	wrote := false
-	for {
-		c.mu.Lock()
-		batch, closing := c.queue, c.closing
-		c.queue, c.queued = nil, 0
-		code, reason := c.closeCode, c.closeReason
-		c.mu.Unlock()
-		if closing {
-			c.closeSocket(code, reason)
-			return
-		}
-		if len(batch) == 0 {
-			select {
-			case <-c.wake:
-			case <-tick.C:
-				if !wrote {
-					batch = []outMsg{{body: keepAliveMessage}}
-				}
-				wrote = false
-			}
-			if len(batch) == 0 {
-				continue
-			}
-		}
-		for _, msg := range batch {
-			if err := writeMessage(c.ws, c.srv.opts.WriteTimeout, msg); err != nil {
-				c.closeWith(websocket.StatusAbnormalClosure, "", "write-failed")
-				c.ws.CloseNow()
-				return
-			}
-			c.msgsOut.Add(1)
-			c.srv.m.sent(len(msg.head) + len(msg.body))
-		}
-		wrote = true
-	}
-}
-
-// writeFrameBytes is the largest frame the node writes to an editor: a larger message goes
-// out as the frames of one fragmented message, each written within WriteTimeout. An editor
-// busy applying what it received (a browser tab, a crowd of editors on one machine) then
-// receives a document of any size as long as it keeps reading, while one that stops
-// reading is dropped after WriteTimeout as before.
-const writeFrameBytes = 1 << 20
-
-// writeMessage writes one message to an editor's socket (a y-websocket connection's or a
-// Hocuspocus socket's): a small body alone as one frame; otherwise head and body, in frames
-// of at most writeFrameBytes, as one fragmented message — a shared body goes to the socket
-// without being copied.
-func writeMessage(ws *websocket.Conn, timeout time.Duration, m outMsg) error {
-	if m.head == nil && len(m.body) <= writeFrameBytes {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		return ws.Write(ctx, websocket.MessageBinary, m.body)
-	}
-	// One deadline per frame: the timer is reset after each frame written; when it fires,
-	// the cancelled context closes the socket and the write in progress fails.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	deadline := time.AfterFunc(timeout, cancel)
-	defer deadline.Stop()
-	w, err := ws.Writer(ctx, websocket.MessageBinary)
-	if err != nil {
-		return err
-	}
-	for _, part := range [2][]byte{m.head, m.body} {
-		for len(part) > 0 {
-			n := min(len(part), writeFrameBytes)
-			if _, err := w.Write(part[:n]); err != nil {
-				return err
-			}
-			part = part[n:]
-			deadline.Reset(timeout)
-		}
-	}
-	return w.Close()
-}
-
-// closeSocket sends the close frame, or drops the socket when the editor is gone or too
-// slow to read even that (its socket buffers are full: a close frame would wait for them).
-func (c *conn) closeSocket(code websocket.StatusCode, reason string) {
-	c.mu.Lock()
-	cause := c.closeCause
-	c.mu.Unlock()
-	switch {
-	case code == websocket.StatusAbnormalClosure, code == websocket.StatusMessageTooBig, cause == "slow-client":
-		c.ws.CloseNow()
-	default:
-		c.ws.Close(code, reason)
-	}
+	c.out.writeLoop(c.ws, &c.srv.opts, c.srv.m, func() []byte { return keepAliveMessage })
 }

@@ -132,18 +132,12 @@ type hocusSocket struct {
 	ctx     context.Context // cancelled once the socket is closed
 	cancel  context.CancelFunc
 
-	mu          sync.Mutex // guards queue, queued, the close fields and closedDocs
-	queue       []outMsg   // each a frame, or a frame's head and a body shared with others
-	queued      int
-	closing     bool
-	closeCode   websocket.StatusCode
-	closeReason string
-	closeCause  string
-	closedDocs  []*hocusDoc   // documents closed from other goroutines, for the loop to release
-	wake        chan struct{} // cap 1: queue or closing changed
-	loopWake    chan struct{} // cap 1: closedDocs grew
-	writerDone  chan struct{}
-	readerDone  chan struct{}
+	out        *outbox       // what waits for the socket, and how it is to close
+	mu         sync.Mutex    // guards closedDocs
+	closedDocs []*hocusDoc   // documents closed from other goroutines, for the loop to release
+	loopWake   chan struct{} // cap 1: closedDocs grew
+	writerDone chan struct{}
+	readerDone chan struct{}
 
 	// Set by the loop, read by the writer: whether the provider answers Ping (a 4.x
 	// provider announces its version), and an open document's address for the keep-alive
@@ -152,7 +146,7 @@ type hocusSocket struct {
 	keepAlive atomic.Pointer[string]
 	lastRead  atomic.Int64 // the reader's last frame, in Unix nanoseconds (Timeout)
 
-	msgsIn, msgsOut atomic.Int64
+	msgsIn atomic.Int64
 
 	frames  chan socketFrame // reader → loop; unbuffered, so the reader waits for the loop
 	answers chan checkAnswer // checks → loop
@@ -187,7 +181,7 @@ type pendingDoc struct {
 func newHocusSocket(s *Server, ws *websocket.Conn, remote string) *hocusSocket {
 	now := s.opts.Clock.Now()
 	h := &hocusSocket{srv: s, ws: ws, remote: remote, started: now,
-		wake: make(chan struct{}, 1), loopWake: make(chan struct{}, 1), writerDone: make(chan struct{}), readerDone: make(chan struct{}),
+		out: newOutbox(), loopWake: make(chan struct{}, 1), writerDone: make(chan struct{}), readerDone: make(chan struct{}),
 		frames: make(chan socketFrame), answers: make(chan checkAnswer), readErr: make(chan error, 1),
 		limits: newConnLimits(&s.opts, now), aware: newConnLimits(&s.opts, now),
 		docs: map[string]*hocusDoc{}, pending: map[string]*pendingDoc{}, users: map[string]int{}}
@@ -212,13 +206,11 @@ func (h *hocusSocket) run() {
 	<-h.writerDone
 	<-h.readerDone
 	s.m.connected(-1)
-	h.mu.Lock()
-	code, cause := h.closeCode, h.closeCause
-	h.mu.Unlock()
+	code, cause := h.out.closedWith()
 	s.m.closed(cause)
 	s.log.Info("hocuspocus socket disconnected", slog.String("remote", h.remote), slog.String("reason", cause),
 		slog.Int("closeStatus", int(code)), slog.Float64("connectedSeconds", s.opts.Clock.Now().Sub(h.started).Seconds()),
-		slog.Int64("messagesIn", h.msgsIn.Load()), slog.Int64("messagesOut", h.msgsOut.Load()))
+		slog.Int64("messagesIn", h.msgsIn.Load()), slog.Int64("messagesOut", h.out.written.Load()))
 }
 
 // reader reads frames and hands them to the loop, until the socket fails or closes.
@@ -631,46 +623,21 @@ func (h *hocusSocket) overLimit(limit, reason string) {
 // send queues a frame for the writer; it never blocks.
 func (h *hocusSocket) send(frame []byte) { h.sendParts(nil, frame) }
 
-// sendParts queues a frame made of head and body, written one after the other; the body
-// is not copied (a document's encoding shared by every editor that joins at its state).
-// It never blocks. When what already waits is at the queue's bounds the socket is dropped
-// (the provider reconnects and resyncs every document); as on a y-websocket connection, a
-// frame queued alone does not count towards the byte bound, so that a document larger
-// than the bound still goes out.
+// sendParts queues a frame made of head and body, the body not copied (a document's
+// encoding shared by every editor that joins at its state); it never blocks. When what
+// already waits is at the queue's bounds the socket is dropped (the provider reconnects and
+// resyncs every document; see outbox).
 func (h *hocusSocket) sendParts(head, body []byte) {
-	h.mu.Lock()
-	if h.closing {
-		h.mu.Unlock()
-		return
-	}
-	o := &h.srv.opts
-	if len(h.queue) >= o.SendQueueMessages || h.queued >= o.SendQueueBytes {
-		h.queue, h.queued = nil, 0
-		h.mu.Unlock()
+	if !h.out.put(&h.srv.opts, head, body) {
 		h.srv.log.Warn("hocuspocus socket too slow: its send queue is full; closed, it resyncs when it reconnects",
 			slog.String("remote", h.remote))
 		h.closeWith(websocket.StatusAbnormalClosure, "", "slow-client")
-		return
 	}
-	if len(h.queue) > 0 {
-		h.queued += len(head) + len(body)
-	}
-	h.queue = append(h.queue, outMsg{head, body})
-	h.mu.Unlock()
-	signal(h.wake)
 }
 
 // closeWith starts closing the socket with a status and a reason; the first call wins.
 func (h *hocusSocket) closeWith(code websocket.StatusCode, reason, cause string) {
-	h.mu.Lock()
-	if h.closing {
-		h.mu.Unlock()
-		return
-	}
-	h.closing, h.closeCode, h.closeReason, h.closeCause = true, code, reason, cause
-	h.queue, h.queued = nil, 0
-	h.mu.Unlock()
-	signal(h.wake)
+	h.out.close(code, reason, cause)
 }
 
 // docClosed hands a document closed on another goroutine to the loop.
@@ -681,58 +648,14 @@ func (h *hocusSocket) docClosed(d *hocusDoc) {
 	signal(h.loopWake)
 }
 
-// writer writes the queued frames, one WebSocket message each, as a y-websocket
-// connection's writer does (writeMessage: a large one in frames, each within WriteTimeout). When nothing went out for KeepAlive it sends a Ping to a provider that
-// answers one (4.x), or an empty awareness update of an open document to one that does not
-// (a provider reconnects after 30 s of silence); it closes the socket when closing.
+// writer writes the queued frames and, when nothing went out for KeepAlive, a Ping to a
+// provider that answers one (4.x) or an empty awareness update of an open document to one
+// that does not (a provider reconnects after 30 s of silence); it closes the socket when
+// closing (outbox.writeLoop).
 func (h *hocusSocket) writer() {
 	defer close(h.writerDone)
 	defer h.cancel()
-	o := &h.srv.opts
-	tick := clock.NewTicker(o.Clock, o.KeepAlive)
-	defer tick.Stop()
-	wrote := false
-	for {
-		h.mu.Lock()
-		batch, closing := h.queue, h.closing
-		h.queue, h.queued = nil, 0
-		code, reason := h.closeCode, h.closeReason
-		h.mu.Unlock()
-		if closing {
-			switch {
-			case code == websocket.StatusAbnormalClosure, code == websocket.StatusMessageTooBig:
-				h.ws.CloseNow()
-			default:
-				h.ws.Close(code, reason)
-			}
-			return
-		}
-		if len(batch) == 0 {
-			select {
-			case <-h.wake:
-			case <-tick.C:
-				if !wrote {
-					if ka := h.keepAliveFrame(); ka != nil {
-						batch = []outMsg{{body: ka}}
-					}
-				}
-				wrote = false
-			}
-			if len(batch) == 0 {
-				continue
-			}
-		}
-		for _, msg := range batch {
-			if err := writeMessage(h.ws, o.WriteTimeout, msg); err != nil {
-				h.closeWith(websocket.StatusAbnormalClosure, "", "write-failed")
-				h.ws.CloseNow()
-				return
-			}
-			h.msgsOut.Add(1)
-			h.srv.m.sent(len(msg.head) + len(msg.body))
-		}
-		wrote = true
-	}
+	h.out.writeLoop(h.ws, &h.srv.opts, h.srv.m, h.keepAliveFrame)
 }
 
 // keepAliveFrame is the frame that keeps a quiet socket alive, or nil when it has none.

@@ -105,6 +105,58 @@ func joinOnce(t *testing.T, e *env) ([]byte, error) {
 	}
 }
 
+// joinAtOneState has joiners join d's namespace at once, each with join, which returns the
+// SHA-256 of the document it got, and checks that every one got JS yjs's
+// encodeStateAsUpdate of the document, answered from one encoding that a reader holds
+// meanwhile (as a reply still on its way to a slow editor does): no new encoding, every
+// answer shared. It returns the encoding's size and the bytes the process allocated while
+// they joined.
+func joinAtOneState(t *testing.T, js *oracle.Client, e *env, d *stormDoc, joiners int, join func() ([32]byte, error)) (int, uint64) {
+	t.Helper()
+	want := d.jsApply(t, js, nil, []byte{0})
+	held, err := d.lease.EncodeState(context.Background(), []byte{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(held, want.Diffs[0]) {
+		t.Fatalf("the node's state: %d bytes, JS's encodeStateAsUpdate: %d bytes, not equal", len(held), len(want.Diffs[0]))
+	}
+	before := e.reg.StateEncodings()
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	allocated := ms.TotalAlloc
+	sums := make([][32]byte, joiners)
+	var wg sync.WaitGroup
+	for i := range joiners {
+		wg.Go(func() {
+			s, err := join()
+			if err != nil {
+				t.Errorf("joiner %d: %v", i, err)
+			}
+			sums[i] = s
+		})
+	}
+	wg.Wait()
+	runtime.ReadMemStats(&ms)
+	allocated = ms.TotalAlloc - allocated
+	if t.Failed() {
+		t.FailNow()
+	}
+	wantSum := sha256.Sum256(want.Diffs[0])
+	for i, s := range sums {
+		if s != wantSum {
+			t.Errorf("joiner %d got other bytes than JS yjs's encodeStateAsUpdate", i)
+		}
+	}
+	after := e.reg.StateEncodings()
+	if enc, sh := after.Encoded-before.Encoded, after.Shared-before.Shared; enc != 0 || sh != uint64(joiners) {
+		t.Errorf("%d joiners at one state: %d encodings, %d answers shared; want 0 and %d", joiners, enc, sh, joiners)
+	}
+	runtime.KeepAlive(held)
+	return len(held), allocated
+}
+
 // TestJoinStormSharesOneReply: editors joining a large document at one state all get the
 // same bytes, which are JS yjs's encodeStateAsUpdate of the document, encoded once for all
 // of them while anyone holds the encoding — not once per editor.
@@ -115,47 +167,11 @@ func TestJoinStormSharesOneReply(t *testing.T) {
 	if d == nil {
 		return
 	}
-	want := d.jsApply(t, js, nil, []byte{0})
-
-	// A reader holds the document's encoding (as a reply still on its way to a slow editor
-	// does): every joiner must get it again, not a fresh encoding.
-	held, err := d.lease.EncodeState(context.Background(), []byte{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(held, want.Diffs[0]) {
-		t.Fatalf("the node's state: %d bytes, JS's encodeStateAsUpdate: %d bytes, not equal", len(held), len(want.Diffs[0]))
-	}
-	before := e.reg.StateEncodings()
-	const joiners = 24
-	sums := make([][32]byte, joiners)
-	var wg sync.WaitGroup
-	for i := range joiners {
-		wg.Go(func() {
-			p, err := joinOnce(t, e)
-			if err != nil {
-				t.Errorf("joiner %d: %v", i, err)
-				return
-			}
-			sums[i] = sha256.Sum256(p)
-			runtime.GC()
-		})
-	}
-	wg.Wait()
-	if t.Failed() {
-		return
-	}
-	wantSum := sha256.Sum256(want.Diffs[0])
-	for i, s := range sums {
-		if s != wantSum {
-			t.Errorf("joiner %d got other bytes than JS yjs's encodeStateAsUpdate", i)
-		}
-	}
-	after := e.reg.StateEncodings()
-	if enc, sh := after.Encoded-before.Encoded, after.Shared-before.Shared; enc != 0 || sh != joiners {
-		t.Errorf("%d joiners at one state: %d encodings, %d answers shared; want 0 and %d", joiners, enc, sh, joiners)
-	}
-	runtime.KeepAlive(held)
+	joinAtOneState(t, js, e, d, 24, func() ([32]byte, error) {
+		p, err := joinOnce(t, e)
+		runtime.GC()
+		return sha256.Sum256(p), err
+	})
 }
 
 // TestJoinStormWithWrites: editors join a large document while another editor writes: every
@@ -306,53 +322,13 @@ func TestJoinStormHocuspocusSharesOneReply(t *testing.T) {
 	if d == nil {
 		return
 	}
-	want := d.jsApply(t, js, nil, []byte{0})
-	held, err := d.lease.EncodeState(context.Background(), []byte{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(held, want.Diffs[0]) {
-		t.Fatalf("the node's state: %d bytes, JS's encodeStateAsUpdate: %d bytes, not equal", len(held), len(want.Diffs[0]))
-	}
 	const joiners = 12
-	before := e.reg.StateEncodings()
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	allocated := ms.TotalAlloc
-	sums := make([][32]byte, joiners)
-	var wg sync.WaitGroup
-	for i := range joiners {
-		wg.Go(func() {
-			s, err := joinHocusOnce(e)
-			if err != nil {
-				t.Errorf("joiner %d: %v", i, err)
-			}
-			sums[i] = s
-		})
-	}
-	wg.Wait()
-	runtime.ReadMemStats(&ms)
-	allocated = ms.TotalAlloc - allocated
-	if t.Failed() {
-		return
-	}
-	wantSum := sha256.Sum256(want.Diffs[0])
-	for i, s := range sums {
-		if s != wantSum {
-			t.Errorf("joiner %d got other bytes than JS yjs's encodeStateAsUpdate", i)
-		}
-	}
-	after := e.reg.StateEncodings()
-	if enc, sh := after.Encoded-before.Encoded, after.Shared-before.Shared; enc != 0 || sh != joiners {
-		t.Errorf("%d joiners at one state: %d encodings, %d answers shared; want 0 and %d", joiners, enc, sh, joiners)
-	}
+	size, allocated := joinAtOneState(t, js, e, d, joiners, func() ([32]byte, error) { return joinHocusOnce(e) })
+	t.Logf("%d providers joined a %d-byte document; the process allocated %d bytes meanwhile", joiners, size, allocated)
 	// One copy per joiner would allocate joiners × the document; the heads, sockets and
 	// frames of twelve joiners take a small fraction of that (the copy made two per joiner).
-	t.Logf("%d providers joined a %d-byte document; the process allocated %d bytes meanwhile", joiners, len(held), allocated)
-	if limit := uint64(joiners * len(held) / 2); allocated > limit {
+	if limit := uint64(joiners * size / 2); allocated > limit {
 		t.Errorf("the process allocated %d bytes while %d providers joined a %d-byte document (at most %d without a copy per joiner)",
-			allocated, joiners, len(held), limit)
+			allocated, joiners, size, limit)
 	}
-	runtime.KeepAlive(held)
 }

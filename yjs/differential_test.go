@@ -103,6 +103,53 @@ func applyAll(t *testing.T, d *Doc, updates [][]byte) {
 	}
 }
 
+// namedSV is a state vector the differential checks encode a diff against.
+type namedSV struct {
+	name string
+	sv   []byte
+}
+
+// agreeWithJS checks ours, which applied the updates JS yjs applied for res, against res:
+// the document, the state vector, the pending structs, the encoded state and the diff
+// against each of svs (res.Diffs, in their order), byte for byte. Then each side reads the
+// other's full state: JS ours, to the same document; we JS's, to the same document, encoded
+// again to JS's own encoding after reading the same state (reading a state runs a
+// formatting cleanup of its own, which may delete a mark the incremental history kept; JS
+// read ours, which equals its own).
+func agreeWithJS(t *testing.T, js *oracle.Client, ours *Doc, res oracle.ApplyResult, roots map[string]oracle.RootType, gc bool, svs []namedSV) {
+	t.Helper()
+	equalJSON(t, "doc", docJSON(t, ours), res.JSON)
+	equalBytes(t, "state vector", ours.EncodeStateVector(), res.StateVector)
+	if ours.HasPending() != res.Pending {
+		t.Fatalf("pending: ours %v, js %v", ours.HasPending(), res.Pending)
+	}
+	state, err := EncodeStateAsUpdate(ours, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalBytes(t, "encodeStateAsUpdate", state, res.State)
+	for i, sv := range svs {
+		diff, err := EncodeStateAsUpdate(ours, sv.sv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalBytes(t, "encodeStateAsUpdate("+sv.name+")", diff, res.Diffs[i])
+	}
+	r1, err := js.Apply(oracle.ApplyRequest{Updates: [][]byte{state}, Roots: roots, NoGC: !gc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalJSON(t, "JS applying our state", r1.JSON, res.JSON)
+	fromJS := newRootedDoc(t, gc, rootKinds(roots))
+	applyAll(t, fromJS, [][]byte{res.State})
+	equalJSON(t, "ours applying JS state", docJSON(t, fromJS), res.JSON)
+	reread, err := EncodeStateAsUpdate(fromJS, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalBytes(t, "encodeStateAsUpdate of JS state read", reread, r1.State)
+}
+
 // TestDifferentialJSHistories: random multi-client histories made by JS yjs, delivered to
 // both sides in one random order (pending structs and deletions included). Both sides must
 // agree on the JSON, the state-vector bytes and the bytes of encodeStateAsUpdate (full and
@@ -142,51 +189,20 @@ func TestDifferentialJSHistories(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		equalJSON(t, "doc", docJSON(t, ours), res.JSON)
 		equalJSON(t, "doc vs converged history", docJSON(t, ours), h.JSON)
-		equalBytes(t, "state vector", ours.EncodeStateVector(), res.StateVector)
-		if ours.HasPending() != res.Pending {
-			t.Fatalf("pending: ours %v, js %v", ours.HasPending(), res.Pending)
-		}
-		state, err := EncodeStateAsUpdate(ours, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		equalBytes(t, "encodeStateAsUpdate", state, res.State)
+		agreeWithJS(t, js, ours, res, h.Roots, gc, []namedSV{{"prefix sv", prefixSV}, {"random sv", randomSV}})
 		diffPrefix, err := EncodeStateAsUpdate(ours, prefixSV)
 		if err != nil {
 			t.Fatal(err)
 		}
-		equalBytes(t, "encodeStateAsUpdate(prefix sv)", diffPrefix, res.Diffs[0])
-		diffRandom, err := EncodeStateAsUpdate(ours, randomSV)
-		if err != nil {
-			t.Fatal(err)
-		}
-		equalBytes(t, "encodeStateAsUpdate(random sv)", diffRandom, res.Diffs[1])
 
-		// JS reads ours: the full state, and the prefix plus our diff.
-		r1, err := js.Apply(oracle.ApplyRequest{Updates: [][]byte{state}, Roots: h.Roots, NoGC: !gc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		equalJSON(t, "JS applying our state", r1.JSON, res.JSON)
+		// JS reads the prefix plus our diff, and we the prefix plus its diff.
 		r2, err := js.Apply(oracle.ApplyRequest{Updates: append(append([][]byte{}, order[:prefix]...), diffPrefix), Roots: h.Roots, NoGC: !gc})
 		if err != nil {
 			t.Fatal(err)
 		}
 		equalJSON(t, "JS applying prefix + our diff", r2.JSON, res.JSON)
 
-		// We read JS's: the full state, and the prefix plus its diff.
-		fromJS := newRootedDoc(t, gc, roots)
-		applyAll(t, fromJS, [][]byte{res.State})
-		equalJSON(t, "ours applying JS state", docJSON(t, fromJS), res.JSON)
-		// Reading a state runs its own formatting cleanup, so the state read is compared with
-		// JS's encoding after reading the same state (r1 read ours, which equals JS's).
-		reread, err := EncodeStateAsUpdate(fromJS, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		equalBytes(t, "encodeStateAsUpdate of JS state read", reread, r1.State)
 		fromPrefix := newRootedDoc(t, gc, roots)
 		applyAll(t, fromPrefix, append(append([][]byte{}, order[:prefix]...), res.Diffs[0]))
 		equalJSON(t, "ours applying prefix + JS diff", docJSON(t, fromPrefix), res.JSON)

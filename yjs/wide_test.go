@@ -139,39 +139,7 @@ func TestDifferentialWideIDs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		equalJSON(t, "doc", docJSON(t, ours), res.JSON)
-		equalBytes(t, "state vector", ours.EncodeStateVector(), res.StateVector)
-		if ours.HasPending() != res.Pending {
-			t.Fatalf("pending: ours %v, js %v", ours.HasPending(), res.Pending)
-		}
-		state, err := EncodeStateAsUpdate(ours, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		equalBytes(t, "encodeStateAsUpdate", state, res.State)
-		diff, err := EncodeStateAsUpdate(ours, prefixSV)
-		if err != nil {
-			t.Fatal(err)
-		}
-		equalBytes(t, "encodeStateAsUpdate(prefix sv)", diff, res.Diffs[0])
-
-		r1, err := js.Apply(oracle.ApplyRequest{Updates: [][]byte{state}, Roots: h.Roots, NoGC: !gc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		equalJSON(t, "JS applying our state", r1.JSON, res.JSON)
-		fromJS := newRootedDoc(t, gc, roots)
-		applyAll(t, fromJS, [][]byte{res.State})
-		equalJSON(t, "ours applying JS state", docJSON(t, fromJS), res.JSON)
-		again, err := EncodeStateAsUpdate(fromJS, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Reading a state is a transaction of its own, whose formatting cleanup may delete
-		// marks the incremental history kept (a mark between deleted content and text added
-		// concurrently): the expected bytes are JS's own encoding after reading the same
-		// state (r1 read ours, which equals JS's), not the state read.
-		equalBytes(t, "encodeStateAsUpdate of JS state read", again, r1.State)
+		agreeWithJS(t, js, ours, res, h.Roots, gc, []namedSV{{"prefix sv", prefixSV}})
 	})
 }
 

@@ -6,25 +6,13 @@
 //
 // Sockets (HocuspocusProviderWebsocket) and providers (HocuspocusProvider, each one document)
 // have names: providers opened on a named socket share it, as an application's providers do.
-import * as readline from 'node:readline'
+import { awarenessOps, serve, waitUntil } from '../agentlib.mjs'
 
 const version = process.argv[2] ?? 'v4'
 const { Y, HocuspocusProvider, HocuspocusProviderWebsocket, WebSocket } = await import(`./${version}/deps.mjs`)
 
 const sockets = new Map() // name → { socket, events }
 const editors = new Map() // name → { doc, provider, events, token }
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-async function waitUntil (what, timeoutMs, cond) {
-  const deadline = Date.now() + (timeoutMs ?? 20000)
-  for (;;) {
-    const v = cond()
-    if (v) return v
-    if (Date.now() > deadline) throw new Error('timed out waiting for ' + what)
-    await sleep(10)
-  }
-}
 
 function editor (name) {
   const e = editors.get(name)
@@ -51,6 +39,7 @@ const state = (e) => ({
 })
 
 const ops = {
+  ...awarenessOps((name) => editor(name).provider.awareness),
   // socket: a HocuspocusProviderWebsocket that providers may share.
   async socket ({ name, url, messageReconnectTimeout }) {
     sockets.set(name, newSocket(url, messageReconnectTimeout))
@@ -111,29 +100,6 @@ const ops = {
   async sendToken ({ name }) { await editor(name).provider.sendToken(); return null },
   async stateless ({ name, payload }) { editor(name).provider.sendStateless(payload); return null },
   async setAwareness ({ name, state }) { editor(name).provider.setAwarenessField('user', state); return null },
-  // setLocalState: the editor's whole awareness state (setAwareness sets its field "user").
-  async setLocalState ({ name, state }) { editor(name).provider.awareness.setLocalState(state); return null },
-  async states ({ name }) {
-    const out = []
-    editor(name).provider.awareness.getStates().forEach((state, clientID) => out.push({ clientID, state }))
-    return out
-  },
-  // waitPresence: as ../yws/agent.mjs's — until the editor's awareness holds a state whose
-  // user.name is user (equal to state as JSON, when given), or with gone until it holds none;
-  // it resolves with the milliseconds waited.
-  async waitPresence ({ name, user, state, gone, timeoutMs }) {
-    const aw = editor(name).provider.awareness
-    const want = state === undefined ? undefined : JSON.stringify(state)
-    const start = Date.now()
-    const holds = () => {
-      for (const s of aw.getStates().values()) {
-        if (s && s.user && s.user.name === user && (want === undefined || JSON.stringify(s) === want)) return true
-      }
-      return false
-    }
-    await waitUntil(name + (gone ? ' loses ' : ' sees ') + user, timeoutMs, () => gone ? !holds() : holds())
-    return Date.now() - start
-  },
   async events ({ name }) { return editor(name).events },
   async socketEvents ({ name }) { return sockets.get(name).events },
   // waitEvent: the first event of type (and, if given, with the field values of match)
@@ -157,18 +123,7 @@ const ops = {
   }
 }
 
-const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity })
-const reply = (obj) => process.stdout.write(JSON.stringify(obj) + '\n')
-rl.on('line', (line) => {
-  if (!line.trim()) return
-  let req
-  try { req = JSON.parse(line) } catch (err) { reply({ id: 0, ok: false, error: 'bad request: ' + err.message }); return }
-  const fn = ops[req.op]
-  if (!fn) { reply({ id: req.id, ok: false, error: 'unknown op ' + req.op }); return }
-  fn(req).then((result) => reply({ id: req.id, ok: true, result }), (err) => reply({ id: req.id, ok: false, error: String(err && err.message || err) }))
-})
-rl.on('close', () => {
+serve(ops, () => {
   for (const e of editors.values()) { try { e.provider.destroy() } catch {} }
   for (const s of sockets.values()) { try { s.socket.destroy() } catch {} }
-  process.exit(0)
 })

@@ -8,7 +8,7 @@ import * as Y from 'yjs'
 import { WebsocketProvider } from 'y-websocket'
 import WebSocket from 'ws'
 import * as jose from 'jose'
-import * as readline from 'node:readline'
+import { awarenessOps, serve, sleep, waitUntil } from '../agentlib.mjs'
 
 const editors = new Map() // name → { doc, provider, events }
 
@@ -28,18 +28,6 @@ console.warn = (...args) => {
   warn(...args)
 }
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-async function waitUntil (what, timeoutMs, cond) {
-  const deadline = Date.now() + (timeoutMs ?? 20000)
-  for (;;) {
-    const v = cond()
-    if (v) return v
-    if (Date.now() > deadline) throw new Error('timed out waiting for ' + what)
-    await sleep(10)
-  }
-}
-
 function editor (name) {
   const e = editors.get(name)
   if (!e) throw new Error('no editor ' + name)
@@ -47,6 +35,7 @@ function editor (name) {
 }
 
 const ops = {
+  ...awarenessOps((name) => editor(name).provider.awareness),
   // open: a new editor (a fresh Y.Doc) on url/ns; with wait (default true) it resolves once
   // synced. token goes as ?token= unless bearer is set (then an Authorization header).
   async open ({ name, url, ns, token, bearer, wait = true, timeoutMs }) {
@@ -104,27 +93,6 @@ const ops = {
   async setAwareness ({ name, state }) {
     editor(name).provider.awareness.setLocalState(state)
     return null
-  },
-  async states ({ name }) {
-    const out = []
-    editor(name).provider.awareness.getStates().forEach((state, clientID) => out.push({ clientID, state }))
-    return out
-  },
-  // waitPresence: wait until the editor's awareness holds a state whose user.name is user
-  // (and, when state is given, whose whole state equals it as JSON) — or, with gone, until
-  // it holds none; it resolves with the milliseconds waited.
-  async waitPresence ({ name, user, state, gone, timeoutMs }) {
-    const aw = editor(name).provider.awareness
-    const want = state === undefined ? undefined : JSON.stringify(state)
-    const start = Date.now()
-    const holds = () => {
-      for (const s of aw.getStates().values()) {
-        if (s && s.user && s.user.name === user && (want === undefined || JSON.stringify(s) === want)) return true
-      }
-      return false
-    }
-    await waitUntil(name + (gone ? ' loses ' : ' sees ') + user, timeoutMs, () => gone ? !holds() : holds())
-    return Date.now() - start
   },
   // presenceBench: editors stock providers spread round-robin over urls (the nodes), each
   // moving its cursor rate times a second for seconds (its state carries the time of the
@@ -228,17 +196,6 @@ const ops = {
   }
 }
 
-const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity })
-const reply = (obj) => process.stdout.write(JSON.stringify(obj) + '\n')
-rl.on('line', (line) => {
-  if (!line.trim()) return
-  let req
-  try { req = JSON.parse(line) } catch (err) { reply({ id: 0, ok: false, error: 'bad request: ' + err.message }); return }
-  const fn = ops[req.op]
-  if (!fn) { reply({ id: req.id, ok: false, error: 'unknown op ' + req.op }); return }
-  fn(req).then((result) => reply({ id: req.id, ok: true, result }), (err) => reply({ id: req.id, ok: false, error: String(err && err.message || err) }))
-})
-rl.on('close', () => {
+serve(ops, () => {
   for (const e of editors.values()) { try { e.provider.destroy() } catch {} }
-  process.exit(0)
 })

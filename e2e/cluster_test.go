@@ -117,7 +117,11 @@ func (c *hubCluster) startHub(i int) {
 		p.args = append(p.args, "--nats-client-listen", c.natsClients[i])
 	}
 	if c.shipped {
-		p.args = append(append(p.args, "--client-listen", p.client), c.extra...)
+		client := p.client
+		if client == "" { // a node without an editor listener (cleared by the test's prepare)
+			client = "off"
+		}
+		p.args = append(append(p.args, "--client-listen", client), c.extra...)
 	} else {
 		p.args = append(append(p.args, "--instance-id", "hub", "--tokens-poll", "200ms", "--client-listen", "off"), append(c.extra, fast...)...)
 	}

@@ -62,8 +62,18 @@ func (a *agent) waitPresenceGone(name, user string, timeout time.Duration) time.
 // (the files of which it returns by name).
 func presenceHubCluster(t *testing.T, n int, peers ...string) (c *hubCluster, clientTok string, tokenFiles map[string]string) {
 	t.Helper()
+	return presenceHubClusterWith(t, n, nil, peers...)
+}
+
+// presenceHubClusterWith is presenceHubCluster with nodes of noEditors (their indexes)
+// started without an editor listener (--client-listen off).
+func presenceHubClusterWith(t *testing.T, n int, noEditors []int, peers ...string) (c *hubCluster, clientTok string, tokenFiles map[string]string) {
+	t.Helper()
 	tokenFiles = map[string]string{}
 	c = newShippedHubCluster(t, n, func(c *hubCluster) {
+		for _, i := range noEditors {
+			c.hubs[i].client = ""
+		}
 		for i := range c.hubs {
 			if err := os.MkdirAll(c.data(i), 0o700); err != nil {
 				t.Fatal(err)
@@ -146,6 +156,41 @@ func TestE2E_Cluster_PresenceWithPeers(t *testing.T) {
 	if v := c.hubs[1].api().metric(`nomicore_presence_relayed_total{direction="in"}`); v < 2 {
 		t.Errorf("node 2 counts %v presence entries received", v)
 	}
+}
+
+// A cluster node without an editor listener (--client-listen off) still relays its peers'
+// presence: an editor on a peer of node 1, one on a peer of node 2 and one on node 2 see
+// each other, and a change made on node 1's peer reaches the others.
+func TestE2E_Cluster_PresenceWithPeersOfANodeWithoutEditors(t *testing.T) {
+	t.Parallel()
+	ag := startAgent(t)
+	c, clientTok, tokenFiles := presenceHubClusterWith(t, 2, []int{0}, "peer-a", "peer-b")
+	ns := c.hubs[0].api().createNamespace()
+	tok := map[string]string{}
+	for _, name := range []string{"peer-a", "peer-b"} {
+		tok[name] = runToken(t, bin.peer, filepath.Join(c.dir, name), "--client", "editors")
+	}
+	a := c.startPeerClients("peer-a", ns, tokenFiles["peer-a"], true, "--hub-url", c.url(0))
+	b := c.startPeerClients("peer-b", ns, tokenFiles["peer-b"], true, "--hub-url", c.url(1))
+	targetState(t, a, ns, "live")
+	targetState(t, b, ns, "live")
+	ag.open("pam", a, ns, tok["peer-a"])
+	ag.open("pia", b, ns, tok["peer-b"])
+	ag.open("nia", c.hubs[1], ns, clientTok)
+	users := []string{"pam", "pia", "nia"}
+	for i, u := range users {
+		ag.setPresence(u, presenceOf(u, i))
+	}
+	for _, viewer := range users {
+		for i, u := range users {
+			if u != viewer {
+				ag.waitPresence(viewer, u, presenceOf(u, i))
+			}
+		}
+	}
+	ag.setPresence("pam", presenceOf("pam", 42))
+	ag.waitPresence("nia", "pam", presenceOf("pam", 42))
+	ag.waitPresence("pia", "pam", presenceOf("pam", 42))
 }
 
 // Three nodes of a hub cluster as shipped (client listener on, presence relay on by

@@ -257,6 +257,31 @@ func serve(args []string, cio cli.IO) int {
 	if err != nil {
 		return fail(err)
 	}
+	// Presence across the cluster's nodes: this node announces there its editors' and its
+	// peers' states and hands the other nodes' to them — also without an editor listener,
+	// when its peers relay presence.
+	var clusterPresence *presence.Cluster
+	if clusterNode != nil && clientFlags.PresenceRelay == "on" && (clientFlags.Enabled() || relay != nil) {
+		clusterPresence, err = presence.NewCluster(clusterNode.Conn(), presence.ClusterOptions{Node: clusterNode.Name(),
+			MaxStates: clientFlags.MaxStates, MaxStateBytes: clientFlags.MaxState, Metrics: presenceMetrics, Clock: clk, Logger: log})
+		if err != nil {
+			return fail(err)
+		}
+		if relay != nil {
+			// The peers' relay joins the cluster's for its namespaces: the other nodes
+			// hear this node's editors and peers, and its editors and peers hear theirs.
+			relay.SetUpstream(clusterPresence, func(ns string) (string, bool) {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				owner, ok, err := reg.OwnerOf(ctx, ns)
+				if err != nil {
+					log.Warn("the presence of this namespace's peers is not relayed to the other nodes: its owner could not be read",
+						slog.String("namespaceId", ns), slog.String("error", err.Error()))
+				}
+				return owner, ok && err == nil
+			})
+		}
+	}
 	var clients *node.Server
 	if clientFlags.Enabled() {
 		var checks auth.ClientAuthenticator // nil: --client-auth none
@@ -272,28 +297,8 @@ func serve(args []string, cio cli.IO) int {
 		if relay != nil {
 			opts.Presence = relay
 		}
-		if clusterNode != nil && clientFlags.RelayPresence() {
-			cl, err := presence.NewCluster(clusterNode.Conn(), presence.ClusterOptions{Node: clusterNode.Name(),
-				MaxStates: opts.MaxAwarenessStates, MaxStateBytes: opts.MaxAwarenessStateBytes, Metrics: presenceMetrics, Clock: clk, Logger: log})
-			if err != nil {
-				return fail(err)
-			}
-			if relay != nil {
-				// The peers' relay joins the cluster's for its namespaces: the other nodes
-				// hear this node's editors and peers, and its editors and peers hear theirs.
-				relay.SetUpstream(cl, func(ns string) (string, bool) {
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					owner, ok, err := reg.OwnerOf(ctx, ns)
-					if err != nil {
-						log.Warn("the presence of this namespace's peers is not relayed to the other nodes: its owner could not be read",
-							slog.String("namespaceId", ns), slog.String("error", err.Error()))
-					}
-					return owner, ok && err == nil
-				})
-			} else {
-				opts.Presence = cl
-			}
+		if clusterPresence != nil && relay == nil {
+			opts.Presence = clusterPresence
 		}
 		if editors, err = yws.New(opts); err != nil {
 			return fail(err)

@@ -88,6 +88,9 @@ func (rt *nsRuntime) start() {
 func (rt *nsRuntime) loop() {
 	defer rt.reg.wg.Done()
 	defer rt.unload()
+	if st := rt.store; st != nil && st.noter != nil {
+		st.notesLater = true
+	}
 	for {
 		rt.mu.Lock()
 		batch := rt.queue
@@ -103,6 +106,7 @@ func (rt *nsRuntime) loop() {
 		}
 		rt.mu.Unlock()
 		if len(batch) == 0 {
+			rt.giveNote() // the store's committer may be waiting for it
 			<-rt.wake
 			continue
 		}

@@ -170,6 +170,7 @@ func (e *engine) drain() bool {
 			e.runControl(batch[0])
 			continue
 		}
+		short := e.cutShort
 		if err := e.commitAppends(batch); err != nil {
 			select {
 			case <-e.abandon:
@@ -185,6 +186,12 @@ func (e *engine) drain() bool {
 			continue
 		}
 		backoff = e.opts.RetryMin
+		if short && !e.stopping() {
+			// Appends whose note was owed were left behind: they join the next group,
+			// after the group's wait, rather than making a transaction (and fsync) of
+			// their own now.
+			e.groupDelay()
+		}
 	}
 }
 
@@ -237,12 +244,15 @@ func (e *engine) nextLocked() []op {
 	for n < len(e.q) && n < e.opts.MaxBatch && e.q[n].batched() {
 		n++
 	}
+	e.cutShort = false
 	if !e.forceCut && !e.stopping() {
-		n = e.notedCutLocked(n)
-		if n == 0 {
+		cut := e.notedCutLocked(n)
+		if cut == 0 {
 			e.heldForNote = true
 			return nil
 		}
+		e.cutShort = cut < n
+		n = cut
 	}
 	e.forceCut = false
 	e.taken = n

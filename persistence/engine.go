@@ -70,9 +70,11 @@ type engine struct {
 	lastErr error
 	skip    []bool
 	// heldSince is when the committer began to wait for a note (zero: not waiting);
-	// forceCut makes the next cut ignore missing notes (after NoteWait).
+	// forceCut makes the next cut ignore missing notes (after NoteWait); cutShort: the
+	// last cut left appends of its run behind because their notes were owed.
 	heldSince time.Time
 	forceCut  bool
+	cutShort  bool
 }
 
 type docKey struct{ owner, ns string }

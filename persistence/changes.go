@@ -140,6 +140,21 @@ type ChangeNoter interface {
 	// the "updated" record of the group commit that makes it durable carries the state
 	// vector of the last append of the namespace in it.
 	AppendNoted(owner, namespaceID string, update, stateVector []byte) (uint64, error)
+	// AppendNoteLater is Append whose state vector the caller gives afterwards with
+	// NoteStateVector, for this append or a later one of the namespace, so that a caller
+	// making many appends encodes its state vector once for all of them rather than once
+	// for each. No group commit ends a namespace's appends with one that still awaits its
+	// note: the committer commits the longest run at the head of its queue after which
+	// every namespace's last append has its state vector, and waits for notes when there
+	// is none. A caller must therefore give the note soon (before it waits for anything),
+	// and never wait for its own appends to commit while it owes one; a note not given
+	// within MaxNoteWait is given up: the record of that commit has no state vector.
+	AppendNoteLater(owner, namespaceID string, update []byte) (uint64, error)
+	// NoteStateVector gives the namespace's encoded state vector after its append seq
+	// (made with AppendNoteLater); it is the note of the commit that ends with seq or any
+	// later append up to the next noted one. A note for an append already committed, or
+	// of a namespace no longer loaded, is dropped.
+	NoteStateVector(owner, namespaceID string, seq uint64, stateVector []byte)
 	// ReplaceSnapshotNoted is ReplaceSnapshot of a snapshot that saves changes no append
 	// holds (the store had refused them): it writes an "updated" record with the
 	// snapshot's state vector in the same transaction.
@@ -153,7 +168,46 @@ func (e *engine) NotesWanted() bool { return e.opts.ChangeFeed != nil }
 
 // AppendNoted implements ChangeNoter.
 func (e *engine) AppendNoted(owner, ns string, update, stateVector []byte) (uint64, error) {
-	return e.appendOp(owner, ns, update, stateVector)
+	return e.appendOp(owner, ns, update, stateVector, false)
+}
+
+// AppendNoteLater implements ChangeNoter.
+func (e *engine) AppendNoteLater(owner, ns string, update []byte) (uint64, error) {
+	return e.appendOp(owner, ns, update, nil, true)
+}
+
+// MaxNoteWait bounds how long the committer waits for notes owed (AppendNoteLater) before it
+// commits without them: a caller that never gives one cannot stop the store.
+const MaxNoteWait = time.Second
+
+// NoteStateVector implements ChangeNoter. The append is looked for from the tail of the
+// queue (a caller gives its note soon after its last append), among the operations the
+// committer has not taken.
+func (e *engine) NoteStateVector(owner, ns string, seq uint64, stateVector []byte) {
+	note := append(make([]byte, 0, len(stateVector)), stateVector...)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.res[docKey{owner, ns}]
+	if r == nil || r.pending == 0 || seq > r.assigned {
+		return
+	}
+	for i := len(e.q) - 1; i >= e.taken; i-- {
+		o := &e.q[i]
+		if o.kind != opAppend || o.r != r {
+			continue
+		}
+		if o.seq < seq {
+			return // committed already
+		}
+		if o.seq == seq {
+			o.note, o.noteLater = note, false
+			if e.heldForNote {
+				e.heldForNote = false
+				e.wake()
+			}
+			return
+		}
+	}
 }
 
 // ReplaceSnapshotNoted implements ChangeNoter.
@@ -304,7 +358,8 @@ func (e *engine) RecordChange(ctx context.Context, c Change) (uint64, error) {
 
 // noteChanges writes the "updated" records of a batch of appends inside its transaction:
 // one per namespace, in the order of each namespace's last append in the batch, with the
-// state vector of that append (or of the latest append that had one).
+// state vector of that append (or of the latest append that had one; none when the last one
+// still awaited its note, which only a cut forced after MaxNoteWait commits).
 func (e *engine) noteChanges(w writer, batch []op, missing []bool) error {
 	type last struct {
 		key docKey
@@ -324,8 +379,13 @@ func (e *engine) noteChanges(w writer, batch []op, missing []bool) error {
 			order = append(order, l)
 		}
 		l.at = i
-		if o.note != nil {
+		switch {
+		case o.note != nil:
 			l.sv = o.note
+		case o.noteLater:
+			// Only in a cut forced after MaxNoteWait: whatever an earlier append
+			// said is older than this one.
+			l.sv = nil
 		}
 	}
 	sort.Slice(order, func(i, j int) bool { return order[i].at < order[j].at }) // by each namespace's last append

@@ -153,7 +153,16 @@ func (e *engine) drain() bool {
 	for {
 		e.mu.Lock()
 		batch := e.nextLocked()
+		held := e.heldForNote
 		e.mu.Unlock()
+		if held {
+			if !e.awaitNote() {
+				e.abandonAll()
+				return false
+			}
+			continue
+		}
+		e.heldSince = time.Time{}
 		if len(batch) == 0 {
 			return true
 		}
@@ -161,6 +170,7 @@ func (e *engine) drain() bool {
 			e.runControl(batch[0])
 			continue
 		}
+		short := e.cutShort
 		if err := e.commitAppends(batch); err != nil {
 			select {
 			case <-e.abandon:
@@ -176,27 +186,118 @@ func (e *engine) drain() bool {
 			continue
 		}
 		backoff = e.opts.RetryMin
+		if short && !e.stopping() {
+			// Appends whose note was owed were left behind: they join the next group,
+			// after the group's wait, rather than making a transaction (and fsync) of
+			// their own now.
+			e.groupDelay()
+		}
 	}
 }
 
-// nextLocked returns the head of the queue to commit next: a run of at most MaxBatch appends,
-// or one control operation. It also marks, in e.skip, appends whose namespace is gone.
+// awaitNote waits until a note owed at the head of the queue is given (NoteStateVector
+// wakes the committer), Close starts, or MaxNoteWait has passed since the wait began (then
+// the next cut is forced). It returns false when Close abandons the queue.
+func (e *engine) awaitNote() bool {
+	now := e.opts.Clock.Now()
+	if e.heldSince.IsZero() {
+		e.heldSince = now
+	}
+	left := MaxNoteWait - now.Sub(e.heldSince)
+	if left <= 0 {
+		e.forceCut = true
+		return true
+	}
+	fired := make(chan struct{})
+	t := e.opts.Clock.AfterFunc(left, func() { close(fired) })
+	defer t.Stop()
+	select {
+	case <-e.kick:
+	case <-fired:
+		e.forceCut = true
+	case <-e.stop:
+	case <-e.abandon:
+		return false
+	}
+	return true
+}
+
+// nextLocked returns the head of the queue to commit next: a run of appends, or one control
+// operation. It also marks, in e.skip, appends whose namespace is gone.
+//
+// A run holds at most MaxBatch appends, and ends where every namespace's last append in it
+// has its change-feed note (AppendNoteLater): the longest such run, or, when there is none
+// within MaxBatch, the shortest beyond it. When there is none at all, it returns nothing and
+// sets heldForNote (the committer waits for NoteStateVector), unless Close has started or
+// the wait was too long (forceCut): then the notes are not waited for.
 func (e *engine) nextLocked() []op {
+	e.taken = 0
+	e.heldForNote = false
 	if len(e.q) == 0 {
 		return nil
 	}
 	if !e.q[0].batched() {
+		e.taken = 1
 		return e.q[:1]
 	}
 	n := 0
 	for n < len(e.q) && n < e.opts.MaxBatch && e.q[n].batched() {
 		n++
 	}
+	e.cutShort = false
+	if !e.forceCut && !e.stopping() {
+		cut := e.notedCutLocked(n)
+		if cut == 0 {
+			e.heldForNote = true
+			return nil
+		}
+		e.cutShort = cut < n
+		n = cut
+	}
+	e.forceCut = false
+	e.taken = n
 	e.skip = e.skip[:0]
 	for _, o := range e.q[:n] {
 		e.skip = append(e.skip, o.r != nil && o.r.gone)
 	}
 	return e.q[:n]
+}
+
+// notedCutLocked returns the length of the longest run at the head of the queue, at most
+// limit long, after which no namespace's last append awaits its note; if there is none, the
+// shortest longer run of batched operations; 0 if there is none either.
+func (e *engine) notedCutLocked(limit int) int {
+	open, cut := 0, 0
+	i := 0
+	for ; i < len(e.q) && e.q[i].batched(); i++ {
+		if i >= limit && cut > 0 {
+			break
+		}
+		o := &e.q[i]
+		if o.kind == opAppend && !o.r.gone {
+			switch {
+			case o.noteLater && !o.r.cutOpen:
+				o.r.cutOpen = true
+				open++
+			case !o.noteLater && o.r.cutOpen:
+				o.r.cutOpen = false
+				open--
+			}
+		}
+		if open == 0 {
+			cut = i + 1
+			if i >= limit {
+				i++
+				break
+			}
+		}
+	}
+	for _, o := range e.q[:i] {
+		if o.r != nil {
+			o.r.cutOpen = false
+		}
+	}
+	return cut
 }
 
 // sleep waits d on the clock; false when Close gives up first.
@@ -290,6 +391,7 @@ func (e *engine) commitAppends(batch []op) error {
 	n := len(batch)
 	clear(e.q[:n])
 	e.q = e.q[n:]
+	e.taken = 0
 	if len(e.q) == 0 {
 		e.q = nil
 	}
@@ -394,6 +496,7 @@ func (e *engine) runControl(o op) {
 	}
 	clear(e.q[:1])
 	e.q = e.q[1:]
+	e.taken = 0
 	if len(e.q) == 0 {
 		e.q = nil
 	}

@@ -32,6 +32,10 @@
 // for the queue to be durable, Options.CommitDelay (2 ms) once something does (WaitFlushed, a
 // snapshot or archive operation) — a batch carries at most Options.MaxBatch appends, and the
 // batch is durable (fsynced) when its transaction commits.
+// With a change feed, an append made with AppendNoteLater owes its namespace's state vector
+// (NoteStateVector, given by the registry once for a run of appends): a batch ends only
+// where every namespace's last append in it has its state vector, and the appends left
+// behind join the next group (changes.go).
 // Flushed, WaitFlushed and Options.OnFlushed tell how far each namespace is durable.
 // QueueConfig hands a configuration value to the same committer, so that it shares the
 // transaction of the appends around it (queuedconfig.go).

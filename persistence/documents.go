@@ -75,11 +75,12 @@ func (e *engine) queuedLocked(r *resident) []op {
 }
 
 func (e *engine) Append(owner, ns string, update []byte) (uint64, error) {
-	return e.appendOp(owner, ns, update, nil)
+	return e.appendOp(owner, ns, update, nil, false)
 }
 
-// appendOp is Append with the change feed's note (AppendNoted).
-func (e *engine) appendOp(owner, ns string, update, note []byte) (uint64, error) {
+// appendOp is Append with the change feed's note (AppendNoted), or with the note to follow
+// (noteLater: AppendNoteLater).
+func (e *engine) appendOp(owner, ns string, update, note []byte, noteLater bool) (uint64, error) {
 	data := append(make([]byte, 0, len(update)), update...)
 	if note != nil {
 		note = append(make([]byte, 0, len(note)), note...)
@@ -107,7 +108,7 @@ func (e *engine) appendOp(owner, ns string, update, note []byte) (uint64, error)
 	r.assigned++
 	r.pending++
 	seq := r.assigned
-	e.q = append(e.q, op{kind: opAppend, r: r, seq: seq, data: data, note: note})
+	e.q = append(e.q, op{kind: opAppend, r: r, seq: seq, data: data, note: note, noteLater: noteLater && e.feedOn()})
 	e.qAppends++
 	e.qBytes += len(data)
 	wake := e.qAppends == 1 || e.qAppends == e.opts.MaxBatch

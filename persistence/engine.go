@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 )
 
@@ -50,6 +51,12 @@ type engine struct {
 	waiting   int           // WaitFlushed calls blocked
 	abandoned int           // appends Close gave up on
 	feedWake  chan struct{} // closed when change-feed records are committed (ChangesWake)
+	// taken is how many operations at the head of q the committer has taken into the batch
+	// it writes: NoteStateVector leaves those alone (the committer reads them unlocked).
+	taken int
+	// heldForNote: the committer found no batch to cut at the head of q whose every
+	// namespace has its state vector (AppendNoteLater), and waits for NoteStateVector.
+	heldForNote bool
 
 	// life is held for reading by every transaction started outside the committer, and for
 	// writing by Close to close the backend after them.
@@ -62,6 +69,12 @@ type engine struct {
 	// Owned by the committer goroutine.
 	lastErr error
 	skip    []bool
+	// heldSince is when the committer began to wait for a note (zero: not waiting);
+	// forceCut makes the next cut ignore missing notes (after NoteWait); cutShort: the
+	// last cut left appends of its run behind because their notes were owed.
+	heldSince time.Time
+	forceCut  bool
+	cutShort  bool
 }
 
 type docKey struct{ owner, ns string }
@@ -81,6 +94,8 @@ type resident struct {
 	snapBytes          int // size of the durable snapshot, for the compaction trigger
 	compactQueued      bool
 	compactFloor       int // after a failed compaction: wait until the log has this many updates
+
+	cutOpen bool // scratch of nextLocked: its last append in the scanned prefix awaits a note
 }
 
 type opKind uint8
@@ -97,12 +112,16 @@ const (
 // op is one element of the commit queue.
 type op struct {
 	kind opKind
-	r    *resident    // opAppend
-	seq  uint64       // opAppend
-	data []byte       // opAppend: the update; opConfig: the value (nil: remove the key)
-	note []byte       // opAppend: the namespace's state vector after it, for the change feed (nil: none given)
-	ctl  *control     // opReplace, opFold, opArchive, opDelete and the other synchronous kinds
-	cfg  *ConfigWrite // opConfig
+	r    *resident // opAppend
+	seq  uint64    // opAppend
+	data []byte    // opAppend: the update; opConfig: the value (nil: remove the key)
+	note []byte    // opAppend: the namespace's state vector after it, for the change feed (nil: none given)
+	// noteLater (opAppend, AppendNoteLater): its state vector is given afterwards with
+	// NoteStateVector, for it or a later append of the namespace; until then no group
+	// commit ends the namespace's appends with it.
+	noteLater bool
+	ctl       *control     // opReplace, opFold, opArchive, opDelete and the other synchronous kinds
+	cfg       *ConfigWrite // opConfig
 }
 
 // control is a synchronous operation; its caller waits on done.

@@ -36,6 +36,10 @@ var compactionModes = []struct {
 }{
 	{"compaction=default", persistence.Options{Compactor: Compactor()}},
 	{"compaction=off", persistence.Options{Compactor: Compactor(), CompactAfterCount: -1, CompactAfterBytes: -1}},
+	// As the hub runs: with the change feed, whose records carry the state vector after
+	// each commit's last update.
+	{"compaction=default,feed", persistence.Options{Compactor: Compactor(),
+		ChangeFeed: &persistence.ChangeFeedOptions{StateVector: FeedStateVector}}},
 }
 
 func benchRegistry(b *testing.B, st persistence.Store) *Registry {

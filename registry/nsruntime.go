@@ -158,6 +158,8 @@ func (rt *nsRuntime) encodeState(sv []byte) ([]byte, error) {
 // namespace in the store. Only here does the goroutine wait on disk.
 func (rt *nsRuntime) unload() {
 	if st := rt.store; st != nil {
+		rt.giveNote() // before anything here waits on the store, whose committer may wait for it
+		st.notesLater = false
 		st.stopSaver()
 		if rt.failErr == nil && !rt.deleted.Load() && (st.saved < st.unsaved || rt.reg.snapshotOnUnload(st.appends)) {
 			if err := rt.writeSnapshot(rt.reg.life); err != nil {

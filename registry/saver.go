@@ -15,11 +15,18 @@ import (
 // takes it.
 type storeState struct {
 	docs persistence.Documents
-	// noter, when the store keeps a change feed, takes the state vector after each append
+	// noter, when the store keeps a change feed, takes the state vector after the appends
 	// and marks the snapshots that save refused changes (persistence.ChangeNoter).
 	noter persistence.ChangeNoter
 
 	// Owned by the runtime goroutine.
+	// notesLater: the sequencer goroutine runs, and gives the change feed's state vector
+	// once for a run of appends (giveNote, when it goes idle or after noteEvery appends)
+	// rather than encoding it after each one; before it runs (a registry write while the
+	// namespace loads) and once it unloads, each append carries its own.
+	notesLater   bool
+	noteSeq      uint64 // the last append whose state vector is owed to the store (0: none)
+	noteOwed     int    // appends since the last note given
 	appends      int    // appends since load (or since the last snapshot the registry wrote)
 	unsaved      uint64 // generation of changes the store did not accept (backpressure)
 	saved        uint64 // the generation the last snapshot covered; degraded while saved < unsaved
@@ -52,9 +59,19 @@ func (rt *nsRuntime) persist(update []byte) uint64 {
 	st := rt.store
 	var seq uint64
 	var err error
-	if st.noter != nil {
+	switch {
+	case st.noter != nil && st.notesLater:
+		seq, err = st.noter.AppendNoteLater(rt.owner, rt.ns, update)
+		if err == nil {
+			st.noteSeq = seq
+			st.noteOwed++
+			if st.noteOwed >= noteEvery {
+				rt.giveNote()
+			}
+		}
+	case st.noter != nil:
 		seq, err = st.noter.AppendNoted(rt.owner, rt.ns, update, rt.doc.EncodeStateVector())
-	} else {
+	default:
 		seq, err = st.docs.Append(rt.owner, rt.ns, update)
 	}
 	if err != nil {
@@ -69,6 +86,35 @@ func (rt *nsRuntime) persist(update []byte) uint64 {
 	rt.through = seq
 	st.appends++
 	return seq
+}
+
+// noteEvery bounds the appends whose change-feed state vector is owed (storeState.notesLater)
+// while the sequencer stays busy: the store's group commit cannot end a namespace's appends
+// with one whose note is owed, so a long busy run would hold them back.
+const noteEvery = 64
+
+// giveNote gives the store the state vector after the runtime's last append, if it owes one
+// (runtime goroutine only). The sequencer calls it before it waits for work, every noteEvery
+// appends, and when it unloads, so the store's committer, which waits for it, never waits
+// for long — and never for a runtime that waits on the store.
+func (rt *nsRuntime) giveNote() {
+	st := rt.store
+	if st == nil || st.noteSeq == 0 {
+		return
+	}
+	st.noter.NoteStateVector(rt.owner, rt.ns, st.noteSeq, rt.noteStateVector())
+	st.noteSeq, st.noteOwed = 0, 0
+}
+
+// noteStateVector is the document's encoded state vector for the change feed; nil when a
+// broken document cannot give it (the note must still be given, or the committer waits).
+func (rt *nsRuntime) noteStateVector() (sv []byte) {
+	defer func() {
+		if recover() != nil {
+			sv = nil
+		}
+	}()
+	return rt.doc.EncodeStateVector()
 }
 
 // writeSnapshot encodes the document and stores it as the snapshot through the last append

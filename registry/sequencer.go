@@ -11,6 +11,15 @@ type slot struct {
 	sess     *Session  // the submitting session, nil for lease and registry work
 	run      func(rt *nsRuntime, s *slot)
 	fail     func(err error) // settles the slot with err when run cannot (closed, panic)
+	// op, when set, is the slot's work instead of run and fail: an operation that holds
+	// its slot (asyncOp), so that the slot and its work are one allocation.
+	op slotOp
+}
+
+// slotOp is the work of a slot that is part of its operation (slot.op).
+type slotOp interface {
+	runSlot(rt *nsRuntime, s *slot)
+	failSlot(err error)
 }
 
 // submit admits s into the slot queue without blocking.
@@ -88,6 +97,9 @@ func (rt *nsRuntime) start() {
 func (rt *nsRuntime) loop() {
 	defer rt.reg.wg.Done()
 	defer rt.unload()
+	if st := rt.store; st != nil && st.noter != nil {
+		st.notesLater = true
+	}
 	for {
 		rt.mu.Lock()
 		batch := rt.queue
@@ -103,6 +115,7 @@ func (rt *nsRuntime) loop() {
 		}
 		rt.mu.Unlock()
 		if len(batch) == 0 {
+			rt.giveNote() // the store's committer may be waiting for it
 			<-rt.wake
 			continue
 		}
@@ -130,10 +143,18 @@ func (rt *nsRuntime) runSlot(s *slot) {
 		if p := recover(); p != nil {
 			err := ErrInternal.with("sequencer slot panicked", fmt.Errorf("%v", p))
 			rt.breakDoc(err)
-			s.fail(err)
+			if s.op != nil {
+				s.op.failSlot(err)
+			} else {
+				s.fail(err)
+			}
 		}
 	}()
 	rt.act.slotAdmitted = s.admitted
+	if s.op != nil {
+		s.op.runSlot(rt, s)
+		return
+	}
 	s.run(rt, s)
 }
 

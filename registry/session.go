@@ -369,63 +369,91 @@ func (s *Session) StateVector(ctx context.Context) ([]byte, error) {
 	return wait(ctx, func(done func([]byte, error)) error { return s.StateVectorAsync(done) })
 }
 
-// sessionOp admits fn as a slot of the session's runtime.
+// sessionOp admits fn, which has its result at once, as a slot of the session's runtime;
+// the operation counts against MaxInFlight until done has been called.
 func sessionOp[T any](s *Session, fn func(rt *nsRuntime, sl *slot) (T, error), done func(T, error)) error {
-	return sessionOpAsync(s, syncSlot(fn), done)
+	return sessionSubmit(s, &asyncOp[T]{slot: slot{sess: s}, syncFn: fn, done: done})
 }
 
 // sessionOpAsync admits fn as a slot of the session's runtime; the operation counts
 // against MaxInFlight until fn's finish is called.
 func sessionOpAsync[T any](s *Session, fn func(rt *nsRuntime, sl *slot, finish func(T, error)), done func(T, error)) error {
+	return sessionSubmit(s, &asyncOp[T]{slot: slot{sess: s}, fn: fn, done: done})
+}
+
+// sessionSubmit admits o for the session: it settles the session's count once o is done.
+func sessionSubmit[T any](s *Session, o *asyncOp[T]) error {
 	if err := s.admit(); err != nil {
 		return err
 	}
-	err := enqueueAsync(s.rt, s, fn, func(v T, err error) {
-		defer s.settle()
-		done(v, err)
-	})
-	if err != nil {
+	o.settles = true
+	if err := submitOp(s.rt, o); err != nil {
 		s.settle()
+		return err
 	}
-	return err
-}
-
-// syncSlot turns a slot function that has its result at once into the asynchronous form.
-func syncSlot[T any](fn func(rt *nsRuntime, sl *slot) (T, error)) func(rt *nsRuntime, sl *slot, finish func(T, error)) {
-	return func(rt *nsRuntime, sl *slot, finish func(T, error)) { finish(fn(rt, sl)) }
+	return nil
 }
 
 // enqueue submits fn as a slot; done is called exactly once with its result. The slot
 // starts with the gate (broken document, fenced session).
 func enqueue[T any](rt *nsRuntime, sess *Session, fn func(rt *nsRuntime, sl *slot) (T, error), done func(T, error)) error {
-	return enqueueAsync(rt, sess, syncSlot(fn), done)
+	return submitOp(rt, &asyncOp[T]{slot: slot{sess: sess}, syncFn: fn, done: done})
 }
 
 // enqueueAsync submits fn as a slot that settles later: fn gets finish, which it (or
 // whatever it hands finish to) calls once; done is called exactly once with the result —
 // with the error instead when the gate refuses the slot, the slot panics or cannot run.
 func enqueueAsync[T any](rt *nsRuntime, sess *Session, fn func(rt *nsRuntime, sl *slot, finish func(T, error)), done func(T, error)) error {
-	var settled atomic.Bool
-	finish := func(v T, err error) {
-		if settled.Swap(true) {
-			return
-		}
-		callSafely(func() { done(v, err) })
-	}
-	s := &slot{sess: sess}
-	s.run = func(rt *nsRuntime, sl *slot) {
-		if err := rt.gate(sl); err != nil {
-			var zero T
-			finish(zero, err)
-			return
-		}
-		fn(rt, sl, finish)
-	}
-	s.fail = func(err error) {
+	return submitOp(rt, &asyncOp[T]{slot: slot{sess: sess}, fn: fn, done: done})
+}
+
+// asyncOp is a slot together with its operation and the operation's settlement, in one
+// allocation (an apply is one per update a hub receives): the work is syncFn, whose result
+// is there at once, or fn, which hands it to finish later; done is called exactly once.
+type asyncOp[T any] struct {
+	slot
+	syncFn  func(rt *nsRuntime, sl *slot) (T, error)
+	fn      func(rt *nsRuntime, sl *slot, finish func(T, error))
+	done    func(T, error)
+	settles bool        // the operation counts against slot.sess's MaxInFlight: settle it after done
+	settled atomic.Bool // finish ran (it may be called from another goroutine, and again on a panic)
+}
+
+// submitOp admits o's slot into rt's queue.
+func submitOp[T any](rt *nsRuntime, o *asyncOp[T]) error {
+	o.op = o
+	return rt.submit(&o.slot)
+}
+
+// runSlot implements slotOp: the gate, then the operation.
+func (o *asyncOp[T]) runSlot(rt *nsRuntime, sl *slot) {
+	if err := rt.gate(sl); err != nil {
 		var zero T
-		finish(zero, err)
+		o.finish(zero, err)
+		return
 	}
-	return rt.submit(s)
+	if o.syncFn != nil {
+		o.finish(o.syncFn(rt, sl))
+		return
+	}
+	o.fn(rt, sl, o.finish)
+}
+
+// failSlot implements slotOp.
+func (o *asyncOp[T]) failSlot(err error) {
+	var zero T
+	o.finish(zero, err)
+}
+
+// finish calls done with the result, once.
+func (o *asyncOp[T]) finish(v T, err error) {
+	if o.settled.Swap(true) {
+		return
+	}
+	if o.settles {
+		defer o.sess.settle()
+	}
+	callSafely(func() { o.done(v, err) })
 }
 
 // callSafely runs a caller's callback; a panic in it is recovered and ignored so it cannot

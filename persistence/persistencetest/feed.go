@@ -24,6 +24,8 @@ func RunFeed(t *testing.T, open Factory) {
 	s := suite{open: open}
 	t.Run("FeedCoalescesAndOrders", s.feedCoalesces)
 	t.Run("FeedIsWrittenWithTheCommit", s.feedWithTheCommit)
+	t.Run("FeedNotesGivenLater", s.feedNotesLater)
+	t.Run("FeedNoteNeverGiven", s.feedNoteNeverGiven)
 	t.Run("FeedRetention", s.feedRetention)
 	t.Run("FeedSnapshotsAndRecords", s.feedSnapshots)
 	t.Run("FeedOff", s.feedOff)
@@ -166,6 +168,86 @@ func (s suite) feedWithTheCommit(t *testing.T) {
 		t.Fatalf("%d records after the retried commit", len(got))
 	}
 	wantChange(t, got[len(got)-1], persistence.ChangeUpdated, id, []byte{5})
+}
+
+// Appends whose state vector is given afterwards (AppendNoteLater, NoteStateVector): the
+// record of a group commit carries the state vector after the namespace's last append in
+// it, never an earlier one, and an append whose note is still owed is committed only once
+// it is given.
+func (s suite) feedNotesLater(t *testing.T) {
+	var f Faults // failing commits keep the appends queued: the retry commits them in one group
+	st := s.feedStore(t, persistence.Options{CommitHook: f.Hook, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	a, b := ns(1), ns(2)
+	create(t, st, a, nil)
+	create(t, st, b, nil)
+	f.Fail(true)
+	a1, err := st.AppendNoteLater(owner, a, Update(a, 1))
+	must(t, err)
+	st.NoteStateVector(owner, a, a1, []byte("a1"))
+	a2, err := st.AppendNoteLater(owner, a, Update(a, 2))
+	must(t, err)
+	b1, err := st.AppendNoteLater(owner, b, Update(b, 1))
+	must(t, err)
+	b2, err := st.AppendNoteLater(owner, b, Update(b, 2))
+	must(t, err)
+	st.NoteStateVector(owner, b, b2, []byte("b2")) // covers b1 too
+	st.NoteStateVector(owner, a, a2, []byte("a2"))
+	f.Fail(false)
+	flushed(t, st, a, a2)
+	flushed(t, st, b, b2)
+	if b1 != 1 || b2 != 2 {
+		t.Fatalf("sequence numbers %d, %d", b1, b2)
+	}
+	got := allChanges(t, st, 2)
+	if len(got) != 2 {
+		t.Fatalf("%d records of one group commit, want 2: %+v", len(got), got)
+	}
+	wantChange(t, got[0], persistence.ChangeUpdated, a, []byte("a2")) // not a1: stale
+	wantChange(t, got[1], persistence.ChangeUpdated, b, []byte("b2"))
+
+	// A note owed holds its append back until it is given; then the record has it.
+	a3, err := st.AppendNoteLater(owner, a, Update(a, 3))
+	must(t, err)
+	done := make(chan error, 1)
+	go func() { done <- st.WaitFlushed(ctxT(t), owner, a, a3) }()
+	a4, err := st.AppendNoteLater(owner, a, Update(a, 4))
+	must(t, err)
+	st.NoteStateVector(owner, a, a4, []byte("a4"))
+	must(t, <-done)
+	flushed(t, st, a, a4)
+	got = allChanges(t, st, 4)
+	if len(got) != 1 {
+		t.Fatalf("%d records after the note, want 1: %+v", len(got), got)
+	}
+	wantChange(t, got[0], persistence.ChangeUpdated, a, []byte("a4"))
+}
+
+// A note never given does not stop the store: after MaxNoteWait the append is committed,
+// and its record has no state vector (none would be the one after it).
+func (s suite) feedNoteNeverGiven(t *testing.T) {
+	fc := clock.NewFake(t0)
+	st := s.feedStore(t, persistence.Options{Clock: fc, CommitDelay: -1})
+	a := ns(1)
+	create(t, st, a, nil)
+	a1, err := st.AppendNoted(owner, a, Update(a, 1), []byte("a1"))
+	must(t, err)
+	flushed(t, st, a, a1)
+	a2, err := st.AppendNoteLater(owner, a, Update(a, 2))
+	must(t, err)
+	if !fc.WaitForTimers(1, 10*time.Second) {
+		t.Fatal("the committer set no timer while a note was owed")
+	}
+	if f := st.Flushed(owner, a); f != a1 {
+		t.Fatalf("flushed %d while the note of %d was owed", f, a2)
+	}
+	fc.Advance(persistence.MaxNoteWait)
+	flushed(t, st, a, a2)
+	got := allChanges(t, st, 1)
+	if len(got) != 2 {
+		t.Fatalf("%d records, want 2: %+v", len(got), got)
+	}
+	wantChange(t, got[0], persistence.ChangeUpdated, a, []byte("a1"))
+	wantChange(t, got[1], persistence.ChangeUpdated, a, nil)
 }
 
 // Records beyond MaxRecords, or older than MaxAge, go; a cursor before them is expired and

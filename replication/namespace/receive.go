@@ -39,10 +39,10 @@ func (c *channel) applyUpdate(seq uint32, u []byte, in *inboundTransfer) {
 	n := len(u)
 	t0 := c.n.em.Now()
 	end := c.n.s.BeginWork()
-	post := c.n.s.Post
+	s := c.n.s // read here: the callback runs on the sequencer goroutine (a method value would cost an allocation per update)
 	err := c.sess.ApplyAsync(u, func(res registry.ApplyResult, err error) {
 		end()
-		post(func() { c.updateApplied(seq, n, t0, res, err, in) })
+		s.Post(func() { c.updateApplied(seq, n, t0, res, err, in) })
 	})
 	if err != nil {
 		end()

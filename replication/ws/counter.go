@@ -7,9 +7,12 @@ import (
 // counter counts outstanding things and says when there are none; unlike a WaitGroup it may
 // go up again while someone waits. Safe for concurrent use.
 type counter struct {
-	mu   sync.Mutex // guards n and idle
-	n    int
-	idle chan struct{} // closed while n == 0
+	mu sync.Mutex // guards n and idle
+	n  int
+	// idle is made by zero for its waiters while n > 0, and closed and dropped when n
+	// reaches 0: a count that goes up and down with nobody waiting (one per update
+	// applied) makes no channel.
+	idle chan struct{}
 }
 
 // closedChan is the zero signal of a counter at zero.
@@ -18,9 +21,6 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // add counts one.
 func (w *counter) add() {
 	w.mu.Lock()
-	if w.n == 0 {
-		w.idle = make(chan struct{})
-	}
 	w.n++
 	w.mu.Unlock()
 }
@@ -28,8 +28,9 @@ func (w *counter) add() {
 // done uncounts one.
 func (w *counter) done() {
 	w.mu.Lock()
-	if w.n--; w.n == 0 {
+	if w.n--; w.n == 0 && w.idle != nil {
 		close(w.idle)
+		w.idle = nil
 	}
 	w.mu.Unlock()
 }
@@ -40,6 +41,9 @@ func (w *counter) zero() <-chan struct{} {
 	defer w.mu.Unlock()
 	if w.n == 0 {
 		return closedChan
+	}
+	if w.idle == nil {
+		w.idle = make(chan struct{})
 	}
 	return w.idle
 }

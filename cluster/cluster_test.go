@@ -1137,7 +1137,7 @@ func TestCluster_InterruptedDeleteIsCompleted(t *testing.T) {
 func feedKinds(t *testing.T, node *Node, ns string) []persistence.ChangeKind {
 	t.Helper()
 	ctx := ctxT(t, 10*time.Second)
-	r, err := node.ChangeFeed().Open(ctx, 0)
+	r, err := node.ChangeFeed().Open(ctx, "0")
 	if err != nil {
 		t.Fatal(err)
 	}

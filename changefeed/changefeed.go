@@ -45,6 +45,10 @@ type Event struct {
 	// Cursor is the feed's position after this change: resuming after it gives every
 	// later change. "" for the list of Source.Latest.
 	Cursor Cursor
+	// ID names the change the same on every node and at every read (a webhook's delivery
+	// id): a single hub's is its cursor; on a hub cluster, whose cursors depend on how the
+	// reader merged the log streams, it names the change's record. "" for Latest's list.
+	ID string
 	// Pos is the position of the change's record in its namespace's log (a hub cluster's
 	// stream sequence), which StateVectorLookup takes; 0 when there is none.
 	Pos         uint64

@@ -35,6 +35,7 @@ func eventOf(c persistence.Change) Event {
 	e := Event{Kind: c.Kind, Owner: c.Owner, NamespaceID: c.NamespaceID, StateVector: c.StateVector, At: c.At}
 	if c.Cursor > 0 {
 		e.Cursor = storeCursor(c.Cursor)
+		e.ID = string(e.Cursor)
 	}
 	return e
 }

@@ -375,7 +375,7 @@ func (r *clusterReader) read(k int, it jetstream.MessagesContext) {
 					r.pos = append(r.pos, 0)
 				}
 				r.pos[k] = ev.Pos
-				ev.Cursor = r.pos.cursor()
+				ev.Cursor, ev.ID = r.pos.cursor(), changeID(k, ev.Pos)
 				r.buf = append(r.buf, ev)
 				w = r.wake
 			}
@@ -395,6 +395,16 @@ func (r *clusterReader) read(k int, it jetstream.MessagesContext) {
 			break
 		}
 	}
+}
+
+// changeID names the change whose record is at position pos of log stream k: the position
+// alone in NOMICORE_LOG (the cursor the feed gave it before it followed other streams, so
+// that a webhook's delivery id stays the same across the upgrade), "s<k>-<pos>" in another.
+func changeID(k int, pos uint64) string {
+	if k == 0 {
+		return strconv.FormatUint(pos, 10)
+	}
+	return "s" + strconv.Itoa(k) + "-" + strconv.FormatUint(pos, 10)
 }
 
 // event converts a message of log stream k (<root>.ns.<owner>.<id> or a marker); its

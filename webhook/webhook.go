@@ -438,7 +438,7 @@ func (ep *endpoint) deliver(ctx context.Context) error {
 func (ep *endpoint) post(ctx context.Context, e changefeed.Event) error {
 	opts := &ep.d.opts
 	body := Body{
-		DeliveryID:  ep.key[len("webhooks/"):] + "-" + string(e.Cursor),
+		DeliveryID:  ep.key[len("webhooks/"):] + "-" + e.ID,
 		Cursor:      string(e.Cursor),
 		NamespaceID: e.NamespaceID,
 		Kind:        e.Kind.String(),

@@ -43,13 +43,14 @@ func ChangeOf(e changefeed.Event) ChangeJSON {
 
 // changesQuery is what GET /v1/changes asks for.
 type changesQuery struct {
-	after    string // the cursor given, as given ("" for none)
+	after    changefeed.Cursor // the cursor given, as the feed reads it
+	hasAfter bool
 	limit    int
 	wait     time.Duration
 	longPoll bool // ?wait= or Accept: application/json: one JSON answer, not a stream
 }
 
-func parseChangesQuery(r *http.Request) (changesQuery, *Error) {
+func parseChangesQuery(r *http.Request, src changefeed.Source) (changesQuery, *Error) {
 	q := changesQuery{limit: DefaultChangesLimit}
 	// Last-Event-ID is what an EventSource sends when it reconnects: it is newer than the
 	// ?after= of the URL it reconnects to.
@@ -57,7 +58,13 @@ func parseChangesQuery(r *http.Request) (changesQuery, *Error) {
 	if after == "" {
 		after = r.URL.Query().Get("after")
 	}
-	q.after = after
+	if after != "" {
+		c, err := src.ParseCursor(after)
+		if err != nil {
+			return q, &Error{http.StatusBadRequest, CodeBadRequest, badCursorMessage(after, err)}
+		}
+		q.after, q.hasAfter = c, true
+	}
 	var e *Error
 	if q.limit, e = intParam(r, "limit", DefaultChangesLimit, MaxChangesLimit); e != nil {
 		return q, e
@@ -86,22 +93,15 @@ func parseChangesQuery(r *http.Request) (changesQuery, *Error) {
 // cannot resume after is 410 CURSOR_EXPIRED with the list to start over from (as GET
 // /v1/changes/latest).
 func (a *API) getChanges(w http.ResponseWriter, r *http.Request) {
-	q, e := parseChangesQuery(r)
+	q, e := parseChangesQuery(r, a.opts.Changes)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
 	src := a.opts.Changes
 	ctx := r.Context()
-	var after changefeed.Cursor
-	if q.after != "" {
-		c, err := src.ParseCursor(q.after)
-		if err != nil {
-			writeError(w, &Error{http.StatusBadRequest, CodeBadRequest, badCursorMessage(q.after, err)})
-			return
-		}
-		after = c
-	} else {
+	after := q.after
+	if !q.hasAfter { // from now on
 		head, err := src.Head(ctx)
 		if err != nil {
 			writeError(w, a.fromErr(err))

@@ -377,10 +377,9 @@ func TestCluster_WebhookAcrossLogStreams(t *testing.T) {
 	// Written while nobody delivers; then delivered from n2, after the saved cursor.
 	second := spreadNamespaces(t, tc, 3)
 	stop = deliver(tc.nodes[1])
-	defer stop()
 	waitCreated(second)
+	stop()
 	mu.Lock()
-	defer mu.Unlock()
 	later := got[before:]
 	if c := created(later); len(c) != len(second) {
 		t.Fatalf("after the move: creations of %v, want %v", c, second)
@@ -391,6 +390,50 @@ func TestCluster_WebhookAcrossLogStreams(t *testing.T) {
 		}
 		if _, err := parseFeedCursor(b.Cursor); err != nil {
 			t.Fatalf("delivery cursor %q: %v", b.Cursor, err)
+		}
+	}
+	mark := len(got)
+	mu.Unlock()
+
+	// The endpoint's cursor as an earlier version saved it, a plain number: that position
+	// in NOMICORE_LOG, and every other stream from its start.
+	info, err := tc.nodes[0].node.res.stream.Info(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := tc.nodes[0].store.ConfigKeys(ctxT(t, 5*time.Second), "webhooks/")
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("the endpoint's cursor: %v %v", keys, err)
+	}
+	if err := tc.nodes[0].store.PutConfig(ctxT(t, 5*time.Second), keys[0], []byte(strconv.FormatUint(info.State.LastSeq, 10))); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := map[string]int{}
+	for _, m := range []map[string]int{first, second} {
+		for ns, k := range m {
+			if k != 0 {
+				elsewhere[ns] = k
+			}
+		}
+	}
+	stop = deliver(tc.nodes[2])
+	defer stop()
+	eventually(t, 30*time.Second, "the other streams delivered from their start", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		c := created(got[mark:])
+		for ns := range elsewhere {
+			if !c[ns] {
+				return fmt.Errorf("%s (stream %d) not delivered again", ns, elsewhere[ns])
+			}
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for ns := range created(got[mark:]) {
+		if _, ok := elsewhere[ns]; !ok {
+			t.Fatalf("%s, in NOMICORE_LOG before the saved position, delivered again", ns)
 		}
 	}
 }

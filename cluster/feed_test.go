@@ -324,6 +324,9 @@ func TestCluster_WebhookAcrossLogStreams(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer srv.Close()
+	// deliver delivers from tn until stop, which returns once the endpoint's cursor is
+	// saved after the last delivery the receiver got (delivery is at least once: a stop
+	// between a 2xx and the save would deliver that change again).
 	deliver := func(tn *testNode) (stop func()) {
 		d, err := webhook.New(webhook.Options{URLs: []string{srv.URL}, Secret: secret, Debounce: -1, Feed: tn.node.ChangeFeed(), Config: tn.store})
 		if err != nil {
@@ -338,7 +341,19 @@ func TestCluster_WebhookAcrossLogStreams(t *testing.T) {
 			}
 			return nil
 		})
-		return func() { cancel(); <-done }
+		return func() {
+			eventually(t, 20*time.Second, "the endpoint's cursor saved", func() error {
+				mu.Lock()
+				last := got[len(got)-1].Cursor
+				mu.Unlock()
+				if s := d.Status(); s[0].Cursor != last || s[0].Pending != 0 {
+					return fmt.Errorf("status %+v, last delivered %s", s[0], last)
+				}
+				return nil
+			})
+			cancel()
+			<-done
+		}
 	}
 	created := func(from []webhook.Body) map[string]bool {
 		out := map[string]bool{}

@@ -420,9 +420,23 @@ func TestCluster_WebhookAcrossLogStreams(t *testing.T) {
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("the endpoint's cursor: %v %v", keys, err)
 	}
-	if err := tc.nodes[0].store.PutConfig(ctxT(t, 5*time.Second), keys[0], []byte(strconv.FormatUint(info.State.LastSeq, 10))); err != nil {
+	old := strconv.FormatUint(info.State.LastSeq, 10)
+	if err := tc.nodes[0].store.PutConfig(ctxT(t, 5*time.Second), keys[0], []byte(old)); err != nil {
 		t.Fatal(err)
 	}
+	// A read may be answered by any copy of the bucket: wait until n3's give the value.
+	fresh := 0
+	eventually(t, 10*time.Second, "n3 reads the saved cursor", func() error {
+		b, err := tc.nodes[2].store.Config(ctxT(t, 5*time.Second), keys[0])
+		if err != nil || string(b) != old {
+			fresh = 0
+			return fmt.Errorf("%q, %v", b, err)
+		}
+		if fresh++; fresh < 5 {
+			return errors.New("once")
+		}
+		return nil
+	})
 	elsewhere := map[string]int{}
 	for _, m := range []map[string]int{first, second} {
 		for ns, k := range m {

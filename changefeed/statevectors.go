@@ -28,7 +28,7 @@ type svSource struct {
 	lookup StateVectorLookup
 }
 
-func (s svSource) Open(ctx context.Context, after uint64) (Reader, error) {
+func (s svSource) Open(ctx context.Context, after Cursor) (Reader, error) {
 	r, err := s.Source.Open(ctx, after)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func (r *svReader) Next(ctx context.Context, limit int) ([]Event, error) {
 			continue
 		}
 		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-		sv, err := r.lookup(lctx, e.Owner, e.NamespaceID, e.Cursor)
+		sv, err := r.lookup(lctx, e.Owner, e.NamespaceID, e.Pos)
 		cancel()
 		if err == nil {
 			e.StateVector = sv

@@ -3,6 +3,7 @@ package changefeed
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/nomicore/nomicore/persistence"
 )
@@ -14,35 +15,73 @@ type StoreSource struct {
 
 var _ Source = StoreSource{}
 
+// storeCursor is the cursor of a single hub's feed: its record number in decimal, the
+// form the API has always shown.
+func storeCursor(n uint64) Cursor { return Cursor(strconv.FormatUint(n, 10)) }
+
+// storeWant is what a single hub's cursor looks like, for BadCursorError.
+const storeWant = "a whole number"
+
+// parseStoreCursor reads a single hub's cursor.
+func parseStoreCursor(c Cursor) (uint64, error) {
+	n, err := strconv.ParseUint(string(c), 10, 64)
+	if err != nil {
+		return 0, &BadCursorError{Cursor: string(c), Want: storeWant}
+	}
+	return n, nil
+}
+
 func eventOf(c persistence.Change) Event {
-	return Event{Cursor: c.Cursor, Kind: c.Kind, Owner: c.Owner, NamespaceID: c.NamespaceID, StateVector: c.StateVector, At: c.At}
+	e := Event{Kind: c.Kind, Owner: c.Owner, NamespaceID: c.NamespaceID, StateVector: c.StateVector, At: c.At}
+	if c.Cursor > 0 {
+		e.Cursor = storeCursor(c.Cursor)
+		e.ID = string(e.Cursor)
+	}
+	return e
+}
+
+// ParseCursor implements Source: a decimal number, given back in its shortest form.
+func (s StoreSource) ParseCursor(c string) (Cursor, error) {
+	n, err := parseStoreCursor(Cursor(c))
+	if err != nil {
+		return "", err
+	}
+	return storeCursor(n), nil
 }
 
 // Open implements Source.
-func (s StoreSource) Open(ctx context.Context, after uint64) (Reader, error) {
+func (s StoreSource) Open(ctx context.Context, after Cursor) (Reader, error) {
+	pos, err := parseStoreCursor(after)
+	if err != nil {
+		return nil, err
+	}
 	// Check the cursor now, so that the caller can answer before it starts a stream.
-	if _, b, err := s.Feed.Changes(ctx, after, 1); err != nil {
+	if _, b, err := s.Feed.Changes(ctx, pos, 1); err != nil {
 		if errors.Is(err, persistence.ErrCursorExpired) {
-			return nil, &ExpiredError{Cursor: after, PrunedThrough: b.PrunedThrough, Head: b.Head}
+			return nil, expired(pos, b)
 		}
 		return nil, err
 	}
-	return &storeReader{feed: s.Feed, pos: after}, nil
+	return &storeReader{feed: s.Feed, pos: pos}, nil
+}
+
+func expired(pos uint64, b persistence.ChangeBounds) *ExpiredError {
+	return &ExpiredError{Cursor: storeCursor(pos), PrunedThrough: storeCursor(b.PrunedThrough), Head: storeCursor(b.Head), Newer: pos > b.Head}
 }
 
 // Head implements Source.
-func (s StoreSource) Head(ctx context.Context) (uint64, error) {
+func (s StoreSource) Head(ctx context.Context) (Cursor, error) {
 	_, b, err := s.Feed.Changes(ctx, 0, 1)
 	if errors.Is(err, persistence.ErrCursorExpired) {
 		err = nil
 	}
-	return b.Head, err
+	return storeCursor(b.Head), err
 }
 
 // Latest implements Source.
-func (s StoreSource) Latest(ctx context.Context, fn func(Event) error) (uint64, error) {
+func (s StoreSource) Latest(ctx context.Context, fn func(Event) error) (Cursor, error) {
 	b, err := s.Feed.LatestChanges(ctx, func(c persistence.Change) error { return fn(eventOf(c)) })
-	return b.Head, err
+	return storeCursor(b.Head), err
 }
 
 // Record implements Source.
@@ -61,7 +100,7 @@ func (r *storeReader) Next(ctx context.Context, limit int) ([]Event, error) {
 	changes, b, err := r.feed.Changes(ctx, r.pos, limit)
 	if errors.Is(err, persistence.ErrCursorExpired) {
 		// The retention dropped records the reader had not read yet.
-		return nil, &ExpiredError{Cursor: r.pos, PrunedThrough: b.PrunedThrough, Head: b.Head}
+		return nil, expired(r.pos, b)
 	}
 	if err != nil {
 		return nil, err
@@ -70,8 +109,8 @@ func (r *storeReader) Next(ctx context.Context, limit int) ([]Event, error) {
 	for i, c := range changes {
 		out[i] = eventOf(c)
 	}
-	if len(out) > 0 {
-		r.pos = out[len(out)-1].Cursor
+	if len(changes) > 0 {
+		r.pos = changes[len(changes)-1].Cursor
 	}
 	return out, nil
 }

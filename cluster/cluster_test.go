@@ -943,6 +943,7 @@ func TestCluster_DeleteEverywhere(t *testing.T) {
 		}
 	}
 	js := tc.nodes[0].node.res
+	logStream, subject := tc.nodes[0].logOf(t, "default", ns)
 	eventually(t, 20*time.Second, "a snapshot", func() error {
 		_, err := js.snaps.GetInfo(ctxT(t, 5*time.Second), ns)
 		return err
@@ -973,8 +974,7 @@ func TestCluster_DeleteEverywhere(t *testing.T) {
 	if _, err := leases[1].WriteLocal(ctxT(t, 10*time.Second), mapUpdate(t, nil, "late", "write")); err == nil {
 		t.Fatal("a lease held on another node wrote to the deleted namespace")
 	}
-	subject := logSubject("default", ns)
-	info, err := js.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
+	info, err := logStream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1065,6 +1065,7 @@ func TestCluster_InterruptedDeleteIsCompleted(t *testing.T) {
 	t.Parallel()
 	tc := newTestCluster(t, 3, nil)
 	ns := tc.nodes[0].create(t)
+	logStream, subject := tc.nodes[0].logOf(t, "default", ns)
 	l := tc.nodes[1].open(t, ns)
 	s, _, err := l.OpenSession(ctxT(t, 5*time.Second), registry.SessionOptions{Peer: "peer"})
 	if err != nil {
@@ -1101,8 +1102,7 @@ func TestCluster_InterruptedDeleteIsCompleted(t *testing.T) {
 		}
 		return nil
 	})
-	subject := logSubject("default", ns)
-	info, err := tc.nodes[0].node.res.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
+	info, err := logStream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1127,7 +1127,7 @@ func TestCluster_InterruptedDeleteIsCompleted(t *testing.T) {
 	if err := tc.nodes[1].reg.Delete(ctxT(t, 20*time.Second), "default", ns, 1); !errors.Is(err, registry.ErrDeleted) {
 		t.Fatalf("a third delete: %v", err)
 	}
-	info, err = tc.nodes[0].node.res.stream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
+	info, err = logStream.Info(ctxT(t, 5*time.Second), jetstream.WithSubjectFilter(subject))
 	if err != nil || info.State.Subjects[subject] != 1 {
 		t.Fatalf("after a third delete: %v records (%v)", info.State.Subjects[subject], err)
 	}
@@ -1137,7 +1137,7 @@ func TestCluster_InterruptedDeleteIsCompleted(t *testing.T) {
 func feedKinds(t *testing.T, node *Node, ns string) []persistence.ChangeKind {
 	t.Helper()
 	ctx := ctxT(t, 10*time.Second)
-	r, err := node.ChangeFeed().Open(ctx, 0)
+	r, err := node.ChangeFeed().Open(ctx, "0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,9 @@
 //   - The log streams hold one subject per namespace: NOMICORE_LOG (nomicore.log.ns.<owner>.<id>,
 //     the owner partition base64url in the subject; also the quorum probes) and
 //     NOMICORE_LOG_k (nomicore.log<k>.ns.…), a namespace placed on one of
-//     Config.LogStreams by a hash of its id when it is created (streams.go). Each message
+//     Config.LogStreams by a hash of its id when it is created (streams.go); each also
+//     holds the change-feed markers of its namespaces (feed.go: the hub's change feed is
+//     every log stream read across namespaces, its cursor a position in each). Each message
 //     is a record — an update some node admitted, with the epoch it was admitted under and
 //     its origin (the node process and its number for it), a meta change (an epoch bump, a
 //     schema replacement, a new name or labels), or the namespace's deletion — or a batch

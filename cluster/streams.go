@@ -19,11 +19,11 @@ import (
 // spread, whose log is in NOMICORE_LOG. So nodes need not agree on LogStreams: each
 // creates the streams it would place namespaces on, and opens any other a namespace names.
 
-// DefaultLogStreams is Config.LogStreams's default: one stream, NOMICORE_LOG. The change
-// feed (feed.go) reads NOMICORE_LOG only — its cursor is a position of that stream — so a
-// node serving it keeps every log there; more streams are for nodes without a feed (and
-// the benchmarks) until the feed reads every log stream.
-const DefaultLogStreams = 1
+// DefaultLogStreams is Config.LogStreams's default: three streams, so that with the usual
+// three nodes each may lead one and the writes of a busy cluster are spread over three
+// replication groups instead of queueing behind one leader (docs/decisions.md). The change
+// feed reads every log stream (feed.go).
+const DefaultLogStreams = 3
 
 // maxLogStreams bounds Config.LogStreams.
 const maxLogStreams = 64
@@ -71,8 +71,10 @@ func (n *Node) streamConfig(k int) jetstream.StreamConfig {
 	}
 	if k == 0 {
 		cfg.Description = "Nomicore: the update log of every namespace, one subject per namespace"
-		cfg.AllowRollup = true // the quorum probe keeps one message per node
 	}
+	// The quorum probe (NOMICORE_LOG) keeps one message per node, a namespace's "created"
+	// marker of the change feed one per namespace (feed.go).
+	cfg.AllowRollup = true
 	return cfg
 }
 
@@ -101,6 +103,14 @@ func (n *Node) ensureLogStream(ctx context.Context, k int) (jetstream.Stream, er
 			return nil, classify("letting the replicas of "+cfg.Name+" answer reads", n.cfg.OpTimeout, err)
 		}
 		n.log.Info("a log stream's replicas now answer reads while its leader is away", "stream", cfg.Name)
+	}
+	// A log stream other than NOMICORE_LOG created by an earlier version allows no rollup,
+	// which the change feed's "created" markers use.
+	if cur := s.CachedInfo().Config; !cur.AllowRollup {
+		cur.AllowRollup = true
+		if s, err = n.js.UpdateStream(ctx, cur); err != nil {
+			return nil, classify("letting "+cfg.Name+" keep one change-feed marker per namespace", n.cfg.OpTimeout, err)
+		}
 	}
 	return s, nil
 }

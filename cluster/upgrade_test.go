@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -12,15 +14,18 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/nomicore/nomicore/changefeed"
+	"github.com/nomicore/nomicore/persistence"
 	"github.com/nomicore/nomicore/registry"
 )
 
 // TestCluster_UpgradeFromOneLogStream: a cluster whose nodes kept every log in
-// NOMICORE_LOG (entries naming no stream, as earlier versions wrote them, and as the
-// default of one log stream still does) is stopped and started again spreading new
-// namespaces over three streams: the earlier namespaces keep
-// their logs in NOMICORE_LOG, with everything written before, and take writes there; new
-// namespaces go to the stream their id hashes to; every node agrees.
+// NOMICORE_LOG (entries naming no stream, as earlier versions wrote them, and as one log
+// stream configured still does) is stopped and started again spreading new namespaces over
+// three streams: the earlier namespaces keep their logs in NOMICORE_LOG, with everything
+// written before, and take writes there; new namespaces go to the stream their id hashes
+// to; every node agrees; and the feed after a cursor of before (a plain number) gives
+// every change after it, in every stream.
 func TestCluster_UpgradeFromOneLogStream(t *testing.T) {
 	t.Parallel()
 	tc := newTestCluster(t, 3, func(c *Config) { c.LogStreams = 1 })
@@ -44,6 +49,13 @@ func TestCluster_UpgradeFromOneLogStream(t *testing.T) {
 	if _, err := tc.nodes[0].node.js.Stream(ctxT(t, 5*time.Second), logStreamName(1)); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("a one-stream cluster has %s: %v", logStreamName(1), err)
 	}
+	// The cursor a reader (a webhook endpoint, the versions scheduler) kept from the feed of
+	// before: a plain number, a position in NOMICORE_LOG.
+	info, err := tc.nodes[0].node.res.stream.Info(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldCursor := changefeed.Cursor(strconv.FormatUint(info.State.LastSeq, 10))
 	for i := range tc.nodes {
 		tc.stop(i)
 	}
@@ -104,6 +116,26 @@ func TestCluster_UpgradeFromOneLogStream(t *testing.T) {
 	}
 	if len(used) < 2 {
 		t.Fatalf("twelve new namespaces all log to %v", used)
+	}
+	// The feed after the cursor of before: the writes after it to the namespaces in
+	// NOMICORE_LOG, and every change of the new ones, wherever their logs are.
+	kinds := map[string][]persistence.ChangeKind{}
+	for _, e := range readFeed(t, tc.nodes[1].node, oldCursor) {
+		kinds[e.NamespaceID] = append(kinds[e.NamespaceID], e.Kind)
+	}
+	for _, ns := range before {
+		if k := kinds[ns]; len(k) < len(tc.nodes) || slices.Contains(k, persistence.ChangeCreated) {
+			t.Fatalf("after the cursor of before, %s (in NOMICORE_LOG) has the changes %v", ns, k)
+		}
+		delete(kinds, ns)
+	}
+	if len(kinds) != 12 {
+		t.Fatalf("after the cursor of before, %d new namespaces (want 12): %v", len(kinds), kinds)
+	}
+	for ns, k := range kinds {
+		if len(k) != 2 || k[0] != persistence.ChangeCreated || k[1] != persistence.ChangeUpdated {
+			t.Fatalf("after the cursor of before, %s (new) has the changes %v", ns, k)
+		}
 	}
 }
 

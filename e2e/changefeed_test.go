@@ -43,14 +43,14 @@ type feedConsumer struct {
 
 	mu      sync.Mutex // guards the fields below
 	base    string
-	cursor  uint64
+	cursor  string
 	events  int
 	kinds   map[string]int
 	covered map[string]yjs.StateVector // namespace → the union of its changes' state vectors
 	bad     error                      // a change out of order or unreadable
 }
 
-func newFeedConsumer(t *testing.T, base string, after uint64) *feedConsumer {
+func newFeedConsumer(t *testing.T, base string, after string) *feedConsumer {
 	return &feedConsumer{t: t, client: &http.Client{Timeout: 15 * time.Second}, base: base, cursor: after,
 		kinds: map[string]int{}, covered: map[string]yjs.StateVector{}}
 }
@@ -58,7 +58,7 @@ func newFeedConsumer(t *testing.T, base string, after uint64) *feedConsumer {
 // poll asks once; it returns false when the node did not answer (down, restarting).
 func (f *feedConsumer) poll(ctx context.Context) bool {
 	f.mu.Lock()
-	url := fmt.Sprintf("%s/v1/changes?after=%d&wait=2s", f.base, f.cursor)
+	url := fmt.Sprintf("%s/v1/changes?after=%s&wait=2s", f.base, f.cursor)
 	f.mu.Unlock()
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	resp, err := f.client.Do(req)
@@ -89,12 +89,11 @@ func (f *feedConsumer) poll(ctx context.Context) bool {
 
 // add takes one change (f.mu held).
 func (f *feedConsumer) add(c changeJSON) {
-	cur, err := strconv.ParseUint(c.Cursor, 10, 64)
-	if err != nil || cur <= f.cursor {
-		f.bad = fmt.Errorf("change %+v after cursor %d: cursors must grow", c, f.cursor)
+	if err := cursorGrows(f.cursor, c.Cursor); err != nil {
+		f.bad = fmt.Errorf("change %+v after cursor %s: cursors must grow: %v", c, f.cursor, err)
 		return
 	}
-	f.cursor = cur
+	f.cursor = c.Cursor
 	f.events++
 	f.kinds[c.Kind]++
 	if c.StateVector == "" {
@@ -117,6 +116,58 @@ func (f *feedConsumer) add(c changeJSON) {
 	if err != nil {
 		f.bad = fmt.Errorf("change %+v: state vector: %v", c, err)
 	}
+}
+
+// cursorPositions reads a cursor as the feeds write them (docs/operations.md): a single
+// hub's decimal number, or a hub cluster's "c1." and its position in each log stream (a
+// plain number there is a position in the first).
+func cursorPositions(c string) ([]uint64, error) {
+	fields := []string{c}
+	if rest, ok := strings.CutPrefix(c, "c1."); ok {
+		fields = strings.Split(rest, ".")
+	}
+	out := make([]uint64, len(fields))
+	for i, f := range fields {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("cursor %q: %v", c, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// cursorCompare tells how next stands to prev: ahead in some log stream, behind in some.
+func cursorCompare(prev, next string) (ahead, behind bool, err error) {
+	p, err := cursorPositions(prev)
+	if err != nil {
+		return false, false, err
+	}
+	n, err := cursorPositions(next)
+	if err != nil {
+		return false, false, err
+	}
+	for i := range max(len(p), len(n)) {
+		var a, b uint64
+		if i < len(p) {
+			a = p[i]
+		}
+		if i < len(n) {
+			b = n[i]
+		}
+		ahead, behind = ahead || b > a, behind || b < a
+	}
+	return ahead, behind, nil
+}
+
+// cursorGrows: next is after prev in one reader's order — ahead in some log stream and
+// behind in none (on a single hub: a larger number).
+func cursorGrows(prev, next string) error {
+	ahead, behind, err := cursorCompare(prev, next)
+	if err == nil && (!ahead || behind) {
+		err = fmt.Errorf("%s does not follow %s", next, prev)
+	}
+	return err
 }
 
 // run polls until ctx ends.
@@ -208,7 +259,7 @@ func TestE2E_ChangeFeed_KillNine(t *testing.T) {
 	for range 4 {
 		nss = append(nss, hub.api().createNamespace())
 	}
-	consumer := newFeedConsumer(t, hub.admin, 0)
+	consumer := newFeedConsumer(t, hub.admin, "0")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -382,9 +433,8 @@ func (f *feedConsumer) moveTo(base string) {
 }
 
 // feedCursors reads a node's whole feed after cursor 0 up to its head (long polls until
-// one comes back empty) and returns what must be the same on every node whatever the
-// pages were (a page coalesces the updates of a namespace into its last): the cursor of
-// every namespace's creation and of its last update.
+// one comes back empty) and returns the cursor of every namespace's creation and of its
+// last update (a page coalesces the updates of a namespace into its last).
 func feedCursors(t *testing.T, p *proc) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -405,13 +455,13 @@ func feedCursors(t *testing.T, p *proc) map[string]string {
 // TestE2E_ChangeFeed_ClusterResume: on a hub cluster of three nodes, a consumer follows
 // node 1's feed while both node 1 and node 2 take writes; node 1 is killed (SIGKILL), and
 // the consumer goes on with the cursor it had on node 3 while node 2 takes more writes: it
-// receives a change for every acknowledged write, and the nodes give the same cursors for
-// the same changes.
+// receives a change for every acknowledged write, and a cursor of one node's feed reads
+// on another as the same position.
 func TestE2E_ChangeFeed_ClusterResume(t *testing.T) {
 	t.Parallel()
 	c := newHubCluster(t, 3)
 	nss := []string{c.hubs[0].api().createNamespace(), c.hubs[1].api().createNamespace()}
-	consumer := newFeedConsumer(t, c.hubs[0].admin, 0)
+	consumer := newFeedConsumer(t, c.hubs[0].admin, "0")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -461,9 +511,50 @@ func TestE2E_ChangeFeed_ClusterResume(t *testing.T) {
 	if kinds["created"] != 2 {
 		t.Errorf("changes received: %v; want the 2 creations among them", kinds)
 	}
+	// Not a cursor: 400; a cursor past a log stream's newest change, never given: 410 with
+	// the list to start over from.
+	api2 := c.hubs[1].api()
+	for _, bad := range []string{"nonsense", "c2.1", "c1.1..2"} {
+		if status, b := api2.do("GET", "/v1/changes?after="+bad+"&wait=0s", nil); status != 400 || !strings.Contains(string(b), "BAD_REQUEST") {
+			t.Fatalf("?after=%s: %d %s", bad, status, b)
+		}
+	}
+	if status, b := api2.do("GET", "/v1/changes?after=c1.0.0.0.9&wait=0s", nil); status != 410 || !strings.Contains(string(b), "CURSOR_EXPIRED") {
+		t.Fatalf("a cursor in a log stream the cluster does not have: %d %s", status, b)
+	}
+	// The two nodes' feeds have the same changes, and a cursor of one reads on the other as
+	// the same position: after a namespace's creation there its updates, after its last
+	// update nothing more of it. (A change's cursor may differ between the nodes, which
+	// merge the log streams as the messages come.)
 	on2, on3 := feedCursors(t, c.hubs[1]), feedCursors(t, c.hubs[2])
-	if fmt.Sprint(on2) != fmt.Sprint(on3) || len(on2) != 4 {
+	if len(on2) != 4 || len(on3) != 4 {
 		t.Fatalf("nodes 2 and 3 give different feeds:\n%v\n%v", on2, on3)
+	}
+	for _, p := range []struct {
+		from map[string]string
+		on   *proc
+	}{{on2, c.hubs[2]}, {on3, c.hubs[1]}} {
+		for _, ns := range nss {
+			created, updated := p.from["created "+ns], p.from["updated "+ns]
+			if created == "" || updated == "" {
+				t.Fatalf("the feed lacks changes of %s: %v", ns, p.from)
+			}
+			afterCreated, afterUpdated := 0, 0
+			for _, ch := range readFeed(t, p.on, created) {
+				if ch.NamespaceID == ns && ch.Kind == "updated" {
+					afterCreated++
+				}
+			}
+			for _, ch := range readFeed(t, p.on, updated) {
+				if ch.NamespaceID == ns {
+					afterUpdated++
+				}
+			}
+			if afterCreated == 0 || afterUpdated != 0 {
+				t.Fatalf("on %s, after the other node's cursors of %s: %d updates after its creation (%s), %d changes after its last update (%s)",
+					p.on.admin, ns, afterCreated, created, afterUpdated, updated)
+			}
+		}
 	}
 }
 

@@ -435,8 +435,24 @@ func TestE2E_Cluster_LogLeaderKilledMidBatch(t *testing.T) {
 		t.Cleanup(cancel)
 		return ctx
 	}
-	// The node leading the namespace's log stream (the hub keeps every log in NOMICORE_LOG).
+	// The node leading the namespace's log stream, which its entry names ("log": k for
+	// NOMICORE_LOG_k, none for NOMICORE_LOG).
 	ns, stream := c.hubs[1].api().createNamespace(), "NOMICORE_LOG"
+	entries, err := js.KeyValue(ctx(), "nomicore_entries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := entries.Get(ctx(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var placed struct{ Log int }
+	if err := json.Unmarshal(entry.Value(), &placed); err != nil {
+		t.Fatalf("the namespace's entry %s: %v", entry.Value(), err)
+	}
+	if placed.Log > 0 {
+		stream = fmt.Sprintf("NOMICORE_LOG_%d", placed.Log)
+	}
 	victim := -1
 	eventually(t, 20*time.Second, "a leader of "+stream, func() error {
 		st, err := js.Stream(ctx(), stream)

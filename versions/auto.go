@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -40,8 +39,11 @@ func (s *Service) AutoStats() AutoStats {
 
 // activity is a namespace written since its last version: its first and last change.
 type activity struct {
-	owner       string
-	firstCursor uint64
+	owner string
+	// seq is the number of the first change among those the reader gave; before is the
+	// cursor just before it (the previous change's, or the one the reader opened after).
+	seq         uint64
+	before      changefeed.Cursor
 	first, last time.Time
 }
 
@@ -100,6 +102,7 @@ func (s *Service) follow(ctx context.Context) error {
 	pending := map[string]*activity{}
 	saved := cursor
 	pos := cursor
+	var seq uint64 // the changes read
 	for {
 		if s.opts.Leader != nil && !s.opts.Leader() {
 			return nil
@@ -110,12 +113,14 @@ func (s *Service) follow(ctx context.Context) error {
 			return err
 		}
 		for _, e := range events {
+			before := pos
 			pos = e.Cursor
+			seq++
 			switch e.Kind {
 			case persistence.ChangeUpdated, persistence.ChangeRestored:
 				a := pending[e.NamespaceID]
 				if a == nil {
-					a = &activity{owner: e.Owner, firstCursor: e.Cursor, first: e.At}
+					a = &activity{owner: e.Owner, seq: seq, before: before, first: e.At}
 					pending[e.NamespaceID] = a
 				}
 				a.last = e.At
@@ -125,13 +130,15 @@ func (s *Service) follow(ctx context.Context) error {
 		}
 		s.takeDue(ctx, pending)
 		// The cursor to read again from after a restart: before the oldest change still
-		// waiting for its version.
-		next := pos
+		// waiting for its version (cursors are opaque: the oldest is the one read first).
+		next, oldest := pos, seq+1
 		for _, a := range pending {
-			next = min(next, a.firstCursor-1)
+			if a.seq < oldest {
+				next, oldest = a.before, a.seq
+			}
 		}
 		if next != saved {
-			if err := s.opts.Config.PutConfig(ctx, autoCursorKey, []byte(strconv.FormatUint(next, 10))); err == nil {
+			if err := s.opts.Config.PutConfig(ctx, autoCursorKey, []byte(next)); err == nil {
 				saved = next
 			}
 		}
@@ -199,20 +206,22 @@ func (s *Service) newestVersion(ctx context.Context, ns string) (time.Time, bool
 }
 
 // savedCursor reads the scheduler's cursor (the feed's head when it has none yet).
-func (s *Service) savedCursor(ctx context.Context) (uint64, error) {
+// A cursor saved by an earlier version reads as the feed reads it (on a hub cluster, a
+// plain number is a position in NOMICORE_LOG: changefeed.Source.ParseCursor).
+func (s *Service) savedCursor(ctx context.Context) (changefeed.Cursor, error) {
 	b, err := s.opts.Config.Config(ctx, autoCursorKey)
 	if errors.Is(err, persistence.ErrNotFound) {
 		// The first start: from now on.
 		head, err := s.opts.Feed.Head(ctx)
 		if err != nil {
-			return 0, err
+			return "", err
 		}
-		return head, s.opts.Config.PutConfig(ctx, autoCursorKey, []byte(strconv.FormatUint(head, 10)))
+		return head, s.opts.Config.PutConfig(ctx, autoCursorKey, []byte(head))
 	}
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	c, err := strconv.ParseUint(string(b), 10, 64)
+	c, err := s.opts.Feed.ParseCursor(string(b))
 	if err != nil {
 		return s.opts.Feed.Head(ctx)
 	}

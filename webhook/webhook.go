@@ -297,21 +297,25 @@ func (ep *endpoint) sleep(ctx context.Context, d time.Duration) bool {
 
 // cursor reads the endpoint's saved cursor; without one (a new endpoint) it starts with
 // the changes from now on, and saves that.
-func (ep *endpoint) cursor(ctx context.Context) (uint64, error) {
+// A cursor saved by an earlier version reads as the feed reads it (on a hub cluster, a
+// plain number is a position in NOMICORE_LOG: changefeed.Source.ParseCursor).
+func (ep *endpoint) cursor(ctx context.Context) (changefeed.Cursor, error) {
 	cfg, feed := ep.d.opts.Config, ep.d.opts.Feed
 	b, err := cfg.Config(ctx, ep.key)
 	if err == nil {
-		if c, err := strconv.ParseUint(string(b), 10, 64); err == nil {
+		if c, err := feed.ParseCursor(string(b)); err == nil {
 			return c, nil
 		}
+		ep.d.log.Warn("webhook: the endpoint's saved cursor is not one of this hub's feed; it goes on with the changes from now on",
+			slog.String("url", ep.status.URL), slog.String("cursor", string(b)))
 	} else if !errors.Is(err, persistence.ErrNotFound) {
-		return 0, err
+		return "", err
 	}
 	head, err := feed.Head(ctx)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	return head, cfg.PutConfig(ctx, ep.key, []byte(strconv.FormatUint(head, 10)))
+	return head, cfg.PutConfig(ctx, ep.key, []byte(head))
 }
 
 // deliver reads the feed from the saved cursor and delivers, until an error or ctx ends
@@ -330,8 +334,8 @@ func (ep *endpoint) deliver(ctx context.Context) error {
 		}
 		ep.d.log.Error("webhook: the endpoint fell further behind than the change feed keeps; the changes after its cursor up to the feed's oldest were not delivered. "+
 			"It goes on with the changes from now on: have the receiver start over from GET /v1/changes/latest",
-			slog.String("url", ep.status.URL), slog.Uint64("cursor", cursor), slog.Uint64("resumesAfter", head))
-		if err := opts.Config.PutConfig(ctx, ep.key, []byte(strconv.FormatUint(head, 10))); err != nil {
+			slog.String("url", ep.status.URL), slog.String("cursor", string(cursor)), slog.String("resumesAfter", string(head)))
+		if err := opts.Config.PutConfig(ctx, ep.key, []byte(head)); err != nil {
 			return err
 		}
 		cursor = head
@@ -341,7 +345,7 @@ func (ep *endpoint) deliver(ctx context.Context) error {
 		return err
 	}
 	defer r.Close()
-	ep.update(func(s *Status) { s.State, s.Cursor = "idle", strconv.FormatUint(cursor, 10) })
+	ep.update(func(s *Status) { s.State, s.Cursor = "idle", string(cursor) })
 	var queue []changefeed.Event
 	backoff := opts.MinBackoff
 	failures := 0
@@ -392,7 +396,7 @@ func (ep *endpoint) deliver(ctx context.Context) error {
 		if err == nil {
 			queue = queue[1:]
 			failures, backoff = 0, opts.MinBackoff
-			c := strconv.FormatUint(e.Cursor, 10)
+			c := string(e.Cursor)
 			// Saved after the 2xx: a crash before this line delivers e again.
 			if err := opts.Config.PutConfig(ctx, ep.key, []byte(c)); err != nil {
 				ep.d.log.Warn("webhook: saving the endpoint's cursor failed; a restart delivers the change again",
@@ -417,7 +421,7 @@ func (ep *endpoint) deliver(ctx context.Context) error {
 		next := opts.Clock.Now().Add(wait)
 		if failures == 1 || failures%20 == 0 {
 			ep.d.log.Warn("webhook: a delivery failed; it is retried until the endpoint answers 2xx",
-				slog.String("url", ep.status.URL), slog.Uint64("cursor", e.Cursor), slog.Int("failures", failures),
+				slog.String("url", ep.status.URL), slog.String("cursor", string(e.Cursor)), slog.Int("failures", failures),
 				slog.String("error", err.Error()), slog.Duration("retryIn", wait.Round(time.Millisecond)))
 		}
 		ep.update(func(s *Status) {
@@ -434,8 +438,8 @@ func (ep *endpoint) deliver(ctx context.Context) error {
 func (ep *endpoint) post(ctx context.Context, e changefeed.Event) error {
 	opts := &ep.d.opts
 	body := Body{
-		DeliveryID:  ep.key[len("webhooks/"):] + "-" + strconv.FormatUint(e.Cursor, 10),
-		Cursor:      strconv.FormatUint(e.Cursor, 10),
+		DeliveryID:  ep.key[len("webhooks/"):] + "-" + e.ID,
+		Cursor:      string(e.Cursor),
 		NamespaceID: e.NamespaceID,
 		Kind:        e.Kind.String(),
 		StateVector: hex.EncodeToString(e.StateVector),

@@ -26,7 +26,7 @@ import (
 // --nats-url the hub is a single process over its bbolt store.
 type clusterFlags struct {
 	name, node, listen, routes, natsURL, clientListen string
-	replicas                                          int
+	replicas, logStreams                              int
 	fsync                                             bool
 	quorumTimeout                                     time.Duration
 }
@@ -53,6 +53,7 @@ func registerClusterFlags(f *cli.Flags) *clusterFlags {
 		f.StringVar(&c.clientListen, "nats-client-listen", "", "with embedded NATS: also open a NATS client port on `HOST:PORT` (for the nats CLI; no authentication: keep it on loopback)")
 		f.BoolVar(&c.fsync, "cluster-fsync", false, "with embedded NATS: sync every JetStream write to disk before acknowledging it (slower; survives a power loss of a quorum at once)")
 		f.IntVar(&c.replicas, "cluster-replicas", 0, "copies of every stream and bucket (default min(3, nodes); 3 survives the loss of one node)")
+		f.IntVar(&c.logStreams, "cluster-log-streams", cluster.DefaultLogStreams, "how many streams the logs of new namespaces are spread over (1 to 64; NOMICORE_LOG, NOMICORE_LOG_1, …), so that no one stream leader takes every write; a namespace keeps the stream it was created on, and the change feed follows them all")
 		f.DurationVar(&c.quorumTimeout, "cluster-quorum-timeout", defaultQuorumTimeout, "how long this node fails to reach a quorum of the cluster before it refuses writes (PERSISTENCE_DEGRADED) and reports not ready; keep it above a leader election (4 to 9 s) so that losing one node of three does not count")
 	})
 	return c
@@ -64,7 +65,7 @@ func (c *clusterFlags) enabled() (bool, error) {
 	if c.listen != "" || c.natsURL != "" {
 		return true, nil
 	}
-	if c.node != "" || c.name != "" || c.routes != "" || c.clientListen != "" || c.replicas != 0 || c.fsync || c.quorumTimeout != defaultQuorumTimeout {
+	if c.node != "" || c.name != "" || c.routes != "" || c.clientListen != "" || c.replicas != 0 || c.logStreams != cluster.DefaultLogStreams || c.fsync || c.quorumTimeout != defaultQuorumTimeout {
 		return false, errors.New("cluster mode needs --cluster-listen HOST:PORT (embedded NATS) or --nats-url nats://… (an existing NATS cluster)")
 	}
 	return false, nil
@@ -108,7 +109,7 @@ func openHub(data string, cf *clusterFlags, feed *persistence.ChangeFeedOptions,
 	n, err := cluster.Start(cluster.Config{
 		NodeName: cf.node, DataDir: data, ClusterName: cf.name, ClusterListen: cf.listen,
 		Routes: cluster.ParseRoutes(cf.routes), ClientListen: cf.clientListen, NATSURL: cf.natsURL,
-		Replicas: cf.replicas, Fsync: cf.fsync, MaxUpdateBytes: largestWrite(limits), Clock: clk, Logger: log,
+		Replicas: cf.replicas, LogStreams: cf.logStreams, Fsync: cf.fsync, MaxUpdateBytes: largestWrite(limits), Clock: clk, Logger: log,
 		ProbeInterval: interval, ProbeTimeout: timeout, ProbeFailures: failures,
 	})
 	if err != nil {

@@ -34,10 +34,7 @@ type ChangeJSON struct {
 
 // ChangeOf renders an event.
 func ChangeOf(e changefeed.Event) ChangeJSON {
-	j := ChangeJSON{NamespaceID: e.NamespaceID, Kind: e.Kind.String(), StateVector: hex.EncodeToString(e.StateVector)}
-	if e.Cursor > 0 {
-		j.Cursor = strconv.FormatUint(e.Cursor, 10)
-	}
+	j := ChangeJSON{Cursor: string(e.Cursor), NamespaceID: e.NamespaceID, Kind: e.Kind.String(), StateVector: hex.EncodeToString(e.StateVector)}
 	if !e.At.IsZero() {
 		j.At = e.At.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 	}
@@ -46,14 +43,14 @@ func ChangeOf(e changefeed.Event) ChangeJSON {
 
 // changesQuery is what GET /v1/changes asks for.
 type changesQuery struct {
-	after    uint64
+	after    changefeed.Cursor // the cursor given, as the feed reads it
 	hasAfter bool
 	limit    int
 	wait     time.Duration
 	longPoll bool // ?wait= or Accept: application/json: one JSON answer, not a stream
 }
 
-func parseChangesQuery(r *http.Request) (changesQuery, *Error) {
+func parseChangesQuery(r *http.Request, src changefeed.Source) (changesQuery, *Error) {
 	q := changesQuery{limit: DefaultChangesLimit}
 	// Last-Event-ID is what an EventSource sends when it reconnects: it is newer than the
 	// ?after= of the URL it reconnects to.
@@ -62,11 +59,11 @@ func parseChangesQuery(r *http.Request) (changesQuery, *Error) {
 		after = r.URL.Query().Get("after")
 	}
 	if after != "" {
-		v, err := strconv.ParseUint(after, 10, 64)
+		c, err := src.ParseCursor(after)
 		if err != nil {
-			return q, &Error{http.StatusBadRequest, CodeBadRequest, "the cursor (?after= or Last-Event-ID) must be a cursor the feed gave, a whole number; got " + strconv.Quote(after)}
+			return q, &Error{http.StatusBadRequest, CodeBadRequest, badCursorMessage(after, err)}
 		}
-		q.after, q.hasAfter = v, true
+		q.after, q.hasAfter = c, true
 	}
 	var e *Error
 	if q.limit, e = intParam(r, "limit", DefaultChangesLimit, MaxChangesLimit); e != nil {
@@ -96,20 +93,21 @@ func parseChangesQuery(r *http.Request) (changesQuery, *Error) {
 // cannot resume after is 410 CURSOR_EXPIRED with the list to start over from (as GET
 // /v1/changes/latest).
 func (a *API) getChanges(w http.ResponseWriter, r *http.Request) {
-	q, e := parseChangesQuery(r)
+	q, e := parseChangesQuery(r, a.opts.Changes)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
 	src := a.opts.Changes
 	ctx := r.Context()
-	if !q.hasAfter {
+	after := q.after
+	if !q.hasAfter { // from now on
 		head, err := src.Head(ctx)
 		if err != nil {
 			writeError(w, a.fromErr(err))
 			return
 		}
-		q.after = head
+		after = head
 	}
 	if !q.longPoll {
 		select {
@@ -120,7 +118,7 @@ func (a *API) getChanges(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rd, err := src.Open(ctx, q.after)
+	rd, err := src.Open(ctx, after)
 	if errors.Is(err, changefeed.ErrExpired) {
 		a.writeExpired(w, r, err)
 		return
@@ -131,10 +129,19 @@ func (a *API) getChanges(w http.ResponseWriter, r *http.Request) {
 	}
 	defer rd.Close()
 	if q.longPoll {
-		a.pollChanges(w, r, rd, q)
+		a.pollChanges(w, r, rd, q, after)
 		return
 	}
 	a.streamChanges(w, r, rd, q)
+}
+
+// badCursorMessage is the 400's message for a cursor the feed does not read.
+func badCursorMessage(after string, err error) string {
+	var bad *changefeed.BadCursorError
+	if errors.As(err, &bad) {
+		return "the cursor (?after= or Last-Event-ID) must be a cursor the feed gave, " + bad.Want + "; got " + strconv.Quote(after)
+	}
+	return "the cursor (?after= or Last-Event-ID): " + err.Error()
 }
 
 // changesPage is the JSON answer of a long poll.
@@ -145,7 +152,7 @@ type changesPage struct {
 	Cursor string `json:"cursor"`
 }
 
-func (a *API) pollChanges(w http.ResponseWriter, r *http.Request, rd changefeed.Reader, q changesQuery) {
+func (a *API) pollChanges(w http.ResponseWriter, r *http.Request, rd changefeed.Reader, q changesQuery, after changefeed.Cursor) {
 	ctx := r.Context()
 	deadline := a.opts.Clock.Now().Add(q.wait)
 	for {
@@ -161,7 +168,7 @@ func (a *API) pollChanges(w http.ResponseWriter, r *http.Request, rd changefeed.
 		}
 		left := deadline.Sub(a.opts.Clock.Now())
 		if len(events) > 0 || left <= 0 {
-			page := changesPage{Changes: make([]ChangeJSON, 0, len(events)), Cursor: strconv.FormatUint(q.after, 10)}
+			page := changesPage{Changes: make([]ChangeJSON, 0, len(events)), Cursor: string(after)}
 			for _, e := range events {
 				page.Changes = append(page.Changes, ChangeOf(e))
 			}
@@ -215,7 +222,7 @@ func (a *API) streamChanges(w http.ResponseWriter, r *http.Request, rd changefee
 			for _, e := range events {
 				b, _ := json.Marshal(ChangeOf(e))
 				buf = append(buf, "id: "...)
-				buf = strconv.AppendUint(buf, e.Cursor, 10)
+				buf = append(buf, e.Cursor...)
 				buf = append(buf, "\ndata: "...)
 				buf = append(buf, b...)
 				buf = append(buf, "\n\n"...)
@@ -258,7 +265,7 @@ func (a *API) latest(ctx context.Context) (latestJSON, error) {
 		out.Namespaces = append(out.Namespaces, ChangeOf(e))
 		return nil
 	})
-	out.Cursor = strconv.FormatUint(cursor, 10)
+	out.Cursor = string(cursor)
 	return out, err
 }
 

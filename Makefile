@@ -110,10 +110,10 @@ dashboard-screenshots:
 fuzz: js-deps
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
-## fuzz-long: every fuzz target for FUZZTIME_LONG (30m) each — 28 runs, 14 hours in all (the
+## fuzz-long: every fuzz target for FUZZTIME_LONG (30m) each — 29 runs, 14.5 hours in all (the
 ## list and a summary are in scripts/fuzz.sh's output); a failing input is written under the
 ## package's testdata/fuzz. FUZZ_MATCH='^\./yjs ' (a regular expression on "package target")
-## runs a part of it, for a machine that cannot give it 14 hours at once
+## runs a part of it, for a machine that cannot give it that long at once
 FUZZTIME_LONG ?= 30m
 fuzz-long: js-deps
 	FUZZTIME=$(FUZZTIME_LONG) ./scripts/fuzz.sh

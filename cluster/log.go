@@ -34,8 +34,8 @@ const (
 // Following a namespace log.
 const (
 	followBatch      = 256                   // records asked for at a time
-	ackEvery         = 64                    // acknowledge (AckAll) at least every this many messages…
-	ackIdle          = 50 * time.Millisecond // …and once no message came for this long
+	ackEvery         = 64                    // acknowledge (AckAll) at least every this many messages,
+	ackIdle          = 50 * time.Millisecond // and at most this long after a message was handed on
 	followHeartbeat  = time.Second
 	followExpiry     = 5 * time.Second
 	consumerIdle     = time.Minute // an abandoned consumer is removed after this
@@ -50,9 +50,10 @@ const (
 // namespace, in log order, and hands them to the registry; it checks the consumer's
 // delivery sequence for gaps and starts over from the last record it handed on after any
 // error. It acknowledges what it handed on (AckAll), which is how compaction knows how far
-// each node has read: every ackEvery messages, and once the log went quiet for ackIdle —
-// not after every message, whose acknowledgement is one more message for the consumer's
-// server to take while the next write waits (compaction needs the position, not at once).
+// each node has read: every ackEvery messages, and at most ackIdle after a message was
+// handed on — not after every message, whose acknowledgement is one more message for the
+// consumer's server to take while the next write waits (compaction needs the position
+// soon, not at once).
 type nsLog struct {
 	n        *Node
 	res      *resources
@@ -450,10 +451,11 @@ func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
 	var dseq uint64 // the consumer's delivery sequence of the last message
 	unacked := 0
 	var last jetstream.Msg // the last message handed on and not acknowledged yet
+	var since time.Time    // when the first of those was handed on
 	for {
-		m, err := l.nextMsg(it, last != nil)
+		m, err := l.nextMsg(it, last != nil, since)
 		if errors.Is(err, context.DeadlineExceeded) && l.ctx.Err() == nil {
-			_ = last.Ack() // the log went quiet: AckAll of everything handed on
+			_ = last.Ack() // ackIdle went by: AckAll of everything handed on
 			last, unacked = nil, 0
 			continue
 		}
@@ -479,9 +481,12 @@ func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
 		}
 		next = md.Sequence.Stream + 1
 		l.lag.Store(md.NumPending)
+		if unacked == 0 {
+			since = time.Now()
+		}
 		unacked++
 		last = m
-		if unacked >= ackEvery {
+		if unacked >= ackEvery || time.Since(since) >= ackIdle {
 			_ = m.Ack() // AckAll: everything handed on so far
 			last, unacked = nil, 0
 		}
@@ -489,12 +494,13 @@ func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
 }
 
 // nextMsg waits for the next message of the log; while some handed on are not
-// acknowledged (acking), for at most ackIdle (context.DeadlineExceeded: none came).
-func (l *nsLog) nextMsg(it jetstream.MessagesContext, acking bool) (jetstream.Msg, error) {
+// acknowledged (acking), only until ackIdle after the first of them was handed on
+// (context.DeadlineExceeded: none came by then).
+func (l *nsLog) nextMsg(it jetstream.MessagesContext, acking bool, since time.Time) (jetstream.Msg, error) {
 	if !acking {
 		return it.Next(jetstream.NextContext(l.ctx))
 	}
-	ctx, cancel := context.WithTimeout(l.ctx, ackIdle)
+	ctx, cancel := context.WithDeadline(l.ctx, since.Add(ackIdle))
 	defer cancel()
 	return it.Next(jetstream.NextContext(ctx))
 }

@@ -3,9 +3,13 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -120,7 +124,7 @@ func (l *nsLog) compact() {
 	}
 	purge := floor
 	if purge > 0 {
-		nodes, err := l.res.nodes.Keys(ctx)
+		nodes, err := l.n.nodeNames(ctx)
 		if err != nil {
 			l.compactFailed("listing the nodes", err)
 			return
@@ -156,4 +160,46 @@ func (l *nsLog) compactFailed(what string, err error) {
 	l.n.metrics.compactions.WithLabelValues("failed").Inc()
 	l.n.log.Warn("compacting a namespace log failed; the next one retries", slog.String("namespaceId", l.ns),
 		slog.String("error", classify(what, l.n.cfg.OpTimeout, err).Error()))
+}
+
+// nodeNames lists the names in NodesBucket: the subjects of the bucket's stream, in one
+// request to its leader (the bucket's Keys creates and deletes a consumer — two proposals
+// to the JetStream meta layer — at every call; compaction and the check for older nodes
+// list the nodes often). A node whose entry was deleted may still be listed: its entry and
+// its consumers are then not found, which both callers skip.
+func (n *Node) nodeNames(ctx context.Context) ([]string, error) {
+	prefix := "$KV." + NodesBucket + "."
+	req, _ := json.Marshal(map[string]string{"subjects_filter": prefix + ">"})
+	msg, err := n.nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO.KV_"+NodesBucket, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Total int `json:"total"`
+		State struct {
+			Subjects map[string]uint64 `json:"subjects"`
+		} `json:"state"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, fmt.Errorf("listing the nodes: %w", err)
+	}
+	if e := resp.Error; e != nil {
+		return nil, &jetstream.APIError{Code: e.Code, ErrorCode: jetstream.ErrorCode(e.ErrCode), Description: e.Description}
+	}
+	if resp.Total > len(resp.State.Subjects) {
+		return nil, fmt.Errorf("listing the nodes: %d of %d names in one answer", len(resp.State.Subjects), resp.Total)
+	}
+	names := make([]string, 0, len(resp.State.Subjects))
+	for s := range resp.State.Subjects {
+		if name, ok := strings.CutPrefix(s, prefix); ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }

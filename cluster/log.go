@@ -33,8 +33,9 @@ const (
 
 // Following a namespace log.
 const (
-	followBatch      = 256 // records asked for at a time
-	ackEvery         = 64  // acknowledge (AckAll) at least every this many records
+	followBatch      = 256                   // records asked for at a time
+	ackEvery         = 64                    // acknowledge (AckAll) at least every this many messages,
+	ackIdle          = 50 * time.Millisecond // and at most this long after a message was handed on
 	followHeartbeat  = time.Second
 	followExpiry     = 5 * time.Second
 	consumerIdle     = time.Minute // an abandoned consumer is removed after this
@@ -49,7 +50,10 @@ const (
 // namespace, in log order, and hands them to the registry; it checks the consumer's
 // delivery sequence for gaps and starts over from the last record it handed on after any
 // error. It acknowledges what it handed on (AckAll), which is how compaction knows how far
-// each node has read.
+// each node has read: every ackEvery messages, and at most ackIdle after a message was
+// handed on — not after every message, whose acknowledgement is one more message for the
+// consumer's server to take while the next write waits (compaction needs the position
+// soon, not at once).
 type nsLog struct {
 	n        *Node
 	res      *resources
@@ -446,8 +450,15 @@ func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
 	go l.confirmPull(cons, it, pulled)
 	var dseq uint64 // the consumer's delivery sequence of the last message
 	unacked := 0
+	var last jetstream.Msg // the last message handed on and not acknowledged yet
+	var since time.Time    // when the first of those was handed on
 	for {
-		m, err := it.Next(jetstream.NextContext(l.ctx))
+		m, err := l.nextMsg(it, last != nil, since)
+		if errors.Is(err, context.DeadlineExceeded) && l.ctx.Err() == nil {
+			_ = last.Ack() // ackIdle went by: AckAll of everything handed on
+			last, unacked = nil, 0
+			continue
+		}
 		if err != nil {
 			if l.ctx.Err() != nil {
 				return next, false, nil
@@ -470,12 +481,28 @@ func (l *nsLog) followOnce(next uint64) (uint64, bool, error) {
 		}
 		next = md.Sequence.Stream + 1
 		l.lag.Store(md.NumPending)
+		if unacked == 0 {
+			since = time.Now()
+		}
 		unacked++
-		if unacked >= ackEvery || md.NumPending == 0 {
+		last = m
+		if unacked >= ackEvery || time.Since(since) >= ackIdle {
 			_ = m.Ack() // AckAll: everything handed on so far
-			unacked = 0
+			last, unacked = nil, 0
 		}
 	}
+}
+
+// nextMsg waits for the next message of the log; while some handed on are not
+// acknowledged (acking), only until ackIdle after the first of them was handed on
+// (context.DeadlineExceeded: none came by then).
+func (l *nsLog) nextMsg(it jetstream.MessagesContext, acking bool, since time.Time) (jetstream.Msg, error) {
+	if !acking {
+		return it.Next(jetstream.NextContext(l.ctx))
+	}
+	ctx, cancel := context.WithDeadline(l.ctx, since.Add(ackIdle))
+	defer cancel()
+	return it.Next(jetstream.NextContext(ctx))
 }
 
 // handOn hands the records of the message at log position seq to the host; false when

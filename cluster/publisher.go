@@ -11,20 +11,23 @@ import (
 	"github.com/nomicore/nomicore/registry"
 )
 
-// publisher sends records to the log streams from one goroutine, pipelined and batched per
-// namespace: each namespace (one subject) has at most maxBatchesInFlight messages on their
-// way to its stream at a time; the records its sequencer admits meanwhile wait, in order,
-// and leave together as one batch (record.go) when a message of the namespace settles. So
-// a lone write leaves at once, alone, and under load each namespace costs one message per
+// publisher sends records to the log streams, pipelined and batched per namespace: each
+// namespace (one subject) has at most maxBatchesInFlight messages on their way to its
+// stream at a time; the records its sequencer admits meanwhile wait, in order, and leave
+// together as one batch (record.go), sent by the publisher's goroutine, when a message of
+// the namespace settles. A record of a namespace with nothing on its way leaves at once,
+// alone, handed to the client by the submitting goroutine itself (one goroutine hand-off
+// less on the way of a lone write); under load each namespace costs one message per
 // round trip of its stream however many records it carries — many records share one
 // stream write, one replication round and one acknowledgement. The records of a namespace
 // that one node publishes reach the log in the order its sequencer admitted them (a
 // message sent again, below, may land after later ones).
 //
-// Submitting never blocks: at most Config.MaxPublishQueue records wait in all (overflow
-// policy: refuse the newest at once, ErrPublishQueueFull). The stream's acknowledgement, an
-// error, or the publish deadline settles each message — and every record in it — through
-// the JetStream client's async handlers. A message the stream did not acknowledge — no
+// Submitting never blocks (a lone record sent by the submitter is small and waits for no
+// room in the client, see inlineMaxBytes): at most Config.MaxPublishQueue records wait in
+// all (overflow policy: refuse the newest at once, ErrPublishQueueFull). The stream's
+// acknowledgement, an error, or the publish deadline settles each message — and every
+// record in it — through the JetStream client's async handlers. A message the stream did not acknowledge — no
 // server received it, or no answer came within attemptTimeout (the stream is between
 // leaders: a node died; an election takes 4 to 9 seconds) — is sent again, with the same
 // message id and bytes, until Config.PublishTimeout after its first attempt: the stream
@@ -58,6 +61,7 @@ type pubQueue struct {
 	recs            []pubRec
 	flying          int  // messages in flight
 	listed          bool // in publisher.ready
+	sending         bool // submit is handing a message of it to the client
 }
 
 // pubRec is a record waiting for its message.
@@ -89,11 +93,12 @@ func newPublisher(n *Node) *publisher {
 // an update's is made from its origin and token.
 func (p *publisher) submit(subject, stream, id string, rec registry.Record, done func(error)) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return &UnavailableError{Op: "publishing a record", Err: errors.New("the node is closed")}
 	}
 	if p.waiting >= p.n.cfg.MaxPublishQueue {
+		p.mu.Unlock()
 		p.n.metrics.publishErrors.Inc()
 		return ErrPublishQueueFull
 	}
@@ -104,14 +109,42 @@ func (p *publisher) submit(subject, stream, id string, rec registry.Record, done
 	}
 	q.recs = append(q.recs, pubRec{rec: rec, id: id, done: done})
 	p.waiting++
+	if q.flying > 0 || q.listed || len(q.recs) > 1 || len(rec.Update) > inlineMaxBytes || len(p.inflight) >= p.n.cfg.MaxPublishQueue/2 {
+		p.markReady(q)
+		p.mu.Unlock()
+		return nil
+	}
+	// The namespace has nothing on its way: the record leaves now, from the caller's
+	// goroutine, without waking the loop. Its later records wait (q.sending) until this
+	// message is with the client, so they follow it. The message is whole before it is
+	// counted in flight (close may settle it from there; it is small, see inlineMaxBytes).
+	b := &pubBatch{q: q, msg: nats.NewMsg(q.subject)}
+	p.compose(b, p.takeBatch(q))
+	q.flying++
+	q.sending = true
+	p.inflight[b.msg] = b
+	p.mu.Unlock()
+	p.send(b, jetstream.WithStallWait(inlineStallWait))
+	p.mu.Lock()
+	q.sending = false
 	p.markReady(q)
+	p.mu.Unlock()
 	return nil
 }
 
-// markReady lists q for the loop if it has records waiting and room for a message (p.mu
-// held).
+// A record sent from the submitting goroutine is at most inlineMaxBytes (a larger one is
+// the loop's to write out), and waits at most inlineStallWait for the client's room for
+// messages awaiting acknowledgement — there is room unless the streams fall far behind;
+// without it the record is sent again later, like a message no server took.
+const (
+	inlineMaxBytes  = 16 << 10
+	inlineStallWait = time.Millisecond
+)
+
+// markReady lists q for the loop if it has records waiting and room for a message, and no
+// message of it is being handed to the client (p.mu held).
 func (p *publisher) markReady(q *pubQueue) {
-	if q.listed || len(q.recs) == 0 || q.flying >= maxBatchesInFlight {
+	if q.listed || q.sending || len(q.recs) == 0 || q.flying >= maxBatchesInFlight {
 		return
 	}
 	q.listed = true
@@ -135,14 +168,19 @@ func (p *publisher) loop() {
 			if b == nil {
 				break
 			}
-			if b.start.IsZero() {
-				b.start = p.n.cfg.Clock.Now()
-			}
-			_, err := p.n.js.PublishMsgAsync(b.msg, jetstream.WithMsgID(b.id), jetstream.WithExpectStream(b.q.stream))
-			if err != nil {
-				p.acked(b.msg, err)
-			}
+			p.send(b)
 		}
+	}
+}
+
+// send hands b to the JetStream client, which settles it through the publisher's handlers.
+func (p *publisher) send(b *pubBatch, opts ...jetstream.PublishOpt) {
+	if b.start.IsZero() {
+		b.start = p.n.cfg.Clock.Now()
+	}
+	opts = append(opts, jetstream.WithMsgID(b.id), jetstream.WithExpectStream(b.q.stream))
+	if _, err := p.n.js.PublishMsgAsync(b.msg, opts...); err != nil {
+		p.acked(b.msg, err)
 	}
 }
 
@@ -207,7 +245,8 @@ func (p *publisher) takeBatch(q *pubQueue) []pubRec {
 	return recs
 }
 
-// compose encodes the message of recs into b (outside p.mu: the bytes are copied here).
+// compose encodes the message of recs into b (outside p.mu, except for a lone small record
+// sent by submit: the bytes are copied here).
 func (p *publisher) compose(b *pubBatch, recs []pubRec) {
 	rs := make([]registry.Record, len(recs))
 	b.done = make([]func(error), len(recs))

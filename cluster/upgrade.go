@@ -63,10 +63,7 @@ func (e *OlderNodesError) Error() string {
 // olderNodes returns the nodes whose entry carries no log format this node can share the
 // log with and whose last quorum probe is recent.
 func (n *Node) olderNodes(ctx context.Context) ([]string, error) {
-	keys, err := n.res.nodes.Keys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
-	}
+	keys, err := n.nodeNames(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -17,8 +17,9 @@ import (
 )
 
 // Compaction keeps each namespace log bounded. The node that sees the log grow past
-// Config.CompactAfterRecords or CompactAfterBytes since the last snapshot it knows of
-// tries to take the namespace's compaction lease (a key in LeasesBucket, created only if
+// Config.CompactAfterRecords or CompactAfterBytes since the last snapshot it knows of —
+// and, for a document whose snapshot is over compactRatioFloor, past a
+// compactSnapshotRatio-th of the snapshot's bytes — tries to take the namespace's compaction lease (a key in LeasesBucket, created only if
 // absent, expiring after Config.LeaseTTL): at most one node compacts a namespace at a
 // time. The holder
 //
@@ -36,6 +37,18 @@ import (
 // finds, after recreating it, a floor past its position and takes the snapshot instead of
 // the records it can no longer read (registry.RecordSnapshot).
 
+// A compaction encodes the whole document, in the namespace's sequencer (the applies of the
+// log wait behind it): its cost grows with the document while the records between two of
+// them stay as many. So a large document is compacted only once the log since its snapshot
+// holds a quarter of the snapshot's bytes too — encoding it then costs at most a fixed share
+// of what the writes cost, as in a single hub's store (persistence.DefaultCompactSnapshotRatio)
+// — and a log stays within a few times its document's size. A small document (up to
+// compactRatioFloor) is compacted by the counts alone: its encoding is cheap.
+const (
+	compactSnapshotRatio = 4
+	compactRatioFloor    = 64 << 10
+)
+
 // noteApplied counts what the follower handed on and starts a compaction when due
 // (follower goroutine).
 func (l *nsLog) noteApplied(records, bytes int) {
@@ -45,20 +58,28 @@ func (l *nsLog) noteApplied(records, bytes int) {
 	if l.sinceRecords < cfg.CompactAfterRecords && l.sinceBytes < cfg.CompactAfterBytes {
 		return
 	}
+	if sb := l.snapBytes.Load(); sb > compactRatioFloor && int64(l.sinceBytes)*compactSnapshotRatio < sb {
+		return
+	}
 	if !l.compacting.CompareAndSwap(false, true) {
 		return
 	}
+	since := int64(l.sinceBytes)
 	l.sinceRecords, l.sinceBytes = 0, 0
 	l.compactions.Add(1)
 	go func() {
 		defer l.compactions.Done()
 		defer l.compacting.Store(false)
-		l.compact()
+		l.compact(since)
 	}()
 }
 
-// compact runs one compaction under the lease.
-func (l *nsLog) compact() {
+// compact runs one compaction under the lease; since is the log's bytes that made it due.
+// The newest snapshot, which another node may have written, is read first: when it is
+// larger than this node knew and the log since is too small for it (the ratio above), the
+// compaction is put off — it comes again, at the latest, once that many bytes more are
+// handed on.
+func (l *nsLog) compact(since int64) {
 	m := l.n.metrics
 	ctx, cancel := context.WithTimeout(l.ctx, 4*l.n.cfg.OpTimeout)
 	defer cancel()
@@ -81,11 +102,6 @@ func (l *nsLog) compact() {
 		_ = l.res.leases.Delete(dctx, key, jetstream.LastRevision(rev))
 	}()
 
-	snap, err := l.host.Snapshot(ctx)
-	if err != nil {
-		l.compactFailed("taking a snapshot", err)
-		return
-	}
 	var prev uint64
 	info, err := l.n.snapshotInfo(ctx, l.ns)
 	switch {
@@ -97,6 +113,18 @@ func (l *nsLog) compact() {
 			l.compactFailed("reading the previous snapshot", err)
 			return
 		}
+		if size := int64(info.Size); size > l.snapBytes.Load() {
+			l.snapBytes.Store(size)
+			if size > compactRatioFloor && since*compactSnapshotRatio < size {
+				m.compactions.WithLabelValues("put-off").Inc()
+				return
+			}
+		}
+	}
+	snap, err := l.host.Snapshot(ctx)
+	if err != nil {
+		l.compactFailed("taking a snapshot", err)
+		return
 	}
 	if snap.Through <= prev {
 		m.compactions.WithLabelValues("up-to-date").Inc()
@@ -112,6 +140,7 @@ func (l *nsLog) compact() {
 		l.compactFailed("writing the snapshot", err)
 		return
 	}
+	l.snapBytes.Store(int64(len(snap.Doc)))
 	// A delete on another node may have removed the snapshots before this one was written:
 	// the entry, a tombstone by then, says so, and this one goes too.
 	if v, _, err := l.n.getEntry(ctx, l.ns); err == nil && v.State == persistence.StateDeleted {

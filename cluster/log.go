@@ -73,6 +73,7 @@ type nsLog struct {
 	once    sync.Once
 
 	lag         atomic.Uint64  // records after the last one handed on (from the last delivery)
+	snapBytes   atomic.Int64   // the size of the newest snapshot this node read or wrote
 	compacting  atomic.Bool    // a compaction of this node is running
 	compactions sync.WaitGroup // the running compaction
 
@@ -107,6 +108,7 @@ func (n *Node) OpenLog(ctx context.Context, owner, ns string, host registry.LogH
 	if l.start, err = l.readStart(ctx); err != nil {
 		return nil, err
 	}
+	l.snapBytes.Store(int64(len(l.start.Doc)))
 	if l.start.Head, err = l.Head(ctx); err != nil {
 		return nil, err
 	}

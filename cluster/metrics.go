@@ -15,7 +15,7 @@ type Metrics struct {
 	publishBatch   prometheus.Histogram
 	publishErrors  prometheus.Counter
 	quorumChanges  prometheus.Counter
-	compactions    *prometheus.CounterVec // outcome: done, up-to-date, leased-elsewhere, failed
+	compactions    *prometheus.CounterVec // outcome: done, up-to-date, leased-elsewhere, put-off, failed
 	leasesHeld     prometheus.Gauge
 	done           atomic.Uint64 // compactions done, for Store.Stats
 }
@@ -45,7 +45,7 @@ func newMetrics() *Metrics {
 		}),
 		compactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nomicore_cluster_compactions_total",
-			Help: "Compaction attempts of namespace logs started by this node, by outcome (done, up-to-date, leased-elsewhere, failed).",
+			Help: "Compaction attempts of namespace logs started by this node, by outcome (done, up-to-date, leased-elsewhere, put-off: the document grew larger than this node knew and the log is still small beside it, failed).",
 		}, []string{"outcome"}),
 		leasesHeld: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nomicore_cluster_compaction_leases_held",

@@ -204,12 +204,8 @@ func (n *Node) nodeNames(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var resp struct {
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Total int `json:"total"`
+		Error *apiError `json:"error"`
+		Total int       `json:"total"`
 		State struct {
 			Subjects map[string]uint64 `json:"subjects"`
 		} `json:"state"`
@@ -217,8 +213,8 @@ func (n *Node) nodeNames(ctx context.Context) ([]string, error) {
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
 		return nil, fmt.Errorf("listing the nodes: %w", err)
 	}
-	if e := resp.Error; e != nil {
-		return nil, &jetstream.APIError{Code: e.Code, ErrorCode: jetstream.ErrorCode(e.ErrCode), Description: e.Description}
+	if resp.Error != nil {
+		return nil, resp.Error.err()
 	}
 	if resp.Total > len(resp.State.Subjects) {
 		return nil, fmt.Errorf("listing the nodes: %d of %d names in one answer", len(resp.State.Subjects), resp.Total)

@@ -172,11 +172,7 @@ func (n *Node) leaderGet(ctx context.Context, stream, subject string) (storedEnt
 		return storedEntry{}, err
 	}
 	var resp struct {
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
+		Error   *apiError `json:"error"`
 		Message *struct {
 			Seq    uint64    `json:"seq"`
 			Header []byte    `json:"hdrs"`
@@ -191,7 +187,7 @@ func (n *Node) leaderGet(ctx context.Context, stream, subject string) (storedEnt
 	case resp.Error != nil && jetstream.ErrorCode(resp.Error.ErrCode) == errNoMessageFound:
 		return storedEntry{}, persistence.ErrNotFound
 	case resp.Error != nil:
-		return storedEntry{}, &jetstream.APIError{Code: resp.Error.Code, ErrorCode: jetstream.ErrorCode(resp.Error.ErrCode), Description: resp.Error.Description}
+		return storedEntry{}, resp.Error.err()
 	case resp.Message == nil:
 		return storedEntry{}, fmt.Errorf("reading %s: an empty answer", subject)
 	}
@@ -453,3 +449,15 @@ func (s *Store) Stats() persistence.Stats {
 // Close has nothing to close: the node is closed by its owner (Node.Close) after the
 // registry.
 func (s *Store) Close(context.Context) error { return nil }
+
+// apiError is the error of a JetStream API answer read without the client's helpers.
+type apiError struct {
+	Code        int    `json:"code"`
+	ErrCode     int    `json:"err_code"`
+	Description string `json:"description"`
+}
+
+// err is the error as the client's helpers report it.
+func (e *apiError) err() error {
+	return &jetstream.APIError{Code: e.Code, ErrorCode: jetstream.ErrorCode(e.ErrCode), Description: e.Description}
+}

@@ -99,18 +99,15 @@ func presenceHubClusterWith(t *testing.T, n int, noEditors []int, peers ...strin
 	return c, clientTok, tokenFiles
 }
 
-// Peers of a hub cluster and the cluster's nodes share presence: a peer attached to node 1
-// (which has no editor of the document), a peer attached to node 2, and an editor on node
-// 2, stock y-websocket editors all: each sees the other two (node 1 relays its peer's
-// states to the cluster and the cluster's to its peer; node 2 relays between its editor,
-// its peer and the cluster); a change propagates; an editor that closes is removed
-// everywhere; an editor that then opens on node 1 sees and is seen by all. The times are
-// logged, not asserted.
-func TestE2E_Cluster_PresenceWithPeers(t *testing.T) {
-	t.Parallel()
-	ag := startAgent(t)
-	c, clientTok, tokenFiles := presenceHubCluster(t, 2, "peer-a", "peer-b")
-	ns := c.hubs[0].api().createNamespace()
+// presenceOfPeersAcrossNodes starts a two-node cluster (the nodes of noEditors without an
+// editor listener) with peer-a attached to node 1 and peer-b to node 2, and stock
+// y-websocket editors pam on peer-a, pia on peer-b and nia on node 2, each with its
+// presence set; it returns once each sees the other two.
+func presenceOfPeersAcrossNodes(t *testing.T, noEditors []int) (ag *agent, c *hubCluster, ns, clientTok string) {
+	t.Helper()
+	ag = startAgent(t)
+	c, clientTok, tokenFiles := presenceHubClusterWith(t, 2, noEditors, "peer-a", "peer-b")
+	ns = c.hubs[0].api().createNamespace()
 	tok := map[string]string{}
 	for _, name := range []string{"peer-a", "peer-b"} {
 		tok[name] = runToken(t, bin.peer, filepath.Join(c.dir, name), "--client", "editors")
@@ -135,6 +132,19 @@ func TestE2E_Cluster_PresenceWithPeers(t *testing.T) {
 		}
 	}
 	t.Logf("the editors on a peer of node 1, a peer of node 2 and node 2 saw each other %v after the last state was set", worst)
+	return ag, c, ns, clientTok
+}
+
+// Peers of a hub cluster and the cluster's nodes share presence: a peer attached to node 1
+// (which has no editor of the document), a peer attached to node 2, and an editor on node
+// 2, stock y-websocket editors all: each sees the other two (node 1 relays its peer's
+// states to the cluster and the cluster's to its peer; node 2 relays between its editor,
+// its peer and the cluster); a change propagates; an editor that closes is removed
+// everywhere; an editor that then opens on node 1 sees and is seen by all. The times are
+// logged, not asserted.
+func TestE2E_Cluster_PresenceWithPeers(t *testing.T) {
+	t.Parallel()
+	ag, c, ns, clientTok := presenceOfPeersAcrossNodes(t, nil)
 	start := time.Now()
 	ag.setPresence("pam", presenceOf("pam", 42))
 	ag.waitPresence("nia", "pam", presenceOf("pam", 42))
@@ -163,31 +173,7 @@ func TestE2E_Cluster_PresenceWithPeers(t *testing.T) {
 // each other, and a change made on node 1's peer reaches the others.
 func TestE2E_Cluster_PresenceWithPeersOfANodeWithoutEditors(t *testing.T) {
 	t.Parallel()
-	ag := startAgent(t)
-	c, clientTok, tokenFiles := presenceHubClusterWith(t, 2, []int{0}, "peer-a", "peer-b")
-	ns := c.hubs[0].api().createNamespace()
-	tok := map[string]string{}
-	for _, name := range []string{"peer-a", "peer-b"} {
-		tok[name] = runToken(t, bin.peer, filepath.Join(c.dir, name), "--client", "editors")
-	}
-	a := c.startPeerClients("peer-a", ns, tokenFiles["peer-a"], true, "--hub-url", c.url(0))
-	b := c.startPeerClients("peer-b", ns, tokenFiles["peer-b"], true, "--hub-url", c.url(1))
-	targetState(t, a, ns, "live")
-	targetState(t, b, ns, "live")
-	ag.open("pam", a, ns, tok["peer-a"])
-	ag.open("pia", b, ns, tok["peer-b"])
-	ag.open("nia", c.hubs[1], ns, clientTok)
-	users := []string{"pam", "pia", "nia"}
-	for i, u := range users {
-		ag.setPresence(u, presenceOf(u, i))
-	}
-	for _, viewer := range users {
-		for i, u := range users {
-			if u != viewer {
-				ag.waitPresence(viewer, u, presenceOf(u, i))
-			}
-		}
-	}
+	ag, _, _, _ := presenceOfPeersAcrossNodes(t, []int{0})
 	ag.setPresence("pam", presenceOf("pam", 42))
 	ag.waitPresence("nia", "pam", presenceOf("pam", 42))
 	ag.waitPresence("pia", "pam", presenceOf("pam", 42))

@@ -8,18 +8,25 @@ import (
 	"github.com/nomicore/nomicore/yjs"
 )
 
-// On a store with a change feed, every write is in the feed with the document's state
-// vector after it: the creation, each local write, and the snapshot that saves changes the
-// store had refused.
-func TestWritesNoteTheirStateVectorInTheFeed(t *testing.T) {
-	e := newEnv(t, RoleHub, Config{}, persistence.Options{CommitDelay: -1,
-		ChangeFeed: &persistence.ChangeFeedOptions{StateVector: FeedStateVector}})
-	feed := e.store.(persistence.ChangeFeed)
+// feedNamespace makes a hub on a store with a change feed (and opts), creates a namespace
+// and opens it; the lease is released when the test ends.
+func feedNamespace(t *testing.T, opts persistence.Options) (persistence.ChangeFeed, Created, *Lease) {
+	t.Helper()
+	opts.ChangeFeed = &persistence.ChangeFeedOptions{StateVector: FeedStateVector}
+	e := newEnv(t, RoleHub, Config{}, opts)
 	c, err := e.reg.Create(ctxT(t), owner)
 	must(t, err)
 	l, err := e.reg.Open(ctxT(t), owner, c.NamespaceID)
 	must(t, err)
-	defer l.Release()
+	t.Cleanup(l.Release)
+	return e.store.(persistence.ChangeFeed), c, l
+}
+
+// On a store with a change feed, every write is in the feed with the document's state
+// vector after it: the creation, each local write, and the snapshot that saves changes the
+// store had refused.
+func TestWritesNoteTheirStateVectorInTheFeed(t *testing.T) {
+	feed, c, l := feedNamespace(t, persistence.Options{CommitDelay: -1})
 	svAtCreation, err := l.StateVector(ctxT(t))
 	must(t, err)
 	for i := range 3 {
@@ -53,14 +60,7 @@ func TestWritesNoteTheirStateVectorInTheFeed(t *testing.T) {
 // runtime runs them back to back, owing the note), and the state vectors after each write
 // are computed independently on a replica of the document.
 func TestFeedRecordsCarryTheStateVectorAfterTheirLastWrite(t *testing.T) {
-	e := newEnv(t, RoleHub, Config{}, persistence.Options{
-		ChangeFeed: &persistence.ChangeFeedOptions{StateVector: FeedStateVector}})
-	feed := e.store.(persistence.ChangeFeed)
-	c, err := e.reg.Create(ctxT(t), owner)
-	must(t, err)
-	l, err := e.reg.Open(ctxT(t), owner, c.NamespaceID)
-	must(t, err)
-	defer l.Release()
+	feed, _, l := feedNamespace(t, persistence.Options{})
 	replica := yjs.NewDoc()
 	must(t, yjs.ApplyUpdate(replica, mustState(t, l, nil), nil))
 	_, b, err := feed.Changes(ctxT(t), 0, 100)

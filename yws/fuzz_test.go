@@ -53,6 +53,8 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 		case TypeQueryAwareness:
 			again = []byte{TypeQueryAwareness}
+		case TypeStateless:
+			again = AppendStateless(nil, m.Stateless)
 		default:
 			t.Fatalf("decoded a message of type %d", m.Type)
 		}

@@ -121,10 +121,7 @@ func (n *Node) feedHead(ctx context.Context) (feedPos, error) {
 		}); err != nil {
 			return nil, err
 		}
-		for len(head) <= k {
-			head = append(head, 0)
-		}
-		head[k] = last
+		head.set(k, last)
 	}
 	return head, nil
 }
@@ -307,15 +304,14 @@ func (r *clusterReader) follow(ctx context.Context, k int, head uint64, first bo
 // watch follows the log streams created after the reader opened, from their start.
 func (r *clusterReader) watch() {
 	defer r.wg.Done()
+	tick := time.NewTicker(feedWatchEvery)
+	defer tick.Stop()
 	for {
-		t := time.NewTimer(feedWatchEvery)
 		select {
-		case <-t.C:
+		case <-tick.C:
 		case <-r.stop:
-			t.Stop()
 			return
 		case <-r.n.life.Done():
-			t.Stop()
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.n.life, 2*r.n.cfg.OpTimeout)
@@ -350,8 +346,11 @@ func (r *clusterReader) read(k int, it jetstream.MessagesContext) {
 			}
 			return
 		}
-		ev, ok := r.event(m)
 		md, mdErr := m.Metadata()
+		ev, ok := changefeed.Event{}, false
+		if mdErr == nil {
+			ev, ok = r.event(m, md)
+		}
 		for {
 			r.mu.Lock()
 			if ok && len(r.buf) >= feedReadBuffer {
@@ -371,10 +370,7 @@ func (r *clusterReader) read(k int, it jetstream.MessagesContext) {
 			}
 			var w chan struct{}
 			if ok {
-				for len(r.pos) <= k {
-					r.pos = append(r.pos, 0)
-				}
-				r.pos[k] = ev.Pos
+				r.pos.set(k, ev.Pos)
 				ev.Cursor, ev.ID = r.pos.cursor(), changeID(k, ev.Pos)
 				r.buf = append(r.buf, ev)
 				w = r.wake
@@ -407,13 +403,9 @@ func changeID(k int, pos uint64) string {
 	return "s" + strconv.Itoa(k) + "-" + strconv.FormatUint(pos, 10)
 }
 
-// event converts a message of log stream k (<root>.ns.<owner>.<id> or a marker); its
-// Cursor is set by read.
-func (r *clusterReader) event(m jetstream.Msg) (changefeed.Event, bool) {
-	md, err := m.Metadata()
-	if err != nil {
-		return changefeed.Event{}, false
-	}
+// event converts a message of a log stream (<root>.ns.<owner>.<id> or a marker), whose
+// metadata read already read; its Cursor is set by read.
+func (r *clusterReader) event(m jetstream.Msg, md *jetstream.MsgMetadata) (changefeed.Event, bool) {
 	ev := changefeed.Event{Pos: md.Sequence.Stream, At: md.Timestamp.UTC().Truncate(time.Millisecond), Kind: persistence.ChangeUpdated}
 	parts := strings.Split(m.Subject(), ".")
 	var ownerTok string

@@ -37,6 +37,14 @@ func (p feedPos) at(k int) uint64 {
 	return 0
 }
 
+// set puts v as the position in log stream k, growing p as needed.
+func (p *feedPos) set(k int, v uint64) {
+	for len(*p) <= k {
+		*p = append(*p, 0)
+	}
+	(*p)[k] = v
+}
+
 // cursor encodes p.
 func (p feedPos) cursor() changefeed.Cursor {
 	n := len(p)

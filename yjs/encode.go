@@ -1,7 +1,6 @@
 package yjs
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/nomicore/nomicore/lib0"
@@ -12,20 +11,11 @@ import (
 // EncodeStateVector(StateVector), without the map in between — since a hub encodes one
 // for every sync answer and change-feed record.
 func (d *Doc) EncodeStateVector() []byte {
-	type state struct{ client, clock uint64 }
-	states := make([]state, 0, len(d.store.clients))
+	states := make([]clientClock, 0, len(d.store.clients))
 	for c, l := range d.store.clients {
-		states = append(states, state{c, l.state()})
+		states = append(states, clientClock{c, l.state()})
 	}
-	// Highest client first, as writeStateVector writes them.
-	slices.SortFunc(states, func(a, b state) int { return cmp.Compare(b.client, a.client) })
-	buf := make([]byte, 0, 1+len(states)*12)
-	buf = lib0.AppendVarUint(buf, uint64(len(states)))
-	for _, s := range states {
-		buf = lib0.AppendVarUint(buf, s.client)
-		buf = lib0.AppendVarUint(buf, s.clock)
-	}
-	return buf
+	return appendStateVector(make([]byte, 0, 1+len(states)*12), states)
 }
 
 // EncodeStateAsUpdate returns a v1 update with everything in doc that a peer with the

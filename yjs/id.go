@@ -1,6 +1,7 @@
 package yjs
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -23,22 +24,23 @@ type StateVector map[uint64]uint64
 // EncodeStateVector writes sv in the v1 format: a count, then (client, clock) pairs with
 // the higher client ids first (the order JS yjs writes).
 func EncodeStateVector(sv StateVector) []byte {
-	e := lib0.NewEncoder(1 + len(sv)*8)
-	writeStateVector(e, sv)
-	return e.Bytes()
+	states := make([]clientClock, 0, len(sv))
+	for c, clock := range sv {
+		states = append(states, clientClock{c, clock})
+	}
+	return appendStateVector(make([]byte, 0, 1+len(states)*12), states)
 }
 
-func writeStateVector(e *lib0.Encoder, sv StateVector) {
-	clients := make([]uint64, 0, len(sv))
-	for c := range sv {
-		clients = append(clients, c)
+// appendStateVector appends the v1 encoding of states to buf, highest client first, as
+// every writer orders them (it sorts states in place).
+func appendStateVector(buf []byte, states []clientClock) []byte {
+	slices.SortFunc(states, func(a, b clientClock) int { return cmp.Compare(b.client, a.client) })
+	buf = lib0.AppendVarUint(buf, uint64(len(states)))
+	for _, s := range states {
+		buf = lib0.AppendVarUint(buf, s.client)
+		buf = lib0.AppendVarUint(buf, s.clock)
 	}
-	slices.Sort(clients)
-	e.WriteVarUint(uint64(len(clients)))
-	for i := len(clients) - 1; i >= 0; i-- {
-		e.WriteVarUint(clients[i])
-		e.WriteVarUint(sv[clients[i]])
-	}
+	return buf
 }
 
 // DecodeStateVector reads a v1 state vector. A client listed twice keeps its last clock (as

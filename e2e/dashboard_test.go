@@ -178,7 +178,10 @@ func rowStateExpr(table, key string) string {
 func TestE2E_Dashboard(t *testing.T) {
 	browser := startDashBrowser(t)
 	c := newCluster(t)
-	hub := c.startHub("--ping-interval", "1s", "--pong-timeout", "900ms") // pings often enough to show their round trip
+	// Pings often enough to show their round trip soon. The pong timeout is not shorter: on a
+	// test machine loaded by parallel packages under -race a process can be starved for a
+	// second, and a connection dropped then restarts the chunked bootstrap the page is watched on.
+	hub := c.startHub("--ping-interval", "2s", "--pong-timeout", "1500ms")
 	ns := hub.api().createNamespace()
 	a := c.startPeer("peer-a", c.tokenFile("peer-a", c.token("peer-a")), "--target", ns)
 	targetState(t, a, ns, "live")
@@ -358,8 +361,8 @@ func TestE2E_Dashboard(t *testing.T) {
 		// 1 MiB/s, so the bootstrap takes about four seconds, and its dashboard shows it
 		// advancing, then live. Later, while peer-e is cut off, the hub takes 3 MiB more: the
 		// catch-up is a chunked difference, shown as such on peer-e's page of the namespace.
-		// The dashboard's hub pings every second with a 900 ms pong timeout: the link stays
-		// up because the hub counts what peer-e's TCP acknowledged while the snapshot drains.
+		// The dashboard's hub pings every 2 s with a 1.5 s pong timeout: the link stays up
+		// because the hub counts what peer-e's TCP acknowledged while the snapshot drains.
 		const snapshotBytes, catchUpBytes = 4 << 20, 3 << 20
 		big := hub.api().createNamespace()
 		writeText(t, hub, big, snapshotBytes, 4<<20, 's')

@@ -996,10 +996,15 @@ func TestCluster_DeleteEverywhere(t *testing.T) {
 	if err != nil || again.NamespaceID == ns {
 		t.Fatalf("the freed name: %+v, %v", again, err)
 	}
-	page, err := tc.nodes[0].store.ListEntries(ctxT(t, 10*time.Second), persistence.EntryQuery{Name: "minutes"})
-	if err != nil || len(page.Entries) != 1 || page.Entries[0].NamespaceID != again.NamespaceID {
-		t.Fatalf("listing by name: %+v, %v", page, err)
-	}
+	// A listing reads node 0's replica of the entries, which may not hold node 1's create yet
+	// (docs/cluster.md, "listing namespaces").
+	eventually(t, 10*time.Second, "listing by name on another node", func() error {
+		page, err := tc.nodes[0].store.ListEntries(ctxT(t, 10*time.Second), persistence.EntryQuery{Name: "minutes"})
+		if err != nil || len(page.Entries) != 1 || page.Entries[0].NamespaceID != again.NamespaceID {
+			return fmt.Errorf("listing by name: %+v, %v", page, err)
+		}
+		return nil
+	})
 }
 
 // TestCluster_DeleteRacesAnEpochBump: a delete through one node and an epoch bump through

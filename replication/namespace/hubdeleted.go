@@ -14,6 +14,10 @@ import (
 // deleted: closing the target and deleting the replica.
 const HubDeletedTimeout = time.Minute
 
+// hubDeletedStarting, when set (by tests), runs first on the goroutine that removes the target
+// and deletes the replica.
+var hubDeletedStarting func()
+
 // hubDeleted acts on the hub's NAMESPACE_DELETED for tg (docs/protocol.md#namespace-deletion),
 // off the connection goroutine: the target is removed — nothing reopens it —, and the
 // local replica deleted, its id kept as a tombstone so that no later bootstrap or write
@@ -21,7 +25,8 @@ const HubDeletedTimeout = time.Minute
 // that the hub held all of it: its ledger of local writes shows nothing unconfirmed and
 // is complete (the target was live in this process; after a restart the ledger starts at
 // zero and cannot say). Nothing the peer held that the hub may not have had is lost
-// silently.
+// silently. Until the tombstone is written the namespace cannot be added as a target again,
+// so nobody sees the target gone and yet the namespace addable.
 func (tc *TargetController) hubDeleted(tg *target) {
 	tc.mu.Lock()
 	if tg.removed || tc.closed {
@@ -30,10 +35,20 @@ func (tc *TargetController) hubDeleted(tg *target) {
 	}
 	keep := !tg.wasLive || tg.pendingLocked() > 0
 	t := Target{NamespaceID: tg.ns.String(), Owner: tg.owner}
+	ns := tg.ns
+	tc.hubDeleting[ns] = struct{}{}
 	tc.wg.Add(1)
 	tc.mu.Unlock()
 	go func() {
 		defer tc.wg.Done()
+		defer func() {
+			tc.mu.Lock()
+			delete(tc.hubDeleting, ns)
+			tc.mu.Unlock()
+		}()
+		if hubDeletedStarting != nil {
+			hubDeletedStarting()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), HubDeletedTimeout)
 		defer cancel()
 		err := tc.RemoveTarget(ctx, t.NamespaceID)

@@ -116,8 +116,12 @@ type TargetController struct {
 	presence PresenceRelay  // TargetControllerOptions.Presence
 	wg       sync.WaitGroup // registry calls made off the connection goroutine
 
-	mu      sync.Mutex // guards targets, conn, closed, rand, the live cap and the fields of every target
+	mu      sync.Mutex // guards targets, hubDeleting, conn, closed, rand, the live cap and the fields of every target
 	targets map[protocol.NamespaceID]*target
+	// hubDeleting holds the namespaces the hub said were deleted while their target is being
+	// removed and their replica deleted (hubdeleted.go): until the tombstone is written,
+	// adding one of them as a target again is refused as deleted.
+	hubDeleting map[protocol.NamespaceID]struct{}
 	conn    *peerConn // the ready connection's namespace layer, if any
 	closed  bool
 	rand    Rand
@@ -181,7 +185,7 @@ func NewTargetController(opts TargetControllerOptions) (*TargetController, error
 		_, _ = crand.Read(seed[:])
 		rnd = mrand.New(mrand.NewChaCha8(seed))
 	}
-	tc := &TargetController{reg: opts.Registry, log: log, targets: make(map[protocol.NamespaceID]*target), rand: rnd, ledger: opts.Ledger,
+	tc := &TargetController{reg: opts.Registry, log: log, targets: make(map[protocol.NamespaceID]*target), hubDeleting: make(map[protocol.NamespaceID]struct{}), rand: rnd, ledger: opts.Ledger,
 		presence: opts.Presence, onHubDeleted: opts.OnHubDeleted}
 	for _, t := range opts.Targets {
 		if err := tc.AddTarget(t); err != nil {
@@ -208,13 +212,18 @@ func checkTarget(t Target) (protocol.NamespaceID, error) {
 
 // AddTarget adds a replication target; on a ready connection its namespace opens at once.
 // Adding a target that exists with the same owner does nothing; with another owner it is
-// ErrTargetConflict (one connection carries one lifecycle per namespace id).
+// ErrTargetConflict (one connection carries one lifecycle per namespace id). A namespace
+// the hub deleted, whose replica is still being deleted, is registry.ErrDeleted.
 func (tc *TargetController) AddTarget(t Target) error {
 	ns, err := checkTarget(t)
 	if err != nil {
 		return err
 	}
 	tc.mu.Lock()
+	if _, ok := tc.hubDeleting[ns]; ok {
+		tc.mu.Unlock()
+		return registry.ErrDeleted
+	}
 	if old := tc.targets[ns]; old != nil {
 		tc.mu.Unlock()
 		if old.owner != t.Owner {

@@ -122,9 +122,9 @@ type TargetController struct {
 	// removed and their replica deleted (hubdeleted.go): until the tombstone is written,
 	// adding one of them as a target again is refused as deleted.
 	hubDeleting map[protocol.NamespaceID]struct{}
-	conn    *peerConn // the ready connection's namespace layer, if any
-	closed  bool
-	rand    Rand
+	conn        *peerConn // the ready connection's namespace layer, if any
+	closed      bool
+	rand        Rand
 	// liveCap is the largest live update the last ready connection could carry (0 before
 	// the first): maxChunkedUpdateBytes when it negotiated chunked transfers, else
 	// maxUpdateBytes. Local writes above it are refused.

@@ -178,9 +178,9 @@ func rowStateExpr(table, key string) string {
 func TestE2E_Dashboard(t *testing.T) {
 	browser := startDashBrowser(t)
 	c := newCluster(t)
-	// Pings often enough to show their round trip soon. The pong timeout is not shorter: on a
-	// test machine loaded by parallel packages under -race a process can be starved for a
-	// second, and a connection dropped then restarts the chunked bootstrap the page is watched on.
+	// Pings often enough to show their round trip soon, with a pong timeout over a second: on a
+	// test machine loaded by parallel packages under -race a process can be starved for about
+	// a second, and a dropped connection restarts the chunked bootstrap the page is watched on.
 	hub := c.startHub("--ping-interval", "2s", "--pong-timeout", "1500ms")
 	ns := hub.api().createNamespace()
 	a := c.startPeer("peer-a", c.tokenFile("peer-a", c.token("peer-a")), "--target", ns)

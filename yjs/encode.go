@@ -15,7 +15,7 @@ func (d *Doc) EncodeStateVector() []byte {
 	for c, l := range d.store.clients {
 		states = append(states, clientClock{c, l.state()})
 	}
-	return appendStateVector(make([]byte, 0, 1+len(states)*12), states)
+	return encodeStateVector(states)
 }
 
 // EncodeStateAsUpdate returns a v1 update with everything in doc that a peer with the

@@ -28,13 +28,14 @@ func EncodeStateVector(sv StateVector) []byte {
 	for c, clock := range sv {
 		states = append(states, clientClock{c, clock})
 	}
-	return appendStateVector(make([]byte, 0, 1+len(states)*12), states)
+	return encodeStateVector(states)
 }
 
-// appendStateVector appends the v1 encoding of states to buf, highest client first, as
-// every writer orders them (it sorts states in place).
-func appendStateVector(buf []byte, states []clientClock) []byte {
+// encodeStateVector returns the v1 encoding of states, highest client first, as every
+// writer orders them (it sorts states in place).
+func encodeStateVector(states []clientClock) []byte {
 	slices.SortFunc(states, func(a, b clientClock) int { return cmp.Compare(b.client, a.client) })
+	buf := make([]byte, 0, 1+len(states)*12)
 	buf = lib0.AppendVarUint(buf, uint64(len(states)))
 	for _, s := range states {
 		buf = lib0.AppendVarUint(buf, s.client)

@@ -1,5 +1,7 @@
 package namespace
 
+import "github.com/nomicore/nomicore/replication/protocol"
+
 // MergeUpdates lets the external tests count the merges coalescing makes.
 var MergeUpdates = &mergeUpdates
 
@@ -13,7 +15,7 @@ var HubDeletedStarting = &hubDeletedStarting
 
 // HubDeleted acts on a hub's NAMESPACE_DELETED for the target of id, as the connection does.
 func (tc *TargetController) HubDeleted(id string) {
-	ns, err := checkTarget(Target{NamespaceID: id, Owner: "x"})
+	ns, err := protocol.ParseNamespaceID(id)
 	if err != nil {
 		panic(err)
 	}
